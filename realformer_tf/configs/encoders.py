@@ -1,0 +1,95 @@
+"""RealFormer encoder config, bound to Model Garden's `type: any` encoder slot.
+
+Model Garden tasks build their encoder with `encoders.build_encoder(cfg)`; for
+`type: any` that calls `cfg.any.BUILDER(cfg.any)`. Binding our config class
+plugs `RealFormerEncoder` into every task (MaskedLMTask,
+SentencePredictionTask, QuestionAnsweringTask) without copying them.
+
+In YAML and `--params_override` the encoder lives at
+`task.model.encoder.any.<field>`, e.g.
+`task.model.encoder.any.residual_attention=none`.
+"""
+
+import dataclasses
+from typing import Optional
+
+import tf_keras
+
+from official.modeling import tf_utils
+from official.modeling.hyperparams import base_config
+from official.nlp.configs import encoders
+from realformer_tf.layers import residual_attention as ra
+from realformer_tf.networks import realformer_encoder
+
+
+@dataclasses.dataclass
+class RealFormerEncoderConfig(base_config.Config):
+  """Field names follow Model Garden's `BertEncoderConfig`."""
+  vocab_size: int = 30522
+  hidden_size: int = 768
+  num_layers: int = 12
+  num_attention_heads: int = 12
+  hidden_activation: str = "gelu"  # tanh-approximated GELU, as BERT's TF1 code
+  intermediate_size: int = 3072
+  dropout_rate: float = 0.1
+  attention_dropout_rate: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  initializer_range: float = 0.02
+  embedding_size: Optional[int] = None
+  output_range: Optional[int] = None
+  return_attention_scores: bool = False
+  # "sum" (RealFormer), "mean" (running mean, > 24 layers), "none" (BERT).
+  residual_attention: str = "sum"
+  # False: Post-LN (BERT and RealFormer); True: Pre-LN.
+  norm_first: bool = False
+  # None: a final LayerNorm iff norm_first.
+  final_layer_norm: Optional[bool] = None
+  norm_epsilon: float = 1e-12
+
+  def validate(self):
+    ra.validate_residual_attention(self.residual_attention)
+    if self.hidden_size % self.num_attention_heads:
+      raise ValueError(
+          f"encoder.hidden_size={self.hidden_size} is not divisible by "
+          f"encoder.num_attention_heads={self.num_attention_heads}.")
+
+
+@base_config.bind(RealFormerEncoderConfig)
+def build_realformer_encoder(
+    config: RealFormerEncoderConfig,
+    embedding_layer: Optional[tf_keras.layers.Layer] = None
+) -> realformer_encoder.RealFormerEncoder:
+  """Builds a `RealFormerEncoder` from its config."""
+  config.validate()
+  activation = (realformer_encoder.approx_gelu
+                if config.hidden_activation == "gelu" else
+                tf_utils.get_activation(config.hidden_activation,
+                                        use_keras_layer=False))
+  return realformer_encoder.RealFormerEncoder(
+      vocab_size=config.vocab_size,
+      hidden_size=config.hidden_size,
+      num_layers=config.num_layers,
+      num_attention_heads=config.num_attention_heads,
+      max_sequence_length=config.max_position_embeddings,
+      type_vocab_size=config.type_vocab_size,
+      inner_dim=config.intermediate_size,
+      inner_activation=activation,
+      output_dropout=config.dropout_rate,
+      attention_dropout=config.attention_dropout_rate,
+      initializer=tf_keras.initializers.TruncatedNormal(
+          stddev=config.initializer_range),
+      output_range=config.output_range,
+      embedding_width=config.embedding_size,
+      embedding_layer=embedding_layer,
+      norm_first=config.norm_first,
+      return_attention_scores=config.return_attention_scores,
+      residual_attention=config.residual_attention,
+      final_layer_norm=config.final_layer_norm,
+      norm_epsilon=config.norm_epsilon)
+
+
+def encoder_config(**kwargs) -> encoders.EncoderConfig:
+  """A Model Garden `EncoderConfig` holding a RealFormer encoder."""
+  return encoders.EncoderConfig(
+      type="any", any=RealFormerEncoderConfig(**kwargs))

@@ -1,0 +1,4 @@
+"""RealFormer layers: residual multi-head attention and the encoder block."""
+from realformer_tf.layers.realformer_block import RealFormerEncoderBlock
+from realformer_tf.layers.residual_attention import RESIDUAL_MODES
+from realformer_tf.layers.residual_attention import ResidualMultiHeadAttention

@@ -1,0 +1,196 @@
+"""A Transformer encoder block that passes RealFormer attention scores on."""
+
+from typing import Any, Optional
+
+import tensorflow as tf
+import tf_keras
+
+from official.modeling import tf_utils
+from realformer_tf.layers import residual_attention as ra
+
+
+@tf_keras.utils.register_keras_serializable(package="RealFormer")
+class RealFormerEncoderBlock(tf_keras.layers.Layer):
+  """Transformer encoder block: `(hidden, scores) -> (hidden, scores)`.
+
+  Post-LN (BERT, the paper's backbone) by default, Pre-LN with
+  `norm_first=True`; `residual_attention` picks RealFormer ("sum"/"mean") or
+  plain attention ("none"). Sub-layers carry the same attribute and weight
+  names as Model Garden's `TransformerEncoderBlock`, so checkpoints of one
+  restore into the other.
+
+  Args:
+    num_attention_heads: Number of attention heads; must divide the hidden size.
+    inner_dim: Width of the feed-forward layer.
+    inner_activation: Activation of the feed-forward layer.
+    output_dropout: Dropout after the attention projection and the
+      feed-forward output (BERT's `hidden_dropout_prob`).
+    attention_dropout: Dropout on attention probabilities.
+    norm_first: Pre-LN if True, Post-LN if False.
+    norm_epsilon: LayerNorm epsilon (1e-12 as in BERT).
+    kernel_initializer: Initializer for all kernels.
+    residual_attention: "sum", "mean" or "none"; see
+      `ResidualMultiHeadAttention`.
+    layer_index: 0-based depth of the block; used by "mean".
+    **kwargs: Base `Layer` arguments (name, dtype, ...).
+
+  Example:
+
+  >>> block = RealFormerEncoderBlock(num_attention_heads=2, inner_dim=32,
+  ...                                inner_activation="gelu")
+  >>> x = tf.random.normal([2, 6, 16])
+  >>> x, scores = block(x)               # first layer: no scores yet
+  >>> x, scores = block(x, scores=scores)
+  >>> scores.shape
+  TensorShape([2, 2, 6, 6])
+  """
+
+  def __init__(self,
+               num_attention_heads: int,
+               inner_dim: int,
+               inner_activation: Any = "gelu",
+               output_dropout: float = 0.0,
+               attention_dropout: float = 0.0,
+               norm_first: bool = False,
+               norm_epsilon: float = 1e-12,
+               kernel_initializer: Any = "glorot_uniform",
+               residual_attention: str = "sum",
+               layer_index: int = 0,
+               **kwargs):
+    super().__init__(**kwargs)
+    self._num_heads = num_attention_heads
+    self._inner_dim = inner_dim
+    self._inner_activation = inner_activation
+    self._output_dropout_rate = output_dropout
+    self._attention_dropout_rate = attention_dropout
+    self._norm_first = norm_first
+    self._norm_epsilon = norm_epsilon
+    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
+    self._residual_attention = ra.validate_residual_attention(
+        residual_attention)
+    self._layer_index = layer_index
+
+  def build(self, input_shape):
+    hidden_size = tf.TensorShape(input_shape)[-1]
+    if hidden_size is None:
+      raise ValueError(f"{self.name}: the hidden size (last input dimension) "
+                       "must be known.")
+    if hidden_size % self._num_heads:
+      raise ValueError(
+          f"{self.name}: hidden size {hidden_size} is not divisible by "
+          f"num_attention_heads={self._num_heads}.")
+
+    def init():
+      return tf_utils.clone_initializer(self._kernel_initializer)
+
+    def layer_norm(name):
+      # float32 LayerNorm for numeric stability under mixed precision, as
+      # Model Garden does.
+      return tf_keras.layers.LayerNormalization(
+          name=name, axis=-1, epsilon=self._norm_epsilon, dtype=tf.float32)
+
+    self._attention_layer = ra.ResidualMultiHeadAttention(
+        num_heads=self._num_heads,
+        key_dim=hidden_size // self._num_heads,
+        dropout=self._attention_dropout_rate,
+        kernel_initializer=init(),
+        residual_attention=self._residual_attention,
+        layer_index=self._layer_index,
+        name="self_attention")
+    self._attention_dropout = tf_keras.layers.Dropout(self._output_dropout_rate)
+    self._attention_layer_norm = layer_norm("self_attention_layer_norm")
+    self._intermediate_dense = tf_keras.layers.EinsumDense(
+        "abc,cd->abd", output_shape=(None, self._inner_dim), bias_axes="d",
+        kernel_initializer=init(), name="intermediate")
+    policy = tf_keras.mixed_precision.global_policy()
+    if policy.name == "mixed_bfloat16":
+      policy = tf.float32  # As Model Garden: bf16 GELU hurts convergence.
+    self._intermediate_activation_layer = tf_keras.layers.Activation(
+        self._inner_activation, dtype=policy)
+    self._output_dense = tf_keras.layers.EinsumDense(
+        "abc,cd->abd", output_shape=(None, hidden_size), bias_axes="d",
+        kernel_initializer=init(), name="output")
+    self._output_dropout = tf_keras.layers.Dropout(self._output_dropout_rate)
+    self._output_layer_norm = layer_norm("output_layer_norm")
+    super().build(input_shape)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        num_attention_heads=self._num_heads,
+        inner_dim=self._inner_dim,
+        inner_activation=tf_utils.serialize_activation(
+            tf_keras.activations.get(self._inner_activation),
+            use_legacy_format=True),
+        output_dropout=self._output_dropout_rate,
+        attention_dropout=self._attention_dropout_rate,
+        norm_first=self._norm_first,
+        norm_epsilon=self._norm_epsilon,
+        kernel_initializer=tf_utils.serialize_initializer(
+            self._kernel_initializer, use_legacy_format=True),
+        residual_attention=self._residual_attention,
+        layer_index=self._layer_index)
+    return config
+
+  def call(self,
+           hidden,
+           scores=None,
+           attention_mask=None,
+           training=None,
+           output_range: Optional[int] = None,
+           return_attention_probs: bool = False):
+    """Runs the block.
+
+    Args:
+      hidden: `[batch, seq, hidden]`.
+      scores: Running score sum from the previous block, `[batch, heads, seq,
+        seq]`, or None for the first block.
+      attention_mask: `[batch, seq, seq]`, 1 = attend.
+      training: Whether dropout is active.
+      output_range: Only compute outputs for the first `output_range`
+        positions (e.g. the [CLS] token of the last layer).
+      return_attention_probs: Also return the attention probabilities.
+
+    Returns:
+      `(hidden, scores)` or `(hidden, scores, probs)`.
+    """
+    source = hidden
+    query = hidden
+    if self._norm_first:
+      hidden = self._attention_layer_norm(hidden)
+      query = hidden
+    if output_range:
+      source = source[:, :output_range, :]
+      query = hidden[:, :output_range, :]
+      if attention_mask is not None:
+        attention_mask = attention_mask[:, :output_range, :]
+      if scores is not None:
+        scores = scores[:, :, :output_range, :]
+
+    attention_output, scores, probs = self._attention_layer(
+        query=query, value=hidden, attention_mask=attention_mask,
+        prev_scores=scores, training=training, return_attention_probs=True)
+    attention_output = self._attention_dropout(attention_output,
+                                               training=training)
+    if self._norm_first:
+      attention_output = source + attention_output
+      residual = attention_output
+      attention_output = self._output_layer_norm(attention_output)
+    else:
+      attention_output = self._attention_layer_norm(
+          tf.cast(source, attention_output.dtype) + attention_output)
+      residual = attention_output
+
+    inner = self._intermediate_dense(attention_output)
+    inner = self._intermediate_activation_layer(inner)
+    layer_output = self._output_dense(inner)
+    layer_output = self._output_dropout(layer_output, training=training)
+    if self._norm_first:
+      layer_output = residual + tf.cast(layer_output, residual.dtype)
+    else:
+      # LayerNorm output is float32 under mixed precision; add in float32.
+      layer_output = self._output_layer_norm(
+          tf.cast(layer_output, tf.float32) + residual)
+    if return_attention_probs:
+      return layer_output, scores, probs
+    return layer_output, scores

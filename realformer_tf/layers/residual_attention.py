@@ -1,0 +1,171 @@
+"""Multi-head attention with RealFormer's residual attention scores.
+
+RealFormer (He et al., 2020, https://arxiv.org/abs/2012.11747) adds one skip
+edge to Post-LN BERT: each attention layer adds the previous layer's raw,
+pre-softmax scores to its own, softmaxes the sum and hands the sum on:
+
+    S_l = Q_l K_l^T / sqrt(d) + S_{l-1}
+    P_l = softmax(S_l + mask)                 # "sum"  (paper Eq. 5)
+    P_l = softmax(S_l / (l + 1) + mask)       # "mean" (deep models, > 24 layers)
+
+The mask only enters the softmax; `S_l` is passed on unmasked, as in the
+authors' TF1 code. `S_l` is kept in float32 under mixed precision: it is a sum
+over layers and would lose precision (or overflow, in float16) otherwise.
+"""
+
+import math
+from typing import Optional, Tuple
+
+import tensorflow as tf
+import tf_keras
+
+RESIDUAL_MODES = ("sum", "mean", "none")
+
+# Same additive mask value as Keras' Softmax for float32, so "none" matches
+# tf_keras.layers.MultiHeadAttention bit for bit. Applied in float32 only.
+_MASK_ADDER = -1e9
+
+
+def validate_residual_attention(value: str) -> str:
+  if value not in RESIDUAL_MODES:
+    raise ValueError(
+        f"residual_attention must be one of {RESIDUAL_MODES}, got {value!r}.")
+  return value
+
+
+@tf_keras.utils.register_keras_serializable(package="RealFormer")
+class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
+  """`MultiHeadAttention` that takes and returns pre-softmax attention scores.
+
+  Weights keep Keras' standard names (`query`, `key`, `value`,
+  `attention_output`), so checkpoints of a `MultiHeadAttention` load as is.
+
+  Args:
+    num_heads: Number of attention heads.
+    key_dim: Size of each head for query and key.
+    residual_attention: "sum" (RealFormer), "mean" (softmax over the running
+      mean `S_l / (layer_index + 1)`; the running sum is still returned), or
+      "none" (plain attention; the layer's own scores are still returned).
+    layer_index: 0-based depth of this layer in its stack; used by "mean".
+    **kwargs: Any other `tf_keras.layers.MultiHeadAttention` argument.
+
+  Call arguments:
+    query: `[batch, from_len, dim]`.
+    value: `[batch, to_len, dim]`.
+    key: Optional `[batch, to_len, dim]`; defaults to `value`.
+    attention_mask: Optional `[batch, from_len, to_len]`, 1 = attend.
+    prev_scores: Optional `[batch, num_heads, from_len, to_len]` running sum
+      from the previous layer (`None` for the first layer).
+    training: Python bool, whether dropout is active.
+    return_attention_probs: Also return the softmax probabilities.
+
+  Returns:
+    `(output, scores)`, or `(output, scores, probs)`: `output` is
+    `[batch, from_len, dim]`; `scores` is the unmasked float32 running sum
+    `[batch, num_heads, from_len, to_len]` to hand to the next layer.
+
+  Example:
+
+  >>> layer = ResidualMultiHeadAttention(num_heads=2, key_dim=8)
+  >>> x = tf.random.normal([3, 5, 16])
+  >>> out, scores = layer(x, x)
+  >>> out, scores = layer(x, x, prev_scores=scores)
+  >>> out.shape, scores.shape
+  (TensorShape([3, 5, 16]), TensorShape([3, 2, 5, 5]))
+  """
+
+  def __init__(self,
+               num_heads: int,
+               key_dim: int,
+               residual_attention: str = "sum",
+               layer_index: int = 0,
+               **kwargs):
+    super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
+    self._residual_attention = validate_residual_attention(residual_attention)
+    if layer_index < 0:
+      raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
+    self._layer_index = int(layer_index)
+
+  @property
+  def residual_attention(self) -> str:
+    return self._residual_attention
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(residual_attention=self._residual_attention,
+                  layer_index=self._layer_index)
+    return config
+
+  def call(self,
+           query,
+           value,
+           key=None,
+           attention_mask=None,
+           prev_scores=None,
+           training=None,
+           return_attention_probs=False):
+    if not self._built_from_signature:
+      self._build_from_signature(query=query, value=value, key=key)
+    if key is None:
+      key = value
+    if attention_mask is not None and attention_mask.shape.rank != 3:
+      raise ValueError(
+          f"{self.name}: attention_mask must have rank 3 "
+          f"[batch, from_len, to_len], got shape {attention_mask.shape}.")
+    attention_mask = self._compute_attention_mask(
+        query, value, key=key, attention_mask=attention_mask)
+
+    query = self._query_dense(query)    # [B, T, N, H]
+    key = self._key_dense(key)          # [B, S, N, H]
+    value = self._value_dense(value)    # [B, S, N, H]
+    output, scores, probs = self._compute_attention(
+        query, key, value, attention_mask, training, prev_scores=prev_scores)
+    output = self._output_dense(output)
+    if return_attention_probs:
+      return output, scores, probs
+    return output, scores
+
+  def _compute_attention(self,
+                         query,
+                         key,
+                         value,
+                         attention_mask=None,
+                         training=None,
+                         prev_scores=None) -> Tuple[tf.Tensor, tf.Tensor,
+                                                    tf.Tensor]:
+    """Residual dot-product attention on projected Q, K, V.
+
+    Unlike the base class this also takes `prev_scores` and returns
+    `(context, scores, probs)`; `call` is the only caller.
+    """
+    # Scale the (smaller) query before the einsum, as the base class does.
+    query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
+    scores = tf.cast(tf.einsum(self._dot_product_equation, key, query),
+                     tf.float32)                               # [B, N, T, S]
+    if prev_scores is not None and self._residual_attention != "none":
+      self._check_prev_scores(prev_scores, scores)
+      scores += tf.cast(prev_scores, tf.float32)
+    logits = scores
+    if self._residual_attention == "mean":
+      logits = scores / float(self._layer_index + 1)
+    if attention_mask is not None:
+      # [B, T, S] -> [B, 1, T, S]; the mask never enters `scores`.
+      mask = tf.cast(tf.expand_dims(attention_mask, axis=1), tf.float32)
+      logits += (1.0 - mask) * _MASK_ADDER
+    probs = tf.cast(tf.nn.softmax(logits, axis=-1), self.compute_dtype)
+    # Dropping whole tokens to attend to, as in BERT.
+    probs_dropout = self._dropout_layer(probs, training=training)
+    context = tf.einsum(self._combine_equation, probs_dropout, value)
+    return context, scores, probs
+
+  def _check_prev_scores(self, prev_scores, scores):
+    """Raises a ValueError naming both shapes when they cannot be added."""
+    prev_shape, shape = prev_scores.shape, scores.shape
+    if prev_shape.rank is not None and prev_shape.rank != 4:
+      raise ValueError(
+          f"{self.name}: prev_scores must have rank 4 [batch, num_heads, "
+          f"from_len, to_len], got shape {prev_shape}.")
+    if prev_shape.rank is not None and not prev_shape.is_compatible_with(shape):
+      raise ValueError(
+          f"{self.name}: prev_scores has shape {prev_shape}, but this layer's "
+          f"scores have shape {shape} [batch, num_heads, from_len, to_len].")

@@ -1,0 +1,2 @@
+"""RealFormer networks."""
+from realformer_tf.networks.realformer_encoder import RealFormerEncoder

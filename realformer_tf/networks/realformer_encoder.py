@@ -1,0 +1,260 @@
+"""RealFormer encoder: Model Garden's `BertEncoderV2` contract + residual attention."""
+
+from typing import Any, Callable, Optional, Union
+
+import tensorflow as tf
+import tf_keras
+
+from official.modeling import tf_utils
+from official.nlp.modeling import layers as mg_layers
+from realformer_tf.layers import realformer_block
+from realformer_tf.layers import residual_attention as ra
+
+_Initializer = Union[str, tf_keras.initializers.Initializer]
+_Activation = Union[str, Callable[..., Any]]
+
+
+@tf_keras.utils.register_keras_serializable(package="RealFormer")
+def approx_gelu(x):
+  """GELU with the tanh approximation used by BERT and RealFormer's TF1 code."""
+  return tf_keras.activations.gelu(x, approximate=True)
+
+
+@tf_keras.utils.register_keras_serializable(package="RealFormer")
+class RealFormerEncoder(tf_keras.layers.Layer):
+  """Bi-directional Transformer encoder with residual attention (RealFormer).
+
+  Same constructor arguments, inputs, outputs and checkpoint layout as Model
+  Garden's `networks.BertEncoderV2`, plus:
+
+  Args:
+    residual_attention: "sum" (RealFormer), "mean" (running mean, for models
+      deeper than ~24 layers) or "none" (plain BERT).
+    norm_first: False = Post-LN (BERT, RealFormer), True = Pre-LN.
+    final_layer_norm: LayerNorm the last layer's output. Defaults to
+      `norm_first` (a Pre-LN stack needs it; Post-LN output is already
+      normalized). `BertEncoderV2(norm_first=True)` has none, so pass False to
+      match it.
+    norm_epsilon: LayerNorm epsilon of the Transformer blocks.
+    return_attention_scores: Also output `attention_scores` (each layer's
+      float32 pre-softmax running score sum, unmasked, `[batch, heads, seq,
+      seq]`) and `attention_probs` (each layer's softmax probabilities). Note:
+      `BertEncoderV2` calls the probabilities `attention_scores`.
+
+  The three architectures of the paper from one class:
+    Post-LN BERT: `residual_attention="none"`
+    Pre-LN BERT:  `residual_attention="none", norm_first=True`
+    RealFormer:   `residual_attention="sum"` (or "mean")
+
+  Example:
+
+  >>> encoder = RealFormerEncoder(vocab_size=100, hidden_size=32, num_layers=2,
+  ...                             num_attention_heads=4, inner_dim=64)
+  >>> ids = tf.constant([[5, 6, 7, 0]])
+  >>> out = encoder(dict(input_word_ids=ids, input_mask=tf.sign(ids),
+  ...                    input_type_ids=tf.zeros_like(ids)))
+  >>> out["sequence_output"].shape, out["pooled_output"].shape
+  (TensorShape([1, 4, 32]), TensorShape([1, 32]))
+  """
+
+  def __init__(self,
+               vocab_size: int,
+               hidden_size: int = 768,
+               num_layers: int = 12,
+               num_attention_heads: int = 12,
+               max_sequence_length: int = 512,
+               type_vocab_size: int = 16,
+               inner_dim: int = 3072,
+               inner_activation: _Activation = approx_gelu,
+               output_dropout: float = 0.1,
+               attention_dropout: float = 0.1,
+               initializer: _Initializer = tf_keras.initializers.TruncatedNormal(
+                   stddev=0.02),
+               output_range: Optional[int] = None,
+               embedding_width: Optional[int] = None,
+               embedding_layer: Optional[tf_keras.layers.Layer] = None,
+               norm_first: bool = False,
+               with_dense_inputs: bool = False,
+               return_attention_scores: bool = False,
+               return_word_embeddings: bool = False,
+               residual_attention: str = "sum",
+               final_layer_norm: Optional[bool] = None,
+               norm_epsilon: float = 1e-12,
+               **kwargs):
+    super().__init__(**kwargs)
+    ra.validate_residual_attention(residual_attention)
+    if hidden_size % num_attention_heads:
+      raise ValueError(
+          f"hidden_size={hidden_size} is not divisible by "
+          f"num_attention_heads={num_attention_heads}.")
+    if num_layers < 1:
+      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
+    activation = tf_keras.activations.get(inner_activation)
+    initializer = tf_keras.initializers.get(initializer)
+    if embedding_width is None:
+      embedding_width = hidden_size
+    if final_layer_norm is None:
+      final_layer_norm = norm_first
+
+    def init():
+      return tf_utils.clone_initializer(initializer)
+
+    # Attribute names below are BertEncoderV2's: object-based checkpoints
+    # match variables by them.
+    self._embedding_layer = embedding_layer or mg_layers.OnDeviceEmbedding(
+        vocab_size=vocab_size, embedding_width=embedding_width,
+        initializer=init(), name="word_embeddings")
+    self._position_embedding_layer = mg_layers.PositionEmbedding(
+        initializer=init(), max_length=max_sequence_length,
+        name="position_embedding")
+    self._type_embedding_layer = mg_layers.OnDeviceEmbedding(
+        vocab_size=type_vocab_size, embedding_width=embedding_width,
+        initializer=init(), use_one_hot=True, name="type_embeddings")
+    self._embedding_norm_layer = tf_keras.layers.LayerNormalization(
+        name="embeddings/layer_norm", axis=-1, epsilon=1e-12, dtype=tf.float32)
+    self._embedding_dropout = tf_keras.layers.Dropout(
+        rate=output_dropout, name="embedding_dropout")
+    self._embedding_projection = None
+    if embedding_width != hidden_size:
+      self._embedding_projection = tf_keras.layers.EinsumDense(
+          "...x,xy->...y", output_shape=hidden_size, bias_axes="y",
+          kernel_initializer=init(), name="embedding_projection")
+    self._attention_mask_layer = mg_layers.SelfAttentionMask(
+        name="self_attention_mask")
+    self._transformer_layers = [
+        realformer_block.RealFormerEncoderBlock(
+            num_attention_heads=num_attention_heads,
+            inner_dim=inner_dim,
+            inner_activation=inner_activation,
+            output_dropout=output_dropout,
+            attention_dropout=attention_dropout,
+            norm_first=norm_first,
+            norm_epsilon=norm_epsilon,
+            kernel_initializer=init(),
+            residual_attention=residual_attention,
+            layer_index=i,
+            name=f"transformer/layer_{i}") for i in range(num_layers)
+    ]
+    self._final_layer_norm = None
+    if final_layer_norm:
+      self._final_layer_norm = tf_keras.layers.LayerNormalization(
+          name="final_layer_norm", axis=-1, epsilon=norm_epsilon,
+          dtype=tf.float32)
+    self._pooler_layer = tf_keras.layers.Dense(
+        units=hidden_size, activation="tanh", kernel_initializer=init(),
+        name="pooler_transform")
+
+    self._config = dict(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_attention_heads=num_attention_heads,
+        max_sequence_length=max_sequence_length,
+        type_vocab_size=type_vocab_size,
+        inner_dim=inner_dim,
+        inner_activation=tf_utils.serialize_activation(
+            activation, use_legacy_format=True),
+        output_dropout=output_dropout,
+        attention_dropout=attention_dropout,
+        initializer=tf_utils.serialize_initializer(
+            initializer, use_legacy_format=True),
+        output_range=output_range,
+        embedding_width=embedding_width,
+        embedding_layer=embedding_layer,
+        norm_first=norm_first,
+        with_dense_inputs=with_dense_inputs,
+        return_attention_scores=return_attention_scores,
+        return_word_embeddings=return_word_embeddings,
+        residual_attention=residual_attention,
+        final_layer_norm=final_layer_norm,
+        norm_epsilon=norm_epsilon,
+    )
+    ids = lambda: tf_keras.Input(shape=(None,), dtype=tf.int32)
+    self.inputs = dict(input_word_ids=ids(), input_mask=ids(),
+                       input_type_ids=ids())
+    if with_dense_inputs:
+      self.inputs.update(
+          dense_inputs=tf_keras.Input(shape=(None, embedding_width),
+                                      dtype=tf.float32),
+          dense_mask=ids(), dense_type_ids=ids())
+
+  def call(self, inputs, training=None):
+    if not isinstance(inputs, dict):
+      raise ValueError(
+          f"{type(self).__name__} takes a dict with input_word_ids, "
+          f"input_mask and input_type_ids; got {type(inputs).__name__}.")
+    missing = [k for k in ("input_mask", "input_type_ids") if k not in inputs]
+    word_ids = inputs.get("input_word_ids")
+    word_embeddings = inputs.get("input_word_embeddings")
+    if word_ids is None and word_embeddings is None:
+      missing.insert(0, "input_word_ids")
+    if missing:
+      raise ValueError(f"{type(self).__name__}: missing inputs {missing}.")
+    mask, type_ids = inputs["input_mask"], inputs["input_type_ids"]
+    if mask.shape.rank != 2:
+      raise ValueError(f"input_mask must have rank 2 [batch, seq], got shape "
+                       f"{mask.shape}.")
+    if word_embeddings is None:
+      word_embeddings = self._embedding_layer(word_ids)
+    dense_inputs = inputs.get("dense_inputs")
+    if dense_inputs is not None:
+      # Dense embeddings are appended at the end of the sequence.
+      mask = tf.concat([mask, inputs["dense_mask"]], axis=1)
+      word_embeddings = tf.concat([word_embeddings, dense_inputs], axis=1)
+      type_ids = tf.concat([type_ids, inputs["dense_type_ids"]], axis=1)
+
+    embeddings = (word_embeddings
+                  + self._position_embedding_layer(word_embeddings)
+                  + self._type_embedding_layer(type_ids))
+    embeddings = self._embedding_norm_layer(embeddings)
+    embeddings = self._embedding_dropout(embeddings, training=training)
+    if self._embedding_projection is not None:
+      embeddings = self._embedding_projection(embeddings)
+    attention_mask = self._attention_mask_layer(embeddings, mask)
+
+    x, scores = embeddings, None
+    encoder_outputs, all_scores, all_probs = [], [], []
+    last = len(self._transformer_layers) - 1
+    for i, layer in enumerate(self._transformer_layers):
+      x, scores, probs = layer(
+          x, scores=scores, attention_mask=attention_mask, training=training,
+          output_range=self._config["output_range"] if i == last else None,
+          return_attention_probs=True)
+      encoder_outputs.append(x)
+      all_scores.append(scores)
+      all_probs.append(probs)
+    if self._final_layer_norm is not None:
+      encoder_outputs[-1] = self._final_layer_norm(encoder_outputs[-1])
+
+    sequence_output = encoder_outputs[-1]
+    outputs = dict(
+        sequence_output=sequence_output,
+        pooled_output=self._pooler_layer(sequence_output[:, 0, :]),
+        encoder_outputs=encoder_outputs)
+    if self._config["return_attention_scores"]:
+      outputs["attention_scores"] = all_scores
+      outputs["attention_probs"] = all_probs
+    if self._config["return_word_embeddings"]:
+      outputs["word_embeddings"] = embeddings
+    return outputs
+
+  def get_embedding_table(self):
+    return self._embedding_layer.embeddings
+
+  def get_embedding_layer(self):
+    return self._embedding_layer
+
+  @property
+  def transformer_layers(self):
+    return self._transformer_layers
+
+  @property
+  def pooler_layer(self):
+    return self._pooler_layer
+
+  def get_config(self):
+    return dict(self._config)
+
+  @classmethod
+  def from_config(cls, config, custom_objects=None):
+    return cls(**config)

@@ -1,0 +1,27 @@
+"""realformer_tf: RealFormer (residual attention Transformers) on TF Model Garden."""
+import setuptools
+
+# The TF family is pinned together: Model Garden, tf_keras and tensorflow-text
+# ship binary-compatible releases in lockstep with TensorFlow.
+INSTALL_REQUIRES = [
+    "tensorflow~=2.20.0",
+    "tf-keras~=2.20.0",
+    "tf-models-official~=2.20.0",
+    "tensorflow-text~=2.20.0",
+    "tensorflow-datasets",
+    "absl-py",
+    "numpy",
+    "pyyaml",
+]
+
+setuptools.setup(
+    name="realformer_tf",
+    version="0.1.0",
+    description="RealFormer: Transformer Likes Residual Attention, on TF Model Garden",
+    packages=setuptools.find_packages(include=["realformer_tf", "realformer_tf.*"]),
+    python_requires=">=3.11,<3.12",
+    install_requires=INSTALL_REQUIRES,
+    extras_require={
+        "test": ["pytest", "pytest-xdist", "scipy", "scikit-learn", "matplotlib"],
+    },
+)
