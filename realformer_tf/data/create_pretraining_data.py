@@ -1,0 +1,123 @@
+r"""Writes BERT MLM/NSP pre-training TFRecords from raw text (CLI).
+
+Usage:
+
+  python -m realformer_tf.data.create_pretraining_data \
+      --input_files=a.txt,b.txt --vocab_file=vocab.txt \
+      --output_file=out/train.tfrecord --max_seq_length=128
+
+Input: one sentence per line, a blank line between documents. Without
+`--vocab_file`, a WordPiece vocabulary of up to `--vocab_size` tokens is
+learned from the input with tensorflow-text and written next to the output as
+`vocab.txt`. Every flag is checked before anything is written. The record
+format is described in `realformer_tf.data.pretraining_data`.
+"""
+
+import os
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from realformer_tf.data import pretraining_data
+from realformer_tf.data import tokenization
+
+_INPUT_FILES = flags.DEFINE_list(
+    "input_files", None,
+    "Comma-separated raw text files: one sentence per line, blank line "
+    "between documents.")
+_OUTPUT_FILE = flags.DEFINE_string(
+    "output_file", None, "Output TFRecord file.")
+_VOCAB_FILE = flags.DEFINE_string(
+    "vocab_file", None,
+    "WordPiece vocabulary (one token per line). If omitted, one is learned "
+    "from the input and written as vocab.txt next to --output_file.")
+_VOCAB_SIZE = flags.DEFINE_integer(
+    "vocab_size", 8000,
+    "Target size of the learned vocabulary (only without --vocab_file).")
+_DO_LOWER_CASE = flags.DEFINE_bool(
+    "do_lower_case", True, "Lower-case and strip accents (uncased models).")
+_MAX_SEQ_LENGTH = flags.DEFINE_integer(
+    "max_seq_length", 128, "Fixed sequence length (>= 8).")
+_MAX_PREDICTIONS_PER_SEQ = flags.DEFINE_integer(
+    "max_predictions_per_seq", 20, "Maximum masked positions per sequence.")
+_MASKED_LM_PROB = flags.DEFINE_float(
+    "masked_lm_prob", 0.15, "Fraction of tokens to mask, in (0, 1).")
+_DUPE_FACTOR = flags.DEFINE_integer(
+    "dupe_factor", 1, "Passes over the input, each with different masks.")
+_SHORT_SEQ_PROB = flags.DEFINE_float(
+    "short_seq_prob", 0.1,
+    "Probability of a target length shorter than max_seq_length.")
+_RANDOM_SEED = flags.DEFINE_integer(
+    "random_seed", 12345, "Seed for all random choices.")
+
+
+def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
+        max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor,
+        short_seq_prob, random_seed) -> int:
+  """Validates everything, learns a vocabulary if needed, writes records.
+
+  Returns:
+    The number of examples written.
+
+  Raises:
+    ValueError: For any bad flag value, before anything is written.
+  """
+  if not input_files:
+    raise ValueError("--input_files is required.")
+  if not output_file:
+    raise ValueError("--output_file is required.")
+  input_files = pretraining_data.validate_arguments(
+      input_files, output_file, max_seq_length, max_predictions_per_seq,
+      masked_lm_prob, dupe_factor, short_seq_prob)
+  if vocab_file:
+    tokenization.load_vocab(vocab_file)
+  else:
+    if vocab_size < 16:
+      raise ValueError(f"--vocab_size must be at least 16, got {vocab_size}.")
+    vocab_file = os.path.join(
+        os.path.dirname(os.path.abspath(output_file)), "vocab.txt")
+    if vocab_file in [os.path.abspath(f) for f in input_files]:
+      raise ValueError(
+          f"The learned vocabulary would overwrite input file {vocab_file!r}.")
+    lines = []
+    for path in input_files:
+      lines.extend(pretraining_data.read_lines(path))
+    tokenization.learn_vocab(lines, vocab_size, vocab_file,
+                             lower_case=do_lower_case)
+  return pretraining_data.create_pretraining_data(
+      input_files=input_files,
+      vocab_file=vocab_file,
+      output_file=output_file,
+      max_seq_length=max_seq_length,
+      max_predictions_per_seq=max_predictions_per_seq,
+      masked_lm_prob=masked_lm_prob,
+      dupe_factor=dupe_factor,
+      short_seq_prob=short_seq_prob,
+      random_seed=random_seed,
+      do_lower_case=do_lower_case)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+  try:
+    count = run(
+        input_files=_INPUT_FILES.value,
+        output_file=_OUTPUT_FILE.value,
+        vocab_file=_VOCAB_FILE.value,
+        vocab_size=_VOCAB_SIZE.value,
+        do_lower_case=_DO_LOWER_CASE.value,
+        max_seq_length=_MAX_SEQ_LENGTH.value,
+        max_predictions_per_seq=_MAX_PREDICTIONS_PER_SEQ.value,
+        masked_lm_prob=_MASKED_LM_PROB.value,
+        dupe_factor=_DUPE_FACTOR.value,
+        short_seq_prob=_SHORT_SEQ_PROB.value,
+        random_seed=_RANDOM_SEED.value)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
+  logging.info("Done: %d examples in %s", count, _OUTPUT_FILE.value)
+
+
+if __name__ == "__main__":
+  app.run(main)

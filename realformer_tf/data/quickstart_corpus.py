@@ -1,0 +1,390 @@
+r"""A small, self-contained pre-training set for the quickstart experiment.
+
+`prepare_quickstart_data(data_dir)` writes, under `data_dir`:
+
+  corpus_train.txt, corpus_eval.txt  the text, BERT format (one sentence per
+                                     line, blank line between documents)
+  vocab.txt                          WordPiece vocabulary learned (with
+                                     tensorflow-text) from corpus_train.txt
+  train.tfrecord, eval.tfrecord      MLM/NSP records for Model Garden's
+                                     `BertPretrainDataLoader`
+  manifest.json                      arguments, input fingerprints, counts
+
+With no `input_files`, the text is the docstrings of a fixed, sorted list of
+Python standard library modules (`STDLIB_MODULES`): every machine that runs
+Python has it, so the quickstart needs no download. Each module is one
+document: its own docstring, then the docstrings of its public classes (and
+their public methods) and functions, in name order. Paragraphs are split into
+sentences, one per line; doctest lines (`>>>`, `...`) are dropped. For one
+Python version the corpus is the same on every run (on CPython 3.11: 212
+documents, 13k sentences, about 1.0 MB of text).
+
+The vocabulary is learned by tensorflow-text's WordPiece learner with its
+default minimum count (10), which keeps it under `vocab_size` but on a corpus
+this small can leave it well under (2,362 tokens for the default 4,000 on the
+stdlib corpus): use the returned `vocab_size` for the model.
+
+Documents are shuffled with `seed` and `eval_fraction` of them (at least one)
+become the evaluation split, so no document is in both splits.
+
+The result is cached: `manifest.json` records the arguments, the Python
+version (the docstrings depend on it), a SHA-256 of each input file and of
+every output. A call whose arguments match a manifest whose outputs are all
+present and unchanged reuses them; otherwise everything is rebuilt. Every file
+is written under a temporary name and renamed, and the manifest is removed
+before a rebuild and written last, so an interrupted run is never mistaken for
+a finished one.
+"""
+
+import hashlib
+import importlib
+import inspect
+import json
+import os
+import random
+import re
+import sys
+import warnings
+from typing import Dict, List, Optional, Sequence
+
+from absl import logging
+import tensorflow as tf
+
+from realformer_tf.data import pretraining_data
+from realformer_tf.data import tokenization
+
+# Standard library modules whose docstrings make the default corpus: pure
+# Python or always-built C modules, importable on every platform and build,
+# without GUI (tkinter, turtle, idlelib), test suites, optional C extensions
+# (ssl, sqlite3, zlib, bz2, lzma, curses, readline, dbm, ctypes), side effects
+# on import (this, antigravity) or modules deprecated for removal.
+STDLIB_MODULES = (
+    "abc", "argparse", "ast", "asyncio", "asyncio.base_events",
+    "asyncio.events", "asyncio.exceptions", "asyncio.locks",
+    "asyncio.protocols", "asyncio.queues", "asyncio.runners",
+    "asyncio.streams", "asyncio.tasks", "asyncio.transports", "base64", "bdb",
+    "binascii", "bisect", "builtins", "calendar", "cmath", "cmd", "code",
+    "codecs", "codeop", "collections", "collections.abc", "colorsys",
+    "compileall", "concurrent.futures", "concurrent.futures.process",
+    "concurrent.futures.thread", "configparser", "contextlib", "contextvars",
+    "copy", "copyreg", "csv", "dataclasses", "datetime", "decimal", "difflib",
+    "dis", "doctest", "email", "email.charset", "email.encoders",
+    "email.errors", "email.feedparser", "email.generator", "email.header",
+    "email.headerregistry", "email.iterators", "email.message",
+    "email.parser", "email.policy", "email.utils", "encodings", "enum",
+    "errno", "filecmp", "fileinput", "fnmatch", "fractions", "ftplib",
+    "functools", "gc", "getopt", "getpass", "gettext", "glob", "graphlib",
+    "hashlib", "heapq", "hmac", "html", "html.parser", "http", "http.client",
+    "http.cookiejar", "http.cookies", "http.server", "imaplib", "importlib",
+    "importlib.abc", "importlib.metadata", "importlib.resources",
+    "importlib.util", "inspect", "io", "ipaddress", "itertools", "json",
+    "json.decoder", "json.encoder", "keyword", "linecache", "locale",
+    "logging", "logging.config", "logging.handlers", "mailbox", "marshal",
+    "math", "mimetypes", "modulefinder", "multiprocessing",
+    "multiprocessing.connection", "multiprocessing.context",
+    "multiprocessing.managers", "multiprocessing.pool",
+    "multiprocessing.process", "multiprocessing.shared_memory", "netrc",
+    "numbers", "operator", "optparse", "os", "pathlib", "pdb", "pickle",
+    "pickletools", "pkgutil", "platform", "plistlib", "poplib", "pprint",
+    "profile", "pstats", "py_compile", "pyclbr", "pydoc", "queue", "quopri",
+    "random", "re", "reprlib", "rlcompleter", "runpy", "sched", "secrets",
+    "selectors", "shelve", "shlex", "shutil", "signal", "site", "smtplib",
+    "socket", "socketserver", "stat", "statistics", "string", "stringprep",
+    "struct", "subprocess", "symtable", "sys", "sysconfig", "tabnanny",
+    "tarfile", "tempfile", "textwrap", "threading", "time", "timeit", "token",
+    "tokenize", "trace", "traceback", "tracemalloc", "types", "typing",
+    "unicodedata", "unittest", "unittest.case", "unittest.loader",
+    "unittest.mock", "unittest.result", "unittest.runner", "unittest.suite",
+    "urllib.error", "urllib.parse", "urllib.request", "urllib.response",
+    "urllib.robotparser", "uuid", "warnings", "wave", "weakref", "webbrowser",
+    "wsgiref.handlers", "wsgiref.headers", "wsgiref.simple_server",
+    "wsgiref.util", "wsgiref.validate", "xml.dom", "xml.dom.expatbuilder",
+    "xml.dom.minidom", "xml.dom.pulldom", "xml.etree.ElementTree",
+    "xml.parsers.expat", "xml.sax", "xml.sax.expatreader", "xml.sax.handler",
+    "xml.sax.saxutils", "xml.sax.xmlreader", "xmlrpc.client", "xmlrpc.server",
+    "zipapp", "zipfile", "zipimport", "zoneinfo",
+)
+
+_MANIFEST = "manifest.json"
+_TRAIN_TEXT = "corpus_train.txt"
+_EVAL_TEXT = "corpus_eval.txt"
+_VOCAB = "vocab.txt"
+_TRAIN_RECORDS = "train.tfrecord"
+_EVAL_RECORDS = "eval.tfrecord"
+# Bump when the way the files are made changes, so old caches are rebuilt.
+_FORMAT_VERSION = 1
+# Shortest sentence kept in the stdlib corpus, in characters.
+_MIN_SENTENCE_CHARS = 3
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`*])")
+
+
+def split_sentences(paragraph: str) -> List[str]:
+  """Splits one paragraph into sentences (after '.', '!' or '?')."""
+  text = " ".join(paragraph.split())
+  if not text:
+    return []
+  return [s for s in _SENTENCE_END.split(text)
+          if len(s) >= _MIN_SENTENCE_CHARS]
+
+
+def docstring_sentences(doc: Optional[str]) -> List[str]:
+  """A docstring as sentences: paragraphs split, doctest lines dropped."""
+  if not doc or not isinstance(doc, str):
+    return []
+  lines = [line for line in inspect.cleandoc(doc).split("\n")
+           if not line.strip().startswith((">>>", "..."))]
+  sentences = []
+  for paragraph in re.split(r"\n\s*\n", "\n".join(lines)):
+    sentences.extend(split_sentences(paragraph))
+  return sentences
+
+
+def _own_doc(obj) -> Optional[str]:
+  """`obj`'s own docstring (not one inherited from a base class)."""
+  doc = getattr(obj, "__doc__", None)
+  return doc if isinstance(doc, str) else None
+
+
+def module_document(module) -> List[str]:
+  """Sentences of a module's docstring and of its public members'."""
+  sentences = docstring_sentences(_own_doc(module))
+  name = module.__name__
+  for attr in sorted(vars(module)):
+    if attr.startswith("_"):
+      continue
+    obj = vars(module)[attr]
+    if not (inspect.isclass(obj) or inspect.isroutine(obj)):
+      continue
+    # Skip names re-exported from other modules; keep a C accelerator's
+    # (e.g. `heapq.heappush` comes from `_heapq`).
+    if (name != "builtins" and
+        getattr(obj, "__module__", None) not in (name, "_" + name)):
+      continue
+    sentences.extend(docstring_sentences(_own_doc(obj)))
+    if inspect.isclass(obj):
+      members = vars(obj)
+      for member_name in sorted(members):
+        if member_name.startswith("_"):
+          continue
+        member = members[member_name]
+        if isinstance(member, (staticmethod, classmethod)):
+          member = member.__func__
+        if inspect.isroutine(member) or isinstance(member, property):
+          sentences.extend(docstring_sentences(_own_doc(member)))
+  return sentences
+
+
+def stdlib_documents() -> List[List[str]]:
+  """The default corpus: one document of sentences per `STDLIB_MODULES` entry.
+
+  A module that does not import on this Python is skipped (and logged).
+  """
+  documents = []
+  skipped = []
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    for name in STDLIB_MODULES:
+      try:
+        module = importlib.import_module(name)
+      except ImportError:
+        skipped.append(name)
+        continue
+      sentences = module_document(module)
+      if sentences:
+        documents.append(sentences)
+  if skipped:
+    logging.warning("Standard library modules not importable here, skipped: "
+                    "%s", ", ".join(skipped))
+  return documents
+
+
+def file_documents(input_files: Sequence[str]) -> List[List[str]]:
+  """Documents (lists of non-blank lines) of BERT-format text files."""
+  documents = []
+  for path in input_files:
+    current = []
+    for line in pretraining_data.read_lines(path):
+      if line:
+        current.append(line)
+      elif current:
+        documents.append(current)
+        current = []
+    if current:
+      documents.append(current)
+  return documents
+
+
+def _sha256(path: str) -> str:
+  digest = hashlib.sha256()
+  with tf.io.gfile.GFile(path, "rb") as f:
+    while True:
+      chunk = f.read(1 << 20)
+      if not chunk:
+        break
+      digest.update(chunk)
+  return digest.hexdigest()
+
+
+def _write_documents(path: str, documents: List[List[str]]) -> None:
+  lines = []
+  for document in documents:
+    lines.extend(document)
+    lines.append("")
+  tokenization.write_lines_atomically(path, lines)
+
+
+def _read_manifest(path: str) -> Optional[dict]:
+  if not tf.io.gfile.exists(path):
+    return None
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      return json.load(f)
+  except (ValueError, OSError):
+    return None
+
+
+def _cache_is_valid(data_dir: str, manifest: Optional[dict],
+                    key: dict) -> bool:
+  if not manifest or manifest.get("key") != key:
+    return False
+  for name, digest in manifest.get("sha256", {}).items():
+    path = os.path.join(data_dir, name)
+    if not tf.io.gfile.exists(path) or _sha256(path) != digest:
+      logging.info("Cached %s is missing or changed; rebuilding.", path)
+      return False
+  return True
+
+
+def _result(data_dir: str, manifest: dict) -> Dict[str, object]:
+  return dict(
+      train_file=os.path.join(data_dir, _TRAIN_RECORDS),
+      eval_file=os.path.join(data_dir, _EVAL_RECORDS),
+      vocab_file=os.path.join(data_dir, _VOCAB),
+      vocab_size=manifest["counts"]["vocab_size"],
+      num_train_examples=manifest["counts"]["num_train_examples"],
+      num_eval_examples=manifest["counts"]["num_eval_examples"])
+
+
+def prepare_quickstart_data(data_dir: str,
+                            input_files: Optional[Sequence[str]] = None,
+                            vocab_size: int = 4000,
+                            max_seq_length: int = 64,
+                            max_predictions_per_seq: int = 10,
+                            eval_fraction: float = 0.05,
+                            seed: int = 0) -> Dict[str, object]:
+  """Builds (or reuses) the quickstart vocabulary and MLM/NSP records.
+
+  Args:
+    data_dir: Output directory (created if needed).
+    input_files: BERT-format text files (one sentence per line, blank line
+      between documents); None for the standard library docstring corpus.
+    vocab_size: Target WordPiece vocabulary size (>= 16); the learned one can
+      be smaller, see the returned `vocab_size`.
+    max_seq_length: Fixed sequence length (>= 8).
+    max_predictions_per_seq: Masked positions per sequence (>= 1).
+    eval_fraction: Fraction of documents held out for evaluation, in (0, 1).
+    seed: Seed for the split and for building the records.
+
+  Returns:
+    dict(train_file, eval_file, vocab_file, vocab_size (the real size),
+    num_train_examples, num_eval_examples).
+
+  Raises:
+    ValueError: For a bad argument, a missing or empty input file, or a
+      corpus with fewer than two documents; raised before writing anything.
+  """
+  if not data_dir:
+    raise ValueError("data_dir is required.")
+  if input_files is not None:
+    input_files = [os.path.abspath(f) for f in
+                   pretraining_data.check_input_files(input_files)]
+  if not 0.0 < float(eval_fraction) < 1.0:
+    raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}.")
+  if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+    raise ValueError(f"vocab_size must be an int, got {vocab_size!r}.")
+  if vocab_size < 16:
+    raise ValueError(f"vocab_size must be at least 16, got {vocab_size}.")
+  if isinstance(seed, bool) or not isinstance(seed, int):
+    raise ValueError(f"seed must be an int, got {seed!r}.")
+  pretraining_data.check_instance_options(
+      max_seq_length, max_predictions_per_seq, masked_lm_prob=0.15,
+      dupe_factor=1, short_seq_prob=0.1)
+  if tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
+    raise ValueError(f"data_dir {data_dir!r} exists and is not a directory.")
+
+  key = dict(
+      format_version=_FORMAT_VERSION,
+      corpus=("files" if input_files else "stdlib-docstrings"),
+      inputs=([dict(path=f, sha256=_sha256(f)) for f in input_files]
+              if input_files else None),
+      python=(None if input_files else
+              "%d.%d.%d" % sys.version_info[:3]),
+      vocab_size=vocab_size,
+      max_seq_length=max_seq_length,
+      max_predictions_per_seq=max_predictions_per_seq,
+      eval_fraction=float(eval_fraction),
+      seed=seed)
+  manifest_path = os.path.join(data_dir, _MANIFEST)
+  manifest = _read_manifest(manifest_path)
+  if _cache_is_valid(data_dir, manifest, key):
+    logging.info("Quickstart data in %s is up to date (cache hit).", data_dir)
+    return _result(data_dir, manifest)
+
+  if input_files:
+    logging.info("Reading quickstart corpus from %s", ", ".join(input_files))
+    documents = file_documents(input_files)
+  else:
+    logging.info("Building the quickstart corpus from the docstrings of %d "
+                 "standard library modules.", len(STDLIB_MODULES))
+    documents = stdlib_documents()
+  if len(documents) < 2:
+    raise ValueError(
+        f"The quickstart corpus ({', '.join(input_files or ['stdlib'])}) has "
+        f"{len(documents)} document(s); at least 2 are needed for a "
+        "train/eval split (separate documents with a blank line).")
+  num_eval = min(len(documents) - 1,
+                 max(1, int(round(len(documents) * eval_fraction))))
+  order = list(range(len(documents)))
+  random.Random(seed).shuffle(order)
+  eval_docs = [documents[i] for i in sorted(order[:num_eval])]
+  train_docs = [documents[i] for i in sorted(order[num_eval:])]
+  num_chars = sum(len(s) + 1 for d in documents for s in d)
+  logging.info("Corpus: %d documents, %d sentences, %.2f MB; %d for eval.",
+               len(documents), sum(len(d) for d in documents),
+               num_chars / 1e6, num_eval)
+
+  tf.io.gfile.makedirs(data_dir)
+  if tf.io.gfile.exists(manifest_path):
+    tf.io.gfile.remove(manifest_path)
+  train_text = os.path.join(data_dir, _TRAIN_TEXT)
+  eval_text = os.path.join(data_dir, _EVAL_TEXT)
+  vocab_file = os.path.join(data_dir, _VOCAB)
+  _write_documents(train_text, train_docs)
+  _write_documents(eval_text, eval_docs)
+  vocab = tokenization.learn_vocab(
+      [s for d in train_docs for s in d], vocab_size, vocab_file)
+  counts = dict(vocab_size=len(vocab), num_train_documents=len(train_docs),
+                num_eval_documents=len(eval_docs))
+  for split, text, records, split_seed in (
+      ("train", train_text, _TRAIN_RECORDS, seed),
+      ("eval", eval_text, _EVAL_RECORDS, seed + 1)):
+    counts[f"num_{split}_examples"] = pretraining_data.create_pretraining_data(
+        input_files=[text],
+        vocab_file=vocab_file,
+        output_file=os.path.join(data_dir, records),
+        max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq,
+        random_seed=split_seed)
+  manifest = dict(
+      key=key,
+      counts=counts,
+      sha256={name: _sha256(os.path.join(data_dir, name))
+              for name in (_TRAIN_TEXT, _EVAL_TEXT, _VOCAB, _TRAIN_RECORDS,
+                           _EVAL_RECORDS)})
+  tmp_manifest = f"{manifest_path}.tmp-{os.getpid()}"
+  with tf.io.gfile.GFile(tmp_manifest, "w") as f:
+    json.dump(manifest, f, indent=2, sort_keys=True)
+  tf.io.gfile.rename(tmp_manifest, manifest_path, overwrite=True)
+  logging.info("Quickstart data written to %s: %s", data_dir, counts)
+  return _result(data_dir, manifest)
