@@ -1,0 +1,164 @@
+"""`realformer/glue`: GLUE fine-tuning with the RealFormer paper's recipe.
+
+Model Garden's sentence-prediction task (`BertClassifier` over the RealFormer
+encoder in the `type: any` slot), subclassed in
+`realformer_tf.tasks.sentence_prediction` to report the paper's metrics and
+to evaluate MNLI matched and mismatched in one pass.
+
+One YAML per task in `official_configs/experiments/glue/<task>.yaml` sets the
+task, the number of classes, the metrics' validation files and the schedule
+of one grid point (3 epochs, learning rate 2e-5). Data paths start with the
+placeholder `GLUE_DATA_DIR`; replace it, e.g.
+
+  python train.py --experiment=realformer/glue --mode=train_and_eval \
+    --config_file=official_configs/experiments/glue/mrpc.yaml \
+    --params_override="task.train_data.input_path=/data/glue/mrpc_train.tf_record,\
+task.validation_data.input_path=/data/glue/mrpc_dev.tf_record,\
+task.init_checkpoint=/runs/pretrain" --model_dir=/runs/mrpc
+
+Paper recipe (RealFormer, GLUE): batch 32; learning rate from
+`PAPER_LEARNING_RATES`; epochs from `PAPER_EPOCHS`; linear warm-up over the
+first 10% of the steps, then linear decay to 0 (AdamW, weight decay 0.01
+except LayerNorm and biases); dropout 0.1 (encoder and classifier head);
+best median over 5 seeds per task. `train_steps(num_examples, epochs,
+batch_size)` = ceil(epochs * num_examples / batch_size);
+`apply_paper_schedule` sets the steps, warm-up and learning rate of one grid
+point, and `python -m realformer_tf.sweep` runs the grid.
+"""
+
+import math
+import os
+
+from official.core import config_definitions as cfg
+from official.core import exp_factory
+from official.modeling import hyperparams
+from official.nlp.tasks import sentence_prediction
+from realformer_tf.configs import encoders
+from realformer_tf.configs import experiments
+from realformer_tf.data import glue as glue_data
+from realformer_tf.tasks import sentence_prediction as rf_sentence_prediction
+
+GLUE = "realformer/glue"
+
+PAPER_LEARNING_RATES = (6e-6, 8e-6, 1e-5, 2e-5, 3e-5, 4e-5, 5e-5)
+PAPER_EPOCHS = (2, 3, 4)
+PAPER_BATCH_SIZE = 32
+PAPER_WARMUP_PROPORTION = 0.1
+PAPER_NUM_SEEDS = 5
+PAPER_DROPOUT = 0.1
+
+# The grid point the per-task YAMLs are written for.
+DEFAULT_EPOCHS = 3
+DEFAULT_LEARNING_RATE = 2e-5
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+GLUE_YAML_DIR = os.path.join(_REPO_ROOT, "official_configs", "experiments",
+                             "glue")
+
+
+def glue_yaml_path(task: str) -> str:
+  """`official_configs/experiments/glue/<task>.yaml` of the source tree."""
+  spec = glue_data.get_task(task)
+  path = os.path.join(GLUE_YAML_DIR, f"{spec.name}.yaml")
+  if not os.path.exists(path):
+    raise ValueError(f"{path} not found: the GLUE YAMLs ship with the source "
+                     "tree (install it with `pip install -e .`).")
+  return path
+
+
+def train_steps(num_examples: int, epochs: float,
+                batch_size: int = PAPER_BATCH_SIZE) -> int:
+  """ceil(epochs * num_examples / batch_size)."""
+  for name, value in (("num_examples", num_examples),
+                      ("batch_size", batch_size)):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+      raise ValueError(f"{name} must be a positive int, got {value!r}.")
+  if not epochs > 0:
+    raise ValueError(f"epochs must be positive, got {epochs!r}.")
+  return math.ceil(epochs * num_examples / batch_size)
+
+
+def warmup_steps(total_steps: int,
+                 proportion: float = PAPER_WARMUP_PROPORTION) -> int:
+  """int(proportion * total_steps), as BERT's `run_classifier`."""
+  return int(proportion * total_steps)
+
+
+def apply_paper_schedule(config: cfg.ExperimentConfig, num_train_examples: int,
+                         epochs: float, learning_rate: float
+                         ) -> cfg.ExperimentConfig:
+  """Sets steps, 10% warm-up, decay length and peak rate of one grid point.
+
+  The batch size is `task.train_data.global_batch_size` (32 in the YAMLs).
+
+  Args:
+    config: A `realformer/glue` config, changed in place.
+    num_train_examples: Train split size (`train_data_size` in the meta data).
+    epochs: Passes over the train split.
+    learning_rate: Peak learning rate.
+
+  Returns:
+    `config`.
+  """
+  if not learning_rate > 0:
+    raise ValueError(f"learning_rate must be positive, got {learning_rate!r}.")
+  steps = train_steps(num_train_examples, epochs,
+                      config.task.train_data.global_batch_size)
+  config.override({
+      "trainer": {
+          "train_steps": steps,
+          "optimizer_config": {
+              "learning_rate": {"polynomial": {
+                  "initial_learning_rate": learning_rate,
+                  "decay_steps": steps}},
+              "warmup": {"polynomial": {"warmup_steps": warmup_steps(steps)}},
+          },
+      },
+  }, is_strict=True)
+  return config
+
+
+@exp_factory.register_config_factory(GLUE)
+def realformer_glue() -> cfg.ExperimentConfig:
+  """RealFormer GLUE fine-tuning; pick the task with its YAML (`glue_task`)."""
+  optimizer = experiments.paper_optimizer(DEFAULT_LEARNING_RATE, 0)
+  return cfg.ExperimentConfig(
+      task=rf_sentence_prediction.RealFormerSentencePredictionConfig(
+          name=GLUE,
+          # Pre-trained NSP pooler -> classifier pooler, as BERT fine-tunes.
+          init_cls_pooler=True,
+          model=sentence_prediction.ModelConfig(
+              num_classes=2,
+              use_encoder_pooler=False,
+              encoder=encoders.encoder_config(dropout_rate=PAPER_DROPOUT)),
+          train_data=rf_sentence_prediction.GlueDataConfig(
+              is_training=True, global_batch_size=PAPER_BATCH_SIZE,
+              seq_length=128),
+          validation_data=rf_sentence_prediction.GlueDataConfig(
+              is_training=False, drop_remainder=False,
+              global_batch_size=PAPER_BATCH_SIZE, seq_length=128)),
+      trainer=cfg.TrainerConfig(
+          validation_steps=-1,
+          optimizer_config=optimizer),
+      restrictions=[
+          "task.train_data.is_training != None",
+          "task.validation_data.is_training != None",
+      ])
+
+
+def load_glue_config(task: str, *config_files: str,
+                     params_override: str = "") -> cfg.ExperimentConfig:
+  """`realformer/glue` + the task's YAML + more YAMLs + overrides, as train.py."""
+  config = exp_factory.get_exp_config(GLUE)
+  for path in (glue_yaml_path(task),) + tuple(config_files):
+    config = hyperparams.override_params_dict(config, path, is_strict=True)
+  if params_override:
+    config = hyperparams.override_params_dict(config, params_override,
+                                              is_strict=True)
+  spec = glue_data.get_task(task)
+  if config.task.glue_task != spec.name:
+    raise ValueError(f"task.glue_task={config.task.glue_task!r} after the "
+                     f"overrides, but the task is {spec.name!r}.")
+  config.validate()
+  return config

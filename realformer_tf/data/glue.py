@@ -1,0 +1,611 @@
+r"""GLUE TSV (or TFDS `glue/<task>`) -> TFRecords for `SentencePredictionDataLoader`.
+
+Usage (standard GLUE layout: one directory per task, as in `../shared/data/glue`):
+
+  python -m realformer_tf.data.glue --task=mrpc \
+    --glue_dir=../shared/data/glue \
+    --vocab_file=../shared/data/vocab/bert-base-uncased-vocab.txt \
+    --output_dir=/tmp/glue_tfrecords --max_seq_length=128
+
+or from a locally prepared TensorFlow Datasets copy (nothing is downloaded):
+
+  python -m realformer_tf.data.glue --task=mnli --tfds_data_dir=~/tensorflow_datasets \
+    --vocab_file=... --output_dir=... --max_seq_length=128
+
+Writes, in `output_dir`:
+  * `<task>_train.tf_record` and `<task>_dev.tf_record` (MNLI:
+    `mnli_dev_matched.tf_record` and `mnli_dev_mismatched.tf_record`), one
+    `tf.train.Example` per row with `input_ids`, `input_mask`, `segment_ids`
+    (int64, `max_seq_length` long), `label_ids` (int64 class id; float for
+    STS-B) and `example_id` (row index in its split), the features Model
+    Garden's `SentencePredictionDataLoader` reads;
+  * `<task>_meta_data.json`: label list, example counts per split, sequence
+    length, vocabulary (the sweep reads the train size from it).
+
+Every input row is read and checked (columns present, label in the task's
+label set, STS-B score a number in [0, 5]) before any file is written; an
+error names the file and line. Each output file is written under a temporary
+name and renamed into place.
+
+Tokenization is `tensorflow_text.BertTokenizer` (via
+`realformer_tf.data.tokenization.make_tokenizer`); pairs are packed as
+`[CLS] a [SEP] b [SEP]` (segment ids 0 then 1) and truncated like BERT's
+`truncate_seq_pair` (drop the last token of the longer side, ties from b).
+The GLUE test splits (no labels) are not converted: the paper reports dev.
+
+Model Garden's `classifier_data_lib` GLUE processors are not reused: in
+tf-models-official 2.20 they read only through `tfds.load(..., try_gcs=True)`
+and cannot read the TSV files.
+"""
+
+import dataclasses
+import json
+import math
+import os
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from realformer_tf.data import tokenization
+
+Column = Union[int, str]
+
+_TOKENIZE_BATCH_SIZE = 2048
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueTaskSpec:
+  """How one GLUE task is stored, labelled and scored.
+
+  Attributes:
+    name: Lower-case task name (`--task`).
+    dir_name: Directory of the task in the GLUE layout.
+    has_header: Whether the TSV files start with a header row.
+    text_a: Column of the first sentence (name if `has_header`, else index).
+    text_b: Column of the second sentence, None for single-sentence tasks.
+    label: Column of the label.
+    labels: The label strings in class-id order; None for regression (STS-B).
+    dev_splits: Output split name -> TSV file name, for the dev sets.
+    tfds_name: TensorFlow Datasets name.
+    tfds_text_a: TFDS feature of the first sentence.
+    tfds_text_b: TFDS feature of the second sentence (None if single).
+    tfds_splits: Output split name -> TFDS split.
+    tfds_label_names: TFDS's `ClassLabel` names, in TFDS id order, mapped in
+      order onto `tfds_labels`.
+    tfds_labels: Our label strings for TFDS ids 0, 1, ...
+    metrics: The metrics the paper reports for the task.
+    main_metric: The metric that picks the best grid point in a sweep.
+    num_train_examples: Size of the published GLUE train split.
+  """
+  name: str
+  dir_name: str
+  has_header: bool
+  text_a: Column
+  text_b: Optional[Column]
+  label: Column
+  labels: Optional[Tuple[str, ...]]
+  dev_splits: Tuple[Tuple[str, str], ...]
+  tfds_name: str
+  tfds_text_a: str
+  tfds_text_b: Optional[str]
+  tfds_splits: Tuple[Tuple[str, str], ...]
+  tfds_label_names: Optional[Tuple[str, ...]]
+  tfds_labels: Optional[Tuple[str, ...]]
+  metrics: Tuple[str, ...]
+  main_metric: str
+  num_train_examples: int
+
+  @property
+  def is_regression(self) -> bool:
+    return self.labels is None
+
+  @property
+  def num_classes(self) -> int:
+    return 1 if self.is_regression else len(self.labels)
+
+  @property
+  def split_files(self) -> Tuple[Tuple[str, str], ...]:
+    """(split, TSV file name) for every converted split, train first."""
+    return (("train", "train.tsv"),) + self.dev_splits
+
+  @property
+  def dev_split_names(self) -> Tuple[str, ...]:
+    return tuple(split for split, _ in self.dev_splits)
+
+
+_BINARY = ("0", "1")
+_NLI2 = ("entailment", "not_entailment")
+
+GLUE_TASKS: Dict[str, GlueTaskSpec] = {
+    spec.name: spec for spec in (
+        GlueTaskSpec(
+            name="cola", dir_name="CoLA", has_header=False,
+            text_a=3, text_b=None, label=1, labels=_BINARY,
+            dev_splits=(("dev", "dev.tsv"),),
+            tfds_name="glue/cola", tfds_text_a="sentence", tfds_text_b=None,
+            tfds_splits=(("train", "train"), ("dev", "validation")),
+            tfds_label_names=("unacceptable", "acceptable"),
+            tfds_labels=_BINARY,
+            metrics=("matthews_corrcoef",), main_metric="matthews_corrcoef",
+            num_train_examples=8551),
+        GlueTaskSpec(
+            name="sst2", dir_name="SST-2", has_header=True,
+            text_a="sentence", text_b=None, label="label", labels=_BINARY,
+            dev_splits=(("dev", "dev.tsv"),),
+            tfds_name="glue/sst2", tfds_text_a="sentence", tfds_text_b=None,
+            tfds_splits=(("train", "train"), ("dev", "validation")),
+            tfds_label_names=("negative", "positive"), tfds_labels=_BINARY,
+            metrics=("accuracy",), main_metric="accuracy",
+            num_train_examples=67349),
+        GlueTaskSpec(
+            name="mrpc", dir_name="MRPC", has_header=True,
+            text_a="#1 String", text_b="#2 String", label="Quality",
+            labels=_BINARY, dev_splits=(("dev", "dev.tsv"),),
+            tfds_name="glue/mrpc", tfds_text_a="sentence1",
+            tfds_text_b="sentence2",
+            tfds_splits=(("train", "train"), ("dev", "validation")),
+            tfds_label_names=("not_equivalent", "equivalent"),
+            tfds_labels=_BINARY,
+            metrics=("f1", "accuracy"), main_metric="f1",
+            num_train_examples=3668),
+        GlueTaskSpec(
+            name="stsb", dir_name="STS-B", has_header=True,
+            text_a="sentence1", text_b="sentence2", label="score",
+            labels=None, dev_splits=(("dev", "dev.tsv"),),
+            tfds_name="glue/stsb", tfds_text_a="sentence1",
+            tfds_text_b="sentence2",
+            tfds_splits=(("train", "train"), ("dev", "validation")),
+            tfds_label_names=None, tfds_labels=None,
+            metrics=("pearson", "spearman"), main_metric="pearson",
+            num_train_examples=5749),
+        GlueTaskSpec(
+            name="qqp", dir_name="QQP", has_header=True,
+            text_a="question1", text_b="question2", label="is_duplicate",
+            labels=_BINARY, dev_splits=(("dev", "dev.tsv"),),
+            tfds_name="glue/qqp", tfds_text_a="question1",
+            tfds_text_b="question2",
+            tfds_splits=(("train", "train"), ("dev", "validation")),
+            tfds_label_names=("not_duplicate", "duplicate"),
+            tfds_labels=_BINARY,
+            metrics=("f1", "accuracy"), main_metric="f1",
+            num_train_examples=363846),
+        GlueTaskSpec(
+            name="mnli", dir_name="MNLI", has_header=True,
+            text_a="sentence1", text_b="sentence2", label="gold_label",
+            labels=("contradiction", "entailment", "neutral"),
+            dev_splits=(("dev_matched", "dev_matched.tsv"),
+                        ("dev_mismatched", "dev_mismatched.tsv")),
+            tfds_name="glue/mnli", tfds_text_a="premise",
+            tfds_text_b="hypothesis",
+            tfds_splits=(("train", "train"),
+                         ("dev_matched", "validation_matched"),
+                         ("dev_mismatched", "validation_mismatched")),
+            tfds_label_names=("entailment", "neutral", "contradiction"),
+            tfds_labels=("entailment", "neutral", "contradiction"),
+            metrics=("accuracy_matched", "accuracy_mismatched"),
+            main_metric="accuracy_matched",
+            num_train_examples=392702),
+        GlueTaskSpec(
+            name="qnli", dir_name="QNLI", has_header=True,
+            text_a="question", text_b="sentence", label="label",
+            labels=_NLI2, dev_splits=(("dev", "dev.tsv"),),
+            tfds_name="glue/qnli", tfds_text_a="question",
+            tfds_text_b="sentence",
+            tfds_splits=(("train", "train"), ("dev", "validation")),
+            tfds_label_names=_NLI2, tfds_labels=_NLI2,
+            metrics=("accuracy",), main_metric="accuracy",
+            num_train_examples=104743),
+        GlueTaskSpec(
+            name="rte", dir_name="RTE", has_header=True,
+            text_a="sentence1", text_b="sentence2", label="label",
+            labels=_NLI2, dev_splits=(("dev", "dev.tsv"),),
+            tfds_name="glue/rte", tfds_text_a="sentence1",
+            tfds_text_b="sentence2",
+            tfds_splits=(("train", "train"), ("dev", "validation")),
+            tfds_label_names=_NLI2, tfds_labels=_NLI2,
+            metrics=("accuracy",), main_metric="accuracy",
+            num_train_examples=2490),
+    )
+}
+
+STSB_SCORE_RANGE = (0.0, 5.0)
+
+
+def get_task(name: str) -> GlueTaskSpec:
+  """The spec of a GLUE task by (case-insensitive) name; WNLI is excluded."""
+  key = (name or "").strip().lower().replace("-", "")
+  if key not in GLUE_TASKS:
+    raise ValueError(
+        f"Unknown GLUE task {name!r}; expected one of "
+        f"{', '.join(GLUE_TASKS)} (WNLI is excluded, as in the paper).")
+  return GLUE_TASKS[key]
+
+
+@dataclasses.dataclass
+class GlueExample:
+  """One labelled row; `source` is 'file:line' (or 'tfds:split:index')."""
+  text_a: str
+  text_b: Optional[str]
+  label: Union[int, float]
+  source: str
+
+
+def _parse_label(spec: GlueTaskSpec, value: str, where: str):
+  if spec.is_regression:
+    try:
+      score = float(value)
+    except ValueError:
+      score = math.nan
+    low, high = STSB_SCORE_RANGE
+    if not (math.isfinite(score) and low <= score <= high):
+      raise ValueError(
+          f"{where}: {spec.name} label {value!r} is not a number in "
+          f"[{low:g}, {high:g}].")
+    return score
+  if value not in spec.labels:
+    raise ValueError(
+        f"{where}: label {value!r} is not one of the {spec.name} labels "
+        f"{list(spec.labels)}.")
+  return spec.labels.index(value)
+
+
+def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
+  """Reads and checks one GLUE TSV file of `spec`'s task.
+
+  Fields are split on tabs with no quoting (GLUE's `QUOTE_NONE`); a UTF-8 BOM
+  (MRPC) is skipped; blank lines are ignored.
+
+  Args:
+    spec: The task.
+    path: The TSV file.
+
+  Returns:
+    The examples, in file order.
+
+  Raises:
+    ValueError: naming `path` and the line, if the file is missing, is not
+      UTF-8, lacks a header column, a row lacks a column, or a label is
+      outside the task's label set.
+  """
+  if not tf.io.gfile.exists(path):
+    raise ValueError(f"{path}: file not found (expected the GLUE "
+                     f"{spec.dir_name} layout).")
+  with tf.io.gfile.GFile(path, "rb") as f:
+    raw = f.read()
+  try:
+    text = raw.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}: not UTF-8 text ({e}).") from e
+  lines = text.split("\n")
+  columns = [spec.text_a, spec.label] + (
+      [spec.text_b] if spec.text_b is not None else [])
+  first_row = 0
+  if spec.has_header:
+    header = lines[0].rstrip("\r").split("\t") if lines else []
+    missing = [c for c in columns if c not in header]
+    if missing:
+      raise ValueError(
+          f"{path}:1: the header lacks column(s) {missing} of the "
+          f"{spec.name} format (header: {header}).")
+    index = {name: header.index(name) for name in columns}
+    first_row = 1
+  else:
+    index = {c: c for c in columns}
+  needed = max(index.values()) + 1
+  examples = []
+  for line_number in range(first_row + 1, len(lines) + 1):
+    line = lines[line_number - 1].rstrip("\r")
+    if not line.strip():
+      continue
+    where = f"{path}:{line_number}"
+    fields = line.split("\t")
+    if len(fields) < needed:
+      raise ValueError(
+          f"{where}: {len(fields)} column(s), but the {spec.name} format "
+          f"needs at least {needed} (missing column).")
+    label = _parse_label(spec, fields[index[spec.label]].strip(), where)
+    examples.append(GlueExample(
+        text_a=fields[index[spec.text_a]],
+        text_b=(fields[index[spec.text_b]] if spec.text_b is not None
+                else None),
+        label=label, source=where))
+  if not examples:
+    raise ValueError(f"{path}: no examples.")
+  return examples
+
+
+def read_glue_dir(spec: GlueTaskSpec,
+                  glue_dir: str) -> Dict[str, List[GlueExample]]:
+  """Reads every split of a task from the GLUE layout `<glue_dir>/<Task>/`."""
+  task_dir = os.path.join(glue_dir, spec.dir_name)
+  if not tf.io.gfile.isdir(task_dir):
+    raise ValueError(f"{task_dir}: directory not found (--glue_dir should "
+                     f"hold one directory per task, e.g. {spec.dir_name}/).")
+  return {split: read_tsv_examples(spec, os.path.join(task_dir, file_name))
+          for split, file_name in spec.split_files}
+
+
+def read_tfds(spec: GlueTaskSpec,
+              tfds_data_dir: str) -> Dict[str, List[GlueExample]]:
+  """Reads a task from a locally prepared TFDS `glue/<task>` (no download)."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  splits = {}
+  for split, tfds_split in spec.tfds_splits:
+    try:
+      dataset, info = tfds.load(
+          spec.tfds_name, split=tfds_split, data_dir=tfds_data_dir,
+          download=False, with_info=True, shuffle_files=False)
+    except AssertionError as e:
+      raise ValueError(
+          f"TFDS dataset {spec.tfds_name} is not prepared under "
+          f"{tfds_data_dir!r} ({e}). Prepare it once where there is network "
+          f"access (tfds build {spec.tfds_name} --data_dir=...) or use "
+          "--glue_dir with the GLUE TSV files.") from e
+    if spec.tfds_label_names is not None:
+      names = tuple(info.features["label"].names)
+      if names != spec.tfds_label_names:
+        raise ValueError(
+            f"TFDS {spec.tfds_name} under {tfds_data_dir!r} has labels "
+            f"{list(names)}, expected {list(spec.tfds_label_names)}.")
+    examples = []
+    for i, row in enumerate(tfds.as_numpy(dataset)):
+      where = f"tfds:{spec.tfds_name}:{tfds_split}:{i}"
+      raw_label = row["label"]
+      if spec.is_regression:
+        label = _parse_label(spec, repr(float(raw_label)), where)
+      else:
+        label_id = int(raw_label)
+        if not 0 <= label_id < len(spec.tfds_labels):
+          raise ValueError(f"{where}: label id {label_id} is not a "
+                           f"{spec.name} class (test split?).")
+        label = spec.labels.index(spec.tfds_labels[label_id])
+      examples.append(GlueExample(
+          text_a=row[spec.tfds_text_a].decode("utf-8"),
+          text_b=(row[spec.tfds_text_b].decode("utf-8")
+                  if spec.tfds_text_b else None),
+          label=label, source=where))
+    if not examples:
+      raise ValueError(f"TFDS {spec.tfds_name} split {tfds_split} under "
+                       f"{tfds_data_dir!r} is empty.")
+    splits[split] = examples
+  return splits
+
+
+def truncated_lengths(len_a: int, len_b: int, max_tokens: int
+                     ) -> Tuple[int, int]:
+  """Lengths BERT's `truncate_seq_pair` leaves, in closed form.
+
+  `truncate_seq_pair` pops the last token of the longer list (of b on ties)
+  until `len_a + len_b <= max_tokens`.
+
+  Args:
+    len_a: Tokens of the first segment.
+    len_b: Tokens of the second segment.
+    max_tokens: Room for both (sequence length minus special tokens).
+
+  Returns:
+    (kept_a, kept_b).
+  """
+  if len_a + len_b <= max_tokens:
+    return len_a, len_b
+  if len_a > len_b and max_tokens - len_b >= len_b:
+    return max_tokens - len_b, len_b
+  if len_a <= len_b and max_tokens - len_a >= len_a:
+    return len_a, max_tokens - len_a
+  # Both are cut: they end equal, a keeps the odd token.
+  return (max_tokens + 1) // 2, max_tokens // 2
+
+
+def _tokenize(tokenizer, texts: Sequence[str]) -> List[List[int]]:
+  ids = []
+  for start in range(0, len(texts), _TOKENIZE_BATCH_SIZE):
+    batch = tf.constant(list(texts[start:start + _TOKENIZE_BATCH_SIZE]))
+    ragged = tokenizer.tokenize(batch).merge_dims(-2, -1)
+    ids.extend(ragged.to_list())
+  return ids
+
+
+def _int_feature(values):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def _float_feature(values):
+  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def encode_examples(examples: Sequence[GlueExample], tokenizer, cls_id: int,
+                    sep_id: int, max_seq_length: int
+                    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+  """Tokenizes and packs examples.
+
+  Returns:
+    (input_ids, input_mask, segment_ids) int64 arrays of shape
+    [num_examples, max_seq_length] and the number of truncated examples.
+  """
+  tokens_a = _tokenize(tokenizer, [e.text_a for e in examples])
+  has_b = examples[0].text_b is not None
+  tokens_b = (_tokenize(tokenizer, [e.text_b for e in examples]) if has_b
+              else [[] for _ in examples])
+  n = len(examples)
+  input_ids = np.zeros((n, max_seq_length), np.int64)
+  input_mask = np.zeros((n, max_seq_length), np.int64)
+  segment_ids = np.zeros((n, max_seq_length), np.int64)
+  room = max_seq_length - (3 if has_b else 2)
+  truncated = 0
+  for i, (a, b) in enumerate(zip(tokens_a, tokens_b)):
+    keep_a, keep_b = truncated_lengths(len(a), len(b), room)
+    truncated += (keep_a, keep_b) != (len(a), len(b))
+    ids = [cls_id] + a[:keep_a] + [sep_id]
+    first = len(ids)
+    if has_b:
+      ids += b[:keep_b] + [sep_id]
+    input_ids[i, :len(ids)] = ids
+    input_mask[i, :len(ids)] = 1
+    segment_ids[i, first:len(ids)] = 1
+  return input_ids, input_mask, segment_ids, truncated
+
+
+def _write_records_atomically(path: str, records) -> None:
+  tmp_path = f"{path}.tmp-{os.getpid()}"
+  with tf.io.TFRecordWriter(tmp_path) as writer:
+    for record in records:
+      writer.write(record)
+  tf.io.gfile.rename(tmp_path, path, overwrite=True)
+
+
+def _write_text_atomically(path: str, text: str) -> None:
+  tmp_path = f"{path}.tmp-{os.getpid()}"
+  with tf.io.gfile.GFile(tmp_path, "w") as f:
+    f.write(text)
+  tf.io.gfile.rename(tmp_path, path, overwrite=True)
+
+
+def record_path(output_dir: str, task: str, split: str) -> str:
+  return os.path.join(output_dir, f"{task}_{split}.tf_record")
+
+
+def meta_data_path(output_dir: str, task: str) -> str:
+  return os.path.join(output_dir, f"{task}_meta_data.json")
+
+
+def convert(task: str,
+            vocab_file: str,
+            output_dir: str,
+            max_seq_length: int = 128,
+            glue_dir: Optional[str] = None,
+            tfds_data_dir: Optional[str] = None,
+            lower_case: bool = True) -> Dict:
+  """Converts one GLUE task to TFRecords plus a meta-data JSON.
+
+  Exactly one of `glue_dir` and `tfds_data_dir` is given. All input is read
+  and checked before anything is written.
+
+  Returns:
+    The meta data written to `<output_dir>/<task>_meta_data.json`.
+  """
+  spec = get_task(task)
+  if bool(glue_dir) == bool(tfds_data_dir):
+    raise ValueError("Give exactly one of --glue_dir (GLUE TSV files) and "
+                     "--tfds_data_dir (prepared TensorFlow Datasets).")
+  if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int):
+    raise ValueError(f"max_seq_length must be an int, got {max_seq_length!r}.")
+  min_length = 3 if spec.text_b is not None else 2
+  if max_seq_length < min_length + 1:
+    raise ValueError(
+        f"max_seq_length={max_seq_length} leaves no room for text in a "
+        f"{spec.name} example ({min_length} special tokens).")
+  if not output_dir:
+    raise ValueError("No --output_dir given.")
+  vocab = tokenization.load_vocab(vocab_file)
+  cls_id = vocab.index(tokenization.CLS)
+  sep_id = vocab.index(tokenization.SEP)
+  if glue_dir:
+    splits = read_glue_dir(spec, glue_dir)
+  else:
+    splits = read_tfds(spec, tfds_data_dir)
+  tokenizer = tokenization.make_tokenizer(vocab_file, lower_case=lower_case)
+
+  encoded = {}
+  for split, examples in splits.items():
+    encoded[split] = encode_examples(examples, tokenizer, cls_id, sep_id,
+                                     max_seq_length)
+
+  tf.io.gfile.makedirs(output_dir)
+  split_meta = {}
+  for split, examples in splits.items():
+    input_ids, input_mask, segment_ids, truncated = encoded[split]
+
+    def records(examples=examples, input_ids=input_ids,
+                input_mask=input_mask, segment_ids=segment_ids):
+      for i, example in enumerate(examples):
+        label = (_float_feature([example.label]) if spec.is_regression
+                 else _int_feature([example.label]))
+        yield tf.train.Example(features=tf.train.Features(feature={
+            "input_ids": _int_feature(input_ids[i]),
+            "input_mask": _int_feature(input_mask[i]),
+            "segment_ids": _int_feature(segment_ids[i]),
+            "label_ids": label,
+            "example_id": _int_feature([i]),
+        })).SerializeToString()
+
+    path = record_path(output_dir, spec.name, split)
+    _write_records_atomically(path, records())
+    split_meta[split] = {
+        "file": os.path.basename(path),
+        "num_examples": len(examples),
+        "num_truncated": int(truncated),
+    }
+    logging.info("Wrote %d %s %s examples (%d truncated) to %s",
+                 len(examples), spec.name, split, truncated, path)
+
+  meta = {
+      "task": spec.name,
+      "source": (os.path.abspath(glue_dir) if glue_dir else
+                 f"tfds:{spec.tfds_name}@{os.path.abspath(tfds_data_dir)}"),
+      "label_type": "float" if spec.is_regression else "int",
+      "label_list": list(spec.labels) if spec.labels else None,
+      "num_labels": spec.num_classes,
+      "max_seq_length": max_seq_length,
+      "vocab_file": os.path.abspath(vocab_file),
+      "lower_case": lower_case,
+      "train_data_size": split_meta["train"]["num_examples"],
+      "eval_data_size": {s: split_meta[s]["num_examples"]
+                         for s in spec.dev_split_names},
+      "splits": split_meta,
+  }
+  _write_text_atomically(meta_data_path(output_dir, spec.name),
+                         json.dumps(meta, indent=2, sort_keys=True) + "\n")
+  return meta
+
+
+def read_meta_data(path: str) -> Dict:
+  """Reads a `<task>_meta_data.json` written by `convert`."""
+  if not tf.io.gfile.exists(path):
+    raise ValueError(f"{path}: meta data not found; write it with "
+                     "`python -m realformer_tf.data.glue`.")
+  with tf.io.gfile.GFile(path, "r") as f:
+    try:
+      meta = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}).") from e
+  size = meta.get("train_data_size") if isinstance(meta, dict) else None
+  if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+    raise ValueError(f"{path}: no positive integer 'train_data_size'.")
+  return meta
+
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  flags.DEFINE_enum("task", None, list(GLUE_TASKS), "GLUE task to convert.")
+  flags.DEFINE_string("glue_dir", None,
+                      "GLUE TSV root (one directory per task, e.g. MRPC/).")
+  flags.DEFINE_string("tfds_data_dir", None,
+                      "TFDS data_dir holding a prepared glue/<task> "
+                      "(instead of --glue_dir; nothing is downloaded).")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary file.")
+  flags.DEFINE_string("output_dir", None, "Where to write the TFRecords.")
+  flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
+  flags.DEFINE_bool("lower_case", True, "Lower-case (uncased vocabulary).")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  meta = convert(task=FLAGS.task, vocab_file=FLAGS.vocab_file,
+                 output_dir=FLAGS.output_dir,
+                 max_seq_length=FLAGS.max_seq_length,
+                 glue_dir=FLAGS.glue_dir, tfds_data_dir=FLAGS.tfds_data_dir,
+                 lower_case=FLAGS.lower_case)
+  print(json.dumps({s: m["num_examples"] for s, m in meta["splits"].items()}))
+
+
+if __name__ == "__main__":
+  define_flags()
+  flags.mark_flags_as_required(["task", "vocab_file", "output_dir"])
+  app.run(main)

@@ -1,0 +1,1 @@
+"""Model Garden task subclasses for RealFormer fine-tuning."""

@@ -1,0 +1,345 @@
+"""GLUE fine-tuning: Model Garden's `SentencePredictionTask` with the paper's metrics.
+
+`RealFormerSentencePredictionTask` (registered for
+`RealFormerSentencePredictionConfig`) is Model Garden's task with three
+changes:
+
+* Metrics. Model Garden reports one `metric_type` per task and nothing
+  beyond accuracy without aggregation. Here every evaluation aggregates the
+  predictions and reports all the metrics the paper reports for
+  `task.glue_task`: accuracy (SST-2, QNLI, RTE, MNLI), F1 and accuracy (MRPC,
+  QQP), Matthews correlation (CoLA), Pearson and Spearman correlation
+  (STS-B), as fractions. `task.metric_type` is not used.
+* Several named validation files. With `validation_data.split_names` set,
+  `validation_data.input_path` holds one comma-separated file per name and
+  every metric is reported per file as `<metric>_<name>`: MNLI evaluates
+  `accuracy_matched` and `accuracy_mismatched` in one pass.
+* Initialization. `task.init_checkpoint` is a checkpoint file or directory of
+  a `realformer/pretraining` run. Model Garden's trainer saves
+  `BertPretrainerV2.checkpoint_items` at the checkpoint root (`encoder`,
+  `masked_lm`, `next_sentence.pooler_dense`), which is what the inherited
+  `initialize` reads: the encoder, plus with `init_cls_pooler` the NSP head's
+  pooler dense layer into the classifier's pooler. Here a missing checkpoint
+  or one without those objects is an error instead of a silent fresh start.
+"""
+
+import dataclasses
+import functools
+from typing import Dict, List, Optional, Sequence
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from official.common import dataset_fn
+from official.core import input_reader
+from official.core import task_factory
+from official.nlp.data import data_loader_factory
+from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
+from official.nlp.tasks import sentence_prediction
+from realformer_tf.data import glue as glue_data
+
+# Token that the per-task YAMLs put in front of their data paths.
+DATA_DIR_PLACEHOLDER = "GLUE_DATA_DIR"
+
+SPLIT_ID = "split_id"
+
+
+# ----------------------------------------------------------------- metrics --
+
+
+def accuracy(labels, predictions) -> float:
+  labels = np.asarray(labels).reshape(-1)
+  predictions = np.asarray(predictions).reshape(-1)
+  return float(np.mean(labels == predictions))
+
+
+def f1(labels, predictions) -> float:
+  """Binary F1 of the positive class 1 (0 when it is never predicted nor true)."""
+  labels = np.asarray(labels).reshape(-1)
+  predictions = np.asarray(predictions).reshape(-1)
+  tp = np.sum((predictions == 1) & (labels == 1))
+  fp = np.sum((predictions == 1) & (labels != 1))
+  fn = np.sum((predictions != 1) & (labels == 1))
+  denominator = 2 * tp + fp + fn
+  return float(2 * tp / denominator) if denominator else 0.0
+
+
+def matthews_corrcoef(labels, predictions) -> float:
+  """Matthews correlation (multi-class form; 0 when undefined)."""
+  labels = np.asarray(labels).reshape(-1)
+  predictions = np.asarray(predictions).reshape(-1)
+  classes, indices = np.unique(np.concatenate([labels, predictions]),
+                               return_inverse=True)
+  k = len(classes)
+  confusion = np.zeros((k, k), np.float64)
+  np.add.at(confusion, (indices[:len(labels)], indices[len(labels):]), 1)
+  true_counts = confusion.sum(axis=1)
+  pred_counts = confusion.sum(axis=0)
+  correct = np.trace(confusion)
+  total = confusion.sum()
+  covariance = correct * total - np.dot(true_counts, pred_counts)
+  denominator = np.sqrt((total**2 - np.dot(pred_counts, pred_counts)) *
+                        (total**2 - np.dot(true_counts, true_counts)))
+  return float(covariance / denominator) if denominator else 0.0
+
+
+def pearson(labels, predictions) -> float:
+  """Pearson correlation; NaN if either side is constant."""
+  x = np.asarray(labels, np.float64).reshape(-1)
+  y = np.asarray(predictions, np.float64).reshape(-1)
+  x = x - x.mean()
+  y = y - y.mean()
+  denominator = np.sqrt(np.dot(x, x) * np.dot(y, y))
+  return float(np.dot(x, y) / denominator) if denominator else float("nan")
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+  """1-based ranks, ties sharing their average rank."""
+  _, inverse, counts = np.unique(values, return_inverse=True,
+                                 return_counts=True)
+  ends = np.cumsum(counts)
+  return (ends - (counts - 1) / 2.0)[inverse]
+
+
+def spearman(labels, predictions) -> float:
+  """Spearman rank correlation (Pearson of average ranks)."""
+  return pearson(
+      _average_ranks(np.asarray(labels, np.float64).reshape(-1)),
+      _average_ranks(np.asarray(predictions, np.float64).reshape(-1)))
+
+
+METRIC_FNS = {
+    "accuracy": accuracy,
+    "f1": f1,
+    "matthews_corrcoef": matthews_corrcoef,
+    "pearson": pearson,
+    "spearman": spearman,
+}
+
+
+def glue_metrics(task: str, outputs, labels) -> Dict[str, float]:
+  """The paper's metrics of GLUE `task` from model outputs.
+
+  Args:
+    task: GLUE task name.
+    outputs: Logits `[n, num_classes]` (classification) or scores `[n]` /
+      `[n, 1]` (STS-B).
+    labels: `[n]` class ids or scores.
+
+  Returns:
+    {metric name: value}, values as fractions.
+  """
+  spec = glue_data.get_task(task)
+  outputs = np.asarray(outputs)
+  labels = np.asarray(labels).reshape(-1)
+  if spec.is_regression:
+    predictions = outputs.reshape(-1)
+  else:
+    if outputs.ndim != 2 or outputs.shape[1] != spec.num_classes:
+      raise ValueError(
+          f"{task} outputs must be [n, {spec.num_classes}] logits, got shape "
+          f"{outputs.shape}.")
+    predictions = np.argmax(outputs, axis=1)
+  if len(predictions) != len(labels):
+    raise ValueError(f"{len(predictions)} predictions for {len(labels)} "
+                     "labels.")
+  return {name: METRIC_FNS[name](labels, predictions) for name in spec.metrics}
+
+
+# -------------------------------------------------------------------- data --
+
+
+@dataclasses.dataclass
+class GlueDataConfig(sp_dataloader.SentencePredictionDataConfig):
+  """`SentencePredictionDataConfig` plus named evaluation files.
+
+  Attributes:
+    split_names: Empty, or one name per comma-separated file in `input_path`
+      (evaluation only). Each example then carries the index of its file as
+      `split_id`, and metrics are reported per file as `<metric>_<name>`.
+  """
+  split_names: Optional[List[str]] = None
+
+
+@data_loader_factory.register_data_loader_cls(GlueDataConfig)
+class GlueDataLoader(sp_dataloader.SentencePredictionDataLoader):
+  """`SentencePredictionDataLoader` that can tag examples with their file."""
+
+  def _parse_split(self, record, split_id: int):
+    parsed = self._parse(record)
+    parsed[SPLIT_ID] = tf.constant(split_id, tf.int32)
+    return parsed
+
+  def load(self, input_context: Optional[tf.distribute.InputContext] = None):
+    names = list(self._params.split_names or [])
+    if not names:
+      return super().load(input_context)
+    paths = split_input_paths(self._params.input_path)
+    if len(paths) != len(names):
+      raise ValueError(
+          f"validation_data.split_names {names} needs one comma-separated "
+          f"file per name in input_path, got {len(paths)}: {paths}.")
+    if self._params.is_training:
+      raise ValueError("split_names is for evaluation data only "
+                       "(is_training=false).")
+    dataset = None
+    for split_id, path in enumerate(paths):
+      reader = input_reader.InputReader(
+          dataset_fn=dataset_fn.pick_dataset_fn(self._params.file_type),
+          params=self._params.replace(input_path=path),
+          decoder_fn=self._decode,
+          parser_fn=functools.partial(self._parse_split, split_id=split_id))
+      part = reader.read(input_context)
+      dataset = part if dataset is None else dataset.concatenate(part)
+    return dataset
+
+
+def split_input_paths(input_path) -> List[str]:
+  if isinstance(input_path, str):
+    return [p.strip() for p in input_path.split(",") if p.strip()]
+  return [str(p) for p in input_path]
+
+
+# -------------------------------------------------------------------- task --
+
+
+@dataclasses.dataclass
+class RealFormerSentencePredictionConfig(
+    sentence_prediction.SentencePredictionConfig):
+  """`SentencePredictionConfig` for a GLUE task.
+
+  Attributes:
+    glue_task: GLUE task name (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte);
+      selects the reported metrics.
+  """
+  glue_task: str = ""
+  train_data: GlueDataConfig = dataclasses.field(
+      default_factory=GlueDataConfig)
+  validation_data: GlueDataConfig = dataclasses.field(
+      default_factory=lambda: GlueDataConfig(is_training=False,
+                                             drop_remainder=False))
+
+
+def check_data_paths(config: RealFormerSentencePredictionConfig) -> None:
+  """Raises if a data path still holds the YAML placeholder."""
+  for field in ("train_data", "validation_data"):
+    path = getattr(config, field).input_path
+    if isinstance(path, str) and DATA_DIR_PLACEHOLDER in path:
+      raise ValueError(
+          f"task.{field}.input_path={path!r} still holds the placeholder "
+          f"{DATA_DIR_PLACEHOLDER}: override it (e.g. --params_override="
+          f"task.{field}.input_path=...) with the files written by "
+          "`python -m realformer_tf.data.glue`.")
+
+
+@task_factory.register_task_cls(RealFormerSentencePredictionConfig)
+class RealFormerSentencePredictionTask(
+    sentence_prediction.SentencePredictionTask):
+  """`SentencePredictionTask` reporting all of a GLUE task's paper metrics."""
+
+  def __init__(self, params: RealFormerSentencePredictionConfig,
+               logging_dir=None, name=None):
+    super().__init__(params, logging_dir, name=name)
+    spec = glue_data.get_task(params.glue_task)
+    if params.model.num_classes != spec.num_classes:
+      raise ValueError(
+          f"task.model.num_classes={params.model.num_classes}, but "
+          f"{spec.name} needs {spec.num_classes}.")
+    wanted = "float" if spec.is_regression else "int"
+    for field in ("train_data", "validation_data"):
+      label_type = getattr(params, field).label_type
+      if label_type != wanted:
+        raise ValueError(f"task.{field}.label_type={label_type!r}, but "
+                         f"{spec.name} labels are {wanted!r}.")
+    self._spec = spec
+    self._split_names = list(params.validation_data.split_names or [])
+
+  def build_inputs(self, params, input_context=None):
+    if params.input_path != "dummy":
+      check_data_paths(self.task_config)
+    return super().build_inputs(params, input_context)
+
+  def validation_step(self, inputs, model: tf_keras.Model, metrics=None):
+    outputs = self.inference_step(inputs, model)
+    loss = self.build_losses(
+        labels=inputs, model_outputs=outputs, aux_losses=model.losses)
+    logs = {self.loss: loss}
+    if metrics:
+      self.process_metrics(metrics, inputs, outputs)
+    if model.compiled_metrics:
+      self.process_compiled_metrics(model.compiled_metrics, inputs, outputs)
+      logs.update({m.name: m.result() for m in metrics or []})
+      logs.update({m.name: m.result() for m in model.metrics})
+    logs["sentence_prediction"] = outputs
+    logs["labels"] = inputs[self.label_field]
+    if SPLIT_ID in inputs:
+      logs[SPLIT_ID] = inputs[SPLIT_ID]
+    return logs
+
+  def aggregate_logs(self, state=None, step_outputs=None):
+    keys = ["sentence_prediction", "labels"]
+    if SPLIT_ID in step_outputs:
+      keys.append(SPLIT_ID)
+    if state is None:
+      state = {key: [] for key in keys}
+    for key in keys:
+      state[key].append(np.concatenate(
+          [np.asarray(v) for v in _local_results(step_outputs[key])], axis=0))
+    return state
+
+  def reduce_aggregated_logs(self, aggregated_logs, global_step=None):
+    outputs = np.concatenate(aggregated_logs["sentence_prediction"], axis=0)
+    labels = np.concatenate(aggregated_logs["labels"], axis=0).reshape(-1)
+    if not self._split_names:
+      results = glue_metrics(self._spec.name, outputs, labels)
+    else:
+      split_ids = np.concatenate(aggregated_logs[SPLIT_ID], axis=0)
+      results = {}
+      for split_id, split in enumerate(self._split_names):
+        chosen = split_ids.reshape(-1) == split_id
+        if not np.any(chosen):
+          raise ValueError(f"No evaluation examples from split {split!r}.")
+        for key, value in glue_metrics(self._spec.name, outputs[chosen],
+                                       labels[chosen]).items():
+          results[f"{key}_{split}"] = value
+    logging.info("%s metrics at step %s: %s", self._spec.name, global_step,
+                 results)
+    return results
+
+  def initialize(self, model):
+    """Restores the encoder (and NSP pooler) from `task.init_checkpoint`."""
+    path = self.task_config.init_checkpoint
+    if not path:
+      return
+    resolved = path
+    if tf.io.gfile.isdir(path):
+      resolved = tf.train.latest_checkpoint(path)
+      if not resolved:
+        raise ValueError(
+            f"task.init_checkpoint={path!r} is a directory without a "
+            "checkpoint (expected a realformer/pretraining model_dir).")
+    try:
+      names = {name for name, _ in tf.train.list_variables(resolved)}
+    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+      raise ValueError(f"task.init_checkpoint={path!r}: no readable "
+                       f"checkpoint ({e}).") from e
+    required = ["encoder/"]
+    if self.task_config.init_cls_pooler:
+      required.append("next_sentence.pooler_dense/")
+    for prefix in required:
+      if not any(name.startswith(prefix) for name in names):
+        raise ValueError(
+            f"task.init_checkpoint={resolved!r} has no '{prefix[:-1]}' object "
+            "at its root; expected a checkpoint written by Model Garden's "
+            "trainer for realformer/pretraining (with the next_sentence head "
+            "when task.init_cls_pooler is true).")
+    super().initialize(model)
+
+
+def _local_results(value) -> Sequence:
+  """Per-replica values of a step output (a tensor, or a tuple of them)."""
+  if isinstance(value, (tuple, list)):
+    return value
+  return tf.distribute.get_strategy().experimental_local_results(value)
