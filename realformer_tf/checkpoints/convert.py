@@ -1,0 +1,184 @@
+r"""Converts a TF1 RealFormer / Google BERT checkpoint for Model Garden tasks.
+
+Writes to `--output_dir`:
+  ckpt-1.{index,data-*}, checkpoint   TF2 object-based checkpoint:
+      `encoder`                       the RealFormerEncoder (what
+                                      SentencePrediction, QuestionAnswering
+                                      and other fine-tuning tasks read from
+                                      `task.init_checkpoint`);
+    with --with_pretraining_heads, also `BertPretrainerV2.checkpoint_items`
+      `masked_lm`, `next_sentence.pooler_dense` (what MaskedLMTask reads;
+                                      `next_sentence.pooler_dense` is what
+                                      SentencePrediction's `init_cls_pooler`
+                                      reads), and
+      `model`                         the whole pretrainer, including the NSP
+                                      logits layer, which no Model Garden task
+                                      restores by itself.
+  encoder.yaml     `task.model.encoder` (type: any, RealFormer fields), for
+                   `--config_file`.
+  pretrainer.yaml  with --with_pretraining_heads: `task.model` of a
+                   pre-training experiment (encoder, NSP head, MLM activation).
+
+Example:
+
+  python -m realformer_tf.checkpoints.convert \
+    --tf1_checkpoint=/path/realformer_base/model.ckpt-1000000 \
+    --bert_config_file=/path/realformer_base/bert_config.json \
+    --output_dir=/path/realformer_base_tf2
+
+  then fine-tune with `--config_file=/path/realformer_base_tf2/encoder.yaml
+  --params_override=task.init_checkpoint=/path/realformer_base_tf2`.
+"""
+
+import os
+from typing import Any, Dict, Optional
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+import yaml
+
+from realformer_tf.checkpoints import tf1_checkpoint
+from realformer_tf.configs import encoders
+from realformer_tf.layers import residual_attention as ra
+
+ENCODER_YAML = "encoder.yaml"
+PRETRAINER_YAML = "pretrainer.yaml"
+CHECKPOINT_PREFIX = "ckpt"
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("tf1_checkpoint", None,
+                    "TF1 checkpoint prefix (e.g. .../model.ckpt-1000000) or "
+                    "its directory.")
+flags.DEFINE_string("bert_config_file", None,
+                    "The checkpoint's bert_config.json.")
+flags.DEFINE_string("output_dir", None, "Where to write the TF2 checkpoint "
+                    "and YAML; must be empty unless --overwrite.")
+flags.DEFINE_enum("residual_attention", None, list(ra.RESIDUAL_MODES),
+                  "Default: 'mean' if bert_config has use_running_mean=true, "
+                  "else 'sum'. 'none' loads a Google BERT checkpoint as BERT.")
+flags.DEFINE_bool("with_pretraining_heads", False,
+                  "Also convert the MLM and NSP heads (cls/...) into a "
+                  "BertPretrainerV2, to continue pre-training.")
+flags.DEFINE_bool("overwrite", False,
+                  "Allow a non-empty output_dir; replaces this tool's outputs "
+                  "there.")
+
+
+def _is_own_output(name: str) -> bool:
+  return (name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or
+          name.startswith(CHECKPOINT_PREFIX + "-"))
+
+
+def _check_output_dir(output_dir: str, overwrite: bool) -> None:
+  if not output_dir:
+    raise ValueError("output_dir is empty.")
+  if tf.io.gfile.exists(output_dir) and not tf.io.gfile.isdir(output_dir):
+    raise ValueError(f"output_dir {output_dir!r} exists and is not a "
+                     "directory.")
+  if tf.io.gfile.isdir(output_dir):
+    entries = sorted(tf.io.gfile.listdir(output_dir))
+    if entries and not overwrite:
+      raise FileExistsError(
+          f"output_dir {output_dir!r} is not empty ({entries[:5]}"
+          f"{' ...' if len(entries) > 5 else ''}); pass --overwrite to "
+          "replace the converter's outputs there.")
+
+
+def _write_yaml(path: str, params: Dict[str, Any]) -> None:
+  with tf.io.gfile.GFile(path, "w") as f:
+    f.write(yaml.safe_dump(params, default_flow_style=False, sort_keys=False))
+
+
+def convert_tf1_checkpoint(tf1_checkpoint_path: str,
+                           bert_config_file: str,
+                           output_dir: str,
+                           residual_attention: Optional[str] = None,
+                           with_pretraining_heads: bool = False,
+                           overwrite: bool = False) -> str:
+  """Converts a TF1 checkpoint; see the module docstring.
+
+  Every input is checked, and the whole checkpoint loaded and matched, before
+  anything is written.
+
+  Args:
+    tf1_checkpoint_path: TF1 checkpoint prefix or directory.
+    bert_config_file: Its bert_config.json.
+    output_dir: Output directory (created if needed).
+    residual_attention: None (from `use_running_mean`), "sum", "mean" or
+      "none".
+    with_pretraining_heads: Also convert the MLM and NSP heads.
+    overwrite: Allow a non-empty `output_dir`; this tool's earlier outputs
+      there are deleted first, other files are kept.
+
+  Returns:
+    The prefix of the written TF2 checkpoint.
+  """
+  if residual_attention is not None:
+    ra.validate_residual_attention(residual_attention)
+  tf1_checkpoint.resolve_checkpoint_path(tf1_checkpoint_path,
+                                         "tf1_checkpoint")
+  bert_config = tf1_checkpoint.read_bert_config(bert_config_file)
+  _check_output_dir(output_dir, overwrite)
+
+  if with_pretraining_heads:
+    pretrainer_config = tf1_checkpoint.pretrainer_config_from_bert_config(
+        bert_config, residual_attention)
+    pretrainer = tf1_checkpoint.pretrainer_from_tf1_checkpoint(
+        tf1_checkpoint_path, bert_config_file, residual_attention)
+    items = dict(pretrainer.checkpoint_items, model=pretrainer)
+    encoder_config = pretrainer_config.encoder
+  else:
+    encoder = tf1_checkpoint.encoder_from_tf1_checkpoint(
+        tf1_checkpoint_path, bert_config_file, residual_attention)
+    items = dict(encoder=encoder)
+    encoder_config = encoders.encoder_config(
+        **tf1_checkpoint.encoder_config_from_bert_config(
+            bert_config, residual_attention).as_dict())
+
+  if tf.io.gfile.isdir(output_dir):
+    for name in tf.io.gfile.listdir(output_dir):
+      if _is_own_output(name):
+        tf.io.gfile.remove(os.path.join(output_dir, name))
+  tf.io.gfile.makedirs(output_dir)
+  path = tf.train.Checkpoint(**items).save(
+      os.path.join(output_dir, CHECKPOINT_PREFIX))
+
+  encoder_params = dict(type="any", any=encoder_config.any.as_dict())
+  _write_yaml(os.path.join(output_dir, ENCODER_YAML),
+              dict(task=dict(model=dict(encoder=encoder_params))))
+  if with_pretraining_heads:
+    _write_yaml(os.path.join(output_dir, PRETRAINER_YAML), dict(task=dict(
+        model=dict(
+            encoder=encoder_params,
+            cls_heads=[c.as_dict() for c in pretrainer_config.cls_heads],
+            mlm_activation=pretrainer_config.mlm_activation,
+            mlm_initializer_range=pretrainer_config.mlm_initializer_range))))
+  logging.info(
+      "Wrote %s (residual_attention=%s). Use --config_file=%s "
+      "--params_override=task.init_checkpoint=%s", path,
+      encoder_params["any"]["residual_attention"],
+      os.path.join(output_dir,
+                   PRETRAINER_YAML if with_pretraining_heads else ENCODER_YAML),
+      path)
+  return path
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Too many command-line arguments: {argv[1:]}.")
+  convert_tf1_checkpoint(
+      tf1_checkpoint_path=FLAGS.tf1_checkpoint,
+      bert_config_file=FLAGS.bert_config_file,
+      output_dir=FLAGS.output_dir,
+      residual_attention=FLAGS.residual_attention,
+      with_pretraining_heads=FLAGS.with_pretraining_heads,
+      overwrite=FLAGS.overwrite)
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["tf1_checkpoint", "bert_config_file",
+                                "output_dir"])
+  app.run(main)
