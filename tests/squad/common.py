@@ -1,0 +1,99 @@
+"""Shared helpers for the SQuAD tests: data paths, tiny configs, handmade data."""
+import json
+import os
+
+import pytest
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def data_dir() -> str:
+  return os.environ.get("REALFORMER_DATA_DIR",
+                        os.path.join(_REPO_ROOT, "..", "shared", "data"))
+
+
+def data_file(*parts: str) -> str:
+  """Path of a shared data file; skips the test if it is absent."""
+  path = os.path.join(data_dir(), *parts)
+  if not os.path.exists(path):
+    pytest.skip(f"{path} not found (set REALFORMER_DATA_DIR to the shared "
+                "data directory; see its README.md).")
+  return path
+
+
+def vocab_file() -> str:
+  return data_file("vocab", "bert-base-uncased-vocab.txt")
+
+
+def dev_v11_file() -> str:
+  return data_file("squad", "dev-v1.1.json")
+
+
+def config_path(version: str) -> str:
+  return os.path.join(_REPO_ROOT, "official_configs", "experiments", "squad",
+                      f"{version}.yaml")
+
+
+# A tiny RealFormer over the real BERT vocabulary (30522 ids).
+TINY_ENCODER = dict(hidden_size=32, num_layers=2, num_attention_heads=2,
+                    intermediate_size=64, max_position_embeddings=128,
+                    dropout_rate=0.0, attention_dropout_rate=0.0)
+
+
+class Flags:
+  """Stands in for absl FLAGS in `train_utils.parse_configuration`."""
+
+  def __init__(self, **kwargs):
+    self.__dict__.update(dict(tpu=None, tf_data_service=None,
+                              params_override=None, config_file=None))
+    self.__dict__.update(kwargs)
+
+  def __contains__(self, key):
+    return key in self.__dict__
+
+
+def v2_dataset():
+  """Handmade SQuAD v2.0 data: 4 answerable and 3 unanswerable questions."""
+  context1 = ("Super Bowl 50 was won by the Denver Broncos, who beat the "
+              "Carolina Panthers 24-10 at Levi's Stadium in Santa Clara.")
+  context2 = ("The Normans were descended from Norse raiders and gave their "
+              "name to Normandy, a region in France, in the 10th century.")
+
+  def answerable(qid, question, context, text):
+    start = context.index(text)
+    return {"id": qid, "question": question, "is_impossible": False,
+            "answers": [{"text": text, "answer_start": start}]}
+
+  def unanswerable(qid, question, context, plausible):
+    return {"id": qid, "question": question, "is_impossible": True,
+            "answers": [],
+            "plausible_answers": [{"text": plausible,
+                                   "answer_start": context.index(plausible)}]}
+
+  return {"version": "v2.0", "data": [
+      {"title": "Super_Bowl_50", "paragraphs": [{"context": context1, "qas": [
+          answerable("q1", "Who won Super Bowl 50?", context1,
+                     "Denver Broncos"),
+          answerable("q2", "Where was Super Bowl 50 played?", context1,
+                     "Levi's Stadium"),
+          unanswerable("q3", "Who lost Super Bowl 51?", context1,
+                       "Carolina Panthers"),
+      ]}]},
+      {"title": "Normans", "paragraphs": [{"context": context2, "qas": [
+          answerable("q4", "Who were the Normans descended from?", context2,
+                     "Norse raiders"),
+          answerable("q5", "In what country is Normandy?", context2,
+                     "France"),
+          unanswerable("q6", "Who gave their name to Brittany?", context2,
+                       "The Normans"),
+          unanswerable("q7", "In what century did the Normans leave France?",
+                       context2, "10th century"),
+      ]}]},
+  ]}
+
+
+def write_json(obj, path: str) -> str:
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(obj, f)
+  return path
