@@ -22,40 +22,57 @@ from absl import logging
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 
-_INPUT_FILES = flags.DEFINE_list(
-    "input_files", None,
-    "Comma-separated raw text files: one sentence per line, blank line "
-    "between documents.")
-_OUTPUT_FILE = flags.DEFINE_string(
-    "output_file", None, "Output TFRecord file.")
-_VOCAB_FILE = flags.DEFINE_string(
-    "vocab_file", None,
-    "WordPiece vocabulary (one token per line). If omitted, one is learned "
-    "from the input and written as vocab.txt next to --output_file.")
-_VOCAB_SIZE = flags.DEFINE_integer(
-    "vocab_size", 8000,
-    "Target size of the learned vocabulary (only without --vocab_file).")
-_DO_LOWER_CASE = flags.DEFINE_bool(
-    "do_lower_case", True, "Lower-case and strip accents (uncased models).")
-_MAX_SEQ_LENGTH = flags.DEFINE_integer(
-    "max_seq_length", 128, "Fixed sequence length (>= 8).")
-_MAX_PREDICTIONS_PER_SEQ = flags.DEFINE_integer(
-    "max_predictions_per_seq", 20, "Maximum masked positions per sequence.")
-_MASKED_LM_PROB = flags.DEFINE_float(
-    "masked_lm_prob", 0.15, "Fraction of tokens to mask, in (0, 1).")
-_DUPE_FACTOR = flags.DEFINE_integer(
-    "dupe_factor", 1, "Passes over the input, each with different masks.")
-_SHORT_SEQ_PROB = flags.DEFINE_float(
-    "short_seq_prob", 0.1,
-    "Probability of a target length shorter than max_seq_length.")
-_RANDOM_SEED = flags.DEFINE_integer(
-    "random_seed", 12345, "Seed for all random choices.")
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the CLI flags (only when run as a program)."""
+  flags.DEFINE_list(
+      "input_files", None,
+      "Comma-separated raw text files: one sentence per line, blank line "
+      "between documents.")
+  flags.DEFINE_string("output_file", None, "Output TFRecord file.")
+  flags.DEFINE_string(
+      "vocab_file", None,
+      "WordPiece vocabulary (one token per line). If omitted, one is learned "
+      "from the input and written as vocab.txt next to --output_file.")
+  flags.DEFINE_integer(
+      "vocab_size", 8000,
+      "Target size of the learned vocabulary (only without --vocab_file).")
+  flags.DEFINE_bool(
+      "do_lower_case", True, "Lower-case and strip accents (uncased models).")
+  flags.DEFINE_integer("max_seq_length", 128, "Fixed sequence length (>= 8).")
+  flags.DEFINE_integer(
+      "max_predictions_per_seq", 20, "Maximum masked positions per sequence.")
+  flags.DEFINE_float(
+      "masked_lm_prob", 0.15, "Fraction of tokens to mask, in (0, 1).")
+  flags.DEFINE_integer(
+      "dupe_factor", 1, "Passes over the input, each with different masks.")
+  flags.DEFINE_float(
+      "short_seq_prob", 0.1,
+      "Probability of a target length shorter than max_seq_length.")
+  flags.DEFINE_integer("random_seed", 12345, "Seed for all random choices.")
 
 
 def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
         max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor,
         short_seq_prob, random_seed) -> int:
   """Validates everything, learns a vocabulary if needed, writes records.
+
+  Args:
+    input_files: List of text files (see --input_files); the other arguments
+      are the values of the flags of the same names.
+    output_file: Output TFRecord file.
+    vocab_file: Vocabulary file, or None/"" to learn one into
+      `<output dir>/vocab.txt`.
+    vocab_size: Target size of a learned vocabulary.
+    do_lower_case: Lower-case and strip accents.
+    max_seq_length: Fixed sequence length.
+    max_predictions_per_seq: Maximum masked positions per sequence.
+    masked_lm_prob: Fraction of tokens to mask.
+    dupe_factor: Passes over the input.
+    short_seq_prob: Probability of a shorter target length.
+    random_seed: Seed for all random choices.
 
   Returns:
     The number of examples written.
@@ -103,21 +120,23 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
   try:
     count = run(
-        input_files=_INPUT_FILES.value,
-        output_file=_OUTPUT_FILE.value,
-        vocab_file=_VOCAB_FILE.value,
-        vocab_size=_VOCAB_SIZE.value,
-        do_lower_case=_DO_LOWER_CASE.value,
-        max_seq_length=_MAX_SEQ_LENGTH.value,
-        max_predictions_per_seq=_MAX_PREDICTIONS_PER_SEQ.value,
-        masked_lm_prob=_MASKED_LM_PROB.value,
-        dupe_factor=_DUPE_FACTOR.value,
-        short_seq_prob=_SHORT_SEQ_PROB.value,
-        random_seed=_RANDOM_SEED.value)
+        input_files=FLAGS.input_files,
+        output_file=FLAGS.output_file,
+        vocab_file=FLAGS.vocab_file,
+        vocab_size=FLAGS.vocab_size,
+        do_lower_case=FLAGS.do_lower_case,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        dupe_factor=FLAGS.dupe_factor,
+        short_seq_prob=FLAGS.short_seq_prob,
+        random_seed=FLAGS.random_seed)
   except ValueError as e:
     raise app.UsageError(str(e)) from e
-  logging.info("Done: %d examples in %s", count, _OUTPUT_FILE.value)
+  logging.info("Done: %d examples in %s", count, FLAGS.output_file)
+  print(count)
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

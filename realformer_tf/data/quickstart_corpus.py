@@ -20,9 +20,9 @@ Python version the corpus is the same on every run (on CPython 3.11: 212
 documents, 13k sentences, about 1.0 MB of text).
 
 The vocabulary is learned by tensorflow-text's WordPiece learner with its
-default minimum count (10), which keeps it under `vocab_size` but on a corpus
-this small can leave it well under (2,362 tokens for the default 4,000 on the
-stdlib corpus): use the returned `vocab_size` for the model.
+default minimum sub-word count (10); on a corpus this small that leaves it
+well under the target (2,362 tokens for the default 4,000 on the stdlib
+corpus), so use the returned `vocab_size` for the model.
 
 Documents are shuffled with `seed` and `eval_fraction` of them (at least one)
 become the evaluation split, so no document is in both splits.

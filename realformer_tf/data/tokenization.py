@@ -129,9 +129,12 @@ def learn_vocab(text_lines: Iterable[str],
 
   Uses `tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`; the
   reserved tokens [PAD] [UNK] [CLS] [SEP] [MASK] come first ([PAD] = 0),
-  then every single character seen (as a word start and as a `##` suffix),
-  then the learned sub-words. The learner aims for a size within 5% below
-  `vocab_size`; on a small corpus the result can be smaller still.
+  then every single character seen, then the learned sub-words by falling
+  count (they include every character as a `##` suffix). The learner searches an
+  integer minimum count (>= 10) whose vocabulary is within 5% below
+  `vocab_size`; the search can end outside that range, so the real size can
+  be well under `vocab_size` on a small corpus and slightly over it when the
+  characters alone nearly fill it. Use `len()` of the result.
 
   The file is written atomically (temporary name, then rename).
 
