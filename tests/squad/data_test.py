@@ -1,0 +1,288 @@
+"""SQuAD data: tensorflow-text adapter, reader checks, TFRecords, post-processing."""
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official.nlp.data import question_answering_dataloader as qa_dataloader
+from official.nlp.data import squad_lib
+from realformer_tf.data import squad
+from tests.squad import common
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  return squad.SquadTokenizer(common.vocab_file())
+
+
+def test_adapter_gives_squad_lib_strings_and_ids(tokenizer):
+  # tensorflow-text BertTokenizer: lower-case, accents stripped, punctuation
+  # split, WordPieces; ids are vocab line numbers.
+  assert tokenizer.tokenize("Hello, naïve Broncos!") == [
+      "hello", ",", "naive", "broncos", "!"]
+  assert tokenizer.tokenize("(1895-1943).") == [
+      "(", "1895", "-", "1943", ")", "."]
+  assert tokenizer.tokenize("") == []
+  assert tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]", "the", "[PAD]"]) == [
+      101, 102, 1996, 0]
+  assert tokenizer.convert_ids_to_tokens([100, 103]) == ["[UNK]", "[MASK]"]
+  # Batched priming and single calls agree.
+  words = ["Levi's", "Stadium", "Süper", "Straße"]
+  singles = [squad.SquadTokenizer(common.vocab_file()).tokenize(w)
+             for w in words]
+  tokenizer.prime(words)
+  assert [tokenizer.tokenize(w) for w in words] == singles
+  assert tokenizer.basic_tokenize("Levi's Stadium.") == [
+      "levi", "'", "s", "stadium", "."]
+
+
+def test_eval_reader_matches_squad_lib_on_dev():
+  path = common.dev_v11_file()
+  examples, stats = squad.read_squad_examples(path, is_training=False,
+                                              version_2_with_negative=False)
+  reference = squad_lib.read_squad_examples(path, is_training=False,
+                                            version_2_with_negative=False)
+  assert stats.num_questions == len(examples) == len(reference) == 10570
+  assert [(e.qas_id, e.question_text, e.doc_tokens) for e in examples] == [
+      (e.qas_id, e.question_text, e.doc_tokens) for e in reference]
+
+
+def _one_paragraph(qas, context="Denver Broncos won Super Bowl 50 in 2016."):
+  return {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+      {"context": context, "qas": qas}]}]}
+
+
+def test_training_skips_answers_not_in_context(tmp_path, caplog):
+  context = "Denver Broncos won Super Bowl 50 in 2016."
+  path = common.write_json(_one_paragraph([
+      {"id": "good", "question": "Who won?",
+       "answers": [{"text": "Denver Broncos", "answer_start": 0}]},
+      {"id": "moved", "question": "When?",  # text is not at answer_start
+       "answers": [{"text": "2016", "answer_start": 3}]},
+      {"id": "outside", "question": "Where?",  # runs past the context
+       "answers": [{"text": "Santa Clara", "answer_start": len(context) - 2}]},
+      {"id": "several", "question": "Which game?", "answers": [
+          {"text": "Super Bowl 50", "answer_start": 19},
+          {"text": "Super Bowl", "answer_start": 19}]},
+  ], context), str(tmp_path / "train.json"))
+  with caplog.at_level(logging.WARNING):
+    examples, stats = squad.read_squad_examples(
+        path, is_training=True, version_2_with_negative=False)
+  assert [e.qas_id for e in examples] == ["good", "several"]
+  assert stats.num_questions == 4
+  assert stats.num_answer_not_found == 2
+  assert stats.num_multiple_answers == 1
+  assert "moved" in caplog.text and "outside" in caplog.text
+  # squad_lib's positions: whitespace-word indices of the first answer.
+  assert (examples[1].start_position, examples[1].end_position) == (3, 5)
+  # Evaluation keeps every question (the evaluator scores answer texts).
+  examples, _ = squad.read_squad_examples(path, is_training=False,
+                                          version_2_with_negative=False)
+  assert len(examples) == 4
+
+
+@pytest.mark.parametrize("qas,is_training,v2,needle", [
+    ([{"question": "?", "answers": []}], False, False, "has no 'id'"),
+    ([{"id": "a", "question": "?", "answers": [{"text": "x",
+                                                  "answer_start": 0}]},
+      {"id": "a", "question": "?", "answers": [{"text": "x",
+                                                  "answer_start": 0}]}],
+     False, False, "'a': the id is used twice"),
+    ([{"id": "q9", "question": "?", "answers": []}], False, False,
+     "'q9': has no gold answers"),
+    ([{"id": "q9", "question": "?", "answers": []}], True, False,
+     "'q9': is answerable but has no answers"),
+    ([{"id": "q9", "question": "?", "answers": []}], True, True,
+     "'q9': has no 'is_impossible'"),
+    ([{"id": "q9", "question": 3, "answers": []}], False, True,
+     "'q9': has no 'question' string"),
+    ([{"id": "q9", "question": "?",
+       "answers": [{"text": "x", "answer_start": "0"}]}], True, False,
+     "'q9': the answer has no integer 'answer_start'"),
+])
+def test_malformed_input_names_file_and_question(tmp_path, qas, is_training,
+                                                 v2, needle):
+  path = common.write_json(_one_paragraph(qas), str(tmp_path / "bad.json"))
+  with pytest.raises(ValueError) as e:
+    squad.read_squad_examples(path, is_training=is_training,
+                              version_2_with_negative=v2)
+  assert path in str(e.value) and needle in str(e.value)
+
+
+def test_bad_lengths_and_missing_file(tmp_path):
+  with pytest.raises(ValueError, match="leaves no room for the context"):
+    squad.validate_lengths(max_seq_length=67, doc_stride=128,
+                           max_query_length=64)
+  with pytest.raises(ValueError, match="does not exist"):
+    squad.read_squad_examples(str(tmp_path / "none.json"), False, False)
+  with pytest.raises(ValueError, match="no top-level 'data' list"):
+    squad.read_squad_examples(common.write_json({"x": 1}, str(
+        tmp_path / "x.json")), False, False)
+
+
+def _load(record, is_training, seq_length, batch_size):
+  config = qa_dataloader.QADataConfig(
+      input_path=record, is_training=is_training, seq_length=seq_length,
+      global_batch_size=batch_size, drop_remainder=False)
+  if is_training:
+    config = config.replace(shuffle_buffer_size=1)
+  dataset = qa_dataloader.QuestionAnsweringDataLoader(config).load()
+  if is_training:
+    dataset = dataset.take(1)
+  return list(dataset.as_numpy_iterator())
+
+
+def test_v2_records_read_by_model_garden_loader(tmp_path):
+  """The documented command, for v2.0 training and evaluation features."""
+  source = common.write_json(common.v2_dataset(), str(tmp_path / "v2.json"))
+  train_dir = str(tmp_path / "train")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  subprocess.run(
+      [sys.executable, "-m", "realformer_tf.data.squad",
+       f"--input_json={source}", f"--vocab_file={common.vocab_file()}",
+       f"--output_dir={train_dir}", "--version_2_with_negative",
+       "--max_seq_length=48", "--doc_stride=16", "--max_query_length=16",
+       "--is_training", "--epochs=2", "--train_batch_size=4"],
+      check=True, env=env, capture_output=True)
+  with open(os.path.join(train_dir, squad.TRAIN_META)) as f:
+    meta = json.load(f)
+  assert meta["num_questions"] == 7 and meta["num_unanswerable"] == 3
+  assert meta["num_skipped_answer_not_found"] == 0
+  n = meta["train_data_size"]
+  # Contexts of 21-24 words fit in one 48-token window (3 question tokens
+  # kept at most 16): one feature per question.
+  assert n == 7
+  x, y = _load(os.path.join(train_dir, squad.TRAIN_RECORD), True, 48, n)[0]
+  assert set(x) == {"input_word_ids", "input_mask", "input_type_ids"}
+  # The loader (BERT format) reads the positions; is_impossible is in the
+  # records too (XLNet format and our checks read it).
+  assert set(y) == {"start_positions", "end_positions"}
+  records = [tf.train.Example.FromString(r.numpy()) for r in
+             tf.data.TFRecordDataset(os.path.join(train_dir,
+                                                  squad.TRAIN_RECORD))]
+  y["is_impossible"] = np.array([
+      r.features.feature["is_impossible"].int64_list.value[0]
+      for r in records])
+  # One shuffled batch of all features: reorder to the file's order.
+  order = [next(i for i, r in enumerate(records) if list(
+      r.features.feature["input_ids"].int64_list.value) == list(ids))
+           for ids in x["input_word_ids"]]
+  y["is_impossible"] = y["is_impossible"][order]
+  assert x["input_word_ids"].shape == (n, 48)
+  assert np.all(x["input_word_ids"][:, 0] == 101)  # [CLS]
+  # Unanswerable: target [CLS] (0, 0), is_impossible 1; the others point at
+  # their answer's WordPieces.
+  vocab = squad.SquadTokenizer(common.vocab_file()).vocab
+  answers = sorted(
+      " ".join(vocab[t] for t in ids[s:e + 1])
+      for ids, s, e, imp in zip(x["input_word_ids"], y["start_positions"],
+                                y["end_positions"], y["is_impossible"])
+      if not imp)
+  assert answers == ["denver broncos", "france", "levi ' s stadium",
+                     "norse raiders"]
+  impossible = y["is_impossible"] == 1
+  assert impossible.sum() == 3
+  assert np.all(y["start_positions"][impossible] == 0)
+  assert np.all(y["end_positions"][impossible] == 0)
+  with open(os.path.join(train_dir, squad.TRAIN_SCHEDULE)) as f:
+    schedule = f.read()
+  assert "train_steps: 4" in schedule  # ceil(7 x 2 / 4)
+
+  eval_dir = str(tmp_path / "eval")
+  meta = squad.convert(source, common.vocab_file(), eval_dir,
+                       is_training=False, version_2_with_negative=True,
+                       max_seq_length=48, doc_stride=16, max_query_length=16,
+                       eval_batch_size=4)
+  assert meta["eval_data_size"] == 7 and meta["num_padding_features"] == 1
+  batches = _load(os.path.join(eval_dir, squad.EVAL_RECORD), False, 48, 4)
+  assert [b[0]["unique_ids"].tolist() for b in batches] == [
+      [1000000000 + i for i in range(4)], [1000000004 + i for i in range(4)]]
+  assert "start_positions" not in batches[0][1]
+
+
+def test_long_context_windows_and_padding(tmp_path, tokenizer):
+  """doc_stride windows over a dev paragraph; padding to whole batches."""
+  with open(common.dev_v11_file()) as f:
+    article = json.load(f)["data"][1]  # Warsaw; paragraph 1 has 283 words.
+  data = {"version": "1.1", "data": [
+      {"title": "Warsaw", "paragraphs": article["paragraphs"][1:2]}]}
+  source = common.write_json(data, str(tmp_path / "warsaw.json"))
+  examples, features, meta = squad.write_eval_tfrecord(
+      source, tokenizer, str(tmp_path / "eval.tf_record"), max_seq_length=64,
+      doc_stride=32, max_query_length=16, version_2_with_negative=False,
+      batch_size=16)
+  assert len(examples) == 5
+  per_question = {f.example_index for f in features}
+  assert per_question == set(range(5))
+  # Every context WordPiece is in exactly one max-context window.
+  for i in range(5):
+    max_context = sum(v for f in features if f.example_index == i
+                      for v in f.token_is_max_context.values())
+    n_doc_pieces = sum(len(tokenizer.tokenize(t))
+                       for t in examples[i].doc_tokens)
+    assert max_context == n_doc_pieces
+  records = sum(1 for _ in tf.data.TFRecordDataset(
+      str(tmp_path / "eval.tf_record")))
+  assert records % 16 == 0 and records - len(features) < 16
+  assert meta["num_padding_features"] == records - len(features)
+
+
+class _Result:
+
+  def __init__(self, unique_id, start_logits, end_logits):
+    self.unique_id = unique_id
+    self.start_logits = start_logits
+    self.end_logits = end_logits
+
+
+def test_postprocess_projects_answers_onto_original_text(tmp_path, tokenizer):
+  context = "The title went to the Denver Broncos. Later, Santa Clara's mayor…"
+  data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+      {"context": context, "qas": [
+          {"id": "span", "question": "Who won?", "answers": [
+              {"text": "Denver Broncos", "answer_start": 22}]},
+          {"id": "null", "question": "Who lost?", "answers": []}]}]}]}
+  source = common.write_json(data, str(tmp_path / "pp.json"))
+  examples, features, _ = squad.write_eval_tfrecord(
+      source, tokenizer, str(tmp_path / "eval.tf_record"), max_seq_length=64,
+      doc_stride=32, max_query_length=16, version_2_with_negative=True,
+      batch_size=1)
+  assert len(features) == 2
+  results = []
+  for f in features:
+    start = np.full(64, -10.0)
+    end = np.full(64, -10.0)
+    if examples[f.example_index].qas_id == "span":
+      # "denver" .. "broncos" then "." : "Broncos." must lose the full stop.
+      s = f.tokens.index("denver")
+      start[s], end[s + 1] = 5.0, 4.0
+      start[0], end[0] = 1.0, 1.0  # null 2.0 < span 9.0
+    else:
+      s = f.tokens.index("santa")
+      start[s], end[s + 3] = 2.0, 2.0  # "santa clara ' s"
+      start[0], end[0] = 3.0, 2.5  # null 5.5 > span 4.0
+    results.append(_Result(f.unique_id, start, end))
+  predictions, nbest, null_odds = squad.postprocess_output(
+      examples, features, results, tokenizer, n_best_size=5,
+      max_answer_length=10, version_2_with_negative=True)
+  assert predictions == {"span": "Denver Broncos", "null": ""}
+  assert null_odds["span"] == pytest.approx(2.0 - 9.0)
+  assert null_odds["null"] == pytest.approx(5.5 - 4.0)
+  assert nbest["null"][1]["text"] == "Santa Clara's"
+  # A threshold above the odds answers the second question too.
+  predictions, _, _ = squad.postprocess_output(
+      examples, features, results, tokenizer, n_best_size=5,
+      max_answer_length=10, version_2_with_negative=True,
+      null_score_diff_threshold=2.0)
+  assert predictions["null"] == "Santa Clara's"
+  # v1.1: always the best span.
+  predictions, _, odds = squad.postprocess_output(
+      examples, features, results, tokenizer, n_best_size=5,
+      max_answer_length=10, version_2_with_negative=False)
+  assert predictions == {"span": "Denver Broncos", "null": "Santa Clara's"}
+  assert odds == {}
