@@ -1,0 +1,136 @@
+"""Attention entropy / JSD against scipy, and the uniform-attention identity."""
+
+import math
+
+import numpy as np
+from scipy import stats as sp_stats
+from scipy.spatial import distance
+import tensorflow as tf
+import tf_keras
+
+from realformer_tf.analysis import metrics
+from realformer_tf.networks import realformer_encoder
+
+
+def _handmade():
+  """[batch=2, heads=2, query=4, key=4] distributions, example 1 padded at 3."""
+  rng = np.random.default_rng(0)
+  probs = rng.random([2, 2, 4, 4]) ** 3
+  probs[0, 0, 1] = [1.0, 0.0, 0.0, 0.0]     # one-hot: entropy 0
+  probs[1, 1, 2] = [0.5, 0.5, 0.0, 0.0]     # contains zeros: 0 ln 0 = 0
+  probs[1, :, :, 3] = 0.0                   # padded key of example 1: no mass
+  probs[1, 0, 0, 3] = 0.3                   # ... except here: renormalised
+  probs /= probs.sum(-1, keepdims=True)
+  mask = np.array([[1, 1, 1, 1], [1, 1, 1, 0]])
+  return probs, mask
+
+
+def test_entropy_matches_scipy_with_padding():
+  probs, mask = _handmade()
+  got = metrics.attention_entropy(probs, mask).numpy()
+  assert got.shape == (2, 2, 4)
+  for b in range(2):
+    keys = mask[b].astype(bool)
+    for h in range(2):
+      for t in range(4):
+        # scipy renormalises its input; natural log by default.
+        want = sp_stats.entropy(probs[b, h, t, keys])
+        np.testing.assert_allclose(got[b, h, t], want, rtol=1e-12, atol=1e-12)
+  assert got[0, 0, 1] == 0.0
+  np.testing.assert_allclose(got[1, 1, 2], math.log(2), rtol=1e-12)
+
+
+def test_jsd_is_squared_scipy_jensenshannon_base_e():
+  probs, mask = _handmade()
+  prev = probs[:, ::-1]  # compare head 0 with head 1 etc.: non-trivial pairs
+  got = metrics.adjacent_head_jsd(prev, probs, mask).numpy()
+  assert got.shape == (2, 2, 4)
+  for b in range(2):
+    keys = mask[b].astype(bool)
+    for h in range(2):
+      for t in range(4):
+        want = distance.jensenshannon(prev[b, h, t, keys], probs[b, h, t, keys],
+                                      base=math.e) ** 2
+        np.testing.assert_allclose(got[b, h, t], want, rtol=1e-9, atol=1e-12)
+  # Identical rows: 0; disjoint supports: the maximum, ln 2.
+  np.testing.assert_allclose(
+      metrics.adjacent_head_jsd(probs, probs, mask).numpy(), 0.0, atol=1e-12)
+  p = np.zeros([1, 1, 1, 4]); p[..., :2] = 0.5
+  q = np.zeros([1, 1, 1, 4]); q[..., 2:] = 0.5
+  np.testing.assert_allclose(
+      metrics.adjacent_head_jsd(p, q, np.ones([1, 4])).numpy(),
+      [[[metrics.JSD_MAX_NATS]]], rtol=1e-12)
+
+
+def test_uniform_attention_has_entropy_log_n():
+  lengths = [1, 2, 5, 7]
+  seq = 8
+  mask = np.array([[1] * n + [0] * (seq - n) for n in lengths])
+  # Uniform over the unpadded keys, for every query row (padded rows too).
+  probs = mask[:, None, None, :] / mask.sum(-1)[:, None, None, None]
+  probs = np.broadcast_to(probs, [4, 3, seq, seq])
+  got = metrics.attention_entropy(probs, mask).numpy()
+  for b, n in enumerate(lengths):
+    np.testing.assert_allclose(got[b], math.log(n), rtol=1e-14, atol=1e-14)
+  got32 = metrics.attention_entropy(probs.astype(np.float32), mask).numpy()
+  assert got32.dtype == np.float32
+  for b, n in enumerate(lengths):
+    np.testing.assert_allclose(got32[b], math.log(n), rtol=1e-6, atol=1e-6)
+
+
+def _zero_qk_encoder():
+  tf_keras.utils.set_random_seed(1)
+  encoder = realformer_encoder.RealFormerEncoder(
+      vocab_size=30, hidden_size=16, num_layers=3, num_attention_heads=4,
+      inner_dim=32, max_sequence_length=16, return_attention_scores=True)
+  ids = tf.constant([[3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+                     [5, 6, 7, 0, 0, 0, 0, 0, 0, 0],
+                     [2, 9, 9, 9, 9, 2, 0, 0, 0, 0]])
+  inputs = dict(input_word_ids=ids, input_mask=tf.sign(ids),
+                input_type_ids=tf.zeros_like(ids))
+  encoder(inputs)
+  for block in encoder.transformer_layers:
+    attention = block._attention_layer  # pylint: disable=protected-access
+    for dense in (attention._query_dense, attention._key_dense):  # pylint: disable=protected-access
+      for w in dense.weights:
+        w.assign(tf.zeros_like(w))
+  return encoder, inputs
+
+
+def test_zeroed_query_key_encoder_attends_uniformly():
+  encoder, inputs = _zero_qk_encoder()
+  out = encoder(inputs, training=False)
+  mask = inputs["input_mask"]
+  lengths = mask.numpy().sum(-1)
+  valid = metrics.query_mask(mask).numpy()
+  assert len(out["attention_probs"]) == 3
+  for layer, probs in enumerate(out["attention_probs"]):
+    entropy = metrics.attention_entropy(probs, mask).numpy()    # [B, H, T]
+    for b, n in enumerate(lengths):
+      np.testing.assert_allclose(entropy[b][:, valid[b]], math.log(n),
+                                 rtol=1e-6, atol=1e-6)
+    # The raw softmax already puts (exactly) zero mass on padded keys.
+    assert float(tf.reduce_max(probs * tf.cast(
+        1 - mask, tf.float32)[:, None, None, :])) == 0.0
+    if layer:
+      jsd = metrics.adjacent_head_jsd(out["attention_probs"][layer - 1], probs,
+                                      mask).numpy()
+      np.testing.assert_allclose(jsd, 0.0, atol=1e-7)
+    sum_abs, count, max_abs = metrics.score_magnitude(
+        out["attention_scores"][layer], mask)
+    assert float(sum_abs) == 0.0 and float(max_abs) == 0.0
+    assert float(count) == 4 * float(np.sum(lengths ** 2))
+
+
+def test_score_magnitude_matches_numpy():
+  rng = np.random.default_rng(3)
+  scores = rng.normal(size=[2, 3, 5, 5]).astype(np.float32)
+  mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+  scores[0, :, 4, 4] = 100.0  # padded position: ignored
+  pair = (mask[:, None, :, None] * mask[:, None, None, :]).astype(bool)
+  pair = np.broadcast_to(pair, scores.shape)
+  sum_abs, count, max_abs = metrics.score_magnitude(scores, mask)
+  np.testing.assert_allclose(float(sum_abs), np.abs(scores[pair]).sum(),
+                             rtol=1e-6)
+  assert float(count) == pair.sum() == 3 * (9 + 25)
+  np.testing.assert_allclose(float(max_abs), np.abs(scores[pair]).max())
