@@ -1,0 +1,135 @@
+"""realformer/glue and the per-task YAMLs, loaded the way train.py loads them."""
+import math
+import os
+
+import pytest
+
+from official.core import exp_factory
+from official.core import train_utils
+from official.modeling import hyperparams
+from official.modeling import optimization
+from realformer_tf.configs import experiments
+from realformer_tf.configs import finetuning
+from realformer_tf.data import glue
+
+EXPECTED = {
+    # task: (num_classes, label_type, published train size, metric keys)
+    "cola": (2, "int", 8551, ["matthews_corrcoef"]),
+    "sst2": (2, "int", 67349, ["accuracy"]),
+    "mrpc": (2, "int", 3668, ["f1", "accuracy"]),
+    "stsb": (1, "float", 5749, ["pearson", "spearman"]),
+    "qqp": (2, "int", 363846, ["f1", "accuracy"]),
+    "mnli": (3, "int", 392702, ["accuracy"]),
+    "qnli": (2, "int", 104743, ["accuracy"]),
+    "rte": (2, "int", 2490, ["accuracy"]),
+}
+
+
+class _Flags(dict):
+  """The attributes `train_utils.parse_configuration` reads from FLAGS."""
+  __getattr__ = dict.__getitem__
+
+
+def test_one_yaml_per_paper_task():
+  names = sorted(f[:-5] for f in os.listdir(finetuning.GLUE_YAML_DIR)
+                 if f.endswith(".yaml"))
+  assert names == sorted(EXPECTED) == sorted(glue.GLUE_TASKS)
+  assert "wnli" not in names
+
+
+@pytest.mark.parametrize("task", sorted(EXPECTED))
+def test_yaml_loads_like_train_py(task):
+  num_classes, label_type, size, metrics = EXPECTED[task]
+  params = train_utils.parse_configuration(_Flags(
+      experiment="realformer/glue",
+      config_file=[finetuning.glue_yaml_path(task)],
+      params_override="task.init_checkpoint=/ckpt", tpu=""),
+      print_return=False)
+  # The same through exp_factory + override_params_dict (strict).
+  config = exp_factory.get_exp_config(finetuning.GLUE)
+  config = hyperparams.override_params_dict(
+      config, finetuning.glue_yaml_path(task), is_strict=True)
+  config.override({"task": {"init_checkpoint": "/ckpt"}})
+  for key in ("task", "trainer"):
+    assert config.as_dict()[key] == params.as_dict()[key]
+
+  t = params.task
+  assert t.name == finetuning.GLUE and t.glue_task == task
+  assert t.init_checkpoint == "/ckpt" and t.init_cls_pooler
+  assert t.model.num_classes == num_classes
+  assert not t.model.use_encoder_pooler
+  assert t.model.encoder.type == "any"
+  assert t.model.encoder.any.dropout_rate == 0.1
+  assert t.model.encoder.any.attention_dropout_rate == 0.1
+  assert t.model.encoder.any.residual_attention == "sum"
+  assert t.train_data.label_type == t.validation_data.label_type == label_type
+  assert t.train_data.global_batch_size == 32
+  assert t.train_data.seq_length == t.validation_data.seq_length == 128
+  assert not t.validation_data.drop_remainder
+  assert t.train_data.input_path == f"GLUE_DATA_DIR/{task}_train.tf_record"
+  if task == "mnli":
+    assert t.validation_data.split_names == ["matched", "mismatched"]
+    assert t.validation_data.input_path == (
+        "GLUE_DATA_DIR/mnli_dev_matched.tf_record,"
+        "GLUE_DATA_DIR/mnli_dev_mismatched.tf_record")
+  else:
+    assert not t.validation_data.split_names
+    assert t.validation_data.input_path == f"GLUE_DATA_DIR/{task}_dev.tf_record"
+  assert list(glue.get_task(task).metrics) == metrics
+
+  # 3 epochs at batch 32 with 10% warm-up, decaying to 0 at the last step.
+  steps = math.ceil(3 * size / 32)
+  assert finetuning.train_steps(size, 3, 32) == steps
+  assert params.trainer.train_steps == steps
+  opt = params.trainer.optimizer_config
+  assert opt.optimizer.type == "adamw"
+  assert opt.optimizer.adamw.weight_decay_rate == 0.01
+  assert opt.learning_rate.polynomial.initial_learning_rate == 2e-5
+  assert opt.learning_rate.polynomial.end_learning_rate == 0.0
+  assert opt.learning_rate.polynomial.decay_steps == steps
+  assert opt.warmup.polynomial.warmup_steps == int(0.1 * steps)
+  assert params.trainer.validation_steps == -1
+
+
+def test_schedule_helpers_and_learning_rate_curve():
+  assert finetuning.train_steps(3668, 2, 32) == 230  # 229.25 -> 230
+  assert finetuning.train_steps(64, 4, 32) == 8
+  assert finetuning.warmup_steps(230) == 23
+  for bad in (0, -3, 2.5, True):
+    with pytest.raises(ValueError, match="num_examples must be a positive"):
+      finetuning.train_steps(bad, 3)
+  with pytest.raises(ValueError, match="epochs must be positive"):
+    finetuning.train_steps(10, 0)
+
+  config = finetuning.load_glue_config("rte")
+  finetuning.apply_paper_schedule(config, num_train_examples=2490, epochs=4,
+                                  learning_rate=5e-5)
+  assert config.trainer.train_steps == 312  # ceil(4 * 2490 / 32)
+  lr = optimization.OptimizerFactory(
+      config.trainer.optimizer_config).build_learning_rate()
+  # Linear decay from the peak at step 0 to 0 at step 312; over the first 31
+  # steps (10%) Model Garden's warm-up ramps linearly up to the decayed value
+  # at step 31 (BERT's TF1 optimizer ramps to the peak, then jumps down).
+  at_31 = 5e-5 * (1 - 31 / 312)
+  assert float(lr(0)) == pytest.approx(at_31 / 31, rel=1e-5)  # step 0 as 1
+  assert float(lr(15)) == pytest.approx(at_31 * 15 / 31, rel=1e-5)
+  assert float(lr(31)) == pytest.approx(at_31, rel=1e-5)
+  assert float(lr(200)) == pytest.approx(5e-5 * (1 - 200 / 312), rel=1e-5)
+  assert float(lr(312)) == 0.0
+
+
+def test_params_yaml_round_trip(tmp_path):
+  config = finetuning.load_glue_config(
+      "mnli", params_override="task.model.encoder.any.residual_attention=none")
+  train_utils.serialize_config(config, str(tmp_path))
+  rebuilt = experiments.load_experiment_config(str(tmp_path))
+  assert rebuilt.as_dict() == config.as_dict()
+  assert rebuilt.task.validation_data.split_names == ["matched", "mismatched"]
+
+
+def test_wrong_task_in_overrides():
+  with pytest.raises(ValueError, match="task.glue_task='cola' after the "
+                     "overrides, but the task is 'mrpc'"):
+    finetuning.load_glue_config("mrpc", params_override="task.glue_task=cola")
+  with pytest.raises(ValueError, match="Unknown GLUE task 'wnli'"):
+    finetuning.glue_yaml_path("wnli")

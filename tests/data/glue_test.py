@@ -1,0 +1,257 @@
+"""GLUE TSV/TFDS -> TFRecord conversion (realformer_tf.data.glue)."""
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official.nlp.data import sentence_prediction_dataloader as sp_loader
+from realformer_tf.data import glue
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+DATA_DIR = os.environ.get("REALFORMER_DATA_DIR",
+                          os.path.join(os.path.dirname(_REPO), "shared",
+                                       "data"))
+GLUE_DIR = os.path.join(DATA_DIR, "glue")
+VOCAB = os.path.join(DATA_DIR, "vocab", "bert-base-uncased-vocab.txt")
+
+needs_data = pytest.mark.skipif(
+    not (os.path.isdir(GLUE_DIR) and os.path.exists(VOCAB)),
+    reason=f"shared GLUE data not found under {DATA_DIR} "
+    "(set REALFORMER_DATA_DIR)")
+
+
+def _vocab_ids():
+  with open(VOCAB, encoding="utf-8") as f:
+    return {token: i for i, token in enumerate(f.read().split("\n"))}
+
+
+def _write(path, text, bom=False):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8-sig" if bom else "utf-8") as f:
+    f.write(text)
+
+
+def _slice_tsv(task_dir, file_name, rows, out_dir, header=True):
+  """The first `rows` data rows of a shared GLUE file, byte-for-byte."""
+  with open(os.path.join(GLUE_DIR, task_dir, file_name), "rb") as f:
+    lines = f.read().split(b"\n")
+  keep = lines[:rows + (1 if header else 0)]
+  os.makedirs(os.path.join(out_dir, task_dir), exist_ok=True)
+  with open(os.path.join(out_dir, task_dir, file_name), "wb") as f:
+    f.write(b"\n".join(keep) + b"\n")
+
+
+def _load(path, seq_length, label_type="int"):
+  loader = sp_loader.SentencePredictionDataLoader(
+      sp_loader.SentencePredictionDataConfig(
+          input_path=path, seq_length=seq_length, global_batch_size=1000,
+          is_training=False, drop_remainder=False, label_type=label_type,
+          include_example_id=True))
+  batches = list(loader.load().as_numpy_iterator())
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+def _reference_truncation(len_a, len_b, max_tokens):
+  while len_a + len_b > max_tokens:
+    if len_a > len_b:
+      len_a -= 1
+    else:
+      len_b -= 1
+  return len_a, len_b
+
+
+def test_truncated_lengths_matches_bert_loop():
+  rng = random.Random(0)
+  cases = [(rng.randrange(0, 60), rng.randrange(0, 60), rng.randrange(1, 70))
+           for _ in range(3000)]
+  cases += [(10, 10, 9), (10, 10, 10), (3, 20, 9), (20, 3, 9), (5, 5, 11)]
+  for case in cases:
+    assert glue.truncated_lengths(*case) == _reference_truncation(*case), case
+
+
+@needs_data
+@pytest.mark.parametrize("task,counts,labels", [
+    ("mrpc", {"train": 3668, "dev": 408}, None),
+    ("cola", {"train": 8551, "dev": 1043}, None),
+    ("stsb", {"train": 5749, "dev": 1500}, None),
+    ("qnli", {"dev": 5463}, {"entailment": 2702, "not_entailment": 2761}),
+    ("sst2", {"dev": 872}, None),
+])
+def test_reads_the_shared_glue_files(task, counts, labels):
+  spec = glue.get_task(task)
+  files = dict(spec.split_files)
+  for split, count in counts.items():
+    path = os.path.join(GLUE_DIR, spec.dir_name, files[split])
+    examples = glue.read_tsv_examples(spec, path)
+    assert len(examples) == count
+    if labels:
+      found = {name: sum(e.label == spec.labels.index(name) for e in examples)
+               for name in labels}
+      assert found == labels
+  if task == "mrpc":  # The BOM is not part of the first header name.
+    first = glue.read_tsv_examples(
+        spec, os.path.join(GLUE_DIR, "MRPC", "train.tsv"))[0]
+    assert first.label == 1 and first.text_a.startswith("Amrozi accused")
+    assert first.source.endswith("train.tsv:2")
+  if task == "stsb":
+    first = glue.read_tsv_examples(
+        spec, os.path.join(GLUE_DIR, "STS-B", "dev.tsv"))[0]
+    assert first.label == 5.0 and first.text_b == (
+        "A man wearing a hard hat is dancing.")
+
+
+@needs_data
+def test_convert_sst2_and_mrpc_slices(tmp_path):
+  glue_dir = str(tmp_path / "glue")
+  _slice_tsv("SST-2", "dev.tsv", 20, glue_dir)
+  os.replace(os.path.join(glue_dir, "SST-2", "dev.tsv"),
+             os.path.join(glue_dir, "SST-2", "train.tsv"))
+  _slice_tsv("SST-2", "dev.tsv", 6, glue_dir)
+  out = str(tmp_path / "out")
+  meta = glue.convert("sst2", VOCAB, out, max_seq_length=16,
+                      glue_dir=glue_dir)
+  assert meta["train_data_size"] == 20
+  assert meta["eval_data_size"] == {"dev": 6}
+  assert meta["label_list"] == ["0", "1"] and meta["num_labels"] == 2
+  with open(os.path.join(out, "sst2_meta_data.json")) as f:
+    assert json.load(f) == meta
+  assert sorted(os.listdir(out)) == [
+      "sst2_dev.tf_record", "sst2_meta_data.json", "sst2_train.tf_record"]
+
+  data = _load(os.path.join(out, "sst2_train.tf_record"), 16)
+  vocab = _vocab_ids()
+  # "it 's a charming and often affecting journey . \t1"
+  words = "it ' s a charming and often affecting journey .".split()
+  expected = ([vocab["[CLS]"]] + [vocab[w] for w in words] +
+              [vocab["[SEP]"]])
+  assert list(data["input_word_ids"][0][:len(expected)]) == expected
+  assert list(data["input_mask"][0]) == [1] * 12 + [0] * 4
+  assert not data["input_type_ids"].any()  # Single sentences: segment 0.
+  assert data["label_ids"][0] == 1
+  assert list(data["example_id"]) == list(range(20))
+  # Every row ends with [SEP] at its last unpadded position.
+  lengths = data["input_mask"].sum(axis=1)
+  assert (data["input_word_ids"][np.arange(20), lengths - 1]
+          == vocab["[SEP]"]).all()
+
+  _slice_tsv("MRPC", "train.tsv", 8, glue_dir)
+  _slice_tsv("MRPC", "dev.tsv", 4, glue_dir)
+  meta = glue.convert("mrpc", VOCAB, out, max_seq_length=24,
+                      glue_dir=glue_dir)
+  assert meta["splits"]["train"]["num_truncated"] == 8  # Long pairs, seq 24.
+  data = _load(os.path.join(out, "mrpc_train.tf_record"), 24)
+  assert data["input_mask"].all()  # Truncated to exactly 24 tokens.
+  ids, types = data["input_word_ids"], data["input_type_ids"]
+  sep = vocab["[SEP]"]
+  for row, segment in zip(ids, types):
+    seps = list(np.flatnonzero(row == sep))
+    assert len(seps) == 2 and seps[1] == 23
+    # Segment 0 through the first [SEP], then 1; halves of 21 are 11 / 10.
+    assert list(segment) == [0] * (seps[0] + 1) + [1] * (23 - seps[0])
+    assert (seps[0] - 1, 23 - seps[0] - 1) == (11, 10)
+  assert list(data["label_ids"]) == [1, 0, 1, 0, 1, 1, 0, 1]
+
+
+@needs_data
+def test_stsb_float_labels(tmp_path):
+  glue_dir = str(tmp_path / "glue")
+  _slice_tsv("STS-B", "train.tsv", 5, glue_dir)
+  _slice_tsv("STS-B", "dev.tsv", 3, glue_dir)
+  out = str(tmp_path / "out")
+  meta = glue.convert("stsb", VOCAB, out, max_seq_length=32,
+                      glue_dir=glue_dir)
+  assert meta["label_type"] == "float" and meta["label_list"] is None
+  data = _load(os.path.join(out, "stsb_dev.tf_record"), 32,
+               label_type="float")
+  np.testing.assert_allclose(data["label_ids"], [5.0, 4.75, 5.0])
+
+
+def _tiny_rte(glue_dir, train_rows, dev_rows):
+  header = "index\tsentence1\tsentence2\tlabel\n"
+  _write(os.path.join(glue_dir, "RTE", "train.tsv"), header + train_rows)
+  _write(os.path.join(glue_dir, "RTE", "dev.tsv"), header + dev_rows)
+
+
+GOOD_ROWS = ("0\tA dog runs.\tAn animal moves.\tentailment\n"
+             "1\tA cat sleeps.\tThe cat runs.\tnot_entailment\n")
+
+
+@needs_data
+@pytest.mark.parametrize("dev_rows,message", [
+    (GOOD_ROWS + "2\tOnly one sentence.\n",
+     r"dev\.tsv:4: 2 column\(s\).*missing column"),
+    (GOOD_ROWS + "\n3\tA.\tB.\tcontradiction\n",
+     r"dev\.tsv:5: label 'contradiction' is not one of the rte labels"),
+])
+def test_bad_rows_fail_before_writing(tmp_path, dev_rows, message):
+  glue_dir = str(tmp_path / "glue")
+  _tiny_rte(glue_dir, GOOD_ROWS, dev_rows)
+  out = tmp_path / "out"
+  with pytest.raises(ValueError, match=message):
+    glue.convert("rte", VOCAB, str(out), max_seq_length=16,
+                 glue_dir=glue_dir)
+  assert not out.exists()  # Nothing written, not even the directory.
+
+
+@needs_data
+def test_bad_header_and_scores(tmp_path):
+  spec = glue.get_task("rte")
+  path = str(tmp_path / "x.tsv")
+  _write(path, "index\tsentence1\tlabel\n0\tA.\tentailment\n")
+  with pytest.raises(ValueError, match=r"x\.tsv:1: the header lacks column"
+                     r"\(s\) \['sentence2'\]"):
+    glue.read_tsv_examples(spec, path)
+  stsb = glue.get_task("stsb")
+  header = ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\t"
+            "sentence1\tsentence2\tscore\n")
+  _write(path, header + "0\tg\tf\ty\t0\tn\tn\tA.\tB.\t5.5\n")
+  with pytest.raises(ValueError, match=r"x\.tsv:2: stsb label '5.5' is not "
+                     r"a number in \[0, 5\]"):
+    glue.read_tsv_examples(stsb, path)
+  cola = glue.get_task("cola")
+  _write(path, "src\t1\t\tFine.\nsrc\t2\t\tBad label.\n")
+  with pytest.raises(ValueError, match=r"x\.tsv:2: label '2'"):
+    glue.read_tsv_examples(cola, path)
+  with pytest.raises(ValueError, match="Unknown GLUE task 'wnli'"):
+    glue.get_task("wnli")
+  with pytest.raises(ValueError, match="exactly one of --glue_dir"):
+    glue.convert("rte", VOCAB, str(tmp_path / "o"), glue_dir=str(tmp_path),
+                 tfds_data_dir=str(tmp_path))
+
+
+def test_tfds_not_prepared(tmp_path):
+  with pytest.raises(ValueError, match=r"glue/mrpc is not prepared under"):
+    glue.read_tfds(glue.get_task("mrpc"), str(tmp_path))
+
+
+@needs_data
+def test_tfds_labels_are_mapped_by_name(tmp_path):
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  # TFDS MNLI ids: 0 entailment, 1 neutral, 2 contradiction.
+  rows = {"premise": [b"A man sleeps.", b"A dog barks loudly."],
+          "hypothesis": [b"Someone rests.", b"A cat meows."],
+          "label": np.array([0, 2], np.int64),
+          "idx": np.array([0, 1], np.int32)}
+
+  def fake_as_dataset(self, split, **kwargs):
+    del self, split, kwargs
+    return tf.data.Dataset.from_tensor_slices(rows)
+
+  out = str(tmp_path / "out")
+  with tfds.testing.mock_data(as_dataset_fn=fake_as_dataset):
+    meta = glue.convert("mnli", VOCAB, out, max_seq_length=16,
+                        tfds_data_dir=str(tmp_path / "tfds"))
+  assert meta["source"].startswith("tfds:glue/mnli@")
+  assert set(meta["splits"]) == {"train", "dev_matched", "dev_mismatched"}
+  data = _load(os.path.join(out, "mnli_dev_mismatched.tf_record"), 16)
+  labels = glue.get_task("mnli").labels
+  assert [labels[i] for i in data["label_ids"]] == [
+      "entailment", "contradiction"]
+  vocab = _vocab_ids()
+  assert list(data["input_word_ids"][0][:8]) == [
+      vocab[t] for t in ("[CLS]", "a", "man", "sleeps", ".", "[SEP]",
+                         "someone", "rests")]

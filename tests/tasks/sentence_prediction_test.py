@@ -1,0 +1,134 @@
+"""The paper's GLUE metrics and the task's aggregation (no training)."""
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn import metrics as sk
+import tensorflow as tf
+
+from realformer_tf.configs import finetuning
+from realformer_tf.tasks import sentence_prediction as sp
+
+# Fixed binary labels / predictions: tp=3, fp=2, fn=1, tn=4.
+LABELS = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+PREDS = np.array([1, 1, 1, 0, 1, 1, 0, 0, 0, 0])
+
+
+def test_binary_metrics_against_sklearn_and_by_hand():
+  assert sp.accuracy(LABELS, PREDS) == pytest.approx(0.7)
+  assert sp.f1(LABELS, PREDS) == pytest.approx(6 / 9)  # 2tp/(2tp+fp+fn)
+  mcc = (3 * 4 - 2 * 1) / np.sqrt(5 * 4 * 6 * 5)
+  assert sp.matthews_corrcoef(LABELS, PREDS) == pytest.approx(mcc)
+  assert sp.f1(LABELS, PREDS) == pytest.approx(sk.f1_score(LABELS, PREDS))
+  assert sp.matthews_corrcoef(LABELS, PREDS) == pytest.approx(
+      sk.matthews_corrcoef(LABELS, PREDS))
+  assert sp.accuracy(LABELS, PREDS) == sk.accuracy_score(LABELS, PREDS)
+
+
+def test_metrics_on_random_inputs_against_sklearn_and_scipy():
+  rng = np.random.default_rng(0)
+  for _ in range(20):
+    labels = rng.integers(0, 2, 50)
+    preds = rng.integers(0, 2, 50)
+    assert sp.f1(labels, preds) == pytest.approx(sk.f1_score(labels, preds))
+    assert sp.matthews_corrcoef(labels, preds) == pytest.approx(
+        sk.matthews_corrcoef(labels, preds))
+    three_l, three_p = rng.integers(0, 3, 50), rng.integers(0, 3, 50)
+    assert sp.matthews_corrcoef(three_l, three_p) == pytest.approx(
+        sk.matthews_corrcoef(three_l, three_p))
+    # STS-B-like scores with ties (rounded to 0.25) for Spearman's ranks.
+    gold = np.round(rng.uniform(0, 5, 40) * 4) / 4
+    pred = gold + rng.normal(0, 1, 40)
+    pred[:5] = pred[5]
+    assert sp.pearson(gold, pred) == pytest.approx(stats.pearsonr(gold,
+                                                                  pred)[0])
+    assert sp.spearman(gold, pred) == pytest.approx(
+        stats.spearmanr(gold, pred)[0])
+
+
+def test_degenerate_inputs():
+  assert sp.f1([0, 0], [0, 0]) == 0.0
+  assert sp.matthews_corrcoef([1, 1, 0], [1, 1, 1]) == 0.0
+  assert sk.matthews_corrcoef([1, 1, 0], [1, 1, 1]) == 0.0
+  assert np.isnan(sp.pearson([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]))
+
+
+def test_glue_metrics_per_task():
+  logits = np.stack([1 - PREDS, PREDS], axis=1).astype(np.float32)
+  assert sp.glue_metrics("mrpc", logits, LABELS) == pytest.approx(
+      {"f1": 6 / 9, "accuracy": 0.7})
+  assert sp.glue_metrics("qqp", logits, LABELS) == pytest.approx(
+      {"f1": 6 / 9, "accuracy": 0.7})
+  assert set(sp.glue_metrics("cola", logits, LABELS)) == {"matthews_corrcoef"}
+  assert sp.glue_metrics("sst2", logits, LABELS) == {"accuracy": 0.7}
+  scores = np.array([[0.5], [1.0], [3.0], [2.0]])
+  gold = np.array([0.0, 1.0, 4.0, 5.0])
+  result = sp.glue_metrics("stsb", scores, gold)
+  assert result == pytest.approx({
+      "pearson": stats.pearsonr(scores[:, 0], gold)[0],
+      "spearman": 0.8})
+  with pytest.raises(ValueError, match=r"mnli outputs must be \[n, 3\]"):
+    sp.glue_metrics("mnli", logits, LABELS)
+
+
+def _task(task, **override):
+  config = finetuning.load_glue_config(task)
+  config.task.override(override, is_strict=True)
+  return sp.RealFormerSentencePredictionTask(config.task)
+
+
+def test_reduce_reports_mnli_matched_and_mismatched():
+  task = _task("mnli", validation_data={"input_path": "m,mm"})
+  # Two eval steps; split 0 = matched (2 of 3 right), 1 = mismatched (1/2).
+  steps = [
+      {"sentence_prediction": (tf.constant([[0., 5, 0], [9, 0, 0]]),),
+       "labels": (tf.constant([1, 0]),), sp.SPLIT_ID: (tf.constant([0, 0]),)},
+      {"sentence_prediction": (tf.constant([[0., 0, 1], [0, 0, 2],
+                                            [3, 0, 0]]),),
+       "labels": (tf.constant([1, 2, 0]),),
+       sp.SPLIT_ID: (tf.constant([0, 1, 1]),)},
+  ]
+  state = None
+  for step in steps:
+    state = task.aggregate_logs(state, step)
+  assert task.reduce_aggregated_logs(state) == pytest.approx(
+      {"accuracy_matched": 2 / 3, "accuracy_mismatched": 1.0})
+
+
+def test_reduce_cola_and_stsb():
+  task = _task("cola")
+  step = {"sentence_prediction": (tf.constant(
+      np.stack([1 - PREDS, PREDS], 1).astype(np.float32)),),
+          "labels": (tf.constant(LABELS),)}
+  result = task.reduce_aggregated_logs(task.aggregate_logs(None, step))
+  assert result == pytest.approx(
+      {"matthews_corrcoef": sk.matthews_corrcoef(LABELS, PREDS)})
+  task = _task("stsb")
+  step = {"sentence_prediction": (tf.constant([[0.5], [1.0], [3.0]]),),
+          "labels": (tf.constant([0.0, 2.0, 4.0]),)}
+  result = task.reduce_aggregated_logs(task.aggregate_logs(None, step))
+  assert result == pytest.approx({
+      "pearson": stats.pearsonr([0.5, 1, 3], [0, 2, 4])[0],
+      "spearman": 1.0})
+
+
+def test_task_rejects_inconsistent_configs():
+  with pytest.raises(ValueError, match="num_classes=2, but stsb needs 1"):
+    _task("stsb", model={"num_classes": 2})
+  with pytest.raises(ValueError, match=r"label_type='int', but stsb labels"):
+    _task("stsb", train_data={"label_type": "int"})
+  with pytest.raises(ValueError, match="Unknown GLUE task ''"):
+    sp.RealFormerSentencePredictionTask(
+        finetuning.realformer_glue().task)
+  task = _task("rte")
+  with pytest.raises(ValueError, match="still holds the placeholder "
+                     "GLUE_DATA_DIR"):
+    task.build_inputs(task.task_config.train_data)
+
+
+def test_init_checkpoint_must_exist(tmp_path):
+  task = _task("rte", init_checkpoint=str(tmp_path))
+  with pytest.raises(ValueError, match="is a directory without a checkpoint"):
+    task.initialize(model=None)
+  task = _task("rte", init_checkpoint=str(tmp_path / "ckpt-1"))
+  with pytest.raises(ValueError, match="no readable checkpoint"):
+    task.initialize(model=None)
