@@ -27,8 +27,10 @@ Pipeline (`run_analysis`):
 """
 
 import dataclasses
+import importlib
 import json
 import os
+import pkgutil
 from typing import Any, Dict, List, Optional, Sequence
 
 from absl import logging
@@ -39,6 +41,7 @@ from official.core import task_factory
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
 from realformer_tf.analysis import stats
+from realformer_tf import configs
 from realformer_tf.configs import experiments
 from realformer_tf.networks import realformer_encoder
 
@@ -59,6 +62,21 @@ class LoadedModel:
   max_sequence_length: int
   vocab_size: int
   residual_attention: str
+
+
+def _register_experiments() -> None:
+  """Imports every `realformer_tf.configs` module, registering its experiments.
+
+  `params.yaml` names its experiment in `task.name` (pre-training, GLUE,
+  SQuAD, ...); the registering module must be imported to rebuild it.
+  """
+  for module in pkgutil.iter_modules(configs.__path__):
+    name = f"{configs.__name__}.{module.name}"
+    try:
+      importlib.import_module(name)
+    except Exception as e:  # pylint: disable=broad-except
+      logging.warning("Could not import %s (its experiments cannot be "
+                      "analysed): %s", name, e)
 
 
 def _find_encoder(model, model_dir: str):
@@ -102,6 +120,7 @@ def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
   """
   if not model_dir or not tf.io.gfile.isdir(model_dir):
     raise FileNotFoundError(f"model dir {model_dir!r} does not exist.")
+  _register_experiments()
   config = experiments.load_experiment_config(model_dir)
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   model = task.build_model()
@@ -264,20 +283,21 @@ class AttentionStats:
   """Streaming per-(layer, head) statistics of one model.
 
   Attributes:
-    entropy: `entropy[l][h]`, a `StreamStats` of per-token entropies of head
-      h in layer l (0-based; layer l is `transformer/layer_l`).
-    jsd: `jsd[l - 1][h]`, per-token JSD between head h of layers l-1 and l,
-      for l = 1 .. num_layers - 1.
+    entropy: `StreamStats` of shape `[layers, heads]`: stream `(l, h)` holds
+      the per-token entropies of head h in layer l (0-based; layer l is
+      `transformer/layer_l`).
+    jsd: `StreamStats` of shape `[layers - 1, heads]`: stream `(l - 1, h)`
+      holds the per-token JSD between head h of layers l-1 and l.
     num_examples, num_tokens: examples and unpadded tokens seen.
   """
 
   def __init__(self, num_layers: int, num_heads: int,
                capacity: int = stats.DEFAULT_CAPACITY, seed: int = 0):
     self.num_layers, self.num_heads = num_layers, num_heads
-    self.entropy = [[stats.StreamStats(capacity, seed=[seed, 0, l, h])
-                     for h in range(num_heads)] for l in range(num_layers)]
-    self.jsd = [[stats.StreamStats(capacity, seed=[seed, 1, l, h])
-                 for h in range(num_heads)] for l in range(1, num_layers)]
+    self.entropy = stats.StreamStats(capacity, seed=[seed, 0],
+                                     shape=(num_layers, num_heads))
+    self.jsd = stats.StreamStats(capacity, seed=[seed, 1],
+                                 shape=(num_layers - 1, num_heads))
     self._score_sum = np.zeros([num_layers], np.float64)
     self._score_count = np.zeros([num_layers], np.float64)
     self._score_max = np.zeros([num_layers], np.float64)
@@ -295,19 +315,21 @@ class AttentionStats:
         unpadded (query, key) pairs and heads.
       num_examples: Examples in the batch.
     """
-    entropy = np.ascontiguousarray(np.transpose(entropy, [1, 2, 0]))
-    jsd = np.ascontiguousarray(np.transpose(jsd, [1, 2, 0]))
-    for l in range(self.num_layers):
-      for h in range(self.num_heads):
-        self.entropy[l][h].update(entropy[l, h])
-    for l in range(self.num_layers - 1):
-      for h in range(self.num_heads):
-        self.jsd[l][h].update(jsd[l, h])
+    self.entropy.update(entropy)
+    self.jsd.update(jsd)
     self._score_sum += score_magnitude[:, 0]
     self._score_count += score_magnitude[:, 1]
     self._score_max = np.maximum(self._score_max, score_magnitude[:, 2])
     self.num_examples += int(num_examples)
-    self.num_tokens += int(entropy.shape[-1])
+    self.num_tokens += int(entropy.shape[0])
+
+  def entropy_samples(self, layer: int) -> List[np.ndarray]:
+    """Per-head reservoir samples of the entropies of `layer`."""
+    return [self.entropy.sample((layer, h)) for h in range(self.num_heads)]
+
+  def jsd_samples(self, layer: int) -> List[np.ndarray]:
+    """Per-head samples of the JSD between `layer - 1` and `layer`."""
+    return [self.jsd.sample((layer - 1, h)) for h in range(self.num_heads)]
 
   def score_magnitude(self) -> List[Dict[str, Any]]:
     """Per layer: mean and max |S_l| over unpadded positions and heads."""
@@ -319,15 +341,16 @@ class AttentionStats:
             for l in range(self.num_layers)]
 
   def to_json(self) -> Dict[str, Any]:
-    def heads(row):
-      return [dict(head=h, **s.summary()) for h, s in enumerate(row)]
+    def heads(streams, row):
+      return [dict(head=h, **streams.summary((row, h)))
+              for h in range(self.num_heads)]
     return dict(
         num_examples=self.num_examples,
         num_tokens=self.num_tokens,
-        entropy=[dict(layer=l, heads=heads(row))
-                 for l, row in enumerate(self.entropy)],
-        jsd=[dict(layer=l + 1, previous_layer=l, heads=heads(row))
-             for l, row in enumerate(self.jsd)],
+        entropy=[dict(layer=l, heads=heads(self.entropy, l))
+                 for l in range(self.num_layers)],
+        jsd=[dict(layer=l, previous_layer=l - 1, heads=heads(self.jsd, l - 1))
+             for l in range(1, self.num_layers)],
         score_magnitude=self.score_magnitude())
 
 
@@ -475,18 +498,18 @@ def write_outputs(models: Sequence[LoadedModel],
     out = []
     for model, result in zip(models, results):
       if kind == "entropy":
-        rows = [(f"layer {l}", [s.sample for s in row])
-                for l, row in enumerate(result.entropy)]
+        rows = [(f"layer {l}", result.entropy_samples(l))
+                for l in range(model.num_layers)]
       else:
-        rows = [(f"layer {l + 1} vs {l}", [s.sample for s in row])
-                for l, row in enumerate(result.jsd)]
+        rows = [(f"layer {l} vs {l - 1}", result.jsd_samples(l))
+                for l in range(1, model.num_layers)]
       out.append(plots.Panel(
           title=f"{model.name} (residual_attention="
                 f"{model.residual_attention})", rows=rows))
     return out
 
-  observed = [st.summary()["max"] for r in results for row in r.entropy
-              for st in row if st.count]
+  observed = [float(np.max(r.entropy.sample())) for r in results
+              if r.entropy.count]
   plots.violin_figure(
       panels("entropy"), os.path.join(output_dir, "entropy.png"),
       metric="entropy", y_max=max(observed + [plots.ENTROPY_THRESHOLDS[1]]))

@@ -5,6 +5,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 
 from matplotlib import image as mpimg
 import numpy as np
@@ -156,6 +157,12 @@ def test_bad_inputs_give_clear_errors(analysis_setup, tmp_path):
     runner.run_analysis(analysis_setup["realformer"], str(tmp_path / "o"),
                         batch_size=0)
   assert not os.path.exists(tmp_path / "o")
+
+
+def test_same_named_model_dirs_get_distinct_names():
+  models = [types.SimpleNamespace(name="run"), types.SimpleNamespace(name="run")]
+  runner._unique_names(models)  # pylint: disable=protected-access
+  assert [m.name for m in models] == ["A: run", "B: run"]
 
 
 def test_cli_missing_model_dir(tmp_path):

@@ -9,6 +9,7 @@ import tensorflow as tf
 import tf_keras
 
 from realformer_tf.analysis import metrics
+from realformer_tf.analysis import runner
 from realformer_tf.networks import realformer_encoder
 
 
@@ -120,6 +121,23 @@ def test_zeroed_query_key_encoder_attends_uniformly():
         out["attention_scores"][layer], mask)
     assert float(sum_abs) == 0.0 and float(max_abs) == 0.0
     assert float(count) == 4 * float(np.sum(lengths ** 2))
+
+
+def test_batch_fn_on_zeroed_query_key_encoder():
+  """The runner's tf.function: per unpadded token, entropy ln(n), JSD 0."""
+  encoder, inputs = _zero_qk_encoder()
+  entropy, jsd, magnitude = runner.make_batch_fn(encoder)(
+      {k: tf.cast(v, tf.int32) for k, v in inputs.items()})
+  lengths = inputs["input_mask"].numpy().sum(-1)            # [10, 3, 6]
+  assert entropy.shape == (sum(lengths), 3, 4)
+  assert jsd.shape == (sum(lengths), 2, 4)
+  want = np.repeat(np.log(lengths), lengths)                # token order
+  np.testing.assert_allclose(entropy.numpy(),
+                             np.broadcast_to(want[:, None, None], [19, 3, 4]),
+                             rtol=1e-6)
+  np.testing.assert_allclose(jsd.numpy(), 0.0, atol=1e-7)
+  np.testing.assert_array_equal(
+      magnitude.numpy(), [[0.0, 4.0 * np.sum(lengths ** 2), 0.0]] * 3)
 
 
 def test_score_magnitude_matches_numpy():
