@@ -97,6 +97,10 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
         residual_attention=self._residual_attention,
         layer_index=self._layer_index,
         name="self_attention")
+    # Create the attention weights now rather than on first call, so that
+    # Keras' SavedModel loader restores them like every other weight.
+    self._attention_layer._build_from_signature(  # pylint: disable=protected-access
+        query=input_shape, value=input_shape)
     self._attention_dropout = tf_keras.layers.Dropout(self._output_dropout_rate)
     self._attention_layer_norm = layer_norm("self_attention_layer_norm")
     self._intermediate_dense = tf_keras.layers.EinsumDense(

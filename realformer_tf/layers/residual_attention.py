@@ -108,7 +108,8 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       self._build_from_signature(query=query, value=value, key=key)
     if key is None:
       key = value
-    if attention_mask is not None and attention_mask.shape.rank != 3:
+    if (attention_mask is not None and
+        tf.TensorShape(attention_mask.shape).rank != 3):
       raise ValueError(
           f"{self.name}: attention_mask must have rank 3 "
           f"[batch, from_len, to_len], got shape {attention_mask.shape}.")
@@ -160,7 +161,7 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
 
   def _check_prev_scores(self, prev_scores, scores):
     """Raises a ValueError naming both shapes when they cannot be added."""
-    prev_shape, shape = prev_scores.shape, scores.shape
+    prev_shape, shape = tf.TensorShape(prev_scores.shape), scores.shape
     if prev_shape.rank is not None and prev_shape.rank != 4:
       raise ValueError(
           f"{self.name}: prev_scores must have rank 4 [batch, num_heads, "

@@ -169,14 +169,18 @@ class RealFormerEncoder(tf_keras.layers.Layer):
         final_layer_norm=final_layer_norm,
         norm_epsilon=norm_epsilon,
     )
-    ids = lambda: tf_keras.Input(shape=(None,), dtype=tf.int32)
-    self.inputs = dict(input_word_ids=ids(), input_mask=ids(),
-                       input_type_ids=ids())
+    ids = lambda name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
+    inputs = {k: ids(k) for k in ("input_word_ids", "input_mask",
+                                  "input_type_ids")}
     if with_dense_inputs:
-      self.inputs.update(
+      inputs.update(
           dense_inputs=tf_keras.Input(shape=(None, embedding_width),
-                                      dtype=tf.float32),
-          dense_mask=ids(), dense_type_ids=ids())
+                                      dtype=tf.float32, name="dense_inputs"),
+          dense_mask=ids("dense_mask"), dense_type_ids=ids("dense_type_ids"))
+    # A plain dict, not Keras-tracked: a tracked `_DictWrapper` of Inputs
+    # breaks `tf_keras.Model(encoder.inputs, ...).save()` with TF 2.20 (it
+    # does for BertEncoderV2 too).
+    object.__setattr__(self, "_plain_inputs", inputs)
 
   def call(self, inputs, training=None):
     if not isinstance(inputs, dict):
@@ -191,7 +195,7 @@ class RealFormerEncoder(tf_keras.layers.Layer):
     if missing:
       raise ValueError(f"{type(self).__name__}: missing inputs {missing}.")
     mask, type_ids = inputs["input_mask"], inputs["input_type_ids"]
-    if mask.shape.rank != 2:
+    if tf.TensorShape(mask.shape).rank != 2:
       raise ValueError(f"input_mask must have rank 2 [batch, seq], got shape "
                        f"{mask.shape}.")
     if word_embeddings is None:
@@ -237,6 +241,11 @@ class RealFormerEncoder(tf_keras.layers.Layer):
     if self._config["return_word_embeddings"]:
       outputs["word_embeddings"] = embeddings
     return outputs
+
+  @property
+  def inputs(self):
+    """`tf_keras.Input`s for building a functional model around the encoder."""
+    return self._plain_inputs
 
   def get_embedding_table(self):
     return self._embedding_layer.embeddings

@@ -1,0 +1,57 @@
+"""Tests for the RealFormer encoder config and its Model Garden binding."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from official.nlp.configs import encoders as mg_encoders
+from realformer_tf.configs import encoders
+from realformer_tf.networks import realformer_encoder
+
+_SMALL = dict(vocab_size=60, hidden_size=32, num_layers=2,
+              num_attention_heads=4, intermediate_size=64,
+              max_position_embeddings=16, dropout_rate=0.0,
+              attention_dropout_rate=0.0)
+
+
+class EncoderConfigTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters("sum", "mean", "none")
+  def test_model_garden_builds_realformer(self, mode):
+    config = encoders.encoder_config(**_SMALL)
+    config.override({"any": {"residual_attention": mode,
+                             "norm_first": mode == "none"}})
+    encoder = mg_encoders.build_encoder(config)
+    self.assertIsInstance(encoder, realformer_encoder.RealFormerEncoder)
+    got = encoder.get_config()
+    self.assertEqual(mode, got["residual_attention"])
+    self.assertEqual(mode == "none", got["norm_first"])
+    self.assertEqual(mode == "none", got["final_layer_norm"])
+    self.assertEqual(64, got["inner_dim"])
+    self.assertEqual(16, got["max_sequence_length"])
+    self.assertEqual(0.02, got["initializer"]["config"]["stddev"])
+
+  def test_gelu_is_tanh_approximation(self):
+    encoder = encoders.build_realformer_encoder(
+        encoders.RealFormerEncoderConfig(**_SMALL))
+    x = np.linspace(-3, 3, 7).astype(np.float32)
+    act = encoder.transformer_layers[0]._inner_activation  # pylint: disable=protected-access
+    want = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    self.assertAllClose(want, act(x), atol=1e-6)
+
+  def test_unknown_key_is_named(self):
+    config = encoders.encoder_config()
+    with self.assertRaisesRegex(KeyError, "residual_atention"):
+      config.override({"any": {"residual_atention": "sum"}})
+
+  def test_invalid_values(self):
+    with self.assertRaisesRegex(ValueError, "residual_attention"):
+      encoders.build_realformer_encoder(
+          encoders.RealFormerEncoderConfig(residual_attention="max"))
+    with self.assertRaisesRegex(ValueError, "hidden_size=30 is not divisible"):
+      encoders.build_realformer_encoder(
+          encoders.RealFormerEncoderConfig(hidden_size=30))
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,119 @@
+"""Tests for RealFormerEncoderBlock."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from official.nlp.modeling import layers as mg_layers
+from realformer_tf.layers import realformer_block
+from realformer_tf.networks import realformer_encoder
+from tests import layer_test_utils
+from tests import numpy_reference
+
+
+def _block(**kwargs):
+  args = dict(num_attention_heads=4, inner_dim=32,
+              inner_activation=realformer_encoder.approx_gelu)
+  args.update(kwargs)
+  return realformer_block.RealFormerEncoderBlock(**args)
+
+
+class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.default_rng(1)
+    self.x = rng.normal(size=(2, 6, 16)).astype(np.float32)
+    self.prev = rng.normal(size=(2, 4, 6, 6)).astype(np.float32)
+    mask = np.ones((2, 6, 6), np.int32)
+    mask[1, :, 3:] = 0
+    self.mask = mask
+
+  @parameterized.product(mode=["sum", "mean", "none"], norm_first=[False, True])
+  def test_matches_numpy(self, mode, norm_first):
+    block = _block(residual_attention=mode, norm_first=norm_first,
+                   layer_index=2)
+    out, scores = block(self.x, scores=self.prev, attention_mask=self.mask)
+    want_out, want_scores, _ = numpy_reference.block(
+        self.x, numpy_reference.block_weights(block), self.mask, self.prev,
+        mode, 2, norm_first)
+    self.assertAllClose(want_scores, scores, atol=1e-5)
+    self.assertAllClose(want_out, out, atol=1e-5)
+
+  @parameterized.parameters(False, True)
+  def test_none_matches_model_garden_block(self, norm_first):
+    mg = mg_layers.TransformerEncoderBlock(
+        num_attention_heads=4, inner_dim=32,
+        inner_activation=realformer_encoder.approx_gelu, norm_first=norm_first)
+    want = mg([self.x, self.mask])
+    block = _block(residual_attention="none", norm_first=norm_first)
+    block(self.x)
+    block.set_weights(mg.get_weights())
+    got, _ = block(self.x, attention_mask=self.mask)
+    self.assertAllClose(want, got, atol=1e-6)
+    # Object-based checkpoints match variable for variable.
+    path = tf.train.Checkpoint(block=mg).write(self.get_temp_dir() + "/ckpt")
+    fresh = _block(residual_attention="sum", norm_first=norm_first)
+    fresh(self.x)
+    status = tf.train.Checkpoint(block=fresh).read(path)
+    status.assert_existing_objects_matched().assert_consumed()
+
+  def test_output_range_slices_hidden_and_scores(self):
+    block = _block()
+    full, full_scores = block(self.x, scores=self.prev,
+                              attention_mask=self.mask)
+    part, part_scores = block(self.x, scores=self.prev,
+                              attention_mask=self.mask, output_range=1)
+    self.assertAllClose(full[:, :1], part, atol=1e-5)
+    self.assertAllClose(full_scores[:, :, :1], part_scores, atol=1e-5)
+
+  def test_returns_probs(self):
+    block = _block()
+    _, _, probs = block(self.x, attention_mask=self.mask,
+                        return_attention_probs=True)
+    self.assertAllClose(np.ones((2, 4, 6)), tf.reduce_sum(probs, -1))
+
+  def test_config_round_trip(self):
+    block = _block(output_dropout=0.2, attention_dropout=0.3, norm_first=True,
+                   norm_epsilon=1e-6, residual_attention="mean",
+                   layer_index=7, kernel_initializer="he_normal", name="blk")
+    block(self.x)
+    clone = layer_test_utils.assert_config_round_trip(block)
+    config = clone.get_config()
+    for key, value in dict(num_attention_heads=4, inner_dim=32,
+                           output_dropout=0.2, attention_dropout=0.3,
+                           norm_first=True, norm_epsilon=1e-6,
+                           residual_attention="mean", layer_index=7).items():
+      self.assertEqual(value, config[key], key)
+    # The activation survives as the tanh approximation, not exact GELU.
+    clone(self.x)
+    clone.set_weights(block.get_weights())
+    self.assertAllClose(block(self.x)[0], clone(self.x)[0], atol=1e-6)
+
+  def test_functional_stack_trains(self):
+    def model_fn():
+      hidden = tf_keras.Input(shape=(6, 16))
+      mask = tf_keras.Input(shape=(6, 6), dtype=tf.int32)
+      x, scores = _block(layer_index=0)(hidden, attention_mask=mask)
+      x, scores = _block(layer_index=1)(x, scores=scores, attention_mask=mask)
+      return tf_keras.Model([hidden, mask], [x, scores])
+    layer_test_utils.assert_trains(model_fn, [self.x, self.mask])
+
+  @parameterized.parameters("mixed_float16", "mixed_bfloat16")
+  def test_mixed_precision(self, policy):
+    with layer_test_utils.mixed_precision_scope(policy):
+      block = _block()
+      out, scores = block(self.x, scores=self.prev, attention_mask=self.mask)
+    self.assertEqual(tf.float32, scores.dtype)
+    self.assertTrue(np.all(np.isfinite(out.numpy())))
+
+  def test_hidden_not_divisible_by_heads(self):
+    with self.assertRaisesRegex(ValueError,
+                                "hidden size 16 is not divisible by "
+                                "num_attention_heads=3"):
+      _block(num_attention_heads=3)(self.x)
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,138 @@
+"""Tests for ResidualMultiHeadAttention."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from realformer_tf.layers import residual_attention as ra
+from tests import layer_test_utils
+from tests import numpy_reference
+
+
+def _weights(layer):
+  get = lambda l: [v.numpy() for v in l.weights]
+  qk, qb = get(layer._query_dense)
+  kk, kb = get(layer._key_dense)
+  vk, vb = get(layer._value_dense)
+  ok, ob = get(layer._output_dense)
+  return dict(q_kernel=qk, q_bias=qb, k_kernel=kk, k_bias=kb, v_kernel=vk,
+              v_bias=vb, o_kernel=ok, o_bias=ob)
+
+
+class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.default_rng(0)
+    self.query = rng.normal(size=(2, 5, 16)).astype(np.float32)
+    self.value = rng.normal(size=(2, 7, 16)).astype(np.float32)
+    self.prev = rng.normal(size=(2, 4, 5, 7)).astype(np.float32)
+    mask = np.ones((2, 5, 7), np.int32)
+    mask[1, :, 4:] = 0  # padded keys in the second example
+    self.mask = mask
+
+  @parameterized.product(mode=["sum", "mean", "none"], layer_index=[0, 3])
+  def test_matches_numpy(self, mode, layer_index):
+    layer = ra.ResidualMultiHeadAttention(
+        num_heads=4, key_dim=4, residual_attention=mode,
+        layer_index=layer_index)
+    out, scores, probs = layer(self.query, self.value,
+                               attention_mask=self.mask, prev_scores=self.prev,
+                               return_attention_probs=True)
+    want_out, want_scores, want_probs = numpy_reference.attention(
+        self.query, self.value, _weights(layer), self.mask, self.prev, mode,
+        layer_index)
+    self.assertAllClose(want_scores, scores, atol=1e-5)
+    self.assertAllClose(want_probs, probs, atol=1e-5)
+    self.assertAllClose(want_out, out, atol=1e-5)
+
+  def test_scores_are_unmasked_running_sum(self):
+    layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+    _, masked = layer(self.query, self.value, attention_mask=self.mask,
+                      prev_scores=self.prev)
+    _, unmasked = layer(self.query, self.value, prev_scores=self.prev)
+    self.assertAllClose(unmasked, masked)
+    _, own = layer(self.query, self.value)
+    self.assertAllClose(own + self.prev, masked, atol=1e-5)
+    # Mean mode hands on the running *sum* too.
+    mean = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                         residual_attention="mean",
+                                         layer_index=2)
+    mean(self.query, self.value)
+    mean.set_weights(layer.get_weights())
+    _, mean_scores = mean(self.query, self.value, prev_scores=self.prev)
+    self.assertAllClose(masked, mean_scores, atol=1e-6)
+
+  def test_masked_keys_get_zero_probability(self):
+    layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+    _, _, probs = layer(self.query, self.value, attention_mask=self.mask,
+                        prev_scores=self.prev, return_attention_probs=True)
+    self.assertAllEqual(np.zeros((4, 5, 3)), probs[1, :, :, 4:])
+    self.assertAllClose(np.ones((2, 4, 5)), tf.reduce_sum(probs, -1))
+
+  def test_config_round_trip(self):
+    layer = ra.ResidualMultiHeadAttention(
+        num_heads=2, key_dim=8, residual_attention="mean", layer_index=5,
+        dropout=0.1)
+    layer(self.query, self.query)
+    clone = layer_test_utils.assert_config_round_trip(layer)
+    self.assertEqual("mean", clone.get_config()["residual_attention"])
+    self.assertEqual(5, clone.get_config()["layer_index"])
+
+  def test_standard_weight_names(self):
+    layer = ra.ResidualMultiHeadAttention(num_heads=2, key_dim=8, name="att")
+    layer(self.query, self.query)
+    names = sorted(w.name.split("/")[1] for w in layer.weights)
+    self.assertEqual(sorted(["query", "query", "key", "key", "value", "value",
+                             "attention_output", "attention_output"]), names)
+
+  def test_plain_keras_weights_load(self):
+    plain = tf_keras.layers.MultiHeadAttention(num_heads=4, key_dim=4)
+    want = plain(self.query, self.value,
+                 attention_mask=self.mask.astype(bool))
+    layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                          residual_attention="none")
+    layer(self.query, self.value)
+    layer.set_weights(plain.get_weights())
+    got, _ = layer(self.query, self.value, attention_mask=self.mask,
+                   prev_scores=self.prev)
+    self.assertAllClose(want, got, atol=1e-6)
+
+  @parameterized.parameters("mixed_float16", "mixed_bfloat16")
+  def test_mixed_precision_scores_float32_and_masked_rows_finite(self, policy):
+    with layer_test_utils.mixed_precision_scope(policy):
+      layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+      mask = self.mask.copy()
+      mask[0] = 0  # every key masked for example 0
+      out, scores, probs = layer(self.query, self.value, attention_mask=mask,
+                                 prev_scores=self.prev * 1e5,
+                                 return_attention_probs=True)
+    self.assertEqual(tf.float32, scores.dtype)
+    self.assertEqual(policy.split("_")[1], out.dtype.name)
+    for t in (out, scores, probs):
+      self.assertTrue(np.all(np.isfinite(tf.cast(t, tf.float32).numpy())))
+    # Running sums beyond float16's range survive in float32.
+    self.assertGreater(np.abs(scores.numpy()).max(), 65504.0)
+
+  def test_unknown_mode(self):
+    with self.assertRaisesRegex(ValueError, "residual_attention.*'avg'"):
+      ra.ResidualMultiHeadAttention(num_heads=2, key_dim=4,
+                                    residual_attention="avg")
+
+  def test_prev_scores_wrong_shape(self):
+    layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+    with self.assertRaisesRegex(ValueError, r"prev_scores has shape \(2, 4, 5, 5\)"):
+      layer(self.query, self.value, prev_scores=np.zeros((2, 4, 5, 5),
+                                                         np.float32))
+    with self.assertRaisesRegex(ValueError, "prev_scores must have rank 4"):
+      layer(self.query, self.value, prev_scores=np.zeros((2, 5, 7), np.float32))
+
+  def test_mask_wrong_rank(self):
+    layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+    with self.assertRaisesRegex(ValueError, "attention_mask must have rank 3"):
+      layer(self.query, self.value, attention_mask=np.ones((2, 7), np.int32))
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,118 @@
+"""An independent NumPy implementation of RealFormer / BERT for parity tests.
+
+Written from the paper's equations (He et al., 2020, Eq. 5 and the running
+mean variant) and BERT's Post-LN / Pre-LN blocks; it shares no code with the
+package. Weights are read out of the Keras layers as plain arrays.
+"""
+
+import math
+
+import numpy as np
+
+
+def layer_norm(x, gamma, beta, eps=1e-12):
+  mean = x.mean(-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def gelu_tanh(x):
+  return 0.5 * x * (1.0 + np.tanh(math.sqrt(2 / math.pi) *
+                                  (x + 0.044715 * x ** 3)))
+
+
+def softmax(x):
+  x = x - x.max(-1, keepdims=True)
+  e = np.exp(x)
+  return e / e.sum(-1, keepdims=True)
+
+
+def attention(q_in, kv_in, w, mask, prev_scores, mode, layer_index):
+  """One residual attention layer.
+
+  Args:
+    q_in: [B, T, D] query input; kv_in: [B, S, D] key/value input.
+    w: dict with query/key/value kernels [D, N, H] and biases [N, H],
+      output kernel [N, H, D] and bias [D].
+    mask: [B, T, S] of 0/1 or None.
+    prev_scores: [B, N, T, S] or None.
+    mode: "sum", "mean" or "none".
+    layer_index: 0-based layer depth.
+
+  Returns:
+    (output [B, T, D], scores [B, N, T, S], probs [B, N, T, S]).
+  """
+  q = np.einsum("btd,dnh->bnth", q_in, w["q_kernel"]) + w["q_bias"][:, None]
+  k = np.einsum("bsd,dnh->bnsh", kv_in, w["k_kernel"]) + w["k_bias"][:, None]
+  v = np.einsum("bsd,dnh->bnsh", kv_in, w["v_kernel"]) + w["v_bias"][:, None]
+  scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1])
+  if prev_scores is not None and mode != "none":
+    scores = scores + prev_scores
+  logits = scores / (layer_index + 1) if mode == "mean" else scores
+  if mask is not None:
+    logits = np.where(mask[:, None].astype(bool), logits, -1e9)
+  probs = softmax(logits)
+  context = probs @ v                                      # [B, N, T, H]
+  out = np.einsum("bnth,nhd->btd", context, w["o_kernel"]) + w["o_bias"]
+  return out, scores, probs
+
+
+def block(x, w, mask, prev_scores, mode, layer_index, norm_first=False):
+  """A Post-LN (BERT) or Pre-LN Transformer block with residual attention."""
+  h = layer_norm(x, *w["attn_ln"]) if norm_first else x
+  attn, scores, probs = attention(h, h, w, mask, prev_scores, mode, layer_index)
+  if norm_first:
+    x = x + attn
+    h = layer_norm(x, *w["out_ln"])
+  else:
+    x = layer_norm(x + attn, *w["attn_ln"])
+    h = x
+  inner = gelu_tanh(h @ w["inner_kernel"] + w["inner_bias"])
+  ffn = inner @ w["ffn_kernel"] + w["ffn_bias"]
+  if norm_first:
+    return x + ffn, scores, probs
+  return layer_norm(x + ffn, *w["out_ln"]), scores, probs
+
+
+def block_weights(block_layer):
+  """Reads a RealFormerEncoderBlock / TransformerEncoderBlock's weights."""
+  att = block_layer._attention_layer  # pylint: disable=protected-access
+  get = lambda layer: [v.numpy() for v in layer.weights]
+  qk, qb = get(att._query_dense)
+  kk, kb = get(att._key_dense)
+  vk, vb = get(att._value_dense)
+  ok, ob = get(att._output_dense)
+  ik, ib = get(block_layer._intermediate_dense)
+  fk, fb = get(block_layer._output_dense)
+  return dict(q_kernel=qk, q_bias=qb, k_kernel=kk, k_bias=kb, v_kernel=vk,
+              v_bias=vb, o_kernel=ok, o_bias=ob, inner_kernel=ik,
+              inner_bias=ib, ffn_kernel=fk, ffn_bias=fb,
+              attn_ln=get(block_layer._attention_layer_norm),
+              out_ln=get(block_layer._output_layer_norm))
+
+
+def encoder(encoder_layer, word_ids, input_mask, type_ids, mode,
+            norm_first=False, final_layer_norm=False):
+  """Full encoder forward pass from a RealFormerEncoder's weights.
+
+  Returns (sequence_output, pooled_output, per-layer scores, per-layer probs).
+  """
+  e = encoder_layer
+  word = e._embedding_layer.embeddings.numpy()  # pylint: disable=protected-access
+  pos = e._position_embedding_layer.weights[0].numpy()
+  typ = e._type_embedding_layer.embeddings.numpy()
+  seq = word_ids.shape[1]
+  x = word[word_ids] + pos[None, :seq] + typ[type_ids]
+  x = layer_norm(x, *[v.numpy() for v in e._embedding_norm_layer.weights])
+  mask = np.broadcast_to(input_mask[:, None, :], (x.shape[0], seq, seq))
+  scores, all_scores, all_probs = None, [], []
+  for i, layer in enumerate(e.transformer_layers):
+    x, scores, probs = block(x, block_weights(layer), mask, scores, mode, i,
+                             norm_first)
+    all_scores.append(scores)
+    all_probs.append(probs)
+  if final_layer_norm:
+    x = layer_norm(x, *[v.numpy() for v in e._final_layer_norm.weights])
+  pk, pb = [v.numpy() for v in e.pooler_layer.weights]
+  pooled = np.tanh(x[:, 0] @ pk + pb)
+  return x, pooled, all_scores, all_probs
