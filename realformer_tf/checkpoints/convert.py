@@ -1,19 +1,27 @@
 r"""Converts a TF1 RealFormer / Google BERT checkpoint for Model Garden tasks.
 
 Writes to `--output_dir`:
-  ckpt-1.{index,data-*}, checkpoint   TF2 object-based checkpoint:
-      `encoder`                       the RealFormerEncoder (what
-                                      SentencePrediction, QuestionAnswering
-                                      and other fine-tuning tasks read from
-                                      `task.init_checkpoint`);
-    with --with_pretraining_heads, also `BertPretrainerV2.checkpoint_items`
-      `masked_lm`, `next_sentence.pooler_dense` (what MaskedLMTask reads;
-                                      `next_sentence.pooler_dense` is what
-                                      SentencePrediction's `init_cls_pooler`
-                                      reads), and
-      `model`                         the whole pretrainer, including the NSP
-                                      logits layer, which no Model Garden task
-                                      restores by itself.
+  ckpt-1.{index,data-*}, checkpoint   TF2 object-based checkpoint with
+      `encoder`                     the RealFormerEncoder: what fine-tuning
+                                    tasks (SentencePrediction,
+                                    QuestionAnswering, ...) restore from
+                                    `task.init_checkpoint`;
+      `next_sentence.pooler_dense`  TF1's pooler (`bert/pooler/dense`, the
+                                    layer TF1's NSP head and `run_classifier`
+                                    use), as in a Model Garden pre-training
+                                    checkpoint: SentencePrediction with
+                                    `init_cls_pooler=true` (realformer/glue's
+                                    default) restores its classifier pooler
+                                    from it, and requires it;
+    with --with_pretraining_heads also
+      `masked_lm`                   the MLM head (MaskedLMTask restores
+                                    `BertPretrainerV2.checkpoint_items`:
+                                    encoder, masked_lm,
+                                    next_sentence.pooler_dense), and
+      `model`                       the whole pretrainer, including the NSP
+                                    logits layer, which no Model Garden task
+                                    restores by itself (restore it with
+                                    `tf.train.Checkpoint(model=pretrainer)`).
   encoder.yaml     `task.model.encoder` (type: any, RealFormer fields), for
                    `--config_file`.
   pretrainer.yaml  with --with_pretraining_heads: `task.model` of a
@@ -37,6 +45,7 @@ from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
+import tf_keras
 import yaml
 
 from realformer_tf.checkpoints import tf1_checkpoint
@@ -133,7 +142,14 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   else:
     encoder = tf1_checkpoint.encoder_from_tf1_checkpoint(
         tf1_checkpoint_path, bert_config_file, residual_attention)
-    items = dict(encoder=encoder)
+    # TF1 has one pooler; Model Garden checkpoints carry the NSP head's copy.
+    pooler = tf_keras.layers.Dense(
+        encoder.get_config()["hidden_size"], activation="tanh",
+        name="pooler_dense")
+    pooler.build([None, encoder.get_config()["hidden_size"]])
+    pooler.set_weights(encoder.pooler_layer.get_weights())
+    items = {"encoder": encoder,
+             f"{tf1_checkpoint.NSP_HEAD_NAME}.pooler_dense": pooler}
     encoder_config = encoders.encoder_config(
         **tf1_checkpoint.encoder_config_from_bert_config(
             bert_config, residual_attention).as_dict())
