@@ -325,13 +325,15 @@ class RealFormerSentencePredictionTask(
     except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
       raise ValueError(f"task.init_checkpoint={path!r}: no readable "
                        f"checkpoint ({e}).") from e
-    required = ["encoder/"]
+    required = ["encoder"]
     if self.task_config.init_cls_pooler:
-      required.append("next_sentence.pooler_dense/")
-    for prefix in required:
+      required.append("next_sentence.pooler_dense")
+    for key in required:
+      # Object-graph keys escape "." as ".." and "/" as "./".
+      prefix = key.replace(".", "..").replace("/", "./") + "/"
       if not any(name.startswith(prefix) for name in names):
         raise ValueError(
-            f"task.init_checkpoint={resolved!r} has no '{prefix[:-1]}' object "
+            f"task.init_checkpoint={resolved!r} has no '{key}' object "
             "at its root; expected a checkpoint written by Model Garden's "
             "trainer for realformer/pretraining (with the next_sentence head "
             "when task.init_cls_pooler is true).")

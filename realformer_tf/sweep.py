@@ -1,0 +1,456 @@
+r"""The paper's GLUE protocol: a learning-rate x epochs grid, N seeds, best median.
+
+  python -m realformer_tf.sweep --task=mrpc --model_dir_root=/runs/glue \
+    --data_dir=/data/glue_tfrecords --seeds=5 \
+    [--epochs=2,3,4] [--learning_rates=6e-6,8e-6,1e-5,2e-5,3e-5,4e-5,5e-5] \
+    [--config_file=more.yaml ...] [--params_override=task.init_checkpoint=...] \
+    [--dry_run]
+
+Each run is `realformer/glue` + `official_configs/experiments/glue/<task>.yaml`
++ `--config_file`s + `--params_override`, then the grid point's schedule
+(`finetuning.apply_paper_schedule`: steps from the train size in
+`<task>_meta_data.json`, 10% warm-up, linear decay) and the seed (weights,
+dropout and shuffling). It trains in this process through Model Garden's
+`train_lib.run_experiment` (mode `train`, then one evaluation of the final
+weights) in `<model_dir_root>/<task>/ep<E>_lr<LR>/seed<S>/` and writes
+`glue_result.json` there.
+
+Resuming: runs with a `glue_result.json` are skipped; a run killed midway
+restarts from its latest checkpoint (Model Garden's checkpoint manager
+restores it), so rerunning the same command finishes a partial sweep.
+
+Summary (also `--summarize_only`): for every task directory under
+`model_dir_root`, every grid point's metrics over its seeds; the best grid
+point is the one with the highest median of the task's main metric (MRPC/QQP
+F1, CoLA Matthews correlation, STS-B Pearson, MNLI matched accuracy,
+otherwise accuracy); for it, the median and standard deviation (numpy's,
+ddof=0) over seeds of each metric. A task's score is the mean of its metrics'
+medians (MRPC: F1 and accuracy; STS-B: Pearson and Spearman; MNLI: m and mm),
+and GLUE "Overall" is the mean of the task scores of the tasks present (the
+paper's 8 tasks when all are there; WNLI is excluded). Numbers are printed
+x100, as the paper reports them. The summary goes to
+`<model_dir_root>/glue_summary.json`.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import re
+from typing import Callable, Dict, List, Optional, Sequence
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from official.core import config_definitions as cfg
+from realformer_tf.configs import finetuning
+from realformer_tf.data import glue as glue_data
+from realformer_tf.tasks import sentence_prediction as rf_sp
+
+RESULT_FILE = "glue_result.json"
+SUMMARY_FILE = "glue_summary.json"
+
+_POINT_RE = re.compile(r"^ep(?P<epochs>[0-9.]+)_lr(?P<lr>[0-9.e+-]+)$")
+_SEED_RE = re.compile(r"^seed(?P<seed>[0-9]+)$")
+
+
+@dataclasses.dataclass
+class RunSpec:
+  """One run of a sweep."""
+  task: str
+  epochs: float
+  learning_rate: float
+  seed: int
+  model_dir: str
+  config: cfg.ExperimentConfig
+
+
+def point_dir_name(epochs: float, learning_rate: float) -> str:
+  return f"ep{epochs:g}_lr{learning_rate:g}"
+
+
+def run_dir(model_dir_root: str, task: str, epochs: float,
+            learning_rate: float, seed: int) -> str:
+  return os.path.join(model_dir_root, glue_data.get_task(task).name,
+                      point_dir_name(epochs, learning_rate), f"seed{seed}")
+
+
+def replace_data_dir(config: cfg.ExperimentConfig, data_dir: str) -> None:
+  """Replaces the YAML placeholder in the data paths with `data_dir`."""
+  for data in (config.task.train_data, config.task.validation_data):
+    if isinstance(data.input_path, str):
+      data.input_path = data.input_path.replace(
+          rf_sp.DATA_DIR_PLACEHOLDER, data_dir.rstrip("/"))
+
+
+def base_config(task: str, config_files: Sequence[str] = (),
+                params_override: str = "",
+                data_dir: Optional[str] = None) -> cfg.ExperimentConfig:
+  config = finetuning.load_glue_config(task, *config_files,
+                                       params_override=params_override)
+  if data_dir:
+    replace_data_dir(config, data_dir)
+  rf_sp.check_data_paths(config.task)
+  return config
+
+
+def num_train_examples(config: cfg.ExperimentConfig,
+                       meta_data_file: Optional[str] = None) -> int:
+  """Train size from the converter's meta data (next to the train file)."""
+  task = config.task.glue_task
+  if not meta_data_file:
+    train_files = rf_sp.split_input_paths(config.task.train_data.input_path)
+    if len(train_files) != 1:
+      raise ValueError(
+          f"task.train_data.input_path={config.task.train_data.input_path!r}:"
+          " cannot find the meta data of several files; pass "
+          "--meta_data_file.")
+    meta_data_file = glue_data.meta_data_path(
+        os.path.dirname(train_files[0]), task)
+  meta = glue_data.read_meta_data(meta_data_file)
+  if meta.get("task") != task:
+    raise ValueError(f"{meta_data_file}: meta data of task "
+                     f"{meta.get('task')!r}, not {task!r}.")
+  return meta["train_data_size"]
+
+
+def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
+              learning_rates: Sequence[float], seeds: int,
+              config: cfg.ExperimentConfig, train_size: int) -> List[RunSpec]:
+  """Every (epochs, learning rate, seed) run with its own config."""
+  if seeds < 1:
+    raise ValueError(f"--seeds must be at least 1, got {seeds}.")
+  if not epochs or not learning_rates:
+    raise ValueError("The grid needs at least one epoch count and one "
+                     "learning rate.")
+  runs = []
+  for e in epochs:
+    for lr in learning_rates:
+      for seed in range(seeds):
+        run_config = config.replace()
+        finetuning.apply_paper_schedule(run_config, train_size, e, lr)
+        run_config.task.train_data.seed = seed
+        run_config.validate()
+        runs.append(RunSpec(task=task, epochs=e, learning_rate=lr, seed=seed,
+                            model_dir=run_dir(model_dir_root, task, e, lr,
+                                              seed),
+                            config=run_config))
+  return runs
+
+
+def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
+                       seed: int) -> Dict:
+  """Trains (or resumes) one run in this process, then evaluates it once.
+
+  Returns:
+    {"eval_logs": all evaluation logs (floats), "global_step": int}.
+  """
+  # Imported here so that planning and summaries do not build TF runtimes.
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  from official.common import distribute_utils  # pylint: disable=g-import-not-at-top
+  from official.core import task_factory  # pylint: disable=g-import-not-at-top
+  from official.core import train_lib  # pylint: disable=g-import-not-at-top
+  from official.core import train_utils  # pylint: disable=g-import-not-at-top
+  from official.modeling import performance  # pylint: disable=g-import-not-at-top
+
+  tf_keras.backend.clear_session()
+  tf_keras.utils.set_random_seed(seed)
+  train_utils.serialize_config(config, model_dir)
+  if config.runtime.mixed_precision_dtype:
+    performance.set_mixed_precision_policy(config.runtime.mixed_precision_dtype)
+  strategy = distribute_utils.get_distribution_strategy(
+      distribution_strategy=config.runtime.distribution_strategy,
+      all_reduce_alg=config.runtime.all_reduce_alg,
+      num_gpus=config.runtime.num_gpus,
+      tpu_address=config.runtime.tpu)
+  with strategy.scope():
+    task = task_factory.get_task(config.task, logging_dir=model_dir)
+  _, eval_logs = train_lib.run_experiment(
+      distribution_strategy=strategy, task=task, mode="train", params=config,
+      model_dir=model_dir, run_post_eval=True)
+  checkpoint = tf.train.latest_checkpoint(model_dir)
+  global_step = (train_utils.read_global_step_from_checkpoint(checkpoint)
+                 if checkpoint else -1)
+  return {"eval_logs": {k: _to_float(v) for k, v in eval_logs.items()},
+          "global_step": int(global_step)}
+
+
+def _to_float(value):
+  array = np.asarray(value)
+  return float(array) if array.size == 1 else array.tolist()
+
+
+Runner = Callable[[cfg.ExperimentConfig, str, int], Dict]
+
+
+def _write_json_atomically(path: str, data) -> None:
+  tmp_path = f"{path}.tmp-{os.getpid()}"
+  with tf.io.gfile.GFile(tmp_path, "w") as f:
+    f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+  tf.io.gfile.rename(tmp_path, path, overwrite=True)
+
+
+def run_status(run: RunSpec) -> str:
+  if tf.io.gfile.exists(os.path.join(run.model_dir, RESULT_FILE)):
+    return "done"
+  if tf.io.gfile.isdir(run.model_dir) and tf.train.latest_checkpoint(
+      run.model_dir):
+    return "resume"
+  return "new"
+
+
+def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
+            ) -> List[Dict]:
+  """Runs every run without a result; returns all results in `runs` order."""
+  spec_metrics = None
+  results = []
+  for i, run in enumerate(runs):
+    result_path = os.path.join(run.model_dir, RESULT_FILE)
+    if tf.io.gfile.exists(result_path):
+      logging.info("[%d/%d] %s: done, skipped.", i + 1, len(runs),
+                   run.model_dir)
+      results.append(read_result(result_path))
+      continue
+    logging.info("[%d/%d] %s: %s (%d steps).", i + 1, len(runs),
+                 run.model_dir, run_status(run),
+                 run.config.trainer.train_steps)
+    tf.io.gfile.makedirs(run.model_dir)
+    output = runner(run.config, run.model_dir, run.seed)
+    eval_logs = output["eval_logs"]
+    if spec_metrics is None:
+      spec_metrics = expected_metric_names(run.config)
+    missing = [m for m in spec_metrics if m not in eval_logs]
+    if missing:
+      raise ValueError(f"{run.model_dir}: the evaluation reported no "
+                       f"{missing} (got {sorted(eval_logs)}).")
+    result = {
+        "task": run.task,
+        "epochs": run.epochs,
+        "learning_rate": run.learning_rate,
+        "seed": run.seed,
+        "train_steps": run.config.trainer.train_steps,
+        "warmup_steps": (run.config.trainer.optimizer_config.warmup
+                         .polynomial.warmup_steps),
+        "global_step": output.get("global_step"),
+        "metrics": {m: eval_logs[m] for m in spec_metrics},
+        "eval_logs": eval_logs,
+    }
+    _write_json_atomically(result_path, result)
+    results.append(result)
+  return results
+
+
+def expected_metric_names(config: cfg.ExperimentConfig) -> List[str]:
+  """The metric keys the task reports for this config's validation data."""
+  spec = glue_data.get_task(config.task.glue_task)
+  names = list(config.task.validation_data.split_names or [])
+  if not names:
+    return list(spec.metrics)
+  return [f"{m}_{s}" for s in names for m in spec.metrics]
+
+
+def read_result(path: str) -> Dict:
+  with tf.io.gfile.GFile(path, "r") as f:
+    try:
+      result = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); delete "
+                       "it to rerun the run.") from e
+  for key in ("task", "epochs", "learning_rate", "seed", "metrics"):
+    if key not in result:
+      raise ValueError(f"{path}: no {key!r}; delete it to rerun the run.")
+  return result
+
+
+def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
+  """{task: [result, ...]} for every `glue_result.json` under the root."""
+  by_task = {}
+  if not tf.io.gfile.isdir(model_dir_root):
+    return by_task
+  for task in sorted(tf.io.gfile.listdir(model_dir_root)):
+    task = task.rstrip("/")
+    if task not in glue_data.GLUE_TASKS:
+      continue
+    task_dir = os.path.join(model_dir_root, task)
+    if not tf.io.gfile.isdir(task_dir):
+      continue
+    for point in sorted(tf.io.gfile.listdir(task_dir)):
+      point = point.rstrip("/")
+      if not _POINT_RE.match(point):
+        continue
+      for seed in sorted(tf.io.gfile.listdir(os.path.join(task_dir, point))):
+        seed = seed.rstrip("/")
+        path = os.path.join(task_dir, point, seed, RESULT_FILE)
+        if _SEED_RE.match(seed) and tf.io.gfile.exists(path):
+          by_task.setdefault(task, []).append(read_result(path))
+  return by_task
+
+
+def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
+  """Per grid point median/std over seeds; the best point by main metric.
+
+  Args:
+    task: GLUE task name.
+    results: Result dicts (`epochs`, `learning_rate`, `seed`, `metrics`).
+
+  Returns:
+    {"task", "main_metric", "grid": [point, ...], "best": point,
+     "score": mean of the best point's metric medians}, where a point is
+    {"epochs", "learning_rate", "num_seeds", "seeds",
+     "metrics": {name: {"median", "std", "values"}}}.
+  """
+  spec = glue_data.get_task(task)
+  if not results:
+    raise ValueError(f"No results for {task}.")
+  groups = {}
+  for result in results:
+    key = (float(result["epochs"]), float(result["learning_rate"]))
+    groups.setdefault(key, []).append(result)
+  grid = []
+  for (epochs, lr), group in sorted(groups.items()):
+    group = sorted(group, key=lambda r: r["seed"])
+    names = sorted(set().union(*(r["metrics"] for r in group)))
+    metrics = {}
+    for name in names:
+      values = [float(r["metrics"][name]) for r in group
+                if name in r["metrics"]]
+      metrics[name] = {"median": float(np.median(values)),
+                       "std": float(np.std(values)),
+                       "values": values}
+    grid.append({"epochs": epochs, "learning_rate": lr,
+                 "num_seeds": len(group),
+                 "seeds": [r["seed"] for r in group],
+                 "metrics": metrics})
+  main = spec.main_metric
+  if spec.name == "mnli" and not any(main in p["metrics"] for p in grid):
+    main = "accuracy"  # Evaluated on one dev file (no split_names).
+  ranked = [p for p in grid if main in p["metrics"]
+            and not math.isnan(p["metrics"][main]["median"])]
+  if not ranked:
+    raise ValueError(f"No {task} result has the main metric {main!r}.")
+  # Highest median; ties go to the first point in (epochs, lr) order.
+  best = max(ranked, key=lambda p: p["metrics"][main]["median"])
+  score = float(np.mean([m["median"] for m in best["metrics"].values()]))
+  return {"task": spec.name, "main_metric": main, "grid": grid, "best": best,
+          "score": score}
+
+
+def summarize(by_task: Dict[str, Sequence[Dict]]) -> Dict:
+  """Task summaries plus GLUE Overall (mean of the task scores present)."""
+  tasks = {t: summarize_task(t, r) for t, r in sorted(by_task.items()) if r}
+  overall = (float(np.mean([s["score"] for s in tasks.values()]))
+             if tasks else float("nan"))
+  return {"tasks": tasks, "overall": overall,
+          "overall_tasks": sorted(tasks),
+          "complete": sorted(tasks) == sorted(glue_data.GLUE_TASKS)}
+
+
+def format_summary(summary: Dict) -> str:
+  """The summary as text, numbers x100."""
+  lines = []
+  for task, s in summary["tasks"].items():
+    best = s["best"]
+    seed_counts = sorted({p["num_seeds"] for p in s["grid"]})
+    lines.append(
+        f"{task}: best epochs={best['epochs']:g} lr={best['learning_rate']:g}"
+        f" by median {s['main_metric']} ({best['num_seeds']} seeds; grid "
+        f"points: {len(s['grid'])}, seeds per point: {seed_counts})")
+    for name, m in best["metrics"].items():
+      lines.append(f"  {name:>22s}: {100 * m['median']:6.2f} "
+                   f"(std {100 * m['std']:.2f})")
+    lines.append(f"  {'task score':>22s}: {100 * s['score']:6.2f}")
+  if summary["tasks"]:
+    note = "" if summary["complete"] else " (not all 8 tasks)"
+    lines.append(f"GLUE Overall over {', '.join(summary['overall_tasks'])}"
+                 f"{note}: {100 * summary['overall']:.2f}")
+  return "\n".join(lines)
+
+
+def write_summary(model_dir_root: str) -> Dict:
+  summary = summarize(load_results(model_dir_root))
+  if summary["tasks"]:
+    _write_json_atomically(os.path.join(model_dir_root, SUMMARY_FILE),
+                           summary)
+  return summary
+
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  flags.DEFINE_enum("task", None, list(glue_data.GLUE_TASKS), "GLUE task.")
+  flags.DEFINE_string("model_dir_root", None,
+                      "Root of the run directories (<root>/<task>/...).")
+  flags.DEFINE_integer("seeds", finetuning.PAPER_NUM_SEEDS,
+                       "Seeds per grid point (0 .. seeds-1).")
+  flags.DEFINE_list("epochs", [str(e) for e in finetuning.PAPER_EPOCHS],
+                    "Epoch counts of the grid.")
+  flags.DEFINE_list("learning_rates",
+                    [f"{lr:g}" for lr in finetuning.PAPER_LEARNING_RATES],
+                    "Peak learning rates of the grid.")
+  flags.DEFINE_multi_string("config_file", None,
+                            "More YAML overrides after the task's YAML.")
+  flags.DEFINE_string("params_override", "",
+                      "Overrides after the config files (Model Garden's "
+                      "--params_override syntax).")
+  flags.DEFINE_string("data_dir", None,
+                      "Replaces GLUE_DATA_DIR in the data paths: the "
+                      "--output_dir of realformer_tf.data.glue.")
+  flags.DEFINE_string("meta_data_file", None,
+                      "<task>_meta_data.json; default: next to the train "
+                      "file.")
+  flags.DEFINE_bool("dry_run", False, "List the runs and their state only.")
+  flags.DEFINE_bool("summarize_only", False,
+                    "Print the summary of the results under --model_dir_root"
+                    " without running anything.")
+
+
+def _parse_numbers(values: Sequence[str], flag: str) -> List[float]:
+  numbers = []
+  for value in values:
+    try:
+      number = float(value)
+    except ValueError as e:
+      raise app.UsageError(f"--{flag}: {value!r} is not a number.") from e
+    if not number > 0:
+      raise app.UsageError(f"--{flag}: {value!r} is not positive.")
+    numbers.append(number)
+  return numbers
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if FLAGS.summarize_only:
+    print(format_summary(write_summary(FLAGS.model_dir_root)))
+    return
+  if not FLAGS.task:
+    raise app.UsageError("--task is required.")
+  epochs = _parse_numbers(FLAGS.epochs, "epochs")
+  learning_rates = _parse_numbers(FLAGS.learning_rates, "learning_rates")
+  config = base_config(FLAGS.task, FLAGS.config_file or (),
+                       FLAGS.params_override, FLAGS.data_dir)
+  train_size = num_train_examples(config, FLAGS.meta_data_file)
+  runs = plan_runs(FLAGS.task, FLAGS.model_dir_root, epochs, learning_rates,
+                   FLAGS.seeds, config, train_size)
+  if FLAGS.dry_run:
+    for run in runs:
+      trainer = run.config.trainer
+      print(f"{run_status(run):>6s}  {run.model_dir}  steps="
+            f"{trainer.train_steps} warmup="
+            f"{trainer.optimizer_config.warmup.polynomial.warmup_steps} "
+            f"lr={run.learning_rate:g} seed={run.seed}")
+    print(f"{len(runs)} runs ({train_size} train examples, batch "
+          f"{config.task.train_data.global_batch_size}).")
+    return
+  execute(runs)
+  print(format_summary(write_summary(FLAGS.model_dir_root)))
+
+
+if __name__ == "__main__":
+  define_flags()
+  flags.mark_flags_as_required(["model_dir_root"])
+  app.run(main)

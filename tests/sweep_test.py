@@ -1,0 +1,196 @@
+"""The GLUE sweep: planning, resuming and the best-median / Overall math."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from realformer_tf import sweep
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _result(task, epochs, lr, seed, **metrics):
+  return {"task": task, "epochs": epochs, "learning_rate": lr, "seed": seed,
+          "metrics": metrics}
+
+
+def _fake_results():
+  mrpc_a = [0.80, 0.90, 0.85, 0.70, 0.88]  # median 0.85
+  mrpc_b = [0.86, 0.84, 0.87, 0.83, 0.95]  # median 0.86 -> best
+  acc_b = [0.70, 0.80, 0.75, 0.60, 0.90]   # median 0.75
+  results = {"mrpc": [], "cola": [], "mnli": []}
+  for seed in range(5):
+    results["mrpc"].append(_result("mrpc", 2, 2e-5, seed, f1=mrpc_a[seed],
+                                   accuracy=0.99))
+    results["mrpc"].append(_result("mrpc", 3, 3e-5, seed, f1=mrpc_b[seed],
+                                   accuracy=acc_b[seed]))
+  for seed, mcc in enumerate([0.5, 0.1, 0.3]):
+    results["cola"].append(_result("cola", 4, 1e-5, seed,
+                                   matthews_corrcoef=mcc))
+  for seed, mcc in enumerate([0.2, 0.6, 0.4]):
+    results["cola"].append(_result("cola", 2, 5e-5, seed,
+                                   matthews_corrcoef=mcc))
+  for seed, (m, mm) in enumerate([(0.8, 0.7), (0.9, 0.8)]):
+    results["mnli"].append(_result("mnli", 3, 2e-5, seed,
+                                   accuracy_matched=m, accuracy_mismatched=mm))
+  return results
+
+
+def test_best_median_std_and_overall():
+  summary = sweep.summarize(_fake_results())
+  mrpc = summary["tasks"]["mrpc"]
+  assert mrpc["main_metric"] == "f1"
+  best = mrpc["best"]
+  assert (best["epochs"], best["learning_rate"]) == (3.0, 3e-5)
+  assert best["num_seeds"] == 5 and best["seeds"] == [0, 1, 2, 3, 4]
+  assert best["metrics"]["f1"]["median"] == pytest.approx(0.86)
+  # Population std (ddof=0) of the five F1s: mean 0.87, squared deviations
+  # 1e-4 * (1 + 9 + 0 + 16 + 64) / 5 = 18e-4.
+  assert best["metrics"]["f1"]["std"] == pytest.approx(np.sqrt(18e-4))
+  assert best["metrics"]["accuracy"]["median"] == pytest.approx(0.75)
+  # The other point has the higher accuracy but the lower median F1.
+  assert mrpc["score"] == pytest.approx((0.86 + 0.75) / 2)
+
+  cola = summary["tasks"]["cola"]
+  assert (cola["best"]["epochs"], cola["best"]["learning_rate"]) == (2, 5e-5)
+  assert cola["score"] == pytest.approx(0.4)
+  mnli = summary["tasks"]["mnli"]
+  assert mnli["main_metric"] == "accuracy_matched"
+  assert mnli["best"]["metrics"]["accuracy_mismatched"]["median"] == (
+      pytest.approx(0.75))
+  assert mnli["score"] == pytest.approx((0.85 + 0.75) / 2)
+
+  # Overall: mean over tasks of the mean within each task.
+  assert summary["overall"] == pytest.approx((0.805 + 0.4 + 0.8) / 3)
+  assert summary["overall_tasks"] == ["cola", "mnli", "mrpc"]
+  assert not summary["complete"]
+  text = sweep.format_summary(summary)
+  assert "mrpc: best epochs=3 lr=3e-05 by median f1 (5 seeds" in text
+  assert "f1:  86.00 (std 4.24)" in text
+  assert ("GLUE Overall over cola, mnli, mrpc (not all 8 tasks): 66.83"
+          in text)
+
+
+def _data_dir(tmp_path, train_size=100):
+  data_dir = tmp_path / "records"
+  data_dir.mkdir()
+  (data_dir / "mrpc_meta_data.json").write_text(json.dumps(
+      {"task": "mrpc", "train_data_size": train_size}))
+  return str(data_dir)
+
+
+def _fake_metrics(config, seed):
+  lr = config.trainer.optimizer_config.learning_rate.polynomial
+  f1 = 0.5 + 1e3 * lr.initial_learning_rate + 0.01 * seed
+  return {"eval_logs": {"f1": f1, "accuracy": f1 - 0.1,
+                        "validation_loss": 0.3},
+          "global_step": config.trainer.train_steps}
+
+
+def test_plan_kill_and_resume(tmp_path):
+  root = str(tmp_path / "runs")
+  config = sweep.base_config("mrpc", data_dir=_data_dir(tmp_path))
+  assert config.task.train_data.input_path.endswith(
+      "records/mrpc_train.tf_record")
+  train_size = sweep.num_train_examples(config)
+  assert train_size == 100
+  runs = sweep.plan_runs("mrpc", root, [2, 3], [1e-5, 2e-5], 2, config,
+                         train_size)
+  assert len(runs) == 8
+  by_dir = {os.path.relpath(r.model_dir, root): r for r in runs}
+  run = by_dir[os.path.join("mrpc", "ep3_lr2e-05", "seed1")]
+  assert run.config.trainer.train_steps == 10  # ceil(3 * 100 / 32)
+  opt = run.config.trainer.optimizer_config
+  assert opt.warmup.polynomial.warmup_steps == 1
+  assert opt.learning_rate.polynomial.initial_learning_rate == 2e-5
+  assert opt.learning_rate.polynomial.decay_steps == 10
+  assert run.config.task.train_data.seed == 1
+  assert by_dir[os.path.join("mrpc", "ep2_lr1e-05", "seed0")].config.trainer \
+      .train_steps == 7
+  assert config.trainer.train_steps == 344  # The base config is untouched.
+
+  calls = []
+
+  def killed_after_three(config, model_dir, seed):
+    if len(calls) == 3:
+      raise KeyboardInterrupt("killed")
+    calls.append(model_dir)
+    return _fake_metrics(config, seed)
+
+  with pytest.raises(KeyboardInterrupt):
+    sweep.execute(runs, runner=killed_after_three)
+  assert calls == [r.model_dir for r in runs[:3]]
+  assert [sweep.run_status(r) for r in runs] == ["done"] * 3 + ["new"] * 5
+  # A run killed after a checkpoint resumes from it.
+  tf.train.Checkpoint(step=tf.Variable(3)).save(
+      os.path.join(runs[3].model_dir, "ckpt"))
+  assert sweep.run_status(runs[3]) == "resume"
+
+  resumed = []
+
+  def runner(config, model_dir, seed):
+    resumed.append(model_dir)
+    return _fake_metrics(config, seed)
+
+  results = sweep.execute(runs, runner=runner)
+  assert resumed == [r.model_dir for r in runs[3:]]
+  assert [r["seed"] for r in results] == [0, 1] * 4
+  stored = sweep.read_result(os.path.join(runs[3].model_dir,
+                                          sweep.RESULT_FILE))
+  assert (stored["epochs"], stored["learning_rate"], stored["seed"]) == (
+      2, 2e-5, 1)
+  assert stored["metrics"] == pytest.approx({"f1": 0.53, "accuracy": 0.43})
+  assert stored["train_steps"] == 7 and stored["warmup_steps"] == 0
+  assert sweep.execute(runs, runner=None) == results  # All done: no runner.
+
+  summary = sweep.write_summary(root)
+  best = summary["tasks"]["mrpc"]["best"]
+  # 2e-5 wins at 2 and 3 epochs alike (median 0.525): ties go to the first.
+  assert (best["epochs"], best["learning_rate"]) == (2.0, 2e-5)
+  assert best["metrics"]["f1"]["median"] == pytest.approx(0.525)
+  assert best["metrics"]["f1"]["std"] == pytest.approx(0.005)
+  assert os.path.exists(os.path.join(root, sweep.SUMMARY_FILE))
+
+
+def test_errors(tmp_path):
+  config = sweep.base_config("mrpc", data_dir=str(tmp_path))
+  with pytest.raises(ValueError, match=r"mrpc_meta_data\.json: meta data not "
+                     "found"):
+    sweep.num_train_examples(config)
+  with pytest.raises(ValueError, match="still holds the placeholder"):
+    sweep.base_config("mrpc")
+  runs = sweep.plan_runs("mrpc", str(tmp_path), [2], [1e-5], 1, config, 10)
+
+  def no_f1(config, model_dir, seed):
+    del config, model_dir, seed
+    return {"eval_logs": {"accuracy": 0.5}}
+
+  with pytest.raises(ValueError, match=r"the evaluation reported no \['f1'\]"):
+    sweep.execute(runs, runner=no_f1)
+  bad = tmp_path / "bad.json"
+  bad.write_text("{\n  \"task\": ")
+  with pytest.raises(ValueError, match=r"bad\.json:2: not valid JSON"):
+    sweep.read_result(str(bad))
+
+
+def test_cli_dry_run(tmp_path):
+  data_dir = _data_dir(tmp_path, train_size=3668)
+  root = tmp_path / "runs"
+  out = subprocess.run(
+      [sys.executable, "-m", "realformer_tf.sweep", "--task=mrpc",
+       f"--model_dir_root={root}", f"--data_dir={data_dir}", "--seeds=2",
+       "--epochs=2,3", "--learning_rates=2e-5", "--dry_run",
+       "--params_override=task.model.encoder.any.residual_attention=none"],
+      cwd=_REPO, capture_output=True, text=True, timeout=240, check=False)
+  assert out.returncode == 0, out.stderr[-3000:]
+  lines = out.stdout.strip().split("\n")
+  assert lines[-1] == "4 runs (3668 train examples, batch 32)."
+  assert lines[0].split() == [
+      "new", str(root / "mrpc" / "ep2_lr2e-05" / "seed0"), "steps=230",
+      "warmup=23", "lr=2e-05", "seed=0"]
+  assert "steps=344" in lines[2] and "warmup=34" in lines[2]
+  assert not root.exists()  # A dry run writes nothing.
