@@ -30,13 +30,13 @@ COLORS = ("#3b75af", "#f2c12e", "#d62728")  # low, middle, high
 _METRICS = {
     "entropy": dict(
         thresholds=ENTROPY_THRESHOLDS,
-        ylabel="entropy (nats)",
+        ylabel="entropy (nats); one row per layer",
         title=("Attention entropy per token (nats), per head; heads sorted "
                "by median\nlayer 0 = bottom layer"),
         what="entropy"),
     "jsd": dict(
         thresholds=JSD_THRESHOLDS,
-        ylabel="JSD (nats)",
+        ylabel="JSD (nats); one row per pair of adjacent layers",
         title=("Jensen-Shannon divergence per token (nats, max ln 2 = 0.69) "
                "between\nhead h of layer l-1 and head h of layer l; heads "
                "sorted by median"),
@@ -158,7 +158,7 @@ def violin_figure(panels: Sequence[Panel], path: str, metric: str,
   fig.legend(handles=handles, loc="upper center",
              ncol=5 if width >= 11 else 3, fontsize=8.5, frameon=False,
              bbox_to_anchor=(0.5, 1.0 - 0.6 / height))
-  fig.supylabel(spec["ylabel"] + ", one row per layer", fontsize=10)
+  fig.supylabel(spec["ylabel"], fontsize=10)
   fig.subplots_adjust(left=left / width, right=1.0 - 0.15 / width,
                       bottom=footer / height, top=1.0 - header / height,
                       hspace=0.6, wspace=0.12)
