@@ -14,7 +14,7 @@ pre-training records assumes; the published BERT vocabularies also have
 """
 
 import os
-from typing import Iterable, List
+from typing import Any, Dict, Iterable, List, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -124,7 +124,8 @@ def make_tokenizer(vocab_file: str,
 def learn_vocab(text_lines: Iterable[str],
                 vocab_size: int,
                 output_file: str,
-                lower_case: bool = True) -> List[str]:
+                lower_case: bool = True,
+                learn_params: Optional[Dict[str, Any]] = None) -> List[str]:
   """Learns a WordPiece vocabulary with tensorflow-text and writes it.
 
   Uses `tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`; the
@@ -143,6 +144,8 @@ def learn_vocab(text_lines: Iterable[str],
     vocab_size: Target vocabulary size, at least 16.
     output_file: Where to write the vocabulary, one token per line.
     lower_case: Must match the `lower_case` of the tokenizer that will use it.
+    learn_params: Extra keyword arguments of tensorflow-text's
+      `wordpiece_tokenizer_learner_lib.learn` (e.g. `upper_thresh`).
 
   Returns:
     The vocabulary, in id order.
@@ -169,7 +172,8 @@ def learn_vocab(text_lines: Iterable[str],
       dataset,
       vocab_size=vocab_size,
       reserved_tokens=list(RESERVED_TOKENS),
-      bert_tokenizer_params={"lower_case": lower_case})
+      bert_tokenizer_params={"lower_case": lower_case},
+      learn_params=learn_params)
   if list(vocab[:len(RESERVED_TOKENS)]) != list(RESERVED_TOKENS):
     raise RuntimeError(
         "tensorflow-text did not put the reserved tokens first: "

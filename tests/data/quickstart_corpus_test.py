@@ -1,0 +1,211 @@
+"""Tests for the cached quickstart pre-training set."""
+import json
+import os
+import random
+
+import pytest
+import tensorflow as tf
+
+from official.nlp.data import pretrain_dataloader
+from realformer_tf.data import quickstart_corpus
+from realformer_tf.data import tokenization
+
+WORDS = ("time year people way day man thing woman life child world school "
+         "state family student group country problem hand part place case "
+         "week company system program question work government number night "
+         "point home water room mother area money story fact month lot right "
+         "study book eye job word business issue side kind head house service "
+         "friend father power hour game line end member law car city").split()
+SMALL = dict(vocab_size=200, max_seq_length=32, max_predictions_per_seq=5,
+             eval_fraction=0.1)
+
+
+def write_corpus(path, num_docs=20, seed=0):
+  rng = random.Random(seed)
+  lines = []
+  for d in range(num_docs):
+    for _ in range(rng.randint(4, 8)):
+      sentence = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10)))
+      lines.append(f"Doc{d} says: {sentence}.")
+    lines.append("")
+  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return str(path)
+
+
+def read_docs(path):
+  docs, current = [], []
+  for line in open(path, encoding="utf-8").read().split("\n"):
+    if line:
+      current.append(line)
+    elif current:
+      docs.append(tuple(current))
+      current = []
+  return docs
+
+
+def count_records(path):
+  return sum(1 for _ in tf.data.TFRecordDataset(path))
+
+
+def mtimes(data_dir):
+  return {f: os.stat(os.path.join(data_dir, f)).st_mtime_ns
+          for f in os.listdir(data_dir)}
+
+
+def load_first_batch(path, seq_length, max_pred):
+  config = pretrain_dataloader.BertPretrainDataConfig(
+      input_path=path, seq_length=seq_length, max_predictions_per_seq=max_pred,
+      global_batch_size=2, is_training=False)
+  return next(iter(pretrain_dataloader.BertPretrainDataLoader(config).load()))
+
+
+def test_input_files_build_split_and_cache(tmp_path):
+  corpus = write_corpus(tmp_path / "corpus.txt")
+  data_dir = str(tmp_path / "qs")
+  result = quickstart_corpus.prepare_quickstart_data(
+      data_dir, input_files=[corpus], **SMALL)
+
+  assert set(result) == {"train_file", "eval_file", "vocab_file", "vocab_size",
+                         "num_train_examples", "num_eval_examples"}
+  vocab = tokenization.load_vocab(result["vocab_file"])
+  assert result["vocab_size"] == len(vocab) and vocab[0] == "[PAD]"
+  assert result["num_train_examples"] == count_records(result["train_file"])
+  assert result["num_eval_examples"] == count_records(result["eval_file"])
+  assert result["num_train_examples"] > 5 * result["num_eval_examples"] > 0
+
+  # Split by whole documents: 2 of 20 held out, none in both splits.
+  train_docs = read_docs(os.path.join(data_dir, "corpus_train.txt"))
+  eval_docs = read_docs(os.path.join(data_dir, "corpus_eval.txt"))
+  assert (len(train_docs), len(eval_docs)) == (18, 2)
+  assert sorted(train_docs + eval_docs) == sorted(read_docs(corpus))
+
+  manifest = json.load(open(os.path.join(data_dir, "manifest.json")))
+  assert manifest["counts"]["num_train_examples"] == (
+      result["num_train_examples"])
+  assert manifest["key"]["inputs"][0]["path"] == os.path.abspath(corpus)
+
+  batch = load_first_batch(result["train_file"], 32, 5)
+  assert batch["input_word_ids"].shape == (2, 32)
+  assert int(tf.reduce_max(batch["input_word_ids"])) < result["vocab_size"]
+  assert (batch["input_word_ids"][:, 0].numpy() == vocab.index("[CLS]")).all()
+
+  # Same arguments: a cache hit, nothing rewritten.
+  before = mtimes(data_dir)
+  assert quickstart_corpus.prepare_quickstart_data(
+      data_dir, input_files=[corpus], **SMALL) == result
+  assert mtimes(data_dir) == before
+
+  # Another seed: rebuilt, with another split.
+  other = quickstart_corpus.prepare_quickstart_data(
+      data_dir, input_files=[corpus], seed=1, **SMALL)
+  assert json.load(open(os.path.join(data_dir, "manifest.json")))[
+      "key"]["seed"] == 1
+  assert read_docs(os.path.join(data_dir, "corpus_eval.txt")) != eval_docs
+  assert other["num_train_examples"] == count_records(other["train_file"])
+
+  # Changed input text: rebuilt.
+  write_corpus(tmp_path / "corpus.txt", num_docs=30, seed=5)
+  changed = quickstart_corpus.prepare_quickstart_data(
+      data_dir, input_files=[corpus], seed=1, **SMALL)
+  assert len(read_docs(os.path.join(data_dir, "corpus_eval.txt"))) == 3
+  assert changed["num_train_examples"] > other["num_train_examples"]
+
+
+def test_damaged_or_unfinished_cache_is_rebuilt(tmp_path):
+  corpus = write_corpus(tmp_path / "corpus.txt")
+  data_dir = str(tmp_path / "qs")
+  result = quickstart_corpus.prepare_quickstart_data(
+      data_dir, input_files=[corpus], **SMALL)
+  good = open(result["train_file"], "rb").read()
+
+  # A truncated record file (e.g. copied half-way) is detected and rebuilt.
+  with open(result["train_file"], "wb") as f:
+    f.write(good[:100])
+  assert quickstart_corpus.prepare_quickstart_data(
+      data_dir, input_files=[corpus], **SMALL) == result
+  assert open(result["train_file"], "rb").read() == good
+
+  # A run killed before it wrote the manifest leaves temporaries and no
+  # manifest: the next call rebuilds (same bytes) instead of reusing them.
+  os.remove(os.path.join(data_dir, "manifest.json"))
+  with open(result["train_file"] + ".tmp-999", "wb") as f:
+    f.write(b"partial")
+  with open(result["train_file"], "wb") as f:
+    f.write(good[:100])
+  assert quickstart_corpus.prepare_quickstart_data(
+      data_dir, input_files=[corpus], **SMALL) == result
+  assert open(result["train_file"], "rb").read() == good
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(input_files=["MISSING"]), r"missing\.txt' does not exist"),
+    (dict(input_files=["ONE_DOC"]), r"one_doc\.txt\) has 1 document"),
+    (dict(input_files=[]), "No input files"),
+    (dict(eval_fraction=0.0), r"eval_fraction must be in \(0, 1\)"),
+    (dict(eval_fraction=1.0), r"eval_fraction must be in \(0, 1\)"),
+    (dict(vocab_size=8), "vocab_size must be at least 16"),
+    (dict(max_seq_length=4), "max_seq_length must be >= 8"),
+])
+def test_bad_arguments_raise_before_writing(tmp_path, kwargs, message):
+  one_doc = tmp_path / "one_doc.txt"
+  one_doc.write_text("A single document.\nWith two sentences.\n")
+  names = {"MISSING": str(tmp_path / "missing.txt"), "ONE_DOC": str(one_doc)}
+  if "input_files" in kwargs:
+    kwargs = dict(kwargs, input_files=[names[f] for f in kwargs["input_files"]])
+  data_dir = tmp_path / "qs"
+  with pytest.raises(ValueError, match=message):
+    quickstart_corpus.prepare_quickstart_data(str(data_dir), **kwargs)
+  assert not data_dir.exists()
+
+
+def test_stdlib_module_list_is_fixed_and_safe():
+  modules = quickstart_corpus.STDLIB_MODULES
+  assert list(modules) == sorted(set(modules))
+  banned = ("tkinter", "turtle", "idlelib", "test", "this", "antigravity",
+            "ssl", "sqlite3", "ctypes", "curses")
+  assert not [m for m in modules if m.split(".")[0] in banned]
+
+
+def test_split_sentences_and_docstrings():
+  assert quickstart_corpus.split_sentences(
+      "Return the sum.  It is exact!\n  See math.fsum() for floats. ok") == [
+          "Return the sum.", "It is exact!", "See math.fsum() for floats. ok"]
+  doc = """Summary line.
+
+      More text here. Another sentence?
+      >>> sum([1, 2])
+      ... + 4
+      7 is the answer.
+
+      Closing words. Ok
+      """
+  # The example and its output go; too short a sentence ("Ok") is dropped.
+  assert quickstart_corpus.docstring_sentences(doc) == [
+      "Summary line.", "More text here.", "Another sentence?", "Closing words."]
+
+
+def test_default_stdlib_corpus_is_deterministic_and_cached(tmp_path):
+  docs = quickstart_corpus.stdlib_documents()
+  assert docs == quickstart_corpus.stdlib_documents()
+  num_chars = sum(len(s) + 1 for d in docs for s in d)
+  assert 0.8e6 < num_chars < 3e6
+  assert len(docs) > 150 and all(all(s.strip() for s in d) for d in docs)
+
+  data_dir = str(tmp_path / "stdlib")
+  result = quickstart_corpus.prepare_quickstart_data(data_dir)
+  manifest = json.load(open(os.path.join(data_dir, "manifest.json")))
+  assert manifest["key"]["corpus"] == "stdlib-docstrings"
+  assert manifest["counts"]["num_train_documents"] + manifest["counts"][
+      "num_eval_documents"] == len(docs)
+  assert 1000 < result["vocab_size"] <= 4000
+  assert result["num_train_examples"] == count_records(result["train_file"])
+  assert result["num_eval_examples"] == count_records(result["eval_file"])
+  assert result["num_train_examples"] > 2000 and result["num_eval_examples"] > 50
+  batch = load_first_batch(result["eval_file"], 64, 10)
+  assert int(tf.reduce_max(batch["input_word_ids"])) < result["vocab_size"]
+
+  before = mtimes(data_dir)
+  again = quickstart_corpus.prepare_quickstart_data(data_dir)
+  assert again == result
+  assert json.load(open(os.path.join(data_dir, "manifest.json"))) == manifest
+  assert mtimes(data_dir) == before
