@@ -18,9 +18,11 @@ task.init_checkpoint=/runs/pretrain" --model_dir=/runs/mrpc
 
 Paper recipe (RealFormer, GLUE): batch 32; learning rate from
 `PAPER_LEARNING_RATES`; epochs from `PAPER_EPOCHS`; linear warm-up over the
-first 10% of the steps, then linear decay to 0 (AdamW, weight decay 0.01
-except LayerNorm and biases); dropout 0.1 (encoder and classifier head);
-best median over 5 seeds per task. `train_steps(num_examples, epochs,
+first 10% of the steps and linear decay to 0 at the last step (AdamW, weight
+decay 0.01 except LayerNorm and biases); dropout 0.1 (encoder and classifier
+head); best median over 5 seeds per task. Model Garden's warm-up ramps up to
+the decay line's value at the end of warm-up (0.9 x peak for 10%), where
+BERT's TF1 optimizer ramps to the peak and then drops to that value. `train_steps(num_examples, epochs,
 batch_size)` = ceil(epochs * num_examples / batch_size);
 `apply_paper_schedule` sets the steps, warm-up and learning rate of one grid
 point, and `python -m realformer_tf.sweep` runs the grid.

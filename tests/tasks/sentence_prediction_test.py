@@ -132,3 +132,67 @@ def test_init_checkpoint_must_exist(tmp_path):
   task = _task("rte", init_checkpoint=str(tmp_path / "ckpt-1"))
   with pytest.raises(ValueError, match="no readable checkpoint"):
     task.initialize(model=None)
+
+
+def _write_records(path, labels, seq_length, first_token):
+  with tf.io.TFRecordWriter(path) as writer:
+    for i, label in enumerate(labels):
+      ids = [first_token + i, 5, 6] + [0] * (seq_length - 3)
+      feature = {
+          "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(
+              value=ids)),
+          "input_mask": tf.train.Feature(int64_list=tf.train.Int64List(
+              value=[1, 1, 1] + [0] * (seq_length - 3))),
+          "segment_ids": tf.train.Feature(int64_list=tf.train.Int64List(
+              value=[0] * seq_length)),
+          "label_ids": tf.train.Feature(int64_list=tf.train.Int64List(
+              value=[label])),
+      }
+      writer.write(tf.train.Example(features=tf.train.Features(
+          feature=feature)).SerializeToString())
+
+
+def test_named_validation_files_through_the_task(tmp_path):
+  seq = 8
+  matched, mismatched = str(tmp_path / "m.rec"), str(tmp_path / "mm.rec")
+  _write_records(matched, [0, 1, 2, 1, 0], seq, first_token=100)
+  _write_records(mismatched, [2, 2, 0], seq, first_token=200)
+  task = _task("mnli", model={"encoder": {"any": {
+      "vocab_size": 300, "hidden_size": 16, "num_layers": 1,
+      "num_attention_heads": 2, "intermediate_size": 32,
+      "max_position_embeddings": seq}}},
+               train_data={"input_path": matched},
+               validation_data={"input_path": f"{matched},{mismatched}",
+                                "seq_length": seq, "global_batch_size": 2})
+  batches = list(task.build_inputs(task.task_config.validation_data))
+  split_ids = np.concatenate([b[sp.SPLIT_ID].numpy() for b in batches])
+  first_ids = np.concatenate([b["input_word_ids"][:, 0].numpy()
+                              for b in batches])
+  # Every example once (odd counts, no remainder dropped), tagged by file.
+  assert sorted(first_ids) == [100, 101, 102, 103, 104, 200, 201, 202]
+  assert list(split_ids[first_ids < 200]) == [0] * 5
+  assert list(split_ids[first_ids >= 200]) == [1] * 3
+
+  model = task.build_model()
+  state = None
+  for batch in batches:
+    logs = task.validation_step(batch, model)
+    state = task.aggregate_logs(
+        state, {k: (v,) for k, v in logs.items() if k != task.loss})
+  result = task.reduce_aggregated_logs(state)
+  preds = np.concatenate([
+      np.argmax(model(b, training=False).numpy(), axis=1) for b in batches])
+  labels = np.concatenate([b["label_ids"].numpy() for b in batches])
+  assert result == pytest.approx({
+      "accuracy_matched": sk.accuracy_score(labels[split_ids == 0],
+                                            preds[split_ids == 0]),
+      "accuracy_mismatched": sk.accuracy_score(labels[split_ids == 1],
+                                               preds[split_ids == 1])})
+
+  config = task.task_config.validation_data.replace(input_path=matched)
+  with pytest.raises(ValueError, match=r"needs one comma-separated file per "
+                     r"name in input_path, got 1"):
+    task.build_inputs(config)
+  config = task.task_config.validation_data.replace(is_training=True)
+  with pytest.raises(ValueError, match="split_names is for evaluation data"):
+    task.build_inputs(config)
