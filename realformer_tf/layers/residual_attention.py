@@ -10,7 +10,9 @@ pre-softmax scores to its own, softmaxes the sum and hands the sum on:
 
 The mask only enters the softmax; `S_l` is passed on unmasked, as in the
 authors' TF1 code. `S_l` is kept in float32 under mixed precision: it is a sum
-over layers and would lose precision (or overflow, in float16) otherwise.
+over layers and would lose precision (or overflow, in float16) otherwise. The
+softmax itself runs in the compute dtype, as in plain attention, so the
+probabilities kept for backprop cost no more memory than BERT's.
 """
 
 import math
@@ -153,7 +155,13 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       # [B, T, S] -> [B, 1, T, S]; the mask never enters `scores`.
       mask = tf.cast(tf.expand_dims(attention_mask, axis=1), tf.float32)
       logits += (1.0 - mask) * _MASK_ADDER
-    probs = tf.cast(tf.nn.softmax(logits, axis=-1), self.compute_dtype)
+    if self.compute_dtype == "float16":
+      # The running sum can exceed float16's range; softmax is
+      # shift-invariant, so shift by the row max in float32 first.
+      logits -= tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
+    # Softmax in the compute dtype (what backprop keeps), like plain
+    # MultiHeadAttention: float32 probabilities would double that memory.
+    probs = tf.nn.softmax(tf.cast(logits, self.compute_dtype), axis=-1)
     # Dropping whole tokens to attend to, as in BERT.
     probs_dropout = self._dropout_layer(probs, training=training)
     context = tf.einsum(self._combine_equation, probs_dropout, value)
