@@ -415,7 +415,7 @@ def create_pretraining_data(input_files: Sequence[str],
     dupe_factor: Passes over the data, each with different masks, >= 1.
     short_seq_prob: Probability of a shorter target sequence, in [0, 1].
     random_seed: Seed of the `random.Random` behind every random choice; the
-      same seed and inputs give byte-identical records.
+      same seed and inputs give byte-identical records, in any process.
     do_lower_case: Lower-case and strip accents (uncased vocabularies).
 
   Returns:
@@ -460,9 +460,11 @@ def create_pretraining_data(input_files: Sequence[str],
   try:
     with tf.io.TFRecordWriter(tmp_file) as writer:
       for instance in instances:
-        writer.write(instance_to_example(
-            instance, max_seq_length, max_predictions_per_seq
-        ).SerializeToString())
+        example = instance_to_example(instance, max_seq_length,
+                                      max_predictions_per_seq)
+        # Deterministic serialization sorts the feature map; otherwise its
+        # order (hence the bytes) changes with the Python hash seed.
+        writer.write(example.SerializeToString(deterministic=True))
     tf.io.gfile.rename(tmp_file, output_file, overwrite=True)
   finally:
     if tf.io.gfile.exists(tmp_file):

@@ -249,7 +249,9 @@ def test_cli_rejects_bad_flags_before_learning_a_vocab(files, tmp_path):
 
 def test_cli_learns_vocab_next_to_output(files, tmp_path):
   output = tmp_path / "cli" / "train.tfrecord"
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  # Another process with another hash seed than this one.
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
+             PYTHONHASHSEED="4321")
   result = subprocess.run(
       [sys.executable, "-m", "realformer_tf.data.create_pretraining_data",
        "--input_files=" + ",".join(files["inputs"]),
@@ -262,6 +264,18 @@ def test_cli_learns_vocab_next_to_output(files, tmp_path):
   count = int(result.stdout.strip().splitlines()[-1])
   assert count == sum(1 for _ in tf.data.TFRecordDataset(str(output)))
   assert count >= NUM_DOCS
+
+  # The same run in this process writes the same bytes (vocabulary learning
+  # and record serialization do not depend on the hash seed).
+  here = tmp_path / "here" / "train.tfrecord"
+  assert cli.run(
+      input_files=files["inputs"], output_file=str(here), vocab_file=None,
+      vocab_size=100, do_lower_case=True, max_seq_length=SEQ_LEN,
+      max_predictions_per_seq=MAX_PRED, masked_lm_prob=0.15, dupe_factor=1,
+      short_seq_prob=0.1, random_seed=12345) == count
+  assert (here.parent / "vocab.txt").read_bytes() == (
+      output.parent / "vocab.txt").read_bytes()
+  assert here.read_bytes() == output.read_bytes()
 
 
 def shared_data_dir():
