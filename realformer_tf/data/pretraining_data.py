@@ -35,13 +35,15 @@ random vocabulary id; `masked_lm_ids` hold the original ids, positions
 ascending. Finally all instances are shuffled.
 
 Input convention (BERT's): one sentence per line, a blank line between
-documents.
+documents. Unlike Google's script, a document never continues from one input
+file into the next. As in Google's script, a random replacement can be any
+vocabulary id, special tokens included.
 """
 
 import collections
 import os
 import random
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 from absl import logging
 import numpy as np
@@ -483,7 +485,3 @@ def default_data_dir() -> str:
       "REALFORMER_DATA_DIR",
       os.path.join(os.path.dirname(repo_root), "shared", "data"))
 
-
-def shared_data_path(*parts: str, data_dir: Optional[str] = None) -> str:
-  """A path under the shared data directory (see `default_data_dir`)."""
-  return os.path.join(data_dir or default_data_dir(), *parts)

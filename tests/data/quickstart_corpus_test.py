@@ -200,7 +200,8 @@ def test_default_stdlib_corpus_is_deterministic_and_cached(tmp_path):
   assert 1000 < result["vocab_size"] <= 4000
   assert result["num_train_examples"] == count_records(result["train_file"])
   assert result["num_eval_examples"] == count_records(result["eval_file"])
-  assert result["num_train_examples"] > 2000 and result["num_eval_examples"] > 50
+  assert result["num_train_examples"] > 2000
+  assert result["num_eval_examples"] > 50
   batch = load_first_batch(result["eval_file"], 64, 10)
   assert int(tf.reduce_max(batch["input_word_ids"])) < result["vocab_size"]
 
