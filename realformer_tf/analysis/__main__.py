@@ -8,7 +8,8 @@ Usage:
 Reads `params.yaml` and the latest checkpoint of each model dir, streams
 `--num_examples` held-out examples (by default the run's
 `task.validation_data`) through the encoders and writes `entropy.png`,
-`jsd.png` and `summary.json` to `--output_dir`. All values are in nats.
+`jsd.png` and `summary.json` to `--output_dir`. Entropy is in nats, JSD in
+bits (so it lies in [0, 1]).
 """
 
 import sys

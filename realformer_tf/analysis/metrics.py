@@ -1,8 +1,10 @@
 """Per-token attention metrics: entropy and adjacent-head Jensen-Shannon divergence.
 
-All quantities are in nats (natural logarithm), which is the unit the
-RealFormer paper's colour thresholds imply (entropy 4.5 / 1.5 nats; a uniform
-distribution over 128 tokens has log(128) = 4.85 nats).
+Entropy is in nats (natural log): a uniform distribution over 128 tokens has
+ln(128) = 4.85 nats, against the paper's 4.5 / 1.5 thresholds. The
+Jensen-Shannon divergence is in bits (log base 2), so it lies in [0, 1]: the
+paper's JSD thresholds (0.25 / 0.75) only make sense on such a bounded scale
+(in nats the maximum is ln 2 = 0.69 and its "red" class could never occur).
 
 Padding. `probs` is a `[batch, heads, query, key]` tensor of softmax
 probabilities and `mask` a `[batch, seq]` 0/1 tensor (1 = real token, the
@@ -22,8 +24,8 @@ import math
 
 import tensorflow as tf
 
-# Upper bound of the Jensen-Shannon divergence in nats.
-JSD_MAX_NATS = math.log(2.0)
+# Upper bound of the Jensen-Shannon divergence in bits.
+JSD_MAX = 1.0
 
 
 def _as_float(x) -> tf.Tensor:
@@ -82,12 +84,11 @@ def attention_entropy(probs, mask) -> tf.Tensor:
 
 
 def jensen_shannon_divergence(p, q) -> tf.Tensor:
-  """Jensen-Shannon divergence (nats) of distributions along the last axis.
+  """Jensen-Shannon divergence (bits) of distributions along the last axis.
 
-  JSD(P, Q) = 1/2 KL(P || M) + 1/2 KL(Q || M), M = (P + Q) / 2, natural log.
-  This is the *square* of `scipy.spatial.distance.jensenshannon(p, q)` (whose
-  default base is e), and lies in [0, ln 2] = [0, 0.693]. `p` and `q` must
-  already be normalised.
+  JSD(P, Q) = 1/2 KL(P || M) + 1/2 KL(Q || M), M = (P + Q) / 2, log base 2.
+  This is the *square* of `scipy.spatial.distance.jensenshannon(p, q,
+  base=2)`, and lies in [0, 1]. `p` and `q` must already be normalised.
   """
   p, q = _as_float(p), _as_float(q)
   q = tf.cast(q, p.dtype)
@@ -97,16 +98,16 @@ def jensen_shannon_divergence(p, q) -> tf.Tensor:
   kl_pm = tf.reduce_sum(tf.math.xlogy(p, p) - tf.math.xlogy(p, m), axis=-1)
   kl_qm = tf.reduce_sum(tf.math.xlogy(q, q) - tf.math.xlogy(q, m), axis=-1)
   # Rounding can give tiny negatives for identical rows.
-  return tf.maximum(0.5 * (kl_pm + kl_qm), 0.0)
+  return tf.maximum(0.5 * (kl_pm + kl_qm), 0.0) / math.log(2.0)
 
 
 def adjacent_head_jsd(probs_prev, probs, mask) -> tf.Tensor:
-  """Per-token JSD (nats) between head i of layer L-1 and head i of layer L.
+  """Per-token JSD (bits) between head i of layer L-1 and head i of layer L.
 
   For each example, head and unpadded query token t, the divergence between
   the attention distributions `probs_prev[b, i, t, :]` and `probs[b, i, t, :]`
   over the unpadded keys (see `jensen_shannon_divergence`: the square of
-  scipy's `jensenshannon` distance with base e; range [0, ln 2]).
+  scipy's `jensenshannon` distance with base 2; range [0, 1]).
 
   Args:
     probs_prev: `[batch, heads, query, key]` probabilities of layer L-1.

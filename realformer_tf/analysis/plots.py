@@ -6,9 +6,7 @@ heads sorted by their median (ascending). A violin's colour encodes its
 median against the paper's thresholds:
 
 * entropy (nats): red > 4.5, yellow 1.5-4.5, blue < 1.5;
-* JSD (nats):     red > 0.75, yellow 0.25-0.75, blue < 0.25.
-
-Note that the JSD in nats is at most ln 2 = 0.693, below the red threshold.
+* JSD (bits, in [0, 1]): red > 0.75, yellow 0.25-0.75, blue < 0.25.
 """
 
 import dataclasses
@@ -36,8 +34,8 @@ _METRICS = {
         what="entropy"),
     "jsd": dict(
         thresholds=JSD_THRESHOLDS,
-        ylabel="JSD (nats); one row per pair of adjacent layers",
-        title=("Jensen-Shannon divergence per token (nats, max ln 2 = 0.69) "
+        ylabel="JSD (bits); one row per pair of adjacent layers",
+        title=("Jensen-Shannon divergence per token (bits, max 1) "
                "between\nhead h of layer l-1 and head h of layer l; heads "
                "sorted by median"),
         what="JSD"),

@@ -481,11 +481,12 @@ def write_outputs(models: Sequence[LoadedModel],
   summary = dict(
       settings=dict(
           settings,
-          units="nats",
+          units="entropy: nats; jsd: bits",
           entropy_thresholds=list(plots.ENTROPY_THRESHOLDS),
           jsd_thresholds=list(plots.JSD_THRESHOLDS),
-          jsd_definition=("0.5 KL(P||M) + 0.5 KL(Q||M), M=(P+Q)/2, natural "
-                          "log = scipy jensenshannon(p, q)**2; max ln 2"),
+          jsd_definition=("0.5 KL(P||M) + 0.5 KL(Q||M), M=(P+Q)/2, log "
+                          "base 2 = scipy jensenshannon(p, q, base=2)**2; "
+                          "max 1"),
           layers="0-based: layer l is transformer/layer_l; jsd[layer=l] "
                  "compares head h of layer l-1 and layer l",
           quantiles="from a seeded reservoir sample of reservoir_size values "

@@ -44,7 +44,7 @@ def _check_outputs(output_dir, num_models, lengths):
     for head in model["entropy"][1]["heads"]:
       assert 0.0 <= head["min"] and head["max"] <= math.log(16) + 1e-5
     for head in model["jsd"][0]["heads"]:
-      assert 0.0 <= head["min"] and head["max"] <= math.log(2) + 1e-6
+      assert 0.0 <= head["min"] and head["max"] <= 1.0 + 1e-6  # bits
     magnitude = model["score_magnitude"]
     assert [m["layer"] for m in magnitude] == [0, 1]
     assert all(m["count"] == 4 * sum(n * n for n in lengths) for m in magnitude)
@@ -82,7 +82,7 @@ def test_default_validation_data_matches_direct_scipy_computation(
                 sp_stats.entropy(probs[layer][b, h, t, :n]))
             if layer:
               jsds.setdefault(h, []).append(distance.jensenshannon(
-                  probs[0][b, h, t, :n], probs[1][b, h, t, :n]) ** 2)
+                  probs[0][b, h, t, :n], probs[1][b, h, t, :n], base=2) ** 2)
   for (layer, h), values in entropies.items():
     head = model["entropy"][layer]["heads"][h]
     q1, median, q3 = np.percentile(values, [25, 50, 75])

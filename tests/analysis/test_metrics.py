@@ -41,7 +41,7 @@ def test_entropy_matches_scipy_with_padding():
   np.testing.assert_allclose(got[1, 1, 2], math.log(2), rtol=1e-12)
 
 
-def test_jsd_is_squared_scipy_jensenshannon_base_e():
+def test_jsd_is_squared_scipy_jensenshannon_base_2():
   probs, mask = _handmade()
   prev = probs[:, ::-1]  # compare head 0 with head 1 etc.: non-trivial pairs
   got = metrics.adjacent_head_jsd(prev, probs, mask).numpy()
@@ -51,16 +51,17 @@ def test_jsd_is_squared_scipy_jensenshannon_base_e():
     for h in range(2):
       for t in range(4):
         want = distance.jensenshannon(prev[b, h, t, keys], probs[b, h, t, keys],
-                                      base=math.e) ** 2
+                                      base=2) ** 2
         np.testing.assert_allclose(got[b, h, t], want, rtol=1e-9, atol=1e-12)
-  # Identical rows: 0; disjoint supports: the maximum, ln 2.
+  # Identical rows: 0; disjoint supports: the maximum, 1 bit.
   np.testing.assert_allclose(
       metrics.adjacent_head_jsd(probs, probs, mask).numpy(), 0.0, atol=1e-12)
   p = np.zeros([1, 1, 1, 4]); p[..., :2] = 0.5
   q = np.zeros([1, 1, 1, 4]); q[..., 2:] = 0.5
   np.testing.assert_allclose(
       metrics.adjacent_head_jsd(p, q, np.ones([1, 4])).numpy(),
-      [[[metrics.JSD_MAX_NATS]]], rtol=1e-12)
+      [[[1.0]]], rtol=1e-12)
+  assert metrics.JSD_MAX == 1.0
 
 
 def test_uniform_attention_has_entropy_log_n():
