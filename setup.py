@@ -12,6 +12,8 @@ INSTALL_REQUIRES = [
     "absl-py",
     "numpy",
     "pyyaml",
+    "matplotlib",  # attention analysis figures
+    "tqdm",        # analysis progress bar
 ]
 
 setuptools.setup(
@@ -19,9 +21,11 @@ setuptools.setup(
     version="0.1.0",
     description="RealFormer: Transformer Likes Residual Attention, on TF Model Garden",
     packages=setuptools.find_packages(include=["realformer_tf", "realformer_tf.*"]),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.12",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest", "pytest-xdist", "scipy", "scikit-learn", "matplotlib"],
+        "test": ["pytest", "pytest-xdist", "scipy", "scikit-learn"],
     },
 )
