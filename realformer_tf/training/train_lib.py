@@ -1,0 +1,281 @@
+"""What train.py runs: Model Garden's parse -> check -> `train_lib.run_experiment`.
+
+The flow is `official/nlp/train.py`'s, with three additions:
+  * `ExperimentParser`: Model Garden's `train_utils.ExperimentParser` whose
+    errors name the unknown experiment (listing the registered `realformer/*`
+    ones), the config file and the full dotted path of an unknown key;
+  * before anything is written: the experiment's own data is built
+    (`experiments.prepare_data`, the quickstart corpus) and the config is
+    checked against its inputs (`configs/validation.py`);
+  * the trainer is `training/trainer.py`'s (examples/sec, non-finite loss
+    stop), passed to Model Garden's `run_experiment`, which still builds the
+    checkpoint manager (resume from the latest checkpoint in `model_dir`),
+    the Orbit controller and the TensorBoard summaries.
+
+Everything else (strategies, mixed precision, checkpoints, summaries, modes)
+is Model Garden's.
+"""
+
+import functools
+import os
+import pprint
+from typing import Any, Dict, List, Mapping, Optional
+
+from absl import logging
+import tensorflow as tf
+import yaml
+
+from official.common import distribute_utils
+from official.core import config_definitions as cfg
+from official.core import exp_factory
+from official.core import task_factory
+from official.core import train_lib
+from official.core import train_utils
+from official.modeling import hyperparams
+from official.modeling import performance
+from realformer_tf.configs import experiments
+from realformer_tf.configs import validation
+from realformer_tf.training import trainer as trainer_lib
+
+EXPERIMENT_PREFIX = "realformer/"
+
+
+def registered_experiments(prefix: str = EXPERIMENT_PREFIX) -> List[str]:
+  """Names of the registered experiments starting with `prefix`, sorted."""
+  names = []
+
+  def walk(collection, path):
+    for key, value in collection.items():
+      name = f"{path}/{key}" if path else key
+      if isinstance(value, dict):
+        walk(value, name)
+      else:
+        names.append(name)
+
+  # Model Garden keeps its registry as a nested dict keyed by the `/` parts.
+  walk(exp_factory._REGISTERED_CONFIGS, "")  # pylint: disable=protected-access
+  return sorted(n for n in names if n.startswith(prefix))
+
+
+def _unknown_key(config, overrides: Mapping[str, Any],
+                 prefix: str = "") -> Optional[str]:
+  """The dotted path of the first key in `overrides` that `config` lacks."""
+  if not isinstance(overrides, Mapping) or not hasattr(config, "as_dict"):
+    return None
+  fields = config.as_dict()
+  for key, value in overrides.items():
+    path = f"{prefix}{key}"
+    if key not in fields:
+      return (f"{path} (not a field of {type(config).__name__}; its fields: "
+              f"{', '.join(sorted(fields))})")
+    child = getattr(config, key)
+    if isinstance(value, Mapping):
+      found = _unknown_key(child, value, path + ".")
+      if found:
+        return found
+    elif isinstance(value, list) and isinstance(child, list) and child:
+      for i, item in enumerate(value):
+        found = _unknown_key(child[0], item, f"{path}[{i}].")
+        if found:
+          return found
+  return None
+
+
+def _override(params: cfg.ExperimentConfig, overrides: Dict[str, Any],
+              source: str) -> cfg.ExperimentConfig:
+  """`params.override(overrides, is_strict=True)`, errors naming `source`."""
+  try:
+    params.override(overrides, is_strict=True)
+  except KeyError as e:
+    where = _unknown_key(params, overrides)
+    raise ValueError(
+        f"{source}: unknown config key {where or e}.") from None
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"{source}: {e}") from None
+  return params
+
+
+class ExperimentParser(train_utils.ExperimentParser):
+  """Model Garden's flag parser with errors naming the flag, file and key.
+
+  Same order as the base class: the registered experiment, each
+  `--config_file` in turn (later ones override earlier ones), `--tpu`,
+  `--tf_data_service`, then `--params_override`.
+  """
+
+  def base_experiment(self):
+    name = self._flags_obj.experiment
+    known = ", ".join(registered_experiments()) or "none"
+    if not name:
+      raise ValueError(
+          f"--experiment is required; registered RealFormer experiments: "
+          f"{known}.")
+    try:
+      return exp_factory.get_exp_config(name)
+    except (KeyError, LookupError):
+      raise ValueError(
+          f"Unknown --experiment={name!r}; registered RealFormer "
+          f"experiments: {known}.") from None
+
+  def parse_config_file(self, params):
+    for path in self._flags_obj.config_file or []:
+      source = f"--config_file={path}"
+      if not tf.io.gfile.exists(path):
+        raise ValueError(f"{source}: file not found.")
+      try:
+        overrides = hyperparams.read_yaml_to_params_dict(path).as_dict()
+      except yaml.YAMLError as e:
+        raise ValueError(f"{source}: not valid YAML: {e}") from None
+      except (TypeError, ValueError, AttributeError) as e:
+        raise ValueError(
+            f"{source}: expected a YAML mapping of config keys ({e}).") from None
+      _override(params, overrides, source)
+    return params
+
+  def parse_params_override(self, params):
+    value = self._flags_obj.params_override
+    if not value:
+      return params
+    source = f"--params_override={value}"
+    try:
+      # Model Garden's own parsing ("a.b=1,c=2", a YAML/JSON string or a YAML
+      # file), into an empty non-strict ParamsDict to get the nested dict.
+      overrides = hyperparams.override_params_dict(
+          hyperparams.ParamsDict(), value, is_strict=False).as_dict()
+    except (yaml.YAMLError, ValueError, TypeError, tf.errors.OpError) as e:
+      raise ValueError(f"{source}: cannot parse it ({e}).") from None
+    return _override(params, overrides, source)
+
+
+def parse_configuration(flags_obj) -> cfg.ExperimentConfig:
+  """`train_utils.parse_configuration` with `ExperimentParser`, not locked.
+
+  Args:
+    flags_obj: The absl FLAGS or a `train_utils.ParseConfigOptions`: needs
+      `experiment`, `config_file`, `params_override`, `tpu` (and optionally
+      `tf_data_service`).
+
+  Returns:
+    The unlocked experiment config, its restrictions and encoder checked.
+  """
+  params = ExperimentParser(flags_obj).parse()
+  params.validate()
+  validation.validate_model(params)
+  return params
+
+
+def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
+                         model_dir: str,
+                         quickstart_input_files=None) -> cfg.ExperimentConfig:
+  """Builds self-made data, checks config and inputs, and locks `params`."""
+  if mode not in validation.MODES:
+    raise ValueError(f"--mode={mode!r} is not supported by train.py; use one "
+                     f"of {', '.join(validation.MODES)}.")
+  if not model_dir:
+    raise ValueError("--model_dir is required.")
+  experiments.prepare_data(params, model_dir, quickstart_input_files)
+  validation.validate_experiment(params, mode)
+  validation.validate_runtime(params)
+  params.validate()
+  params.lock()
+  return params
+
+
+class _LastOutput:
+  """Orbit action keeping the last output it saw."""
+
+  def __init__(self):
+    self.output = None
+
+  def __call__(self, output):
+    self.output = output
+
+
+def _log(message: str) -> None:
+  # Like Orbit's controller: absl log and stdout.
+  logging.info(message)
+  print(message, flush=True)
+
+
+def run(flags_obj) -> Mapping[str, Any]:
+  """Parses, checks, trains and/or evaluates as `flags_obj.mode` says.
+
+  Args:
+    flags_obj: absl FLAGS (see train.py): experiment, mode, model_dir,
+      config_file, params_override, tpu, tf_data_service,
+      quickstart_input_files, enable_async_checkpointing.
+
+  Returns:
+    The last evaluation's metrics (empty if the mode does not evaluate).
+  """
+  mode = flags_obj.mode
+  model_dir = flags_obj.model_dir
+  params = parse_configuration(flags_obj)
+  params = prepare_and_validate(
+      params, mode, model_dir,
+      getattr(flags_obj, "quickstart_input_files", None))
+  logging.info("Final experiment parameters:\n%s",
+               pprint.pformat(params.as_dict()))
+
+  # As official/nlp/train.py: 'mixed_float16'/'mixed_bfloat16' policies; the
+  # loss scale applies with float16 only.
+  if params.runtime.mixed_precision_dtype:
+    performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
+  strategy = distribute_utils.get_distribution_strategy(
+      distribution_strategy=params.runtime.distribution_strategy,
+      all_reduce_alg=params.runtime.all_reduce_alg,
+      num_gpus=params.runtime.num_gpus,
+      tpu_address=params.runtime.tpu,
+      **params.runtime.model_parallelism())
+  validation.validate_batch_sizes(params, mode, strategy.num_replicas_in_sync)
+  if mode in validation.TRAIN_MODES:
+    # Pure eval modes do not write it, so that a continuous eval job does not
+    # race the train job (as official/nlp/train.py).
+    train_utils.serialize_config(params, model_dir)
+
+  with strategy.scope():
+    task = task_factory.get_task(params.task, logging_dir=model_dir)
+    trainer = train_utils.create_trainer(
+        params, task,
+        train=mode in validation.TRAIN_MODES,
+        evaluate=mode in validation.EVAL_MODES,
+        checkpoint_exporter=train_lib.maybe_create_best_ckpt_exporter(
+            params, model_dir),
+        trainer_cls=functools.partial(trainer_lib.Trainer,
+                                      model_dir=model_dir))
+  last_eval = _LastOutput()
+  # official/nlp/train.py retries here after a TPU preemption through a
+  # preemption watcher that its open-source build leaves disabled; a rerun of
+  # the same command resumes from the latest checkpoint instead.
+  _, eval_logs = train_lib.run_experiment(
+      distribution_strategy=strategy,
+      task=task,
+      mode=mode,
+      params=params,
+      model_dir=model_dir,
+      trainer=trainer,
+      eval_actions=[last_eval],
+      enable_async_checkpointing=getattr(
+          flags_obj, "enable_async_checkpointing", False))
+  final = dict(eval_logs or last_eval.output or {})
+  if final:
+    values = {k: float(v) for k, v in sorted(final.items())
+              if getattr(v, "shape", ()) == () or isinstance(v, float)}
+    _log(f"final eval | step: {int(trainer.global_step.numpy())} | " +
+         " | ".join(f"{k}: {v:.4f}" for k, v in values.items()))
+  return final
+
+
+def checkpoint_step(path: str) -> int:
+  """The global step stored in a train.py checkpoint (a path or prefix)."""
+  reader = tf.train.load_checkpoint(path)
+  return int(reader.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def list_checkpoints(model_dir: str) -> List[str]:
+  """The checkpoints `model_dir/checkpoint` lists, oldest first."""
+  state = tf.train.get_checkpoint_state(model_dir)
+  if not state:
+    return []
+  return [p if os.path.isabs(p) else os.path.join(model_dir, p)
+          for p in state.all_model_checkpoint_paths]

@@ -1,0 +1,141 @@
+"""Model Garden's `Trainer`, plus throughput logging and a non-finite loss stop.
+
+Model Garden's `base_trainer.Trainer` already logs the loss, the task's
+metrics (e.g. `masked_lm_accuracy`) and the learning rate after each train
+loop, and Orbit adds `steps_per_second`. This subclass adds
+`examples_per_second` to the same logs (console and TensorBoard) and stops
+the run when the training loss becomes NaN or Inf, naming the first bad step.
+
+Why not Model Garden's own blow-up handling: `actions.RecoveryCondition`
+(`trainer.recovery_max_trials`, `trainer.loss_upper_bound`) looks at the
+loop's *mean* loss after the loop and, with the default
+`recovery_max_trials=0`, raises "The loss value is NaN after training loop"
+without a step. Here every step's loss is checked: the per-replica losses are
+all-reduced (one scalar per step) so every replica sees the same verdict,
+and two per-replica counters record the first non-finite step of the loop.
+After the loop (on the host, so it works on TPU too) the trainer raises
+`NonFiniteLossError` before Orbit's actions and checkpointing run, so no
+checkpoint holds NaN weights. With `trainer.recovery_max_trials > 0` it only
+logs the step and leaves the roll-back to Model Garden's recovery action.
+"""
+
+import time
+from typing import Optional
+
+from absl import logging
+import tensorflow as tf
+import tf_keras
+
+from official.core import base_trainer
+
+
+class NonFiniteLossError(RuntimeError):
+  """The training loss became NaN or Inf."""
+
+  def __init__(self, message: str, step: int):
+    super().__init__(message)
+    self.step = step
+
+
+class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
+  """`Mean` of the training loss that also finds the loop's first bad step.
+
+  Stands in for Model Garden's `training_loss` metric, which the trainer
+  updates with each replica's loss once per step (the hook used here).
+  `first_nonfinite_step()` is the 1-based index, within the current loop, of
+  the first step whose loss summed over replicas was not finite (0: none);
+  `first_nonfinite_loss()` is that sum. `reset_state` (called by the trainer
+  after each loop) clears both.
+  """
+
+  def __init__(self, name: str = "training_loss", dtype=tf.float32):
+    super().__init__(name=name, dtype=dtype)
+    # ONLY_FIRST_REPLICA: every replica holds the same values (the check uses
+    # all-reduced losses), so reading replica 0's is exact.
+    only_first = tf.VariableAggregation.ONLY_FIRST_REPLICA
+    self._steps = self.add_weight(
+        "loop_steps", initializer="zeros", aggregation=only_first)
+    self._first_bad = self.add_weight(
+        "first_nonfinite_step", initializer="zeros", aggregation=only_first)
+    self._first_bad_loss = self.add_weight(
+        "first_nonfinite_loss", initializer="zeros", aggregation=only_first)
+
+  def update_state(self, values, sample_weight=None):
+    values = tf.cast(values, self.dtype)
+    replica_context = tf.distribute.get_replica_context()
+    total = (replica_context.all_reduce(tf.distribute.ReduceOp.SUM, values)
+             if replica_context is not None else values)
+    total = tf.reduce_sum(total)
+    steps = self._steps.assign_add(1.0)
+    is_first = tf.logical_and(tf.logical_not(tf.math.is_finite(total)),
+                              tf.equal(self._first_bad, 0.0))
+    self._first_bad.assign(tf.where(is_first, steps, self._first_bad))
+    self._first_bad_loss.assign(
+        tf.where(is_first, total, self._first_bad_loss))
+    return super().update_state(values, sample_weight)
+
+  def first_nonfinite_step(self) -> int:
+    return int(self._first_bad.numpy())
+
+  def first_nonfinite_loss(self) -> float:
+    return float(self._first_bad_loss.numpy())
+
+
+class Trainer(base_trainer.Trainer):
+  """`base_trainer.Trainer` + `examples_per_second` + non-finite loss stop."""
+
+  def __init__(self, *args, model_dir: Optional[str] = None, **kwargs):
+    """Same arguments as `base_trainer.Trainer`.
+
+    Args:
+      *args: Passed to `base_trainer.Trainer`.
+      model_dir: Where checkpoints go; only used to name the latest good
+        checkpoint in the non-finite loss error.
+      **kwargs: Passed to `base_trainer.Trainer`.
+    """
+    super().__init__(*args, **kwargs)
+    self._model_dir = model_dir
+    # Replaces the plain `Mean` built by the base class (same name, same
+    # logged value); created here, inside the strategy scope, like it.
+    self._train_loss = LossMeanWithNonFiniteTracking("training_loss")
+    self._loop_start_time = None
+    self._loop_start_step = 0
+
+  def train_loop_begin(self):
+    super().train_loop_begin()
+    self._loop_start_step = int(self.global_step.numpy())
+    self._loop_start_time = time.time()
+
+  def train_loop_end(self):
+    """Raises on a non-finite loss, else the base logs + examples_per_second."""
+    self.join()
+    end_step = int(self.global_step.numpy())
+    bad = self._train_loss.first_nonfinite_step()
+    if bad:
+      self._non_finite_loss(self._loop_start_step + bad, end_step)
+    logs = super().train_loop_end()
+    elapsed = time.time() - self._loop_start_time
+    steps = end_step - self._loop_start_step
+    if elapsed > 0 and steps > 0:
+      logs["examples_per_second"] = (
+          steps * self.config.task.train_data.global_batch_size / elapsed)
+    return logs
+
+  def _non_finite_loss(self, step: int, end_step: int) -> None:
+    value = self._train_loss.first_nonfinite_loss()
+    trials = self.config.trainer.recovery_max_trials
+    message = (
+        f"Training loss became non-finite ({value}) at step {step} (train "
+        f"loop of steps {self._loop_start_step + 1}-{end_step}).")
+    if trials > 0:
+      logging.warning("%s trainer.recovery_max_trials=%d: Model Garden's "
+                      "recovery restores the last checkpoint.", message,
+                      trials)
+      return
+    latest = (tf.train.latest_checkpoint(self._model_dir)
+              if self._model_dir else None)
+    raise NonFiniteLossError(
+        f"{message} Training stopped; nothing from this loop was "
+        f"checkpointed (latest checkpoint: {latest or 'none'}). Lower "
+        "trainer.optimizer_config.learning_rate, check the input data, or "
+        "set trainer.recovery_max_trials > 0 to roll back and retry.", step)

@@ -1,0 +1,209 @@
+"""Tiny pre-training data, configs and subprocess helpers for the trainer tests."""
+
+import os
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import yaml
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN_PY = os.path.join(REPO_ROOT, "train.py")
+SHARED_DATA = os.environ.get(
+    "REALFORMER_SHARED_DATA", os.path.join(REPO_ROOT, "..", "shared", "data"))
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+# A RealFormer small enough to train a few steps in seconds on one core.
+TINY_SEQ_LENGTH = 16
+TINY_MAX_PREDICTIONS = 3
+TINY_VOCAB_SIZE = 64
+
+
+def write_vocab(path: str, size: int = TINY_VOCAB_SIZE) -> str:
+  """A valid WordPiece vocabulary of `size` tokens ([PAD] first)."""
+  tokens = SPECIAL_TOKENS + [f"tok{i}" for i in range(size - len(SPECIAL_TOKENS))]
+  with open(path, "w") as f:
+    f.write("\n".join(tokens) + "\n")
+  return path
+
+
+def _int_feature(values):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def _float_feature(values):
+  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def write_pretraining_records(path: str,
+                              num_examples: int,
+                              seq_length: int = TINY_SEQ_LENGTH,
+                              max_predictions: int = TINY_MAX_PREDICTIONS,
+                              vocab_size: int = TINY_VOCAB_SIZE,
+                              seed: int = 0,
+                              poison_index: Optional[int] = None) -> str:
+  """BERT MLM/NSP records as Model Garden's `BertPretrainDataLoader` reads.
+
+  Every example has exactly `max_predictions` masked positions (weight 1), so
+  a per-replica mean loss averaged over equal replica batches equals the
+  global mean. Example `poison_index`, if set, gets NaN masked-LM weights.
+  """
+  rng = np.random.RandomState(seed)
+  with tf.io.TFRecordWriter(path) as writer:
+    for i in range(num_examples):
+      length = rng.randint(seq_length // 2, seq_length + 1)
+      ids = rng.randint(5, vocab_size, size=length)
+      ids[0] = 2  # [CLS]
+      ids[length - 1] = 3  # [SEP]
+      split = length // 2
+      ids[split] = 3
+      input_ids = list(ids) + [0] * (seq_length - length)
+      mask = [1] * length + [0] * (seq_length - length)
+      segments = [0] * (split + 1) + [1] * (length - split - 1) + [0] * (
+          seq_length - length)
+      positions = sorted(rng.choice(
+          [p for p in range(1, length - 1) if p != split], max_predictions,
+          replace=False))
+      masked_ids = [input_ids[p] for p in positions]
+      for p in positions:
+        input_ids[p] = 4  # [MASK]
+      weights = [1.0] * max_predictions
+      if poison_index == i:
+        weights = [float("nan")] * max_predictions
+      example = tf.train.Example(features=tf.train.Features(feature={
+          "input_ids": _int_feature(input_ids),
+          "input_mask": _int_feature(mask),
+          "segment_ids": _int_feature(segments),
+          "masked_lm_positions": _int_feature(positions),
+          "masked_lm_ids": _int_feature(masked_ids),
+          "masked_lm_weights": _float_feature(weights),
+          "next_sentence_labels": _int_feature([int(rng.randint(2))]),
+      }))
+      writer.write(example.SerializeToString())
+  return path
+
+
+def tiny_overrides(train_file: str,
+                   eval_file: str,
+                   vocab_file: str = "",
+                   train_steps: int = 6,
+                   batch_size: int = 8,
+                   dropout: float = 0.1,
+                   steps_per_loop: int = 2,
+                   checkpoint_interval: int = 2,
+                   learning_rate: float = 1e-3,
+                   scale_loss: bool = False,
+                   sgd: bool = False) -> Dict:
+  """Overrides turning `realformer/pretraining` into a seconds-long run.
+
+  `sgd`: SGD with momentum at a constant rate instead of the paper's AdamW.
+  """
+  data = dict(seq_length=TINY_SEQ_LENGTH,
+              max_predictions_per_seq=TINY_MAX_PREDICTIONS,
+              global_batch_size=batch_size)
+  overrides = {
+      "task": {
+          "vocab_file": vocab_file,
+          "scale_loss": scale_loss,
+          "model": {
+              "encoder": {
+                  "type": "any",
+                  "any": {
+                      "vocab_size": TINY_VOCAB_SIZE,
+                      "hidden_size": 16,
+                      "num_layers": 2,
+                      "num_attention_heads": 2,
+                      "intermediate_size": 32,
+                      "max_position_embeddings": 32,
+                      "dropout_rate": dropout,
+                      "attention_dropout_rate": dropout,
+                  },
+              },
+              "cls_heads": [{"inner_dim": 16, "num_classes": 2,
+                             "dropout_rate": dropout,
+                             "name": "next_sentence"}],
+          },
+          "train_data": dict(data, input_path=train_file,
+                             shuffle_buffer_size=1),
+          "validation_data": dict(data, input_path=eval_file,
+                                  drop_remainder=False),
+      },
+      "trainer": {
+          "train_steps": train_steps,
+          "steps_per_loop": steps_per_loop,
+          "summary_interval": steps_per_loop,
+          "checkpoint_interval": checkpoint_interval,
+          "validation_interval": train_steps,
+          "validation_steps": -1,
+          "max_to_keep": 3,
+          "optimizer_config": {
+              "learning_rate": {"polynomial": {
+                  "initial_learning_rate": learning_rate,
+                  "decay_steps": train_steps}},
+              "warmup": {"polynomial": {"warmup_steps": 2}},
+          },
+      },
+  }
+  if sgd:
+    optimizer = overrides["trainer"]["optimizer_config"]
+    optimizer["optimizer"] = {"type": "sgd", "sgd": {"momentum": 0.9}}
+    optimizer["learning_rate"] = {"type": "constant",
+                                  "constant": {"learning_rate": learning_rate}}
+    optimizer["warmup"] = {"type": None}
+  return overrides
+
+
+def write_yaml(path: str, content: Dict) -> str:
+  with open(path, "w") as f:
+    yaml.safe_dump(content, f)
+  return path
+
+
+def make_tiny_run(tmp_path, num_train: int = 64, num_eval: int = 16,
+                  poison_index: Optional[int] = None, **overrides) -> Dict:
+  """Writes data, vocab and a tiny-config YAML under `tmp_path`."""
+  data_dir = tmp_path / "data"
+  data_dir.mkdir(exist_ok=True)
+  train_file = write_pretraining_records(
+      str(data_dir / "train.tfrecord"), num_train, poison_index=poison_index)
+  eval_file = write_pretraining_records(
+      str(data_dir / "eval.tfrecord"), num_eval, seed=1)
+  vocab_file = write_vocab(str(data_dir / "vocab.txt"))
+  config = write_yaml(
+      str(tmp_path / "tiny.yaml"),
+      tiny_overrides(train_file, eval_file, vocab_file, **overrides))
+  return dict(train_file=train_file, eval_file=eval_file,
+              vocab_file=vocab_file, config_file=config)
+
+
+def subprocess_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+  env = dict(os.environ)
+  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  env["CUDA_VISIBLE_DEVICES"] = ""
+  env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+  # One intra-op thread per process keeps parallel test processes from
+  # oversubscribing the cores.
+  env.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+  env.setdefault("TF_NUM_INTEROP_THREADS", "2")
+  if extra:
+    env.update(extra)
+  return env
+
+
+def train_command(model_dir: str, config_files: Sequence[str] = (),
+                  experiment: str = "realformer/pretraining",
+                  mode: str = "train", extra: Sequence[str] = ()) -> List[str]:
+  return ([sys.executable, TRAIN_PY, f"--experiment={experiment}",
+           f"--mode={mode}", f"--model_dir={model_dir}"] +
+          [f"--config_file={c}" for c in config_files] + list(extra))
+
+
+def run_train(model_dir: str, config_files: Sequence[str] = (),
+              timeout: int = 240, **kwargs) -> subprocess.CompletedProcess:
+  """Runs train.py to completion; returns the finished process."""
+  return subprocess.run(
+      train_command(model_dir, config_files, **kwargs), cwd=REPO_ROOT,
+      env=subprocess_env(), capture_output=True, text=True, timeout=timeout)

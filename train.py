@@ -1,0 +1,67 @@
+r"""RealFormer training driver, on TF Model Garden (mirrors official/nlp/train.py).
+
+Pre-train the quickstart model (builds its own data in DIR/data):
+
+  python train.py --experiment=realformer/quickstart --mode=train_and_eval \
+      --model_dir=/tmp/realformer_quickstart
+
+Paper recipe (BERT-Base RealFormer on TPU):
+
+  python train.py --experiment=realformer/pretraining --mode=train \
+      --model_dir=gs://bucket/realformer_base \
+      --config_file=official_configs/models/bert_base.yaml \
+      --config_file=official_configs/experiments/pretrain_paper.yaml \
+      --config_file=official_configs/runtime/tpu.yaml --tpu=my-tpu \
+      --params_override=task.train_data.input_path=gs://bucket/wiki/train-*
+
+Flags are Model Garden's (`official.common.flags`): --experiment, --mode
+(train, eval, train_and_eval, continuous_eval, train_and_post_eval),
+--model_dir, --config_file (repeatable; later files override earlier ones),
+--params_override (applied last), --tpu, --gin_file, --gin_params; plus
+--quickstart_input_files and --enable_async_checkpointing.
+
+A rerun of the same command resumes from the latest checkpoint in
+--model_dir and stops at trainer.train_steps.
+"""
+
+import os
+
+from absl import app
+from absl import flags
+from absl import logging
+import gin
+
+# pylint: disable=unused-import
+from realformer_tf.configs import experiments
+# Fine-tuning experiments (realformer/glue, realformer/squad), when present.
+if os.path.exists(os.path.join(os.path.dirname(experiments.__file__),
+                               "finetuning.py")):
+  from realformer_tf.configs import finetuning  # pylint: disable=g-import-not-at-top
+# pylint: enable=unused-import
+from official.common import flags as tfm_flags
+from official.core import train_utils
+from realformer_tf.training import train_lib
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_list(
+    "quickstart_input_files", None,
+    "realformer/quickstart only: BERT-format text files (one sentence per "
+    "line, blank line between documents) to build the corpus from, instead "
+    "of the Python standard library docstrings.")
+flags.DEFINE_bool(
+    "enable_async_checkpointing", True,
+    "Save checkpoints in a background thread (as official/nlp/train.py).")
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_params)
+  train_lib.run(FLAGS)
+  train_utils.save_gin_config(FLAGS.mode, FLAGS.model_dir)
+
+
+if __name__ == "__main__":
+  tfm_flags.define_flags()
+  flags.mark_flags_as_required(["experiment", "mode", "model_dir"])
+  app.run(main)
