@@ -1,0 +1,319 @@
+"""In-graph text preprocessing for the exported signatures (tensorflow-text).
+
+Everything here runs inside the SavedModel, so a client sends raw UTF-8 text.
+The ids are the ones the training data code produces for the same text:
+
+* Tokenization: `tensorflow_text.BertTokenizer` over the model's vocabulary
+  with the `lower_case` setting of the run, exactly as
+  `realformer_tf.data.tokenization.make_tokenizer` builds it for the
+  TFRecords (same table semantics: line number = id). The vocabulary is a
+  SavedModel asset (`assets/vocab.txt`), not a graph constant.
+* Packing `[CLS] a [SEP]` / `[CLS] a [SEP] b [SEP]` (type ids 0, then 1),
+  padded with 0 to `max_seq_length` (`tensorflow_text.combine_segments`,
+  `pad_model_inputs`).
+* Truncation. One segment: its first `max_seq_length - 2` tokens. Pairs:
+  `tensorflow_text.RoundRobinTrimmer`, which keeps the same lengths as BERT's
+  `truncate_seq_pair` (longest side first, ties from b) that
+  `realformer_tf.data.glue` applies (`glue.truncated_lengths`; the tests check
+  all lengths up to 14 + 14 tokens). Pre-training records were truncated from a
+  random end (`pretraining_data.truncate_seq_pair`), which a server cannot
+  reproduce; serving cuts from the end.
+* SQuAD: `squad_windows` rebuilds Model Garden's `squad_lib` features: the
+  question cut to `max_query_length` tokens, the context split on squad_lib's
+  whitespace and tokenized word by word, then cut into windows of
+  `max_seq_length - len(question) - 3` tokens every `min(window, doc_stride)`
+  tokens, with the "max context" flag of each token.
+"""
+
+from typing import Dict, List, Sequence, Tuple
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from realformer_tf.data import tokenization
+
+# squad_lib's `_is_whitespace`: the only characters that separate context
+# words there (other Unicode spaces stay inside words and are split again by
+# the BERT basic tokenizer).
+SQUAD_WHITESPACE_REGEX = "[ \t\r\n\u202f]"
+
+MASK_TOKEN = tokenization.MASK
+
+
+def assert_has_tokens(tokens: tf.RaggedTensor, name: str) -> tf.Operation:
+  """Asserts that no row of `tokens` is empty, naming the bad rows."""
+  lengths = tokens.row_lengths()
+  return tf.debugging.Assert(
+      tf.reduce_all(lengths > 0),
+      [f"Invalid input: `{name}` holds an empty string (or text with no "
+       "WordPiece token: only whitespace or control characters) at batch "
+       "positions", tf.where(tf.equal(lengths, 0))[:, 0],
+       "; send non-empty UTF-8 text."],
+      name=f"check_{name}_not_empty")
+
+
+def assert_same_batch(first: tf.Tensor, second: tf.Tensor, first_name: str,
+                      second_name: str) -> tf.Operation:
+  """Asserts equal leading dimensions of two inputs."""
+  return tf.debugging.assert_equal(
+      tf.shape(first)[0], tf.shape(second)[0],
+      message=(f"Invalid input: `{first_name}` and `{second_name}` must have "
+               "the same batch size"))
+
+
+class BertTextPacker(tf.Module):
+  """WordPiece tokenization and BERT input packing from a vocabulary asset.
+
+  Attributes:
+    vocab: The validated tokens, in id order.
+    vocab_asset: The `tf.saved_model.Asset` of the vocabulary file.
+    max_seq_length: Length of the packed (padded) sequences.
+    lower_case: Whether text is lower-cased and accent-stripped.
+  """
+
+  def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int,
+               name: str = "text_packer"):
+    """Builds the lookup tables and the tokenizer.
+
+    Args:
+      vocab_file: A vocabulary file whose lines are exactly the tokens (no
+        carriage returns; `load_vocab` validates it). Exported as an asset.
+      lower_case: The tokenizer's `lower_case`, as used for the training data.
+      max_seq_length: Packed sequence length, at least 3.
+      name: Module name.
+    """
+    super().__init__(name=name)
+    if max_seq_length < 3:
+      raise ValueError(f"max_seq_length={max_seq_length} leaves no room for "
+                       "text between [CLS] and [SEP].")
+    self.vocab = tokenization.load_vocab(vocab_file)
+    self.lower_case = bool(lower_case)
+    self.max_seq_length = int(max_seq_length)
+    self.vocab_asset = tf.saved_model.Asset(vocab_file)
+    ids = {token: i for i, token in enumerate(self.vocab)}
+    self.cls_id = ids[tokenization.CLS]
+    self.sep_id = ids[tokenization.SEP]
+    self.mask_id = ids[tokenization.MASK]
+    # As `tokenization.make_tokenizer`: token -> line number, one OOV bucket
+    # (BertTokenizer emits [UNK] itself for words it cannot split).
+    # Anonymous tables: a table initialized from an Asset gets a shared name
+    # built from the Asset object's repr, so a later packer could silently
+    # reuse an earlier packer's table (another vocabulary) in the same
+    # process.
+    self._token_to_id = tf.lookup.StaticVocabularyTable(
+        tf.lookup.TextFileInitializer(
+            self.vocab_asset, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
+            tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER),
+        num_oov_buckets=1, experimental_is_anonymous=True)
+    self._id_to_token = tf.lookup.StaticHashTable(
+        tf.lookup.TextFileInitializer(
+            self.vocab_asset, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
+            tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
+        default_value=tokenization.UNK, experimental_is_anonymous=True)
+    self._tokenizer = tf_text.BertTokenizer(
+        self._token_to_id, token_out_type=tf.int64,
+        unknown_token=tokenization.UNK, lower_case=self.lower_case)
+
+  # ------------------------------------------------------------ tokenizing --
+
+  def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+    """WordPiece ids of each text: int64 ragged `[batch, tokens]`."""
+    return self._tokenizer.tokenize(texts).merge_dims(-2, -1)
+
+  def tokenize_with_masks(self, texts: tf.Tensor) -> tf.RaggedTensor:
+    """Like `tokenize`, but each literal "[MASK]" becomes the [MASK] id.
+
+    The basic tokenizer would split "[MASK]" into "[", "mask", "]", so the
+    text is split on the literal first and the pieces are tokenized on their
+    own (splitting at "[MASK]" never changes the tokens around it: the basic
+    tokenizer splits on "[" and "]" anyway).
+    """
+    pieces = tf.strings.split(texts, sep=MASK_TOKEN)  # [batch, pieces]
+    piece_ids = self.tokenize(pieces.flat_values)  # [pieces, tokens]
+    num_pieces = tf.shape(pieces.flat_values)[0]
+    mask_column = tf.RaggedTensor.from_tensor(
+        tf.fill([num_pieces, 1], tf.constant(self.mask_id, tf.int64)))
+    # Each piece followed by a [MASK]; the one after a text's last piece is
+    # then dropped.
+    with_masks = tf.concat([piece_ids, mask_column], axis=1)
+    per_text = tf.RaggedTensor.from_row_splits(
+        with_masks, pieces.row_splits).merge_dims(1, 2)
+    return per_text[:, :-1]
+
+  def id_to_token(self, ids: tf.Tensor) -> tf.Tensor:
+    """Vocabulary strings of `ids` (any shape)."""
+    return self._id_to_token.lookup(tf.cast(ids, tf.int64))
+
+  # --------------------------------------------------------------- packing --
+
+  def pack(self, segments: Sequence[tf.RaggedTensor],
+           names: Sequence[str]) -> Tuple[Dict[str, tf.Tensor],
+                                          List[tf.Operation]]:
+    """Truncates, packs and pads one or two tokenized segments.
+
+    Args:
+      segments: One or two int64 ragged `[batch, tokens]`.
+      names: The input names of the segments, for error messages.
+
+    Returns:
+      ({input_word_ids, input_mask, input_type_ids}: int32 `[batch,
+      max_seq_length]`), and the input checks to run first.
+    """
+    checks = [assert_has_tokens(s, n) for s, n in zip(segments, names)]
+    if len(segments) == 1:
+      trimmed = [segments[0][:, :self.max_seq_length - 2]]
+    elif len(segments) == 2:
+      trimmed = tf_text.RoundRobinTrimmer(
+          max_seq_length=self.max_seq_length - 3).trim(list(segments))
+    else:
+      raise ValueError(f"Expected 1 or 2 segments, got {len(segments)}.")
+    word_ids, type_ids = tf_text.combine_segments(
+        trimmed, start_of_sequence_id=self.cls_id,
+        end_of_segment_id=self.sep_id)
+    return self._pad(word_ids, type_ids), checks
+
+  def _pad(self, word_ids: tf.RaggedTensor,
+           type_ids: tf.RaggedTensor) -> Dict[str, tf.Tensor]:
+    word_ids, mask = tf_text.pad_model_inputs(word_ids, self.max_seq_length)
+    type_ids, _ = tf_text.pad_model_inputs(type_ids, self.max_seq_length)
+    return dict(input_word_ids=tf.cast(word_ids, tf.int32),
+                input_mask=tf.cast(mask, tf.int32),
+                input_type_ids=tf.cast(type_ids, tf.int32))
+
+  # ----------------------------------------------------------------- SQuAD --
+
+  def _normalize_like_tokenizer(self, texts: tf.Tensor) -> tf.Tensor:
+    """The text the basic tokenizer's offsets refer to (see BertTokenizer)."""
+    if self.lower_case:
+      texts = tf_text.case_fold_utf8(texts)
+      texts = tf_text.normalize_utf8(texts, "NFD")
+      texts = tf.strings.regex_replace(texts, r"\p{Mn}", "")
+    return tf.strings.regex_replace(texts, r"\p{Cc}|\p{Cf}", " ")
+
+  def tokenize_context(self, contexts: tf.Tensor) -> Dict[str, tf.RaggedTensor]:
+    """squad_lib's context tokenization, with offsets into the original text.
+
+    squad_lib splits the context on its whitespace into words and tokenizes
+    each word on its own; so does this.
+
+    Args:
+      contexts: `[batch]` strings.
+
+    Returns:
+      Ragged `[batch, tokens]`: `ids` (int64), `word_index` (index of the
+      token's word in `words`), `word_begin` / `word_end` (byte offsets of the
+      token inside its original word, end exclusive; the whole word when
+      lower-casing or accent stripping changed the word's byte length, as
+      squad_lib's `get_final_text` falls back to whole words when it cannot
+      align characters); ragged `[batch, words]`: `words`, `words_begin`
+      (byte offset of each word in its context).
+    """
+    words, words_begin, words_end = tf_text.regex_split_with_offsets(
+        contexts, SQUAD_WHITESPACE_REGEX, "")
+    flat_words = words.flat_values
+    pieces, begin, end = self._tokenizer.tokenize_with_offsets(flat_words)
+    pieces, begin, end = (t.merge_dims(-2, -1) for t in (pieces, begin, end))
+    word_length = words_end.flat_values - words_begin.flat_values
+    aligned = tf.equal(
+        tf.cast(tf.strings.length(self._normalize_like_tokenizer(flat_words)),
+                tf.int64),
+        word_length)
+    # Per token of each word.
+    token_aligned = tf.gather(aligned, pieces.value_rowids())
+    token_word_length = tf.gather(word_length, pieces.value_rowids())
+    begin = tf.where(token_aligned, begin.flat_values,
+                     tf.zeros_like(begin.flat_values))
+    end = tf.where(token_aligned, end.flat_values, token_word_length)
+    # Global word index (into words.flat_values) -> index within its context.
+    word_in_context = (tf.range(tf.shape(flat_words, out_type=tf.int64)[0])
+                       - tf.gather(words.row_starts(), words.value_rowids()))
+    token_word = tf.gather(word_in_context, pieces.value_rowids())
+
+    def by_context(values):
+      # [words, tokens] flat values -> [batch, tokens].
+      return tf.RaggedTensor.from_row_splits(
+          pieces.with_flat_values(values), words.row_splits).merge_dims(1, 2)
+
+    return dict(ids=by_context(pieces.flat_values),
+                word_index=by_context(token_word),
+                word_begin=by_context(begin),
+                word_end=by_context(end),
+                words=words,
+                words_begin=words_begin)
+
+  def squad_windows(self, question_ids: tf.RaggedTensor,
+                    context_ids: tf.RaggedTensor, max_query_length: int,
+                    doc_stride: int) -> Dict[str, tf.Tensor]:
+    """squad_lib's features (doc-stride windows) for each question/context.
+
+    Args:
+      question_ids: int64 ragged `[batch, tokens]`.
+      context_ids: int64 ragged `[batch, tokens]` (`tokenize_context`).
+      max_query_length: Question tokens kept.
+      doc_stride: Stride between windows.
+
+    Returns:
+      Per window (`[windows]` or `[windows, max_seq_length]`):
+      `input_word_ids`, `input_mask`, `input_type_ids` (int32), `example_index`,
+      `window_start` (first context token), `window_length`,
+      `context_offset` (position of the first context token in the sequence),
+      `max_context` (bool `[windows, max_seq_length]`: whether this window is
+      the token's max-context window, squad_lib's `token_is_max_context`);
+      per example: `num_windows` `[batch]`. Indices are int64.
+    """
+    seq_length = self.max_seq_length
+    question = question_ids[:, :max_query_length]
+    query_length = question.row_lengths()
+    context_length = context_ids.row_lengths()
+    max_doc = seq_length - query_length - 3
+    step = tf.minimum(max_doc, doc_stride)
+    extra = tf.maximum(context_length - max_doc, 0)
+    num_windows = 1 + (extra + step - 1) // step
+    example_index = tf.repeat(
+        tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
+    window_in_example = tf.ragged.range(num_windows).flat_values
+    window_start = window_in_example * tf.gather(step, example_index)
+    window_length = tf.minimum(
+        tf.gather(context_length, example_index) - window_start,
+        tf.gather(max_doc, example_index))
+    base = tf.gather(context_ids.row_starts(), example_index) + window_start
+    context_part = tf.gather(context_ids.flat_values,
+                             tf.ragged.range(base, base + window_length))
+    word_ids, type_ids = tf_text.combine_segments(
+        [tf.gather(question, example_index), context_part],
+        start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id)
+    features = self._pad(word_ids, type_ids)
+
+    # Max context (squad_lib's `_check_is_max_context`): the token at
+    # context index g scores min(left, right) + 0.01 * length in each window
+    # holding it; the first best window owns it. float64, as in Python.
+    context_offset = tf.gather(query_length, example_index) + 2
+    positions = tf.range(seq_length, dtype=tf.int64)[None, :]
+    g = window_start[:, None] + positions - context_offset[:, None]  # [W, S]
+    in_window = (g >= window_start[:, None]) & (
+        g < (window_start + window_length)[:, None])
+    # Dense [batch, max_windows] starts/lengths of each example's windows.
+    starts_by_example = tf.RaggedTensor.from_row_lengths(
+        window_start, num_windows).to_tensor(default_value=0)
+    lengths_by_example = tf.RaggedTensor.from_row_lengths(
+        window_length, num_windows).to_tensor(default_value=0)
+    other_start = tf.gather(starts_by_example, example_index)[:, None, :]
+    other_length = tf.gather(lengths_by_example, example_index)[:, None, :]
+    g3 = g[:, :, None]
+    holds = (g3 >= other_start) & (g3 < other_start + other_length)
+    score = (tf.cast(tf.minimum(g3 - other_start,
+                                other_start + other_length - 1 - g3),
+                     tf.float64)
+             + 0.01 * tf.cast(other_length, tf.float64))
+    score = tf.where(holds, score, tf.constant(-1.0, tf.float64))
+    best_window = tf.argmax(score, axis=2, output_type=tf.int64)  # first max
+    max_context = in_window & tf.equal(best_window,
+                                       window_in_example[:, None])
+    features.update(
+        example_index=example_index,
+        window_start=window_start,
+        window_length=window_length,
+        context_offset=context_offset,
+        max_context=max_context,
+        num_windows=num_windows)
+    return features

@@ -1,0 +1,196 @@
+"""Tiny trained-run model dirs (params.yaml + trainer checkpoint) per head."""
+
+import json
+import os
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from official.core import base_task
+from official.core import exp_factory
+from official.core import task_factory
+from official.core import train_utils
+from realformer_tf.configs import experiments  # pylint: disable=unused-import
+from realformer_tf.configs import finetuning  # pylint: disable=unused-import
+from realformer_tf.configs import squad  # pylint: disable=unused-import
+from realformer_tf.data import glue as glue_data
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+SEQ_LENGTH = 32
+MAX_PREDICTIONS = 5
+QUERY_LENGTH = 8
+DOC_STRIDE = 8
+
+_WORDS = (
+    "the a an is was were who what where when won lost beat played gave "
+    "dog cat sat on mat movie film great bad boring fun and of to in at "
+    "from their name region century super bowl denver broncos carolina "
+    "panthers stadium santa clara normans normandy france norse raiders "
+    "descended levi play ##ing ##ed ##er ##ly").split()
+_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
+VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+         + list(_CHARS + ".,'?!-:;\"()") + [f"##{c}" for c in _CHARS]
+         + [w for w in _WORDS if w not in _CHARS])
+
+TINY_ENCODER = dict(hidden_size=32, num_layers=2, num_attention_heads=4,
+                    intermediate_size=64, max_position_embeddings=32,
+                    # Wide weights: well-separated logits, so argmax-type
+                    # outputs (best spans, classes) are not near ties.
+                    initializer_range=0.3)
+
+HEADS = ("pretraining", "sst2", "stsb", "squad_v1", "squad_v2")
+
+
+def write_vocab(path: str) -> str:
+  with open(path, "w") as f:
+    f.write("\n".join(VOCAB) + "\n")
+  return path
+
+
+def make_config(head: str, root: str, vocab_file: str):
+  """The experiment config of a tiny run of `head`."""
+  if head == "pretraining":
+    config = exp_factory.get_exp_config(experiments.PRETRAINING)
+    config.task.vocab_file = vocab_file
+    config.task.model.cls_heads[0].inner_dim = TINY_ENCODER["hidden_size"]
+    for data in (config.task.train_data, config.task.validation_data):
+      data.seq_length = SEQ_LENGTH
+      data.max_predictions_per_seq = MAX_PREDICTIONS
+  elif head in ("sst2", "stsb"):
+    config = exp_factory.get_exp_config(finetuning.GLUE)
+    spec = glue_data.get_task(head)
+    config.task.glue_task = spec.name
+    config.task.model.num_classes = spec.num_classes
+    data_dir = os.path.join(root, "data")
+    for split, data in (("train", config.task.train_data),
+                        ("dev", config.task.validation_data)):
+      data.seq_length = SEQ_LENGTH
+      data.label_type = "float" if spec.is_regression else "int"
+      data.input_path = glue_data.record_path(data_dir, spec.name, split)
+    if head == "sst2":
+      # As `python -m realformer_tf.data.glue` writes it: the exporter finds
+      # the vocabulary here.
+      os.makedirs(data_dir, exist_ok=True)
+      with open(glue_data.meta_data_path(data_dir, spec.name), "w") as f:
+        json.dump({"task": spec.name, "vocab_file": vocab_file,
+                   "lower_case": True, "max_seq_length": SEQ_LENGTH,
+                   "train_data_size": 10}, f)
+  elif head in ("squad_v1", "squad_v2"):
+    config = exp_factory.get_exp_config(squad.SQUAD)
+    v2 = head == "squad_v2"
+    for data in (config.task.train_data, config.task.validation_data):
+      data.seq_length = SEQ_LENGTH
+      data.version_2_with_negative = v2
+    config.task.validation_data.vocab_file = vocab_file
+    config.task.validation_data.query_length = QUERY_LENGTH
+    config.task.validation_data.doc_stride = DOC_STRIDE
+  else:
+    raise ValueError(head)
+  encoder = config.task.model.encoder.any
+  encoder.override(dict(TINY_ENCODER, vocab_size=len(VOCAB)))
+  config.validate()
+  return config
+
+
+def _dummy_batch(head: str, rng: np.random.RandomState
+                 ) -> Dict[str, tf.Tensor]:
+  ids = rng.randint(5, len(VOCAB), size=(4, SEQ_LENGTH)).astype(np.int32)
+  ids[:, 0] = 2
+  batch = dict(input_word_ids=tf.constant(ids),
+               input_mask=tf.ones_like(ids),
+               input_type_ids=tf.constant(
+                   (np.arange(SEQ_LENGTH) >= SEQ_LENGTH // 2)[None].repeat(
+                       4, 0).astype(np.int32)))
+  if head == "pretraining":
+    batch["masked_lm_positions"] = tf.constant(
+        rng.randint(1, SEQ_LENGTH, size=(4, MAX_PREDICTIONS)), tf.int32)
+  return batch
+
+
+def make_model_dir(root: str, head: str, seed: int = 0):
+  """A model dir as train.py leaves it: params.yaml + `ckpt-1`.
+
+  The checkpoint is written like Model Garden's trainer writes it
+  (`tf.train.Checkpoint(global_step, model, optimizer,
+  **model.checkpoint_items)` through a `CheckpointManager`), after one
+  optimizer step so it also holds optimizer slots.
+
+  Returns:
+    (model_dir, vocab_file, config, model): the in-memory model holds the
+    checkpointed weights.
+  """
+  model_dir = os.path.join(root, head)
+  os.makedirs(model_dir, exist_ok=True)
+  vocab_file = write_vocab(os.path.join(root, f"{head}_vocab.txt"))
+  config = make_config(head, model_dir, vocab_file)
+  train_utils.serialize_config(config, model_dir)
+  tf_keras.utils.set_random_seed(seed)
+  task = task_factory.get_task(config.task)
+  model = task.build_model()
+  optimizer = base_task.Task.create_optimizer(config.trainer.optimizer_config,
+                                              config.runtime)
+  batch = _dummy_batch(head, np.random.RandomState(seed))
+  with tf.GradientTape() as tape:
+    outputs = model(batch, training=True)
+    loss = tf.add_n([tf.reduce_mean(tf.square(tf.cast(t, tf.float32)))
+                     for t in tf.nest.flatten(outputs)])
+  grads = tape.gradient(loss, model.trainable_variables)
+  optimizer.apply_gradients(
+      [(g, v) for g, v in zip(grads, model.trainable_variables)
+       if g is not None])
+  global_step = tf.Variable(1, dtype=tf.int64, name="global_step")
+  checkpoint = tf.train.Checkpoint(global_step=global_step, model=model,
+                                   optimizer=optimizer,
+                                   **model.checkpoint_items)
+  tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=2).save(
+      checkpoint_number=1)
+  return model_dir, vocab_file, config, model
+
+
+def run_python(code: str, *args: str, timeout: int = 240) -> str:
+  """Runs Python `code` in a fresh process (repo on the path); its stdout."""
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep
+             + os.environ.get("PYTHONPATH", ""),
+             TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  result = subprocess.run([sys.executable, "-c", code, *args], env=env,
+                          capture_output=True, text=True, timeout=timeout,
+                          check=False)
+  if result.returncode != 0:
+    raise RuntimeError(f"Subprocess failed ({result.returncode}):\n"
+                       f"{result.stderr[-4000:]}")
+  return result.stdout
+
+
+def saved_model_cli(args: Sequence[str], timeout: int = 240,
+                    with_text_ops: bool = True) -> subprocess.CompletedProcess:
+  """`saved_model_cli ARGS` (via our wrapper that loads tensorflow-text ops)."""
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep
+             + os.environ.get("PYTHONPATH", ""),
+             TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  command = ([sys.executable, "-m", "realformer_tf.serving.saved_model_cli"]
+             if with_text_ops else ["saved_model_cli"])
+  return subprocess.run(command + list(args), env=env, capture_output=True,
+                        text=True, timeout=timeout, check=False)
+
+
+def cli_outputs(stdout: str) -> Dict[str, np.ndarray]:
+  """Parses `saved_model_cli run --outdir` .npy files listed in stdout."""
+  outputs = {}
+  for line in stdout.splitlines():
+    if line.startswith("Writing output file:"):
+      path = line.split(":", 1)[1].strip()
+      outputs[os.path.splitext(os.path.basename(path))[0]] = np.load(
+          path, allow_pickle=True)
+  return outputs
+
+
+def keras_inputs(features: Dict[str, np.ndarray],
+                 keys: Optional[List[str]] = None) -> Dict[str, tf.Tensor]:
+  keys = keys or ["input_word_ids", "input_mask", "input_type_ids"]
+  return {k: tf.constant(np.asarray(features[k]), tf.int32) for k in keys}

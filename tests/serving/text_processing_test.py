@@ -1,0 +1,189 @@
+"""In-graph text preprocessing vs the training data code (no model, no export)."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from realformer_tf.data import glue as glue_data
+from realformer_tf.data import squad as squad_data
+from realformer_tf.data import tokenization
+from realformer_tf.serving import text_processing
+from tests.serving import common
+
+CLS, SEP, MASK = 2, 3, 4
+
+
+def bert_vocab_file() -> str:
+  path = os.path.join(common.REPO_ROOT, "..", "shared", "data", "vocab",
+                      "bert-base-uncased-vocab.txt")
+  if not os.path.exists(path):
+    pytest.skip(f"{path} not found (the shared BERT vocabulary).")
+  return path
+
+
+@pytest.fixture(scope="module")
+def tiny_vocab(tmp_path_factory):
+  return common.write_vocab(str(tmp_path_factory.mktemp("vocab") / "v.txt"))
+
+
+def test_pair_truncation_equals_glue_truncate_seq_pair(tiny_vocab):
+  """RoundRobinTrimmer keeps exactly `glue.truncated_lengths` tokens."""
+  lengths = [(a, b) for a in range(1, 15) for b in range(1, 15)]
+  a = tf.ragged.range([n for n, _ in lengths]) + 100
+  b = tf.ragged.range([n for _, n in lengths]) + 200
+  checked = 0
+  for max_seq_length in range(4, 20):
+    packer = text_processing.BertTextPacker(tiny_vocab, True, max_seq_length)
+    features, _ = packer.pack([a, b], ["a", "b"])
+    for i, (len_a, len_b) in enumerate(lengths):
+      keep_a, keep_b = glue_data.truncated_lengths(len_a, len_b,
+                                                   max_seq_length - 3)
+      row = ([CLS] + list(range(100, 100 + keep_a)) + [SEP]
+             + list(range(200, 200 + keep_b)) + [SEP])
+      expected = row + [0] * (max_seq_length - len(row))
+      types = [0] * (keep_a + 2) + [1] * (keep_b + 1)
+      np.testing.assert_array_equal(features["input_word_ids"][i], expected)
+      np.testing.assert_array_equal(
+          features["input_type_ids"][i],
+          types + [0] * (max_seq_length - len(types)))
+      np.testing.assert_array_equal(
+          features["input_mask"][i],
+          [1] * len(row) + [0] * (max_seq_length - len(row)))
+      checked += 1
+  assert checked == 16 * 14 * 14
+
+
+def test_glue_text_ids_equal_training_records():
+  """Single texts and pairs with the real BERT vocabulary, all truncations."""
+  vocab_file = bert_vocab_file()
+  tokenizer = tokenization.make_tokenizer(vocab_file)
+  long_text = ("The quick brown fox jumps over the lazy dog; "
+               "Ünïcödé café, naïve straße — 😀 and [MASK] tokens! ") * 3
+  singles = ["Hello, World!", "it's a GREAT movie...", long_text,
+             "Tabs\tand\nnewlines  and\u00a0nbsp\u202fnarrow"]
+  pairs = [("a b c", long_text), (long_text, "x y"), (long_text, long_text),
+           ("What is RealFormer?", "A residual attention transformer.")]
+  for seq_length in (16, 64):
+    packer = text_processing.BertTextPacker(vocab_file, True, seq_length)
+    for texts, pair in ((singles, False), (pairs, True)):
+      examples = [glue_data.GlueExample(t[0], t[1], 0, "x") if pair else
+                  glue_data.GlueExample(t, None, 0, "x") for t in texts]
+      ids, mask, types, _ = glue_data.encode_examples(
+          examples, tokenizer, 101, 102, seq_length)
+      segments = ([packer.tokenize(tf.constant([t[0] for t in texts])),
+                   packer.tokenize(tf.constant([t[1] for t in texts]))]
+                  if pair else [packer.tokenize(tf.constant(texts))])
+      features, _ = packer.pack(segments, ["a", "b"][:len(segments)])
+      np.testing.assert_array_equal(features["input_word_ids"], ids)
+      np.testing.assert_array_equal(features["input_mask"], mask)
+      np.testing.assert_array_equal(features["input_type_ids"], types)
+
+
+def test_mask_literal_becomes_one_mask_token(tiny_vocab):
+  packer = text_processing.BertTextPacker(tiny_vocab, True, 32)
+  tokenizer = tokenization.make_tokenizer(tiny_vocab)
+
+  def ids(text):
+    return tokenizer.tokenize([text]).merge_dims(-2, -1).to_list()[0]
+
+  cases = {
+      "the dog [MASK] on the mat": ids("the dog") + [MASK] + ids("on the mat"),
+      "[MASK] won": [MASK] + ids("won"),
+      "who won [MASK]": ids("who won") + [MASK],
+      "[MASK][MASK] dog[MASK]s": [MASK, MASK] + ids("dog") + [MASK]
+                                 + ids("s"),
+      "[MASK]": [MASK],
+      "no masks, THE Dog.": ids("no masks, THE Dog."),
+      "[mask] is not a mask": ids("[mask] is not a mask"),
+  }
+  result = packer.tokenize_with_masks(tf.constant(list(cases))).to_list()
+  assert result == list(cases.values())
+
+
+def test_empty_text_is_rejected(tiny_vocab):
+  packer = text_processing.BertTextPacker(tiny_vocab, True, 16)
+  tokens = packer.tokenize(tf.constant(["the dog", " \t\n"]))
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"`text` holds an empty string"):
+    packer.pack([tokens], ["text"])
+
+
+def test_packer_rejects_tiny_length(tiny_vocab):
+  with pytest.raises(ValueError, match="no room for text"):
+    text_processing.BertTextPacker(tiny_vocab, True, 2)
+
+
+@pytest.mark.parametrize("seq_length, query_length, doc_stride",
+                         [(24, 6, 4), (32, 8, 8), (48, 16, 30), (96, 64, 128)])
+def test_squad_windows_equal_squad_lib_features(tmp_path, seq_length,
+                                                query_length, doc_stride):
+  vocab_file = bert_vocab_file()
+  contexts = [
+      "Super Bowl 50 was won by the Denver Broncos, who beat the Carolina "
+      "Panthers 24–10 at Levi's Stadium in Santa Clara, California. " * 2,
+      "Short  context.",
+      "Ünïcödé café\u00a0naïve straße — résumé\u202fstays; tabs\there " * 3,
+  ]
+  questions = ["Who won Super Bowl 50 in the year after 2015 at Levi's?",
+               "What?", "Where does the résumé stay in the café?"]
+  import json  # pylint: disable=g-import-not-at-top
+  path = str(tmp_path / "dev.json")
+  with open(path, "w") as f:
+    json.dump({"data": [{"paragraphs": [
+        {"context": c, "qas": [{"id": f"q{i}", "question": q,
+                                "answers": [{"text": "x", "answer_start": 0}]}]}
+        for i, (q, c) in enumerate(zip(questions, contexts))]}]}, f)
+  examples, _ = squad_data.read_squad_examples(path, False, False)
+  tokenizer = squad_data.SquadTokenizer(vocab_file)
+  features = []
+  squad_data.convert_examples_to_features(
+      examples, tokenizer, seq_length, doc_stride, query_length, False,
+      features.append)
+
+  packer = text_processing.BertTextPacker(vocab_file, True, seq_length)
+  context = packer.tokenize_context(tf.constant(contexts))
+  windows = packer.squad_windows(packer.tokenize(tf.constant(questions)),
+                                 context["ids"], query_length, doc_stride)
+  assert len(features) == int(tf.reduce_sum(windows["num_windows"]))
+  np.testing.assert_array_equal(windows["input_word_ids"],
+                                [f.input_ids for f in features])
+  np.testing.assert_array_equal(windows["input_mask"],
+                                [f.input_mask for f in features])
+  np.testing.assert_array_equal(windows["input_type_ids"],
+                                [f.segment_ids for f in features])
+  np.testing.assert_array_equal(windows["example_index"],
+                                [f.example_index for f in features])
+  np.testing.assert_array_equal(
+      windows["max_context"],
+      [[bool(f.token_is_max_context.get(p, False)) for p in range(seq_length)]
+       for f in features])
+  # Each token's word is squad_lib's original word (token_to_orig_map).
+  word_index = context["word_index"].to_list()
+  for w, f in enumerate(features):
+    start = int(windows["window_start"][w])
+    offset = int(windows["context_offset"][w])
+    example = int(windows["example_index"][w])
+    for position, word in f.token_to_orig_map.items():
+      assert word_index[example][start + position - offset] == word
+
+
+def test_context_offsets_exact_for_ascii_whole_word_otherwise(tiny_vocab):
+  packer = text_processing.BertTextPacker(tiny_vocab, True, 32)
+  context = "The Broncos' won  café"
+  tokens = packer.tokenize_context(tf.constant([context]))
+  words = [w.decode() for w in tokens["words"].to_list()[0]]
+  assert words == ["The", "Broncos'", "won", "café"]
+  pieces = [common.VOCAB[i] for i in tokens["ids"].to_list()[0]]
+  begins = tokens["word_begin"].to_list()[0]
+  ends = tokens["word_end"].to_list()[0]
+  word_index = tokens["word_index"].to_list()[0]
+  spans = [(pieces[i], words[word_index[i]][begins[i]:ends[i]])
+           for i in range(len(pieces))]
+  # Lower-casing keeps ASCII byte lengths: exact offsets inside the word.
+  # "café" is 5 bytes but "cafe" after accent stripping: each of its pieces
+  # maps to the whole word (squad_lib falls back to whole words too).
+  assert spans == [("the", "The"), ("broncos", "Broncos"), ("'", "'"),
+                   ("won", "won"), ("c", "café"), ("##a", "café"),
+                   ("##f", "café"), ("##e", "café")]
