@@ -66,7 +66,7 @@ class BertTextPacker(tf.Module):
 
   Attributes:
     vocab: The validated tokens, in id order.
-    vocab_asset: The `tf.saved_model.Asset` of the vocabulary file.
+    vocab_file: The vocabulary file (a SavedModel asset once exported).
     max_seq_length: Length of the packed (padded) sequences.
     lower_case: Whether text is lower-cased and accent-stripped.
   """
@@ -77,7 +77,8 @@ class BertTextPacker(tf.Module):
 
     Args:
       vocab_file: A vocabulary file whose lines are exactly the tokens (no
-        carriage returns; `load_vocab` validates it). Exported as an asset.
+        carriage returns; `load_vocab` validates it). Exported as an asset;
+        use a path unique to this vocabulary (tables are shared by path).
       lower_case: The tokenizer's `lower_case`, as used for the training data.
       max_seq_length: Packed sequence length, at least 3.
       name: Module name.
@@ -89,27 +90,29 @@ class BertTextPacker(tf.Module):
     self.vocab = tokenization.load_vocab(vocab_file)
     self.lower_case = bool(lower_case)
     self.max_seq_length = int(max_seq_length)
-    self.vocab_asset = tf.saved_model.Asset(vocab_file)
+    self.vocab_file = vocab_file
     ids = {token: i for i, token in enumerate(self.vocab)}
     self.cls_id = ids[tokenization.CLS]
     self.sep_id = ids[tokenization.SEP]
     self.mask_id = ids[tokenization.MASK]
     # As `tokenization.make_tokenizer`: token -> line number, one OOV bucket
     # (BertTokenizer emits [UNK] itself for words it cannot split).
-    # Anonymous tables: a table initialized from an Asset gets a shared name
-    # built from the Asset object's repr, so a later packer could silently
-    # reuse an earlier packer's table (another vocabulary) in the same
-    # process.
+    # `TextFileInitializer` tracks the file as a SavedModel asset. The path is
+    # passed as a string on purpose: the table's shared name is built from it
+    # (from an `Asset` it would be the object's repr, which a later packer in
+    # the same process can repeat, silently sharing another vocabulary's
+    # table), and anonymous tables do not load in TF1 sessions
+    # (`saved_model_cli run`, TF Serving: "Table not initialized").
     self._token_to_id = tf.lookup.StaticVocabularyTable(
         tf.lookup.TextFileInitializer(
-            self.vocab_asset, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
+            vocab_file, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
             tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER),
-        num_oov_buckets=1, experimental_is_anonymous=True)
+        num_oov_buckets=1)
     self._id_to_token = tf.lookup.StaticHashTable(
         tf.lookup.TextFileInitializer(
-            self.vocab_asset, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
+            vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
             tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
-        default_value=tokenization.UNK, experimental_is_anonymous=True)
+        default_value=tokenization.UNK)
     self._tokenizer = tf_text.BertTokenizer(
         self._token_to_id, token_out_type=tf.int64,
         unknown_token=tokenization.UNK, lower_case=self.lower_case)
