@@ -552,22 +552,27 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
   def _best_answers(self, windows, context_tokens, logits):
     o = self.options
     seq_length = o.max_seq_length
-    # float64 sums, as squad_lib's Python floats.
-    start = tf.cast(logits["start_logits"], tf.float64)
-    end = tf.cast(logits["end_logits"], tf.float64)
     k = min(o.n_best_size, seq_length)
 
     def in_top_k(values):
-      top = tf.math.top_k(values, k=k).indices  # ties: lower index first
+      # On the float32 logits (the order is the same in float64); ties: lower
+      # index first, as Python's stable sort in squad_lib.
+      top = tf.math.top_k(values, k=k).indices
       return tf.reduce_any(tf.one_hot(top, seq_length, on_value=True,
                                       off_value=False), axis=1)
+
+    valid_start = in_top_k(logits["start_logits"])
+    valid_end = in_top_k(logits["end_logits"])
+    # float64 sums, as squad_lib's Python floats.
+    start = tf.cast(logits["start_logits"], tf.float64)
+    end = tf.cast(logits["end_logits"], tf.float64)
 
     positions = tf.range(seq_length, dtype=tf.int64)[None, :]
     offset = windows["context_offset"][:, None]
     in_context = (positions >= offset) & (
         positions < offset + windows["window_length"][:, None])
-    valid_start = in_context & windows["max_context"] & in_top_k(start)
-    valid_end = in_context & in_top_k(end)
+    valid_start = in_context & windows["max_context"] & valid_start
+    valid_end = in_context & valid_end
     span = positions[0][None, :] - positions[0][:, None]  # end - start
     length_ok = (span >= 0) & (span < o.max_answer_length)
     candidates = (valid_start[:, :, None] & valid_end[:, None, :]

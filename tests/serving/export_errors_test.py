@@ -1,0 +1,142 @@
+"""Exporter errors before anything is written, and the command line."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from realformer_tf.serving import export
+from tests.serving import common
+
+
+@pytest.fixture(scope="module")
+def glue_runs(tmp_path_factory):
+  """Tiny SST-2 and STS-B runs (params.yaml + checkpoint), not exported."""
+  root = str(tmp_path_factory.mktemp("runs"))
+  return {head: common.make_model_dir(root, head) for head in ("sst2", "stsb")}
+
+
+def _no_output(export_dir):
+  parent = os.path.dirname(export_dir)
+  return not os.path.exists(export_dir) and not any(
+      name.startswith(os.path.basename(export_dir) + ".tmp")
+      for name in os.listdir(parent))
+
+
+def test_missing_params_yaml(tmp_path):
+  out = str(tmp_path / "out")
+  with pytest.raises(FileNotFoundError, match="params.yaml not found"):
+    export.export_model(str(tmp_path), out)
+  assert _no_output(out)
+
+
+def test_missing_checkpoint(tmp_path, glue_runs):
+  model_dir = str(tmp_path / "run")
+  os.makedirs(model_dir)
+  shutil.copy(os.path.join(glue_runs["stsb"][0], "params.yaml"), model_dir)
+  out = str(tmp_path / "out")
+  with pytest.raises(ValueError, match="No checkpoint in"):
+    export.export_model(model_dir, out)
+  with pytest.raises(ValueError, match="not found"):
+    export.export_model(model_dir, out,
+                        checkpoint_path=os.path.join(model_dir, "ckpt-7"))
+  assert _no_output(out)
+
+
+def test_checkpoint_of_another_model(tmp_path, glue_runs):
+  """An SST-2 (2 classes) checkpoint does not fit the STS-B (1 output) model."""
+  out = str(tmp_path / "out")
+  with pytest.raises(ValueError, match="does not hold the variables"):
+    export.export_model(glue_runs["stsb"][0], out,
+                        checkpoint_path=glue_runs["sst2"][0],
+                        vocab_file=glue_runs["stsb"][1])
+  assert _no_output(out)
+
+
+def test_text_signatures_need_a_vocabulary(tmp_path, glue_runs):
+  """STS-B records no vocabulary (no GLUE meta data): --vocab_file needed."""
+  out = str(tmp_path / "out")
+  with pytest.raises(ValueError, match="pass --vocab_file"):
+    export.export_model(glue_runs["stsb"][0], out)
+  assert _no_output(out)
+
+
+def test_vocabulary_larger_than_the_model(tmp_path, glue_runs):
+  vocab = str(tmp_path / "big.txt")
+  with open(vocab, "w") as f:
+    f.write("\n".join(common.VOCAB + ["extra1", "extra2"]) + "\n")
+  out = str(tmp_path / "out")
+  with pytest.raises(ValueError, match="more than the model's vocab_size"):
+    export.export_model(glue_runs["stsb"][0], out, vocab_file=vocab)
+  bad = str(tmp_path / "bad.txt")
+  with open(bad, "w") as f:
+    f.write("[PAD]\n[UNK]\n")
+  with pytest.raises(ValueError, match=r"--vocab_file.*lacks the special"):
+    export.export_model(glue_runs["stsb"][0], out, vocab_file=bad)
+  assert _no_output(out)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(max_seq_length=33), r"max_seq_length=33 must be in \[3, "
+     r"max_position_embeddings=32\]"),
+    (dict(return_attention="all"), "return_attention='all'"),
+])
+def test_bad_options(tmp_path, glue_runs, kwargs, message):
+  out = str(tmp_path / "out")
+  with pytest.raises(ValueError, match=message):
+    export.export_model(glue_runs["sst2"][0], out, **kwargs)
+  assert _no_output(out)
+
+
+def test_export_dir_not_empty(tmp_path, glue_runs):
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "keep.txt").write_text("x")
+  with pytest.raises(ValueError, match="exists and is not empty"):
+    export.export_model(glue_runs["sst2"][0], str(out))
+  assert os.listdir(out) == ["keep.txt"]
+
+
+def test_command_line_ids_only_export_runs_in_stock_saved_model_cli(
+    tmp_path, glue_runs):
+  """`--noserve_text`: no tensorflow-text ops, so plain saved_model_cli runs it.
+
+  (A SavedModel with the text signatures does not even load there: "Op type
+  not registered 'CaseFoldUTF8'", for every signature.)
+  """
+  model_dir, _, _, model = glue_runs["stsb"]
+  out = str(tmp_path / "stsb_ids_only")
+  env = dict(os.environ, PYTHONPATH=common.REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2",
+             CUDA_VISIBLE_DEVICES="")
+  process = subprocess.run(
+      [sys.executable, "-m", "realformer_tf.serving.export",
+       f"--model_dir={model_dir}", f"--export_dir={out}", "--noserve_text"],
+      env=env, capture_output=True, text=True, timeout=300, check=False)
+  assert process.returncode == 0, process.stderr[-3000:]
+  result = json.loads(process.stdout[process.stdout.index("{"):])
+  assert result["signatures"] == ["serve_examples", "serving_default"]
+  assert result["custom_ops"] == []
+  assert result["vocab_file"] is None
+  assets = os.path.join(out, "assets")
+  assert not os.path.exists(assets) or not os.listdir(assets)
+
+  ids = [[2, 60, 61, 62, 3, 63, 64, 3], [2, 70, 3, 71, 72, 73, 3, 0]]
+  mask = [[1] * 8, [1] * 7 + [0]]
+  types = [[0] * 5 + [1] * 3, [0] * 3 + [1] * 4 + [0]]
+  outdir = str(tmp_path / "cli")
+  cli = common.saved_model_cli(
+      ["run", "--dir", out, "--tag_set", "serve", "--signature_def",
+       "serving_default", "--outdir", outdir, "--input_exprs",
+       f"input_word_ids={ids};input_mask={mask};input_type_ids={types}"],
+      with_text_ops=False)
+  assert cli.returncode == 0, cli.stderr[-3000:]
+  expected = model(dict(input_word_ids=tf.constant(ids),
+                        input_mask=tf.constant(mask),
+                        input_type_ids=tf.constant(types)), training=False)
+  np.testing.assert_allclose(np.load(os.path.join(outdir, "score.npy")),
+                             expected.numpy()[:, 0], atol=1e-5, rtol=1e-5)
