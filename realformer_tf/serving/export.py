@@ -78,13 +78,9 @@ PRETRAINING = "pretraining"
 GLUE = "glue"
 SQUAD = "squad"
 
-# Model Garden function key -> signature key.
+# Model Garden function key -> signature key (the text functions of each
+# module are exported under their own names).
 _ID_FUNCTIONS = {"serve": "serving_default", "serve_examples": "serve_examples"}
-_TEXT_FUNCTIONS = {
-    PRETRAINING: ("serve_text", "serve_text_pair", "preprocess_text"),
-    GLUE: ("serve_text", "preprocess_text"),
-    SQUAD: ("serve_text", "preprocess_text"),
-}
 # The vocabulary's file name inside `export_dir/assets/`.
 VOCAB_ASSET_NAME = "vocab.txt"
 
@@ -117,7 +113,7 @@ class ExportResult:
 
 
 def head_of(task_config: cfg.TaskConfig) -> str:
-  """"pretraining", "glue" or "squad" for a task config; ValueError else."""
+  """The head of a task config: `PRETRAINING`, `GLUE` or `SQUAD`."""
   if isinstance(task_config, masked_lm.MaskedLMConfig):
     return PRETRAINING
   if isinstance(task_config, sentence_prediction.SentencePredictionConfig):
@@ -431,7 +427,7 @@ def export_model(model_dir: str,
     module = _build_module(head, model, options, packer)
     function_keys = dict(_ID_FUNCTIONS)
     if packer is not None:
-      function_keys.update({k: k for k in _TEXT_FUNCTIONS[head]})
+      function_keys.update({k: k for k in module.TEXT_FUNCTIONS})
     if tf.io.gfile.exists(tmp_dir):
       tf.io.gfile.rmtree(tmp_dir)
     # Restored above: no checkpoint_path here.

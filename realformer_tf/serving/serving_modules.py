@@ -29,7 +29,7 @@ and change or add only what Model Garden lacks or gets wrong:
 """
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Text, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Text, Tuple
 
 import tensorflow as tf
 import tf_keras
@@ -110,8 +110,9 @@ def _with_checks(tensors: Mapping[str, tf.Tensor],
 class _RealFormerServingMixin:
   """Shared input checks, model call, example parsing and attention output."""
 
-  # Set by the subclasses: the keys of the text signatures they build.
-  _TEXT_FUNCTIONS: Tuple[str, ...] = ()
+  # Set by the subclasses: the function keys of their text signatures
+  # (exported under the same signature keys).
+  TEXT_FUNCTIONS: Tuple[str, ...] = ()
 
   def _init_serving(self, options: ServingOptions,
                     packer: Optional[text_processing.BertTextPacker]):
@@ -266,10 +267,10 @@ class _RealFormerServingMixin:
     for key, signature_key in function_keys.items():
       if key in model_garden_keys:
         continue
-      if key not in self._TEXT_FUNCTIONS:
+      if key not in self.TEXT_FUNCTIONS:
         raise ValueError(
             f"Invalid function key {key!r} for {type(self).__name__}; valid "
-            f"keys: {('serve', 'serve_examples') + self._TEXT_FUNCTIONS}.")
+            f"keys: {('serve', 'serve_examples') + self.TEXT_FUNCTIONS}.")
       if self.packer is None:
         raise ValueError(f"Function {key!r} needs a vocabulary (a text "
                          "packer); export with a vocab file.")
@@ -280,7 +281,7 @@ class _RealFormerServingMixin:
 class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
   """Pre-training (MLM + NSP) export module."""
 
-  _TEXT_FUNCTIONS = ("serve_text", "serve_text_pair", "preprocess_text")
+  TEXT_FUNCTIONS = ("serve_text", "serve_text_pair", "preprocess_text")
 
   def __init__(self, params: serving_modules.MaskedLM.Params,
                model: tf_keras.Model, options: ServingOptions,
@@ -325,7 +326,8 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
   def _pack_masked(self, segments: Sequence[tf.Tensor],
                    names: Sequence[str]) -> Dict[str, tf.Tensor]:
     checks = [text_processing.assert_same_batch(
-        segments[0], segments[-1], names[0], names[-1])]
+        segments[0], segments[1], names[0], names[1])
+              ] if len(segments) == 2 else []
     with tf.control_dependencies(checks):
       tokens = [self.packer.tokenize_with_masks(s) for s in segments]
     features, checks = self.packer.pack(tokens, names)
@@ -389,7 +391,7 @@ class SentencePredictionServing(_RealFormerServingMixin,
                                 serving_modules.SentencePrediction):
   """GLUE export module: class probabilities, or the STS-B score."""
 
-  _TEXT_FUNCTIONS = ("serve_text", "preprocess_text")
+  TEXT_FUNCTIONS = ("serve_text", "preprocess_text")
 
   def __init__(self, params: serving_modules.SentencePrediction.Params,
                model: tf_keras.Model, options: ServingOptions,
@@ -439,7 +441,7 @@ class SentencePredictionServing(_RealFormerServingMixin,
   def _pack(self, texts: Sequence[tf.Tensor],
             names: Sequence[str]) -> Dict[str, tf.Tensor]:
     checks = [text_processing.assert_same_batch(
-        texts[0], texts[-1], names[0], names[-1])]
+        texts[0], texts[1], names[0], names[1])] if len(texts) == 2 else []
     with tf.control_dependencies(checks):
       tokens = [self.packer.tokenize(t) for t in texts]
     features, checks = self.packer.pack(tokens, names)
@@ -474,7 +476,7 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
                                serving_modules.QuestionAnswering):
   """SQuAD export module: span logits, and answers from raw text."""
 
-  _TEXT_FUNCTIONS = ("serve_text", "preprocess_text")
+  TEXT_FUNCTIONS = ("serve_text", "preprocess_text")
 
   def __init__(self, params: serving_modules.QuestionAnswering.Params,
                model: tf_keras.Model, options: ServingOptions,

@@ -153,41 +153,21 @@ def make_model_dir(root: str, head: str, seed: int = 0):
   return model_dir, vocab_file, config, model
 
 
-def run_python(code: str, *args: str, timeout: int = 240) -> str:
-  """Runs Python `code` in a fresh process (repo on the path); its stdout."""
-  env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep
-             + os.environ.get("PYTHONPATH", ""),
-             TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  result = subprocess.run([sys.executable, "-c", code, *args], env=env,
-                          capture_output=True, text=True, timeout=timeout,
-                          check=False)
-  if result.returncode != 0:
-    raise RuntimeError(f"Subprocess failed ({result.returncode}):\n"
-                       f"{result.stderr[-4000:]}")
-  return result.stdout
+def subprocess_env() -> Dict[str, str]:
+  """Environment of the fresh processes: the repo importable, CPU only."""
+  return dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep
+              + os.environ.get("PYTHONPATH", ""),
+              TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 
 
 def saved_model_cli(args: Sequence[str], timeout: int = 240,
                     with_text_ops: bool = True) -> subprocess.CompletedProcess:
-  """`saved_model_cli ARGS` (via our wrapper that loads tensorflow-text ops)."""
-  env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep
-             + os.environ.get("PYTHONPATH", ""),
-             TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  """`saved_model_cli ARGS`; with text ops via our wrapper, else the stock tool."""
+  env = subprocess_env()
   command = ([sys.executable, "-m", "realformer_tf.serving.saved_model_cli"]
              if with_text_ops else ["saved_model_cli"])
   return subprocess.run(command + list(args), env=env, capture_output=True,
                         text=True, timeout=timeout, check=False)
-
-
-def cli_outputs(stdout: str) -> Dict[str, np.ndarray]:
-  """Parses `saved_model_cli run --outdir` .npy files listed in stdout."""
-  outputs = {}
-  for line in stdout.splitlines():
-    if line.startswith("Writing output file:"):
-      path = line.split(":", 1)[1].strip()
-      outputs[os.path.splitext(os.path.basename(path))[0]] = np.load(
-          path, allow_pickle=True)
-  return outputs
 
 
 def keras_inputs(features: Dict[str, np.ndarray],

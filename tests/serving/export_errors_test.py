@@ -111,12 +111,11 @@ def test_command_line_ids_only_export_runs_in_stock_saved_model_cli(
   """
   model_dir, _, _, model = glue_runs["stsb"]
   out = str(tmp_path / "stsb_ids_only")
-  env = dict(os.environ, PYTHONPATH=common.REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2",
-             CUDA_VISIBLE_DEVICES="")
   process = subprocess.run(
       [sys.executable, "-m", "realformer_tf.serving.export",
        f"--model_dir={model_dir}", f"--export_dir={out}", "--noserve_text"],
-      env=env, capture_output=True, text=True, timeout=300, check=False)
+      env=common.subprocess_env(), capture_output=True, text=True,
+      timeout=300, check=False)
   assert process.returncode == 0, process.stderr[-3000:]
   result = json.loads(process.stdout[process.stdout.index("{"):])
   assert result["signatures"] == ["serve_examples", "serving_default"]

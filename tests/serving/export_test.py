@@ -468,10 +468,7 @@ def bad_requests(runs: Dict[str, Run]) -> Dict[str, Tuple[str, str, Dict]]:
 
 
 def _popen(args: List[str]) -> subprocess.Popen:
-  env = dict(os.environ, PYTHONPATH=common.REPO_ROOT + os.pathsep
-             + os.environ.get("PYTHONPATH", ""),
-             TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  return subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
+  return subprocess.Popen(args, env=common.subprocess_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True,
                           cwd=common.REPO_ROOT)
 
