@@ -544,6 +544,15 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
     `max_answer_length` tokens; the best start + end logit sum wins. v2.0: ""
     when the null score (min over windows of the [CLS] start + end logits)
     minus the best span score exceeds `null_score_diff_threshold`.
+
+    Outputs, per question: `answer_text` (the original words, single-spaced,
+    cut to the span's characters, as squad_lib's `get_final_text`; "" for no
+    answer), `answer_start_token` / `answer_end_token` (inclusive indices into
+    the context's WordPieces, -1 for no answer), `answer_start_byte` /
+    `answer_end_byte` (UTF-8 byte span in `context`, end exclusive, -1 for no
+    answer), `has_answer`, `span_score` (best start + end logit; -inf if no
+    span is valid), `num_windows`; v2.0 also `null_score` and
+    `null_score_diff` (what squad_lib writes to null_odds.json).
     """
     windows, context_tokens = self._windows(question, context)
     logits = self._logits(
@@ -602,7 +611,9 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
       null = tf.RaggedTensor.from_row_lengths(start[:, 0] + end[:, 0],
                                               num_windows)
       null_score = tf.reduce_min(null, axis=1)
-      null_score_diff = null_score - best_score
+      # As squad_lib's null odds: the null score alone when no span is valid.
+      null_score_diff = tf.where(has_span, null_score - best_score,
+                                 null_score)
       has_answer = has_span & (null_score_diff <= o.null_score_diff_threshold)
     else:
       has_answer = has_span
