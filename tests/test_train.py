@@ -204,6 +204,36 @@ def test_nan_loss_stops_the_run_naming_the_step(tmp_path):
 
 
 # --------------------------------------------------------------------------
+# Modes.
+# --------------------------------------------------------------------------
+
+
+def test_train_then_eval_and_continuous_eval(tmp_path):
+  run = utils.make_tiny_run(tmp_path, train_steps=4)
+  model_dir = tmp_path / "model"
+  assert run_in_process(model_dir, [run["config_file"]], mode="train") == {}
+  params_yaml = model_dir / "params.yaml"
+  written = params_yaml.stat().st_mtime_ns
+  assert experiments.load_experiment_config(str(model_dir)).task.vocab_file \
+      == run["vocab_file"]
+
+  evaluated = run_in_process(model_dir, [run["config_file"]], mode="eval")
+  assert 0.0 <= float(evaluated["masked_lm_accuracy"]) <= 1.0
+  assert np.isfinite(float(evaluated["validation_loss"]))
+  # Stops by itself: the latest checkpoint is at trainer.train_steps.
+  continuous = run_in_process(model_dir, [run["config_file"]],
+                              mode="continuous_eval")
+  # Same weights, same eval data: the same numbers.
+  for key in ("masked_lm_accuracy", "validation_loss"):
+    np.testing.assert_allclose(float(continuous[key]),
+                               float(evaluated[key]), rtol=1e-6)
+  # Eval modes leave params.yaml alone (no race with a train job).
+  assert params_yaml.stat().st_mtime_ns == written
+  assert train_lib.checkpoint_step(
+      tf.train.latest_checkpoint(str(model_dir))) == 4
+
+
+# --------------------------------------------------------------------------
 # Quickstart, end to end.
 # --------------------------------------------------------------------------
 
