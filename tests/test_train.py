@@ -387,9 +387,15 @@ def test_sigkill_then_rerun_resumes_and_stops_at_train_steps(tmp_path):
       reader.get_tensor(name)
     assert int(path.rsplit("-", 1)[1]) == train_lib.checkpoint_step(path)
 
-  # A rerun after completion trains no further.
-  proc = utils.run_train(str(model_dir), [run["config_file"]])
+  # A rerun after completion trains no further (with a --gin_file, which
+  # train.py parses and records as Model Garden's train.py does).
+  gin_file = tmp_path / "empty.gin"
+  gin_file.write_text("# No bindings.\n")
+  (model_dir / "operative_config.train.gin").unlink()
+  proc = utils.run_train(str(model_dir), [run["config_file"]],
+                         extra=[f"--gin_file={gin_file}"])
   assert proc.returncode == 0, proc.stderr[-3000:]
+  assert (model_dir / "operative_config.train.gin").exists()
   assert (f"train | step: {train_steps:6d} | training until step "
           f"{train_steps}" in proc.stdout)
   assert "steps/sec" not in proc.stdout
