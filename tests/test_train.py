@@ -19,7 +19,6 @@ from typing import List, Optional
 import numpy as np
 import pytest
 import tensorflow as tf
-import yaml
 
 from official.core import task_factory
 from official.core import train_utils
@@ -337,7 +336,8 @@ def _kill_after_checkpoint_beyond(proc, model_dir, step, rng, timeout=180):
   """SIGKILLs `proc` at a random moment after a checkpoint past `step`."""
   deadline = time.time() + timeout
   while _latest_step(model_dir) <= step:
-    assert proc.poll() is None, "train.py ended before it could be killed:\n" + (
+    assert proc.poll() is None, (
+        "train.py ended before it could be killed:\n" +
         proc.stdout.read()[-3000:])
     assert time.time() < deadline, "no new checkpoint in time"
     time.sleep(0.05)

@@ -24,7 +24,8 @@ TINY_VOCAB_SIZE = 64
 
 def write_vocab(path: str, size: int = TINY_VOCAB_SIZE) -> str:
   """A valid WordPiece vocabulary of `size` tokens ([PAD] first)."""
-  tokens = SPECIAL_TOKENS + [f"tok{i}" for i in range(size - len(SPECIAL_TOKENS))]
+  tokens = SPECIAL_TOKENS + [
+      f"tok{i}" for i in range(size - len(SPECIAL_TOKENS))]
   with open(path, "w") as f:
     f.write("\n".join(tokens) + "\n")
   return path

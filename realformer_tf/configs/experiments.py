@@ -190,7 +190,8 @@ def prepare_data(params: cfg.ExperimentConfig,
   Args:
     params: The parsed experiment config, not locked; changed in place.
     model_dir: The run's model directory.
-    input_files: Text files for the quickstart corpus (`--quickstart_input_files`).
+    input_files: Text files for the quickstart corpus
+      (`--quickstart_input_files`).
 
   Returns:
     The `prepare_quickstart_data` result, or None when nothing was built.

@@ -35,7 +35,8 @@ from official.nlp.data import pretrain_dataloader
 
 # Modes run by train.py, the same names Model Garden's train_lib accepts.
 TRAIN_MODES = ("train", "train_and_eval", "train_and_post_eval")
-EVAL_MODES = ("eval", "train_and_eval", "continuous_eval", "train_and_post_eval")
+EVAL_MODES = ("eval", "train_and_eval", "continuous_eval",
+              "train_and_post_eval")
 MODES = ("train", "eval", "train_and_eval", "continuous_eval",
          "train_and_post_eval")
 

@@ -127,8 +127,8 @@ class ExperimentParser(train_utils.ExperimentParser):
       except yaml.YAMLError as e:
         raise ValueError(f"{source}: not valid YAML: {e}") from None
       except (TypeError, ValueError, AttributeError) as e:
-        raise ValueError(
-            f"{source}: expected a YAML mapping of config keys ({e}).") from None
+        raise ValueError(f"{source}: expected a YAML mapping of config keys "
+                         f"({e}).") from None
       _override(params, overrides, source)
     return params
 

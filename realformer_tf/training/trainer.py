@@ -97,7 +97,11 @@ class Trainer(base_trainer.Trainer):
     self._model_dir = model_dir
     # Replaces the plain `Mean` built by the base class (same name, same
     # logged value); created here, inside the strategy scope, like it.
-    self._train_loss = LossMeanWithNonFiniteTracking("training_loss")
+    # Asynchronous (parameter server) training has no per-step all-reduce:
+    # there only Model Garden's loop-level recovery check applies.
+    self._check_steps = not self._is_async
+    if self._check_steps:
+      self._train_loss = LossMeanWithNonFiniteTracking("training_loss")
     self._loop_start_time = None
     self._loop_start_step = 0
 
@@ -110,7 +114,7 @@ class Trainer(base_trainer.Trainer):
     """Raises on a non-finite loss, else the base logs + examples_per_second."""
     self.join()
     end_step = int(self.global_step.numpy())
-    bad = self._train_loss.first_nonfinite_step()
+    bad = self._check_steps and self._train_loss.first_nonfinite_step()
     if bad:
       self._non_finite_loss(self._loop_start_step + bad, end_step)
     logs = super().train_loop_end()
