@@ -24,9 +24,6 @@ A rerun of the same command resumes from the latest checkpoint in
 --model_dir and stops at trainer.train_steps.
 """
 
-import importlib
-import os
-
 from absl import app
 from absl import flags
 from absl import logging
@@ -34,15 +31,8 @@ import gin
 
 from official.common import flags as tfm_flags
 from official.core import train_utils
-from realformer_tf.configs import experiments
+from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import train_lib
-
-# Fine-tuning experiments (realformer/glue, realformer/squad) register
-# themselves on import; imported when their modules are present.
-for _module in ("finetuning", "squad"):
-  if os.path.exists(os.path.join(os.path.dirname(experiments.__file__),
-                                 f"{_module}.py")):
-    importlib.import_module(f"realformer_tf.configs.{_module}")
 
 FLAGS = flags.FLAGS
 

@@ -27,10 +27,8 @@ Pipeline (`run_analysis`):
 """
 
 import dataclasses
-import importlib
 import json
 import os
-import pkgutil
 from typing import Any, Dict, List, Optional, Sequence
 
 from absl import logging
@@ -41,7 +39,6 @@ from official.core import task_factory
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
 from realformer_tf.analysis import stats
-from realformer_tf import configs
 from realformer_tf.configs import experiments
 from realformer_tf.networks import realformer_encoder
 
@@ -62,21 +59,6 @@ class LoadedModel:
   max_sequence_length: int
   vocab_size: int
   residual_attention: str
-
-
-def _register_experiments() -> None:
-  """Imports every `realformer_tf.configs` module, registering its experiments.
-
-  `params.yaml` names its experiment in `task.name` (pre-training, GLUE,
-  SQuAD, ...); the registering module must be imported to rebuild it.
-  """
-  for module in pkgutil.iter_modules(configs.__path__):
-    name = f"{configs.__name__}.{module.name}"
-    try:
-      importlib.import_module(name)
-    except Exception as e:  # pylint: disable=broad-except
-      logging.warning("Could not import %s (its experiments cannot be "
-                      "analysed): %s", name, e)
 
 
 def _find_encoder(model, model_dir: str):
@@ -120,7 +102,6 @@ def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
   """
   if not model_dir or not tf.io.gfile.isdir(model_dir):
     raise FileNotFoundError(f"model dir {model_dir!r} does not exist.")
-  _register_experiments()
   config = experiments.load_experiment_config(model_dir)
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   model = task.build_model()

@@ -271,6 +271,8 @@ def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   if not name:
     raise ValueError(
         f"{path} has no task.name, so the experiment that wrote it is unknown.")
+  # Deferred import: the fine-tuning modules import this one.
+  from realformer_tf.configs import registry  # pylint: disable=g-import-not-at-top,unused-import
   config = exp_factory.get_exp_config(name)
   config.override(params_dict, is_strict=True)
   config.validate()

@@ -63,11 +63,8 @@ from official.nlp.serving import serving_modules as mg_serving_modules
 from official.nlp.tasks import masked_lm
 from official.nlp.tasks import question_answering
 from official.nlp.tasks import sentence_prediction
-# Registers realformer/glue and realformer/squad (and, through them,
-# realformer/pretraining and realformer/quickstart).
 from realformer_tf.configs import experiments
-from realformer_tf.configs import finetuning  # pylint: disable=unused-import
-from realformer_tf.configs import squad as squad_config  # pylint: disable=unused-import
+from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
