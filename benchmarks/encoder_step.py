@@ -8,7 +8,7 @@ both alike), and reports medians and the RealFormer/BERT ratio.
 
 Peak memory: on a GPU, TF's allocator peak (`get_memory_info`) around each
 model's steps. On a CPU TF keeps no allocator statistics, so each model runs
-in its own subprocess and reports peak RSS (`ru_maxrss`) during its training
+in its own subprocess and reports its peak RSS (VmHWM) during its training
 steps minus the RSS before the first step. Either way the models are built on
 a tiny batch, so the figure is what a step adds to the weights: activations,
 gradients, optimizer slots and the step's workspace.
@@ -19,10 +19,10 @@ Usage:
       --dtypes=float32 --xla=false --steps=3              # one quick row
 """
 
+import gc
 import itertools
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -166,16 +166,23 @@ def _memory_child(spec):
   encoder, optimizer, inputs, _ = _build(name, size, int(seq), dtype)
   step = _make_step(encoder, optimizer, inputs, xla == "true")
   step.get_concrete_function()  # trace first: tracing memory is not the step's
-  before = _current_rss()
+  before = _proc_status_bytes("VmRSS")
   for _ in range(FLAGS.warmup + 1):
     step().numpy()
-  # ru_maxrss is in KiB on Linux.
-  print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)
+  print(_proc_status_bytes("VmHWM") - before)
 
 
-def _current_rss():
-  with open("/proc/self/statm") as f:
-    return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _proc_status_bytes(key):
+  """Current (VmRSS) or peak (VmHWM) resident memory of this process.
+
+  VmHWM, unlike `getrusage`'s ru_maxrss, is not inherited from the parent
+  across fork + exec, so a child measures only itself.
+  """
+  with open("/proc/self/status") as f:
+    for line in f:
+      if line.startswith(key + ":"):
+        return int(line.split()[1]) * 1024  # kB
+  raise RuntimeError(f"{key} not in /proc/self/status")
 
 
 def _print_table(rows):
@@ -203,6 +210,9 @@ def main(_):
   for size, seq, dtype, xla in itertools.product(
       FLAGS.sizes, FLAGS.seq_lengths, FLAGS.dtypes, FLAGS.xla):
     row = _run_row(size, int(seq), dtype, xla.lower() == "true")
+    # Free the row's models, traced steps and XLA executables before the next.
+    tf_keras.backend.clear_session()
+    gc.collect()
     rows.append(row)
     print(json.dumps(row), file=sys.stderr, flush=True)
   print(f"\ndevice: {rows[0]['device']}; median of {FLAGS.steps} interleaved "
