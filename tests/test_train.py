@@ -240,6 +240,8 @@ def test_train_then_eval_and_continuous_eval(tmp_path):
 def _quickstart_text(path, max_lines=400):
   """A few WikiText-2 paragraphs in BERT format (sentences, blank lines)."""
   source = os.path.join(utils.SHARED_DATA, "corpus", "wikitext-2", "valid.txt")
+  if not os.path.exists(source):
+    pytest.skip(f"real corpus not found: {source} (set REALFORMER_DATA_DIR)")
   lines = []
   with open(source, encoding="utf-8") as f:
     for line in f:

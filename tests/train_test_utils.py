@@ -12,7 +12,7 @@ import yaml
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN_PY = os.path.join(REPO_ROOT, "train.py")
 SHARED_DATA = os.environ.get(
-    "REALFORMER_SHARED_DATA", os.path.join(REPO_ROOT, "..", "shared", "data"))
+    "REALFORMER_DATA_DIR", os.path.join(REPO_ROOT, "..", "shared", "data"))
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
