@@ -9,10 +9,11 @@ import numpy as np
 import tensorflow as tf
 import yaml
 
+from realformer_tf.data import pretraining_data
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN_PY = os.path.join(REPO_ROOT, "train.py")
-SHARED_DATA = os.environ.get(
-    "REALFORMER_DATA_DIR", os.path.join(REPO_ROOT, "..", "shared", "data"))
+SHARED_DATA = pretraining_data.default_data_dir()
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 

@@ -9,12 +9,9 @@ import tensorflow as tf
 
 from official.nlp.data import sentence_prediction_dataloader as sp_loader
 from realformer_tf.data import glue
+from realformer_tf.data import pretraining_data
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-DATA_DIR = os.environ.get("REALFORMER_DATA_DIR",
-                          os.path.join(os.path.dirname(_REPO), "shared",
-                                       "data"))
+DATA_DIR = pretraining_data.default_data_dir()
 GLUE_DIR = os.path.join(DATA_DIR, "glue")
 VOCAB = os.path.join(DATA_DIR, "vocab", "bert-base-uncased-vocab.txt")
 

@@ -4,13 +4,14 @@ import os
 
 import pytest
 
+from realformer_tf.data import pretraining_data
+
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
 
 def data_dir() -> str:
-  return os.environ.get("REALFORMER_DATA_DIR",
-                        os.path.join(_REPO_ROOT, "..", "shared", "data"))
+  return pretraining_data.default_data_dir()
 
 
 def data_file(*parts: str) -> str:

@@ -19,13 +19,10 @@ from official.core import train_lib
 from realformer_tf import sweep
 from realformer_tf.configs import finetuning
 from realformer_tf.data import glue
+from realformer_tf.data import pretraining_data
 from realformer_tf.tasks import sentence_prediction as sp
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-DATA_DIR = os.environ.get("REALFORMER_DATA_DIR",
-                          os.path.join(os.path.dirname(_REPO), "shared",
-                                       "data"))
+DATA_DIR = pretraining_data.default_data_dir()
 GLUE_DIR = os.path.join(DATA_DIR, "glue")
 VOCAB = os.path.join(DATA_DIR, "vocab", "bert-base-uncased-vocab.txt")
 
