@@ -15,6 +15,8 @@ from typing import Dict, Iterable, Optional
 import numpy as np
 import tensorflow as tf
 
+from tests import numpy_reference
+
 TINY_CONFIG = dict(
     vocab_size=40,
     hidden_size=32,
@@ -121,23 +123,6 @@ def write_tf1_checkpoint(directory: str,
   return prefix
 
 
-def _layer_norm(x, gamma, beta, eps=1e-12):
-  mean = x.mean(-1, keepdims=True)
-  var = ((x - mean) ** 2).mean(-1, keepdims=True)
-  return (x - mean) / np.sqrt(var + eps) * gamma + beta
-
-
-def _gelu(x):
-  return 0.5 * x * (1.0 + np.tanh(math.sqrt(2 / math.pi) *
-                                  (x + 0.044715 * x ** 3)))
-
-
-def _softmax(x):
-  x = x - x.max(-1, keepdims=True)
-  e = np.exp(x)
-  return e / e.sum(-1, keepdims=True)
-
-
 def numpy_forward(values, config, word_ids, input_mask, type_ids,
                   use_running_mean: bool = False, residual: bool = True):
   """TF1 RealFormer `BertModel` forward pass; returns (sequence, pooled).
@@ -157,7 +142,7 @@ def numpy_forward(values, config, word_ids, input_mask, type_ids,
   x = (v["bert/embeddings/word_embeddings"][word_ids]
        + v["bert/embeddings/token_type_embeddings"][type_ids]
        + v["bert/embeddings/position_embeddings"][:s][None])
-  x = _layer_norm(x, v["bert/embeddings/LayerNorm/gamma"],
+  x = numpy_reference.layer_norm(x, v["bert/embeddings/LayerNorm/gamma"],
                   v["bert/embeddings/LayerNorm/beta"])
   adder = (1.0 - input_mask[:, None, None, :].astype(np.float64)) * -10000.0
   prev = None
@@ -177,14 +162,14 @@ def numpy_forward(values, config, word_ids, input_mask, type_ids,
     scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)
     cur = scores + prev if (residual and prev is not None) else scores
     logits = cur / (i + 1) if use_running_mean else cur
-    probs = _softmax(logits + adder)
+    probs = numpy_reference.softmax(logits + adder)
     prev = cur
     context = (probs @ val).transpose(0, 2, 1, 3).reshape(b, s, h)
-    attention = _layer_norm(dense(context, "attention/output/dense") + x,
+    attention = numpy_reference.layer_norm(dense(context, "attention/output/dense") + x,
                             v[p + "attention/output/LayerNorm/gamma"],
                             v[p + "attention/output/LayerNorm/beta"])
-    inner = _gelu(dense(attention, "intermediate/dense"))
-    x = _layer_norm(dense(inner, "output/dense") + attention,
+    inner = numpy_reference.gelu_tanh(dense(attention, "intermediate/dense"))
+    x = numpy_reference.layer_norm(dense(inner, "output/dense") + attention,
                     v[p + "output/LayerNorm/gamma"],
                     v[p + "output/LayerNorm/beta"])
   pooled = np.tanh(x[:, 0] @ v["bert/pooler/dense/kernel"]
@@ -196,9 +181,9 @@ def numpy_mlm_logits(values, sequence, positions):
   """TF1 `get_masked_lm_output` logits, [batch, num_positions, vocab]."""
   v = {k: np.asarray(a, np.float64) for k, a in values.items()}
   gathered = np.take_along_axis(sequence, positions[:, :, None], axis=1)
-  t = _gelu(gathered @ v["cls/predictions/transform/dense/kernel"]
+  t = numpy_reference.gelu_tanh(gathered @ v["cls/predictions/transform/dense/kernel"]
             + v["cls/predictions/transform/dense/bias"])
-  t = _layer_norm(t, v["cls/predictions/transform/LayerNorm/gamma"],
+  t = numpy_reference.layer_norm(t, v["cls/predictions/transform/LayerNorm/gamma"],
                   v["cls/predictions/transform/LayerNorm/beta"])
   return (t @ v["bert/embeddings/word_embeddings"].T
           + v["cls/predictions/output_bias"])
