@@ -40,6 +40,7 @@ from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
 from realformer_tf.analysis import stats
 from realformer_tf.configs import experiments
+from realformer_tf.data import tokenization
 from realformer_tf.networks import realformer_encoder
 
 _LOG_EVERY_BATCHES = 50
@@ -151,11 +152,6 @@ def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
       residual_attention=str(encoder_config["residual_attention"]))
 
 
-def _read_vocab(vocab_file: str) -> List[str]:
-  with tf.io.gfile.GFile(vocab_file) as f:
-    return [line.rstrip("\n").strip() for line in f]
-
-
 def text_dataset(input_text: str, vocab_file: str, seq_length: int,
                  batch_size: int, lower_case: bool = True) -> tf.data.Dataset:
   """Batches of encoder inputs from a plain-text file, one example per line.
@@ -165,11 +161,9 @@ def text_dataset(input_text: str, vocab_file: str, seq_length: int,
   (type ids 0) and padded with id 0 (input_mask 0).
   """
   import tensorflow_text as text  # pylint: disable=g-import-not-at-top
-  vocab = _read_vocab(vocab_file)
+  # Validated: a WordPiece vocabulary with [PAD] [UNK] [CLS] [SEP] [MASK].
+  vocab = tokenization.load_vocab(vocab_file)
   ids = {token: i for i, token in enumerate(vocab)}
-  missing = [t for t in ("[CLS]", "[SEP]", "[UNK]") if t not in ids]
-  if missing:
-    raise ValueError(f"--vocab_file={vocab_file} lacks the tokens {missing}.")
   if seq_length < 3:
     raise ValueError(f"--seq_length must be >= 3, got {seq_length}.")
   tokenizer = text.BertTokenizer(vocab_file, lower_case=lower_case,
@@ -234,7 +228,7 @@ def build_dataset(model: LoadedModel,
       raise ValueError(
           f"--seq_length={seq_length} exceeds the encoder's "
           f"max_position_embeddings={model.max_sequence_length}.")
-    vocab_size = len(_read_vocab(vocab_file))
+    vocab_size = len(tokenization.load_vocab(vocab_file))
     if vocab_size > model.vocab_size:
       raise ValueError(
           f"--vocab_file={vocab_file} has {vocab_size} tokens but the encoder "
