@@ -142,8 +142,11 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
 
 
 def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
-                       seed: int) -> Dict:
+                       seed: int, mode: str = "train") -> Dict:
   """Trains (or resumes) one run in this process, then evaluates it once.
+
+  `mode="train_and_eval"` also evaluates every `trainer.validation_interval`
+  steps (the reproduction's eval curves).
 
   Returns:
     {"eval_logs": all evaluation logs (floats), "global_step": int}.
@@ -169,7 +172,7 @@ def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
   with strategy.scope():
     task = task_factory.get_task(config.task, logging_dir=model_dir)
   _, eval_logs = train_lib.run_experiment(
-      distribution_strategy=strategy, task=task, mode="train", params=config,
+      distribution_strategy=strategy, task=task, mode=mode, params=config,
       model_dir=model_dir, run_post_eval=True)
   checkpoint = tf.train.latest_checkpoint(model_dir)
   global_step = (train_utils.read_global_step_from_checkpoint(checkpoint)
@@ -186,7 +189,7 @@ def _to_float(value):
 Runner = Callable[[cfg.ExperimentConfig, str, int], Dict]
 
 
-def _write_json_atomically(path: str, data) -> None:
+def write_json_atomically(path: str, data) -> None:
   tmp_path = f"{path}.tmp-{os.getpid()}"
   with tf.io.gfile.GFile(tmp_path, "w") as f:
     f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -238,7 +241,7 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
         "metrics": {m: eval_logs[m] for m in spec_metrics},
         "eval_logs": eval_logs,
     }
-    _write_json_atomically(result_path, result)
+    write_json_atomically(result_path, result)
     results.append(result)
   return results
 
@@ -372,7 +375,7 @@ def format_summary(summary: Dict) -> str:
 def write_summary(model_dir_root: str) -> Dict:
   summary = summarize(load_results(model_dir_root))
   if summary["tasks"]:
-    _write_json_atomically(os.path.join(model_dir_root, SUMMARY_FILE),
+    write_json_atomically(os.path.join(model_dir_root, SUMMARY_FILE),
                            summary)
   return summary
 

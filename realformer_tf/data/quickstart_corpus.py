@@ -244,7 +244,7 @@ def _sha256(path: str) -> str:
   return digest.hexdigest()
 
 
-def _write_documents(path: str, documents: List[List[str]]) -> None:
+def write_documents(path: str, documents: List[List[str]]) -> None:
   lines = []
   for document in documents:
     lines.extend(document)
@@ -378,8 +378,8 @@ def prepare_quickstart_data(data_dir: str,
   train_text = os.path.join(data_dir, _TRAIN_TEXT)
   eval_text = os.path.join(data_dir, _EVAL_TEXT)
   vocab_file = os.path.join(data_dir, _VOCAB)
-  _write_documents(train_text, train_docs)
-  _write_documents(eval_text, eval_docs)
+  write_documents(train_text, train_docs)
+  write_documents(eval_text, eval_docs)
   vocab = tokenization.learn_vocab(
       [s for d in train_docs for s in d], vocab_size, vocab_file,
       learn_params={"upper_thresh": _LEARN_UPPER_THRESH})
