@@ -21,6 +21,8 @@ from typing import Optional, Tuple
 import tensorflow as tf
 import tf_keras
 
+from official.nlp.modeling.layers import attention as mg_attention
+
 RESIDUAL_MODES = ("sum", "mean", "none")
 
 # Same additive mask value as Keras' Softmax for float32, so "none" matches
@@ -60,6 +62,21 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       from the previous layer (`None` for the first layer).
     training: Python bool, whether dropout is active.
     return_attention_probs: Also return the softmax probabilities.
+    use_causal_mask: Also mask keys after each query (decoder
+      self-attention). Like the padding mask, the causal mask enters the
+      softmax only: the returned running sum stays unmasked.
+    cache: Incremental decoding: a dict with "key" and "value" `[batch,
+      cached_len, num_heads, key_dim]` projections of the earlier positions
+      (Model Garden's `CachedAttention` format, what `Seq2SeqTransformer`'s
+      beam search carries). This step's keys and values are appended (or,
+      with `decode_loop_step`, written at that index) and the dict is updated
+      in place. The residual scores need no cache across steps: row `t` of
+      `S_l` depends only on row `t` of `S_{l-1}`, so a step passes a
+      `[batch, num_heads, 1, t + 1]` score row from layer to layer (with
+      `decode_loop_step`: `[batch, num_heads, 1, max_len]`, the columns after
+      `t` masked).
+    decode_loop_step: With `cache`, the step index for padded (fixed-length,
+      TPU) decoding; None appends to the cache.
 
   Returns:
     `(output, scores)`, or `(output, scores, probs)`: `output` is
@@ -105,7 +122,10 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
            attention_mask=None,
            prev_scores=None,
            training=None,
-           return_attention_probs=False):
+           return_attention_probs=False,
+           use_causal_mask=False,
+           cache=None,
+           decode_loop_step=None):
     if not self._built_from_signature:
       self._build_from_signature(query=query, value=value, key=key)
     if key is None:
@@ -115,12 +135,22 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       raise ValueError(
           f"{self.name}: attention_mask must have rank 3 "
           f"[batch, from_len, to_len], got shape {attention_mask.shape}.")
+    # With a cache the keys start before the queries: causal mask below.
     attention_mask = self._compute_attention_mask(
-        query, value, key=key, attention_mask=attention_mask)
+        query, value, key=key, attention_mask=attention_mask,
+        use_causal_mask=use_causal_mask and cache is None)
 
     query = self._query_dense(query)    # [B, T, N, H]
     key = self._key_dense(key)          # [B, S, N, H]
     value = self._value_dense(value)    # [B, S, N, H]
+    if cache is not None:
+      # Model Garden's own cache update (a plain function of its arguments):
+      # official/nlp/modeling/layers/attention.py, CachedAttention.
+      key, value = mg_attention.CachedAttention._update_cache(  # pylint: disable=protected-access
+          self, key, value, cache, decode_loop_step)
+      if use_causal_mask:
+        attention_mask = _offset_causal_mask(query, key, attention_mask,
+                                             decode_loop_step)
     output, scores, probs = self._compute_attention(
         query, key, value, attention_mask, training, prev_scores=prev_scores)
     output = self._output_dense(output)
@@ -178,3 +208,32 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       raise ValueError(
           f"{self.name}: prev_scores has shape {prev_shape}, but this layer's "
           f"scores have shape {shape} [batch, num_heads, from_len, to_len].")
+
+
+def _offset_causal_mask(query, key, attention_mask, decode_loop_step):
+  """Causal mask for queries that start after the cached keys.
+
+  Query row `i` is position `offset + i`, where `offset` is
+  `decode_loop_step` (padded decoding) or the number of cached keys; it may
+  attend to keys `j <= offset + i`. Keras' `_compute_causal_mask` assumes
+  `offset = 0`.
+
+  Args:
+    query: Projected queries `[B, T, N, H]`.
+    key: Projected keys including the cache, `[B, S, N, H]`.
+    attention_mask: None or `[B, T, S]`, 1 = attend.
+    decode_loop_step: None or the scalar step index.
+
+  Returns:
+    A boolean `[B or 1, T, S]` mask, AND-ed with `attention_mask`.
+  """
+  query_len, key_len = tf.shape(query)[1], tf.shape(key)[1]
+  if decode_loop_step is None:
+    offset = key_len - query_len
+  else:
+    offset = tf.cast(decode_loop_step, tf.int32)
+  causal = tf.linalg.band_part(tf.ones((1, query_len, key_len), tf.bool), -1,
+                               offset)
+  if attention_mask is None:
+    return causal
+  return tf.cast(attention_mask, tf.bool) & causal

@@ -133,6 +133,51 @@ class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "attention_mask must have rank 3"):
       layer(self.query, self.value, attention_mask=np.ones((2, 7), np.int32))
 
+  @parameterized.parameters("sum", "mean")
+  def test_causal_mask_matches_numpy(self, mode):
+    layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                          residual_attention=mode,
+                                          layer_index=2)
+    x = self.value                                   # [2, 7, 16]
+    prev = np.random.default_rng(1).normal(size=(2, 4, 7, 7)).astype(
+        np.float32)
+    mask = np.ones((2, 7, 7), np.int32)
+    mask[1, :, 5:] = 0
+    out, scores, probs = layer(x, x, attention_mask=mask, prev_scores=prev,
+                               use_causal_mask=True,
+                               return_attention_probs=True)
+    causal = mask * np.tril(np.ones((7, 7), np.int32))
+    want_out, want_scores, want_probs = numpy_reference.attention(
+        x, x, _weights(layer), causal, prev, mode, 2)
+    self.assertAllClose(want_scores, scores, atol=1e-5)   # unmasked sum
+    self.assertAllClose(want_probs, probs, atol=1e-5)
+    self.assertAllClose(want_out, out, atol=1e-5)
+
+  @parameterized.product(mode=["sum", "mean"], padded=[False, True])
+  def test_cached_steps_match_full_causal_pass(self, mode, padded):
+    layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                          residual_attention=mode,
+                                          layer_index=1)
+    x = self.value
+    length = x.shape[1]
+    prev = np.random.default_rng(2).normal(size=(2, 4, length, length)).astype(
+        np.float32)
+    want_out, want_scores = layer(x, x, prev_scores=prev,
+                                  use_causal_mask=True)
+    size = length if padded else 0
+    cache = {"key": tf.zeros([2, size, 4, 4]),
+             "value": tf.zeros([2, size, 4, 4])}
+    for t in range(length):
+      # One score row per step: row t of the previous layer's sum.
+      row = prev[:, :, t:t + 1, :(length if padded else t + 1)]
+      out, scores = layer(x[:, t:t + 1], x[:, t:t + 1], prev_scores=row,
+                          use_causal_mask=True, cache=cache,
+                          decode_loop_step=t if padded else None)
+      self.assertAllClose(want_out[:, t:t + 1], out, atol=1e-5)
+      self.assertAllClose(want_scores[:, :, t:t + 1, :t + 1],
+                          scores[:, :, :, :t + 1], atol=1e-5)
+      self.assertEqual(size or t + 1, cache["key"].shape[1])
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -1,0 +1,159 @@
+"""RealFormer encoder-decoder on Model Garden's `Seq2SeqTransformer`.
+
+Model Garden's `Seq2SeqTransformer` (official/nlp/modeling/models/
+seq2seq_transformer.py) owns the shared embedding, sinusoidal positions, the
+output projection, teacher forcing, beam search and padded decoding; it takes
+the encoder and decoder stacks as `encoder_layer` / `decoder_layer`. This
+module fills the encoder slot with a stack of `RealFormerEncoderBlock`s
+(encoder self-attention path) and the decoder slot with `RealFormerDecoder`
+(decoder self-attention and encoder-decoder paths): three residual paths,
+one per attention type, as the paper's Section 3 prescribes.
+"""
+
+from typing import Any, Optional
+
+import tensorflow as tf
+import tf_keras
+
+from official.nlp.modeling.models import seq2seq_transformer
+from realformer_tf.layers import realformer_block
+from realformer_tf.layers import residual_attention as ra
+from realformer_tf.networks import realformer_decoder
+
+
+@tf_keras.utils.register_keras_serializable(package="RealFormer")
+class RealFormerSeq2SeqEncoder(tf_keras.layers.Layer):
+  """Encoder stack for `Seq2SeqTransformer`'s `encoder_layer` slot.
+
+  Same call and attribute names as Model Garden's seq2seq
+  `TransformerEncoder` (`encoder_layers`, `output_normalization`), built from
+  `RealFormerEncoderBlock`s, so it returns the normalized output given
+  `(encoder_inputs, attention_mask)`. The blocks always have attention
+  biases (Model Garden's seq2seq encoder defaults to none).
+
+  Args:
+    num_layers: Number of blocks.
+    num_attention_heads: Number of attention heads.
+    intermediate_size: Feed-forward width.
+    activation: Feed-forward activation.
+    dropout_rate: Dropout after attention projections and feed-forward.
+    attention_dropout_rate: Dropout on attention probabilities.
+    norm_first: Pre-LN (default, as Model Garden's seq2seq) or Post-LN.
+    norm_epsilon: LayerNorm epsilon of the blocks.
+    residual_attention: "sum", "mean" or "none".
+    final_layer_norm: LayerNorm after the last block (Model Garden always
+      has it).
+    **kwargs: Base `Layer` arguments.
+  """
+
+  def __init__(self,
+               num_layers: int = 6,
+               num_attention_heads: int = 8,
+               intermediate_size: int = 2048,
+               activation: Any = "relu",
+               dropout_rate: float = 0.0,
+               attention_dropout_rate: float = 0.0,
+               norm_first: bool = True,
+               norm_epsilon: float = 1e-6,
+               residual_attention: str = "sum",
+               final_layer_norm: bool = True,
+               **kwargs):
+    super().__init__(**kwargs)
+    if num_layers < 1:
+      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
+    self.num_layers = num_layers
+    self.num_attention_heads = num_attention_heads
+    self._intermediate_size = intermediate_size
+    self._activation = activation
+    self._dropout_rate = dropout_rate
+    self._attention_dropout_rate = attention_dropout_rate
+    self._norm_first = norm_first
+    self._norm_epsilon = norm_epsilon
+    self._residual_attention = ra.validate_residual_attention(
+        residual_attention)
+    self._final_layer_norm = bool(final_layer_norm)
+
+  def build(self, input_shape):
+    self.encoder_layers = [
+        realformer_block.RealFormerEncoderBlock(
+            num_attention_heads=self.num_attention_heads,
+            inner_dim=self._intermediate_size,
+            inner_activation=self._activation,
+            output_dropout=self._dropout_rate,
+            attention_dropout=self._attention_dropout_rate,
+            norm_first=self._norm_first,
+            norm_epsilon=self._norm_epsilon,
+            residual_attention=self._residual_attention,
+            layer_index=i,
+            name=f"layer_{i}") for i in range(self.num_layers)]
+    if self._final_layer_norm:
+      self.output_normalization = tf_keras.layers.LayerNormalization(
+          epsilon=self._norm_epsilon, dtype="float32")
+    super().build(input_shape)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        num_layers=self.num_layers,
+        num_attention_heads=self.num_attention_heads,
+        intermediate_size=self._intermediate_size,
+        activation=self._activation,
+        dropout_rate=self._dropout_rate,
+        attention_dropout_rate=self._attention_dropout_rate,
+        norm_first=self._norm_first,
+        norm_epsilon=self._norm_epsilon,
+        residual_attention=self._residual_attention,
+        final_layer_norm=self._final_layer_norm)
+    return config
+
+  def call(self, encoder_inputs, attention_mask=None,
+           return_attention_scores: bool = False, training=None):
+    """Returns the output, and per-layer scores and probs if asked."""
+    hidden, scores = encoder_inputs, None
+    all_scores, all_probs = [], []
+    for layer in self.encoder_layers:
+      hidden, scores, probs = layer(hidden, scores=scores,
+                                    attention_mask=attention_mask,
+                                    training=training,
+                                    return_attention_probs=True)
+      all_scores.append(scores)
+      all_probs.append(probs)
+    if self._final_layer_norm:
+      hidden = self.output_normalization(hidden)
+    if return_attention_scores:
+      return hidden, {"scores": all_scores, "probs": all_probs}
+    return hidden
+
+
+def build_seq2seq_transformer(vocab_size: int,
+                              embedding_width: int,
+                              encoder: RealFormerSeq2SeqEncoder,
+                              decoder: realformer_decoder.RealFormerDecoder,
+                              eos_id: int,
+                              dropout_rate: float = 0.0,
+                              padded_decode: bool = False,
+                              decode_max_length: Optional[int] = None,
+                              extra_decode_length: int = 0,
+                              beam_size: int = 4,
+                              alpha: float = 0.6
+                              ) -> seq2seq_transformer.Seq2SeqTransformer:
+  """Model Garden's `Seq2SeqTransformer` with the RealFormer stacks.
+
+  Raises:
+    ValueError: If the decoder has no cross-attention or the head counts
+      do not divide `embedding_width`.
+  """
+  if not decoder.cross_attention:
+    raise ValueError("The seq2seq decoder needs cross_attention=True.")
+  for name, stack in (("encoder", encoder), ("decoder", decoder)):
+    if embedding_width % stack.num_attention_heads:
+      raise ValueError(
+          f"embedding_width={embedding_width} is not divisible by the "
+          f"{name}'s num_attention_heads={stack.num_attention_heads}.")
+  return seq2seq_transformer.Seq2SeqTransformer(
+      vocab_size=vocab_size, embedding_width=embedding_width,
+      dropout_rate=dropout_rate, padded_decode=padded_decode,
+      decode_max_length=decode_max_length,
+      extra_decode_length=extra_decode_length, beam_size=beam_size,
+      alpha=alpha, encoder_layer=encoder, decoder_layer=decoder,
+      eos_id=eos_id)

@@ -1,0 +1,147 @@
+"""Tests for RealFormerDecoderBlock."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from official.nlp.modeling import layers as mg_layers
+from realformer_tf.layers import realformer_decoder_block as rdb
+from tests import layer_test_utils
+from tests import numpy_decoder_reference as ndr
+
+B, T, S, D, N = 2, 5, 7, 16, 4
+
+
+def _block(**kwargs):
+  defaults = dict(num_attention_heads=N, intermediate_size=24)
+  defaults.update(kwargs)
+  return rdb.RealFormerDecoderBlock(**defaults)
+
+
+class RealFormerDecoderBlockTest(tf.test.TestCase, parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    rng = np.random.default_rng(0)
+    self.x = rng.normal(size=(B, T, D)).astype(np.float32)
+    self.memory = rng.normal(size=(B, S, D)).astype(np.float32)
+    self.prev_self = rng.normal(size=(B, N, T, T)).astype(np.float32)
+    self.prev_cross = rng.normal(size=(B, N, T, S)).astype(np.float32)
+    target_pad = np.ones((B, T, T), np.int32)
+    target_pad[1, :, 3:] = 0                      # padded target positions
+    self.self_mask = target_pad
+    cross = np.ones((B, T, S), np.int32)
+    cross[0, :, 5:] = 0                           # padded source positions
+    self.cross_mask = cross
+
+  @parameterized.parameters(
+      ("sum", False, (True, True), "relu"),
+      ("sum", True, (True, True), "gelu"),
+      ("mean", False, (True, True), "gelu"),
+      ("mean", True, (True, True), "relu"),
+      ("sum", False, (True, False), "relu"),
+      ("mean", True, (False, True), "relu"))
+  def test_matches_numpy(self, mode, norm_first, paths, activation):
+    block = _block(residual_attention=mode, norm_first=norm_first,
+                   self_residual=paths[0], cross_residual=paths[1],
+                   intermediate_activation=activation, layer_index=2)
+    out, self_scores, cross_scores = block(
+        self.x, self.memory, self_scores=self.prev_self,
+        cross_scores=self.prev_cross, self_attention_mask=self.self_mask,
+        cross_attention_mask=self.cross_mask)
+    want, want_self, want_cross = ndr.decoder_block(
+        self.x, self.memory, ndr.decoder_block_weights(block),
+        self.self_mask * ndr.causal_mask(B, T), self.cross_mask,
+        self.prev_self, self.prev_cross, mode if paths[0] else "none",
+        mode if paths[1] else "none", 2, norm_first, activation)
+    self.assertAllClose(want_self, self_scores, atol=1e-5)
+    self.assertAllClose(want_cross, cross_scores, atol=1e-5)
+    self.assertAllClose(want, out, atol=1e-5)
+
+  @parameterized.parameters(False, True)
+  def test_decoder_only_matches_numpy(self, norm_first):
+    block = _block(cross_attention=False, norm_first=norm_first,
+                   residual_attention="mean", layer_index=1)
+    out, self_scores, cross_scores = block(
+        self.x, self_scores=self.prev_self,
+        self_attention_mask=self.self_mask)
+    self.assertIsNone(cross_scores)
+    self.assertFalse(any("encdec" in w.name for w in block.weights))
+    want, want_self, _ = ndr.decoder_block(
+        self.x, None, ndr.decoder_block_weights(block),
+        self.self_mask * ndr.causal_mask(B, T), None, self.prev_self, None,
+        "mean", "none", 1, norm_first)
+    self.assertAllClose(want_self, self_scores, atol=1e-5)
+    self.assertAllClose(want, out, atol=1e-5)
+
+  @parameterized.parameters("sum", "mean")
+  def test_causal_position_t_ignores_later_tokens(self, mode):
+    block = _block(residual_attention=mode, layer_index=1)
+    out, s, c = block(self.x, self.memory, self_scores=self.prev_self,
+                      cross_scores=self.prev_cross)
+    changed = self.x.copy()
+    changed[:, 3:] = np.random.default_rng(1).normal(size=(B, T - 3, D))
+    prev = self.prev_self.copy()
+    prev[:, :, :, 3:] += 100.0      # later keys in the incoming running sum
+    out2, s2, _ = block(changed, self.memory, self_scores=prev,
+                        cross_scores=self.prev_cross)
+    self.assertAllClose(out[:, :3], out2[:, :3], atol=1e-6)
+    self.assertNotAllClose(out[:, 3:], out2[:, 3:])
+    # The passed-on sum is unmasked: later keys' scores are in it.
+    self.assertNotAllClose(s[:, :, :3, 3:], s2[:, :, :3, 3:])
+
+  @parameterized.parameters(False, True)
+  def test_model_garden_checkpoint_round_trip(self, norm_first):
+    mg = mg_layers.TransformerDecoderBlock(
+        num_attention_heads=N, intermediate_size=24,
+        intermediate_activation="relu", norm_first=norm_first)
+    causal = self.self_mask * ndr.causal_mask(B, T)
+    want, _ = mg([self.x, self.memory, self.cross_mask, causal])
+    ours = _block(residual_attention="none", norm_first=norm_first)
+    ours(self.x, self.memory)
+    path = tf.train.Checkpoint(block=mg).write(
+        self.get_temp_dir() + "/mg")
+    status = tf.train.Checkpoint(block=ours).read(path)
+    status.assert_existing_objects_matched().expect_partial()
+    got, _, _ = ours(self.x, self.memory, self_attention_mask=self.self_mask,
+                     cross_attention_mask=self.cross_mask)
+    self.assertAllClose(want, got, atol=1e-5)
+    # Same Keras weight names below the block's own name.
+    names = lambda layer: sorted(w.name.split("/", 1)[1] for w in layer.weights)
+    self.assertEqual(names(mg), names(ours))
+
+  def test_config_round_trip_and_trains(self):
+    block = _block(residual_attention="mean", self_residual=False,
+                   use_bias=False, norm_first=True, dropout_rate=0.1,
+                   attention_initializer="he_normal", layer_index=3)
+    block(self.x, self.memory)
+    clone = layer_test_utils.assert_config_round_trip(block)
+    self.assertFalse(clone.get_config()["self_residual"])
+    self.assertEqual(3, clone.get_config()["layer_index"])
+
+    def model_fn():
+      x, memory = tf_keras.Input((T, D)), tf_keras.Input((S, D))
+      # Pre-LN: a Post-LN output's mean square is fixed by its LayerNorm.
+      h, s, c = _block(norm_first=True)(x, memory)
+      h, s, c = _block(norm_first=True, layer_index=1)(
+          h, memory, self_scores=s, cross_scores=c)
+      # Scores as outputs too: softmax alone gives key biases no gradient.
+      return tf_keras.Model([x, memory], [h, s, c])
+    layer_test_utils.assert_trains(model_fn, [self.x, self.memory])
+
+  def test_errors(self):
+    with self.assertRaisesRegex(ValueError, "memory .* is required"):
+      _block()(self.x)
+    with self.assertRaisesRegex(ValueError, "cross_attention=False"):
+      _block(cross_attention=False)(self.x, self.memory)
+    with self.assertRaisesRegex(ValueError, "not divisible"):
+      _block(num_attention_heads=3)(self.x, self.memory)
+    with self.assertRaisesRegex(ValueError, "residual_attention"):
+      _block(residual_attention="avg")
+    with self.assertRaisesRegex(ValueError, r"prev_scores has shape"):
+      _block()(self.x, self.memory, cross_scores=self.prev_self)
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,83 @@
+"""Independent NumPy decoder block (RealFormer, one residual path per attention).
+
+Written from the paper's Section 3 and Model Garden's Post-LN / Pre-LN
+decoder layout; reuses only `numpy_reference`'s attention, LayerNorm and GELU
+(themselves written from the equations). Weights are read out of the Keras
+layers as plain arrays.
+"""
+
+import numpy as np
+from scipy import special
+
+from tests import numpy_reference
+
+
+def causal_mask(batch, length):
+  """[B, T, T] lower-triangular 0/1 mask."""
+  return np.broadcast_to(np.tril(np.ones((length, length), np.int32)),
+                         (batch, length, length))
+
+
+def _activation(name):
+  if name == "relu":
+    return lambda x: np.maximum(x, 0.0)
+  if name == "gelu":  # Keras' "gelu": the exact (erf) form.
+    return lambda x: 0.5 * x * (1.0 + special.erf(x / np.sqrt(2.0)))
+  raise ValueError(name)
+
+
+def attention_weights(layer):
+  get = lambda l: [v.numpy() for v in l.weights]
+  out = {}
+  for key, dense in (("q", layer._query_dense), ("k", layer._key_dense),
+                     ("v", layer._value_dense), ("o", layer._output_dense)):
+    values = get(dense)
+    out[f"{key}_kernel"] = values[0]
+    out[f"{key}_bias"] = (values[1] if len(values) > 1 else
+                          np.zeros(values[0].shape[1:] if key != "o" else
+                                   values[0].shape[-1:], np.float32))
+  return out
+
+
+def decoder_block_weights(block):
+  """Reads a RealFormerDecoderBlock's weights."""
+  get = lambda l: [v.numpy() for v in l.weights]
+  w = dict(self_att=attention_weights(block.self_attention),
+           self_ln=get(block.self_attention_layer_norm),
+           inner=get(block.intermediate_dense), ffn=get(block.output_dense),
+           out_ln=get(block.output_layer_norm))
+  if hasattr(block, "encdec_attention"):
+    w.update(cross_att=attention_weights(block.encdec_attention),
+             cross_ln=get(block.encdec_attention_layer_norm))
+  return w
+
+
+def decoder_block(x, memory, w, self_mask, cross_mask, prev_self, prev_cross,
+                  self_mode, cross_mode, layer_index, norm_first=False,
+                  activation="relu", eps=1e-12):
+  """One decoder block; returns (out, self_scores, cross_scores).
+
+  `self_mask` must already contain the causal mask; `memory=None` means no
+  cross-attention (decoder-only). `*_mode` is "sum", "mean" or "none" per
+  path.
+  """
+  ln = lambda h, p: numpy_reference.layer_norm(h, *p, eps=eps)
+
+  def sublayer(source, out, norm):
+    return source + out if norm_first else ln(source + out, norm)
+
+  q = ln(x, w["self_ln"]) if norm_first else x
+  att, self_scores, _ = numpy_reference.attention(
+      q, q, w["self_att"], self_mask, prev_self, self_mode, layer_index)
+  x = sublayer(x, att, w["self_ln"])
+  cross_scores = prev_cross
+  if memory is not None:
+    q = ln(x, w["cross_ln"]) if norm_first else x
+    att, cross_scores, _ = numpy_reference.attention(
+        q, memory, w["cross_att"], cross_mask, prev_cross, cross_mode,
+        layer_index)
+    x = sublayer(x, att, w["cross_ln"])
+  h = ln(x, w["out_ln"]) if norm_first else x
+  inner = _activation(activation)(h @ w["inner"][0] + w["inner"][1])
+  return sublayer(x, inner @ w["ffn"][0] + w["ffn"][1], w["out_ln"]), (
+      self_scores), cross_scores
