@@ -49,7 +49,7 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
   mean over replicas exceeded `upper_bound` (0: none);
   `first_nonfinite_loss()` is that mean. `reset_state` (called by the trainer
   after each loop) clears both. `set_upper_bound` changes the bound (inf:
-  only NaN/Inf count).
+  only NaN/Inf count) and the first step of the loop it applies to.
   """
 
   def __init__(self, name: str = "training_loss", dtype=tf.float32,
@@ -69,9 +69,14 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
     self._upper_bound = tf.Variable(
         upper_bound, dtype=self.dtype, trainable=False, name="upper_bound",
         aggregation=only_first)
+    self._first_bounded_step = tf.Variable(
+        1.0, dtype=self.dtype, trainable=False, name="first_bounded_step",
+        aggregation=only_first)
 
-  def set_upper_bound(self, value: float) -> None:
+  def set_upper_bound(self, value: float, first_step: int = 1) -> None:
+    """Steps `first_step`, ... (1-based, in the loop) must stay <= `value`."""
     self._upper_bound.assign(value)
+    self._first_bounded_step.assign(float(first_step))
 
   def update_state(self, values, sample_weight=None):
     values = tf.cast(values, self.dtype)
@@ -83,8 +88,10 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
                     if replica_context is not None else 1)
     mean = total / num_replicas
     steps = self._steps.assign_add(1.0)
-    is_bad = tf.logical_or(tf.logical_not(tf.math.is_finite(total)),
-                           mean > self._upper_bound)
+    is_bad = tf.logical_or(
+        tf.logical_not(tf.math.is_finite(total)),
+        tf.logical_and(mean > self._upper_bound,
+                       steps >= self._first_bounded_step))
     is_first = tf.logical_and(is_bad, tf.equal(self._first_bad, 0.0))
     self._first_bad.assign(tf.where(is_first, steps, self._first_bad))
     self._first_bad_loss.assign(
@@ -127,12 +134,11 @@ class Trainer(base_trainer.Trainer):
     self._loop_start_step = int(self.global_step.numpy())
     if self._check_steps:
       # As Model Garden's `RecoveryCondition`: the bound applies from
-      # trainer.recovery_begin_steps on.
+      # global step trainer.recovery_begin_steps on.
       trainer = self.config.trainer
       self._train_loss.set_upper_bound(
-          trainer.loss_upper_bound
-          if self._loop_start_step >= trainer.recovery_begin_steps
-          else float("inf"))
+          trainer.loss_upper_bound,
+          max(1, trainer.recovery_begin_steps - self._loop_start_step))
     self._loop_start_time = time.time()
 
   def train_loop_end(self):
