@@ -65,7 +65,34 @@ def _bad_input_cases(tmp_path, run):
   not_vocab.write_text("this is a sentence, not a vocabulary\nand another\n")
   big_vocab = utils.write_vocab(str(tmp_path / "big_vocab.txt"), size=100)
   seq24 = dict(seq_length=24)
+  # Good records, then (same file) records with ids up to 99 > vocab 64.
+  mixed = str(tmp_path / "mixed.tfrecord")
+  good = utils.write_pretraining_records(str(tmp_path / "good.tfrecord"), 4)
+  wide = utils.write_pretraining_records(str(tmp_path / "wide.tfrecord"), 8,
+                                         vocab_size=100)
+  with tf.io.TFRecordWriter(mixed) as writer:
+    for record in tf.data.TFRecordDataset([good, wide]):
+      writer.write(record.numpy())
+  truncated = tmp_path / "truncated.tfrecord"
+  with open(run["train_file"], "rb") as f:
+    truncated.write_bytes(f.read()[:-7])
   return [
+      ("fractional train_steps",
+       _override(trainer=dict(train_steps=1.5)), "train",
+       ["trainer.train_steps=1.5 must be an int, not float"]),
+      ("non-numeric train_steps",
+       _override(trainer=dict(train_steps="abc")), "train",
+       ["trainer.train_steps='abc' must be an int, not str"]),
+      ("token ids beyond vocab_size after the first record",
+       _override(task=dict(train_data=dict(input_path=mixed))), "train",
+       ["task.model.encoder.any.vocab_size=64", mixed, "token id",
+        "'input_ids'"]),
+      ("truncated record file",
+       _override(task=dict(train_data=dict(input_path=str(truncated)))),
+       "train", [str(truncated), "cannot be read to the end"]),
+      ("eval without a checkpoint", "", "eval",
+       ["--mode=eval: no checkpoint in --model_dir=",
+        "no trained model to evaluate"]),
       ("empty input path",
        _override(task=dict(train_data=dict(input_path=""))), "train",
        ["task.train_data.input_path is empty"]),
@@ -202,6 +229,41 @@ def test_nan_loss_stops_the_run_naming_the_step(tmp_path):
           train_lib.list_checkpoints(str(model_dir))] == ["ckpt-2"]
 
 
+def test_finite_divergence_stops_the_run_naming_the_step(tmp_path):
+  # Loss ~4.8 (MLM over 64 tokens + NSP) > the bound from step 3 on.
+  run = utils.make_tiny_run(tmp_path, train_steps=6, steps_per_loop=2,
+                            checkpoint_interval=2)
+  model_dir = tmp_path / "model"
+  with pytest.raises(trainer_lib.NonFiniteLossError) as e:
+    run_in_process(model_dir, [run["config_file"]], params_override=(
+        "trainer.loss_upper_bound=1.0,trainer.recovery_begin_steps=3"))
+  assert e.value.step == 3
+  message = str(e.value)
+  assert "diverged (above trainer.loss_upper_bound=1)" in message, message
+  assert "at step 3 (train loop of steps 3-4)" in message
+  assert f"latest checkpoint: {model_dir}/ckpt-2" in message
+  assert [os.path.basename(p) for p in
+          train_lib.list_checkpoints(str(model_dir))] == ["ckpt-2"]
+
+
+def test_loss_tracking_flags_the_first_step_above_the_bound():
+  metric = trainer_lib.LossMeanWithNonFiniteTracking(upper_bound=1e6)
+  for value in (3.0, 2e6, float("nan"), 4.0):
+    metric.update_state(tf.constant(value))
+  assert metric.first_nonfinite_step() == 2
+  assert metric.first_nonfinite_loss() == 2e6
+  metric.reset_state()
+  metric.set_upper_bound(float("inf"))
+  for value in (3.0, 2e6, float("inf")):
+    metric.update_state(tf.constant(value))
+  assert metric.first_nonfinite_step() == 3
+  metric.reset_state()
+  metric.set_upper_bound(1e6, first_step=3)  # Before it: not bounded.
+  for value in (2e6, 3.0, 5e6):
+    metric.update_state(tf.constant(value))
+  assert metric.first_nonfinite_step() == 3
+
+
 # --------------------------------------------------------------------------
 # Modes.
 # --------------------------------------------------------------------------
@@ -230,6 +292,55 @@ def test_train_then_eval_and_continuous_eval(tmp_path):
   assert params_yaml.stat().st_mtime_ns == written
   assert train_lib.checkpoint_step(
       tf.train.latest_checkpoint(str(model_dir))) == 4
+
+
+def test_reruns_final_eval_refuses_other_model(tmp_path, capsys):
+  run = utils.make_tiny_run(tmp_path, train_steps=4)
+  model_dir = tmp_path / "model"
+  first = run_in_process(model_dir, [run["config_file"]],
+                         mode="train_and_eval")
+  record_path = model_dir / train_lib.FINAL_EVAL_FILE
+  with open(record_path) as f:
+    record = json.load(f)
+  assert record["step"] == 4
+  np.testing.assert_allclose(record["metrics"]["masked_lm_accuracy"],
+                             float(first["masked_lm_accuracy"]), rtol=1e-6)
+
+  # Killed during the final eval: the rerun runs it (same weights, same
+  # numbers) and trains no further.
+  record_path.unlink()
+  capsys.readouterr()
+  again = run_in_process(model_dir, [run["config_file"]],
+                         mode="train_and_eval")
+  out = capsys.readouterr().out
+  assert "its final evaluation never finished: running it now" in out
+  assert "final eval | step: 4 |" in out
+  np.testing.assert_allclose(float(again["masked_lm_accuracy"]),
+                             float(first["masked_lm_accuracy"]), rtol=1e-6)
+  assert record_path.exists()
+  assert train_lib.checkpoint_step(
+      tf.train.latest_checkpoint(str(model_dir))) == 4
+
+  # Nothing left to do: says so, returns the recorded metrics.
+  done = run_in_process(model_dir, [run["config_file"]],
+                        mode="train_and_eval")
+  assert "already complete at step 4 (trainer.train_steps=4)" in (
+      capsys.readouterr().out)
+  assert done == record["metrics"] or done["masked_lm_accuracy"] == (
+      pytest.approx(record["metrics"]["masked_lm_accuracy"]))
+
+  # Another model size: refused before params.yaml is touched.
+  params_yaml = model_dir / "params.yaml"
+  before = params_yaml.read_bytes()
+  with pytest.raises(ValueError) as e:
+    run_in_process(model_dir, [run["config_file"]], params_override=_override(
+        task=dict(model=dict(encoder=dict(type="any", any=dict(
+            num_layers=3))))))
+  message = str(e.value)
+  assert "holds checkpoints of another model" in message
+  assert ("task.model.encoder.any.num_layers: 2 in params.yaml, 3 now"
+          in message), message
+  assert params_yaml.read_bytes() == before
 
 
 # --------------------------------------------------------------------------
@@ -398,9 +509,10 @@ def test_sigkill_then_rerun_resumes_and_stops_at_train_steps(tmp_path):
                          extra=[f"--gin_file={gin_file}"])
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert (model_dir / "operative_config.train.gin").exists()
-  assert (f"train | step: {train_steps:6d} | training until step "
-          f"{train_steps}" in proc.stdout)
+  assert (f"already complete at step {train_steps} (trainer.train_steps="
+          f"{train_steps}): nothing to do." in proc.stdout)
   assert "steps/sec" not in proc.stdout
+  assert "Unresolved object in checkpoint" not in proc.stderr
   assert _latest_step(model_dir) == train_steps
 
 

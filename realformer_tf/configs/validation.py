@@ -14,8 +14,12 @@ modes, `task.validation_data` for eval modes):
     empty or a directory (`dummy` and TFDS inputs are left alone);
   * BERT pre-training records (`BertPretrainDataConfig`): the first record of
     the first file parses, with `seq_length` tokens, `max_predictions_per_seq`
-    predictions, an NSP label if `use_next_sentence_label`, and token ids
-    below the encoder's `vocab_size`;
+    predictions, an NSP label if `use_next_sentence_label`; token ids of
+    every record below the encoder's `vocab_size`;
+  * GLUE and SQuAD training records (Model Garden's sentence-prediction and
+    QA data configs): the first record has their features and lengths (so
+    records of another kind are named with the expected format), and token
+    ids of every record are below the encoder's `vocab_size`;
   * `seq_length` <= the encoder's `max_position_embeddings`, and
     `max_predictions_per_seq` <= `seq_length`;
 and also any `vocab_file` in the task or its data configs (a valid WordPiece
@@ -25,13 +29,18 @@ polynomial decay with `decay_steps`), and, once the
 strategy exists, that each global batch splits evenly over the replicas.
 """
 
-from typing import Iterator, List, Optional, Sequence, Tuple
+import dataclasses
+import typing
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
+from official.modeling import hyperparams
 from official.nlp.data import pretrain_dataloader
+from official.nlp.data import question_answering_dataloader as qa_dataloader
+from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
 
 # Modes run by train.py, the same names Model Garden's train_lib accepts.
 TRAIN_MODES = ("train", "train_and_eval", "train_and_post_eval")
@@ -130,6 +139,107 @@ def _feature_lengths(example: tf.train.Example) -> dict:
   return lengths
 
 
+def _first_example(key: str, path: str) -> tf.train.Example:
+  """The first record of `path`, parsed; errors name the key and file."""
+  try:
+    record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+  except (tf.errors.DataLossError, tf.errors.OpError) as e:
+    raise ValueError(
+        f"{key}.input_path: {path!r} is not a readable TFRecord file "
+        f"({type(e).__name__}: {e.message.splitlines()[0]}).") from None
+  if record is None:
+    raise ValueError(f"{key}.input_path: {path!r} holds no records.")
+  try:
+    return tf.train.Example.FromString(record.numpy())
+  except Exception as e:  # pylint: disable=broad-except
+    raise ValueError(
+        f"{key}.input_path: the first record of {path!r} is not a "
+        f"tf.train.Example ({e}).") from None
+
+
+def check_record_features(key: str, path: str, expected: Dict[str, Tuple[str,
+                                                                         int]],
+                          record_format: str,
+                          hints: Optional[Dict[str, str]] = None) -> None:
+  """The first record of `path` has each expected feature, of its length.
+
+  Args:
+    key: Config key of the data config, for error messages.
+    path: A TFRecord file of `tf.train.Example`s.
+    expected: feature name -> (config field giving its length, the length).
+    record_format: What the records should be, e.g. "GLUE sentence-pair
+      records (python -m realformer_tf.data.glue)", for error messages.
+    hints: feature name -> extra advice when it is missing.
+
+  Raises:
+    ValueError: Naming the file, the expected format and the feature.
+  """
+  lengths = _feature_lengths(_first_example(key, path))
+  # Missing features first: records of another kind are named as such
+  # rather than as records of another length.
+  for feature in expected:
+    if feature not in lengths:
+      hint = (hints or {}).get(feature, "")
+      raise ValueError(
+          f"{key}.input_path: records in {path!r} have no {feature!r} "
+          f"feature{hint}; found {sorted(lengths)}. Expected "
+          f"{record_format}.")
+  for feature, (field, value) in expected.items():
+    if lengths[feature] != value:
+      raise ValueError(
+          f"{key}.{field}={value}, but the records in {path!r} have "
+          f"{feature!r} of length {lengths[feature]}: make the data and the "
+          "config agree.")
+
+
+def check_token_ids(key: str, files: Sequence[str],
+                    id_features: Sequence[str], vocab_size: int,
+                    vocab_key: str = "vocab_size",
+                    batch_size: int = 4096) -> None:
+  """Every token id in every record of `files` is in [0, vocab_size).
+
+  One pass over the int features (a few seconds per million sequences);
+  otherwise an id beyond the embedding table fails mid-training inside the
+  graph's gather (or, on TPU, silently reads zeros). It also reads every
+  record, so a truncated or corrupt file is named here.
+
+  Raises:
+    ValueError: Naming the file, the feature, the id and `vocab_key`; or the
+      file that cannot be read to the end.
+  """
+  spec = {name: tf.io.VarLenFeature(tf.int64) for name in id_features}
+
+  def extremes(records):
+    parsed = tf.io.parse_example(records, spec)
+    # The zero keeps the reductions defined on an empty batch of ids.
+    values = {name: tf.concat([parsed[name].values, [0]], 0)
+              for name in id_features}
+    return {name: (tf.reduce_min(v), tf.reduce_max(v))
+            for name, v in values.items()}
+
+  for path in files:
+    dataset = tf.data.TFRecordDataset(path).batch(batch_size).map(extremes)
+    count = 0
+    try:
+      for batch in dataset:
+        count += 1
+        for name, (low, high) in batch.items():
+          low, high = int(low), int(high)
+          if high >= vocab_size or low < 0:
+            bad = high if high >= vocab_size else low
+            raise ValueError(
+                f"{vocab_key}={vocab_size}, but the records in {path!r} hold "
+                f"token id {bad} in feature {name!r}: they were made with "
+                "another vocabulary (convert the data with the model's "
+                "vocabulary, or use a model whose vocab_size covers it).")
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      raise ValueError(
+          f"{key}.input_path: {path!r} cannot be read to the end (records "
+          f"{count * batch_size}-{(count + 1) * batch_size - 1}: "
+          f"{type(e).__name__}: {e.message.splitlines()[0]}): a truncated or "
+          "corrupt file; write it again.") from None
+
+
 def check_pretraining_records(key: str,
                               data: pretrain_dataloader.BertPretrainDataConfig,
                               path: str,
@@ -141,28 +251,14 @@ def check_pretraining_records(key: str,
     key: Config key of `data`, for error messages.
     data: The BERT pre-training data config that will read `path`.
     path: A TFRecord file of `tf.train.Example`s.
-    vocab_size: If set, token ids must be below it.
+    vocab_size: If set, token ids (of every record of `path`) must be below
+      it.
     vocab_key: Config key of `vocab_size`, for error messages.
 
   Raises:
     ValueError: If the file is not readable TFRecords of tf.Examples or the
       first record's features do not match `data`.
   """
-  try:
-    record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-  except (tf.errors.DataLossError, tf.errors.OpError) as e:
-    raise ValueError(
-        f"{key}.input_path: {path!r} is not a readable TFRecord file "
-        f"({type(e).__name__}: {e.message.splitlines()[0]}).") from None
-  if record is None:
-    raise ValueError(f"{key}.input_path: {path!r} holds no records.")
-  try:
-    example = tf.train.Example.FromString(record.numpy())
-  except Exception as e:  # pylint: disable=broad-except
-    raise ValueError(
-        f"{key}.input_path: the first record of {path!r} is not a "
-        f"tf.train.Example ({e}).") from None
-  lengths = _feature_lengths(example)
   ids_name = "input_word_ids" if data.use_v2_feature_names else "input_ids"
   expected = {
       ids_name: ("seq_length", data.seq_length),
@@ -176,27 +272,39 @@ def check_pretraining_records(key: str,
   }
   if data.use_next_sentence_label:
     expected["next_sentence_labels"] = ("use_next_sentence_label", 1)
-  for feature, (field, value) in expected.items():
-    if feature not in lengths:
-      hint = (" (records made without NSP? set "
-              f"{key}.use_next_sentence_label=false)"
-              if feature == "next_sentence_labels" else "")
-      raise ValueError(
-          f"{key}.input_path: records in {path!r} have no {feature!r} "
-          f"feature{hint}; found {sorted(lengths)}.")
-    if lengths[feature] != value:
-      raise ValueError(
-          f"{key}.{field}={value}, but the records in {path!r} have "
-          f"{feature!r} of length {lengths[feature]}: make the data and the "
-          "config agree.")
+  check_record_features(
+      key, path, expected,
+      "BERT pre-training records (python -m "
+      "realformer_tf.data.create_pretraining_data)",
+      hints={"next_sentence_labels": (
+          " (records made without NSP? set "
+          f"{key}.use_next_sentence_label=false)")})
   if vocab_size is not None:
-    ids = list(example.features.feature[ids_name].int64_list.value)
-    ids += list(example.features.feature["masked_lm_ids"].int64_list.value)
-    if ids and (max(ids) >= vocab_size or min(ids) < 0):
-      bad = max(ids) if max(ids) >= vocab_size else min(ids)
-      raise ValueError(
-          f"{vocab_key}={vocab_size}, but the records in {path!r} hold token "
-          f"id {bad}: they were made with another vocabulary.")
+    check_token_ids(key, [path], [ids_name, "masked_lm_ids"], vocab_size,
+                    vocab_key)
+
+
+def _check_finetuning_records(key: str, data, files: Sequence[str],
+                              vocab_size: Optional[int],
+                              vocab_key: str) -> None:
+  """GLUE (sentence prediction) and SQuAD (train) records, as Model
+  Garden's `SentencePredictionDataLoader` / `QuestionAnsweringDataLoader`
+  parse them: feature names and lengths of the first record, token ids of
+  every record."""
+  seq = ("seq_length", data.seq_length)
+  expected = {"input_ids": seq, "input_mask": seq, "segment_ids": seq}
+  if isinstance(data, sp_dataloader.SentencePredictionDataConfig):
+    expected[data.label_field] = ("label_field", 1)
+    record_format = ("GLUE sentence-pair records (python -m "
+                     "realformer_tf.data.glue)")
+  else:
+    expected["start_positions"] = ("is_training", 1)
+    expected["end_positions"] = ("is_training", 1)
+    record_format = ("SQuAD training records (python -m "
+                     "realformer_tf.data.squad)")
+  check_record_features(key, files[0], expected, record_format)
+  if vocab_size is not None:
+    check_token_ids(key, files, ["input_ids"], vocab_size, vocab_key)
 
 
 def check_vocab_file(key: str, path: str, vocab_size: Optional[int],
@@ -270,6 +378,66 @@ def _check_schedule(params: cfg.ExperimentConfig) -> None:
         lr.polynomial.decay_steps, params.trainer.train_steps)
 
 
+def _scalar_type(annotation) -> Optional[type]:
+  """int/float/bool for a field annotated with it (or Optional of it)."""
+  if isinstance(annotation, str):  # `from __future__ import annotations`.
+    annotation = {"int": int, "float": float, "bool": bool,
+                  "Optional[int]": int, "Optional[float]": float,
+                  "Optional[bool]": bool}.get(annotation)
+  if typing.get_origin(annotation) is typing.Union:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    annotation = args[0] if len(args) == 1 else None
+  return annotation if annotation in (int, float, bool) else None
+
+
+def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
+  for field in dataclasses.fields(config):
+    value = getattr(config, field.name, None)
+    key = f"{prefix}{field.name}"
+    if isinstance(value, hyperparams.OneOfConfig):
+      chosen = value.get() if getattr(value, "type", None) else None
+      if isinstance(chosen, hyperparams.Config):
+        yield from _type_errors(chosen, f"{key}.{value.type}.")
+      continue
+    if isinstance(value, hyperparams.Config):
+      yield from _type_errors(value, key + ".")
+      continue
+    if isinstance(value, (list, tuple)):
+      for i, item in enumerate(value):
+        if isinstance(item, hyperparams.Config):
+          yield from _type_errors(item, f"{key}[{i}].")
+      continue
+    expected = _scalar_type(field.type)
+    if value is None or expected is None:
+      continue
+    if expected is bool:
+      ok = isinstance(value, bool)
+    elif expected is int:
+      ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+      ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok:
+      yield (f"{key}={value!r} must be {'an' if expected is int else 'a'} "
+             f"{expected.__name__}, not {type(value).__name__}")
+
+
+def validate_field_types(params: cfg.ExperimentConfig) -> None:
+  """Every int, float and bool field of `params` holds a value of that type.
+
+  Model Garden's `Config.override` stores what YAML or `--params_override`
+  gives without converting it: `trainer.train_steps=1.5` is kept as a float
+  (Orbit then loops at step 1 forever) and `train_steps=abc` as a string
+  (a `TypeError` deep in the trainer).
+
+  Raises:
+    ValueError: Naming every mistyped key, its value and the expected type.
+  """
+  errors = list(_type_errors(params, ""))
+  if errors:
+    raise ValueError("Config values of the wrong type: " + "; ".join(errors) +
+                     ".")
+
+
 def validate_model(params: cfg.ExperimentConfig) -> None:
   """Runs the encoder config's own `validate` (Model Garden only checks
   `restrictions` when parsing; the encoder's checks would run at build time).
@@ -284,6 +452,22 @@ def validate_model(params: cfg.ExperimentConfig) -> None:
     encoder.validate()
   except ValueError as e:
     raise ValueError(f"{encoder_key}: {e}") from None
+
+
+def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
+  """The checks of `validate_experiment` that need no input file.
+
+  Run before an experiment builds its own data (the quickstart), so that a
+  bad value does not rebuild (and overwrite) the data cache first.
+
+  Raises:
+    ValueError: Naming the config key and its value.
+  """
+  if mode in TRAIN_MODES:
+    _check_schedule(params)
+  encoder_key, encoder = _encoder(params)
+  for key, data in _data_configs(params, mode):
+    _check_lengths(key, data, encoder_key, encoder)
 
 
 def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
@@ -322,6 +506,14 @@ def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
     if (isinstance(data, pretrain_dataloader.BertPretrainDataConfig) and
         data.file_type == "tfrecord"):
       check_pretraining_records(key, data, files[0], vocab_size, vocab_key)
+      if vocab_size is not None:
+        check_token_ids(key, files[1:], [
+            "input_word_ids" if data.use_v2_feature_names else "input_ids",
+            "masked_lm_ids"], vocab_size, vocab_key)
+    elif (getattr(data, "file_type", "tfrecord") == "tfrecord" and (
+        isinstance(data, sp_dataloader.SentencePredictionDataConfig) or
+        (isinstance(data, qa_dataloader.QADataConfig) and data.is_training))):
+      _check_finetuning_records(key, data, files, vocab_size, vocab_key)
   for key, path in vocab_files:
     check_vocab_file(key, path, vocab_size, vocab_key)
 

@@ -256,6 +256,18 @@ def _parse_label(spec: GlueTaskSpec, value: str, where: str):
   return spec.labels.index(value)
 
 
+def _check_row(spec: GlueTaskSpec, fields: Sequence[str], width: int,
+               where: str) -> None:
+  if len(fields) < width:
+    raise ValueError(
+        f"{where}: {len(fields)} column(s), but the {spec.name} format "
+        f"needs {width} (missing column).")
+  if len(fields) > width:
+    raise ValueError(
+        f"{where}: {len(fields)} columns, but the {spec.name} format has "
+        f"{width}: a tab inside a sentence? (it would shift the columns).")
+
+
 def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   """Reads and checks one GLUE TSV file of `spec`'s task.
 
@@ -271,8 +283,9 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
 
   Raises:
     ValueError: naming `path` and the line, if the file is missing, is not
-      UTF-8, lacks a header column, a row lacks a column, or a label is
-      outside the task's label set.
+      UTF-8, lacks a header column, a row lacks a column or has more than
+      the format (a tab inside a sentence), a sentence is empty, or a label
+      is outside the task's label set.
   """
   if not tf.io.gfile.exists(path):
     raise ValueError(f"{path}: file not found (expected the GLUE "
@@ -298,7 +311,11 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
     first_row = 1
   else:
     index = {c: c for c in columns}
-  needed = max(index.values()) + 1
+  # Rows have exactly the header's columns (GLUE's own reader splits on
+  # every tab with QUOTE_NONE): a tab inside a sentence would shift the
+  # columns and silently pair a fragment with the label. Headerless files
+  # (CoLA) end with their last text column.
+  width = len(header) if spec.has_header else max(index.values()) + 1
   examples = []
   for line_number in range(first_row + 1, len(lines) + 1):
     line = lines[line_number - 1].rstrip("\r")
@@ -306,10 +323,11 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
       continue
     where = f"{path}:{line_number}"
     fields = line.split("\t")
-    if len(fields) < needed:
-      raise ValueError(
-          f"{where}: {len(fields)} column(s), but the {spec.name} format "
-          f"needs at least {needed} (missing column).")
+    _check_row(spec, fields, width, where)
+    for column in ([spec.text_a] +
+                   ([spec.text_b] if spec.text_b is not None else [])):
+      if not fields[index[column]].strip():
+        raise ValueError(f"{where}: empty sentence in column {column!r}.")
     label = _parse_label(spec, fields[index[spec.label]].strip(), where)
     examples.append(GlueExample(
         text_a=fields[index[spec.text_a]],

@@ -762,39 +762,71 @@ def write_json(obj: Any, path: str) -> None:
   tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
+def validate_arguments(max_seq_length: int, doc_stride: int,
+                       max_query_length: int, is_training: bool,
+                       eval_batch_size: int, epochs: Optional[float],
+                       train_batch_size: Optional[int]) -> None:
+  """Every converter argument, checked before any file is opened for writing.
+
+  Raises:
+    ValueError: Naming the flag and its value.
+  """
+  validate_lengths(max_seq_length, doc_stride, max_query_length)
+  if is_training:
+    if (epochs is None) != (train_batch_size is None):
+      raise ValueError("Give both --epochs and --train_batch_size (or "
+                       "neither) to write train_schedule.yaml.")
+    if epochs is not None and not epochs > 0:
+      raise ValueError(f"--epochs={epochs} must be > 0.")
+    if train_batch_size is not None and train_batch_size < 1:
+      raise ValueError(f"--train_batch_size={train_batch_size} must be >= 1.")
+  elif eval_batch_size < 1:
+    raise ValueError(f"--eval_batch_size={eval_batch_size} must be >= 1.")
+
+
 def convert(input_json: str, vocab_file: str, output_dir: str,
             is_training: bool, version_2_with_negative: bool,
             max_seq_length: int = 384, doc_stride: int = 128,
             max_query_length: int = 64, do_lower_case: bool = True,
             eval_batch_size: int = 48, epochs: Optional[float] = None,
             train_batch_size: Optional[int] = None) -> Dict[str, Any]:
-  """What the command line does; returns the meta data it wrote."""
+  """What the command line does; returns the meta data it wrote.
+
+  All arguments are checked first; the records are written under a
+  temporary name and renamed only once complete, so a failure leaves the
+  outputs of an earlier run untouched.
+  """
   if not output_dir:
     raise ValueError("No output directory given (--output_dir).")
+  validate_arguments(max_seq_length, doc_stride, max_query_length,
+                     is_training, eval_batch_size, epochs, train_batch_size)
   tokenizer = SquadTokenizer(vocab_file, do_lower_case=do_lower_case)
   tf.io.gfile.makedirs(output_dir)
-  if is_training:
-    record = os.path.join(output_dir, TRAIN_RECORD)
-    meta = write_train_tfrecord(
-        input_json, tokenizer, record, max_seq_length, doc_stride,
-        max_query_length, version_2_with_negative)
-    meta["vocab_file"] = vocab_file
-    write_json(meta, os.path.join(output_dir, TRAIN_META))
-    if (epochs is None) != (train_batch_size is None):
-      raise ValueError("Give both --epochs and --train_batch_size (or "
-                       "neither) to write train_schedule.yaml.")
-    if epochs is not None:
-      with tf.io.gfile.GFile(os.path.join(output_dir, TRAIN_SCHEDULE),
-                             "w") as f:
-        f.write(train_schedule_yaml(record, meta["train_data_size"], epochs,
-                                    train_batch_size))
-  else:
-    _, _, meta = write_eval_tfrecord(
-        input_json, tokenizer, os.path.join(output_dir, EVAL_RECORD),
-        max_seq_length, doc_stride, max_query_length, version_2_with_negative,
-        eval_batch_size)
-    meta["vocab_file"] = vocab_file
-    write_json(meta, os.path.join(output_dir, EVAL_META))
+  record = os.path.join(output_dir, TRAIN_RECORD if is_training
+                        else EVAL_RECORD)
+  tmp_record = f"{record}.tmp-{os.getpid()}"
+  try:
+    if is_training:
+      meta = write_train_tfrecord(
+          input_json, tokenizer, tmp_record, max_seq_length, doc_stride,
+          max_query_length, version_2_with_negative)
+      schedule = (train_schedule_yaml(record, meta["train_data_size"], epochs,
+                                      train_batch_size)
+                  if epochs is not None else None)
+    else:
+      _, _, meta = write_eval_tfrecord(
+          input_json, tokenizer, tmp_record, max_seq_length, doc_stride,
+          max_query_length, version_2_with_negative, eval_batch_size)
+    tf.io.gfile.rename(tmp_record, record, overwrite=True)
+  finally:
+    if tf.io.gfile.exists(tmp_record):
+      tf.io.gfile.remove(tmp_record)
+  meta["vocab_file"] = vocab_file
+  write_json(meta, os.path.join(output_dir,
+                                TRAIN_META if is_training else EVAL_META))
+  if is_training and schedule is not None:
+    tokenization.write_lines_atomically(
+        os.path.join(output_dir, TRAIN_SCHEDULE), [schedule.rstrip("\n")])
   return meta
 
 

@@ -17,6 +17,7 @@ is Model Garden's.
 """
 
 import functools
+import json
 import os
 import pprint
 from typing import Any, Dict, List, Mapping, Optional
@@ -35,6 +36,7 @@ from official.modeling import hyperparams
 from official.modeling import performance
 from realformer_tf.configs import experiments
 from realformer_tf.configs import validation
+from realformer_tf.data import tokenization
 from realformer_tf.training import trainer as trainer_lib
 
 EXPERIMENT_PREFIX = "realformer/"
@@ -159,6 +161,7 @@ def parse_configuration(flags_obj) -> cfg.ExperimentConfig:
     The unlocked experiment config, its restrictions and encoder checked.
   """
   params = ExperimentParser(flags_obj).parse()
+  validation.validate_field_types(params)
   params.validate()
   validation.validate_model(params)
   return params
@@ -173,12 +176,91 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
                      f"of {', '.join(validation.MODES)}.")
   if not model_dir:
     raise ValueError("--model_dir is required.")
+  # Config-only checks first: a bad value must not rebuild the data cache.
+  validation.validate_config(params, mode)
   experiments.prepare_data(params, model_dir, quickstart_input_files)
   validation.validate_experiment(params, mode)
   validation.validate_runtime(params)
+  check_model_dir(params, mode, model_dir)
   params.validate()
   params.lock()
   return params
+
+
+# Written by `run` after the final evaluation of a train_and_eval or
+# train_and_post_eval run: {"step": N, "metrics": {...}}. Its absence at
+# step trainer.train_steps means the final evaluation never finished.
+FINAL_EVAL_FILE = "final_eval.json"
+
+
+def _flatten(value, prefix: str = "") -> Dict[str, Any]:
+  if isinstance(value, Mapping):
+    flat = {}
+    for key, item in value.items():
+      flat.update(_flatten(item, f"{prefix}{key}."))
+    return flat
+  return {prefix.rstrip("."): value}
+
+
+def check_model_dir(params: cfg.ExperimentConfig, mode: str,
+                    model_dir: str) -> None:
+  """Checks `model_dir`'s earlier run against this one, before any write.
+
+  * `--mode=eval` needs a checkpoint in `model_dir` (else it would report
+    the metrics of a randomly initialized model).
+  * A train mode on a `model_dir` with checkpoints resumes them, so its
+    `params.yaml` must describe the same model (`task.name`, `task.model`):
+    otherwise train.py would overwrite it and then fail restoring, leaving a
+    directory that can no longer be exported.
+
+  Raises:
+    ValueError: Naming the directory and, for a different model, each
+      differing key with both values.
+  """
+  has_checkpoint = bool(tf.io.gfile.isdir(model_dir) and
+                        tf.train.latest_checkpoint(model_dir))
+  if mode == "eval" and not has_checkpoint:
+    raise ValueError(
+        f"--mode=eval: no checkpoint in --model_dir={model_dir!r}, so there "
+        "is no trained model to evaluate. Train first (--mode=train), or "
+        "point --model_dir at a run's directory.")
+  params_path = os.path.join(model_dir, "params.yaml")
+  if (mode not in validation.TRAIN_MODES or not has_checkpoint or
+      not tf.io.gfile.exists(params_path)):
+    return
+  previous = experiments.load_experiment_config(model_dir)
+  old = _flatten({"task.name": previous.task.name,
+                  "task.model": previous.task.model.as_dict()})
+  new = _flatten({"task.name": params.task.name,
+                  "task.model": params.task.model.as_dict()})
+  changed = [f"{key}: {old.get(key)!r} in params.yaml, {new.get(key)!r} now"
+             for key in sorted(set(old) | set(new))
+             if old.get(key) != new.get(key)]
+  if changed:
+    raise ValueError(
+        f"--model_dir={model_dir!r} holds checkpoints of another model "
+        f"({params_path}): " + "; ".join(changed) + ". Use a new --model_dir, "
+        "or the same model config to resume.")
+
+
+def _read_final_eval(model_dir: str) -> Optional[Dict[str, Any]]:
+  path = os.path.join(model_dir, FINAL_EVAL_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
+
+
+def _completed_step(params: cfg.ExperimentConfig, mode: str,
+                    model_dir: str) -> Optional[int]:
+  """The latest checkpoint's step if a train mode has nothing left to train."""
+  if mode not in validation.TRAIN_MODES:
+    return None
+  latest = tf.train.latest_checkpoint(model_dir)
+  if not latest:
+    return None
+  step = checkpoint_step(latest)
+  return step if step >= params.trainer.train_steps else None
 
 
 class _LastOutput:
@@ -216,6 +298,16 @@ def run(flags_obj) -> Mapping[str, Any]:
       getattr(flags_obj, "quickstart_input_files", None))
   logging.info("Final experiment parameters:\n%s",
                pprint.pformat(params.as_dict()))
+  completed = _completed_step(params, mode, model_dir)
+  if completed is not None:
+    record = _read_final_eval(model_dir)
+    if mode == "train" or (record and record.get("step") == completed):
+      _log(f"{model_dir} is already complete at step {completed} "
+           f"(trainer.train_steps={params.trainer.train_steps}): nothing to "
+           "do.")
+      return dict(record["metrics"]) if mode != "train" and record else {}
+    _log(f"Training is already complete at step {completed}, but its final "
+         "evaluation never finished: running it now.")
 
   # As official/nlp/train.py: 'mixed_float16'/'mixed_bfloat16' policies; the
   # loss scale applies with float16 only.
@@ -250,7 +342,7 @@ def run(flags_obj) -> Mapping[str, Any]:
   _, eval_logs = train_lib.run_experiment(
       distribution_strategy=strategy,
       task=task,
-      mode=mode,
+      mode="eval" if completed is not None else mode,
       params=params,
       model_dir=model_dir,
       trainer=trainer,
@@ -261,8 +353,13 @@ def run(flags_obj) -> Mapping[str, Any]:
   if final:
     values = {k: float(v) for k, v in sorted(final.items())
               if getattr(v, "shape", ()) == () or isinstance(v, float)}
-    _log(f"final eval | step: {int(trainer.global_step.numpy())} | " +
+    step = int(trainer.global_step.numpy())
+    _log(f"final eval | step: {step} | " +
          " | ".join(f"{k}: {v:.4f}" for k, v in values.items()))
+    if mode in validation.TRAIN_MODES and step >= params.trainer.train_steps:
+      tokenization.write_lines_atomically(
+          os.path.join(model_dir, FINAL_EVAL_FILE),
+          [json.dumps({"step": step, "metrics": values})])
   return final
 
 

@@ -1,10 +1,11 @@
-"""Model Garden's `Trainer`, plus throughput logging and a non-finite loss stop.
+"""Model Garden's `Trainer`, plus throughput logging and a diverged loss stop.
 
 Model Garden's `base_trainer.Trainer` already logs the loss, the task's
 metrics (e.g. `masked_lm_accuracy`) and the learning rate after each train
 loop, and Orbit adds `steps_per_second`. This subclass adds
 `examples_per_second` to the same logs (console and TensorBoard) and stops
-the run when the training loss becomes NaN or Inf, naming the first bad step.
+the run when the training loss becomes NaN or Inf, or larger than
+`trainer.loss_upper_bound` (a finite divergence), naming the first bad step.
 
 Why not Model Garden's own blow-up handling: `actions.RecoveryCondition`
 (`trainer.recovery_max_trials`, `trainer.loss_upper_bound`) looks at the
@@ -15,10 +16,11 @@ all-reduced (one scalar per step) so every replica sees the same verdict,
 and two per-replica counters record the first non-finite step of the loop.
 After the loop (on the host, so it works on TPU too) the trainer raises
 `NonFiniteLossError` before Orbit's actions and checkpointing run, so no
-checkpoint holds NaN weights. With `trainer.recovery_max_trials > 0` it only
+checkpoint holds NaN or diverged weights. With `trainer.recovery_max_trials > 0` it only
 logs the step and leaves the roll-back to Model Garden's recovery action.
 """
 
+import math
 import time
 from typing import Optional
 
@@ -43,12 +45,15 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
   Stands in for Model Garden's `training_loss` metric, which the trainer
   updates with each replica's loss once per step (the hook used here).
   `first_nonfinite_step()` is the 1-based index, within the current loop, of
-  the first step whose loss summed over replicas was not finite (0: none);
-  `first_nonfinite_loss()` is that sum. `reset_state` (called by the trainer
-  after each loop) clears both.
+  the first step whose loss summed over replicas was not finite, or whose
+  mean over replicas exceeded `upper_bound` (0: none);
+  `first_nonfinite_loss()` is that mean. `reset_state` (called by the trainer
+  after each loop) clears both. `set_upper_bound` changes the bound (inf:
+  only NaN/Inf count) and the first step of the loop it applies to.
   """
 
-  def __init__(self, name: str = "training_loss", dtype=tf.float32):
+  def __init__(self, name: str = "training_loss", dtype=tf.float32,
+               upper_bound: float = float("inf")):
     super().__init__(name=name, dtype=dtype)
     # ONLY_FIRST_REPLICA: every replica holds the same values (the check uses
     # all-reduced losses), so reading replica 0's is exact.
@@ -59,6 +64,19 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
         "first_nonfinite_step", initializer="zeros", aggregation=only_first)
     self._first_bad_loss = self.add_weight(
         "first_nonfinite_loss", initializer="zeros", aggregation=only_first)
+    # A setting, not a statistic: `reset_state` zeroes every metric variable,
+    # so the trainer sets it again after each reset (`train_loop_begin`).
+    self._upper_bound = tf.Variable(
+        upper_bound, dtype=self.dtype, trainable=False, name="upper_bound",
+        aggregation=only_first)
+    self._first_bounded_step = tf.Variable(
+        1.0, dtype=self.dtype, trainable=False, name="first_bounded_step",
+        aggregation=only_first)
+
+  def set_upper_bound(self, value: float, first_step: int = 1) -> None:
+    """Steps `first_step`, ... (1-based, in the loop) must stay <= `value`."""
+    self._upper_bound.assign(value)
+    self._first_bounded_step.assign(float(first_step))
 
   def update_state(self, values, sample_weight=None):
     values = tf.cast(values, self.dtype)
@@ -66,12 +84,18 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
     total = (replica_context.all_reduce(tf.distribute.ReduceOp.SUM, values)
              if replica_context is not None else values)
     total = tf.reduce_sum(total)
+    num_replicas = (replica_context.num_replicas_in_sync
+                    if replica_context is not None else 1)
+    mean = total / num_replicas
     steps = self._steps.assign_add(1.0)
-    is_first = tf.logical_and(tf.logical_not(tf.math.is_finite(total)),
-                              tf.equal(self._first_bad, 0.0))
+    is_bad = tf.logical_or(
+        tf.logical_not(tf.math.is_finite(total)),
+        tf.logical_and(mean > self._upper_bound,
+                       steps >= self._first_bounded_step))
+    is_first = tf.logical_and(is_bad, tf.equal(self._first_bad, 0.0))
     self._first_bad.assign(tf.where(is_first, steps, self._first_bad))
     self._first_bad_loss.assign(
-        tf.where(is_first, total, self._first_bad_loss))
+        tf.where(is_first, mean, self._first_bad_loss))
     return super().update_state(values, sample_weight)
 
   def first_nonfinite_step(self) -> int:
@@ -108,6 +132,13 @@ class Trainer(base_trainer.Trainer):
   def train_loop_begin(self):
     super().train_loop_begin()
     self._loop_start_step = int(self.global_step.numpy())
+    if self._check_steps:
+      # As Model Garden's `RecoveryCondition`: the bound applies from
+      # global step trainer.recovery_begin_steps on.
+      trainer = self.config.trainer
+      self._train_loss.set_upper_bound(
+          trainer.loss_upper_bound,
+          max(1, trainer.recovery_begin_steps - self._loop_start_step))
     self._loop_start_time = time.time()
 
   def train_loop_end(self):
@@ -128,8 +159,11 @@ class Trainer(base_trainer.Trainer):
   def _non_finite_loss(self, step: int, end_step: int) -> None:
     value = self._train_loss.first_nonfinite_loss()
     trials = self.config.trainer.recovery_max_trials
+    what = ("became non-finite" if not math.isfinite(value) else
+            "diverged (above trainer.loss_upper_bound="
+            f"{self.config.trainer.loss_upper_bound:g})")
     message = (
-        f"Training loss became non-finite ({value}) at step {step} (train "
+        f"Training loss {what} ({value:g}) at step {step} (train "
         f"loop of steps {self._loop_start_step + 1}-{end_step}).")
     if trials > 0:
       logging.warning("%s trainer.recovery_max_trials=%d: Model Garden's "

@@ -183,6 +183,11 @@ GOOD_ROWS = ("0\tA dog runs.\tAn animal moves.\tentailment\n"
      r"dev\.tsv:4: 2 column\(s\).*missing column"),
     (GOOD_ROWS + "\n3\tA.\tB.\tcontradiction\n",
      r"dev\.tsv:5: label 'contradiction' is not one of the rte labels"),
+    # A tab inside sentence 2: its tail would have become the label column.
+    (GOOD_ROWS + "2\tA dog.\tAn\tanimal.\tentailment\n",
+     r"dev\.tsv:4: 5 columns, but the rte format has 4: a tab inside"),
+    (GOOD_ROWS + "2\tA dog.\t \tentailment\n",
+     r"dev\.tsv:4: empty sentence in column 'sentence2'"),
 ])
 def test_bad_rows_fail_before_writing(tmp_path, dev_rows, message):
   glue_dir = str(tmp_path / "glue")
@@ -192,6 +197,15 @@ def test_bad_rows_fail_before_writing(tmp_path, dev_rows, message):
     glue.convert("rte", VOCAB, str(out), max_seq_length=16,
                  glue_dir=glue_dir)
   assert not out.exists()  # Nothing written, not even the directory.
+
+
+def test_headerless_cola_row_with_a_tab_in_the_sentence(tmp_path):
+  path = str(tmp_path / "CoLA" / "dev.tsv")
+  _write(path, "gj04\t1\t\tThe sailors rode the breeze.\n"
+               "gj04\t0\t*\tThe sailors\trode breeze the.\n")
+  with pytest.raises(ValueError, match=r"dev\.tsv:2: 5 columns, but the "
+                     r"cola format has 4"):
+    glue.read_tsv_examples(glue.get_task("cola"), path)
 
 
 @needs_data

@@ -125,6 +125,32 @@ def test_bad_lengths_and_missing_file(tmp_path):
         tmp_path / "x.json")), False, False)
 
 
+@pytest.mark.parametrize("is_training,bad", [
+    (True, dict(max_seq_length=128, max_query_length=200)),
+    (True, dict(epochs=2.0)),  # Without --train_batch_size.
+    (True, dict(epochs=0.0, train_batch_size=4)),
+    (False, dict(eval_batch_size=0)),
+    (True, dict(input_json="missing")),  # Fails while converting.
+])
+def test_failed_conversion_leaves_earlier_outputs_untouched(
+    tmp_path, is_training, bad):
+  source = common.write_json(common.v2_dataset(), str(tmp_path / "v2.json"))
+  out = tmp_path / "out"
+  args = dict(input_json=source, vocab_file=common.vocab_file(),
+              output_dir=str(out), is_training=is_training,
+              version_2_with_negative=True, max_seq_length=48, doc_stride=16,
+              max_query_length=16, eval_batch_size=4)
+  squad.convert(**args)
+  before = {p.name: p.read_bytes() for p in out.iterdir()}
+  record = squad.TRAIN_RECORD if is_training else squad.EVAL_RECORD
+  assert before[record]
+  if bad.get("input_json") == "missing":
+    bad = dict(input_json=str(tmp_path / "missing.json"))
+  with pytest.raises(ValueError):
+    squad.convert(**dict(args, **bad))
+  assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def _load(record, is_training, seq_length, batch_size):
   config = qa_dataloader.QADataConfig(
       input_path=record, is_training=is_training, seq_length=seq_length,
