@@ -8,3 +8,4 @@ export, analysis, `experiments.load_experiment_config`).
 from realformer_tf.configs import experiments  # realformer/{pretraining,quickstart}
 from realformer_tf.configs import finetuning  # realformer/glue
 from realformer_tf.configs import squad  # realformer/squad
+from realformer_tf.configs import translation  # realformer/translation

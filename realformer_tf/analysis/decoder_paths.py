@@ -1,0 +1,103 @@
+"""Attention analysis per residual path of a RealFormer encoder-decoder.
+
+The encoder analysis (`runner.py`) covers one path; a translation model has
+three (paper Section 3): encoder self-attention, decoder self-attention
+(causal) and encoder-decoder attention. `path_statistics` runs the
+`Seq2SeqTransformer` teacher-forced, as Model Garden's training does, and
+returns per path, layer and head the attention entropy of every unpadded
+query and the JSD to the same head one layer below (`metrics.py`);
+`write_path_figures` draws one entropy and one JSD figure per path with the
+paper's violin plots (`plots.py`).
+"""
+
+import os
+from typing import Dict, List
+
+import numpy as np
+import tensorflow as tf
+
+from realformer_tf.analysis import metrics
+from realformer_tf.analysis import plots
+
+PATHS = ("encoder_self", "decoder_self", "cross")
+
+
+def _attention(model, inputs, targets):
+  """Per-path lists of per-layer probs, and the (query, key) masks."""
+  source_mask = tf.not_equal(inputs, 0)
+  embedded = model.embedding_lookup(inputs) * tf.cast(
+      source_mask, model.compute_dtype)[..., None]
+  encoder_inputs = embedded + model.position_embedding(embedded)
+  source_len, target_len = tf.shape(inputs)[1], tf.shape(targets)[1]
+  mask = tf.cast(source_mask[:, None, :], tf.int32)
+  memory, encoder_attention = model.encoder_layer(
+      encoder_inputs, attention_mask=tf.tile(mask, [1, source_len, 1]),
+      return_attention_scores=True)
+  shifted = tf.pad(targets, [[0, 0], [1, 0]])[:, :-1]
+  decoder_inputs = model.embedding_lookup(shifted)
+  decoder_inputs += model.position_embedding(decoder_inputs)
+  _, decoder_attention = model.decoder_layer(
+      decoder_inputs, memory,
+      cross_attention_mask=tf.tile(mask, [1, target_len, 1]),
+      return_attention_scores=True)
+  # metrics.py takes 0/1 masks.
+  source_mask = tf.cast(source_mask, tf.int32)
+  target_mask = tf.cast(tf.not_equal(targets, 0), tf.int32)
+  return {
+      "encoder_self": (encoder_attention["probs"], source_mask, source_mask),
+      "decoder_self": (decoder_attention["self_probs"], target_mask,
+                       target_mask),
+      "cross": (decoder_attention["cross_probs"], target_mask, source_mask),
+  }
+
+
+def path_statistics(model, inputs, targets
+                    ) -> Dict[str, Dict[str, List[List[np.ndarray]]]]:
+  """Entropy and adjacent-layer JSD samples per path, layer and head.
+
+  Args:
+    model: A `Seq2SeqTransformer` with `RealFormerSeq2SeqEncoder` and
+      `RealFormerDecoder` (`realformer_tf.tasks.translation`).
+    inputs: `[batch, source_len]` source ids, 0 = padding.
+    targets: `[batch, target_len]` target ids, 0 = padding.
+
+  Returns:
+    `{path: {"entropy": [layer][head] -> values over unpadded queries,
+    "jsd": [layer - 1][head] -> values}}` for `PATHS`.
+  """
+  out = {}
+  for path, (probs, queries, keys) in _attention(model, inputs,
+                                                 targets).items():
+    valid = metrics.query_mask(queries)
+    entropy, jsd = [], []
+    for layer, p in enumerate(probs):
+      e = metrics.attention_entropy(p, keys)                # [B, N, T]
+      entropy.append(_per_head(e, valid))
+      if layer:
+        j = metrics.adjacent_head_jsd(probs[layer - 1], p, keys)
+        jsd.append(_per_head(j, valid))
+    out[path] = {"entropy": entropy, "jsd": jsd}
+  return out
+
+
+def _per_head(values, valid) -> List[np.ndarray]:
+  """`[B, N, T]` values -> per head, the values of the valid queries."""
+  values = tf.transpose(values, [1, 0, 2])                  # [N, B, T]
+  return [tf.boolean_mask(v, valid).numpy() for v in values]
+
+
+def write_path_figures(statistics, output_dir: str) -> List[str]:
+  """`<path>_entropy.png` and `<path>_jsd.png` per path; returns the files."""
+  os.makedirs(output_dir, exist_ok=True)
+  written = []
+  for path, per_metric in statistics.items():
+    for metric, layers in per_metric.items():
+      if not layers:
+        continue  # One layer: no JSD to the layer below.
+      offset = 1 if metric == "jsd" else 0
+      panel = plots.Panel(title=path, rows=[
+          (f"layer {i + offset}", heads) for i, heads in enumerate(layers)])
+      file = os.path.join(output_dir, f"{path}_{metric}.png")
+      plots.violin_figure([panel], file, metric)
+      written.append(file)
+  return written

@@ -1,0 +1,68 @@
+"""`realformer/translation`: WMT'14 translation with RealFormer (paper Section 3).
+
+Model Garden's `TranslationTask` with the RealFormer encoder-decoder
+(`realformer_tf.tasks.translation`): three residual attention paths (encoder
+self-attention, decoder self-attention, encoder-decoder attention). The
+factory's defaults are Transformer-Base (6+6 layers, width 512, 8 heads,
+2048 feed-forward, Post-LN) on TFDS `wmt14_translate/de-en` (en->de) with
+Model Garden's WMT recipe (token batches, Adam beta2 0.997, rsqrt schedule);
+`official_configs/experiments/translation/wmt14_en_de_{base,big}.yaml` set
+the paper's sizes and point at the data layout the README describes. Set
+`task.sentencepiece_model_path` (a sentencepiece model with pad=0, eos=1,
+e.g. from official/nlp/data/train_sentencepiece.py).
+"""
+
+from official.core import config_definitions as cfg
+from official.core import exp_factory
+from official.modeling import optimization
+from official.nlp.data import wmt_dataloader
+from realformer_tf.tasks import translation as rf_translation
+
+TRANSLATION = "realformer/translation"
+
+
+def transformer_optimizer(hidden_size: int, warmup_steps: int = 16000
+                          ) -> optimization.OptimizationConfig:
+  """Model Garden's WMT schedule (wmt_transformer_experiments.py): Adam,
+  linear warm-up, then 2.0 * hidden^-0.5 * step^-0.5."""
+  return optimization.OptimizationConfig({
+      "optimizer": {"type": "adam",
+                    "adam": {"beta_2": 0.997, "epsilon": 1e-9}},
+      "learning_rate": {"type": "power",
+                        "power": {"initial_learning_rate":
+                                  2.0 * hidden_size ** -0.5,
+                                  "power": -0.5}},
+      "warmup": {"type": "linear",
+                 "linear": {"warmup_steps": warmup_steps,
+                            "warmup_learning_rate": 0.0}},
+  })
+
+
+@exp_factory.register_config_factory(TRANSLATION)
+def realformer_translation() -> cfg.ExperimentConfig:
+  """RealFormer Transformer-Base, WMT'14 en->de."""
+  hidden_size = 512
+  layers = dict(num_layers=6, num_attention_heads=8,
+                intermediate_size=hidden_size * 4)
+  return cfg.ExperimentConfig(
+      task=rf_translation.RealFormerTranslationConfig(
+          name=TRANSLATION,
+          model=rf_translation.RealFormerTranslationModelConfig(
+              encoder=rf_translation.RealFormerSeq2SeqEncoderConfig(**layers),
+              decoder=rf_translation.RealFormerDecoderConfig(**layers),
+              embedding_width=hidden_size, decode_max_length=100),
+          train_data=wmt_dataloader.WMTDataConfig(
+              tfds_name="wmt14_translate/de-en", tfds_split="train",
+              src_lang="en", tgt_lang="de", is_training=True,
+              global_batch_size=4096, max_seq_length=64, static_batch=True),
+          validation_data=wmt_dataloader.WMTDataConfig(
+              tfds_name="wmt14_translate/de-en", tfds_split="test",
+              src_lang="en", tgt_lang="de", is_training=False,
+              global_batch_size=32, max_seq_length=100, static_batch=True)),
+      trainer=cfg.TrainerConfig(
+          train_steps=300000, validation_steps=-1, steps_per_loop=1000,
+          summary_interval=1000, checkpoint_interval=5000,
+          validation_interval=5000, max_to_keep=1,
+          optimizer_config=transformer_optimizer(hidden_size)),
+      restrictions=["task.train_data.is_training != None",
+                    "task.validation_data.is_training != None"])

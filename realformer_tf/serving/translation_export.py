@@ -1,0 +1,138 @@
+r"""Exports a `realformer/translation` run as a SavedModel with `translate`.
+
+  python -m realformer_tf.serving.translation_export --model_dir=/runs/ende \
+      --export_dir=/serving/ende/1 [--checkpoint_path=...] \
+      [--max_source_length=100] [--overwrite]
+
+Signature `translate`: `text` (string `[batch]`, raw source sentences) ->
+`translations` (string `[batch]`). Tokenization (the run's sentencepiece
+model, embedded in the graph), Model Garden's beam search and
+detokenization all run in the graph; a server needs tensorflow-text's ops.
+The module is Model Garden's `serving_modules.Translation` with input
+checks: an empty sentence or one longer than `max_source_length` tokens
+(default: `task.validation_data.max_seq_length`) fails with an
+`InvalidArgumentError` naming `text`, and tokens after the first EOS are
+dropped before detokenization.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Dict, Optional
+
+from absl import app
+from absl import flags
+import tensorflow as tf
+
+from official.core import task_factory
+from official.nlp.serving import export_savedmodel_util
+from official.nlp.serving import serving_modules as mg_serving_modules
+from realformer_tf.configs import experiments
+from realformer_tf.configs import registry  # pylint: disable=unused-import
+from realformer_tf.serving import export
+from realformer_tf.tasks import translation as rf_translation
+
+SIGNATURE = "translate"
+
+
+class TranslationModule(mg_serving_modules.Translation):
+  """Model Garden's translation export module, with checked inputs."""
+
+  def __init__(self, params, model, max_source_length: int):
+    super().__init__(params, model)
+    self._max_source_length = int(max_source_length)
+
+  @tf.function
+  def serve_text(self, text: tf.Tensor) -> Dict[str, tf.Tensor]:
+    tokens = self._sp_tokenizer.tokenize(text)       # ragged, ends with EOS
+    lengths = tokens.row_lengths()
+    checks = [
+        tf.debugging.assert_greater(
+            lengths, tf.constant(1, lengths.dtype),
+            message="text: an input sentence is empty (no tokens besides "
+            "EOS)"),
+        tf.debugging.assert_less_equal(
+            lengths, tf.constant(self._max_source_length, lengths.dtype),
+            message=f"text: an input sentence is longer than the model "
+            f"maximum, {self._max_source_length} tokens (EOS included)"),
+    ]
+    with tf.control_dependencies(checks):
+      ids = tf.identity(tokens.to_tensor(0))
+    outputs = self.serve({"inputs": ids})["outputs"]
+    # Beam search pads after EOS; keep only what precedes the first EOS.
+    after_eos = tf.cumsum(tf.cast(tf.equal(outputs, self._eos_id), tf.int32),
+                          axis=1) > 0
+    outputs = tf.where(after_eos, tf.zeros_like(outputs), outputs)
+    return {"translations": self._sp_tokenizer.detokenize(outputs)}
+
+
+def export_translation(model_dir: str,
+                       export_dir: str,
+                       checkpoint_path: Optional[str] = None,
+                       max_source_length: Optional[int] = None,
+                       overwrite: bool = False) -> str:
+  """Builds, restores and exports a translation run; returns `export_dir`.
+
+  Raises:
+    ValueError: If the run is not a translation run, or on a missing
+      checkpoint or an unusable `export_dir`, before anything is written.
+  """
+  config = experiments.load_experiment_config(model_dir)
+  if not isinstance(config.task, rf_translation.RealFormerTranslationConfig):
+    raise ValueError(f"{model_dir!r} holds a {config.task.name!r} run, not "
+                     "realformer/translation.")
+  checkpoint = export.resolve_checkpoint(model_dir, checkpoint_path)
+  export._check_export_dir(export_dir, overwrite)  # pylint: disable=protected-access
+  if max_source_length is None:
+    max_source_length = config.task.validation_data.max_seq_length
+  if max_source_length < 2:
+    raise ValueError(f"max_source_length={max_source_length} must be >= 2.")
+  task = task_factory.get_task(config.task)
+  model = task.build_model()
+  ones = tf.ones([1, 2], tf.int32)
+  model({"inputs": ones, "targets": ones})        # Creates every variable.
+  export.restore_checkpoint(model, checkpoint)
+  module = TranslationModule(
+      TranslationModule.Params(
+          sentencepiece_model_path=config.task.sentencepiece_model_path),
+      model, max_source_length)
+  tmp_dir = export_dir.rstrip("/") + f".tmp-{os.getpid()}"
+  try:
+    export_savedmodel_util.export(
+        module, function_keys={"serve_text": SIGNATURE},
+        export_savedmodel_dir=tmp_dir, checkpoint_path=None,
+        timestamped=False)
+  except BaseException:
+    if tf.io.gfile.exists(tmp_dir):
+      tf.io.gfile.rmtree(tmp_dir)
+    raise
+  if tf.io.gfile.exists(export_dir):
+    tf.io.gfile.rmtree(export_dir)
+  tf.io.gfile.rename(tmp_dir, export_dir)
+  return export_dir
+
+
+def define_flags():
+  flags.DEFINE_string("model_dir", None, "Model directory of the run.")
+  flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.")
+  flags.DEFINE_string("checkpoint_path", None,
+                      "Checkpoint; default: the latest in --model_dir.")
+  flags.DEFINE_integer("max_source_length", None,
+                       "Longest accepted source in tokens (EOS included); "
+                       "default: task.validation_data.max_seq_length.")
+  flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
+  flags.mark_flags_as_required(["model_dir", "export_dir"])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  f = flags.FLAGS
+  path = export_translation(f.model_dir, f.export_dir, f.checkpoint_path,
+                            f.max_source_length, f.overwrite)
+  print(json.dumps({"export_dir": path, "signatures": [SIGNATURE]}))
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

@@ -1,0 +1,97 @@
+"""Translation with RealFormer: Model Garden's `TranslationTask`, RealFormer stacks.
+
+Model Garden's `TranslationTask` (official/nlp/tasks/translation.py) does the
+sentencepiece tokenization (tensorflow-text), the WMT data loader, the label
+smoothed loss, beam search evaluation and SacreBLEU; only its `build_model`
+is replaced, to put `RealFormerSeq2SeqEncoder` and `RealFormerDecoder` into
+Model Garden's `Seq2SeqTransformer`. The model config gains the residual
+attention switches; everything else is Model Garden's `ModelConfig`.
+"""
+
+import dataclasses
+
+import tf_keras
+
+from official.core import task_factory
+from official.modeling.hyperparams import base_config
+from official.nlp.tasks import translation
+from realformer_tf.layers import residual_attention as ra
+from realformer_tf.networks import realformer_decoder
+from realformer_tf.networks import realformer_seq2seq
+
+
+@dataclasses.dataclass
+class RealFormerSeq2SeqEncoderConfig(base_config.Config):
+  """`RealFormerSeq2SeqEncoder` arguments (Post-LN, the paper's backbone)."""
+  num_layers: int = 6
+  num_attention_heads: int = 8
+  intermediate_size: int = 2048
+  activation: str = "relu"
+  dropout_rate: float = 0.1
+  attention_dropout_rate: float = 0.1
+  norm_first: bool = False
+  norm_epsilon: float = 1e-6
+  residual_attention: str = "sum"
+
+  def validate(self):
+    super().validate()
+    ra.validate_residual_attention(self.residual_attention)
+    for name in ("num_layers", "num_attention_heads", "intermediate_size"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name}={getattr(self, name)} must be positive.")
+
+
+@dataclasses.dataclass
+class RealFormerDecoderConfig(RealFormerSeq2SeqEncoderConfig):
+  """`RealFormerDecoder` arguments: one residual path per attention type."""
+  self_residual: bool = True
+  cross_residual: bool = True
+  use_bias: bool = True
+  intermediate_dropout: float = 0.0
+
+
+@dataclasses.dataclass
+class RealFormerTranslationModelConfig(translation.ModelConfig):
+  encoder: RealFormerSeq2SeqEncoderConfig = dataclasses.field(
+      default_factory=RealFormerSeq2SeqEncoderConfig)
+  decoder: RealFormerDecoderConfig = dataclasses.field(
+      default_factory=RealFormerDecoderConfig)
+
+
+@dataclasses.dataclass
+class RealFormerTranslationConfig(translation.TranslationConfig):
+  model: RealFormerTranslationModelConfig = dataclasses.field(
+      default_factory=RealFormerTranslationModelConfig)
+
+
+def build_translation_model(model_config: RealFormerTranslationModelConfig,
+                            vocab_size: int, eos_id: int) -> tf_keras.Model:
+  """`Seq2SeqTransformer` with the RealFormer encoder and decoder stacks."""
+  encoder = realformer_seq2seq.RealFormerSeq2SeqEncoder(
+      **model_config.encoder.as_dict())
+  decoder = realformer_decoder.RealFormerDecoder(
+      **model_config.decoder.as_dict())
+  return realformer_seq2seq.build_seq2seq_transformer(
+      vocab_size=int(vocab_size), embedding_width=model_config.embedding_width,
+      encoder=encoder, decoder=decoder, eos_id=int(eos_id),
+      dropout_rate=model_config.dropout_rate,
+      padded_decode=model_config.padded_decode,
+      decode_max_length=model_config.decode_max_length,
+      beam_size=model_config.beam_size, alpha=model_config.alpha)
+
+
+@task_factory.register_task_cls(RealFormerTranslationConfig)
+class RealFormerTranslationTask(translation.TranslationTask):
+  """Model Garden's `TranslationTask` building the RealFormer seq2seq model."""
+
+  @property
+  def eos_id(self) -> int:
+    return int(self._eos_id)
+
+  @property
+  def vocab_size(self) -> int:
+    return int(self._vocab_size)
+
+  def build_model(self) -> tf_keras.Model:
+    return build_translation_model(self.task_config.model, self._vocab_size,
+                                   self._eos_id)

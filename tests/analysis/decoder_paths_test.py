@@ -1,0 +1,54 @@
+"""Tests for the per-path attention analysis of RealFormer encoder-decoders."""
+
+import os
+
+import numpy as np
+from scipy import stats as scipy_stats
+import tensorflow as tf
+
+from realformer_tf.analysis import decoder_paths
+from realformer_tf.networks import realformer_decoder
+from realformer_tf.networks import realformer_seq2seq
+
+
+def _model():
+  return realformer_seq2seq.build_seq2seq_transformer(
+      vocab_size=20, embedding_width=16,
+      encoder=realformer_seq2seq.RealFormerSeq2SeqEncoder(
+          num_layers=2, num_attention_heads=2, intermediate_size=32),
+      decoder=realformer_decoder.RealFormerDecoder(
+          num_layers=3, num_attention_heads=2, intermediate_size=32),
+      eos_id=1)
+
+
+class DecoderPathsTest(tf.test.TestCase):
+
+  def test_per_path_statistics_and_figures(self):
+    model = _model()
+    inputs = np.array([[3, 4, 5, 1], [6, 7, 1, 0]], np.int32)
+    targets = np.array([[8, 9, 1], [10, 1, 0]], np.int32)
+    model({"inputs": inputs, "targets": targets})
+    result = decoder_paths.path_statistics(model, inputs, targets)
+    self.assertCountEqual(decoder_paths.PATHS, result)
+    layers = {"encoder_self": 2, "decoder_self": 3, "cross": 3}
+    queries = {"encoder_self": 7, "decoder_self": 5, "cross": 5}
+    for path, stat in result.items():
+      self.assertLen(stat["entropy"], layers[path])
+      self.assertLen(stat["jsd"], layers[path] - 1)
+      for heads in stat["entropy"] + stat["jsd"]:
+        self.assertLen(heads, 2)
+        self.assertTrue(all(len(h) == queries[path] for h in heads))
+    # Decoder self-attention is causal: the first query sees one key.
+    first = [h[0] for h in result["decoder_self"]["entropy"][0]]
+    self.assertAllClose([0.0, 0.0], first, atol=1e-6)
+    # Cross-attention entropy equals scipy's on the unpadded source keys.
+    probs = decoder_paths._attention(model, inputs, targets)["cross"][0][0]  # pylint: disable=protected-access
+    want = scipy_stats.entropy(probs.numpy()[1, 0, 0, :3])
+    self.assertAllClose(want, result["cross"]["entropy"][0][0][3], atol=1e-5)
+    files = decoder_paths.write_path_figures(result, self.get_temp_dir())
+    self.assertLen(files, 6)
+    self.assertTrue(all(os.path.getsize(f) > 0 for f in files))
+
+
+if __name__ == "__main__":
+  tf.test.main()
