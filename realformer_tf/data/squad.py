@@ -778,7 +778,7 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
     meta = write_train_tfrecord(
         input_json, tokenizer, record, max_seq_length, doc_stride,
         max_query_length, version_2_with_negative)
-    meta["vocab_file"] = vocab_file
+    meta.update(tokenization.vocab_meta(vocab_file))
     write_json(meta, os.path.join(output_dir, TRAIN_META))
     if (epochs is None) != (train_batch_size is None):
       raise ValueError("Give both --epochs and --train_batch_size (or "
@@ -793,7 +793,7 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
         input_json, tokenizer, os.path.join(output_dir, EVAL_RECORD),
         max_seq_length, doc_stride, max_query_length, version_2_with_negative,
         eval_batch_size)
-    meta["vocab_file"] = vocab_file
+    meta.update(tokenization.vocab_meta(vocab_file))
     write_json(meta, os.path.join(output_dir, EVAL_META))
   return meta
 
