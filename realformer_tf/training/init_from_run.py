@@ -145,11 +145,13 @@ def inherit_encoder(params: cfg.ExperimentConfig,
                  "is off (the classifier's pooler starts fresh).", run_dir)
   run_vocab = getattr(run_config.task, "vocab_file", "")
   eval_data = getattr(params.task, "validation_data", None)
+  # Empty, or a placeholder path (the SQuAD YAMLs' /path/to/...): the run's.
   if (run_vocab and hasattr(eval_data, "vocab_file") and
-      not eval_data.vocab_file):
+      (not eval_data.vocab_file or
+       not tf.io.gfile.exists(eval_data.vocab_file))):
+    logging.info("task.validation_data.vocab_file=%r: using the run's "
+                 "vocabulary %s.", eval_data.vocab_file, run_vocab)
     eval_data.vocab_file = run_vocab
-    logging.info("task.validation_data.vocab_file: the run's vocabulary %s.",
-                 run_vocab)
   return run_config
 
 
