@@ -187,7 +187,14 @@ def parse_configuration_and_sources(flags_obj):
   explicit = schedule.explicit_keys(parser.sources)
   schedule.follow_train_steps(params, explicit)
   init_from_run.inherit_encoder(params, explicit)
-  params.validate()
+  try:
+    params.validate()
+  except KeyError as e:
+    # Model Garden's restriction check raises KeyError("Found inconsistency
+    # between key `a` and key `b`.").
+    raise ValueError(
+        f"{e.args[0] if e.args else e} Set them to agree (setting only "
+        "trainer.train_steps moves the schedule with it).") from None
   validation.validate_model(params)
   return params, explicit
 
