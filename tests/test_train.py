@@ -426,6 +426,16 @@ def test_quickstart_builds_its_data_and_trains(tmp_path):
       str(model_dir / "validation" / "events.out.tfevents.*"))
   assert train_lib.checkpoint_step(tf.train.latest_checkpoint(
       str(model_dir))) == 8
+  # Each progress block once (Orbit logs and prints it; the absl copy goes).
+  assert (proc.stdout + proc.stderr).count(
+      "train | step:      4 | steps/sec:") == 1
+  # The closing lines: what was reached against what, speed, where things are.
+  assert "Held-out masked-LM accuracy: " in out
+  assert f"Chance (uniform over the {vocab_size}-token vocabulary)" in out
+  assert "always predicting the most frequent masked token" in out
+  assert "Speed: 8 training steps in " in out and "examples/s" in out
+  assert (f"Checkpoint: {model_dir}/ckpt-8; config: {model_dir}/params.yaml; "
+          f"TensorBoard: tensorboard --logdir {model_dir}") in out
 
 
 # --------------------------------------------------------------------------

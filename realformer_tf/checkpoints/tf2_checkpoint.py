@@ -234,6 +234,32 @@ def load_encoder_weights(checkpoint_path: str,
   Returns:
     The encoder path used.
   """
+  reader, pairs, found = check_encoder_checkpoint(checkpoint_path, encoder,
+                                                 encoder_path)
+  for variable, key in pairs:
+    variable.assign(reader.get_tensor(key))
+  return found
+
+
+def check_encoder_checkpoint(checkpoint_path: str,
+                             encoder: tf.Module,
+                             encoder_path: Optional[str] = None):
+  """Matches a built `encoder` against a checkpoint without reading weights.
+
+  Args:
+    checkpoint_path: Checkpoint prefix or a directory with a 'checkpoint'
+      file.
+    encoder: A built encoder; only its variables' shapes are used, so it may
+      live in a throwaway `tf.Graph`.
+    encoder_path: See `load_encoder_weights`.
+
+  Returns:
+    `(reader, [(variable, checkpoint key)], encoder path used)`.
+
+  Raises:
+    CheckpointMismatchError: Missing, unused or mis-shaped variables (each
+      named, with both shapes).
+  """
   path = tf1_checkpoint.resolve_checkpoint_path(checkpoint_path,
                                                 "TF2 checkpoint")
   reader = tf.train.load_checkpoint(path)
@@ -241,9 +267,7 @@ def load_encoder_weights(checkpoint_path: str,
   node_id, found = _find_encoder_node(graph, path, encoder_path)
   pairs = match_encoder_variables(reader, graph, node_id, encoder,
                                   f"{path!r} ({found!r})")
-  for variable, key in pairs:
-    variable.assign(reader.get_tensor(key))
-  return found
+  return reader, pairs, found
 
 
 def encoder_from_tf2_checkpoint(

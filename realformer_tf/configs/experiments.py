@@ -125,13 +125,19 @@ def realformer_pretraining() -> cfg.ExperimentConfig:
       ])
 
 
-# Quickstart size and schedule, tuned to finish in about 5 minutes on 2 CPU
-# cores, data included (see README): 2 layers, hidden 128, seq 64, batch 32,
-# 3000 steps (~20 passes over the ~4.8k stdlib-docstring sequences).
-_QUICKSTART_STEPS = 3000
+# Quickstart size and schedule (see README for measured times): 2 layers,
+# hidden 128, seq 64, batch 32, 1500 steps = ~10 passes over the ~5k
+# stdlib-docstring sequences. The train records hold `_QUICKSTART_DUPE_FACTOR`
+# copies of the text, each masked anew, so every pass sees fresh masks:
+# with one static copy and 20 passes the model memorised the masks (train MLM
+# accuracy 0.20, held-out 0.14). Dropout 0: with fresh masks and ~10 passes
+# the tiny model underfits rather than overfits.
+_QUICKSTART_STEPS = 1500
+_QUICKSTART_DUPE_FACTOR = 10
+_QUICKSTART_LEARNING_RATE = 2e-3
 # Target size of the learned WordPiece vocabulary (the real size is set from
-# the data).
-_QUICKSTART_VOCAB_SIZE = 4000
+# the data: ~1k on the stdlib corpus, which has ~250k WordPieces).
+_QUICKSTART_VOCAB_SIZE = 1000
 
 
 @exp_factory.register_config_factory(QUICKSTART)
@@ -147,7 +153,8 @@ def realformer_quickstart() -> cfg.ExperimentConfig:
   task = _pretraining_task(
       QUICKSTART, hidden_size=128, num_layers=2, num_attention_heads=4,
       intermediate_size=512, vocab_size=_QUICKSTART_VOCAB_SIZE,
-      max_position_embeddings=64)
+      max_position_embeddings=64, dropout_rate=0.0,
+      attention_dropout_rate=0.0)
   for data in (task.train_data, task.validation_data):
     data.seq_length = 64
     data.max_predictions_per_seq = 10
@@ -167,7 +174,7 @@ def realformer_quickstart() -> cfg.ExperimentConfig:
           validation_interval=_QUICKSTART_STEPS // 2,
           validation_steps=-1,
           optimizer_config=paper_optimizer(
-              learning_rate=1e-3, warmup_steps=100,
+              learning_rate=_QUICKSTART_LEARNING_RATE, warmup_steps=100,
               decay_steps=_QUICKSTART_STEPS)),
       restrictions=[
           "task.train_data.is_training != None",
@@ -244,7 +251,8 @@ def prepare_data(params: cfg.ExperimentConfig,
       input_files=list(input_files) if input_files else None,
       vocab_size=encoder.vocab_size,
       max_seq_length=task.train_data.seq_length,
-      max_predictions_per_seq=task.train_data.max_predictions_per_seq)
+      max_predictions_per_seq=task.train_data.max_predictions_per_seq,
+      dupe_factor=_QUICKSTART_DUPE_FACTOR)
   task.train_data.input_path = data["train_file"]
   task.validation_data.input_path = data["eval_file"]
   task.vocab_file = data["vocab_file"]

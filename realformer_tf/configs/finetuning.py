@@ -142,6 +142,11 @@ def realformer_glue() -> cfg.ExperimentConfig:
               global_batch_size=PAPER_BATCH_SIZE, seq_length=128)),
       trainer=cfg.TrainerConfig(
           validation_steps=-1,
+          # Progress every 100 steps: Model Garden's default 1000 is longer
+          # than small tasks' runs (MRPC: 344 steps), which then print
+          # nothing until the end.
+          steps_per_loop=100,
+          summary_interval=100,
           optimizer_config=optimizer),
       restrictions=[
           "task.train_data.is_training != None",

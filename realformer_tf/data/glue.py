@@ -563,6 +563,7 @@ def convert(task: str,
     logging.info("Wrote %d %s %s examples (%d truncated) to %s",
                  len(examples), spec.name, split, truncated, path)
 
+  vocab_info = tokenization.vocab_meta(vocab_file)
   meta = {
       "task": spec.name,
       "source": (os.path.abspath(glue_dir) if glue_dir else
@@ -572,6 +573,8 @@ def convert(task: str,
       "num_labels": spec.num_classes,
       "max_seq_length": max_seq_length,
       "vocab_file": os.path.abspath(vocab_file),
+      "vocab_size": vocab_info["vocab_size"],
+      "vocab_sha256": vocab_info["vocab_sha256"],
       "lower_case": lower_case,
       "train_data_size": split_meta["train"]["num_examples"],
       "eval_data_size": {s: split_meta[s]["num_examples"]

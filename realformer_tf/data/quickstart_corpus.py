@@ -36,7 +36,6 @@ before a rebuild and written last, so an interrupted run is never mistaken for
 a finished one.
 """
 
-import hashlib
 import importlib
 import inspect
 import json
@@ -112,7 +111,7 @@ _VOCAB = "vocab.txt"
 _TRAIN_RECORDS = "train.tfrecord"
 _EVAL_RECORDS = "eval.tfrecord"
 # Bump when the way the files are made changes, so old caches are rebuilt.
-_FORMAT_VERSION = 2
+_FORMAT_VERSION = 3
 # Upper end of the WordPiece learner's binary search over the minimum count.
 # tensorflow-text starts it at the count of the most frequent word (14k for
 # "the" in the stdlib corpus); a few-MB corpus with a vocabulary of thousands
@@ -233,17 +232,6 @@ def file_documents(input_files: Sequence[str]) -> List[List[str]]:
   return documents
 
 
-def _sha256(path: str) -> str:
-  digest = hashlib.sha256()
-  with tf.io.gfile.GFile(path, "rb") as f:
-    while True:
-      chunk = f.read(1 << 20)
-      if not chunk:
-        break
-      digest.update(chunk)
-  return digest.hexdigest()
-
-
 def write_documents(path: str, documents: List[List[str]]) -> None:
   lines = []
   for document in documents:
@@ -268,7 +256,8 @@ def _cache_is_valid(data_dir: str, manifest: Optional[dict],
     return False
   for name, digest in manifest.get("sha256", {}).items():
     path = os.path.join(data_dir, name)
-    if not tf.io.gfile.exists(path) or _sha256(path) != digest:
+    if (not tf.io.gfile.exists(path) or
+        tokenization.file_sha256(path) != digest):
       logging.info("Cached %s is missing or changed; rebuilding.", path)
       return False
   return True
@@ -289,6 +278,7 @@ def prepare_quickstart_data(data_dir: str,
                             vocab_size: int = 4000,
                             max_seq_length: int = 64,
                             max_predictions_per_seq: int = 10,
+                            dupe_factor: int = 1,
                             eval_fraction: float = 0.05,
                             seed: int = 0) -> Dict[str, object]:
   """Builds (or reuses) the quickstart vocabulary and MLM/NSP records.
@@ -301,6 +291,9 @@ def prepare_quickstart_data(data_dir: str,
       be smaller, see the returned `vocab_size`.
     max_seq_length: Fixed sequence length (>= 8).
     max_predictions_per_seq: Masked positions per sequence (>= 1).
+    dupe_factor: Copies of the train split, each with its own masks (>= 1),
+      so that a run of several passes sees fresh masks each pass instead of
+      memorising one set; the eval split is written once.
     eval_fraction: Fraction of documents held out for evaluation, in (0, 1).
     seed: Seed for the split and for building the records.
 
@@ -327,20 +320,22 @@ def prepare_quickstart_data(data_dir: str,
     raise ValueError(f"seed must be an int, got {seed!r}.")
   pretraining_data.check_instance_options(
       max_seq_length, max_predictions_per_seq, masked_lm_prob=0.15,
-      dupe_factor=1, short_seq_prob=0.1)
+      dupe_factor=dupe_factor, short_seq_prob=0.1)
   if tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
     raise ValueError(f"data_dir {data_dir!r} exists and is not a directory.")
 
   key = dict(
       format_version=_FORMAT_VERSION,
       corpus=("files" if input_files else "stdlib-docstrings"),
-      inputs=([dict(path=f, sha256=_sha256(f)) for f in input_files]
+      inputs=([dict(path=f, sha256=tokenization.file_sha256(f))
+               for f in input_files]
               if input_files else None),
       python=(None if input_files else
               "%d.%d.%d" % sys.version_info[:3]),
       vocab_size=vocab_size,
       max_seq_length=max_seq_length,
       max_predictions_per_seq=max_predictions_per_seq,
+      dupe_factor=dupe_factor,
       eval_fraction=float(eval_fraction),
       seed=seed)
   manifest_path = os.path.join(data_dir, _MANIFEST)
@@ -385,20 +380,21 @@ def prepare_quickstart_data(data_dir: str,
       learn_params={"upper_thresh": _LEARN_UPPER_THRESH})
   counts = dict(vocab_size=len(vocab), num_train_documents=len(train_docs),
                 num_eval_documents=len(eval_docs))
-  for split, text, records, split_seed in (
-      ("train", train_text, _TRAIN_RECORDS, seed),
-      ("eval", eval_text, _EVAL_RECORDS, seed + 1)):
+  for split, text, records, split_seed, split_dupes in (
+      ("train", train_text, _TRAIN_RECORDS, seed, dupe_factor),
+      ("eval", eval_text, _EVAL_RECORDS, seed + 1, 1)):
     counts[f"num_{split}_examples"] = pretraining_data.create_pretraining_data(
         input_files=[text],
         vocab_file=vocab_file,
         output_file=os.path.join(data_dir, records),
         max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
+        dupe_factor=split_dupes,
         random_seed=split_seed)
   manifest = dict(
       key=key,
       counts=counts,
-      sha256={name: _sha256(os.path.join(data_dir, name))
+      sha256={name: tokenization.file_sha256(os.path.join(data_dir, name))
               for name in (_TRAIN_TEXT, _EVAL_TEXT, _VOCAB, _TRAIN_RECORDS,
                            _EVAL_RECORDS)})
   tmp_manifest = f"{manifest_path}.tmp-{os.getpid()}"

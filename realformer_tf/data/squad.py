@@ -821,7 +821,7 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
   finally:
     if tf.io.gfile.exists(tmp_record):
       tf.io.gfile.remove(tmp_record)
-  meta["vocab_file"] = vocab_file
+  meta.update(tokenization.vocab_meta(vocab_file))
   write_json(meta, os.path.join(output_dir,
                                 TRAIN_META if is_training else EVAL_META))
   if is_training and schedule is not None:

@@ -13,6 +13,7 @@ pre-training records assumes; the published BERT vocabularies also have
 `[PAD]` at 0 (and `[UNK]`=100, `[CLS]`=101, `[SEP]`=102, `[MASK]`=103).
 """
 
+import hashlib
 import os
 from typing import Any, Dict, Iterable, List, Optional
 
@@ -193,3 +194,27 @@ def write_lines_atomically(path: str, lines: Iterable[str]) -> None:
     for line in lines:
       f.write(line + "\n")
   tf.io.gfile.rename(tmp_path, path, overwrite=True)
+
+
+def file_sha256(path: str) -> str:
+  """Hex SHA-256 of a file's bytes (read in 1 MB chunks)."""
+  digest = hashlib.sha256()
+  with tf.io.gfile.GFile(path, "rb") as f:
+    while True:
+      chunk = f.read(1 << 20)
+      if not chunk:
+        break
+      digest.update(chunk)
+  return digest.hexdigest()
+
+
+def vocab_meta(vocab_file: str) -> Dict[str, Any]:
+  """What the data converters record about their vocabulary in the meta data.
+
+  `vocab_file` (absolute path), `vocab_size` (tokens) and `vocab_sha256` (of
+  the file), so that records made with one vocabulary are recognised when a
+  model trained with another is fine-tuned on them.
+  """
+  return {"vocab_file": os.path.abspath(vocab_file),
+          "vocab_size": len(load_vocab(vocab_file)),
+          "vocab_sha256": file_sha256(vocab_file)}

@@ -406,6 +406,11 @@ def export_model(model_dir: str,
 
   if return_attention != "none":
     config.task.model.encoder.get().return_attention_scores = True
+  if head == SQUAD:
+    # Model Garden's QA task rebuilds the eval features from the dev JSON as
+    # soon as it is created (and needs somewhere to write them); exporting
+    # needs only the model.
+    config.task.validation_data.input_path = ""
   task = task_factory.get_task(config.task)
   model = task.build_model()
   model(_dummy_inputs(head), training=False)  # Creates every variable.

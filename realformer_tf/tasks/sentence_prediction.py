@@ -9,7 +9,9 @@ changes:
   predictions and reports all the metrics the paper reports for
   `task.glue_task`: accuracy (SST-2, QNLI, RTE, MNLI), F1 and accuracy (MRPC,
   QQP), Matthews correlation (CoLA), Pearson and Spearman correlation
-  (STS-B), as fractions. `task.metric_type` is not used.
+  (STS-B), as fractions, next to `majority_class_<metric>`: the same
+  metrics for predicting the most frequent label everywhere, to tell a model
+  that learned nothing from one that learned. `task.metric_type` is not used.
 * Several named validation files. With `validation_data.split_names` set,
   `validation_data.input_path` holds one comma-separated file per name and
   every metric is reported per file as `<metric>_<name>`: MNLI evaluates
@@ -146,6 +148,27 @@ def glue_metrics(task: str, outputs, labels) -> Dict[str, float]:
     raise ValueError(f"{len(predictions)} predictions for {len(labels)} "
                      "labels.")
   return {name: METRIC_FNS[name](labels, predictions) for name in spec.metrics}
+
+
+# Prefix of the baseline metrics reported next to the model's.
+MAJORITY_PREFIX = "majority_class_"
+
+
+def majority_class_metrics(task: str, labels) -> Dict[str, float]:
+  """The metrics of predicting the most frequent label for every example.
+
+  What a model that learned nothing scores (e.g. MRPC dev: accuracy 0.684,
+  F1 0.812, all positive); keys are `MAJORITY_PREFIX + metric`. Empty for
+  regression (STS-B: a constant has no correlation).
+  """
+  spec = glue_data.get_task(task)
+  labels = np.asarray(labels).reshape(-1)
+  if spec.is_regression or not len(labels):
+    return {}
+  values, counts = np.unique(labels, return_counts=True)
+  constant = np.full_like(labels, values[np.argmax(counts)])
+  return {MAJORITY_PREFIX + name: METRIC_FNS[name](labels, constant)
+          for name in spec.metrics}
 
 
 # -------------------------------------------------------------------- data --
@@ -294,6 +317,7 @@ class RealFormerSentencePredictionTask(
     labels = np.concatenate(aggregated_logs["labels"], axis=0).reshape(-1)
     if not self._split_names:
       results = glue_metrics(self._spec.name, outputs, labels)
+      results.update(majority_class_metrics(self._spec.name, labels))
     else:
       split_ids = np.concatenate(aggregated_logs[SPLIT_ID], axis=0)
       results = {}
@@ -304,8 +328,14 @@ class RealFormerSentencePredictionTask(
         for key, value in glue_metrics(self._spec.name, outputs[chosen],
                                        labels[chosen]).items():
           results[f"{key}_{split}"] = value
-    logging.info("%s metrics at step %s: %s", self._spec.name, global_step,
-                 results)
+        for key, value in majority_class_metrics(self._spec.name,
+                                                 labels[chosen]).items():
+          results[f"{key}_{split}"] = value
+    if isinstance(global_step, (tf.Tensor, tf.Variable)):
+      global_step = int(global_step.numpy())
+    logging.info("%s metrics at step %s: %s (%s*: predicting the most "
+                 "frequent label for every example)", self._spec.name,
+                 global_step, results, MAJORITY_PREFIX)
     return results
 
   def initialize(self, model):

@@ -20,6 +20,7 @@ import functools
 import json
 import os
 import pprint
+import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from absl import logging
@@ -37,6 +38,9 @@ from official.modeling import performance
 from realformer_tf.configs import experiments
 from realformer_tf.configs import validation
 from realformer_tf.data import tokenization
+from realformer_tf.training import init_from_run
+from realformer_tf.training import run_summary
+from realformer_tf.training import schedule
 from realformer_tf.training import trainer as trainer_lib
 
 EXPERIMENT_PREFIX = "realformer/"
@@ -102,8 +106,14 @@ class ExperimentParser(train_utils.ExperimentParser):
 
   Same order as the base class: the registered experiment, each
   `--config_file` in turn (later ones override earlier ones), `--tpu`,
-  `--tf_data_service`, then `--params_override`.
+  `--tf_data_service`, then `--params_override`. `sources` records, in that
+  order, each config file's and the override's nested dict (for
+  `schedule.explicit_keys`: which keys the user set, and where).
   """
+
+  def __init__(self, flags_obj):
+    super().__init__(flags_obj)
+    self.sources = []
 
   def base_experiment(self):
     name = self._flags_obj.experiment
@@ -132,6 +142,7 @@ class ExperimentParser(train_utils.ExperimentParser):
         raise ValueError(f"{source}: expected a YAML mapping of config keys "
                          f"({e}).") from None
       _override(params, overrides, source)
+      self.sources.append((source, overrides))
     return params
 
   def parse_params_override(self, params):
@@ -146,7 +157,9 @@ class ExperimentParser(train_utils.ExperimentParser):
           hyperparams.ParamsDict(), value, is_strict=False).as_dict()
     except (yaml.YAMLError, ValueError, TypeError, tf.errors.OpError) as e:
       raise ValueError(f"{source}: cannot parse it ({e}).") from None
-    return _override(params, overrides, source)
+    params = _override(params, overrides, source)
+    self.sources.append((source, overrides))
+    return params
 
 
 def parse_configuration(flags_obj) -> cfg.ExperimentConfig:
@@ -160,16 +173,39 @@ def parse_configuration(flags_obj) -> cfg.ExperimentConfig:
   Returns:
     The unlocked experiment config, its restrictions and encoder checked.
   """
-  params = ExperimentParser(flags_obj).parse()
+  return parse_configuration_and_sources(flags_obj)[0]
+
+
+def parse_configuration_and_sources(flags_obj):
+  """`parse_configuration`, plus the keys the user set (`schedule.ExplicitKeys`).
+
+  A `trainer.train_steps` set without the schedule's length moves the
+  schedule with it (`schedule.follow_train_steps`), and a
+  `task.init_checkpoint` in a model dir of ours supplies the encoder config
+  (`init_from_run.inherit_encoder`), before the config is checked.
+  """
+  parser = ExperimentParser(flags_obj)
+  params = parser.parse()
   validation.validate_field_types(params)
-  params.validate()
+  explicit = schedule.explicit_keys(parser.sources)
+  schedule.follow_train_steps(params, explicit)
+  init_from_run.inherit_encoder(params, explicit)
+  try:
+    params.validate()
+  except KeyError as e:
+    # Model Garden's restriction check raises KeyError("Found inconsistency
+    # between key `a` and key `b`.").
+    raise ValueError(
+        f"{e.args[0] if e.args else e} Set them to agree (setting only "
+        "trainer.train_steps moves the schedule with it).") from None
   validation.validate_model(params)
-  return params
+  return params, explicit
 
 
 def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
                          model_dir: str,
-                         quickstart_input_files=None) -> cfg.ExperimentConfig:
+                         quickstart_input_files=None
+                        ) -> cfg.ExperimentConfig:
   """Builds self-made data, checks config and inputs, and locks `params`."""
   if mode not in validation.MODES:
     raise ValueError(f"--mode={mode!r} is not supported by train.py; use one "
@@ -180,6 +216,12 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
   validation.validate_config(params, mode)
   experiments.prepare_data(params, model_dir, quickstart_input_files)
   validation.validate_experiment(params, mode)
+  init_from_run.check_records_vocabulary(params, mode)
+  # Model Garden reads task.init_checkpoint only when a training run starts
+  # without a checkpoint of its own.
+  if (mode in validation.TRAIN_MODES and
+      not tf.train.latest_checkpoint(model_dir)):
+    init_from_run.check_init_checkpoint(params)
   validation.validate_runtime(params)
   check_model_dir(params, mode, model_dir)
   params.validate()
@@ -274,8 +316,9 @@ class _LastOutput:
 
 
 def _log(message: str) -> None:
-  # Like Orbit's controller: absl log and stdout.
-  logging.info(message)
+  # Stdout, where Orbit prints its progress (its absl copies are dropped,
+  # see run_summary.drop_duplicate_progress); debug-level in the absl log.
+  logging.debug(message)
   print(message, flush=True)
 
 
@@ -336,6 +379,10 @@ def run(flags_obj) -> Mapping[str, Any]:
         trainer_cls=functools.partial(trainer_lib.Trainer,
                                       model_dir=model_dir))
   last_eval = _LastOutput()
+  run_summary.drop_duplicate_progress()
+  latest = tf.train.latest_checkpoint(model_dir)
+  start_step = checkpoint_step(latest) if latest else 0
+  start_time = time.time()
   # official/nlp/train.py retries here after a TPU preemption through a
   # preemption watcher that its open-source build leaves disabled; a rerun of
   # the same command resumes from the latest checkpoint instead.
@@ -349,17 +396,23 @@ def run(flags_obj) -> Mapping[str, Any]:
       eval_actions=[last_eval],
       enable_async_checkpointing=getattr(
           flags_obj, "enable_async_checkpointing", False))
+  seconds = time.time() - start_time
   final = dict(eval_logs or last_eval.output or {})
+  step = int(trainer.global_step.numpy())
+  values = {}
   if final:
     values = {k: float(v) for k, v in sorted(final.items())
               if getattr(v, "shape", ()) == () or isinstance(v, float)}
-    step = int(trainer.global_step.numpy())
     _log(f"final eval | step: {step} | " +
          " | ".join(f"{k}: {v:.4f}" for k, v in values.items()))
     if mode in validation.TRAIN_MODES and step >= params.trainer.train_steps:
       tokenization.write_lines_atomically(
           os.path.join(model_dir, FINAL_EVAL_FILE),
           [json.dumps({"step": step, "metrics": values})])
+  steps_run = step - start_step if mode in validation.TRAIN_MODES else 0
+  for line in run_summary.summary_lines(params, model_dir, values, step,
+                                        steps_run, seconds):
+    _log(line)
   return final
 
 

@@ -56,6 +56,9 @@ def test_yaml_loads_like_train_py(task):
   t = params.task
   assert t.name == finetuning.GLUE and t.glue_task == task
   assert t.init_checkpoint == "/ckpt" and t.init_cls_pooler
+  # Progress at least twice in the shortest run (RTE: 234 steps).
+  assert params.trainer.steps_per_loop * 2 <= params.trainer.train_steps
+  assert params.trainer.summary_interval % params.trainer.steps_per_loop == 0
   assert t.model.num_classes == num_classes
   assert not t.model.use_encoder_pooler
   assert t.model.encoder.type == "any"

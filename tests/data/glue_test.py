@@ -10,6 +10,7 @@ import tensorflow as tf
 from official.nlp.data import sentence_prediction_dataloader as sp_loader
 from realformer_tf.data import glue
 from realformer_tf.data import pretraining_data
+from realformer_tf.data import tokenization
 
 DATA_DIR = pretraining_data.default_data_dir()
 GLUE_DIR = os.path.join(DATA_DIR, "glue")
@@ -114,6 +115,10 @@ def test_convert_sst2_and_mrpc_slices(tmp_path):
   assert meta["train_data_size"] == 20
   assert meta["eval_data_size"] == {"dev": 6}
   assert meta["label_list"] == ["0", "1"] and meta["num_labels"] == 2
+  # The vocabulary, so that fine-tuning can name a mismatch with its model.
+  assert meta["vocab_file"] == os.path.abspath(VOCAB)
+  assert meta["vocab_size"] == 30522
+  assert meta["vocab_sha256"] == tokenization.file_sha256(VOCAB)
   with open(os.path.join(out, "sst2_meta_data.json")) as f:
     assert json.load(f) == meta
   assert sorted(os.listdir(out)) == [

@@ -210,3 +210,28 @@ def test_default_stdlib_corpus_is_deterministic_and_cached(tmp_path):
   assert again == result
   assert json.load(open(os.path.join(data_dir, "manifest.json"))) == manifest
   assert mtimes(data_dir) == before
+
+
+def test_dupe_factor_masks_each_train_copy_anew(tmp_path):
+  corpus = write_corpus(tmp_path / "corpus.txt")
+  once = quickstart_corpus.prepare_quickstart_data(
+      str(tmp_path / "once"), input_files=[corpus], **SMALL)
+  thrice = quickstart_corpus.prepare_quickstart_data(
+      str(tmp_path / "thrice"), input_files=[corpus], dupe_factor=3, **SMALL)
+  # Three masked copies of the train split; the eval split is written once.
+  assert thrice["num_eval_examples"] == once["num_eval_examples"]
+  assert thrice["num_train_examples"] >= 2.5 * once["num_train_examples"]
+
+  def masked(path):
+    spec = {"masked_lm_positions": tf.io.VarLenFeature(tf.int64),
+            "input_ids": tf.io.VarLenFeature(tf.int64)}
+    pairs = []
+    for record in tf.data.TFRecordDataset(path):
+      parsed = tf.io.parse_single_example(record, spec)
+      pairs.append(tuple(tf.sparse.to_dense(parsed["masked_lm_positions"])
+                         .numpy()))
+    return pairs
+
+  # Different masks across the copies: far more distinct position sets than
+  # one copy has examples.
+  assert len(set(masked(thrice["train_file"]))) > once["num_train_examples"]

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from official.core import train_utils
 from realformer_tf.serving import export
 from tests.serving import common
+from tests.squad import common as common_squad
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +141,25 @@ def test_command_line_ids_only_export_runs_in_stock_saved_model_cli(
                         input_type_ids=tf.constant(types)), training=False)
   np.testing.assert_allclose(np.load(os.path.join(outdir, "score.npy")),
                              expected.numpy()[:, 0], atol=1e-5, rtol=1e-5)
+
+
+def test_squad_run_with_its_eval_json_exports(tmp_path):
+  # train.py's params.yaml of a SQuAD run names the dev JSON in
+  # validation_data.input_path; building the task for export used to rebuild
+  # the eval features and fail for lack of a place to write them.
+  model_dir, _, config, _ = common.make_model_dir(str(tmp_path), "squad_v1")
+  source = str(tmp_path / "dev.json")
+  dataset = common_squad.v2_dataset()
+  dataset["version"] = "1.1"
+  for article in dataset["data"]:
+    for paragraph in article["paragraphs"]:
+      paragraph["qas"] = [qa for qa in paragraph["qas"]
+                          if not qa["is_impossible"]]
+  common_squad.write_json(dataset, source)
+  config.task.validation_data.input_path = source
+  train_utils.serialize_config(config, model_dir)
+  out = str(tmp_path / "export")
+  result = export.export_model(model_dir, out, serve_text=False)
+  assert result.head == export.SQUAD
+  assert os.path.exists(os.path.join(out, "saved_model.pb"))
+  assert not os.path.exists(os.path.join(model_dir, "eval.tf_record"))

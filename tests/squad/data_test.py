@@ -12,6 +12,7 @@ import tensorflow as tf
 from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.data import squad_lib
 from realformer_tf.data import squad
+from realformer_tf.data import tokenization
 from tests.squad import common
 
 
@@ -179,6 +180,8 @@ def test_v2_records_read_by_model_garden_loader(tmp_path):
     meta = json.load(f)
   assert meta["num_questions"] == 7 and meta["num_unanswerable"] == 3
   assert meta["num_skipped_answer_not_found"] == 0
+  assert meta["vocab_size"] == 30522
+  assert meta["vocab_sha256"] == tokenization.file_sha256(common.vocab_file())
   n = meta["train_data_size"]
   # Contexts of 21-24 words fit in one 48-token window (3 question tokens
   # kept at most 16): one feature per question.

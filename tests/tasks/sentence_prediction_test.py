@@ -76,6 +76,29 @@ def _task(task, **override):
   return sp.RealFormerSentencePredictionTask(config.task)
 
 
+def _model_metrics(result):
+  return {k: v for k, v in result.items()
+          if not k.startswith(sp.MAJORITY_PREFIX)}
+
+
+def test_majority_class_baseline_next_to_the_metrics():
+  # MRPC dev: 279 of 408 positive; all-positive scores 0.684 / F1 0.812.
+  labels = np.array([1] * 279 + [0] * 129)
+  assert sp.majority_class_metrics("mrpc", labels) == pytest.approx({
+      "majority_class_accuracy": 279 / 408,
+      "majority_class_f1": 2 * 279 / (2 * 279 + 129)})
+  assert sp.majority_class_metrics("cola", labels) == {
+      "majority_class_matthews_corrcoef": 0.0}
+  assert not sp.majority_class_metrics("stsb", [0.5, 1.0])
+  task = _task("mrpc")
+  step = {"sentence_prediction": (tf.constant([[1., 0], [0, 1], [0, 1]]),),
+          "labels": (tf.constant([0, 0, 1]),)}
+  result = task.reduce_aggregated_logs(task.aggregate_logs(None, step))
+  assert result == pytest.approx({
+      "accuracy": 2 / 3, "f1": 2 / 3, "majority_class_accuracy": 2 / 3,
+      "majority_class_f1": 0.0})
+
+
 def test_reduce_reports_mnli_matched_and_mismatched():
   task = _task("mnli", validation_data={"input_path": "m,mm"})
   # Two eval steps; split 0 = matched (2 of 3 right), 1 = mismatched (1/2).
@@ -91,7 +114,10 @@ def test_reduce_reports_mnli_matched_and_mismatched():
   for step in steps:
     state = task.aggregate_logs(state, step)
   assert task.reduce_aggregated_logs(state) == pytest.approx(
-      {"accuracy_matched": 2 / 3, "accuracy_mismatched": 1.0})
+      {"accuracy_matched": 2 / 3, "accuracy_mismatched": 1.0,
+       # Matched labels 1, 0, 1; mismatched 2, 0 (a tie: the lower label).
+       "majority_class_accuracy_matched": 2 / 3,
+       "majority_class_accuracy_mismatched": 0.5})
 
 
 def test_reduce_cola_and_stsb():
@@ -100,7 +126,7 @@ def test_reduce_cola_and_stsb():
       np.stack([1 - PREDS, PREDS], 1).astype(np.float32)),),
           "labels": (tf.constant(LABELS),)}
   result = task.reduce_aggregated_logs(task.aggregate_logs(None, step))
-  assert result == pytest.approx(
+  assert _model_metrics(result) == pytest.approx(
       {"matthews_corrcoef": sk.matthews_corrcoef(LABELS, PREDS)})
   task = _task("stsb")
   step = {"sentence_prediction": (tf.constant([[0.5], [1.0], [3.0]]),),
@@ -179,7 +205,7 @@ def test_named_validation_files_through_the_task(tmp_path):
     logs = task.validation_step(batch, model)
     state = task.aggregate_logs(
         state, {k: (v,) for k, v in logs.items() if k != task.loss})
-  result = task.reduce_aggregated_logs(state)
+  result = _model_metrics(task.reduce_aggregated_logs(state))
   preds = np.concatenate([
       np.argmax(model(b, training=False).numpy(), axis=1) for b in batches])
   labels = np.concatenate([b["label_ids"].numpy() for b in batches])

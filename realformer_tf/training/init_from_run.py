@@ -1,0 +1,316 @@
+"""Fine-tuning from a run of ours: its encoder config, checked before writing.
+
+`task.init_checkpoint` may name a model dir written by train.py (or a
+checkpoint inside one), e.g. the quickstart's. Model Garden would restore it
+into the fine-tuning experiment's own encoder config (BERT-Base sized for
+GLUE and SQuAD), which fails only after the model is built and `params.yaml`
+and `train/` are written, with Keras' "Shape mismatch" naming neither config.
+Here, before anything is written:
+
+* `inherit_encoder`: the run's `params.yaml` supplies the encoder
+  architecture (`ARCHITECTURE_FIELDS`: sizes, vocabulary size,
+  `residual_attention`, `norm_first`, ...); dropout stays the fine-tuning
+  experiment's. A field the user set explicitly (config file or
+  `--params_override`) to another value is an error naming both values. A
+  run without an NSP head turns off GLUE's `init_cls_pooler`; SQuAD's
+  `validation_data.vocab_file` defaults to the run's vocabulary.
+* `check_init_checkpoint`: the checkpoint is readable, has an `encoder`
+  object at its root, and that encoder's variables match the configured
+  encoder's (built in a throwaway graph for the shapes only): a mismatch
+  names each variable and both shapes.
+* `check_records_vocabulary`: records converted by our GLUE/SQuAD converters
+  name their vocabulary in the meta data next to them (`vocab_file`,
+  `vocab_size`, `vocab_sha256`); records made with another vocabulary than
+  the run's are an error naming both files.
+"""
+
+import json
+import os
+from typing import Any, Dict, Optional, Tuple
+
+from absl import logging
+import tensorflow as tf
+
+from official.core import config_definitions as cfg
+from realformer_tf.checkpoints import errors
+from realformer_tf.checkpoints import tf2_checkpoint
+from realformer_tf.configs import encoders
+from realformer_tf.configs import experiments
+from realformer_tf.configs import validation
+from realformer_tf.data import squad as squad_data
+from realformer_tf.data import tokenization
+from realformer_tf.training import schedule
+
+INIT_CHECKPOINT_KEY = "task.init_checkpoint"
+
+# Encoder fields that define the checkpoint's variables or the function it
+# computes; the others (dropout, initializer, outputs) are the fine-tuning
+# run's own.
+ARCHITECTURE_FIELDS = (
+    "vocab_size", "hidden_size", "num_layers", "num_attention_heads",
+    "hidden_activation", "intermediate_size", "max_position_embeddings",
+    "type_vocab_size", "embedding_size", "residual_attention", "norm_first",
+    "final_layer_norm", "norm_epsilon")
+
+# Where the fine-tuning tasks' `initialize` finds the encoder.
+_ENCODER_OBJECT = "encoder"
+_NSP_HEAD = "next_sentence"
+
+
+def run_dir_of(init_checkpoint: str) -> Optional[str]:
+  """The train.py model dir `init_checkpoint` is or lies in, else None."""
+  if not init_checkpoint:
+    return None
+  candidates = [init_checkpoint] if tf.io.gfile.isdir(init_checkpoint) else []
+  candidates.append(os.path.dirname(init_checkpoint.rstrip("/")))
+  for directory in candidates:
+    if directory and tf.io.gfile.exists(os.path.join(directory,
+                                                     "params.yaml")):
+      return directory
+  return None
+
+
+def _encoder_of(config: cfg.ExperimentConfig):
+  model = getattr(config.task, "model", None)
+  encoder = getattr(model, "encoder", None)
+  if encoder is None or getattr(encoder, "type", None) != "any":
+    return None
+  found = encoder.get()
+  return found if isinstance(found, encoders.RealFormerEncoderConfig) else None
+
+
+def inherit_encoder(params: cfg.ExperimentConfig,
+                    explicit: schedule.ExplicitKeys
+                   ) -> Optional[cfg.ExperimentConfig]:
+  """Copies the encoder architecture of the run `task.init_checkpoint` names.
+
+  Args:
+    params: The parsed config, not locked; changed in place.
+    explicit: The keys the user set (`schedule.explicit_keys`).
+
+  Returns:
+    The run's config, or None if `task.init_checkpoint` is not in a model dir
+    of ours (then nothing changes).
+
+  Raises:
+    ValueError: If an explicitly set field conflicts with the run's value,
+      or `task.init_cls_pooler` is set but the run has no NSP head.
+  """
+  init_checkpoint = getattr(params.task, "init_checkpoint", "")
+  run_dir = run_dir_of(init_checkpoint)
+  ours = _encoder_of(params)
+  if run_dir is None or ours is None:
+    return None
+  run_config = experiments.load_experiment_config(run_dir)
+  theirs = _encoder_of(run_config)
+  if theirs is None:
+    return None
+  prefix = "task.model.encoder.any"
+  conflicts, taken = [], []
+  for field in ARCHITECTURE_FIELDS:
+    key = f"{prefix}.{field}"
+    value, run_value = getattr(ours, field), getattr(theirs, field)
+    if value == run_value:
+      continue
+    if key in explicit:
+      conflicts.append(f"{key}={value!r} (set by {explicit[key][1]}) but the "
+                       f"run has {field}={run_value!r}")
+    else:
+      setattr(ours, field, run_value)
+      taken.append(f"{field}={run_value!r}")
+  if conflicts:
+    raise ValueError(
+        f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} is a run of "
+        f"{run_config.task.name} whose encoder differs from the one "
+        f"configured here (see {os.path.join(run_dir, 'params.yaml')}):\n  "
+        + "\n  ".join(conflicts) +
+        "\nDrop these settings (the run's are used) or start from another "
+        "checkpoint.")
+  logging.info(
+      "%s=%s is a %s run: its encoder config (%s) is used%s.",
+      INIT_CHECKPOINT_KEY, init_checkpoint, run_config.task.name,
+      os.path.join(run_dir, "params.yaml"),
+      f", changing {', '.join(taken)}" if taken else " (no change)")
+
+  heads = [h.name for h in getattr(run_config.task.model, "cls_heads", [])]
+  if getattr(params.task, "init_cls_pooler", False) and _NSP_HEAD not in heads:
+    if "task.init_cls_pooler" in explicit:
+      raise ValueError(
+          f"task.init_cls_pooler=true (set by "
+          f"{explicit['task.init_cls_pooler'][1]}), but the run "
+          f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} was trained without a "
+          "next-sentence head, so there is no pooler to restore.")
+    params.task.init_cls_pooler = False
+    logging.info("The run %s has no next-sentence head: task.init_cls_pooler "
+                 "is off (the classifier's pooler starts fresh).", run_dir)
+  run_vocab = getattr(run_config.task, "vocab_file", "")
+  eval_data = getattr(params.task, "validation_data", None)
+  # Empty, or a placeholder path (the SQuAD YAMLs' /path/to/...): the run's.
+  if (run_vocab and hasattr(eval_data, "vocab_file") and
+      (not eval_data.vocab_file or
+       not tf.io.gfile.exists(eval_data.vocab_file))):
+    logging.info("task.validation_data.vocab_file=%r: using the run's "
+                 "vocabulary %s.", eval_data.vocab_file, run_vocab)
+    eval_data.vocab_file = run_vocab
+  return run_config
+
+
+def resolve_init_checkpoint(init_checkpoint: str) -> str:
+  """The readable checkpoint prefix `task.init_checkpoint` names.
+
+  Raises:
+    ValueError: Naming the key and the path when there is no checkpoint or
+      it cannot be read.
+  """
+  key = f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}"
+  path = init_checkpoint
+  if tf.io.gfile.isdir(init_checkpoint):
+    path = tf.train.latest_checkpoint(init_checkpoint)
+    if not path:
+      raise ValueError(f"{key} is a directory without a checkpoint (no "
+                       "'checkpoint' file naming one).")
+  if not tf.io.gfile.exists(path + ".index"):
+    raise ValueError(f"{key}: {path + '.index'} does not exist (not a "
+                     "checkpoint prefix or model dir).")
+  try:
+    tf.train.load_checkpoint(path).get_variable_to_shape_map()
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    raise ValueError(f"{key}: checkpoint {path!r} is not readable "
+                     f"({type(e).__name__}: {e}).") from None
+  return path
+
+
+def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
+  """Checks that `task.init_checkpoint` restores into the configured encoder.
+
+  Returns:
+    The checkpoint prefix, or None without `task.init_checkpoint`.
+
+  Raises:
+    ValueError: An unreadable checkpoint, or none.
+    CheckpointMismatchError (a ValueError): Variables missing, unused or of
+      another shape, each named with both shapes.
+  """
+  init_checkpoint = getattr(params.task, "init_checkpoint", "")
+  encoder_config = _encoder_of(params)
+  if not init_checkpoint:
+    return None
+  path = resolve_init_checkpoint(init_checkpoint)
+  if encoder_config is None:
+    return path
+  # A throwaway graph: only the variables' shapes are needed, and the real
+  # model's layer names stay unsuffixed.
+  with tf.Graph().as_default():
+    encoder = encoders.build_realformer_encoder(encoder_config)
+    ids = tf.zeros([1, 2], tf.int32)
+    encoder(dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
+                 input_type_ids=ids))
+    try:
+      reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
+          path, encoder, _ENCODER_OBJECT)
+      # Reads the encoder's weights once: a truncated file fails here, named,
+      # instead of inside the restore after params.yaml is written.
+      for _, key in pairs:
+        reader.get_tensor(key)
+    except (tf.errors.OpError, IndexError) as e:
+      raise ValueError(f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}: checkpoint "
+                       f"{path!r} is not readable ({type(e).__name__}: {e})."
+                      ) from None
+    except errors.CheckpointMismatchError as e:
+      raise errors.CheckpointMismatchError(
+          f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} does not fit "
+          f"task.model.encoder:\n{e}") from None
+    except ValueError as e:
+      raise ValueError(f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}: {e}"
+                      ) from None
+  return path
+
+
+def meta_data_of(record_path: str) -> Optional[Tuple[str, Dict[str, Any]]]:
+  """The converter meta data that lists `record_path`, if any.
+
+  GLUE's `<task>_meta_data.json` lists its files under `splits`; SQuAD's
+  `train_meta_data.json` / `eval_meta_data.json` sit next to
+  `train.tf_record` / `eval.tf_record`.
+  """
+  directory, name = os.path.split(record_path)
+  squad_files = {squad_data.TRAIN_META: squad_data.TRAIN_RECORD,
+                 squad_data.EVAL_META: squad_data.EVAL_RECORD}
+  for meta_path in sorted(tf.io.gfile.glob(
+      os.path.join(directory, "*meta_data.json"))):
+    try:
+      with tf.io.gfile.GFile(meta_path, "r") as f:
+        meta = json.load(f)
+    except (ValueError, OSError):
+      continue
+    if not isinstance(meta, dict):
+      continue
+    files = {split.get("file") for split in (meta.get("splits") or {}).values()
+             if isinstance(split, dict)}
+    files.add(squad_files.get(os.path.basename(meta_path)))
+    if name in files:
+      return meta_path, meta
+  return None
+
+
+def _describe(path: str, size: Any, sha: str) -> str:
+  return f"{path} ({size} tokens, sha256 {sha[:12]})"
+
+
+def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
+                            ) -> None:
+  """Records converted with another vocabulary than the run's are an error.
+
+  The run is the model dir `task.init_checkpoint` names (nothing to compare
+  with otherwise, or when the run records no `task.vocab_file`).
+
+  Args:
+    params: The config to run.
+    mode: The train.py mode (which data configs are read).
+
+  Raises:
+    ValueError: Naming the record file, its meta data, both vocabularies and
+      the command to fix it.
+  """
+  run_dir = run_dir_of(getattr(params.task, "init_checkpoint", ""))
+  if run_dir is None:
+    return
+  run_config = experiments.load_experiment_config(run_dir)
+  run_vocab = getattr(getattr(run_config, "task", None), "vocab_file", "")
+  if not run_vocab or not tf.io.gfile.exists(run_vocab):
+    return
+  run_sha = tokenization.file_sha256(run_vocab)
+  run_size = len(tokenization.load_vocab(run_vocab))
+  checked = []
+  data_configs = []
+  if mode in validation.TRAIN_MODES:
+    data_configs.append(("task.train_data", params.task.train_data))
+  if mode in validation.EVAL_MODES:
+    data_configs.append(("task.validation_data", params.task.validation_data))
+  for key, data in data_configs:
+    input_path = getattr(data, "input_path", "")
+    if not input_path or input_path == "dummy":
+      continue
+    vocab_file = getattr(data, "vocab_file", "")
+    if (vocab_file and tf.io.gfile.exists(vocab_file) and
+        tokenization.file_sha256(vocab_file) != run_sha):
+      raise ValueError(
+          f"{key}.vocab_file={vocab_file!r} is not the vocabulary of the run "
+          f"{params.task.init_checkpoint!r}, "
+          f"{_describe(run_vocab, run_size, run_sha)}: use "
+          f"--params_override={key}.vocab_file={run_vocab}.")
+    for path in validation.match_input_files(key, input_path):
+      found = meta_data_of(path)
+      if found is None or found[0] in checked:
+        continue
+      meta_path, meta = found
+      checked.append(meta_path)
+      sha = meta.get("vocab_sha256")
+      if sha and sha != run_sha:
+        raise ValueError(
+            f"{key}.input_path: {path!r} was converted with vocabulary "
+            f"{_describe(meta.get('vocab_file'), meta.get('vocab_size'), sha)}"
+            f" (see {meta_path}), but {INIT_CHECKPOINT_KEY}="
+            f"{params.task.init_checkpoint!r} was trained with "
+            f"{_describe(run_vocab, run_size, run_sha)}: convert the data "
+            f"again with --vocab_file={run_vocab}.")

@@ -1,0 +1,152 @@
+"""What train.py prints at the end of a run, and its console progress.
+
+* `summary_lines`: after the final evaluation, what was reached and what it
+  compares with (masked-LM accuracy against chance and against always
+  predicting the most frequent masked token; GLUE metrics carry their
+  majority-class baseline, SQuAD its 0-100 scale), the average speed of this
+  invocation (so a slow machine is told from a hung run), and where the
+  checkpoint, `params.yaml` and the TensorBoard summaries are.
+* `drop_duplicate_progress`: Orbit's controller logs every progress block
+  with absl *and* prints it (`orbit/controller.py`, `_log`), so a terminal
+  shows each block twice (stderr and stdout). The filter drops the absl copy
+  of those blocks only; stdout keeps them.
+"""
+
+import logging as std_logging
+import os
+from typing import Any, List, Mapping, Optional
+
+from absl import logging
+import tensorflow as tf
+
+from official.core import config_definitions as cfg
+from official.nlp.data import pretrain_dataloader
+
+# Eval records read to find the most frequent masked token (enough for a
+# stable frequency, cheap for any eval set).
+_MAX_BASELINE_RECORDS = 10000
+
+_ORBIT_CONTROLLER = os.path.join("orbit", "controller.py")
+_PROGRESS_PREFIXES = ("train |", " eval |", "eval |")
+
+
+class _OrbitProgressFilter(std_logging.Filter):
+  """Drops the absl copy of the progress lines Orbit also prints."""
+
+  def filter(self, record: std_logging.LogRecord) -> bool:
+    if not str(record.pathname).endswith(_ORBIT_CONTROLLER):
+      return True
+    return not str(record.msg).startswith(_PROGRESS_PREFIXES)
+
+
+def drop_duplicate_progress() -> None:
+  """Installs `_OrbitProgressFilter` on absl's handler (once)."""
+  handler = logging.get_absl_handler()
+  if not any(isinstance(f, _OrbitProgressFilter) for f in handler.filters):
+    handler.addFilter(_OrbitProgressFilter())
+
+
+def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
+  """(token id, fraction of masked positions holding it) in MLM records.
+
+  Reads at most `_MAX_BASELINE_RECORDS` records of `files` (the
+  `BertPretrainDataLoader` v1 feature names); None if there is none.
+  """
+  spec = {"masked_lm_ids": tf.io.VarLenFeature(tf.int64),
+          "masked_lm_weights": tf.io.VarLenFeature(tf.float32)}
+  counts = {}
+  total = 0.0
+  dataset = tf.data.TFRecordDataset(files).take(_MAX_BASELINE_RECORDS)
+  for record in dataset.batch(512):
+    parsed = tf.io.parse_example(record, spec)
+    ids = tf.sparse.to_dense(parsed["masked_lm_ids"]).numpy().reshape(-1)
+    weights = tf.sparse.to_dense(
+        parsed["masked_lm_weights"]).numpy().reshape(-1)
+    for token, weight in zip(ids, weights):
+      if weight > 0:
+        counts[int(token)] = counts.get(int(token), 0.0) + float(weight)
+        total += float(weight)
+  if not total:
+    return None
+  token = max(counts, key=counts.get)
+  return token, counts[token] / total
+
+
+def _vocab_token(vocab_file: str, token_id: int) -> str:
+  if not vocab_file or not tf.io.gfile.exists(vocab_file):
+    return f"id {token_id}"
+  with tf.io.gfile.GFile(vocab_file, "r") as f:
+    for i, line in enumerate(f):
+      if i == token_id:
+        return repr(line.rstrip("\n"))
+  return f"id {token_id}"
+
+
+def _mlm_lines(params: cfg.ExperimentConfig,
+               metrics: Mapping[str, float]) -> List[str]:
+  data = params.task.validation_data
+  accuracy = metrics.get("masked_lm_accuracy")
+  if accuracy is None:
+    return []
+  encoder = params.task.model.encoder.get()
+  vocab_size = encoder.vocab_size
+  line = (f"Held-out masked-LM accuracy: {accuracy:.4f}. Chance (uniform over "
+          f"the {vocab_size}-token vocabulary): {1.0 / vocab_size:.4f}")
+  if (isinstance(data, pretrain_dataloader.BertPretrainDataConfig) and
+      data.file_type == "tfrecord" and not data.use_v2_feature_names):
+    files = []
+    for pattern in str(data.input_path).split(","):
+      files.extend(sorted(tf.io.gfile.glob(pattern.strip())))
+    try:
+      found = most_frequent_masked_token(files) if files else None
+    except (tf.errors.OpError, ValueError) as e:
+      logging.warning("No most-frequent-token baseline: %s", e)
+      found = None
+    if found:
+      token = _vocab_token(getattr(params.task, "vocab_file", ""), found[0])
+      line += (f"; always predicting the most frequent masked token "
+               f"({token}): {found[1]:.4f}")
+  lines = [line + "."]
+  if "next_sentence_accuracy" in metrics:
+    lines.append(f"Held-out next-sentence accuracy: "
+                 f"{metrics['next_sentence_accuracy']:.4f} (chance: 0.5; on a "
+                 "small corpus like the quickstart's it stays near chance: "
+                 "the MLM accuracy above is the number that shows learning).")
+  return lines
+
+
+def summary_lines(params: cfg.ExperimentConfig, model_dir: str,
+                  metrics: Mapping[str, Any], step: int,
+                  steps_run: int, seconds: float) -> List[str]:
+  """The closing lines of a train.py run (see the module docstring).
+
+  Args:
+    params: The run's config.
+    model_dir: Its model dir.
+    metrics: The final evaluation's scalar metrics (may be empty).
+    step: The global step at the end.
+    steps_run: Training steps run by this invocation.
+    seconds: Wall time of the training and evaluation of this invocation.
+
+  Returns:
+    Lines to print.
+  """
+  lines = list(_mlm_lines(params, metrics))
+  if any(k.startswith("majority_class_") for k in metrics):
+    lines.append("GLUE metrics are fractions; majority_class_* is what "
+                 "predicting the most frequent label everywhere scores.")
+  if getattr(params.task, "name", "") == "realformer/squad" and metrics:
+    lines.append("SQuAD metrics are on the official 0-100 scale "
+                 "(exact_match 80 = 80% of the questions).")
+  if steps_run > 0 and seconds > 0:
+    batch = params.task.train_data.global_batch_size
+    lines.append(
+        f"Speed: {steps_run} training steps in {seconds:.0f} s, "
+        f"{steps_run / seconds:.1f} steps/s, "
+        f"{steps_run * batch / seconds:.0f} examples/s (including "
+        "evaluation and checkpointing).")
+  latest = tf.train.latest_checkpoint(model_dir)
+  lines.append(f"Step {step}. Checkpoint: {latest or 'none'}; config: "
+               f"{os.path.join(model_dir, 'params.yaml')}; TensorBoard: "
+               f"tensorboard --logdir {model_dir}")
+  return lines

@@ -1,0 +1,165 @@
+"""Fine-tuning from a run of ours: encoder config inherited, checks before writing."""
+
+import json
+import os
+import tempfile
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from official.core import exp_factory
+from official.core import train_utils
+from realformer_tf.checkpoints import errors
+from realformer_tf.configs import encoders
+from realformer_tf.configs import experiments
+from realformer_tf.configs import finetuning
+from realformer_tf.data import tokenization
+from realformer_tf.training import init_from_run
+from realformer_tf.training import train_lib
+from tests import train_test_utils as utils
+
+_ENCODER = dict(vocab_size=utils.TINY_VOCAB_SIZE, hidden_size=16,
+                num_layers=1, num_attention_heads=2, intermediate_size=32,
+                max_position_embeddings=32, residual_attention="mean",
+                norm_first=True)
+
+
+def _write_run(run_dir, vocab_file, with_nsp=True):
+  """A model dir as train.py writes it: params.yaml + a checkpoint."""
+  params = exp_factory.get_exp_config(experiments.PRETRAINING)
+  params.override({"task": {"vocab_file": vocab_file,
+                            "model": {"encoder": {"any": _ENCODER}}}})
+  if not with_nsp:
+    params.task.model.cls_heads = []
+  os.makedirs(run_dir, exist_ok=True)
+  train_utils.serialize_config(params, run_dir)
+  encoder = encoders.build_realformer_encoder(
+      encoders.RealFormerEncoderConfig(**_ENCODER))
+  ids = tf.zeros([1, 4], tf.int32)
+  encoder(dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
+               input_type_ids=ids))
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(encoder=encoder),
+                                       run_dir, max_to_keep=1)
+  return manager.save(checkpoint_number=7)
+
+
+def _glue_flags(init_checkpoint, extra=""):
+  override = f"task.init_checkpoint={init_checkpoint}"
+  return train_utils.ParseConfigOptions(
+      experiment=finetuning.GLUE,
+      config_file=[finetuning.glue_yaml_path("mrpc")],
+      params_override=override + extra, tpu=None)
+
+
+class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.tmp = tempfile.mkdtemp()
+    self.vocab = utils.write_vocab(os.path.join(self.tmp, "vocab.txt"))
+    self.run_dir = os.path.join(self.tmp, "pretrain")
+
+  def _parse(self, init_checkpoint, extra=""):
+    return train_lib.parse_configuration_and_sources(
+        _glue_flags(init_checkpoint, extra))
+
+  @parameterized.named_parameters(("model_dir", False), ("ckpt_prefix", True))
+  def test_encoder_config_comes_from_the_run(self, use_prefix):
+    prefix = _write_run(self.run_dir, self.vocab, with_nsp=False)
+    params, explicit = self._parse(prefix if use_prefix else self.run_dir)
+    run_config = init_from_run.inherit_encoder(params, explicit)
+    self.assertIsNotNone(run_config)
+    encoder = params.task.model.encoder.any
+    for key, value in _ENCODER.items():
+      self.assertEqual(getattr(encoder, key), value, key)
+    self.assertEqual(encoder.dropout_rate, finetuning.PAPER_DROPOUT)
+    # No NSP head in the run: no pooler to restore.
+    self.assertFalse(params.task.init_cls_pooler)
+    self.assertEqual(init_from_run.check_init_checkpoint(params), prefix)
+
+  def test_explicit_conflicting_size_names_both_values(self):
+    _write_run(self.run_dir, self.vocab)
+    with self.assertRaisesRegex(ValueError, r"hidden_size=32 .*--params_override"
+                                r".*run has hidden_size=16"):
+      self._parse(self.run_dir, ",task.model.encoder.any.hidden_size=32")
+
+  def test_shape_mismatch_named_before_building(self):
+    # A checkpoint outside a model dir: the configured encoder is used as is.
+    prefix = _write_run(self.run_dir, self.vocab)
+    other = os.path.join(self.tmp, "bare")
+    os.makedirs(other)
+    for name in tf.io.gfile.glob(prefix + "*"):
+      tf.io.gfile.copy(name, os.path.join(other, os.path.basename(name)))
+    params, explicit = self._parse(
+        os.path.join(other, os.path.basename(prefix)),
+        ",task.model.encoder.any.hidden_size=16,"
+        "task.model.encoder.any.num_layers=1,"
+        "task.model.encoder.any.num_attention_heads=2,"
+        f"task.model.encoder.any.vocab_size={utils.TINY_VOCAB_SIZE},"
+        "task.model.encoder.any.intermediate_size=48,"
+        "task.model.encoder.any.max_position_embeddings=32,"
+        "task.model.encoder.any.norm_first=true,"
+        "task.model.encoder.any.residual_attention=mean")
+    self.assertIsNone(init_from_run.inherit_encoder(params, explicit))
+    with self.assertRaises(errors.CheckpointMismatchError) as e:
+      init_from_run.check_init_checkpoint(params)
+    message = str(e.exception)
+    self.assertIn("task.init_checkpoint", message)
+    self.assertIn("intermediate", message)
+    self.assertIn("checkpoint [16, 32], model [16, 48]", message)
+
+  def test_unreadable_checkpoint_is_named(self):
+    prefix = _write_run(self.run_dir, self.vocab)
+    data = tf.io.gfile.glob(prefix + ".data-*")[0]
+    with open(data, "r+b") as f:
+      f.truncate(10)
+    params, explicit = self._parse(self.run_dir)
+    init_from_run.inherit_encoder(params, explicit)
+    with self.assertRaisesRegex(ValueError, "task.init_checkpoint"):
+      init_from_run.check_init_checkpoint(params)
+
+  def test_records_converted_with_another_vocabulary(self):
+    _write_run(self.run_dir, self.vocab)
+    data_dir = os.path.join(self.tmp, "glue")
+    os.makedirs(data_dir)
+    other_vocab = utils.write_vocab(os.path.join(self.tmp, "other.txt"),
+                                    size=40)
+    for split in ("train", "dev"):
+      with open(os.path.join(data_dir, f"mrpc_{split}.tf_record"), "wb") as f:
+        f.write(b"x")
+    meta = dict(tokenization.vocab_meta(other_vocab), task="mrpc",
+                splits={"train": {"file": "mrpc_train.tf_record"},
+                        "dev": {"file": "mrpc_dev.tf_record"}})
+    with open(os.path.join(data_dir, "mrpc_meta_data.json"), "w") as f:
+      json.dump(meta, f)
+    params, explicit = self._parse(
+        self.run_dir,
+        f",task.train_data.input_path={data_dir}/mrpc_train.tf_record"
+        f",task.validation_data.input_path={data_dir}/mrpc_dev.tf_record")
+    del explicit
+    with self.assertRaisesRegex(
+        ValueError, r"mrpc_train.tf_record.*other.txt \(40 tokens.*"
+        r"mrpc_meta_data.json.*vocab.txt \(64 tokens.*--vocab_file="):
+      init_from_run.check_records_vocabulary(params, "train")
+    # Same vocabulary: fine.
+    with open(os.path.join(data_dir, "mrpc_meta_data.json"), "w") as f:
+      json.dump(dict(meta, **tokenization.vocab_meta(self.vocab)), f)
+    init_from_run.check_records_vocabulary(params, "train")
+
+  def test_prepare_and_validate_writes_nothing_on_mismatch(self):
+    prefix = _write_run(self.run_dir, self.vocab)
+    os.remove(os.path.join(self.run_dir, "params.yaml"))  # a bare checkpoint
+    params, _ = self._parse(
+        prefix, ",task.model.encoder.any.hidden_size=32,"
+        "task.model.encoder.any.num_attention_heads=2,"
+        "task.init_cls_pooler=false,"
+        f"task.train_data.input_path={self.vocab},"
+        f"task.validation_data.input_path={self.vocab}")
+    model_dir = os.path.join(self.tmp, "mrpc")
+    with self.assertRaisesRegex(errors.CheckpointMismatchError,
+                                "checkpoint .*, model .*32"):
+      train_lib.prepare_and_validate(params, "train", model_dir)
+    self.assertFalse(os.path.exists(model_dir))
+
+if __name__ == "__main__":
+  tf.test.main()

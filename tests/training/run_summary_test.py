@@ -1,0 +1,68 @@
+"""train.py's closing lines and its single-copy progress."""
+
+import logging as std_logging
+import os
+import tempfile
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from official.core import exp_factory
+from realformer_tf.configs import experiments
+from realformer_tf.configs import squad
+from realformer_tf.training import run_summary
+from tests import train_test_utils as utils
+
+
+class RunSummaryTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_masked_lm_lines_name_chance_and_most_frequent_token(self):
+    tmp = tempfile.mkdtemp()
+    records = utils.write_pretraining_records(
+        os.path.join(tmp, "eval.tfrecord"), 16)
+    params = exp_factory.get_exp_config(experiments.QUICKSTART)
+    params.task.validation_data.input_path = records
+    params.task.model.encoder.any.vocab_size = 64
+    found = run_summary.most_frequent_masked_token([records])
+    # Independent count of the masked ids with weight 1.
+    counts = {}
+    for record in tf.data.TFRecordDataset(records):
+      example = tf.train.Example.FromString(record.numpy())
+      ids = example.features.feature["masked_lm_ids"].int64_list.value
+      weights = example.features.feature["masked_lm_weights"].float_list.value
+      for token, weight in zip(ids, weights):
+        if weight:
+          counts[token] = counts.get(token, 0) + 1
+    best = max(counts, key=counts.get)
+    self.assertEqual(found[0], best)
+    self.assertAllClose(found[1], counts[best] / sum(counts.values()))
+    lines = run_summary.summary_lines(
+        params, tmp, {"masked_lm_accuracy": 0.25}, step=10, steps_run=10,
+        seconds=2.0)
+    self.assertIn("Held-out masked-LM accuracy: 0.2500. Chance (uniform over "
+                  "the 64-token vocabulary): 0.0156", lines[0])
+    self.assertIn(f"most frequent masked token (id {best}): "
+                  f"{counts[best] / sum(counts.values()):.4f}", lines[0])
+    self.assertIn("Speed: 10 training steps in 2 s, 5.0 steps/s, 160 "
+                  "examples/s", lines[1])
+    self.assertIn(f"TensorBoard: tensorboard --logdir {tmp}", lines[-1])
+
+  def test_squad_line_says_the_scale(self):
+    params = exp_factory.get_exp_config(squad.SQUAD)
+    lines = run_summary.summary_lines(params, tempfile.mkdtemp(),
+                                      {"exact_match": 0.7, "f1": 3.3}, 5, 0,
+                                      0.0)
+    self.assertIn("official 0-100 scale", lines[0])
+
+  @parameterized.parameters(("train | step:      4 | steps/sec: 3", False),
+                            (" eval | step:      4 | eval time", False),
+                            ("restoring or initializing model...", True))
+  def test_orbit_progress_filter(self, message, kept):
+    record = std_logging.LogRecord(
+        "absl", std_logging.INFO, "/x/site-packages/orbit/controller.py", 1,
+        message, None, None)
+    self.assertEqual(run_summary._OrbitProgressFilter().filter(record), kept)  # pylint: disable=protected-access
+
+
+if __name__ == "__main__":
+  tf.test.main()
