@@ -155,6 +155,17 @@ def test_bad_inputs_fail_before_anything_is_written(tmp_path):
     assert not model_dir.exists(), name
 
 
+def test_bad_quickstart_config_fails_before_its_data_is_built(tmp_path):
+  model_dir = tmp_path / "quickstart"
+  params = experiments.realformer_quickstart()
+  params.override({"task": {"train_data": {"seq_length": 128},
+                            "validation_data": {"seq_length": 128}}})
+  with pytest.raises(ValueError, match=r"task.train_data.seq_length=128 "
+                     r"exceeds .*max_position_embeddings=64"):
+    train_lib.prepare_and_validate(params, "train", str(model_dir))
+  assert not model_dir.exists()  # No data cache built (or overwritten).
+
+
 def test_unknown_experiment_from_the_command_line(tmp_path):
   model_dir = tmp_path / "model"
   proc = utils.run_train(str(model_dir), experiment="realformer/pretrain",
