@@ -354,6 +354,27 @@ def test_reruns_final_eval_refuses_other_model(tmp_path, capsys):
   assert params_yaml.read_bytes() == before
 
 
+def test_stale_temps_of_killed_runs_are_cleaned(tmp_path):
+  model_dir = tmp_path / "model"
+  (model_dir / "ckpt-4_temp").mkdir(parents=True)
+  (model_dir / "ckpt-4_temp" / "part-00000-of-00001.data-00000-of-00001"
+  ).write_bytes(b"x")
+  (model_dir / "data").mkdir()
+  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                        capture_output=True, text=True, check=True)
+  stale = model_dir / "data" / f"corpus_train.txt.tmp-{dead.stdout.strip()}"
+  stale.write_text("partial")
+  live = model_dir / f"final_eval.json.tmp-{os.getpid()}"
+  live.write_text("being written")
+  kept = model_dir / "data" / "corpus_train.txt"
+  kept.write_text("done")
+  removed = train_lib.clean_stale_temps(str(model_dir))
+  assert sorted(removed) == sorted([str(model_dir / "ckpt-4_temp"),
+                                    str(stale)])
+  assert live.exists() and kept.exists()
+  assert not stale.exists() and not (model_dir / "ckpt-4_temp").exists()
+
+
 # --------------------------------------------------------------------------
 # Quickstart, end to end.
 # --------------------------------------------------------------------------
