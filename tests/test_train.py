@@ -155,6 +155,17 @@ def test_bad_inputs_fail_before_anything_is_written(tmp_path):
     assert not model_dir.exists(), name
 
 
+def test_bad_quickstart_config_fails_before_its_data_is_built(tmp_path):
+  model_dir = tmp_path / "quickstart"
+  params = experiments.realformer_quickstart()
+  params.override({"task": {"train_data": {"seq_length": 128},
+                            "validation_data": {"seq_length": 128}}})
+  with pytest.raises(ValueError, match=r"task.train_data.seq_length=128 "
+                     r"exceeds .*max_position_embeddings=64"):
+    train_lib.prepare_and_validate(params, "train", str(model_dir))
+  assert not model_dir.exists()  # No data cache built (or overwritten).
+
+
 def test_unknown_experiment_from_the_command_line(tmp_path):
   model_dir = tmp_path / "model"
   proc = utils.run_train(str(model_dir), experiment="realformer/pretrain",
@@ -341,6 +352,27 @@ def test_reruns_final_eval_refuses_other_model(tmp_path, capsys):
   assert ("task.model.encoder.any.num_layers: 2 in params.yaml, 3 now"
           in message), message
   assert params_yaml.read_bytes() == before
+
+
+def test_stale_temps_of_killed_runs_are_cleaned(tmp_path):
+  model_dir = tmp_path / "model"
+  (model_dir / "ckpt-4_temp").mkdir(parents=True)
+  (model_dir / "ckpt-4_temp" / "part-00000-of-00001.data-00000-of-00001"
+  ).write_bytes(b"x")
+  (model_dir / "data").mkdir()
+  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                        capture_output=True, text=True, check=True)
+  stale = model_dir / "data" / f"corpus_train.txt.tmp-{dead.stdout.strip()}"
+  stale.write_text("partial")
+  live = model_dir / f"final_eval.json.tmp-{os.getpid()}"
+  live.write_text("being written")
+  kept = model_dir / "data" / "corpus_train.txt"
+  kept.write_text("done")
+  removed = train_lib.clean_stale_temps(str(model_dir))
+  assert sorted(removed) == sorted([str(model_dir / "ckpt-4_temp"),
+                                    str(stale)])
+  assert live.exists() and kept.exists()
+  assert not stale.exists() and not (model_dir / "ckpt-4_temp").exists()
 
 
 # --------------------------------------------------------------------------

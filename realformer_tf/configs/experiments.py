@@ -29,6 +29,7 @@ from official.nlp.configs import bert
 from official.nlp.data import pretrain_dataloader
 from official.nlp.tasks import masked_lm
 from realformer_tf.configs import encoders
+from realformer_tf.tasks import masked_lm as rf_masked_lm
 
 PRETRAINING = "realformer/pretraining"
 QUICKSTART = "realformer/quickstart"
@@ -51,8 +52,9 @@ class RealFormerMaskedLMConfig(masked_lm.MaskedLMConfig):
   vocab_file: str = ""
 
 
-# The task itself is Model Garden's, unchanged: only the config gains a field.
-task_factory.register_task_cls(RealFormerMaskedLMConfig)(masked_lm.MaskedLMTask)
+# The task is Model Garden's plus float16 loss scaling (tasks/masked_lm.py).
+task_factory.register_task_cls(RealFormerMaskedLMConfig)(
+    rf_masked_lm.MaskedLMTask)
 
 
 def paper_optimizer(learning_rate: float = 1e-4,

@@ -43,7 +43,7 @@ vocabulary id, special tokens included.
 import collections
 import os
 import random
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from absl import logging
 import numpy as np
@@ -166,21 +166,51 @@ def _has_text(path: str) -> bool:
 
 
 def read_lines(path: str) -> List[str]:
-  """Reads a text file as stripped lines; bad UTF-8 bytes are dropped."""
+  """Reads a UTF-8 text file as stripped lines.
+
+  Google BERT's `convert_to_unicode` decodes with errors="ignore", which
+  silently drops the bytes of binary or Latin-1 files; here (as the GLUE
+  converter does) they are an error naming the file and the line.
+
+  Raises:
+    ValueError: If `path` is not UTF-8 text.
+  """
   with tf.io.gfile.GFile(path, "rb") as f:
     data = f.read()
-  # Google BERT's convert_to_unicode also decodes with errors="ignore".
-  return [line.strip() for line in data.decode("utf-8", "ignore").split("\n")]
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise ValueError(
+        f"{path}:{line}: not UTF-8 text (byte {data[e.start]:#04x} at offset "
+        f"{e.start}): a binary file, or text in another encoding (convert "
+        "it, e.g. iconv -f latin1 -t utf-8).") from None
+  return [line.strip() for line in text.split("\n")]
 
 
-def read_documents(input_files: Sequence[str],
-                   tokenizer) -> List[List[List[int]]]:
+def _warn_long_lines(path: str, lengths: Sequence[int],
+                     max_tokens: Optional[int]) -> None:
+  """Warns (with counts) about lines longer than a whole sequence."""
+  if not max_tokens:
+    return
+  long_lines = [n for n in lengths if n > max_tokens]
+  if long_lines:
+    logging.warning(
+        "%s: %d line(s) have more than %d tokens (longest: %d); each yields "
+        "at most a few truncated examples and the rest is lost. Is the text "
+        "one sentence per line?", path, len(long_lines), max_tokens,
+        max(long_lines))
+
+
+def read_documents(input_files: Sequence[str], tokenizer,
+                   max_tokens: Optional[int] = None) -> List[List[List[int]]]:
   """Tokenizes BERT-format text files into documents of sentences of ids.
 
   Args:
     input_files: Files with one sentence per line and blank lines between
       documents. Documents do not continue from one file to the next.
     tokenizer: A `tensorflow_text.BertTokenizer` with int ids.
+    max_tokens: If set, lines with more tokens are counted in a warning.
 
   Returns:
     Non-empty documents, each a list of non-empty sentences of WordPiece ids,
@@ -198,6 +228,7 @@ def read_documents(input_files: Sequence[str],
       flat = pieces.flat_values.numpy().tolist()
       splits = pieces.row_splits.numpy().tolist()
       ids.extend(flat[splits[i]:splits[i + 1]] for i in range(len(batch)))
+    _warn_long_lines(path, [len(i) for i in ids], max_tokens)
     current = []
     next_text = iter(ids)
     for line in lines:
@@ -437,7 +468,7 @@ def create_pretraining_data(input_files: Sequence[str],
 
   logging.info("Tokenizing %d input file(s): %s", len(input_files),
                ", ".join(input_files))
-  documents = read_documents(input_files, tokenizer)
+  documents = read_documents(input_files, tokenizer, max_seq_length)
   if not documents:
     raise ValueError(
         f"Input files {', '.join(input_files)} yield no tokens with "

@@ -1,1 +1,1 @@
-"""Model Garden task subclasses for RealFormer fine-tuning."""
+"""Model Garden task subclasses for RealFormer (pre-training and fine-tuning)."""

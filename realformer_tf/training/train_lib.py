@@ -285,6 +285,45 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
         "or the same model config to resume.")
 
 
+def _pid_alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def clean_stale_temps(model_dir: str) -> List[str]:
+  """Removes what a killed train.py left behind in `model_dir`; returns it.
+
+  * `ckpt-N_temp*` folders: TensorFlow's checkpoint saver writes the shards
+    there and renames them; a kill mid-save leaves them. Only train modes
+    call this (one trainer per model_dir), so no live save is touched.
+  * `*.tmp-PID` files of our atomic writers (`tokenization.
+    write_lines_atomically`, the corpus and record writers) in `model_dir`
+    and its quickstart `data/` folder, whose process PID is gone.
+  """
+  removed = []
+  for path in tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*_temp*")):
+    if tf.io.gfile.isdir(path):
+      tf.io.gfile.rmtree(path)
+    else:
+      tf.io.gfile.remove(path)
+    removed.append(path)
+  for folder in (model_dir,
+                 os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)):
+    for path in tf.io.gfile.glob(os.path.join(folder, "*.tmp-*")):
+      pid = path.rsplit(".tmp-", 1)[1]
+      if pid.isdigit() and not _pid_alive(int(pid)):
+        tf.io.gfile.remove(path)
+        removed.append(path)
+  for path in removed:
+    logging.warning("Removed %s, left by an interrupted run.", path)
+  return removed
+
+
 def _read_final_eval(model_dir: str) -> Optional[Dict[str, Any]]:
   path = os.path.join(model_dir, FINAL_EVAL_FILE)
   if not tf.io.gfile.exists(path):
@@ -364,6 +403,7 @@ def run(flags_obj) -> Mapping[str, Any]:
       **params.runtime.model_parallelism())
   validation.validate_batch_sizes(params, mode, strategy.num_replicas_in_sync)
   if mode in validation.TRAIN_MODES:
+    clean_stale_temps(model_dir)
     # Pure eval modes do not write it, so that a continuous eval job does not
     # race the train job (as official/nlp/train.py).
     train_utils.serialize_config(params, model_dir)

@@ -1,4 +1,5 @@
 """Tests for the BERT MLM/NSP record writer, read back with Model Garden."""
+import logging
 import os
 import random
 import subprocess
@@ -105,6 +106,27 @@ def test_read_documents_matches_handmade_tokenization(files):
   assert [sum(d, []) for d in docs] == DOC_IDS
 
 
+def test_lines_longer_than_a_sequence_are_counted_in_a_warning(
+    files, tmp_path, caplog):
+  tokenizer = tokenization.make_tokenizer(files["vocab"])
+  with open(files["inputs"][0], encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  sentences = [l for l in lines if l]
+  long_text = tmp_path / "long.txt"
+  long_text.write_text("\n".join(
+      [" ".join(sentences * 30), sentences[0], " ".join(sentences * 40)]) +
+                       "\n", encoding="utf-8")
+  caplog.set_level(logging.WARNING)
+  docs = pretraining_data.read_documents([str(long_text)], tokenizer,
+                                         max_tokens=SEQ_LEN)
+  assert len(docs) == 1 and len(docs[0]) == 3
+  (message,) = [r.getMessage() for r in caplog.records
+                if "line(s) have more than" in r.getMessage()]
+  assert message.startswith(
+      f"{long_text}: 2 line(s) have more than {SEQ_LEN} tokens (longest: "
+      f"{len(docs[0][2])})")
+
+
 def test_model_garden_loader_reads_every_record_with_bert_shapes(records):
   assert records["count"] > 100
   first = records["batches"][0]
@@ -208,14 +230,23 @@ def test_same_seed_same_bytes_other_seed_differs(files, records):
     (dict(masked_lm_prob=1.0), r"masked_lm_prob must be in \(0, 1\), got 1"),
     (dict(max_predictions_per_seq=0), "max_predictions_per_seq must be >= 1"),
     (dict(output_file="A"), "is also an input file"),
+    (dict(input_files=["A", "LATIN1"]),
+     r"latin1\.txt:2: not UTF-8 text \(byte 0xe9 at offset 16\)"),
+    (dict(input_files=["BINARY"]),
+     r"binary\.bin:2: not UTF-8 text \(byte 0x80 at offset 128\)"),
 ])
 def test_bad_inputs_raise_before_writing(files, tmp_path, change, message):
   empty = tmp_path / "empty.txt"
   empty.write_text("\n  \n\n")
   not_vocab = tmp_path / "words.txt"
   not_vocab.write_text("the\ndog\n")
+  latin1 = tmp_path / "latin1.txt"
+  latin1.write_bytes("the dog.\nthe caf\u00e9 runs.\n".encode("latin-1"))
+  binary = tmp_path / "binary.bin"
+  binary.write_bytes(bytes(range(256)) * 4)
   names = {"MISSING": str(tmp_path / "missing.txt"), "EMPTY": str(empty),
-           "NOT_VOCAB": str(not_vocab), "A": files["inputs"][0]}
+           "NOT_VOCAB": str(not_vocab), "A": files["inputs"][0],
+           "LATIN1": str(latin1), "BINARY": str(binary)}
   output = str(tmp_path / "out" / "x.tfrecord")
   kwargs = dict(input_files=files["inputs"], vocab_file=files["vocab"],
                 output_file=output, max_seq_length=SEQ_LEN,

@@ -1,0 +1,106 @@
+"""Tests for realformer_tf/tasks/masked_lm.py: float16 training scales the loss.
+
+One train step of a tiny RealFormer under the `mixed_float16` policy with
+Model Garden's `LossScaleOptimizer` (as the GPU runtime YAML configures it)
+must give the float32 step's gradients, up to float16 rounding.
+"""
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from official.core import exp_factory
+from official.core import task_factory
+from official.modeling import performance
+from realformer_tf.configs import registry  # pylint: disable=unused-import
+from realformer_tf.tasks import masked_lm
+from tests import train_test_utils as utils
+
+
+def _params():
+  params = exp_factory.get_exp_config("realformer/pretraining")
+  overrides = utils.tiny_overrides("dummy", "dummy", dropout=0.0)
+  params.override({"task": {"model": overrides["task"]["model"]}})
+  return params
+
+
+def _batch(tmp_path):
+  path = utils.write_pretraining_records(str(tmp_path / "b.tfrecord"), 8)
+  params = _params()
+  data = params.task.train_data.replace(
+      input_path=path, seq_length=utils.TINY_SEQ_LENGTH,
+      max_predictions_per_seq=utils.TINY_MAX_PREDICTIONS,
+      global_batch_size=8, shuffle_buffer_size=1)
+  task = task_factory.get_task(params.task)
+  return next(iter(task.build_inputs(data)))
+
+
+def _gradients(policy, batch, weights, loss_scale):
+  """Gradients `train_step` hands to the optimizer's inner apply."""
+  tf_keras.mixed_precision.set_global_policy(policy)
+  try:
+    params = _params()
+    task = task_factory.get_task(params.task)
+    assert isinstance(task, masked_lm.MaskedLMTask)
+    model = task.build_model()
+    model(batch)
+    model.set_weights(weights)
+    optimizer = tf_keras.optimizers.SGD(0.0)
+    if loss_scale:
+      optimizer = performance.configure_optimizer(
+          optimizer, use_float16=True, loss_scale="dynamic")
+    seen = {}
+    apply = optimizer.apply_gradients
+
+    def spy(grads_and_vars, *args, **kwargs):
+      # None: the encoder's unused pooler (the NSP head has its own).
+      seen["grads"] = [None if g is None else g.numpy()
+                       for g, _ in grads_and_vars]
+      return apply(grads_and_vars, *args, **kwargs)
+
+    optimizer.apply_gradients = spy
+    if loss_scale:
+      get_scaled_loss = optimizer.get_scaled_loss
+
+      def scaled_spy(loss):
+        seen["scaled_losses"] = seen.get("scaled_losses", 0) + 1
+        return get_scaled_loss(loss)
+
+      optimizer.get_scaled_loss = scaled_spy
+    metrics = task.build_metrics(training=True)
+    # The learning rate is 0, so the weights stay put. A dynamic scale starts
+    # at 2**15 and halves (skipping the step) while the scaled gradients
+    # overflow float16: repeat the step until it is applied.
+    for step in range(1, 13):
+      logs = task.train_step(batch, model, optimizer, metrics=metrics)
+      if all(np.all(np.isfinite(g)) for g in seen["grads"] if g is not None):
+        break
+    if loss_scale:
+      # Model Garden's MaskedLMTask never scales: no call, scale untouched.
+      assert seen.get("scaled_losses") == step
+    scale = float(optimizer.loss_scale) if loss_scale else 1.0
+    return seen["grads"], float(logs[task.loss]), scale
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+
+
+def test_float16_step_gradients_equal_float32(tmp_path):
+  batch = _batch(tmp_path)
+  tf_keras.utils.set_random_seed(0)
+  task = task_factory.get_task(_params().task)
+  reference = task.build_model()
+  reference(batch)
+  weights = reference.get_weights()
+  g32, loss32, _ = _gradients("float32", batch, weights, loss_scale=False)
+  g16, loss16, scale = _gradients("mixed_float16", batch, weights,
+                                  loss_scale=True)
+  # The first scaled step overflowed float16 and was skipped: the dynamic
+  # scale (2**15 at the start) came down.
+  assert scale < 2**15
+  np.testing.assert_allclose(loss16, loss32, rtol=1e-2)
+  assert [g is None for g in g16] == [g is None for g in g32]
+  flat32 = np.concatenate([g.ravel() for g in g32 if g is not None])
+  flat16 = np.concatenate([g.ravel() for g in g16 if g is not None])
+  assert np.all(np.isfinite(flat16))
+  err = np.linalg.norm(flat16 - flat32) / np.linalg.norm(flat32)
+  assert err < 1e-2, err
