@@ -214,14 +214,14 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
     raise ValueError("--model_dir is required.")
   # Config-only checks first: a bad value must not rebuild the data cache.
   validation.validate_config(params, mode)
-  experiments.prepare_data(params, model_dir, quickstart_input_files)
-  validation.validate_experiment(params, mode)
-  init_from_run.check_records_vocabulary(params, mode)
   # Model Garden reads task.init_checkpoint only when a training run starts
-  # without a checkpoint of its own.
+  # without a checkpoint of its own; checked before any data is built.
   if (mode in validation.TRAIN_MODES and
       not tf.train.latest_checkpoint(model_dir)):
     init_from_run.check_init_checkpoint(params)
+  experiments.prepare_data(params, model_dir, quickstart_input_files)
+  validation.validate_experiment(params, mode)
+  init_from_run.check_records_vocabulary(params, mode)
   validation.validate_runtime(params)
   check_model_dir(params, mode, model_dir)
   params.validate()
