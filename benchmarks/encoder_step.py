@@ -17,8 +17,20 @@ Usage:
   python benchmarks/encoder_step.py                       # the full table
   python benchmarks/encoder_step.py --sizes=small --seq_lengths=128 \
       --dtypes=float32 --xla=false --steps=3              # one quick row
+  python benchmarks/encoder_step.py --sizes=small --seq_lengths=4096 \
+      --tokens_per_batch=4096 --dtypes=float32 --xla=false --recompute \
+      --steps=1 --warmup=1                                # long sequences
+  python benchmarks/encoder_step.py --dump_hlo=/tmp/hlo --sizes=base \
+      --seq_lengths=512 --dtypes=mixed_bfloat16 --tokens_per_batch=16384 \
+      --score_dtype=compute   # XLA HLO of each step, for xla_gpu_step
+
+`--dump_hlo DIR` times nothing: per row and model it writes the XLA HLO of
+the jit-compiled step to `DIR/<model>_<size>_s<seq>_b<batch>_<dtype>.hlo.pb`
+(the input of ../shared/tools/xla_gpu_step) and prints the op counts of the
+optimized HLO that XLA compiles for this machine (`.opcounts.json` beside it).
 """
 
+import collections
 import gc
 import itertools
 import json
@@ -54,6 +66,12 @@ flags.DEFINE_integer("steps", 8, "Timed steps per model.")
 flags.DEFINE_integer("warmup", 2, "Untimed steps per model (tracing, XLA).")
 flags.DEFINE_bool("memory", True, "Also measure peak memory.")
 flags.DEFINE_string("json_output", None, "Also write the rows as JSON here.")
+flags.DEFINE_enum("score_dtype", "float32", ["float32", "compute"],
+                  "RealFormerEncoder(score_dtype=...).")
+flags.DEFINE_bool("recompute", False, "RealFormerEncoder(recompute=...).")
+flags.DEFINE_string("dump_hlo", None,
+                    "Write each model's jit-compiled step as HLO here "
+                    "instead of timing.")
 # Internal: run one model in this process and print its peak memory.
 flags.DEFINE_string("_memory_child", None, "model:size:seq:dtype:xla")
 
@@ -65,10 +83,14 @@ def _build(model, size, seq, dtype):
                 num_attention_heads=heads, inner_dim=inner,
                 max_sequence_length=512, type_vocab_size=2)
   if model == "bert":
-    encoder = networks.BertEncoderV2(**kwargs)
+    encoder = networks.BertEncoderV2(
+        max_sequence_length=max(512, seq),
+        **{k: v for k, v in kwargs.items() if k != "max_sequence_length"})
   else:
     encoder = realformer_encoder.RealFormerEncoder(
-        residual_attention="sum", **kwargs)
+        residual_attention="sum", score_dtype=FLAGS.score_dtype,
+        recompute=FLAGS.recompute, max_sequence_length=max(512, seq),
+        **{k: v for k, v in kwargs.items() if k != "max_sequence_length"})
   batch = max(1, FLAGS.tokens_per_batch // seq)
   rng = np.random.default_rng(0)
   ids = rng.integers(1000, 30000, size=(batch, seq)).astype(np.int32)
@@ -136,7 +158,8 @@ def _run_row(size, seq, dtype, xla):
         peaks[name] = max(peaks[name], tf.config.experimental.get_memory_info(
             "GPU:0")["peak"])
   row = dict(size=size, seq=seq, dtype=dtype, xla=xla, batch=batch,
-             device="GPU" if _gpu() else "CPU")
+             device="GPU" if _gpu() else "CPU",
+             score_dtype=FLAGS.score_dtype, recompute=FLAGS.recompute)
   for name in times:
     row[f"{name}_ms"] = 1000 * statistics.median(times[name])
   row["time_ratio"] = row["realformer_ms"] / row["bert_ms"]
@@ -155,7 +178,8 @@ def _memory_in_subprocess(name, size, seq, dtype, xla):
   out = subprocess.run(
       [sys.executable, os.path.abspath(__file__), f"--_memory_child={spec}",
        f"--tokens_per_batch={FLAGS.tokens_per_batch}",
-       f"--warmup={FLAGS.warmup}"],
+       f"--warmup={FLAGS.warmup}", f"--score_dtype={FLAGS.score_dtype}",
+       f"--recompute={str(FLAGS.recompute).lower()}"],
       capture_output=True, text=True, check=True,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   return int(out.stdout.strip().splitlines()[-1])
@@ -170,6 +194,38 @@ def _memory_child(spec):
   for _ in range(FLAGS.warmup + 1):
     step().numpy()
   print(_proc_status_bytes("VmHWM") - before)
+
+
+def _dump_hlo(size, seq, dtype):
+  """Writes each model's jit-compiled step as HLO; returns optimized-HLO op counts."""
+  os.makedirs(FLAGS.dump_hlo, exist_ok=True)
+  counts = {}
+  for name in ("bert", "realformer"):
+    encoder, optimizer, inputs, batch = _build(name, size, seq, dtype)
+    step = _make_step(encoder, optimizer, inputs, True)
+    if name == "realformer":
+      name += f"-{FLAGS.score_dtype}" + ("-recompute" if FLAGS.recompute else "")
+    stem = os.path.join(FLAGS.dump_hlo, f"{name}_{size}_s{seq}_b{batch}_{dtype}")
+    with open(stem + ".hlo.pb", "wb") as f:
+      f.write(step.experimental_get_compiler_ir()(stage="hlo_serialized"))
+    optimized = step.experimental_get_compiler_ir()(stage="optimized_hlo")
+    ops = collections.Counter()
+    for line in optimized.splitlines():
+      # Instructions of the entry and fused computations: "%x = type op(".
+      parts = line.split(" = ", 1)
+      words = parts[1].split("(", 1)[0].split() if len(parts) == 2 else []
+      if len(words) >= 2 and line.lstrip().startswith(("%", "ROOT %")):
+        ops[words[-1]] += 1
+    counts[name] = dict(ops.most_common())
+    with open(stem + ".opcounts.json", "w") as f:
+      json.dump(counts[name], f, indent=1)
+    print(stem, {k: ops[k] for k in ("fusion", "dot", "convolution",
+                                     "custom-call", "convert", "transpose",
+                                     "copy") if k in ops}, flush=True)
+    tf_keras.mixed_precision.set_global_policy("float32")
+    tf_keras.backend.clear_session()
+    gc.collect()
+  return counts
 
 
 def _proc_status_bytes(key):
@@ -206,6 +262,11 @@ def main(_):
     if size not in SIZES:
       raise app.UsageError(f"--sizes: unknown size {size!r}; "
                            f"known: {sorted(SIZES)}")
+  if FLAGS.dump_hlo:
+    for size, seq, dtype in itertools.product(
+        FLAGS.sizes, FLAGS.seq_lengths, FLAGS.dtypes):
+      _dump_hlo(size, int(seq), dtype)
+    return
   rows = []
   for size, seq, dtype, xla in itertools.product(
       FLAGS.sizes, FLAGS.seq_lengths, FLAGS.dtypes, FLAGS.xla):
@@ -216,7 +277,9 @@ def main(_):
     rows.append(row)
     print(json.dumps(row), file=sys.stderr, flush=True)
   print(f"\ndevice: {rows[0]['device']}; median of {FLAGS.steps} interleaved "
-        f"steps after {FLAGS.warmup} warm-up steps; ratio = RealFormer / BERT")
+        f"steps after {FLAGS.warmup} warm-up steps; ratio = RealFormer / BERT; "
+        f"RealFormer score_dtype={FLAGS.score_dtype}, "
+        f"recompute={FLAGS.recompute}")
   _print_table(rows)
   if FLAGS.json_output:
     with open(FLAGS.json_output, "w") as f:

@@ -46,9 +46,14 @@ class RealFormerEncoderConfig(base_config.Config):
   # None: a final LayerNorm iff norm_first.
   final_layer_norm: Optional[bool] = None
   norm_epsilon: float = 1e-12
+  # Running score sum under mixed precision: "float32" or "compute".
+  score_dtype: str = "float32"
+  # Recompute each block's forward in backprop (long sequences).
+  recompute: bool = False
 
   def validate(self):
     ra.validate_residual_attention(self.residual_attention)
+    ra.validate_score_dtype(self.score_dtype)
     if self.hidden_size % self.num_attention_heads:
       raise ValueError(
           f"encoder.hidden_size={self.hidden_size} is not divisible by "
@@ -86,7 +91,9 @@ def build_realformer_encoder(
       return_attention_scores=config.return_attention_scores,
       residual_attention=config.residual_attention,
       final_layer_norm=config.final_layer_norm,
-      norm_epsilon=config.norm_epsilon)
+      norm_epsilon=config.norm_epsilon,
+      score_dtype=config.score_dtype,
+      recompute=config.recompute)
 
 
 def encoder_config(**kwargs) -> encoders.EncoderConfig:

@@ -6,6 +6,8 @@ import tensorflow as tf
 import tf_keras
 
 from official.modeling import tf_utils
+from official.projects.bigbird import recompute_grad
+from official.projects.bigbird import recomputing_dropout
 from realformer_tf.layers import residual_attention as ra
 
 
@@ -32,6 +34,13 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
     residual_attention: "sum", "mean" or "none"; see
       `ResidualMultiHeadAttention`.
     layer_index: 0-based depth of the block; used by "mean".
+    score_dtype: "float32" or "compute"; see `ResidualMultiHeadAttention`.
+    recompute: Recompute the block's forward pass during backprop instead of
+      keeping its activations (`recompute_grad`), so long sequences fit:
+      only the block's inputs are kept. Model Garden's XLA-compatible
+      `official/projects/bigbird/recompute_grad.py` with its
+      `RecomputingDropout`, whose stateless dropout draws the same masks in
+      the recomputation (tf.recompute_grad's stateful dropout would not).
     **kwargs: Base `Layer` arguments (name, dtype, ...).
 
   Example:
@@ -56,6 +65,8 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
                kernel_initializer: Any = "glorot_uniform",
                residual_attention: str = "sum",
                layer_index: int = 0,
+               score_dtype: str = "float32",
+               recompute: bool = False,
                **kwargs):
     super().__init__(**kwargs)
     self._num_heads = num_attention_heads
@@ -69,6 +80,8 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
     self._residual_attention = ra.validate_residual_attention(
         residual_attention)
     self._layer_index = layer_index
+    self._score_dtype = ra.validate_score_dtype(score_dtype)
+    self._recompute = bool(recompute)
 
   def build(self, input_shape):
     hidden_size = tf.TensorShape(input_shape)[-1]
@@ -96,12 +109,19 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
         kernel_initializer=init(),
         residual_attention=self._residual_attention,
         layer_index=self._layer_index,
+        score_dtype=self._score_dtype,
         name="self_attention")
     # Create the attention weights now rather than on first call, so that
     # Keras' SavedModel loader restores them like every other weight.
     self._attention_layer._build_from_signature(  # pylint: disable=protected-access
         query=input_shape, value=input_shape)
-    self._attention_dropout = tf_keras.layers.Dropout(self._output_dropout_rate)
+    dropout = tf_keras.layers.Dropout
+    if self._recompute:
+      dropout = recomputing_dropout.RecomputingDropout
+      # Weightless, so checkpoints are unaffected.
+      self._attention_layer._dropout_layer = dropout(  # pylint: disable=protected-access
+          rate=self._attention_dropout_rate)
+    self._attention_dropout = dropout(self._output_dropout_rate)
     self._attention_layer_norm = layer_norm("self_attention_layer_norm")
     self._intermediate_dense = tf_keras.layers.EinsumDense(
         "abc,cd->abd", output_shape=(None, self._inner_dim), bias_axes="d",
@@ -114,7 +134,7 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
     self._output_dense = tf_keras.layers.EinsumDense(
         "abc,cd->abd", output_shape=(None, hidden_size), bias_axes="d",
         kernel_initializer=init(), name="output")
-    self._output_dropout = tf_keras.layers.Dropout(self._output_dropout_rate)
+    self._output_dropout = dropout(self._output_dropout_rate)
     self._output_layer_norm = layer_norm("output_layer_norm")
     super().build(input_shape)
 
@@ -133,7 +153,9 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
         kernel_initializer=tf_utils.serialize_initializer(
             self._kernel_initializer, use_legacy_format=True),
         residual_attention=self._residual_attention,
-        layer_index=self._layer_index)
+        layer_index=self._layer_index,
+        score_dtype=self._score_dtype,
+        recompute=self._recompute)
     return config
 
   def call(self,
@@ -142,7 +164,8 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
            attention_mask=None,
            training=None,
            output_range: Optional[int] = None,
-           return_attention_probs: bool = False):
+           return_attention_probs: bool = False,
+           attention_bias=None):
     """Runs the block.
 
     Args:
@@ -154,10 +177,34 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
       output_range: Only compute outputs for the first `output_range`
         positions (e.g. the [CLS] token of the last layer).
       return_attention_probs: Also return the attention probabilities.
+      attention_bias: Additive attention bias, `[batch, 1, 1 or seq, seq]`
+        (see `ra.attention_bias_from_mask`); combines with `attention_mask`.
 
     Returns:
       `(hidden, scores)` or `(hidden, scores, probs)`.
     """
+    if not (self._recompute and training):
+      return self._forward(hidden, scores, attention_mask, attention_bias,
+                           training, output_range, return_attention_probs)
+    # recompute_grad differentiates tensor arguments only: pass the present
+    # ones positionally and rebuild the call inside.
+    present = [t is not None for t in (scores, attention_mask, attention_bias)]
+    tensors = [tf.convert_to_tensor(t)
+               for t in (scores, attention_mask, attention_bias)
+               if t is not None]
+
+    def forward(hidden, *tensors):
+      it = iter(tensors)
+      args = [next(it) if p else None for p in present]
+      return self._forward(hidden, *args, training=training,
+                           output_range=output_range,
+                           return_attention_probs=return_attention_probs)
+
+    return recompute_grad.recompute_grad(forward)(
+        tf.convert_to_tensor(hidden), *tensors)
+
+  def _forward(self, hidden, scores, attention_mask, attention_bias, training,
+               output_range, return_attention_probs):
     source = hidden
     query = hidden
     if self._norm_first:
@@ -170,10 +217,13 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
         attention_mask = attention_mask[:, :output_range, :]
       if scores is not None:
         scores = scores[:, :, :output_range, :]
+      if attention_bias is not None and attention_bias.shape[2] != 1:
+        attention_bias = attention_bias[:, :, :output_range, :]
 
     attention_output, scores, probs = self._attention_layer(
         query=query, value=hidden, attention_mask=attention_mask,
-        prev_scores=scores, training=training, return_attention_probs=True)
+        prev_scores=scores, training=training, return_attention_probs=True,
+        attention_bias=attention_bias)
     attention_output = self._attention_dropout(attention_output,
                                                training=training)
     if self._norm_first:

@@ -9,10 +9,13 @@ pre-softmax scores to its own, softmaxes the sum and hands the sum on:
     P_l = softmax(S_l / (l + 1) + mask)       # "mean" (deep models, > 24 layers)
 
 The mask only enters the softmax; `S_l` is passed on unmasked, as in the
-authors' TF1 code. `S_l` is kept in float32 under mixed precision: it is a sum
-over layers and would lose precision (or overflow, in float16) otherwise. The
-softmax itself runs in the compute dtype, as in plain attention, so the
-probabilities kept for backprop cost no more memory than BERT's.
+authors' TF1 code. `score_dtype` picks the dtype of `S_l` under mixed
+precision: "float32" (default) keeps the sum over layers in float32, where it
+neither loses precision nor overflows (float16 sums do); "compute" keeps it in
+the policy's compute dtype (bfloat16 on TPU/GPU), which halves the bytes of
+the score path (see the README for what that costs in accuracy). The softmax
+itself runs in the compute dtype, as in plain attention, so the probabilities
+kept for backprop cost no more memory than BERT's.
 """
 
 import math
@@ -22,12 +25,18 @@ import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling.layers import attention as mg_attention
+# pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.ops import control_flow_util
+# pylint: enable=g-direct-tensorflow-import
 
 RESIDUAL_MODES = ("sum", "mean", "none")
+SCORE_DTYPES = ("float32", "compute")
 
 # Same additive mask value as Keras' Softmax for float32, so "none" matches
-# tf_keras.layers.MultiHeadAttention bit for bit. Applied in float32 only.
+# tf_keras.layers.MultiHeadAttention bit for bit. float16 cannot hold it; there
+# half its lowest value keeps `score + bias` finite for scores of either sign.
 _MASK_ADDER = -1e9
+_MASK_ADDER_FLOAT16 = -32752.0
 
 
 def validate_residual_attention(value: str) -> str:
@@ -35,6 +44,63 @@ def validate_residual_attention(value: str) -> str:
     raise ValueError(
         f"residual_attention must be one of {RESIDUAL_MODES}, got {value!r}.")
   return value
+
+
+def validate_score_dtype(value: str) -> str:
+  if value not in SCORE_DTYPES:
+    raise ValueError(
+        f"score_dtype must be one of {SCORE_DTYPES}, got {value!r}.")
+  return value
+
+
+def resolve_score_dtype(score_dtype: str, compute_dtype) -> tf.DType:
+  """The dtype of the running score sum for a layer computing in `compute_dtype`."""
+  if validate_score_dtype(score_dtype) == "float32":
+    return tf.float32
+  return tf.as_dtype(compute_dtype)
+
+
+def attention_bias_from_mask(mask, dtype) -> tf.Tensor:
+  """0/1 attention mask (1 = attend) -> additive bias of `dtype` (0 or very negative).
+
+  The encoder builds it once per call at `[batch, 1, 1, to_len]` from the
+  padding mask, instead of each layer turning a `[batch, from_len, to_len]`
+  mask into a bias: under XLA the add then lands in the softmax fusion and
+  reads `to_len` values per row instead of a full mask.
+  """
+  dtype = tf.as_dtype(dtype)
+  adder = _MASK_ADDER_FLOAT16 if dtype == tf.float16 else _MASK_ADDER
+  return (1.0 - tf.cast(mask, dtype)) * tf.constant(adder, dtype)
+
+
+@tf.custom_gradient
+def _scores_in_float32(query, key):
+  """`query @ key^T` of two low-precision `[B, N, *, H]` tensors, as float32.
+
+  One XLA dot with low-precision operands and a float32 result (HLO
+  `dot(bf16, bf16) -> f32`): the float32 running sum is then added to the
+  dot's own output type, which XLA's GPU GEMM rewriter can fold into the GEMM
+  as its C operand (cuBLAS `beta = 1`); `cast(einsum(...))` instead writes
+  the bfloat16 scores and converts them in a separate elementwise pass. Only
+  XLA has a kernel for this op (TF's CPU/GPU kernels reject a float32 `Tout`
+  for bfloat16 inputs), so callers use it inside XLA clusters only. The
+  gradient casts the float32 score gradient to the operands' dtype first,
+  exactly what `cast(einsum(...))`'s gradient does.
+  """
+  scores = tf.raw_ops.BatchMatMulV3(x=query, y=key, Tout=tf.float32,
+                                    adj_y=True)
+
+  def grad(d_scores):
+    d_scores = tf.cast(d_scores, query.dtype)
+    return (tf.matmul(d_scores, key),
+            tf.matmul(d_scores, query, transpose_a=True))
+
+  return scores, grad
+
+
+def _in_xla_context() -> bool:
+  return control_flow_util.GraphOrParentsInXlaContext(
+      tf.compat.v1.get_default_graph())
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
@@ -51,7 +117,11 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       mean `S_l / (layer_index + 1)`; the running sum is still returned), or
       "none" (plain attention; the layer's own scores are still returned).
     layer_index: 0-based depth of this layer in its stack; used by "mean".
-    **kwargs: Any other `tf_keras.layers.MultiHeadAttention` argument.
+    score_dtype: dtype of the running score sum under mixed precision:
+      "float32" or "compute" (the policy's compute dtype). Same result under
+      a float32 policy.
+    **kwargs: Any other `tf_keras.layers.MultiHeadAttention` argument, except
+      `attention_axes` (only the sequence axis is supported).
 
   Call arguments:
     query: `[batch, from_len, dim]`.
@@ -62,6 +132,10 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       from the previous layer (`None` for the first layer).
     training: Python bool, whether dropout is active.
     return_attention_probs: Also return the softmax probabilities.
+    attention_bias: Optional additive bias broadcastable to `[batch,
+      num_heads, from_len, to_len]` (e.g. `attention_bias_from_mask` of a
+      `[batch, 1, 1, to_len]` mask, built once for a whole stack); added to
+      the logits like the mask, never to `scores`.
     use_causal_mask: Also mask keys after each query (decoder
       self-attention). Like the padding mask, the causal mask enters the
       softmax only: the returned running sum stays unmasked.
@@ -80,8 +154,9 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
 
   Returns:
     `(output, scores)`, or `(output, scores, probs)`: `output` is
-    `[batch, from_len, dim]`; `scores` is the unmasked float32 running sum
-    `[batch, num_heads, from_len, to_len]` to hand to the next layer.
+    `[batch, from_len, dim]`; `scores` is the unmasked running sum
+    `[batch, num_heads, from_len, to_len]` (float32, or the compute dtype with
+    `score_dtype="compute"`) to hand to the next layer.
 
   Example:
 
@@ -98,9 +173,22 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
                key_dim: int,
                residual_attention: str = "sum",
                layer_index: int = 0,
+               score_dtype: str = "float32",
                **kwargs):
+    axes = kwargs.get("attention_axes")
+    if isinstance(axes, int):
+      axes = (axes,)
+    if axes is not None and tuple(axes) != (1,):
+      # The running sum is [batch, heads, from_len, to_len]: one attention
+      # axis, the sequence (what the base class resolves None to for rank-3
+      # inputs, and writes into its config). The base class would silently
+      # build equations for others.
+      raise ValueError(
+          f"ResidualMultiHeadAttention attends over the sequence axis only; "
+          f"attention_axes must be None, got {kwargs['attention_axes']!r}.")
     super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
     self._residual_attention = validate_residual_attention(residual_attention)
+    self._score_dtype = validate_score_dtype(score_dtype)
     if layer_index < 0:
       raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
     self._layer_index = int(layer_index)
@@ -109,10 +197,15 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
   def residual_attention(self) -> str:
     return self._residual_attention
 
+  @property
+  def score_dtype(self) -> str:
+    return self._score_dtype
+
   def get_config(self):
     config = super().get_config()
     config.update(residual_attention=self._residual_attention,
-                  layer_index=self._layer_index)
+                  layer_index=self._layer_index,
+                  score_dtype=self._score_dtype)
     return config
 
   def call(self,
@@ -123,9 +216,14 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
            prev_scores=None,
            training=None,
            return_attention_probs=False,
+           attention_bias=None,
            use_causal_mask=False,
            cache=None,
            decode_loop_step=None):
+    if tf.TensorShape(query.shape).rank != 3:
+      raise ValueError(
+          f"{self.name}: query must have rank 3 [batch, from_len, dim], got "
+          f"shape {query.shape}.")
     if not self._built_from_signature:
       self._build_from_signature(query=query, value=value, key=key)
     if key is None:
@@ -135,6 +233,13 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       raise ValueError(
           f"{self.name}: attention_mask must have rank 3 "
           f"[batch, from_len, to_len], got shape {attention_mask.shape}.")
+    if (attention_bias is not None and
+        tf.TensorShape(attention_bias.shape).rank != 4):
+      raise ValueError(
+          f"{self.name}: attention_bias must have rank 4 (broadcastable to "
+          f"[batch, num_heads, from_len, to_len]), got shape "
+          f"{attention_bias.shape}.")
+    score_dtype = resolve_score_dtype(self._score_dtype, self.compute_dtype)
     # With a cache the keys start before the queries: causal mask below.
     attention_mask = self._compute_attention_mask(
         query, value, key=key, attention_mask=attention_mask,
@@ -151,41 +256,63 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       if use_causal_mask:
         attention_mask = _offset_causal_mask(query, key, attention_mask,
                                              decode_loop_step)
-    output, scores, probs = self._compute_attention(
-        query, key, value, attention_mask, training, prev_scores=prev_scores)
+    biases = []
+    if attention_mask is not None:
+      # [B, T, S] -> [B, 1, T, S]; the mask never enters `scores`.
+      biases.append(attention_bias_from_mask(
+          tf.expand_dims(attention_mask, axis=1), score_dtype))
+    if attention_bias is not None:
+      biases.append(tf.cast(attention_bias, score_dtype))
+    bias = tf.add_n(biases) if biases else None
+    output, scores, probs = self._compute_residual_attention(
+        query, key, value, bias, prev_scores=prev_scores, training=training)
     output = self._output_dense(output)
     if return_attention_probs:
       return output, scores, probs
     return output, scores
 
-  def _compute_attention(self,
-                         query,
-                         key,
-                         value,
-                         attention_mask=None,
-                         training=None,
-                         prev_scores=None) -> Tuple[tf.Tensor, tf.Tensor,
-                                                    tf.Tensor]:
+  def _compute_residual_attention(
+      self,
+      query,
+      key,
+      value,
+      attention_bias=None,
+      prev_scores=None,
+      training=None) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """Residual dot-product attention on projected Q, K, V.
 
-    Unlike the base class this also takes `prev_scores` and returns
-    `(context, scores, probs)`; `call` is the only caller.
+    A method of its own, not an override of the base class'
+    `_compute_attention(query, key, value, attention_mask, training)`: it
+    also takes `prev_scores` and an additive bias and returns
+    `(context, scores, probs)`.
+
+    The form is chosen for XLA (checked on the optimized HLO, see
+    benchmarks/README.md): `1/sqrt(d)` scales the `[B, T, N, H]` query (fused
+    into the query projection) rather than the `[B, N, T, S]` scores; the
+    score dot produces the score dtype itself, so `S_{l-1}` is added in the
+    dot's own dtype (a GEMM addend on GPU); the mask arrives as an additive
+    bias, and the bias add, the "mean" division, the cast and the softmax are
+    elementwise/reduce ops on `S_l` that XLA fuses into one softmax fusion.
     """
-    # Scale the (smaller) query before the einsum, as the base class does.
+    score_dtype = resolve_score_dtype(self._score_dtype, self.compute_dtype)
     query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
-    scores = tf.cast(tf.einsum(self._dot_product_equation, key, query),
-                     tf.float32)                               # [B, N, T, S]
+    if score_dtype == query.dtype:
+      scores = tf.einsum(self._dot_product_equation, key, query)  # [B, N, T, S]
+    elif _in_xla_context():
+      scores = _scores_in_float32(tf.transpose(query, [0, 2, 1, 3]),
+                                  tf.transpose(key, [0, 2, 1, 3]))
+    else:
+      scores = tf.cast(tf.einsum(self._dot_product_equation, key, query),
+                       score_dtype)
     if prev_scores is not None and self._residual_attention != "none":
       self._check_prev_scores(prev_scores, scores)
-      scores += tf.cast(prev_scores, tf.float32)
+      scores += tf.cast(prev_scores, score_dtype)
     logits = scores
     if self._residual_attention == "mean":
       logits = scores / float(self._layer_index + 1)
-    if attention_mask is not None:
-      # [B, T, S] -> [B, 1, T, S]; the mask never enters `scores`.
-      mask = tf.cast(tf.expand_dims(attention_mask, axis=1), tf.float32)
-      logits += (1.0 - mask) * _MASK_ADDER
-    if self.compute_dtype == "float16":
+    if attention_bias is not None:
+      logits += attention_bias
+    if self.compute_dtype == "float16" and score_dtype == tf.float32:
       # The running sum can exceed float16's range; softmax is
       # shift-invariant, so shift by the row max in float32 first.
       logits -= tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))

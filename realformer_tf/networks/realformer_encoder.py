@@ -40,6 +40,12 @@ class RealFormerEncoder(tf_keras.layers.Layer):
       float32 pre-softmax running score sum, unmasked, `[batch, heads, seq,
       seq]`) and `attention_probs` (each layer's softmax probabilities). Note:
       `BertEncoderV2` calls the probabilities `attention_scores`.
+    score_dtype: dtype of the running score sum under mixed precision:
+      "float32" (default) or "compute" (the policy's compute dtype); see the
+      README for the measured accuracy cost.
+    recompute: Recompute each block's forward pass during backprop
+      (`RealFormerEncoderBlock(recompute=True)`): activation memory of one
+      block instead of all, for long sequences, at one extra forward.
 
   The three architectures of the paper from one class:
     Post-LN BERT: `residual_attention="none"`
@@ -80,9 +86,12 @@ class RealFormerEncoder(tf_keras.layers.Layer):
                residual_attention: str = "sum",
                final_layer_norm: Optional[bool] = None,
                norm_epsilon: float = 1e-12,
+               score_dtype: str = "float32",
+               recompute: bool = False,
                **kwargs):
     super().__init__(**kwargs)
     ra.validate_residual_attention(residual_attention)
+    ra.validate_score_dtype(score_dtype)
     if hidden_size % num_attention_heads:
       raise ValueError(
           f"hidden_size={hidden_size} is not divisible by "
@@ -119,6 +128,9 @@ class RealFormerEncoder(tf_keras.layers.Layer):
       self._embedding_projection = tf_keras.layers.EinsumDense(
           "...x,xy->...y", output_shape=hidden_size, bias_axes="y",
           kernel_initializer=init(), name="embedding_projection")
+    # Unused since the mask became one additive bias per call (see `call`);
+    # kept because BertEncoderV2 has it, and object-based checkpoints of
+    # BertEncoderV2 list it.
     self._attention_mask_layer = mg_layers.SelfAttentionMask(
         name="self_attention_mask")
     self._transformer_layers = [
@@ -133,6 +145,8 @@ class RealFormerEncoder(tf_keras.layers.Layer):
             kernel_initializer=init(),
             residual_attention=residual_attention,
             layer_index=i,
+            score_dtype=score_dtype,
+            recompute=recompute,
             name=f"transformer/layer_{i}") for i in range(num_layers)
     ]
     self._final_layer_norm = None
@@ -168,6 +182,8 @@ class RealFormerEncoder(tf_keras.layers.Layer):
         residual_attention=residual_attention,
         final_layer_norm=final_layer_norm,
         norm_epsilon=norm_epsilon,
+        score_dtype=score_dtype,
+        recompute=recompute,
     )
     ids = lambda name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
     inputs = {k: ids(k) for k in ("input_word_ids", "input_mask",
@@ -214,14 +230,19 @@ class RealFormerEncoder(tf_keras.layers.Layer):
     embeddings = self._embedding_dropout(embeddings, training=training)
     if self._embedding_projection is not None:
       embeddings = self._embedding_projection(embeddings)
-    attention_mask = self._attention_mask_layer(embeddings, mask)
+    # The padding mask as one additive bias [batch, 1, 1, seq] for all layers
+    # (not a [batch, seq, seq] mask each layer turns into a bias).
+    attention_bias = ra.attention_bias_from_mask(
+        mask[:, tf.newaxis, tf.newaxis, :],
+        ra.resolve_score_dtype(self._config["score_dtype"],
+                               self.compute_dtype))
 
     x, scores = embeddings, None
     encoder_outputs, all_scores, all_probs = [], [], []
     last = len(self._transformer_layers) - 1
     for i, layer in enumerate(self._transformer_layers):
       x, scores, probs = layer(
-          x, scores=scores, attention_mask=attention_mask, training=training,
+          x, scores=scores, attention_bias=attention_bias, training=training,
           output_range=self._config["output_range"] if i == last else None,
           return_attention_probs=True)
       encoder_outputs.append(x)

@@ -53,5 +53,17 @@ class EncoderConfigTest(tf.test.TestCase, parameterized.TestCase):
           encoders.RealFormerEncoderConfig(hidden_size=30))
 
 
+  def test_score_dtype_and_recompute_reach_the_encoder(self):
+    config = encoders.encoder_config(**_SMALL)
+    config.override({"any": {"score_dtype": "compute", "recompute": True}})
+    encoder = mg_encoders.build_encoder(config)
+    self.assertEqual("compute", encoder.get_config()["score_dtype"])
+    block = encoder.transformer_layers[0].get_config()
+    self.assertEqual("compute", block["score_dtype"])
+    self.assertTrue(block["recompute"])
+    with self.assertRaisesRegex(ValueError, "score_dtype.*'half'"):
+      encoders.build_realformer_encoder(
+          encoders.RealFormerEncoderConfig(score_dtype="half"))
+
 if __name__ == "__main__":
   tf.test.main()

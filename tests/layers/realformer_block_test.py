@@ -77,7 +77,8 @@ class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
   def test_config_round_trip(self):
     block = _block(output_dropout=0.2, attention_dropout=0.3, norm_first=True,
                    norm_epsilon=1e-6, residual_attention="mean",
-                   layer_index=7, kernel_initializer="he_normal", name="blk")
+                   layer_index=7, kernel_initializer="he_normal", name="blk",
+                   score_dtype="compute", recompute=True)
     block(self.x)
     clone = layer_test_utils.assert_config_round_trip(block)
     config = clone.get_config()
@@ -114,6 +115,29 @@ class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
                                 "num_attention_heads=3"):
       _block(num_attention_heads=3)(self.x)
 
+
+  @parameterized.parameters(False, True)
+  def test_recompute_same_outputs_and_gradients(self, norm_first):
+    blocks = [_block(norm_first=norm_first, recompute=r) for r in (False, True)]
+    blocks[0](self.x)
+    blocks[1](self.x)
+    blocks[1].set_weights(blocks[0].get_weights())
+    x, prev = tf.constant(self.x), tf.constant(self.prev)
+
+    def run(block):
+      with tf.GradientTape() as tape:
+        tape.watch([x, prev])
+        out, scores = block(x, scores=prev, attention_mask=self.mask,
+                            training=True)
+        loss = tf.reduce_sum(out ** 2) + tf.reduce_sum(scores * out[:, None, :, :1])
+      return [out, scores] + tape.gradient(
+          loss, [x, prev] + block.trainable_variables)
+
+    want = run(blocks[0])
+    for got in (run(blocks[1]), tf.function(run)(blocks[1])):
+      self.assertLen(got, len(want))
+      for a, b in zip(want, got):
+        self.assertAllClose(a, b, atol=1e-5)
 
 if __name__ == "__main__":
   tf.test.main()

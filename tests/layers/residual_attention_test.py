@@ -74,7 +74,7 @@ class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
   def test_config_round_trip(self):
     layer = ra.ResidualMultiHeadAttention(
         num_heads=2, key_dim=8, residual_attention="mean", layer_index=5,
-        dropout=0.1)
+        dropout=0.1, score_dtype="compute")
     layer(self.query, self.query)
     clone = layer_test_utils.assert_config_round_trip(layer)
     self.assertEqual("mean", clone.get_config()["residual_attention"])
@@ -178,6 +178,75 @@ class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
                           scores[:, :, :, :t + 1], atol=1e-5)
       self.assertEqual(size or t + 1, cache["key"].shape[1])
 
+
+  def test_score_dtype_compute_keeps_scores_in_compute_dtype(self):
+    with layer_test_utils.mixed_precision_scope("mixed_bfloat16"):
+      f32 = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+      low = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                          score_dtype="compute")
+      f32(self.query, self.value)
+      low(self.query, self.value)
+      low.set_weights(f32.get_weights())
+      want = f32(self.query, self.value, attention_mask=self.mask,
+                 prev_scores=self.prev, return_attention_probs=True)
+      got = low(self.query, self.value, attention_mask=self.mask,
+                prev_scores=self.prev, return_attention_probs=True)
+    self.assertEqual(tf.bfloat16, got[1].dtype)
+    # bfloat16 rounding of the sum only (8-bit mantissa, |scores| < 8).
+    self.assertAllClose(want[1], tf.cast(got[1], tf.float32), atol=0.07)
+    self.assertAllClose(tf.cast(want[2], tf.float32),
+                        tf.cast(got[2], tf.float32), atol=0.03)
+
+  @parameterized.parameters("float32", "compute")
+  def test_xla_score_path_matches_eager(self, score_dtype):
+    with layer_test_utils.mixed_precision_scope("mixed_bfloat16"):
+      layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                            score_dtype=score_dtype)
+      layer(self.query, self.value)
+
+      def run(query, prev):
+        with tf.GradientTape() as tape:
+          tape.watch([query, prev])
+          out, scores = layer(query, self.value, attention_mask=self.mask,
+                              prev_scores=prev)
+          loss = (tf.reduce_sum(tf.cast(out, tf.float32)) +
+                  tf.reduce_sum(tf.cast(scores, tf.float32) ** 2))
+        return [out, scores] + tape.gradient(
+            loss, [query, prev] + layer.trainable_variables)
+
+      args = (tf.constant(self.query), tf.constant(self.prev))
+      eager = run(*args)
+      xla = tf.function(run, jit_compile=True)(*args)
+    # bfloat16 roundings differ between XLA (f32 inside fusions) and TF.
+    for a, b in zip(eager, xla):
+      self.assertAllClose(tf.cast(a, tf.float32), tf.cast(b, tf.float32),
+                          atol=0.1, rtol=0.03)
+    self.assertEqual(eager[1].dtype, xla[1].dtype)
+
+  def test_attention_bias_equals_mask(self):
+    layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+    want = layer(self.query, self.value, attention_mask=self.mask,
+                 prev_scores=self.prev, return_attention_probs=True)
+    bias = ra.attention_bias_from_mask(self.mask[:, None, :1, :], tf.float32)
+    got = layer(self.query, self.value, attention_bias=bias,
+                prev_scores=self.prev, return_attention_probs=True)
+    for a, b in zip(want, got):
+      self.assertAllClose(a, b, atol=1e-6)
+
+  def test_bad_arguments(self):
+    with self.assertRaisesRegex(ValueError, "score_dtype.*'bfloat16'"):
+      ra.ResidualMultiHeadAttention(num_heads=2, key_dim=4,
+                                    score_dtype="bfloat16")
+    with self.assertRaisesRegex(ValueError, r"attention_axes must be None, "
+                                r"got \(2,\)"):
+      ra.ResidualMultiHeadAttention(num_heads=2, key_dim=4,
+                                    attention_axes=(2,))
+    layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+    with self.assertRaisesRegex(ValueError, "attention_bias must have rank 4"):
+      layer(self.query, self.value, attention_bias=np.zeros((2, 5, 7),
+                                                            np.float32))
+    with self.assertRaisesRegex(ValueError, "query must have rank 3"):
+      layer(self.query[None], self.value)
 
 if __name__ == "__main__":
   tf.test.main()

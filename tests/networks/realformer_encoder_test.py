@@ -100,7 +100,8 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
         output_range=1, embedding_width=8, embedding_layer=None,
         norm_first=True, with_dense_inputs=True, return_attention_scores=True,
         return_word_embeddings=True, residual_attention="mean",
-        final_layer_norm=False, norm_epsilon=1e-6)
+        final_layer_norm=False, norm_epsilon=1e-6, score_dtype="compute",
+        recompute=True)
     encoder = realformer_encoder.RealFormerEncoder(**args)
     config = encoder.get_config()
     self.assertEqual(set(args), set(config))
@@ -236,6 +237,44 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
       encoder(dict(input_word_ids=inputs["input_word_ids"],
                    input_mask=inputs["input_mask"]))
 
+
+  def test_recompute_same_outputs_and_gradients(self):
+    kw = dict(_KW, output_dropout=0.0, attention_dropout=0.0)
+    encoders = [realformer_encoder.RealFormerEncoder(recompute=r, **kw)
+                for r in (False, True)]
+    inputs = _inputs()
+    encoders[0](inputs)
+    encoders[1](inputs)
+    encoders[1].set_weights(encoders[0].get_weights())
+
+    def run(encoder):
+      with tf.GradientTape() as tape:
+        out = encoder(inputs, training=True)
+        loss = (tf.reduce_sum(out["sequence_output"] ** 2) +
+                tf.reduce_sum(out["pooled_output"]))
+      grads = tape.gradient(loss, encoder.trainable_variables)
+      # Embedding gradients are IndexedSlices; compare them densely.
+      return [out["sequence_output"]] + [tf.convert_to_tensor(g)
+                                         for g in grads]
+
+    want = run(encoders[0])
+    got = tf.function(run)(encoders[1])
+    self.assertLen(got, len(want))
+    self.assertAllClose(want[0], got[0], atol=1e-5)
+    # Gradients of a loss summed over the batch: float32 reassociation only.
+    for a, b in zip(want[1:], got[1:]):
+      self.assertAllClose(a, b, atol=1e-4, rtol=1e-4)
+
+  def test_score_dtype_compute_under_bfloat16(self):
+    inputs = _inputs()
+    with layer_test_utils.mixed_precision_scope("mixed_bfloat16"):
+      encoder = realformer_encoder.RealFormerEncoder(
+          return_attention_scores=True, score_dtype="compute", **_KW)
+      out = encoder(inputs)
+    for scores in out["attention_scores"]:
+      self.assertEqual(tf.bfloat16, scores.dtype)
+    for t in tf.nest.flatten(out):
+      self.assertTrue(np.all(np.isfinite(tf.cast(t, tf.float32).numpy())))
 
 if __name__ == "__main__":
   tf.test.main()
