@@ -135,6 +135,15 @@ class Scale:
   seconds_per_step: Optional[float] = None
 
 
+_PAPER_RECIPE = Scale(
+    size_yaml="bert_base.yaml", recipe_yaml="pretrain_paper.yaml",
+    encoder={}, seq_length=512, max_predictions=80, batch_size=512,
+    train_steps=1000000, learning_rate=1e-4, warmup_steps=10000,
+    vocab_size=30522, evals=10, glue_seq_length=128,
+    glue_epochs=finetuning.PAPER_EPOCHS,
+    glue_learning_rates=finetuning.PAPER_LEARNING_RATES,
+    analysis_examples=8192)
+
 SCALES = {
     # Minutes per run on 2 CPU cores; deep enough (4 layers) for the running
     # score sum to matter, small enough for 3 archs x 3 seeds in an hour.
@@ -155,22 +164,8 @@ SCALES = {
         vocab_size=30522, evals=10, glue_seq_length=128, glue_epochs=(3,),
         glue_learning_rates=(2e-5, 5e-5), analysis_examples=8192),
     # The paper's recipe (seq 512, batch 512, 1M steps) and GLUE grid.
-    "base": Scale(
-        size_yaml="bert_base.yaml", recipe_yaml="pretrain_paper.yaml",
-        encoder={}, seq_length=512, max_predictions=80, batch_size=512,
-        train_steps=1000000, learning_rate=1e-4, warmup_steps=10000,
-        vocab_size=30522, evals=10, glue_seq_length=128,
-        glue_epochs=finetuning.PAPER_EPOCHS,
-        glue_learning_rates=finetuning.PAPER_LEARNING_RATES,
-        analysis_examples=8192),
-    "large": Scale(
-        size_yaml="bert_large.yaml", recipe_yaml="pretrain_paper.yaml",
-        encoder={}, seq_length=512, max_predictions=80, batch_size=512,
-        train_steps=1000000, learning_rate=1e-4, warmup_steps=10000,
-        vocab_size=30522, evals=10, glue_seq_length=128,
-        glue_epochs=finetuning.PAPER_EPOCHS,
-        glue_learning_rates=finetuning.PAPER_LEARNING_RATES,
-        analysis_examples=8192),
+    "base": _PAPER_RECIPE,
+    "large": dataclasses.replace(_PAPER_RECIPE, size_yaml="bert_large.yaml"),
 }
 
 

@@ -94,6 +94,27 @@ class PlanTest(tf.test.TestCase, parameterized.TestCase):
           (archs["realformer"].residual_attention,
            archs["realformer"].norm_first), ("sum", False))
 
+  @parameterized.named_parameters(("base", "base", 12, 768), ("large", "large", 24, 1024))
+  def test_paper_scales_use_the_size_and_recipe_files(self, scale, layers,
+                                                      hidden):
+    data = dict(train_file="train-*", eval_file="eval-*",
+                vocab_file="vocab.txt", vocab_size=30522)
+    options = reproduce.Options(output_dir="unused", scale=scale,
+                                train_steps=1000)
+    config = reproduce.pretraining_config(
+        options, reproduce.SCALES[scale], "pre_ln", 1, data)
+    encoder = config.task.model.encoder.get()
+    self.assertEqual((encoder.num_layers, encoder.hidden_size),
+                     (layers, hidden))
+    self.assertTrue(encoder.norm_first)
+    self.assertEqual(config.task.train_data.seq_length, 512)
+    self.assertEqual(config.task.train_data.max_predictions_per_seq, 80)
+    self.assertEqual(config.task.train_data.seed, 1)
+    self.assertEqual(config.task.model.cls_heads[0].inner_dim, hidden)
+    schedule = config.trainer.optimizer_config
+    self.assertEqual(schedule.learning_rate.polynomial.decay_steps, 1000)
+    self.assertEqual(schedule.warmup.polynomial.warmup_steps, 100)
+
   @parameterized.named_parameters(
       ("scale", dict(scale="huge"), "--scale"),
       ("arch", dict(archs=("post_ln", "bert")), "--archs"),
