@@ -399,11 +399,18 @@ def stream(models: Sequence[LoadedModel], dataset: tf.data.Dataset,
       progress.update(n)
     if (step + 1) % _LOG_EVERY_BATCHES == 0:
       logging.info("attention analysis: %d / %d examples", seen, num_examples)
+      if progress is None or progress.disable:
+        # tqdm draws nothing when stderr is not a terminal (a log file, CI):
+        # a plain line instead.
+        print(f"attention analysis: {seen} / {num_examples} examples",
+              flush=True)
     if seen >= num_examples:
       break
   if progress is not None:
     progress.close()
   logging.info("attention analysis: %d examples done", seen)
+  if progress is None or progress.disable:
+    print(f"attention analysis: {seen} examples done", flush=True)
   return results
 
 
@@ -489,11 +496,15 @@ def write_outputs(models: Sequence[LoadedModel],
   plots.violin_figure(
       panels("entropy"), os.path.join(output_dir, "entropy.png"),
       metric="entropy", y_max=max(observed + [plots.ENTROPY_THRESHOLDS[1]]))
+  observed = [float(np.max(r.jsd.sample())) for r in results if r.jsd.count]
   plots.violin_figure(panels("jsd"), os.path.join(output_dir, "jsd.png"),
-                      metric="jsd")
+                      metric="jsd",
+                      y_max=max(observed + [plots.JSD_THRESHOLDS[1]]))
   for model_summary_ in summary["models"]:
     print(format_table(model_summary_))
     print()
+  print(f"Wrote entropy.png, jsd.png and summary.json to {output_dir}",
+        flush=True)
   return summary
 
 

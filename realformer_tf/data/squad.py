@@ -411,10 +411,17 @@ def convert_examples_to_features(
       count[0] += 1
       output_fn(feature)
 
-  squad_lib.convert_examples_to_features(
-      examples=examples, tokenizer=tokenizer, max_seq_length=max_seq_length,
-      doc_stride=doc_stride, max_query_length=max_query_length,
-      is_training=is_training, output_fn=_output, batch_size=1)
+  # squad_lib logs every field of its first 20 examples at INFO (thousands
+  # of lines, official/nlp/data/squad_lib.py:404): quiet it for this call.
+  verbosity = logging.get_verbosity()
+  logging.set_verbosity(max(verbosity, logging.WARNING))
+  try:
+    squad_lib.convert_examples_to_features(
+        examples=examples, tokenizer=tokenizer, max_seq_length=max_seq_length,
+        doc_stride=doc_stride, max_query_length=max_query_length,
+        is_training=is_training, output_fn=_output, batch_size=1)
+  finally:
+    logging.set_verbosity(verbosity)
   return count[0]
 
 

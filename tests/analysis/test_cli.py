@@ -117,6 +117,10 @@ def test_cli_with_compare_model(analysis_setup, tmp_path):
   assert "realformer (residual_attention=sum): 10 examples, 94 tokens" in (
       result.stdout)
   assert "bert (residual_attention=none)" in result.stdout
+  # Not a terminal: line-based progress, and where the files went.
+  assert "attention analysis: 10 examples done" in result.stdout
+  assert f"Wrote entropy.png, jsd.png and summary.json to {out}" in (
+      result.stdout)
 
 
 def test_text_input(analysis_setup, tmp_path):
