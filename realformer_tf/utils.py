@@ -1,0 +1,151 @@
+"""The package's one helper per job: atomic writes, checkpoint resolution,
+dummy inputs and the width/heads check.
+
+Every writer of ours goes through `atomic_path`, so a killed run leaves at
+most a `*.tmp-PID` leftover (cleaned by `train_lib.clean_stale_temps`) and
+never a half-written output; every "checkpoint prefix or directory" argument
+goes through `resolve_checkpoint`.
+"""
+
+import contextlib
+import json
+import os
+from typing import Any, Dict, Iterable, Iterator, Optional
+
+from absl import logging
+import tensorflow as tf
+
+TMP_INFIX = ".tmp-"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+  """Yields a temporary name for `path` (file or dir); renames it on success.
+
+  On an exception the temporary is removed and `path` is left untouched.
+
+  >>> with atomic_path("/tmp/realformer_doc.txt") as tmp:
+  ...   with tf.io.gfile.GFile(tmp, "w") as f:
+  ...     _ = f.write("x")
+  """
+  parent = os.path.dirname(path.rstrip("/"))
+  if parent:
+    tf.io.gfile.makedirs(parent)
+  tmp = f"{path.rstrip('/')}{TMP_INFIX}{os.getpid()}"
+  _remove(tmp)
+  try:
+    yield tmp
+  except BaseException:
+    _remove(tmp)
+    raise
+  if tf.io.gfile.isdir(tmp):
+    # A directory cannot be renamed over an existing one.
+    _remove(path)
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def _remove(path: str) -> None:
+  if tf.io.gfile.isdir(path):
+    tf.io.gfile.rmtree(path)
+  elif tf.io.gfile.exists(path):
+    tf.io.gfile.remove(path)
+
+
+def write_text_atomically(path: str, text: str) -> None:
+  with atomic_path(path) as tmp, tf.io.gfile.GFile(tmp, "w") as f:
+    f.write(text)
+
+
+def write_lines_atomically(path: str, lines: Iterable[str]) -> None:
+  """Writes `lines` (one per line, UTF-8) to `path`."""
+  with atomic_path(path) as tmp, tf.io.gfile.GFile(tmp, "w") as f:
+    for line in lines:
+      f.write(line + "\n")
+
+
+def write_json_atomically(path: str, data: Any) -> None:
+  write_text_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _readable(prefix: str) -> Optional[str]:
+  """None if `prefix` is a readable checkpoint, else why not."""
+  if not tf.io.gfile.exists(prefix + ".index"):
+    return f"{prefix}.index does not exist"
+  try:
+    tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    # A truncated file gives a bare `IndexError: Read less bytes than
+    # requested` from the reader: name the file instead.
+    return f"{type(e).__name__}: {e}"
+  return None
+
+
+def resolve_checkpoint(path: str, what: str) -> str:
+  """A readable checkpoint prefix from a prefix or a directory.
+
+  A directory resolves to its newest readable checkpoint: when the one its
+  `checkpoint` state file names is missing or damaged, older ones listed
+  there are tried with a warning.
+
+  Args:
+    path: A checkpoint prefix (`.../ckpt-100`) or a directory of them.
+    what: How the error names the argument, e.g. "task.init_checkpoint".
+
+  Raises:
+    ValueError: Naming `what`, the path and why nothing there is readable.
+  """
+  key = f"{what}={path!r}"
+  if not path:
+    raise ValueError(f"{what} is empty.")
+  if not tf.io.gfile.isdir(path):
+    why = _readable(path)
+    if why:
+      raise ValueError(f"{key} is not a readable checkpoint: {why}.")
+    return path
+  state = tf.train.get_checkpoint_state(path)
+  if state is None or not state.model_checkpoint_path:
+    raise ValueError(f"{key} is a directory without a checkpoint (no "
+                     "'checkpoint' state file naming one).")
+  candidates = list(state.all_model_checkpoint_paths) or [
+      state.model_checkpoint_path]
+  if state.model_checkpoint_path not in candidates:
+    candidates.append(state.model_checkpoint_path)
+  failures = []
+  for prefix in reversed(candidates):
+    if not os.path.isabs(prefix):
+      prefix = os.path.join(path, prefix)
+    why = _readable(prefix)
+    if why is None:
+      if failures:
+        logging.warning("%s: newer checkpoints are unreadable (%s); using %s.",
+                        key, "; ".join(failures), prefix)
+      return prefix
+    failures.append(why)
+  raise ValueError(f"{key}: no readable checkpoint ({'; '.join(failures)}).")
+
+
+def dummy_inputs(seq_length: int = 2, masked_positions: int = 0,
+                 pad_last: bool = False) -> Dict[str, tf.Tensor]:
+  """A one-example BERT input batch (ids 1) that creates a model's variables."""
+  ids = tf.ones([1, seq_length], tf.int32)
+  mask = tf.ones_like(ids)
+  if pad_last:
+    mask = tf.concat([mask[:, :-1], tf.zeros_like(mask[:, -1:])], axis=1)
+  inputs = dict(input_word_ids=ids, input_mask=mask,
+                input_type_ids=tf.zeros_like(ids))
+  if masked_positions:
+    inputs["masked_lm_positions"] = tf.zeros([1, masked_positions], tf.int32)
+  return inputs
+
+
+def check_heads_divide(width: int, num_heads: int, what: str) -> None:
+  """Raises ValueError naming `what` when `num_heads` does not divide `width`.
+
+  Args:
+    width: The hidden width (e.g. `hidden_size`).
+    num_heads: The number of attention heads.
+    what: How the error names the two values, e.g. "encoder.hidden_size".
+  """
+  if num_heads < 1 or width % num_heads:
+    raise ValueError(f"{what}: width {width} is not divisible by "
+                     f"num_attention_heads={num_heads}.")
