@@ -132,17 +132,23 @@ def inherit_encoder(params: cfg.ExperimentConfig,
       os.path.join(run_dir, "params.yaml"),
       f", changing {', '.join(taken)}" if taken else " (no change)")
 
-  heads = [h.name for h in getattr(run_config.task.model, "cls_heads", [])]
-  if getattr(params.task, "init_cls_pooler", False) and _NSP_HEAD not in heads:
+  # GLUE's pooler is `hidden_size` wide: the run's NSP pooler restores into
+  # it only when that head was as wide.
+  nsp = {h.name: h.inner_dim
+         for h in getattr(run_config.task.model, "cls_heads", [])}.get(_NSP_HEAD)
+  if getattr(params.task, "init_cls_pooler", False) and nsp != ours.hidden_size:
+    why = ("was trained without a next-sentence head" if nsp is None else
+           f"has a next-sentence pooler of width {nsp}, not the encoder's "
+           f"hidden_size={ours.hidden_size}")
     if "task.init_cls_pooler" in explicit:
       raise ValueError(
           f"task.init_cls_pooler=true (set by "
           f"{explicit['task.init_cls_pooler'][1]}), but the run "
-          f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} was trained without a "
-          "next-sentence head, so there is no pooler to restore.")
+          f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} {why}, so there is no "
+          "pooler to restore.")
     params.task.init_cls_pooler = False
-    logging.info("The run %s has no next-sentence head: task.init_cls_pooler "
-                 "is off (the classifier's pooler starts fresh).", run_dir)
+    logging.info("The run %s %s: task.init_cls_pooler is off (the "
+                 "classifier's pooler starts fresh).", run_dir, why)
   run_vocab = getattr(run_config.task, "vocab_file", "")
   eval_data = getattr(params.task, "validation_data", None)
   # Empty, or a placeholder path (the SQuAD YAMLs' /path/to/...): the run's.

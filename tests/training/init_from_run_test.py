@@ -24,11 +24,12 @@ _ENCODER = dict(vocab_size=utils.TINY_VOCAB_SIZE, hidden_size=16,
                 norm_first=True)
 
 
-def _write_run(run_dir, vocab_file, with_nsp=True):
+def _write_run(run_dir, vocab_file, with_nsp=True, nsp_width=16):
   """A model dir as train.py writes it: params.yaml + a checkpoint."""
   params = exp_factory.get_exp_config(experiments.PRETRAINING)
   params.override({"task": {"vocab_file": vocab_file,
                             "model": {"encoder": {"any": _ENCODER}}}})
+  params.task.model.cls_heads[0].inner_dim = nsp_width
   if not with_nsp:
     params.task.model.cls_heads = []
   os.makedirs(run_dir, exist_ok=True)
@@ -76,6 +77,16 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     # No NSP head in the run: no pooler to restore.
     self.assertFalse(params.task.init_cls_pooler)
     self.assertEqual(init_from_run.check_init_checkpoint(params), prefix)
+
+  def test_nsp_pooler_of_another_width_is_not_restored(self):
+    # The quickstart's NSP head can be wider than a resized encoder; GLUE's
+    # pooler is hidden_size wide, so restoring it would fail mid-build.
+    _write_run(self.run_dir, self.vocab, nsp_width=128)
+    params, _ = self._parse(self.run_dir)  # Inherits the run's encoder.
+    self.assertFalse(params.task.init_cls_pooler)
+    with self.assertRaisesRegex(ValueError, "init_cls_pooler=true .* width "
+                                "128, not the encoder's hidden_size=16"):
+      self._parse(self.run_dir, ",task.init_cls_pooler=true")
 
   def test_explicit_conflicting_size_names_both_values(self):
     _write_run(self.run_dir, self.vocab)
