@@ -11,25 +11,20 @@ Converts a SQuAD JSON file into the TFRecords that Model Garden's
       --max_seq_length=384 --doc_stride=128 --max_query_length=64 \
       --is_training --epochs=2 --train_batch_size=48
 
-Training (`--is_training`) writes `train.tf_record` (input_ids, input_mask,
-segment_ids, start_positions, end_positions, is_impossible),
-`train_meta_data.json` (counts) and, with `--epochs` and
-`--train_batch_size`, `train_schedule.yaml`: a `--config_file` that sets
-`trainer.train_steps` (and the matching warm-up and decay) from the exact
-number of features. Evaluation (no `--is_training`) writes `eval.tf_record`
-(unique_ids, input_ids, input_mask, segment_ids, padded to whole batches of
-`--eval_batch_size`) and `eval_meta_data.json`; it is byte-identical to the
-file the `realformer/squad` task writes when it starts, which is what its
-evaluation reads: the task's eval needs the raw JSON (`validation_data.
-input_path`, for the gold answers and the features' token maps) and the vocab.
+Training (`--is_training`) writes `train.tf_record`, `train_meta_data.json`
+(counts) and, with `--epochs` and `--train_batch_size`,
+`train_schedule.yaml`: a `--config_file` setting `trainer.train_steps` (and
+the matching warm-up and decay) from the exact number of features.
+Evaluation writes `eval.tf_record` (padded to whole batches of
+`--eval_batch_size`) and `eval_meta_data.json`; the record is byte-identical
+to the one the `realformer/squad` task writes from the raw JSON when it
+starts, which is what its evaluation reads.
 
 Model Garden's `squad_lib` does the work: `read_squad_examples` (behind
 `check_squad_data`, which names the file and question of bad input),
-`convert_examples_to_features` (doc stride, max query length, token maps,
-`_improve_answer_span`, max-context flags) with `SquadTokenizer`, an adapter
-backed by tensorflow-text instead of `FullTokenizer`, and
-`postprocess_output`. Ours are only the padding of the eval features
-(`pad_to_batch`) and the skip of answers without WordPieces.
+`convert_examples_to_features` with `SquadTokenizer` (tensorflow-text behind
+`FullTokenizer`'s interface) and `postprocess_output`. Ours are only the
+eval padding (`pad_to_batch`) and the skip of answers without WordPieces.
 
 Bad input, following the official tools:
   * An answer whose text is not at its `answer_start` in the context is a
@@ -47,9 +42,10 @@ Bad input, following the official tools:
     counted, logged skip (squad_lib would label it end < start).
 """
 
+import collections
 import copy
 import dataclasses
-import functools
+import inspect
 import json
 import math
 import os
@@ -157,34 +153,35 @@ def load_squad_json(input_file: str) -> List[Dict[str, Any]]:
   return dataset["data"]
 
 
+def _get(obj: Any, key: str, kind: type, fail: Callable[[str], None]) -> Any:
+  """`obj[key]` if `obj` is an object and that is a `kind`, else `fail`s."""
+  value = obj.get(key) if isinstance(obj, dict) else None
+  if not isinstance(value, kind) or kind is str and key == "id" and not value:
+    fail(f"has no {key!r} {'list' if kind is list else 'string'}.")
+  return value
+
+
 def _checked_question(qa: Dict[str, Any], context: str, is_training: bool,
                       version_2_with_negative: bool, stats: ReadStats,
                       fail: Callable[[str], None]) -> Optional[Dict[str, Any]]:
   """`qa` as squad_lib may read it, or None for a training skip."""
-  if not isinstance(qa.get("question"), str):
-    fail("has no 'question' string.")
-  answers = qa.get("answers")
-  if not isinstance(answers, list):
-    fail("has no 'answers' list.")
-  if not all(isinstance(a, dict) and isinstance(a.get("text"), str)
-             for a in answers):
-    fail("has an answer without a 'text' string.")
+  _get(qa, "question", str, fail)
+  answers = _get(qa, "answers", list, fail)
+  for answer in answers:
+    _get(answer, "text", str, lambda _: fail(
+        "has an answer without a 'text' string."))
   is_impossible = qa.get("is_impossible", False)
-  if version_2_with_negative:
-    if not isinstance(is_impossible, bool):
-      fail("'is_impossible' is not true/false.")
-    if is_training and "is_impossible" not in qa:
-      fail("has no 'is_impossible' (needed to train on SQuAD v2.0 data).")
+  if version_2_with_negative and not isinstance(is_impossible, bool):
+    fail("'is_impossible' is not true/false.")
+  if version_2_with_negative and is_training and "is_impossible" not in qa:
+    fail("has no 'is_impossible' (needed to train on SQuAD v2.0 data).")
   stats.num_questions += 1
-  if not is_training:
+  if not is_training or version_2_with_negative and is_impossible:
     if not answers and not version_2_with_negative:
       fail("has no gold answers; the SQuAD v1.1 evaluation needs at least one "
            "(for v2.0 data with unanswerable questions set "
            "version_2_with_negative).")
     stats.num_impossible += int(bool(is_impossible) or not answers)
-    return qa
-  if version_2_with_negative and is_impossible:
-    stats.num_impossible += 1
     return qa
   if not answers:
     fail("is answerable but has no answers" + (
@@ -221,38 +218,29 @@ def check_squad_data(input_file: str, data: List[Dict[str, Any]],
   Raises:
     ValueError: On malformed input; the message names the file and question.
   """
-  def fail(where: str, message: str):
-    raise ValueError(f"SQuAD file {input_file!r}, {where}: {message}")
+  def failing(where: str) -> Callable[[str], None]:
+    def fail(message: str):
+      raise ValueError(f"SQuAD file {input_file!r}, {where}: {message}")
+    return fail
 
   seen_ids = {}
   readable = []
-  for article_index, article in enumerate(data):
-    if not isinstance(article, dict) or not isinstance(
-        article.get("paragraphs"), list):
-      fail(f"article {article_index}", "has no 'paragraphs' list.")
+  for a, article in enumerate(data):
     paragraphs = []
-    for paragraph_index, paragraph in enumerate(article["paragraphs"]):
-      where = f"article {article_index} paragraph {paragraph_index}"
-      if not isinstance(paragraph, dict):
-        fail(where, "is not an object.")
-      context, qas = paragraph.get("context"), paragraph.get("qas")
-      if not isinstance(context, str):
-        fail(where, "has no 'context' string.")
-      if not isinstance(qas, list):
-        fail(where, "has no 'qas' list.")
+    for p, paragraph in enumerate(
+        _get(article, "paragraphs", list, failing(f"article {a}"))):
+      where = f"article {a} paragraph {p}"
+      context = _get(paragraph, "context", str, failing(where))
       kept = []
-      for qa_index, qa in enumerate(qas):
-        qas_id = qa.get("id") if isinstance(qa, dict) else None
-        if not isinstance(qas_id, str) or not qas_id:
-          fail(f"{where} question {qa_index}", "has no 'id' string.")
-        where_q = f"question id {qas_id!r}"
+      for q, qa in enumerate(_get(paragraph, "qas", list, failing(where))):
+        qas_id = _get(qa, "id", str, failing(f"{where} question {q}"))
+        fail = failing(f"question id {qas_id!r}")
         if qas_id in seen_ids:
-          fail(where_q, f"the id is used twice ({seen_ids[qas_id]} and "
-               f"{where} question {qa_index}).")
-        seen_ids[qas_id] = f"{where} question {qa_index}"
+          fail(f"the id is used twice ({seen_ids[qas_id]} and {where} "
+               f"question {q}).")
+        seen_ids[qas_id] = f"{where} question {q}"
         qa = _checked_question(qa, context, is_training,
-                               version_2_with_negative, stats,
-                               functools.partial(fail, where_q))
+                               version_2_with_negative, stats, fail)
         if qa is not None:
           kept.append(qa)
       paragraphs.append({"context": context, "qas": kept})
@@ -433,117 +421,83 @@ def drop_answers_without_tokens(
   return [e for e in examples if e.qas_id not in set(dropped)], len(dropped)
 
 
-def write_eval_tfrecord(
+def write_features(
     input_file: str, tokenizer: SquadTokenizer, output_path: str,
     max_seq_length: int, doc_stride: int, max_query_length: int,
-    version_2_with_negative: bool, batch_size: int
+    version_2_with_negative: bool, is_training: bool, batch_size: int = 1
 ) -> Tuple[List[squad_lib.SquadExample], List[squad_lib.InputFeatures],
            Dict[str, Any]]:
-  """Writes evaluation features; returns examples, features and counts."""
-  examples, stats = read_squad_examples(
-      input_file, is_training=False,
-      version_2_with_negative=version_2_with_negative)
-  if not examples:
-    raise ValueError(f"SQuAD file {input_file!r} has no questions.")
-  features = []
-  with utils.atomic_path(output_path) as tmp_path:
-    writer = squad_lib.FeatureWriter(filename=tmp_path, is_training=False)
+  """Writes the features of a SQuAD file; returns examples, features, counts.
 
-    def _append(feature):
-      features.append(feature)
-      writer.process_feature(feature)
-
-    convert_examples_to_features(
-        examples, tokenizer, max_seq_length, doc_stride, max_query_length,
-        is_training=False, output_fn=_append)
-    num_padding = pad_to_batch(writer, features, batch_size)
-    writer.close()
-  meta = {
-      "task_type": "realformer_squad_eval",
-      "input_json": input_file,
-      "num_questions": stats.num_questions,
-      "num_unanswerable": stats.num_impossible,
-      "eval_data_size": len(features),
-      "num_padding_features": num_padding,
-      "eval_batch_size": batch_size,
-      "max_seq_length": max_seq_length,
-      "doc_stride": doc_stride,
-      "max_query_length": max_query_length,
-      "version_2_with_negative": version_2_with_negative,
-      "do_lower_case": tokenizer.do_lower_case,
-  }
-  logging.info("Wrote %s: %d features (+%d padding) for %d questions.",
-               output_path, len(features), num_padding, len(examples))
-  return examples, features, meta
-
-
-def write_train_tfrecord(
-    input_file: str, tokenizer: SquadTokenizer, output_path: str,
-    max_seq_length: int, doc_stride: int, max_query_length: int,
-    version_2_with_negative: bool) -> Dict[str, Any]:
-  """Writes training features; returns counts (`train_data_size` etc.)."""
-  examples, stats = read_squad_examples(
-      input_file, is_training=True,
-      version_2_with_negative=version_2_with_negative)
+  Evaluation features are padded to whole batches of `batch_size`; training
+  features are streamed to the file and not returned (millions of lists).
+  """
+  examples, stats = read_squad_examples(input_file, is_training,
+                                        version_2_with_negative)
+  num_without_tokens = 0
+  if is_training:
+    examples, num_without_tokens = drop_answers_without_tokens(
+        examples, tokenizer, input_file)
   if not examples:
     raise ValueError(
-        f"SQuAD file {input_file!r} has no usable training questions "
-        f"({stats.num_answer_not_found} skipped: answer not in context).")
-  examples, num_without_tokens = drop_answers_without_tokens(
-      examples, tokenizer, input_file)
-  num_no_answer = [0]
+        f"SQuAD file {input_file!r} has no usable questions "
+        f"({stats.num_answer_not_found + num_without_tokens} training "
+        "answers skipped).")
+  features = []
+  counts = collections.Counter()
   with utils.atomic_path(output_path) as tmp_path:
-    writer = squad_lib.FeatureWriter(filename=tmp_path, is_training=True)
+    writer = squad_lib.FeatureWriter(filename=tmp_path, is_training=is_training)
 
     def _write(feature):
-      num_no_answer[0] += int(bool(feature.is_impossible))
+      counts["no_answer"] += int(bool(feature.is_impossible))
+      if not is_training:
+        features.append(feature)
       writer.process_feature(feature)
 
     num_features = convert_examples_to_features(
         examples, tokenizer, max_seq_length, doc_stride, max_query_length,
-        is_training=True, output_fn=_write)
+        is_training=is_training, output_fn=_write)
+    num_padding = 0 if is_training else pad_to_batch(writer, features,
+                                                      batch_size)
     writer.close()
   meta = {
-      "task_type": "realformer_squad_train",
+      "task_type": f"realformer_squad_{'train' if is_training else 'eval'}",
       "input_json": input_file,
       "num_questions": stats.num_questions,
-      "num_examples": stats.num_examples,
       "num_unanswerable": stats.num_impossible,
-      "num_skipped_answer_not_found": stats.num_answer_not_found,
-      "num_skipped_answer_without_tokens": num_without_tokens,
-      "num_multiple_answers_first_used": stats.num_multiple_answers,
-      "train_data_size": num_features,
-      # Features whose window holds no answer: target [CLS] (position 0).
-      "num_features_without_answer": num_no_answer[0],
       "max_seq_length": max_seq_length,
       "doc_stride": doc_stride,
       "max_query_length": max_query_length,
       "version_2_with_negative": version_2_with_negative,
       "do_lower_case": tokenizer.do_lower_case,
   }
-  logging.info("Wrote %s: %d features from %d examples.", output_path,
-               num_features, len(examples))
-  return meta
-
-
-def train_schedule(train_data_size: int, epochs: float,
-                   global_batch_size: int) -> Dict[str, int]:
-  """Steps for `epochs` passes: train, warm-up (10%) and linear decay."""
-  if train_data_size < 1 or epochs <= 0 or global_batch_size < 1:
-    raise ValueError(
-        f"Need train_data_size >= 1, epochs > 0 and batch size >= 1; got "
-        f"{train_data_size}, {epochs}, {global_batch_size}.")
-  train_steps = int(math.ceil(train_data_size * epochs / global_batch_size))
-  return {
-      "train_steps": train_steps,
-      "warmup_steps": int(train_steps * WARMUP_PROPORTION),
-  }
+  if is_training:
+    meta.update({
+        "num_examples": stats.num_examples,
+        "num_skipped_answer_not_found": stats.num_answer_not_found,
+        "num_skipped_answer_without_tokens": num_without_tokens,
+        "num_multiple_answers_first_used": stats.num_multiple_answers,
+        "train_data_size": num_features,
+        # Features whose window holds no answer: target [CLS] (position 0).
+        "num_features_without_answer": counts["no_answer"],
+    })
+  else:
+    meta.update({"eval_data_size": num_features, "eval_batch_size": batch_size,
+                 "num_padding_features": num_padding})
+  logging.info("Wrote %s: %d features (+%d padding) from %d examples.",
+               output_path, num_features, num_padding, len(examples))
+  return examples, features, meta
 
 
 def train_schedule_yaml(train_record: str, train_data_size: int,
                         epochs: float, global_batch_size: int) -> str:
-  """A `--config_file` setting data path, batch and step counts for a run."""
-  steps = train_schedule(train_data_size, epochs, global_batch_size)
+  """A `--config_file` setting data path, batch and step counts for a run:
+  `epochs` passes, warm-up over the first 10%, linear decay to the end."""
+  if train_data_size < 1 or epochs <= 0 or global_batch_size < 1:
+    raise ValueError(
+        f"Need train_data_size >= 1, epochs > 0 and batch size >= 1; got "
+        f"{train_data_size}, {epochs}, {global_batch_size}.")
+  steps = int(math.ceil(train_data_size * epochs / global_batch_size))
   return (
       f"# {epochs:g} epochs over {train_data_size} features at batch "
       f"{global_batch_size}; written by realformer_tf.data.squad.\n"
@@ -552,15 +506,15 @@ def train_schedule_yaml(train_record: str, train_data_size: int,
       f"    input_path: {json.dumps(train_record)}\n"
       f"    global_batch_size: {global_batch_size}\n"
       "trainer:\n"
-      f"  train_steps: {steps['train_steps']}\n"
-      f"  validation_interval: {steps['train_steps']}\n"
+      f"  train_steps: {steps}\n"
+      f"  validation_interval: {steps}\n"
       "  optimizer_config:\n"
       "    learning_rate:\n"
       "      polynomial:\n"
-      f"        decay_steps: {steps['train_steps']}\n"
+      f"        decay_steps: {steps}\n"
       "    warmup:\n"
       "      polynomial:\n"
-      f"        warmup_steps: {steps['warmup_steps']}\n")
+      f"        warmup_steps: {int(steps * WARMUP_PROPORTION)}\n")
 
 
 def postprocess_output(
@@ -575,6 +529,11 @@ def postprocess_output(
 ) -> Tuple[Dict[str, str], Dict[str, List[Dict[str, Any]]],
            Dict[str, float]]:
   """`squad_lib.postprocess_output` (BERT format) for `tokenizer`'s features.
+
+  squad_lib projects answers onto the context with Model Garden's
+  `BasicTokenizer` (official/nlp/data/squad_lib.py:836), not the
+  tensorflow-text one that made the WordPieces; on dev-v1.1 with random
+  logits the two differ on 4 of 10,570 questions (ß, ², Greek accents).
 
   Args:
     examples: The eval examples.
@@ -648,14 +607,9 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
   tokenizer = SquadTokenizer(vocab_file, do_lower_case=do_lower_case)
   record = os.path.join(output_dir, TRAIN_RECORD if is_training
                         else EVAL_RECORD)
-  if is_training:
-    meta = write_train_tfrecord(
-        input_json, tokenizer, record, max_seq_length, doc_stride,
-        max_query_length, version_2_with_negative)
-  else:
-    _, _, meta = write_eval_tfrecord(
-        input_json, tokenizer, record, max_seq_length, doc_stride,
-        max_query_length, version_2_with_negative, eval_batch_size)
+  _, _, meta = write_features(
+      input_json, tokenizer, record, max_seq_length, doc_stride,
+      max_query_length, version_2_with_negative, is_training, eval_batch_size)
   meta.update(tokenization.vocab_meta(vocab_file))
   utils.write_json_atomically(
       os.path.join(output_dir, TRAIN_META if is_training else EVAL_META), meta)
@@ -693,15 +647,10 @@ def define_flags():
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  f = flags.FLAGS
-  meta = convert(
-      input_json=f.input_json, vocab_file=f.vocab_file,
-      output_dir=f.output_dir, is_training=f.is_training,
-      version_2_with_negative=f.version_2_with_negative,
-      max_seq_length=f.max_seq_length, doc_stride=f.doc_stride,
-      max_query_length=f.max_query_length, do_lower_case=f.do_lower_case,
-      eval_batch_size=f.eval_batch_size, epochs=f.epochs,
-      train_batch_size=f.train_batch_size)
+  # The flags are named as `convert`'s arguments.
+  values = flags.FLAGS.flag_values_dict()
+  meta = convert(**{name: values[name]
+                    for name in inspect.signature(convert).parameters})
   print(json.dumps(meta, indent=2))
 
 

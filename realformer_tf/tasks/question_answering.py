@@ -139,14 +139,10 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
           "Set task.validation_data.input_preprocessed_data_path (or create "
           "the task with a logging_dir) to hold the eval TFRecord.")
     path = os.path.join(out_dir, squad_data.EVAL_RECORD)
-    examples, features, meta = squad_data.write_eval_tfrecord(
-        input_file=params.input_path,
-        tokenizer=self._tokenizer(params),
-        output_path=path,
-        max_seq_length=params.seq_length,
-        doc_stride=params.doc_stride,
-        max_query_length=params.query_length,
-        version_2_with_negative=params.version_2_with_negative,
+    examples, features, meta = squad_data.write_features(
+        params.input_path, self._tokenizer(params), path, params.seq_length,
+        params.doc_stride, params.query_length,
+        params.version_2_with_negative, is_training=False,
         batch_size=params.global_batch_size)
     self._eval_dataset = squad_data.load_squad_json(params.input_path)
     logging.info("SQuAD eval data: %s", meta)

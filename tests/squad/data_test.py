@@ -96,10 +96,10 @@ def test_training_skips_answers_without_wordpieces(tmp_path, caplog):
   ], context), str(tmp_path / "train.json"))
   record = str(tmp_path / "train.tf_record")
   with caplog.at_level(logging.WARNING):
-    meta = squad.write_train_tfrecord(
+    _, _, meta = squad.write_features(
         path, squad.SquadTokenizer(common.vocab_file()), record,
         max_seq_length=32, doc_stride=16, max_query_length=8,
-        version_2_with_negative=False)
+        version_2_with_negative=False, is_training=True)
   assert meta["num_skipped_answer_without_tokens"] == 1
   assert meta["train_data_size"] == 1
   assert "zwsp" in caplog.text
@@ -263,10 +263,10 @@ def test_long_context_windows_and_padding(tmp_path, tokenizer):
   data = {"version": "1.1", "data": [
       {"title": "Warsaw", "paragraphs": article["paragraphs"][1:2]}]}
   source = common.write_json(data, str(tmp_path / "warsaw.json"))
-  examples, features, meta = squad.write_eval_tfrecord(
+  examples, features, meta = squad.write_features(
       source, tokenizer, str(tmp_path / "eval.tf_record"), max_seq_length=64,
       doc_stride=32, max_query_length=16, version_2_with_negative=False,
-      batch_size=16)
+      is_training=False, batch_size=16)
   assert len(examples) == 5
   per_question = {f.example_index for f in features}
   assert per_question == set(range(5))
@@ -299,10 +299,10 @@ def test_postprocess_projects_answers_onto_original_text(tmp_path, tokenizer):
               {"text": "Denver Broncos", "answer_start": 22}]},
           {"id": "null", "question": "Who lost?", "answers": []}]}]}]}
   source = common.write_json(data, str(tmp_path / "pp.json"))
-  examples, features, _ = squad.write_eval_tfrecord(
+  examples, features, _ = squad.write_features(
       source, tokenizer, str(tmp_path / "eval.tf_record"), max_seq_length=64,
       doc_stride=32, max_query_length=16, version_2_with_negative=True,
-      batch_size=1)
+      is_training=False, batch_size=1)
   assert len(features) == 2
   results = []
   for f in features:
