@@ -95,8 +95,7 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
   """`QuestionAnsweringTask` with tensorflow-text eval features and metrics."""
 
   def __init__(self, params: RealFormerQAConfig, logging_dir=None, name=None):
-    self._tokenizers = {}
-    self._eval_dataset = None
+    self._eval_tokenizer = self._eval_dataset = None
     vd = params.validation_data
     if vd is not None:
       if vd.tokenization != "WordPiece":
@@ -116,16 +115,6 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
             f"max_position_embeddings={max_positions}.")
     super().__init__(params, logging_dir=logging_dir, name=name)
 
-  def _tokenizer(self, params) -> squad_data.SquadTokenizer:
-    key = (params.vocab_file, params.do_lower_case)
-    if key not in self._tokenizers:
-      if not params.vocab_file:
-        raise ValueError("task.validation_data.vocab_file is required: the "
-                         "eval features are built from the raw SQuAD JSON.")
-      self._tokenizers[key] = squad_data.SquadTokenizer(
-          params.vocab_file, do_lower_case=params.do_lower_case)
-    return self._tokenizers[key]
-
   def _preprocess_eval_data(self, params):
     """Eval examples/features via squad_lib with the tensorflow-text adapter.
 
@@ -138,9 +127,14 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
       raise ValueError(
           "Set task.validation_data.input_preprocessed_data_path (or create "
           "the task with a logging_dir) to hold the eval TFRecord.")
+    if not params.vocab_file:
+      raise ValueError("task.validation_data.vocab_file is required: the "
+                       "eval features are built from the raw SQuAD JSON.")
+    self._eval_tokenizer = squad_data.SquadTokenizer(
+        params.vocab_file, do_lower_case=params.do_lower_case)
     path = os.path.join(out_dir, squad_data.EVAL_RECORD)
     examples, features, meta = squad_data.write_features(
-        params.input_path, self._tokenizer(params), path, params.seq_length,
+        params.input_path, self._eval_tokenizer, path, params.seq_length,
         params.doc_stride, params.query_length,
         params.version_2_with_negative, is_training=False,
         batch_size=params.global_batch_size)
@@ -148,25 +142,21 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
     logging.info("SQuAD eval data: %s", meta)
     return path, examples, features
 
-  def predictions_dir(self) -> str:
-    out_dir = self.task_config.predictions_dir or self.logging_dir
-    if not out_dir:
-      raise ValueError("Set task.predictions_dir (or create the task with a "
-                       "logging_dir) to write the SQuAD predictions.")
-    return out_dir
-
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None):
     """Writes predictions (+ null odds) and returns the official metrics."""
     vd = self.task_config.validation_data
     v2 = vd.version_2_with_negative
     predictions, _, null_odds = squad_data.postprocess_output(
         self._eval_examples, self._eval_features, aggregated_logs,
-        tokenizer=self._tokenizer(vd),
+        tokenizer=self._eval_tokenizer,
         n_best_size=self.task_config.n_best_size,
         max_answer_length=self.task_config.max_answer_length,
         version_2_with_negative=v2,
         null_score_diff_threshold=self.task_config.null_score_diff_threshold)
-    out_dir = self.predictions_dir()
+    out_dir = self.task_config.predictions_dir or self.logging_dir
+    if not out_dir:
+      raise ValueError("Set task.predictions_dir (or create the task with a "
+                       "logging_dir) to write the SQuAD predictions.")
     utils.write_json_atomically(
         os.path.join(out_dir, squad_data.PREDICTIONS_FILE), predictions)
     if v2:
