@@ -312,16 +312,10 @@ def validate_lengths(max_seq_length: int, doc_stride: int,
 
 def _prime_for(tokenizer: SquadTokenizer,
                examples: Sequence[squad_lib.SquadExample]) -> None:
-  texts = set()
-  seen_docs = set()
-  for example in examples:
-    texts.add(example.question_text)
-    if example.orig_answer_text:
-      texts.add(example.orig_answer_text)
-    if id(example.doc_tokens) not in seen_docs:
-      seen_docs.add(id(example.doc_tokens))
-      texts.update(example.doc_tokens)
-  tokenizer.prime(texts)
+  # squad_lib gives the questions of a paragraph one shared doc_tokens list.
+  docs = {id(e.doc_tokens): e.doc_tokens for e in examples}
+  tokenizer.prime({w for doc in docs.values() for w in doc} | {
+      t for e in examples for t in (e.question_text, e.orig_answer_text) if t})
 
 
 def convert_examples_to_features(
