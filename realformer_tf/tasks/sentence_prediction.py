@@ -12,6 +12,8 @@ changes:
   (STS-B), as fractions, next to `majority_class_<metric>`: the same
   metrics for predicting the most frequent label everywhere, to tell a model
   that learned nothing from one that learned. `task.metric_type` is not used.
+  The values come from `sklearn.metrics` and `scipy.stats`, as in Model
+  Garden's own `reduce_aggregated_logs`.
 * Several named validation files. With `validation_data.split_names` set,
   `validation_data.input_path` holds one comma-separated file per name and
   every metric is reported per file as `<metric>_<name>`: MNLI evaluates
@@ -22,15 +24,18 @@ changes:
   `masked_lm`, `next_sentence.pooler_dense`), which is what the inherited
   `initialize` reads: the encoder, plus with `init_cls_pooler` the NSP head's
   pooler dense layer into the classifier's pooler. Here a missing checkpoint
-  or one without those objects is an error instead of a silent fresh start.
+  (`utils.resolve_checkpoint`) or one without those objects is an error
+  instead of a silent fresh start.
 """
 
 import dataclasses
 import functools
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from absl import logging
 import numpy as np
+from scipy import stats
+from sklearn import metrics as sk_metrics
 import tensorflow as tf
 import tf_keras
 
@@ -40,6 +45,7 @@ from official.core import task_factory
 from official.nlp.data import data_loader_factory
 from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
 from official.nlp.tasks import sentence_prediction
+from realformer_tf import utils
 from realformer_tf.data import glue as glue_data
 
 # Token that the per-task YAMLs put in front of their data paths.
@@ -51,66 +57,20 @@ SPLIT_ID = "split_id"
 # ----------------------------------------------------------------- metrics --
 
 
-def accuracy(labels, predictions) -> float:
-  labels = np.asarray(labels).reshape(-1)
-  predictions = np.asarray(predictions).reshape(-1)
-  return float(np.mean(labels == predictions))
+def _flat(metric: Callable[..., Any]) -> Callable[[Any, Any], float]:
+  """`metric(labels, predictions)` on flattened arrays, as a Python float."""
+  return lambda labels, predictions: float(metric(
+      np.asarray(labels).reshape(-1), np.asarray(predictions).reshape(-1)))
 
 
-def f1(labels, predictions) -> float:
-  """Binary F1 of the positive class 1 (0 when it is never predicted nor true)."""
-  labels = np.asarray(labels).reshape(-1)
-  predictions = np.asarray(predictions).reshape(-1)
-  tp = np.sum((predictions == 1) & (labels == 1))
-  fp = np.sum((predictions == 1) & (labels != 1))
-  fn = np.sum((predictions != 1) & (labels == 1))
-  denominator = 2 * tp + fp + fn
-  return float(2 * tp / denominator) if denominator else 0.0
-
-
-def matthews_corrcoef(labels, predictions) -> float:
-  """Matthews correlation (multi-class form; 0 when undefined)."""
-  labels = np.asarray(labels).reshape(-1)
-  predictions = np.asarray(predictions).reshape(-1)
-  classes, indices = np.unique(np.concatenate([labels, predictions]),
-                               return_inverse=True)
-  k = len(classes)
-  confusion = np.zeros((k, k), np.float64)
-  np.add.at(confusion, (indices[:len(labels)], indices[len(labels):]), 1)
-  true_counts = confusion.sum(axis=1)
-  pred_counts = confusion.sum(axis=0)
-  correct = np.trace(confusion)
-  total = confusion.sum()
-  covariance = correct * total - np.dot(true_counts, pred_counts)
-  denominator = np.sqrt((total**2 - np.dot(pred_counts, pred_counts)) *
-                        (total**2 - np.dot(true_counts, true_counts)))
-  return float(covariance / denominator) if denominator else 0.0
-
-
-def pearson(labels, predictions) -> float:
-  """Pearson correlation; NaN if either side is constant."""
-  x = np.asarray(labels, np.float64).reshape(-1)
-  y = np.asarray(predictions, np.float64).reshape(-1)
-  x = x - x.mean()
-  y = y - y.mean()
-  denominator = np.sqrt(np.dot(x, x) * np.dot(y, y))
-  return float(np.dot(x, y) / denominator) if denominator else float("nan")
-
-
-def _average_ranks(values: np.ndarray) -> np.ndarray:
-  """1-based ranks, ties sharing their average rank."""
-  _, inverse, counts = np.unique(values, return_inverse=True,
-                                 return_counts=True)
-  ends = np.cumsum(counts)
-  return (ends - (counts - 1) / 2.0)[inverse]
-
-
-def spearman(labels, predictions) -> float:
-  """Spearman rank correlation (Pearson of average ranks)."""
-  return pearson(
-      _average_ranks(np.asarray(labels, np.float64).reshape(-1)),
-      _average_ranks(np.asarray(predictions, np.float64).reshape(-1)))
-
+accuracy = _flat(sk_metrics.accuracy_score)
+# Binary F1 of class 1; 0 when class 1 is never predicted nor true.
+f1 = _flat(functools.partial(sk_metrics.f1_score, zero_division=0.0))
+# Multi-class form; 0 when undefined (a constant side).
+matthews_corrcoef = _flat(sk_metrics.matthews_corrcoef)
+# NaN when either side is constant.
+pearson = _flat(lambda x, y: stats.pearsonr(x, y)[0])
+spearman = _flat(lambda x, y: stats.spearmanr(x, y)[0])
 
 METRIC_FNS = {
     "accuracy": accuracy,
@@ -277,6 +237,9 @@ class RealFormerSentencePredictionTask(
         raise ValueError(f"task.{field}.label_type={label_type!r}, but "
                          f"{spec.name} labels are {wanted!r}.")
     self._spec = spec
+    # Model Garden's validation_step logs argmax ids instead of logits for
+    # "matthews_corrcoef"; every metric here is computed from the logits.
+    self.metric_type = "accuracy"
     self._split_names = list(params.validation_data.split_names or [])
 
   def build_inputs(self, params, input_context=None):
@@ -285,18 +248,7 @@ class RealFormerSentencePredictionTask(
     return super().build_inputs(params, input_context)
 
   def validation_step(self, inputs, model: tf_keras.Model, metrics=None):
-    outputs = self.inference_step(inputs, model)
-    loss = self.build_losses(
-        labels=inputs, model_outputs=outputs, aux_losses=model.losses)
-    logs = {self.loss: loss}
-    if metrics:
-      self.process_metrics(metrics, inputs, outputs)
-    if model.compiled_metrics:
-      self.process_compiled_metrics(model.compiled_metrics, inputs, outputs)
-      logs.update({m.name: m.result() for m in metrics or []})
-      logs.update({m.name: m.result() for m in model.metrics})
-    logs["sentence_prediction"] = outputs
-    logs["labels"] = inputs[self.label_field]
+    logs = super().validation_step(inputs, model, metrics)
     if SPLIT_ID in inputs:
       logs[SPLIT_ID] = inputs[SPLIT_ID]
     return logs
@@ -316,21 +268,18 @@ class RealFormerSentencePredictionTask(
     outputs = np.concatenate(aggregated_logs["sentence_prediction"], axis=0)
     labels = np.concatenate(aggregated_logs["labels"], axis=0).reshape(-1)
     if not self._split_names:
-      results = glue_metrics(self._spec.name, outputs, labels)
-      results.update(majority_class_metrics(self._spec.name, labels))
+      groups = {"": np.ones(len(labels), bool)}
     else:
-      split_ids = np.concatenate(aggregated_logs[SPLIT_ID], axis=0)
-      results = {}
-      for split_id, split in enumerate(self._split_names):
-        chosen = split_ids.reshape(-1) == split_id
-        if not np.any(chosen):
-          raise ValueError(f"No evaluation examples from split {split!r}.")
-        for key, value in glue_metrics(self._spec.name, outputs[chosen],
-                                       labels[chosen]).items():
-          results[f"{key}_{split}"] = value
-        for key, value in majority_class_metrics(self._spec.name,
-                                                 labels[chosen]).items():
-          results[f"{key}_{split}"] = value
+      split_ids = np.concatenate(aggregated_logs[SPLIT_ID], axis=0).reshape(-1)
+      groups = {f"_{name}": split_ids == split_id
+                for split_id, name in enumerate(self._split_names)}
+    results = {}
+    for suffix, chosen in groups.items():
+      if suffix and not np.any(chosen):
+        raise ValueError(f"No evaluation examples from split {suffix[1:]!r}.")
+      metrics = glue_metrics(self._spec.name, outputs[chosen], labels[chosen])
+      metrics.update(majority_class_metrics(self._spec.name, labels[chosen]))
+      results.update({key + suffix: value for key, value in metrics.items()})
     if isinstance(global_step, (tf.Tensor, tf.Variable)):
       global_step = int(global_step.numpy())
     logging.info("%s metrics at step %s: %s (%s*: predicting the most "
@@ -343,18 +292,8 @@ class RealFormerSentencePredictionTask(
     path = self.task_config.init_checkpoint
     if not path:
       return
-    resolved = path
-    if tf.io.gfile.isdir(path):
-      resolved = tf.train.latest_checkpoint(path)
-      if not resolved:
-        raise ValueError(
-            f"task.init_checkpoint={path!r} is a directory without a "
-            "checkpoint (expected a realformer/pretraining model_dir).")
-    try:
-      names = {name for name, _ in tf.train.list_variables(resolved)}
-    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
-      raise ValueError(f"task.init_checkpoint={path!r}: no readable "
-                       f"checkpoint ({e}).") from e
+    resolved = utils.resolve_checkpoint(path, "task.init_checkpoint")
+    names = {name for name, _ in tf.train.list_variables(resolved)}
     required = ["encoder"]
     if self.task_config.init_cls_pooler:
       required.append("next_sentence.pooler_dense")

@@ -14,6 +14,7 @@ from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments  # pylint: disable=unused-import
 from realformer_tf.configs import squad
 from realformer_tf.data import squad as squad_data
+from realformer_tf.tasks import question_answering as rf_question_answering
 from tests.squad import common
 
 
@@ -32,8 +33,9 @@ def test_yaml_loads_with_paper_recipe(version, batch, epochs, questions, v2):
   params = _parse(common.config_path(version))
   task = params.task
   assert task.name == squad.SQUAD
-  assert isinstance(task, squad.RealFormerQAConfig)
-  assert task_factory._REGISTERED_TASK_CLS[type(task)] is squad.RealFormerQATask  # pylint: disable=protected-access
+  assert isinstance(task, rf_question_answering.RealFormerQAConfig)
+  assert task_factory._REGISTERED_TASK_CLS[type(task)] is (
+      rf_question_answering.RealFormerQATask)  # pylint: disable=protected-access
   assert task.model.encoder.type == "any"
   assert isinstance(task.model.encoder.any, encoders.RealFormerEncoderConfig)
   assert task.model.encoder.any.residual_attention == "sum"

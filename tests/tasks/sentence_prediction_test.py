@@ -156,7 +156,7 @@ def test_init_checkpoint_must_exist(tmp_path):
   with pytest.raises(ValueError, match="is a directory without a checkpoint"):
     task.initialize(model=None)
   task = _task("rte", init_checkpoint=str(tmp_path / "ckpt-1"))
-  with pytest.raises(ValueError, match="no readable checkpoint"):
+  with pytest.raises(ValueError, match="not a readable checkpoint"):
     task.initialize(model=None)
 
 

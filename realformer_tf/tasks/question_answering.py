@@ -1,0 +1,172 @@
+"""SQuAD v1.1 / v2.0 fine-tuning: Model Garden's `QuestionAnsweringTask` with
+tensorflow-text features and the official scripts' metrics.
+
+`RealFormerQATask` (registered for the config subclass `RealFormerQAConfig`)
+overrides two things:
+
+* Evaluation features. Model Garden's task rebuilds the eval examples and
+  features from the raw JSON when it starts (`_preprocess_eval_data`), with
+  its hand-written `FullTokenizer`. Here the same `squad_lib` feature code
+  gets the tensorflow-text adapter `realformer_tf.data.squad.SquadTokenizer`,
+  the tokenizer the training TFRecords were written with, and the eval
+  TFRecord is padded to whole batches correctly (`squad_data.pad_to_batch`).
+* Predictions and metrics. Answers come from `squad_lib.postprocess_output`,
+  are written to `predictions.json` (and `null_odds.json` for v2.0) in the
+  model dir (`predictions_dir` to change it), and are scored with Model
+  Garden's copies of the official SQuAD evaluators, reported on the official
+  scripts' 0-100 scale and under their key names: v1.1 `exact_match`, `f1`;
+  v2.0 `exact`, `f1`, `HasAns_*`, `NoAns_*` and, with the null-odds file,
+  `best_exact`/`best_f1` and their `*_thresh` (what `evaluate-v2.0.py
+  data.json predictions.json --na-prob-file null_odds.json` prints). Model
+  Garden's own task reports v1.1 as fractions and renames and rescales the
+  v2.0 keys (official/nlp/tasks/question_answering.py:306-319).
+
+Pre-trained weights: `task.init_checkpoint` is a checkpoint (or model_dir) of
+a `realformer/pretraining` run. Model Garden's trainer saves
+`BertPretrainerV2.checkpoint_items` at the checkpoint root, including
+`encoder`; `BertSpanLabeler.checkpoint_items` is `{encoder: ...}`, so the
+inherited `Task.initialize` restores exactly the encoder (the MLM/NSP heads
+are ignored, the span head starts fresh).
+"""
+
+import dataclasses
+import os
+from typing import Any, Dict, List, Mapping, Optional
+
+from absl import logging
+import tensorflow as tf
+
+from official.core import task_factory
+from official.nlp.tasks import question_answering
+from official.nlp.tools import squad_evaluate_v1_1
+from official.nlp.tools import squad_evaluate_v2_0
+from realformer_tf import utils
+from realformer_tf.data import squad as squad_data
+
+
+@dataclasses.dataclass
+class RealFormerQAConfig(question_answering.QuestionAnsweringConfig):
+  """`QuestionAnsweringConfig` plus where predictions are written."""
+  # Directory for predictions.json / null_odds.json; "" = the model dir.
+  predictions_dir: str = ""
+
+
+def squad_metrics(dataset: List[Mapping[str, Any]],
+                  predictions: Mapping[str, str],
+                  null_odds: Optional[Mapping[str, float]] = None,
+                  version_2_with_negative: bool = False) -> Dict[str, float]:
+  """The official SQuAD metrics (0-100), via Model Garden's evaluators.
+
+  Args:
+    dataset: The `data` list of a SQuAD JSON file (gold answers).
+    predictions: {question id: answer text}; "" means no answer (v2.0).
+    null_odds: v2.0 only: {question id: null score - best non-null score}; the
+      best-threshold search predicts "" iff odds > threshold.
+    version_2_with_negative: Use the v2.0 evaluator.
+
+  Returns:
+    v1.1: `exact_match`, `f1`. v2.0: `exact`, `f1`, `HasAns_exact`,
+    `HasAns_f1`, `NoAns_exact`, `NoAns_f1` (those with questions) and, with
+    `null_odds`, `best_exact`, `best_exact_thresh`, `best_f1`,
+    `best_f1_thresh`.
+  """
+  if not version_2_with_negative:
+    result = squad_evaluate_v1_1.evaluate(dataset, predictions)
+    # Model Garden's copy returns fractions; the official script prints 100x.
+    return {"exact_match": 100.0 * result["exact_match"],
+            "f1": 100.0 * result["final_f1"]}
+  result = squad_evaluate_v2_0.evaluate(dataset, predictions, null_odds)
+  metrics = {k: float(result[k]) for k in (
+      "exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1")
+             if k in result}
+  if null_odds is not None:
+    # Model Garden names the official best_* results final_*.
+    metrics.update({
+        "best_exact": float(result["final_exact"]),
+        "best_exact_thresh": float(result["final_exact_thresh"]),
+        "best_f1": float(result["final_f1"]),
+        "best_f1_thresh": float(result["final_f1_thresh"]),
+    })
+  return metrics
+
+
+@task_factory.register_task_cls(RealFormerQAConfig)
+class RealFormerQATask(question_answering.QuestionAnsweringTask):
+  """`QuestionAnsweringTask` with tensorflow-text eval features and metrics."""
+
+  def __init__(self, params: RealFormerQAConfig, logging_dir=None, name=None):
+    self._eval_tokenizer = self._eval_dataset = None
+    vd = params.validation_data
+    if vd is not None:
+      if vd.tokenization != "WordPiece":
+        raise ValueError(
+            f"validation_data.tokenization={vd.tokenization!r}: realformer/"
+            "squad tokenizes with tensorflow-text WordPiece only.")
+      if vd.xlnet_format:
+        raise ValueError("validation_data.xlnet_format must be false (BERT "
+                         "input order: [CLS] question [SEP] context [SEP]).")
+    encoder_cfg = params.model.encoder.get()
+    max_positions = getattr(encoder_cfg, "max_position_embeddings", None)
+    for field in ("train_data", "validation_data"):
+      data = getattr(params, field)
+      if data is not None and max_positions and data.seq_length > max_positions:
+        raise ValueError(
+            f"task.{field}.seq_length={data.seq_length} exceeds the encoder's "
+            f"max_position_embeddings={max_positions}.")
+    super().__init__(params, logging_dir=logging_dir, name=name)
+
+  def _preprocess_eval_data(self, params):
+    """Eval examples/features via squad_lib with the tensorflow-text adapter.
+
+    Same contract as Model Garden's: writes `eval.tf_record` under
+    `input_preprocessed_data_path` (else the model dir) and returns its path,
+    the examples and the (unpadded) features.
+    """
+    out_dir = params.input_preprocessed_data_path or self.logging_dir
+    if not out_dir:
+      raise ValueError(
+          "Set task.validation_data.input_preprocessed_data_path (or create "
+          "the task with a logging_dir) to hold the eval TFRecord.")
+    if not params.vocab_file:
+      raise ValueError("task.validation_data.vocab_file is required: the "
+                       "eval features are built from the raw SQuAD JSON.")
+    self._eval_tokenizer = squad_data.SquadTokenizer(
+        params.vocab_file, do_lower_case=params.do_lower_case)
+    path = os.path.join(out_dir, squad_data.EVAL_RECORD)
+    examples, features, meta = squad_data.write_features(
+        params.input_path, self._eval_tokenizer, path, params.seq_length,
+        params.doc_stride, params.query_length,
+        params.version_2_with_negative, is_training=False,
+        batch_size=params.global_batch_size)
+    self._eval_dataset = squad_data.load_squad_json(params.input_path)
+    logging.info("SQuAD eval data: %s", meta)
+    return path, examples, features
+
+  def reduce_aggregated_logs(self, aggregated_logs, global_step=None):
+    """Writes predictions (+ null odds) and returns the official metrics."""
+    vd = self.task_config.validation_data
+    v2 = vd.version_2_with_negative
+    predictions, _, null_odds = squad_data.postprocess_output(
+        self._eval_examples, self._eval_features, aggregated_logs,
+        tokenizer=self._eval_tokenizer,
+        n_best_size=self.task_config.n_best_size,
+        max_answer_length=self.task_config.max_answer_length,
+        version_2_with_negative=v2,
+        null_score_diff_threshold=self.task_config.null_score_diff_threshold)
+    out_dir = self.task_config.predictions_dir or self.logging_dir
+    if not out_dir:
+      raise ValueError("Set task.predictions_dir (or create the task with a "
+                       "logging_dir) to write the SQuAD predictions.")
+    utils.write_json_atomically(
+        os.path.join(out_dir, squad_data.PREDICTIONS_FILE), predictions)
+    if v2:
+      utils.write_json_atomically(
+          os.path.join(out_dir, squad_data.NULL_ODDS_FILE), null_odds)
+    metrics = squad_metrics(self._eval_dataset, predictions,
+                            null_odds if v2 else None, v2)
+    step = int(global_step.numpy()) if isinstance(
+        global_step, (tf.Tensor, tf.Variable)) else global_step
+    logging.info("SQuAD %s eval at step %s (%d questions, predictions in "
+                 "%s): %s", "v2.0" if v2 else "v1.1", step, len(predictions),
+                 out_dir, metrics)
+    return metrics
