@@ -246,18 +246,16 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   except UnicodeDecodeError as e:
     raise ValueError(f"{path}: not UTF-8 text ({e}).") from e
   lines = text.split("\n")
-  columns = [spec.text_a, spec.label] + (
-      [spec.text_b] if spec.text_b is not None else [])
-  first_row = 0
+  text_columns = [c for c in (spec.text_a, spec.text_b) if c is not None]
+  columns = text_columns + [spec.label]
   if spec.has_header:
-    header = lines[0].rstrip("\r").split("\t") if lines else []
+    header = lines[0].rstrip("\r").split("\t")
     missing = [c for c in columns if c not in header]
     if missing:
       raise ValueError(
           f"{path}:1: the header lacks column(s) {missing} of the "
           f"{spec.name} format (header: {header}).")
     index = {name: header.index(name) for name in columns}
-    first_row = 1
   else:
     index = {c: c for c in columns}
   # Rows have exactly the header's columns (GLUE's own reader splits on
@@ -266,23 +264,19 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   # (CoLA) end with their last text column.
   width = len(header) if spec.has_header else max(index.values()) + 1
   examples = []
-  for line_number in range(first_row + 1, len(lines) + 1):
+  for line_number in range(int(spec.has_header) + 1, len(lines) + 1):
     line = lines[line_number - 1].rstrip("\r")
     if not line.strip():
       continue
     where = f"{path}:{line_number}"
     fields = line.split("\t")
     _check_row(spec, fields, width, where)
-    for column in ([spec.text_a] +
-                   ([spec.text_b] if spec.text_b is not None else [])):
-      if not fields[index[column]].strip():
+    texts = [fields[index[c]] for c in text_columns]
+    for column, sentence in zip(text_columns, texts):
+      if not sentence.strip():
         raise ValueError(f"{where}: empty sentence in column {column!r}.")
     label = _parse_label(spec, fields[index[spec.label]].strip(), where)
-    examples.append(GlueExample(
-        text_a=fields[index[spec.text_a]],
-        text_b=(fields[index[spec.text_b]] if spec.text_b is not None
-                else None),
-        label=label, source=where))
+    examples.append(GlueExample(texts[0], (texts + [None])[1], label, where))
   if not examples:
     raise ValueError(f"{path}: no examples.")
   return examples

@@ -121,8 +121,6 @@ class BertTextPacker(tf.Module):
     """Vocabulary strings of `ids` (any shape)."""
     return self._id_to_token.lookup(tf.cast(ids, tf.int64))
 
-  # --------------------------------------------------------------- packing --
-
   def pack(self, segments: Sequence[tf.RaggedTensor],
            names: Sequence[str]) -> Tuple[Dict[str, tf.Tensor],
                                           List[tf.Operation]]:
@@ -271,11 +269,7 @@ class BertTextPacker(tf.Module):
     best_window = tf.argmax(score, axis=2, output_type=tf.int64)  # first max
     max_context = in_window & tf.equal(best_window,
                                        window_in_example[:, None])
-    features.update(
-        example_index=example_index,
-        window_start=window_start,
-        window_length=window_length,
-        context_offset=context_offset,
-        max_context=max_context,
-        num_windows=num_windows)
+    features.update(example_index=example_index, window_start=window_start,
+                    window_length=window_length, context_offset=context_offset,
+                    max_context=max_context, num_windows=num_windows)
     return features
