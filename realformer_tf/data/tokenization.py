@@ -69,32 +69,28 @@ def load_vocab(path: str) -> List[str]:
   lines = text.split("\n")
   if lines[-1] == "":  # The usual trailing newline.
     lines.pop()
-  vocab = []
-  seen = {}
+  not_wordpiece = f"Vocabulary file {path!r} is not a WordPiece vocabulary:"
+  seen = {}  # token -> line number, in file order.
   for line_number, line in enumerate(lines, start=1):
     token = line.rstrip("\r")
     if not token.strip():
-      raise ValueError(
-          f"Vocabulary file {path!r} is not a WordPiece vocabulary: line "
-          f"{line_number} is blank (expected one token per line).")
+      raise ValueError(f"{not_wordpiece} line {line_number} is blank "
+                       "(expected one token per line).")
     if token != token.strip() or len(token.split()) != 1:
       raise ValueError(
-          f"Vocabulary file {path!r} is not a WordPiece vocabulary: line "
-          f"{line_number} ({token[:40]!r}) is not a single token (expected "
-          "one token per line, no whitespace).")
+          f"{not_wordpiece} line {line_number} ({token[:40]!r}) is not a "
+          "single token (expected one token per line, no whitespace).")
     if token in seen:
-      raise ValueError(
-          f"Vocabulary file {path!r} is not a WordPiece vocabulary: token "
-          f"{token!r} appears on lines {seen[token]} and {line_number}.")
+      raise ValueError(f"{not_wordpiece} token {token!r} appears on lines "
+                       f"{seen[token]} and {line_number}.")
     seen[token] = line_number
-    vocab.append(token)
   missing = [t for t in RESERVED_TOKENS if t not in seen]
   if missing:
     raise ValueError(
         f"Vocabulary file {path!r} is not a BERT WordPiece vocabulary: it "
         f"lacks the special token(s) {' '.join(missing)} (needs all of "
         f"{' '.join(RESERVED_TOKENS)}).")
-  return vocab
+  return list(seen)
 
 
 def make_tokenizer(vocab_file: str,
