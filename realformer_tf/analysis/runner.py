@@ -156,30 +156,19 @@ def text_dataset(input_text: str, vocab_file: str, seq_length: int,
                  batch_size: int, lower_case: bool = True) -> tf.data.Dataset:
   """Batches of encoder inputs from a plain-text file, one example per line.
 
-  Each non-empty line is tokenized with tensorflow-text's `BertTokenizer`,
-  truncated to `seq_length - 2` word pieces, packed as `[CLS] ... [SEP]`
-  (type ids 0) and padded with id 0 (input_mask 0).
+  Each non-empty line is tokenized and packed as one segment, `[CLS] ...
+  [SEP]` cut to `seq_length`, as the GLUE records and serving pack text
+  (`tokenization.make_tokenizer`, `tokenization.pack_inputs`).
   """
-  import tensorflow_text as text  # pylint: disable=g-import-not-at-top
-  # Validated: a WordPiece vocabulary with [PAD] [UNK] [CLS] [SEP] [MASK].
-  vocab = tokenization.load_vocab(vocab_file)
-  ids = {token: i for i, token in enumerate(vocab)}
   if seq_length < 3:
     raise ValueError(f"--seq_length must be >= 3, got {seq_length}.")
-  tokenizer = text.BertTokenizer(vocab_file, lower_case=lower_case,
-                                 token_out_type=tf.int32)
-  cls_id, sep_id = ids["[CLS]"], ids["[SEP]"]
+  vocab = tokenization.load_vocab(vocab_file)
+  tokenizer = tokenization.make_tokenizer(vocab_file, lower_case=lower_case)
+  cls_id, sep_id = vocab.index(tokenization.CLS), vocab.index(tokenization.SEP)
 
   def pack(lines):
     tokens = tokenizer.tokenize(lines).merge_dims(-2, -1)
-    tokens = tokens[:, :seq_length - 2]
-    word_ids, type_ids = text.combine_segments(
-        [tokens], start_of_sequence_id=cls_id, end_of_segment_id=sep_id)
-    word_ids, mask = text.pad_model_inputs(word_ids, seq_length)
-    type_ids, _ = text.pad_model_inputs(type_ids, seq_length)
-    return dict(input_word_ids=tf.cast(word_ids, tf.int32),
-                input_mask=tf.cast(mask, tf.int32),
-                input_type_ids=tf.cast(type_ids, tf.int32))
+    return tokenization.pack_inputs([tokens], seq_length, cls_id, sep_id)
 
   dataset = tf.data.TextLineDataset(input_text)
   dataset = dataset.filter(lambda line: tf.strings.length(

@@ -27,15 +27,15 @@ label set, STS-B score a number in [0, 5]) before any file is written; an
 error names the file and line. Each output file is written under a temporary
 name and renamed into place.
 
-Tokenization is `tensorflow_text.BertTokenizer` (via
-`realformer_tf.data.tokenization.make_tokenizer`); pairs are packed as
-`[CLS] a [SEP] b [SEP]` (segment ids 0 then 1) and truncated like BERT's
-`truncate_seq_pair` (drop the last token of the longer side, ties from b).
-The GLUE test splits (no labels) are not converted: the paper reports dev.
+Texts are tokenized by `tokenization.make_tokenizer` and packed by
+`tokenization.pack_inputs`, as serving's text signatures pack them. The GLUE
+test splits (no labels) are not converted: the paper reports dev.
 
 Model Garden's `classifier_data_lib` GLUE processors are not reused: in
 tf-models-official 2.20 they read only through `tfds.load(..., try_gcs=True)`
-and cannot read the TSV files.
+(official/nlp/data/classifier_data_lib.py:221 for CoLA, likewise for the
+others) and cannot read the TSV files; its `TfdsProcessor` (line 663) may
+download and knows one dev split (MNLI has two).
 """
 
 import dataclasses
@@ -50,6 +50,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from realformer_tf import utils
 from realformer_tf.data import tokenization
 
 Column = Union[int, str]
@@ -64,43 +65,45 @@ class GlueTaskSpec:
   Attributes:
     name: Lower-case task name (`--task`).
     dir_name: Directory of the task in the GLUE layout.
-    has_header: Whether the TSV files start with a header row.
-    text_a: Column of the first sentence (name if `has_header`, else index).
+    text_a: Column of the first sentence (a header name; an index in the
+      headerless CoLA files).
     text_b: Column of the second sentence, None for single-sentence tasks.
     label: Column of the label.
     labels: The label strings in class-id order; None for regression (STS-B).
-    dev_splits: Output split name -> TSV file name, for the dev sets.
-    tfds_name: TensorFlow Datasets name.
-    tfds_text_a: TFDS feature of the first sentence.
-    tfds_text_b: TFDS feature of the second sentence (None if single).
-    tfds_splits: Output split name -> TFDS split.
-    tfds_label_names: TFDS's `ClassLabel` names, in TFDS id order, mapped in
-      order onto `tfds_labels`.
-    tfds_labels: Our label strings for TFDS ids 0, 1, ...
     metrics: The metrics the paper reports for the task (per validation
       file when there are several: MNLI reports `accuracy_matched` and
       `accuracy_mismatched`).
     main_metric: The reported metric key that picks the best grid point in a
-      sweep.
-    num_train_examples: Size of the published GLUE train split.
+      sweep; the first metric when None.
+    dev_splits: Output split name -> TSV file name, for the dev sets.
+    tfds_text: TFDS features of the two sentences; the TSV columns when None.
+    tfds_label_names: TFDS's `ClassLabel` names, in TFDS id order.
+    tfds_labels: Our label strings for TFDS ids 0, 1, ...; `labels` when None.
   """
   name: str
   dir_name: str
-  has_header: bool
   text_a: Column
   text_b: Optional[Column]
   label: Column
   labels: Optional[Tuple[str, ...]]
-  dev_splits: Tuple[Tuple[str, str], ...]
-  tfds_name: str
-  tfds_text_a: str
-  tfds_text_b: Optional[str]
-  tfds_splits: Tuple[Tuple[str, str], ...]
-  tfds_label_names: Optional[Tuple[str, ...]]
-  tfds_labels: Optional[Tuple[str, ...]]
   metrics: Tuple[str, ...]
-  main_metric: str
-  num_train_examples: int
+  main_metric: Optional[str] = None
+  dev_splits: Tuple[Tuple[str, str], ...] = (("dev", "dev.tsv"),)
+  tfds_text: Optional[Tuple[str, Optional[str]]] = None
+  tfds_label_names: Optional[Tuple[str, ...]] = None
+  tfds_labels: Optional[Tuple[str, ...]] = None
+
+  def __post_init__(self):
+    defaults = dict(main_metric=self.metrics[0],
+                    tfds_text=(self.text_a, self.text_b),
+                    tfds_labels=self.labels)
+    for field, default in defaults.items():
+      if getattr(self, field) is None:
+        object.__setattr__(self, field, default)
+
+  @property
+  def has_header(self) -> bool:
+    return isinstance(self.label, str)
 
   @property
   def is_regression(self) -> bool:
@@ -119,101 +122,47 @@ class GlueTaskSpec:
   def dev_split_names(self) -> Tuple[str, ...]:
     return tuple(split for split, _ in self.dev_splits)
 
+  @property
+  def tfds_name(self) -> str:
+    return f"glue/{self.name}"
+
+  @property
+  def tfds_splits(self) -> Tuple[Tuple[str, str], ...]:
+    """(split, TFDS split): TFDS calls the dev sets `validation*`."""
+    return tuple((split, split.replace("dev", "validation"))
+                 for split, _ in self.split_files)
+
 
 _BINARY = ("0", "1")
 _NLI2 = ("entailment", "not_entailment")
+_NLI3 = ("entailment", "neutral", "contradiction")  # TFDS order.
 
-GLUE_TASKS: Dict[str, GlueTaskSpec] = {
-    spec.name: spec for spec in (
-        GlueTaskSpec(
-            name="cola", dir_name="CoLA", has_header=False,
-            text_a=3, text_b=None, label=1, labels=_BINARY,
-            dev_splits=(("dev", "dev.tsv"),),
-            tfds_name="glue/cola", tfds_text_a="sentence", tfds_text_b=None,
-            tfds_splits=(("train", "train"), ("dev", "validation")),
-            tfds_label_names=("unacceptable", "acceptable"),
-            tfds_labels=_BINARY,
-            metrics=("matthews_corrcoef",), main_metric="matthews_corrcoef",
-            num_train_examples=8551),
-        GlueTaskSpec(
-            name="sst2", dir_name="SST-2", has_header=True,
-            text_a="sentence", text_b=None, label="label", labels=_BINARY,
-            dev_splits=(("dev", "dev.tsv"),),
-            tfds_name="glue/sst2", tfds_text_a="sentence", tfds_text_b=None,
-            tfds_splits=(("train", "train"), ("dev", "validation")),
-            tfds_label_names=("negative", "positive"), tfds_labels=_BINARY,
-            metrics=("accuracy",), main_metric="accuracy",
-            num_train_examples=67349),
-        GlueTaskSpec(
-            name="mrpc", dir_name="MRPC", has_header=True,
-            text_a="#1 String", text_b="#2 String", label="Quality",
-            labels=_BINARY, dev_splits=(("dev", "dev.tsv"),),
-            tfds_name="glue/mrpc", tfds_text_a="sentence1",
-            tfds_text_b="sentence2",
-            tfds_splits=(("train", "train"), ("dev", "validation")),
-            tfds_label_names=("not_equivalent", "equivalent"),
-            tfds_labels=_BINARY,
-            metrics=("f1", "accuracy"), main_metric="f1",
-            num_train_examples=3668),
-        GlueTaskSpec(
-            name="stsb", dir_name="STS-B", has_header=True,
-            text_a="sentence1", text_b="sentence2", label="score",
-            labels=None, dev_splits=(("dev", "dev.tsv"),),
-            tfds_name="glue/stsb", tfds_text_a="sentence1",
-            tfds_text_b="sentence2",
-            tfds_splits=(("train", "train"), ("dev", "validation")),
-            tfds_label_names=None, tfds_labels=None,
-            metrics=("pearson", "spearman"), main_metric="pearson",
-            num_train_examples=5749),
-        GlueTaskSpec(
-            name="qqp", dir_name="QQP", has_header=True,
-            text_a="question1", text_b="question2", label="is_duplicate",
-            labels=_BINARY, dev_splits=(("dev", "dev.tsv"),),
-            tfds_name="glue/qqp", tfds_text_a="question1",
-            tfds_text_b="question2",
-            tfds_splits=(("train", "train"), ("dev", "validation")),
-            tfds_label_names=("not_duplicate", "duplicate"),
-            tfds_labels=_BINARY,
-            metrics=("f1", "accuracy"), main_metric="f1",
-            num_train_examples=363846),
-        GlueTaskSpec(
-            name="mnli", dir_name="MNLI", has_header=True,
-            text_a="sentence1", text_b="sentence2", label="gold_label",
-            labels=("contradiction", "entailment", "neutral"),
-            dev_splits=(("dev_matched", "dev_matched.tsv"),
-                        ("dev_mismatched", "dev_mismatched.tsv")),
-            tfds_name="glue/mnli", tfds_text_a="premise",
-            tfds_text_b="hypothesis",
-            tfds_splits=(("train", "train"),
-                         ("dev_matched", "validation_matched"),
-                         ("dev_mismatched", "validation_mismatched")),
-            tfds_label_names=("entailment", "neutral", "contradiction"),
-            tfds_labels=("entailment", "neutral", "contradiction"),
-            metrics=("accuracy",),
-            main_metric="accuracy_matched",
-            num_train_examples=392702),
-        GlueTaskSpec(
-            name="qnli", dir_name="QNLI", has_header=True,
-            text_a="question", text_b="sentence", label="label",
-            labels=_NLI2, dev_splits=(("dev", "dev.tsv"),),
-            tfds_name="glue/qnli", tfds_text_a="question",
-            tfds_text_b="sentence",
-            tfds_splits=(("train", "train"), ("dev", "validation")),
-            tfds_label_names=_NLI2, tfds_labels=_NLI2,
-            metrics=("accuracy",), main_metric="accuracy",
-            num_train_examples=104743),
-        GlueTaskSpec(
-            name="rte", dir_name="RTE", has_header=True,
-            text_a="sentence1", text_b="sentence2", label="label",
-            labels=_NLI2, dev_splits=(("dev", "dev.tsv"),),
-            tfds_name="glue/rte", tfds_text_a="sentence1",
-            tfds_text_b="sentence2",
-            tfds_splits=(("train", "train"), ("dev", "validation")),
-            tfds_label_names=_NLI2, tfds_labels=_NLI2,
-            metrics=("accuracy",), main_metric="accuracy",
-            num_train_examples=2490),
-    )
-}
+GLUE_TASKS: Dict[str, GlueTaskSpec] = {spec.name: spec for spec in (
+    GlueTaskSpec("cola", "CoLA", 3, None, 1, _BINARY, ("matthews_corrcoef",),
+                 tfds_text=("sentence", None),
+                 tfds_label_names=("unacceptable", "acceptable")),
+    GlueTaskSpec("sst2", "SST-2", "sentence", None, "label", _BINARY,
+                 ("accuracy",), tfds_label_names=("negative", "positive")),
+    GlueTaskSpec("mrpc", "MRPC", "#1 String", "#2 String", "Quality", _BINARY,
+                 ("f1", "accuracy"), tfds_text=("sentence1", "sentence2"),
+                 tfds_label_names=("not_equivalent", "equivalent")),
+    GlueTaskSpec("stsb", "STS-B", "sentence1", "sentence2", "score", None,
+                 ("pearson", "spearman")),
+    GlueTaskSpec("qqp", "QQP", "question1", "question2", "is_duplicate",
+                 _BINARY, ("f1", "accuracy"),
+                 tfds_label_names=("not_duplicate", "duplicate")),
+    GlueTaskSpec("mnli", "MNLI", "sentence1", "sentence2", "gold_label",
+                 ("contradiction", "entailment", "neutral"), ("accuracy",),
+                 main_metric="accuracy_matched",
+                 dev_splits=(("dev_matched", "dev_matched.tsv"),
+                             ("dev_mismatched", "dev_mismatched.tsv")),
+                 tfds_text=("premise", "hypothesis"),
+                 tfds_label_names=_NLI3, tfds_labels=_NLI3),
+    GlueTaskSpec("qnli", "QNLI", "question", "sentence", "label", _NLI2,
+                 ("accuracy",), tfds_label_names=_NLI2),
+    GlueTaskSpec("rte", "RTE", "sentence1", "sentence2", "label", _NLI2,
+                 ("accuracy",), tfds_label_names=_NLI2),
+)}
 
 STSB_SCORE_RANGE = (0.0, 5.0)
 
@@ -297,18 +246,16 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   except UnicodeDecodeError as e:
     raise ValueError(f"{path}: not UTF-8 text ({e}).") from e
   lines = text.split("\n")
-  columns = [spec.text_a, spec.label] + (
-      [spec.text_b] if spec.text_b is not None else [])
-  first_row = 0
+  text_columns = [c for c in (spec.text_a, spec.text_b) if c is not None]
+  columns = text_columns + [spec.label]
   if spec.has_header:
-    header = lines[0].rstrip("\r").split("\t") if lines else []
+    header = lines[0].rstrip("\r").split("\t")
     missing = [c for c in columns if c not in header]
     if missing:
       raise ValueError(
           f"{path}:1: the header lacks column(s) {missing} of the "
           f"{spec.name} format (header: {header}).")
     index = {name: header.index(name) for name in columns}
-    first_row = 1
   else:
     index = {c: c for c in columns}
   # Rows have exactly the header's columns (GLUE's own reader splits on
@@ -317,23 +264,19 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   # (CoLA) end with their last text column.
   width = len(header) if spec.has_header else max(index.values()) + 1
   examples = []
-  for line_number in range(first_row + 1, len(lines) + 1):
+  for line_number in range(int(spec.has_header) + 1, len(lines) + 1):
     line = lines[line_number - 1].rstrip("\r")
     if not line.strip():
       continue
     where = f"{path}:{line_number}"
     fields = line.split("\t")
     _check_row(spec, fields, width, where)
-    for column in ([spec.text_a] +
-                   ([spec.text_b] if spec.text_b is not None else [])):
-      if not fields[index[column]].strip():
+    texts = [fields[index[c]] for c in text_columns]
+    for column, sentence in zip(text_columns, texts):
+      if not sentence.strip():
         raise ValueError(f"{where}: empty sentence in column {column!r}.")
     label = _parse_label(spec, fields[index[spec.label]].strip(), where)
-    examples.append(GlueExample(
-        text_a=fields[index[spec.text_a]],
-        text_b=(fields[index[spec.text_b]] if spec.text_b is not None
-                else None),
-        label=label, source=where))
+    examples.append(GlueExample(texts[0], (texts + [None])[1], label, where))
   if not examples:
     raise ValueError(f"{path}: no examples.")
   return examples
@@ -384,11 +327,9 @@ def read_tfds(spec: GlueTaskSpec,
           raise ValueError(f"{where}: label id {label_id} is not a "
                            f"{spec.name} class (test split?).")
         label = spec.labels.index(spec.tfds_labels[label_id])
-      examples.append(GlueExample(
-          text_a=row[spec.tfds_text_a].decode("utf-8"),
-          text_b=(row[spec.tfds_text_b].decode("utf-8")
-                  if spec.tfds_text_b else None),
-          label=label, source=where))
+      text_a, text_b = (row[f].decode("utf-8") if f else None
+                        for f in spec.tfds_text)
+      examples.append(GlueExample(text_a, text_b, label, where))
     if not examples:
       raise ValueError(f"TFDS {spec.tfds_name} split {tfds_split} under "
                        f"{tfds_data_dir!r} is empty.")
@@ -398,91 +339,47 @@ def read_tfds(spec: GlueTaskSpec,
 
 def truncated_lengths(len_a: int, len_b: int, max_tokens: int
                      ) -> Tuple[int, int]:
-  """Lengths BERT's `truncate_seq_pair` leaves, in closed form.
+  """The lengths BERT's `truncate_seq_pair` keeps (the tests' reference).
 
-  `truncate_seq_pair` pops the last token of the longer list (of b on ties)
-  until `len_a + len_b <= max_tokens`.
-
-  Args:
-    len_a: Tokens of the first segment.
-    len_b: Tokens of the second segment.
-    max_tokens: Room for both (sequence length minus special tokens).
-
-  Returns:
-    (kept_a, kept_b).
+  It pops the last token of the longer side (of b on ties) until both fit in
+  `max_tokens`; `tokenization.pack_inputs` keeps the same lengths.
   """
-  if len_a + len_b <= max_tokens:
-    return len_a, len_b
-  if len_a > len_b and max_tokens - len_b >= len_b:
-    return max_tokens - len_b, len_b
-  if len_a <= len_b and max_tokens - len_a >= len_a:
-    return len_a, max_tokens - len_a
-  # Both are cut: they end equal, a keeps the odd token.
-  return (max_tokens + 1) // 2, max_tokens // 2
-
-
-def _tokenize(tokenizer, texts: Sequence[str]) -> List[List[int]]:
-  ids = []
-  for start in range(0, len(texts), _TOKENIZE_BATCH_SIZE):
-    batch = tf.constant(list(texts[start:start + _TOKENIZE_BATCH_SIZE]))
-    ragged = tokenizer.tokenize(batch).merge_dims(-2, -1)
-    ids.extend(ragged.to_list())
-  return ids
-
-
-def _int_feature(values):
-  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def _float_feature(values):
-  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+  while len_a + len_b > max_tokens:
+    if len_a > len_b:
+      len_a -= 1
+    else:
+      len_b -= 1
+  return len_a, len_b
 
 
 def encode_examples(examples: Sequence[GlueExample], tokenizer, cls_id: int,
                     sep_id: int, max_seq_length: int
                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-  """Tokenizes and packs examples.
+  """Tokenizes examples and packs them with `tokenization.pack_inputs`.
 
   Returns:
     (input_ids, input_mask, segment_ids) int64 arrays of shape
     [num_examples, max_seq_length] and the number of truncated examples.
   """
-  tokens_a = _tokenize(tokenizer, [e.text_a for e in examples])
-  has_b = examples[0].text_b is not None
-  tokens_b = (_tokenize(tokenizer, [e.text_b for e in examples]) if has_b
-              else [[] for _ in examples])
-  n = len(examples)
-  input_ids = np.zeros((n, max_seq_length), np.int64)
-  input_mask = np.zeros((n, max_seq_length), np.int64)
-  segment_ids = np.zeros((n, max_seq_length), np.int64)
-  room = max_seq_length - (3 if has_b else 2)
-  truncated = 0
-  for i, (a, b) in enumerate(zip(tokens_a, tokens_b)):
-    keep_a, keep_b = truncated_lengths(len(a), len(b), room)
-    truncated += (keep_a, keep_b) != (len(a), len(b))
-    ids = [cls_id] + a[:keep_a] + [sep_id]
-    first = len(ids)
-    if has_b:
-      ids += b[:keep_b] + [sep_id]
-    input_ids[i, :len(ids)] = ids
-    input_mask[i, :len(ids)] = 1
-    segment_ids[i, first:len(ids)] = 1
-  return input_ids, input_mask, segment_ids, truncated
+  columns = [[e.text_a for e in examples]]
+  if examples[0].text_b is not None:
+    columns.append([e.text_b for e in examples])
+  packed, truncated = [], 0
+  for start in range(0, len(examples), _TOKENIZE_BATCH_SIZE):
+    segments = [tokenizer.tokenize(tf.constant(
+        texts[start:start + _TOKENIZE_BATCH_SIZE])).merge_dims(-2, -1)
+                for texts in columns]
+    lengths = tf.add_n([s.row_lengths() for s in segments]) + len(columns) + 1
+    truncated += int(tf.math.count_nonzero(lengths > max_seq_length))
+    packed.append(tokenization.pack_inputs(segments, max_seq_length, cls_id,
+                                           sep_id))
+  return tuple(np.concatenate([p[k] for p in packed]).astype(np.int64)
+               for k in ("input_word_ids", "input_mask", "input_type_ids")
+               ) + (truncated,)
 
 
-def _write_records_atomically(path: str, records) -> None:
-  tmp_path = f"{path}.tmp-{os.getpid()}"
-  with tf.io.TFRecordWriter(tmp_path) as writer:
-    for record in records:
-      writer.write(record)
-  tf.io.gfile.rename(tmp_path, path, overwrite=True)
-
-
-def _write_text_atomically(path: str, text: str) -> None:
-  tmp_path = f"{path}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(tmp_path, "w") as f:
-    f.write(text)
-  tf.io.gfile.rename(tmp_path, path, overwrite=True)
+def _int_feature(values):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
 def record_path(output_dir: str, task: str, split: str) -> str:
@@ -530,40 +427,34 @@ def convert(task: str,
     splits = read_tfds(spec, tfds_data_dir)
   tokenizer = tokenization.make_tokenizer(vocab_file, lower_case=lower_case)
 
-  encoded = {}
-  for split, examples in splits.items():
-    encoded[split] = encode_examples(examples, tokenizer, cls_id, sep_id,
-                                     max_seq_length)
+  encoded = {split: encode_examples(examples, tokenizer, cls_id, sep_id,
+                                    max_seq_length)
+             for split, examples in splits.items()}
 
-  tf.io.gfile.makedirs(output_dir)
   split_meta = {}
   for split, examples in splits.items():
     input_ids, input_mask, segment_ids, truncated = encoded[split]
-
-    def records(examples=examples, input_ids=input_ids,
-                input_mask=input_mask, segment_ids=segment_ids):
+    path = record_path(output_dir, spec.name, split)
+    with utils.atomic_path(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
       for i, example in enumerate(examples):
-        label = (_float_feature([example.label]) if spec.is_regression
+        label = (tf.train.Feature(float_list=tf.train.FloatList(
+            value=[example.label])) if spec.is_regression
                  else _int_feature([example.label]))
-        yield tf.train.Example(features=tf.train.Features(feature={
+        writer.write(tf.train.Example(features=tf.train.Features(feature={
             "input_ids": _int_feature(input_ids[i]),
             "input_mask": _int_feature(input_mask[i]),
             "segment_ids": _int_feature(segment_ids[i]),
             "label_ids": label,
             "example_id": _int_feature([i]),
-        })).SerializeToString()
-
-    path = record_path(output_dir, spec.name, split)
-    _write_records_atomically(path, records())
+        })).SerializeToString())
     split_meta[split] = {
         "file": os.path.basename(path),
         "num_examples": len(examples),
-        "num_truncated": int(truncated),
+        "num_truncated": truncated,
     }
     logging.info("Wrote %d %s %s examples (%d truncated) to %s",
                  len(examples), spec.name, split, truncated, path)
 
-  vocab_info = tokenization.vocab_meta(vocab_file)
   meta = {
       "task": spec.name,
       "source": (os.path.abspath(glue_dir) if glue_dir else
@@ -572,17 +463,14 @@ def convert(task: str,
       "label_list": list(spec.labels) if spec.labels else None,
       "num_labels": spec.num_classes,
       "max_seq_length": max_seq_length,
-      "vocab_file": os.path.abspath(vocab_file),
-      "vocab_size": vocab_info["vocab_size"],
-      "vocab_sha256": vocab_info["vocab_sha256"],
+      **tokenization.vocab_meta(vocab_file),
       "lower_case": lower_case,
       "train_data_size": split_meta["train"]["num_examples"],
       "eval_data_size": {s: split_meta[s]["num_examples"]
                          for s in spec.dev_split_names},
       "splits": split_meta,
   }
-  _write_text_atomically(meta_data_path(output_dir, spec.name),
-                         json.dumps(meta, indent=2, sort_keys=True) + "\n")
+  utils.write_json_atomically(meta_data_path(output_dir, spec.name), meta)
   return meta
 
 

@@ -1,8 +1,9 @@
-"""WordPiece vocabularies and BERT tokenizers, all through tensorflow-text.
+"""WordPiece vocabularies, BERT tokenizers and the one BERT input packer.
 
-Nothing here tokenizes by hand: `make_tokenizer` returns a
+Nothing here tokenizes or packs by hand: `make_tokenizer` returns a
 `tensorflow_text.BertTokenizer` (basic splitting, lower-casing and accent
-stripping, then greedy longest-match WordPiece), and `learn_vocab` runs
+stripping, then greedy longest-match WordPiece), `pack_inputs` is Model
+Garden's `BertPackInputs.bert_pack_inputs`, and `learn_vocab` runs
 `tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`, which splits
 words with the same basic tokenizer before learning sub-words.
 
@@ -15,12 +16,15 @@ pre-training records assumes; the published BERT vocabularies also have
 
 import hashlib
 import os
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+
+from official.nlp.modeling.layers import text_layers
+from realformer_tf import utils
 
 PAD = "[PAD]"
 UNK = "[UNK]"
@@ -65,61 +69,103 @@ def load_vocab(path: str) -> List[str]:
   lines = text.split("\n")
   if lines[-1] == "":  # The usual trailing newline.
     lines.pop()
-  vocab = []
-  seen = {}
+  not_wordpiece = f"Vocabulary file {path!r} is not a WordPiece vocabulary:"
+  seen = {}  # token -> line number, in file order.
   for line_number, line in enumerate(lines, start=1):
     token = line.rstrip("\r")
     if not token.strip():
-      raise ValueError(
-          f"Vocabulary file {path!r} is not a WordPiece vocabulary: line "
-          f"{line_number} is blank (expected one token per line).")
+      raise ValueError(f"{not_wordpiece} line {line_number} is blank "
+                       "(expected one token per line).")
     if token != token.strip() or len(token.split()) != 1:
       raise ValueError(
-          f"Vocabulary file {path!r} is not a WordPiece vocabulary: line "
-          f"{line_number} ({token[:40]!r}) is not a single token (expected "
-          "one token per line, no whitespace).")
+          f"{not_wordpiece} line {line_number} ({token[:40]!r}) is not a "
+          "single token (expected one token per line, no whitespace).")
     if token in seen:
-      raise ValueError(
-          f"Vocabulary file {path!r} is not a WordPiece vocabulary: token "
-          f"{token!r} appears on lines {seen[token]} and {line_number}.")
+      raise ValueError(f"{not_wordpiece} token {token!r} appears on lines "
+                       f"{seen[token]} and {line_number}.")
     seen[token] = line_number
-    vocab.append(token)
   missing = [t for t in RESERVED_TOKENS if t not in seen]
   if missing:
     raise ValueError(
         f"Vocabulary file {path!r} is not a BERT WordPiece vocabulary: it "
         f"lacks the special token(s) {' '.join(missing)} (needs all of "
         f"{' '.join(RESERVED_TOKENS)}).")
-  return vocab
+  return list(seen)
 
 
 def make_tokenizer(vocab_file: str,
-                   lower_case: bool = True) -> tf_text.BertTokenizer:
+                   lower_case: bool = True,
+                   table_from_file: bool = False) -> tf_text.BertTokenizer:
   """Builds a `tensorflow_text.BertTokenizer` over a validated vocabulary.
 
   Args:
     vocab_file: WordPiece vocabulary file (see `load_vocab`).
     lower_case: Lower-case and strip accents first (uncased models).
+    table_from_file: Read the token table from `vocab_file` itself, so that a
+      SavedModel holding the tokenizer exports the file as an asset. Its
+      table is then shared, within a process, with any other table read from
+      the same path (the shared name is built from it): use a path unique to
+      this vocabulary. Otherwise the table holds the validated tokens and is
+      private to this tokenizer.
 
   Returns:
     A `BertTokenizer` whose `tokenize(strings)` gives int64 ids as a
     `RaggedTensor` of shape [batch, words, wordpieces]; words not covered by
-    the vocabulary become `[UNK]`.
+    the vocabulary become `[UNK]`. Both tables give each token its line
+    number (the file reader drops a trailing carriage return, as `load_vocab`
+    does).
 
   Raises:
     ValueError: If `vocab_file` is not a valid vocabulary.
   """
   vocab = load_vocab(vocab_file)
-  # The table is built from the validated tokens (not by re-reading the file),
-  # so ids are exactly the list positions `load_vocab` returned.
-  table = tf.lookup.StaticVocabularyTable(
-      tf.lookup.KeyValueTensorInitializer(
-          keys=tf.constant(vocab, dtype=tf.string),
-          values=tf.range(len(vocab), dtype=tf.int64)),
-      num_oov_buckets=1)
+  if table_from_file:
+    # A path string, not an `Asset`: the shared name built from an Asset is
+    # its repr, which a later table in the same process can repeat; anonymous
+    # tables do not load in TF1 sessions (`saved_model_cli run`, TF Serving:
+    # "Table not initialized").
+    initializer = tf.lookup.TextFileInitializer(
+        vocab_file, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
+        tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER)
+  else:
+    initializer = tf.lookup.KeyValueTensorInitializer(
+        keys=tf.constant(vocab, dtype=tf.string),
+        values=tf.range(len(vocab), dtype=tf.int64))
+  # One OOV bucket: BertTokenizer emits [UNK] itself for uncoverable words.
+  table = tf.lookup.StaticVocabularyTable(initializer, num_oov_buckets=1)
   return tf_text.BertTokenizer(
       table, token_out_type=tf.int64, unknown_token=UNK,
       lower_case=lower_case)
+
+
+def pack_inputs(segments: Sequence[tf.RaggedTensor], seq_length: int,
+                cls_id: int, sep_id: int) -> Dict[str, tf.Tensor]:
+  """Packs one or two tokenized segments as BERT inputs.
+
+  The one packer of the GLUE records, serving's text signatures and the
+  analysis CLI's `--input_text`: Model Garden's
+  `BertPackInputs.bert_pack_inputs` (official/nlp/modeling/layers/
+  text_layers.py:552). `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, type ids 0
+  then 1, padded with id 0 to `seq_length`. A single segment keeps its first
+  `seq_length - 2` tokens; a pair is cut by `RoundRobinTrimmer`, which keeps
+  the lengths of BERT's `truncate_seq_pair` (the longer side loses its last
+  token first, b on ties).
+
+  Args:
+    segments: One or two int ragged `[batch, tokens]`.
+    seq_length: Length of the packed sequences.
+    cls_id: Id of [CLS].
+    sep_id: Id of [SEP].
+
+  Returns:
+    {input_word_ids, input_mask, input_type_ids}: int32 `[batch,
+    seq_length]`.
+  """
+  # Padded with 0 whatever [PAD]'s id, as the records always were.
+  features = text_layers.BertPackInputs.bert_pack_inputs(
+      list(segments), seq_length, start_of_sequence_id=cls_id,
+      end_of_segment_id=sep_id, padding_id=0)
+  return {name: tf.cast(ids, tf.int32) for name, ids in features.items()}
 
 
 def learn_vocab(text_lines: Iterable[str],
@@ -137,8 +183,6 @@ def learn_vocab(text_lines: Iterable[str],
   `vocab_size`; the search can end outside that range, so the real size can
   be well under `vocab_size` on a small corpus and slightly over it when the
   characters alone nearly fill it. Use `len()` of the result.
-
-  The file is written atomically (temporary name, then rename).
 
   Args:
     text_lines: Lines of raw text (blank lines are ignored).
@@ -179,31 +223,16 @@ def learn_vocab(text_lines: Iterable[str],
     raise RuntimeError(
         "tensorflow-text did not put the reserved tokens first: "
         f"{vocab[:len(RESERVED_TOKENS)]}")
-  write_lines_atomically(output_file, vocab)
+  utils.write_lines_atomically(output_file, vocab)
   logging.info("Wrote %d WordPiece tokens to %s", len(vocab), output_file)
   return list(vocab)
-
-
-def write_lines_atomically(path: str, lines: Iterable[str]) -> None:
-  """Writes `lines` (one per line, UTF-8) to `path` via a temporary file."""
-  directory = os.path.dirname(path)
-  if directory:
-    tf.io.gfile.makedirs(directory)
-  tmp_path = f"{path}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(tmp_path, "w") as f:
-    for line in lines:
-      f.write(line + "\n")
-  tf.io.gfile.rename(tmp_path, path, overwrite=True)
 
 
 def file_sha256(path: str) -> str:
   """Hex SHA-256 of a file's bytes (read in 1 MB chunks)."""
   digest = hashlib.sha256()
   with tf.io.gfile.GFile(path, "rb") as f:
-    while True:
-      chunk = f.read(1 << 20)
-      if not chunk:
-        break
+    while chunk := f.read(1 << 20):
       digest.update(chunk)
   return digest.hexdigest()
 
@@ -218,3 +247,9 @@ def vocab_meta(vocab_file: str) -> Dict[str, Any]:
   return {"vocab_file": os.path.abspath(vocab_file),
           "vocab_size": len(load_vocab(vocab_file)),
           "vocab_sha256": file_sha256(vocab_file)}
+
+
+# utils holds the one atomic writer; the name stays here only until its
+# callers (training/train_lib, data/squad, data/quickstart_corpus,
+# serving/export) import it from utils.
+write_lines_atomically = utils.write_lines_atomically

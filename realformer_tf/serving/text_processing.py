@@ -1,28 +1,19 @@
 """In-graph text preprocessing for the exported signatures (tensorflow-text).
 
 Everything here runs inside the SavedModel, so a client sends raw UTF-8 text.
-The ids are the ones the training data code produces for the same text:
+The ids are the ones the training data code produces for the same text: the
+tokenizer is `tokenization.make_tokenizer`'s (its table read from the
+vocabulary file, a SavedModel asset `assets/vocab.txt`, not a graph constant)
+and packing is `tokenization.pack_inputs`, as for the GLUE records.
+Pre-training records were truncated from a random end
+(`pretraining_data.truncate_seq_pair`), which a server cannot reproduce;
+serving cuts from the end.
 
-* Tokenization: `tensorflow_text.BertTokenizer` over the model's vocabulary
-  with the `lower_case` setting of the run, exactly as
-  `realformer_tf.data.tokenization.make_tokenizer` builds it for the
-  TFRecords (same table semantics: line number = id). The vocabulary is a
-  SavedModel asset (`assets/vocab.txt`), not a graph constant.
-* Packing `[CLS] a [SEP]` / `[CLS] a [SEP] b [SEP]` (type ids 0, then 1),
-  padded with 0 to `max_seq_length` (`tensorflow_text.combine_segments`,
-  `pad_model_inputs`).
-* Truncation. One segment: its first `max_seq_length - 2` tokens. Pairs:
-  `tensorflow_text.RoundRobinTrimmer`, which keeps the same lengths as BERT's
-  `truncate_seq_pair` (longest side first, ties from b) that
-  `realformer_tf.data.glue` applies (`glue.truncated_lengths`; the tests check
-  all lengths up to 14 + 14 tokens). Pre-training records were truncated from a
-  random end (`pretraining_data.truncate_seq_pair`), which a server cannot
-  reproduce; serving cuts from the end.
-* SQuAD: `squad_windows` rebuilds Model Garden's `squad_lib` features: the
-  question cut to `max_query_length` tokens, the context split on squad_lib's
-  whitespace and tokenized word by word, then cut into windows of
-  `max_seq_length - len(question) - 3` tokens every `min(window, doc_stride)`
-  tokens, with the "max context" flag of each token.
+SQuAD: `squad_windows` rebuilds Model Garden's `squad_lib` features: the
+question cut to `max_query_length` tokens, the context split on squad_lib's
+whitespace and tokenized word by word, then cut into windows of
+`max_seq_length - len(question) - 3` tokens every `min(window, doc_stride)`
+tokens, with the "max context" flag of each token.
 """
 
 from typing import Dict, List, Sequence, Tuple
@@ -91,33 +82,16 @@ class BertTextPacker(tf.Module):
     self.lower_case = bool(lower_case)
     self.max_seq_length = int(max_seq_length)
     self.vocab_file = vocab_file
-    ids = {token: i for i, token in enumerate(self.vocab)}
-    self.cls_id = ids[tokenization.CLS]
-    self.sep_id = ids[tokenization.SEP]
-    self.mask_id = ids[tokenization.MASK]
-    # As `tokenization.make_tokenizer`: token -> line number, one OOV bucket
-    # (BertTokenizer emits [UNK] itself for words it cannot split).
-    # `TextFileInitializer` tracks the file as a SavedModel asset. The path is
-    # passed as a string on purpose: the table's shared name is built from it
-    # (from an `Asset` it would be the object's repr, which a later packer in
-    # the same process can repeat, silently sharing another vocabulary's
-    # table), and anonymous tables do not load in TF1 sessions
-    # (`saved_model_cli run`, TF Serving: "Table not initialized").
-    self._token_to_id = tf.lookup.StaticVocabularyTable(
-        tf.lookup.TextFileInitializer(
-            vocab_file, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
-            tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER),
-        num_oov_buckets=1)
+    self.cls_id, self.sep_id, self.mask_id = (
+        self.vocab.index(t) for t in (tokenization.CLS, tokenization.SEP,
+                                      tokenization.MASK))
+    self._tokenizer = tokenization.make_tokenizer(
+        vocab_file, self.lower_case, table_from_file=True)
     self._id_to_token = tf.lookup.StaticHashTable(
         tf.lookup.TextFileInitializer(
             vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
             tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
         default_value=tokenization.UNK)
-    self._tokenizer = tf_text.BertTokenizer(
-        self._token_to_id, token_out_type=tf.int64,
-        unknown_token=tokenization.UNK, lower_case=self.lower_case)
-
-  # ------------------------------------------------------------ tokenizing --
 
   def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """WordPiece ids of each text: int64 ragged `[batch, tokens]`."""
@@ -147,12 +121,10 @@ class BertTextPacker(tf.Module):
     """Vocabulary strings of `ids` (any shape)."""
     return self._id_to_token.lookup(tf.cast(ids, tf.int64))
 
-  # --------------------------------------------------------------- packing --
-
   def pack(self, segments: Sequence[tf.RaggedTensor],
            names: Sequence[str]) -> Tuple[Dict[str, tf.Tensor],
                                           List[tf.Operation]]:
-    """Truncates, packs and pads one or two tokenized segments.
+    """`tokenization.pack_inputs` of one or two tokenized segments.
 
     Args:
       segments: One or two int64 ragged `[batch, tokens]`.
@@ -162,26 +134,11 @@ class BertTextPacker(tf.Module):
       ({input_word_ids, input_mask, input_type_ids}: int32 `[batch,
       max_seq_length]`), and the input checks to run first.
     """
-    checks = [assert_has_tokens(s, n) for s, n in zip(segments, names)]
-    if len(segments) == 1:
-      trimmed = [segments[0][:, :self.max_seq_length - 2]]
-    elif len(segments) == 2:
-      trimmed = tf_text.RoundRobinTrimmer(
-          max_seq_length=self.max_seq_length - 3).trim(list(segments))
-    else:
+    if len(segments) not in (1, 2):
       raise ValueError(f"Expected 1 or 2 segments, got {len(segments)}.")
-    word_ids, type_ids = tf_text.combine_segments(
-        trimmed, start_of_sequence_id=self.cls_id,
-        end_of_segment_id=self.sep_id)
-    return self._pad(word_ids, type_ids), checks
-
-  def _pad(self, word_ids: tf.RaggedTensor,
-           type_ids: tf.RaggedTensor) -> Dict[str, tf.Tensor]:
-    word_ids, mask = tf_text.pad_model_inputs(word_ids, self.max_seq_length)
-    type_ids, _ = tf_text.pad_model_inputs(type_ids, self.max_seq_length)
-    return dict(input_word_ids=tf.cast(word_ids, tf.int32),
-                input_mask=tf.cast(mask, tf.int32),
-                input_type_ids=tf.cast(type_ids, tf.int32))
+    checks = [assert_has_tokens(s, n) for s, n in zip(segments, names)]
+    return tokenization.pack_inputs(segments, self.max_seq_length,
+                                    self.cls_id, self.sep_id), checks
 
   # ----------------------------------------------------------------- SQuAD --
 
@@ -282,10 +239,10 @@ class BertTextPacker(tf.Module):
     base = tf.gather(context_ids.row_starts(), example_index) + window_start
     context_part = tf.gather(context_ids.flat_values,
                              tf.ragged.range(base, base + window_length))
-    word_ids, type_ids = tf_text.combine_segments(
-        [tf.gather(question, example_index), context_part],
-        start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id)
-    features = self._pad(word_ids, type_ids)
+    # Windows fit: packing trims nothing.
+    features = tokenization.pack_inputs(
+        [tf.gather(question, example_index), context_part], seq_length,
+        self.cls_id, self.sep_id)
 
     # Max context (squad_lib's `_check_is_max_context`): the token at
     # context index g scores min(left, right) + 0.01 * length in each window
@@ -312,11 +269,7 @@ class BertTextPacker(tf.Module):
     best_window = tf.argmax(score, axis=2, output_type=tf.int64)  # first max
     max_context = in_window & tf.equal(best_window,
                                        window_in_example[:, None])
-    features.update(
-        example_index=example_index,
-        window_start=window_start,
-        window_length=window_length,
-        context_offset=context_offset,
-        max_context=max_context,
-        num_windows=num_windows)
+    features.update(example_index=example_index, window_start=window_start,
+                    window_length=window_length, context_offset=context_offset,
+                    max_context=max_context, num_windows=num_windows)
     return features

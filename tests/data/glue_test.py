@@ -1,4 +1,5 @@
 """GLUE TSV/TFDS -> TFRecord conversion (realformer_tf.data.glue)."""
+import collections
 import json
 import os
 import random
@@ -62,13 +63,23 @@ def _reference_truncation(len_a, len_b, max_tokens):
   return len_a, len_b
 
 
-def test_truncated_lengths_matches_bert_loop():
+def test_pair_truncation_matches_bert_loop():
+  """`pack_inputs` keeps the pair lengths of BERT's truncate_seq_pair."""
   rng = random.Random(0)
   cases = [(rng.randrange(0, 60), rng.randrange(0, 60), rng.randrange(1, 70))
            for _ in range(3000)]
   cases += [(10, 10, 9), (10, 10, 10), (3, 20, 9), (20, 3, 9), (5, 5, 11)]
+  by_room = collections.defaultdict(list)
   for case in cases:
-    assert glue.truncated_lengths(*case) == _reference_truncation(*case), case
+    by_room[case[2]].append(case)
+  for room, group in by_room.items():
+    a, b = (tf.ragged.range([case[i] for case in group]) + 10 for i in (0, 1))
+    features = tokenization.pack_inputs([a, b], room + 3, 2, 3)
+    types = features["input_type_ids"].numpy().sum(axis=1)
+    tokens = features["input_mask"].numpy().sum(axis=1)
+    kept = list(zip((tokens - types - 2).tolist(), (types - 1).tolist()))
+    assert kept == [_reference_truncation(*case) for case in group], room
+    assert kept == [glue.truncated_lengths(*case) for case in group], room
 
 
 @needs_data
