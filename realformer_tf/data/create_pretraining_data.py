@@ -17,7 +17,6 @@ import os
 
 from absl import app
 from absl import flags
-from absl import logging
 
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
@@ -27,52 +26,41 @@ FLAGS = flags.FLAGS
 
 def define_flags():
   """Defines the CLI flags (only when run as a program)."""
-  flags.DEFINE_list(
-      "input_files", None,
-      "Comma-separated raw text files: one sentence per line, blank line "
-      "between documents.")
+  flags.DEFINE_list("input_files", None, "Comma-separated raw text files: one "
+                    "sentence per line, blank line between documents.")
   flags.DEFINE_string("output_file", None, "Output TFRecord file.")
-  flags.DEFINE_string(
-      "vocab_file", None,
-      "WordPiece vocabulary (one token per line). If omitted, one is learned "
-      "from the input and written as vocab.txt next to --output_file.")
-  flags.DEFINE_integer(
-      "vocab_size", 8000,
-      "Target size of the learned vocabulary (only without --vocab_file).")
-  flags.DEFINE_bool(
-      "do_lower_case", True, "Lower-case and strip accents (uncased models).")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (one token per "
+                      "line); without it, one is learned from the input and "
+                      "written as vocab.txt next to --output_file.")
+  flags.DEFINE_integer("vocab_size", 8000, "Target size of the learned "
+                       "vocabulary (only without --vocab_file).")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Lower-case and strip accents (uncased models).")
   flags.DEFINE_integer("max_seq_length", 128, "Fixed sequence length (>= 8).")
-  flags.DEFINE_integer(
-      "max_predictions_per_seq", 20, "Maximum masked positions per sequence.")
-  flags.DEFINE_float(
-      "masked_lm_prob", 0.15, "Fraction of tokens to mask, in (0, 1).")
-  flags.DEFINE_integer(
-      "dupe_factor", 1, "Passes over the input, each with different masks.")
-  flags.DEFINE_float(
-      "short_seq_prob", 0.1,
-      "Probability of a target length shorter than max_seq_length.")
+  flags.DEFINE_integer("max_predictions_per_seq", 20,
+                       "Maximum masked positions per sequence.")
+  flags.DEFINE_float("masked_lm_prob", 0.15,
+                     "Fraction of tokens to mask, in (0, 1).")
+  flags.DEFINE_integer("dupe_factor", 1,
+                       "Passes over the input, each with different masks.")
+  flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a target length "
+                     "shorter than max_seq_length.")
   flags.DEFINE_integer("random_seed", 12345, "Seed for all random choices.")
 
 
 def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
-        max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor,
-        short_seq_prob, random_seed) -> int:
-  """Validates everything, learns a vocabulary if needed, writes records.
+        **options) -> int:
+  """Checks every flag, learns a vocabulary if none is given, writes records.
 
   Args:
-    input_files: List of text files (see --input_files); the other arguments
-      are the values of the flags of the same names.
+    input_files: The flags' values (see `define_flags`).
     output_file: Output TFRecord file.
     vocab_file: Vocabulary file, or None/"" to learn one into
-      `<output dir>/vocab.txt`.
+      `<output dir>/vocab.txt`, of `vocab_size` tokens.
     vocab_size: Target size of a learned vocabulary.
     do_lower_case: Lower-case and strip accents.
-    max_seq_length: Fixed sequence length.
-    max_predictions_per_seq: Maximum masked positions per sequence.
-    masked_lm_prob: Fraction of tokens to mask.
-    dupe_factor: Passes over the input.
-    short_seq_prob: Probability of a shorter target length.
-    random_seed: Seed for all random choices.
+    **options: The other flags, keyword arguments of
+      `pretraining_data.create_pretraining_data`.
 
   Returns:
     The number of examples written.
@@ -80,60 +68,35 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
   Raises:
     ValueError: For any bad flag value, before anything is written.
   """
-  if not input_files:
-    raise ValueError("--input_files is required.")
-  if not output_file:
-    raise ValueError("--output_file is required.")
-  input_files = pretraining_data.validate_arguments(
-      input_files, output_file, max_seq_length, max_predictions_per_seq,
-      masked_lm_prob, dupe_factor, short_seq_prob)
-  if vocab_file:
-    tokenization.load_vocab(vocab_file)
-  else:
+  input_files = pretraining_data.validate_arguments(input_files, output_file,
+                                                    **options)
+  if not vocab_file:
     if vocab_size < 16:
       raise ValueError(f"--vocab_size must be at least 16, got {vocab_size}.")
     vocab_file = os.path.join(
         os.path.dirname(os.path.abspath(output_file)), "vocab.txt")
-    if vocab_file in [os.path.abspath(f) for f in input_files]:
+    if vocab_file in map(os.path.abspath, input_files):
       raise ValueError(
           f"The learned vocabulary would overwrite input file {vocab_file!r}.")
-    lines = []
-    for path in input_files:
-      lines.extend(pretraining_data.read_lines(path))
-    tokenization.learn_vocab(lines, vocab_size, vocab_file,
-                             lower_case=do_lower_case)
+    tokenization.learn_vocab(
+        [line for path in input_files
+         for line in pretraining_data.read_lines(path)],
+        vocab_size, vocab_file, lower_case=do_lower_case)
   return pretraining_data.create_pretraining_data(
-      input_files=input_files,
-      vocab_file=vocab_file,
-      output_file=output_file,
-      max_seq_length=max_seq_length,
-      max_predictions_per_seq=max_predictions_per_seq,
-      masked_lm_prob=masked_lm_prob,
-      dupe_factor=dupe_factor,
-      short_seq_prob=short_seq_prob,
-      random_seed=random_seed,
-      do_lower_case=do_lower_case)
+      input_files, vocab_file, output_file, do_lower_case=do_lower_case,
+      **options)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+  # The flags `define_flags` made are `run`'s keyword arguments.
+  ours = FLAGS.get_flags_for_module(FLAGS.find_module_defining_flag(
+      "random_seed"))
   try:
-    count = run(
-        input_files=FLAGS.input_files,
-        output_file=FLAGS.output_file,
-        vocab_file=FLAGS.vocab_file,
-        vocab_size=FLAGS.vocab_size,
-        do_lower_case=FLAGS.do_lower_case,
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        masked_lm_prob=FLAGS.masked_lm_prob,
-        dupe_factor=FLAGS.dupe_factor,
-        short_seq_prob=FLAGS.short_seq_prob,
-        random_seed=FLAGS.random_seed)
+    count = run(**{flag.name: flag.value for flag in ours})
   except ValueError as e:
     raise app.UsageError(str(e)) from e
-  logging.info("Done: %d examples in %s", count, FLAGS.output_file)
   print(count)
 
 

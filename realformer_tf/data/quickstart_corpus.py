@@ -49,6 +49,7 @@ from typing import Dict, List, Optional, Sequence
 from absl import logging
 import tensorflow as tf
 
+from realformer_tf import utils
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 
@@ -216,61 +217,36 @@ def stdlib_documents() -> List[List[str]]:
   return documents
 
 
-def file_documents(input_files: Sequence[str]) -> List[List[str]]:
-  """Documents (lists of non-blank lines) of BERT-format text files."""
-  documents = []
-  for path in input_files:
-    current = []
-    for line in pretraining_data.read_lines(path):
-      if line:
-        current.append(line)
-      elif current:
-        documents.append(current)
-        current = []
-    if current:
-      documents.append(current)
-  return documents
-
-
 def write_documents(path: str, documents: List[List[str]]) -> None:
-  lines = []
-  for document in documents:
-    lines.extend(document)
-    lines.append("")
-  tokenization.write_lines_atomically(path, lines)
+  """Writes documents in BERT's format: a line a sentence, a blank after each."""
+  utils.write_lines_atomically(
+      path, [line for document in documents for line in document + [""]])
 
 
-def _read_manifest(path: str) -> Optional[dict]:
-  if not tf.io.gfile.exists(path):
-    return None
+def _cached_manifest(data_dir: str, key: dict) -> Optional[dict]:
+  """`data_dir`'s manifest if it is for `key` and its outputs are unchanged."""
   try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      return json.load(f)
-  except (ValueError, OSError):
+    with tf.io.gfile.GFile(os.path.join(data_dir, _MANIFEST)) as f:
+      manifest = json.load(f)
+  except (ValueError, OSError, tf.errors.OpError):
     return None
-
-
-def _cache_is_valid(data_dir: str, manifest: Optional[dict],
-                    key: dict) -> bool:
-  if not manifest or manifest.get("key") != key:
-    return False
+  if not isinstance(manifest, dict) or manifest.get("key") != key:
+    return None
   for name, digest in manifest.get("sha256", {}).items():
     path = os.path.join(data_dir, name)
     if (not tf.io.gfile.exists(path) or
         tokenization.file_sha256(path) != digest):
       logging.info("Cached %s is missing or changed; rebuilding.", path)
-      return False
-  return True
+      return None
+  return manifest
 
 
-def _result(data_dir: str, manifest: dict) -> Dict[str, object]:
-  return dict(
-      train_file=os.path.join(data_dir, _TRAIN_RECORDS),
-      eval_file=os.path.join(data_dir, _EVAL_RECORDS),
-      vocab_file=os.path.join(data_dir, _VOCAB),
-      vocab_size=manifest["counts"]["vocab_size"],
-      num_train_examples=manifest["counts"]["num_train_examples"],
-      num_eval_examples=manifest["counts"]["num_eval_examples"])
+def _result(data_dir: str, counts: dict) -> Dict[str, object]:
+  return dict(train_file=os.path.join(data_dir, _TRAIN_RECORDS),
+              eval_file=os.path.join(data_dir, _EVAL_RECORDS),
+              vocab_file=os.path.join(data_dir, _VOCAB),
+              **{name: counts[name] for name in (
+                  "vocab_size", "num_train_examples", "num_eval_examples")})
 
 
 def prepare_quickstart_data(data_dir: str,
@@ -328,25 +304,20 @@ def prepare_quickstart_data(data_dir: str,
       format_version=_FORMAT_VERSION,
       corpus=("files" if input_files else "stdlib-docstrings"),
       inputs=([dict(path=f, sha256=tokenization.file_sha256(f))
-               for f in input_files]
-              if input_files else None),
-      python=(None if input_files else
-              "%d.%d.%d" % sys.version_info[:3]),
-      vocab_size=vocab_size,
-      max_seq_length=max_seq_length,
+               for f in input_files] if input_files else None),
+      python=None if input_files else "%d.%d.%d" % sys.version_info[:3],
+      vocab_size=vocab_size, max_seq_length=max_seq_length,
       max_predictions_per_seq=max_predictions_per_seq,
-      dupe_factor=dupe_factor,
-      eval_fraction=float(eval_fraction),
-      seed=seed)
-  manifest_path = os.path.join(data_dir, _MANIFEST)
-  manifest = _read_manifest(manifest_path)
-  if _cache_is_valid(data_dir, manifest, key):
+      dupe_factor=dupe_factor, eval_fraction=float(eval_fraction), seed=seed)
+  manifest = _cached_manifest(data_dir, key)
+  if manifest:
     logging.info("Quickstart data in %s is up to date (cache hit).", data_dir)
-    return _result(data_dir, manifest)
+    return _result(data_dir, manifest["counts"])
 
   if input_files:
     logging.info("Reading quickstart corpus from %s", ", ".join(input_files))
-    documents = file_documents(input_files)
+    documents = [document for path in input_files
+                 for document in pretraining_data.text_documents(path)]
   else:
     logging.info("Building the quickstart corpus from the docstrings of %d "
                  "standard library modules.", len(STDLIB_MODULES))
@@ -367,12 +338,11 @@ def prepare_quickstart_data(data_dir: str,
                len(documents), sum(len(d) for d in documents),
                num_chars / 1e6, num_eval)
 
-  tf.io.gfile.makedirs(data_dir)
+  manifest_path = os.path.join(data_dir, _MANIFEST)
   if tf.io.gfile.exists(manifest_path):
     tf.io.gfile.remove(manifest_path)
-  train_text = os.path.join(data_dir, _TRAIN_TEXT)
-  eval_text = os.path.join(data_dir, _EVAL_TEXT)
-  vocab_file = os.path.join(data_dir, _VOCAB)
+  train_text, eval_text, vocab_file = (
+      os.path.join(data_dir, name) for name in (_TRAIN_TEXT, _EVAL_TEXT, _VOCAB))
   write_documents(train_text, train_docs)
   write_documents(eval_text, eval_docs)
   vocab = tokenization.learn_vocab(
@@ -384,22 +354,13 @@ def prepare_quickstart_data(data_dir: str,
       ("train", train_text, _TRAIN_RECORDS, seed, dupe_factor),
       ("eval", eval_text, _EVAL_RECORDS, seed + 1, 1)):
     counts[f"num_{split}_examples"] = pretraining_data.create_pretraining_data(
-        input_files=[text],
-        vocab_file=vocab_file,
-        output_file=os.path.join(data_dir, records),
-        max_seq_length=max_seq_length,
-        max_predictions_per_seq=max_predictions_per_seq,
-        dupe_factor=split_dupes,
+        [text], vocab_file, os.path.join(data_dir, records), max_seq_length,
+        max_predictions_per_seq, dupe_factor=split_dupes,
         random_seed=split_seed)
-  manifest = dict(
-      key=key,
-      counts=counts,
+  utils.write_json_atomically(manifest_path, dict(
+      key=key, counts=counts,
       sha256={name: tokenization.file_sha256(os.path.join(data_dir, name))
               for name in (_TRAIN_TEXT, _EVAL_TEXT, _VOCAB, _TRAIN_RECORDS,
-                           _EVAL_RECORDS)})
-  tmp_manifest = f"{manifest_path}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(tmp_manifest, "w") as f:
-    json.dump(manifest, f, indent=2, sort_keys=True)
-  tf.io.gfile.rename(tmp_manifest, manifest_path, overwrite=True)
+                           _EVAL_RECORDS)}))
   logging.info("Quickstart data written to %s: %s", data_dir, counts)
-  return _result(data_dir, manifest)
+  return _result(data_dir, counts)

@@ -5,6 +5,7 @@ import random
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -351,3 +352,33 @@ def test_real_wikitext_with_bert_vocab(tmp_path):
     the_count += int((restored == 1996).sum())  # "the"
   assert n == count
   assert the_count > count  # Real English: "the" is everywhere.
+
+
+def parse_records(path):
+  spec = {name: tf.io.VarLenFeature(tf.int64) for name in (
+      "input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+      "masked_lm_ids", "next_sentence_labels")}
+  spec["masked_lm_weights"] = tf.io.VarLenFeature(tf.float32)
+  return [{k: tf.sparse.to_dense(v).numpy().tolist()
+           for k, v in tf.io.parse_single_example(record, spec).items()}
+          for record in tf.data.TFRecordDataset(path)]
+
+
+def test_records_equal_model_gardens_script_for_the_same_seed(files, records):
+  """Model Garden's own reading, instance creation and writer, same seed."""
+  mg = pretraining_data.mg_create_pretraining_data
+  tokenizer = mg.tokenization.FullTokenizer(files["vocab"], do_lower_case=True)
+  instances = mg.create_training_instances(
+      files["inputs"], tokenizer, mg.get_processor_text_fn(False, True),
+      SEQ_LEN, 10, 0.1, 0.15, MAX_PRED, random.Random(3))
+  output = str(files["root"] / "model_garden.tfrecord")
+  mg.write_instance_to_example_files(instances, tokenizer, SEQ_LEN, MAX_PRED,
+                                     [output], False, False)
+  assert parse_records(output) == parse_records(records["output"])
+
+
+def test_model_garden_flags_stay_off_the_global_flags():
+  assert "max_ngram_size" not in flags.FLAGS
+  assert pretraining_data.import_without_global_flags(
+      "official.nlp.data.create_pretraining_data") is (
+          pretraining_data.mg_create_pretraining_data)
