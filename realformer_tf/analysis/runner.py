@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from official.core import task_factory
+from realformer_tf import utils
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
 from realformer_tf.analysis import stats
@@ -78,13 +79,6 @@ def _find_encoder(model, model_dir: str):
   return encoder
 
 
-def _dummy_inputs(seq_length: int) -> Dict[str, tf.Tensor]:
-  ids = tf.constant([[1] * seq_length], tf.int32)
-  mask = tf.constant([[1] * (seq_length - 1) + [0]], tf.int32)
-  return dict(input_word_ids=ids, input_mask=mask,
-              input_type_ids=tf.zeros_like(ids))
-
-
 def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
   """Restores a model dir's encoder with attention outputs switched on.
 
@@ -93,24 +87,20 @@ def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
     name: Display name; defaults to the directory's base name.
 
   Returns:
-    A `LoadedModel` whose `encoder` outputs `attention_scores` and
-    `attention_probs`.
+    A `LoadedModel` whose `encoder` outputs `attention_scores` (probabilities)
+    and `residual_scores`.
 
   Raises:
-    FileNotFoundError: No such dir, no params.yaml, or no checkpoint.
-    ValueError: The checkpoint does not match the model, or the encoder is not
-      a RealFormerEncoder.
+    FileNotFoundError: No such dir, or no params.yaml.
+    ValueError: No readable checkpoint, the checkpoint does not match the
+      model, or the encoder is not a RealFormerEncoder.
   """
   if not model_dir or not tf.io.gfile.isdir(model_dir):
     raise FileNotFoundError(f"model dir {model_dir!r} does not exist.")
   config = experiments.load_experiment_config(model_dir)
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   model = task.build_model()
-  checkpoint = tf.train.latest_checkpoint(model_dir)
-  if checkpoint is None:
-    raise FileNotFoundError(
-        f"no checkpoint in {model_dir} (tf.train.latest_checkpoint found none):"
-        " train the model first.")
+  checkpoint = utils.resolve_checkpoint(model_dir, "--model_dir")
   # Model Garden's trainer saves tf.train.Checkpoint(global_step=...,
   # model=model, optimizer=..., **model.checkpoint_items); only `model` is
   # needed here.
@@ -128,7 +118,8 @@ def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
   encoder_config["return_attention_scores"] = True
   analysis_encoder = realformer_encoder.RealFormerEncoder.from_config(
       encoder_config)
-  probe = _dummy_inputs(min(8, encoder_config["max_sequence_length"]))
+  probe = utils.dummy_inputs(min(8, encoder_config["max_sequence_length"]),
+                             pad_last=True)
   analysis_encoder(probe)
   analysis_encoder.set_weights(encoder.get_weights())
   expected = encoder(probe, training=False)["sequence_output"]
@@ -343,7 +334,7 @@ def make_batch_fn(encoder: realformer_encoder.RealFormerEncoder):
   def batch_fn(inputs):
     outputs = encoder(inputs, training=False)
     mask = inputs["input_mask"]
-    probs, scores = outputs["attention_probs"], outputs["attention_scores"]
+    probs, scores = outputs["attention_scores"], outputs["residual_scores"]
     valid = metrics.query_mask(mask)                          # [B, T]
 
     def per_token(values):  # list of L' x [B, H, T] -> [tokens, L', H]
