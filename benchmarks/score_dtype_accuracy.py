@@ -96,11 +96,11 @@ def _row(policy, mode, layers):
     got = enc(inputs)
     f32 = lambda t: tf.cast(t, tf.float32).numpy()
     probs = max(np.nanmax(np.abs(f32(a) - f32(b)))
-                for a, b in zip(want["attention_probs"], got["attention_probs"]))
+                for a, b in zip(want["attention_scores"], got["attention_scores"]))
     seq = np.abs(f32(want["sequence_output"]) - f32(got["sequence_output"]))
     finite = all(np.all(np.isfinite(f32(t))) for t in tf.nest.flatten(got))
     row[score_dtype] = dict(probs=probs, seq=np.nanmax(seq), finite=finite)
-  row["max_s"] = max(np.abs(s.numpy()).max() for s in want["attention_scores"])
+  row["max_s"] = max(np.abs(s.numpy()).max() for s in want["residual_scores"])
   return row
 
 

@@ -8,6 +8,7 @@ package. Weights are read out of the Keras layers as plain arrays.
 import math
 
 import numpy as np
+from scipy import special
 
 
 def layer_norm(x, gamma, beta, eps=1e-12):
@@ -19,6 +20,11 @@ def layer_norm(x, gamma, beta, eps=1e-12):
 def gelu_tanh(x):
   return 0.5 * x * (1.0 + np.tanh(math.sqrt(2 / math.pi) *
                                   (x + 0.044715 * x ** 3)))
+
+
+def gelu_erf(x):
+  """Keras' "gelu": the exact form."""
+  return 0.5 * x * (1.0 + special.erf(x / math.sqrt(2.0)))
 
 
 def softmax(x):
@@ -57,7 +63,8 @@ def attention(q_in, kv_in, w, mask, prev_scores, mode, layer_index):
   return out, scores, probs
 
 
-def block(x, w, mask, prev_scores, mode, layer_index, norm_first=False):
+def block(x, w, mask, prev_scores, mode, layer_index, norm_first=False,
+          activation=gelu_tanh):
   """A Post-LN (BERT) or Pre-LN Transformer block with residual attention."""
   h = layer_norm(x, *w["attn_ln"]) if norm_first else x
   attn, scores, probs = attention(h, h, w, mask, prev_scores, mode, layer_index)
@@ -67,7 +74,7 @@ def block(x, w, mask, prev_scores, mode, layer_index, norm_first=False):
   else:
     x = layer_norm(x + attn, *w["attn_ln"])
     h = x
-  inner = gelu_tanh(h @ w["inner_kernel"] + w["inner_bias"])
+  inner = activation(h @ w["inner_kernel"] + w["inner_bias"])
   ffn = inner @ w["ffn_kernel"] + w["ffn_bias"]
   if norm_first:
     return x + ffn, scores, probs

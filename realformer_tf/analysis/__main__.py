@@ -20,57 +20,43 @@ from absl import flags
 from realformer_tf.analysis import runner
 from realformer_tf.analysis import stats
 
-_MODEL_DIR = flags.DEFINE_string(
-    "model_dir", None, "Model dir written by train.py (params.yaml + "
-    "checkpoints).")
-_OUTPUT_DIR = flags.DEFINE_string(
-    "output_dir", None, "Where to write entropy.png, jsd.png, summary.json.")
-_COMPARE_MODEL_DIR = flags.DEFINE_string(
-    "compare_model_dir", None, "Optional second model dir (e.g. a BERT "
-    "baseline), analysed on the same examples and plotted side by side.")
-_NUM_EXAMPLES = flags.DEFINE_integer(
-    "num_examples", 8192, "Number of held-out examples to analyse (fewer if "
-    "the data runs out).")
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
-_INPUT_DATA = flags.DEFINE_string(
-    "input_data", None, "TFRecord glob (same format as the run's "
-    "task.validation_data) replacing its input_path.")
-_INPUT_TEXT = flags.DEFINE_string(
-    "input_text", None, "Plain-text file, one example per non-empty line, "
-    "tokenized with tensorflow-text's BertTokenizer (needs --vocab_file).")
-_VOCAB_FILE = flags.DEFINE_string(
-    "vocab_file", None, "WordPiece vocab.txt for --input_text.")
-_SEQ_LENGTH = flags.DEFINE_integer(
-    "seq_length", None, "Sequence length for --input_text (default: the "
-    "validation data's seq_length, capped by max_position_embeddings).")
-_LOWER_CASE = flags.DEFINE_boolean(
-    "lower_case", True, "Lower-case --input_text (uncased vocab).")
-_RESERVOIR_SIZE = flags.DEFINE_integer(
-    "reservoir_size", stats.DEFAULT_CAPACITY, "Values kept per (layer, head) "
-    "for quantiles and violins (uniform reservoir sample; exact counts and "
-    "means are kept regardless).")
-_SEED = flags.DEFINE_integer("seed", 0, "Seed of the reservoir samplers.")
-
-flags.mark_flags_as_required(["model_dir", "output_dir"])
+# Each flag is the `runner.run_analysis` argument of the same name.
+_FLAGS = (
+    flags.DEFINE_string("model_dir", None, "Model dir written by train.py "
+                        "(params.yaml + checkpoints).", required=True),
+    flags.DEFINE_string("output_dir", None, "Where to write entropy.png, "
+                        "jsd.png, summary.json.", required=True),
+    flags.DEFINE_string("compare_model_dir", None, "Optional second model dir "
+                        "(e.g. a BERT baseline), analysed on the same examples "
+                        "and plotted side by side."),
+    flags.DEFINE_integer("num_examples", 8192, "Number of held-out examples "
+                         "to analyse (fewer if the data runs out)."),
+    flags.DEFINE_integer("batch_size", 32, "Examples per batch."),
+    flags.DEFINE_string("input_data", None, "TFRecord glob (same format as the "
+                        "run's task.validation_data) replacing its input_path."),
+    flags.DEFINE_string("input_text", None, "Plain-text file, one example per "
+                        "non-empty line, tokenized with tensorflow-text's "
+                        "BertTokenizer (needs --vocab_file)."),
+    flags.DEFINE_string("vocab_file", None,
+                        "WordPiece vocab.txt for --input_text."),
+    flags.DEFINE_integer("seq_length", None, "Sequence length for --input_text "
+                         "(default: the validation data's seq_length, capped "
+                         "by max_position_embeddings)."),
+    flags.DEFINE_boolean("lower_case", True,
+                         "Lower-case --input_text (uncased vocab)."),
+    flags.DEFINE_integer("reservoir_size", stats.DEFAULT_CAPACITY, "Values kept "
+                         "per (layer, head) for quantiles and violins (uniform "
+                         "reservoir sample; exact counts and means are kept "
+                         "regardless)."),
+    flags.DEFINE_integer("seed", 0, "Seed of the reservoir samplers."),
+)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   try:
-    runner.run_analysis(
-        model_dir=_MODEL_DIR.value,
-        output_dir=_OUTPUT_DIR.value,
-        compare_model_dir=_COMPARE_MODEL_DIR.value,
-        num_examples=_NUM_EXAMPLES.value,
-        batch_size=_BATCH_SIZE.value,
-        input_data=_INPUT_DATA.value,
-        input_text=_INPUT_TEXT.value,
-        vocab_file=_VOCAB_FILE.value,
-        seq_length=_SEQ_LENGTH.value,
-        lower_case=_LOWER_CASE.value,
-        reservoir_size=_RESERVOIR_SIZE.value,
-        seed=_SEED.value)
+    runner.run_analysis(**{flag.name: flag.value for flag in _FLAGS})
   except (FileNotFoundError, ValueError) as e:
     sys.exit(f"realformer_tf.analysis: error: {e}")
 

@@ -5,8 +5,8 @@ Pipeline (`run_analysis`):
 1. `load_model(model_dir)`: rebuild the run's `ExperimentConfig` from
    `model_dir/params.yaml`, build the task's model, restore the latest
    checkpoint the way Model Garden's trainer wrote it
-   (`tf.train.Checkpoint(model=...)`, key `model`), and copy the encoder's
-   weights into a clone built with `return_attention_scores=True`.
+   (`tf.train.Checkpoint(model=...)`, key `model`); the encoder is built
+   with `return_attention_scores=True`.
 2. `build_dataset(...)`: held-out examples, batched: by default the
    `task.validation_data` recorded in the primary model's params.yaml;
    `input_data` overrides its `input_path` (TFRecords in the same format);
@@ -27,7 +27,6 @@ Pipeline (`run_analysis`):
 """
 
 import dataclasses
-import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -36,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from official.core import task_factory
+from realformer_tf import utils
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
 from realformer_tf.analysis import stats
@@ -78,13 +78,6 @@ def _find_encoder(model, model_dir: str):
   return encoder
 
 
-def _dummy_inputs(seq_length: int) -> Dict[str, tf.Tensor]:
-  ids = tf.constant([[1] * seq_length], tf.int32)
-  mask = tf.constant([[1] * (seq_length - 1) + [0]], tf.int32)
-  return dict(input_word_ids=ids, input_mask=mask,
-              input_type_ids=tf.zeros_like(ids))
-
-
 def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
   """Restores a model dir's encoder with attention outputs switched on.
 
@@ -93,24 +86,23 @@ def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
     name: Display name; defaults to the directory's base name.
 
   Returns:
-    A `LoadedModel` whose `encoder` outputs `attention_scores` and
-    `attention_probs`.
+    A `LoadedModel` whose `encoder` outputs `attention_scores` (probabilities)
+    and `residual_scores`.
 
   Raises:
-    FileNotFoundError: No such dir, no params.yaml, or no checkpoint.
-    ValueError: The checkpoint does not match the model, or the encoder is not
-      a RealFormerEncoder.
+    FileNotFoundError: No such dir, or no params.yaml.
+    ValueError: No readable checkpoint, the checkpoint does not match the
+      model, or the encoder is not a RealFormerEncoder.
   """
   if not model_dir or not tf.io.gfile.isdir(model_dir):
     raise FileNotFoundError(f"model dir {model_dir!r} does not exist.")
   config = experiments.load_experiment_config(model_dir)
+  # The run's own encoder, with the attention outputs switched on (they add
+  # outputs, not weights), as the SavedModel exporter does.
+  config.task.model.encoder.get().return_attention_scores = True
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   model = task.build_model()
-  checkpoint = tf.train.latest_checkpoint(model_dir)
-  if checkpoint is None:
-    raise FileNotFoundError(
-        f"no checkpoint in {model_dir} (tf.train.latest_checkpoint found none):"
-        " train the model first.")
+  checkpoint = utils.resolve_checkpoint(model_dir, "--model_dir")
   # Model Garden's trainer saves tf.train.Checkpoint(global_step=...,
   # model=model, optimizer=..., **model.checkpoint_items); only `model` is
   # needed here.
@@ -123,28 +115,14 @@ def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
         f"checkpoint {checkpoint} does not match the model described by "
         f"{os.path.join(model_dir, 'params.yaml')}: {e}") from e
   encoder = _find_encoder(model, model_dir)
-
-  encoder_config = dict(encoder.get_config())
-  encoder_config["return_attention_scores"] = True
-  analysis_encoder = realformer_encoder.RealFormerEncoder.from_config(
-      encoder_config)
-  probe = _dummy_inputs(min(8, encoder_config["max_sequence_length"]))
-  analysis_encoder(probe)
-  analysis_encoder.set_weights(encoder.get_weights())
-  expected = encoder(probe, training=False)["sequence_output"]
-  actual = analysis_encoder(probe, training=False)["sequence_output"]
-  if not np.allclose(expected.numpy(), actual.numpy(), atol=1e-5):
-    raise ValueError(
-        f"{model_dir}: the attention-output clone of the encoder does not "
-        "reproduce the restored encoder's outputs.")
-
+  encoder_config = encoder.get_config()
   return LoadedModel(
       name=name or os.path.basename(os.path.normpath(model_dir)),
       model_dir=model_dir,
       checkpoint=checkpoint,
       config=config,
       task=task,
-      encoder=analysis_encoder,
+      encoder=encoder,
       num_layers=int(encoder_config["num_layers"]),
       num_heads=int(encoder_config["num_attention_heads"]),
       max_sequence_length=int(encoder_config["max_sequence_length"]),
@@ -332,7 +310,7 @@ def make_batch_fn(encoder: realformer_encoder.RealFormerEncoder):
   def batch_fn(inputs):
     outputs = encoder(inputs, training=False)
     mask = inputs["input_mask"]
-    probs, scores = outputs["attention_probs"], outputs["attention_scores"]
+    probs, scores = outputs["attention_scores"], outputs["residual_scores"]
     valid = metrics.query_mask(mask)                          # [B, T]
 
     def per_token(values):  # list of L' x [B, H, T] -> [tokens, L', H]
@@ -463,8 +441,7 @@ def write_outputs(models: Sequence[LoadedModel],
           quantiles="from a seeded reservoir sample of reservoir_size values "
                     "per (layer, head); exact when count <= reservoir_size"),
       models=[model_summary(m, r) for m, r in zip(models, results)])
-  with tf.io.gfile.GFile(os.path.join(output_dir, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=1)
+  utils.write_json_atomically(os.path.join(output_dir, "summary.json"), summary)
 
   def panels(kind):
     out = []

@@ -1,6 +1,6 @@
-"""A Transformer encoder block that passes RealFormer attention scores on."""
+"""The RealFormer encoder block, and the config and sub-layers every block shares."""
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras
@@ -8,11 +8,87 @@ import tf_keras
 from official.modeling import tf_utils
 from official.projects.bigbird import recompute_grad
 from official.projects.bigbird import recomputing_dropout
+from realformer_tf import utils
 from realformer_tf.layers import residual_attention as ra
 
 
+class ArgumentsConfigLayer(tf_keras.layers.Layer):
+  """A layer whose config is its constructor's arguments.
+
+  A subclass' `__init__` normalizes its arguments in place, then calls
+  `super().__init__(locals())`; they are `self._config` from then on, and
+  `get_config` returns them after the base layer's config (name, dtype,
+  trainable), initializers and activations serialized as Model Garden's
+  layers do. `from_config` is the base class' `cls(**config)`.
+  """
+
+  def __init__(self, arguments: Dict[str, Any]):
+    arguments = {k: v for k, v in arguments.items()
+                 if k not in ("self", "__class__")}
+    super().__init__(**arguments.pop("kwargs"))
+    self._config = arguments
+
+  def get_config(self):
+    config = super().get_config()
+    for key, value in self._config.items():
+      if isinstance(value, tf_keras.initializers.Initializer):
+        value = tf_utils.serialize_initializer(value, use_legacy_format=True)
+      elif key.endswith("activation"):
+        value = tf_utils.serialize_activation(
+            tf_keras.activations.get(value), use_legacy_format=True)
+      config[key] = value
+    return config
+
+
+def block_width(name: str, input_shape, num_heads: int) -> int:
+  """The known width of a `[batch, seq, width]` input that `num_heads` divide."""
+  input_shape = tf.TensorShape(input_shape)
+  if input_shape.rank != 3 or input_shape[-1] is None:
+    raise ValueError(f"{name}: expects hidden of shape [batch, seq, width] "
+                     f"with a known width, got {input_shape}.")
+  utils.check_heads_divide(input_shape[-1], num_heads, name)
+  return input_shape[-1]
+
+
+def layer_norm(name: str, epsilon: float) -> tf_keras.layers.Layer:
+  # float32 for numeric stability under mixed precision, as Model Garden.
+  return tf_keras.layers.LayerNormalization(
+      name=name, axis=-1, epsilon=epsilon, dtype=tf.float32)
+
+
+def attention_layer(name: str, input_shape, num_heads: int, initializer,
+                    **kwargs) -> ra.ResidualMultiHeadAttention:
+  """A `ResidualMultiHeadAttention` for `[batch, seq, width]` inputs.
+
+  Its weights are created now rather than on first call, so that Keras'
+  SavedModel loader restores them like every other weight.
+  """
+  width = tf.TensorShape(input_shape)[-1]
+  layer = ra.ResidualMultiHeadAttention(
+      num_heads=num_heads, key_dim=width // num_heads,
+      kernel_initializer=tf_utils.clone_initializer(initializer), name=name,
+      **kwargs)
+  layer._build_from_signature(  # pylint: disable=protected-access
+      query=input_shape, value=input_shape)
+  return layer
+
+
+def feed_forward(width: int, inner_dim: int, activation, initializer
+                 ) -> Tuple[tf_keras.layers.Layer, ...]:
+  """`(intermediate, activation, output)` layers of the feed-forward part."""
+  policy = tf_keras.mixed_precision.global_policy()
+  if policy.name == "mixed_bfloat16":
+    policy = tf.float32  # As Model Garden: bf16 GELU hurts convergence.
+  dense = lambda size, name: tf_keras.layers.EinsumDense(
+      "abc,cd->abd", output_shape=(None, size), bias_axes="d",
+      kernel_initializer=tf_utils.clone_initializer(initializer), name=name)
+  return (dense(inner_dim, "intermediate"),
+          tf_keras.layers.Activation(activation, dtype=policy),
+          dense(width, "output"))
+
+
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerEncoderBlock(tf_keras.layers.Layer):
+class RealFormerEncoderBlock(ArgumentsConfigLayer):
   """Transformer encoder block: `(hidden, scores) -> (hidden, scores)`.
 
   Post-LN (BERT, the paper's backbone) by default, Pre-LN with
@@ -68,95 +144,37 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
                score_dtype: str = "float32",
                recompute: bool = False,
                **kwargs):
-    super().__init__(**kwargs)
-    self._num_heads = num_attention_heads
-    self._inner_dim = inner_dim
-    self._inner_activation = inner_activation
-    self._output_dropout_rate = output_dropout
-    self._attention_dropout_rate = attention_dropout
-    self._norm_first = norm_first
-    self._norm_epsilon = norm_epsilon
-    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
-    self._residual_attention = ra.validate_residual_attention(
-        residual_attention)
-    self._layer_index = layer_index
-    self._score_dtype = ra.validate_score_dtype(score_dtype)
-    self._recompute = bool(recompute)
+    kernel_initializer = tf_keras.initializers.get(kernel_initializer)
+    ra.validate_residual_attention(residual_attention)
+    ra.validate_score_dtype(score_dtype)
+    recompute = bool(recompute)
+    super().__init__(locals())
 
   def build(self, input_shape):
-    hidden_size = tf.TensorShape(input_shape)[-1]
-    if hidden_size is None:
-      raise ValueError(f"{self.name}: the hidden size (last input dimension) "
-                       "must be known.")
-    if hidden_size % self._num_heads:
-      raise ValueError(
-          f"{self.name}: hidden size {hidden_size} is not divisible by "
-          f"num_attention_heads={self._num_heads}.")
-
-    def init():
-      return tf_utils.clone_initializer(self._kernel_initializer)
-
-    def layer_norm(name):
-      # float32 LayerNorm for numeric stability under mixed precision, as
-      # Model Garden does.
-      return tf_keras.layers.LayerNormalization(
-          name=name, axis=-1, epsilon=self._norm_epsilon, dtype=tf.float32)
-
-    self._attention_layer = ra.ResidualMultiHeadAttention(
-        num_heads=self._num_heads,
-        key_dim=hidden_size // self._num_heads,
-        dropout=self._attention_dropout_rate,
-        kernel_initializer=init(),
-        residual_attention=self._residual_attention,
-        layer_index=self._layer_index,
-        score_dtype=self._score_dtype,
-        name="self_attention")
-    # Create the attention weights now rather than on first call, so that
-    # Keras' SavedModel loader restores them like every other weight.
-    self._attention_layer._build_from_signature(  # pylint: disable=protected-access
-        query=input_shape, value=input_shape)
+    c = self._config
+    width = block_width(self.name, input_shape, c["num_attention_heads"])
+    self._attention_layer = attention_layer(
+        "self_attention", input_shape, c["num_attention_heads"],
+        c["kernel_initializer"], dropout=c["attention_dropout"],
+        residual_attention=c["residual_attention"],
+        layer_index=c["layer_index"], score_dtype=c["score_dtype"])
     dropout = tf_keras.layers.Dropout
-    if self._recompute:
+    if c["recompute"]:
       dropout = recomputing_dropout.RecomputingDropout
       # Weightless, so checkpoints are unaffected.
       self._attention_layer._dropout_layer = dropout(  # pylint: disable=protected-access
-          rate=self._attention_dropout_rate)
-    self._attention_dropout = dropout(self._output_dropout_rate)
-    self._attention_layer_norm = layer_norm("self_attention_layer_norm")
-    self._intermediate_dense = tf_keras.layers.EinsumDense(
-        "abc,cd->abd", output_shape=(None, self._inner_dim), bias_axes="d",
-        kernel_initializer=init(), name="intermediate")
-    policy = tf_keras.mixed_precision.global_policy()
-    if policy.name == "mixed_bfloat16":
-      policy = tf.float32  # As Model Garden: bf16 GELU hurts convergence.
-    self._intermediate_activation_layer = tf_keras.layers.Activation(
-        self._inner_activation, dtype=policy)
-    self._output_dense = tf_keras.layers.EinsumDense(
-        "abc,cd->abd", output_shape=(None, hidden_size), bias_axes="d",
-        kernel_initializer=init(), name="output")
-    self._output_dropout = dropout(self._output_dropout_rate)
-    self._output_layer_norm = layer_norm("output_layer_norm")
+          rate=c["attention_dropout"])
+    self._attention_dropout = dropout(c["output_dropout"])
+    self._attention_layer_norm = layer_norm("self_attention_layer_norm",
+                                            c["norm_epsilon"])
+    (self._intermediate_dense, self._intermediate_activation_layer,
+     self._output_dense) = feed_forward(width, c["inner_dim"],
+                                        c["inner_activation"],
+                                        c["kernel_initializer"])
+    self._output_dropout = dropout(c["output_dropout"])
+    self._output_layer_norm = layer_norm("output_layer_norm",
+                                         c["norm_epsilon"])
     super().build(input_shape)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        num_attention_heads=self._num_heads,
-        inner_dim=self._inner_dim,
-        inner_activation=tf_utils.serialize_activation(
-            tf_keras.activations.get(self._inner_activation),
-            use_legacy_format=True),
-        output_dropout=self._output_dropout_rate,
-        attention_dropout=self._attention_dropout_rate,
-        norm_first=self._norm_first,
-        norm_epsilon=self._norm_epsilon,
-        kernel_initializer=tf_utils.serialize_initializer(
-            self._kernel_initializer, use_legacy_format=True),
-        residual_attention=self._residual_attention,
-        layer_index=self._layer_index,
-        score_dtype=self._score_dtype,
-        recompute=self._recompute)
-    return config
 
   def call(self,
            hidden,
@@ -183,7 +201,7 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
     Returns:
       `(hidden, scores)` or `(hidden, scores, probs)`.
     """
-    if not (self._recompute and training):
+    if not (self._config["recompute"] and training):
       return self._forward(hidden, scores, attention_mask, attention_bias,
                            training, output_range, return_attention_probs)
     # recompute_grad differentiates tensor arguments only: pass the present
@@ -205,9 +223,10 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
 
   def _forward(self, hidden, scores, attention_mask, attention_bias, training,
                output_range, return_attention_probs):
+    norm_first = self._config["norm_first"]
     source = hidden
     query = hidden
-    if self._norm_first:
+    if norm_first:
       hidden = self._attention_layer_norm(hidden)
       query = hidden
     if output_range:
@@ -226,7 +245,7 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
         attention_bias=attention_bias)
     attention_output = self._attention_dropout(attention_output,
                                                training=training)
-    if self._norm_first:
+    if norm_first:
       attention_output = source + attention_output
       residual = attention_output
       attention_output = self._output_layer_norm(attention_output)
@@ -239,7 +258,7 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
     inner = self._intermediate_activation_layer(inner)
     layer_output = self._output_dense(inner)
     layer_output = self._output_dropout(layer_output, training=training)
-    if self._norm_first:
+    if norm_first:
       layer_output = residual + tf.cast(layer_output, residual.dtype)
     else:
       # LayerNorm output is float32 under mixed precision; add in float32.

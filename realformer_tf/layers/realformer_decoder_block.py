@@ -8,17 +8,17 @@ too, and never mixed. Along each path the mask is the same in every layer
 attention), which is what makes the sum meaningful.
 """
 
-from typing import Any, Optional
+from typing import Any
 
 import tensorflow as tf
 import tf_keras
 
-from official.modeling import tf_utils
+from realformer_tf.layers import realformer_block
 from realformer_tf.layers import residual_attention as ra
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerDecoderBlock(tf_keras.layers.Layer):
+class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
   """`(hidden, self_scores, cross_scores) -> (hidden, self_scores, cross_scores)`.
 
   Causal self-attention on one residual path, encoder-decoder attention on
@@ -111,127 +111,62 @@ class RealFormerDecoderBlock(tf_keras.layers.Layer):
                cross_attention: bool = True,
                layer_index: int = 0,
                **kwargs):
-    super().__init__(**kwargs)
-    self.num_attention_heads = num_attention_heads
-    self.intermediate_size = intermediate_size
-    self._intermediate_activation = intermediate_activation
-    self.dropout_rate = dropout_rate
-    self.attention_dropout_rate = attention_dropout_rate
-    self._use_bias = use_bias
-    self._norm_first = norm_first
-    self._norm_epsilon = norm_epsilon
-    self._intermediate_dropout = intermediate_dropout
-    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
-    self._attention_initializer = (
-        tf_keras.initializers.get(attention_initializer)
-        if attention_initializer else None)
-    self._residual_attention = ra.validate_residual_attention(
-        residual_attention)
-    self._self_residual = bool(self_residual)
-    self._cross_residual = bool(cross_residual)
-    self._cross_attention = bool(cross_attention)
+    kernel_initializer = tf_keras.initializers.get(kernel_initializer)
+    if attention_initializer:
+      attention_initializer = tf_keras.initializers.get(attention_initializer)
+    ra.validate_residual_attention(residual_attention)
+    self_residual, cross_residual, cross_attention = (
+        bool(self_residual), bool(cross_residual), bool(cross_attention))
     if layer_index < 0:
       raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
-    self._layer_index = int(layer_index)
-
-  def _path_mode(self, residual: bool) -> str:
-    return self._residual_attention if residual else "none"
+    super().__init__(locals())
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.dropout_rate = dropout_rate
+    self.attention_dropout_rate = attention_dropout_rate
 
   def build(self, input_shape):
-    input_shape = tf.TensorShape(input_shape)
-    hidden_size = input_shape[-1]
-    if input_shape.rank != 3 or hidden_size is None:
-      raise ValueError(f"{self.name}: expects hidden of shape [batch, seq, "
-                       f"width] with a known width, got {input_shape}.")
-    if hidden_size % self.num_attention_heads:
-      raise ValueError(
-          f"{self.name}: width {hidden_size} is not divisible by "
-          f"num_attention_heads={self.num_attention_heads}.")
+    c = self._config
+    width = realformer_block.block_width(self.name, input_shape,
+                                         self.num_attention_heads)
 
-    def init(initializer=None):
-      return tf_utils.clone_initializer(initializer or
-                                        self._kernel_initializer)
+    def attention(name, residual):
+      return realformer_block.attention_layer(
+          name, input_shape, self.num_attention_heads,
+          c["attention_initializer"] or c["kernel_initializer"],
+          dropout=self.attention_dropout_rate, use_bias=c["use_bias"],
+          residual_attention=c["residual_attention"] if residual else "none",
+          layer_index=c["layer_index"])
 
     def layer_norm(name):
-      # float32 LayerNorm under mixed precision, as Model Garden.
-      return tf_keras.layers.LayerNormalization(
-          name=name, axis=-1, epsilon=self._norm_epsilon, dtype=tf.float32)
+      return realformer_block.layer_norm(name, c["norm_epsilon"])
 
-    def attention(name, mode):
-      layer = ra.ResidualMultiHeadAttention(
-          num_heads=self.num_attention_heads,
-          key_dim=hidden_size // self.num_attention_heads,
-          dropout=self.attention_dropout_rate,
-          use_bias=self._use_bias,
-          kernel_initializer=init(self._attention_initializer),
-          residual_attention=mode,
-          layer_index=self._layer_index,
-          name=name)
-      # Weights now, not on first call, so Keras' SavedModel loader restores
-      # them like every other weight (memory has the block's width).
-      layer._build_from_signature(  # pylint: disable=protected-access
-          query=input_shape, value=input_shape)
-      return layer
-
-    self.self_attention = attention("self_attention",
-                                    self._path_mode(self._self_residual))
+    self.self_attention = attention("self_attention", c["self_residual"])
     self.self_attention_dropout = tf_keras.layers.Dropout(self.dropout_rate)
     self.self_attention_layer_norm = layer_norm("self_attention_layer_norm")
-    if self._cross_attention:
+    if c["cross_attention"]:
+      # Memory has the block's width, so it builds like self-attention.
       self.encdec_attention = attention("attention/encdec",
-                                        self._path_mode(self._cross_residual))
+                                        c["cross_residual"])
       self.encdec_attention_dropout = tf_keras.layers.Dropout(
           self.dropout_rate)
       self.encdec_attention_layer_norm = layer_norm(
           "attention/encdec_output_layer_norm")
-    self.intermediate_dense = tf_keras.layers.EinsumDense(
-        "abc,cd->abd", output_shape=(None, self.intermediate_size),
-        bias_axes="d", kernel_initializer=init(), name="intermediate")
-    policy = tf_keras.mixed_precision.global_policy()
-    if policy.name == "mixed_bfloat16":
-      policy = tf.float32  # As Model Garden: bf16 GELU hurts convergence.
-    self.intermediate_activation_layer = tf_keras.layers.Activation(
-        self._intermediate_activation, dtype=policy)
+    (self.intermediate_dense, self.intermediate_activation_layer,
+     self.output_dense) = realformer_block.feed_forward(
+         width, self.intermediate_size, c["intermediate_activation"],
+         c["kernel_initializer"])
     self._intermediate_dropout_layer = tf_keras.layers.Dropout(
-        self._intermediate_dropout)
-    self.output_dense = tf_keras.layers.EinsumDense(
-        "abc,cd->abd", output_shape=(None, hidden_size), bias_axes="d",
-        kernel_initializer=init(), name="output")
+        c["intermediate_dropout"])
     self.output_dropout = tf_keras.layers.Dropout(self.dropout_rate)
     self.output_layer_norm = layer_norm("output_layer_norm")
     super().build(input_shape)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        num_attention_heads=self.num_attention_heads,
-        intermediate_size=self.intermediate_size,
-        intermediate_activation=tf_utils.serialize_activation(
-            tf_keras.activations.get(self._intermediate_activation),
-            use_legacy_format=True),
-        dropout_rate=self.dropout_rate,
-        attention_dropout_rate=self.attention_dropout_rate,
-        use_bias=self._use_bias,
-        norm_first=self._norm_first,
-        norm_epsilon=self._norm_epsilon,
-        intermediate_dropout=self._intermediate_dropout,
-        kernel_initializer=tf_utils.serialize_initializer(
-            self._kernel_initializer, use_legacy_format=True),
-        attention_initializer=tf_utils.serialize_initializer(
-            self._attention_initializer, use_legacy_format=True)
-        if self._attention_initializer else None,
-        residual_attention=self._residual_attention,
-        self_residual=self._self_residual,
-        cross_residual=self._cross_residual,
-        cross_attention=self._cross_attention,
-        layer_index=self._layer_index)
-    return config
 
   def _sublayer(self, source, attention_output, dropout, layer_norm,
                 training):
     """Dropout, residual add and (Post-LN) LayerNorm after a sub-layer."""
     attention_output = dropout(attention_output, training=training)
-    if self._norm_first:
+    if self._config["norm_first"]:
       return tf.cast(source, attention_output.dtype) + attention_output
     return layer_norm(tf.cast(source, attention_output.dtype) +
                       attention_output)
@@ -247,15 +182,16 @@ class RealFormerDecoderBlock(tf_keras.layers.Layer):
            decode_loop_step=None,
            training=None,
            return_attention_probs: bool = False):
-    if self._cross_attention and memory is None:
+    norm_first, cross_attention = (self._config["norm_first"],
+                                   self._config["cross_attention"])
+    if cross_attention and memory is None:
       raise ValueError(f"{self.name}: memory (the encoder output) is required "
                        "with cross_attention=True.")
-    if not self._cross_attention and memory is not None:
+    if not cross_attention and memory is not None:
       raise ValueError(f"{self.name}: got memory, but the block was built with "
                        "cross_attention=False.")
     source = hidden
-    query = self.self_attention_layer_norm(hidden) if self._norm_first else (
-        hidden)
+    query = self.self_attention_layer_norm(hidden) if norm_first else hidden
     attention_output, self_scores, self_probs = self.self_attention(
         query=query, value=query, attention_mask=self_attention_mask,
         prev_scores=self_scores, training=training,
@@ -266,10 +202,10 @@ class RealFormerDecoderBlock(tf_keras.layers.Layer):
                             self.self_attention_layer_norm, training)
 
     cross_probs = None
-    if self._cross_attention:
+    if cross_attention:
       source = hidden
       query = (self.encdec_attention_layer_norm(hidden)
-               if self._norm_first else hidden)
+               if norm_first else hidden)
       attention_output, cross_scores, cross_probs = self.encdec_attention(
           query=query, value=memory, attention_mask=cross_attention_mask,
           prev_scores=cross_scores, training=training,
@@ -279,7 +215,7 @@ class RealFormerDecoderBlock(tf_keras.layers.Layer):
                               self.encdec_attention_layer_norm, training)
 
     source = hidden
-    inner = self.output_layer_norm(hidden) if self._norm_first else hidden
+    inner = self.output_layer_norm(hidden) if norm_first else hidden
     inner = self.intermediate_dense(inner)
     inner = self.intermediate_activation_layer(inner)
     inner = self._intermediate_dropout_layer(inner, training=training)

@@ -19,7 +19,7 @@ kept for backprop cost no more memory than BERT's.
 """
 
 import math
-from typing import Optional, Tuple
+from typing import Tuple
 
 import tensorflow as tf
 import tf_keras
@@ -123,6 +123,13 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     **kwargs: Any other `tf_keras.layers.MultiHeadAttention` argument, except
       `attention_axes` (only the sequence axis is supported).
 
+  `call` takes Keras' arguments except `return_attention_scores` (rejected:
+  the layer always returns its running scores, and the probabilities with
+  `return_attention_probs`), and ragged inputs. The attention itself is
+  `_compute_residual_attention`, a method of its own name: Keras'
+  `_compute_attention(query, key, value, attention_mask, training)` has no
+  place for the previous scores.
+
   Call arguments:
     query: `[batch, from_len, dim]`.
     value: `[batch, to_len, dim]`.
@@ -219,7 +226,16 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
            attention_bias=None,
            use_causal_mask=False,
            cache=None,
-           decode_loop_step=None):
+           decode_loop_step=None,
+           return_attention_scores=False):
+    if return_attention_scores:
+      raise ValueError(
+          f"{self.name}: return_attention_scores is not supported: the layer "
+          "returns (output, scores) always, where scores is the pre-softmax "
+          "running sum; pass return_attention_probs=True for the softmax "
+          "probabilities.")
+    if isinstance(query, tf.RaggedTensor) or isinstance(value, tf.RaggedTensor):
+      raise ValueError(f"{self.name}: ragged inputs are not supported.")
     if tf.TensorShape(query.shape).rank != 3:
       raise ValueError(
           f"{self.name}: query must have rank 3 [batch, from_len, dim], got "
@@ -281,10 +297,8 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       training=None) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """Residual dot-product attention on projected Q, K, V.
 
-    A method of its own, not an override of the base class'
-    `_compute_attention(query, key, value, attention_mask, training)`: it
-    also takes `prev_scores` and an additive bias and returns
-    `(context, scores, probs)`.
+    Returns `(context, scores, probs)`; see the class docstring for why this
+    is not `_compute_attention`.
 
     The form is chosen for XLA (checked on the optimized HLO, see
     benchmarks/README.md): `1/sqrt(d)` scales the `[B, T, N, H]` query (fused

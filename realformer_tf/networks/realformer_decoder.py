@@ -12,18 +12,58 @@ With `cross_attention=False` the same class is a decoder-only (causal
 language model) stack: call it with `memory=None`.
 """
 
-from typing import Any, Optional
+from typing import Any
 
 import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling.models import seq2seq_transformer
+from realformer_tf.layers import realformer_block
 from realformer_tf.layers import realformer_decoder_block
 from realformer_tf.layers import residual_attention as ra
 
 
+class BlockStack(realformer_block.ArgumentsConfigLayer):
+  """`num_layers` blocks and a final LayerNorm: what both seq2seq stacks share.
+
+  Model Garden's attribute names (`num_layers`, `num_attention_heads`,
+  `output_normalization`); the blocks go to `self.<_blocks_attribute>`,
+  built by the subclass' `_block(index, width)`.
+  """
+  _blocks_attribute = ""
+
+  def __init__(self, arguments):
+    super().__init__(arguments)
+    if self._config["num_layers"] < 1:
+      raise ValueError(
+          f"num_layers must be >= 1, got {self._config['num_layers']}.")
+    ra.validate_residual_attention(self._config["residual_attention"])
+    self.num_layers = self._config["num_layers"]
+    self.num_attention_heads = self._config["num_attention_heads"]
+
+  def _block(self, index: int, width: int) -> tf_keras.layers.Layer:
+    raise NotImplementedError
+
+  def _final_norm_epsilon(self) -> float:
+    return self._config["norm_epsilon"]
+
+  def build(self, input_shape):
+    width = tf.TensorShape(input_shape)[-1]
+    setattr(self, self._blocks_attribute,
+            [self._block(i, width) for i in range(self.num_layers)])
+    if self._config["final_layer_norm"]:
+      self.output_normalization = tf_keras.layers.LayerNormalization(
+          epsilon=self._final_norm_epsilon(), dtype="float32")
+    super().build(input_shape)
+
+  def _normalize(self, x):
+    if self._config["final_layer_norm"]:
+      return self.output_normalization(x)
+    return x
+
+
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerDecoder(tf_keras.layers.Layer):
+class RealFormerDecoder(BlockStack):
   """A stack of `RealFormerDecoderBlock`s and a final LayerNorm.
 
   Args:
@@ -65,6 +105,8 @@ class RealFormerDecoder(tf_keras.layers.Layer):
     `return_all_decoder_outputs`), and the attention dict if asked.
   """
 
+  _blocks_attribute = "decoder_layers"
+
   def __init__(self,
                num_layers: int = 6,
                num_attention_heads: int = 8,
@@ -82,79 +124,36 @@ class RealFormerDecoder(tf_keras.layers.Layer):
                cross_attention: bool = True,
                final_layer_norm: bool = True,
                **kwargs):
-    super().__init__(**kwargs)
-    if num_layers < 1:
-      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
-    self.num_layers = num_layers
-    self.num_attention_heads = num_attention_heads
-    self._intermediate_size = intermediate_size
-    self._activation = activation
-    self._dropout_rate = dropout_rate
-    self._attention_dropout_rate = attention_dropout_rate
-    self._use_bias = use_bias
-    self._norm_first = norm_first
-    self._norm_epsilon = norm_epsilon
-    self._intermediate_dropout = intermediate_dropout
-    self._residual_attention = ra.validate_residual_attention(
-        residual_attention)
-    self._self_residual = bool(self_residual)
-    self._cross_residual = bool(cross_residual)
-    self._cross_attention = bool(cross_attention)
-    self._final_layer_norm = bool(final_layer_norm)
+    self_residual, cross_residual, cross_attention, final_layer_norm = (
+        bool(self_residual), bool(cross_residual), bool(cross_attention),
+        bool(final_layer_norm))
+    super().__init__(locals())
 
-  def build(self, input_shape):
-    hidden_size = tf.TensorShape(input_shape)[-1]
-    self.decoder_layers = [
-        realformer_decoder_block.RealFormerDecoderBlock(
-            num_attention_heads=self.num_attention_heads,
-            intermediate_size=self._intermediate_size,
-            intermediate_activation=self._activation,
-            dropout_rate=self._dropout_rate,
-            attention_dropout_rate=self._attention_dropout_rate,
-            use_bias=self._use_bias,
-            norm_first=self._norm_first,
-            norm_epsilon=self._norm_epsilon,
-            intermediate_dropout=self._intermediate_dropout,
-            # Model Garden's seq2seq attention initializer.
-            attention_initializer=seq2seq_transformer.attention_initializer(
-                hidden_size),
-            residual_attention=self._residual_attention,
-            self_residual=self._self_residual,
-            cross_residual=self._cross_residual,
-            cross_attention=self._cross_attention,
-            layer_index=i,
-            name=f"layer_{i}") for i in range(self.num_layers)]
-    if self._final_layer_norm:
-      self.output_normalization = tf_keras.layers.LayerNormalization(
-          epsilon=1e-6, dtype="float32")
-    super().build(input_shape)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        num_layers=self.num_layers,
+  def _block(self, index, width):
+    c = self._config
+    return realformer_decoder_block.RealFormerDecoderBlock(
         num_attention_heads=self.num_attention_heads,
-        intermediate_size=self._intermediate_size,
-        activation=self._activation,
-        dropout_rate=self._dropout_rate,
-        attention_dropout_rate=self._attention_dropout_rate,
-        use_bias=self._use_bias,
-        norm_first=self._norm_first,
-        norm_epsilon=self._norm_epsilon,
-        intermediate_dropout=self._intermediate_dropout,
-        residual_attention=self._residual_attention,
-        self_residual=self._self_residual,
-        cross_residual=self._cross_residual,
-        cross_attention=self._cross_attention,
-        final_layer_norm=self._final_layer_norm)
-    return config
+        intermediate_size=c["intermediate_size"],
+        intermediate_activation=c["activation"],
+        dropout_rate=c["dropout_rate"],
+        attention_dropout_rate=c["attention_dropout_rate"],
+        use_bias=c["use_bias"], norm_first=c["norm_first"],
+        norm_epsilon=c["norm_epsilon"],
+        intermediate_dropout=c["intermediate_dropout"],
+        # Model Garden's seq2seq attention initializer.
+        attention_initializer=seq2seq_transformer.attention_initializer(
+            width),
+        residual_attention=c["residual_attention"],
+        self_residual=c["self_residual"], cross_residual=c["cross_residual"],
+        cross_attention=c["cross_attention"], layer_index=index,
+        name=f"layer_{index}")
+
+  def _final_norm_epsilon(self):
+    return 1e-6  # Model Garden's TransformerDecoder's, whatever norm_epsilon.
 
   @property
   def cross_attention(self) -> bool:
-    return self._cross_attention
-
-  def _normalize(self, x):
-    return self.output_normalization(x) if self._final_layer_norm else x
+    return self._config["cross_attention"]
 
   def call(self,
            target,

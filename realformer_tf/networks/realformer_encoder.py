@@ -7,6 +7,7 @@ import tf_keras
 
 from official.modeling import tf_utils
 from official.nlp.modeling import layers as mg_layers
+from realformer_tf import utils
 from realformer_tf.layers import realformer_block
 from realformer_tf.layers import residual_attention as ra
 
@@ -21,11 +22,18 @@ def approx_gelu(x):
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerEncoder(tf_keras.layers.Layer):
+class RealFormerEncoder(realformer_block.ArgumentsConfigLayer):
   """Bi-directional Transformer encoder with residual attention (RealFormer).
 
   Same constructor arguments, inputs, outputs and checkpoint layout as Model
-  Garden's `networks.BertEncoderV2`, plus:
+  Garden's `networks.BertEncoderV2`, plus the arguments below. Not built on
+  Model Garden's `EncoderScaffold` (official/nlp/modeling/networks/
+  encoder_scaffold.py): its `recursive=True` threads a state through the
+  layers (line 228) but only the last layer's output leaves the model (lines
+  256-265), so neither the per-layer scores nor probabilities can be output;
+  its layers get a `[batch, seq, seq]` mask each (line 196), not one additive
+  bias per call; and its attribute names (`_hidden_layers`, `cls_transform`)
+  are not BertEncoderV2's, whose checkpoints must restore here.
 
   Args:
     residual_attention: "sum" (RealFormer), "mean" (running mean, for models
@@ -37,9 +45,9 @@ class RealFormerEncoder(tf_keras.layers.Layer):
       match it.
     norm_epsilon: LayerNorm epsilon of the Transformer blocks.
     return_attention_scores: Also output `attention_scores` (each layer's
-      float32 pre-softmax running score sum, unmasked, `[batch, heads, seq,
-      seq]`) and `attention_probs` (each layer's softmax probabilities). Note:
-      `BertEncoderV2` calls the probabilities `attention_scores`.
+      softmax probabilities `[batch, heads, seq, seq]`, as `BertEncoderV2`)
+      and `residual_scores` (each layer's pre-softmax running score sum,
+      unmasked, float32 unless `score_dtype="compute"`).
     score_dtype: dtype of the running score sum under mixed precision:
       "float32" (default) or "compute" (the policy's compute dtype); see the
       README for the measured accuracy cost.
@@ -89,21 +97,18 @@ class RealFormerEncoder(tf_keras.layers.Layer):
                score_dtype: str = "float32",
                recompute: bool = False,
                **kwargs):
-    super().__init__(**kwargs)
     ra.validate_residual_attention(residual_attention)
     ra.validate_score_dtype(score_dtype)
-    if hidden_size % num_attention_heads:
-      raise ValueError(
-          f"hidden_size={hidden_size} is not divisible by "
-          f"num_attention_heads={num_attention_heads}.")
+    utils.check_heads_divide(hidden_size, num_attention_heads,
+                             "hidden_size")
     if num_layers < 1:
       raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
-    activation = tf_keras.activations.get(inner_activation)
     initializer = tf_keras.initializers.get(initializer)
     if embedding_width is None:
       embedding_width = hidden_size
     if final_layer_norm is None:
       final_layer_norm = norm_first
+    super().__init__(locals())
 
     def init():
       return tf_utils.clone_initializer(initializer)
@@ -158,33 +163,6 @@ class RealFormerEncoder(tf_keras.layers.Layer):
         units=hidden_size, activation="tanh", kernel_initializer=init(),
         name="pooler_transform")
 
-    self._config = dict(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_attention_heads=num_attention_heads,
-        max_sequence_length=max_sequence_length,
-        type_vocab_size=type_vocab_size,
-        inner_dim=inner_dim,
-        inner_activation=tf_utils.serialize_activation(
-            activation, use_legacy_format=True),
-        output_dropout=output_dropout,
-        attention_dropout=attention_dropout,
-        initializer=tf_utils.serialize_initializer(
-            initializer, use_legacy_format=True),
-        output_range=output_range,
-        embedding_width=embedding_width,
-        embedding_layer=embedding_layer,
-        norm_first=norm_first,
-        with_dense_inputs=with_dense_inputs,
-        return_attention_scores=return_attention_scores,
-        return_word_embeddings=return_word_embeddings,
-        residual_attention=residual_attention,
-        final_layer_norm=final_layer_norm,
-        norm_epsilon=norm_epsilon,
-        score_dtype=score_dtype,
-        recompute=recompute,
-    )
     ids = lambda name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
     inputs = {k: ids(k) for k in ("input_word_ids", "input_mask",
                                   "input_type_ids")}
@@ -238,7 +216,7 @@ class RealFormerEncoder(tf_keras.layers.Layer):
                                self.compute_dtype))
 
     x, scores = embeddings, None
-    encoder_outputs, all_scores, all_probs = [], [], []
+    encoder_outputs, residual_scores, attention_scores = [], [], []
     last = len(self._transformer_layers) - 1
     for i, layer in enumerate(self._transformer_layers):
       x, scores, probs = layer(
@@ -246,8 +224,8 @@ class RealFormerEncoder(tf_keras.layers.Layer):
           output_range=self._config["output_range"] if i == last else None,
           return_attention_probs=True)
       encoder_outputs.append(x)
-      all_scores.append(scores)
-      all_probs.append(probs)
+      residual_scores.append(scores)
+      attention_scores.append(probs)
     if self._final_layer_norm is not None:
       encoder_outputs[-1] = self._final_layer_norm(encoder_outputs[-1])
 
@@ -257,8 +235,8 @@ class RealFormerEncoder(tf_keras.layers.Layer):
         pooled_output=self._pooler_layer(sequence_output[:, 0, :]),
         encoder_outputs=encoder_outputs)
     if self._config["return_attention_scores"]:
-      outputs["attention_scores"] = all_scores
-      outputs["attention_probs"] = all_probs
+      outputs["attention_scores"] = attention_scores
+      outputs["residual_scores"] = residual_scores
     if self._config["return_word_embeddings"]:
       outputs["word_embeddings"] = embeddings
     return outputs
@@ -281,10 +259,3 @@ class RealFormerEncoder(tf_keras.layers.Layer):
   @property
   def pooler_layer(self):
     return self._pooler_layer
-
-  def get_config(self):
-    return dict(self._config)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    return cls(**config)

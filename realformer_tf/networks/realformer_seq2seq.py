@@ -12,17 +12,16 @@ one per attention type, as the paper's Section 3 prescribes.
 
 from typing import Any, Optional
 
-import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling.models import seq2seq_transformer
+from realformer_tf import utils
 from realformer_tf.layers import realformer_block
-from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import realformer_decoder
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerSeq2SeqEncoder(tf_keras.layers.Layer):
+class RealFormerSeq2SeqEncoder(realformer_decoder.BlockStack):
   """Encoder stack for `Seq2SeqTransformer`'s `encoder_layer` slot.
 
   Same call and attribute names as Model Garden's seq2seq
@@ -46,6 +45,8 @@ class RealFormerSeq2SeqEncoder(tf_keras.layers.Layer):
     **kwargs: Base `Layer` arguments.
   """
 
+  _blocks_attribute = "encoder_layers"
+
   def __init__(self,
                num_layers: int = 6,
                num_attention_heads: int = 8,
@@ -58,53 +59,19 @@ class RealFormerSeq2SeqEncoder(tf_keras.layers.Layer):
                residual_attention: str = "sum",
                final_layer_norm: bool = True,
                **kwargs):
-    super().__init__(**kwargs)
-    if num_layers < 1:
-      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
-    self.num_layers = num_layers
-    self.num_attention_heads = num_attention_heads
-    self._intermediate_size = intermediate_size
-    self._activation = activation
-    self._dropout_rate = dropout_rate
-    self._attention_dropout_rate = attention_dropout_rate
-    self._norm_first = norm_first
-    self._norm_epsilon = norm_epsilon
-    self._residual_attention = ra.validate_residual_attention(
-        residual_attention)
-    self._final_layer_norm = bool(final_layer_norm)
+    final_layer_norm = bool(final_layer_norm)
+    super().__init__(locals())
 
-  def build(self, input_shape):
-    self.encoder_layers = [
-        realformer_block.RealFormerEncoderBlock(
-            num_attention_heads=self.num_attention_heads,
-            inner_dim=self._intermediate_size,
-            inner_activation=self._activation,
-            output_dropout=self._dropout_rate,
-            attention_dropout=self._attention_dropout_rate,
-            norm_first=self._norm_first,
-            norm_epsilon=self._norm_epsilon,
-            residual_attention=self._residual_attention,
-            layer_index=i,
-            name=f"layer_{i}") for i in range(self.num_layers)]
-    if self._final_layer_norm:
-      self.output_normalization = tf_keras.layers.LayerNormalization(
-          epsilon=self._norm_epsilon, dtype="float32")
-    super().build(input_shape)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        num_layers=self.num_layers,
+  def _block(self, index, width):
+    c = self._config
+    return realformer_block.RealFormerEncoderBlock(
         num_attention_heads=self.num_attention_heads,
-        intermediate_size=self._intermediate_size,
-        activation=self._activation,
-        dropout_rate=self._dropout_rate,
-        attention_dropout_rate=self._attention_dropout_rate,
-        norm_first=self._norm_first,
-        norm_epsilon=self._norm_epsilon,
-        residual_attention=self._residual_attention,
-        final_layer_norm=self._final_layer_norm)
-    return config
+        inner_dim=c["intermediate_size"], inner_activation=c["activation"],
+        output_dropout=c["dropout_rate"],
+        attention_dropout=c["attention_dropout_rate"],
+        norm_first=c["norm_first"], norm_epsilon=c["norm_epsilon"],
+        residual_attention=c["residual_attention"], layer_index=index,
+        name=f"layer_{index}")
 
   def call(self, encoder_inputs, attention_mask=None,
            return_attention_scores: bool = False, training=None):
@@ -118,8 +85,7 @@ class RealFormerSeq2SeqEncoder(tf_keras.layers.Layer):
                                     return_attention_probs=True)
       all_scores.append(scores)
       all_probs.append(probs)
-    if self._final_layer_norm:
-      hidden = self.output_normalization(hidden)
+    hidden = self._normalize(hidden)
     if return_attention_scores:
       return hidden, {"scores": all_scores, "probs": all_probs}
     return hidden
@@ -146,10 +112,8 @@ def build_seq2seq_transformer(vocab_size: int,
   if not decoder.cross_attention:
     raise ValueError("The seq2seq decoder needs cross_attention=True.")
   for name, stack in (("encoder", encoder), ("decoder", decoder)):
-    if embedding_width % stack.num_attention_heads:
-      raise ValueError(
-          f"embedding_width={embedding_width} is not divisible by the "
-          f"{name}'s num_attention_heads={stack.num_attention_heads}.")
+    utils.check_heads_divide(embedding_width, stack.num_attention_heads,
+                             f"{name} embedding_width")
   return seq2seq_transformer.Seq2SeqTransformer(
       vocab_size=vocab_size, embedding_width=embedding_width,
       dropout_rate=dropout_rate, padded_decode=padded_decode,

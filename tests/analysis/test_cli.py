@@ -69,12 +69,12 @@ def test_default_validation_data_matches_direct_scipy_computation(
   sums = np.zeros(2)
   for batch in runner.build_dataset(loaded, batch_size=6).take(1):
     outputs = loaded.encoder(batch, training=False)
-    probs = [p.numpy().astype(np.float64) for p in outputs["attention_probs"]]
+    probs = [p.numpy().astype(np.float64) for p in outputs["attention_scores"]]
     mask = batch["input_mask"].numpy()
     for b, n in enumerate(mask.sum(-1)):
       assert n == lengths[b]
       for layer in range(2):
-        s = outputs["attention_scores"][layer].numpy()[b, :, :n, :n]
+        s = outputs["residual_scores"][layer].numpy()[b, :, :n, :n]
         sums[layer] += np.abs(s).sum()
         for h in range(4):
           for t in range(n):

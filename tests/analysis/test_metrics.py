@@ -105,8 +105,8 @@ def test_zeroed_query_key_encoder_attends_uniformly():
   mask = inputs["input_mask"]
   lengths = mask.numpy().sum(-1)
   valid = metrics.query_mask(mask).numpy()
-  assert len(out["attention_probs"]) == 3
-  for layer, probs in enumerate(out["attention_probs"]):
+  assert len(out["attention_scores"]) == 3
+  for layer, probs in enumerate(out["attention_scores"]):
     entropy = metrics.attention_entropy(probs, mask).numpy()    # [B, H, T]
     for b, n in enumerate(lengths):
       np.testing.assert_allclose(entropy[b][:, valid[b]], math.log(n),
@@ -115,11 +115,11 @@ def test_zeroed_query_key_encoder_attends_uniformly():
     assert float(tf.reduce_max(probs * tf.cast(
         1 - mask, tf.float32)[:, None, None, :])) == 0.0
     if layer:
-      jsd = metrics.adjacent_head_jsd(out["attention_probs"][layer - 1], probs,
+      jsd = metrics.adjacent_head_jsd(out["attention_scores"][layer - 1], probs,
                                       mask).numpy()
       np.testing.assert_allclose(jsd, 0.0, atol=1e-7)
     sum_abs, count, max_abs = metrics.score_magnitude(
-        out["attention_scores"][layer], mask)
+        out["residual_scores"][layer], mask)
     assert float(sum_abs) == 0.0 and float(max_abs) == 0.0
     assert float(count) == 4 * float(np.sum(lengths ** 2))
 

@@ -111,7 +111,7 @@ class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_hidden_not_divisible_by_heads(self):
     with self.assertRaisesRegex(ValueError,
-                                "hidden size 16 is not divisible by "
+                                "width 16 is not divisible by "
                                 "num_attention_heads=3"):
       _block(num_attention_heads=3)(self.x)
 

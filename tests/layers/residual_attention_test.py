@@ -247,6 +247,14 @@ class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
                                                             np.float32))
     with self.assertRaisesRegex(ValueError, "query must have rank 3"):
       layer(self.query[None], self.value)
+    # Keras' own return_attention_scores would mean probabilities; refused.
+    with self.assertRaisesRegex(ValueError, "return_attention_scores is not "
+                                "supported.*return_attention_probs"):
+      layer(self.query, self.value, return_attention_scores=True)
+    with self.assertRaisesRegex(ValueError, "ragged inputs"):
+      layer(tf.RaggedTensor.from_tensor(self.query), self.value)
+    # The sequence axis, spelled out, is what None means: accepted.
+    ra.ResidualMultiHeadAttention(num_heads=2, key_dim=4, attention_axes=1)
 
 if __name__ == "__main__":
   tf.test.main()

@@ -47,14 +47,14 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(pooled, out["pooled_output"], atol=1e-5)
     self.assertLen(out["encoder_outputs"], 3)
     for i in range(3):
-      self.assertAllClose(scores[i], out["attention_scores"][i], atol=1e-5)
-      self.assertAllClose(probs[i], out["attention_probs"][i], atol=1e-5)
+      self.assertAllClose(scores[i], out["residual_scores"][i], atol=1e-5)
+      self.assertAllClose(probs[i], out["attention_scores"][i], atol=1e-5)
 
   def test_running_sum_is_sum_of_layer_scores(self):
     encoder = realformer_encoder.RealFormerEncoder(
         return_attention_scores=True, **_KW)
     out = encoder(_inputs())
-    scores = [s.numpy() for s in out["attention_scores"]]
+    scores = [s.numpy() for s in out["residual_scores"]]
     # Scores grow as a running sum: layer l's own part is S_l - S_{l-1}.
     own = [scores[0]] + [b - a for a, b in zip(scores, scores[1:])]
     self.assertAllClose(sum(own), scores[-1], atol=1e-5)
@@ -91,6 +91,22 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
     for a, b in zip(rf_trained.weights, bert2.weights):
       self.assertAllEqual(a.numpy(), b.numpy())
 
+  def test_attention_scores_are_bert_encoder_v2s_probabilities(self):
+    inputs = _inputs()
+    bert = networks.BertEncoderV2(return_attention_scores=True, **_KW)
+    rf = realformer_encoder.RealFormerEncoder(
+        residual_attention="none", return_attention_scores=True, **_KW)
+    want = bert(inputs)
+    rf(inputs)
+    path = tf.train.Checkpoint(encoder=bert).write(
+        os.path.join(self.get_temp_dir(), "bert"))
+    tf.train.Checkpoint(encoder=rf).read(path).assert_consumed()
+    got = rf(inputs)
+    self.assertEqual(set(want) | {"residual_scores"}, set(got))
+    self.assertLen(got["attention_scores"], 3)
+    for a, b in zip(want["attention_scores"], got["attention_scores"]):
+      self.assertAllClose(a, b, atol=1e-5)
+
   def test_get_config_round_trips_every_argument(self):
     args = dict(
         vocab_size=40, hidden_size=16, num_layers=2, num_attention_heads=2,
@@ -104,7 +120,8 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
         recompute=True)
     encoder = realformer_encoder.RealFormerEncoder(**args)
     config = encoder.get_config()
-    self.assertEqual(set(args), set(config))
+    # Plus the base layer's config, as every Keras layer.
+    self.assertEqual(set(args) | {"name", "trainable", "dtype"}, set(config))
     clone = realformer_encoder.RealFormerEncoder.from_config(config)
     self.assertEqual(config, clone.get_config())
     for key in args:
@@ -207,7 +224,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
       encoder = realformer_encoder.RealFormerEncoder(
           return_attention_scores=True, **_KW)
       out = encoder(inputs)
-    for scores in out["attention_scores"]:
+    for scores in out["residual_scores"]:
       self.assertEqual(tf.float32, scores.dtype)
     for t in tf.nest.flatten(out):
       self.assertTrue(np.all(np.isfinite(tf.cast(t, tf.float32).numpy())))
@@ -224,7 +241,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
       self.assertTrue(np.all(np.isfinite(tf.cast(t, tf.float32).numpy())))
 
   def test_errors(self):
-    with self.assertRaisesRegex(ValueError, "hidden_size=30 is not divisible "
+    with self.assertRaisesRegex(ValueError, "hidden_size: width 30 is not divisible "
                                 "by num_attention_heads=4"):
       realformer_encoder.RealFormerEncoder(**dict(_KW, hidden_size=30))
     with self.assertRaisesRegex(ValueError, "residual_attention.*'add'"):
@@ -271,7 +288,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
       encoder = realformer_encoder.RealFormerEncoder(
           return_attention_scores=True, score_dtype="compute", **_KW)
       out = encoder(inputs)
-    for scores in out["attention_scores"]:
+    for scores in out["residual_scores"]:
       self.assertEqual(tf.bfloat16, scores.dtype)
     for t in tf.nest.flatten(out):
       self.assertTrue(np.all(np.isfinite(tf.cast(t, tf.float32).numpy())))
