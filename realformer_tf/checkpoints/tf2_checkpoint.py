@@ -24,8 +24,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 import tensorflow as tf
 
 from official.nlp.configs import encoders as mg_encoders
+from realformer_tf import utils
 from realformer_tf.checkpoints import errors
-from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import realformer_encoder
@@ -260,8 +260,7 @@ def check_encoder_checkpoint(checkpoint_path: str,
     CheckpointMismatchError: Missing, unused or mis-shaped variables (each
       named, with both shapes).
   """
-  path = tf1_checkpoint.resolve_checkpoint_path(checkpoint_path,
-                                                "TF2 checkpoint")
+  path = utils.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
   reader = tf.train.load_checkpoint(path)
   graph = _object_graph(reader, path)
   node_id, found = _find_encoder_node(graph, path, encoder_path)
