@@ -19,7 +19,7 @@ never read.
 """
 
 import dataclasses
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Mapping, Optional, Union
 
 import tensorflow as tf
 
@@ -29,8 +29,6 @@ from realformer_tf.checkpoints import errors
 from realformer_tf.configs import encoders
 from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import realformer_encoder
-
-from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disable=g-direct-tensorflow-import
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _VARIABLE_VALUE = "VARIABLE_VALUE"
@@ -103,44 +101,6 @@ def realformer_config_from(config: EncoderConfigLike,
   return result
 
 
-def _object_graph(reader, path: str
-                 ) -> trackable_object_graph_pb2.TrackableObjectGraph:
-  if not reader.has_tensor(_OBJECT_GRAPH_KEY):
-    raise ValueError(
-        f"{path!r} is a name-based (TF1) checkpoint, not an object-based TF2 "
-        "one; load it with encoder_from_tf1_checkpoint.")
-  graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
-  return graph
-
-
-def _child(graph, node_id: int, name: str) -> Optional[int]:
-  for ref in graph.nodes[node_id].children:
-    if ref.local_name == name:
-      return ref.node_id
-  return None
-
-
-def _find_encoder_node(graph, path: str,
-                       encoder_path: Optional[str]) -> Tuple[int, str]:
-  """The node id of the encoder in the checkpoint's object graph."""
-  candidates = (encoder_path,) if encoder_path else ENCODER_PATHS
-  for candidate in candidates:
-    node_id = 0
-    for name in candidate.split("/"):
-      node_id = _child(graph, node_id, name)
-      if node_id is None:
-        break
-    if node_id is not None and (
-        encoder_path or _child(graph, node_id, "_embedding_layer") is not None):
-      return node_id, candidate
-  roots = sorted(ref.local_name for ref in graph.nodes[0].children)
-  raise ValueError(
-      f"No encoder found in checkpoint {path!r} at "
-      f"{'encoder_path=' + repr(encoder_path) if encoder_path else list(ENCODER_PATHS)}"
-      f"; its top-level objects are {roots}.")
-
-
 def _checkpoint_at(encoder_path: str, encoder: tf.Module) -> tf.train.Checkpoint:
   """A checkpoint root that holds `encoder` at "a/b" as `a.b`."""
   *parents, name = encoder_path.split("/")
@@ -150,18 +110,33 @@ def _checkpoint_at(encoder_path: str, encoder: tf.Module) -> tf.train.Checkpoint
   return root
 
 
-def _variable_keys(graph, node_ids) -> Dict[int, str]:
-  """Node id -> checkpoint key, for the variables among `node_ids`."""
-  return {node_id: attribute.checkpoint_key for node_id in node_ids
-          for attribute in graph.nodes[node_id].attributes
-          if attribute.name == _VARIABLE_VALUE}
+def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str]):
+  """`tf.train.Checkpoint.read` of `encoder` at `encoder_path`, or at the first
+  of `ENCODER_PATHS` where any of its variables matches.
 
-
-def _find_encoder(path: str, encoder_path: Optional[str]):
-  """(reader, object graph, encoder node id, encoder path) of a checkpoint."""
-  reader = tf.train.load_checkpoint(path)
-  graph = _object_graph(reader, path)
-  return (reader, graph) + _find_encoder_node(graph, path, encoder_path)
+  Returns:
+    `(load status, {id(object): checkpoint node id}, encoder path used)`.
+  """
+  if not reader.has_tensor(_OBJECT_GRAPH_KEY):
+    raise ValueError(
+        f"{path!r} is a name-based (TF1) checkpoint, not an object-based TF2 "
+        "one; load it with encoder_from_tf1_checkpoint.")
+  for found in (encoder_path,) if encoder_path else ENCODER_PATHS:
+    status = _checkpoint_at(found, encoder).read(path).expect_partial()
+    # TF has no public accessor for which checkpoint node each object matched
+    # (tensorflow/python/checkpoint/checkpoint.py:280, the restore
+    # coordinator's `object_by_proto_id`).
+    matched = {id(obj): node_id for node_id, obj in
+               status._checkpoint.object_by_proto_id.items()}  # pylint: disable=protected-access
+    if id(encoder) in matched and (
+        encoder_path or any(id(v) in matched for v in encoder.weights)):
+      return status, matched, found
+  graph = status._checkpoint.object_graph_proto  # pylint: disable=protected-access
+  raise ValueError(
+      f"No encoder found in checkpoint {path!r} at "
+      f"{'encoder_path=' + repr(encoder_path) if encoder_path else list(ENCODER_PATHS)}"
+      "; its top-level objects are "
+      f"{sorted(ref.local_name for ref in graph.nodes[0].children)}.")
 
 
 def check_encoder_checkpoint(checkpoint_path: str,
@@ -172,9 +147,9 @@ def check_encoder_checkpoint(checkpoint_path: str,
   Args:
     checkpoint_path: Checkpoint prefix or a directory of them.
     encoder: A built encoder (`BertEncoderV2` attribute layout) in a
-      throwaway `tf.Graph`: only its variables' shapes are used. (Eager
-      Keras layers made before that graph are unusable until an eager one of
-      their class is made again: Keras swaps the classes' v1/v2 bases.)
+      throwaway `tf.Graph`: only its variables' shapes are used. (Keras swaps
+      the v1/v2 bases of the classes it builds there: build the eager model
+      afterwards, as `encoder_from_tf2_checkpoint` does.)
     encoder_path: Where the encoder is in the checkpoint, e.g. "encoder" or
       "model/encoder_network"; None tries `ENCODER_PATHS` in order.
 
@@ -189,26 +164,29 @@ def check_encoder_checkpoint(checkpoint_path: str,
     raise ValueError("check_encoder_checkpoint reads into the encoder: build "
                      "it inside `with tf.Graph().as_default():`.")
   path = utils.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
-  reader, graph, encoder_node, found = _find_encoder(path, encoder_path)
-  status = _checkpoint_at(found, encoder).read(path)
-  # TF has no public accessor for which checkpoint node each object matched
-  # (tensorflow/python/checkpoint/checkpoint.py:280, the restore
-  # coordinator's `object_by_proto_id`).
-  matched = dict(status._checkpoint.object_by_proto_id)  # pylint: disable=protected-access
-  keys = _variable_keys(graph, matched)
-  key_of = {id(matched[node_id]): key for node_id, key in keys.items()}
-  subtree, stack = {encoder_node}, [encoder_node]
-  while stack:
-    for ref in graph.nodes[stack.pop()].children:
-      if ref.node_id not in subtree:
-        subtree.add(ref.node_id)
-        stack.append(ref.node_id)
+  reader = tf.train.load_checkpoint(path)
+  status, matched, found = _read(path, reader, encoder, encoder_path)
+  graph = status._checkpoint.object_graph_proto  # pylint: disable=protected-access
+
+  def variable_keys(node_ids):
+    return {node_id: a.checkpoint_key for node_id in node_ids
+            for a in graph.nodes[node_id].attributes
+            if a.name == _VARIABLE_VALUE}
+
+  node_keys = variable_keys(matched.values())
+  key_of = {id_: node_keys[n] for id_, n in matched.items() if n in node_keys}
+  subtree, stack = set(), [matched[id(encoder)]]
+  while stack:  # The checkpoint's encoder subtree.
+    node_id = stack.pop()
+    if node_id not in subtree:
+      subtree.add(node_id)
+      stack.extend(ref.node_id for ref in graph.nodes[node_id].children)
   shapes = reader.get_variable_to_shape_map()
   fmt = errors.format_shape
   missing = [f"{v.name} (shape {fmt(v.shape)})"
              for v in encoder.weights if id(v) not in key_of]
-  unexpected = sorted(f"{key} (shape {fmt(shapes[key])})" for node_id, key in
-                      _variable_keys(graph, subtree - set(matched)).items())
+  unexpected = sorted(f"{key} (shape {fmt(shapes[key])})" for key in
+                      variable_keys(subtree - set(matched.values())).values())
   mismatched = [f"{key_of[id(v)]} -> {v.name}: checkpoint "
                 f"{fmt(shapes[key_of[id(v)]])}, model {fmt(v.shape)}"
                 for v in encoder.weights if id(v) in key_of and
@@ -225,9 +203,9 @@ def load_encoder_weights(checkpoint_path: str,
                          encoder_path: Optional[str] = None) -> str:
   """Loads an object-based checkpoint's encoder into a built eager `encoder`.
 
-  `tf.train.Checkpoint.read` + `assert_existing_objects_matched()`: TF's
-  errors, and the first shape mismatch stops the load part way;
-  `encoder_from_tf2_checkpoint` checks first. Arguments as
+  `tf.train.Checkpoint.read` + `assert_existing_objects_matched()`, so TF's
+  errors: a shape mismatch stops the load part way
+  (`encoder_from_tf2_checkpoint` checks first). Arguments as
   `check_encoder_checkpoint`.
 
   Returns:
@@ -237,13 +215,13 @@ def load_encoder_weights(checkpoint_path: str,
     ValueError: The checkpoint's data is unreadable (e.g. truncated), named.
   """
   path = utils.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
-  found = _find_encoder(path, encoder_path)[-1]
   try:
-    _checkpoint_at(found, encoder).read(path).assert_existing_objects_matched(
-        ).expect_partial()
+    status, _, found = _read(path, tf.train.load_checkpoint(path), encoder,
+                             encoder_path)
   except (tf.errors.OpError, IndexError) as e:
     raise ValueError(f"TF2 checkpoint {path!r} is not readable "
                      f"({type(e).__name__}: {e}).") from None
+  status.assert_existing_objects_matched()
   return found
 
 
