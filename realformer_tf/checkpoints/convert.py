@@ -48,6 +48,7 @@ import tensorflow as tf
 import tf_keras
 import yaml
 
+from realformer_tf import utils
 from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.layers import residual_attention as ra
@@ -127,8 +128,7 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   """
   if residual_attention is not None:
     ra.validate_residual_attention(residual_attention)
-  tf1_checkpoint.resolve_checkpoint_path(tf1_checkpoint_path,
-                                         "tf1_checkpoint")
+  utils.resolve_checkpoint(tf1_checkpoint_path, "tf1_checkpoint")
   bert_config = tf1_checkpoint.read_bert_config(bert_config_file)
   _check_output_dir(output_dir, overwrite)
 

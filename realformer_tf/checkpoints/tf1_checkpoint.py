@@ -3,79 +3,46 @@
 The TF1 code (google-research/realformer `realformer.py`, a fork of Google
 BERT's `modeling.py`) stores name-based variables (`bert/encoder/layer_0/...`,
 `cls/predictions/...`). This module maps every one of them onto a
-`RealFormerEncoder` and, optionally, a Model Garden `BertPretrainerV2` (MLM head
-+ "next_sentence" `ClassificationHead`).
+`RealFormerEncoder` and, optionally, the `BertPretrainerV2` (MLM head +
+"next_sentence" `ClassificationHead`) that Model Garden's `MaskedLMTask` builds.
 
 Why not Model Garden's converter (`official/nlp/tools/
-tf1_bert_checkpoint_converter_lib.py`)? It renames the variables into a
-temporary TF1 checkpoint and streams it into a Keras *Model* by variable name
-with `load_weights(...).assert_existing_objects_matched()`. That needs a
+tf1_bert_checkpoint_converter_lib.py`, `convert` + `create_v2_checkpoint`)? It
+renames the variables into a temporary TF1 checkpoint and streams that into a
+Keras *Model* by variable name with `load_weights`: that needs a
 `tf_keras.Model` (our encoder is a Layer), depends on Keras name scoping, does
-not report checkpoint variables the model never used, and reports shape
-mismatches only as a TF restore error. We keep its name table (the TF1 -> TF2
-pairs below are `BERT_V2_NAME_REPLACEMENTS` spelled out per variable, with the
-same head reshapes and the same NSP transpose) but read the tensors with
-`tf.train.load_checkpoint` and assign them directly, after checking the whole
-checkpoint against the whole model, so a load is all or nothing.
-
-TF1 -> TF2 variable map (H = hidden_size, N = heads, D = H / N):
-
-  bert/embeddings/word_embeddings [V, H]    encoder._embedding_layer.embeddings
-  bert/embeddings/token_type_embeddings     encoder._type_embedding_layer
-                                              .embeddings
-  bert/embeddings/position_embeddings       encoder._position_embedding_layer
-                                              ._position_embeddings
-  bert/embeddings/LayerNorm/{gamma,beta}    encoder._embedding_norm_layer
-  bert/encoder/layer_i/                     encoder._transformer_layers[i].
-    attention/self/{query,key,value}/kernel   _attention_layer._{query,key,
-                                              value}_dense.kernel [H, N, D]
-                                              (reshaped from [H, H])
-    attention/self/{query,key,value}/bias     ... .bias [N, D] (from [H])
-    attention/output/dense/kernel [H, H]      _attention_layer._output_dense
-                                              .kernel [N, D, H]
-    attention/output/dense/bias               ... .bias [H]
-    attention/output/LayerNorm                _attention_layer_norm
-    intermediate/dense                        _intermediate_dense
-    output/dense                              _output_dense
-    output/LayerNorm                          _output_layer_norm
-  bert/pooler/dense/{kernel,bias}           encoder._pooler_layer, and (with
-                                              heads) next_sentence.dense
-                                              ("pooler_dense")
-  cls/predictions/transform/dense           masked_lm.dense
-  cls/predictions/transform/LayerNorm       masked_lm.layer_norm
-  cls/predictions/output_bias [V]           masked_lm.bias
-  cls/seq_relationship/output_weights [2,H] next_sentence.out_proj.kernel
-                                              [H, 2] (transposed)
-  cls/seq_relationship/output_bias [2]      next_sentence.out_proj.bias
+not report checkpoint variables the model never used, and reports a shape
+mismatch only as one TF restore error. The tables below are its
+`BERT_V2_NAME_REPLACEMENTS`, with the same attention reshapes
+(`_get_new_shape`) and NSP transpose (`BERT_V2_PERMUTATIONS`), spelled out
+per variable; the whole checkpoint is checked against the whole model before
+anything is assigned, so a load is all or nothing.
 
 The NSP head: TF1 computes `pooled = tanh(W_p h_cls + b_p)` once (the
-encoder's pooler) and `logits = pooled W_nsp^T + b_nsp`. Model Garden's
-`BertPretrainerV2` feeds the *sequence* output to a `ClassificationHead`,
-which has its own dense+tanh pooler on the [CLS] token (`inner_dim` must be H;
-`inner_dim=0` would apply the logits layer to every position), followed by the
-logits layer. So the TF1 pooler is copied into both the encoder's pooler and
-the head's `pooler_dense`, which makes the head's logits equal TF1's.
+encoder's pooler) and `logits = pooled W_nsp^T + b_nsp`. `BertPretrainerV2`
+feeds the sequence output to a `ClassificationHead` with its own dense+tanh
+pooler on [CLS] (`inner_dim` must be H), so TF1's `bert/pooler/dense` is
+copied into both the encoder's pooler and the head's `pooler_dense`.
 
-Ignored on purpose: the optimizer slots `<var>/adam_m`, `<var>/adam_v` of
-BERT's AdamWeightDecayOptimizer and `global_step`. Loading only the encoder
-skips the pre-training head variables (`cls/...`) by their exact names.
-Anything else that is missing, unused or of the wrong shape raises a
-`CheckpointMismatchError` naming it, before any variable is assigned.
+Ignored on purpose: the optimizer slots `<var>/adam_m`, `<var>/adam_v` and
+`global_step`. Loading only the encoder skips the head variables (`cls/...`)
+by their exact names. Anything else missing, unused or of the wrong shape
+raises a `CheckpointMismatchError` naming it.
 """
 
 import json
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from official.modeling import tf_utils
+from official.legacy.bert import configs as legacy_bert_configs
 from official.nlp.configs import bert as bert_configs
-from official.nlp.configs import encoders as mg_encoders
-from official.nlp.modeling import layers as mg_layers
 from official.nlp.modeling import models as mg_models
+from official.nlp.tasks import masked_lm
+from realformer_tf import utils
 from realformer_tf.checkpoints import errors
 from realformer_tf.configs import encoders
 from realformer_tf.layers import residual_attention as ra
@@ -102,119 +69,103 @@ HEAD_VARIABLES = MLM_VARIABLES + NSP_VARIABLES
 # SentencePrediction task's `init_cls_pooler` reads `next_sentence.pooler_dense`.
 NSP_HEAD_NAME = "next_sentence"
 
-# bert_config.json: key -> (TF1 default or _REQUIRED, validator kind).
-_REQUIRED = object()
-_BERT_CONFIG_KEYS = {
-    "vocab_size": (_REQUIRED, "positive_int"),
-    "hidden_size": (_REQUIRED, "positive_int"),
-    "num_hidden_layers": (_REQUIRED, "positive_int"),
-    "num_attention_heads": (_REQUIRED, "positive_int"),
-    "intermediate_size": (_REQUIRED, "positive_int"),
-    "hidden_act": ("gelu", "activation"),
-    "hidden_dropout_prob": (0.1, "probability"),
-    "attention_probs_dropout_prob": (0.1, "probability"),
-    "max_position_embeddings": (512, "positive_int"),
-    "type_vocab_size": (16, "positive_int"),
-    "initializer_range": (0.02, "positive_float"),
-    # RealFormer's addition: softmax over the running mean of the scores.
-    "use_running_mean": (False, "bool"),
-}
+# bert_config.json keys TF1 `modeling.py` reads. The five required ones have
+# BERT-base defaults in `BertConfig`, which would load a checkpoint of another
+# size into the wrong model; the others get `BertConfig`'s (TF1's) defaults.
+_REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers",
+                  "num_attention_heads", "intermediate_size")
+_POSITIVE_INT_KEYS = _REQUIRED_KEYS + ("max_position_embeddings",
+                                       "type_vocab_size")
+_PROBABILITY_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+_KNOWN_KEYS = _POSITIVE_INT_KEYS + _PROBABILITY_KEYS + (
+    "hidden_act", "initializer_range",
+    "use_running_mean")  # RealFormer's: softmax over the running mean.
 # Metadata some released BERT configs carry (e.g. Chinese / multilingual) that
 # TF1 `modeling.py` never reads.
 _IGNORED_BERT_CONFIG_KEYS = ("directionality", "pooler_fc_size",
                              "pooler_num_attention_heads",
                              "pooler_num_fc_layers", "pooler_size_per_head",
                              "pooler_type")
-# TF1 `modeling.get_activation` names -> RealFormerEncoderConfig /
-# Model Garden `tf_utils.get_activation` names. "gelu" is the tanh
-# approximation on both sides (`realformer_encoder.approx_gelu`,
-# `official.modeling.activations.gelu`), as in TF1.
-_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "tanh": "tanh",
-                "linear": "linear"}
+# TF1 `modeling.get_activation` names, spelled the same by
+# RealFormerEncoderConfig; "gelu" is the tanh approximation on both sides.
+_ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+# bert_config.json key -> RealFormerEncoderConfig field.
+_ENCODER_FIELDS = dict(
+    vocab_size="vocab_size", hidden_size="hidden_size",
+    num_hidden_layers="num_layers", num_attention_heads="num_attention_heads",
+    hidden_act="hidden_activation", intermediate_size="intermediate_size",
+    hidden_dropout_prob="dropout_rate",
+    attention_probs_dropout_prob="attention_dropout_rate",
+    max_position_embeddings="max_position_embeddings",
+    type_vocab_size="type_vocab_size", initializer_range="initializer_range")
 
 
 def read_bert_config(bert_config_file: str) -> Dict[str, Any]:
   """Reads and validates a TF1 `bert_config.json`.
 
-  Args:
-    bert_config_file: Path of the JSON file.
+  Parsed as `official.legacy.bert.configs.BertConfig.from_json_file` does
+  (`json.loads`, then `BertConfig.from_dict` for the defaults), with errors
+  that name the file and the key.
 
   Returns:
     The config with TF1 `BertConfig` defaults filled in for optional keys.
 
   Raises:
     FileNotFoundError: The file does not exist.
-    ValueError: The file is not a JSON object, lacks a required key, has an
-      unknown key or a value of the wrong type/range; the message names the
-      file and the key.
+    ValueError: Not a JSON object, a required key missing, an unknown key or
+      a value of the wrong type/range.
   """
+  where = f"bert_config_file {bert_config_file!r}"
   if not bert_config_file:
     raise ValueError("bert_config_file is empty; pass the bert_config.json "
                      "that came with the TF1 checkpoint.")
   if not tf.io.gfile.exists(bert_config_file):
-    raise FileNotFoundError(f"bert_config_file {bert_config_file!r} does not "
-                            "exist.")
+    raise FileNotFoundError(f"{where} does not exist.")
   with tf.io.gfile.GFile(bert_config_file, "r") as f:
-    text = f.read()
-  try:
-    raw = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise ValueError(f"bert_config_file {bert_config_file!r} is not valid "
-                     f"JSON: {e}") from e
+    try:
+      raw = json.loads(f.read())
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{where} is not valid JSON: {e}") from e
   if not isinstance(raw, dict):
-    raise ValueError(f"bert_config_file {bert_config_file!r} must hold a JSON "
-                     f"object, got {type(raw).__name__}.")
-
-  unknown = sorted(set(raw) - set(_BERT_CONFIG_KEYS) -
-                   set(_IGNORED_BERT_CONFIG_KEYS))
+    raise ValueError(f"{where} must hold a JSON object, got "
+                     f"{type(raw).__name__}.")
+  unknown = sorted(set(raw) - set(_KNOWN_KEYS) - set(_IGNORED_BERT_CONFIG_KEYS))
   if unknown:
     raise ValueError(
-        f"bert_config_file {bert_config_file!r} has unknown key(s) {unknown}; "
-        f"known keys: {sorted(_BERT_CONFIG_KEYS)} (ignored metadata: "
+        f"{where} has unknown key(s) {unknown}; known keys: "
+        f"{sorted(_KNOWN_KEYS)} (ignored metadata: "
         f"{list(_IGNORED_BERT_CONFIG_KEYS)}).")
-  config = {}
-  for key, (default, kind) in _BERT_CONFIG_KEYS.items():
+  for key in _REQUIRED_KEYS:
     if key not in raw:
-      if default is _REQUIRED:
-        raise ValueError(f"bert_config_file {bert_config_file!r} lacks the "
-                         f"required key {key!r}.")
-      config[key] = default
-      continue
-    config[key] = _validate_value(bert_config_file, key, raw[key], kind)
-  if config["hidden_size"] % config["num_attention_heads"]:
-    raise ValueError(
-        f"bert_config_file {bert_config_file!r}: hidden_size="
-        f"{config['hidden_size']} is not divisible by num_attention_heads="
-        f"{config['num_attention_heads']}.")
+      raise ValueError(f"{where} lacks the required key {key!r}.")
+  defaults = legacy_bert_configs.BertConfig.from_dict(raw).to_dict()
+  config = dict({k: defaults[k] for k in _ENCODER_FIELDS},
+                use_running_mean=raw.get("use_running_mean", False))
+  for key, value in config.items():
+    config[key] = _checked_value(f"{where} key {key!r}", key, value)
+  utils.check_heads_divide(config["hidden_size"],
+                           config["num_attention_heads"], f"{where} hidden_size")
   return config
 
 
-def _validate_value(path: str, key: str, value: Any, kind: str) -> Any:
-  """Checks one bert_config value; returns it normalized."""
-  where = f"bert_config_file {path!r} key {key!r}"
-  if kind == "positive_int":
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-      raise ValueError(f"{where} must be a positive integer, got {value!r}.")
-    return value
-  if kind in ("probability", "positive_float"):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-      raise ValueError(f"{where} must be a number, got {value!r}.")
-    if kind == "probability" and not 0.0 <= value < 1.0:
-      raise ValueError(f"{where} must be in [0, 1), got {value!r}.")
-    if kind == "positive_float" and value <= 0:
-      raise ValueError(f"{where} must be > 0, got {value!r}.")
-    return float(value)
-  if kind == "bool":
-    if not isinstance(value, bool):
-      raise ValueError(f"{where} must be true or false, got {value!r}.")
-    return value
-  if kind == "activation":
-    name = value.lower() if isinstance(value, str) else value
-    if name not in _ACTIVATIONS:
+def _checked_value(where: str, key: str, value: Any) -> Any:
+  """One bert_config value, normalized; ValueError naming `where` if bad."""
+  is_number = type(value) in (int, float)  # Not bool.
+  if key in _POSITIVE_INT_KEYS and (type(value) is not int or value <= 0):
+    raise ValueError(f"{where} must be a positive integer, got {value!r}.")
+  if key in _PROBABILITY_KEYS and not (is_number and 0 <= value < 1):
+    raise ValueError(f"{where} must be in [0, 1), got {value!r}.")
+  if key == "initializer_range" and not (is_number and value > 0):
+    raise ValueError(f"{where} must be a number > 0, got {value!r}.")
+  if key == "use_running_mean" and not isinstance(value, bool):
+    raise ValueError(f"{where} must be true or false, got {value!r}.")
+  if key == "hidden_act":
+    if str(value).lower() not in _ACTIVATIONS or not isinstance(value, str):
       raise ValueError(f"{where} must be one of {sorted(_ACTIVATIONS)} (as "
                        f"TF1 BERT's get_activation), got {value!r}.")
-    return _ACTIVATIONS[name]
-  raise AssertionError(f"unhandled kind {kind}")
+    return value.lower()
+  return float(value) if key in _PROBABILITY_KEYS + ("initializer_range",
+                                                       ) else value
 
 
 def residual_attention_from_bert_config(
@@ -245,27 +196,12 @@ def encoder_config_from_bert_config(
     bert_config: Output of `read_bert_config`.
     residual_attention: None to follow `use_running_mean` ("mean" if true,
       else "sum"), or "sum"/"mean"/"none" to override.
-
-  Returns:
-    The encoder config.
   """
   return encoders.RealFormerEncoderConfig(
-      vocab_size=bert_config["vocab_size"],
-      hidden_size=bert_config["hidden_size"],
-      num_layers=bert_config["num_hidden_layers"],
-      num_attention_heads=bert_config["num_attention_heads"],
-      hidden_activation=bert_config["hidden_act"],
-      intermediate_size=bert_config["intermediate_size"],
-      dropout_rate=bert_config["hidden_dropout_prob"],
-      attention_dropout_rate=bert_config["attention_probs_dropout_prob"],
-      max_position_embeddings=bert_config["max_position_embeddings"],
-      type_vocab_size=bert_config["type_vocab_size"],
-      initializer_range=bert_config["initializer_range"],
+      **{field: bert_config[key] for key, field in _ENCODER_FIELDS.items()},
       residual_attention=residual_attention_from_bert_config(
           bert_config, residual_attention),
-      norm_first=False,
-      final_layer_norm=False,
-      norm_epsilon=1e-12)
+      norm_first=False, final_layer_norm=False, norm_epsilon=1e-12)
 
 
 def pretrainer_config_from_bert_config(
@@ -281,9 +217,8 @@ def pretrainer_config_from_bert_config(
       Model Garden's pre-training configs use 0.1.
 
   Returns:
-    The config: the RealFormer encoder, the MLM head with the TF1 hidden
-    activation, and a "next_sentence" `ClassificationHead` with a tanh pooler
-    of width hidden_size.
+    The RealFormer encoder, the MLM head with the TF1 hidden activation, and
+    a "next_sentence" `ClassificationHead` with a tanh pooler of width H.
   """
   return bert_configs.PretrainerConfig(
       encoder=encoders.encoder_config(**encoder_config_from_bert_config(
@@ -300,75 +235,42 @@ def pretrainer_config_from_bert_config(
 
 def build_pretrainer(config: bert_configs.PretrainerConfig
                     ) -> mg_models.BertPretrainerV2:
-  """Builds a `BertPretrainerV2` as `MaskedLMTask.build_model` does; creates its variables."""
-  encoder = mg_encoders.build_encoder(config.encoder)
-  heads = [mg_layers.ClassificationHead(**c.as_dict())
-           for c in config.cls_heads]
-  pretrainer = mg_models.BertPretrainerV2(
-      encoder_network=encoder,
-      mlm_activation=tf_utils.get_activation(config.mlm_activation),
-      mlm_initializer=tf_keras.initializers.TruncatedNormal(
-          stddev=config.mlm_initializer_range),
-      classification_heads=heads)
-  _ = pretrainer(_dummy_inputs(with_masked_positions=True))
+  """`MaskedLMTask.build_model` of `config`, its variables created."""
+  pretrainer = masked_lm.MaskedLMTask(
+      masked_lm.MaskedLMConfig(model=config)).build_model()
+  _ = pretrainer(utils.dummy_inputs(masked_positions=1))
   return pretrainer
 
 
-def _dummy_inputs(with_masked_positions: bool = False) -> Dict[str, tf.Tensor]:
-  ids = tf.zeros([1, 2], tf.int32)
-  inputs = dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
-                input_type_ids=ids)
-  if with_masked_positions:
-    inputs["masked_lm_positions"] = tf.zeros([1, 1], tf.int32)
-  return inputs
+# TF1 name -> (TF1 shape, [(TF2 variable, TF1 value -> TF2 value)]).
+VariableTable = Dict[str, Tuple[Tuple[int, ...], List[
+    Tuple[tf.Variable, Callable[[np.ndarray], np.ndarray]]]]]
 
 
-class _Target(NamedTuple):
-  """Where one TF1 tensor goes: a TF2 variable and how to convert it."""
-  variable: tf.Variable
-  convert: Callable[[np.ndarray], np.ndarray]
-
-
-class _Entry(NamedTuple):
-  tf1_shape: Tuple[int, ...]
-  targets: List[_Target]
-
-
-def _reshape_to(variable: tf.Variable) -> Callable[[np.ndarray], np.ndarray]:
-  shape = tuple(variable.shape.as_list())
-  return lambda value: np.reshape(value, shape)
-
-
-def _transpose(value: np.ndarray) -> np.ndarray:
-  return np.transpose(value)
-
-
-def _add(table: Dict[str, _Entry], name: str, tf1_shape: Sequence[int],
-         variable: tf.Variable,
+def _add(table: VariableTable, name: str, variable: tf.Variable,
+         tf1_shape: Optional[Sequence[int]] = None,
          convert: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> None:
-  """Maps TF1 `name` (of `tf1_shape`) onto `variable`."""
-  tf1_shape = tuple(int(d) for d in tf1_shape)
-  target = _Target(variable, convert or _reshape_to(variable))
-  if name in table:
-    if table[name].tf1_shape != tf1_shape:
-      raise AssertionError(f"{name}: inconsistent TF1 shapes")
-    table[name].targets.append(target)
+  """Maps TF1 `name` onto `variable`; by default reshaped to its shape."""
+  shape = tuple(variable.shape.as_list())
+  convert = convert or (lambda value: np.reshape(value, shape))
+  table.setdefault(name, (tuple(tf1_shape or shape), []))[1].append(
+      (variable, convert))
+
+
+def _add_layer(table: VariableTable, prefix: str, layer: tf_keras.layers.Layer,
+               tf1_kernel_shape: Optional[Sequence[int]] = None) -> None:
+  """A LayerNorm (gamma, beta) or a dense layer (kernel, bias) under `prefix`."""
+  if isinstance(layer, tf_keras.layers.LayerNormalization):
+    _add(table, prefix + "/gamma", layer.gamma)
+    _add(table, prefix + "/beta", layer.beta)
   else:
-    table[name] = _Entry(tf1_shape, [target])
-
-
-def _dense(table, prefix, layer, in_dim, out_dim):
-  _add(table, prefix + "/kernel", (in_dim, out_dim), layer.kernel)
-  _add(table, prefix + "/bias", (out_dim,), layer.bias)
-
-
-def _layer_norm(table, prefix, layer, dim):
-  _add(table, prefix + "/gamma", (dim,), layer.gamma)
-  _add(table, prefix + "/beta", (dim,), layer.beta)
+    _add(table, prefix + "/kernel", layer.kernel, tf1_kernel_shape)
+    _add(table, prefix + "/bias", layer.bias,
+         tf1_kernel_shape and tf1_kernel_shape[-1:])
 
 
 def encoder_variable_map(encoder: realformer_encoder.RealFormerEncoder
-                        ) -> Dict[str, _Entry]:
+                        ) -> VariableTable:
   """TF1 variable name -> (TF1 shape, TF2 targets) for a built encoder."""
   cfg = encoder.get_config()
   if cfg["embedding_width"] != cfg["hidden_size"]:
@@ -379,56 +281,48 @@ def encoder_variable_map(encoder: realformer_encoder.RealFormerEncoder
   if cfg["norm_first"]:
     raise ValueError("TF1 BERT/RealFormer is Post-LN; the encoder has "
                      "norm_first=True.")
-  h = cfg["hidden_size"]
-  inner = cfg["inner_dim"]
-  table: Dict[str, _Entry] = {}
-  _add(table, "bert/embeddings/word_embeddings", (cfg["vocab_size"], h),
-       encoder._embedding_layer.embeddings)  # pylint: disable=protected-access
-  _add(table, "bert/embeddings/token_type_embeddings",
-       (cfg["type_vocab_size"], h), encoder._type_embedding_layer.embeddings)  # pylint: disable=protected-access
-  _add(table, "bert/embeddings/position_embeddings",
-       (cfg["max_sequence_length"], h),
-       encoder._position_embedding_layer._position_embeddings)  # pylint: disable=protected-access
-  _layer_norm(table, "bert/embeddings/LayerNorm",
-              encoder._embedding_norm_layer, h)  # pylint: disable=protected-access
+  # Attention kernels are [H, N, D] / [N, D, H] here, [H, H] in TF1.
+  square = (cfg["hidden_size"],) * 2
+  table: VariableTable = {}
   # pylint: disable=protected-access
+  for name, variable in (
+      ("word_embeddings", encoder._embedding_layer.embeddings),
+      ("token_type_embeddings", encoder._type_embedding_layer.embeddings),
+      ("position_embeddings",
+       encoder._position_embedding_layer._position_embeddings)):
+    _add(table, "bert/embeddings/" + name, variable)
+  _add_layer(table, "bert/embeddings/LayerNorm", encoder._embedding_norm_layer)
   for i, block in enumerate(encoder.transformer_layers):
-    prefix = f"bert/encoder/layer_{i}"
     attention = block._attention_layer
-    for part, dense in (("query", attention._query_dense),
-                        ("key", attention._key_dense),
-                        ("value", attention._value_dense)):
-      _dense(table, f"{prefix}/attention/self/{part}", dense, h, h)
-    _dense(table, f"{prefix}/attention/output/dense", attention._output_dense,
-           h, h)
-    _layer_norm(table, f"{prefix}/attention/output/LayerNorm",
-                block._attention_layer_norm, h)
-    _dense(table, f"{prefix}/intermediate/dense", block._intermediate_dense, h,
-           inner)
-    _dense(table, f"{prefix}/output/dense", block._output_dense, inner, h)
-    _layer_norm(table, f"{prefix}/output/LayerNorm", block._output_layer_norm,
-                h)
+    for name, layer, tf1_kernel_shape in (
+        ("attention/self/query", attention._query_dense, square),
+        ("attention/self/key", attention._key_dense, square),
+        ("attention/self/value", attention._value_dense, square),
+        ("attention/output/dense", attention._output_dense, square),
+        ("attention/output/LayerNorm", block._attention_layer_norm, None),
+        ("intermediate/dense", block._intermediate_dense, None),
+        ("output/dense", block._output_dense, None),
+        ("output/LayerNorm", block._output_layer_norm, None)):
+      _add_layer(table, f"bert/encoder/layer_{i}/{name}", layer,
+                 tf1_kernel_shape)
   # pylint: enable=protected-access
-  _dense(table, "bert/pooler/dense", encoder.pooler_layer, h, h)
+  _add_layer(table, "bert/pooler/dense", encoder.pooler_layer)
   return table
 
 
 def pretrainer_variable_map(pretrainer: mg_models.BertPretrainerV2
-                           ) -> Dict[str, _Entry]:
+                           ) -> VariableTable:
   """TF1 variable name -> (TF1 shape, TF2 targets) for a built pretrainer.
 
   The pretrainer must have exactly one classification head, the NSP head
   named "next_sentence" with `inner_dim` = hidden size and 2 classes.
   """
-  encoder = pretrainer.encoder_network
-  table = encoder_variable_map(encoder)
-  h = encoder.get_config()["hidden_size"]
-  vocab = encoder.get_config()["vocab_size"]
+  table = encoder_variable_map(pretrainer.encoder_network)
+  h = pretrainer.encoder_network.get_config()["hidden_size"]
   mlm = pretrainer.masked_lm
-  _dense(table, "cls/predictions/transform/dense", mlm.dense, h, h)
-  _layer_norm(table, "cls/predictions/transform/LayerNorm", mlm.layer_norm, h)
-  _add(table, "cls/predictions/output_bias", (vocab,), mlm.bias)
-
+  _add_layer(table, "cls/predictions/transform/dense", mlm.dense)
+  _add_layer(table, "cls/predictions/transform/LayerNorm", mlm.layer_norm)
+  _add(table, "cls/predictions/output_bias", mlm.bias)
   heads = pretrainer.classification_heads
   if len(heads) != 1 or heads[0].name != NSP_HEAD_NAME:
     raise ValueError(
@@ -441,30 +335,11 @@ def pretrainer_variable_map(pretrainer: mg_models.BertPretrainerV2
         f"The {NSP_HEAD_NAME!r} head must have inner_dim={h} (its pooler is "
         f"TF1's bert/pooler/dense) and num_classes=2; got "
         f"inner_dim={head.inner_dim}, num_classes={head.num_classes}.")
-  # TF1 reuses the encoder's pooler for NSP; the head has its own copy.
-  _dense(table, "bert/pooler/dense", head.dense, h, h)
-  _add(table, "cls/seq_relationship/output_weights", (2, h),
-       head.out_proj.kernel, _transpose)
-  _add(table, "cls/seq_relationship/output_bias", (2,), head.out_proj.bias)
+  _add_layer(table, "bert/pooler/dense", head.dense)
+  _add(table, "cls/seq_relationship/output_weights", head.out_proj.kernel,
+       (2, h), np.transpose)
+  _add(table, "cls/seq_relationship/output_bias", head.out_proj.bias)
   return table
-
-
-def resolve_checkpoint_path(checkpoint_path: str, what: str) -> str:
-  """A checkpoint prefix from a prefix or a directory; clear error if none."""
-  if not checkpoint_path:
-    raise ValueError(f"{what} is empty.")
-  if tf.io.gfile.isdir(checkpoint_path):
-    latest = tf.train.latest_checkpoint(checkpoint_path)
-    if not latest:
-      raise FileNotFoundError(
-          f"{what} {checkpoint_path!r} is a directory without a 'checkpoint' "
-          "state file; pass the checkpoint prefix, e.g. .../model.ckpt-1000.")
-    return latest
-  if not tf.io.gfile.exists(checkpoint_path + ".index"):
-    raise FileNotFoundError(
-        f"{what} {checkpoint_path!r} is not a checkpoint: "
-        f"{checkpoint_path + '.index'} does not exist.")
-  return checkpoint_path
 
 
 def is_ignored_tf1_variable(name: str) -> bool:
@@ -473,13 +348,12 @@ def is_ignored_tf1_variable(name: str) -> bool:
 
 
 def load_tf1_weights(checkpoint_path: str,
-                     table: Mapping[str, _Entry],
+                     table: VariableTable,
                      skippable: Sequence[str] = ()) -> Dict[str, List[str]]:
   """Checks a TF1 checkpoint against `table`, then assigns every variable.
 
   Args:
-    checkpoint_path: TF1 checkpoint prefix (or a directory with a
-      'checkpoint' file).
+    checkpoint_path: TF1 checkpoint prefix or directory.
     table: From `encoder_variable_map` / `pretrainer_variable_map`.
     skippable: Exact TF1 names that may be present without being loaded.
 
@@ -491,44 +365,41 @@ def load_tf1_weights(checkpoint_path: str,
     CheckpointMismatchError: A variable of `table` is missing, a checkpoint
       variable is neither in `table`, optimizer state nor `skippable`, or a
       shape differs. Nothing is assigned then.
+    ValueError: The checkpoint is unreadable (e.g. truncated), named.
   """
-  path = resolve_checkpoint_path(checkpoint_path, "TF1 checkpoint")
+  path = utils.resolve_checkpoint(checkpoint_path, "TF1 checkpoint")
   reader = tf.train.load_checkpoint(path)
   shapes = reader.get_variable_to_shape_map()
   if "_CHECKPOINTABLE_OBJECT_GRAPH" in shapes:
     raise ValueError(
         f"{path!r} is an object-based TF2 checkpoint, not a TF1 (name-based) "
         "one; load it with encoder_from_tf2_checkpoint.")
-  missing, mismatched = [], []
-  for name, entry in table.items():
-    if name not in shapes:
-      missing.append(f"{name} (expected shape "
-                     f"{errors.format_shape(entry.tf1_shape)})")
-    elif tuple(shapes[name]) != entry.tf1_shape:
-      mismatched.append(
-          f"{name}: checkpoint {errors.format_shape(shapes[name])}, model "
-          f"{errors.format_shape(entry.tf1_shape)}")
-  ignored, skipped, unexpected = [], [], []
-  for name in sorted(shapes):
-    if name in table:
-      continue
-    if is_ignored_tf1_variable(name):
-      ignored.append(name)
-    elif name in skippable:
-      skipped.append(name)
-    else:
-      unexpected.append(f"{name} (shape {errors.format_shape(shapes[name])})")
+  fmt = errors.format_shape
+  missing = [f"{name} (expected shape {fmt(tf1_shape)})"
+             for name, (tf1_shape, _) in table.items() if name not in shapes]
+  mismatched = [f"{name}: checkpoint {fmt(shapes[name])}, model "
+                f"{fmt(tf1_shape)}" for name, (tf1_shape, _) in table.items()
+                if name in shapes and tuple(shapes[name]) != tf1_shape]
+  ignored = [n for n in sorted(shapes)
+             if n not in table and is_ignored_tf1_variable(n)]
+  skipped = [n for n in sorted(shapes)
+             if n not in table and n not in ignored and n in skippable]
+  unexpected = [f"{n} (shape {fmt(shapes[n])})" for n in sorted(shapes)
+                if n not in table and n not in ignored and n not in skipped]
   errors.raise_if_problems(
       f"TF1 checkpoint {path!r} does not match the model:", missing,
       unexpected, mismatched,
       footer=("Check that bert_config_file belongs to this checkpoint. "
               "Ignored by design: */adam_m, */adam_v, global_step."))
-
-  for name, entry in table.items():
-    value = reader.get_tensor(name)
-    for target in entry.targets:
-      target.variable.assign(
-          target.convert(value).astype(target.variable.dtype.as_numpy_dtype))
+  try:  # Every tensor first: a truncated file fails before any assignment.
+    values = {name: reader.get_tensor(name) for name in table}
+  except (tf.errors.OpError, IndexError) as e:
+    raise ValueError(f"TF1 checkpoint {path!r} is not readable "
+                     f"({type(e).__name__}: {e}).") from None
+  for name, (_, targets) in table.items():
+    for variable, convert in targets:
+      variable.assign(convert(values[name]).astype(
+          variable.dtype.as_numpy_dtype))
   logging.info("Loaded %d TF1 variables from %s; ignored %d optimizer "
                "variables; skipped %s.", len(table), path, len(ignored),
                skipped or "none")
@@ -551,17 +422,13 @@ def encoder_from_tf1_checkpoint(
       load a Google BERT checkpoint as plain BERT.
 
   Returns:
-    The encoder (Post-LN, tanh GELU, LayerNorm epsilon 1e-12).
-
-  Raises:
-    CheckpointMismatchError: See `load_tf1_weights`; pre-training head
-      variables (`cls/...`) are skipped.
-    ValueError, FileNotFoundError: Bad config file or checkpoint path.
+    The encoder (Post-LN, tanh GELU, LayerNorm epsilon 1e-12); the heads'
+    variables (`cls/...`) are skipped.
   """
-  bert_config = read_bert_config(bert_config_file)
-  config = encoder_config_from_bert_config(bert_config, residual_attention)
+  config = encoder_config_from_bert_config(read_bert_config(bert_config_file),
+                                           residual_attention)
   encoder = encoders.build_realformer_encoder(config)
-  _ = encoder(_dummy_inputs())
+  _ = encoder(utils.dummy_inputs())
   load_tf1_weights(checkpoint_path, encoder_variable_map(encoder),
                    skippable=HEAD_VARIABLES)
   return encoder
@@ -575,21 +442,13 @@ def pretrainer_from_tf1_checkpoint(
 ) -> mg_models.BertPretrainerV2:
   """A `BertPretrainerV2` (RealFormer encoder, MLM, NSP) from a TF1 checkpoint.
 
-  The checkpoint must hold both pre-training heads (`cls/predictions/*`,
-  `cls/seq_relationship/*`).
-
-  Args:
-    checkpoint_path: TF1 checkpoint prefix or directory.
-    bert_config_file: The checkpoint's `bert_config.json`.
-    residual_attention: See `encoder_from_tf1_checkpoint`.
-    next_sentence_dropout_rate: See `pretrainer_config_from_bert_config`.
-
-  Returns:
-    The pretrainer; `pretrainer.encoder_network` is the `RealFormerEncoder`,
-    `pretrainer.classification_heads[0]` the "next_sentence" head.
+  The checkpoint must hold both pre-training heads. `residual_attention`: see
+  `encoder_from_tf1_checkpoint`; `next_sentence_dropout_rate`: see
+  `pretrainer_config_from_bert_config`. The result's `encoder_network` is the
+  `RealFormerEncoder`, `classification_heads[0]` the "next_sentence" head.
   """
-  bert_config = read_bert_config(bert_config_file)
   pretrainer = build_pretrainer(pretrainer_config_from_bert_config(
-      bert_config, residual_attention, next_sentence_dropout_rate))
+      read_bert_config(bert_config_file), residual_attention,
+      next_sentence_dropout_rate))
   load_tf1_weights(checkpoint_path, pretrainer_variable_map(pretrainer))
   return pretrainer

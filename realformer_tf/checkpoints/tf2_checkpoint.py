@@ -6,31 +6,29 @@ or `tf.train.Checkpoint(model=...)` where the model is the encoder itself, a
 `BertPretrainerV2` (`model.encoder_network`) or a `BertClassifier` /
 `BertSpanLabeler` (`model._network`). `RealFormerEncoder` keeps
 `BertEncoderV2`'s attribute names, so both `BertEncoderV2` and the functional
-`BertEncoder` map onto it object by object.
+`BertEncoder` restore into it object by object.
 
-Matching follows TF's own object-based restore: walk the checkpoint's object
-graph and the encoder's trackable children in parallel, pairing children by
-name. Before anything is assigned, every encoder variable must have been
-paired, every variable in the checkpoint's encoder subtree must have been
-used, and shapes must agree; otherwise a `CheckpointMismatchError` names them.
-Optimizer slot variables and anything outside the encoder subtree (heads,
-`optimizer`, `save_counter`, `global_step`) are never read.
+TF's own `tf.train.Checkpoint(...).read(...)` does the matching. Checks read
+into an encoder built in a throwaway `tf.Graph`, where `read` only builds
+restore ops: nothing is assigned and every missing, unused or mis-shaped
+variable is reported at once (`CheckpointMismatchError`), where an eager
+`read` assigns as it goes and stops at the first shape error. Loads then read
+eagerly, with `assert_existing_objects_matched()`. Optimizer slots and
+anything outside the encoder subtree (heads, `optimizer`, `save_counter`) are
+never read.
 """
 
-import collections
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Mapping, Optional, Union
 
 import tensorflow as tf
 
 from official.nlp.configs import encoders as mg_encoders
+from realformer_tf import utils
 from realformer_tf.checkpoints import errors
-from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import realformer_encoder
-
-from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disable=g-direct-tensorflow-import
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _VARIABLE_VALUE = "VARIABLE_VALUE"
@@ -103,155 +101,57 @@ def realformer_config_from(config: EncoderConfigLike,
   return result
 
 
-def _object_graph(reader, path: str
-                 ) -> trackable_object_graph_pb2.TrackableObjectGraph:
+def _checkpoint_at(encoder_path: str, encoder: tf.Module) -> tf.train.Checkpoint:
+  """A checkpoint root that holds `encoder` at "a/b" as `a.b`."""
+  *parents, name = encoder_path.split("/")
+  root = tf.train.Checkpoint(**{name: encoder})
+  for parent in reversed(parents):
+    root = tf.train.Checkpoint(**{parent: root})
+  return root
+
+
+def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str]):
+  """`tf.train.Checkpoint.read` of `encoder` at `encoder_path`, or at the first
+  of `ENCODER_PATHS` where any of its variables matches.
+
+  Returns:
+    `(load status, {id(object): checkpoint node id}, encoder path used)`.
+  """
   if not reader.has_tensor(_OBJECT_GRAPH_KEY):
     raise ValueError(
         f"{path!r} is a name-based (TF1) checkpoint, not an object-based TF2 "
         "one; load it with encoder_from_tf1_checkpoint.")
-  graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
-  return graph
-
-
-def _child(graph, node_id: int, name: str) -> Optional[int]:
-  for ref in graph.nodes[node_id].children:
-    if ref.local_name == name:
-      return ref.node_id
-  return None
-
-
-def _find_encoder_node(graph, path: str,
-                       encoder_path: Optional[str]) -> Tuple[int, str]:
-  """The node id of the encoder in the checkpoint's object graph."""
-  candidates = (encoder_path,) if encoder_path else ENCODER_PATHS
-  for candidate in candidates:
-    node_id = 0
-    for name in candidate.split("/"):
-      node_id = _child(graph, node_id, name)
-      if node_id is None:
-        break
-    if node_id is not None and (
-        encoder_path or _child(graph, node_id, "_embedding_layer") is not None):
-      return node_id, candidate
-  roots = sorted(ref.local_name for ref in graph.nodes[0].children)
+  for found in (encoder_path,) if encoder_path else ENCODER_PATHS:
+    status = _checkpoint_at(found, encoder).read(path).expect_partial()
+    # TF has no public accessor for which checkpoint node each object matched
+    # (tensorflow/python/checkpoint/checkpoint.py:280, the restore
+    # coordinator's `object_by_proto_id`).
+    matched = {id(obj): node_id for node_id, obj in
+               status._checkpoint.object_by_proto_id.items()}  # pylint: disable=protected-access
+    if id(encoder) in matched and (
+        encoder_path or any(id(v) in matched for v in encoder.weights)):
+      return status, matched, found
+  graph = status._checkpoint.object_graph_proto  # pylint: disable=protected-access
   raise ValueError(
       f"No encoder found in checkpoint {path!r} at "
       f"{'encoder_path=' + repr(encoder_path) if encoder_path else list(ENCODER_PATHS)}"
-      f"; its top-level objects are {roots}.")
-
-
-def _variable_key(node) -> Optional[str]:
-  for attribute in node.attributes:
-    if attribute.name == _VARIABLE_VALUE:
-      return attribute.checkpoint_key
-  return None
-
-
-def match_encoder_variables(reader, graph, encoder_node: int,
-                            encoder: tf.Module, where: str
-                           ) -> List[Tuple[tf.Variable, str]]:
-  """Pairs each encoder variable with its checkpoint key; raises on mismatch.
-
-  Args:
-    reader: `tf.train.load_checkpoint` of the checkpoint.
-    graph: Its object graph.
-    encoder_node: The encoder's node id in `graph`.
-    encoder: The built Python encoder.
-    where: Checkpoint description for messages.
-
-  Returns:
-    `(variable, checkpoint_key)` pairs, one per encoder variable.
-
-  Raises:
-    CheckpointMismatchError: Missing, unused or mis-shaped variables.
-  """
-  pairs = {}        # id(variable) -> (variable, key, node path)
-  seen_nodes = set()
-  queue = collections.deque([(encoder_node, encoder, ())])
-  while queue:
-    node_id, obj, obj_path = queue.popleft()
-    if node_id in seen_nodes:
-      continue
-    seen_nodes.add(node_id)
-    node = graph.nodes[node_id]
-    if isinstance(obj, tf.Variable):
-      key = _variable_key(node)
-      if key is not None:
-        pairs.setdefault(id(obj), (obj, key, "/".join(obj_path)))
-      continue
-    children = tf.train.TrackableView.children(obj)
-    for ref in node.children:
-      child = children.get(ref.local_name)
-      if child is not None:
-        queue.append((ref.node_id, child, obj_path + (ref.local_name,)))
-
-  # Every variable node reachable in the checkpoint's encoder subtree.
-  checkpoint_vars: Dict[int, str] = {}
-  stack, reachable = [encoder_node], {encoder_node}
-  while stack:
-    node = graph.nodes[stack.pop()]
-    for ref in node.children:
-      if ref.node_id not in reachable:
-        reachable.add(ref.node_id)
-        stack.append(ref.node_id)
-  for node_id in reachable:
-    key = _variable_key(graph.nodes[node_id])
-    if key is not None:
-      checkpoint_vars[node_id] = key
-  used_keys = {key for _, key, _ in pairs.values()}
-  shapes = reader.get_variable_to_shape_map()
-
-  missing = [f"{v.name} (shape {errors.format_shape(v.shape)})"
-             for v in encoder.weights if id(v) not in pairs]
-  unexpected = sorted(
-      f"{key} (shape {errors.format_shape(shapes[key])})"
-      for key in set(checkpoint_vars.values()) - used_keys)
-  mismatched = [
-      f"{key} -> {v.name}: checkpoint {errors.format_shape(shapes[key])}, "
-      f"model {errors.format_shape(v.shape)}"
-      for v, key, _ in pairs.values()
-      if tuple(shapes[key]) != tuple(v.shape.as_list())]
-  errors.raise_if_problems(
-      f"Checkpoint {where} does not match the encoder:", missing, unexpected,
-      mismatched,
-      footer="Check that the encoder config belongs to this checkpoint.")
-  return [(v, key) for v, key, _ in pairs.values()]
-
-
-def load_encoder_weights(checkpoint_path: str,
-                         encoder: tf.Module,
-                         encoder_path: Optional[str] = None) -> str:
-  """Loads an object-based checkpoint's encoder into a built `encoder`.
-
-  Args:
-    checkpoint_path: Checkpoint prefix or a directory with a 'checkpoint'
-      file.
-    encoder: A built encoder (`BertEncoderV2` attribute layout).
-    encoder_path: Where the encoder is in the checkpoint, e.g. "encoder" or
-      "model/encoder_network"; None tries `ENCODER_PATHS` in order.
-
-  Returns:
-    The encoder path used.
-  """
-  reader, pairs, found = check_encoder_checkpoint(checkpoint_path, encoder,
-                                                 encoder_path)
-  for variable, key in pairs:
-    variable.assign(reader.get_tensor(key))
-  return found
+      "; its top-level objects are "
+      f"{sorted(ref.local_name for ref in graph.nodes[0].children)}.")
 
 
 def check_encoder_checkpoint(checkpoint_path: str,
                              encoder: tf.Module,
                              encoder_path: Optional[str] = None):
-  """Matches a built `encoder` against a checkpoint without reading weights.
+  """Matches an encoder built in a `tf.Graph` against a checkpoint.
 
   Args:
-    checkpoint_path: Checkpoint prefix or a directory with a 'checkpoint'
-      file.
-    encoder: A built encoder; only its variables' shapes are used, so it may
-      live in a throwaway `tf.Graph`.
-    encoder_path: See `load_encoder_weights`.
+    checkpoint_path: Checkpoint prefix or a directory of them.
+    encoder: A built encoder (`BertEncoderV2` attribute layout) in a
+      throwaway `tf.Graph`: only its variables' shapes are used. (Keras swaps
+      the v1/v2 bases of the classes it builds there: build the eager model
+      afterwards, as `encoder_from_tf2_checkpoint` does.)
+    encoder_path: Where the encoder is in the checkpoint, e.g. "encoder" or
+      "model/encoder_network"; None tries `ENCODER_PATHS` in order.
 
   Returns:
     `(reader, [(variable, checkpoint key)], encoder path used)`.
@@ -260,14 +160,69 @@ def check_encoder_checkpoint(checkpoint_path: str,
     CheckpointMismatchError: Missing, unused or mis-shaped variables (each
       named, with both shapes).
   """
-  path = tf1_checkpoint.resolve_checkpoint_path(checkpoint_path,
-                                                "TF2 checkpoint")
+  if tf.executing_eagerly():
+    raise ValueError("check_encoder_checkpoint reads into the encoder: build "
+                     "it inside `with tf.Graph().as_default():`.")
+  path = utils.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
   reader = tf.train.load_checkpoint(path)
-  graph = _object_graph(reader, path)
-  node_id, found = _find_encoder_node(graph, path, encoder_path)
-  pairs = match_encoder_variables(reader, graph, node_id, encoder,
-                                  f"{path!r} ({found!r})")
-  return reader, pairs, found
+  status, matched, found = _read(path, reader, encoder, encoder_path)
+  graph = status._checkpoint.object_graph_proto  # pylint: disable=protected-access
+
+  def variable_keys(node_ids):
+    return {node_id: a.checkpoint_key for node_id in node_ids
+            for a in graph.nodes[node_id].attributes
+            if a.name == _VARIABLE_VALUE}
+
+  node_keys = variable_keys(matched.values())
+  key_of = {id_: node_keys[n] for id_, n in matched.items() if n in node_keys}
+  subtree, stack = set(), [matched[id(encoder)]]
+  while stack:  # The checkpoint's encoder subtree.
+    node_id = stack.pop()
+    if node_id not in subtree:
+      subtree.add(node_id)
+      stack.extend(ref.node_id for ref in graph.nodes[node_id].children)
+  shapes = reader.get_variable_to_shape_map()
+  fmt = errors.format_shape
+  missing = [f"{v.name} (shape {fmt(v.shape)})"
+             for v in encoder.weights if id(v) not in key_of]
+  unexpected = sorted(f"{key} (shape {fmt(shapes[key])})" for key in
+                      variable_keys(subtree - set(matched.values())).values())
+  mismatched = [f"{key_of[id(v)]} -> {v.name}: checkpoint "
+                f"{fmt(shapes[key_of[id(v)]])}, model {fmt(v.shape)}"
+                for v in encoder.weights if id(v) in key_of and
+                tuple(shapes[key_of[id(v)]]) != tuple(v.shape.as_list())]
+  errors.raise_if_problems(
+      f"Checkpoint {path!r} ({found!r}) does not match the encoder:", missing,
+      unexpected, mismatched,
+      footer="Check that the encoder config belongs to this checkpoint.")
+  return reader, [(v, key_of[id(v)]) for v in encoder.weights], found
+
+
+def load_encoder_weights(checkpoint_path: str,
+                         encoder: tf.Module,
+                         encoder_path: Optional[str] = None) -> str:
+  """Loads an object-based checkpoint's encoder into a built eager `encoder`.
+
+  `tf.train.Checkpoint.read` + `assert_existing_objects_matched()`, so TF's
+  errors: a shape mismatch stops the load part way
+  (`encoder_from_tf2_checkpoint` checks first). Arguments as
+  `check_encoder_checkpoint`.
+
+  Returns:
+    The encoder path used.
+
+  Raises:
+    ValueError: The checkpoint's data is unreadable (e.g. truncated), named.
+  """
+  path = utils.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
+  try:
+    status, _, found = _read(path, tf.train.load_checkpoint(path), encoder,
+                             encoder_path)
+  except (tf.errors.OpError, IndexError) as e:
+    raise ValueError(f"TF2 checkpoint {path!r} is not readable "
+                     f"({type(e).__name__}: {e}).") from None
+  status.assert_existing_objects_matched()
+  return found
 
 
 def encoder_from_tf2_checkpoint(
@@ -291,10 +246,13 @@ def encoder_from_tf2_checkpoint(
     The encoder, all weights loaded.
   """
   config = realformer_config_from(encoder_config_or_kwargs, residual_attention)
+  with tf.Graph().as_default():  # Reports every problem, assigns nothing.
+    shadow = encoders.build_realformer_encoder(config)
+    _ = shadow(utils.dummy_inputs())
+    encoder_path = check_encoder_checkpoint(checkpoint_path, shadow,
+                                            encoder_path)[-1]
   encoder = encoders.build_realformer_encoder(config)
-  ids = tf.zeros([1, 2], tf.int32)
-  _ = encoder(dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
-                   input_type_ids=ids))
+  _ = encoder(utils.dummy_inputs())
   load_encoder_weights(checkpoint_path, encoder, encoder_path)
   return encoder
 

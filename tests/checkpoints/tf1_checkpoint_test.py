@@ -213,7 +213,7 @@ def test_bad_files(tmp_path, tf1_dir):
     tf1_checkpoint.read_bert_config(not_json)
   with pytest.raises(FileNotFoundError, match="nope.json"):
     tf1_checkpoint.read_bert_config(os.path.join(str(tmp_path), "nope.json"))
-  with pytest.raises(FileNotFoundError, match="model.ckpt-7.index"):
+  with pytest.raises(ValueError, match="model.ckpt-7.index"):
     tf1_checkpoint.encoder_from_tf1_checkpoint(prefix[:-4] + "7", config_file)
   tf2_prefix = tf.train.Checkpoint(v=tf.Variable(1.0)).write(
       os.path.join(str(tmp_path), "tf2", "ckpt"))

@@ -134,7 +134,7 @@ def test_bad_inputs(tmp_path, v2_checkpoint):
     tf2_checkpoint.encoder_from_tf2_checkpoint(prefix, dict(BERT, hidden=3))
   with pytest.raises(ValueError, match="residual_attention must be one of"):
     tf2_checkpoint.encoder_from_tf2_checkpoint(prefix, config, "max")
-  with pytest.raises(FileNotFoundError, match="does not exist"):
+  with pytest.raises(ValueError, match="does not exist"):
     tf2_checkpoint.encoder_from_tf2_checkpoint(prefix + "x", config)
   with tf.Graph().as_default():
     variable = tf.compat.v1.get_variable("bert/pooler/dense/bias", [2])
