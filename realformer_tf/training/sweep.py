@@ -245,24 +245,15 @@ def read_result(path: str) -> Dict:
 def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
   """{task: [result, ...]} for every `glue_result.json` under the root."""
   by_task = {}
-  if not tf.io.gfile.isdir(model_dir_root):
-    return by_task
-  for task in sorted(tf.io.gfile.listdir(model_dir_root)):
-    task = task.rstrip("/")
-    if task not in glue_data.GLUE_TASKS:
-      continue
-    task_dir = os.path.join(model_dir_root, task)
-    if not tf.io.gfile.isdir(task_dir):
-      continue
-    for point in sorted(tf.io.gfile.listdir(task_dir)):
-      point = point.rstrip("/")
-      if not _POINT_RE.match(point):
-        continue
-      for seed in sorted(tf.io.gfile.listdir(os.path.join(task_dir, point))):
-        seed = seed.rstrip("/")
-        path = os.path.join(task_dir, point, seed, RESULT_FILE)
-        if _SEED_RE.match(seed) and tf.io.gfile.exists(path):
-          by_task.setdefault(task, []).append(read_result(path))
+  pattern = os.path.join(model_dir_root, "*", "ep*_lr*", "seed*", RESULT_FILE)
+  for path in sorted(tf.io.gfile.glob(pattern)):
+    seed_dir, _ = os.path.split(path)
+    point_dir, seed = os.path.split(seed_dir)
+    task_dir, point = os.path.split(point_dir)
+    task = os.path.basename(task_dir)
+    if (task in glue_data.GLUE_TASKS and _POINT_RE.match(point) and
+        _SEED_RE.match(seed)):
+      by_task.setdefault(task, []).append(read_result(path))
   return by_task
 
 
