@@ -313,10 +313,6 @@ def _check_schedule(params: cfg.ExperimentConfig) -> None:
 
 def _scalar_type(annotation) -> Optional[type]:
   """int/float/bool for a field annotated with it (or Optional of it)."""
-  if isinstance(annotation, str):  # `from __future__ import annotations`.
-    annotation = {"int": int, "float": float, "bool": bool,
-                  "Optional[int]": int, "Optional[float]": float,
-                  "Optional[bool]": bool}.get(annotation)
   if typing.get_origin(annotation) is typing.Union:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     annotation = args[0] if len(args) == 1 else None
@@ -331,27 +327,22 @@ def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
       chosen = value.get() if getattr(value, "type", None) else None
       if isinstance(chosen, hyperparams.Config):
         yield from _type_errors(chosen, f"{key}.{value.type}.")
-      continue
-    if isinstance(value, hyperparams.Config):
+    elif isinstance(value, hyperparams.Config):
       yield from _type_errors(value, key + ".")
-      continue
-    if isinstance(value, (list, tuple)):
+    elif isinstance(value, (list, tuple)):
       for i, item in enumerate(value):
         if isinstance(item, hyperparams.Config):
           yield from _type_errors(item, f"{key}[{i}].")
-      continue
-    expected = _scalar_type(field.type)
-    if value is None or expected is None:
-      continue
-    if expected is bool:
-      ok = isinstance(value, bool)
-    elif expected is int:
-      ok = isinstance(value, int) and not isinstance(value, bool)
     else:
-      ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok:
-      yield (f"{key}={value!r} must be {'an' if expected is int else 'a'} "
-             f"{expected.__name__}, not {type(value).__name__}")
+      expected = _scalar_type(field.type)
+      if value is None or expected is None:
+        continue
+      ok = (isinstance(value, bool) if expected is bool else
+            isinstance(value, (int, float) if expected is float else int) and
+            not isinstance(value, bool))
+      if not ok:
+        yield (f"{key}={value!r} must be {'an' if expected is int else 'a'} "
+               f"{expected.__name__}, not {type(value).__name__}")
 
 
 def validate_field_types(params: cfg.ExperimentConfig) -> None:
