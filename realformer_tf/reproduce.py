@@ -22,7 +22,7 @@ so a killed or repeated command carries on where it stopped):
    (`task.train_data.seed = S`), the same initialisation seed, steps and
    optimizer: only the architecture differs.
 3. Fine-tuning, `OUT/finetune/<arch>/seed<S>/<task>/...`: the sweep's GLUE
-   protocol (`realformer_tf.sweep`: grid of epochs x learning rates, best
+   protocol (`realformer_tf.training.sweep`: grid of epochs x learning rates, best
    grid point by the median of the task's main metric over the pre-training
    seeds), each run initialised from its pre-training run.
 4. Attention analysis of seed 0 of each architecture, `OUT/analysis/<arch>`.
@@ -54,14 +54,16 @@ import tensorflow as tf
 from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.modeling import hyperparams
-from realformer_tf import sweep
+from realformer_tf import utils
 from realformer_tf.analysis import runner as analysis_runner
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
+from realformer_tf.configs import recipe
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import quickstart_corpus
+from realformer_tf.training import sweep
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _MODELS_DIR = os.path.join(_REPO_ROOT, "official_configs", "models")
@@ -501,7 +503,7 @@ def _finetune_steps(plan: Plan, glue_dir: str) -> Dict[str, int]:
     size = glue_data.read_meta_data(
         glue_data.meta_data_path(glue_dir, task))["train_data_size"]
     steps[task] = sum(
-        finetuning.train_steps(size, e) for e in plan.scale.glue_epochs
+        recipe.train_steps(size, e) for e in plan.scale.glue_epochs
     ) * len(plan.scale.glue_learning_rates)
   return steps
 
@@ -572,7 +574,7 @@ def run_pretraining(run: PretrainRun, runner: Runner) -> Dict:
             "global_step": output.get("global_step"),
             "seconds": time.time() - start,
             "eval_logs": output["eval_logs"]}
-  sweep.write_json_atomically(path, result)
+  utils.write_json_atomically(path, result)
   return result
 
 
@@ -782,7 +784,7 @@ def write_results(plan: Plan, pretrain_results: Dict[str, List[Dict]],
              "pretraining": pretraining,
              "pretraining_runs": pretrain_results,
              "glue": glue, "curves": curves, "analysis": analyses}
-  sweep.write_json_atomically(os.path.join(o.output_dir, RESULTS_JSON),
+  utils.write_json_atomically(os.path.join(o.output_dir, RESULTS_JSON),
                               results)
   text = format_results(plan, pretraining, glue)
   with tf.io.gfile.GFile(os.path.join(o.output_dir, RESULTS_MD), "w") as f:

@@ -71,29 +71,21 @@ def build_realformer_encoder(
                 if config.hidden_activation == "gelu" else
                 tf_utils.get_activation(config.hidden_activation,
                                         use_keras_layer=False))
+  same_names = ("vocab_size", "hidden_size", "num_layers",
+                "num_attention_heads", "type_vocab_size", "output_range",
+                "norm_first", "return_attention_scores", "residual_attention",
+                "final_layer_norm", "norm_epsilon", "score_dtype", "recompute")
   return realformer_encoder.RealFormerEncoder(
-      vocab_size=config.vocab_size,
-      hidden_size=config.hidden_size,
-      num_layers=config.num_layers,
-      num_attention_heads=config.num_attention_heads,
       max_sequence_length=config.max_position_embeddings,
-      type_vocab_size=config.type_vocab_size,
       inner_dim=config.intermediate_size,
       inner_activation=activation,
       output_dropout=config.dropout_rate,
       attention_dropout=config.attention_dropout_rate,
       initializer=tf_keras.initializers.TruncatedNormal(
           stddev=config.initializer_range),
-      output_range=config.output_range,
       embedding_width=config.embedding_size,
       embedding_layer=embedding_layer,
-      norm_first=config.norm_first,
-      return_attention_scores=config.return_attention_scores,
-      residual_attention=config.residual_attention,
-      final_layer_norm=config.final_layer_norm,
-      norm_epsilon=config.norm_epsilon,
-      score_dtype=config.score_dtype,
-      recompute=config.recompute)
+      **{name: getattr(config, name) for name in same_names})
 
 
 def encoder_config(**kwargs) -> encoders.EncoderConfig:

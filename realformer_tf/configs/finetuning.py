@@ -22,13 +22,11 @@ first 10% of the steps and linear decay to 0 at the last step (AdamW, weight
 decay 0.01 except LayerNorm and biases); dropout 0.1 (encoder and classifier
 head); best median over 5 seeds per task. Model Garden's warm-up ramps up to
 the decay line's value at the end of warm-up (0.9 x peak for 10%), where
-BERT's TF1 optimizer ramps to the peak and then drops to that value. `train_steps(num_examples, epochs,
-batch_size)` = ceil(epochs * num_examples / batch_size);
-`apply_paper_schedule` sets the steps, warm-up and learning rate of one grid
-point, and `python -m realformer_tf.sweep` runs the grid.
+BERT's TF1 optimizer ramps to the peak and then drops to that value.
+`recipe.apply_paper_schedule` sets the steps, warm-up and learning rate of one
+grid point, and `python -m realformer_tf.training.sweep` runs the grid.
 """
 
-import math
 import os
 
 from official.core import config_definitions as cfg
@@ -36,7 +34,7 @@ from official.core import exp_factory
 from official.modeling import hyperparams
 from official.nlp.tasks import sentence_prediction
 from realformer_tf.configs import encoders
-from realformer_tf.configs import experiments
+from realformer_tf.configs import recipe
 from realformer_tf.data import glue as glue_data
 from realformer_tf.tasks import sentence_prediction as rf_sentence_prediction
 
@@ -44,8 +42,6 @@ GLUE = "realformer/glue"
 
 PAPER_LEARNING_RATES = (6e-6, 8e-6, 1e-5, 2e-5, 3e-5, 4e-5, 5e-5)
 PAPER_EPOCHS = (2, 3, 4)
-PAPER_BATCH_SIZE = 32
-PAPER_WARMUP_PROPORTION = 0.1
 PAPER_NUM_SEEDS = 5
 PAPER_DROPOUT = 0.1
 
@@ -69,62 +65,10 @@ def glue_yaml_path(task: str) -> str:
   return path
 
 
-def train_steps(num_examples: int, epochs: float,
-                batch_size: int = PAPER_BATCH_SIZE) -> int:
-  """ceil(epochs * num_examples / batch_size)."""
-  for name, value in (("num_examples", num_examples),
-                      ("batch_size", batch_size)):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-      raise ValueError(f"{name} must be a positive int, got {value!r}.")
-  if not epochs > 0:
-    raise ValueError(f"epochs must be positive, got {epochs!r}.")
-  return math.ceil(epochs * num_examples / batch_size)
-
-
-def warmup_steps(total_steps: int,
-                 proportion: float = PAPER_WARMUP_PROPORTION) -> int:
-  """int(proportion * total_steps), as BERT's `run_classifier`."""
-  return int(proportion * total_steps)
-
-
-def apply_paper_schedule(config: cfg.ExperimentConfig, num_train_examples: int,
-                         epochs: float, learning_rate: float
-                         ) -> cfg.ExperimentConfig:
-  """Sets steps, 10% warm-up, decay length and peak rate of one grid point.
-
-  The batch size is `task.train_data.global_batch_size` (32 in the YAMLs).
-
-  Args:
-    config: A `realformer/glue` config, changed in place.
-    num_train_examples: Train split size (`train_data_size` in the meta data).
-    epochs: Passes over the train split.
-    learning_rate: Peak learning rate.
-
-  Returns:
-    `config`.
-  """
-  if not learning_rate > 0:
-    raise ValueError(f"learning_rate must be positive, got {learning_rate!r}.")
-  steps = train_steps(num_train_examples, epochs,
-                      config.task.train_data.global_batch_size)
-  config.override({
-      "trainer": {
-          "train_steps": steps,
-          "optimizer_config": {
-              "learning_rate": {"polynomial": {
-                  "initial_learning_rate": learning_rate,
-                  "decay_steps": steps}},
-              "warmup": {"polynomial": {"warmup_steps": warmup_steps(steps)}},
-          },
-      },
-  }, is_strict=True)
-  return config
-
-
 @exp_factory.register_config_factory(GLUE)
 def realformer_glue() -> cfg.ExperimentConfig:
   """RealFormer GLUE fine-tuning; pick the task with its YAML (`glue_task`)."""
-  optimizer = experiments.paper_optimizer(DEFAULT_LEARNING_RATE, 0)
+  optimizer = recipe.paper_optimizer(DEFAULT_LEARNING_RATE, 0)
   return cfg.ExperimentConfig(
       task=rf_sentence_prediction.RealFormerSentencePredictionConfig(
           name=GLUE,
@@ -135,11 +79,11 @@ def realformer_glue() -> cfg.ExperimentConfig:
               use_encoder_pooler=False,
               encoder=encoders.encoder_config(dropout_rate=PAPER_DROPOUT)),
           train_data=rf_sentence_prediction.GlueDataConfig(
-              is_training=True, global_batch_size=PAPER_BATCH_SIZE,
+              is_training=True, global_batch_size=recipe.PAPER_BATCH_SIZE,
               seq_length=128),
           validation_data=rf_sentence_prediction.GlueDataConfig(
               is_training=False, drop_remainder=False,
-              global_batch_size=PAPER_BATCH_SIZE, seq_length=128)),
+              global_batch_size=recipe.PAPER_BATCH_SIZE, seq_length=128)),
       trainer=cfg.TrainerConfig(
           validation_steps=-1,
           # Progress every 100 steps: Model Garden's default 1000 is longer

@@ -10,8 +10,9 @@ the config key, the value and the file.
 
 It checks, for the data configs the mode reads (`task.train_data` for train
 modes, `task.validation_data` for eval modes):
-  * `input_path`: each comma-separated pattern matches files, none of them
-    empty or a directory (`dummy` and TFDS inputs are left alone);
+  * `input_path`: the files Model Garden's `input_reader.match_files` makes
+    of it exist, none empty or a directory (`dummy` and TFDS inputs are left
+    alone);
   * BERT pre-training records (`BertPretrainDataConfig`): the first record of
     the first file parses, with `seq_length` tokens, `max_predictions_per_seq`
     predictions, an NSP label if `use_next_sentence_label`; token ids of
@@ -37,10 +38,12 @@ from absl import logging
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
+from official.core import input_reader
 from official.modeling import hyperparams
 from official.nlp.data import pretrain_dataloader
 from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
+from realformer_tf.data import tokenization
 
 # Modes run by train.py, the same names Model Garden's train_lib accepts.
 TRAIN_MODES = ("train", "train_and_eval", "train_and_post_eval")
@@ -53,8 +56,8 @@ MODES = ("train", "eval", "train_and_eval", "continuous_eval",
 _DUMMY_INPUT = "dummy"
 
 
-def _data_configs(params: cfg.ExperimentConfig,
-                  mode: str) -> List[Tuple[str, cfg.DataConfig]]:
+def data_configs(params: cfg.ExperimentConfig,
+                 mode: str) -> List[Tuple[str, cfg.DataConfig]]:
   """The (key, DataConfig) pairs `mode` reads."""
   configs = []
   if mode in TRAIN_MODES:
@@ -66,8 +69,7 @@ def _data_configs(params: cfg.ExperimentConfig,
 
 def _encoder(params: cfg.ExperimentConfig):
   """(key, encoder config) of the task's encoder, or (None, None)."""
-  model = getattr(params.task, "model", None)
-  encoder = getattr(model, "encoder", None)
+  encoder = getattr(getattr(params.task, "model", None), "encoder", None)
   if encoder is None:
     return None, None
   if hasattr(encoder, "get") and getattr(encoder, "type", None):
@@ -75,75 +77,53 @@ def _encoder(params: cfg.ExperimentConfig):
   return "task.model.encoder", encoder
 
 
-def _patterns(input_path) -> Iterator[str]:
-  """The file patterns of a Model Garden `input_path` (str, list or mixture)."""
-  if isinstance(input_path, str):
-    values = [input_path]
-  elif isinstance(input_path, (list, tuple)):
-    values = list(input_path)
-  elif hasattr(input_path, "as_dict"):  # A dataset mixture: name -> path.
-    values = []
-    for value in input_path.as_dict().values():
-      values.extend(value if isinstance(value, (list, tuple)) else [value])
-  else:
-    values = [str(input_path)]
-  for value in values:
-    for pattern in str(value).split(","):
-      if pattern.strip():
-        yield pattern.strip()
-
-
 def match_input_files(key: str, input_path) -> List[str]:
-  """Expands an `input_path`; every pattern must match non-empty files.
+  """The files Model Garden's `InputReader` will read; each must be non-empty.
+
+  Matching is `input_reader.match_files` (a glob with `*` or `?`, else a
+  path; comma-separated or a list; a mixture config: each of its paths).
 
   Args:
     key: The config key, for error messages (e.g. "task.train_data").
-    input_path: A file, glob, comma-separated list of those, or a list.
+    input_path: What a data config's `input_path` holds.
 
   Returns:
-    The matched files, in pattern order.
+    The matched files, in the order the reader reads them.
 
   Raises:
     ValueError: If `input_path` is empty, a pattern matches nothing, or a
-      matched path is a directory or an empty file.
+      path does not exist or is a directory or an empty file.
   """
-  patterns = list(_patterns(input_path))
-  if not patterns:
+  paths = (list(input_path.as_dict().values())
+           if isinstance(input_path, hyperparams.Config) else [input_path])
+  if not any(str(p).replace(",", "").strip() for p in paths):
     raise ValueError(
         f"{key}.input_path is empty: set it to the input files (a path, glob "
         f"or comma-separated list), e.g. --params_override="
         f"{key}.input_path=/data/train-*.tfrecord")
   files = []
-  for pattern in patterns:
-    matched = sorted(tf.io.gfile.glob(pattern))
-    if not matched:
-      what = ("matches no file" if any(c in pattern for c in "*?[")
-              else "does not exist")
-      raise ValueError(f"{key}.input_path: {pattern!r} {what}.")
-    for path in matched:
-      if tf.io.gfile.isdir(path):
-        raise ValueError(
-            f"{key}.input_path: {path!r} is a directory; name the files "
-            f"(e.g. {path.rstrip('/')}/*.tfrecord).")
-      if tf.io.gfile.stat(path).length == 0:
-        raise ValueError(f"{key}.input_path: {path!r} is an empty file.")
-    files.extend(matched)
+  for path in paths:
+    try:
+      files.extend(input_reader.match_files(path))
+    except ValueError as e:
+      raise ValueError(f"{key}.input_path matches no file: {e}") from None
+  for path in files:
+    if not tf.io.gfile.exists(path):
+      raise ValueError(f"{key}.input_path: {path!r} does not exist.")
+    if tf.io.gfile.isdir(path):
+      raise ValueError(
+          f"{key}.input_path: {path!r} is a directory; name the files "
+          f"(e.g. {path.rstrip('/')}/*.tfrecord).")
+    if tf.io.gfile.stat(path).length == 0:
+      raise ValueError(f"{key}.input_path: {path!r} is an empty file.")
   return files
-
-
-def _feature_lengths(example: tf.train.Example) -> dict:
-  lengths = {}
-  for name, feature in example.features.feature.items():
-    kind = feature.WhichOneof("kind")
-    lengths[name] = len(getattr(feature, kind).value) if kind else 0
-  return lengths
 
 
 def _first_example(key: str, path: str) -> tf.train.Example:
   """The first record of `path`, parsed; errors name the key and file."""
   try:
     record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-  except (tf.errors.DataLossError, tf.errors.OpError) as e:
+  except tf.errors.OpError as e:
     raise ValueError(
         f"{key}.input_path: {path!r} is not a readable TFRecord file "
         f"({type(e).__name__}: {e.message.splitlines()[0]}).") from None
@@ -157,33 +137,62 @@ def _first_example(key: str, path: str) -> tf.train.Example:
         f"tf.train.Example ({e}).") from None
 
 
-def check_record_features(key: str, path: str, expected: Dict[str, Tuple[str,
-                                                                         int]],
-                          record_format: str,
-                          hints: Optional[Dict[str, str]] = None) -> None:
-  """The first record of `path` has each expected feature, of its length.
+def _record_spec(key: str, data):
+  """What the records of `data` must hold, for the data loaders we check.
 
-  Args:
-    key: Config key of the data config, for error messages.
-    path: A TFRecord file of `tf.train.Example`s.
-    expected: feature name -> (config field giving its length, the length).
-    record_format: What the records should be, e.g. "GLUE sentence-pair
-      records (python -m realformer_tf.data.glue)", for error messages.
-    hints: feature name -> extra advice when it is missing.
-
-  Raises:
-    ValueError: Naming the file, the expected format and the feature.
+  Returns:
+    None, or (feature name -> (config field giving its length, the length),
+    the token-id features, what the records are, feature -> advice when it
+    is missing), as Model Garden's `BertPretrainDataLoader`,
+    `SentencePredictionDataLoader` and (training) `QuestionAnsweringDataLoader`
+    parse them.
   """
-  lengths = _feature_lengths(_first_example(key, path))
+  if getattr(data, "file_type", "tfrecord") != "tfrecord":
+    return None
+  seq = ("seq_length", getattr(data, "seq_length", None))
+  if isinstance(data, pretrain_dataloader.BertPretrainDataConfig):
+    ids = "input_word_ids" if data.use_v2_feature_names else "input_ids"
+    predictions = ("max_predictions_per_seq", data.max_predictions_per_seq)
+    expected = {ids: seq, "input_mask": seq, "masked_lm_positions": predictions,
+                "masked_lm_ids": predictions,
+                "masked_lm_weights": predictions}
+    if data.use_next_sentence_label:
+      expected["next_sentence_labels"] = ("use_next_sentence_label", 1)
+    return (expected, [ids, "masked_lm_ids"],
+            "BERT pre-training records (python -m "
+            "realformer_tf.data.create_pretraining_data)",
+            {"next_sentence_labels": (
+                " (records made without NSP? set "
+                f"{key}.use_next_sentence_label=false)")})
+  expected = {"input_ids": seq, "input_mask": seq, "segment_ids": seq}
+  if isinstance(data, sp_dataloader.SentencePredictionDataConfig):
+    expected[data.label_field] = ("label_field", 1)
+    what = "GLUE sentence-pair records (python -m realformer_tf.data.glue)"
+  elif isinstance(data, qa_dataloader.QADataConfig) and data.is_training:
+    expected["start_positions"] = ("is_training", 1)
+    expected["end_positions"] = ("is_training", 1)
+    what = "SQuAD training records (python -m realformer_tf.data.squad)"
+  else:
+    return None
+  return expected, ["input_ids"], what, {}
+
+
+def _check_record_features(key: str, path: str, expected, record_format: str,
+                           hints: Dict[str, str]) -> None:
+  """The first record of `path` has each expected feature, of its length."""
+  example = _first_example(key, path)
+  lengths = {}
+  for name, feature in example.features.feature.items():
+    kind = feature.WhichOneof("kind")
+    lengths[name] = len(getattr(feature, kind).value) if kind else 0
   # Missing features first: records of another kind are named as such
   # rather than as records of another length.
   for feature in expected:
     if feature not in lengths:
-      hint = (hints or {}).get(feature, "")
       raise ValueError(
           f"{key}.input_path: records in {path!r} have no {feature!r} "
-          f"feature{hint}; found {sorted(lengths)}. Expected "
-          f"{record_format}.")
+          f"feature{hints.get(feature, '')}; found {sorted(lengths)}. "
+          f"Expected {record_format}.")
   for feature, (field, value) in expected.items():
     if lengths[feature] != value:
       raise ValueError(
@@ -192,20 +201,15 @@ def check_record_features(key: str, path: str, expected: Dict[str, Tuple[str,
           "config agree.")
 
 
-def check_token_ids(key: str, files: Sequence[str],
-                    id_features: Sequence[str], vocab_size: int,
-                    vocab_key: str = "vocab_size",
-                    batch_size: int = 4096) -> None:
+def _check_token_ids(key: str, files: Sequence[str],
+                     id_features: Sequence[str], vocab_size: int,
+                     vocab_key: str, batch_size: int = 4096) -> None:
   """Every token id in every record of `files` is in [0, vocab_size).
 
   One pass over the int features (a few seconds per million sequences);
   otherwise an id beyond the embedding table fails mid-training inside the
   graph's gather (or, on TPU, silently reads zeros). It also reads every
   record, so a truncated or corrupt file is named here.
-
-  Raises:
-    ValueError: Naming the file, the feature, the id and `vocab_key`; or the
-      file that cannot be read to the end.
   """
   spec = {name: tf.io.VarLenFeature(tf.int64) for name in id_features}
 
@@ -218,10 +222,10 @@ def check_token_ids(key: str, files: Sequence[str],
             for name, v in values.items()}
 
   for path in files:
-    dataset = tf.data.TFRecordDataset(path).batch(batch_size).map(extremes)
     count = 0
     try:
-      for batch in dataset:
+      for batch in tf.data.TFRecordDataset(path).batch(batch_size).map(
+          extremes):
         count += 1
         for name, (low, high) in batch.items():
           low, high = int(low), int(high)
@@ -240,73 +244,6 @@ def check_token_ids(key: str, files: Sequence[str],
           "corrupt file; write it again.") from None
 
 
-def check_pretraining_records(key: str,
-                              data: pretrain_dataloader.BertPretrainDataConfig,
-                              path: str,
-                              vocab_size: Optional[int] = None,
-                              vocab_key: str = "vocab_size") -> None:
-  """Parses the first record of `path` as the data config expects.
-
-  Args:
-    key: Config key of `data`, for error messages.
-    data: The BERT pre-training data config that will read `path`.
-    path: A TFRecord file of `tf.train.Example`s.
-    vocab_size: If set, token ids (of every record of `path`) must be below
-      it.
-    vocab_key: Config key of `vocab_size`, for error messages.
-
-  Raises:
-    ValueError: If the file is not readable TFRecords of tf.Examples or the
-      first record's features do not match `data`.
-  """
-  ids_name = "input_word_ids" if data.use_v2_feature_names else "input_ids"
-  expected = {
-      ids_name: ("seq_length", data.seq_length),
-      "input_mask": ("seq_length", data.seq_length),
-      "masked_lm_positions": ("max_predictions_per_seq",
-                              data.max_predictions_per_seq),
-      "masked_lm_ids": ("max_predictions_per_seq",
-                        data.max_predictions_per_seq),
-      "masked_lm_weights": ("max_predictions_per_seq",
-                            data.max_predictions_per_seq),
-  }
-  if data.use_next_sentence_label:
-    expected["next_sentence_labels"] = ("use_next_sentence_label", 1)
-  check_record_features(
-      key, path, expected,
-      "BERT pre-training records (python -m "
-      "realformer_tf.data.create_pretraining_data)",
-      hints={"next_sentence_labels": (
-          " (records made without NSP? set "
-          f"{key}.use_next_sentence_label=false)")})
-  if vocab_size is not None:
-    check_token_ids(key, [path], [ids_name, "masked_lm_ids"], vocab_size,
-                    vocab_key)
-
-
-def _check_finetuning_records(key: str, data, files: Sequence[str],
-                              vocab_size: Optional[int],
-                              vocab_key: str) -> None:
-  """GLUE (sentence prediction) and SQuAD (train) records, as Model
-  Garden's `SentencePredictionDataLoader` / `QuestionAnsweringDataLoader`
-  parse them: feature names and lengths of the first record, token ids of
-  every record."""
-  seq = ("seq_length", data.seq_length)
-  expected = {"input_ids": seq, "input_mask": seq, "segment_ids": seq}
-  if isinstance(data, sp_dataloader.SentencePredictionDataConfig):
-    expected[data.label_field] = ("label_field", 1)
-    record_format = ("GLUE sentence-pair records (python -m "
-                     "realformer_tf.data.glue)")
-  else:
-    expected["start_positions"] = ("is_training", 1)
-    expected["end_positions"] = ("is_training", 1)
-    record_format = ("SQuAD training records (python -m "
-                     "realformer_tf.data.squad)")
-  check_record_features(key, files[0], expected, record_format)
-  if vocab_size is not None:
-    check_token_ids(key, files, ["input_ids"], vocab_size, vocab_key)
-
-
 def check_vocab_file(key: str, path: str, vocab_size: Optional[int],
                      vocab_key: str) -> int:
   """Checks a vocabulary file; returns its size.
@@ -315,8 +252,6 @@ def check_vocab_file(key: str, path: str, vocab_size: Optional[int],
     ValueError: If `path` is not a WordPiece vocabulary (message names it),
       or it has more tokens than `vocab_size`.
   """
-  # Imported here: tensorflow-text is only needed when a vocabulary is set.
-  from realformer_tf.data import tokenization  # pylint: disable=g-import-not-at-top
   try:
     tokens = tokenization.load_vocab(path)
   except ValueError as e:
@@ -357,11 +292,9 @@ def _check_schedule(params: cfg.ExperimentConfig) -> None:
     raise ValueError(
         f"trainer.train_steps={trainer.train_steps} must be positive "
         "to train.")
-  if trainer.steps_per_loop <= 0:
-    raise ValueError(
-        f"trainer.steps_per_loop={trainer.steps_per_loop} must be positive.")
-  # Orbit's controller checks this too, but only after params.yaml is written.
-  if trainer.summary_interval and (
+  # Orbit's controller checks this (and steps_per_loop > 0, left to it), but
+  # only after params.yaml is written.
+  if trainer.summary_interval and trainer.steps_per_loop > 0 and (
       trainer.summary_interval % trainer.steps_per_loop):
     raise ValueError(
         f"trainer.summary_interval={trainer.summary_interval} must be a "
@@ -380,10 +313,6 @@ def _check_schedule(params: cfg.ExperimentConfig) -> None:
 
 def _scalar_type(annotation) -> Optional[type]:
   """int/float/bool for a field annotated with it (or Optional of it)."""
-  if isinstance(annotation, str):  # `from __future__ import annotations`.
-    annotation = {"int": int, "float": float, "bool": bool,
-                  "Optional[int]": int, "Optional[float]": float,
-                  "Optional[bool]": bool}.get(annotation)
   if typing.get_origin(annotation) is typing.Union:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     annotation = args[0] if len(args) == 1 else None
@@ -398,27 +327,22 @@ def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
       chosen = value.get() if getattr(value, "type", None) else None
       if isinstance(chosen, hyperparams.Config):
         yield from _type_errors(chosen, f"{key}.{value.type}.")
-      continue
-    if isinstance(value, hyperparams.Config):
+    elif isinstance(value, hyperparams.Config):
       yield from _type_errors(value, key + ".")
-      continue
-    if isinstance(value, (list, tuple)):
+    elif isinstance(value, (list, tuple)):
       for i, item in enumerate(value):
         if isinstance(item, hyperparams.Config):
           yield from _type_errors(item, f"{key}[{i}].")
-      continue
-    expected = _scalar_type(field.type)
-    if value is None or expected is None:
-      continue
-    if expected is bool:
-      ok = isinstance(value, bool)
-    elif expected is int:
-      ok = isinstance(value, int) and not isinstance(value, bool)
     else:
-      ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok:
-      yield (f"{key}={value!r} must be {'an' if expected is int else 'a'} "
-             f"{expected.__name__}, not {type(value).__name__}")
+      expected = _scalar_type(field.type)
+      if value is None or expected is None:
+        continue
+      ok = (isinstance(value, bool) if expected is bool else
+            isinstance(value, (int, float) if expected is float else int) and
+            not isinstance(value, bool))
+      if not ok:
+        yield (f"{key}={value!r} must be {'an' if expected is int else 'a'} "
+               f"{expected.__name__}, not {type(value).__name__}")
 
 
 def validate_field_types(params: cfg.ExperimentConfig) -> None:
@@ -466,56 +390,38 @@ def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
   if mode in TRAIN_MODES:
     _check_schedule(params)
   encoder_key, encoder = _encoder(params)
-  for key, data in _data_configs(params, mode):
+  for key, data in data_configs(params, mode):
     _check_lengths(key, data, encoder_key, encoder)
 
 
 def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
-  """Checks `params` and the files it names for running `mode`.
-
-  Args:
-    params: A parsed experiment config (inputs already resolved).
-    mode: One of `MODES`.
+  """Checks `params` and the files it names for running `mode` (one of `MODES`).
 
   Raises:
     ValueError: On the first problem found; the message names the config key,
       its value and, for files, the path.
   """
-  if mode not in MODES:
-    raise ValueError(f"--mode={mode!r} is not supported; use one of "
-                     f"{', '.join(MODES)}.")
-  if mode in TRAIN_MODES:
-    _check_schedule(params)
+  validate_config(params, mode)
   encoder_key, encoder = _encoder(params)
   vocab_size = getattr(encoder, "vocab_size", None)
   vocab_key = f"{encoder_key}.vocab_size"
-
-  vocab_files = []
-  if getattr(params.task, "vocab_file", ""):
-    vocab_files.append(("task.vocab_file", params.task.vocab_file))
-  for key, data in _data_configs(params, mode):
-    _check_lengths(key, data, encoder_key, encoder)
-    if getattr(data, "vocab_file", ""):
-      vocab_files.append((f"{key}.vocab_file", data.vocab_file))
+  vocab_files = [("task.vocab_file", getattr(params.task, "vocab_file", ""))]
+  for key, data in data_configs(params, mode):
+    vocab_files.append((f"{key}.vocab_file", getattr(data, "vocab_file", "")))
     input_path = getattr(data, "input_path", None)
-    if input_path == _DUMMY_INPUT:
-      continue
-    if not input_path and getattr(data, "tfds_name", ""):
-      continue  # TFDS input: Model Garden resolves it.
+    if input_path == _DUMMY_INPUT or (
+        not input_path and getattr(data, "tfds_name", "")):
+      continue  # Faked by the task, or TFDS input resolved by Model Garden.
     files = match_input_files(key, input_path)
-    if (isinstance(data, pretrain_dataloader.BertPretrainDataConfig) and
-        data.file_type == "tfrecord"):
-      check_pretraining_records(key, data, files[0], vocab_size, vocab_key)
+    spec = _record_spec(key, data)
+    if spec:
+      expected, id_features, record_format, hints = spec
+      _check_record_features(key, files[0], expected, record_format, hints)
       if vocab_size is not None:
-        check_token_ids(key, files[1:], [
-            "input_word_ids" if data.use_v2_feature_names else "input_ids",
-            "masked_lm_ids"], vocab_size, vocab_key)
-    elif (getattr(data, "file_type", "tfrecord") == "tfrecord" and (
-        isinstance(data, sp_dataloader.SentencePredictionDataConfig) or
-        (isinstance(data, qa_dataloader.QADataConfig) and data.is_training))):
-      _check_finetuning_records(key, data, files, vocab_size, vocab_key)
+        _check_token_ids(key, files, id_features, vocab_size, vocab_key)
   for key, path in vocab_files:
-    check_vocab_file(key, path, vocab_size, vocab_key)
+    if path:
+      check_vocab_file(key, path, vocab_size, vocab_key)
 
 
 def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
@@ -525,7 +431,7 @@ def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
   Raises:
     ValueError: Naming the batch size key and the replica count.
   """
-  for key, data in _data_configs(params, mode):
+  for key, data in data_configs(params, mode):
     batch = getattr(data, "global_batch_size", None)
     if batch is None:
       continue

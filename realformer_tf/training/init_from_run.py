@@ -32,10 +32,11 @@ from absl import logging
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
+from realformer_tf import utils
 from realformer_tf.checkpoints import errors
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
-from realformer_tf.configs import experiments
+from realformer_tf.configs import registry
 from realformer_tf.configs import validation
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
@@ -101,7 +102,7 @@ def inherit_encoder(params: cfg.ExperimentConfig,
   ours = _encoder_of(params)
   if run_dir is None or ours is None:
     return None
-  run_config = experiments.load_experiment_config(run_dir)
+  run_config = registry.load_experiment_config(run_dir)
   theirs = _encoder_of(run_config)
   if theirs is None:
     return None
@@ -161,31 +162,6 @@ def inherit_encoder(params: cfg.ExperimentConfig,
   return run_config
 
 
-def resolve_init_checkpoint(init_checkpoint: str) -> str:
-  """The readable checkpoint prefix `task.init_checkpoint` names.
-
-  Raises:
-    ValueError: Naming the key and the path when there is no checkpoint or
-      it cannot be read.
-  """
-  key = f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}"
-  path = init_checkpoint
-  if tf.io.gfile.isdir(init_checkpoint):
-    path = tf.train.latest_checkpoint(init_checkpoint)
-    if not path:
-      raise ValueError(f"{key} is a directory without a checkpoint (no "
-                       "'checkpoint' file naming one).")
-  if not tf.io.gfile.exists(path + ".index"):
-    raise ValueError(f"{key}: {path + '.index'} does not exist (not a "
-                     "checkpoint prefix or model dir).")
-  try:
-    tf.train.load_checkpoint(path).get_variable_to_shape_map()
-  except (tf.errors.OpError, ValueError, IndexError) as e:
-    raise ValueError(f"{key}: checkpoint {path!r} is not readable "
-                     f"({type(e).__name__}: {e}).") from None
-  return path
-
-
 def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
   """Checks that `task.init_checkpoint` restores into the configured encoder.
 
@@ -201,16 +177,14 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
   encoder_config = _encoder_of(params)
   if not init_checkpoint:
     return None
-  path = resolve_init_checkpoint(init_checkpoint)
+  path = utils.resolve_checkpoint(init_checkpoint, INIT_CHECKPOINT_KEY)
   if encoder_config is None:
     return path
   # A throwaway graph: only the variables' shapes are needed, and the real
   # model's layer names stay unsuffixed.
   with tf.Graph().as_default():
     encoder = encoders.build_realformer_encoder(encoder_config)
-    ids = tf.zeros([1, 2], tf.int32)
-    encoder(dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
-                 input_type_ids=ids))
+    encoder(utils.dummy_inputs())
     try:
       reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
           path, encoder, _ENCODER_OBJECT)
@@ -281,19 +255,14 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
   run_dir = run_dir_of(getattr(params.task, "init_checkpoint", ""))
   if run_dir is None:
     return
-  run_config = experiments.load_experiment_config(run_dir)
+  run_config = registry.load_experiment_config(run_dir)
   run_vocab = getattr(getattr(run_config, "task", None), "vocab_file", "")
   if not run_vocab or not tf.io.gfile.exists(run_vocab):
     return
   run_sha = tokenization.file_sha256(run_vocab)
   run_size = len(tokenization.load_vocab(run_vocab))
   checked = []
-  data_configs = []
-  if mode in validation.TRAIN_MODES:
-    data_configs.append(("task.train_data", params.task.train_data))
-  if mode in validation.EVAL_MODES:
-    data_configs.append(("task.validation_data", params.task.validation_data))
-  for key, data in data_configs:
+  for key, data in validation.data_configs(params, mode):
     input_path = getattr(data, "input_path", "")
     if not input_path or input_path == "dummy":
       continue

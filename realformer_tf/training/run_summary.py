@@ -17,10 +17,13 @@ import os
 from typing import Any, List, Mapping, Optional
 
 from absl import logging
+import numpy as np
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
+from official.core import input_reader
 from official.nlp.data import pretrain_dataloader
+from realformer_tf.data import tokenization
 
 # Eval records read to find the most frequent masked token (enough for a
 # stable frequency, cheap for any eval set).
@@ -54,32 +57,25 @@ def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
   """
   spec = {"masked_lm_ids": tf.io.VarLenFeature(tf.int64),
           "masked_lm_weights": tf.io.VarLenFeature(tf.float32)}
-  counts = {}
-  total = 0.0
+  counts = np.zeros([0])
   dataset = tf.data.TFRecordDataset(files).take(_MAX_BASELINE_RECORDS)
   for record in dataset.batch(512):
     parsed = tf.io.parse_example(record, spec)
-    ids = tf.sparse.to_dense(parsed["masked_lm_ids"]).numpy().reshape(-1)
-    weights = tf.sparse.to_dense(
-        parsed["masked_lm_weights"]).numpy().reshape(-1)
-    for token, weight in zip(ids, weights):
-      if weight > 0:
-        counts[int(token)] = counts.get(int(token), 0.0) + float(weight)
-        total += float(weight)
-  if not total:
+    batch_counts = np.bincount(parsed["masked_lm_ids"].values.numpy(),
+                               parsed["masked_lm_weights"].values.numpy())
+    counts = np.pad(counts, (0, max(0, len(batch_counts) - len(counts))))
+    counts[:len(batch_counts)] += batch_counts
+  if not counts.sum():
     return None
-  token = max(counts, key=counts.get)
-  return token, counts[token] / total
+  token = int(np.argmax(counts))
+  return token, counts[token] / counts.sum()
 
 
 def _vocab_token(vocab_file: str, token_id: int) -> str:
   if not vocab_file or not tf.io.gfile.exists(vocab_file):
     return f"id {token_id}"
-  with tf.io.gfile.GFile(vocab_file, "r") as f:
-    for i, line in enumerate(f):
-      if i == token_id:
-        return repr(line.rstrip("\n"))
-  return f"id {token_id}"
+  tokens = tokenization.load_vocab(vocab_file)
+  return repr(tokens[token_id]) if token_id < len(tokens) else f"id {token_id}"
 
 
 def _mlm_lines(params: cfg.ExperimentConfig,
@@ -94,11 +90,9 @@ def _mlm_lines(params: cfg.ExperimentConfig,
           f"the {vocab_size}-token vocabulary): {1.0 / vocab_size:.4f}")
   if (isinstance(data, pretrain_dataloader.BertPretrainDataConfig) and
       data.file_type == "tfrecord" and not data.use_v2_feature_names):
-    files = []
-    for pattern in str(data.input_path).split(","):
-      files.extend(sorted(tf.io.gfile.glob(pattern.strip())))
     try:
-      found = most_frequent_masked_token(files) if files else None
+      found = most_frequent_masked_token(
+          input_reader.match_files(data.input_path))
     except (tf.errors.OpError, ValueError) as e:
       logging.warning("No most-frequent-token baseline: %s", e)
       found = None

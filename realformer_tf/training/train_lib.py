@@ -5,7 +5,7 @@ The flow is `official/nlp/train.py`'s, with three additions:
     errors name the unknown experiment (listing the registered `realformer/*`
     ones), the config file and the full dotted path of an unknown key;
   * before anything is written: the experiment's own data is built
-    (`experiments.prepare_data`, the quickstart corpus) and the config is
+    (`prepare_quickstart_data`, the quickstart corpus) and the config is
     checked against its inputs (`configs/validation.py`);
   * the trainer is `training/trainer.py`'s (examples/sec, non-finite loss
     stop), passed to Model Garden's `run_experiment`, which still builds the
@@ -21,7 +21,7 @@ import json
 import os
 import pprint
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
@@ -35,32 +35,15 @@ from official.core import train_lib
 from official.core import train_utils
 from official.modeling import hyperparams
 from official.modeling import performance
+from realformer_tf import utils
 from realformer_tf.configs import experiments
+from realformer_tf.configs import registry
 from realformer_tf.configs import validation
-from realformer_tf.data import tokenization
+from realformer_tf.data import quickstart_corpus
 from realformer_tf.training import init_from_run
 from realformer_tf.training import run_summary
 from realformer_tf.training import schedule
 from realformer_tf.training import trainer as trainer_lib
-
-EXPERIMENT_PREFIX = "realformer/"
-
-
-def registered_experiments(prefix: str = EXPERIMENT_PREFIX) -> List[str]:
-  """Names of the registered experiments starting with `prefix`, sorted."""
-  names = []
-
-  def walk(collection, path):
-    for key, value in collection.items():
-      name = f"{path}/{key}" if path else key
-      if isinstance(value, dict):
-        walk(value, name)
-      else:
-        names.append(name)
-
-  # Model Garden keeps its registry as a nested dict keyed by the `/` parts.
-  walk(exp_factory._REGISTERED_CONFIGS, "")  # pylint: disable=protected-access
-  return sorted(n for n in names if n.startswith(prefix))
 
 
 def _unknown_key(config, overrides: Mapping[str, Any],
@@ -117,7 +100,7 @@ class ExperimentParser(train_utils.ExperimentParser):
 
   def base_experiment(self):
     name = self._flags_obj.experiment
-    known = ", ".join(registered_experiments()) or "none"
+    known = ", ".join(sorted(registry.EXPERIMENTS))
     if not name:
       raise ValueError(
           f"--experiment is required; registered RealFormer experiments: "
@@ -202,6 +185,80 @@ def parse_configuration_and_sources(flags_obj):
   return params, explicit
 
 
+def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
+                            input_files: Optional[Sequence[str]] = None
+                           ) -> Optional[dict]:
+  """Builds the data `realformer/quickstart` makes for itself; points `params` at it.
+
+  When both of its input paths are empty, the stdlib-docstring corpus (or
+  `input_files`, BERT-format text) becomes a WordPiece vocabulary and MLM/NSP
+  records in `model_dir/data` (cached there: a rerun reuses them), built with
+  the config's `seq_length` and `max_predictions_per_seq`. The config then
+  gets the record paths, `task.vocab_file` and the real vocabulary size.
+
+  Args:
+    params: The parsed experiment config, not locked; changed in place.
+    model_dir: The run's model directory.
+    input_files: Text files for the corpus (`--quickstart_input_files`).
+
+  Returns:
+    The `prepare_quickstart_data` result, or None when nothing was built.
+
+  Raises:
+    ValueError: If `input_files` is given to another experiment or next to
+      explicit input paths, only one of the two input paths is set, or the
+      train and validation data disagree on the record shapes.
+  """
+  task = params.task
+  name = experiments.QUICKSTART
+  if task.name != name:
+    if input_files:
+      raise ValueError(
+          f"--quickstart_input_files only applies to --experiment={name}, "
+          f"not to task.name={task.name!r}.")
+    return None
+  paths = {"task.train_data.input_path": task.train_data.input_path,
+           "task.validation_data.input_path": task.validation_data.input_path}
+  if all(paths.values()):
+    if input_files:
+      raise ValueError(
+          "--quickstart_input_files cannot be combined with explicit "
+          f"{' and '.join(paths)} ({paths}); drop one or the other.")
+    return None
+  if any(paths.values()):
+    given = [k for k, v in paths.items() if v]
+    missing = [k for k, v in paths.items() if not v]
+    raise ValueError(
+        f"{name}: {given[0]} is set but {missing[0]} is empty; set both "
+        "(your own records) or neither (built in model_dir/data).")
+  for key in ("seq_length", "max_predictions_per_seq"):
+    train_value = getattr(task.train_data, key)
+    eval_value = getattr(task.validation_data, key)
+    if train_value != eval_value:
+      raise ValueError(
+          f"{name} builds one set of records, but task.train_data.{key}="
+          f"{train_value} != task.validation_data.{key}={eval_value}.")
+  encoder = task.model.encoder.get()
+  data_dir = os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)
+  logging.info("Preparing the %s data in %s.", name, data_dir)
+  data = quickstart_corpus.prepare_quickstart_data(
+      data_dir,
+      input_files=list(input_files) if input_files else None,
+      vocab_size=encoder.vocab_size,
+      max_seq_length=task.train_data.seq_length,
+      max_predictions_per_seq=task.train_data.max_predictions_per_seq,
+      dupe_factor=experiments.QUICKSTART_DUPE_FACTOR)
+  task.train_data.input_path = data["train_file"]
+  task.validation_data.input_path = data["eval_file"]
+  task.vocab_file = data["vocab_file"]
+  encoder.vocab_size = int(data["vocab_size"])
+  logging.info(
+      "%s data: %d train / %d eval examples, vocabulary of %d tokens (%s).",
+      name, data["num_train_examples"], data["num_eval_examples"],
+      data["vocab_size"], data["vocab_file"])
+  return data
+
+
 def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
                          model_dir: str,
                          quickstart_input_files=None
@@ -219,7 +276,7 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
   if (mode in validation.TRAIN_MODES and
       not tf.train.latest_checkpoint(model_dir)):
     init_from_run.check_init_checkpoint(params)
-  experiments.prepare_data(params, model_dir, quickstart_input_files)
+  prepare_quickstart_data(params, model_dir, quickstart_input_files)
   validation.validate_experiment(params, mode)
   init_from_run.check_records_vocabulary(params, mode)
   validation.validate_runtime(params)
@@ -270,7 +327,7 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
   if (mode not in validation.TRAIN_MODES or not has_checkpoint or
       not tf.io.gfile.exists(params_path)):
     return
-  previous = experiments.load_experiment_config(model_dir)
+  previous = registry.load_experiment_config(model_dir)
   old = _flatten({"task.name": previous.task.name,
                   "task.model": previous.task.model.as_dict()})
   new = _flatten({"task.name": params.task.name,
@@ -301,9 +358,8 @@ def clean_stale_temps(model_dir: str) -> List[str]:
   * `ckpt-N_temp*` folders: TensorFlow's checkpoint saver writes the shards
     there and renames them; a kill mid-save leaves them. Only train modes
     call this (one trainer per model_dir), so no live save is touched.
-  * `*.tmp-PID` files of our atomic writers (`tokenization.
-    write_lines_atomically`, the corpus and record writers) in `model_dir`
-    and its quickstart `data/` folder, whose process PID is gone.
+  * `*.tmp-PID` files of our atomic writers (`utils.atomic_path`) in
+    `model_dir` and its quickstart `data/` folder, whose process PID is gone.
   """
   removed = []
   for path in tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*_temp*")):
@@ -314,8 +370,8 @@ def clean_stale_temps(model_dir: str) -> List[str]:
     removed.append(path)
   for folder in (model_dir,
                  os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)):
-    for path in tf.io.gfile.glob(os.path.join(folder, "*.tmp-*")):
-      pid = path.rsplit(".tmp-", 1)[1]
+    for path in tf.io.gfile.glob(os.path.join(folder, f"*{utils.TMP_INFIX}*")):
+      pid = path.rsplit(utils.TMP_INFIX, 1)[1]
       if pid.isdigit() and not _pid_alive(int(pid)):
         tf.io.gfile.remove(path)
         removed.append(path)
@@ -332,16 +388,10 @@ def _read_final_eval(model_dir: str) -> Optional[Dict[str, Any]]:
     return json.load(f)
 
 
-def _completed_step(params: cfg.ExperimentConfig, mode: str,
-                    model_dir: str) -> Optional[int]:
-  """The latest checkpoint's step if a train mode has nothing left to train."""
-  if mode not in validation.TRAIN_MODES:
-    return None
-  latest = tf.train.latest_checkpoint(model_dir)
-  if not latest:
-    return None
-  step = checkpoint_step(latest)
-  return step if step >= params.trainer.train_steps else None
+def checkpoint_step(path: str) -> int:
+  """The global step of a checkpoint (or of a model dir's newest readable one)."""
+  return int(train_utils.read_global_step_from_checkpoint(
+      utils.resolve_checkpoint(path, "checkpoint")))
 
 
 class _LastOutput:
@@ -362,7 +412,7 @@ def _log(message: str) -> None:
 
 
 def run(flags_obj) -> Mapping[str, Any]:
-  """Parses, checks, trains and/or evaluates as `flags_obj.mode` says.
+  """Parses the flags, then `run_experiment`.
 
   Args:
     flags_obj: absl FLAGS (see train.py): experiment, mode, model_dir,
@@ -372,23 +422,48 @@ def run(flags_obj) -> Mapping[str, Any]:
   Returns:
     The last evaluation's metrics (empty if the mode does not evaluate).
   """
-  mode = flags_obj.mode
-  model_dir = flags_obj.model_dir
-  params = parse_configuration(flags_obj)
-  params = prepare_and_validate(
-      params, mode, model_dir,
-      getattr(flags_obj, "quickstart_input_files", None))
+  return run_experiment(
+      parse_configuration(flags_obj), flags_obj.mode, flags_obj.model_dir,
+      getattr(flags_obj, "quickstart_input_files", None),
+      getattr(flags_obj, "enable_async_checkpointing", False))
+
+
+def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
+                   quickstart_input_files: Optional[Sequence[str]] = None,
+                   enable_async_checkpointing: bool = False
+                  ) -> Mapping[str, Any]:
+  """Checks, trains and/or evaluates a parsed config as `mode` says.
+
+  train.py and the GLUE sweep both run through here: the checks before
+  anything is written, the non-finite loss stop, examples/s, the final
+  evaluation record and the closing summary.
+
+  Args:
+    params: The parsed config, not locked (`prepare_and_validate` locks it).
+    mode: One of `validation.MODES`.
+    model_dir: Where checkpoints, summaries and params.yaml go.
+    quickstart_input_files: `--quickstart_input_files`.
+    enable_async_checkpointing: Save checkpoints in a background thread.
+
+  Returns:
+    The last evaluation's metrics (empty if the mode does not evaluate).
+  """
+  params = prepare_and_validate(params, mode, model_dir,
+                                quickstart_input_files)
   logging.info("Final experiment parameters:\n%s",
                pprint.pformat(params.as_dict()))
-  completed = _completed_step(params, mode, model_dir)
-  if completed is not None:
+  start_step = (checkpoint_step(model_dir)
+                if tf.train.latest_checkpoint(model_dir) else 0)
+  completed = (mode in validation.TRAIN_MODES and
+               start_step >= params.trainer.train_steps)
+  if completed:
     record = _read_final_eval(model_dir)
-    if mode == "train" or (record and record.get("step") == completed):
-      _log(f"{model_dir} is already complete at step {completed} "
+    if mode == "train" or (record and record.get("step") == start_step):
+      _log(f"{model_dir} is already complete at step {start_step} "
            f"(trainer.train_steps={params.trainer.train_steps}): nothing to "
            "do.")
       return dict(record["metrics"]) if mode != "train" and record else {}
-    _log(f"Training is already complete at step {completed}, but its final "
+    _log(f"Training is already complete at step {start_step}, but its final "
          "evaluation never finished: running it now.")
 
   # As official/nlp/train.py: 'mixed_float16'/'mixed_bfloat16' policies; the
@@ -402,6 +477,7 @@ def run(flags_obj) -> Mapping[str, Any]:
       tpu_address=params.runtime.tpu,
       **params.runtime.model_parallelism())
   validation.validate_batch_sizes(params, mode, strategy.num_replicas_in_sync)
+  trains = mode in validation.TRAIN_MODES and not completed
   if mode in validation.TRAIN_MODES:
     clean_stale_temps(model_dir)
     # Pure eval modes do not write it, so that a continuous eval job does not
@@ -411,8 +487,7 @@ def run(flags_obj) -> Mapping[str, Any]:
   with strategy.scope():
     task = task_factory.get_task(params.task, logging_dir=model_dir)
     trainer = train_utils.create_trainer(
-        params, task,
-        train=mode in validation.TRAIN_MODES,
+        params, task, train=trains,
         evaluate=mode in validation.EVAL_MODES,
         checkpoint_exporter=train_lib.maybe_create_best_ckpt_exporter(
             params, model_dir),
@@ -420,8 +495,6 @@ def run(flags_obj) -> Mapping[str, Any]:
                                       model_dir=model_dir))
   last_eval = _LastOutput()
   run_summary.drop_duplicate_progress()
-  latest = tf.train.latest_checkpoint(model_dir)
-  start_step = checkpoint_step(latest) if latest else 0
   start_time = time.time()
   # official/nlp/train.py retries here after a TPU preemption through a
   # preemption watcher that its open-source build leaves disabled; a rerun of
@@ -429,37 +502,28 @@ def run(flags_obj) -> Mapping[str, Any]:
   _, eval_logs = train_lib.run_experiment(
       distribution_strategy=strategy,
       task=task,
-      mode="eval" if completed is not None else mode,
+      mode="eval" if completed else mode,
       params=params,
       model_dir=model_dir,
       trainer=trainer,
       eval_actions=[last_eval],
-      enable_async_checkpointing=getattr(
-          flags_obj, "enable_async_checkpointing", False))
+      enable_async_checkpointing=enable_async_checkpointing)
   seconds = time.time() - start_time
   final = dict(eval_logs or last_eval.output or {})
   step = int(trainer.global_step.numpy())
-  values = {}
+  values = {k: float(v) for k, v in sorted(final.items())
+            if getattr(v, "shape", ()) == () or isinstance(v, float)}
   if final:
-    values = {k: float(v) for k, v in sorted(final.items())
-              if getattr(v, "shape", ()) == () or isinstance(v, float)}
     _log(f"final eval | step: {step} | " +
          " | ".join(f"{k}: {v:.4f}" for k, v in values.items()))
     if mode in validation.TRAIN_MODES and step >= params.trainer.train_steps:
-      tokenization.write_lines_atomically(
-          os.path.join(model_dir, FINAL_EVAL_FILE),
-          [json.dumps({"step": step, "metrics": values})])
-  steps_run = step - start_step if mode in validation.TRAIN_MODES else 0
+      utils.write_json_atomically(os.path.join(model_dir, FINAL_EVAL_FILE),
+                                  {"step": step, "metrics": values})
+  steps_run = step - start_step if trains else 0
   for line in run_summary.summary_lines(params, model_dir, values, step,
                                         steps_run, seconds):
     _log(line)
   return final
-
-
-def checkpoint_step(path: str) -> int:
-  """The global step stored in a train.py checkpoint (a path or prefix)."""
-  reader = tf.train.load_checkpoint(path)
-  return int(reader.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
 def list_checkpoints(model_dir: str) -> List[str]:

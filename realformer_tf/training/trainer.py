@@ -105,8 +105,21 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
     return float(self._first_bad_loss.numpy())
 
 
+class _EvalOnlyCheckpoint(tf.train.Checkpoint):
+  """A checkpoint restored for evaluation: the optimizer's values go unused."""
+
+  def restore(self, save_path, options=None):
+    # Without it TensorFlow warns once per optimizer value left in the file
+    # ("Value in checkpoint could not be found in the restored object").
+    return super().restore(save_path, options=options).expect_partial()
+
+
 class Trainer(base_trainer.Trainer):
-  """`base_trainer.Trainer` + `examples_per_second` + non-finite loss stop."""
+  """`base_trainer.Trainer` + `examples_per_second` + non-finite loss stop.
+
+  Built with `train=False` (eval modes, or the final evaluation of a run
+  that is complete), it restores the model without the optimizer.
+  """
 
   def __init__(self, *args, model_dir: Optional[str] = None, **kwargs):
     """Same arguments as `base_trainer.Trainer`.
@@ -119,6 +132,10 @@ class Trainer(base_trainer.Trainer):
     """
     super().__init__(*args, **kwargs)
     self._model_dir = model_dir
+    if not kwargs.get("train", True):
+      self._checkpoint = _EvalOnlyCheckpoint(
+          global_step=self.global_step, model=self.model,
+          **getattr(self.model, "checkpoint_items", {}))
     # Replaces the plain `Mean` built by the base class (same name, same
     # logged value); created here, inside the strategy scope, like it.
     # Asynchronous (parameter server) training has no per-step all-reduce:

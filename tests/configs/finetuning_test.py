@@ -8,8 +8,9 @@ from official.core import exp_factory
 from official.core import train_utils
 from official.modeling import hyperparams
 from official.modeling import optimization
-from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
+from realformer_tf.configs import recipe
+from realformer_tf.configs import registry
 from realformer_tf.data import glue
 
 EXPECTED = {
@@ -82,7 +83,7 @@ def test_yaml_loads_like_train_py(task):
 
   # 3 epochs at batch 32 with 10% warm-up, decaying to 0 at the last step.
   steps = math.ceil(3 * size / 32)
-  assert finetuning.train_steps(size, 3, 32) == steps
+  assert recipe.train_steps(size, 3, 32) == steps
   assert params.trainer.train_steps == steps
   opt = params.trainer.optimizer_config
   assert opt.optimizer.type == "adamw"
@@ -95,17 +96,17 @@ def test_yaml_loads_like_train_py(task):
 
 
 def test_schedule_helpers_and_learning_rate_curve():
-  assert finetuning.train_steps(3668, 2, 32) == 230  # 229.25 -> 230
-  assert finetuning.train_steps(64, 4, 32) == 8
-  assert finetuning.warmup_steps(230) == 23
+  assert recipe.train_steps(3668, 2, 32) == 230  # 229.25 -> 230
+  assert recipe.train_steps(64, 4, 32) == 8
+  assert recipe.warmup_steps(230) == 23
   for bad in (0, -3, 2.5, True):
     with pytest.raises(ValueError, match="num_examples must be a positive"):
-      finetuning.train_steps(bad, 3)
+      recipe.train_steps(bad, 3)
   with pytest.raises(ValueError, match="epochs must be positive"):
-    finetuning.train_steps(10, 0)
+    recipe.train_steps(10, 0)
 
   config = finetuning.load_glue_config("rte")
-  finetuning.apply_paper_schedule(config, num_train_examples=2490, epochs=4,
+  recipe.apply_paper_schedule(config, num_train_examples=2490, epochs=4,
                                   learning_rate=5e-5)
   assert config.trainer.train_steps == 312  # ceil(4 * 2490 / 32)
   lr = optimization.OptimizerFactory(
@@ -125,7 +126,7 @@ def test_params_yaml_round_trip(tmp_path):
   config = finetuning.load_glue_config(
       "mnli", params_override="task.model.encoder.any.residual_attention=none")
   train_utils.serialize_config(config, str(tmp_path))
-  rebuilt = experiments.load_experiment_config(str(tmp_path))
+  rebuilt = registry.load_experiment_config(str(tmp_path))
   assert rebuilt.as_dict() == config.as_dict()
   assert rebuilt.task.validation_data.split_names == ["matched", "mismatched"]
 

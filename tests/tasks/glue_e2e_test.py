@@ -16,11 +16,12 @@ import tf_keras
 from official.core import exp_factory
 from official.core import task_factory
 from official.core import train_lib
-from realformer_tf import sweep
 from realformer_tf.configs import finetuning
+from realformer_tf.configs import recipe
 from realformer_tf.data import glue
 from realformer_tf.data import pretraining_data
 from realformer_tf.tasks import sentence_prediction as sp
+from realformer_tf.training import sweep
 
 DATA_DIR = pretraining_data.default_data_dir()
 GLUE_DIR = os.path.join(DATA_DIR, "glue")
@@ -106,7 +107,7 @@ def _config(data_dir, init_checkpoint, model_dir_steps=8):
   })
   sweep.replace_data_dir(config, data_dir)
   # 2 epochs over 64 examples at batch 16 = 8 steps, 10% warm-up.
-  finetuning.apply_paper_schedule(config, 64, epochs=2, learning_rate=1e-3)
+  recipe.apply_paper_schedule(config, 64, epochs=2, learning_rate=1e-3)
   assert config.trainer.train_steps == model_dir_steps
   return config
 

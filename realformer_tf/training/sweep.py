@@ -1,6 +1,6 @@
 r"""The paper's GLUE protocol: a learning-rate x epochs grid, N seeds, best median.
 
-  python -m realformer_tf.sweep --task=mrpc --model_dir_root=/runs/glue \
+  python -m realformer_tf.training.sweep --task=mrpc --model_dir_root=/runs/glue \
     --data_dir=/data/glue_tfrecords --seeds=5 \
     [--epochs=2,3,4] [--learning_rates=6e-6,8e-6,1e-5,2e-5,3e-5,4e-5,5e-5] \
     [--config_file=more.yaml ...] [--params_override=task.init_checkpoint=...] \
@@ -8,10 +8,11 @@ r"""The paper's GLUE protocol: a learning-rate x epochs grid, N seeds, best medi
 
 Each run is `realformer/glue` + `official_configs/experiments/glue/<task>.yaml`
 + `--config_file`s + `--params_override`, then the grid point's schedule
-(`finetuning.apply_paper_schedule`: steps from the train size in
+(`recipe.apply_paper_schedule`: steps from the train size in
 `<task>_meta_data.json`, 10% warm-up, linear decay) and the seed (weights,
-dropout and shuffling). It trains in this process through Model Garden's
-`train_lib.run_experiment` (mode `train`, then one evaluation of the final
+dropout and shuffling). It trains in this process through train.py's
+`train_lib.run_experiment` (mode `train_and_post_eval`: the input checks,
+the non-finite loss stop, examples/s, then one evaluation of the final
 weights) in `<model_dir_root>/<task>/ep<E>_lr<LR>/seed<S>/` and writes
 `glue_result.json` there.
 
@@ -44,11 +45,15 @@ from absl import flags
 from absl import logging
 import numpy as np
 import tensorflow as tf
+import tf_keras
 
 from official.core import config_definitions as cfg
+from realformer_tf import utils
 from realformer_tf.configs import finetuning
+from realformer_tf.configs import recipe
 from realformer_tf.data import glue as glue_data
 from realformer_tf.tasks import sentence_prediction as rf_sp
+from realformer_tf.training import train_lib
 
 RESULT_FILE = "glue_result.json"
 SUMMARY_FILE = "glue_summary.json"
@@ -131,7 +136,7 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
     for lr in learning_rates:
       for seed in range(seeds):
         run_config = config.replace()
-        finetuning.apply_paper_schedule(run_config, train_size, e, lr)
+        recipe.apply_paper_schedule(run_config, train_size, e, lr)
         run_config.task.train_data.seed = seed
         run_config.validate()
         runs.append(RunSpec(task=task, epochs=e, learning_rate=lr, seed=seed,
@@ -142,43 +147,20 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
 
 
 def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
-                       seed: int, mode: str = "train") -> Dict:
+                       seed: int, mode: str = "train_and_post_eval") -> Dict:
   """Trains (or resumes) one run in this process, then evaluates it once.
 
   `mode="train_and_eval"` also evaluates every `trainer.validation_interval`
   steps (the reproduction's eval curves).
 
   Returns:
-    {"eval_logs": all evaluation logs (floats), "global_step": int}.
+    {"eval_logs": the final evaluation's logs (floats), "global_step": int}.
   """
-  # Imported here so that planning and summaries do not build TF runtimes.
-  import tf_keras  # pylint: disable=g-import-not-at-top
-  from official.common import distribute_utils  # pylint: disable=g-import-not-at-top
-  from official.core import task_factory  # pylint: disable=g-import-not-at-top
-  from official.core import train_lib  # pylint: disable=g-import-not-at-top
-  from official.core import train_utils  # pylint: disable=g-import-not-at-top
-  from official.modeling import performance  # pylint: disable=g-import-not-at-top
-
   tf_keras.backend.clear_session()
   tf_keras.utils.set_random_seed(seed)
-  train_utils.serialize_config(config, model_dir)
-  if config.runtime.mixed_precision_dtype:
-    performance.set_mixed_precision_policy(config.runtime.mixed_precision_dtype)
-  strategy = distribute_utils.get_distribution_strategy(
-      distribution_strategy=config.runtime.distribution_strategy,
-      all_reduce_alg=config.runtime.all_reduce_alg,
-      num_gpus=config.runtime.num_gpus,
-      tpu_address=config.runtime.tpu)
-  with strategy.scope():
-    task = task_factory.get_task(config.task, logging_dir=model_dir)
-  _, eval_logs = train_lib.run_experiment(
-      distribution_strategy=strategy, task=task, mode=mode, params=config,
-      model_dir=model_dir, run_post_eval=True)
-  checkpoint = tf.train.latest_checkpoint(model_dir)
-  global_step = (train_utils.read_global_step_from_checkpoint(checkpoint)
-                 if checkpoint else -1)
+  eval_logs = train_lib.run_experiment(config, mode, model_dir)
   return {"eval_logs": {k: _to_float(v) for k, v in eval_logs.items()},
-          "global_step": int(global_step)}
+          "global_step": train_lib.checkpoint_step(model_dir)}
 
 
 def _to_float(value):
@@ -189,18 +171,10 @@ def _to_float(value):
 Runner = Callable[[cfg.ExperimentConfig, str, int], Dict]
 
 
-def write_json_atomically(path: str, data) -> None:
-  tmp_path = f"{path}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(tmp_path, "w") as f:
-    f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-  tf.io.gfile.rename(tmp_path, path, overwrite=True)
-
-
 def run_status(run: RunSpec) -> str:
   if tf.io.gfile.exists(os.path.join(run.model_dir, RESULT_FILE)):
     return "done"
-  if tf.io.gfile.isdir(run.model_dir) and tf.train.latest_checkpoint(
-      run.model_dir):
+  if tf.train.latest_checkpoint(run.model_dir):
     return "resume"
   return "new"
 
@@ -241,7 +215,7 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
         "metrics": {m: eval_logs[m] for m in spec_metrics},
         "eval_logs": eval_logs,
     }
-    write_json_atomically(result_path, result)
+    utils.write_json_atomically(result_path, result)
     results.append(result)
   return results
 
@@ -271,24 +245,15 @@ def read_result(path: str) -> Dict:
 def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
   """{task: [result, ...]} for every `glue_result.json` under the root."""
   by_task = {}
-  if not tf.io.gfile.isdir(model_dir_root):
-    return by_task
-  for task in sorted(tf.io.gfile.listdir(model_dir_root)):
-    task = task.rstrip("/")
-    if task not in glue_data.GLUE_TASKS:
-      continue
-    task_dir = os.path.join(model_dir_root, task)
-    if not tf.io.gfile.isdir(task_dir):
-      continue
-    for point in sorted(tf.io.gfile.listdir(task_dir)):
-      point = point.rstrip("/")
-      if not _POINT_RE.match(point):
-        continue
-      for seed in sorted(tf.io.gfile.listdir(os.path.join(task_dir, point))):
-        seed = seed.rstrip("/")
-        path = os.path.join(task_dir, point, seed, RESULT_FILE)
-        if _SEED_RE.match(seed) and tf.io.gfile.exists(path):
-          by_task.setdefault(task, []).append(read_result(path))
+  pattern = os.path.join(model_dir_root, "*", "ep*_lr*", "seed*", RESULT_FILE)
+  for path in sorted(tf.io.gfile.glob(pattern)):
+    seed_dir, _ = os.path.split(path)
+    point_dir, seed = os.path.split(seed_dir)
+    task_dir, point = os.path.split(point_dir)
+    task = os.path.basename(task_dir)
+    if (task in glue_data.GLUE_TASKS and _POINT_RE.match(point) and
+        _SEED_RE.match(seed)):
+      by_task.setdefault(task, []).append(read_result(path))
   return by_task
 
 
@@ -375,8 +340,8 @@ def format_summary(summary: Dict) -> str:
 def write_summary(model_dir_root: str) -> Dict:
   summary = summarize(load_results(model_dir_root))
   if summary["tasks"]:
-    write_json_atomically(os.path.join(model_dir_root, SUMMARY_FILE),
-                           summary)
+    utils.write_json_atomically(os.path.join(model_dir_root, SUMMARY_FILE),
+                                summary)
   return summary
 
 

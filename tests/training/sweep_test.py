@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from realformer_tf import sweep
+from realformer_tf.training import sweep
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 
 def _result(task, epochs, lr, seed, **metrics):
@@ -181,7 +182,7 @@ def test_cli_dry_run(tmp_path):
   data_dir = _data_dir(tmp_path, train_size=3668)
   root = tmp_path / "runs"
   out = subprocess.run(
-      [sys.executable, "-m", "realformer_tf.sweep", "--task=mrpc",
+      [sys.executable, "-m", "realformer_tf.training.sweep", "--task=mrpc",
        f"--model_dir_root={root}", f"--data_dir={data_dir}", "--seeds=2",
        "--epochs=2,3", "--learning_rates=2e-5", "--dry_run",
        "--params_override=task.model.encoder.any.residual_attention=none"],

@@ -1,0 +1,107 @@
+"""The paper's optimizer and schedule arithmetic (a leaf: no module of ours).
+
+AdamW with weight decay 0.01 (not on LayerNorm or biases), linear warm-up,
+linear decay to 0 at the last step. Fine-tuning runs last
+`train_steps(num_examples, epochs, batch_size)` = ceil(epochs * num_examples /
+batch_size) steps and warm up over int(10% of them), as BERT's
+`run_classifier`; `apply_paper_schedule` sets both on a config.
+"""
+
+import math
+
+from official.core import config_definitions as cfg
+from official.modeling import optimization
+
+PAPER_BATCH_SIZE = 32
+PAPER_WARMUP_PROPORTION = 0.1
+
+
+def paper_optimizer(learning_rate: float = 1e-4,
+                    warmup_steps: int = 10000,
+                    decay_steps: int = 1000000
+                    ) -> optimization.OptimizationConfig:
+  """The paper's AdamW: decay 0.01 (not on LayerNorm or bias), warm-up, linear decay to 0.
+
+  Args:
+    learning_rate: Peak learning rate (reached after the warm-up).
+    warmup_steps: Linear warm-up steps.
+    decay_steps: Steps over which the rate decays linearly to 0; set it to
+      `trainer.train_steps` (Model Garden's polynomial schedule needs it).
+
+  Returns:
+    An `OptimizationConfig`.
+  """
+  return optimization.OptimizationConfig({
+      "optimizer": {
+          "type": "adamw",
+          "adamw": {
+              "weight_decay_rate": 0.01,
+              "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"],
+          },
+      },
+      "learning_rate": {
+          "type": "polynomial",
+          "polynomial": {
+              "initial_learning_rate": learning_rate,
+              "decay_steps": decay_steps,
+              "end_learning_rate": 0.0,
+              "power": 1.0,
+          },
+      },
+      "warmup": {
+          "type": "polynomial",
+          "polynomial": {"warmup_steps": warmup_steps, "power": 1.0},
+      },
+  })
+
+
+def train_steps(num_examples: int, epochs: float,
+                batch_size: int = PAPER_BATCH_SIZE) -> int:
+  """ceil(epochs * num_examples / batch_size)."""
+  for name, value in (("num_examples", num_examples),
+                      ("batch_size", batch_size)):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+      raise ValueError(f"{name} must be a positive int, got {value!r}.")
+  if not epochs > 0:
+    raise ValueError(f"epochs must be positive, got {epochs!r}.")
+  return math.ceil(epochs * num_examples / batch_size)
+
+
+def warmup_steps(total_steps: int,
+                 proportion: float = PAPER_WARMUP_PROPORTION) -> int:
+  """int(proportion * total_steps), as BERT's `run_classifier`."""
+  return int(proportion * total_steps)
+
+
+def apply_paper_schedule(config: cfg.ExperimentConfig, num_train_examples: int,
+                         epochs: float, learning_rate: float
+                         ) -> cfg.ExperimentConfig:
+  """Sets steps, 10% warm-up, decay length and peak rate of one grid point.
+
+  The batch size is `task.train_data.global_batch_size`.
+
+  Args:
+    config: A config with the paper's optimizer, changed in place.
+    num_train_examples: Train split size (`train_data_size` in the meta data).
+    epochs: Passes over the train split.
+    learning_rate: Peak learning rate.
+
+  Returns:
+    `config`.
+  """
+  if not learning_rate > 0:
+    raise ValueError(f"learning_rate must be positive, got {learning_rate!r}.")
+  steps = train_steps(num_train_examples, epochs,
+                      config.task.train_data.global_batch_size)
+  config.override({
+      "trainer": {
+          "train_steps": steps,
+          "optimizer_config": {
+              "learning_rate": {"polynomial": {
+                  "initial_learning_rate": learning_rate,
+                  "decay_steps": steps}},
+              "warmup": {"polynomial": {"warmup_steps": warmup_steps(steps)}},
+          },
+      },
+  }, is_strict=True)
+  return config
