@@ -120,19 +120,21 @@ def make_tokenizer(vocab_file: str,
   """
   vocab = load_vocab(vocab_file)
   if table_from_file:
+    # tensorflow-text reads a path into a `StaticVocabularyTable` with one
+    # OOV bucket (tensorflow_text/python/ops/wordpiece_tokenizer.py:143-148).
     # A path string, not an `Asset`: the shared name built from an Asset is
     # its repr, which a later table in the same process can repeat; anonymous
     # tables do not load in TF1 sessions (`saved_model_cli run`, TF Serving:
     # "Table not initialized").
-    initializer = tf.lookup.TextFileInitializer(
-        vocab_file, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
-        tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER)
+    table = vocab_file
   else:
-    initializer = tf.lookup.KeyValueTensorInitializer(
-        keys=tf.constant(vocab, dtype=tf.string),
-        values=tf.range(len(vocab), dtype=tf.int64))
-  # One OOV bucket: BertTokenizer emits [UNK] itself for uncoverable words.
-  table = tf.lookup.StaticVocabularyTable(initializer, num_oov_buckets=1)
+    # The same table over the validated tokens (BertTokenizer emits [UNK]
+    # itself for uncoverable words; the OOV bucket is never looked up).
+    table = tf.lookup.StaticVocabularyTable(
+        tf.lookup.KeyValueTensorInitializer(
+            keys=tf.constant(vocab, dtype=tf.string),
+            values=tf.range(len(vocab), dtype=tf.int64)),
+        num_oov_buckets=1)
   return tf_text.BertTokenizer(
       table, token_out_type=tf.int64, unknown_token=UNK,
       lower_case=lower_case)
