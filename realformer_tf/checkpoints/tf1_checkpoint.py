@@ -143,8 +143,8 @@ def read_bert_config(bert_config_file: str) -> Dict[str, Any]:
                 use_running_mean=raw.get("use_running_mean", False))
   for key, value in config.items():
     config[key] = _checked_value(f"{where} key {key!r}", key, value)
-  utils.check_heads_divide(config["hidden_size"],
-                           config["num_attention_heads"], f"{where} hidden_size")
+  utils.check_heads_divide(config["hidden_size"], config["num_attention_heads"],
+                           f"{where} hidden_size")
   return config
 
 
@@ -259,7 +259,7 @@ def _add(table: VariableTable, name: str, variable: tf.Variable,
 
 def _add_layer(table: VariableTable, prefix: str, layer: tf_keras.layers.Layer,
                tf1_kernel_shape: Optional[Sequence[int]] = None) -> None:
-  """A LayerNorm (gamma, beta) or a dense layer (kernel, bias) under `prefix`."""
+  """A LayerNorm (gamma, beta) or dense layer (kernel, bias) under `prefix`."""
   if isinstance(layer, tf_keras.layers.LayerNormalization):
     _add(table, prefix + "/gamma", layer.gamma)
     _add(table, prefix + "/beta", layer.beta)

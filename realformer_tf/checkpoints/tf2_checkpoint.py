@@ -101,7 +101,8 @@ def realformer_config_from(config: EncoderConfigLike,
   return result
 
 
-def _checkpoint_at(encoder_path: str, encoder: tf.Module) -> tf.train.Checkpoint:
+def _checkpoint_at(encoder_path: str,
+                   encoder: tf.Module) -> tf.train.Checkpoint:
   """A checkpoint root that holds `encoder` at "a/b" as `a.b`."""
   *parents, name = encoder_path.split("/")
   root = tf.train.Checkpoint(**{name: encoder})
@@ -116,27 +117,36 @@ def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str]):
 
   Returns:
     `(load status, {id(object): checkpoint node id}, encoder path used)`.
+
+  Raises:
+    ValueError: A TF1 checkpoint, an unreadable (e.g. truncated) one, or no
+      encoder at those paths.
   """
   if not reader.has_tensor(_OBJECT_GRAPH_KEY):
     raise ValueError(
         f"{path!r} is a name-based (TF1) checkpoint, not an object-based TF2 "
         "one; load it with encoder_from_tf1_checkpoint.")
   for found in (encoder_path,) if encoder_path else ENCODER_PATHS:
-    status = _checkpoint_at(found, encoder).read(path).expect_partial()
+    try:
+      status = _checkpoint_at(found, encoder).read(path).expect_partial()
+    except (tf.errors.OpError, IndexError) as e:  # E.g. a truncated file.
+      raise ValueError(f"TF2 checkpoint {path!r} is not readable "
+                       f"({type(e).__name__}: {e}).") from None
     # TF has no public accessor for which checkpoint node each object matched
     # (tensorflow/python/checkpoint/checkpoint.py:280, the restore
     # coordinator's `object_by_proto_id`).
+    coordinator = status._checkpoint  # pylint: disable=protected-access
     matched = {id(obj): node_id for node_id, obj in
-               status._checkpoint.object_by_proto_id.items()}  # pylint: disable=protected-access
+               coordinator.object_by_proto_id.items()}
     if id(encoder) in matched and (
         encoder_path or any(id(v) in matched for v in encoder.weights)):
       return status, matched, found
-  graph = status._checkpoint.object_graph_proto  # pylint: disable=protected-access
-  raise ValueError(
-      f"No encoder found in checkpoint {path!r} at "
-      f"{'encoder_path=' + repr(encoder_path) if encoder_path else list(ENCODER_PATHS)}"
-      "; its top-level objects are "
-      f"{sorted(ref.local_name for ref in graph.nodes[0].children)}.")
+  where = (f"encoder_path={encoder_path!r}" if encoder_path else
+           list(ENCODER_PATHS))
+  roots = [ref.local_name for ref in coordinator.object_graph_proto.nodes[0]
+           .children]
+  raise ValueError(f"No encoder found in checkpoint {path!r} at {where}; its "
+                   f"top-level objects are {sorted(roots)}.")
 
 
 def check_encoder_checkpoint(checkpoint_path: str,
@@ -210,17 +220,10 @@ def load_encoder_weights(checkpoint_path: str,
 
   Returns:
     The encoder path used.
-
-  Raises:
-    ValueError: The checkpoint's data is unreadable (e.g. truncated), named.
   """
   path = utils.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
-  try:
-    status, _, found = _read(path, tf.train.load_checkpoint(path), encoder,
-                             encoder_path)
-  except (tf.errors.OpError, IndexError) as e:
-    raise ValueError(f"TF2 checkpoint {path!r} is not readable "
-                     f"({type(e).__name__}: {e}).") from None
+  status, _, found = _read(path, tf.train.load_checkpoint(path), encoder,
+                           encoder_path)
   status.assert_existing_objects_matched()
   return found
 
