@@ -48,22 +48,16 @@ from realformer_tf.configs import encoders
 from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import realformer_encoder
 
-# Optimizer state in BERT/RealFormer TF1 checkpoints; never loaded.
-IGNORED_SUFFIXES = ("/adam_m", "/adam_v")
-IGNORED_NAMES = ("global_step",)
-
-MLM_VARIABLES = (
+# TF1's pre-training heads (MLM, NSP): skipped when loading an encoder.
+HEAD_VARIABLES = (
     "cls/predictions/transform/dense/kernel",
     "cls/predictions/transform/dense/bias",
     "cls/predictions/transform/LayerNorm/gamma",
     "cls/predictions/transform/LayerNorm/beta",
     "cls/predictions/output_bias",
-)
-NSP_VARIABLES = (
     "cls/seq_relationship/output_weights",
     "cls/seq_relationship/output_bias",
 )
-HEAD_VARIABLES = MLM_VARIABLES + NSP_VARIABLES
 
 # The name Model Garden's pre-training configs give the NSP head; the
 # SentencePrediction task's `init_cls_pooler` reads `next_sentence.pooler_dense`.
@@ -168,22 +162,6 @@ def _checked_value(where: str, key: str, value: Any) -> Any:
                                                        ) else value
 
 
-def residual_attention_from_bert_config(
-    bert_config: Mapping[str, Any],
-    residual_attention: Optional[str] = None) -> str:
-  """`residual_attention`, or "mean"/"sum" from the config's use_running_mean."""
-  from_config = "mean" if bert_config["use_running_mean"] else "sum"
-  if residual_attention is None:
-    return from_config
-  ra.validate_residual_attention(residual_attention)
-  if residual_attention != from_config:
-    logging.warning(
-        "residual_attention=%r overrides %r implied by use_running_mean=%s "
-        "in the bert config.", residual_attention, from_config,
-        bert_config["use_running_mean"])
-  return residual_attention
-
-
 def encoder_config_from_bert_config(
     bert_config: Mapping[str, Any],
     residual_attention: Optional[str] = None
@@ -197,10 +175,16 @@ def encoder_config_from_bert_config(
     residual_attention: None to follow `use_running_mean` ("mean" if true,
       else "sum"), or "sum"/"mean"/"none" to override.
   """
+  from_config = "mean" if bert_config["use_running_mean"] else "sum"
+  if residual_attention not in (None, from_config):
+    ra.validate_residual_attention(residual_attention)
+    logging.warning(
+        "residual_attention=%r overrides %r implied by use_running_mean=%s "
+        "in the bert config.", residual_attention, from_config,
+        bert_config["use_running_mean"])
   return encoders.RealFormerEncoderConfig(
       **{field: bert_config[key] for key, field in _ENCODER_FIELDS.items()},
-      residual_attention=residual_attention_from_bert_config(
-          bert_config, residual_attention),
+      residual_attention=residual_attention or from_config,
       norm_first=False, final_layer_norm=False, norm_epsilon=1e-12)
 
 
@@ -342,11 +326,6 @@ def pretrainer_variable_map(pretrainer: mg_models.BertPretrainerV2
   return table
 
 
-def is_ignored_tf1_variable(name: str) -> bool:
-  """Optimizer state that TF1 checkpoints carry and loading skips."""
-  return name in IGNORED_NAMES or name.endswith(IGNORED_SUFFIXES)
-
-
 def load_tf1_weights(checkpoint_path: str,
                      table: VariableTable,
                      skippable: Sequence[str] = ()) -> Dict[str, List[str]]:
@@ -380,8 +359,8 @@ def load_tf1_weights(checkpoint_path: str,
   mismatched = [f"{name}: checkpoint {fmt(shapes[name])}, model "
                 f"{fmt(tf1_shape)}" for name, (tf1_shape, _) in table.items()
                 if name in shapes and tuple(shapes[name]) != tf1_shape]
-  ignored = [n for n in sorted(shapes)
-             if n not in table and is_ignored_tf1_variable(n)]
+  ignored = [n for n in sorted(shapes) if n not in table and (  # Optimizer.
+      n == "global_step" or n.endswith(("/adam_m", "/adam_v")))]
   skipped = [n for n in sorted(shapes)
              if n not in table and n not in ignored and n in skippable]
   unexpected = [f"{n} (shape {fmt(shapes[n])})" for n in sorted(shapes)

@@ -43,7 +43,7 @@ EncoderConfigLike = Union[encoders.RealFormerEncoderConfig,
 def realformer_config_from(config: EncoderConfigLike,
                            residual_attention: Optional[str] = None
                           ) -> encoders.RealFormerEncoderConfig:
-  """A `RealFormerEncoderConfig` from a RealFormer/BERT config or a dict.
+  """A new `RealFormerEncoderConfig` from a RealFormer/BERT config or a dict.
 
   Args:
     config: A `RealFormerEncoderConfig`; a Model Garden `BertEncoderConfig`;
@@ -51,48 +51,35 @@ def realformer_config_from(config: EncoderConfigLike,
       "bert" or "bert_v2"; or a dict of `RealFormerEncoderConfig` fields.
     residual_attention: Overrides the config's value if not None. A BERT
       config has none, so it then gets "sum".
-
-  Returns:
-    A new config (the argument is not modified).
   """
   if isinstance(config, mg_encoders.EncoderConfig):
-    if config.type == "any":
-      config = config.any
-      if not isinstance(config, encoders.RealFormerEncoderConfig):
-        raise ValueError(
-            "encoder_config has type 'any' but its 'any' is a "
-            f"{type(config).__name__}, not a RealFormerEncoderConfig.")
-    elif config.type in ("bert", "bert_v2"):
-      config = config.get()
-    else:
+    if config.type not in ("any", "bert", "bert_v2"):
       raise ValueError(
           f"encoder_config has type {config.type!r}; only 'any' (RealFormer), "
           "'bert' and 'bert_v2' map onto a RealFormerEncoder.")
-  if isinstance(config, encoders.RealFormerEncoderConfig):
+    config = config.get()
+  if isinstance(config, mg_encoders.BertEncoderConfig):
     values = config.as_dict()
-  elif isinstance(config, mg_encoders.BertEncoderConfig):
-    values = config.as_dict()
-    if values.pop("return_all_encoder_outputs"):
-      raise ValueError("encoder_config.return_all_encoder_outputs=True is not "
-                       "supported: RealFormerEncoder always returns "
-                       "encoder_outputs.")
-    if values.pop("return_word_embeddings"):
-      raise ValueError("encoder_config.return_word_embeddings=True is not "
-                       "supported by RealFormerEncoderConfig.")
+    for flag in ("return_all_encoder_outputs", "return_word_embeddings"):
+      if values.pop(flag):
+        raise ValueError(f"encoder_config.{flag}=True is not supported by "
+                         "RealFormerEncoderConfig.")
     # BertEncoderV2 has no final LayerNorm even when norm_first.
     values["final_layer_norm"] = False
+  elif isinstance(config, encoders.RealFormerEncoderConfig):
+    values = config.as_dict()
   elif isinstance(config, Mapping):
     values = dict(config)
-    known = {f.name for f in dataclasses.fields(
-        encoders.RealFormerEncoderConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f"encoder_config has unknown key(s) {unknown}; "
-                       f"RealFormerEncoderConfig fields: {sorted(known)}.")
   else:
     raise TypeError(
         "encoder_config must be a RealFormerEncoderConfig, BertEncoderConfig, "
-        f"EncoderConfig or dict; got {type(config).__name__}.")
+        "EncoderConfig (any, bert, bert_v2) or dict; got "
+        f"{type(config).__name__}.")
+  known = {f.name for f in dataclasses.fields(encoders.RealFormerEncoderConfig)}
+  unknown = sorted(set(values) - known)
+  if unknown:
+    raise ValueError(f"encoder_config has unknown key(s) {unknown}; "
+                     f"RealFormerEncoderConfig fields: {sorted(known)}.")
   if residual_attention is not None:
     values["residual_attention"] = ra.validate_residual_attention(
         residual_attention)
