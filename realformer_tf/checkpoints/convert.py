@@ -62,11 +62,6 @@ flags.DEFINE_bool("overwrite", False,
                   "there.")
 
 
-def _is_own_output(name: str) -> bool:
-  return (name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or
-          name.startswith(CHECKPOINT_PREFIX + "-"))
-
-
 def _check_output_dir(output_dir: str, overwrite: bool) -> None:
   if not output_dir:
     raise ValueError("output_dir is empty.")
@@ -122,21 +117,18 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
              f"{tf1_checkpoint.NSP_HEAD_NAME}.pooler_dense": pooler_copy}
 
   if tf.io.gfile.isdir(output_dir):
-    for name in filter(_is_own_output, tf.io.gfile.listdir(output_dir)):
-      tf.io.gfile.remove(os.path.join(output_dir, name))
+    for name in tf.io.gfile.listdir(output_dir):  # Our earlier outputs.
+      if name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or (
+          name.startswith(CHECKPOINT_PREFIX + "-")):
+        tf.io.gfile.remove(os.path.join(output_dir, name))
   tf.io.gfile.makedirs(output_dir)
   path = tf.train.Checkpoint(**items).save(
       os.path.join(output_dir, CHECKPOINT_PREFIX))
 
-  encoder_config = getattr(model_config, "encoder", model_config)
-  encoder_params = dict(type="any", any=encoder_config.any.as_dict())
+  encoder_params = getattr(model_config, "encoder", model_config).as_dict()
   yaml_files = {ENCODER_YAML: dict(encoder=encoder_params)}
   if with_pretraining_heads:
-    yaml_files[PRETRAINER_YAML] = dict(
-        encoder=encoder_params,
-        cls_heads=[c.as_dict() for c in model_config.cls_heads],
-        mlm_activation=model_config.mlm_activation,
-        mlm_initializer_range=model_config.mlm_initializer_range)
+    yaml_files[PRETRAINER_YAML] = model_config.as_dict()
   for name, model_params in yaml_files.items():
     utils.write_text_atomically(os.path.join(output_dir, name), yaml.safe_dump(
         dict(task=dict(model=model_params)), sort_keys=False))

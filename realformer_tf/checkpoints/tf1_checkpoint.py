@@ -8,15 +8,12 @@ BERT's `modeling.py`) stores name-based variables (`bert/encoder/layer_0/...`,
 
 Why not Model Garden's converter (`official/nlp/tools/
 tf1_bert_checkpoint_converter_lib.py`, `convert` + `create_v2_checkpoint`)? It
-renames the variables into a temporary TF1 checkpoint and streams that into a
-Keras *Model* by variable name with `load_weights`: that needs a
-`tf_keras.Model` (our encoder is a Layer), depends on Keras name scoping, does
-not report checkpoint variables the model never used, and reports a shape
-mismatch only as one TF restore error. The tables below are its
-`BERT_V2_NAME_REPLACEMENTS`, with the same attention reshapes
-(`_get_new_shape`) and NSP transpose (`BERT_V2_PERMUTATIONS`), spelled out
-per variable; the whole checkpoint is checked against the whole model before
-anything is assigned, so a load is all or nothing.
+writes a renamed TF1 checkpoint and loads it into a `tf_keras.Model` (our
+encoder is a Layer) by Keras variable name, and neither reports unused
+checkpoint variables nor more than the first shape mismatch. The tables below
+are its `BERT_V2_NAME_REPLACEMENTS`, attention reshapes (`_get_new_shape`) and
+NSP transpose (`BERT_V2_PERMUTATIONS`) per variable; the whole checkpoint is
+checked against the whole model before anything is assigned.
 
 The NSP head: TF1 computes `pooled = tanh(W_p h_cls + b_p)` once (the
 encoder's pooler) and `logits = pooled W_nsp^T + b_nsp`. `BertPretrainerV2`
@@ -24,10 +21,8 @@ feeds the sequence output to a `ClassificationHead` with its own dense+tanh
 pooler on [CLS] (`inner_dim` must be H), so TF1's `bert/pooler/dense` is
 copied into both the encoder's pooler and the head's `pooler_dense`.
 
-Ignored on purpose: the optimizer slots `<var>/adam_m`, `<var>/adam_v` and
-`global_step`. Loading only the encoder skips the head variables (`cls/...`)
-by their exact names. Anything else missing, unused or of the wrong shape
-raises a `CheckpointMismatchError` naming it.
+Never loaded: the optimizer state (`<var>/adam_m`, `<var>/adam_v`,
+`global_step`) and, for an encoder, the heads (`HEAD_VARIABLES`).
 """
 
 import json
@@ -194,15 +189,10 @@ def pretrainer_config_from_bert_config(
     next_sentence_dropout_rate: float = 0.0) -> bert_configs.PretrainerConfig:
   """A Model Garden `PretrainerConfig` matching TF1 BERT's pre-training heads.
 
-  Args:
-    bert_config: Output of `read_bert_config`.
-    residual_attention: See `encoder_config_from_bert_config`.
-    next_sentence_dropout_rate: Dropout before the NSP logits. TF1 has none;
-      Model Garden's pre-training configs use 0.1.
-
-  Returns:
-    The RealFormer encoder, the MLM head with the TF1 hidden activation, and
-    a "next_sentence" `ClassificationHead` with a tanh pooler of width H.
+  The RealFormer encoder, the MLM head with the TF1 hidden activation and a
+  "next_sentence" `ClassificationHead` with a tanh pooler of width H, with
+  dropout `next_sentence_dropout_rate` before the NSP logits (TF1 has none;
+  Model Garden's pre-training configs use 0.1).
   """
   return bert_configs.PretrainerConfig(
       encoder=encoders.encoder_config(**encoder_config_from_bert_config(
@@ -331,20 +321,18 @@ def load_tf1_weights(checkpoint_path: str,
                      skippable: Sequence[str] = ()) -> Dict[str, List[str]]:
   """Checks a TF1 checkpoint against `table`, then assigns every variable.
 
-  Args:
-    checkpoint_path: TF1 checkpoint prefix or directory.
-    table: From `encoder_variable_map` / `pretrainer_variable_map`.
-    skippable: Exact TF1 names that may be present without being loaded.
+  `table` comes from `encoder_variable_map` / `pretrainer_variable_map`;
+  `skippable` lists TF1 names that may be present without being loaded.
 
   Returns:
     {"loaded": [...], "ignored": [optimizer state], "skipped": [...]}, TF1
     names, sorted.
 
   Raises:
-    CheckpointMismatchError: A variable of `table` is missing, a checkpoint
-      variable is neither in `table`, optimizer state nor `skippable`, or a
-      shape differs. Nothing is assigned then.
-    ValueError: The checkpoint is unreadable (e.g. truncated), named.
+    CheckpointMismatchError: A variable of `table` missing, one of the
+      checkpoint's neither in `table`, optimizer state nor `skippable`, or a
+      shape differs; nothing is assigned.
+    ValueError: An unreadable (e.g. truncated) checkpoint, named.
   """
   path = utils.resolve_checkpoint(checkpoint_path, "TF1 checkpoint")
   reader = tf.train.load_checkpoint(path)
@@ -392,17 +380,10 @@ def encoder_from_tf1_checkpoint(
 ) -> realformer_encoder.RealFormerEncoder:
   """A `RealFormerEncoder` with every weight of a TF1 RealFormer/BERT checkpoint.
 
-  Args:
-    checkpoint_path: TF1 checkpoint prefix (e.g. `.../model.ckpt-1000000`) or
-      its directory.
-    bert_config_file: The checkpoint's `bert_config.json`.
-    residual_attention: None: "mean" if the config has
-      `"use_running_mean": true`, else "sum" (RealFormer). Pass "none" to
-      load a Google BERT checkpoint as plain BERT.
-
-  Returns:
-    The encoder (Post-LN, tanh GELU, LayerNorm epsilon 1e-12); the heads'
-    variables (`cls/...`) are skipped.
+  `checkpoint_path`: a prefix (`.../model.ckpt-1000000`) or its directory.
+  `residual_attention`: None for "mean" if the config has
+  `"use_running_mean": true`, else "sum"; "none" loads a Google BERT
+  checkpoint as plain BERT.
   """
   config = encoder_config_from_bert_config(read_bert_config(bert_config_file),
                                            residual_attention)

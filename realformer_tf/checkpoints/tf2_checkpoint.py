@@ -8,14 +8,12 @@ or `tf.train.Checkpoint(model=...)` where the model is the encoder itself, a
 `BertEncoderV2`'s attribute names, so both `BertEncoderV2` and the functional
 `BertEncoder` restore into it object by object.
 
-TF's own `tf.train.Checkpoint(...).read(...)` does the matching. Checks read
-into an encoder built in a throwaway `tf.Graph`, where `read` only builds
-restore ops: nothing is assigned and every missing, unused or mis-shaped
-variable is reported at once (`CheckpointMismatchError`), where an eager
-`read` assigns as it goes and stops at the first shape error. Loads then read
-eagerly, with `assert_existing_objects_matched()`. Optimizer slots and
-anything outside the encoder subtree (heads, `optimizer`, `save_counter`) are
-never read.
+`tf.train.Checkpoint(...).read(...)` does the matching. Checks read into an
+encoder built in a throwaway `tf.Graph`, where `read` only builds restore ops,
+so every missing, unused or mis-shaped variable is reported at once
+(`CheckpointMismatchError`) and nothing is assigned; an eager `read` assigns
+as it goes and stops at the first shape error. Loads then read eagerly, with
+`assert_existing_objects_matched()`. Nothing outside the encoder is read.
 """
 
 import dataclasses
@@ -223,17 +221,11 @@ def encoder_from_tf2_checkpoint(
 ) -> realformer_encoder.RealFormerEncoder:
   """A `RealFormerEncoder` from a Model Garden `BertEncoder(V2)` checkpoint.
 
-  Args:
-    checkpoint_path: Checkpoint prefix or directory.
-    encoder_config_or_kwargs: The checkpoint's encoder config; see
-      `realformer_config_from`.
-    residual_attention: None keeps the config's value ("sum" for BERT
-      configs and dicts without it); "none" reproduces the BERT checkpoint's
-      outputs exactly, "sum"/"mean" warm-start a RealFormer from it.
-    encoder_path: See `load_encoder_weights`.
-
-  Returns:
-    The encoder, all weights loaded.
+  `encoder_config_or_kwargs`: the checkpoint's, see `realformer_config_from`.
+  `residual_attention`: None keeps the config's value ("sum" for BERT configs
+  and dicts without it); "none" reproduces the BERT checkpoint's outputs
+  exactly, "sum"/"mean" warm-start a RealFormer from it. `encoder_path`: see
+  `check_encoder_checkpoint`.
   """
   config = realformer_config_from(encoder_config_or_kwargs, residual_attention)
   with tf.Graph().as_default():  # Reports every problem, assigns nothing.
