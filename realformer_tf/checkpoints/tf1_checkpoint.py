@@ -8,15 +8,12 @@ BERT's `modeling.py`) stores name-based variables (`bert/encoder/layer_0/...`,
 
 Why not Model Garden's converter (`official/nlp/tools/
 tf1_bert_checkpoint_converter_lib.py`, `convert` + `create_v2_checkpoint`)? It
-renames the variables into a temporary TF1 checkpoint and streams that into a
-Keras *Model* by variable name with `load_weights`: that needs a
-`tf_keras.Model` (our encoder is a Layer), depends on Keras name scoping, does
-not report checkpoint variables the model never used, and reports a shape
-mismatch only as one TF restore error. The tables below are its
-`BERT_V2_NAME_REPLACEMENTS`, with the same attention reshapes
-(`_get_new_shape`) and NSP transpose (`BERT_V2_PERMUTATIONS`), spelled out
-per variable; the whole checkpoint is checked against the whole model before
-anything is assigned, so a load is all or nothing.
+writes a renamed TF1 checkpoint and loads it into a `tf_keras.Model` (our
+encoder is a Layer) by Keras variable name, and neither reports unused
+checkpoint variables nor more than the first shape mismatch. The tables below
+are its `BERT_V2_NAME_REPLACEMENTS`, attention reshapes (`_get_new_shape`) and
+NSP transpose (`BERT_V2_PERMUTATIONS`) per variable; the whole checkpoint is
+checked against the whole model before anything is assigned.
 
 The NSP head: TF1 computes `pooled = tanh(W_p h_cls + b_p)` once (the
 encoder's pooler) and `logits = pooled W_nsp^T + b_nsp`. `BertPretrainerV2`
@@ -24,10 +21,8 @@ feeds the sequence output to a `ClassificationHead` with its own dense+tanh
 pooler on [CLS] (`inner_dim` must be H), so TF1's `bert/pooler/dense` is
 copied into both the encoder's pooler and the head's `pooler_dense`.
 
-Ignored on purpose: the optimizer slots `<var>/adam_m`, `<var>/adam_v` and
-`global_step`. Loading only the encoder skips the head variables (`cls/...`)
-by their exact names. Anything else missing, unused or of the wrong shape
-raises a `CheckpointMismatchError` naming it.
+Never loaded: the optimizer state (`<var>/adam_m`, `<var>/adam_v`,
+`global_step`) and, for an encoder, the heads (`HEAD_VARIABLES`).
 """
 
 import json
@@ -48,22 +43,16 @@ from realformer_tf.configs import encoders
 from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import realformer_encoder
 
-# Optimizer state in BERT/RealFormer TF1 checkpoints; never loaded.
-IGNORED_SUFFIXES = ("/adam_m", "/adam_v")
-IGNORED_NAMES = ("global_step",)
-
-MLM_VARIABLES = (
+# TF1's pre-training heads (MLM, NSP): skipped when loading an encoder.
+HEAD_VARIABLES = (
     "cls/predictions/transform/dense/kernel",
     "cls/predictions/transform/dense/bias",
     "cls/predictions/transform/LayerNorm/gamma",
     "cls/predictions/transform/LayerNorm/beta",
     "cls/predictions/output_bias",
-)
-NSP_VARIABLES = (
     "cls/seq_relationship/output_weights",
     "cls/seq_relationship/output_bias",
 )
-HEAD_VARIABLES = MLM_VARIABLES + NSP_VARIABLES
 
 # The name Model Garden's pre-training configs give the NSP head; the
 # SentencePrediction task's `init_cls_pooler` reads `next_sentence.pooler_dense`.
@@ -143,8 +132,8 @@ def read_bert_config(bert_config_file: str) -> Dict[str, Any]:
                 use_running_mean=raw.get("use_running_mean", False))
   for key, value in config.items():
     config[key] = _checked_value(f"{where} key {key!r}", key, value)
-  utils.check_heads_divide(config["hidden_size"],
-                           config["num_attention_heads"], f"{where} hidden_size")
+  utils.check_heads_divide(config["hidden_size"], config["num_attention_heads"],
+                           f"{where} hidden_size")
   return config
 
 
@@ -168,22 +157,6 @@ def _checked_value(where: str, key: str, value: Any) -> Any:
                                                        ) else value
 
 
-def residual_attention_from_bert_config(
-    bert_config: Mapping[str, Any],
-    residual_attention: Optional[str] = None) -> str:
-  """`residual_attention`, or "mean"/"sum" from the config's use_running_mean."""
-  from_config = "mean" if bert_config["use_running_mean"] else "sum"
-  if residual_attention is None:
-    return from_config
-  ra.validate_residual_attention(residual_attention)
-  if residual_attention != from_config:
-    logging.warning(
-        "residual_attention=%r overrides %r implied by use_running_mean=%s "
-        "in the bert config.", residual_attention, from_config,
-        bert_config["use_running_mean"])
-  return residual_attention
-
-
 def encoder_config_from_bert_config(
     bert_config: Mapping[str, Any],
     residual_attention: Optional[str] = None
@@ -197,10 +170,16 @@ def encoder_config_from_bert_config(
     residual_attention: None to follow `use_running_mean` ("mean" if true,
       else "sum"), or "sum"/"mean"/"none" to override.
   """
+  from_config = "mean" if bert_config["use_running_mean"] else "sum"
+  if residual_attention not in (None, from_config):
+    ra.validate_residual_attention(residual_attention)
+    logging.warning(
+        "residual_attention=%r overrides %r implied by use_running_mean=%s "
+        "in the bert config.", residual_attention, from_config,
+        bert_config["use_running_mean"])
   return encoders.RealFormerEncoderConfig(
       **{field: bert_config[key] for key, field in _ENCODER_FIELDS.items()},
-      residual_attention=residual_attention_from_bert_config(
-          bert_config, residual_attention),
+      residual_attention=residual_attention or from_config,
       norm_first=False, final_layer_norm=False, norm_epsilon=1e-12)
 
 
@@ -210,15 +189,10 @@ def pretrainer_config_from_bert_config(
     next_sentence_dropout_rate: float = 0.0) -> bert_configs.PretrainerConfig:
   """A Model Garden `PretrainerConfig` matching TF1 BERT's pre-training heads.
 
-  Args:
-    bert_config: Output of `read_bert_config`.
-    residual_attention: See `encoder_config_from_bert_config`.
-    next_sentence_dropout_rate: Dropout before the NSP logits. TF1 has none;
-      Model Garden's pre-training configs use 0.1.
-
-  Returns:
-    The RealFormer encoder, the MLM head with the TF1 hidden activation, and
-    a "next_sentence" `ClassificationHead` with a tanh pooler of width H.
+  The RealFormer encoder, the MLM head with the TF1 hidden activation and a
+  "next_sentence" `ClassificationHead` with a tanh pooler of width H, with
+  dropout `next_sentence_dropout_rate` before the NSP logits (TF1 has none;
+  Model Garden's pre-training configs use 0.1).
   """
   return bert_configs.PretrainerConfig(
       encoder=encoders.encoder_config(**encoder_config_from_bert_config(
@@ -259,7 +233,7 @@ def _add(table: VariableTable, name: str, variable: tf.Variable,
 
 def _add_layer(table: VariableTable, prefix: str, layer: tf_keras.layers.Layer,
                tf1_kernel_shape: Optional[Sequence[int]] = None) -> None:
-  """A LayerNorm (gamma, beta) or a dense layer (kernel, bias) under `prefix`."""
+  """A LayerNorm (gamma, beta) or dense layer (kernel, bias) under `prefix`."""
   if isinstance(layer, tf_keras.layers.LayerNormalization):
     _add(table, prefix + "/gamma", layer.gamma)
     _add(table, prefix + "/beta", layer.beta)
@@ -342,30 +316,23 @@ def pretrainer_variable_map(pretrainer: mg_models.BertPretrainerV2
   return table
 
 
-def is_ignored_tf1_variable(name: str) -> bool:
-  """Optimizer state that TF1 checkpoints carry and loading skips."""
-  return name in IGNORED_NAMES or name.endswith(IGNORED_SUFFIXES)
-
-
 def load_tf1_weights(checkpoint_path: str,
                      table: VariableTable,
                      skippable: Sequence[str] = ()) -> Dict[str, List[str]]:
   """Checks a TF1 checkpoint against `table`, then assigns every variable.
 
-  Args:
-    checkpoint_path: TF1 checkpoint prefix or directory.
-    table: From `encoder_variable_map` / `pretrainer_variable_map`.
-    skippable: Exact TF1 names that may be present without being loaded.
+  `table` comes from `encoder_variable_map` / `pretrainer_variable_map`;
+  `skippable` lists TF1 names that may be present without being loaded.
 
   Returns:
     {"loaded": [...], "ignored": [optimizer state], "skipped": [...]}, TF1
     names, sorted.
 
   Raises:
-    CheckpointMismatchError: A variable of `table` is missing, a checkpoint
-      variable is neither in `table`, optimizer state nor `skippable`, or a
-      shape differs. Nothing is assigned then.
-    ValueError: The checkpoint is unreadable (e.g. truncated), named.
+    CheckpointMismatchError: A variable of `table` missing, one of the
+      checkpoint's neither in `table`, optimizer state nor `skippable`, or a
+      shape differs; nothing is assigned.
+    ValueError: An unreadable (e.g. truncated) checkpoint, named.
   """
   path = utils.resolve_checkpoint(checkpoint_path, "TF1 checkpoint")
   reader = tf.train.load_checkpoint(path)
@@ -380,8 +347,8 @@ def load_tf1_weights(checkpoint_path: str,
   mismatched = [f"{name}: checkpoint {fmt(shapes[name])}, model "
                 f"{fmt(tf1_shape)}" for name, (tf1_shape, _) in table.items()
                 if name in shapes and tuple(shapes[name]) != tf1_shape]
-  ignored = [n for n in sorted(shapes)
-             if n not in table and is_ignored_tf1_variable(n)]
+  ignored = [n for n in sorted(shapes) if n not in table and (  # Optimizer.
+      n == "global_step" or n.endswith(("/adam_m", "/adam_v")))]
   skipped = [n for n in sorted(shapes)
              if n not in table and n not in ignored and n in skippable]
   unexpected = [f"{n} (shape {fmt(shapes[n])})" for n in sorted(shapes)
@@ -413,17 +380,10 @@ def encoder_from_tf1_checkpoint(
 ) -> realformer_encoder.RealFormerEncoder:
   """A `RealFormerEncoder` with every weight of a TF1 RealFormer/BERT checkpoint.
 
-  Args:
-    checkpoint_path: TF1 checkpoint prefix (e.g. `.../model.ckpt-1000000`) or
-      its directory.
-    bert_config_file: The checkpoint's `bert_config.json`.
-    residual_attention: None: "mean" if the config has
-      `"use_running_mean": true`, else "sum" (RealFormer). Pass "none" to
-      load a Google BERT checkpoint as plain BERT.
-
-  Returns:
-    The encoder (Post-LN, tanh GELU, LayerNorm epsilon 1e-12); the heads'
-    variables (`cls/...`) are skipped.
+  `checkpoint_path`: a prefix (`.../model.ckpt-1000000`) or its directory.
+  `residual_attention`: None for "mean" if the config has
+  `"use_running_mean": true`, else "sum"; "none" loads a Google BERT
+  checkpoint as plain BERT.
   """
   config = encoder_config_from_bert_config(read_bert_config(bert_config_file),
                                            residual_attention)

@@ -8,14 +8,12 @@ or `tf.train.Checkpoint(model=...)` where the model is the encoder itself, a
 `BertEncoderV2`'s attribute names, so both `BertEncoderV2` and the functional
 `BertEncoder` restore into it object by object.
 
-TF's own `tf.train.Checkpoint(...).read(...)` does the matching. Checks read
-into an encoder built in a throwaway `tf.Graph`, where `read` only builds
-restore ops: nothing is assigned and every missing, unused or mis-shaped
-variable is reported at once (`CheckpointMismatchError`), where an eager
-`read` assigns as it goes and stops at the first shape error. Loads then read
-eagerly, with `assert_existing_objects_matched()`. Optimizer slots and
-anything outside the encoder subtree (heads, `optimizer`, `save_counter`) are
-never read.
+`tf.train.Checkpoint(...).read(...)` does the matching. Checks read into an
+encoder built in a throwaway `tf.Graph`, where `read` only builds restore ops,
+so every missing, unused or mis-shaped variable is reported at once
+(`CheckpointMismatchError`) and nothing is assigned; an eager `read` assigns
+as it goes and stops at the first shape error. Loads then read eagerly, with
+`assert_existing_objects_matched()`. Nothing outside the encoder is read.
 """
 
 import dataclasses
@@ -43,7 +41,7 @@ EncoderConfigLike = Union[encoders.RealFormerEncoderConfig,
 def realformer_config_from(config: EncoderConfigLike,
                            residual_attention: Optional[str] = None
                           ) -> encoders.RealFormerEncoderConfig:
-  """A `RealFormerEncoderConfig` from a RealFormer/BERT config or a dict.
+  """A new `RealFormerEncoderConfig` from a RealFormer/BERT config or a dict.
 
   Args:
     config: A `RealFormerEncoderConfig`; a Model Garden `BertEncoderConfig`;
@@ -51,48 +49,35 @@ def realformer_config_from(config: EncoderConfigLike,
       "bert" or "bert_v2"; or a dict of `RealFormerEncoderConfig` fields.
     residual_attention: Overrides the config's value if not None. A BERT
       config has none, so it then gets "sum".
-
-  Returns:
-    A new config (the argument is not modified).
   """
   if isinstance(config, mg_encoders.EncoderConfig):
-    if config.type == "any":
-      config = config.any
-      if not isinstance(config, encoders.RealFormerEncoderConfig):
-        raise ValueError(
-            "encoder_config has type 'any' but its 'any' is a "
-            f"{type(config).__name__}, not a RealFormerEncoderConfig.")
-    elif config.type in ("bert", "bert_v2"):
-      config = config.get()
-    else:
+    if config.type not in ("any", "bert", "bert_v2"):
       raise ValueError(
           f"encoder_config has type {config.type!r}; only 'any' (RealFormer), "
           "'bert' and 'bert_v2' map onto a RealFormerEncoder.")
-  if isinstance(config, encoders.RealFormerEncoderConfig):
+    config = config.get()
+  if isinstance(config, mg_encoders.BertEncoderConfig):
     values = config.as_dict()
-  elif isinstance(config, mg_encoders.BertEncoderConfig):
-    values = config.as_dict()
-    if values.pop("return_all_encoder_outputs"):
-      raise ValueError("encoder_config.return_all_encoder_outputs=True is not "
-                       "supported: RealFormerEncoder always returns "
-                       "encoder_outputs.")
-    if values.pop("return_word_embeddings"):
-      raise ValueError("encoder_config.return_word_embeddings=True is not "
-                       "supported by RealFormerEncoderConfig.")
+    for flag in ("return_all_encoder_outputs", "return_word_embeddings"):
+      if values.pop(flag):
+        raise ValueError(f"encoder_config.{flag}=True is not supported by "
+                         "RealFormerEncoderConfig.")
     # BertEncoderV2 has no final LayerNorm even when norm_first.
     values["final_layer_norm"] = False
+  elif isinstance(config, encoders.RealFormerEncoderConfig):
+    values = config.as_dict()
   elif isinstance(config, Mapping):
     values = dict(config)
-    known = {f.name for f in dataclasses.fields(
-        encoders.RealFormerEncoderConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f"encoder_config has unknown key(s) {unknown}; "
-                       f"RealFormerEncoderConfig fields: {sorted(known)}.")
   else:
     raise TypeError(
         "encoder_config must be a RealFormerEncoderConfig, BertEncoderConfig, "
-        f"EncoderConfig or dict; got {type(config).__name__}.")
+        "EncoderConfig (any, bert, bert_v2) or dict; got "
+        f"{type(config).__name__}.")
+  known = {f.name for f in dataclasses.fields(encoders.RealFormerEncoderConfig)}
+  unknown = sorted(set(values) - known)
+  if unknown:
+    raise ValueError(f"encoder_config has unknown key(s) {unknown}; "
+                     f"RealFormerEncoderConfig fields: {sorted(known)}.")
   if residual_attention is not None:
     values["residual_attention"] = ra.validate_residual_attention(
         residual_attention)
@@ -101,7 +86,8 @@ def realformer_config_from(config: EncoderConfigLike,
   return result
 
 
-def _checkpoint_at(encoder_path: str, encoder: tf.Module) -> tf.train.Checkpoint:
+def _checkpoint_at(encoder_path: str,
+                   encoder: tf.Module) -> tf.train.Checkpoint:
   """A checkpoint root that holds `encoder` at "a/b" as `a.b`."""
   *parents, name = encoder_path.split("/")
   root = tf.train.Checkpoint(**{name: encoder})
@@ -116,27 +102,36 @@ def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str]):
 
   Returns:
     `(load status, {id(object): checkpoint node id}, encoder path used)`.
+
+  Raises:
+    ValueError: A TF1 checkpoint, an unreadable (e.g. truncated) one, or no
+      encoder at those paths.
   """
   if not reader.has_tensor(_OBJECT_GRAPH_KEY):
     raise ValueError(
         f"{path!r} is a name-based (TF1) checkpoint, not an object-based TF2 "
         "one; load it with encoder_from_tf1_checkpoint.")
   for found in (encoder_path,) if encoder_path else ENCODER_PATHS:
-    status = _checkpoint_at(found, encoder).read(path).expect_partial()
+    try:
+      status = _checkpoint_at(found, encoder).read(path).expect_partial()
+    except (tf.errors.OpError, IndexError) as e:  # E.g. a truncated file.
+      raise ValueError(f"TF2 checkpoint {path!r} is not readable "
+                       f"({type(e).__name__}: {e}).") from None
     # TF has no public accessor for which checkpoint node each object matched
     # (tensorflow/python/checkpoint/checkpoint.py:280, the restore
     # coordinator's `object_by_proto_id`).
+    coordinator = status._checkpoint  # pylint: disable=protected-access
     matched = {id(obj): node_id for node_id, obj in
-               status._checkpoint.object_by_proto_id.items()}  # pylint: disable=protected-access
+               coordinator.object_by_proto_id.items()}
     if id(encoder) in matched and (
         encoder_path or any(id(v) in matched for v in encoder.weights)):
       return status, matched, found
-  graph = status._checkpoint.object_graph_proto  # pylint: disable=protected-access
-  raise ValueError(
-      f"No encoder found in checkpoint {path!r} at "
-      f"{'encoder_path=' + repr(encoder_path) if encoder_path else list(ENCODER_PATHS)}"
-      "; its top-level objects are "
-      f"{sorted(ref.local_name for ref in graph.nodes[0].children)}.")
+  where = (f"encoder_path={encoder_path!r}" if encoder_path else
+           list(ENCODER_PATHS))
+  roots = [ref.local_name for ref in coordinator.object_graph_proto.nodes[0]
+           .children]
+  raise ValueError(f"No encoder found in checkpoint {path!r} at {where}; its "
+                   f"top-level objects are {sorted(roots)}.")
 
 
 def check_encoder_checkpoint(checkpoint_path: str,
@@ -210,17 +205,10 @@ def load_encoder_weights(checkpoint_path: str,
 
   Returns:
     The encoder path used.
-
-  Raises:
-    ValueError: The checkpoint's data is unreadable (e.g. truncated), named.
   """
   path = utils.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
-  try:
-    status, _, found = _read(path, tf.train.load_checkpoint(path), encoder,
-                             encoder_path)
-  except (tf.errors.OpError, IndexError) as e:
-    raise ValueError(f"TF2 checkpoint {path!r} is not readable "
-                     f"({type(e).__name__}: {e}).") from None
+  status, _, found = _read(path, tf.train.load_checkpoint(path), encoder,
+                           encoder_path)
   status.assert_existing_objects_matched()
   return found
 
@@ -233,17 +221,11 @@ def encoder_from_tf2_checkpoint(
 ) -> realformer_encoder.RealFormerEncoder:
   """A `RealFormerEncoder` from a Model Garden `BertEncoder(V2)` checkpoint.
 
-  Args:
-    checkpoint_path: Checkpoint prefix or directory.
-    encoder_config_or_kwargs: The checkpoint's encoder config; see
-      `realformer_config_from`.
-    residual_attention: None keeps the config's value ("sum" for BERT
-      configs and dicts without it); "none" reproduces the BERT checkpoint's
-      outputs exactly, "sum"/"mean" warm-start a RealFormer from it.
-    encoder_path: See `load_encoder_weights`.
-
-  Returns:
-    The encoder, all weights loaded.
+  `encoder_config_or_kwargs`: the checkpoint's, see `realformer_config_from`.
+  `residual_attention`: None keeps the config's value ("sum" for BERT configs
+  and dicts without it); "none" reproduces the BERT checkpoint's outputs
+  exactly, "sum"/"mean" warm-start a RealFormer from it. `encoder_path`: see
+  `check_encoder_checkpoint`.
   """
   config = realformer_config_from(encoder_config_or_kwargs, residual_attention)
   with tf.Graph().as_default():  # Reports every problem, assigns nothing.

@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -201,3 +203,22 @@ def test_refuses_bad_inputs_before_writing(tf1_dir, tmp_path):
   with open(os.path.join(output_dir, "encoder.yaml")) as f:
     assert yaml.safe_load(f)["task"]["model"]["encoder"]["any"][
         "residual_attention"] == "mean"
+
+
+def test_truncated_checkpoint_is_named(tf1_dir, tmp_path):
+  """Not a bare `IndexError: Read less bytes than requested`."""
+  prefix, config_file = tf1_dir
+  copy = os.path.join(str(tmp_path), os.path.basename(prefix))
+  for suffix in (".index", ".data-00000-of-00001"):
+    shutil.copy(prefix + suffix, copy + suffix)
+  output_dir = os.path.join(str(tmp_path), "out")
+  with open(copy + ".data-00000-of-00001", "r+b") as f:
+    f.truncate(100)
+  with pytest.raises(ValueError, match=re.escape(repr(copy)) +
+                     " is not readable.*Read less bytes"):
+    convert.convert_tf1_checkpoint(copy, config_file, output_dir)
+  with open(copy + ".index", "r+b") as f:
+    f.truncate(10)
+  with pytest.raises(ValueError, match="tf1_checkpoint=.*not a readable"):
+    convert.convert_tf1_checkpoint(copy, config_file, output_dir)
+  assert not os.path.exists(output_dir)

@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -145,3 +146,15 @@ def test_bad_inputs(tmp_path, v2_checkpoint):
                               write_meta_graph=False)
   with pytest.raises(ValueError, match="encoder_from_tf1_checkpoint"):
     tf2_checkpoint.encoder_from_tf2_checkpoint(tf1_prefix, config)
+
+
+def test_truncated_checkpoint_is_named(v2_checkpoint, tmp_path):
+  prefix, config, _ = v2_checkpoint
+  copy = os.path.join(str(tmp_path), "ckpt")
+  for suffix in (".index", ".data-00000-of-00001"):
+    shutil.copy(prefix + suffix, copy + suffix)
+  with open(copy + ".data-00000-of-00001", "r+b") as f:
+    f.truncate(100)
+  with pytest.raises(ValueError, match=re.escape(repr(copy)) +
+                     " is not readable"):
+    tf2_checkpoint.encoder_from_tf2_checkpoint(copy, config)
