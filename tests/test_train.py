@@ -238,7 +238,7 @@ def test_nan_loss_stops_the_run_naming_the_step(tmp_path):
   assert f"latest checkpoint: {model_dir}/ckpt-2" in message
   # Nothing after the NaN was saved.
   assert [os.path.basename(p) for p in
-          train_lib.list_checkpoints(str(model_dir))] == ["ckpt-2"]
+          utils.list_checkpoints(str(model_dir))] == ["ckpt-2"]
 
 
 def test_finite_divergence_stops_the_run_naming_the_step(tmp_path):
@@ -255,7 +255,7 @@ def test_finite_divergence_stops_the_run_naming_the_step(tmp_path):
   assert "at step 3 (train loop of steps 3-4)" in message
   assert f"latest checkpoint: {model_dir}/ckpt-2" in message
   assert [os.path.basename(p) for p in
-          train_lib.list_checkpoints(str(model_dir))] == ["ckpt-2"]
+          utils.list_checkpoints(str(model_dir))] == ["ckpt-2"]
 
 
 def test_loss_tracking_flags_the_first_step_above_the_bound():
@@ -281,7 +281,15 @@ def test_loss_tracking_flags_the_first_step_above_the_bound():
 # --------------------------------------------------------------------------
 
 
-def test_train_then_eval_and_continuous_eval(tmp_path):
+def _restore_warnings(caplog):
+  """TensorFlow's warnings about checkpoint values nothing restored into."""
+  gc.collect()  # They are logged when the restore status is collected.
+  return [r.getMessage() for r in caplog.records
+          if "could not be found in the restored object" in r.getMessage()
+          or "Unresolved object in checkpoint" in r.getMessage()]
+
+
+def test_train_then_eval_and_continuous_eval(tmp_path, caplog):
   run = utils.make_tiny_run(tmp_path, train_steps=4)
   model_dir = tmp_path / "model"
   assert run_in_process(model_dir, [run["config_file"]], mode="train") == {}
@@ -300,18 +308,12 @@ def test_train_then_eval_and_continuous_eval(tmp_path):
   for key in ("masked_lm_accuracy", "validation_loss"):
     np.testing.assert_allclose(float(continuous[key]),
                                float(evaluated[key]), rtol=1e-6)
+  # Both restored the model only: no warning per unused optimizer value.
+  assert not _restore_warnings(caplog)
   # Eval modes leave params.yaml alone (no race with a train job).
   assert params_yaml.stat().st_mtime_ns == written
   assert train_lib.checkpoint_step(
       tf.train.latest_checkpoint(str(model_dir))) == 4
-
-
-def _restore_warnings(caplog):
-  """TensorFlow's warnings about checkpoint values nothing restored into."""
-  gc.collect()  # They are logged when the restore status is collected.
-  return [r.getMessage() for r in caplog.records
-          if "could not be found in the restored object" in r.getMessage()
-          or "Unresolved object in checkpoint" in r.getMessage()]
 
 
 def test_reruns_final_eval_refuses_other_model(tmp_path, capsys, caplog):
@@ -546,7 +548,7 @@ def test_sigkill_then_rerun_resumes_and_stops_at_train_steps(tmp_path):
   assert os.path.basename(tf.train.latest_checkpoint(str(model_dir))) == (
       f"ckpt-{train_steps}")
   # Every listed checkpoint is complete: all its tensors read back.
-  listed = train_lib.list_checkpoints(str(model_dir))
+  listed = utils.list_checkpoints(str(model_dir))
   assert 1 <= len(listed) <= 3  # max_to_keep
   for path in listed:
     reader = tf.train.load_checkpoint(path)

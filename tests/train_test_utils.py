@@ -209,3 +209,12 @@ def run_train(model_dir: str, config_files: Sequence[str] = (),
   return subprocess.run(
       train_command(model_dir, config_files, **kwargs), cwd=REPO_ROOT,
       env=subprocess_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def list_checkpoints(model_dir: str) -> List[str]:
+  """The checkpoints `model_dir/checkpoint` lists, oldest first."""
+  state = tf.train.get_checkpoint_state(model_dir)
+  if not state:
+    return []
+  return [p if os.path.isabs(p) else os.path.join(model_dir, p)
+          for p in state.all_model_checkpoint_paths]

@@ -525,11 +525,3 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     _log(line)
   return final
 
-
-def list_checkpoints(model_dir: str) -> List[str]:
-  """The checkpoints `model_dir/checkpoint` lists, oldest first."""
-  state = tf.train.get_checkpoint_state(model_dir)
-  if not state:
-    return []
-  return [p if os.path.isabs(p) else os.path.join(model_dir, p)
-          for p in state.all_model_checkpoint_paths]
