@@ -105,8 +105,7 @@ def check_input_files(input_files: Sequence[str]) -> List[str]:
 def check_instance_options(max_seq_length: int, max_predictions_per_seq: int,
                            masked_lm_prob: float, dupe_factor: int,
                            short_seq_prob: float) -> None:
-  """Raises ValueError naming the first option of `create_pretraining_data`
-  out of range."""
+  """Raises ValueError naming the first of these options out of range."""
   for name, value, minimum in (("max_seq_length", max_seq_length, 8),
                                ("max_predictions_per_seq",
                                 max_predictions_per_seq, 1),
@@ -244,16 +243,12 @@ def _example(instance, token_ids: dict, max_seq_length: int,
   return tf.train.Example(features=tf.train.Features(feature=features))
 
 
-def create_pretraining_data(input_files: Sequence[str],
-                            vocab_file: str,
-                            output_file: str,
-                            max_seq_length: int = 128,
-                            max_predictions_per_seq: int = 20,
-                            masked_lm_prob: float = 0.15,
-                            dupe_factor: int = 1,
-                            short_seq_prob: float = 0.1,
-                            random_seed: int = 12345,
-                            do_lower_case: bool = True) -> int:
+def create_pretraining_data(
+    input_files: Sequence[str], vocab_file: str, output_file: str,
+    max_seq_length: int = 128, max_predictions_per_seq: int = 20,
+    masked_lm_prob: float = 0.15, dupe_factor: int = 1,
+    short_seq_prob: float = 0.1, random_seed: int = 12345,
+    do_lower_case: bool = True) -> int:
   """Writes BERT MLM/NSP pre-training TFRecords from raw text files.
 
   Every argument (and the vocabulary) is checked before anything is written,
@@ -269,17 +264,17 @@ def create_pretraining_data(input_files: Sequence[str],
     masked_lm_prob: Fraction of tokens to mask, in (0, 1).
     dupe_factor: Passes over the data, each with different masks, >= 1.
     short_seq_prob: Probability of a shorter target sequence, in [0, 1].
-    random_seed: Seed of the `random.Random` behind every random choice; the
-      same seed and inputs give byte-identical records, in any process.
+    random_seed: Seeds every random choice: the same seed and inputs give
+      byte-identical records, in any process.
     do_lower_case: Lower-case and strip accents (uncased vocabularies).
 
   Returns:
     The number of examples written.
 
   Raises:
-    ValueError: For a missing or empty input file, a file that is not a
-      vocabulary, a bad number, or input that yields no example; the message
-      names the file, argument or value.
+    ValueError: Naming the file, argument or value: a missing or empty input
+      file, a file that is not a vocabulary, a bad number, or input that
+      yields no example.
   """
   input_files = validate_arguments(input_files, output_file, max_seq_length,
                                    max_predictions_per_seq, masked_lm_prob,
