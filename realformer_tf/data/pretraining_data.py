@@ -123,19 +123,11 @@ def check_instance_options(max_seq_length: int, max_predictions_per_seq: int,
 
 
 def validate_arguments(input_files: Sequence[str], output_file: str,
-                       max_seq_length: int = 128,
-                       max_predictions_per_seq: int = 20,
-                       masked_lm_prob: float = 0.15, dupe_factor: int = 1,
-                       short_seq_prob: float = 0.1,
-                       random_seed: int = 12345) -> List[str]:
-  """Checks `create_pretraining_data`'s arguments but the vocabulary.
-
-  Returns:
-    The input files as a list.
-
-  Raises:
-    ValueError: On the first bad argument, naming it (and the file).
-  """
+                       max_seq_length=128, max_predictions_per_seq=20,
+                       masked_lm_prob=0.15, dupe_factor=1, short_seq_prob=0.1,
+                       random_seed=12345) -> List[str]:
+  """`create_pretraining_data`'s input files as a list, once its arguments
+  but the vocabulary are checked (ValueError naming the first bad one)."""
   input_files = check_input_files(input_files)
   if not output_file:
     raise ValueError("No output file given (empty path).")
