@@ -19,7 +19,9 @@ need no tensorflow-text ops.
 
 Instances (segment pairs A/B, 50% random next, 80/10/10 masking) come from
 Model Garden's `official/nlp/data/create_pretraining_data.py`
-(`create_instances_from_document`), driven by one seeded `random.Random`.
+(`create_instances_from_document`), driven by one seeded `random.Random` (its
+n-gram size draw, line 524, uses the global `random` but is always 1 for
+token masking, so the records depend on the seed alone).
 Ours around it, each where that module does not fit:
 - It defines 16 absl flags on the global FLAGS when imported (lines 30-99:
   `vocab_file`, `max_seq_length`, `output_file`, ...), names our CLIs define
