@@ -52,15 +52,10 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
         **options) -> int:
   """Checks every flag, learns a vocabulary if none is given, writes records.
 
-  Args:
-    input_files: The flags' values (see `define_flags`).
-    output_file: Output TFRecord file.
-    vocab_file: Vocabulary file, or None/"" to learn one into
-      `<output dir>/vocab.txt`, of `vocab_size` tokens.
-    vocab_size: Target size of a learned vocabulary.
-    do_lower_case: Lower-case and strip accents.
-    **options: The other flags, keyword arguments of
-      `pretraining_data.create_pretraining_data`.
+  The arguments are the flags' values (see `define_flags`); without
+  `vocab_file` one of `vocab_size` tokens is learned into
+  `<output dir>/vocab.txt`; `options` go to
+  `pretraining_data.create_pretraining_data`.
 
   Returns:
     The number of examples written.

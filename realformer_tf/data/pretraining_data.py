@@ -19,7 +19,9 @@ need no tensorflow-text ops.
 
 Instances (segment pairs A/B, 50% random next, 80/10/10 masking) come from
 Model Garden's `official/nlp/data/create_pretraining_data.py`
-(`create_instances_from_document`), driven by one seeded `random.Random`.
+(`create_instances_from_document`), driven by one seeded `random.Random` (its
+n-gram size draw, line 524, uses the global `random` but is always 1 for
+token masking, so the records depend on the seed alone).
 Ours around it, each where that module does not fit:
 - It defines 16 absl flags on the global FLAGS when imported (lines 30-99:
   `vocab_file`, `max_seq_length`, `output_file`, ...), names our CLIs define
@@ -105,8 +107,7 @@ def check_input_files(input_files: Sequence[str]) -> List[str]:
 def check_instance_options(max_seq_length: int, max_predictions_per_seq: int,
                            masked_lm_prob: float, dupe_factor: int,
                            short_seq_prob: float) -> None:
-  """Raises ValueError naming the first option of `create_pretraining_data`
-  out of range."""
+  """Raises ValueError naming the first of these options out of range."""
   for name, value, minimum in (("max_seq_length", max_seq_length, 8),
                                ("max_predictions_per_seq",
                                 max_predictions_per_seq, 1),
@@ -124,19 +125,11 @@ def check_instance_options(max_seq_length: int, max_predictions_per_seq: int,
 
 
 def validate_arguments(input_files: Sequence[str], output_file: str,
-                       max_seq_length: int = 128,
-                       max_predictions_per_seq: int = 20,
-                       masked_lm_prob: float = 0.15, dupe_factor: int = 1,
-                       short_seq_prob: float = 0.1,
-                       random_seed: int = 12345) -> List[str]:
-  """Checks `create_pretraining_data`'s arguments but the vocabulary.
-
-  Returns:
-    The input files as a list.
-
-  Raises:
-    ValueError: On the first bad argument, naming it (and the file).
-  """
+                       max_seq_length=128, max_predictions_per_seq=20,
+                       masked_lm_prob=0.15, dupe_factor=1, short_seq_prob=0.1,
+                       random_seed=12345) -> List[str]:
+  """`create_pretraining_data`'s input files as a list, once its arguments
+  but the vocabulary are checked (ValueError naming the first bad one)."""
   input_files = check_input_files(input_files)
   if not output_file:
     raise ValueError("No output file given (empty path).")
@@ -244,16 +237,12 @@ def _example(instance, token_ids: dict, max_seq_length: int,
   return tf.train.Example(features=tf.train.Features(feature=features))
 
 
-def create_pretraining_data(input_files: Sequence[str],
-                            vocab_file: str,
-                            output_file: str,
-                            max_seq_length: int = 128,
-                            max_predictions_per_seq: int = 20,
-                            masked_lm_prob: float = 0.15,
-                            dupe_factor: int = 1,
-                            short_seq_prob: float = 0.1,
-                            random_seed: int = 12345,
-                            do_lower_case: bool = True) -> int:
+def create_pretraining_data(
+    input_files: Sequence[str], vocab_file: str, output_file: str,
+    max_seq_length: int = 128, max_predictions_per_seq: int = 20,
+    masked_lm_prob: float = 0.15, dupe_factor: int = 1,
+    short_seq_prob: float = 0.1, random_seed: int = 12345,
+    do_lower_case: bool = True) -> int:
   """Writes BERT MLM/NSP pre-training TFRecords from raw text files.
 
   Every argument (and the vocabulary) is checked before anything is written,
@@ -269,17 +258,17 @@ def create_pretraining_data(input_files: Sequence[str],
     masked_lm_prob: Fraction of tokens to mask, in (0, 1).
     dupe_factor: Passes over the data, each with different masks, >= 1.
     short_seq_prob: Probability of a shorter target sequence, in [0, 1].
-    random_seed: Seed of the `random.Random` behind every random choice; the
-      same seed and inputs give byte-identical records, in any process.
+    random_seed: Seeds every random choice: the same seed and inputs give
+      byte-identical records, in any process.
     do_lower_case: Lower-case and strip accents (uncased vocabularies).
 
   Returns:
     The number of examples written.
 
   Raises:
-    ValueError: For a missing or empty input file, a file that is not a
-      vocabulary, a bad number, or input that yields no example; the message
-      names the file, argument or value.
+    ValueError: Naming the file, argument or value: a missing or empty input
+      file, a file that is not a vocabulary, a bad number, or input that
+      yields no example.
   """
   input_files = validate_arguments(input_files, output_file, max_seq_length,
                                    max_predictions_per_seq, masked_lm_prob,

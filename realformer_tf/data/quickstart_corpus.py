@@ -1,39 +1,28 @@
 r"""A small, self-contained pre-training set for the quickstart experiment.
 
-`prepare_quickstart_data(data_dir)` writes, under `data_dir`:
-
-  corpus_train.txt, corpus_eval.txt  the text, BERT format (one sentence per
-                                     line, blank line between documents)
-  vocab.txt                          WordPiece vocabulary learned (with
-                                     tensorflow-text) from corpus_train.txt
-  train.tfrecord, eval.tfrecord      MLM/NSP records for Model Garden's
-                                     `BertPretrainDataLoader`
-  manifest.json                      arguments, input fingerprints, counts
+`prepare_quickstart_data(data_dir)` writes under `data_dir`: corpus_train.txt
+and corpus_eval.txt (BERT's text format), vocab.txt (WordPiece, learned by
+tensorflow-text from the train text), train.tfrecord and eval.tfrecord
+(`pretraining_data`'s MLM/NSP records) and manifest.json (arguments, input
+fingerprints, counts).
 
 With no `input_files`, the text is the docstrings of a fixed, sorted list of
-Python standard library modules (`STDLIB_MODULES`): every machine that runs
-Python has it, so the quickstart needs no download. Each module is one
-document: its own docstring, then the docstrings of its public classes (and
-their public methods) and functions, in name order. Paragraphs are split into
-sentences, one per line; doctest examples are dropped. For one
-Python version the corpus is the same on every run (on CPython 3.11: 212
-documents, 12.9k sentences, about 1.0 MB of text).
+standard library modules (`STDLIB_MODULES`), so the quickstart needs no
+download. A module is one document: its docstring, then those of its public
+classes (and their public methods) and functions, in name order, split into
+sentences, doctest examples dropped. One Python version gives one corpus (on
+CPython 3.11: 212 documents, 12.9k sentences, about 1.0 MB of text).
 
-The vocabulary is learned by tensorflow-text's WordPiece learner with its
-default minimum sub-word count (10); on a corpus this small that leaves it
-well under the target (2,334 tokens for the default 4,000 on the stdlib
-corpus), so use the returned `vocab_size` for the model.
+The WordPiece learner's default minimum sub-word count (10) leaves the
+vocabulary well under target on a corpus this small (2,334 tokens of 4,000 on
+the stdlib corpus): use the returned `vocab_size` for the model. Documents are
+shuffled with `seed`; `eval_fraction` of them (at least one) are held out.
 
-Documents are shuffled with `seed` and `eval_fraction` of them (at least one)
-become the evaluation split, so no document is in both splits.
-
-The result is cached: `manifest.json` records the arguments, the Python
-version (the docstrings depend on it), a SHA-256 of each input file and of
-every output. A call whose arguments match a manifest whose outputs are all
-present and unchanged reuses them; otherwise everything is rebuilt. Every file
-is written under a temporary name and renamed, and the manifest is removed
-before a rebuild and written last, so an interrupted run is never mistaken for
-a finished one.
+The result is cached: a call whose arguments (and Python version, and inputs'
+SHA-256) match the manifest, whose outputs are present and unchanged, reuses
+them; otherwise all is rebuilt. Files are written atomically and the manifest
+is removed before a rebuild and written last, so an interrupted run is never
+mistaken for a finished one.
 """
 
 import importlib
@@ -152,21 +141,17 @@ def docstring_sentences(doc: Optional[str]) -> List[str]:
       in_example = False
     if not in_example:
       lines.append(line)
-  sentences = []
-  for paragraph in re.split(r"\n\s*\n", "\n".join(lines)):
-    sentences.extend(split_sentences(paragraph))
-  return sentences
-
-
-def _own_doc(obj) -> Optional[str]:
-  """`obj`'s own docstring (not one inherited from a base class)."""
-  doc = getattr(obj, "__doc__", None)
-  return doc if isinstance(doc, str) else None
+  return [sentence for paragraph in re.split(r"\n\s*\n", "\n".join(lines))
+          for sentence in split_sentences(paragraph)]
 
 
 def module_document(module) -> List[str]:
-  """Sentences of a module's docstring and of its public members'."""
-  sentences = docstring_sentences(_own_doc(module))
+  """Sentences of a module's docstring and of its public members'.
+
+  `__doc__`, not `inspect.getdoc`: a member without a docstring of its own
+  adds nothing rather than its base class's text.
+  """
+  sentences = docstring_sentences(module.__doc__)
   name = module.__name__
   for attr in sorted(vars(module)):
     if attr.startswith("_"):
@@ -179,7 +164,7 @@ def module_document(module) -> List[str]:
     if (name != "builtins" and
         getattr(obj, "__module__", None) not in (name, "_" + name)):
       continue
-    sentences.extend(docstring_sentences(_own_doc(obj)))
+    sentences.extend(docstring_sentences(obj.__doc__))
     if inspect.isclass(obj):
       members = vars(obj)
       for member_name in sorted(members):
@@ -189,7 +174,7 @@ def module_document(module) -> List[str]:
         if isinstance(member, (staticmethod, classmethod)):
           member = member.__func__
         if inspect.isroutine(member) or isinstance(member, property):
-          sentences.extend(docstring_sentences(_own_doc(member)))
+          sentences.extend(docstring_sentences(member.__doc__))
   return sentences
 
 
@@ -249,14 +234,11 @@ def _result(data_dir: str, counts: dict) -> Dict[str, object]:
                   "vocab_size", "num_train_examples", "num_eval_examples")})
 
 
-def prepare_quickstart_data(data_dir: str,
-                            input_files: Optional[Sequence[str]] = None,
-                            vocab_size: int = 4000,
-                            max_seq_length: int = 64,
-                            max_predictions_per_seq: int = 10,
-                            dupe_factor: int = 1,
-                            eval_fraction: float = 0.05,
-                            seed: int = 0) -> Dict[str, object]:
+def prepare_quickstart_data(
+    data_dir: str, input_files: Optional[Sequence[str]] = None,
+    vocab_size: int = 4000, max_seq_length: int = 64,
+    max_predictions_per_seq: int = 10, dupe_factor: int = 1,
+    eval_fraction: float = 0.05, seed: int = 0) -> Dict[str, object]:
   """Builds (or reuses) the quickstart vocabulary and MLM/NSP records.
 
   Args:
