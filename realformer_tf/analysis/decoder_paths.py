@@ -68,22 +68,17 @@ def path_statistics(model, inputs, targets
   out = {}
   for path, (probs, queries, keys) in _attention(model, inputs,
                                                  targets).items():
-    valid = metrics.query_mask(queries)
-    entropy, jsd = [], []
-    for layer, p in enumerate(probs):
-      e = metrics.attention_entropy(p, keys)                # [B, N, T]
-      entropy.append(_per_head(e, valid))
-      if layer:
-        j = metrics.adjacent_head_jsd(probs[layer - 1], p, keys)
-        jsd.append(_per_head(j, valid))
-    out[path] = {"entropy": entropy, "jsd": jsd}
+    entropy, jsd = metrics.per_token_entropy_and_jsd(probs, queries, keys)
+    out[path] = {"entropy": _per_layer_and_head(entropy),
+                 "jsd": _per_layer_and_head(jsd)}
   return out
 
 
-def _per_head(values, valid) -> List[np.ndarray]:
-  """`[B, N, T]` values -> per head, the values of the valid queries."""
-  values = tf.transpose(values, [1, 0, 2])                  # [N, B, T]
-  return [tf.boolean_mask(v, valid).numpy() for v in values]
+def _per_layer_and_head(values) -> List[List[np.ndarray]]:
+  """`[tokens, layers, heads]` -> `[layer][head]` arrays over the tokens."""
+  values = values.numpy()
+  return [[values[:, layer, head] for head in range(values.shape[2])]
+          for layer in range(values.shape[1])]
 
 
 def write_path_figures(statistics, output_dir: str) -> List[str]:

@@ -122,6 +122,31 @@ def adjacent_head_jsd(probs_prev, probs, mask) -> tf.Tensor:
                                    masked_distribution(probs, mask))
 
 
+def per_token_entropy_and_jsd(probs, queries, keys):
+  """Entropy and adjacent-layer JSD of every unpadded query, per layer and head.
+
+  Args:
+    probs: Per-layer list of `[batch, heads, query, key]` probabilities.
+    queries: `[batch, query]` 0/1 mask of the query rows to keep.
+    keys: `[batch, key]` 0/1 mask, 1 = real token.
+
+  Returns:
+    `(entropy [tokens, layers, heads], jsd [tokens, layers - 1, heads])`,
+    tokens in (example, position) order.
+  """
+  valid = query_mask(queries)
+
+  def per_token(values):  # layers x [B, H, T] -> [tokens, layers, H]
+    stacked = tf.stack(values, axis=1)
+    return tf.boolean_mask(tf.transpose(stacked, [0, 3, 1, 2]), valid)
+
+  entropy = per_token([attention_entropy(p, keys) for p in probs])
+  if len(probs) < 2:
+    return entropy, entropy[:, :0]
+  return entropy, per_token([adjacent_head_jsd(a, b, keys)
+                             for a, b in zip(probs, probs[1:])])
+
+
 def score_magnitude(scores, mask):
   """Sum, count and max of |S| over unpadded (query, key) positions.
 

@@ -311,19 +311,7 @@ def make_batch_fn(encoder: realformer_encoder.RealFormerEncoder):
     outputs = encoder(inputs, training=False)
     mask = inputs["input_mask"]
     probs, scores = outputs["attention_scores"], outputs["residual_scores"]
-    valid = metrics.query_mask(mask)                          # [B, T]
-
-    def per_token(values):  # list of L' x [B, H, T] -> [tokens, L', H]
-      if not values:
-        num_tokens = tf.reduce_sum(tf.cast(valid, tf.int32))
-        return tf.zeros([num_tokens, 0, encoder.get_config()[
-            "num_attention_heads"]], tf.float32)
-      stacked = tf.stack([tf.cast(v, tf.float32) for v in values], axis=1)
-      return tf.boolean_mask(tf.transpose(stacked, [0, 3, 1, 2]), valid)
-
-    entropy = per_token([metrics.attention_entropy(p, mask) for p in probs])
-    jsd = per_token([metrics.adjacent_head_jsd(probs[l - 1], probs[l], mask)
-                     for l in range(1, len(probs))])
+    entropy, jsd = metrics.per_token_entropy_and_jsd(probs, mask, mask)
     magnitude = tf.stack([tf.stack(metrics.score_magnitude(s, mask))
                           for s in scores])
     return entropy, jsd, magnitude
@@ -338,7 +326,6 @@ def stream(models: Sequence[LoadedModel], dataset: tf.data.Dataset,
   results = [AttentionStats(m.num_layers, m.num_heads, reservoir_size, seed)
              for m in models]
   batch_fns = [make_batch_fn(m.encoder) for m in models]
-  batch_size = None
   try:
     from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
     progress = tqdm.tqdm(total=num_examples, unit="ex", disable=None,
@@ -351,8 +338,6 @@ def stream(models: Sequence[LoadedModel], dataset: tf.data.Dataset,
     if seen + n > num_examples:
       n = num_examples - seen
       batch = {k: v[:n] for k, v in batch.items()}
-    if batch_size is None:
-      batch_size = n
     for model, fn, result in zip(models, batch_fns, results):
       seq = int(tf.shape(batch["input_mask"])[1])
       if seq > model.max_sequence_length:

@@ -29,17 +29,43 @@ class BlockStack(realformer_block.ArgumentsConfigLayer):
   Model Garden's attribute names (`num_layers`, `num_attention_heads`,
   `output_normalization`); the blocks go to `self.<_blocks_attribute>`,
   built by the subclass' `_block(index, width)`.
+
+  Args:
+    num_layers: Number of blocks.
+    num_attention_heads: Number of attention heads.
+    intermediate_size: Feed-forward width.
+    activation: Feed-forward activation.
+    dropout_rate: Dropout after attention projections and feed-forward.
+    attention_dropout_rate: Dropout on attention probabilities.
+    norm_first: Pre-LN (default, as Model Garden's seq2seq) or Post-LN.
+    norm_epsilon: LayerNorm epsilon of the blocks.
+    residual_attention: "sum", "mean" or "none".
+    final_layer_norm: Whether a LayerNorm follows the last block. Model
+      Garden's seq2seq stacks always have one, so True (the default) keeps
+      their checkpoints loadable.
+    **kwargs: Base `Layer` arguments.
   """
   _blocks_attribute = ""
 
-  def __init__(self, arguments):
-    super().__init__(arguments)
-    if self._config["num_layers"] < 1:
-      raise ValueError(
-          f"num_layers must be >= 1, got {self._config['num_layers']}.")
-    ra.validate_residual_attention(self._config["residual_attention"])
-    self.num_layers = self._config["num_layers"]
-    self.num_attention_heads = self._config["num_attention_heads"]
+  def __init__(self,
+               num_layers: int = 6,
+               num_attention_heads: int = 8,
+               intermediate_size: int = 2048,
+               activation: Any = "relu",
+               dropout_rate: float = 0.0,
+               attention_dropout_rate: float = 0.0,
+               norm_first: bool = True,
+               norm_epsilon: float = 1e-6,
+               residual_attention: str = "sum",
+               final_layer_norm: bool = True,
+               **kwargs):
+    if num_layers < 1:
+      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
+    ra.validate_residual_attention(residual_attention)
+    final_layer_norm = bool(final_layer_norm)
+    super().__init__(locals())
+    self.num_layers = num_layers
+    self.num_attention_heads = num_attention_heads
 
   def _block(self, index: int, width: int) -> tf_keras.layers.Layer:
     raise NotImplementedError
@@ -67,24 +93,17 @@ class RealFormerDecoder(BlockStack):
   """A stack of `RealFormerDecoderBlock`s and a final LayerNorm.
 
   Args:
-    num_layers: Number of blocks.
-    num_attention_heads: Number of attention heads.
-    intermediate_size: Feed-forward width.
-    activation: Feed-forward activation.
-    dropout_rate: Dropout after attention projections and feed-forward.
-    attention_dropout_rate: Dropout on attention probabilities.
+    *args: `BlockStack`'s arguments, in Model Garden's `TransformerDecoder`
+      order (`num_layers`, `num_attention_heads`, `intermediate_size`,
+      `activation`, `dropout_rate`, `attention_dropout_rate`); the others by
+      keyword.
     use_bias: Bias in the attention projections.
-    norm_first: Pre-LN (Model Garden's seq2seq default) or Post-LN.
-    norm_epsilon: LayerNorm epsilon of the blocks.
     intermediate_dropout: Dropout after the feed-forward activation.
-    residual_attention: "sum", "mean" or "none".
     self_residual: Residual path for decoder self-attention.
     cross_residual: Residual path for encoder-decoder attention.
     cross_attention: False for a decoder-only stack.
-    final_layer_norm: Whether a LayerNorm follows the last block. Model
-      Garden's `TransformerDecoder` always has one (epsilon 1e-6), so True
-      (the default) keeps its checkpoints loadable.
-    **kwargs: Base `Layer` arguments.
+    **kwargs: `BlockStack`'s arguments (the final LayerNorm's epsilon is
+      Model Garden's 1e-6 whatever `norm_epsilon`) and base `Layer` ones.
 
   Call arguments:
     target: `[batch, target_len, width]` embedded target.
@@ -108,26 +127,18 @@ class RealFormerDecoder(BlockStack):
   _blocks_attribute = "decoder_layers"
 
   def __init__(self,
-               num_layers: int = 6,
-               num_attention_heads: int = 8,
-               intermediate_size: int = 2048,
-               activation: Any = "relu",
-               dropout_rate: float = 0.0,
-               attention_dropout_rate: float = 0.0,
+               *args,
                use_bias: bool = False,
-               norm_first: bool = True,
-               norm_epsilon: float = 1e-6,
                intermediate_dropout: float = 0.0,
-               residual_attention: str = "sum",
                self_residual: bool = True,
                cross_residual: bool = True,
                cross_attention: bool = True,
-               final_layer_norm: bool = True,
                **kwargs):
-    self_residual, cross_residual, cross_attention, final_layer_norm = (
-        bool(self_residual), bool(cross_residual), bool(cross_attention),
-        bool(final_layer_norm))
-    super().__init__(locals())
+    super().__init__(*args, **kwargs)
+    self._config.update(
+        use_bias=use_bias, intermediate_dropout=intermediate_dropout,
+        self_residual=bool(self_residual), cross_residual=bool(cross_residual),
+        cross_attention=bool(cross_attention))
 
   def _block(self, index, width):
     c = self._config

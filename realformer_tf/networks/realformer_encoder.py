@@ -13,6 +13,11 @@ from realformer_tf.layers import residual_attention as ra
 
 _Initializer = Union[str, tf_keras.initializers.Initializer]
 _Activation = Union[str, Callable[..., Any]]
+# The encoder's arguments that each block takes as they are.
+_BLOCK_ARGUMENTS = ("num_attention_heads", "inner_dim", "inner_activation",
+                    "output_dropout", "attention_dropout", "norm_first",
+                    "norm_epsilon", "residual_attention", "score_dtype",
+                    "recompute")
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
@@ -140,20 +145,9 @@ class RealFormerEncoder(realformer_block.ArgumentsConfigLayer):
         name="self_attention_mask")
     self._transformer_layers = [
         realformer_block.RealFormerEncoderBlock(
-            num_attention_heads=num_attention_heads,
-            inner_dim=inner_dim,
-            inner_activation=inner_activation,
-            output_dropout=output_dropout,
-            attention_dropout=attention_dropout,
-            norm_first=norm_first,
-            norm_epsilon=norm_epsilon,
-            kernel_initializer=init(),
-            residual_attention=residual_attention,
-            layer_index=i,
-            score_dtype=score_dtype,
-            recompute=recompute,
-            name=f"transformer/layer_{i}") for i in range(num_layers)
-    ]
+            **{k: self._config[k] for k in _BLOCK_ARGUMENTS},
+            kernel_initializer=init(), layer_index=i,
+            name=f"transformer/layer_{i}") for i in range(num_layers)]
     self._final_layer_norm = None
     if final_layer_norm:
       self._final_layer_norm = tf_keras.layers.LayerNormalization(

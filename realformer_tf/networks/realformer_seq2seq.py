@@ -10,7 +10,7 @@ module fills the encoder slot with a stack of `RealFormerEncoderBlock`s
 one per attention type, as the paper's Section 3 prescribes.
 """
 
-from typing import Any, Optional
+from typing import Optional
 
 import tf_keras
 
@@ -30,37 +30,10 @@ class RealFormerSeq2SeqEncoder(realformer_decoder.BlockStack):
   `(encoder_inputs, attention_mask)`. The blocks always have attention
   biases (Model Garden's seq2seq encoder defaults to none).
 
-  Args:
-    num_layers: Number of blocks.
-    num_attention_heads: Number of attention heads.
-    intermediate_size: Feed-forward width.
-    activation: Feed-forward activation.
-    dropout_rate: Dropout after attention projections and feed-forward.
-    attention_dropout_rate: Dropout on attention probabilities.
-    norm_first: Pre-LN (default, as Model Garden's seq2seq) or Post-LN.
-    norm_epsilon: LayerNorm epsilon of the blocks.
-    residual_attention: "sum", "mean" or "none".
-    final_layer_norm: LayerNorm after the last block (Model Garden always
-      has it).
-    **kwargs: Base `Layer` arguments.
+  Args: those of `realformer_decoder.BlockStack`.
   """
 
   _blocks_attribute = "encoder_layers"
-
-  def __init__(self,
-               num_layers: int = 6,
-               num_attention_heads: int = 8,
-               intermediate_size: int = 2048,
-               activation: Any = "relu",
-               dropout_rate: float = 0.0,
-               attention_dropout_rate: float = 0.0,
-               norm_first: bool = True,
-               norm_epsilon: float = 1e-6,
-               residual_attention: str = "sum",
-               final_layer_norm: bool = True,
-               **kwargs):
-    final_layer_norm = bool(final_layer_norm)
-    super().__init__(locals())
 
   def _block(self, index, width):
     c = self._config
