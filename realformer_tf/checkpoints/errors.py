@@ -20,19 +20,12 @@ def raise_if_problems(header: str, missing: Sequence[str],
                       unexpected: Sequence[str], mismatched: Sequence[str],
                       footer: str = "") -> None:
   """Raises a `CheckpointMismatchError` listing all problems, if any."""
-  if not (missing or unexpected or mismatched):
-    return
   lines = [header]
-  if missing:
-    lines.append(f"Missing from the checkpoint ({len(missing)}):")
-    lines.extend("  " + m for m in missing)
-  if unexpected:
-    lines.append(f"In the checkpoint but unused by the model "
-                 f"({len(unexpected)}):")
-    lines.extend("  " + u for u in unexpected)
-  if mismatched:
-    lines.append(f"Shape mismatches ({len(mismatched)}):")
-    lines.extend("  " + s for s in mismatched)
-  if footer:
-    lines.append(footer)
-  raise CheckpointMismatchError("\n".join(lines))
+  for title, items in (("Missing from the checkpoint", missing),
+                       ("In the checkpoint but unused by the model",
+                        unexpected),
+                       ("Shape mismatches", mismatched)):
+    if items:
+      lines += [f"{title} ({len(items)}):"] + ["  " + i for i in items]
+  if len(lines) > 1:
+    raise CheckpointMismatchError("\n".join(lines + [footer] * bool(footer)))

@@ -58,17 +58,21 @@ HEAD_VARIABLES = (
 # SentencePrediction task's `init_cls_pooler` reads `next_sentence.pooler_dense`.
 NSP_HEAD_NAME = "next_sentence"
 
-# bert_config.json keys TF1 `modeling.py` reads. The five required ones have
-# BERT-base defaults in `BertConfig`, which would load a checkpoint of another
-# size into the wrong model; the others get `BertConfig`'s (TF1's) defaults.
+# bert_config.json key (as TF1 `modeling.py` reads it) -> our encoder field.
+_ENCODER_FIELDS = dict(
+    vocab_size="vocab_size", hidden_size="hidden_size",
+    num_hidden_layers="num_layers", num_attention_heads="num_attention_heads",
+    hidden_act="hidden_activation", intermediate_size="intermediate_size",
+    hidden_dropout_prob="dropout_rate",
+    attention_probs_dropout_prob="attention_dropout_rate",
+    max_position_embeddings="max_position_embeddings",
+    type_vocab_size="type_vocab_size", initializer_range="initializer_range")
+# RealFormer's addition: softmax over the running mean of the scores.
+_KNOWN_KEYS = tuple(_ENCODER_FIELDS) + ("use_running_mean",)
+# `BertConfig` gives these BERT-base defaults, which would load a checkpoint
+# of another size into the wrong model; the others get its (TF1's) defaults.
 _REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers",
                   "num_attention_heads", "intermediate_size")
-_POSITIVE_INT_KEYS = _REQUIRED_KEYS + ("max_position_embeddings",
-                                       "type_vocab_size")
-_PROBABILITY_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
-_KNOWN_KEYS = _POSITIVE_INT_KEYS + _PROBABILITY_KEYS + (
-    "hidden_act", "initializer_range",
-    "use_running_mean")  # RealFormer's: softmax over the running mean.
 # Metadata some released BERT configs carry (e.g. Chinese / multilingual) that
 # TF1 `modeling.py` never reads.
 _IGNORED_BERT_CONFIG_KEYS = ("directionality", "pooler_fc_size",
@@ -78,15 +82,21 @@ _IGNORED_BERT_CONFIG_KEYS = ("directionality", "pooler_fc_size",
 # TF1 `modeling.get_activation` names, spelled the same by
 # RealFormerEncoderConfig; "gelu" is the tanh approximation on both sides.
 _ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
-# bert_config.json key -> RealFormerEncoderConfig field.
-_ENCODER_FIELDS = dict(
-    vocab_size="vocab_size", hidden_size="hidden_size",
-    num_hidden_layers="num_layers", num_attention_heads="num_attention_heads",
-    hidden_act="hidden_activation", intermediate_size="intermediate_size",
-    hidden_dropout_prob="dropout_rate",
-    attention_probs_dropout_prob="attention_dropout_rate",
-    max_position_embeddings="max_position_embeddings",
-    type_vocab_size="type_vocab_size", initializer_range="initializer_range")
+_FLOAT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob",
+               "initializer_range")
+# (keys, test of the value, what the error says it must be); bool is not a
+# number here.
+_VALUE_CHECKS = (
+    (_REQUIRED_KEYS + ("max_position_embeddings", "type_vocab_size"),
+     lambda v: type(v) is int and v > 0, "a positive integer"),
+    (_FLOAT_KEYS[:2], lambda v: type(v) in (int, float) and 0 <= v < 1,
+     "in [0, 1)"),
+    (_FLOAT_KEYS[2:], lambda v: type(v) in (int, float) and v > 0,
+     "a number > 0"),
+    (("use_running_mean",), lambda v: isinstance(v, bool), "true or false"),
+    (("hidden_act",), lambda v: isinstance(v, str) and v.lower() in
+     _ACTIVATIONS, f"one of {list(_ACTIVATIONS)} (as TF1's get_activation)"),
+)
 
 
 def read_bert_config(bert_config_file: str) -> Dict[str, Any]:
@@ -130,31 +140,16 @@ def read_bert_config(bert_config_file: str) -> Dict[str, Any]:
   defaults = legacy_bert_configs.BertConfig.from_dict(raw).to_dict()
   config = dict({k: defaults[k] for k in _ENCODER_FIELDS},
                 use_running_mean=raw.get("use_running_mean", False))
-  for key, value in config.items():
-    config[key] = _checked_value(f"{where} key {key!r}", key, value)
+  for keys, is_valid, what in _VALUE_CHECKS:
+    for key in keys:
+      if not is_valid(config[key]):
+        raise ValueError(f"{where} key {key!r} must be {what}, got "
+                         f"{config[key]!r}.")
+  config.update({key: float(config[key]) for key in _FLOAT_KEYS},
+                hidden_act=config["hidden_act"].lower())
   utils.check_heads_divide(config["hidden_size"], config["num_attention_heads"],
                            f"{where} hidden_size")
   return config
-
-
-def _checked_value(where: str, key: str, value: Any) -> Any:
-  """One bert_config value, normalized; ValueError naming `where` if bad."""
-  is_number = type(value) in (int, float)  # Not bool.
-  if key in _POSITIVE_INT_KEYS and (type(value) is not int or value <= 0):
-    raise ValueError(f"{where} must be a positive integer, got {value!r}.")
-  if key in _PROBABILITY_KEYS and not (is_number and 0 <= value < 1):
-    raise ValueError(f"{where} must be in [0, 1), got {value!r}.")
-  if key == "initializer_range" and not (is_number and value > 0):
-    raise ValueError(f"{where} must be a number > 0, got {value!r}.")
-  if key == "use_running_mean" and not isinstance(value, bool):
-    raise ValueError(f"{where} must be true or false, got {value!r}.")
-  if key == "hidden_act":
-    if str(value).lower() not in _ACTIVATIONS or not isinstance(value, str):
-      raise ValueError(f"{where} must be one of {sorted(_ACTIVATIONS)} (as "
-                       f"TF1 BERT's get_activation), got {value!r}.")
-    return value.lower()
-  return float(value) if key in _PROBABILITY_KEYS + ("initializer_range",
-                                                       ) else value
 
 
 def encoder_config_from_bert_config(
