@@ -24,6 +24,7 @@ import tensorflow as tf
 from official.core import task_factory
 from official.core import train_utils
 from realformer_tf.configs import experiments
+from realformer_tf.configs import registry
 from realformer_tf.configs import validation
 from realformer_tf.training import train_lib
 from realformer_tf.training import trainer as trainer_lib
@@ -295,7 +296,7 @@ def test_train_then_eval_and_continuous_eval(tmp_path, caplog):
   assert run_in_process(model_dir, [run["config_file"]], mode="train") == {}
   params_yaml = model_dir / "params.yaml"
   written = params_yaml.stat().st_mtime_ns
-  assert experiments.load_experiment_config(str(model_dir)).task.vocab_file \
+  assert registry.load_experiment_config(str(model_dir)).task.vocab_file \
       == run["vocab_file"]
 
   evaluated = run_in_process(model_dir, [run["config_file"]], mode="eval")
@@ -448,7 +449,7 @@ def test_quickstart_builds_its_data_and_trains(tmp_path):
   with open(data_dir / "vocab.txt") as f:
     vocab_size = len(f.read().splitlines())
   assert counts["vocab_size"] == vocab_size <= 300
-  params = experiments.load_experiment_config(str(model_dir))
+  params = registry.load_experiment_config(str(model_dir))
   assert params.task.name == experiments.QUICKSTART
   assert params.task.train_data.input_path == str(data_dir / "train.tfrecord")
   assert params.task.validation_data.input_path == str(

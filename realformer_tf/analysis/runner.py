@@ -39,7 +39,7 @@ from realformer_tf import utils
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
 from realformer_tf.analysis import stats
-from realformer_tf.configs import experiments
+from realformer_tf.configs import registry
 from realformer_tf.data import tokenization
 from realformer_tf.networks import realformer_encoder
 
@@ -96,7 +96,7 @@ def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
   """
   if not model_dir or not tf.io.gfile.isdir(model_dir):
     raise FileNotFoundError(f"model dir {model_dir!r} does not exist.")
-  config = experiments.load_experiment_config(model_dir)
+  config = registry.load_experiment_config(model_dir)
   # The run's own encoder, with the attention outputs switched on (they add
   # outputs, not weights), as the SavedModel exporter does.
   config.task.model.encoder.get().return_attention_scores = True

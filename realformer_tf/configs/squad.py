@@ -21,7 +21,7 @@ from official.modeling import optimization
 from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.tasks import question_answering
 from realformer_tf.configs import encoders
-from realformer_tf.configs import experiments
+from realformer_tf.configs import recipe
 from realformer_tf.data import squad as squad_data
 from realformer_tf.tasks import question_answering as rf_question_answering
 
@@ -38,7 +38,7 @@ SQUAD_V2_TRAIN_QUESTIONS = 130319
 def squad_optimizer(learning_rate: float,
                     train_steps: int) -> optimization.OptimizationConfig:
   """The paper's AdamW, warm-up over 10% of `train_steps`, decay to 0."""
-  optimizer = experiments.paper_optimizer(
+  optimizer = recipe.paper_optimizer(
       learning_rate=learning_rate,
       warmup_steps=int(train_steps * squad_data.WARMUP_PROPORTION))
   optimizer.learning_rate.polynomial.decay_steps = train_steps

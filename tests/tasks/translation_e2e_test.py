@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from official.core import task_factory
-from realformer_tf.configs import experiments
+from realformer_tf.configs import registry
 from realformer_tf.serving import export
 from realformer_tf.serving import translation_export
 from tests import translation_test_utils as ttu
@@ -94,7 +94,7 @@ class TranslationEndToEndTest(tf.test.TestCase):
     self.assertGreater(bleu, 90.0, f"BLEU {bleu} (chance {chance:.1f})")
 
     # In process: the trained model's beam search, trimmed at EOS.
-    config = experiments.load_experiment_config(model_dir)
+    config = registry.load_experiment_config(model_dir)
     task = task_factory.get_task(config.task)
     model = task.build_model()
     ids = task._sp_tokenizer.tokenize(dev_sources).to_tensor(0)  # pylint: disable=protected-access

@@ -31,15 +31,15 @@ class ScheduleTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(explicit[_DECAY], (0, "a.yaml"))
 
   @parameterized.named_parameters(
-      # Quickstart: 1500 steps, warm-up 100; train_steps=300 alone.
-      ("only_train_steps", {"trainer.train_steps": (0, "o")}, 300, 20),
+      # Quickstart: 2500 steps, warm-up 100; train_steps=300 alone.
+      ("only_train_steps", {"trainer.train_steps": (0, "o")}, 300, 12),
       ("decay_set_too", {"trainer.train_steps": (0, "o"), _DECAY: (0, "o")},
-       1500, 100),
+       2500, 100),
       ("warmup_set_too", {"trainer.train_steps": (0, "o"), _WARMUP: (0, "o")},
        300, 100),
       ("decay_set_later", {"trainer.train_steps": (0, "a"), _DECAY: (1, "b")},
-       1500, 100),
-      ("nothing_set", {}, 1500, 100),
+       2500, 100),
+      ("nothing_set", {}, 2500, 100),
   )
   def test_follow_train_steps(self, explicit, decay, warmup):
     params = exp_factory.get_exp_config(experiments.QUICKSTART)
