@@ -146,14 +146,3 @@ def realformer_quickstart() -> cfg.ExperimentConfig:
           "task.validation_data.is_training != None",
       ])
 
-
-# For configs/squad.py until it calls recipe.paper_optimizer.
-paper_optimizer = recipe.paper_optimizer
-
-
-def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
-  """`registry.load_experiment_config`, for the callers not yet moved there."""
-  # Deferred: registry imports this module. Goes once serving/ and analysis/
-  # call registry.load_experiment_config.
-  from realformer_tf.configs import registry  # pylint: disable=g-import-not-at-top
-  return registry.load_experiment_config(model_dir)

@@ -1,11 +1,13 @@
-"""Export modules for RealFormer heads, subclassing Model Garden's.
+"""Export modules, one per head, subclassing Model Garden's.
 
 `MaskedLMServing`, `SentencePredictionServing` and `QuestionAnsweringServing`
 subclass `official.nlp.serving.serving_modules.{MaskedLM, SentencePrediction,
-QuestionAnswering}` (so `official.core.export_base.export` /
-`export_savedmodel_util.export` save them, and Model Garden's
-`get_inference_signatures` builds the `serve` and `serve_examples` signatures)
-and change or add only what Model Garden lacks or gets wrong:
+QuestionAnswering}` (so `export_savedmodel_util.export` saves them and Model
+Garden's `get_inference_signatures` builds `serve` and `serve_examples`). Each
+class is the whole head: the task config it serves (`TASK_CONFIG`), its
+options read from a run's config (`options_from_config`), where the run
+records its vocabulary (`recorded_vocab`) and its signatures. They change or
+add only what Model Garden lacks or gets wrong:
 
 * `serve` (signature `serving_default`) checks its inputs in the graph
   (`tf.debugging` asserts: equal shapes, sequence length within
@@ -16,9 +18,12 @@ and change or add only what Model Garden lacks or gets wrong:
 * `serve_examples` parses the feature names of this project's TFRecords
   (`input_ids`, `input_mask`, `segment_ids`, plus `masked_lm_positions`) at any
   length up to the model's maximum (Model Garden needs a fixed
-  `parse_sequence_length`), and passes the segment ids as type ids: Model
-  Garden's `MaskedLM.serve_examples` passes the *word* ids as
-  `input_type_ids` (see `MaskedLMServing.serve_examples`).
+  `parse_sequence_length`), passes the segment ids as type ids (Model Garden's
+  `MaskedLM.serve_examples`, serving_modules.py:237, passes the *word* ids as
+  `input_type_ids`), and rejects a string that is not a serialized
+  `tf.Example` with an error naming `examples` (`tf.io.parse_example`'s own
+  error quotes the raw bytes, which TensorFlow's Python client then fails to
+  decode: `UnicodeDecodeError`).
 * `serve_text` / `preprocess_text`: raw strings, tokenized and packed in the
   graph (`text_processing.BertTextPacker`); Model Garden's text path
   (`serve_text_examples`) only reads text from serialized `tf.Example`s, has no
@@ -29,26 +34,36 @@ and change or add only what Model Garden lacks or gets wrong:
 """
 
 import dataclasses
+import json
+import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Text, Tuple
 
 import tensorflow as tf
 import tf_keras
 
+from official.core import config_definitions as cfg
 from official.nlp.modeling import models
 from official.nlp.serving import serving_modules
+from official.nlp.tasks import masked_lm
+from official.nlp.tasks import question_answering
+from official.nlp.tasks import sentence_prediction
+from realformer_tf import utils
+from realformer_tf.data import glue as glue_data
+from realformer_tf.data import squad as squad_data
 from realformer_tf.serving import text_processing
 
 ATTENTION_CHOICES = ("none", "scores", "probs")
-_ATTENTION_KEYS = {"scores": "attention_scores", "probs": "attention_probs"}
+_ATTENTION_KEYS = {"scores": "residual_scores", "probs": "attention_scores"}
 
 # Feature names in this project's TFRecords (Model Garden's v1 names).
 _WORD_IDS_FEATURE = "input_ids"
 _TYPE_IDS_FEATURE = "segment_ids"
+_MODEL_GARDEN_FUNCTIONS = ("serve", "serve_examples")
 
 
 @dataclasses.dataclass
 class ServingOptions:
-  """What the exported signatures need to know besides the Keras model.
+  """What every head's signatures need besides the Keras model.
 
   Attributes:
     max_seq_length: Length the text signatures pack to (the training length).
@@ -56,31 +71,12 @@ class ServingOptions:
     vocab_size: Word-id range of the embedding table.
     type_vocab_size: Type-id range.
     return_attention: "none", "scores" or "probs".
-    top_k: MLM text signatures: predictions per [MASK].
-    labels: GLUE class names in class-id order; None for regression.
-    text_pair: GLUE: whether the task takes two texts.
-    max_query_length: SQuAD question tokens kept.
-    doc_stride: SQuAD window stride.
-    n_best_size: SQuAD start/end candidates per window.
-    max_answer_length: SQuAD longest answer, in WordPieces.
-    version_2_with_negative: SQuAD v2.0 (null answers).
-    null_score_diff_threshold: SQuAD v2.0: answer "" iff null score - best
-      span score > this.
   """
   max_seq_length: int
   max_position_embeddings: int
   vocab_size: int
   type_vocab_size: int
   return_attention: str = "none"
-  top_k: int = 5
-  labels: Optional[Tuple[str, ...]] = None
-  text_pair: bool = False
-  max_query_length: int = 64
-  doc_stride: int = 128
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  version_2_with_negative: bool = False
-  null_score_diff_threshold: float = 0.0
 
   def validate(self):
     if self.return_attention not in ATTENTION_CHOICES:
@@ -92,12 +88,40 @@ class ServingOptions:
           f"max_position_embeddings={self.max_position_embeddings}].")
 
 
-def _int_spec(name: str) -> tf.TensorSpec:
-  return tf.TensorSpec(shape=[None, None], dtype=tf.int32, name=name)
+@dataclasses.dataclass
+class MaskedLMOptions(ServingOptions):
+  """`top_k`: predictions per [MASK] of the text signatures."""
+  top_k: int = 5
+
+  def validate(self):
+    super().validate()
+    if self.top_k < 1:
+      raise ValueError(f"top_k={self.top_k} must be >= 1.")
 
 
-def _text_spec(name: str) -> tf.TensorSpec:
-  return tf.TensorSpec(shape=[None], dtype=tf.string, name=name)
+@dataclasses.dataclass
+class SentencePredictionOptions(ServingOptions):
+  """`labels`: class names in class-id order (None: regression);
+  `text_pair`: whether the task takes two texts."""
+  labels: Optional[Tuple[str, ...]] = None
+  text_pair: bool = False
+
+
+@dataclasses.dataclass
+class QuestionAnsweringOptions(ServingOptions):
+  """squad_lib's settings; v2.0: answer "" iff null score - best span score >
+  `null_score_diff_threshold`."""
+  max_query_length: int = 64
+  doc_stride: int = 128
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  version_2_with_negative: bool = False
+  null_score_diff_threshold: float = 0.0
+
+  def validate(self):
+    super().validate()
+    squad_data.validate_lengths(self.max_seq_length, self.doc_stride,
+                                self.max_query_length)
 
 
 def _with_checks(tensors: Mapping[str, tf.Tensor],
@@ -107,15 +131,40 @@ def _with_checks(tensors: Mapping[str, tf.Tensor],
     return {k: tf.identity(v) for k, v in tensors.items()}
 
 
+def _parses_as_example(serialized: tf.Tensor,
+                       spec: Mapping[str, Any]) -> tf.Tensor:
+  """bool `[batch]`: whether each string parses as a `tf.Example` of `spec`.
+
+  `tf.io.parse_example` has no per-record status, so each record is parsed on
+  its own in a `tf.data` pipeline that drops the failures.
+  """
+  found = tf.data.Dataset.from_tensor_slices(serialized).enumerate().map(
+      lambda i, record: (i, tf.io.parse_single_example(record, spec))
+  ).ignore_errors()
+  return found.reduce(
+      tf.zeros_like(serialized, tf.bool),
+      lambda valid, item: tf.tensor_scatter_nd_update(
+          valid, [[item[0]]], [True]))
+
+
 class _RealFormerServingMixin:
-  """Shared input checks, model call, example parsing and attention output."""
+  """One head: its config, options, input checks, model call and signatures.
 
-  # Set by the subclasses: the function keys of their text signatures
-  # (exported under the same signature keys).
-  TEXT_FUNCTIONS: Tuple[str, ...] = ()
+  Subclasses set `HEAD`, `TASK_CONFIG`, `VOCAB_RECORD`, `TEXT_SIGNATURES`,
+  implement `_head_outputs`, and may override `options_from_config` and
+  `recorded_vocab`.
+  """
 
-  def _init_serving(self, options: ServingOptions,
-                    packer: Optional[text_processing.BertTextPacker]):
+  HEAD = ""  # The head's name in `ExportResult.head`.
+  TASK_CONFIG = cfg.TaskConfig  # The Model Garden task config it serves.
+  VOCAB_RECORD = ""  # Where a run records its vocabulary (for errors).
+  # Text signature key -> (tf.function, its string inputs).
+  TEXT_SIGNATURES: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
+  EXAMPLE_FIELDS: Tuple[str, ...] = ()  # serve_examples' extra features.
+
+  def __init__(self, params, model: tf_keras.Model, options: ServingOptions,
+               packer: Optional[text_processing.BertTextPacker] = None):
+    super().__init__(params, model)
     options.validate()
     self.options = options
     if packer is not None and packer.max_seq_length != options.max_seq_length:
@@ -123,6 +172,30 @@ class _RealFormerServingMixin:
                        f"options.max_seq_length={options.max_seq_length}.")
     self.packer = packer
     self.serving_model = self._build_serving_model()
+
+  @classmethod
+  def options_from_config(cls, task: cfg.TaskConfig, common: Dict[str, Any],
+                          top_k: int, null_score_diff_threshold: Optional[float]
+                          ) -> ServingOptions:
+    """The head's options: `common` (`ServingOptions`' fields) + the task's."""
+    del task, top_k, null_score_diff_threshold  # Used by some heads.
+    return ServingOptions(**common)
+
+  @classmethod
+  def recorded_vocab(cls, task: cfg.TaskConfig
+                     ) -> Tuple[Optional[str], Optional[bool], str]:
+    """(vocabulary, lower_case, where recorded) of a run; None if not known."""
+    del task
+    return None, None, ""
+
+  @classmethod
+  def prepare_task_config(cls, task: cfg.TaskConfig) -> None:
+    """Changes `task` so that building it for export needs no data."""
+
+  @classmethod
+  def dummy_inputs(cls) -> Dict[str, tf.Tensor]:
+    """Inputs that create every variable of the head's model."""
+    return utils.dummy_inputs()
 
   def _build_serving_model(self) -> tf_keras.Model:
     """The model, plus the encoder's attention output when requested.
@@ -152,19 +225,15 @@ class _RealFormerServingMixin:
     """Graph asserts on token-id inputs (clear `InvalidArgumentError`s)."""
     o = self.options
     word_ids = features["input_word_ids"]
-    mask = features["input_mask"]
-    type_ids = features["input_type_ids"]
     prefix = f"Invalid input to {where}: "
-    seq_length = tf.shape(word_ids)[1]
-    checks = [
-        tf.debugging.assert_equal(
-            tf.shape(mask), tf.shape(word_ids),
-            message=prefix + "input_mask and input_word_ids must have the "
-            "same shape [batch, seq_length]"),
-        tf.debugging.assert_equal(
-            tf.shape(type_ids), tf.shape(word_ids),
-            message=prefix + "input_type_ids and input_word_ids must have "
-            "the same shape [batch, seq_length]"),
+    checks = [tf.debugging.assert_equal(
+        tf.shape(features[name]), tf.shape(word_ids),
+        message=prefix + f"{name} and input_word_ids must have the same "
+        "shape [batch, seq_length]") for name in ("input_mask",
+                                                  "input_type_ids")]
+    with tf.control_dependencies(checks):  # Before indexing the shape.
+      seq_length = tf.shape(word_ids)[1]
+    checks += [
         tf.debugging.assert_positive(
             seq_length, message=prefix + "the sequence length must be >= 1"),
         tf.debugging.assert_less_equal(
@@ -172,22 +241,20 @@ class _RealFormerServingMixin:
             message=prefix + "the sequence length exceeds the maximum of the "
             f"model, {o.max_position_embeddings} tokens "
             "(max_position_embeddings); truncate the input as in training"),
-        tf.debugging.assert_non_negative(
-            word_ids, message=prefix + "input_word_ids must be >= 0"),
-        tf.debugging.assert_less(
-            word_ids, o.vocab_size,
-            message=prefix + f"input_word_ids must be < vocab_size="
-            f"{o.vocab_size}"),
-        tf.debugging.assert_non_negative(
-            type_ids, message=prefix + "input_type_ids must be >= 0"),
-        tf.debugging.assert_less(
-            type_ids, o.type_vocab_size,
-            message=prefix + f"input_type_ids must be < type_vocab_size="
-            f"{o.type_vocab_size}"),
         tf.debugging.Assert(
-            tf.reduce_all((mask == 0) | (mask == 1)),
+            tf.reduce_all((features["input_mask"] == 0)
+                          | (features["input_mask"] == 1)),
             [prefix + "input_mask values must be 0 or 1"]),
     ]
+    for name, limit, size in (("input_word_ids", "vocab_size", o.vocab_size),
+                              ("input_type_ids", "type_vocab_size",
+                               o.type_vocab_size)):
+      checks += [
+          tf.debugging.assert_non_negative(
+              features[name], message=prefix + f"{name} must be >= 0"),
+          tf.debugging.assert_less(
+              features[name], size,
+              message=prefix + f"{name} must be < {limit}={size}")]
     positions = features.get("masked_lm_positions")
     if positions is not None:
       checks += [
@@ -218,28 +285,61 @@ class _RealFormerServingMixin:
       return {"outputs": outputs}
     return outputs
 
-  def _attention_output(self, raw: Mapping[str, Any]) -> Dict[str, tf.Tensor]:
-    if "attention" not in raw:
-      return {}
-    return {_ATTENTION_KEYS[self.options.return_attention]:
-                tf.cast(tf.stack(raw["attention"], axis=1), tf.float32)}
+  def _outputs(self, features: Mapping[str, tf.Tensor],
+               where: str) -> Dict[str, tf.Tensor]:
+    """The head's outputs (and attention) for checked token-id features."""
+    raw = self._run_model(self._check_features(features, where))
+    result = self._head_outputs(raw["outputs"])
+    if "attention" in raw:
+      result[_ATTENTION_KEYS[self.options.return_attention]] = tf.cast(
+          tf.stack(raw["attention"], axis=1), tf.float32)
+    return result
 
-  def _parse_examples(self, serialized: tf.Tensor,
-                      extra_fields: Sequence[str] = ()) -> Dict[str, tf.Tensor]:
+  def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
+    raise NotImplementedError
+
+  @tf.function
+  def serve(self, input_word_ids, input_mask=None,
+            input_type_ids=None) -> Dict[str, tf.Tensor]:
+    """The head's outputs for token ids (signature `serving_default`)."""
+    return self._outputs(
+        dict(input_word_ids=input_word_ids, input_mask=input_mask,
+             input_type_ids=input_type_ids), "serving_default")
+
+  @tf.function
+  def serve_examples(self, inputs) -> Dict[str, tf.Tensor]:
+    """`serve` on serialized `tf.Example`s of this project's records.
+
+    Model Garden's `MaskedLM.serve_examples` feeds the word ids as type ids
+    (any word id >= 2 indexes past the type embedding); here `segment_ids`
+    are the type ids.
+    """
+    return self._outputs(self._parse_examples(inputs), "serve_examples")
+
+  def _parse_examples(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
     """Parses int64 features of any length (up to the model's maximum).
 
     Rows are zero-padded to the longest example of the batch (mask 0); an
-    example whose features differ in length is an error.
+    example whose features differ in length is an error, and so is a string
+    that does not parse as a `tf.Example`.
     """
     names = {
         "input_word_ids": _WORD_IDS_FEATURE,
         "input_mask": "input_mask",
         "input_type_ids": _TYPE_IDS_FEATURE,
     }
-    names.update({f: f for f in extra_fields})
-    parsed = tf.io.parse_example(
-        serialized,
-        {feature: tf.io.RaggedFeature(tf.int64) for feature in names.values()})
+    names.update({f: f for f in self.EXAMPLE_FIELDS})
+    spec = {feature: tf.io.RaggedFeature(tf.int64)
+            for feature in names.values()}
+    parses = _parses_as_example(serialized, spec)
+    with tf.control_dependencies([tf.debugging.Assert(
+        tf.reduce_all(parses),
+        ["Invalid input to serve_examples: `examples` holds a string that "
+         "is not a serialized tf.Example with int64 features "
+         f"{sorted(spec)} at batch positions",
+         tf.where(tf.logical_not(parses))[:, 0]],
+        name="check_examples_parse")]):
+      parsed = tf.io.parse_example(serialized, spec)
     lengths = parsed[_WORD_IDS_FEATURE].row_lengths()
     checks = [
         tf.debugging.assert_equal(
@@ -256,49 +356,73 @@ class _RealFormerServingMixin:
              for key, feature in names.items()}
     return _with_checks(dense, checks)
 
-  def _text_signature(self, key: str):
-    raise ValueError(f"{type(self).__name__} has no text function {key!r}.")
+  def _pack_texts(self, texts: Sequence[tf.Tensor], names: Sequence[str],
+                  tokenize) -> Tuple[Dict[str, tf.Tensor],
+                                     Sequence[tf.RaggedTensor]]:
+    """`tokenize`d, packed and checked texts, and their tokens."""
+    checks = [text_processing.assert_same_batch(
+        texts[0], texts[1], names[0], names[1])] if len(texts) == 2 else []
+    with tf.control_dependencies(checks):
+      tokens = [tokenize(t) for t in texts]
+    features, checks = self.packer.pack(tokens, names)
+    return _with_checks(features, checks), tokens
 
   def get_inference_signatures(self, function_keys: Dict[Text, Text]):
     """Model Garden's `serve` / `serve_examples` signatures plus text ones."""
     model_garden_keys = {k: v for k, v in function_keys.items()
-                         if k in ("serve", "serve_examples")}
+                         if k in _MODEL_GARDEN_FUNCTIONS}
     signatures = dict(super().get_inference_signatures(model_garden_keys))
     for key, signature_key in function_keys.items():
       if key in model_garden_keys:
         continue
-      if key not in self.TEXT_FUNCTIONS:
+      if key not in self.TEXT_SIGNATURES:
         raise ValueError(
             f"Invalid function key {key!r} for {type(self).__name__}; valid "
-            f"keys: {('serve', 'serve_examples') + self.TEXT_FUNCTIONS}.")
+            f"keys: {_MODEL_GARDEN_FUNCTIONS + tuple(self.TEXT_SIGNATURES)}.")
       if self.packer is None:
         raise ValueError(f"Function {key!r} needs a vocabulary (a text "
                          "packer); export with a vocab file.")
-      signatures[signature_key] = self._text_signature(key)
+      function, inputs = self.TEXT_SIGNATURES[key]
+      signatures[signature_key] = getattr(self, function).get_concrete_function(
+          **{name: tf.TensorSpec([None], tf.string, name=name)
+             for name in inputs})
     return signatures
 
 
 class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
-  """Pre-training (MLM + NSP) export module."""
+  """Pre-training (MLM + NSP) head."""
 
-  TEXT_FUNCTIONS = ("serve_text", "serve_text_pair", "preprocess_text")
+  HEAD = "pretraining"
+  TASK_CONFIG = masked_lm.MaskedLMConfig
+  VOCAB_RECORD = "task.vocab_file"
+  TEXT_SIGNATURES = {
+      "serve_text": ("serve_text", ("text",)),
+      "serve_text_pair": ("serve_text", ("text_a", "text_b")),
+      "preprocess_text": ("preprocess_text", ("text",))}
+  EXAMPLE_FIELDS = ("masked_lm_positions",)
 
-  def __init__(self, params: serving_modules.MaskedLM.Params,
-               model: tf_keras.Model, options: ServingOptions,
+  def __init__(self, model: tf_keras.Model, options: MaskedLMOptions,
                packer: Optional[text_processing.BertTextPacker] = None):
-    super().__init__(params, model)
-    self._init_serving(options, packer)
-    self._cls_heads = tuple(head.name for head in model.classification_heads)
+    super().__init__(
+        serving_modules.MaskedLM.Params(use_v2_feature_names=False), model,
+        options, packer)
 
-  def _outputs(self, features: Mapping[str, tf.Tensor],
-               where: str) -> Dict[str, tf.Tensor]:
-    features = self._check_features(features, where)
-    raw = self._run_model(features)
-    outputs = raw["outputs"]
+  @classmethod
+  def options_from_config(cls, task, common, top_k, null_score_diff_threshold):
+    return MaskedLMOptions(**common, top_k=top_k)
+
+  @classmethod
+  def recorded_vocab(cls, task):
+    return task.vocab_file or None, None, cls.VOCAB_RECORD
+
+  @classmethod
+  def dummy_inputs(cls):
+    return utils.dummy_inputs(masked_positions=1)
+
+  def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
     result = {"mlm_logits": tf.cast(outputs["mlm_logits"], tf.float32)}
-    for name in self._cls_heads:
-      result[f"{name}_logits"] = tf.cast(outputs[name], tf.float32)
-    result.update(self._attention_output(raw))
+    for head in self.model.classification_heads:
+      result[f"{head.name}_logits"] = tf.cast(outputs[head.name], tf.float32)
     return result
 
   @tf.function
@@ -310,29 +434,28 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
              input_type_ids=input_type_ids,
              masked_lm_positions=masked_lm_positions), "serving_default")
 
-  @tf.function
-  def serve_examples(self, inputs) -> Dict[str, tf.Tensor]:
-    """`serve` on serialized `tf.Example`s of the pre-training records.
-
-    Model Garden's `MaskedLM.serve_examples` calls `serve(...,
-    input_type_ids=features[self.input_word_ids_field])`: the word ids are
-    fed as type ids, so the segment ids are ignored and any word id >= 2
-    indexes past the 2-row type embedding. Here the parsed `segment_ids` are
-    the type ids.
-    """
-    features = self._parse_examples(inputs, ["masked_lm_positions"])
-    return self._outputs(features, "serve_examples")
-
   def _pack_masked(self, segments: Sequence[tf.Tensor],
                    names: Sequence[str]) -> Dict[str, tf.Tensor]:
-    checks = [text_processing.assert_same_batch(
-        segments[0], segments[1], names[0], names[1])
-              ] if len(segments) == 2 else []
-    with tf.control_dependencies(checks):
-      tokens = [self.packer.tokenize_with_masks(s) for s in segments]
-    features, checks = self.packer.pack(tokens, names)
-    features = _with_checks(features, checks)
+    """Packed texts and their [MASK] positions; every [MASK] must fit."""
+    features, tokens = self._pack_texts(segments, names,
+                                        self.packer.tokenize_with_masks)
     is_mask = tf.equal(features["input_word_ids"], self.packer.mask_id)
+    checks = []
+    for segment, (segment_tokens, name) in enumerate(zip(tokens, names)):
+      sent = tf.reduce_sum(tf.cast(
+          tf.equal(segment_tokens, self.packer.mask_id), tf.int32), axis=1)
+      kept = tf.reduce_sum(tf.cast(
+          is_mask & tf.equal(features["input_type_ids"], segment), tf.int32),
+                           axis=1)
+      checks.append(tf.debugging.Assert(
+          tf.reduce_all(tf.equal(sent, kept)),
+          [f"Invalid input: `{name}` has a [MASK] beyond the truncation "
+           f"point (max_seq_length={self.packer.max_seq_length} tokens, "
+           "[CLS] and [SEP] included) at batch positions",
+           tf.where(tf.not_equal(sent, kept))[:, 0],
+           "; shorten the text so that every [MASK] is kept."],
+          name=f"check_{name}_masks_kept"))
+    features = _with_checks(features, checks)
     found = tf.where(is_mask)  # row-major: positions ascending per row
     batch = tf.shape(features["input_word_ids"], out_type=tf.int64)[0]
     positions = tf.RaggedTensor.from_value_rowids(
@@ -342,13 +465,25 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
         positions, dtype=tf.float32).to_tensor(default_value=0.0)
     return features
 
-  def _text_outputs(self, features: Dict[str, tf.Tensor],
-                    where: str) -> Dict[str, tf.Tensor]:
+  @tf.function
+  def serve_text(self, text=None, text_a=None, text_b=None
+                 ) -> Dict[str, tf.Tensor]:
+    """Fill-mask: each "[MASK]" in `text` gets its top-k predictions.
+
+    Outputs are per masked position (`masked_lm_positions`, ascending,
+    zero-padded to the most masks in the batch; `masked_lm_weights` is 0 on
+    padding). A [MASK] cut off by the truncation to `max_seq_length` is an
+    error. `text_a` and `text_b` (signature `serve_text_pair`) are packed as
+    `[CLS] a [SEP] b [SEP]`, where the NSP logits are meaningful.
+    """
+    names = ["text"] if text_b is None else ["text_a", "text_b"]
+    features = self._pack_masked([text] if text_b is None else
+                                 [text_a, text_b], names)
     weights = features.pop("masked_lm_weights")
-    result = self._outputs(features, where)
+    result = self._outputs(features, "serve_text")
     log_probs = tf.nn.log_softmax(result["mlm_logits"], axis=-1)
-    k = min(self.options.top_k, self.options.vocab_size)
-    top = tf.math.top_k(log_probs, k=k)
+    top = tf.math.top_k(log_probs,
+                        k=min(self.options.top_k, self.options.vocab_size))
     result.update(
         masked_lm_positions=features["masked_lm_positions"],
         masked_lm_weights=weights,
@@ -358,158 +493,137 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
     return result
 
   @tf.function
-  def serve_text(self, text) -> Dict[str, tf.Tensor]:
-    """Fill-mask: each "[MASK]" in `text` gets its top-k predictions.
-
-    Outputs are per masked position (`masked_lm_positions`, ascending,
-    zero-padded to the most masks in the batch; `masked_lm_weights` is 0 on
-    padding).
-    """
-    return self._text_outputs(self._pack_masked([text], ["text"]),
-                              "serve_text")
-
-  @tf.function
-  def serve_text_pair(self, text_a, text_b) -> Dict[str, tf.Tensor]:
-    """`serve_text` on `[CLS] a [SEP] b [SEP]`; NSP logits are meaningful."""
-    return self._text_outputs(
-        self._pack_masked([text_a, text_b], ["text_a", "text_b"]),
-        "serve_text_pair")
-
-  @tf.function
   def preprocess_text(self, text) -> Dict[str, tf.Tensor]:
     """The model inputs `serve_text` builds from `text`."""
     return self._pack_masked([text], ["text"])
 
-  def _text_signature(self, key: str):
-    if key == "serve_text_pair":
-      return self.serve_text_pair.get_concrete_function(
-          text_a=_text_spec("text_a"), text_b=_text_spec("text_b"))
-    return getattr(self, key).get_concrete_function(text=_text_spec("text"))
-
 
 class SentencePredictionServing(_RealFormerServingMixin,
                                 serving_modules.SentencePrediction):
-  """GLUE export module: class probabilities, or the STS-B score."""
+  """GLUE head: class probabilities, or the STS-B score."""
 
-  TEXT_FUNCTIONS = ("serve_text", "preprocess_text")
-
-  def __init__(self, params: serving_modules.SentencePrediction.Params,
-               model: tf_keras.Model, options: ServingOptions,
+  HEAD = "glue"
+  TASK_CONFIG = sentence_prediction.SentencePredictionConfig
+  VOCAB_RECORD = "<task>_meta_data.json next to the task's input_path"
+  def __init__(self, model: tf_keras.Model,
+               options: SentencePredictionOptions,
                packer: Optional[text_processing.BertTextPacker] = None):
-    if params.inputs_only:
-      raise ValueError("params.inputs_only must be False: the signatures take "
-                       "input_mask and input_type_ids.")
-    if params.text_fields:
-      raise ValueError("params.text_fields is Model Garden's tf.Example text "
-                       "path; use serve_text instead.")
-    super().__init__(params, model)
-    self._init_serving(options, packer)
+    super().__init__(
+        serving_modules.SentencePrediction.Params(
+            inputs_only=False, use_v2_feature_names=False),
+        model, options, packer)
 
-  def _outputs(self, features: Mapping[str, tf.Tensor],
-               where: str) -> Dict[str, tf.Tensor]:
-    features = self._check_features(features, where)
-    raw = self._run_model(features)
-    logits = tf.nest.flatten(raw["outputs"])[0]
-    logits = tf.cast(logits, tf.float32)
+  @classmethod
+  def options_from_config(cls, task, common, top_k, null_score_diff_threshold):
+    if not getattr(task, "glue_task", ""):
+      raise ValueError("The run's config has no task.glue_task, so whether it "
+                       "takes one text or a pair is unknown.")
+    spec = glue_data.get_task(task.glue_task)
+    if task.model.num_classes != spec.num_classes:
+      raise ValueError(f"task.model.num_classes={task.model.num_classes}, but "
+                       f"{spec.name} has {spec.num_classes}.")
+    return SentencePredictionOptions(**common, labels=spec.labels,
+                                     text_pair=spec.text_b is not None)
+
+  @classmethod
+  def recorded_vocab(cls, task):
+    """The `<task>_meta_data.json` that `realformer_tf.data.glue` wrote next
+    to the run's records (`vocab_file`, `lower_case`), if any."""
+    if not getattr(task, "glue_task", ""):
+      return None, None, ""
+    spec = glue_data.get_task(task.glue_task)
+    for data in (task.train_data, task.validation_data):
+      paths = str(data.input_path or "").split(",") if data else []
+      for path in filter(None, map(str.strip, paths)):
+        meta_path = glue_data.meta_data_path(os.path.dirname(path), spec.name)
+        if tf.io.gfile.exists(meta_path):
+          with tf.io.gfile.GFile(meta_path, "r") as f:
+            meta = json.load(f)
+          return meta.get("vocab_file"), meta.get("lower_case"), meta_path
+    return None, None, ""
+
+  def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
+    logits = tf.cast(tf.nest.flatten(outputs)[0], tf.float32)
     if self.options.labels is None:
-      result = {"score": logits[:, 0]}
-    else:
-      class_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
-      result = {
-          "logits": logits,
-          "probabilities": tf.nn.softmax(logits, axis=-1),
-          "class_ids": class_ids,
-          "labels": tf.gather(tf.constant(list(self.options.labels)),
-                              class_ids),
-      }
-    result.update(self._attention_output(raw))
-    return result
+      return {"score": logits[:, 0]}
+    class_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return {
+        "logits": logits,
+        "probabilities": tf.nn.softmax(logits, axis=-1),
+        "class_ids": class_ids,
+        "labels": tf.gather(tf.constant(list(self.options.labels)),
+                            class_ids),
+    }
+
+  @property
+  def TEXT_SIGNATURES(self):  # pylint: disable=invalid-name
+    inputs = ("text_a", "text_b") if self.options.text_pair else ("text",)
+    return {key: (key, inputs) for key in ("serve_text", "preprocess_text")}
+
+  def _pack(self, text, text_a, text_b) -> Dict[str, tf.Tensor]:
+    texts, names = (([text], ["text"]) if text_b is None else
+                    ([text_a, text_b], ["text_a", "text_b"]))
+    return self._pack_texts(texts, names, self.packer.tokenize)[0]
 
   @tf.function
-  def serve(self, input_word_ids, input_mask=None,
-            input_type_ids=None) -> Dict[str, tf.Tensor]:
-    """Probabilities (classification) or the score (regression)."""
-    return self._outputs(
-        dict(input_word_ids=input_word_ids, input_mask=input_mask,
-             input_type_ids=input_type_ids), "serving_default")
+  def serve_text(self, text=None, text_a=None, text_b=None
+                 ) -> Dict[str, tf.Tensor]:
+    """`serve` on `text`, or on the pair `text_a`, `text_b`."""
+    return self._outputs(self._pack(text, text_a, text_b), "serve_text")
 
   @tf.function
-  def serve_examples(self, inputs) -> Dict[str, tf.Tensor]:
-    """`serve` on serialized `tf.Example`s of the GLUE records."""
-    return self._outputs(self._parse_examples(inputs), "serve_examples")
-
-  def _pack(self, texts: Sequence[tf.Tensor],
-            names: Sequence[str]) -> Dict[str, tf.Tensor]:
-    checks = [text_processing.assert_same_batch(
-        texts[0], texts[1], names[0], names[1])] if len(texts) == 2 else []
-    with tf.control_dependencies(checks):
-      tokens = [self.packer.tokenize(t) for t in texts]
-    features, checks = self.packer.pack(tokens, names)
-    return _with_checks(features, checks)
-
-  @tf.function
-  def serve_text_single(self, text) -> Dict[str, tf.Tensor]:
-    return self._outputs(self._pack([text], ["text"]), "serve_text")
-
-  @tf.function
-  def serve_text_pair(self, text_a, text_b) -> Dict[str, tf.Tensor]:
-    return self._outputs(
-        self._pack([text_a, text_b], ["text_a", "text_b"]), "serve_text")
-
-  @tf.function
-  def preprocess_text_single(self, text) -> Dict[str, tf.Tensor]:
-    return self._pack([text], ["text"])
-
-  @tf.function
-  def preprocess_text_pair(self, text_a, text_b) -> Dict[str, tf.Tensor]:
-    return self._pack([text_a, text_b], ["text_a", "text_b"])
-
-  def _text_signature(self, key: str):
-    if self.options.text_pair:
-      return getattr(self, f"{key}_pair").get_concrete_function(
-          text_a=_text_spec("text_a"), text_b=_text_spec("text_b"))
-    return getattr(self, f"{key}_single").get_concrete_function(
-        text=_text_spec("text"))
+  def preprocess_text(self, text=None, text_a=None, text_b=None
+                      ) -> Dict[str, tf.Tensor]:
+    """The model inputs `serve_text` builds."""
+    return self._pack(text, text_a, text_b)
 
 
 class QuestionAnsweringServing(_RealFormerServingMixin,
                                serving_modules.QuestionAnswering):
-  """SQuAD export module: span logits, and answers from raw text."""
+  """SQuAD head: span logits, and answers from raw text."""
 
-  TEXT_FUNCTIONS = ("serve_text", "preprocess_text")
+  HEAD = "squad"
+  TASK_CONFIG = question_answering.QuestionAnsweringConfig
+  VOCAB_RECORD = "task.validation_data.vocab_file"
+  TEXT_SIGNATURES = {key: (key, ("question", "context"))
+                     for key in ("serve_text", "preprocess_text")}
 
-  def __init__(self, params: serving_modules.QuestionAnswering.Params,
-               model: tf_keras.Model, options: ServingOptions,
+  def __init__(self, model: tf_keras.Model,
+               options: QuestionAnsweringOptions,
                packer: Optional[text_processing.BertTextPacker] = None):
-    super().__init__(params, model)
-    self._init_serving(options, packer)
-    if options.max_seq_length < options.max_query_length + 4:
-      raise ValueError(
-          f"max_seq_length={options.max_seq_length} leaves no room for the "
-          f"context after max_query_length={options.max_query_length}.")
+    super().__init__(
+        serving_modules.QuestionAnswering.Params(use_v2_feature_names=False),
+        model, options, packer)
 
-  def _logits(self, features: Mapping[str, tf.Tensor],
-              where: str) -> Dict[str, tf.Tensor]:
-    features = self._check_features(features, where)
-    raw = self._run_model(features)
-    start_logits, end_logits = tf.nest.flatten(raw["outputs"])
-    result = {"start_logits": tf.cast(start_logits, tf.float32),
-              "end_logits": tf.cast(end_logits, tf.float32)}
-    result.update(self._attention_output(raw))
-    return result
+  @classmethod
+  def options_from_config(cls, task, common, top_k, null_score_diff_threshold):
+    data = task.validation_data
+    if null_score_diff_threshold is None:
+      null_score_diff_threshold = task.null_score_diff_threshold
+    return QuestionAnsweringOptions(
+        **common, max_query_length=int(data.query_length),
+        doc_stride=int(data.doc_stride), n_best_size=int(task.n_best_size),
+        max_answer_length=int(task.max_answer_length),
+        version_2_with_negative=bool(data.version_2_with_negative),
+        null_score_diff_threshold=float(null_score_diff_threshold))
 
-  @tf.function
-  def serve(self, input_word_ids, input_mask=None,
-            input_type_ids=None) -> Dict[str, tf.Tensor]:
-    """Start and end logits, `[batch, seq_length]`."""
-    return self._logits(
-        dict(input_word_ids=input_word_ids, input_mask=input_mask,
-             input_type_ids=input_type_ids), "serving_default")
+  @classmethod
+  def prepare_task_config(cls, task):
+    # Model Garden's QA task rebuilds the eval features from the dev JSON as
+    # soon as it is created (and needs somewhere to write them).
+    task.validation_data.input_path = ""
 
-  @tf.function
-  def serve_examples(self, inputs) -> Dict[str, tf.Tensor]:
-    """`serve` on serialized `tf.Example`s of the SQuAD records."""
-    return self._logits(self._parse_examples(inputs), "serve_examples")
+  @classmethod
+  def recorded_vocab(cls, task):
+    data = task.validation_data
+    if data is None:
+      return None, None, ""
+    return data.vocab_file or None, data.do_lower_case, cls.VOCAB_RECORD
+
+  def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
+    start_logits, end_logits = tf.nest.flatten(outputs)
+    return {"start_logits": tf.cast(start_logits, tf.float32),
+            "end_logits": tf.cast(end_logits, tf.float32)}
 
   def _windows(self, question, context):
     checks = [text_processing.assert_same_batch(
@@ -536,140 +650,150 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
 
   @tf.function
   def serve_text(self, question, context) -> Dict[str, tf.Tensor]:
-    """The best answer span of each question in its context.
-
-    BERT's / squad_lib's selection over all doc-stride windows: the
-    `n_best_size` best starts and ends of each window, spans inside the
-    context, starting in their max-context window, at most
-    `max_answer_length` tokens; the best start + end logit sum wins. v2.0: ""
-    when the null score (min over windows of the [CLS] start + end logits)
-    minus the best span score exceeds `null_score_diff_threshold`.
-
-    Outputs, per question: `answer_text` (the original words, single-spaced,
-    cut to the span's characters, as squad_lib's `get_final_text`; "" for no
-    answer), `answer_start_token` / `answer_end_token` (inclusive indices into
-    the context's WordPieces, -1 for no answer), `answer_start_byte` /
-    `answer_end_byte` (UTF-8 byte span in `context`, end exclusive, -1 for no
-    answer), `has_answer`, `span_score` (best start + end logit; -inf if no
-    span is valid), `num_windows`; v2.0 also `null_score` and
-    `null_score_diff` (what squad_lib writes to null_odds.json).
-    """
+    """The best answer span of each question in its context (`best_answers`)."""
     windows, context_tokens = self._windows(question, context)
-    logits = self._logits(
+    logits = self._outputs(
         {k: windows[k] for k in ("input_word_ids", "input_mask",
                                  "input_type_ids")}, "serve_text")
-    return self._best_answers(windows, context_tokens, logits)
+    return best_answers(self.options, windows, context_tokens, logits)
 
-  def _best_answers(self, windows, context_tokens, logits):
-    o = self.options
-    seq_length = o.max_seq_length
-    k = min(o.n_best_size, seq_length)
 
-    def in_top_k(values):
-      # On the float32 logits (the order is the same in float64); ties: lower
-      # index first, as Python's stable sort in squad_lib.
-      top = tf.math.top_k(values, k=k).indices
-      return tf.reduce_any(tf.one_hot(top, seq_length, on_value=True,
-                                      off_value=False), axis=1)
+def best_answers(options: QuestionAnsweringOptions,
+                 windows: Mapping[str, tf.Tensor],
+                 context_tokens: Mapping[str, tf.RaggedTensor],
+                 logits: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """squad_lib's answer selection over all doc-stride windows, in the graph.
 
-    valid_start = in_top_k(logits["start_logits"])
-    valid_end = in_top_k(logits["end_logits"])
-    # float64 sums, as squad_lib's Python floats.
-    start = tf.cast(logits["start_logits"], tf.float64)
-    end = tf.cast(logits["end_logits"], tf.float64)
+  The `n_best_size` best starts and ends of each window, spans inside the
+  context, starting in their max-context window, at most `max_answer_length`
+  tokens; the best start + end logit sum wins. v2.0: "" when the null score
+  (min over windows of the [CLS] start + end logits) minus the best span score
+  exceeds `null_score_diff_threshold`.
 
-    positions = tf.range(seq_length, dtype=tf.int64)[None, :]
-    offset = windows["context_offset"][:, None]
-    in_context = (positions >= offset) & (
-        positions < offset + windows["window_length"][:, None])
-    valid_start = in_context & windows["max_context"] & valid_start
-    valid_end = in_context & valid_end
-    span = positions[0][None, :] - positions[0][:, None]  # end - start
-    length_ok = (span >= 0) & (span < o.max_answer_length)
-    candidates = (valid_start[:, :, None] & valid_end[:, None, :]
-                  & length_ok[None, :, :])
-    scores = tf.where(candidates, start[:, :, None] + end[:, None, :],
-                      tf.constant(-float("inf"), tf.float64))
-    flat = tf.reshape(scores, [-1, seq_length * seq_length])
-    window_best = tf.reduce_max(flat, axis=1)
-    window_arg = tf.argmax(flat, axis=1)
+  Args:
+    options: The head's options.
+    windows: `BertTextPacker.squad_windows`.
+    context_tokens: `BertTextPacker.tokenize_context`.
+    logits: `start_logits`, `end_logits` `[windows, max_seq_length]`.
 
-    num_windows = windows["num_windows"]
-    by_example = tf.RaggedTensor.from_row_lengths(window_best, num_windows)
-    best_score = tf.reduce_max(by_example, axis=1)
-    best_window = (by_example.row_starts()
-                   + tf.argmax(by_example.to_tensor(-float("inf")), axis=1))
-    arg = tf.gather(window_arg, best_window)
-    start_pos, end_pos = arg // seq_length, arg % seq_length
-    has_span = best_score > -float("inf")
-    window_start = tf.gather(windows["window_start"], best_window)
-    offset = tf.gather(windows["context_offset"], best_window)
-    token_start = tf.where(has_span, window_start + start_pos - offset, 0)
-    token_end = tf.where(has_span, window_start + end_pos - offset, 0)
+  Returns:
+    Per question: `answer_text` (the original words, single-spaced, cut to
+    the span's characters, as squad_lib's `get_final_text`; "" for no
+    answer), `answer_start_token` / `answer_end_token` (inclusive indices into
+    the context's WordPieces, -1 for no answer), `answer_start_byte` /
+    `answer_end_byte` (UTF-8 byte span in the context, end exclusive, -1 for
+    no answer), `has_answer`, `span_score` (best start + end logit; -inf if no
+    span is valid), `num_windows`; v2.0 also `null_score` and
+    `null_score_diff` (what squad_lib writes to null_odds.json).
+  """
+  o = options
+  seq_length = o.max_seq_length
+  k = min(o.n_best_size, seq_length)
+  minus_inf = tf.constant(-float("inf"), tf.float64)
 
-    if o.version_2_with_negative:
-      null = tf.RaggedTensor.from_row_lengths(start[:, 0] + end[:, 0],
-                                              num_windows)
-      null_score = tf.reduce_min(null, axis=1)
-      # As squad_lib's null odds: the null score alone when no span is valid.
-      null_score_diff = tf.where(has_span, null_score - best_score,
-                                 null_score)
-      has_answer = has_span & (null_score_diff <= o.null_score_diff_threshold)
-    else:
-      has_answer = has_span
+  def in_top_k(values):
+    # On the float32 logits (the order is the same in float64); ties: lower
+    # index first, as Python's stable sort in squad_lib.
+    top = tf.math.top_k(values, k=k).indices
+    return tf.reduce_any(tf.one_hot(top, seq_length, on_value=True,
+                                    off_value=False), axis=1)
 
-    text, byte_start, byte_end = self._answer_text(
-        context_tokens, token_start, token_end)
-    no = tf.constant(-1, tf.int64)
-    result = {
-        "answer_text": tf.where(has_answer, text, ""),
-        "answer_start_token": tf.cast(tf.where(has_answer, token_start, no),
-                                      tf.int32),
-        "answer_end_token": tf.cast(tf.where(has_answer, token_end, no),
+  valid_start = in_top_k(logits["start_logits"])
+  valid_end = in_top_k(logits["end_logits"])
+  # float64 sums, as squad_lib's Python floats.
+  start = tf.cast(logits["start_logits"], tf.float64)
+  end = tf.cast(logits["end_logits"], tf.float64)
+
+  positions = tf.range(seq_length, dtype=tf.int64)[None, :]
+  offset = windows["context_offset"][:, None]
+  in_context = (positions >= offset) & (
+      positions < offset + windows["window_length"][:, None])
+  valid_start = in_context & windows["max_context"] & valid_start
+  valid_end = in_context & valid_end
+  span = positions[0][None, :] - positions[0][:, None]  # end - start
+  length_ok = (span >= 0) & (span < o.max_answer_length)
+  candidates = (valid_start[:, :, None] & valid_end[:, None, :]
+                & length_ok[None, :, :])
+  scores = tf.where(candidates, start[:, :, None] + end[:, None, :],
+                    minus_inf)
+  flat = tf.reshape(scores, [-1, seq_length * seq_length])
+  window_arg = tf.argmax(flat, axis=1)
+
+  num_windows = windows["num_windows"]
+  # Dense, padded with -inf: a ragged reduce_max would give the float64
+  # minimum, not -inf, for a question whose windows hold no valid span
+  # (a short context), which passed for a span at position 0.
+  by_example = tf.RaggedTensor.from_row_lengths(
+      tf.reduce_max(flat, axis=1), num_windows).to_tensor(minus_inf)
+  best_score = tf.reduce_max(by_example, axis=1)
+  best_window = (tf.cumsum(num_windows, exclusive=True)
+                 + tf.argmax(by_example, axis=1))
+  arg = tf.gather(window_arg, best_window)
+  start_pos, end_pos = arg // seq_length, arg % seq_length
+  has_span = best_score > minus_inf
+  window_start = tf.gather(windows["window_start"], best_window)
+  offset = tf.gather(windows["context_offset"], best_window)
+  token_start = tf.where(has_span, window_start + start_pos - offset, 0)
+  token_end = tf.where(has_span, window_start + end_pos - offset, 0)
+
+  if o.version_2_with_negative:
+    null = tf.RaggedTensor.from_row_lengths(start[:, 0] + end[:, 0],
+                                            num_windows)
+    null_score = tf.reduce_min(null, axis=1)
+    # As squad_lib's null odds: the null score alone when no span is valid.
+    null_score_diff = tf.where(has_span, null_score - best_score, null_score)
+    has_answer = has_span & (null_score_diff <= o.null_score_diff_threshold)
+  else:
+    has_answer = has_span
+
+  text, byte_start, byte_end = _answer_text(context_tokens, token_start,
+                                            token_end)
+  no = tf.constant(-1, tf.int64)
+  result = {
+      "answer_text": tf.where(has_answer, text, ""),
+      "answer_start_token": tf.cast(tf.where(has_answer, token_start, no),
                                     tf.int32),
-        "answer_start_byte": tf.cast(tf.where(has_answer, byte_start, no),
-                                     tf.int32),
-        "answer_end_byte": tf.cast(tf.where(has_answer, byte_end, no),
+      "answer_end_token": tf.cast(tf.where(has_answer, token_end, no),
+                                  tf.int32),
+      "answer_start_byte": tf.cast(tf.where(has_answer, byte_start, no),
                                    tf.int32),
-        "has_answer": has_answer,
-        "span_score": tf.cast(best_score, tf.float32),
-        "num_windows": tf.cast(num_windows, tf.int32),
-    }
-    if o.version_2_with_negative:
-      result["null_score"] = tf.cast(null_score, tf.float32)
-      result["null_score_diff"] = tf.cast(null_score_diff, tf.float32)
-    return result
+      "answer_end_byte": tf.cast(tf.where(has_answer, byte_end, no),
+                                 tf.int32),
+      "has_answer": has_answer,
+      "span_score": tf.cast(best_score, tf.float32),
+      "num_windows": tf.cast(num_windows, tf.int32),
+  }
+  if o.version_2_with_negative:
+    result["null_score"] = tf.cast(null_score, tf.float32)
+    result["null_score_diff"] = tf.cast(null_score_diff, tf.float32)
+  return result
 
-  def _answer_text(self, context_tokens, token_start, token_end):
-    """Answer text as squad_lib's `get_final_text`, and its byte span.
 
-    The original words the span touches, joined by single spaces (squad_lib
-    joins `doc_tokens`), cut to the first and last WordPiece's characters.
-    """
-    ids = context_tokens["ids"]
-    flat_start = ids.row_starts() + token_start
-    flat_end = ids.row_starts() + token_end
-    word_start = tf.gather(context_tokens["word_index"].flat_values,
-                           flat_start)
-    word_end = tf.gather(context_tokens["word_index"].flat_values, flat_end)
-    first_cut = tf.gather(context_tokens["word_begin"].flat_values, flat_start)
-    last_keep = tf.gather(context_tokens["word_end"].flat_values, flat_end)
-    words = context_tokens["words"]
-    words_begin = context_tokens["words_begin"]
-    first_word = words.row_starts() + word_start
-    last_word = words.row_starts() + word_end
-    span_words = tf.gather(words.flat_values,
-                           tf.ragged.range(first_word, last_word + 1))
-    joined = tf.strings.reduce_join(span_words, axis=1, separator=" ")
-    last_length = tf.cast(
-        tf.strings.length(tf.gather(words.flat_values, last_word)), tf.int64)
-    length = (tf.cast(tf.strings.length(joined), tf.int64)
-              - (last_length - last_keep) - first_cut)
-    text = tf.strings.substr(joined, first_cut, length)
-    byte_start = tf.gather(words_begin.flat_values, first_word) + first_cut
-    byte_end = tf.gather(words_begin.flat_values, last_word) + last_keep
-    return text, byte_start, byte_end
+def _answer_text(context_tokens, token_start, token_end):
+  """Answer text as squad_lib's `get_final_text`, and its byte span.
 
-  def _text_signature(self, key: str):
-    return getattr(self, key).get_concrete_function(
-        question=_text_spec("question"), context=_text_spec("context"))
+  The original words the span touches, joined by single spaces (squad_lib
+  joins `doc_tokens`), cut to the first and last WordPiece's characters.
+  """
+  ids = context_tokens["ids"]
+  flat_start = ids.row_starts() + token_start
+  flat_end = ids.row_starts() + token_end
+  word_start = tf.gather(context_tokens["word_index"].flat_values, flat_start)
+  word_end = tf.gather(context_tokens["word_index"].flat_values, flat_end)
+  first_cut = tf.gather(context_tokens["word_begin"].flat_values, flat_start)
+  last_keep = tf.gather(context_tokens["word_end"].flat_values, flat_end)
+  words = context_tokens["words"]
+  words_begin = context_tokens["words_begin"]
+  first_word = words.row_starts() + word_start
+  last_word = words.row_starts() + word_end
+  span_words = tf.gather(words.flat_values,
+                         tf.ragged.range(first_word, last_word + 1))
+  joined = tf.strings.reduce_join(span_words, axis=1, separator=" ")
+  last_length = tf.cast(
+      tf.strings.length(tf.gather(words.flat_values, last_word)), tf.int64)
+  length = (tf.cast(tf.strings.length(joined), tf.int64)
+            - (last_length - last_keep) - first_cut)
+  text = tf.strings.substr(joined, first_cut, length)
+  byte_start = tf.gather(words_begin.flat_values, first_word) + first_cut
+  byte_end = tf.gather(words_begin.flat_values, last_word) + last_keep
+  return text, byte_start, byte_end

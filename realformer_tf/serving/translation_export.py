@@ -15,19 +15,13 @@ checks: an empty sentence or one longer than `max_source_length` tokens
 dropped before detokenization.
 """
 
-import dataclasses
-import json
-import os
 from typing import Dict, Optional
 
 from absl import app
 from absl import flags
 import tensorflow as tf
 
-from official.core import task_factory
-from official.nlp.serving import export_savedmodel_util
 from official.nlp.serving import serving_modules as mg_serving_modules
-from realformer_tf.configs import experiments
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.serving import export
 from realformer_tf.tasks import translation as rf_translation
@@ -77,60 +71,38 @@ def export_translation(model_dir: str,
     ValueError: If the run is not a translation run, or on a missing
       checkpoint or an unusable `export_dir`, before anything is written.
   """
-  config = experiments.load_experiment_config(model_dir)
+  config, checkpoint = export.load_run(model_dir, export_dir, checkpoint_path,
+                                       overwrite)
   if not isinstance(config.task, rf_translation.RealFormerTranslationConfig):
     raise ValueError(f"{model_dir!r} holds a {config.task.name!r} run, not "
                      "realformer/translation.")
-  checkpoint = export.resolve_checkpoint(model_dir, checkpoint_path)
-  export._check_export_dir(export_dir, overwrite)  # pylint: disable=protected-access
   if max_source_length is None:
     max_source_length = config.task.validation_data.max_seq_length
   if max_source_length < 2:
     raise ValueError(f"max_source_length={max_source_length} must be >= 2.")
-  task = task_factory.get_task(config.task)
-  model = task.build_model()
   ones = tf.ones([1, 2], tf.int32)
-  model({"inputs": ones, "targets": ones})        # Creates every variable.
-  export.restore_checkpoint(model, checkpoint)
+  model = export.build_model(config.task, checkpoint,
+                             {"inputs": ones, "targets": ones})
   module = TranslationModule(
       TranslationModule.Params(
           sentencepiece_model_path=config.task.sentencepiece_model_path),
       model, max_source_length)
-  tmp_dir = export_dir.rstrip("/") + f".tmp-{os.getpid()}"
-  try:
-    export_savedmodel_util.export(
-        module, function_keys={"serve_text": SIGNATURE},
-        export_savedmodel_dir=tmp_dir, checkpoint_path=None,
-        timestamped=False)
-  except BaseException:
-    if tf.io.gfile.exists(tmp_dir):
-      tf.io.gfile.rmtree(tmp_dir)
-    raise
-  if tf.io.gfile.exists(export_dir):
-    tf.io.gfile.rmtree(export_dir)
-  tf.io.gfile.rename(tmp_dir, export_dir)
+  export.write_saved_model(module, {"serve_text": SIGNATURE}, export_dir)
   return export_dir
 
 
 def define_flags():
-  flags.DEFINE_string("model_dir", None, "Model directory of the run.")
-  flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.")
-  flags.DEFINE_string("checkpoint_path", None,
-                      "Checkpoint; default: the latest in --model_dir.")
+  export.define_run_flags()
   flags.DEFINE_integer("max_source_length", None,
                        "Longest accepted source in tokens (EOS included); "
                        "default: task.validation_data.max_seq_length.")
-  flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
-  flags.mark_flags_as_required(["model_dir", "export_dir"])
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  f = flags.FLAGS
-  path = export_translation(f.model_dir, f.export_dir, f.checkpoint_path,
-                            f.max_source_length, f.overwrite)
-  print(json.dumps({"export_dir": path, "signatures": [SIGNATURE]}))
+main = export.main_of(lambda f: {
+    "export_dir": export_translation(f.model_dir, f.export_dir,
+                                     f.checkpoint_path, f.max_source_length,
+                                     f.overwrite),
+    "signatures": [SIGNATURE]})
 
 
 if __name__ == "__main__":

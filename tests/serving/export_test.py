@@ -56,10 +56,11 @@ STSB_PAIRS = (("the dog sat on the mat", "a cat sat on the mat"),
               (LONG, "a dog"), ("a dog", LONG),
               (LONG, " ".join(["who won super bowl 50 ?"] * 6)))
 # (words, indices of the words replaced by [MASK]); the last text is longer
-# than the sequence, and its second [MASK] falls in the truncated part.
+# than the sequence (truncated after its last [MASK]).
+LONG_MASKED = " ".join(["the cat sat on a mat ."] * 6)
 MASKED_TEXTS = (("the dog sat on the mat", {2}),
                 ("Who won Super Bowl 50 ?", {1, 4}),
-                (" ".join(["the cat sat on a mat ."] * 6), {1, 40}))
+                (LONG_MASKED, {1, 25}))
 
 
 class Run:
@@ -88,7 +89,7 @@ class Run:
     choice = ATTENTION[self.head]
     if choice == "none":
       return {}
-    key = {"scores": "attention_scores", "probs": "attention_probs"}[choice]
+    key = {"scores": "residual_scores", "probs": "attention_scores"}[choice]
     encoder_config = self.config.task.model.encoder
     encoder_config.get().return_attention_scores = True
     try:
@@ -392,6 +393,13 @@ def build_squad(run: Run) -> None:
   run.expected["text"] = expected
   run.squad_features = features
 
+  # Contexts of one or two tokens (a short context could index before the
+  # context when no span was valid).
+  run.requests["short_context"] = ("serve_text", {
+      "question": np.array(["who?", "who won super bowl 50 ?"], dtype=object),
+      "context": np.array(["a", "the dog"], dtype=object)})
+  run.expected["short_context"] = {"num_windows": np.array([1, 1], np.int32)}
+
   rng = np.random.RandomState(3)
   random = random_features(rng, 2, 16)
   run.requests["ids"] = ("serving_default", random)
@@ -461,6 +469,16 @@ def bad_requests(runs: Dict[str, Run]) -> Dict[str, Tuple[str, str, Dict]]:
           "text_a": texts("a dog", "a cat"), "text_b": texts("a dog")}),
       "empty_context": ("squad_v2", "serve_text", {
           "question": texts("who?"), "context": texts("")}),
+      # The [MASK] at word 40 is past the 30 tokens kept.
+      "mask_truncated": ("pretraining", "serve_text", {"text": texts(
+          "the [MASK]", " ".join("[MASK]" if i == 40 else w
+                                 for i, w in enumerate(LONG_MASKED.split())))}),
+      "mask_truncated_pair": ("pretraining", "serve_text_pair", {
+          "text_a": texts("the [MASK] sat"),
+          "text_b": texts(LONG_MASKED + " [MASK]")}),
+      "examples_not_tf_example": ("sst2", "serve_examples", {
+          "examples": np.array([serialize(ok)[0], b"\xff\xfe\x00 not a proto"],
+                               dtype=object)}),
   }
 
 
@@ -516,7 +534,7 @@ def runs(tmp_path_factory):
        "--dir", runs["squad_v1"].export_dir, "--tag_set", "serve",
        "--signature_def", "serve_text", "--input_exprs",
        f"question={json.dumps([question])};context=['']"])
-  finished = {name: (p.communicate(timeout=300), p.returncode)
+  finished = {name: (p.communicate(timeout=600), p.returncode)
               for name, p in processes.items()}
   (_, runner_err), runner_rc = finished.pop("runner")
   assert runner_rc == 0, runner_err[-3000:]
@@ -647,6 +665,13 @@ def test_squad_answers_point_into_the_context(runs):
     ("pair_batch_mismatch", "`text_a` and `text_b` must have the same batch "
      "size"),
     ("empty_context", "`context` holds an empty string"),
+    ("mask_truncated", "`text` has a [MASK] beyond the truncation point "
+     "(max_seq_length=32 tokens, [CLS] and [SEP] included) at batch "
+     "positions] [1]"),
+    ("mask_truncated_pair", "`text_b` has a [MASK] beyond the truncation "
+     "point"),
+    ("examples_not_tf_example", "`examples` holds a string that is not a "
+     "serialized tf.Example"),
 ])
 def test_bad_input_gives_clear_error(runs, name, message):
   assert not runs["bad_missing"], f"no error for {runs['bad_missing']}"

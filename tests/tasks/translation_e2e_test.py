@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from official.core import task_factory
+from realformer_tf import utils
 from realformer_tf.configs import registry
 from realformer_tf.serving import export
 from realformer_tf.serving import translation_export
@@ -99,7 +100,8 @@ class TranslationEndToEndTest(tf.test.TestCase):
     model = task.build_model()
     ids = task._sp_tokenizer.tokenize(dev_sources).to_tensor(0)  # pylint: disable=protected-access
     model({"inputs": ids, "targets": ids})
-    export.restore_checkpoint(model, export.resolve_checkpoint(model_dir))
+    export.restore_checkpoint(
+        model, utils.resolve_checkpoint(model_dir, "model_dir"))
     outputs = model({"inputs": ids})["outputs"].numpy()
     want = []
     for row in outputs:
