@@ -3,7 +3,7 @@
 Each factory returns a Model Garden `ExperimentConfig` whose encoder is the
 RealFormer config in the `type: any` slot, and records its own name in
 `task.name`. Model Garden writes the whole config to `model_dir/params.yaml`,
-so `load_experiment_config(model_dir)` can rebuild it through the registered
+so `registry.load_experiment_config(model_dir)` can rebuild it through the registered
 factory (plain YAML loading would lose the `any` encoder's builder).
 
 Experiments:
