@@ -250,8 +250,3 @@ def vocab_meta(vocab_file: str) -> Dict[str, Any]:
           "vocab_size": len(load_vocab(vocab_file)),
           "vocab_sha256": file_sha256(vocab_file)}
 
-
-# utils holds the one atomic writer; the name stays here only until its
-# callers (training/train_lib, data/squad, data/quickstart_corpus,
-# serving/export) import it from utils.
-write_lines_atomically = utils.write_lines_atomically

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from official.nlp.configs import encoders as mg_encoders
+from realformer_tf import utils
 from realformer_tf.configs import encoders
 from realformer_tf.networks import realformer_encoder
 
@@ -35,7 +36,8 @@ class EncoderConfigTest(tf.test.TestCase, parameterized.TestCase):
     encoder = encoders.build_realformer_encoder(
         encoders.RealFormerEncoderConfig(**_SMALL))
     x = np.linspace(-3, 3, 7).astype(np.float32)
-    act = encoder.transformer_layers[0]._inner_activation  # pylint: disable=protected-access
+    encoder(utils.dummy_inputs())  # The blocks build their layers on call.
+    act = encoder.transformer_layers[0]._intermediate_activation_layer  # pylint: disable=protected-access
     want = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
     self.assertAllClose(want, act(x), atol=1e-6)
 

@@ -306,8 +306,9 @@ def build_glue(run: Run) -> None:
         "signature": "serve_text",
         "args": ["--input_exprs",
                  f"text={json.dumps(list(SST2_TEXTS[:2]))}"],
-        "expected": {k: run.expected["text"][k][:2]
-                     for k in ("probabilities", "attention_scores")}}
+        "expected": {k: v[:2] for k, v in run.expected["text"].items()
+                     if k in ("probabilities", "attention_scores",
+                              "residual_scores")}}
   else:
     # STS-B takes its vocabulary from the flag (GLUE runs without meta data).
     run.export_kwargs["vocab_file"] = run.vocab_file
@@ -602,10 +603,12 @@ def test_signatures_and_custom_ops(runs):
     assert result.signatures == expected, head
     assert result.max_seq_length == common.SEQ_LENGTH
     assert result.lower_case is True
-    # Pairs are trimmed by tensorflow-text's RoundRobinTrimmer.
-    pair = head in ("pretraining", "stsb")
+    # Sentences and pairs are packed by Model Garden's BertPackInputs, which
+    # trims with tensorflow-text's RoundRobinTrimmer; SQuAD packs its own
+    # doc-stride windows.
+    trims = not head.startswith("squad")
     assert result.custom_ops == sorted(
-        text_ops + (["TFText>RoundRobinTrim"] if pair else [])), head
+        text_ops + (["TFText>RoundRobinTrim"] if trims else [])), head
     with open(os.path.join(runs[head].export_dir, "assets",
                            "vocab.txt")) as f:
       assert f.read().split("\n")[:-1] == common.VOCAB

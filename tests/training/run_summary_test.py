@@ -43,8 +43,9 @@ class RunSummaryTest(tf.test.TestCase, parameterized.TestCase):
                   "the 64-token vocabulary): 0.0156", lines[0])
     self.assertIn(f"most frequent masked token (id {best}): "
                   f"{counts[best] / sum(counts.values()):.4f}", lines[0])
-    self.assertIn("Speed: 10 training steps in 2 s, 5.0 steps/s, 160 "
-                  "examples/s", lines[1])
+    batch = params.task.train_data.global_batch_size
+    self.assertIn("Speed: 10 training steps in 2 s, 5.0 steps/s, "
+                  f"{5 * batch} examples/s", lines[1])
     self.assertIn(f"TensorBoard: tensorboard --logdir {tmp}", lines[-1])
 
   def test_squad_line_says_the_scale(self):
