@@ -23,6 +23,7 @@ excluded). Printed x100, as the paper reports them.
 """
 
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -117,17 +118,14 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
     raise ValueError("The grid needs at least one epoch count and one "
                      "learning rate.")
   runs = []
-  for e in epochs:
-    for lr in learning_rates:
-      for seed in range(seeds):
-        run_config = config.replace()
-        recipe.apply_paper_schedule(run_config, train_size, e, lr)
-        run_config.task.train_data.seed = seed
-        run_config.validate()
-        runs.append(RunSpec(task=task, epochs=e, learning_rate=lr, seed=seed,
-                            model_dir=run_dir(model_dir_root, task, e, lr,
-                                              seed),
-                            config=run_config))
+  for e, lr, seed in itertools.product(epochs, learning_rates, range(seeds)):
+    run_config = config.replace()
+    recipe.apply_paper_schedule(run_config, train_size, e, lr)
+    run_config.task.train_data.seed = seed
+    run_config.validate()
+    runs.append(RunSpec(task=task, epochs=e, learning_rate=lr, seed=seed,
+                        model_dir=run_dir(model_dir_root, task, e, lr, seed),
+                        config=run_config))
   return runs
 
 
@@ -162,7 +160,7 @@ def run_status(run: RunSpec) -> str:
 def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
             ) -> List[Dict]:
   """Runs every run without a result; returns all results in `runs` order."""
-  spec_metrics = None
+  spec_metrics = expected_metric_names(runs[0].config) if runs else []
   results = []
   for i, run in enumerate(runs):
     result_path = os.path.join(run.model_dir, RESULT_FILE)
@@ -177,24 +175,17 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
     tf.io.gfile.makedirs(run.model_dir)
     output = runner(run.config, run.model_dir, run.seed)
     eval_logs = output["eval_logs"]
-    if spec_metrics is None:
-      spec_metrics = expected_metric_names(run.config)
     missing = [m for m in spec_metrics if m not in eval_logs]
     if missing:
       raise ValueError(f"{run.model_dir}: the evaluation reported no "
                        f"{missing} (got {sorted(eval_logs)}).")
-    result = {
-        "task": run.task,
-        "epochs": run.epochs,
-        "learning_rate": run.learning_rate,
-        "seed": run.seed,
-        "train_steps": run.config.trainer.train_steps,
-        "warmup_steps": (run.config.trainer.optimizer_config.warmup
-                         .polynomial.warmup_steps),
-        "global_step": output.get("global_step"),
-        "metrics": {m: eval_logs[m] for m in spec_metrics},
-        "eval_logs": eval_logs,
-    }
+    trainer = run.config.trainer
+    result = dict(
+        task=run.task, epochs=run.epochs, learning_rate=run.learning_rate,
+        seed=run.seed, train_steps=trainer.train_steps,
+        warmup_steps=trainer.optimizer_config.warmup.polynomial.warmup_steps,
+        global_step=output.get("global_step"),
+        metrics={m: eval_logs[m] for m in spec_metrics}, eval_logs=eval_logs)
     utils.write_json_atomically(result_path, result)
     results.append(result)
   return results
@@ -202,11 +193,10 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
 
 def expected_metric_names(config: cfg.ExperimentConfig) -> List[str]:
   """The metric keys the task reports for this config's validation data."""
-  spec = glue_data.get_task(config.task.glue_task)
-  names = list(config.task.validation_data.split_names or [])
-  if not names:
-    return list(spec.metrics)
-  return [f"{m}_{s}" for s in names for m in spec.metrics]
+  metrics = glue_data.get_task(config.task.glue_task).metrics
+  splits = config.task.validation_data.split_names
+  return ([f"{m}_{s}" for s in splits for m in metrics] if splits else
+          list(metrics))
 
 
 def read_result(path: str) -> Dict:
