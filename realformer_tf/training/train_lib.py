@@ -51,30 +51,14 @@ def _unknown_key(config, overrides: Mapping[str, Any],
       return (f"{path} (not a field of {type(config).__name__}; its fields: "
               f"{', '.join(sorted(fields))})")
     child = getattr(config, key)
-    if isinstance(value, Mapping):
-      found = _unknown_key(child, value, path + ".")
-      if found:
-        return found
-    elif isinstance(value, list) and isinstance(child, list) and child:
-      for i, item in enumerate(value):
-        found = _unknown_key(child[0], item, f"{path}[{i}].")
-        if found:
-          return found
+    # A list of sub-configs: each item against the first element's fields.
+    nested = ([(child[0], item, f"{path}[{i}].") for i, item in enumerate(value)]
+              if isinstance(value, list) and isinstance(child, list) and child
+              else [(child, value, path + ".")])
+    found = next(filter(None, (_unknown_key(*n) for n in nested)), None)
+    if found:
+      return found
   return None
-
-
-def _override(params: cfg.ExperimentConfig, overrides: Dict[str, Any],
-              source: str) -> cfg.ExperimentConfig:
-  """`params.override(overrides, is_strict=True)`, errors naming `source`."""
-  try:
-    params.override(overrides, is_strict=True)
-  except KeyError as e:
-    where = _unknown_key(params, overrides)
-    raise ValueError(
-        f"{source}: unknown config key {where or e}.") from None
-  except (TypeError, ValueError) as e:
-    raise ValueError(f"{source}: {e}") from None
-  return params
 
 
 class ExperimentParser(train_utils.ExperimentParser):
@@ -85,6 +69,18 @@ class ExperimentParser(train_utils.ExperimentParser):
   def __init__(self, flags_obj):
     super().__init__(flags_obj)
     self.sources = []
+
+  def _override(self, params, overrides: Dict[str, Any], source: str):
+    """`params.override(overrides, is_strict=True)`, errors naming `source`."""
+    try:
+      params.override(overrides, is_strict=True)
+    except KeyError as e:
+      where = _unknown_key(params, overrides)
+      raise ValueError(f"{source}: unknown config key {where or e}.") from None
+    except (TypeError, ValueError) as e:
+      raise ValueError(f"{source}: {e}") from None
+    self.sources.append((source, overrides))
+    return params
 
   def base_experiment(self):
     name = self._flags_obj.experiment
@@ -112,8 +108,7 @@ class ExperimentParser(train_utils.ExperimentParser):
       except (TypeError, ValueError, AttributeError) as e:
         raise ValueError(f"{source}: expected a YAML mapping of config keys "
                          f"({e}).") from None
-      _override(params, overrides, source)
-      self.sources.append((source, overrides))
+      self._override(params, overrides, source)
     return params
 
   def parse_params_override(self, params):
@@ -128,9 +123,7 @@ class ExperimentParser(train_utils.ExperimentParser):
           hyperparams.ParamsDict(), value, is_strict=False).as_dict()
     except (yaml.YAMLError, ValueError, TypeError, tf.errors.OpError) as e:
       raise ValueError(f"{source}: cannot parse it ({e}).") from None
-    params = _override(params, overrides, source)
-    self.sources.append((source, overrides))
-    return params
+    return self._override(params, overrides, source)
 
 
 def parse_configuration(flags_obj) -> cfg.ExperimentConfig:
