@@ -238,8 +238,8 @@ def _check_schedule(trainer: cfg.TrainerConfig) -> None:
   if trainer.train_steps <= 0:
     raise ValueError(
         f"trainer.train_steps={trainer.train_steps} must be positive to train.")
-  # Orbit's controller checks this (and steps_per_loop > 0, left to it), but
-  # only after params.yaml is written.
+  # Orbit checks this and steps_per_loop > 0 (left to it) too, but only after
+  # params.yaml is written (`orbit/controller.py:199`).
   if trainer.summary_interval and trainer.steps_per_loop > 0 and (
       trainer.summary_interval % trainer.steps_per_loop):
     raise ValueError(
@@ -250,7 +250,8 @@ def _check_schedule(trainer: cfg.TrainerConfig) -> None:
     raise ValueError(
         "trainer.optimizer_config.learning_rate.polynomial.decay_steps is not "
         f"set (usually = trainer.train_steps={trainer.train_steps}).")
-  if lr.type == "polynomial" and lr.polynomial.decay_steps != trainer.train_steps:
+  if (lr.type == "polynomial" and
+      lr.polynomial.decay_steps != trainer.train_steps):
     logging.warning(
         "The learning rate decays over %d steps but trainer.train_steps=%d.",
         lr.polynomial.decay_steps, trainer.train_steps)
@@ -286,9 +287,9 @@ def validate_field_types(params: cfg.ExperimentConfig) -> None:
   """Every int, float and bool field of `params` holds a value of that type.
 
   Model Garden's `Config.override` stores what YAML or `--params_override`
-  gives unconverted (`base_config.py`, `Config._set`): `train_steps=1.5`
-  makes Orbit loop at step 1 forever, `train_steps=abc` a `TypeError` deep
-  in the trainer. The error names every mistyped key.
+  gives unconverted (`official/modeling/hyperparams/base_config.py:225`):
+  `train_steps=1.5` makes Orbit loop at step 1 forever, `train_steps=abc` a
+  `TypeError` deep in the trainer. The error names every mistyped key.
   """
   errors = list(_type_errors(params, ""))
   if errors:

@@ -6,7 +6,7 @@ token; GLUE's majority-class baselines; SQuAD's 0-100 scale), this
 invocation's speed (a slow machine told from a hung run), and where the
 checkpoint, `params.yaml` and summaries are. `drop_duplicate_progress`:
 Orbit's controller both logs and prints each progress block
-(`orbit/controller.py`, `_log`); the absl copy is dropped, stdout keeps it.
+(`orbit/controller.py:38`, `_log`); the absl copy is dropped, stdout keeps it.
 """
 
 import logging as std_logging

@@ -52,7 +52,8 @@ def _unknown_key(config, overrides: Mapping[str, Any],
               f"{', '.join(sorted(fields))})")
     child = getattr(config, key)
     # A list of sub-configs: each item against the first element's fields.
-    nested = ([(child[0], item, f"{path}[{i}].") for i, item in enumerate(value)]
+    nested = ([(child[0], item, f"{path}[{i}].")
+               for i, item in enumerate(value)]
               if isinstance(value, list) and isinstance(child, list) and child
               else [(child, value, path + ".")])
     found = next(filter(None, (_unknown_key(*n) for n in nested)), None)

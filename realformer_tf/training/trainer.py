@@ -1,7 +1,7 @@
-"""Model Garden's `Trainer`, plus `examples_per_second` and a diverged-loss stop.
+"""Model Garden's `Trainer`, + `examples_per_second` and a diverged loss stop.
 
 Why not Model Garden's own blow-up handling: `actions.RecoveryCondition`
-(`official/core/actions.py`, `__call__`) looks at the loop's *mean* loss after
+(`official/core/actions.py:158`) looks at the loop's *mean* loss after
 the loop and, with the default `recovery_max_trials=0`, raises "The loss value
 is NaN after training loop" without a step. Here every step's all-reduced loss
 is checked (NaN/Inf, or above `trainer.loss_upper_bound`), and after the loop,
