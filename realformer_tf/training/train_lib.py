@@ -402,13 +402,9 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   # preemption watcher that its open-source build leaves disabled; a rerun of
   # the same command resumes from the latest checkpoint instead.
   _, eval_logs = train_lib.run_experiment(
-      distribution_strategy=strategy,
-      task=task,
-      mode="eval" if completed else mode,
-      params=params,
-      model_dir=model_dir,
-      trainer=trainer,
-      eval_actions=[eval_outputs.append],
+      distribution_strategy=strategy, task=task,
+      mode="eval" if completed else mode, params=params, model_dir=model_dir,
+      trainer=trainer, eval_actions=[eval_outputs.append],
       enable_async_checkpointing=enable_async_checkpointing)
   seconds = time.time() - start_time
   final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
