@@ -31,7 +31,8 @@ from realformer_tf.data import tokenization
 TRAIN_MODES = ("train", "train_and_eval", "train_and_post_eval")
 EVAL_MODES = ("eval", "train_and_eval", "continuous_eval",
               "train_and_post_eval")
-MODES = tuple(dict.fromkeys(TRAIN_MODES + EVAL_MODES))
+MODES = ("train", "eval", "train_and_eval", "continuous_eval",
+         "train_and_post_eval")
 
 # Masked-LM `input_path` value that makes Model Garden's task fake its data.
 _DUMMY_INPUT = "dummy"
