@@ -1,33 +1,15 @@
-"""Checks an experiment config against its inputs before training starts.
+"""Checks an experiment config against its inputs before anything is written.
 
-Model Garden finds most bad inputs only once the input pipeline or the model
-runs: an input glob that matches nothing fails inside `InputReader`, an empty
-file or records of the wrong sequence length fail at the first step (after
-`params.yaml` and summaries were written), and a token id or sequence length
-beyond the embedding tables fails inside the graph (or, on TPU, silently
-reads zeros). `validate_experiment` finds them first, with an error naming
-the config key, the value and the file.
-
-It checks, for the data configs the mode reads (`task.train_data` for train
-modes, `task.validation_data` for eval modes):
-  * `input_path`: the files Model Garden's `input_reader.match_files` makes
-    of it exist, none empty or a directory (`dummy` and TFDS inputs are left
-    alone);
-  * BERT pre-training records (`BertPretrainDataConfig`): the first record of
-    the first file parses, with `seq_length` tokens, `max_predictions_per_seq`
-    predictions, an NSP label if `use_next_sentence_label`; token ids of
-    every record below the encoder's `vocab_size`;
-  * GLUE and SQuAD training records (Model Garden's sentence-prediction and
-    QA data configs): the first record has their features and lengths (so
-    records of another kind are named with the expected format), and token
-    ids of every record are below the encoder's `vocab_size`;
-  * `seq_length` <= the encoder's `max_position_embeddings`, and
-    `max_predictions_per_seq` <= `seq_length`;
-and also any `vocab_file` in the task or its data configs (a valid WordPiece
-vocabulary, no larger than the encoder's `vocab_size`), the train schedule
-(`train_steps` > 0, `summary_interval` a multiple of `steps_per_loop`, a
-polynomial decay with `decay_steps`), and, once the
-strategy exists, that each global batch splits evenly over the replicas.
+Model Garden finds a bad input only once the pipeline or the model runs: a
+glob matching nothing inside `InputReader`, an empty file or records of
+another sequence length at the first step (after `params.yaml` and summaries
+were written), a token id beyond the embedding table inside the graph (or, on
+TPU, silently as zeros). Here each is an error naming the config key, the
+value and the file: the files of every `input_path` the mode reads; the first
+record's features and lengths and every record's token ids for BERT
+pre-training, GLUE and SQuAD-training records; `seq_length` against
+`max_position_embeddings`; `vocab_file`s; the train schedule; config value
+types; and, once the strategy exists, batch sizes against replicas.
 """
 
 import dataclasses
@@ -70,29 +52,14 @@ def data_configs(params: cfg.ExperimentConfig,
 def _encoder(params: cfg.ExperimentConfig):
   """(key, encoder config) of the task's encoder, or (None, None)."""
   encoder = getattr(getattr(params.task, "model", None), "encoder", None)
-  if encoder is None:
-    return None, None
   if hasattr(encoder, "get") and getattr(encoder, "type", None):
     return f"task.model.encoder.{encoder.type}", encoder.get()
-  return "task.model.encoder", encoder
+  return ("task.model.encoder" if encoder is not None else None), encoder
 
 
 def match_input_files(key: str, input_path) -> List[str]:
-  """The files Model Garden's `InputReader` will read; each must be non-empty.
-
-  Matching is `input_reader.match_files` (a glob with `*` or `?`, else a
-  path; comma-separated or a list; a mixture config: each of its paths).
-
-  Args:
-    key: The config key, for error messages (e.g. "task.train_data").
-    input_path: What a data config's `input_path` holds.
-
-  Returns:
-    The matched files, in the order the reader reads them.
-
-  Raises:
-    ValueError: If `input_path` is empty, a pattern matches nothing, or a
-      path does not exist or is a directory or an empty file.
+  """The files `input_reader.match_files` makes of `input_path` (each of a
+  mixture config's paths), each an existing non-empty file; errors name `key`.
   """
   paths = (list(input_path.as_dict().values())
            if isinstance(input_path, hyperparams.Config) else [input_path])
@@ -108,45 +75,22 @@ def match_input_files(key: str, input_path) -> List[str]:
     except ValueError as e:
       raise ValueError(f"{key}.input_path matches no file: {e}") from None
   for path in files:
-    if not tf.io.gfile.exists(path):
-      raise ValueError(f"{key}.input_path: {path!r} does not exist.")
-    if tf.io.gfile.isdir(path):
-      raise ValueError(
-          f"{key}.input_path: {path!r} is a directory; name the files "
-          f"(e.g. {path.rstrip('/')}/*.tfrecord).")
-    if tf.io.gfile.stat(path).length == 0:
-      raise ValueError(f"{key}.input_path: {path!r} is an empty file.")
+    problem = (
+        "does not exist" if not tf.io.gfile.exists(path) else
+        f"is a directory; name the files (e.g. {path.rstrip('/')}/*.tfrecord)"
+        if tf.io.gfile.isdir(path) else
+        "is an empty file" if not tf.io.gfile.stat(path).length else None)
+    if problem:
+      raise ValueError(f"{key}.input_path: {path!r} {problem}.")
   return files
 
 
-def _first_example(key: str, path: str) -> tf.train.Example:
-  """The first record of `path`, parsed; errors name the key and file."""
-  try:
-    record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-  except tf.errors.OpError as e:
-    raise ValueError(
-        f"{key}.input_path: {path!r} is not a readable TFRecord file "
-        f"({type(e).__name__}: {e.message.splitlines()[0]}).") from None
-  if record is None:
-    raise ValueError(f"{key}.input_path: {path!r} holds no records.")
-  try:
-    return tf.train.Example.FromString(record.numpy())
-  except Exception as e:  # pylint: disable=broad-except
-    raise ValueError(
-        f"{key}.input_path: the first record of {path!r} is not a "
-        f"tf.train.Example ({e}).") from None
-
-
 def _record_spec(key: str, data):
-  """What the records of `data` must hold, for the data loaders we check.
-
-  Returns:
-    None, or (feature name -> (config field giving its length, the length),
-    the token-id features, what the records are, feature -> advice when it
-    is missing), as Model Garden's `BertPretrainDataLoader`,
-    `SentencePredictionDataLoader` and (training) `QuestionAnsweringDataLoader`
-    parse them.
-  """
+  """None, or what the first record of `data` must hold as Model Garden's
+  `BertPretrainDataLoader`, `SentencePredictionDataLoader` and (training)
+  `QuestionAnsweringDataLoader` parse it: ({feature: (config field giving its
+  length, the length)}, token-id features, what the records are, {feature:
+  advice when it is missing})."""
   if getattr(data, "file_type", "tfrecord") != "tfrecord":
     return None
   seq = ("seq_length", getattr(data, "seq_length", None))
@@ -177,10 +121,23 @@ def _record_spec(key: str, data):
   return expected, ["input_ids"], what, {}
 
 
-def _check_record_features(key: str, path: str, expected, record_format: str,
-                           hints: Dict[str, str]) -> None:
+def _check_first_record(key: str, path: str, expected, record_format: str,
+                        hints: Dict[str, str]) -> None:
   """The first record of `path` has each expected feature, of its length."""
-  example = _first_example(key, path)
+  try:
+    record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+  except tf.errors.OpError as e:
+    raise ValueError(
+        f"{key}.input_path: {path!r} is not a readable TFRecord file "
+        f"({type(e).__name__}: {e.message.splitlines()[0]}).") from None
+  if record is None:
+    raise ValueError(f"{key}.input_path: {path!r} holds no records.")
+  try:
+    example = tf.train.Example.FromString(record.numpy())
+  except Exception as e:  # pylint: disable=broad-except
+    raise ValueError(
+        f"{key}.input_path: the first record of {path!r} is not a "
+        f"tf.train.Example ({e}).") from None
   lengths = {}
   for name, feature in example.features.feature.items():
     kind = feature.WhichOneof("kind")
@@ -206,10 +163,8 @@ def _check_token_ids(key: str, files: Sequence[str],
                      vocab_key: str, batch_size: int = 4096) -> None:
   """Every token id in every record of `files` is in [0, vocab_size).
 
-  One pass over the int features (a few seconds per million sequences);
-  otherwise an id beyond the embedding table fails mid-training inside the
-  graph's gather (or, on TPU, silently reads zeros). It also reads every
-  record, so a truncated or corrupt file is named here.
+  One pass (a few seconds per million sequences); it also names a truncated
+  or corrupt file.
   """
   spec = {name: tf.io.VarLenFeature(tf.int64) for name in id_features}
 
@@ -244,14 +199,9 @@ def _check_token_ids(key: str, files: Sequence[str],
           "corrupt file; write it again.") from None
 
 
-def check_vocab_file(key: str, path: str, vocab_size: Optional[int],
-                     vocab_key: str) -> int:
-  """Checks a vocabulary file; returns its size.
-
-  Raises:
-    ValueError: If `path` is not a WordPiece vocabulary (message names it),
-      or it has more tokens than `vocab_size`.
-  """
+def _check_vocab_file(key: str, path: str, vocab_size: Optional[int],
+                      vocab_key: str) -> None:
+  """`path` is a WordPiece vocabulary of at most `vocab_size` tokens."""
   try:
     tokens = tokenization.load_vocab(path)
   except ValueError as e:
@@ -263,7 +213,6 @@ def check_vocab_file(key: str, path: str, vocab_size: Optional[int],
   if vocab_size is not None and len(tokens) < vocab_size:
     logging.warning("%s=%s has %d tokens, fewer than %s=%d (rows left unused).",
                     key, path, len(tokens), vocab_key, vocab_size)
-  return len(tokens)
 
 
 def _check_lengths(key: str, data, encoder_key: Optional[str],
@@ -286,56 +235,46 @@ def _check_lengths(key: str, data, encoder_key: Optional[str],
         f"{key}.seq_length={seq_length}.")
 
 
-def _check_schedule(params: cfg.ExperimentConfig) -> None:
-  trainer = params.trainer
+def _check_schedule(trainer: cfg.TrainerConfig) -> None:
   if trainer.train_steps <= 0:
     raise ValueError(
-        f"trainer.train_steps={trainer.train_steps} must be positive "
-        "to train.")
-  # Orbit's controller checks this (and steps_per_loop > 0, left to it), but
-  # only after params.yaml is written.
+        f"trainer.train_steps={trainer.train_steps} must be positive to train.")
+  # Orbit checks this and steps_per_loop > 0 (left to it) too, but only after
+  # params.yaml is written (`orbit/controller.py:199`).
   if trainer.summary_interval and trainer.steps_per_loop > 0 and (
       trainer.summary_interval % trainer.steps_per_loop):
     raise ValueError(
         f"trainer.summary_interval={trainer.summary_interval} must be a "
         f"multiple of trainer.steps_per_loop={trainer.steps_per_loop}.")
-  lr = params.trainer.optimizer_config.learning_rate
+  lr = trainer.optimizer_config.learning_rate
   if lr.type == "polynomial" and lr.polynomial.decay_steps is None:
     raise ValueError(
         "trainer.optimizer_config.learning_rate.polynomial.decay_steps is not "
-        f"set (usually = trainer.train_steps={params.trainer.train_steps}).")
+        f"set (usually = trainer.train_steps={trainer.train_steps}).")
   if (lr.type == "polynomial" and
-      lr.polynomial.decay_steps != params.trainer.train_steps):
+      lr.polynomial.decay_steps != trainer.train_steps):
     logging.warning(
         "The learning rate decays over %d steps but trainer.train_steps=%d.",
-        lr.polynomial.decay_steps, params.trainer.train_steps)
-
-
-def _scalar_type(annotation) -> Optional[type]:
-  """int/float/bool for a field annotated with it (or Optional of it)."""
-  if typing.get_origin(annotation) is typing.Union:
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    annotation = args[0] if len(args) == 1 else None
-  return annotation if annotation in (int, float, bool) else None
+        lr.polynomial.decay_steps, trainer.train_steps)
 
 
 def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
   for field in dataclasses.fields(config):
-    value = getattr(config, field.name, None)
-    key = f"{prefix}{field.name}"
-    if isinstance(value, hyperparams.OneOfConfig):
-      chosen = value.get() if getattr(value, "type", None) else None
-      if isinstance(chosen, hyperparams.Config):
-        yield from _type_errors(chosen, f"{key}.{value.type}.")
-    elif isinstance(value, hyperparams.Config):
+    value, key = getattr(config, field.name, None), prefix + field.name
+    if isinstance(value, hyperparams.OneOfConfig):  # Its chosen branch only.
+      key, value = f"{key}.{value.type}", value.get()
+    if isinstance(value, hyperparams.Config):
       yield from _type_errors(value, key + ".")
     elif isinstance(value, (list, tuple)):
       for i, item in enumerate(value):
         if isinstance(item, hyperparams.Config):
           yield from _type_errors(item, f"{key}[{i}].")
-    else:
-      expected = _scalar_type(field.type)
-      if value is None or expected is None:
+    elif value is not None:
+      expected = field.type
+      if typing.get_origin(expected) is typing.Union:  # Optional[int] etc.
+        args = [a for a in typing.get_args(expected) if a is not type(None)]
+        expected = args[0] if len(args) == 1 else None
+      if expected not in (int, float, bool):
         continue
       ok = (isinstance(value, bool) if expected is bool else
             isinstance(value, (int, float) if expected is float else int) and
@@ -349,12 +288,9 @@ def validate_field_types(params: cfg.ExperimentConfig) -> None:
   """Every int, float and bool field of `params` holds a value of that type.
 
   Model Garden's `Config.override` stores what YAML or `--params_override`
-  gives without converting it: `trainer.train_steps=1.5` is kept as a float
-  (Orbit then loops at step 1 forever) and `train_steps=abc` as a string
-  (a `TypeError` deep in the trainer).
-
-  Raises:
-    ValueError: Naming every mistyped key, its value and the expected type.
+  gives unconverted (`official/modeling/hyperparams/base_config.py:225`):
+  `train_steps=1.5` makes Orbit loop at step 1 forever, `train_steps=abc` a
+  `TypeError` deep in the trainer. The error names every mistyped key.
   """
   errors = list(_type_errors(params, ""))
   if errors:
@@ -363,12 +299,8 @@ def validate_field_types(params: cfg.ExperimentConfig) -> None:
 
 
 def validate_model(params: cfg.ExperimentConfig) -> None:
-  """Runs the encoder config's own `validate` (Model Garden only checks
-  `restrictions` when parsing; the encoder's checks would run at build time).
-
-  Raises:
-    ValueError: Naming the encoder's config key.
-  """
+  """Runs the encoder config's own `validate` now, not at build time (Model
+  Garden's parse checks only `restrictions`); errors name its key."""
   encoder_key, encoder = _encoder(params)
   if encoder is None:
     return
@@ -379,28 +311,18 @@ def validate_model(params: cfg.ExperimentConfig) -> None:
 
 
 def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
-  """The checks of `validate_experiment` that need no input file.
-
-  Run before an experiment builds its own data (the quickstart), so that a
-  bad value does not rebuild (and overwrite) the data cache first.
-
-  Raises:
-    ValueError: Naming the config key and its value.
-  """
+  """The checks of `validate_experiment` that need no input file: run before
+  the quickstart builds its data, so a bad value does not rebuild the cache."""
   if mode in TRAIN_MODES:
-    _check_schedule(params)
+    _check_schedule(params.trainer)
   encoder_key, encoder = _encoder(params)
   for key, data in data_configs(params, mode):
     _check_lengths(key, data, encoder_key, encoder)
 
 
 def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
-  """Checks `params` and the files it names for running `mode` (one of `MODES`).
-
-  Raises:
-    ValueError: On the first problem found; the message names the config key,
-      its value and, for files, the path.
-  """
+  """Checks `params` and the files it names for running `mode` (of `MODES`);
+  raises ValueError on the first problem."""
   validate_config(params, mode)
   encoder_key, encoder = _encoder(params)
   vocab_size = getattr(encoder, "vocab_size", None)
@@ -416,21 +338,17 @@ def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
     spec = _record_spec(key, data)
     if spec:
       expected, id_features, record_format, hints = spec
-      _check_record_features(key, files[0], expected, record_format, hints)
+      _check_first_record(key, files[0], expected, record_format, hints)
       if vocab_size is not None:
         _check_token_ids(key, files, id_features, vocab_size, vocab_key)
   for key, path in vocab_files:
     if path:
-      check_vocab_file(key, path, vocab_size, vocab_key)
+      _check_vocab_file(key, path, vocab_size, vocab_key)
 
 
 def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
                          num_replicas: int) -> None:
-  """Each global batch must split evenly over the replicas.
-
-  Raises:
-    ValueError: Naming the batch size key and the replica count.
-  """
+  """Each global batch must split evenly over the replicas."""
   for key, data in data_configs(params, mode):
     batch = getattr(data, "global_batch_size", None)
     if batch is None:
@@ -444,17 +362,12 @@ def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
           f"{params.runtime.distribution_strategy!r}.")
 
 
-def validate_runtime(params: cfg.ExperimentConfig,
-                     gpus: Optional[Sequence[object]] = None) -> None:
-  """Checks the runtime section against this machine before building a strategy.
-
-  Raises:
-    ValueError: If `runtime.num_gpus` asks for more GPUs than are visible.
-  """
+def validate_runtime(params: cfg.ExperimentConfig) -> None:
+  """`runtime.num_gpus` GPUs are visible, before a strategy is built on them."""
   runtime = params.runtime
   if runtime.num_gpus and runtime.distribution_strategy in (
       "mirrored", "one_device"):
-    gpus = tf.config.list_physical_devices("GPU") if gpus is None else gpus
+    gpus = tf.config.list_physical_devices("GPU")
     if runtime.num_gpus > len(gpus):
       raise ValueError(
           f"runtime.num_gpus={runtime.num_gpus} but {len(gpus)} GPU(s) are "

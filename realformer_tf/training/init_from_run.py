@@ -1,27 +1,16 @@
 """Fine-tuning from a run of ours: its encoder config, checked before writing.
 
-`task.init_checkpoint` may name a model dir written by train.py (or a
-checkpoint inside one), e.g. the quickstart's. Model Garden would restore it
-into the fine-tuning experiment's own encoder config (BERT-Base sized for
-GLUE and SQuAD), which fails only after the model is built and `params.yaml`
-and `train/` are written, with Keras' "Shape mismatch" naming neither config.
-Here, before anything is written:
-
-* `inherit_encoder`: the run's `params.yaml` supplies the encoder
-  architecture (`ARCHITECTURE_FIELDS`: sizes, vocabulary size,
-  `residual_attention`, `norm_first`, ...); dropout stays the fine-tuning
-  experiment's. A field the user set explicitly (config file or
-  `--params_override`) to another value is an error naming both values. A
-  run without an NSP head turns off GLUE's `init_cls_pooler`; SQuAD's
-  `validation_data.vocab_file` defaults to the run's vocabulary.
-* `check_init_checkpoint`: the checkpoint is readable, has an `encoder`
-  object at its root, and that encoder's variables match the configured
-  encoder's (built in a throwaway graph for the shapes only): a mismatch
-  names each variable and both shapes.
-* `check_records_vocabulary`: records converted by our GLUE/SQuAD converters
-  name their vocabulary in the meta data next to them (`vocab_file`,
-  `vocab_size`, `vocab_sha256`); records made with another vocabulary than
-  the run's are an error naming both files.
+`task.init_checkpoint` may name a model dir of train.py's (or a checkpoint in
+one). Model Garden would restore it into the fine-tuning experiment's own
+encoder config (BERT-Base sized), failing only after `params.yaml` and
+`train/` are written, with a "Shape mismatch" naming neither config. So:
+`inherit_encoder` takes the run's encoder architecture (`ARCHITECTURE_FIELDS`;
+an explicitly set other value is an error naming both), turns off GLUE's
+`init_cls_pooler` without a matching NSP head and defaults SQuAD's eval
+vocabulary to the run's; `check_init_checkpoint` checks the checkpoint's
+`encoder` variables against the configured encoder's shapes; and
+`check_records_vocabulary` refuses records whose converter meta data names
+another vocabulary than the run's.
 """
 
 import json
@@ -72,30 +61,17 @@ def run_dir_of(init_checkpoint: str) -> Optional[str]:
 
 
 def _encoder_of(config: cfg.ExperimentConfig):
-  model = getattr(config.task, "model", None)
-  encoder = getattr(model, "encoder", None)
-  if encoder is None or getattr(encoder, "type", None) != "any":
-    return None
-  found = encoder.get()
+  encoder = getattr(getattr(config.task, "model", None), "encoder", None)
+  found = encoder.get() if getattr(encoder, "type", None) == "any" else None
   return found if isinstance(found, encoders.RealFormerEncoderConfig) else None
 
 
 def inherit_encoder(params: cfg.ExperimentConfig,
                     explicit: schedule.ExplicitKeys
                    ) -> Optional[cfg.ExperimentConfig]:
-  """Copies the encoder architecture of the run `task.init_checkpoint` names.
-
-  Args:
-    params: The parsed config, not locked; changed in place.
-    explicit: The keys the user set (`schedule.explicit_keys`).
-
-  Returns:
-    The run's config, or None if `task.init_checkpoint` is not in a model dir
-    of ours (then nothing changes).
-
-  Raises:
-    ValueError: If an explicitly set field conflicts with the run's value,
-      or `task.init_cls_pooler` is set but the run has no NSP head.
+  """Copies into `params` the encoder architecture of the run
+  `task.init_checkpoint` names; returns the run's config, or None if it is not
+  a model dir of ours (then nothing changes). `explicit`: keys the user set.
   """
   init_checkpoint = getattr(params.task, "init_checkpoint", "")
   run_dir = run_dir_of(init_checkpoint)
@@ -163,16 +139,9 @@ def inherit_encoder(params: cfg.ExperimentConfig,
 
 
 def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
-  """Checks that `task.init_checkpoint` restores into the configured encoder.
-
-  Returns:
-    The checkpoint prefix, or None without `task.init_checkpoint`.
-
-  Raises:
-    ValueError: An unreadable checkpoint, or none.
-    CheckpointMismatchError (a ValueError): Variables missing, unused or of
-      another shape, each named with both shapes.
-  """
+  """Checks that `task.init_checkpoint` restores into the configured encoder
+  (a `CheckpointMismatchError` names each variable and both shapes); returns
+  the checkpoint prefix, or None without `task.init_checkpoint`."""
   init_checkpoint = getattr(params.task, "init_checkpoint", "")
   encoder_config = _encoder_of(params)
   if not init_checkpoint:
@@ -207,12 +176,8 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
 
 
 def meta_data_of(record_path: str) -> Optional[Tuple[str, Dict[str, Any]]]:
-  """The converter meta data that lists `record_path`, if any.
-
-  GLUE's `<task>_meta_data.json` lists its files under `splits`; SQuAD's
-  `train_meta_data.json` / `eval_meta_data.json` sit next to
-  `train.tf_record` / `eval.tf_record`.
-  """
+  """(path, contents) of the converter meta data listing `record_path`: GLUE's
+  `<task>_meta_data.json` under `splits`, SQuAD's next to its records."""
   directory, name = os.path.split(record_path)
   squad_files = {squad_data.TRAIN_META: squad_data.TRAIN_RECORD,
                  squad_data.EVAL_META: squad_data.EVAL_RECORD}
@@ -223,12 +188,10 @@ def meta_data_of(record_path: str) -> Optional[Tuple[str, Dict[str, Any]]]:
         meta = json.load(f)
     except (ValueError, OSError):
       continue
-    if not isinstance(meta, dict):
-      continue
-    files = {split.get("file") for split in (meta.get("splits") or {}).values()
-             if isinstance(split, dict)}
-    files.add(squad_files.get(os.path.basename(meta_path)))
-    if name in files:
+    if isinstance(meta, dict) and name in (
+        {split.get("file") for split in (meta.get("splits") or {}).values()
+         if isinstance(split, dict)} |
+        {squad_files.get(os.path.basename(meta_path))}):
       return meta_path, meta
   return None
 
@@ -239,18 +202,8 @@ def _describe(path: str, size: Any, sha: str) -> str:
 
 def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
                             ) -> None:
-  """Records converted with another vocabulary than the run's are an error.
-
-  The run is the model dir `task.init_checkpoint` names (nothing to compare
-  with otherwise, or when the run records no `task.vocab_file`).
-
-  Args:
-    params: The config to run.
-    mode: The train.py mode (which data configs are read).
-
-  Raises:
-    ValueError: Naming the record file, its meta data, both vocabularies and
-      the command to fix it.
+  """Records `mode` reads that were converted with another vocabulary than
+  the run `task.init_checkpoint` names are an error naming both and the fix.
   """
   run_dir = run_dir_of(getattr(params.task, "init_checkpoint", ""))
   if run_dir is None:

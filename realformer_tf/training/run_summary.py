@@ -1,15 +1,12 @@
 """What train.py prints at the end of a run, and its console progress.
 
-* `summary_lines`: after the final evaluation, what was reached and what it
-  compares with (masked-LM accuracy against chance and against always
-  predicting the most frequent masked token; GLUE metrics carry their
-  majority-class baseline, SQuAD its 0-100 scale), the average speed of this
-  invocation (so a slow machine is told from a hung run), and where the
-  checkpoint, `params.yaml` and the TensorBoard summaries are.
-* `drop_duplicate_progress`: Orbit's controller logs every progress block
-  with absl *and* prints it (`orbit/controller.py`, `_log`), so a terminal
-  shows each block twice (stderr and stdout). The filter drops the absl copy
-  of those blocks only; stdout keeps them.
+`summary_lines`: after the final evaluation, what was reached against what it
+compares with (masked-LM accuracy against chance and the most frequent masked
+token; GLUE's majority-class baselines; SQuAD's 0-100 scale), this
+invocation's speed (a slow machine told from a hung run), and where the
+checkpoint, `params.yaml` and summaries are. `drop_duplicate_progress`:
+Orbit's controller both logs and prints each progress block
+(`orbit/controller.py:38`, `_log`); the absl copy is dropped, stdout keeps it.
 """
 
 import logging as std_logging
@@ -57,14 +54,13 @@ def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
   """
   spec = {"masked_lm_ids": tf.io.VarLenFeature(tf.int64),
           "masked_lm_weights": tf.io.VarLenFeature(tf.float32)}
-  counts = np.zeros([0])
+  ids, weights = [np.zeros([0], np.int64)], [np.zeros([0])]
   dataset = tf.data.TFRecordDataset(files).take(_MAX_BASELINE_RECORDS)
-  for record in dataset.batch(512):
-    parsed = tf.io.parse_example(record, spec)
-    batch_counts = np.bincount(parsed["masked_lm_ids"].values.numpy(),
-                               parsed["masked_lm_weights"].values.numpy())
-    counts = np.pad(counts, (0, max(0, len(batch_counts) - len(counts))))
-    counts[:len(batch_counts)] += batch_counts
+  for batch in dataset.batch(512):
+    parsed = tf.io.parse_example(batch, spec)
+    ids.append(parsed["masked_lm_ids"].values.numpy())
+    weights.append(parsed["masked_lm_weights"].values.numpy())
+  counts = np.bincount(np.concatenate(ids), np.concatenate(weights))
   if not counts.sum():
     return None
   token = int(np.argmax(counts))
@@ -112,19 +108,9 @@ def _mlm_lines(params: cfg.ExperimentConfig,
 def summary_lines(params: cfg.ExperimentConfig, model_dir: str,
                   metrics: Mapping[str, Any], step: int,
                   steps_run: int, seconds: float) -> List[str]:
-  """The closing lines of a train.py run (see the module docstring).
-
-  Args:
-    params: The run's config.
-    model_dir: Its model dir.
-    metrics: The final evaluation's scalar metrics (may be empty).
-    step: The global step at the end.
-    steps_run: Training steps run by this invocation.
-    seconds: Wall time of the training and evaluation of this invocation.
-
-  Returns:
-    Lines to print.
-  """
+  """The closing lines of a train.py run (see the module docstring), from the
+  final `metrics` (may be empty) and this invocation's `steps_run` in
+  `seconds` (training and evaluation)."""
   lines = list(_mlm_lines(params, metrics))
   if any(k.startswith("majority_class_") for k in metrics):
     lines.append("GLUE metrics are fractions; majority_class_* is what "

@@ -1,18 +1,12 @@
 """The learning-rate schedule follows `trainer.train_steps` set on its own.
 
-Every registered experiment (and every YAML of ours) sets `train_steps`
-together with the schedule's decay length (and warm-up). A user who changes
-only `trainer.train_steps` (`--params_override=trainer.train_steps=20`) would
-otherwise get a schedule for the old length: SQuAD's config restriction
-`decay_steps == trainer.train_steps` fails in Model Garden's `validate`, and
-the other experiments keep decaying over the old length (the rate never
-reaches 0, or reaches it early and trains at rate 0).
-
-`follow_train_steps` moves `decay_steps` to the new `train_steps` and scales
-the warm-up by the same factor (same warm-up proportion), unless the same or
-a later source (config file or `--params_override`) set them: explicit values
-always win. Model Garden has no such rule (its parser applies overrides
-blindly), hence this module.
+Every experiment and YAML of ours sets `train_steps` with the schedule's decay
+length (and warm-up). Changing only `trainer.train_steps` would keep the old
+schedule: SQuAD's restriction `decay_steps == trainer.train_steps` fails in
+Model Garden's `validate`, the others decay over the old length. Model
+Garden's parser applies overrides blindly, so `follow_train_steps` moves
+`decay_steps` to the new length and scales the warm-up alike, unless the same
+or a later source set them: explicit values always win.
 """
 
 from typing import Any, Dict, Mapping, Sequence, Tuple
@@ -27,16 +21,12 @@ TRAIN_STEPS_KEY = "trainer.train_steps"
 ExplicitKeys = Dict[str, Tuple[int, str]]
 
 
-def dotted_keys(overrides: Mapping[str, Any], prefix: str = "") -> list:
+def _dotted_keys(overrides: Mapping[str, Any], prefix: str = "") -> list:
   """The dotted paths of the leaves of a nested override dict."""
-  keys = []
-  for key, value in overrides.items():
-    path = f"{prefix}{key}"
-    if isinstance(value, Mapping) and value:
-      keys.extend(dotted_keys(value, path + "."))
-    else:
-      keys.append(path)
-  return keys
+  return [leaf for key, value in overrides.items()
+          for leaf in (_dotted_keys(value, f"{prefix}{key}.")
+                       if isinstance(value, Mapping) and value
+                       else [f"{prefix}{key}"])]
 
 
 def explicit_keys(sources: Sequence[Tuple[str, Mapping[str, Any]]]
@@ -44,7 +34,7 @@ def explicit_keys(sources: Sequence[Tuple[str, Mapping[str, Any]]]
   """Which source set each key last, from `(source name, overrides)` in order."""
   result = {}
   for index, (name, overrides) in enumerate(sources):
-    for key in dotted_keys(overrides):
+    for key in _dotted_keys(overrides):
       result[key] = (index, name)
   return result
 
@@ -55,12 +45,8 @@ def _set_after(explicit: ExplicitKeys, key: str, index: int) -> bool:
 
 def follow_train_steps(params: cfg.ExperimentConfig,
                        explicit: ExplicitKeys) -> None:
-  """Fits decay length and warm-up to an explicitly set `trainer.train_steps`.
-
-  Args:
-    params: The parsed config, not locked; changed in place.
-    explicit: `explicit_keys` of the config files and overrides.
-  """
+  """Fits decay length and warm-up (in the unlocked `params`) to a
+  `trainer.train_steps` that `explicit` (`explicit_keys`) says was set."""
   if TRAIN_STEPS_KEY not in explicit:
     return
   index, source = explicit[TRAIN_STEPS_KEY]

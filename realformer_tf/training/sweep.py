@@ -8,32 +8,22 @@ r"""The paper's GLUE protocol: a learning-rate x epochs grid, N seeds, best medi
 
 Each run is `realformer/glue` + `official_configs/experiments/glue/<task>.yaml`
 + `--config_file`s + `--params_override`, then the grid point's schedule
-(`recipe.apply_paper_schedule`: steps from the train size in
-`<task>_meta_data.json`, 10% warm-up, linear decay) and the seed (weights,
-dropout and shuffling). It trains in this process through train.py's
-`train_lib.run_experiment` (mode `train_and_post_eval`: the input checks,
-the non-finite loss stop, examples/s, then one evaluation of the final
-weights) in `<model_dir_root>/<task>/ep<E>_lr<LR>/seed<S>/` and writes
-`glue_result.json` there.
+(`recipe.apply_paper_schedule`, steps from `<task>_meta_data.json`) and seed.
+It trains in this process through train.py's `train_lib.run_experiment`
+(`train_and_post_eval`) in `<model_dir_root>/<task>/ep<E>_lr<LR>/seed<S>/` and
+writes `glue_result.json` there. Rerunning the command skips finished runs and
+resumes killed ones from their latest checkpoint.
 
-Resuming: runs with a `glue_result.json` are skipped; a run killed midway
-restarts from its latest checkpoint (Model Garden's checkpoint manager
-restores it), so rerunning the same command finishes a partial sweep.
-
-Summary (also `--summarize_only`): for every task directory under
-`model_dir_root`, every grid point's metrics over its seeds; the best grid
-point is the one with the highest median of the task's main metric (MRPC/QQP
-F1, CoLA Matthews correlation, STS-B Pearson, MNLI matched accuracy,
-otherwise accuracy); for it, the median and standard deviation (numpy's,
-ddof=0) over seeds of each metric. A task's score is the mean of its metrics'
-medians (MRPC: F1 and accuracy; STS-B: Pearson and Spearman; MNLI: m and mm),
-and GLUE "Overall" is the mean of the task scores of the tasks present (the
-paper's 8 tasks when all are there; WNLI is excluded). Numbers are printed
-x100, as the paper reports them. The summary goes to
-`<model_dir_root>/glue_summary.json`.
+Summary (also `--summarize_only`, written to `glue_summary.json`): per task,
+the grid point with the highest median over seeds of the main metric
+(MRPC/QQP F1, CoLA MCC, STS-B Pearson, MNLI matched accuracy, else accuracy),
+with each metric's median and std (ddof=0); the task score is the mean of its
+metrics' medians, GLUE "Overall" the mean of the task scores present (WNLI
+excluded). Printed x100, as the paper reports them.
 """
 
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -73,14 +63,10 @@ class RunSpec:
   config: cfg.ExperimentConfig
 
 
-def point_dir_name(epochs: float, learning_rate: float) -> str:
-  return f"ep{epochs:g}_lr{learning_rate:g}"
-
-
 def run_dir(model_dir_root: str, task: str, epochs: float,
             learning_rate: float, seed: int) -> str:
   return os.path.join(model_dir_root, glue_data.get_task(task).name,
-                      point_dir_name(epochs, learning_rate), f"seed{seed}")
+                      f"ep{epochs:g}_lr{learning_rate:g}", f"seed{seed}")
 
 
 def replace_data_dir(config: cfg.ExperimentConfig, data_dir: str) -> None:
@@ -132,40 +118,32 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
     raise ValueError("The grid needs at least one epoch count and one "
                      "learning rate.")
   runs = []
-  for e in epochs:
-    for lr in learning_rates:
-      for seed in range(seeds):
-        run_config = config.replace()
-        recipe.apply_paper_schedule(run_config, train_size, e, lr)
-        run_config.task.train_data.seed = seed
-        run_config.validate()
-        runs.append(RunSpec(task=task, epochs=e, learning_rate=lr, seed=seed,
-                            model_dir=run_dir(model_dir_root, task, e, lr,
-                                              seed),
-                            config=run_config))
+  for e, lr, seed in itertools.product(epochs, learning_rates, range(seeds)):
+    run_config = config.replace()
+    recipe.apply_paper_schedule(run_config, train_size, e, lr)
+    run_config.task.train_data.seed = seed
+    run_config.validate()
+    runs.append(RunSpec(task=task, epochs=e, learning_rate=lr, seed=seed,
+                        model_dir=run_dir(model_dir_root, task, e, lr, seed),
+                        config=run_config))
   return runs
 
 
 def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
                        seed: int, mode: str = "train_and_post_eval") -> Dict:
-  """Trains (or resumes) one run in this process, then evaluates it once.
-
-  `mode="train_and_eval"` also evaluates every `trainer.validation_interval`
-  steps (the reproduction's eval curves).
+  """Trains (or resumes) one run in this process, then evaluates it once
+  (`train_and_eval`: also every `trainer.validation_interval` steps).
 
   Returns:
     {"eval_logs": the final evaluation's logs (floats), "global_step": int}.
   """
   tf_keras.backend.clear_session()
   tf_keras.utils.set_random_seed(seed)
-  eval_logs = train_lib.run_experiment(config, mode, model_dir)
-  return {"eval_logs": {k: _to_float(v) for k, v in eval_logs.items()},
+  eval_logs = {k: np.asarray(v) for k, v in
+               train_lib.run_experiment(config, mode, model_dir).items()}
+  return {"eval_logs": {k: float(v) if v.size == 1 else v.tolist()
+                        for k, v in eval_logs.items()},
           "global_step": train_lib.checkpoint_step(model_dir)}
-
-
-def _to_float(value):
-  array = np.asarray(value)
-  return float(array) if array.size == 1 else array.tolist()
 
 
 Runner = Callable[[cfg.ExperimentConfig, str, int], Dict]
@@ -182,7 +160,7 @@ def run_status(run: RunSpec) -> str:
 def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
             ) -> List[Dict]:
   """Runs every run without a result; returns all results in `runs` order."""
-  spec_metrics = None
+  spec_metrics = expected_metric_names(runs[0].config) if runs else []
   results = []
   for i, run in enumerate(runs):
     result_path = os.path.join(run.model_dir, RESULT_FILE)
@@ -197,24 +175,17 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
     tf.io.gfile.makedirs(run.model_dir)
     output = runner(run.config, run.model_dir, run.seed)
     eval_logs = output["eval_logs"]
-    if spec_metrics is None:
-      spec_metrics = expected_metric_names(run.config)
     missing = [m for m in spec_metrics if m not in eval_logs]
     if missing:
       raise ValueError(f"{run.model_dir}: the evaluation reported no "
                        f"{missing} (got {sorted(eval_logs)}).")
-    result = {
-        "task": run.task,
-        "epochs": run.epochs,
-        "learning_rate": run.learning_rate,
-        "seed": run.seed,
-        "train_steps": run.config.trainer.train_steps,
-        "warmup_steps": (run.config.trainer.optimizer_config.warmup
-                         .polynomial.warmup_steps),
-        "global_step": output.get("global_step"),
-        "metrics": {m: eval_logs[m] for m in spec_metrics},
-        "eval_logs": eval_logs,
-    }
+    trainer = run.config.trainer
+    result = dict(
+        task=run.task, epochs=run.epochs, learning_rate=run.learning_rate,
+        seed=run.seed, train_steps=trainer.train_steps,
+        warmup_steps=trainer.optimizer_config.warmup.polynomial.warmup_steps,
+        global_step=output.get("global_step"),
+        metrics={m: eval_logs[m] for m in spec_metrics}, eval_logs=eval_logs)
     utils.write_json_atomically(result_path, result)
     results.append(result)
   return results
@@ -222,11 +193,10 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
 
 def expected_metric_names(config: cfg.ExperimentConfig) -> List[str]:
   """The metric keys the task reports for this config's validation data."""
-  spec = glue_data.get_task(config.task.glue_task)
-  names = list(config.task.validation_data.split_names or [])
-  if not names:
-    return list(spec.metrics)
-  return [f"{m}_{s}" for s in names for m in spec.metrics]
+  metrics = glue_data.get_task(config.task.glue_task).metrics
+  splits = config.task.validation_data.split_names
+  return ([f"{m}_{s}" for s in splits for m in metrics] if splits else
+          list(metrics))
 
 
 def read_result(path: str) -> Dict:
@@ -258,17 +228,12 @@ def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
 
 
 def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
-  """Per grid point median/std over seeds; the best point by main metric.
+  """Per grid point median/std over seeds of the result dicts; the best point.
 
-  Args:
-    task: GLUE task name.
-    results: Result dicts (`epochs`, `learning_rate`, `seed`, `metrics`).
-
-  Returns:
-    {"task", "main_metric", "grid": [point, ...], "best": point,
-     "score": mean of the best point's metric medians}, where a point is
-    {"epochs", "learning_rate", "num_seeds", "seeds",
-     "metrics": {name: {"median", "std", "values"}}}.
+  Returns {"task", "main_metric", "grid": [point, ...], "best": point, "score":
+  mean of the best point's metric medians}, where a point is {"epochs",
+  "learning_rate", "num_seeds", "seeds", "metrics": {name: {"median", "std",
+  "values"}}}.
   """
   spec = glue_data.get_task(task)
   if not results:
@@ -280,9 +245,8 @@ def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
   grid = []
   for (epochs, lr), group in sorted(groups.items()):
     group = sorted(group, key=lambda r: r["seed"])
-    names = sorted(set().union(*(r["metrics"] for r in group)))
     metrics = {}
-    for name in names:
+    for name in sorted(set().union(*(r["metrics"] for r in group))):
       values = [float(r["metrics"][name]) for r in group
                 if name in r["metrics"]]
       metrics[name] = {"median": float(np.median(values)),
@@ -354,39 +318,33 @@ def define_flags():
                       "Root of the run directories (<root>/<task>/...).")
   flags.DEFINE_integer("seeds", finetuning.PAPER_NUM_SEEDS,
                        "Seeds per grid point (0 .. seeds-1).")
-  flags.DEFINE_list("epochs", [str(e) for e in finetuning.PAPER_EPOCHS],
+  flags.DEFINE_list("epochs", [f"{e:g}" for e in finetuning.PAPER_EPOCHS],
                     "Epoch counts of the grid.")
   flags.DEFINE_list("learning_rates",
                     [f"{lr:g}" for lr in finetuning.PAPER_LEARNING_RATES],
                     "Peak learning rates of the grid.")
   flags.DEFINE_multi_string("config_file", None,
                             "More YAML overrides after the task's YAML.")
-  flags.DEFINE_string("params_override", "",
-                      "Overrides after the config files (Model Garden's "
-                      "--params_override syntax).")
-  flags.DEFINE_string("data_dir", None,
-                      "Replaces GLUE_DATA_DIR in the data paths: the "
-                      "--output_dir of realformer_tf.data.glue.")
-  flags.DEFINE_string("meta_data_file", None,
-                      "<task>_meta_data.json; default: next to the train "
-                      "file.")
+  flags.DEFINE_string("params_override", "", "Overrides after the config "
+                      "files (Model Garden's --params_override syntax).")
+  flags.DEFINE_string("data_dir", None, "Replaces GLUE_DATA_DIR in the data "
+                      "paths: realformer_tf.data.glue's --output_dir.")
+  flags.DEFINE_string("meta_data_file", None, "<task>_meta_data.json; "
+                      "default: next to the train file.")
   flags.DEFINE_bool("dry_run", False, "List the runs and their state only.")
-  flags.DEFINE_bool("summarize_only", False,
-                    "Print the summary of the results under --model_dir_root"
-                    " without running anything.")
+  flags.DEFINE_bool("summarize_only", False, "Only print the summary of the "
+                    "results under --model_dir_root.")
 
 
 def _parse_numbers(values: Sequence[str], flag: str) -> List[float]:
-  numbers = []
   for value in values:
     try:
-      number = float(value)
-    except ValueError as e:
-      raise app.UsageError(f"--{flag}: {value!r} is not a number.") from e
-    if not number > 0:
-      raise app.UsageError(f"--{flag}: {value!r} is not positive.")
-    numbers.append(number)
-  return numbers
+      if float(value) > 0:
+        continue
+    except ValueError:
+      raise app.UsageError(f"--{flag}: {value!r} is not a number.") from None
+    raise app.UsageError(f"--{flag}: {value!r} is not positive.")
+  return [float(value) for value in values]
 
 
 def main(argv):

@@ -1,19 +1,11 @@
 """What train.py runs: Model Garden's parse -> check -> `train_lib.run_experiment`.
 
-The flow is `official/nlp/train.py`'s, with three additions:
-  * `ExperimentParser`: Model Garden's `train_utils.ExperimentParser` whose
-    errors name the unknown experiment (listing the registered `realformer/*`
-    ones), the config file and the full dotted path of an unknown key;
-  * before anything is written: the experiment's own data is built
-    (`prepare_quickstart_data`, the quickstart corpus) and the config is
-    checked against its inputs (`configs/validation.py`);
-  * the trainer is `training/trainer.py`'s (examples/sec, non-finite loss
-    stop), passed to Model Garden's `run_experiment`, which still builds the
-    checkpoint manager (resume from the latest checkpoint in `model_dir`),
-    the Orbit controller and the TensorBoard summaries.
-
-Everything else (strategies, mixed precision, checkpoints, summaries, modes)
-is Model Garden's.
+The flow is `official/nlp/train.py`'s, plus: parse errors naming the unknown
+experiment, config file or dotted key (`ExperimentParser`); before anything
+is written, the quickstart's own data built and the config checked against
+its inputs (`configs/validation.py`); `training/trainer.py`'s trainer
+(examples/s, non-finite loss stop); a final-evaluation record and a closing
+summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
 """
 
 import functools
@@ -24,6 +16,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from absl import logging
+import psutil
 import tensorflow as tf
 import yaml
 
@@ -58,45 +51,37 @@ def _unknown_key(config, overrides: Mapping[str, Any],
       return (f"{path} (not a field of {type(config).__name__}; its fields: "
               f"{', '.join(sorted(fields))})")
     child = getattr(config, key)
-    if isinstance(value, Mapping):
-      found = _unknown_key(child, value, path + ".")
-      if found:
-        return found
-    elif isinstance(value, list) and isinstance(child, list) and child:
-      for i, item in enumerate(value):
-        found = _unknown_key(child[0], item, f"{path}[{i}].")
-        if found:
-          return found
+    # A list of sub-configs: each item against the first element's fields.
+    nested = ([(child[0], item, f"{path}[{i}].")
+               for i, item in enumerate(value)]
+              if isinstance(value, list) and isinstance(child, list) and child
+              else [(child, value, path + ".")])
+    found = next(filter(None, (_unknown_key(*n) for n in nested)), None)
+    if found:
+      return found
   return None
 
 
-def _override(params: cfg.ExperimentConfig, overrides: Dict[str, Any],
-              source: str) -> cfg.ExperimentConfig:
-  """`params.override(overrides, is_strict=True)`, errors naming `source`."""
-  try:
-    params.override(overrides, is_strict=True)
-  except KeyError as e:
-    where = _unknown_key(params, overrides)
-    raise ValueError(
-        f"{source}: unknown config key {where or e}.") from None
-  except (TypeError, ValueError) as e:
-    raise ValueError(f"{source}: {e}") from None
-  return params
-
-
 class ExperimentParser(train_utils.ExperimentParser):
-  """Model Garden's flag parser with errors naming the flag, file and key.
-
-  Same order as the base class: the registered experiment, each
-  `--config_file` in turn (later ones override earlier ones), `--tpu`,
-  `--tf_data_service`, then `--params_override`. `sources` records, in that
-  order, each config file's and the override's nested dict (for
-  `schedule.explicit_keys`: which keys the user set, and where).
-  """
+  """Model Garden's flag parser (same order) with errors naming the flag, file
+  and key; `sources` lists each config file's and the override's nested dict,
+  in order, for `schedule.explicit_keys`."""
 
   def __init__(self, flags_obj):
     super().__init__(flags_obj)
     self.sources = []
+
+  def _override(self, params, overrides: Dict[str, Any], source: str):
+    """`params.override(overrides, is_strict=True)`, errors naming `source`."""
+    try:
+      params.override(overrides, is_strict=True)
+    except KeyError as e:
+      where = _unknown_key(params, overrides)
+      raise ValueError(f"{source}: unknown config key {where or e}.") from None
+    except (TypeError, ValueError) as e:
+      raise ValueError(f"{source}: {e}") from None
+    self.sources.append((source, overrides))
+    return params
 
   def base_experiment(self):
     name = self._flags_obj.experiment
@@ -124,8 +109,7 @@ class ExperimentParser(train_utils.ExperimentParser):
       except (TypeError, ValueError, AttributeError) as e:
         raise ValueError(f"{source}: expected a YAML mapping of config keys "
                          f"({e}).") from None
-      _override(params, overrides, source)
-      self.sources.append((source, overrides))
+      self._override(params, overrides, source)
     return params
 
   def parse_params_override(self, params):
@@ -140,33 +124,18 @@ class ExperimentParser(train_utils.ExperimentParser):
           hyperparams.ParamsDict(), value, is_strict=False).as_dict()
     except (yaml.YAMLError, ValueError, TypeError, tf.errors.OpError) as e:
       raise ValueError(f"{source}: cannot parse it ({e}).") from None
-    params = _override(params, overrides, source)
-    self.sources.append((source, overrides))
-    return params
+    return self._override(params, overrides, source)
 
 
 def parse_configuration(flags_obj) -> cfg.ExperimentConfig:
-  """`train_utils.parse_configuration` with `ExperimentParser`, not locked.
-
-  Args:
-    flags_obj: The absl FLAGS or a `train_utils.ParseConfigOptions`: needs
-      `experiment`, `config_file`, `params_override`, `tpu` (and optionally
-      `tf_data_service`).
-
-  Returns:
-    The unlocked experiment config, its restrictions and encoder checked.
-  """
+  """`train_utils.parse_configuration` with `ExperimentParser`, not locked."""
   return parse_configuration_and_sources(flags_obj)[0]
 
 
 def parse_configuration_and_sources(flags_obj):
-  """`parse_configuration`, plus the keys the user set (`schedule.ExplicitKeys`).
-
-  A `trainer.train_steps` set without the schedule's length moves the
-  schedule with it (`schedule.follow_train_steps`), and a
-  `task.init_checkpoint` in a model dir of ours supplies the encoder config
-  (`init_from_run.inherit_encoder`), before the config is checked.
-  """
+  """(`parse_configuration`, the keys the user set), with the schedule moved
+  to a lone `trainer.train_steps` and the encoder config of a run of ours named
+  by `task.init_checkpoint` taken, before the config is checked."""
   parser = ExperimentParser(flags_obj)
   params = parser.parse()
   validation.validate_field_types(params)
@@ -190,24 +159,10 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
                            ) -> Optional[dict]:
   """Builds the data `realformer/quickstart` makes for itself; points `params` at it.
 
-  When both of its input paths are empty, the stdlib-docstring corpus (or
-  `input_files`, BERT-format text) becomes a WordPiece vocabulary and MLM/NSP
-  records in `model_dir/data` (cached there: a rerun reuses them), built with
-  the config's `seq_length` and `max_predictions_per_seq`. The config then
-  gets the record paths, `task.vocab_file` and the real vocabulary size.
-
-  Args:
-    params: The parsed experiment config, not locked; changed in place.
-    model_dir: The run's model directory.
-    input_files: Text files for the corpus (`--quickstart_input_files`).
-
-  Returns:
-    The `prepare_quickstart_data` result, or None when nothing was built.
-
-  Raises:
-    ValueError: If `input_files` is given to another experiment or next to
-      explicit input paths, only one of the two input paths is set, or the
-      train and validation data disagree on the record shapes.
+  With both input paths empty, the corpus (or `input_files`) becomes a
+  vocabulary and MLM/NSP records cached in `model_dir/data` with the config's
+  shapes; `params` gets their paths, `task.vocab_file` and the vocabulary
+  size. Returns `quickstart_corpus.prepare_quickstart_data`'s result, or None.
   """
   task = params.task
   name = experiments.QUICKSTART
@@ -226,10 +181,9 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
           f"{' and '.join(paths)} ({paths}); drop one or the other.")
     return None
   if any(paths.values()):
-    given = [k for k, v in paths.items() if v]
-    missing = [k for k, v in paths.items() if not v]
+    given, missing = sorted(paths, key=lambda k: not paths[k])
     raise ValueError(
-        f"{name}: {given[0]} is set but {missing[0]} is empty; set both "
+        f"{name}: {given} is set but {missing} is empty; set both "
         "(your own records) or neither (built in model_dir/data).")
   for key in ("seq_length", "max_predictions_per_seq"):
     train_value = getattr(task.train_data, key)
@@ -292,29 +246,21 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
 FINAL_EVAL_FILE = "final_eval.json"
 
 
-def _flatten(value, prefix: str = "") -> Dict[str, Any]:
-  if isinstance(value, Mapping):
-    flat = {}
-    for key, item in value.items():
-      flat.update(_flatten(item, f"{prefix}{key}."))
-    return flat
-  return {prefix.rstrip("."): value}
+def _flatten(value, prefix: str) -> Dict[str, Any]:
+  if not isinstance(value, Mapping):
+    return {prefix: value}
+  return {k: v for key, item in value.items()
+          for k, v in _flatten(item, f"{prefix}.{key}").items()}
 
 
 def check_model_dir(params: cfg.ExperimentConfig, mode: str,
                     model_dir: str) -> None:
   """Checks `model_dir`'s earlier run against this one, before any write.
 
-  * `--mode=eval` needs a checkpoint in `model_dir` (else it would report
-    the metrics of a randomly initialized model).
-  * A train mode on a `model_dir` with checkpoints resumes them, so its
-    `params.yaml` must describe the same model (`task.name`, `task.model`):
-    otherwise train.py would overwrite it and then fail restoring, leaving a
-    directory that can no longer be exported.
-
-  Raises:
-    ValueError: Naming the directory and, for a different model, each
-      differing key with both values.
+  `--mode=eval` needs a checkpoint (else: metrics of a random model). A train
+  mode resuming checkpoints needs the same `task.name` and `task.model` as
+  `params.yaml` (else it would overwrite it, then fail restoring, leaving a
+  directory that can no longer be exported); the error lists each change.
   """
   has_checkpoint = bool(tf.io.gfile.isdir(model_dir) and
                         tf.train.latest_checkpoint(model_dir))
@@ -327,11 +273,9 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
   if (mode not in validation.TRAIN_MODES or not has_checkpoint or
       not tf.io.gfile.exists(params_path)):
     return
-  previous = registry.load_experiment_config(model_dir)
-  old = _flatten({"task.name": previous.task.name,
-                  "task.model": previous.task.model.as_dict()})
-  new = _flatten({"task.name": params.task.name,
-                  "task.model": params.task.model.as_dict()})
+  old, new = (_flatten({"name": p.task.name, "model": p.task.model.as_dict()},
+                       "task")
+              for p in (registry.load_experiment_config(model_dir), params))
   changed = [f"{key}: {old.get(key)!r} in params.yaml, {new.get(key)!r} now"
              for key in sorted(set(old) | set(new))
              if old.get(key) != new.get(key)]
@@ -340,16 +284,6 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
         f"--model_dir={model_dir!r} holds checkpoints of another model "
         f"({params_path}): " + "; ".join(changed) + ". Use a new --model_dir, "
         "or the same model config to resume.")
-
-
-def _pid_alive(pid: int) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:
-    return True
-  return True
 
 
 def clean_stale_temps(model_dir: str) -> List[str]:
@@ -372,7 +306,7 @@ def clean_stale_temps(model_dir: str) -> List[str]:
                  os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)):
     for path in tf.io.gfile.glob(os.path.join(folder, f"*{utils.TMP_INFIX}*")):
       pid = path.rsplit(utils.TMP_INFIX, 1)[1]
-      if pid.isdigit() and not _pid_alive(int(pid)):
+      if pid.isdigit() and not psutil.pid_exists(int(pid)):
         tf.io.gfile.remove(path)
         removed.append(path)
   for path in removed:
@@ -394,16 +328,6 @@ def checkpoint_step(path: str) -> int:
       utils.resolve_checkpoint(path, "checkpoint")))
 
 
-class _LastOutput:
-  """Orbit action keeping the last output it saw."""
-
-  def __init__(self):
-    self.output = None
-
-  def __call__(self, output):
-    self.output = output
-
-
 def _log(message: str) -> None:
   # Stdout, where Orbit prints its progress (its absl copies are dropped,
   # see run_summary.drop_duplicate_progress); debug-level in the absl log.
@@ -412,16 +336,7 @@ def _log(message: str) -> None:
 
 
 def run(flags_obj) -> Mapping[str, Any]:
-  """Parses the flags, then `run_experiment`.
-
-  Args:
-    flags_obj: absl FLAGS (see train.py): experiment, mode, model_dir,
-      config_file, params_override, tpu, tf_data_service,
-      quickstart_input_files, enable_async_checkpointing.
-
-  Returns:
-    The last evaluation's metrics (empty if the mode does not evaluate).
-  """
+  """Parses train.py's flags, then `run_experiment`."""
   return run_experiment(
       parse_configuration(flags_obj), flags_obj.mode, flags_obj.model_dir,
       getattr(flags_obj, "quickstart_input_files", None),
@@ -432,22 +347,9 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                    quickstart_input_files: Optional[Sequence[str]] = None,
                    enable_async_checkpointing: bool = False
                   ) -> Mapping[str, Any]:
-  """Checks, trains and/or evaluates a parsed config as `mode` says.
-
-  train.py and the GLUE sweep both run through here: the checks before
-  anything is written, the non-finite loss stop, examples/s, the final
-  evaluation record and the closing summary.
-
-  Args:
-    params: The parsed config, not locked (`prepare_and_validate` locks it).
-    mode: One of `validation.MODES`.
-    model_dir: Where checkpoints, summaries and params.yaml go.
-    quickstart_input_files: `--quickstart_input_files`.
-    enable_async_checkpointing: Save checkpoints in a background thread.
-
-  Returns:
-    The last evaluation's metrics (empty if the mode does not evaluate).
-  """
+  """Checks, then trains and/or evaluates a parsed (unlocked) config as `mode`
+  says; train.py and the GLUE sweep both run through here. Returns the last
+  evaluation's metrics (empty if the mode does not evaluate)."""
   params = prepare_and_validate(params, mode, model_dir,
                                 quickstart_input_files)
   logging.info("Final experiment parameters:\n%s",
@@ -493,23 +395,19 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
             params, model_dir),
         trainer_cls=functools.partial(trainer_lib.Trainer,
                                       model_dir=model_dir))
-  last_eval = _LastOutput()
+  eval_outputs = []  # Orbit eval action: run_experiment returns only post-eval.
   run_summary.drop_duplicate_progress()
   start_time = time.time()
   # official/nlp/train.py retries here after a TPU preemption through a
   # preemption watcher that its open-source build leaves disabled; a rerun of
   # the same command resumes from the latest checkpoint instead.
   _, eval_logs = train_lib.run_experiment(
-      distribution_strategy=strategy,
-      task=task,
-      mode="eval" if completed else mode,
-      params=params,
-      model_dir=model_dir,
-      trainer=trainer,
-      eval_actions=[last_eval],
+      distribution_strategy=strategy, task=task,
+      mode="eval" if completed else mode, params=params, model_dir=model_dir,
+      trainer=trainer, eval_actions=[eval_outputs.append],
       enable_async_checkpointing=enable_async_checkpointing)
   seconds = time.time() - start_time
-  final = dict(eval_logs or last_eval.output or {})
+  final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
   step = int(trainer.global_step.numpy())
   values = {k: float(v) for k, v in sorted(final.items())
             if getattr(v, "shape", ()) == () or isinstance(v, float)}

@@ -1,23 +1,14 @@
-"""Model Garden's `Trainer`, plus throughput logging and a diverged loss stop.
-
-Model Garden's `base_trainer.Trainer` already logs the loss, the task's
-metrics (e.g. `masked_lm_accuracy`) and the learning rate after each train
-loop, and Orbit adds `steps_per_second`. This subclass adds
-`examples_per_second` to the same logs (console and TensorBoard) and stops
-the run when the training loss becomes NaN or Inf, or larger than
-`trainer.loss_upper_bound` (a finite divergence), naming the first bad step.
+"""Model Garden's `Trainer`, + `examples_per_second` and a diverged loss stop.
 
 Why not Model Garden's own blow-up handling: `actions.RecoveryCondition`
-(`trainer.recovery_max_trials`, `trainer.loss_upper_bound`) looks at the
-loop's *mean* loss after the loop and, with the default
-`recovery_max_trials=0`, raises "The loss value is NaN after training loop"
-without a step. Here every step's loss is checked: the per-replica losses are
-all-reduced (one scalar per step) so every replica sees the same verdict,
-and two per-replica counters record the first non-finite step of the loop.
-After the loop (on the host, so it works on TPU too) the trainer raises
-`NonFiniteLossError` before Orbit's actions and checkpointing run, so no
-checkpoint holds NaN or diverged weights. With `trainer.recovery_max_trials > 0` it only
-logs the step and leaves the roll-back to Model Garden's recovery action.
+(`official/core/actions.py:158`) looks at the loop's *mean* loss after
+the loop and, with the default `recovery_max_trials=0`, raises "The loss value
+is NaN after training loop" without a step. Here every step's all-reduced loss
+is checked (NaN/Inf, or above `trainer.loss_upper_bound`), and after the loop,
+on the host (so on TPU too), `NonFiniteLossError` names the first bad step
+before Orbit's actions and checkpointing run: no checkpoint holds diverged
+weights. With `trainer.recovery_max_trials > 0` it only logs the step and
+leaves the roll-back to Model Garden's recovery action.
 """
 
 import math
@@ -42,14 +33,10 @@ class NonFiniteLossError(RuntimeError):
 class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
   """`Mean` of the training loss that also finds the loop's first bad step.
 
-  Stands in for Model Garden's `training_loss` metric, which the trainer
-  updates with each replica's loss once per step (the hook used here).
-  `first_nonfinite_step()` is the 1-based index, within the current loop, of
-  the first step whose loss summed over replicas was not finite, or whose
-  mean over replicas exceeded `upper_bound` (0: none);
-  `first_nonfinite_loss()` is that mean. `reset_state` (called by the trainer
-  after each loop) clears both. `set_upper_bound` changes the bound (inf:
-  only NaN/Inf count) and the first step of the loop it applies to.
+  Stands in for the `training_loss` metric `base_trainer.Trainer` updates with
+  each replica's loss once per step. `first_nonfinite_step()`: the 1-based
+  step in the loop whose replica-summed loss was not finite, or whose replica
+  mean exceeded `upper_bound` (0: none); `first_nonfinite_loss()`: that mean.
   """
 
   def __init__(self, name: str = "training_loss", dtype=tf.float32,
@@ -122,14 +109,8 @@ class Trainer(base_trainer.Trainer):
   """
 
   def __init__(self, *args, model_dir: Optional[str] = None, **kwargs):
-    """Same arguments as `base_trainer.Trainer`.
-
-    Args:
-      *args: Passed to `base_trainer.Trainer`.
-      model_dir: Where checkpoints go; only used to name the latest good
-        checkpoint in the non-finite loss error.
-      **kwargs: Passed to `base_trainer.Trainer`.
-    """
+    """`base_trainer.Trainer`'s arguments; `model_dir` names the latest good
+    checkpoint in the non-finite loss error."""
     super().__init__(*args, **kwargs)
     self._model_dir = model_dir
     if not kwargs.get("train", True):

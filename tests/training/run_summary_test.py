@@ -23,6 +23,7 @@ class RunSummaryTest(tf.test.TestCase, parameterized.TestCase):
     params = exp_factory.get_exp_config(experiments.QUICKSTART)
     params.task.validation_data.input_path = records
     params.task.model.encoder.any.vocab_size = 64
+    params.task.train_data.global_batch_size = 32
     found = run_summary.most_frequent_masked_token([records])
     # Independent count of the masked ids with weight 1.
     counts = {}
