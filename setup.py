@@ -14,6 +14,9 @@ INSTALL_REQUIRES = [
     "pyyaml",
     "matplotlib",  # attention analysis figures
     "tqdm",        # analysis progress bar
+    "scikit-learn",  # GLUE metrics (as Model Garden's sentence_prediction)
+    "scipy",         # GLUE correlations
+    "psutil",        # stale temp files of dead processes
 ]
 
 setuptools.setup(
@@ -26,6 +29,6 @@ setuptools.setup(
     python_requires=">=3.11,<3.12",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest", "pytest-xdist", "scipy", "scikit-learn"],
+        "test": ["pytest", "pytest-xdist"],
     },
 )
