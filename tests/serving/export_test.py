@@ -592,8 +592,10 @@ def test_saved_model_cli_run_equals_keras(runs, head):
 
 
 def test_signatures_and_custom_ops(runs):
-  text_ops = ["CaseFoldUTF8", "NormalizeUTF8", "RegexSplitWithOffsets",
-              "WordpieceTokenizeWithOffsets"]
+  # Every head packs with Model Garden's BertPackInputs (SQuAD's windows
+  # too), which trims with tensorflow-text's RoundRobinTrimmer.
+  text_ops = sorted(["CaseFoldUTF8", "NormalizeUTF8", "RegexSplitWithOffsets",
+                     "WordpieceTokenizeWithOffsets", "TFText>RoundRobinTrim"])
   for head in common.HEADS:
     result = runs[head].result
     expected = ["preprocess_text", "serve_examples", "serve_text",
@@ -603,12 +605,7 @@ def test_signatures_and_custom_ops(runs):
     assert result.signatures == expected, head
     assert result.max_seq_length == common.SEQ_LENGTH
     assert result.lower_case is True
-    # Sentences and pairs are packed by Model Garden's BertPackInputs, which
-    # trims with tensorflow-text's RoundRobinTrimmer; SQuAD packs its own
-    # doc-stride windows.
-    trims = not head.startswith("squad")
-    assert result.custom_ops == sorted(
-        text_ops + (["TFText>RoundRobinTrim"] if trims else [])), head
+    assert result.custom_ops == text_ops, head
     with open(os.path.join(runs[head].export_dir, "assets",
                            "vocab.txt")) as f:
       assert f.read().split("\n")[:-1] == common.VOCAB
