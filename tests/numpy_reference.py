@@ -123,3 +123,14 @@ def encoder(encoder_layer, word_ids, input_mask, type_ids, mode,
   pk, pb = [v.numpy() for v in e.pooler_layer.weights]
   pooled = np.tanh(x[:, 0] @ pk + pb)
   return x, pooled, all_scores, all_probs
+
+
+def truncated_lengths(len_a, len_b, max_tokens):
+  """The pair lengths BERT's `truncate_seq_pair` keeps: it pops the last
+  token of the longer side (of b on ties) until both fit in `max_tokens`."""
+  while len_a + len_b > max_tokens:
+    if len_a > len_b:
+      len_a -= 1
+    else:
+      len_b -= 1
+  return len_a, len_b

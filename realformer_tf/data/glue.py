@@ -337,21 +337,6 @@ def read_tfds(spec: GlueTaskSpec,
   return splits
 
 
-def truncated_lengths(len_a: int, len_b: int, max_tokens: int
-                     ) -> Tuple[int, int]:
-  """The lengths BERT's `truncate_seq_pair` keeps (the tests' reference).
-
-  It pops the last token of the longer side (of b on ties) until both fit in
-  `max_tokens`; `tokenization.pack_inputs` keeps the same lengths.
-  """
-  while len_a + len_b > max_tokens:
-    if len_a > len_b:
-      len_a -= 1
-    else:
-      len_b -= 1
-  return len_a, len_b
-
-
 def encode_examples(examples: Sequence[GlueExample], tokenizer, cls_id: int,
                     sep_id: int, max_seq_length: int
                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int]:

@@ -12,6 +12,7 @@ from official.nlp.data import sentence_prediction_dataloader as sp_loader
 from realformer_tf.data import glue
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
+from tests import numpy_reference
 
 DATA_DIR = pretraining_data.default_data_dir()
 GLUE_DIR = os.path.join(DATA_DIR, "glue")
@@ -54,15 +55,6 @@ def _load(path, seq_length, label_type="int"):
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
-def _reference_truncation(len_a, len_b, max_tokens):
-  while len_a + len_b > max_tokens:
-    if len_a > len_b:
-      len_a -= 1
-    else:
-      len_b -= 1
-  return len_a, len_b
-
-
 def test_pair_truncation_matches_bert_loop():
   """`pack_inputs` keeps the pair lengths of BERT's truncate_seq_pair."""
   rng = random.Random(0)
@@ -78,8 +70,8 @@ def test_pair_truncation_matches_bert_loop():
     types = features["input_type_ids"].numpy().sum(axis=1)
     tokens = features["input_mask"].numpy().sum(axis=1)
     kept = list(zip((tokens - types - 2).tolist(), (types - 1).tolist()))
-    assert kept == [_reference_truncation(*case) for case in group], room
-    assert kept == [glue.truncated_lengths(*case) for case in group], room
+    assert kept == [numpy_reference.truncated_lengths(*case) for case in group], room
+    assert kept == [numpy_reference.truncated_lengths(*case) for case in group], room
 
 
 @needs_data

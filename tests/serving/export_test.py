@@ -27,6 +27,7 @@ from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
 from realformer_tf.serving import export
+from tests import numpy_reference
 from tests.serving import common
 
 ATOL = 1e-5
@@ -137,7 +138,7 @@ def serialize(features: Dict[str, np.ndarray], **extra) -> np.ndarray:
 
 
 def pack_pair(run: Run, a: List[int], b: List[int]) -> List[int]:
-  keep_a, keep_b = glue_data.truncated_lengths(len(a), len(b),
+  keep_a, keep_b = numpy_reference.truncated_lengths(len(a), len(b),
                                                common.SEQ_LENGTH - 3)
   return [CLS] + a[:keep_a] + [SEP] + b[:keep_b] + [SEP]
 

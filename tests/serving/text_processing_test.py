@@ -10,6 +10,7 @@ from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
 from realformer_tf.serving import text_processing
+from tests import numpy_reference
 from tests.serving import common
 
 CLS, SEP, MASK = 2, 3, 4
@@ -29,7 +30,7 @@ def tiny_vocab(tmp_path_factory):
 
 
 def test_pair_truncation_equals_glue_truncate_seq_pair(tiny_vocab):
-  """RoundRobinTrimmer keeps exactly `glue.truncated_lengths` tokens."""
+  """RoundRobinTrimmer keeps exactly `numpy_reference.truncated_lengths` tokens."""
   lengths = [(a, b) for a in range(1, 15) for b in range(1, 15)]
   a = tf.ragged.range([n for n, _ in lengths]) + 100
   b = tf.ragged.range([n for _, n in lengths]) + 200
@@ -38,7 +39,7 @@ def test_pair_truncation_equals_glue_truncate_seq_pair(tiny_vocab):
     packer = text_processing.BertTextPacker(tiny_vocab, True, max_seq_length)
     features, _ = packer.pack([a, b], ["a", "b"])
     for i, (len_a, len_b) in enumerate(lengths):
-      keep_a, keep_b = glue_data.truncated_lengths(len_a, len_b,
+      keep_a, keep_b = numpy_reference.truncated_lengths(len_a, len_b,
                                                    max_seq_length - 3)
       row = ([CLS] + list(range(100, 100 + keep_a)) + [SEP]
              + list(range(200, 200 + keep_b)) + [SEP])
