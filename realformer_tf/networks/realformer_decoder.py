@@ -12,6 +12,7 @@ With `cross_attention=False` the same class is a decoder-only (causal
 language model) stack: call it with `memory=None`.
 """
 
+import abc
 from typing import Any
 
 import tensorflow as tf
@@ -23,7 +24,8 @@ from realformer_tf.layers import realformer_decoder_block
 from realformer_tf.layers import residual_attention as ra
 
 
-class BlockStack(realformer_block.ArgumentsConfigLayer):
+class BlockStack(realformer_block.ArgumentsConfigLayer,
+                 metaclass=abc.ABCMeta):
   """`num_layers` blocks and a final LayerNorm: what both seq2seq stacks share.
 
   Model Garden's attribute names (`num_layers`, `num_attention_heads`,
@@ -67,8 +69,9 @@ class BlockStack(realformer_block.ArgumentsConfigLayer):
     self.num_layers = num_layers
     self.num_attention_heads = num_attention_heads
 
+  @abc.abstractmethod
   def _block(self, index: int, width: int) -> tf_keras.layers.Layer:
-    raise NotImplementedError
+    """Block `index` of the stack, for inputs `width` wide."""
 
   def _final_norm_epsilon(self) -> float:
     return self._config["norm_epsilon"]

@@ -33,6 +33,7 @@ add only what Model Garden lacks or gets wrong:
   heads, seq, seq]`.
 """
 
+import abc
 import dataclasses
 import json
 import os
@@ -147,7 +148,7 @@ def _parses_as_example(serialized: tf.Tensor,
           valid, [[item[0]]], [True]))
 
 
-class _RealFormerServingMixin:
+class _RealFormerServingMixin(metaclass=abc.ABCMeta):
   """One head: its config, options, input checks, model call and signatures.
 
   Subclasses set `HEAD`, `TASK_CONFIG`, `VOCAB_RECORD`, `TEXT_SIGNATURES`,
@@ -295,8 +296,9 @@ class _RealFormerServingMixin:
           tf.stack(raw["attention"], axis=1), tf.float32)
     return result
 
+  @abc.abstractmethod
   def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
-    raise NotImplementedError
+    """The head's named outputs from the model's raw outputs."""
 
   @tf.function
   def serve(self, input_word_ids, input_mask=None,
