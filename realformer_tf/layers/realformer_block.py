@@ -240,7 +240,8 @@ class RealFormerEncoderBlock(ArgumentsConfigLayer):
         attention_bias = attention_bias[:, :, :output_range, :]
 
     attention_output, scores, probs = self._attention_layer(
-        query=query, value=hidden, attention_mask=attention_mask,
+        query=query, value=None if query is hidden else hidden,
+        attention_mask=attention_mask,
         prev_scores=scores, training=training, return_attention_probs=True,
         attention_bias=attention_bias)
     attention_output = self._attention_dropout(attention_output,

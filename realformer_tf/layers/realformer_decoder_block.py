@@ -193,7 +193,7 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
     source = hidden
     query = self.self_attention_layer_norm(hidden) if norm_first else hidden
     attention_output, self_scores, self_probs = self.self_attention(
-        query=query, value=query, attention_mask=self_attention_mask,
+        query=query, attention_mask=self_attention_mask,
         prev_scores=self_scores, training=training,
         return_attention_probs=True, use_causal_mask=True, cache=cache,
         decode_loop_step=decode_loop_step)

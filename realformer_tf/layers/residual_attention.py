@@ -132,7 +132,9 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
 
   Call arguments:
     query: `[batch, from_len, dim]`.
-    value: `[batch, to_len, dim]`.
+    value: Optional `[batch, to_len, dim]`; None means self-attention
+      (`query`), where Q, K and V come from one matmul: the three kernels
+      are concatenated at call time, so weights keep their names.
     key: Optional `[batch, to_len, dim]`; defaults to `value`.
     attention_mask: Optional `[batch, from_len, to_len]`, 1 = attend.
     prev_scores: Optional `[batch, num_heads, from_len, to_len]` running sum
@@ -217,7 +219,7 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
 
   def call(self,
            query,
-           value,
+           value=None,
            key=None,
            attention_mask=None,
            prev_scores=None,
@@ -240,6 +242,11 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       raise ValueError(
           f"{self.name}: query must have rank 3 [batch, from_len, dim], got "
           f"shape {query.shape}.")
+    # `value is query` only survives without mixed precision: Keras casts
+    # the first argument alone.
+    self_attention = (value is None or value is query) and key is None
+    if value is None:
+      value = query
     if not self._built_from_signature:
       self._build_from_signature(query=query, value=value, key=key)
     if key is None:
@@ -261,9 +268,16 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
         query, value, key=key, attention_mask=attention_mask,
         use_causal_mask=use_causal_mask and cache is None)
 
-    query = self._query_dense(query)    # [B, T, N, H]
-    key = self._key_dense(key)          # [B, S, N, H]
-    value = self._value_dense(value)    # [B, S, N, H]
+    dense = (self._query_dense, self._key_dense, self._value_dense)
+    # The first call builds the three layers (their weights' names); later
+    # ones can read their kernels.
+    if (self_attention and self._activity_regularizer is None and
+        all(layer.built for layer in dense)):
+      query, key, value = self._project_self_attention(query)
+    else:
+      query = self._query_dense(query)    # [B, T, N, H]
+      key = self._key_dense(key)          # [B, S, N, H]
+      value = self._value_dense(value)    # [B, S, N, H]
     if cache is not None:
       # Model Garden's own cache update (a plain function of its arguments):
       # official/nlp/modeling/layers/attention.py, CachedAttention.
@@ -286,6 +300,22 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     if return_attention_probs:
       return output, scores, probs
     return output, scores
+
+  def _project_self_attention(self, inputs):
+    """Q, K and V `[B, T, N, H]` of `inputs` from one einsum.
+
+    The standard `query`/`key`/`value` kernels and biases are concatenated
+    along the head size at call time: one `[dim, N, 2 * key_dim + value_dim]`
+    GEMM (and one for each gradient) instead of three, and checkpoints keep
+    their names. Same sums as three einsums.
+    """
+    dense = (self._query_dense, self._key_dense, self._value_dense)
+    qkv = tf.einsum(self._query_dense.equation, inputs,
+                    tf.concat([layer.kernel for layer in dense], axis=-1))
+    if self._use_bias:
+      qkv += tf.concat([layer.bias for layer in dense], axis=-1)
+    sizes = [self._key_dim, self._key_dim, self._value_dim]
+    return tf.split(qkv, sizes, axis=-1)
 
   def _compute_residual_attention(
       self,

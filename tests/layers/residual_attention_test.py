@@ -223,6 +223,41 @@ class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
                           atol=0.1, rtol=0.03)
     self.assertEqual(eager[1].dtype, xla[1].dtype)
 
+  @parameterized.parameters("float32", "mixed_bfloat16")
+  def test_self_attention_fuses_qkv_with_same_results(self, policy):
+    with layer_test_utils.mixed_precision_scope(policy):
+      layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                            value_dim=6)
+      x = tf.constant(self.value)
+      prev = np.random.default_rng(1).normal(size=(2, 4, 7, 7)).astype(
+          np.float32)
+      layer(x)  # builds the projections
+
+      def run(fused):
+        with tf.GradientTape() as tape:
+          tape.watch(x)
+          # key=x disables the fused path: three separate projections.
+          out, scores = (layer(x, prev_scores=prev) if fused
+                         else layer(x, x, key=x, prev_scores=prev))
+          loss = tf.reduce_sum(tf.cast(out, tf.float32) ** 2)
+        return [out, scores] + tape.gradient(
+            loss, [x] + layer.trainable_variables)
+
+      calls = []
+      original = layer._project_self_attention
+      layer._project_self_attention = lambda *a: calls.append(1) or original(*a)
+      fused, separate = run(True), run(False)
+    self.assertLen(calls, 1)
+    tolerance = 1e-5 if policy == "float32" else 2e-2
+    for a, b in zip(fused, separate):
+      self.assertAllClose(tf.cast(a, tf.float32), tf.cast(b, tf.float32),
+                          atol=tolerance, rtol=tolerance)
+    if policy == "float32":
+      want_out, want_scores, _ = numpy_reference.attention(
+          self.value, self.value, _weights(layer), None, prev, "sum", 0)
+      self.assertAllClose(want_out, fused[0], atol=1e-5)
+      self.assertAllClose(want_scores, fused[1], atol=1e-5)
+
   def test_attention_bias_equals_mask(self):
     layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
     want = layer(self.query, self.value, attention_mask=self.mask,
