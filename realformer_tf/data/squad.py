@@ -84,7 +84,6 @@ class SquadTokenizer:
   """
 
   def __init__(self, vocab_file: str, do_lower_case: bool = True):
-    self.vocab_file = vocab_file
     self.do_lower_case = do_lower_case
     self.vocab = tokenization.load_vocab(vocab_file)
     self._token_to_id = {t: i for i, t in enumerate(self.vocab)}
@@ -274,10 +273,9 @@ def read_squad_examples(
 def validate_lengths(max_seq_length: int, doc_stride: int,
                      max_query_length: int) -> None:
   """Rejects lengths under which squad_lib's doc-span loop cannot progress."""
-  if max_query_length < 1:
-    raise ValueError(f"max_query_length={max_query_length} must be >= 1.")
-  if doc_stride < 1:
-    raise ValueError(f"doc_stride={doc_stride} must be >= 1.")
+  if max_query_length < 1 or doc_stride < 1:
+    raise ValueError(f"max_query_length={max_query_length} and doc_stride="
+                     f"{doc_stride} must be >= 1.")
   if max_seq_length < max_query_length + 4:
     raise ValueError(
         f"max_seq_length={max_seq_length} leaves no room for the context: "
@@ -405,30 +403,25 @@ def write_features(
     num_padding = 0 if is_training else pad_to_batch(writer, features,
                                                       batch_size)
     writer.close()
-  meta = {
-      "task_type": f"realformer_squad_{'train' if is_training else 'eval'}",
-      "input_json": input_file,
-      "num_questions": stats.num_questions,
-      "num_unanswerable": stats.num_impossible,
-      "max_seq_length": max_seq_length,
-      "doc_stride": doc_stride,
-      "max_query_length": max_query_length,
-      "version_2_with_negative": version_2_with_negative,
-      "do_lower_case": tokenizer.do_lower_case,
-  }
+  meta = dict(
+      task_type=f"realformer_squad_{'train' if is_training else 'eval'}",
+      input_json=input_file, num_questions=stats.num_questions,
+      num_unanswerable=stats.num_impossible, max_seq_length=max_seq_length,
+      doc_stride=doc_stride, max_query_length=max_query_length,
+      version_2_with_negative=version_2_with_negative,
+      do_lower_case=tokenizer.do_lower_case)
   if is_training:
-    meta.update({
-        "num_examples": stats.num_examples,
-        "num_skipped_answer_not_found": stats.num_answer_not_found,
-        "num_skipped_answer_without_tokens": num_without_tokens,
-        "num_multiple_answers_first_used": stats.num_multiple_answers,
-        "train_data_size": num_features,
+    meta.update(
+        num_examples=stats.num_examples,
+        num_skipped_answer_not_found=stats.num_answer_not_found,
+        num_skipped_answer_without_tokens=num_without_tokens,
+        num_multiple_answers_first_used=stats.num_multiple_answers,
+        train_data_size=num_features,
         # Features whose window holds no answer: target [CLS] (position 0).
-        "num_features_without_answer": counts["no_answer"],
-    })
+        num_features_without_answer=counts["no_answer"])
   else:
-    meta.update({"eval_data_size": num_features, "eval_batch_size": batch_size,
-                 "num_padding_features": num_padding})
+    meta.update(eval_data_size=num_features, eval_batch_size=batch_size,
+                num_padding_features=num_padding)
   logging.info("Wrote %s: %d features (+%d padding) from %d examples.",
                output_path, num_features, num_padding, len(examples))
   return examples, features, meta

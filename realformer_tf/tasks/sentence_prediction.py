@@ -48,9 +48,6 @@ DATA_DIR_PLACEHOLDER = "GLUE_DATA_DIR"
 SPLIT_ID = "split_id"
 
 
-# ----------------------------------------------------------------- metrics --
-
-
 def _flat(metric: Callable[..., Any]) -> Callable[[Any, Any], float]:
   """`metric(labels, predictions)` on flattened arrays, as a Python float."""
   return lambda labels, predictions: float(metric(
@@ -112,9 +109,6 @@ def majority_class_metrics(task: str, labels) -> Dict[str, float]:
           for name in spec.metrics}
 
 
-# -------------------------------------------------------------------- data --
-
-
 @dataclasses.dataclass
 class GlueDataConfig(sp_dataloader.SentencePredictionDataConfig):
   """`SentencePredictionDataConfig` plus named evaluation files.
@@ -160,9 +154,6 @@ def split_input_paths(input_path) -> List[str]:
   if isinstance(input_path, str):
     return [p.strip() for p in input_path.split(",") if p.strip()]
   return [str(p) for p in input_path]
-
-
-# -------------------------------------------------------------------- task --
 
 
 @dataclasses.dataclass
