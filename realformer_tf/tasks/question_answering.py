@@ -56,10 +56,8 @@ def squad_metrics(dataset: List[Mapping[str, Any]],
     version_2_with_negative: Use the v2.0 evaluator.
 
   Returns:
-    v1.1: `exact_match`, `f1`. v2.0: `exact`, `f1`, `HasAns_exact`,
-    `HasAns_f1`, `NoAns_exact`, `NoAns_f1` (those with questions) and, with
-    `null_odds`, `best_exact`, `best_exact_thresh`, `best_f1`,
-    `best_f1_thresh`.
+    v1.1: `exact_match`, `f1`. v2.0: `exact`, `f1`, `HasAns_*`, `NoAns_*` (of
+    those with questions) and, with `null_odds`, `best_*`.
   """
   if not version_2_with_negative:
     result = squad_evaluate_v1_1.evaluate(dataset, predictions)

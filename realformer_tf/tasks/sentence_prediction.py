@@ -230,21 +230,19 @@ class RealFormerSentencePredictionTask(
     return state
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None):
-    outputs = np.concatenate(aggregated_logs["sentence_prediction"], axis=0)
-    labels = np.concatenate(aggregated_logs["labels"], axis=0).reshape(-1)
-    if not self._split_names:
-      groups = {"": np.ones(len(labels), bool)}
-    else:
-      split_ids = np.concatenate(aggregated_logs[SPLIT_ID], axis=0).reshape(-1)
-      groups = {f"_{name}": split_ids == split_id
-                for split_id, name in enumerate(self._split_names)}
+    outputs = np.concatenate(aggregated_logs["sentence_prediction"])
+    labels = np.concatenate(aggregated_logs["labels"]).reshape(-1)
+    split_ids = np.concatenate(aggregated_logs.get(
+        SPLIT_ID, [np.zeros_like(labels, int)])).reshape(-1)
     results = {}
-    for suffix, chosen in groups.items():
-      if suffix and not np.any(chosen):
-        raise ValueError(f"No evaluation examples from split {suffix[1:]!r}.")
+    for split_id, name in enumerate(self._split_names or [""]):
+      chosen = split_ids == split_id
+      if name and not np.any(chosen):
+        raise ValueError(f"No evaluation examples from split {name!r}.")
       metrics = glue_metrics(self._spec.name, outputs[chosen], labels[chosen])
       metrics.update(majority_class_metrics(self._spec.name, labels[chosen]))
-      results.update({key + suffix: value for key, value in metrics.items()})
+      results.update({key + (name and f"_{name}"): value
+                      for key, value in metrics.items()})
     logging.info("%s metrics at step %s: %s (%s*: predicting the most "
                  "frequent label for every example)", self._spec.name,
                  None if global_step is None else int(global_step), results,
@@ -258,10 +256,8 @@ class RealFormerSentencePredictionTask(
       return
     resolved = utils.resolve_checkpoint(path, "task.init_checkpoint")
     names = {name for name, _ in tf.train.list_variables(resolved)}
-    required = ["encoder"]
-    if self.task_config.init_cls_pooler:
-      required.append("next_sentence.pooler_dense")
-    for key in required:
+    for key in ["encoder"] + (["next_sentence.pooler_dense"]
+                              if self.task_config.init_cls_pooler else []):
       # Object-graph keys escape "." as ".." and "/" as "./".
       prefix = key.replace(".", "..").replace("/", "./") + "/"
       if not any(name.startswith(prefix) for name in names):
