@@ -3,13 +3,10 @@ r"""SQuAD v1.1 / v2.0 data for Model Garden's `QuestionAnsweringTask`.
 Converts a SQuAD JSON file into the TFRecords that Model Garden's
 `QuestionAnsweringDataLoader` reads, tokenizing with tensorflow-text only:
 
-  python -m realformer_tf.data.squad \
-      --input_json=train-v2.0.json \
-      --vocab_file=vocab.txt \
-      --output_dir=/tmp/squad_v2 \
-      --version_2_with_negative \
-      --max_seq_length=384 --doc_stride=128 --max_query_length=64 \
-      --is_training --epochs=2 --train_batch_size=48
+  python -m realformer_tf.data.squad --input_json=train-v2.0.json \
+      --vocab_file=vocab.txt --output_dir=/tmp/squad_v2 \
+      --version_2_with_negative --max_seq_length=384 --doc_stride=128 \
+      --max_query_length=64 --is_training --epochs=2 --train_batch_size=48
 
 Training (`--is_training`) writes `train.tf_record`, `train_meta_data.json`
 (counts) and, with `--epochs` and `--train_batch_size`,
@@ -225,14 +222,11 @@ def read_squad_examples(
     is_training: bool,
     version_2_with_negative: bool) -> Tuple[List[squad_lib.SquadExample],
                                             ReadStats]:
-  """`squad_lib.read_squad_examples` behind checks of the JSON.
+  """`squad_lib.read_squad_examples` behind the checks of the module docstring.
 
   squad_lib indexes the JSON unchecked (a bare `KeyError`), raises on a
   training question with several answers (official/nlp/data/squad_lib.py:211)
   and indexes past the context for an answer running outside it (line 218).
-  Here malformed input raises naming the file and the question; in training
-  the first of several answers is kept and an answer outside its context is
-  a counted, logged skip.
 
   Args:
     input_file: SQuAD v1.1 or v2.0 JSON file.
