@@ -461,7 +461,8 @@ def postprocess_output(
   Args:
     examples: The eval examples.
     features: Their features (no padding).
-    results: Objects with `unique_id`, `start_logits`, `end_logits`.
+    results: Objects with `unique_id`, `start_logits`, `end_logits` (a
+      feature without one is skipped: squad_lib logs it).
     tokenizer: The `SquadTokenizer` that built the features.
     n_best_size: Candidates kept per question.
     max_answer_length: Longest answer, in WordPieces.
@@ -476,11 +477,6 @@ def postprocess_output(
     raise ValueError(
         f"n_best_size={n_best_size} and max_answer_length={max_answer_length} "
         "must be >= 1.")
-  results = list(results)
-  num_missing = len({f.unique_id for f in features} -
-                    {int(r.unique_id) for r in results})
-  if num_missing:
-    logging.warning("%d eval features had no model output.", num_missing)
   predictions, nbest, null_odds = squad_lib.postprocess_output(
       examples, features, results, n_best_size, max_answer_length,
       tokenizer.do_lower_case, version_2_with_negative,

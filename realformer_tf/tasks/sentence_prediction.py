@@ -63,13 +63,8 @@ matthews_corrcoef = _flat(sk_metrics.matthews_corrcoef)
 pearson = _flat(lambda x, y: stats.pearsonr(x, y)[0])
 spearman = _flat(lambda x, y: stats.spearmanr(x, y)[0])
 
-METRIC_FNS = {
-    "accuracy": accuracy,
-    "f1": f1,
-    "matthews_corrcoef": matthews_corrcoef,
-    "pearson": pearson,
-    "spearman": spearman,
-}
+METRIC_FNS = dict(accuracy=accuracy, f1=f1, pearson=pearson, spearman=spearman,
+                  matthews_corrcoef=matthews_corrcoef)
 
 
 def glue_metrics(task: str, outputs, labels) -> Dict[str, float]:
