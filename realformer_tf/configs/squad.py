@@ -13,16 +13,12 @@ max_query_length 64, AdamW with 10% warm-up and linear decay. The defaults
 48, 2 epochs, 5e-5).
 """
 
-import math
-
 from official.core import config_definitions as cfg
 from official.core import exp_factory
-from official.modeling import optimization
 from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.tasks import question_answering
 from realformer_tf.configs import encoders
 from realformer_tf.configs import recipe
-from realformer_tf.data import squad as squad_data
 from realformer_tf.tasks import question_answering as rf_question_answering
 
 SQUAD = "realformer/squad"
@@ -35,21 +31,12 @@ SQUAD_V1_TRAIN_QUESTIONS = 87599
 SQUAD_V2_TRAIN_QUESTIONS = 130319
 
 
-def squad_optimizer(learning_rate: float,
-                    train_steps: int) -> optimization.OptimizationConfig:
-  """The paper's AdamW, warm-up over 10% of `train_steps`, decay to 0."""
-  optimizer = recipe.paper_optimizer(
-      learning_rate=learning_rate,
-      warmup_steps=int(train_steps * squad_data.WARMUP_PROPORTION))
-  optimizer.learning_rate.polynomial.decay_steps = train_steps
-  return optimizer
-
-
 @exp_factory.register_config_factory(SQUAD)
 def realformer_squad() -> cfg.ExperimentConfig:
   """SQuAD fine-tuning of a pre-trained RealFormer (v1.1 defaults)."""
   batch_size, epochs, learning_rate = 32, 3, 5e-5
-  train_steps = int(math.ceil(SQUAD_V1_TRAIN_QUESTIONS * epochs / batch_size))
+  train_steps = recipe.train_steps(SQUAD_V1_TRAIN_QUESTIONS, epochs,
+                                   batch_size)
   return cfg.ExperimentConfig(
       task=rf_question_answering.RealFormerQAConfig(
           name=SQUAD,
@@ -67,7 +54,8 @@ def realformer_squad() -> cfg.ExperimentConfig:
           steps_per_loop=100,
           summary_interval=100,
           checkpoint_interval=1000,
-          optimizer_config=squad_optimizer(learning_rate, train_steps)),
+          optimizer_config=recipe.paper_optimizer(
+              learning_rate, recipe.warmup_steps(train_steps), train_steps)),
       restrictions=[
           "task.train_data.is_training != None",
           "task.validation_data.is_training != None",

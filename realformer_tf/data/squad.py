@@ -3,13 +3,10 @@ r"""SQuAD v1.1 / v2.0 data for Model Garden's `QuestionAnsweringTask`.
 Converts a SQuAD JSON file into the TFRecords that Model Garden's
 `QuestionAnsweringDataLoader` reads, tokenizing with tensorflow-text only:
 
-  python -m realformer_tf.data.squad \
-      --input_json=train-v2.0.json \
-      --vocab_file=vocab.txt \
-      --output_dir=/tmp/squad_v2 \
-      --version_2_with_negative \
-      --max_seq_length=384 --doc_stride=128 --max_query_length=64 \
-      --is_training --epochs=2 --train_batch_size=48
+  python -m realformer_tf.data.squad --input_json=train-v2.0.json \
+      --vocab_file=vocab.txt --output_dir=/tmp/squad_v2 \
+      --version_2_with_negative --max_seq_length=384 --doc_stride=128 \
+      --max_query_length=64 --is_training --epochs=2 --train_batch_size=48
 
 Training (`--is_training`) writes `train.tf_record`, `train_meta_data.json`
 (counts) and, with `--epochs` and `--train_batch_size`,
@@ -20,11 +17,8 @@ Evaluation writes `eval.tf_record` (padded to whole batches of
 to the one the `realformer/squad` task writes from the raw JSON when it
 starts, which is what its evaluation reads.
 
-Model Garden's `squad_lib` does the work: `read_squad_examples` (behind
-`check_squad_data`, which names the file and question of bad input),
-`convert_examples_to_features` with `SquadTokenizer` (tensorflow-text behind
-`FullTokenizer`'s interface) and `postprocess_output`. Ours are only the
-eval padding (`pad_to_batch`) and the skip of answers without WordPieces.
+Model Garden's `squad_lib` does the work; ours are the input checks, the
+tensorflow-text tokenizer adapter and the eval padding (`pad_to_batch`).
 
 Bad input, following the official tools:
   * An answer whose text is not at its `answer_start` in the context is a
@@ -47,7 +41,6 @@ import copy
 import dataclasses
 import inspect
 import json
-import math
 import os
 import tempfile
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -56,9 +49,11 @@ from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
+import yaml
 
 from official.nlp.data import squad_lib
 from realformer_tf import utils
+from realformer_tf.configs import recipe
 from realformer_tf.data import tokenization
 
 TRAIN_RECORD = "train.tf_record"
@@ -71,29 +66,21 @@ NULL_ODDS_FILE = "null_odds.json"
 
 # Strings handed to tensorflow-text at once when filling the cache.
 _TOKENIZE_BATCH = 4096
-# BERT's fine-tuning warm-up: the first 10% of the steps.
-WARMUP_PROPORTION = 0.1
 
 
 class SquadTokenizer:
   """tensorflow-text WordPiece behind the interface `squad_lib` calls.
 
   `squad_lib.convert_examples_to_features` was written for Model Garden's
-  `FullTokenizer` and calls `tokenize(text) -> list[str]` (for the question,
-  each whitespace-separated context word and the answer text) and
-  `convert_tokens_to_ids(tokens)`. This adapter answers both with
-  `realformer_tf.data.tokenization.make_tokenizer` (a
-  `tensorflow_text.BertTokenizer`: basic splitting, lower-casing and accent
-  stripping, greedy longest-match WordPiece), mapping its ids back to vocab
-  strings.
-
-  One tensorflow-text call per string would be slow (squad_lib re-tokenizes a
-  paragraph's words for every question), so results are cached per string and
-  `prime` fills the cache in large batches.
+  `FullTokenizer` and calls `tokenize(text) -> list[str]` and
+  `convert_tokens_to_ids(tokens)`; both are answered here by
+  `tokenization.make_tokenizer` (a `tensorflow_text.BertTokenizer`), its ids
+  mapped back to vocab strings. squad_lib re-tokenizes a paragraph's words
+  for every question, so results are cached per string and `prime` fills the
+  cache in large batches (one tensorflow-text call per string is slow).
   """
 
   def __init__(self, vocab_file: str, do_lower_case: bool = True):
-    self.vocab_file = vocab_file
     self.do_lower_case = do_lower_case
     self.vocab = tokenization.load_vocab(vocab_file)
     self._token_to_id = {t: i for i, t in enumerate(self.vocab)}
@@ -112,16 +99,12 @@ class SquadTokenizer:
         self._cache[text] = [self.vocab[i] for i in row]
 
   def tokenize(self, text: str) -> List[str]:
-    """WordPiece strings of `text` (what `FullTokenizer.tokenize` returns)."""
     if text not in self._cache:
       self.prime([text])
     return list(self._cache[text])
 
   def convert_tokens_to_ids(self, tokens: Sequence[str]) -> List[int]:
     return [self._token_to_id.get(t, self._unk_id) for t in tokens]
-
-  def convert_ids_to_tokens(self, ids: Sequence[int]) -> List[str]:
-    return [self.vocab[i] for i in ids]
 
 
 @dataclasses.dataclass
@@ -136,20 +119,17 @@ class ReadStats:
 
 def load_squad_json(input_file: str) -> List[Dict[str, Any]]:
   """The `data` list of a SQuAD JSON file, with a clear error if malformed."""
-  if not input_file:
-    raise ValueError("No SQuAD JSON file given (empty path).")
-  if not tf.io.gfile.exists(input_file):
+  if not input_file or not tf.io.gfile.exists(input_file):
     raise ValueError(f"SQuAD file {input_file!r} does not exist.")
   with tf.io.gfile.GFile(input_file, "r") as f:
     try:
       dataset = json.load(f)
     except json.JSONDecodeError as e:
       raise ValueError(f"SQuAD file {input_file!r} is not JSON: {e}.") from e
-  if not isinstance(dataset, dict) or not isinstance(
-      dataset.get("data"), list):
-    raise ValueError(
-        f"SQuAD file {input_file!r} has no top-level 'data' list (is it a "
-        "SQuAD v1.1/v2.0 JSON file?).")
+  if not isinstance(dataset, dict) or not isinstance(dataset.get("data"),
+                                                     list):
+    raise ValueError(f"SQuAD file {input_file!r} has no top-level 'data' "
+                     "list (is it a SQuAD v1.1/v2.0 JSON file?).")
   return dataset["data"]
 
 
@@ -203,21 +183,10 @@ def _checked_question(qa: Dict[str, Any], context: str, is_training: bool,
   return dict(qa, answers=answers[:1])
 
 
-def check_squad_data(input_file: str, data: List[Dict[str, Any]],
-                     is_training: bool, version_2_with_negative: bool,
-                     stats: ReadStats) -> List[Dict[str, Any]]:
-  """Validates a SQuAD `data` list; returns the part squad_lib may read.
-
-  `squad_lib.read_squad_examples` indexes the JSON unchecked (a bare
-  `KeyError`), raises on a training question with several answers
-  (official/nlp/data/squad_lib.py:211) and indexes past the context for an
-  answer running outside it (line 218). Here malformed input raises naming
-  the file and the question; in training the first of several answers is
-  kept and an answer outside its context is a counted, logged skip.
-
-  Raises:
-    ValueError: On malformed input; the message names the file and question.
-  """
+def _check_squad_data(input_file: str, is_training: bool,
+                      version_2_with_negative: bool,
+                      stats: ReadStats) -> List[Dict[str, Any]]:
+  """The `data` list of `input_file` reduced to what squad_lib may read."""
   def failing(where: str) -> Callable[[str], None]:
     def fail(message: str):
       raise ValueError(f"SQuAD file {input_file!r}, {where}: {message}")
@@ -225,7 +194,7 @@ def check_squad_data(input_file: str, data: List[Dict[str, Any]],
 
   seen_ids = {}
   readable = []
-  for a, article in enumerate(data):
+  for a, article in enumerate(load_squad_json(input_file)):
     paragraphs = []
     for p, paragraph in enumerate(
         _get(article, "paragraphs", list, failing(f"article {a}"))):
@@ -253,7 +222,11 @@ def read_squad_examples(
     is_training: bool,
     version_2_with_negative: bool) -> Tuple[List[squad_lib.SquadExample],
                                             ReadStats]:
-  """`squad_lib.read_squad_examples` behind `check_squad_data`.
+  """`squad_lib.read_squad_examples` behind the checks of the module docstring.
+
+  squad_lib indexes the JSON unchecked (a bare `KeyError`), raises on a
+  training question with several answers (official/nlp/data/squad_lib.py:211)
+  and indexes past the context for an answer running outside it (line 218).
 
   Args:
     input_file: SQuAD v1.1 or v2.0 JSON file.
@@ -267,8 +240,8 @@ def read_squad_examples(
     ValueError: On malformed input; the message names the file and question.
   """
   stats = ReadStats()
-  data = check_squad_data(input_file, load_squad_json(input_file),
-                          is_training, version_2_with_negative, stats)
+  data = _check_squad_data(input_file, is_training, version_2_with_negative,
+                           stats)
   # squad_lib reads a file only.
   with tempfile.TemporaryDirectory() as tmp_dir:
     checked_file = os.path.join(tmp_dir, "checked.json")
@@ -287,22 +260,16 @@ def read_squad_examples(
                     ", ".join(not_found))
   stats.num_answer_not_found += len(not_found)
   stats.num_examples = len(examples)
-  logging.info(
-      "Read %s: %d questions, %d examples (%d unanswerable), %d skipped "
-      "(answer not found in its context), %d with several answers.",
-      input_file, stats.num_questions, stats.num_examples,
-      stats.num_impossible, stats.num_answer_not_found,
-      stats.num_multiple_answers)
+  logging.info("Read %s: %s.", input_file, stats)
   return examples, stats
 
 
 def validate_lengths(max_seq_length: int, doc_stride: int,
                      max_query_length: int) -> None:
   """Rejects lengths under which squad_lib's doc-span loop cannot progress."""
-  if max_query_length < 1:
-    raise ValueError(f"max_query_length={max_query_length} must be >= 1.")
-  if doc_stride < 1:
-    raise ValueError(f"doc_stride={doc_stride} must be >= 1.")
+  if max_query_length < 1 or doc_stride < 1:
+    raise ValueError(f"max_query_length={max_query_length} and doc_stride="
+                     f"{doc_stride} must be >= 1.")
   if max_seq_length < max_query_length + 4:
     raise ValueError(
         f"max_seq_length={max_seq_length} leaves no room for the context: "
@@ -319,52 +286,28 @@ def _prime_for(tokenizer: SquadTokenizer,
 
 
 def convert_examples_to_features(
-    examples: Sequence[squad_lib.SquadExample],
-    tokenizer: SquadTokenizer,
-    max_seq_length: int,
-    doc_stride: int,
-    max_query_length: int,
+    examples: Sequence[squad_lib.SquadExample], tokenizer: SquadTokenizer,
+    max_seq_length: int, doc_stride: int, max_query_length: int,
     is_training: bool,
     output_fn: Callable[[squad_lib.InputFeatures], None]) -> int:
-  """Model Garden's feature conversion with the tensorflow-text tokenizer.
-
-  Args:
-    examples: From `read_squad_examples`.
-    tokenizer: A `SquadTokenizer`.
-    max_seq_length: Tokens per feature.
-    doc_stride: Stride of the sliding window over long contexts.
-    max_query_length: Question tokens kept.
-    is_training: Whether to emit answer positions.
-    output_fn: Called with each feature (no padding features).
-
-  Returns:
-    The number of features.
-  """
+  """squad_lib's feature conversion of `read_squad_examples`' `examples`
+  with a `SquadTokenizer`; calls `output_fn` with each feature (no padding
+  features: see `pad_to_batch`) and returns their number."""
   validate_lengths(max_seq_length, doc_stride, max_query_length)
   _prime_for(tokenizer, examples)
-  count = [0]
-
-  def _output(feature, is_padding=False):
-    # squad_lib's eval padding tests `unique_id % batch_size` (base 10**9,
-    # official/nlp/data/squad_lib.py:463) and passes the last real feature,
-    # unique id unchanged (line 472); with batch_size=1 it adds none and
-    # `pad_to_batch` pads.
-    if not is_padding:
-      count[0] += 1
-      output_fn(feature)
-
   # squad_lib logs every field of its first 20 examples at INFO (thousands
   # of lines, official/nlp/data/squad_lib.py:404): quiet it for this call.
   verbosity = logging.get_verbosity()
   logging.set_verbosity(max(verbosity, logging.WARNING))
   try:
-    squad_lib.convert_examples_to_features(
-        examples=examples, tokenizer=tokenizer, max_seq_length=max_seq_length,
-        doc_stride=doc_stride, max_query_length=max_query_length,
-        is_training=is_training, output_fn=_output, batch_size=1)
+    # With batch_size=1 squad_lib's eval padding (`unique_id % batch_size`,
+    # official/nlp/data/squad_lib.py:463) adds no feature.
+    return squad_lib.convert_examples_to_features(
+        examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+        is_training, lambda feature, is_padding=False: output_fn(feature),
+        batch_size=1)
   finally:
     logging.set_verbosity(verbosity)
-  return count[0]
 
 
 def pad_to_batch(writer: squad_lib.FeatureWriter,
@@ -454,30 +397,25 @@ def write_features(
     num_padding = 0 if is_training else pad_to_batch(writer, features,
                                                       batch_size)
     writer.close()
-  meta = {
-      "task_type": f"realformer_squad_{'train' if is_training else 'eval'}",
-      "input_json": input_file,
-      "num_questions": stats.num_questions,
-      "num_unanswerable": stats.num_impossible,
-      "max_seq_length": max_seq_length,
-      "doc_stride": doc_stride,
-      "max_query_length": max_query_length,
-      "version_2_with_negative": version_2_with_negative,
-      "do_lower_case": tokenizer.do_lower_case,
-  }
+  meta = dict(
+      task_type=f"realformer_squad_{'train' if is_training else 'eval'}",
+      input_json=input_file, num_questions=stats.num_questions,
+      num_unanswerable=stats.num_impossible, max_seq_length=max_seq_length,
+      doc_stride=doc_stride, max_query_length=max_query_length,
+      version_2_with_negative=version_2_with_negative,
+      do_lower_case=tokenizer.do_lower_case)
   if is_training:
-    meta.update({
-        "num_examples": stats.num_examples,
-        "num_skipped_answer_not_found": stats.num_answer_not_found,
-        "num_skipped_answer_without_tokens": num_without_tokens,
-        "num_multiple_answers_first_used": stats.num_multiple_answers,
-        "train_data_size": num_features,
+    meta.update(
+        num_examples=stats.num_examples,
+        num_skipped_answer_not_found=stats.num_answer_not_found,
+        num_skipped_answer_without_tokens=num_without_tokens,
+        num_multiple_answers_first_used=stats.num_multiple_answers,
+        train_data_size=num_features,
         # Features whose window holds no answer: target [CLS] (position 0).
-        "num_features_without_answer": counts["no_answer"],
-    })
+        num_features_without_answer=counts["no_answer"])
   else:
-    meta.update({"eval_data_size": num_features, "eval_batch_size": batch_size,
-                 "num_padding_features": num_padding})
+    meta.update(eval_data_size=num_features, eval_batch_size=batch_size,
+                num_padding_features=num_padding)
   logging.info("Wrote %s: %d features (+%d padding) from %d examples.",
                output_path, num_features, num_padding, len(examples))
   return examples, features, meta
@@ -485,30 +423,21 @@ def write_features(
 
 def train_schedule_yaml(train_record: str, train_data_size: int,
                         epochs: float, global_batch_size: int) -> str:
-  """A `--config_file` setting data path, batch and step counts for a run:
-  `epochs` passes, warm-up over the first 10%, linear decay to the end."""
-  if train_data_size < 1 or epochs <= 0 or global_batch_size < 1:
-    raise ValueError(
-        f"Need train_data_size >= 1, epochs > 0 and batch size >= 1; got "
-        f"{train_data_size}, {epochs}, {global_batch_size}.")
-  steps = int(math.ceil(train_data_size * epochs / global_batch_size))
-  return (
-      f"# {epochs:g} epochs over {train_data_size} features at batch "
-      f"{global_batch_size}; written by realformer_tf.data.squad.\n"
-      "task:\n"
-      "  train_data:\n"
-      f"    input_path: {json.dumps(train_record)}\n"
-      f"    global_batch_size: {global_batch_size}\n"
-      "trainer:\n"
-      f"  train_steps: {steps}\n"
-      f"  validation_interval: {steps}\n"
-      "  optimizer_config:\n"
-      "    learning_rate:\n"
-      "      polynomial:\n"
-      f"        decay_steps: {steps}\n"
-      "    warmup:\n"
-      "      polynomial:\n"
-      f"        warmup_steps: {int(steps * WARMUP_PROPORTION)}\n")
+  """A `--config_file` setting data path, batch and the paper's schedule
+  (`recipe.apply_paper_schedule`'s steps) for `epochs` passes."""
+  steps = recipe.train_steps(train_data_size, epochs, global_batch_size)
+  return (f"# {epochs:g} epochs over {train_data_size} features at batch "
+          f"{global_batch_size}; written by realformer_tf.data.squad.\n" +
+          yaml.safe_dump({
+              "task": {"train_data": {"input_path": train_record,
+                                      "global_batch_size": global_batch_size}},
+              "trainer": {"train_steps": steps, "validation_interval": steps,
+                          "optimizer_config": {
+                              "learning_rate": {
+                                  "polynomial": {"decay_steps": steps}},
+                              "warmup": {"polynomial": {
+                                  "warmup_steps": recipe.warmup_steps(steps)}},
+                          }}}))
 
 
 def postprocess_output(
@@ -532,7 +461,8 @@ def postprocess_output(
   Args:
     examples: The eval examples.
     features: Their features (no padding).
-    results: Objects with `unique_id`, `start_logits`, `end_logits`.
+    results: Objects with `unique_id`, `start_logits`, `end_logits` (a
+      feature without one is skipped: squad_lib logs it).
     tokenizer: The `SquadTokenizer` that built the features.
     n_best_size: Candidates kept per question.
     max_answer_length: Longest answer, in WordPieces.
@@ -547,39 +477,12 @@ def postprocess_output(
     raise ValueError(
         f"n_best_size={n_best_size} and max_answer_length={max_answer_length} "
         "must be >= 1.")
-  results = list(results)
-  num_missing = len({f.unique_id for f in features} -
-                    {int(r.unique_id) for r in results})
-  if num_missing:
-    logging.warning("%d eval features had no model output.", num_missing)
   predictions, nbest, null_odds = squad_lib.postprocess_output(
       examples, features, results, n_best_size, max_answer_length,
       tokenizer.do_lower_case, version_2_with_negative,
       null_score_diff_threshold)
   # Logit sums come back as numpy floats, which `json` cannot write.
   return predictions, nbest, {k: float(v) for k, v in null_odds.items()}
-
-
-def validate_arguments(max_seq_length: int, doc_stride: int,
-                       max_query_length: int, is_training: bool,
-                       eval_batch_size: int, epochs: Optional[float],
-                       train_batch_size: Optional[int]) -> None:
-  """Every converter argument, checked before any file is opened for writing.
-
-  Raises:
-    ValueError: Naming the flag and its value.
-  """
-  validate_lengths(max_seq_length, doc_stride, max_query_length)
-  if is_training:
-    if (epochs is None) != (train_batch_size is None):
-      raise ValueError("Give both --epochs and --train_batch_size (or "
-                       "neither) to write train_schedule.yaml.")
-    if epochs is not None and not epochs > 0:
-      raise ValueError(f"--epochs={epochs} must be > 0.")
-    if train_batch_size is not None and train_batch_size < 1:
-      raise ValueError(f"--train_batch_size={train_batch_size} must be >= 1.")
-  elif eval_batch_size < 1:
-    raise ValueError(f"--eval_batch_size={eval_batch_size} must be >= 1.")
 
 
 def convert(input_json: str, vocab_file: str, output_dir: str,
@@ -590,14 +493,20 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
             train_batch_size: Optional[int] = None) -> Dict[str, Any]:
   """What the command line does; returns the meta data it wrote.
 
-  All arguments are checked first; every file is written under a temporary
-  name and renamed only once complete (`utils.atomic_path`), so a failure
-  leaves the outputs of an earlier run untouched.
+  Every argument is checked before any file is opened; every file is
+  written under a temporary name and renamed once complete
+  (`utils.atomic_path`), so a failure leaves earlier outputs untouched.
   """
   if not output_dir:
     raise ValueError("No output directory given (--output_dir).")
-  validate_arguments(max_seq_length, doc_stride, max_query_length,
-                     is_training, eval_batch_size, epochs, train_batch_size)
+  validate_lengths(max_seq_length, doc_stride, max_query_length)
+  if is_training and (epochs is None) != (train_batch_size is None):
+    raise ValueError("Give both --epochs and --train_batch_size (or "
+                     "neither) to write train_schedule.yaml.")
+  if is_training and epochs is not None:
+    recipe.train_steps(1, epochs, train_batch_size)  # Raises if not positive.
+  if not is_training and eval_batch_size < 1:
+    raise ValueError(f"--eval_batch_size={eval_batch_size} must be >= 1.")
   tokenizer = SquadTokenizer(vocab_file, do_lower_case=do_lower_case)
   record = os.path.join(output_dir, TRAIN_RECORD if is_training
                         else EVAL_RECORD)
@@ -616,13 +525,12 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
 
 
 def define_flags():
-  """Flags of `python -m realformer_tf.data.squad`."""
+  """Flags of `python -m realformer_tf.data.squad`: `convert`'s arguments."""
   flags.DEFINE_string("input_json", None, "SQuAD v1.1 or v2.0 JSON file.")
   flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary file.")
   flags.DEFINE_string("output_dir", None, "Where to write the TFRecords.")
-  flags.DEFINE_bool("is_training", False,
-                    "Write training features (with answer positions); "
-                    "otherwise evaluation features.")
+  flags.DEFINE_bool("is_training", False, "Training features (with answer "
+                    "positions); otherwise evaluation features.")
   flags.DEFINE_bool("version_2_with_negative", False,
                     "SQuAD v2.0: questions may be unanswerable.")
   flags.DEFINE_integer("max_seq_length", 384, "Tokens per feature.")
@@ -641,7 +549,6 @@ def define_flags():
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  # The flags are named as `convert`'s arguments.
   values = flags.FLAGS.flag_values_dict()
   meta = convert(**{name: values[name]
                     for name in inspect.signature(convert).parameters})

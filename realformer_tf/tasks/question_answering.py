@@ -1,32 +1,24 @@
 """SQuAD v1.1 / v2.0 fine-tuning: Model Garden's `QuestionAnsweringTask` with
 tensorflow-text features and the official scripts' metrics.
 
-`RealFormerQATask` (registered for the config subclass `RealFormerQAConfig`)
-overrides two things:
+`RealFormerQATask` overrides two things:
 
-* Evaluation features. Model Garden's task rebuilds the eval examples and
-  features from the raw JSON when it starts (`_preprocess_eval_data`), with
-  its hand-written `FullTokenizer`. Here the same `squad_lib` feature code
-  gets the tensorflow-text adapter `realformer_tf.data.squad.SquadTokenizer`,
-  the tokenizer the training TFRecords were written with, and the eval
-  TFRecord is padded to whole batches correctly (`squad_data.pad_to_batch`).
-* Predictions and metrics. Answers come from `squad_lib.postprocess_output`,
-  are written to `predictions.json` (and `null_odds.json` for v2.0) in the
-  model dir (`predictions_dir` to change it), and are scored with Model
-  Garden's copies of the official SQuAD evaluators, reported on the official
-  scripts' 0-100 scale and under their key names: v1.1 `exact_match`, `f1`;
-  v2.0 `exact`, `f1`, `HasAns_*`, `NoAns_*` and, with the null-odds file,
-  `best_exact`/`best_f1` and their `*_thresh` (what `evaluate-v2.0.py
-  data.json predictions.json --na-prob-file null_odds.json` prints). Model
-  Garden's own task reports v1.1 as fractions and renames and rescales the
-  v2.0 keys (official/nlp/tasks/question_answering.py:306-319).
+* Evaluation features. Model Garden's task builds them from the raw JSON
+  (`_preprocess_eval_data`) with its `FullTokenizer`; here the same
+  `squad_lib` code gets `squad_data.SquadTokenizer`, the tokenizer of the
+  training TFRecords, and the eval record is padded to whole batches
+  correctly (`squad_data.pad_to_batch`).
+* Predictions and metrics. `predictions.json` (and `null_odds.json` for
+  v2.0) go to `predictions_dir` (default the model dir) and are scored on the
+  official scripts' 0-100 scale and key names (v2.0 with the null odds: what
+  `evaluate-v2.0.py data.json predictions.json --na-prob-file null_odds.json`
+  prints). Model Garden's task reports v1.1 as fractions and renames and
+  rescales the v2.0 keys (official/nlp/tasks/question_answering.py:306-319).
 
-Pre-trained weights: `task.init_checkpoint` is a checkpoint (or model_dir) of
-a `realformer/pretraining` run. Model Garden's trainer saves
-`BertPretrainerV2.checkpoint_items` at the checkpoint root, including
-`encoder`; `BertSpanLabeler.checkpoint_items` is `{encoder: ...}`, so the
-inherited `Task.initialize` restores exactly the encoder (the MLM/NSP heads
-are ignored, the span head starts fresh).
+`task.init_checkpoint` is a checkpoint (or model_dir) of a
+`realformer/pretraining` run: the inherited `Task.initialize` restores
+`BertSpanLabeler.checkpoint_items` (`{encoder: ...}`) from the root of
+Model Garden's `BertPretrainerV2` checkpoint; the span head starts fresh.
 """
 
 import dataclasses
@@ -34,7 +26,6 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from absl import logging
-import tensorflow as tf
 
 from official.core import task_factory
 from official.nlp.tasks import question_answering
@@ -65,10 +56,8 @@ def squad_metrics(dataset: List[Mapping[str, Any]],
     version_2_with_negative: Use the v2.0 evaluator.
 
   Returns:
-    v1.1: `exact_match`, `f1`. v2.0: `exact`, `f1`, `HasAns_exact`,
-    `HasAns_f1`, `NoAns_exact`, `NoAns_f1` (those with questions) and, with
-    `null_odds`, `best_exact`, `best_exact_thresh`, `best_f1`,
-    `best_f1_thresh`.
+    v1.1: `exact_match`, `f1`. v2.0: `exact`, `f1`, `HasAns_*`, `NoAns_*` (of
+    those with questions) and, with `null_odds`, `best_*`.
   """
   if not version_2_with_negative:
     result = squad_evaluate_v1_1.evaluate(dataset, predictions)
@@ -76,18 +65,12 @@ def squad_metrics(dataset: List[Mapping[str, Any]],
     return {"exact_match": 100.0 * result["exact_match"],
             "f1": 100.0 * result["final_f1"]}
   result = squad_evaluate_v2_0.evaluate(dataset, predictions, null_odds)
-  metrics = {k: float(result[k]) for k in (
-      "exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1")
-             if k in result}
+  keys = ["exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1"]
   if null_odds is not None:
-    # Model Garden names the official best_* results final_*.
-    metrics.update({
-        "best_exact": float(result["final_exact"]),
-        "best_exact_thresh": float(result["final_exact_thresh"]),
-        "best_f1": float(result["final_f1"]),
-        "best_f1_thresh": float(result["final_f1_thresh"]),
-    })
-  return metrics
+    keys += ["final_exact", "final_exact_thresh", "final_f1", "final_f1_thresh"]
+  # Model Garden names the official best_* results final_*.
+  return {k.replace("final_", "best_"): float(result[k])
+          for k in keys if k in result}
 
 
 @task_factory.register_task_cls(RealFormerQAConfig)
@@ -97,16 +80,13 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
   def __init__(self, params: RealFormerQAConfig, logging_dir=None, name=None):
     self._eval_tokenizer = self._eval_dataset = None
     vd = params.validation_data
-    if vd is not None:
-      if vd.tokenization != "WordPiece":
-        raise ValueError(
-            f"validation_data.tokenization={vd.tokenization!r}: realformer/"
-            "squad tokenizes with tensorflow-text WordPiece only.")
-      if vd.xlnet_format:
-        raise ValueError("validation_data.xlnet_format must be false (BERT "
-                         "input order: [CLS] question [SEP] context [SEP]).")
-    encoder_cfg = params.model.encoder.get()
-    max_positions = getattr(encoder_cfg, "max_position_embeddings", None)
+    if vd is not None and (vd.tokenization != "WordPiece" or vd.xlnet_format):
+      raise ValueError(
+          "realformer/squad reads tensorflow-text WordPiece features in BERT "
+          "order: set validation_data.tokenization=WordPiece and "
+          "xlnet_format=false.")
+    max_positions = getattr(params.model.encoder.get(),
+                            "max_position_embeddings", None)
     for field in ("train_data", "validation_data"):
       data = getattr(params, field)
       if data is not None and max_positions and data.seq_length > max_positions:
@@ -144,16 +124,13 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None):
     """Writes predictions (+ null odds) and returns the official metrics."""
-    vd = self.task_config.validation_data
-    v2 = vd.version_2_with_negative
+    config = self.task_config
+    v2 = config.validation_data.version_2_with_negative
     predictions, _, null_odds = squad_data.postprocess_output(
         self._eval_examples, self._eval_features, aggregated_logs,
-        tokenizer=self._eval_tokenizer,
-        n_best_size=self.task_config.n_best_size,
-        max_answer_length=self.task_config.max_answer_length,
-        version_2_with_negative=v2,
-        null_score_diff_threshold=self.task_config.null_score_diff_threshold)
-    out_dir = self.task_config.predictions_dir or self.logging_dir
+        self._eval_tokenizer, config.n_best_size, config.max_answer_length,
+        v2, config.null_score_diff_threshold)
+    out_dir = config.predictions_dir or self.logging_dir
     if not out_dir:
       raise ValueError("Set task.predictions_dir (or create the task with a "
                        "logging_dir) to write the SQuAD predictions.")
@@ -164,8 +141,7 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
           os.path.join(out_dir, squad_data.NULL_ODDS_FILE), null_odds)
     metrics = squad_metrics(self._eval_dataset, predictions,
                             null_odds if v2 else None, v2)
-    step = int(global_step.numpy()) if isinstance(
-        global_step, (tf.Tensor, tf.Variable)) else global_step
+    step = None if global_step is None else int(global_step)
     logging.info("SQuAD %s eval at step %s (%d questions, predictions in "
                  "%s): %s", "v2.0" if v2 else "v1.1", step, len(predictions),
                  out_dir, metrics)

@@ -1,36 +1,30 @@
-"""GLUE fine-tuning: Model Garden's `SentencePredictionTask` with the paper's metrics.
+"""GLUE fine-tuning: Model Garden's `SentencePredictionTask`, paper metrics.
 
-`RealFormerSentencePredictionTask` (registered for
-`RealFormerSentencePredictionConfig`) is Model Garden's task with three
-changes:
+`RealFormerSentencePredictionTask` (for `RealFormerSentencePredictionConfig`)
+is Model Garden's task with three changes:
 
-* Metrics. Model Garden reports one `metric_type` per task and nothing
-  beyond accuracy without aggregation. Here every evaluation aggregates the
-  predictions and reports all the metrics the paper reports for
-  `task.glue_task`: accuracy (SST-2, QNLI, RTE, MNLI), F1 and accuracy (MRPC,
-  QQP), Matthews correlation (CoLA), Pearson and Spearman correlation
-  (STS-B), as fractions, next to `majority_class_<metric>`: the same
-  metrics for predicting the most frequent label everywhere, to tell a model
-  that learned nothing from one that learned. `task.metric_type` is not used.
-  The values come from `sklearn.metrics` and `scipy.stats`, as in Model
-  Garden's own `reduce_aggregated_logs`.
-* Several named validation files. With `validation_data.split_names` set,
+* Metrics. Model Garden reports one `metric_type` (`task.metric_type` is not
+  used here). Every evaluation reports all the paper's metrics of
+  `task.glue_task` as fractions: accuracy (SST-2, QNLI, RTE, MNLI), F1 and
+  accuracy (MRPC, QQP), Matthews correlation (CoLA), Pearson and Spearman
+  (STS-B), from `sklearn.metrics` and `scipy.stats` as in Model Garden's
+  `reduce_aggregated_logs`; next to them `majority_class_<metric>`, the
+  score of predicting the most frequent label, to tell a model that learned
+  nothing from one that learned.
+* Several named validation files. With `validation_data.split_names`,
   `validation_data.input_path` holds one comma-separated file per name and
   every metric is reported per file as `<metric>_<name>`: MNLI evaluates
   `accuracy_matched` and `accuracy_mismatched` in one pass.
-* Initialization. `task.init_checkpoint` is a checkpoint file or directory of
-  a `realformer/pretraining` run. Model Garden's trainer saves
-  `BertPretrainerV2.checkpoint_items` at the checkpoint root (`encoder`,
-  `masked_lm`, `next_sentence.pooler_dense`), which is what the inherited
-  `initialize` reads: the encoder, plus with `init_cls_pooler` the NSP head's
-  pooler dense layer into the classifier's pooler. Here a missing checkpoint
-  (`utils.resolve_checkpoint`) or one without those objects is an error
-  instead of a silent fresh start.
+* Initialization. The inherited `initialize` reads the encoder (and with
+  `init_cls_pooler` the NSP pooler) from the root of a `realformer/pretraining`
+  checkpoint, where Model Garden's trainer saves
+  `BertPretrainerV2.checkpoint_items`; here a missing checkpoint or one
+  without those objects is an error instead of a silent fresh start.
 """
 
 import dataclasses
 import functools
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional
 
 from absl import logging
 import numpy as np
@@ -54,9 +48,6 @@ DATA_DIR_PLACEHOLDER = "GLUE_DATA_DIR"
 SPLIT_ID = "split_id"
 
 
-# ----------------------------------------------------------------- metrics --
-
-
 def _flat(metric: Callable[..., Any]) -> Callable[[Any, Any], float]:
   """`metric(labels, predictions)` on flattened arrays, as a Python float."""
   return lambda labels, predictions: float(metric(
@@ -72,30 +63,15 @@ matthews_corrcoef = _flat(sk_metrics.matthews_corrcoef)
 pearson = _flat(lambda x, y: stats.pearsonr(x, y)[0])
 spearman = _flat(lambda x, y: stats.spearmanr(x, y)[0])
 
-METRIC_FNS = {
-    "accuracy": accuracy,
-    "f1": f1,
-    "matthews_corrcoef": matthews_corrcoef,
-    "pearson": pearson,
-    "spearman": spearman,
-}
+METRIC_FNS = dict(accuracy=accuracy, f1=f1, pearson=pearson, spearman=spearman,
+                  matthews_corrcoef=matthews_corrcoef)
 
 
 def glue_metrics(task: str, outputs, labels) -> Dict[str, float]:
-  """The paper's metrics of GLUE `task` from model outputs.
-
-  Args:
-    task: GLUE task name.
-    outputs: Logits `[n, num_classes]` (classification) or scores `[n]` /
-      `[n, 1]` (STS-B).
-    labels: `[n]` class ids or scores.
-
-  Returns:
-    {metric name: value}, values as fractions.
-  """
+  """The paper's metrics (fractions) of GLUE `task` for `labels` (`[n]`) from
+  `outputs`: logits `[n, num_classes]` or STS-B scores `[n]` / `[n, 1]`."""
   spec = glue_data.get_task(task)
   outputs = np.asarray(outputs)
-  labels = np.asarray(labels).reshape(-1)
   if spec.is_regression:
     predictions = outputs.reshape(-1)
   else:
@@ -104,9 +80,6 @@ def glue_metrics(task: str, outputs, labels) -> Dict[str, float]:
           f"{task} outputs must be [n, {spec.num_classes}] logits, got shape "
           f"{outputs.shape}.")
     predictions = np.argmax(outputs, axis=1)
-  if len(predictions) != len(labels):
-    raise ValueError(f"{len(predictions)} predictions for {len(labels)} "
-                     "labels.")
   return {name: METRIC_FNS[name](labels, predictions) for name in spec.metrics}
 
 
@@ -131,9 +104,6 @@ def majority_class_metrics(task: str, labels) -> Dict[str, float]:
           for name in spec.metrics}
 
 
-# -------------------------------------------------------------------- data --
-
-
 @dataclasses.dataclass
 class GlueDataConfig(sp_dataloader.SentencePredictionDataConfig):
   """`SentencePredictionDataConfig` plus named evaluation files.
@@ -149,11 +119,6 @@ class GlueDataConfig(sp_dataloader.SentencePredictionDataConfig):
 @data_loader_factory.register_data_loader_cls(GlueDataConfig)
 class GlueDataLoader(sp_dataloader.SentencePredictionDataLoader):
   """`SentencePredictionDataLoader` that can tag examples with their file."""
-
-  def _parse_split(self, record, split_id: int):
-    parsed = self._parse(record)
-    parsed[SPLIT_ID] = tf.constant(split_id, tf.int32)
-    return parsed
 
   def load(self, input_context: Optional[tf.distribute.InputContext] = None):
     names = list(self._params.split_names or [])
@@ -173,7 +138,8 @@ class GlueDataLoader(sp_dataloader.SentencePredictionDataLoader):
           dataset_fn=dataset_fn.pick_dataset_fn(self._params.file_type),
           params=self._params.replace(input_path=path),
           decoder_fn=self._decode,
-          parser_fn=functools.partial(self._parse_split, split_id=split_id))
+          parser_fn=lambda record, i=split_id: dict(
+              self._parse(record), **{SPLIT_ID: tf.constant(i, tf.int32)}))
       part = reader.read(input_context)
       dataset = part if dataset is None else dataset.concatenate(part)
     return dataset
@@ -183,9 +149,6 @@ def split_input_paths(input_path) -> List[str]:
   if isinstance(input_path, str):
     return [p.strip() for p in input_path.split(",") if p.strip()]
   return [str(p) for p in input_path]
-
-
-# -------------------------------------------------------------------- task --
 
 
 @dataclasses.dataclass
@@ -237,9 +200,10 @@ class RealFormerSentencePredictionTask(
         raise ValueError(f"task.{field}.label_type={label_type!r}, but "
                          f"{spec.name} labels are {wanted!r}.")
     self._spec = spec
-    # Model Garden's validation_step logs argmax ids instead of logits for
-    # "matthews_corrcoef"; every metric here is computed from the logits.
-    self.metric_type = "accuracy"
+    # Model Garden aggregates outputs for any metric_type but "accuracy" and
+    # logs argmax ids for "matthews_corrcoef"
+    # (official/nlp/tasks/sentence_prediction.py:179,194): "f1" keeps logits.
+    self.metric_type = "f1"
     self._split_names = list(params.validation_data.split_names or [])
 
   def build_inputs(self, params, input_context=None):
@@ -254,37 +218,30 @@ class RealFormerSentencePredictionTask(
     return logs
 
   def aggregate_logs(self, state=None, step_outputs=None):
-    keys = ["sentence_prediction", "labels"]
+    state = super().aggregate_logs(state, step_outputs)
     if SPLIT_ID in step_outputs:
-      keys.append(SPLIT_ID)
-    if state is None:
-      state = {key: [] for key in keys}
-    for key in keys:
-      state[key].append(np.concatenate(
-          [np.asarray(v) for v in _local_results(step_outputs[key])], axis=0))
+      state.setdefault(SPLIT_ID, []).append(
+          np.concatenate([v.numpy() for v in step_outputs[SPLIT_ID]]))
     return state
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None):
-    outputs = np.concatenate(aggregated_logs["sentence_prediction"], axis=0)
-    labels = np.concatenate(aggregated_logs["labels"], axis=0).reshape(-1)
-    if not self._split_names:
-      groups = {"": np.ones(len(labels), bool)}
-    else:
-      split_ids = np.concatenate(aggregated_logs[SPLIT_ID], axis=0).reshape(-1)
-      groups = {f"_{name}": split_ids == split_id
-                for split_id, name in enumerate(self._split_names)}
+    outputs = np.concatenate(aggregated_logs["sentence_prediction"])
+    labels = np.concatenate(aggregated_logs["labels"]).reshape(-1)
+    split_ids = np.concatenate(aggregated_logs.get(
+        SPLIT_ID, [np.zeros_like(labels, int)])).reshape(-1)
     results = {}
-    for suffix, chosen in groups.items():
-      if suffix and not np.any(chosen):
-        raise ValueError(f"No evaluation examples from split {suffix[1:]!r}.")
+    for split_id, name in enumerate(self._split_names or [""]):
+      chosen = split_ids == split_id
+      if name and not np.any(chosen):
+        raise ValueError(f"No evaluation examples from split {name!r}.")
       metrics = glue_metrics(self._spec.name, outputs[chosen], labels[chosen])
       metrics.update(majority_class_metrics(self._spec.name, labels[chosen]))
-      results.update({key + suffix: value for key, value in metrics.items()})
-    if isinstance(global_step, (tf.Tensor, tf.Variable)):
-      global_step = int(global_step.numpy())
+      results.update({key + (name and f"_{name}"): value
+                      for key, value in metrics.items()})
     logging.info("%s metrics at step %s: %s (%s*: predicting the most "
                  "frequent label for every example)", self._spec.name,
-                 global_step, results, MAJORITY_PREFIX)
+                 None if global_step is None else int(global_step), results,
+                 MAJORITY_PREFIX)
     return results
 
   def initialize(self, model):
@@ -294,10 +251,8 @@ class RealFormerSentencePredictionTask(
       return
     resolved = utils.resolve_checkpoint(path, "task.init_checkpoint")
     names = {name for name, _ in tf.train.list_variables(resolved)}
-    required = ["encoder"]
-    if self.task_config.init_cls_pooler:
-      required.append("next_sentence.pooler_dense")
-    for key in required:
+    for key in ["encoder"] + (["next_sentence.pooler_dense"]
+                              if self.task_config.init_cls_pooler else []):
       # Object-graph keys escape "." as ".." and "/" as "./".
       prefix = key.replace(".", "..").replace("/", "./") + "/"
       if not any(name.startswith(prefix) for name in names):
@@ -308,9 +263,3 @@ class RealFormerSentencePredictionTask(
             "when task.init_cls_pooler is true).")
     super().initialize(model)
 
-
-def _local_results(value) -> Sequence:
-  """Per-replica values of a step output (a tensor, or a tuple of them)."""
-  if isinstance(value, (tuple, list)):
-    return value
-  return tf.distribute.get_strategy().experimental_local_results(value)
