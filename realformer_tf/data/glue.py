@@ -17,8 +17,8 @@ Writes, in `output_dir`:
     `mnli_dev_matched.tf_record` and `mnli_dev_mismatched.tf_record`), one
     `tf.train.Example` per row with `input_ids`, `input_mask`, `segment_ids`
     (int64, `max_seq_length` long), `label_ids` (int64 class id; float for
-    STS-B) and `example_id` (row index in its split), the features Model
-    Garden's `SentencePredictionDataLoader` reads;
+    STS-B), `example_id` (row index in its split) and `is_real_example`,
+    the features Model Garden's `SentencePredictionDataLoader` reads;
   * `<task>_meta_data.json`: label list, example counts per split, sequence
     length, vocabulary (the sweep reads the train size from it).
 
