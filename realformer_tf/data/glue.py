@@ -142,9 +142,6 @@ GLUE_TASKS: Dict[str, GlueTaskSpec] = {spec.name: spec for spec in (
                  ("accuracy",), tfds_label_names=_NLI2),
 )}
 
-STSB_SCORE_RANGE = (0.0, 5.0)
-
-
 def get_task(name: str) -> GlueTaskSpec:
   """The spec of a GLUE task by (case-insensitive) name; WNLI is excluded."""
   key = (name or "").strip().lower().replace("-", "")
@@ -169,12 +166,10 @@ def _parse_label(spec: GlueTaskSpec, value: str, where: str):
     try:
       score = float(value)
     except ValueError:
-      score = math.nan
-    low, high = STSB_SCORE_RANGE
-    if not (math.isfinite(score) and low <= score <= high):
+      score = math.nan  # Fails the range check, as inf does.
+    if not 0 <= score <= 5:
       raise ValueError(
-          f"{where}: {spec.name} label {value!r} is not a number in "
-          f"[{low:g}, {high:g}].")
+          f"{where}: {spec.name} label {value!r} is not a number in [0, 5].")
     return score
   if value not in spec.labels:
     raise ValueError(
@@ -251,17 +246,6 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   if not examples:
     raise ValueError(f"{path}: no examples.")
   return examples
-
-
-def read_glue_dir(spec: GlueTaskSpec,
-                  glue_dir: str) -> Dict[str, List[GlueExample]]:
-  """Reads every split of a task from the GLUE layout `<glue_dir>/<Task>/`."""
-  task_dir = os.path.join(glue_dir, spec.dir_name)
-  if not tf.io.gfile.isdir(task_dir):
-    raise ValueError(f"{task_dir}: directory not found (--glue_dir should "
-                     f"hold one directory per task, e.g. {spec.dir_name}/).")
-  return {split: read_tsv_examples(spec, os.path.join(task_dir, file_name))
-          for split, file_name in spec.split_files}
 
 
 def read_tfds(spec: GlueTaskSpec,
@@ -380,7 +364,9 @@ def convert(task: str,
   cls_id = vocab.index(tokenization.CLS)
   sep_id = vocab.index(tokenization.SEP)
   if glue_dir:
-    splits = read_glue_dir(spec, glue_dir)
+    task_dir = os.path.join(glue_dir, spec.dir_name)
+    splits = {split: read_tsv_examples(spec, os.path.join(task_dir, name))
+              for split, name in spec.split_files}
   else:
     splits = read_tfds(spec, tfds_data_dir)
   tokenizer = tokenization.make_tokenizer(vocab_file, lower_case=lower_case)
