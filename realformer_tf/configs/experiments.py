@@ -71,10 +71,7 @@ def realformer_pretraining() -> cfg.ExperimentConfig:
       trainer=cfg.TrainerConfig(
           train_steps=1000000,
           optimizer_config=recipe.paper_optimizer()),
-      restrictions=[
-          "task.train_data.is_training != None",
-          "task.validation_data.is_training != None",
-      ])
+      restrictions=list(recipe.DATA_RESTRICTIONS))
 
 
 # Quickstart size and schedule, chosen by held-out MLM accuracy at a fixed
@@ -127,8 +124,5 @@ def realformer_quickstart() -> cfg.ExperimentConfig:
           optimizer_config=recipe.paper_optimizer(
               learning_rate=_QUICKSTART_LEARNING_RATE, warmup_steps=100,
               decay_steps=_QUICKSTART_STEPS)),
-      restrictions=[
-          "task.train_data.is_training != None",
-          "task.validation_data.is_training != None",
-      ])
+      restrictions=list(recipe.DATA_RESTRICTIONS))
 

@@ -84,10 +84,7 @@ def realformer_glue() -> cfg.ExperimentConfig:
           summary_interval=100,
           # The YAMLs' grid point; they set the steps.
           optimizer_config=recipe.paper_optimizer(2e-5, 0)),
-      restrictions=[
-          "task.train_data.is_training != None",
-          "task.validation_data.is_training != None",
-      ])
+      restrictions=list(recipe.DATA_RESTRICTIONS))
 
 
 def load_glue_config(task: str, *config_files: str,

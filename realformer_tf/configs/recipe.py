@@ -14,6 +14,11 @@ from official.nlp.configs import pretraining_experiments
 
 PAPER_BATCH_SIZE = 32
 
+# Every data config says whether it trains, as Model Garden's BERT
+# experiments require (official/nlp/configs/pretraining_experiments.py:63).
+DATA_RESTRICTIONS = ("task.train_data.is_training != None",
+                     "task.validation_data.is_training != None")
+
 
 def paper_optimizer(learning_rate: float = 1e-4,
                     warmup_steps: int = 10000,
