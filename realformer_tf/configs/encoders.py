@@ -29,7 +29,7 @@ class RealFormerEncoderConfig(base_config.Config):
   hidden_size: int = 768
   num_layers: int = 12
   num_attention_heads: int = 12
-  hidden_activation: str = "gelu"  # tanh-approximated GELU, as BERT's TF1 code
+  hidden_activation: str = "gelu"
   intermediate_size: int = 3072
   dropout_rate: float = 0.1
   attention_dropout_rate: float = 0.1
@@ -67,10 +67,6 @@ def build_realformer_encoder(
 ) -> realformer_encoder.RealFormerEncoder:
   """Builds a `RealFormerEncoder` from its config."""
   config.validate()
-  activation = (realformer_encoder.approx_gelu
-                if config.hidden_activation == "gelu" else
-                tf_utils.get_activation(config.hidden_activation,
-                                        use_keras_layer=False))
   same_names = ("vocab_size", "hidden_size", "num_layers",
                 "num_attention_heads", "type_vocab_size", "output_range",
                 "norm_first", "return_attention_scores", "residual_attention",
@@ -78,7 +74,9 @@ def build_realformer_encoder(
   return realformer_encoder.RealFormerEncoder(
       max_sequence_length=config.max_position_embeddings,
       inner_dim=config.intermediate_size,
-      inner_activation=activation,
+      # "gelu" is the tanh approximation, as BERT's TF1 code
+      # (official/modeling/activations/gelu.py:33).
+      inner_activation=tf_utils.get_activation(config.hidden_activation),
       output_dropout=config.dropout_rate,
       attention_dropout=config.attention_dropout_rate,
       initializer=tf_keras.initializers.TruncatedNormal(

@@ -1,18 +1,9 @@
-"""Registered RealFormer experiments (`--experiment=realformer/...`).
+"""The pre-training experiments: `realformer/pretraining`, `.../quickstart`.
 
-Each factory returns a Model Garden `ExperimentConfig` whose encoder is the
-RealFormer config in the `type: any` slot, and records its own name in
-`task.name`. Model Garden writes the whole config to `model_dir/params.yaml`,
-so `registry.load_experiment_config(model_dir)` can rebuild it through the registered
-factory (plain YAML loading would lose the `any` encoder's builder).
-
-Experiments:
-  realformer/pretraining  BERT pre-training (MLM + NSP), BERT-Base sized
-                          RealFormer, the paper's AdamW. Bring your own data
-                          (`official_configs/experiments/pretrain_paper.yaml`).
-  realformer/quickstart   A tiny RealFormer pre-trained on a corpus built on
-                          the fly (`train_lib.prepare_quickstart_data`), minutes
-                          on a CPU.
+Each factory records its own name in `task.name`: Model Garden writes the
+whole config to `model_dir/params.yaml`, and
+`registry.load_experiment_config(model_dir)` rebuilds it through the factory
+(plain YAML loading would lose the `any` encoder's builder).
 """
 
 import dataclasses
@@ -80,24 +71,18 @@ def realformer_pretraining() -> cfg.ExperimentConfig:
       trainer=cfg.TrainerConfig(
           train_steps=1000000,
           optimizer_config=recipe.paper_optimizer()),
-      restrictions=[
-          "task.train_data.is_training != None",
-          "task.validation_data.is_training != None",
-      ])
+      restrictions=list(recipe.DATA_RESTRICTIONS))
 
 
-# Quickstart size and schedule (see README for measured times): 2 layers,
-# hidden 64, seq 32, batch 64, 2500 steps (~1.4 passes over the ~110k train
-# records: `QUICKSTART_DUPE_FACTOR` copies of the text, each masked anew).
-# Chosen by held-out MLM accuracy at a fixed CPU budget (2 shared cores,
-# 2026-11-23; one run each): hidden 128 / seq 64 / batch 32 / 1500 steps
-# plateaus at 0.14 (NSP off, Pre-LN or lr 1e-3 change nothing; 3000 steps
-# reach 0.20 at twice the time); hidden 64 / seq 64 stays on the plateau in
-# most runs (0.13-0.19); hidden 64 / seq 32 / batch 64 leaves it by step
-# ~1200 and reaches 0.30 at 2250 steps and 0.32 at 3000, at about the step
-# cost of hidden 128 / seq 64 / batch 32 halved. Short sequences make the
-# local context the model first learns to use a larger part of each input,
-# and NSP then learns too (0.72). Dropout 0: the model underfits.
+# Quickstart size and schedule, chosen by held-out MLM accuracy at a fixed
+# CPU budget (2 shared cores, 2026-11-23; one run each; times in README):
+# hidden 64 / seq 32 / batch 64 leaves the early plateau by step ~1200 and
+# reaches 0.30 at 2250 steps (0.32 at 3000; NSP 0.72), where hidden 128 /
+# seq 64 / batch 32 stays at 0.14 (NSP off, Pre-LN or lr 1e-3 change
+# nothing): short sequences make the local context the model learns first a
+# larger part of each input. 2500 steps are ~1.4 passes over the ~110k
+# records (`QUICKSTART_DUPE_FACTOR` copies, each masked anew). Dropout 0:
+# the model underfits.
 _QUICKSTART_STEPS = 2500
 _QUICKSTART_LEARNING_RATE = 4e-3
 # Target size of the learned WordPiece vocabulary (the real size is set from
@@ -121,10 +106,8 @@ def realformer_quickstart() -> cfg.ExperimentConfig:
       max_position_embeddings=64, dropout_rate=0.0,
       attention_dropout_rate=0.0)
   for data in (task.train_data, task.validation_data):
-    data.seq_length = 32
-    data.max_predictions_per_seq = 5
-  task.train_data.global_batch_size = 64
-  task.validation_data.global_batch_size = 64
+    data.seq_length, data.max_predictions_per_seq = 32, 5
+    data.global_batch_size = 64
   # The eval split is small: keep its last partial batch.
   task.validation_data.drop_remainder = False
   return cfg.ExperimentConfig(
@@ -141,8 +124,5 @@ def realformer_quickstart() -> cfg.ExperimentConfig:
           optimizer_config=recipe.paper_optimizer(
               learning_rate=_QUICKSTART_LEARNING_RATE, warmup_steps=100,
               decay_steps=_QUICKSTART_STEPS)),
-      restrictions=[
-          "task.train_data.is_training != None",
-          "task.validation_data.is_training != None",
-      ])
+      restrictions=list(recipe.DATA_RESTRICTIONS))
 

@@ -16,14 +16,12 @@ placeholder `GLUE_DATA_DIR`; replace it, e.g.
 task.validation_data.input_path=/data/glue/mrpc_dev.tf_record,\
 task.init_checkpoint=/runs/pretrain" --model_dir=/runs/mrpc
 
-Paper recipe (RealFormer, GLUE): batch 32; learning rate from
-`PAPER_LEARNING_RATES`; epochs from `PAPER_EPOCHS`; linear warm-up over the
-first 10% of the steps and linear decay to 0 at the last step (AdamW, weight
-decay 0.01 except LayerNorm and biases); dropout 0.1 (encoder and classifier
-head); best median over 5 seeds per task. Model Garden's warm-up ramps up to
-the decay line's value at the end of warm-up (0.9 x peak for 10%), where
-BERT's TF1 optimizer ramps to the peak and then drops to that value.
-`recipe.apply_paper_schedule` sets the steps, warm-up and learning rate of one
+Paper recipe (RealFormer, GLUE): batch 32, `recipe.paper_optimizer` over
+`recipe.train_steps` with 10% warm-up, the learning rates and epochs below,
+dropout 0.1 (encoder and classifier head), best median over 5 seeds per
+task. Model Garden's warm-up ramps up to the decay line's value at the end
+of warm-up (0.9 x peak for 10%), where BERT's TF1 optimizer ramps to the
+peak and then drops to that value. `recipe.apply_paper_schedule` sets one
 grid point, and `python -m realformer_tf.training.sweep` runs the grid.
 """
 
@@ -45,14 +43,8 @@ PAPER_EPOCHS = (2, 3, 4)
 PAPER_NUM_SEEDS = 5
 PAPER_DROPOUT = 0.1
 
-# The grid point the per-task YAMLs are written for.
-DEFAULT_EPOCHS = 3
-DEFAULT_LEARNING_RATE = 2e-5
-
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-GLUE_YAML_DIR = os.path.join(_REPO_ROOT, "official_configs", "experiments",
-                             "glue")
+GLUE_YAML_DIR = os.path.abspath(os.path.join(
+    __file__, "..", "..", "..", "official_configs", "experiments", "glue"))
 
 
 def glue_yaml_path(task: str) -> str:
@@ -68,7 +60,6 @@ def glue_yaml_path(task: str) -> str:
 @exp_factory.register_config_factory(GLUE)
 def realformer_glue() -> cfg.ExperimentConfig:
   """RealFormer GLUE fine-tuning; pick the task with its YAML (`glue_task`)."""
-  optimizer = recipe.paper_optimizer(DEFAULT_LEARNING_RATE, 0)
   return cfg.ExperimentConfig(
       task=rf_sentence_prediction.RealFormerSentencePredictionConfig(
           name=GLUE,
@@ -91,11 +82,9 @@ def realformer_glue() -> cfg.ExperimentConfig:
           # nothing until the end.
           steps_per_loop=100,
           summary_interval=100,
-          optimizer_config=optimizer),
-      restrictions=[
-          "task.train_data.is_training != None",
-          "task.validation_data.is_training != None",
-      ])
+          # The YAMLs' grid point; they set the steps.
+          optimizer_config=recipe.paper_optimizer(2e-5, 0)),
+      restrictions=list(recipe.DATA_RESTRICTIONS))
 
 
 def load_glue_config(task: str, *config_files: str,

@@ -1,26 +1,33 @@
 """The paper's optimizer and schedule arithmetic (a leaf: no module of ours).
 
-AdamW with weight decay 0.01 (not on LayerNorm or biases), linear warm-up,
-linear decay to 0 at the last step. Fine-tuning runs last
-`train_steps(num_examples, epochs, batch_size)` = ceil(epochs * num_examples /
-batch_size) steps and warm up over int(10% of them), as BERT's
-`run_classifier`; `apply_paper_schedule` sets both on a config.
+Fine-tuning runs last `train_steps(num_examples, epochs, batch_size)` =
+ceil(epochs * num_examples / batch_size) steps and warm up over int(10% of
+them), as BERT's `run_classifier`; `apply_paper_schedule` sets both on a
+config.
 """
 
 import math
 
 from official.core import config_definitions as cfg
 from official.modeling import optimization
+from official.nlp.configs import pretraining_experiments
 
 PAPER_BATCH_SIZE = 32
-PAPER_WARMUP_PROPORTION = 0.1
+
+# Every data config says whether it trains, as Model Garden's BERT
+# experiments require (official/nlp/configs/pretraining_experiments.py:63).
+DATA_RESTRICTIONS = ("task.train_data.is_training != None",
+                     "task.validation_data.is_training != None")
 
 
 def paper_optimizer(learning_rate: float = 1e-4,
                     warmup_steps: int = 10000,
                     decay_steps: int = 1000000
                     ) -> optimization.OptimizationConfig:
-  """The paper's AdamW: decay 0.01 (not on LayerNorm or bias), warm-up, linear decay to 0.
+  """The paper's (BERT's) optimizer, as Model Garden's `bert/pretraining`.
+
+  AdamW with weight decay 0.01 (not on LayerNorm or biases), linear warm-up,
+  linear decay to 0 (official/nlp/configs/pretraining_experiments.py:27).
 
   Args:
     learning_rate: Peak learning rate (reached after the warm-up).
@@ -31,28 +38,14 @@ def paper_optimizer(learning_rate: float = 1e-4,
   Returns:
     An `OptimizationConfig`.
   """
-  return optimization.OptimizationConfig({
-      "optimizer": {
-          "type": "adamw",
-          "adamw": {
-              "weight_decay_rate": 0.01,
-              "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"],
-          },
-      },
-      "learning_rate": {
-          "type": "polynomial",
-          "polynomial": {
-              "initial_learning_rate": learning_rate,
-              "decay_steps": decay_steps,
-              "end_learning_rate": 0.0,
-              "power": 1.0,
-          },
-      },
-      "warmup": {
-          "type": "polynomial",
-          "polynomial": {"warmup_steps": warmup_steps, "power": 1.0},
-      },
+  optimizer = pretraining_experiments.bert_pretraining(
+  ).trainer.optimizer_config
+  optimizer.override({
+      "learning_rate": {"polynomial": {"initial_learning_rate": learning_rate,
+                                       "decay_steps": decay_steps}},
+      "warmup": {"polynomial": {"warmup_steps": warmup_steps}},
   })
+  return optimizer
 
 
 def train_steps(num_examples: int, epochs: float,
@@ -67,10 +60,9 @@ def train_steps(num_examples: int, epochs: float,
   return math.ceil(epochs * num_examples / batch_size)
 
 
-def warmup_steps(total_steps: int,
-                 proportion: float = PAPER_WARMUP_PROPORTION) -> int:
-  """int(proportion * total_steps), as BERT's `run_classifier`."""
-  return int(proportion * total_steps)
+def warmup_steps(total_steps: int) -> int:
+  """int(10% of total_steps), as BERT's `run_classifier`."""
+  return int(0.1 * total_steps)
 
 
 def apply_paper_schedule(config: cfg.ExperimentConfig, num_train_examples: int,

@@ -17,19 +17,15 @@ Writes, in `output_dir`:
     `mnli_dev_matched.tf_record` and `mnli_dev_mismatched.tf_record`), one
     `tf.train.Example` per row with `input_ids`, `input_mask`, `segment_ids`
     (int64, `max_seq_length` long), `label_ids` (int64 class id; float for
-    STS-B) and `example_id` (row index in its split), the features Model
-    Garden's `SentencePredictionDataLoader` reads;
+    STS-B), `example_id` (row index in its split) and `is_real_example`,
+    the features Model Garden's `SentencePredictionDataLoader` reads;
   * `<task>_meta_data.json`: label list, example counts per split, sequence
     length, vocabulary (the sweep reads the train size from it).
 
-Every input row is read and checked (columns present, label in the task's
-label set, STS-B score a number in [0, 5]) before any file is written; an
-error names the file and line. Each output file is written under a temporary
-name and renamed into place.
-
 Texts are tokenized by `tokenization.make_tokenizer` and packed by
-`tokenization.pack_inputs`, as serving's text signatures pack them. The GLUE
-test splits (no labels) are not converted: the paper reports dev.
+`tokenization.pack_inputs`, as serving's text signatures pack them; Model
+Garden's `file_based_convert_examples_to_features` writes the records. The
+GLUE test splits (no labels) are not converted: the paper reports dev.
 
 Model Garden's `classifier_data_lib` GLUE processors are not reused: in
 tf-models-official 2.20 they read only through `tfds.load(..., try_gcs=True)`
@@ -39,6 +35,7 @@ download and knows one dev split (MNLI has two).
 """
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -49,7 +46,9 @@ from absl import flags
 from absl import logging
 import numpy as np
 import tensorflow as tf
+import tensorflow_datasets as tfds
 
+from official.nlp.data import classifier_data_lib
 from realformer_tf import utils
 from realformer_tf.data import tokenization
 
@@ -77,8 +76,9 @@ class GlueTaskSpec:
       sweep; the first metric when None.
     dev_splits: Output split name -> TSV file name, for the dev sets.
     tfds_text: TFDS features of the two sentences; the TSV columns when None.
-    tfds_label_names: TFDS's `ClassLabel` names, in TFDS id order.
-    tfds_labels: Our label strings for TFDS ids 0, 1, ...; `labels` when None.
+    tfds_label_names: TFDS's `ClassLabel` names, in TFDS id order. A name
+      that is one of `labels` is that label (MNLI's TFDS order differs from
+      ours); otherwise TFDS id i is `labels[i]`.
   """
   name: str
   dir_name: str
@@ -91,19 +91,12 @@ class GlueTaskSpec:
   dev_splits: Tuple[Tuple[str, str], ...] = (("dev", "dev.tsv"),)
   tfds_text: Optional[Tuple[str, Optional[str]]] = None
   tfds_label_names: Optional[Tuple[str, ...]] = None
-  tfds_labels: Optional[Tuple[str, ...]] = None
 
   def __post_init__(self):
-    defaults = dict(main_metric=self.metrics[0],
-                    tfds_text=(self.text_a, self.text_b),
-                    tfds_labels=self.labels)
-    for field, default in defaults.items():
-      if getattr(self, field) is None:
-        object.__setattr__(self, field, default)
-
-  @property
-  def has_header(self) -> bool:
-    return isinstance(self.label, str)
+    if self.main_metric is None:
+      object.__setattr__(self, "main_metric", self.metrics[0])
+    if self.tfds_text is None:
+      object.__setattr__(self, "tfds_text", (self.text_a, self.text_b))
 
   @property
   def is_regression(self) -> bool:
@@ -118,24 +111,9 @@ class GlueTaskSpec:
     """(split, TSV file name) for every converted split, train first."""
     return (("train", "train.tsv"),) + self.dev_splits
 
-  @property
-  def dev_split_names(self) -> Tuple[str, ...]:
-    return tuple(split for split, _ in self.dev_splits)
-
-  @property
-  def tfds_name(self) -> str:
-    return f"glue/{self.name}"
-
-  @property
-  def tfds_splits(self) -> Tuple[Tuple[str, str], ...]:
-    """(split, TFDS split): TFDS calls the dev sets `validation*`."""
-    return tuple((split, split.replace("dev", "validation"))
-                 for split, _ in self.split_files)
-
 
 _BINARY = ("0", "1")
 _NLI2 = ("entailment", "not_entailment")
-_NLI3 = ("entailment", "neutral", "contradiction")  # TFDS order.
 
 GLUE_TASKS: Dict[str, GlueTaskSpec] = {spec.name: spec for spec in (
     GlueTaskSpec("cola", "CoLA", 3, None, 1, _BINARY, ("matthews_corrcoef",),
@@ -157,15 +135,12 @@ GLUE_TASKS: Dict[str, GlueTaskSpec] = {spec.name: spec for spec in (
                  dev_splits=(("dev_matched", "dev_matched.tsv"),
                              ("dev_mismatched", "dev_mismatched.tsv")),
                  tfds_text=("premise", "hypothesis"),
-                 tfds_label_names=_NLI3, tfds_labels=_NLI3),
+                 tfds_label_names=("entailment", "neutral", "contradiction")),
     GlueTaskSpec("qnli", "QNLI", "question", "sentence", "label", _NLI2,
                  ("accuracy",), tfds_label_names=_NLI2),
     GlueTaskSpec("rte", "RTE", "sentence1", "sentence2", "label", _NLI2,
                  ("accuracy",), tfds_label_names=_NLI2),
 )}
-
-STSB_SCORE_RANGE = (0.0, 5.0)
-
 
 def get_task(name: str) -> GlueTaskSpec:
   """The spec of a GLUE task by (case-insensitive) name; WNLI is excluded."""
@@ -191,30 +166,16 @@ def _parse_label(spec: GlueTaskSpec, value: str, where: str):
     try:
       score = float(value)
     except ValueError:
-      score = math.nan
-    low, high = STSB_SCORE_RANGE
-    if not (math.isfinite(score) and low <= score <= high):
+      score = math.nan  # Fails the range check, as inf does.
+    if not 0 <= score <= 5:
       raise ValueError(
-          f"{where}: {spec.name} label {value!r} is not a number in "
-          f"[{low:g}, {high:g}].")
+          f"{where}: {spec.name} label {value!r} is not a number in [0, 5].")
     return score
   if value not in spec.labels:
     raise ValueError(
         f"{where}: label {value!r} is not one of the {spec.name} labels "
         f"{list(spec.labels)}.")
   return spec.labels.index(value)
-
-
-def _check_row(spec: GlueTaskSpec, fields: Sequence[str], width: int,
-               where: str) -> None:
-  if len(fields) < width:
-    raise ValueError(
-        f"{where}: {len(fields)} column(s), but the {spec.name} format "
-        f"needs {width} (missing column).")
-  if len(fields) > width:
-    raise ValueError(
-        f"{where}: {len(fields)} columns, but the {spec.name} format has "
-        f"{width}: a tab inside a sentence? (it would shift the columns).")
 
 
 def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
@@ -242,35 +203,40 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   with tf.io.gfile.GFile(path, "rb") as f:
     raw = f.read()
   try:
-    text = raw.decode("utf-8-sig")
+    lines = raw.decode("utf-8-sig").split("\n")
   except UnicodeDecodeError as e:
     raise ValueError(f"{path}: not UTF-8 text ({e}).") from e
-  lines = text.split("\n")
+  has_header = isinstance(spec.label, str)
   text_columns = [c for c in (spec.text_a, spec.text_b) if c is not None]
-  columns = text_columns + [spec.label]
-  if spec.has_header:
-    header = lines[0].rstrip("\r").split("\t")
-    missing = [c for c in columns if c not in header]
-    if missing:
-      raise ValueError(
-          f"{path}:1: the header lacks column(s) {missing} of the "
-          f"{spec.name} format (header: {header}).")
-    index = {name: header.index(name) for name in columns}
-  else:
-    index = {c: c for c in columns}
+  index = {c: c for c in text_columns + [spec.label]}
   # Rows have exactly the header's columns (GLUE's own reader splits on
   # every tab with QUOTE_NONE): a tab inside a sentence would shift the
   # columns and silently pair a fragment with the label. Headerless files
   # (CoLA) end with their last text column.
-  width = len(header) if spec.has_header else max(index.values()) + 1
+  if has_header:
+    header = lines[0].rstrip("\r").split("\t")
+    missing = [c for c in index if c not in header]
+    if missing:
+      raise ValueError(
+          f"{path}:1: the header lacks column(s) {missing} of the "
+          f"{spec.name} format (header: {header}).")
+    index = {name: header.index(name) for name in index}
+  width = len(header) if has_header else max(index.values()) + 1
   examples = []
-  for line_number in range(int(spec.has_header) + 1, len(lines) + 1):
+  for line_number in range(int(has_header) + 1, len(lines) + 1):
     line = lines[line_number - 1].rstrip("\r")
     if not line.strip():
       continue
     where = f"{path}:{line_number}"
     fields = line.split("\t")
-    _check_row(spec, fields, width, where)
+    if len(fields) < width:
+      raise ValueError(
+          f"{where}: {len(fields)} column(s), but the {spec.name} format "
+          f"needs {width} (missing column).")
+    if len(fields) > width:
+      raise ValueError(
+          f"{where}: {len(fields)} columns, but the {spec.name} format has "
+          f"{width}: a tab inside a sentence? (it would shift the columns).")
     texts = [fields[index[c]] for c in text_columns]
     for column, sentence in zip(text_columns, texts):
       if not sentence.strip():
@@ -282,56 +248,44 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   return examples
 
 
-def read_glue_dir(spec: GlueTaskSpec,
-                  glue_dir: str) -> Dict[str, List[GlueExample]]:
-  """Reads every split of a task from the GLUE layout `<glue_dir>/<Task>/`."""
-  task_dir = os.path.join(glue_dir, spec.dir_name)
-  if not tf.io.gfile.isdir(task_dir):
-    raise ValueError(f"{task_dir}: directory not found (--glue_dir should "
-                     f"hold one directory per task, e.g. {spec.dir_name}/).")
-  return {split: read_tsv_examples(spec, os.path.join(task_dir, file_name))
-          for split, file_name in spec.split_files}
-
-
 def read_tfds(spec: GlueTaskSpec,
               tfds_data_dir: str) -> Dict[str, List[GlueExample]]:
   """Reads a task from a locally prepared TFDS `glue/<task>` (no download)."""
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  name, names = f"glue/{spec.name}", spec.tfds_label_names
   splits = {}
-  for split, tfds_split in spec.tfds_splits:
+  for split, _ in spec.split_files:
+    tfds_split = split.replace("dev", "validation")  # TFDS's dev split names.
     try:
       dataset, info = tfds.load(
-          spec.tfds_name, split=tfds_split, data_dir=tfds_data_dir,
-          download=False, with_info=True, shuffle_files=False)
+          name, split=tfds_split, data_dir=tfds_data_dir, download=False,
+          with_info=True, shuffle_files=False)
     except AssertionError as e:
       raise ValueError(
-          f"TFDS dataset {spec.tfds_name} is not prepared under "
-          f"{tfds_data_dir!r} ({e}). Prepare it once where there is network "
-          f"access (tfds build {spec.tfds_name} --data_dir=...) or use "
-          "--glue_dir with the GLUE TSV files.") from e
-    if spec.tfds_label_names is not None:
-      names = tuple(info.features["label"].names)
-      if names != spec.tfds_label_names:
-        raise ValueError(
-            f"TFDS {spec.tfds_name} under {tfds_data_dir!r} has labels "
-            f"{list(names)}, expected {list(spec.tfds_label_names)}.")
+          f"TFDS dataset {name} is not prepared under {tfds_data_dir!r} "
+          f"({e}). Prepare it once where there is network access (tfds "
+          f"build {name} --data_dir=...) or use --glue_dir with the GLUE TSV "
+          "files.") from e
+    if names and tuple(info.features["label"].names) != names:
+      raise ValueError(
+          f"TFDS {name} under {tfds_data_dir!r} has labels "
+          f"{info.features['label'].names}, expected {list(names)}.")
     examples = []
     for i, row in enumerate(tfds.as_numpy(dataset)):
-      where = f"tfds:{spec.tfds_name}:{tfds_split}:{i}"
-      raw_label = row["label"]
+      where = f"tfds:{name}:{tfds_split}:{i}"
       if spec.is_regression:
-        label = _parse_label(spec, repr(float(raw_label)), where)
+        label = _parse_label(spec, repr(float(row["label"])), where)
       else:
-        label_id = int(raw_label)
-        if not 0 <= label_id < len(spec.tfds_labels):
-          raise ValueError(f"{where}: label id {label_id} is not a "
+        label = int(row["label"])
+        if not 0 <= label < len(names):
+          raise ValueError(f"{where}: label id {label} is not a "
                            f"{spec.name} class (test split?).")
-        label = spec.labels.index(spec.tfds_labels[label_id])
+        if names[label] in spec.labels:
+          label = spec.labels.index(names[label])
       text_a, text_b = (row[f].decode("utf-8") if f else None
                         for f in spec.tfds_text)
       examples.append(GlueExample(text_a, text_b, label, where))
     if not examples:
-      raise ValueError(f"TFDS {spec.tfds_name} split {tfds_split} under "
+      raise ValueError(f"TFDS {name} split {tfds_split} under "
                        f"{tfds_data_dir!r} is empty.")
     splits[split] = examples
   return splits
@@ -363,8 +317,11 @@ def encode_examples(examples: Sequence[GlueExample], tokenizer, cls_id: int,
                ) + (truncated,)
 
 
-def _int_feature(values):
-  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+def _packed_features(packed, index, example, *unused_args):
+  """`featurize_fn` for Model Garden's writer: row `index` of `packed`."""
+  input_ids, input_mask, segment_ids = (array[index] for array in packed)
+  return classifier_data_lib.InputFeatures(
+      input_ids, input_mask, segment_ids, example.label)
 
 
 def record_path(output_dir: str, task: str, split: str) -> str:
@@ -407,43 +364,32 @@ def convert(task: str,
   cls_id = vocab.index(tokenization.CLS)
   sep_id = vocab.index(tokenization.SEP)
   if glue_dir:
-    splits = read_glue_dir(spec, glue_dir)
+    task_dir = os.path.join(glue_dir, spec.dir_name)
+    splits = {split: read_tsv_examples(spec, os.path.join(task_dir, name))
+              for split, name in spec.split_files}
   else:
     splits = read_tfds(spec, tfds_data_dir)
   tokenizer = tokenization.make_tokenizer(vocab_file, lower_case=lower_case)
-
-  encoded = {split: encode_examples(examples, tokenizer, cls_id, sep_id,
-                                    max_seq_length)
-             for split, examples in splits.items()}
-
   split_meta = {}
   for split, examples in splits.items():
-    input_ids, input_mask, segment_ids, truncated = encoded[split]
+    *packed, truncated = encode_examples(examples, tokenizer, cls_id, sep_id,
+                                         max_seq_length)
     path = record_path(output_dir, spec.name, split)
-    with utils.atomic_path(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
-      for i, example in enumerate(examples):
-        label = (tf.train.Feature(float_list=tf.train.FloatList(
-            value=[example.label])) if spec.is_regression
-                 else _int_feature([example.label]))
-        writer.write(tf.train.Example(features=tf.train.Features(feature={
-            "input_ids": _int_feature(input_ids[i]),
-            "input_mask": _int_feature(input_mask[i]),
-            "segment_ids": _int_feature(segment_ids[i]),
-            "label_ids": label,
-            "example_id": _int_feature([i]),
-        })).SerializeToString())
-    split_meta[split] = {
-        "file": os.path.basename(path),
-        "num_examples": len(examples),
-        "num_truncated": truncated,
-    }
+    with utils.atomic_path(path) as tmp:
+      classifier_data_lib.file_based_convert_examples_to_features(
+          examples, None, max_seq_length, None, tmp,
+          label_type=float if spec.is_regression else None,
+          featurize_fn=functools.partial(_packed_features, packed))
+    split_meta[split] = dict(file=os.path.basename(path),
+                             num_examples=len(examples),
+                             num_truncated=truncated)
     logging.info("Wrote %d %s %s examples (%d truncated) to %s",
                  len(examples), spec.name, split, truncated, path)
 
   meta = {
       "task": spec.name,
       "source": (os.path.abspath(glue_dir) if glue_dir else
-                 f"tfds:{spec.tfds_name}@{os.path.abspath(tfds_data_dir)}"),
+                 f"tfds:glue/{spec.name}@{os.path.abspath(tfds_data_dir)}"),
       "label_type": "float" if spec.is_regression else "int",
       "label_list": list(spec.labels) if spec.labels else None,
       "num_labels": spec.num_classes,
@@ -452,7 +398,7 @@ def convert(task: str,
       "lower_case": lower_case,
       "train_data_size": split_meta["train"]["num_examples"],
       "eval_data_size": {s: split_meta[s]["num_examples"]
-                         for s in spec.dev_split_names},
+                         for s, _ in spec.dev_splits},
       "splits": split_meta,
   }
   utils.write_json_atomically(meta_data_path(output_dir, spec.name), meta)

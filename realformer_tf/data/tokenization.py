@@ -51,9 +51,7 @@ def load_vocab(path: str) -> List[str]:
       line, a token with whitespace inside or a repeated token, or lacks any of
       [PAD] [UNK] [CLS] [SEP] [MASK]. The message names the file.
   """
-  if not path:
-    raise ValueError("No vocabulary file given (empty path).")
-  if not tf.io.gfile.exists(path):
+  if not path or not tf.io.gfile.exists(path):
     raise ValueError(f"Vocabulary file {path!r} does not exist.")
   if tf.io.gfile.isdir(path):
     raise ValueError(f"Vocabulary file {path!r} is a directory, not a file.")
@@ -178,8 +176,8 @@ def learn_vocab(text_lines: Iterable[str],
   """Learns a WordPiece vocabulary with tensorflow-text and writes it.
 
   Uses `tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`; the
-  reserved tokens [PAD] [UNK] [CLS] [SEP] [MASK] come first ([PAD] = 0),
-  then every single character seen, then the learned sub-words by falling
+  reserved tokens [PAD] [UNK] [CLS] [SEP] [MASK] come first ([PAD] = 0;
+  wordpiece_tokenizer_learner_lib.py:250), then every single character seen, then the learned sub-words by falling
   count (they include every character as a `##` suffix). The learner searches an
   integer minimum count (>= 10) whose vocabulary is within 5% below
   `vocab_size`; the search can end outside that range, so the real size can
@@ -206,8 +204,7 @@ def learn_vocab(text_lines: Iterable[str],
     raise ValueError(f"vocab_size must be at least 16, got {vocab_size}.")
   if isinstance(text_lines, str):
     raise ValueError("text_lines must be an iterable of lines, not one str.")
-  lines = [line.strip() for line in text_lines]
-  lines = [line for line in lines if line]
+  lines = [line.strip() for line in text_lines if line.strip()]
   if not lines:
     raise ValueError(
         f"No text to learn a vocabulary from (for {output_file!r}).")
@@ -221,10 +218,6 @@ def learn_vocab(text_lines: Iterable[str],
       reserved_tokens=list(RESERVED_TOKENS),
       bert_tokenizer_params={"lower_case": lower_case},
       learn_params=learn_params)
-  if list(vocab[:len(RESERVED_TOKENS)]) != list(RESERVED_TOKENS):
-    raise RuntimeError(
-        "tensorflow-text did not put the reserved tokens first: "
-        f"{vocab[:len(RESERVED_TOKENS)]}")
   utils.write_lines_atomically(output_file, vocab)
   logging.info("Wrote %d WordPiece tokens to %s", len(vocab), output_file)
   return list(vocab)
