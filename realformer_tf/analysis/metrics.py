@@ -1,4 +1,4 @@
-"""Per-token attention metrics: entropy and adjacent-head Jensen-Shannon divergence.
+"""Per-token attention metrics: entropy, Jensen-Shannon divergence (JSD).
 
 Entropy is in nats: uniform attention over 128 tokens has ln(128) = 4.85
 nats, against the paper's 4.5 / 1.5 thresholds. The JSD is in bits, so it

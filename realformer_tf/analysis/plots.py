@@ -1,4 +1,4 @@
-"""Violin plots of per-head attention statistics, coloured as in the RealFormer paper.
+"""Violin plots of per-head attention statistics in the paper's colours.
 
 One figure per metric. Each model is a column of panels; each panel row is
 one layer (for JSD: one pair of adjacent layers) with one violin per head,
