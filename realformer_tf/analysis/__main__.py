@@ -32,8 +32,9 @@ _FLAGS = (
     flags.DEFINE_integer("num_examples", 8192, "Number of held-out examples "
                          "to analyse (fewer if the data runs out)."),
     flags.DEFINE_integer("batch_size", 32, "Examples per batch."),
-    flags.DEFINE_string("input_data", None, "TFRecord glob (same format as the "
-                        "run's task.validation_data) replacing its input_path."),
+    flags.DEFINE_string("input_data", None, "TFRecord glob (same format as "
+                        "the run's task.validation_data) replacing its "
+                        "input_path."),
     flags.DEFINE_string("input_text", None, "Plain-text file, one example per "
                         "non-empty line, tokenized with tensorflow-text's "
                         "BertTokenizer (needs --vocab_file)."),
@@ -44,10 +45,10 @@ _FLAGS = (
                          "by max_position_embeddings)."),
     flags.DEFINE_boolean("lower_case", True,
                          "Lower-case --input_text (uncased vocab)."),
-    flags.DEFINE_integer("reservoir_size", stats.DEFAULT_CAPACITY, "Values kept "
-                         "per (layer, head) for quantiles and violins (uniform "
-                         "reservoir sample; exact counts and means are kept "
-                         "regardless)."),
+    flags.DEFINE_integer("reservoir_size", stats.DEFAULT_CAPACITY,
+                         "Values kept per (layer, head) for quantiles and "
+                         "violins (uniform reservoir sample; exact counts and "
+                         "means are kept regardless)."),
     flags.DEFINE_integer("seed", 0, "Seed of the reservoir samplers."),
 )
 

@@ -1,61 +1,31 @@
-"""Per-token attention metrics: entropy and adjacent-head Jensen-Shannon divergence.
+"""Per-token attention metrics: entropy, Jensen-Shannon divergence (JSD).
 
-Entropy is in nats (natural log): a uniform distribution over 128 tokens has
-ln(128) = 4.85 nats, against the paper's 4.5 / 1.5 thresholds. The
-Jensen-Shannon divergence is in bits (log base 2), so it lies in [0, 1]: the
-paper's JSD thresholds (0.25 / 0.75) only make sense on such a bounded scale
-(in nats the maximum is ln 2 = 0.69 and its "red" class could never occur).
+Entropy is in nats: uniform attention over 128 tokens has ln(128) = 4.85
+nats, against the paper's 4.5 / 1.5 thresholds. The JSD is in bits, so it
+lies in [0, 1]: the paper's thresholds (0.25 / 0.75) need a bounded scale (in
+nats the maximum is ln 2 = 0.69 and "red" could never occur).
 
-Padding. `probs` is a `[batch, heads, query, key]` tensor of softmax
-probabilities and `mask` a `[batch, seq]` 0/1 tensor (1 = real token, the
-encoder's `input_mask`). Keys outside the mask are dropped and each row is
-renormalised over the unpadded keys. For RealFormer encoders this is a no-op
-up to float rounding: the additive mask is -1e9 in float32, so padded keys get
-exactly zero probability. The renormalisation only matters for probabilities
-from elsewhere (e.g. a model with a weaker additive mask). Padded query rows
-are not removed here (the outputs keep the `[batch, heads, query]` shape); use
-`query_mask(mask)` to select the valid rows, as `runner.py` does.
+`probs` is `[batch, heads, query, key]` softmax probabilities and `mask` a
+`[batch, seq]` 0/1 `input_mask`. Padded keys are dropped and each row is
+renormalised over the unpadded keys: a no-op for RealFormer encoders (their
+-1e9 float32 mask gives padded keys exactly zero probability), but needed for
+probabilities from a weaker additive mask. Padded query rows stay in the
+`[batch, heads, query]` outputs; `query_mask(mask)` selects the valid ones.
 
-The functions are TensorFlow ops (usable inside `tf.function`), accept numpy
-arrays, and compute in float64 when given float64, float32 otherwise.
+These are TensorFlow ops (usable in `tf.function`) rather than scipy's
+`entropy`/`jensenshannon`, which the tests check them against: they run per
+batch inside the encoder's graph. They compute in float64 when given float64,
+float32 otherwise.
 """
 
 import math
 
 import tensorflow as tf
 
-# Upper bound of the Jensen-Shannon divergence in bits.
-JSD_MAX = 1.0
-
 
 def _as_float(x) -> tf.Tensor:
   x = tf.convert_to_tensor(x)
-  if x.dtype != tf.float64:
-    x = tf.cast(x, tf.float32)
-  return x
-
-
-def _key_mask(mask, dtype) -> tf.Tensor:
-  """`[batch, seq]` 0/1 mask -> `[batch, 1, 1, seq]` float key mask."""
-  mask = tf.cast(tf.not_equal(tf.convert_to_tensor(mask), 0), dtype)
-  return mask[:, tf.newaxis, tf.newaxis, :]
-
-
-def masked_distribution(probs, mask) -> tf.Tensor:
-  """Restricts attention rows to unpadded keys and renormalises them.
-
-  Args:
-    probs: `[batch, heads, query, key]` attention probabilities.
-    mask: `[batch, key]` 0/1 mask, 1 = real token.
-
-  Returns:
-    `probs` with padded keys set to 0 and each row summing to 1 over the
-    unpadded keys (rows with no unpadded key stay all-zero).
-  """
-  probs = _as_float(probs)
-  masked = probs * _key_mask(mask, probs.dtype)
-  total = tf.reduce_sum(masked, axis=-1, keepdims=True)
-  return tf.math.divide_no_nan(masked, total)
+  return x if x.dtype == tf.float64 else tf.cast(x, tf.float32)
 
 
 def query_mask(mask) -> tf.Tensor:
@@ -63,35 +33,34 @@ def query_mask(mask) -> tf.Tensor:
   return tf.not_equal(tf.convert_to_tensor(mask), 0)
 
 
+def _masked_distribution(probs, mask) -> tf.Tensor:
+  """Rows over unpadded keys only, renormalised (all-zero if none is left)."""
+  probs = _as_float(probs)
+  keys = tf.cast(query_mask(mask), probs.dtype)[:, tf.newaxis, tf.newaxis, :]
+  masked = probs * keys
+  return tf.math.divide_no_nan(
+      masked, tf.reduce_sum(masked, axis=-1, keepdims=True))
+
+
 def attention_entropy(probs, mask) -> tf.Tensor:
-  """Entropy (nats) of each query's attention distribution over unpadded keys.
+  """`[batch, heads, query]` entropies (nats) over the unpadded keys.
 
-  H(p) = -sum_k p_k ln p_k, with 0 ln 0 = 0, after dropping padded keys and
-  renormalising (see the module docstring). Equals
-  `scipy.stats.entropy(p)` (natural log) on the unpadded keys. A head that
+  `scipy.stats.entropy(p)` of each renormalised row (0 ln 0 = 0); a head that
   attends uniformly to n unpadded tokens has entropy ln(n).
-
-  Args:
-    probs: `[batch, heads, query, key]` attention probabilities.
-    mask: `[batch, key]` 0/1 mask, 1 = real token.
-
-  Returns:
-    `[batch, heads, query]` entropies. Padded query rows are included; select
-    valid ones with `query_mask(mask)`.
   """
-  p = masked_distribution(probs, mask)
+  p = _masked_distribution(probs, mask)
   return -tf.reduce_sum(tf.math.xlogy(p, p), axis=-1)
 
 
-def jensen_shannon_divergence(p, q) -> tf.Tensor:
-  """Jensen-Shannon divergence (bits) of distributions along the last axis.
+def adjacent_head_jsd(probs_prev, probs, mask) -> tf.Tensor:
+  """`[batch, heads, query]` JSD (bits) of head h in layers L-1 and L.
 
-  JSD(P, Q) = 1/2 KL(P || M) + 1/2 KL(Q || M), M = (P + Q) / 2, log base 2.
-  This is the *square* of `scipy.spatial.distance.jensenshannon(p, q,
-  base=2)`, and lies in [0, 1]. `p` and `q` must already be normalised.
+  JSD(P, Q) = 1/2 KL(P || M) + 1/2 KL(Q || M), M = (P + Q) / 2, over the
+  unpadded keys: the *square* of `scipy.spatial.distance.jensenshannon(p, q,
+  base=2)`, in [0, 1].
   """
-  p, q = _as_float(p), _as_float(q)
-  q = tf.cast(q, p.dtype)
+  p = _masked_distribution(probs_prev, mask)
+  q = tf.cast(_masked_distribution(probs, mask), p.dtype)
   m = 0.5 * (p + q)
   # xlogy(p, p) - xlogy(p, m) = p ln(p / m) with 0 ln 0 = 0; m > 0 wherever
   # p > 0 or q > 0.
@@ -99,27 +68,6 @@ def jensen_shannon_divergence(p, q) -> tf.Tensor:
   kl_qm = tf.reduce_sum(tf.math.xlogy(q, q) - tf.math.xlogy(q, m), axis=-1)
   # Rounding can give tiny negatives for identical rows.
   return tf.maximum(0.5 * (kl_pm + kl_qm), 0.0) / math.log(2.0)
-
-
-def adjacent_head_jsd(probs_prev, probs, mask) -> tf.Tensor:
-  """Per-token JSD (bits) between head i of layer L-1 and head i of layer L.
-
-  For each example, head and unpadded query token t, the divergence between
-  the attention distributions `probs_prev[b, i, t, :]` and `probs[b, i, t, :]`
-  over the unpadded keys (see `jensen_shannon_divergence`: the square of
-  scipy's `jensenshannon` distance with base 2; range [0, 1]).
-
-  Args:
-    probs_prev: `[batch, heads, query, key]` probabilities of layer L-1.
-    probs: `[batch, heads, query, key]` probabilities of layer L.
-    mask: `[batch, key]` 0/1 mask, 1 = real token.
-
-  Returns:
-    `[batch, heads, query]` divergences. Padded query rows are included;
-    select valid ones with `query_mask(mask)`.
-  """
-  return jensen_shannon_divergence(masked_distribution(probs_prev, mask),
-                                   masked_distribution(probs, mask))
 
 
 def per_token_entropy_and_jsd(probs, queries, keys):
@@ -148,24 +96,17 @@ def per_token_entropy_and_jsd(probs, queries, keys):
 
 
 def score_magnitude(scores, mask):
-  """Sum, count and max of |S| over unpadded (query, key) positions.
+  """Float64 `(sum |S|, count, max |S|)` over heads and unpadded pairs.
 
-  Args:
-    scores: `[batch, heads, query, key]` pre-softmax (running-sum) scores.
-    mask: `[batch, seq]` 0/1 mask, 1 = real token.
-
-  Returns:
-    `(sum_abs, count, max_abs)` float64 scalars over all heads and the
-    positions whose query and key are both unpadded (`max_abs` is 0 when
-    there are none), so a stream's mean is `sum(sum_abs) / sum(count)`.
+  Pairs are the (query, key) positions both unpadded (`max_abs` is 0 when
+  there are none), so a stream's mean is `sum(sum_abs) / sum(count)`.
+  `scores` is `[batch, heads, query, key]`, `mask` `[batch, seq]` 0/1.
   """
-  scores = tf.cast(tf.convert_to_tensor(scores), tf.float32)
-  valid = tf.cast(tf.not_equal(tf.convert_to_tensor(mask), 0), tf.float32)
-  pair = valid[:, tf.newaxis, :, tf.newaxis] * valid[:, tf.newaxis, tf.newaxis, :]
-  pair = tf.broadcast_to(pair, tf.shape(scores))
-  magnitude = tf.abs(scores) * pair
+  valid = tf.cast(query_mask(mask), tf.float32)
+  pair = valid[:, tf.newaxis, :, tf.newaxis] * valid[:, tf.newaxis, tf.newaxis]
+  magnitude = tf.abs(tf.cast(scores, tf.float32)) * pair
   # Rows are summed in float32, the rest in float64.
-  sum_abs = tf.reduce_sum(tf.cast(tf.reduce_sum(magnitude, axis=-1), tf.float64))
-  count = tf.reduce_sum(tf.cast(tf.reduce_sum(pair, axis=-1), tf.float64))
-  max_abs = tf.cast(tf.reduce_max(magnitude), tf.float64)
-  return sum_abs, count, max_abs
+  sum_abs = tf.reduce_sum(tf.cast(tf.reduce_sum(magnitude, -1), tf.float64))
+  lengths = tf.cast(tf.reduce_sum(valid, -1), tf.float64)
+  count = tf.cast(tf.shape(scores)[1], tf.float64) * tf.reduce_sum(lengths**2)
+  return sum_abs, count, tf.cast(tf.reduce_max(magnitude), tf.float64)

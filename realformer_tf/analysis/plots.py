@@ -1,4 +1,4 @@
-"""Violin plots of per-head attention statistics, coloured as in the RealFormer paper.
+"""Violin plots of per-head attention statistics in the paper's colours.
 
 One figure per metric. Each model is a column of panels; each panel row is
 one layer (for JSD: one pair of adjacent layers) with one violin per head,
@@ -10,7 +10,7 @@ median against the paper's thresholds:
 """
 
 import dataclasses
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import matplotlib
 
@@ -51,33 +51,22 @@ class Panel:
 
 def color_for(median: float, thresholds: Tuple[float, float]) -> str:
   """Paper colour of a median: blue < low <= yellow <= high < red."""
-  low, high = thresholds
-  if median > high:
-    return COLORS[2]
-  if median < low:
-    return COLORS[0]
-  return COLORS[1]
+  return COLORS[int(median >= thresholds[0]) + int(median > thresholds[1])]
 
 
 def _violin(ax, position: float, values: np.ndarray, color: str) -> None:
   """One violin; a flat bar when the values have (almost) no spread."""
   median = float(np.median(values))
-  spread = float(np.ptp(values)) if values.size else 0.0
-  drawn = False
-  if values.size >= 2 and spread > 1e-6 * max(1.0, abs(median)):
+  bodies = []
+  if values.size >= 2 and np.ptp(values) > 1e-6 * max(1.0, abs(median)):
     try:
-      parts = ax.violinplot([values], positions=[position], widths=0.8,
-                            showmedians=False, showextrema=False)
-      drawn = True
-    except (np.linalg.LinAlgError, ValueError):
-      drawn = False
-    if drawn:
-      for body in parts["bodies"]:
-        body.set_facecolor(color)
-        body.set_edgecolor("black")
-        body.set_linewidth(0.5)
-        body.set_alpha(0.85)
-  if not drawn:
+      bodies = ax.violinplot([values], positions=[position], widths=0.8,
+                             showmedians=False, showextrema=False)["bodies"]
+    except (np.linalg.LinAlgError, ValueError):  # singular KDE
+      pass
+  for body in bodies:
+    body.set(facecolor=color, edgecolor="black", linewidth=0.5, alpha=0.85)
+  if not bodies:
     ax.add_patch(patches.Rectangle((position - 0.4, median - 0.01), 0.8, 0.02,
                                    facecolor=color, edgecolor="black",
                                    linewidth=0.5))
@@ -87,25 +76,22 @@ def _violin(ax, position: float, values: np.ndarray, color: str) -> None:
             linewidth=1.5)
 
 
-def violin_figure(panels: Sequence[Panel], path: str, metric: str,
-                  y_max: Optional[float] = None) -> None:
+def violin_figure(panels: Sequence[Panel], path: str, metric: str) -> None:
   """Writes a grid of violin plots (rows: layers, columns: models) to `path`.
 
   Args:
     panels: One `Panel` per model (drawn side by side).
     path: Output PNG path.
     metric: "entropy" or "jsd" (selects thresholds and labels).
-    y_max: Upper y limit; defaults to a bound that shows the thresholds.
   """
-  if metric not in _METRICS:
-    raise ValueError(f"metric must be one of {sorted(_METRICS)}, got {metric!r}.")
   spec = _METRICS[metric]
   thresholds = spec["thresholds"]
   num_rows = max([len(p.rows) for p in panels] + [1])
   num_heads = max([len(samples) for p in panels for _, samples in p.rows] + [1])
-  if y_max is None:
-    y_max = thresholds[1]
-  y_max = 1.05 * max(y_max, thresholds[1])
+  # Shared y axis: every value and both thresholds in view.
+  y_max = 1.05 * max([thresholds[1]] + [
+      float(np.max(s)) for p in panels for _, samples in p.rows
+      for s in samples if np.size(s)])
 
   # Fixed margins in inches, so the layout reads the same for 1 or 24 rows.
   header, footer, left, row_height = 1.6, 0.55, 1.0, 1.6

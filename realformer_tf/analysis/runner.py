@@ -2,26 +2,18 @@
 
 Pipeline (`run_analysis`):
 
-1. `load_model(model_dir)`: rebuild the run's `ExperimentConfig` from
-   `model_dir/params.yaml`, build the task's model, restore the latest
-   checkpoint the way Model Garden's trainer wrote it
-   (`tf.train.Checkpoint(model=...)`, key `model`); the encoder is built
-   with `return_attention_scores=True`.
-2. `build_dataset(...)`: held-out examples, batched: by default the
-   `task.validation_data` recorded in the primary model's params.yaml;
-   `input_data` overrides its `input_path` (TFRecords in the same format);
-   `input_text` reads a plain-text file instead (one example per non-empty
-   line, single segment, tokenized with tensorflow-text's `BertTokenizer` and
-   `vocab_file`, packed as `[CLS] tokens [SEP]` and padded to `seq_length`).
-   All models see the same examples, in one pass over the data.
-3. Per batch and model, a `tf.function` runs the encoder (inference mode) and
-   computes, for every unpadded query token, layer and head, the attention
-   entropy and the JSD to the same head one layer below (`metrics.py`), plus
-   the magnitude of each layer's residual score sum `S_l`.
-4. `AttentionStats` folds these into bounded-memory `StreamStats` (exact
-   count/mean, seeded reservoir sample for quantiles and violins), so memory
-   is bounded by the batch size and the reservoir size, not by the number of
-   examples.
+1. `load_model`: the run's `ExperimentConfig` from `params.yaml`, the task's
+   model with `return_attention_scores=True` on the encoder, and the latest
+   checkpoint restored as the Model Garden trainer wrote it.
+2. `build_dataset`: held-out batches, by default the run's
+   `task.validation_data`; `input_data` replaces its `input_path`;
+   `input_text` reads plain text instead (`text_dataset`). All models see the
+   same examples, in one pass over the data.
+3. Per batch and model, a `tf.function` (`make_batch_fn`) gives every
+   unpadded query token's attention entropy per layer and head, the JSD to the
+   same head one layer below (`metrics.py`), and each layer's |S_l|.
+4. `AttentionStats` folds these into bounded-memory `StreamStats`, so memory
+   is bounded by the batch and reservoir sizes, not by the examples.
 5. `write_outputs`: `entropy.png`, `jsd.png`, `summary.json` and a per-layer
    table on stdout.
 """
@@ -30,9 +22,9 @@ import dataclasses
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
+from tqdm import auto as tqdm
 
 from official.core import task_factory
 from realformer_tf import utils
@@ -42,6 +34,7 @@ from realformer_tf.analysis import stats
 from realformer_tf.configs import registry
 from realformer_tf.data import tokenization
 from realformer_tf.networks import realformer_encoder
+from realformer_tf.serving import export
 
 _LOG_EVERY_BATCHES = 50
 
@@ -62,32 +55,15 @@ class LoadedModel:
   residual_attention: str
 
 
-def _find_encoder(model, model_dir: str):
-  """The encoder of a Model Garden model (pretrainer or fine-tuning model)."""
-  encoder = getattr(model, "encoder_network", None)
-  if encoder is None:
-    encoder = getattr(model, "checkpoint_items", {}).get("encoder")
-  if encoder is None:
-    raise ValueError(
-        f"{model_dir}: cannot find the encoder of {type(model).__name__} "
-        "(neither model.encoder_network nor model.checkpoint_items['encoder']).")
-  if not isinstance(encoder, realformer_encoder.RealFormerEncoder):
-    raise ValueError(
-        f"{model_dir}: the encoder is a {type(encoder).__name__}; attention "
-        "analysis needs a RealFormerEncoder (task.model.encoder.type=any).")
-  return encoder
-
-
-def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
+def load_model(model_dir: str) -> LoadedModel:
   """Restores a model dir's encoder with attention outputs switched on.
 
   Args:
     model_dir: Directory written by train.py: `params.yaml` plus checkpoints.
-    name: Display name; defaults to the directory's base name.
 
   Returns:
-    A `LoadedModel` whose `encoder` outputs `attention_scores` (probabilities)
-    and `residual_scores`.
+    A `LoadedModel` named after the directory, whose `encoder` outputs
+    `attention_scores` (probabilities) and `residual_scores`.
 
   Raises:
     FileNotFoundError: No such dir, or no params.yaml.
@@ -97,46 +73,36 @@ def load_model(model_dir: str, name: Optional[str] = None) -> LoadedModel:
   if not model_dir or not tf.io.gfile.isdir(model_dir):
     raise FileNotFoundError(f"model dir {model_dir!r} does not exist.")
   config = registry.load_experiment_config(model_dir)
-  # The run's own encoder, with the attention outputs switched on (they add
-  # outputs, not weights), as the SavedModel exporter does.
+  # The attention outputs add outputs, not weights (as the exporter does).
   config.task.model.encoder.get().return_attention_scores = True
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   model = task.build_model()
   checkpoint = utils.resolve_checkpoint(model_dir, "--model_dir")
-  # Model Garden's trainer saves tf.train.Checkpoint(global_step=...,
-  # model=model, optimizer=..., **model.checkpoint_items); only `model` is
-  # needed here.
-  status = tf.train.Checkpoint(model=model).read(checkpoint)
-  status.expect_partial()
-  try:
-    status.assert_existing_objects_matched()
-  except AssertionError as e:
+  export.restore_checkpoint(model, checkpoint)
+  # BertPretrainerV2, BertClassifier and BertSpanLabeler all checkpoint their
+  # encoder as `encoder`.
+  encoder = model.checkpoint_items.get("encoder")
+  if not isinstance(encoder, realformer_encoder.RealFormerEncoder):
     raise ValueError(
-        f"checkpoint {checkpoint} does not match the model described by "
-        f"{os.path.join(model_dir, 'params.yaml')}: {e}") from e
-  encoder = _find_encoder(model, model_dir)
+        f"{model_dir}: the encoder is a {type(encoder).__name__}; attention "
+        "analysis needs a RealFormerEncoder (task.model.encoder.type=any).")
   encoder_config = encoder.get_config()
   return LoadedModel(
-      name=name or os.path.basename(os.path.normpath(model_dir)),
-      model_dir=model_dir,
-      checkpoint=checkpoint,
-      config=config,
-      task=task,
-      encoder=encoder,
-      num_layers=int(encoder_config["num_layers"]),
-      num_heads=int(encoder_config["num_attention_heads"]),
-      max_sequence_length=int(encoder_config["max_sequence_length"]),
-      vocab_size=int(encoder_config["vocab_size"]),
-      residual_attention=str(encoder_config["residual_attention"]))
+      name=os.path.basename(os.path.normpath(model_dir)),
+      model_dir=model_dir, checkpoint=checkpoint, config=config, task=task,
+      encoder=encoder, num_layers=encoder_config["num_layers"],
+      num_heads=encoder_config["num_attention_heads"],
+      max_sequence_length=encoder_config["max_sequence_length"],
+      vocab_size=encoder_config["vocab_size"],
+      residual_attention=encoder_config["residual_attention"])
 
 
 def text_dataset(input_text: str, vocab_file: str, seq_length: int,
                  batch_size: int, lower_case: bool = True) -> tf.data.Dataset:
   """Batches of encoder inputs from a plain-text file, one example per line.
 
-  Each non-empty line is tokenized and packed as one segment, `[CLS] ...
-  [SEP]` cut to `seq_length`, as the GLUE records and serving pack text
-  (`tokenization.make_tokenizer`, `tokenization.pack_inputs`).
+  Each non-empty line is one segment, `[CLS] ... [SEP]` cut to `seq_length`,
+  packed as the GLUE records and serving are (`tokenization.pack_inputs`).
   """
   if seq_length < 3:
     raise ValueError(f"--seq_length must be >= 3, got {seq_length}.")
@@ -148,9 +114,8 @@ def text_dataset(input_text: str, vocab_file: str, seq_length: int,
     tokens = tokenizer.tokenize(lines).merge_dims(-2, -1)
     return tokenization.pack_inputs([tokens], seq_length, cls_id, sep_id)
 
-  dataset = tf.data.TextLineDataset(input_text)
-  dataset = dataset.filter(lambda line: tf.strings.length(
-      tf.strings.strip(line)) > 0)
+  dataset = tf.data.TextLineDataset(input_text).filter(
+      lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
   return dataset.batch(batch_size).map(pack)
 
 
@@ -186,39 +151,31 @@ def build_dataset(model: LoadedModel,
     A finite `tf.data.Dataset` of dicts of int32 `[batch, seq]` tensors.
   """
   data_config = model.config.task.validation_data
+  max_length = model.max_sequence_length
   if input_text:
     if seq_length is None:
-      seq_length = getattr(data_config, "seq_length", None)
-      seq_length = min(seq_length or model.max_sequence_length,
-                       model.max_sequence_length)
-    if seq_length > model.max_sequence_length:
-      raise ValueError(
-          f"--seq_length={seq_length} exceeds the encoder's "
-          f"max_position_embeddings={model.max_sequence_length}.")
-    vocab_size = len(tokenization.load_vocab(vocab_file))
-    if vocab_size > model.vocab_size:
-      raise ValueError(
-          f"--vocab_file={vocab_file} has {vocab_size} tokens but the encoder "
-          f"of {model.model_dir} has vocab_size={model.vocab_size}.")
+      seq_length = min(getattr(data_config, "seq_length", None) or max_length,
+                       max_length)
+    if seq_length > max_length:
+      raise ValueError(f"--seq_length={seq_length} exceeds the encoder's "
+                       f"max_position_embeddings={max_length}.")
+    export.load_vocab(vocab_file, "--vocab_file", model.vocab_size)
     return text_dataset(input_text, vocab_file, seq_length, batch_size,
                         lower_case)
-
-  params_path = os.path.join(model.model_dir, "params.yaml")
   input_path = input_data or data_config.input_path
-  if not input_path:
-    raise ValueError(
-        f"{params_path} has no task.validation_data.input_path: pass "
-        "--input_data (TFRecord glob) or --input_text with --vocab_file.")
   source = "--input_data" if input_data else (
-      f"task.validation_data.input_path in {params_path}")
-  patterns = [p for p in str(input_path).split(",") if p.strip()]
-  if not any(tf.io.gfile.glob(p.strip()) for p in patterns):
+      "task.validation_data.input_path in "
+      f"{os.path.join(model.model_dir, 'params.yaml')}")
+  if not input_path:
+    raise ValueError(f"{source} is empty: pass --input_data (TFRecord glob) "
+                     "or --input_text with --vocab_file.")
+  if not any(tf.io.gfile.glob(p.strip())
+             for p in str(input_path).split(",") if p.strip()):
     raise FileNotFoundError(f"{source}={input_path} matches no files.")
   data_config = data_config.replace(
       input_path=input_path, global_batch_size=batch_size, is_training=False,
       drop_remainder=False)
-  dataset = model.task.build_inputs(data_config)
-  return dataset.map(_only_features)
+  return model.task.build_inputs(data_config).map(_only_features)
 
 
 class AttentionStats:
@@ -240,47 +197,21 @@ class AttentionStats:
                                      shape=(num_layers, num_heads))
     self.jsd = stats.StreamStats(capacity, seed=[seed, 1],
                                  shape=(num_layers - 1, num_heads))
-    self._score_sum = np.zeros([num_layers], np.float64)
-    self._score_count = np.zeros([num_layers], np.float64)
-    self._score_max = np.zeros([num_layers], np.float64)
+    # Per layer: sum |S_l|, count, max |S_l| (`metrics.score_magnitude`).
+    self._magnitude = np.zeros([num_layers, 3], np.float64)
     self.num_examples = 0
     self.num_tokens = 0
 
   def update(self, entropy: np.ndarray, jsd: np.ndarray,
              score_magnitude: np.ndarray, num_examples: int) -> None:
-    """Adds one batch.
-
-    Args:
-      entropy: `[tokens, layers, heads]` entropies of the unpadded tokens.
-      jsd: `[tokens, layers - 1, heads]` adjacent-head JSDs.
-      score_magnitude: `[layers, 3]`: sum |S_l|, count, max |S_l| over
-        unpadded (query, key) pairs and heads.
-      num_examples: Examples in the batch.
-    """
+    """Adds one batch: `make_batch_fn`'s outputs and its example count."""
     self.entropy.update(entropy)
     self.jsd.update(jsd)
-    self._score_sum += score_magnitude[:, 0]
-    self._score_count += score_magnitude[:, 1]
-    self._score_max = np.maximum(self._score_max, score_magnitude[:, 2])
+    self._magnitude[:, :2] += score_magnitude[:, :2]
+    self._magnitude[:, 2] = np.maximum(self._magnitude[:, 2],
+                                       score_magnitude[:, 2])
     self.num_examples += int(num_examples)
     self.num_tokens += int(entropy.shape[0])
-
-  def entropy_samples(self, layer: int) -> List[np.ndarray]:
-    """Per-head reservoir samples of the entropies of `layer`."""
-    return [self.entropy.sample((layer, h)) for h in range(self.num_heads)]
-
-  def jsd_samples(self, layer: int) -> List[np.ndarray]:
-    """Per-head samples of the JSD between `layer - 1` and `layer`."""
-    return [self.jsd.sample((layer - 1, h)) for h in range(self.num_heads)]
-
-  def score_magnitude(self) -> List[Dict[str, Any]]:
-    """Per layer: mean and max |S_l| over unpadded positions and heads."""
-    return [dict(layer=l,
-                 mean_abs=(float(self._score_sum[l] / self._score_count[l])
-                           if self._score_count[l] else None),
-                 max_abs=float(self._score_max[l]),
-                 count=int(self._score_count[l]))
-            for l in range(self.num_layers)]
 
   def to_json(self) -> Dict[str, Any]:
     def heads(streams, row):
@@ -293,7 +224,12 @@ class AttentionStats:
                  for l in range(self.num_layers)],
         jsd=[dict(layer=l, previous_layer=l - 1, heads=heads(self.jsd, l - 1))
              for l in range(1, self.num_layers)],
-        score_magnitude=self.score_magnitude())
+        # Per layer: mean and max |S_l| over unpadded positions and heads.
+        score_magnitude=[
+            dict(layer=l, mean_abs=total / count if count else None,
+                 max_abs=largest, count=int(count))
+            for l, (total, count, largest) in enumerate(
+                self._magnitude.tolist())])
 
 
 def make_batch_fn(encoder: realformer_encoder.RealFormerEncoder):
@@ -326,18 +262,14 @@ def stream(models: Sequence[LoadedModel], dataset: tf.data.Dataset,
   results = [AttentionStats(m.num_layers, m.num_heads, reservoir_size, seed)
              for m in models]
   batch_fns = [make_batch_fn(m.encoder) for m in models]
-  try:
-    from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
-    progress = tqdm.tqdm(total=num_examples, unit="ex", disable=None,
-                         desc="attention analysis")
-  except ImportError:
-    progress = None
+  # tqdm draws nothing when stderr is not a terminal (a log file, CI): plain
+  # lines on stdout instead.
+  progress = tqdm.tqdm(total=num_examples, unit="ex", disable=None,
+                       desc="attention analysis")
   seen = 0
   for step, batch in enumerate(dataset):
-    n = int(tf.shape(batch["input_mask"])[0])
-    if seen + n > num_examples:
-      n = num_examples - seen
-      batch = {k: v[:n] for k, v in batch.items()}
+    n = min(int(tf.shape(batch["input_mask"])[0]), num_examples - seen)
+    batch = {k: v[:n] for k, v in batch.items()}
     for model, fn, result in zip(models, batch_fns, results):
       seq = int(tf.shape(batch["input_mask"])[1])
       if seq > model.max_sequence_length:
@@ -347,21 +279,14 @@ def stream(models: Sequence[LoadedModel], dataset: tf.data.Dataset,
       entropy, jsd, magnitude = fn(batch)
       result.update(entropy.numpy(), jsd.numpy(), magnitude.numpy(), n)
     seen += n
-    if progress is not None:
-      progress.update(n)
-    if (step + 1) % _LOG_EVERY_BATCHES == 0:
-      logging.info("attention analysis: %d / %d examples", seen, num_examples)
-      if progress is None or progress.disable:
-        # tqdm draws nothing when stderr is not a terminal (a log file, CI):
-        # a plain line instead.
-        print(f"attention analysis: {seen} / {num_examples} examples",
-              flush=True)
+    progress.update(n)
+    if progress.disable and (step + 1) % _LOG_EVERY_BATCHES == 0:
+      print(f"attention analysis: {seen} / {num_examples} examples",
+            flush=True)
     if seen >= num_examples:
       break
-  if progress is not None:
-    progress.close()
-  logging.info("attention analysis: %d examples done", seen)
-  if progress is None or progress.disable:
+  progress.close()
+  if progress.disable:
     print(f"attention analysis: {seen} examples done", flush=True)
   return results
 
@@ -373,22 +298,13 @@ def _unique_names(models: Sequence[LoadedModel]) -> None:
       m.name = f"{'AB'[i] if i < 2 else i}: {m.name}"
 
 
-def model_summary(model: LoadedModel, result: AttentionStats) -> Dict[str, Any]:
-  return dict(name=model.name, model_dir=model.model_dir,
-              checkpoint=model.checkpoint,
-              residual_attention=model.residual_attention,
-              num_layers=model.num_layers, num_heads=model.num_heads,
-              **result.to_json())
-
-
 def format_table(summary: Dict[str, Any]) -> str:
   """A per-layer text table of one model's summary."""
 
   def medians(row):
     values = [h["median"] for h in row["heads"] if h["median"] is not None]
-    if not values:
-      return "-"
-    return f"{np.median(values):.3f} [{min(values):.3f}..{max(values):.3f}]"
+    return (f"{np.median(values):.3f} [{min(values):.3f}..{max(values):.3f}]"
+            if values else "-")
 
   jsd = {row["layer"]: row for row in summary["jsd"]}
   lines = [
@@ -425,34 +341,25 @@ def write_outputs(models: Sequence[LoadedModel],
                  "compares head h of layer l-1 and layer l",
           quantiles="from a seeded reservoir sample of reservoir_size values "
                     "per (layer, head); exact when count <= reservoir_size"),
-      models=[model_summary(m, r) for m, r in zip(models, results)])
+      models=[dict(name=m.name, model_dir=m.model_dir,
+                   checkpoint=m.checkpoint,
+                   residual_attention=m.residual_attention,
+                   num_layers=m.num_layers, num_heads=m.num_heads,
+                   **r.to_json()) for m, r in zip(models, results)])
   utils.write_json_atomically(os.path.join(output_dir, "summary.json"), summary)
-
-  def panels(kind):
-    out = []
-    for model, result in zip(models, results):
-      if kind == "entropy":
-        rows = [(f"layer {l}", result.entropy_samples(l))
-                for l in range(model.num_layers)]
-      else:
-        rows = [(f"layer {l} vs {l - 1}", result.jsd_samples(l))
-                for l in range(1, model.num_layers)]
-      out.append(plots.Panel(
-          title=f"{model.name} (residual_attention="
-                f"{model.residual_attention})", rows=rows))
-    return out
-
-  observed = [float(np.max(r.entropy.sample())) for r in results
-              if r.entropy.count]
-  plots.violin_figure(
-      panels("entropy"), os.path.join(output_dir, "entropy.png"),
-      metric="entropy", y_max=max(observed + [plots.ENTROPY_THRESHOLDS[1]]))
-  observed = [float(np.max(r.jsd.sample())) for r in results if r.jsd.count]
-  plots.violin_figure(panels("jsd"), os.path.join(output_dir, "jsd.png"),
-                      metric="jsd",
-                      y_max=max(observed + [plots.JSD_THRESHOLDS[1]]))
-  for model_summary_ in summary["models"]:
-    print(format_table(model_summary_))
+  for metric, first in (("entropy", 0), ("jsd", 1)):  # jsd: layers l-1, l
+    panels = []
+    for m, r in zip(models, results):
+      streams = getattr(r, metric)
+      rows = [(f"layer {l}" + (f" vs {l - 1}" if first else ""),
+               [streams.sample((l - first, h)) for h in range(m.num_heads)])
+              for l in range(first, m.num_layers)]
+      panels.append(plots.Panel(
+          f"{m.name} (residual_attention={m.residual_attention})", rows))
+    plots.violin_figure(panels, os.path.join(output_dir, f"{metric}.png"),
+                        metric)
+  for model_summary in summary["models"]:
+    print(format_table(model_summary))
     print()
   print(f"Wrote entropy.png, jsd.png and summary.json to {output_dir}",
         flush=True)

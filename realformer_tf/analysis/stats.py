@@ -1,29 +1,18 @@
 """Bounded-memory streaming statistics for per-(layer, head) attention metrics.
 
-Exact quantiles of a stream need the whole stream (8192 examples x 128
-tokens = 1M values per head, times every layer and head). Instead a
-`StreamStats` keeps, for each of a fixed array of streams (e.g. one per
-(layer, head)):
+Exact quantiles need the whole stream (8192 examples x 128 tokens = 1M values
+per head, times every layer and head), and neither numpy nor scipy has a
+streaming quantile. A `StreamStats` keeps, per stream of a fixed array of
+streams: exact `count`, `mean`, `min` and `max` (float64 sums), and a seeded
+uniform sample of at most `capacity` values (reservoir sampling, Vitter's
+Algorithm R) for medians, quartiles and violins.
 
-* exact running `count`, `mean`, `min` and `max` (sums in float64);
-* a uniform random sample of at most `capacity` values (reservoir sampling,
-  Vitter's Algorithm R, seeded), from which medians, quartiles and violin
-  plots are drawn.
-
-The streams of one `StreamStats` advance together (one value per stream per
-token), so they share the reservoir's choice of *which tokens* are kept: each
-stream's sample is still a uniform sample of that stream, and all heads are
-sampled at the same tokens. This makes an update a few vectorised array ops
-per batch instead of one per head.
-
-While the stream has at most `capacity` values the reservoir holds all of
-them, so the quantiles are exact (equal to `numpy.percentile` on the stream).
-Beyond that they are estimates from a uniform sample: with 20,000 samples the
-standard error of the median is about 0.35% in quantile units
-(sqrt(0.25 / n)).
-
-Memory is `capacity` float64 values per stream, independent of the stream
-length.
+The streams advance together (one value each per token) and share the
+reservoir's choice of kept tokens: each sample is still uniform, and an
+update is a few vectorised ops per batch instead of one per head. Up to
+`capacity` values the quantiles are exact (`numpy.percentile` on the
+stream); beyond, with 20,000 samples the median's standard error is about
+0.35% in quantile units (sqrt(0.25 / n)).
 """
 
 from typing import Dict, Optional, Sequence, Tuple, Union
@@ -63,38 +52,25 @@ class StreamStats:
     self._rng = np.random.default_rng(seed)
     # Slot-major, so a batch of kept tokens is one fancy-indexed write.
     self._sample = np.empty((self._capacity,) + self._shape, np.float64)
-    self._count = 0
+    self.count = 0  # values seen so far per stream
     self._sum = np.zeros(self._shape, np.float64)
     self._min = np.full(self._shape, np.inf)
     self._max = np.full(self._shape, -np.inf)
 
   @property
-  def capacity(self) -> int:
-    return self._capacity
-
-  @property
-  def shape(self) -> Tuple[int, ...]:
-    return self._shape
-
-  @property
-  def count(self) -> int:
-    """Number of values seen so far per stream (exact)."""
-    return self._count
-
-  @property
   def exact(self) -> bool:
     """Whether the reservoir holds the whole stream (quantiles are exact)."""
-    return self._count <= self._capacity
+    return self.count <= self._capacity
 
   def mean(self, index: Tuple[int, ...] = ()) -> float:
     """Exact mean of the values seen by stream `index` (NaN if none)."""
-    if not self._count:
+    if not self.count:
       return float("nan")
-    return float(self._sum[index] / self._count)
+    return float(self._sum[index] / self.count)
 
   def sample(self, index: Tuple[int, ...] = ()) -> np.ndarray:
     """Stream `index`'s reservoir: all values if `count <= capacity`."""
-    kept = self._sample[:min(self._count, self._capacity)]
+    kept = self._sample[:min(self.count, self._capacity)]
     return kept[(slice(None),) + tuple(index)]
 
   def update(self, values) -> None:
@@ -115,40 +91,33 @@ class StreamStats:
     np.minimum(self._min, values.min(axis=0), out=self._min)
     np.maximum(self._max, values.max(axis=0), out=self._max)
 
-    start = self._count
+    start = self.count
     # Fill phase: the first `capacity` values go in as they are.
     fill = max(0, min(n, self._capacity - start))
-    if fill:
-      self._sample[start:start + fill] = values[:fill]
-    if fill < n:
-      # Algorithm R: the value with 0-based stream index j replaces slot
-      # r ~ U{0..j} when r < capacity.
-      j = np.arange(start + fill, start + n, dtype=np.int64)
-      r = self._rng.integers(0, j + 1)
-      kept = np.nonzero(r < self._capacity)[0]
-      if kept.size:
-        slots = r[kept]
-        # Later values must win when several hit the same slot: keep each
-        # slot's last occurrence.
-        last = slots.size - 1 - np.unique(slots[::-1], return_index=True)[1]
-        self._sample[slots[last]] = values[fill + kept[last]]
-    self._count += n
+    self._sample[start:start + fill] = values[:fill]
+    # Algorithm R: the value with 0-based stream index j replaces slot
+    # r ~ U{0..j} when r < capacity.
+    j = np.arange(start + fill, start + n, dtype=np.int64)
+    r = self._rng.integers(0, j + 1)
+    kept = np.nonzero(r < self._capacity)[0]
+    slots = r[kept]
+    # Later values must win when several hit the same slot: keep each slot's
+    # last occurrence.
+    last = slots.size - 1 - np.unique(slots[::-1], return_index=True)[1]
+    self._sample[slots[last]] = values[fill + kept[last]]
+    self.count += n
 
   def quantile(self, q, index: Tuple[int, ...] = ()):
     """Quantile(s) of stream `index`'s reservoir (numpy's linear method)."""
-    if not self._count:
-      return np.full(np.shape(q), np.nan) if np.ndim(q) else float("nan")
     return np.quantile(self.sample(index), q)
 
   def summary(self, index: Tuple[int, ...] = ()) -> Dict[str, Optional[float]]:
     """Count, mean, min, max and quartiles of stream `index`, JSON-ready."""
     index = tuple(index)
-    if not self._count:
+    if not self.count:
       return dict(count=0, mean=None, min=None, max=None, q1=None, median=None,
                   q3=None, exact_quantiles=True)
-    q1, median, q3 = (float(v) for v in self.quantile([0.25, 0.5, 0.75],
-                                                      index))
-    return dict(count=int(self._count), mean=self.mean(index),
+    q1, median, q3 = self.quantile([0.25, 0.5, 0.75], index).tolist()
+    return dict(count=self.count, mean=self.mean(index),
                 min=float(self._min[index]), max=float(self._max[index]),
-                q1=q1, median=median, q3=q3,
-                exact_quantiles=bool(self.exact))
+                q1=q1, median=median, q3=q3, exact_quantiles=self.exact)
