@@ -27,7 +27,6 @@ import itertools
 import json
 import math
 import os
-import re
 from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import app
@@ -47,9 +46,6 @@ from realformer_tf.training import train_lib
 
 RESULT_FILE = "glue_result.json"
 SUMMARY_FILE = "glue_summary.json"
-
-_POINT_RE = re.compile(r"^ep(?P<epochs>[0-9.]+)_lr(?P<lr>[0-9.e+-]+)$")
-_SEED_RE = re.compile(r"^seed(?P<seed>[0-9]+)$")
 
 
 @dataclasses.dataclass
@@ -217,13 +213,8 @@ def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
   by_task = {}
   pattern = os.path.join(model_dir_root, "*", "ep*_lr*", "seed*", RESULT_FILE)
   for path in sorted(tf.io.gfile.glob(pattern)):
-    seed_dir, _ = os.path.split(path)
-    point_dir, seed = os.path.split(seed_dir)
-    task_dir, point = os.path.split(point_dir)
-    task = os.path.basename(task_dir)
-    if (task in glue_data.GLUE_TASKS and _POINT_RE.match(point) and
-        _SEED_RE.match(seed)):
-      by_task.setdefault(task, []).append(read_result(path))
+    result = read_result(path)
+    by_task.setdefault(result["task"], []).append(result)
   return by_task
 
 
@@ -336,15 +327,12 @@ def define_flags():
                     "results under --model_dir_root.")
 
 
-def _parse_numbers(values: Sequence[str], flag: str) -> List[float]:
-  for value in values:
-    try:
-      if float(value) > 0:
-        continue
-    except ValueError:
-      raise app.UsageError(f"--{flag}: {value!r} is not a number.") from None
-    raise app.UsageError(f"--{flag}: {value!r} is not positive.")
-  return [float(value) for value in values]
+def _floats(flag: str) -> List[float]:
+  """A list flag's numbers; `recipe.apply_paper_schedule` checks their sign."""
+  try:
+    return [float(value) for value in FLAGS[flag].value]
+  except ValueError as e:
+    raise app.UsageError(f"--{flag}: {e}") from None
 
 
 def main(argv):
@@ -355,13 +343,11 @@ def main(argv):
     return
   if not FLAGS.task:
     raise app.UsageError("--task is required.")
-  epochs = _parse_numbers(FLAGS.epochs, "epochs")
-  learning_rates = _parse_numbers(FLAGS.learning_rates, "learning_rates")
   config = base_config(FLAGS.task, FLAGS.config_file or (),
                        FLAGS.params_override, FLAGS.data_dir)
   train_size = num_train_examples(config, FLAGS.meta_data_file)
-  runs = plan_runs(FLAGS.task, FLAGS.model_dir_root, epochs, learning_rates,
-                   FLAGS.seeds, config, train_size)
+  runs = plan_runs(FLAGS.task, FLAGS.model_dir_root, _floats("epochs"),
+                   _floats("learning_rates"), FLAGS.seeds, config, train_size)
   if FLAGS.dry_run:
     for run in runs:
       trainer = run.config.trainer
