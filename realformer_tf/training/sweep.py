@@ -59,12 +59,6 @@ class RunSpec:
   config: cfg.ExperimentConfig
 
 
-def run_dir(model_dir_root: str, task: str, epochs: float,
-            learning_rate: float, seed: int) -> str:
-  return os.path.join(model_dir_root, glue_data.get_task(task).name,
-                      f"ep{epochs:g}_lr{learning_rate:g}", f"seed{seed}")
-
-
 def replace_data_dir(config: cfg.ExperimentConfig, data_dir: str) -> None:
   """Replaces the YAML placeholder in the data paths with `data_dir`."""
   for data in (config.task.train_data, config.task.validation_data):
@@ -119,9 +113,10 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
     recipe.apply_paper_schedule(run_config, train_size, e, lr)
     run_config.task.train_data.seed = seed
     run_config.validate()
+    model_dir = os.path.join(model_dir_root, glue_data.get_task(task).name,
+                             f"ep{e:g}_lr{lr:g}", f"seed{seed}")
     runs.append(RunSpec(task=task, epochs=e, learning_rate=lr, seed=seed,
-                        model_dir=run_dir(model_dir_root, task, e, lr, seed),
-                        config=run_config))
+                        model_dir=model_dir, config=run_config))
   return runs
 
 
@@ -156,7 +151,6 @@ def run_status(run: RunSpec) -> str:
 def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
             ) -> List[Dict]:
   """Runs every run without a result; returns all results in `runs` order."""
-  spec_metrics = expected_metric_names(runs[0].config) if runs else []
   results = []
   for i, run in enumerate(runs):
     result_path = os.path.join(run.model_dir, RESULT_FILE)
@@ -171,6 +165,11 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
     tf.io.gfile.makedirs(run.model_dir)
     output = runner(run.config, run.model_dir, run.seed)
     eval_logs = output["eval_logs"]
+    # The task's metrics, one per split of the validation data if it has any.
+    task = run.config.task
+    spec_metrics = [f"{m}_{s}" if s else m
+                    for s in task.validation_data.split_names or [""]
+                    for m in glue_data.get_task(task.glue_task).metrics]
     missing = [m for m in spec_metrics if m not in eval_logs]
     if missing:
       raise ValueError(f"{run.model_dir}: the evaluation reported no "
@@ -185,14 +184,6 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
     utils.write_json_atomically(result_path, result)
     results.append(result)
   return results
-
-
-def expected_metric_names(config: cfg.ExperimentConfig) -> List[str]:
-  """The metric keys the task reports for this config's validation data."""
-  metrics = glue_data.get_task(config.task.glue_task).metrics
-  splits = config.task.validation_data.split_names
-  return ([f"{m}_{s}" for s in splits for m in metrics] if splits else
-          list(metrics))
 
 
 def read_result(path: str) -> Dict:

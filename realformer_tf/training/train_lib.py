@@ -72,7 +72,7 @@ class ExperimentParser(train_utils.ExperimentParser):
     self.sources = []
 
   def _override(self, params, source: str, read, value: str):
-    """`params.override(read(value), is_strict=True)`, errors naming `source`."""
+    """`params.override(read(value), is_strict=True)` naming `source`."""
     try:
       overrides = read(value).as_dict()
       params.override(overrides, is_strict=True)
