@@ -154,15 +154,12 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
   results = []
   for i, run in enumerate(runs):
     result_path = os.path.join(run.model_dir, RESULT_FILE)
-    if tf.io.gfile.exists(result_path):
-      logging.info("[%d/%d] %s: done, skipped.", i + 1, len(runs),
-                   run.model_dir)
+    status = run_status(run)
+    logging.info("[%d/%d] %s: %s (%d steps).", i + 1, len(runs),
+                 run.model_dir, status, run.config.trainer.train_steps)
+    if status == "done":
       results.append(read_result(result_path))
       continue
-    logging.info("[%d/%d] %s: %s (%d steps).", i + 1, len(runs),
-                 run.model_dir, run_status(run),
-                 run.config.trainer.train_steps)
-    tf.io.gfile.makedirs(run.model_dir)
     output = runner(run.config, run.model_dir, run.seed)
     eval_logs = output["eval_logs"]
     # The task's metrics, one per split of the validation data if it has any.
@@ -221,23 +218,19 @@ def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
   if not results:
     raise ValueError(f"No results for {task}.")
   groups = {}
-  for result in results:
+  for result in sorted(results, key=lambda r: r["seed"]):
     key = (float(result["epochs"]), float(result["learning_rate"]))
     groups.setdefault(key, []).append(result)
   grid = []
   for (epochs, lr), group in sorted(groups.items()):
-    group = sorted(group, key=lambda r: r["seed"])
-    metrics = {}
-    for name in sorted(set().union(*(r["metrics"] for r in group))):
-      values = [float(r["metrics"][name]) for r in group
-                if name in r["metrics"]]
-      metrics[name] = {"median": float(np.median(values)),
-                       "std": float(np.std(values)),
-                       "values": values}
+    values = {name: [float(r["metrics"][name]) for r in group
+                     if name in r["metrics"]]
+              for name in sorted(set().union(*(r["metrics"] for r in group)))}
     grid.append({"epochs": epochs, "learning_rate": lr,
-                 "num_seeds": len(group),
-                 "seeds": [r["seed"] for r in group],
-                 "metrics": metrics})
+                 "num_seeds": len(group), "seeds": [r["seed"] for r in group],
+                 "metrics": {name: {"median": float(np.median(v)),
+                                    "std": float(np.std(v)), "values": v}
+                             for name, v in values.items()}})
   main = spec.main_metric
   if spec.name == "mnli" and not any(main in p["metrics"] for p in grid):
     main = "accuracy"  # Evaluated on one dev file (no split_names).
