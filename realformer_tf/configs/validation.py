@@ -5,16 +5,12 @@ glob matching nothing inside `InputReader`, an empty file or records of
 another sequence length at the first step (after `params.yaml` and summaries
 were written), a token id beyond the embedding table inside the graph (or, on
 TPU, silently as zeros). Here each is an error naming the config key, the
-value and the file: the files of every `input_path` the mode reads; the first
-record's features and lengths and every record's token ids for BERT
-pre-training, GLUE and SQuAD-training records; `seq_length` against
-`max_position_embeddings`; `vocab_file`s; the train schedule; config value
-types; and, once the strategy exists, batch sizes against replicas.
+value and the file.
 """
 
 import dataclasses
 import typing
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -85,12 +81,11 @@ def match_input_files(key: str, input_path) -> List[str]:
   return files
 
 
-def _record_spec(key: str, data):
+def _record_spec(data):
   """None, or what the first record of `data` must hold as Model Garden's
   `BertPretrainDataLoader`, `SentencePredictionDataLoader` and (training)
   `QuestionAnsweringDataLoader` parse it: ({feature: (config field giving its
-  length, the length)}, token-id features, what the records are, {feature:
-  advice when it is missing})."""
+  length, the length)}, token-id features, what the records are)."""
   if getattr(data, "file_type", "tfrecord") != "tfrecord":
     return None
   seq = ("seq_length", getattr(data, "seq_length", None))
@@ -102,12 +97,8 @@ def _record_spec(key: str, data):
                 "masked_lm_weights": predictions}
     if data.use_next_sentence_label:
       expected["next_sentence_labels"] = ("use_next_sentence_label", 1)
-    return (expected, [ids, "masked_lm_ids"],
-            "BERT pre-training records (python -m "
-            "realformer_tf.data.create_pretraining_data)",
-            {"next_sentence_labels": (
-                " (records made without NSP? set "
-                f"{key}.use_next_sentence_label=false)")})
+    return (expected, [ids, "masked_lm_ids"], "BERT pre-training records "
+            "(python -m realformer_tf.data.create_pretraining_data)")
   expected = {"input_ids": seq, "input_mask": seq, "segment_ids": seq}
   if isinstance(data, sp_dataloader.SentencePredictionDataConfig):
     expected[data.label_field] = ("label_field", 1)
@@ -118,11 +109,11 @@ def _record_spec(key: str, data):
     what = "SQuAD training records (python -m realformer_tf.data.squad)"
   else:
     return None
-  return expected, ["input_ids"], what, {}
+  return expected, ["input_ids"], what
 
 
-def _check_first_record(key: str, path: str, expected, record_format: str,
-                        hints: Dict[str, str]) -> None:
+def _check_first_record(key: str, path: str, expected,
+                        record_format: str) -> None:
   """The first record of `path` has each expected feature, of its length."""
   try:
     record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
@@ -146,10 +137,11 @@ def _check_first_record(key: str, path: str, expected, record_format: str,
   # rather than as records of another length.
   for feature in expected:
     if feature not in lengths:
+      hint = (f" (records made without NSP? set {key}.use_next_sentence_label"
+              "=false)" if feature == "next_sentence_labels" else "")
       raise ValueError(
           f"{key}.input_path: records in {path!r} have no {feature!r} "
-          f"feature{hints.get(feature, '')}; found {sorted(lengths)}. "
-          f"Expected {record_format}.")
+          f"feature{hint}; found {sorted(lengths)}. Expected {record_format}.")
   for feature, (field, value) in expected.items():
     if lengths[feature] != value:
       raise ValueError(
@@ -335,10 +327,10 @@ def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
         not input_path and getattr(data, "tfds_name", "")):
       continue  # Faked by the task, or TFDS input resolved by Model Garden.
     files = match_input_files(key, input_path)
-    spec = _record_spec(key, data)
+    spec = _record_spec(data)
     if spec:
-      expected, id_features, record_format, hints = spec
-      _check_first_record(key, files[0], expected, record_format, hints)
+      expected, id_features, record_format = spec
+      _check_first_record(key, files[0], expected, record_format)
       if vocab_size is not None:
         _check_token_ids(key, files, id_features, vocab_size, vocab_key)
   for key, path in vocab_files:

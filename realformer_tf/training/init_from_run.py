@@ -3,14 +3,9 @@
 `task.init_checkpoint` may name a model dir of train.py's (or a checkpoint in
 one). Model Garden would restore it into the fine-tuning experiment's own
 encoder config (BERT-Base sized), failing only after `params.yaml` and
-`train/` are written, with a "Shape mismatch" naming neither config. So:
-`inherit_encoder` takes the run's encoder architecture (`ARCHITECTURE_FIELDS`;
-an explicitly set other value is an error naming both), turns off GLUE's
-`init_cls_pooler` without a matching NSP head and defaults SQuAD's eval
-vocabulary to the run's; `check_init_checkpoint` checks the checkpoint's
-`encoder` variables against the configured encoder's shapes; and
-`check_records_vocabulary` refuses records whose converter meta data names
-another vocabulary than the run's.
+`train/` are written, with a "Shape mismatch" naming neither config. So the
+run's encoder config is taken, and checkpoint and records are checked against
+it before anything is written.
 """
 
 import json
@@ -47,17 +42,16 @@ _ENCODER_OBJECT = "encoder"
 _NSP_HEAD = "next_sentence"
 
 
-def run_dir_of(init_checkpoint: str) -> Optional[str]:
-  """The train.py model dir `init_checkpoint` is or lies in, else None."""
-  if not init_checkpoint:
-    return None
-  candidates = [init_checkpoint] if tf.io.gfile.isdir(init_checkpoint) else []
-  candidates.append(os.path.dirname(init_checkpoint.rstrip("/")))
-  for directory in candidates:
+def _run_of(params: cfg.ExperimentConfig):
+  """(model dir, config) of the train.py run `task.init_checkpoint` is or lies
+  in, else (None, None)."""
+  init_checkpoint = getattr(params.task, "init_checkpoint", "") or ""
+  for directory in ([init_checkpoint] if tf.io.gfile.isdir(init_checkpoint)
+                    else []) + [os.path.dirname(init_checkpoint.rstrip("/"))]:
     if directory and tf.io.gfile.exists(os.path.join(directory,
                                                      "params.yaml")):
-      return directory
-  return None
+      return directory, registry.load_experiment_config(directory)
+  return None, None
 
 
 def _encoder_of(config: cfg.ExperimentConfig):
@@ -69,19 +63,17 @@ def _encoder_of(config: cfg.ExperimentConfig):
 def inherit_encoder(params: cfg.ExperimentConfig,
                     explicit: schedule.ExplicitKeys
                    ) -> Optional[cfg.ExperimentConfig]:
-  """Copies into `params` the encoder architecture of the run
-  `task.init_checkpoint` names; returns the run's config, or None if it is not
-  a model dir of ours (then nothing changes). `explicit`: keys the user set.
+  """Copies into `params` the encoder architecture (`ARCHITECTURE_FIELDS`) of
+  the run `task.init_checkpoint` names (a value the user set otherwise is an
+  error naming both); returns the run's config, or None if it is not a model
+  dir of ours (then nothing changes). `explicit`: keys the user set.
   """
-  init_checkpoint = getattr(params.task, "init_checkpoint", "")
-  run_dir = run_dir_of(init_checkpoint)
+  run_dir, run_config = _run_of(params)
   ours = _encoder_of(params)
-  if run_dir is None or ours is None:
+  theirs = run_config and _encoder_of(run_config)
+  if ours is None or theirs is None:
     return None
-  run_config = registry.load_experiment_config(run_dir)
-  theirs = _encoder_of(run_config)
-  if theirs is None:
-    return None
+  init_checkpoint = params.task.init_checkpoint
   prefix = "task.model.encoder.any"
   conflicts, taken = [], []
   for field in ARCHITECTURE_FIELDS:
@@ -205,10 +197,7 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
   """Records `mode` reads that were converted with another vocabulary than
   the run `task.init_checkpoint` names are an error naming both and the fix.
   """
-  run_dir = run_dir_of(getattr(params.task, "init_checkpoint", ""))
-  if run_dir is None:
-    return
-  run_config = registry.load_experiment_config(run_dir)
+  _, run_config = _run_of(params)
   run_vocab = getattr(getattr(run_config, "task", None), "vocab_file", "")
   if not run_vocab or not tf.io.gfile.exists(run_vocab):
     return

@@ -27,7 +27,6 @@ import itertools
 import json
 import math
 import os
-import re
 from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import app
@@ -48,9 +47,6 @@ from realformer_tf.training import train_lib
 RESULT_FILE = "glue_result.json"
 SUMMARY_FILE = "glue_summary.json"
 
-_POINT_RE = re.compile(r"^ep(?P<epochs>[0-9.]+)_lr(?P<lr>[0-9.e+-]+)$")
-_SEED_RE = re.compile(r"^seed(?P<seed>[0-9]+)$")
-
 
 @dataclasses.dataclass
 class RunSpec:
@@ -61,12 +57,6 @@ class RunSpec:
   seed: int
   model_dir: str
   config: cfg.ExperimentConfig
-
-
-def run_dir(model_dir_root: str, task: str, epochs: float,
-            learning_rate: float, seed: int) -> str:
-  return os.path.join(model_dir_root, glue_data.get_task(task).name,
-                      f"ep{epochs:g}_lr{learning_rate:g}", f"seed{seed}")
 
 
 def replace_data_dir(config: cfg.ExperimentConfig, data_dir: str) -> None:
@@ -123,9 +113,10 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
     recipe.apply_paper_schedule(run_config, train_size, e, lr)
     run_config.task.train_data.seed = seed
     run_config.validate()
+    model_dir = os.path.join(model_dir_root, glue_data.get_task(task).name,
+                             f"ep{e:g}_lr{lr:g}", f"seed{seed}")
     runs.append(RunSpec(task=task, epochs=e, learning_rate=lr, seed=seed,
-                        model_dir=run_dir(model_dir_root, task, e, lr, seed),
-                        config=run_config))
+                        model_dir=model_dir, config=run_config))
   return runs
 
 
@@ -160,21 +151,22 @@ def run_status(run: RunSpec) -> str:
 def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
             ) -> List[Dict]:
   """Runs every run without a result; returns all results in `runs` order."""
-  spec_metrics = expected_metric_names(runs[0].config) if runs else []
   results = []
   for i, run in enumerate(runs):
     result_path = os.path.join(run.model_dir, RESULT_FILE)
-    if tf.io.gfile.exists(result_path):
-      logging.info("[%d/%d] %s: done, skipped.", i + 1, len(runs),
-                   run.model_dir)
+    status = run_status(run)
+    logging.info("[%d/%d] %s: %s (%d steps).", i + 1, len(runs),
+                 run.model_dir, status, run.config.trainer.train_steps)
+    if status == "done":
       results.append(read_result(result_path))
       continue
-    logging.info("[%d/%d] %s: %s (%d steps).", i + 1, len(runs),
-                 run.model_dir, run_status(run),
-                 run.config.trainer.train_steps)
-    tf.io.gfile.makedirs(run.model_dir)
     output = runner(run.config, run.model_dir, run.seed)
     eval_logs = output["eval_logs"]
+    # The task's metrics, one per split of the validation data if it has any.
+    task = run.config.task
+    spec_metrics = [f"{m}_{s}" if s else m
+                    for s in task.validation_data.split_names or [""]
+                    for m in glue_data.get_task(task.glue_task).metrics]
     missing = [m for m in spec_metrics if m not in eval_logs]
     if missing:
       raise ValueError(f"{run.model_dir}: the evaluation reported no "
@@ -189,14 +181,6 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
     utils.write_json_atomically(result_path, result)
     results.append(result)
   return results
-
-
-def expected_metric_names(config: cfg.ExperimentConfig) -> List[str]:
-  """The metric keys the task reports for this config's validation data."""
-  metrics = glue_data.get_task(config.task.glue_task).metrics
-  splits = config.task.validation_data.split_names
-  return ([f"{m}_{s}" for s in splits for m in metrics] if splits else
-          list(metrics))
 
 
 def read_result(path: str) -> Dict:
@@ -217,13 +201,8 @@ def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
   by_task = {}
   pattern = os.path.join(model_dir_root, "*", "ep*_lr*", "seed*", RESULT_FILE)
   for path in sorted(tf.io.gfile.glob(pattern)):
-    seed_dir, _ = os.path.split(path)
-    point_dir, seed = os.path.split(seed_dir)
-    task_dir, point = os.path.split(point_dir)
-    task = os.path.basename(task_dir)
-    if (task in glue_data.GLUE_TASKS and _POINT_RE.match(point) and
-        _SEED_RE.match(seed)):
-      by_task.setdefault(task, []).append(read_result(path))
+    result = read_result(path)
+    by_task.setdefault(result["task"], []).append(result)
   return by_task
 
 
@@ -239,23 +218,19 @@ def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
   if not results:
     raise ValueError(f"No results for {task}.")
   groups = {}
-  for result in results:
+  for result in sorted(results, key=lambda r: r["seed"]):
     key = (float(result["epochs"]), float(result["learning_rate"]))
     groups.setdefault(key, []).append(result)
   grid = []
   for (epochs, lr), group in sorted(groups.items()):
-    group = sorted(group, key=lambda r: r["seed"])
-    metrics = {}
-    for name in sorted(set().union(*(r["metrics"] for r in group))):
-      values = [float(r["metrics"][name]) for r in group
-                if name in r["metrics"]]
-      metrics[name] = {"median": float(np.median(values)),
-                       "std": float(np.std(values)),
-                       "values": values}
+    values = {name: [float(r["metrics"][name]) for r in group
+                     if name in r["metrics"]]
+              for name in sorted(set().union(*(r["metrics"] for r in group)))}
     grid.append({"epochs": epochs, "learning_rate": lr,
-                 "num_seeds": len(group),
-                 "seeds": [r["seed"] for r in group],
-                 "metrics": metrics})
+                 "num_seeds": len(group), "seeds": [r["seed"] for r in group],
+                 "metrics": {name: {"median": float(np.median(v)),
+                                    "std": float(np.std(v)), "values": v}
+                             for name, v in values.items()}})
   main = spec.main_metric
   if spec.name == "mnli" and not any(main in p["metrics"] for p in grid):
     main = "accuracy"  # Evaluated on one dev file (no split_names).
@@ -336,15 +311,12 @@ def define_flags():
                     "results under --model_dir_root.")
 
 
-def _parse_numbers(values: Sequence[str], flag: str) -> List[float]:
-  for value in values:
-    try:
-      if float(value) > 0:
-        continue
-    except ValueError:
-      raise app.UsageError(f"--{flag}: {value!r} is not a number.") from None
-    raise app.UsageError(f"--{flag}: {value!r} is not positive.")
-  return [float(value) for value in values]
+def _floats(flag: str) -> List[float]:
+  """A list flag's numbers; `recipe.apply_paper_schedule` checks their sign."""
+  try:
+    return [float(value) for value in FLAGS[flag].value]
+  except ValueError as e:
+    raise app.UsageError(f"--{flag}: {e}") from None
 
 
 def main(argv):
@@ -355,13 +327,11 @@ def main(argv):
     return
   if not FLAGS.task:
     raise app.UsageError("--task is required.")
-  epochs = _parse_numbers(FLAGS.epochs, "epochs")
-  learning_rates = _parse_numbers(FLAGS.learning_rates, "learning_rates")
   config = base_config(FLAGS.task, FLAGS.config_file or (),
                        FLAGS.params_override, FLAGS.data_dir)
   train_size = num_train_examples(config, FLAGS.meta_data_file)
-  runs = plan_runs(FLAGS.task, FLAGS.model_dir_root, epochs, learning_rates,
-                   FLAGS.seeds, config, train_size)
+  runs = plan_runs(FLAGS.task, FLAGS.model_dir_root, _floats("epochs"),
+                   _floats("learning_rates"), FLAGS.seeds, config, train_size)
   if FLAGS.dry_run:
     for run in runs:
       trainer = run.config.trainer

@@ -71,60 +71,47 @@ class ExperimentParser(train_utils.ExperimentParser):
     super().__init__(flags_obj)
     self.sources = []
 
-  def _override(self, params, overrides: Dict[str, Any], source: str):
-    """`params.override(overrides, is_strict=True)`, errors naming `source`."""
+  def _override(self, params, source: str, read, value: str):
+    """`params.override(read(value), is_strict=True)` naming `source`."""
     try:
+      overrides = read(value).as_dict()
       params.override(overrides, is_strict=True)
+    except tf.errors.NotFoundError:
+      raise ValueError(f"{source}: file not found.") from None
+    except yaml.YAMLError as e:
+      raise ValueError(f"{source}: not valid YAML: {e}") from None
     except KeyError as e:
       where = _unknown_key(params, overrides)
       raise ValueError(f"{source}: unknown config key {where or e}.") from None
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, AttributeError, tf.errors.OpError) as e:
       raise ValueError(f"{source}: {e}") from None
     self.sources.append((source, overrides))
     return params
 
   def base_experiment(self):
     name = self._flags_obj.experiment
-    known = ", ".join(sorted(registry.EXPERIMENTS))
-    if not name:
-      raise ValueError(
-          f"--experiment is required; registered RealFormer experiments: "
-          f"{known}.")
     try:
       return exp_factory.get_exp_config(name)
     except (KeyError, LookupError):
       raise ValueError(
           f"Unknown --experiment={name!r}; registered RealFormer "
-          f"experiments: {known}.") from None
+          f"experiments: {', '.join(sorted(registry.EXPERIMENTS))}.") from None
 
   def parse_config_file(self, params):
     for path in self._flags_obj.config_file or []:
-      source = f"--config_file={path}"
-      if not tf.io.gfile.exists(path):
-        raise ValueError(f"{source}: file not found.")
-      try:
-        overrides = hyperparams.read_yaml_to_params_dict(path).as_dict()
-      except yaml.YAMLError as e:
-        raise ValueError(f"{source}: not valid YAML: {e}") from None
-      except (TypeError, ValueError, AttributeError) as e:
-        raise ValueError(f"{source}: expected a YAML mapping of config keys "
-                         f"({e}).") from None
-      self._override(params, overrides, source)
+      self._override(params, f"--config_file={path}",
+                     hyperparams.read_yaml_to_params_dict, path)
     return params
 
   def parse_params_override(self, params):
     value = self._flags_obj.params_override
-    if not value:
-      return params
-    source = f"--params_override={value}"
-    try:
+    if value:
       # Model Garden's own parsing ("a.b=1,c=2", a YAML/JSON string or a YAML
       # file), into an empty non-strict ParamsDict to get the nested dict.
-      overrides = hyperparams.override_params_dict(
-          hyperparams.ParamsDict(), value, is_strict=False).as_dict()
-    except (yaml.YAMLError, ValueError, TypeError, tf.errors.OpError) as e:
-      raise ValueError(f"{source}: cannot parse it ({e}).") from None
-    return self._override(params, overrides, source)
+      self._override(params, f"--params_override={value}", functools.partial(
+          hyperparams.override_params_dict, hyperparams.ParamsDict(),
+          is_strict=False), value)
+    return params
 
 
 def parse_configuration(flags_obj) -> cfg.ExperimentConfig:
@@ -174,24 +161,15 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
     return None
   paths = {"task.train_data.input_path": task.train_data.input_path,
            "task.validation_data.input_path": task.validation_data.input_path}
-  if all(paths.values()):
-    if input_files:
-      raise ValueError(
-          "--quickstart_input_files cannot be combined with explicit "
-          f"{' and '.join(paths)} ({paths}); drop one or the other.")
+  if all(paths.values()) and not input_files:
     return None
   if any(paths.values()):
-    given, missing = sorted(paths, key=lambda k: not paths[k])
     raise ValueError(
-        f"{name}: {given} is set but {missing} is empty; set both "
-        "(your own records) or neither (built in model_dir/data).")
-  for key in ("seq_length", "max_predictions_per_seq"):
-    train_value = getattr(task.train_data, key)
-    eval_value = getattr(task.validation_data, key)
-    if train_value != eval_value:
-      raise ValueError(
-          f"{name} builds one set of records, but task.train_data.{key}="
-          f"{train_value} != task.validation_data.{key}={eval_value}.")
+        f"{name}: set both {' and '.join(paths)} (your own records, without "
+        "--quickstart_input_files) or neither (records built in "
+        f"model_dir/data); got {paths}.")
+  # The validation data's shapes are checked against the built records (one
+  # set, the train data's) by validation.validate_experiment.
   encoder = task.model.encoder.get()
   data_dir = os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)
   logging.info("Preparing the %s data in %s.", name, data_dir)

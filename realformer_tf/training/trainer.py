@@ -31,12 +31,11 @@ class NonFiniteLossError(RuntimeError):
 
 
 class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
-  """`Mean` of the training loss that also finds the loop's first bad step.
+  """The `training_loss` `Mean` that also finds the loop's first bad step.
 
-  Stands in for the `training_loss` metric `base_trainer.Trainer` updates with
-  each replica's loss once per step. `first_nonfinite_step()`: the 1-based
-  step in the loop whose replica-summed loss was not finite, or whose replica
-  mean exceeded `upper_bound` (0: none); `first_nonfinite_loss()`: that mean.
+  `first_nonfinite_step()`: the 1-based step in the loop whose replica-summed
+  loss was not finite, or whose replica mean exceeded `upper_bound` (0: none);
+  `first_nonfinite_loss()`: that mean.
   """
 
   def __init__(self, name: str = "training_loss", dtype=tf.float32,
@@ -104,13 +103,11 @@ class _EvalOnlyCheckpoint(tf.train.Checkpoint):
 class Trainer(base_trainer.Trainer):
   """`base_trainer.Trainer` + `examples_per_second` + non-finite loss stop.
 
-  Built with `train=False` (eval modes, or the final evaluation of a run
-  that is complete), it restores the model without the optimizer.
+  Built with `train=False`, it restores the model without the optimizer.
+  `model_dir`: where the non-finite loss error finds the latest checkpoint.
   """
 
   def __init__(self, *args, model_dir: Optional[str] = None, **kwargs):
-    """`base_trainer.Trainer`'s arguments; `model_dir` names the latest good
-    checkpoint in the non-finite loss error."""
     super().__init__(*args, **kwargs)
     self._model_dir = model_dir
     if not kwargs.get("train", True):
