@@ -110,36 +110,24 @@ _LEARN_UPPER_THRESH = 500
 _MIN_SENTENCE_CHARS = 3
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`*])")
+# A doctest example: a `>>>` line with its `...` continuations and its
+# expected output, which runs up to the next blank line.
+_DOCTEST_EXAMPLE = re.compile(r"^[ \t]*>>>.*?(?=\n[ \t]*\n|\n[ \t]*\Z|\Z)",
+                              re.M | re.S)
 
 
 def split_sentences(paragraph: str) -> List[str]:
   """Splits one paragraph into sentences (after '.', '!' or '?')."""
-  text = " ".join(paragraph.split())
-  if not text:
-    return []
-  return [s for s in _SENTENCE_END.split(text)
+  return [s for s in _SENTENCE_END.split(" ".join(paragraph.split()))
           if len(s) >= _MIN_SENTENCE_CHARS]
 
 
 def docstring_sentences(doc: Optional[str]) -> List[str]:
-  """A docstring as sentences: paragraphs split, doctest examples dropped.
-
-  A doctest example is a `>>>` line with its `...` continuations and its
-  expected output, which runs up to the next blank line.
-  """
+  """A docstring as sentences: paragraphs split, doctest examples dropped."""
   if not doc or not isinstance(doc, str):
     return []
-  lines = []
-  in_example = False
-  for line in inspect.cleandoc(doc).split("\n"):
-    stripped = line.strip()
-    if stripped.startswith(">>>"):
-      in_example = True
-    elif not stripped:
-      in_example = False
-    if not in_example:
-      lines.append(line)
-  return [sentence for paragraph in re.split(r"\n\s*\n", "\n".join(lines))
+  text = _DOCTEST_EXAMPLE.sub("", inspect.cleandoc(doc))
+  return [sentence for paragraph in re.split(r"\n\s*\n", text)
           for sentence in split_sentences(paragraph)]
 
 
