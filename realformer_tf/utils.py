@@ -102,18 +102,13 @@ def resolve_checkpoint(path: str, what: str) -> str:
     if why:
       raise ValueError(f"{key} is not a readable checkpoint: {why}.")
     return path
-  state = tf.train.get_checkpoint_state(path)
-  if state is None or not state.model_checkpoint_path:
+  state = tf.train.get_checkpoint_state(path)  # Its paths are absolute.
+  if state is None:
     raise ValueError(f"{key} is a directory without a checkpoint (no "
                      "'checkpoint' state file naming one).")
-  candidates = list(state.all_model_checkpoint_paths) or [
-      state.model_checkpoint_path]
-  if state.model_checkpoint_path not in candidates:
-    candidates.append(state.model_checkpoint_path)
   failures = []
-  for prefix in reversed(candidates):
-    if not os.path.isabs(prefix):
-      prefix = os.path.join(path, prefix)
+  for prefix in dict.fromkeys([state.model_checkpoint_path,
+                               *reversed(state.all_model_checkpoint_paths)]):
     why = _readable(prefix)
     if why is None:
       if failures:
@@ -124,14 +119,10 @@ def resolve_checkpoint(path: str, what: str) -> str:
   raise ValueError(f"{key}: no readable checkpoint ({'; '.join(failures)}).")
 
 
-def dummy_inputs(seq_length: int = 2, masked_positions: int = 0,
-                 pad_last: bool = False) -> Dict[str, tf.Tensor]:
+def dummy_inputs(masked_positions: int = 0) -> Dict[str, tf.Tensor]:
   """A one-example BERT input batch (ids 1) that creates a model's variables."""
-  ids = tf.ones([1, seq_length], tf.int32)
-  mask = tf.ones_like(ids)
-  if pad_last:
-    mask = tf.concat([mask[:, :-1], tf.zeros_like(mask[:, -1:])], axis=1)
-  inputs = dict(input_word_ids=ids, input_mask=mask,
+  ids = tf.ones([1, 2], tf.int32)
+  inputs = dict(input_word_ids=ids, input_mask=ids,
                 input_type_ids=tf.zeros_like(ids))
   if masked_positions:
     inputs["masked_lm_positions"] = tf.zeros([1, masked_positions], tf.int32)

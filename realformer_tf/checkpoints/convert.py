@@ -62,21 +62,6 @@ flags.DEFINE_bool("overwrite", False,
                   "there.")
 
 
-def _check_output_dir(output_dir: str, overwrite: bool) -> None:
-  if not output_dir:
-    raise ValueError("output_dir is empty.")
-  if tf.io.gfile.exists(output_dir) and not tf.io.gfile.isdir(output_dir):
-    raise ValueError(f"output_dir {output_dir!r} exists and is not a "
-                     "directory.")
-  entries = sorted(tf.io.gfile.listdir(output_dir)
-                   if tf.io.gfile.isdir(output_dir) else [])
-  if entries and not overwrite:
-    raise FileExistsError(
-        f"output_dir {output_dir!r} is not empty ({entries[:5]}"
-        f"{' ...' if len(entries) > 5 else ''}); pass --overwrite to "
-        "replace the converter's outputs there.")
-
-
 def convert_tf1_checkpoint(tf1_checkpoint_path: str,
                            bert_config_file: str,
                            output_dir: str,
@@ -90,11 +75,19 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   "sum", "mean" or "none". `overwrite`: allow a non-empty `output_dir`; this
   tool's earlier outputs there are deleted first, other files are kept.
   """
-  if residual_attention is not None:
-    ra.validate_residual_attention(residual_attention)
   utils.resolve_checkpoint(tf1_checkpoint_path, "tf1_checkpoint")
   bert_config = tf1_checkpoint.read_bert_config(bert_config_file)
-  _check_output_dir(output_dir, overwrite)
+  if not output_dir:
+    raise ValueError("output_dir is empty.")
+  if tf.io.gfile.exists(output_dir) and not tf.io.gfile.isdir(output_dir):
+    raise ValueError(f"output_dir {output_dir!r} exists and is not a "
+                     "directory.")
+  entries = sorted(tf.io.gfile.listdir(output_dir)
+                   if tf.io.gfile.isdir(output_dir) else [])
+  if entries and not overwrite:
+    raise FileExistsError(
+        f"output_dir {output_dir!r} is not empty ({entries[:5]}); pass "
+        "--overwrite to replace the converter's outputs there.")
 
   if with_pretraining_heads:
     model_config = tf1_checkpoint.pretrainer_config_from_bert_config(
@@ -116,11 +109,10 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
     items = {"encoder": encoder,
              f"{tf1_checkpoint.NSP_HEAD_NAME}.pooler_dense": pooler_copy}
 
-  if tf.io.gfile.isdir(output_dir):
-    for name in tf.io.gfile.listdir(output_dir):  # Our earlier outputs.
-      if name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or (
-          name.startswith(CHECKPOINT_PREFIX + "-")):
-        tf.io.gfile.remove(os.path.join(output_dir, name))
+  for name in entries:  # Our earlier outputs.
+    if name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or (
+        name.startswith(CHECKPOINT_PREFIX + "-")):
+      tf.io.gfile.remove(os.path.join(output_dir, name))
   tf.io.gfile.makedirs(output_dir)
   path = tf.train.Checkpoint(**items).save(
       os.path.join(output_dir, CHECKPOINT_PREFIX))

@@ -202,15 +202,6 @@ def pretrainer_config_from_bert_config(
       mlm_initializer_range=bert_config["initializer_range"])
 
 
-def build_pretrainer(config: bert_configs.PretrainerConfig
-                    ) -> mg_models.BertPretrainerV2:
-  """`MaskedLMTask.build_model` of `config`, its variables created."""
-  pretrainer = masked_lm.MaskedLMTask(
-      masked_lm.MaskedLMConfig(model=config)).build_model()
-  _ = pretrainer(utils.dummy_inputs(masked_positions=1))
-  return pretrainer
-
-
 # TF1 name -> (TF1 shape, [(TF2 variable, TF1 value -> TF2 value)]).
 VariableTable = Dict[str, Tuple[Tuple[int, ...], List[
     Tuple[tf.Variable, Callable[[np.ndarray], np.ndarray]]]]]
@@ -240,18 +231,13 @@ def _add_layer(table: VariableTable, prefix: str, layer: tf_keras.layers.Layer,
 
 def encoder_variable_map(encoder: realformer_encoder.RealFormerEncoder
                         ) -> VariableTable:
-  """TF1 variable name -> (TF1 shape, TF2 targets) for a built encoder."""
-  cfg = encoder.get_config()
-  if cfg["embedding_width"] != cfg["hidden_size"]:
-    raise ValueError(
-        f"TF1 BERT has no embedding projection, but the encoder has "
-        f"embedding_width={cfg['embedding_width']} != "
-        f"hidden_size={cfg['hidden_size']}.")
-  if cfg["norm_first"]:
-    raise ValueError("TF1 BERT/RealFormer is Post-LN; the encoder has "
-                     "norm_first=True.")
+  """TF1 variable name -> (TF1 shape, TF2 targets) for a built encoder.
+
+  The encoder is TF1 BERT's shape, as `encoder_config_from_bert_config`
+  makes it: Post-LN, no embedding projection.
+  """
   # Attention kernels are [H, N, D] / [N, D, H] here, [H, H] in TF1.
-  square = (cfg["hidden_size"],) * 2
+  square = (encoder.get_config()["hidden_size"],) * 2
   table: VariableTable = {}
   # pylint: disable=protected-access
   for name, variable in (
@@ -283,30 +269,18 @@ def pretrainer_variable_map(pretrainer: mg_models.BertPretrainerV2
                            ) -> VariableTable:
   """TF1 variable name -> (TF1 shape, TF2 targets) for a built pretrainer.
 
-  The pretrainer must have exactly one classification head, the NSP head
-  named "next_sentence" with `inner_dim` = hidden size and 2 classes.
+  Its one classification head is the NSP head that
+  `pretrainer_config_from_bert_config` makes.
   """
   table = encoder_variable_map(pretrainer.encoder_network)
-  h = pretrainer.encoder_network.get_config()["hidden_size"]
   mlm = pretrainer.masked_lm
   _add_layer(table, "cls/predictions/transform/dense", mlm.dense)
   _add_layer(table, "cls/predictions/transform/LayerNorm", mlm.layer_norm)
   _add(table, "cls/predictions/output_bias", mlm.bias)
-  heads = pretrainer.classification_heads
-  if len(heads) != 1 or heads[0].name != NSP_HEAD_NAME:
-    raise ValueError(
-        "The pretrainer must have exactly one classification head named "
-        f"{NSP_HEAD_NAME!r} (TF1 BERT's NSP); got "
-        f"{[head.name for head in heads]}.")
-  head = heads[0]
-  if head.inner_dim != h or head.num_classes != 2:
-    raise ValueError(
-        f"The {NSP_HEAD_NAME!r} head must have inner_dim={h} (its pooler is "
-        f"TF1's bert/pooler/dense) and num_classes=2; got "
-        f"inner_dim={head.inner_dim}, num_classes={head.num_classes}.")
+  (head,) = pretrainer.classification_heads
   _add_layer(table, "bert/pooler/dense", head.dense)
   _add(table, "cls/seq_relationship/output_weights", head.out_proj.kernel,
-       (2, h), np.transpose)
+       (2, head.inner_dim), np.transpose)
   _add(table, "cls/seq_relationship/output_bias", head.out_proj.bias)
   return table
 
@@ -402,8 +376,10 @@ def pretrainer_from_tf1_checkpoint(
   `pretrainer_config_from_bert_config`. The result's `encoder_network` is the
   `RealFormerEncoder`, `classification_heads[0]` the "next_sentence" head.
   """
-  pretrainer = build_pretrainer(pretrainer_config_from_bert_config(
-      read_bert_config(bert_config_file), residual_attention,
-      next_sentence_dropout_rate))
+  pretrainer = masked_lm.MaskedLMTask(masked_lm.MaskedLMConfig(
+      model=pretrainer_config_from_bert_config(
+          read_bert_config(bert_config_file), residual_attention,
+          next_sentence_dropout_rate))).build_model()
+  _ = pretrainer(utils.dummy_inputs(masked_positions=1))
   load_tf1_weights(checkpoint_path, pretrainer_variable_map(pretrainer))
   return pretrainer

@@ -17,15 +17,16 @@ as it goes and stops at the first shape error. Loads then read eagerly, with
 """
 
 import dataclasses
+import functools
 from typing import Any, Mapping, Optional, Union
 
 import tensorflow as tf
 
+from official.modeling.hyperparams import base_config
 from official.nlp.configs import encoders as mg_encoders
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
 from realformer_tf.configs import encoders
-from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import realformer_encoder
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -56,44 +57,28 @@ def realformer_config_from(config: EncoderConfigLike,
           f"encoder_config has type {config.type!r}; only 'any' (RealFormer), "
           "'bert' and 'bert_v2' map onto a RealFormerEncoder.")
     config = config.get()
+  if not isinstance(config, (base_config.Config, Mapping)):
+    raise TypeError(
+        "encoder_config must be a RealFormerEncoderConfig, BertEncoderConfig, "
+        "EncoderConfig (any, bert, bert_v2) or dict; got "
+        f"{type(config).__name__}.")
+  values = dict(config.as_dict() if isinstance(config, base_config.Config)
+                else config)
   if isinstance(config, mg_encoders.BertEncoderConfig):
-    values = config.as_dict()
     for flag in ("return_all_encoder_outputs", "return_word_embeddings"):
       if values.pop(flag):
         raise ValueError(f"encoder_config.{flag}=True is not supported by "
                          "RealFormerEncoderConfig.")
     # BertEncoderV2 has no final LayerNorm even when norm_first.
     values["final_layer_norm"] = False
-  elif isinstance(config, encoders.RealFormerEncoderConfig):
-    values = config.as_dict()
-  elif isinstance(config, Mapping):
-    values = dict(config)
-  else:
-    raise TypeError(
-        "encoder_config must be a RealFormerEncoderConfig, BertEncoderConfig, "
-        "EncoderConfig (any, bert, bert_v2) or dict; got "
-        f"{type(config).__name__}.")
   known = {f.name for f in dataclasses.fields(encoders.RealFormerEncoderConfig)}
   unknown = sorted(set(values) - known)
   if unknown:
     raise ValueError(f"encoder_config has unknown key(s) {unknown}; "
                      f"RealFormerEncoderConfig fields: {sorted(known)}.")
-  if residual_attention is not None:
-    values["residual_attention"] = ra.validate_residual_attention(
-        residual_attention)
-  result = encoders.RealFormerEncoderConfig(**values)
-  result.validate()
-  return result
-
-
-def _checkpoint_at(encoder_path: str,
-                   encoder: tf.Module) -> tf.train.Checkpoint:
-  """A checkpoint root that holds `encoder` at "a/b" as `a.b`."""
-  *parents, name = encoder_path.split("/")
-  root = tf.train.Checkpoint(**{name: encoder})
-  for parent in reversed(parents):
-    root = tf.train.Checkpoint(**{parent: root})
-  return root
+  if residual_attention is not None:  # Checked by the encoder's builder.
+    values["residual_attention"] = residual_attention
+  return encoders.RealFormerEncoderConfig(**values)
 
 
 def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str]):
@@ -113,7 +98,10 @@ def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str]):
         "one; load it with encoder_from_tf1_checkpoint.")
   for found in (encoder_path,) if encoder_path else ENCODER_PATHS:
     try:
-      status = _checkpoint_at(found, encoder).read(path).expect_partial()
+      root = functools.reduce(  # "a/b" holds the encoder as root.a.b.
+          lambda child, name: tf.train.Checkpoint(**{name: child}),
+          reversed(found.split("/")), encoder)
+      status = root.read(path).expect_partial()
     except (tf.errors.OpError, IndexError) as e:  # E.g. a truncated file.
       raise ValueError(f"TF2 checkpoint {path!r} is not readable "
                        f"({type(e).__name__}: {e}).") from None

@@ -50,19 +50,9 @@ def define_flags():
 
 def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
         **options) -> int:
-  """Checks every flag, learns a vocabulary if none is given, writes records.
-
-  The arguments are the flags' values (see `define_flags`); without
-  `vocab_file` one of `vocab_size` tokens is learned into
-  `<output dir>/vocab.txt`; `options` go to
-  `pretraining_data.create_pretraining_data`.
-
-  Returns:
-    The number of examples written.
-
-  Raises:
-    ValueError: For any bad flag value, before anything is written.
-  """
+  """Checks every flag (ValueError), learns a vocabulary if none is given,
+  writes the records and returns their count. The arguments are the flags'
+  values; `options` go to `pretraining_data.create_pretraining_data`."""
   input_files = pretraining_data.validate_arguments(input_files, output_file,
                                                     **options)
   if not vocab_file:

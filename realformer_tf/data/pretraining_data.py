@@ -1,17 +1,11 @@
 """BERT pre-training (masked LM + next sentence) TFRecords from raw text.
 
-The records are Google BERT's, read by Model Garden's
-`official.nlp.data.pretrain_dataloader.BertPretrainDataLoader` (its
-`use_v2_feature_names=False` names):
-
-  feature                 dtype     shape
-  input_ids               int64     [max_seq_length]    0-padded
-  input_mask              int64     [max_seq_length]    1 = real token
-  segment_ids             int64     [max_seq_length]    0 = A, 1 = B
-  masked_lm_positions     int64     [max_predictions_per_seq]  0-padded
-  masked_lm_ids           int64     [max_predictions_per_seq]  0-padded
-  masked_lm_weights       float32   [max_predictions_per_seq]  1.0 / 0.0 pad
-  next_sentence_labels    int64     [1]                 1 = random B
+The records are Google BERT's, as Model Garden's
+`write_instance_to_example_files` writes them (`use_v2_feature_names=False`)
+and `official.nlp.data.pretrain_dataloader.BertPretrainDataLoader` reads them:
+`input_ids`, `input_mask`, `segment_ids` 0-padded to `max_seq_length`;
+`masked_lm_positions`, `masked_lm_ids` and (float) `masked_lm_weights`
+0-padded to `max_predictions_per_seq`; `next_sentence_labels` 1 = random B.
 
 Static records rather than masking on the fly: it is the paper's recipe, the
 evaluation set is fixed (deterministic, comparable numbers) and TPU input hosts
@@ -49,7 +43,6 @@ from typing import List, Optional, Sequence
 
 from absl import flags
 from absl import logging
-import numpy as np
 import tensorflow as tf
 
 from realformer_tf import utils
@@ -112,8 +105,6 @@ def check_instance_options(max_seq_length: int, max_predictions_per_seq: int,
                                ("max_predictions_per_seq",
                                 max_predictions_per_seq, 1),
                                ("dupe_factor", dupe_factor, 1)):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-      raise ValueError(f"{name} must be an int, got {value!r}.")
     if value < minimum:
       raise ValueError(f"{name} must be >= {minimum}, got {value}.")
   if not 0.0 < float(masked_lm_prob) < 1.0:
