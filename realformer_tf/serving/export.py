@@ -33,7 +33,7 @@ from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.tools import saved_model_utils
 
 from official.core import config_definitions as cfg
 from official.core import export_base
@@ -96,21 +96,19 @@ def head_of(task_config: cfg.TaskConfig) -> Head:
       "question answering runs are supported.")
 
 
-def resolve_vocab(task: cfg.TaskConfig, head: Head,
-                  vocab_file: Optional[str] = None,
-                  lower_case: Optional[bool] = None) -> Tuple[str, bool, str]:
-  """The run's vocabulary and lower-casing for the text signatures.
+def load_vocab(task: cfg.TaskConfig, head: Head, vocab_size: int,
+               vocab_file: Optional[str] = None,
+               lower_case: Optional[bool] = None) -> Tuple[List[str], bool]:
+  """The run's validated vocabulary and lower-casing for the text signatures.
 
   `vocab_file`, else what the run records (`head.recorded_vocab`: pre-training
   `task.vocab_file`; SQuAD `task.validation_data.vocab_file` and
   `do_lower_case`; GLUE the `<task>_meta_data.json` next to the records).
   `lower_case` overrides; default: recorded, else True.
 
-  Returns:
-    (vocabulary path, lower_case, where they came from).
-
   Raises:
-    ValueError: If no vocabulary is given or recorded.
+    ValueError: If no vocabulary is given or recorded, it is not valid, or it
+      is larger than the model's `vocab_size`.
   """
   recorded, recorded_lower, source = head.recorded_vocab(task)
   if vocab_file:
@@ -123,56 +121,36 @@ def resolve_vocab(task: cfg.TaskConfig, head: Head,
         "the token-id signatures.")
   if lower_case is None:
     lower_case = True if recorded_lower is None else bool(recorded_lower)
-  return recorded, lower_case, source
-
-
-def load_vocab(path: str, source: str, vocab_size: int) -> List[str]:
-  """The validated vocabulary; no larger than the model's embedding table."""
   try:
-    vocab = tokenization.load_vocab(path)
+    vocab = tokenization.load_vocab(recorded)
   except ValueError as e:
     raise ValueError(f"Vocabulary from {source}: {e}") from e
   if len(vocab) > vocab_size:
     raise ValueError(
-        f"Vocabulary {path!r} ({source}) has {len(vocab)} tokens, more than "
-        f"the model's vocab_size={vocab_size}: it is not the vocabulary this "
-        "model was trained with.")
+        f"Vocabulary {recorded!r} ({source}) has {len(vocab)} tokens, more "
+        f"than the model's vocab_size={vocab_size}: it is not the vocabulary "
+        "this model was trained with.")
   if len(vocab) != vocab_size:
     logging.warning("Vocabulary %s has %d tokens; the model's vocab_size is "
-                    "%d.", path, len(vocab), vocab_size)
-  return vocab
-
-
-def default_max_seq_length(config: cfg.ExperimentConfig) -> int:
-  """The training sequence length of the run."""
-  task = config.task
-  for data in (task.validation_data, task.train_data):
-    if data is not None and getattr(data, "seq_length", None):
-      return int(data.seq_length)
-  raise ValueError("The run's config has no data seq_length; pass "
-                   "--max_seq_length.")
+                    "%d.", recorded, len(vocab), vocab_size)
+  return vocab, lower_case
 
 
 def restore_checkpoint(model: tf.Module, checkpoint: str) -> None:
-  """Restores `model` from a Model Garden trainer checkpoint.
-
-  The trainer saves `tf.train.Checkpoint(global_step=..., model=model,
-  optimizer=..., **model.checkpoint_items)`; only `model` is read. Every
-  variable of the (built) model must be matched; the optimizer and the rest
-  are expected to be left over.
+  """Restores `model` (all its variables) from a trainer checkpoint.
 
   Raises:
     ValueError: If the checkpoint is unreadable or lacks model variables.
   """
   try:
-    status = tf.train.Checkpoint(model=model).read(checkpoint)
-    status.assert_existing_objects_matched()
+    # As export_base.export: the optimizer and the rest are left over.
+    tf.train.Checkpoint(model=model).read(
+        checkpoint).assert_existing_objects_matched().expect_partial()
   except (AssertionError, tf.errors.OpError, ValueError) as e:
     raise ValueError(
         f"Checkpoint {checkpoint!r} does not hold the variables of the model "
         "built from params.yaml (was it written by another run or "
         f"experiment?): {e}") from e
-  status.expect_partial()
 
 
 def load_run(model_dir: str, export_dir: str, checkpoint_path: Optional[str],
@@ -213,18 +191,9 @@ def write_saved_model(module: export_base.ExportModule, function_keys,
 
 def list_custom_ops(export_dir: str) -> List[str]:
   """Ops of a SavedModel that core TensorFlow does not define."""
-  proto = saved_model_pb2.SavedModel()
-  with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"),
-                         "rb") as f:
-    proto.ParseFromString(f.read())
-  ops, functions = set(), set()
-  for meta_graph in proto.meta_graphs:
-    ops.update(node.op for node in meta_graph.graph_def.node)
-    for function in meta_graph.graph_def.library.function:
-      functions.add(function.signature.name)
-      ops.update(node.op for node in function.node_def)
-  core = set(dir(tf.raw_ops))
-  return sorted(op for op in ops - functions if op not in core)
+  used = {op.name for graph in saved_model_utils.read_saved_model(
+      export_dir).meta_graphs for op in graph.meta_info_def.stripped_op_list.op}
+  return sorted(used - set(dir(tf.raw_ops)))
 
 
 def export_model(model_dir: str,
@@ -253,8 +222,8 @@ def export_model(model_dir: str,
   task = config.task
   head = head_of(task)
   encoder = task.model.encoder.get()
-  if max_seq_length is None:
-    max_seq_length = default_max_seq_length(config)
+  if max_seq_length is None:  # The training length.
+    max_seq_length = task.validation_data.seq_length
   options = head.options_from_config(
       task, dict(max_seq_length=int(max_seq_length),
                  max_position_embeddings=int(encoder.max_position_embeddings),
@@ -265,41 +234,38 @@ def export_model(model_dir: str,
   options.validate()
   vocab = None
   if serve_text:
-    vocab_path, lower_case, source = resolve_vocab(task, head, vocab_file,
-                                                   lower_case)
-    vocab = load_vocab(vocab_path, source, options.vocab_size)
+    vocab, lower_case = load_vocab(task, head, options.vocab_size, vocab_file,
+                                   lower_case)
 
   if return_attention != "none":
     encoder.return_attention_scores = True
-  head.prepare_task_config(task)
-  model = build_model(task, checkpoint, head.dummy_inputs())
+  # Model Garden's QA task rebuilds the eval features from the dev JSON as
+  # soon as it is created (and needs somewhere to write them).
+  task.validation_data.input_path = ""
+  model = build_model(task, checkpoint, utils.dummy_inputs(
+      masked_positions=int("masked_lm_positions" in head.EXAMPLE_FIELDS)))
 
   function_keys = dict(_ID_FUNCTIONS)
   with tempfile.TemporaryDirectory(prefix="realformer_export_") as staging:
     packer = None
-    if vocab is not None:
+    if vocab:
       # The validated tokens, one per line (no "\r"), become the asset.
       asset_path = os.path.join(staging, VOCAB_ASSET_NAME)
       utils.write_lines_atomically(asset_path, vocab)
-      packer = text_processing.BertTextPacker(
-          asset_path, lower_case=lower_case,
-          max_seq_length=options.max_seq_length)
+      packer = text_processing.BertTextPacker(asset_path, lower_case,
+                                              options.max_seq_length)
     module = head(model, options, packer)
-    if packer is not None:
+    if packer:
       function_keys.update({k: k for k in module.TEXT_SIGNATURES})
     write_saved_model(module, function_keys, export_dir)
-  result = ExportResult(
+  return ExportResult(
       export_dir=export_dir, head=head.HEAD, experiment=task.name,
       checkpoint=checkpoint, signatures=sorted(function_keys.values()),
       vocab_file=os.path.join(export_dir, "assets", VOCAB_ASSET_NAME)
-      if vocab is not None else None,
-      lower_case=lower_case if vocab is not None else None,
+      if vocab else None,
+      lower_case=lower_case if vocab else None,
       max_seq_length=options.max_seq_length,
       custom_ops=list_custom_ops(export_dir))
-  logging.info("Exported %s (%s, %s) to %s: signatures %s; custom ops %s.",
-               head.HEAD, task.name, checkpoint, export_dir,
-               result.signatures, result.custom_ops or "none")
-  return result
 
 
 def define_run_flags():

@@ -10,20 +10,15 @@ records its vocabulary (`recorded_vocab`) and its signatures. They change or
 add only what Model Garden lacks or gets wrong:
 
 * `serve` (signature `serving_default`) checks its inputs in the graph
-  (`tf.debugging` asserts: equal shapes, sequence length within
-  `max_position_embeddings`, ids within the vocabulary and type vocabulary, a
-  0/1 mask, masked positions inside the sequence) and returns all heads'
-  outputs: MLM logits *and* NSP logits (Model Garden's MaskedLM returns only
-  the NSP logits), class probabilities or the STS-B score, span logits.
-* `serve_examples` parses the feature names of this project's TFRecords
-  (`input_ids`, `input_mask`, `segment_ids`, plus `masked_lm_positions`) at any
-  length up to the model's maximum (Model Garden needs a fixed
-  `parse_sequence_length`), passes the segment ids as type ids (Model Garden's
-  `MaskedLM.serve_examples`, serving_modules.py:237, passes the *word* ids as
-  `input_type_ids`), and rejects a string that is not a serialized
-  `tf.Example` with an error naming `examples` (`tf.io.parse_example`'s own
-  error quotes the raw bytes, which TensorFlow's Python client then fails to
-  decode: `UnicodeDecodeError`).
+  (`tf.debugging` asserts: shapes, lengths, id ranges, a 0/1 mask, masked
+  positions) and returns all heads' outputs: MLM logits *and* NSP logits
+  (Model Garden's MaskedLM returns only the NSP logits), class probabilities
+  or the STS-B score, span logits.
+* `serve_examples` parses this project's records at any length up to the
+  model's maximum (Model Garden needs a fixed `parse_sequence_length`), feeds
+  `segment_ids` as type ids (Model Garden's `MaskedLM.serve_examples`,
+  serving_modules.py:237, feeds the *word* ids) and rejects a string that is
+  not a `tf.Example` with an error naming `examples`.
 * `serve_text` / `preprocess_text`: raw strings, tokenized and packed in the
   graph (`text_processing.BertTextPacker`); Model Garden's text path
   (`serve_text_examples`) only reads text from serialized `tf.Example`s, has no
@@ -35,7 +30,6 @@ add only what Model Garden lacks or gets wrong:
 
 import abc
 import dataclasses
-import json
 import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Text, Tuple
 
@@ -48,18 +42,12 @@ from official.nlp.serving import serving_modules
 from official.nlp.tasks import masked_lm
 from official.nlp.tasks import question_answering
 from official.nlp.tasks import sentence_prediction
-from realformer_tf import utils
 from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
 from realformer_tf.serving import text_processing
 
 ATTENTION_CHOICES = ("none", "scores", "probs")
 _ATTENTION_KEYS = {"scores": "residual_scores", "probs": "attention_scores"}
-
-# Feature names in this project's TFRecords (Model Garden's v1 names).
-_WORD_IDS_FEATURE = "input_ids"
-_TYPE_IDS_FEATURE = "segment_ids"
-_MODEL_GARDEN_FUNCTIONS = ("serve", "serve_examples")
 
 
 @dataclasses.dataclass
@@ -132,22 +120,6 @@ def _with_checks(tensors: Mapping[str, tf.Tensor],
     return {k: tf.identity(v) for k, v in tensors.items()}
 
 
-def _parses_as_example(serialized: tf.Tensor,
-                       spec: Mapping[str, Any]) -> tf.Tensor:
-  """bool `[batch]`: whether each string parses as a `tf.Example` of `spec`.
-
-  `tf.io.parse_example` has no per-record status, so each record is parsed on
-  its own in a `tf.data` pipeline that drops the failures.
-  """
-  found = tf.data.Dataset.from_tensor_slices(serialized).enumerate().map(
-      lambda i, record: (i, tf.io.parse_single_example(record, spec))
-  ).ignore_errors()
-  return found.reduce(
-      tf.zeros_like(serialized, tf.bool),
-      lambda valid, item: tf.tensor_scatter_nd_update(
-          valid, [[item[0]]], [True]))
-
-
 class _RealFormerServingMixin(metaclass=abc.ABCMeta):
   """One head: its config, options, input checks, model call and signatures.
 
@@ -162,16 +134,19 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
   # Text signature key -> (tf.function, its string inputs).
   TEXT_SIGNATURES: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
   EXAMPLE_FIELDS: Tuple[str, ...] = ()  # serve_examples' extra features.
+  # Model Garden's `Params`: this project's record feature names (v1).
+  PARAMS: Dict[str, Any] = dict(use_v2_feature_names=False)
 
-  def __init__(self, params, model: tf_keras.Model, options: ServingOptions,
+  def __init__(self, model: tf_keras.Model, options: ServingOptions,
                packer: Optional[text_processing.BertTextPacker] = None):
-    super().__init__(params, model)
+    super().__init__(self.Params(**self.PARAMS), model)
     options.validate()
     self.options = options
     if packer is not None and packer.max_seq_length != options.max_seq_length:
       raise ValueError(f"packer.max_seq_length={packer.max_seq_length} != "
                        f"options.max_seq_length={options.max_seq_length}.")
     self.packer = packer
+    self.attention_key = _ATTENTION_KEYS.get(options.return_attention)
     self.serving_model = self._build_serving_model()
 
   @classmethod
@@ -189,15 +164,6 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
     del task
     return None, None, ""
 
-  @classmethod
-  def prepare_task_config(cls, task: cfg.TaskConfig) -> None:
-    """Changes `task` so that building it for export needs no data."""
-
-  @classmethod
-  def dummy_inputs(cls) -> Dict[str, tf.Tensor]:
-    """Inputs that create every variable of the head's model."""
-    return utils.dummy_inputs()
-
   def _build_serving_model(self) -> tf_keras.Model:
     """The model, plus the encoder's attention output when requested.
 
@@ -206,20 +172,19 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
     over the same graph (same layers and weights, one encoder call) adds the
     attention tensors. `BertPretrainerV2` already returns all encoder outputs.
     """
-    if self.options.return_attention == "none" or isinstance(
-        self.model, models.BertPretrainerV2):
+    if self.attention_key is None or isinstance(self.model,
+                                                models.BertPretrainerV2):
       return self.model
-    encoder = self.model.checkpoint_items["encoder"]
-    encoder_outputs = encoder.get_output_at(0)
-    key = _ATTENTION_KEYS[self.options.return_attention]
-    if not isinstance(encoder_outputs, dict) or key not in encoder_outputs:
+    encoder_outputs = self.model.checkpoint_items["encoder"].get_output_at(0)
+    if self.attention_key not in encoder_outputs:
       raise ValueError(
-          f"The encoder has no '{key}' output: build it with "
+          f"The encoder has no '{self.attention_key}' output: build it with "
           "return_attention_scores=True (the exporter does) to export "
-          f"attention.")
+          "attention.")
     return tf_keras.Model(
-        self.model.inputs,
-        {"outputs": self.model.outputs, "attention": encoder_outputs[key]})
+        self.model.inputs, {"outputs": self.model.outputs,
+                            self.attention_key: encoder_outputs[
+                                self.attention_key]})
 
   def _check_features(self, features: Mapping[str, tf.Tensor],
                       where: str) -> Dict[str, tf.Tensor]:
@@ -272,28 +237,18 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
       ]
     return _with_checks(features, checks)
 
-  def _run_model(self, features: Mapping[str, tf.Tensor]) -> Dict[str, Any]:
-    """Model outputs: {"outputs": <the model's outputs>, "attention": ...}."""
-    inputs = {k: tf.cast(v, tf.int32) for k, v in features.items()}
-    outputs = self.serving_model(inputs, training=False)
-    if isinstance(self.model, models.BertPretrainerV2):
-      result = {"outputs": outputs}
-      key = _ATTENTION_KEYS.get(self.options.return_attention)
-      if key:
-        result["attention"] = outputs[key]
-      return result
-    if self.options.return_attention == "none":
-      return {"outputs": outputs}
-    return outputs
-
   def _outputs(self, features: Mapping[str, tf.Tensor],
                where: str) -> Dict[str, tf.Tensor]:
     """The head's outputs (and attention) for checked token-id features."""
-    raw = self._run_model(self._check_features(features, where))
-    result = self._head_outputs(raw["outputs"])
-    if "attention" in raw:
-      result[_ATTENTION_KEYS[self.options.return_attention]] = tf.cast(
-          tf.stack(raw["attention"], axis=1), tf.float32)
+    features = self._check_features(features, where)
+    raw = self.serving_model(features, training=False)
+    if self.attention_key is None:
+      return self._head_outputs(raw)
+    result = self._head_outputs(
+        raw if isinstance(self.model, models.BertPretrainerV2)
+        else raw["outputs"])
+    result[self.attention_key] = tf.cast(
+        tf.stack(raw[self.attention_key], axis=1), tf.float32)
     return result
 
   @abc.abstractmethod
@@ -312,51 +267,52 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
   def serve_examples(self, inputs) -> Dict[str, tf.Tensor]:
     """`serve` on serialized `tf.Example`s of this project's records.
 
-    Model Garden's `MaskedLM.serve_examples` feeds the word ids as type ids
-    (any word id >= 2 indexes past the type embedding); here `segment_ids`
-    are the type ids.
+    Int64 features of any length up to the model's maximum, each parsed once
+    and zero-padded to the longest of the batch (mask 0). A string that does
+    not parse, or an example whose features differ in length, is an error:
+    `tf.io.parse_example` has no per-record status and its own error quotes
+    the raw bytes, which TensorFlow's Python client fails to decode
+    (`UnicodeDecodeError`), so each record is parsed in a `tf.data` pipeline
+    that drops failures, and the missing batch positions are reported.
     """
-    return self._outputs(self._parse_examples(inputs), "serve_examples")
+    names = {"input_word_ids": self.input_word_ids_field,
+             "input_mask": "input_mask",
+             "input_type_ids": self.input_type_ids_field,
+             **{f: f for f in self.EXAMPLE_FIELDS}}
+    spec = {f: tf.io.RaggedFeature(tf.int64) for f in names.values()}
 
-  def _parse_examples(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
-    """Parses int64 features of any length (up to the model's maximum).
+    def parse(index, record):
+      parsed = tf.io.parse_single_example(record, spec)
+      return index, parsed, {f: tf.size(v) for f, v in parsed.items()}
 
-    Rows are zero-padded to the longest example of the batch (mask 0); an
-    example whose features differ in length is an error, and so is a string
-    that does not parse as a `tf.Example`.
-    """
-    names = {
-        "input_word_ids": _WORD_IDS_FEATURE,
-        "input_mask": "input_mask",
-        "input_type_ids": _TYPE_IDS_FEATURE,
-    }
-    names.update({f: f for f in self.EXAMPLE_FIELDS})
-    spec = {feature: tf.io.RaggedFeature(tf.int64)
-            for feature in names.values()}
-    parses = _parses_as_example(serialized, spec)
-    with tf.control_dependencies([tf.debugging.Assert(
-        tf.reduce_all(parses),
-        ["Invalid input to serve_examples: `examples` holds a string that "
-         "is not a serialized tf.Example with int64 features "
-         f"{sorted(spec)} at batch positions",
-         tf.where(tf.logical_not(parses))[:, 0]],
-        name="check_examples_parse")]):
-      parsed = tf.io.parse_example(serialized, spec)
-    lengths = parsed[_WORD_IDS_FEATURE].row_lengths()
+    size = tf.size(inputs, out_type=tf.int64)
+    empty = (tf.zeros([0], tf.int64),
+             {f: tf.zeros([0, 0], tf.int64) for f in spec},
+             {f: tf.zeros([0], tf.int32) for f in spec})
+    found, parsed, lengths = tf.data.Dataset.from_tensor_slices(
+        inputs).enumerate().map(parse).ignore_errors().padded_batch(
+            tf.maximum(size, 1)).reduce(empty, lambda _, batch: batch)
+    prefix = "Invalid input to serve_examples: "
+    word_lengths = lengths[self.input_word_ids_field]
     checks = [
-        tf.debugging.assert_equal(
-            parsed[names[key]].row_lengths(), lengths,
-            message=(f"Invalid input to serve_examples: feature "
-                     f"`{names[key]}` must have as many values as "
-                     f"`{_WORD_IDS_FEATURE}` in every example"))
-        for key in ("input_mask", "input_type_ids")
-    ]
-    checks.append(tf.debugging.assert_positive(
-        lengths, message=(f"Invalid input to serve_examples: every example "
-                          f"needs a non-empty `{_WORD_IDS_FEATURE}` feature")))
-    dense = {key: tf.cast(parsed[feature].to_tensor(), tf.int32)
-             for key, feature in names.items()}
-    return _with_checks(dense, checks)
+        tf.debugging.Assert(
+            tf.equal(tf.size(found, out_type=tf.int64), size),
+            [prefix + "`examples` holds a string that is not a serialized "
+             f"tf.Example with int64 features {sorted(spec)} at batch "
+             "positions",
+             tf.sets.difference(tf.range(size)[None], found[None]).values],
+            name="check_examples_parse"),
+        tf.debugging.assert_positive(
+            word_lengths, message=prefix + "every example needs a non-empty "
+            f"`{self.input_word_ids_field}` feature")]
+    checks += [tf.debugging.assert_equal(
+        lengths[names[key]], word_lengths,
+        message=(prefix + f"feature `{names[key]}` must have as many values "
+                 f"as `{self.input_word_ids_field}` in every example"))
+               for key in ("input_mask", "input_type_ids")]
+    return self._outputs(
+        _with_checks({k: tf.cast(parsed[f], tf.int32)
+                      for k, f in names.items()}, checks), "serve_examples")
 
   def _pack_texts(self, texts: Sequence[tf.Tensor], names: Sequence[str],
                   tokenize) -> Tuple[Dict[str, tf.Tensor],
@@ -371,23 +327,15 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
 
   def get_inference_signatures(self, function_keys: Dict[Text, Text]):
     """Model Garden's `serve` / `serve_examples` signatures plus text ones."""
-    model_garden_keys = {k: v for k, v in function_keys.items()
-                         if k in _MODEL_GARDEN_FUNCTIONS}
-    signatures = dict(super().get_inference_signatures(model_garden_keys))
-    for key, signature_key in function_keys.items():
-      if key in model_garden_keys:
-        continue
-      if key not in self.TEXT_SIGNATURES:
-        raise ValueError(
-            f"Invalid function key {key!r} for {type(self).__name__}; valid "
-            f"keys: {_MODEL_GARDEN_FUNCTIONS + tuple(self.TEXT_SIGNATURES)}.")
-      if self.packer is None:
-        raise ValueError(f"Function {key!r} needs a vocabulary (a text "
-                         "packer); export with a vocab file.")
+    signatures = dict(super().get_inference_signatures(
+        {k: v for k, v in function_keys.items()
+         if k not in self.TEXT_SIGNATURES}))  # Model Garden rejects bad keys.
+    for key in function_keys.keys() & self.TEXT_SIGNATURES.keys():
       function, inputs = self.TEXT_SIGNATURES[key]
-      signatures[signature_key] = getattr(self, function).get_concrete_function(
-          **{name: tf.TensorSpec([None], tf.string, name=name)
-             for name in inputs})
+      signatures[function_keys[key]] = getattr(
+          self, function).get_concrete_function(
+              **{name: tf.TensorSpec([None], tf.string, name=name)
+                 for name in inputs})
     return signatures
 
 
@@ -403,12 +351,6 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
       "preprocess_text": ("preprocess_text", ("text",))}
   EXAMPLE_FIELDS = ("masked_lm_positions",)
 
-  def __init__(self, model: tf_keras.Model, options: MaskedLMOptions,
-               packer: Optional[text_processing.BertTextPacker] = None):
-    super().__init__(
-        serving_modules.MaskedLM.Params(use_v2_feature_names=False), model,
-        options, packer)
-
   @classmethod
   def options_from_config(cls, task, common, top_k, null_score_diff_threshold):
     return MaskedLMOptions(**common, top_k=top_k)
@@ -416,10 +358,6 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
   @classmethod
   def recorded_vocab(cls, task):
     return task.vocab_file or None, None, cls.VOCAB_RECORD
-
-  @classmethod
-  def dummy_inputs(cls):
-    return utils.dummy_inputs(masked_positions=1)
 
   def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
     result = {"mlm_logits": tf.cast(outputs["mlm_logits"], tf.float32)}
@@ -507,13 +445,7 @@ class SentencePredictionServing(_RealFormerServingMixin,
   HEAD = "glue"
   TASK_CONFIG = sentence_prediction.SentencePredictionConfig
   VOCAB_RECORD = "<task>_meta_data.json next to the task's input_path"
-  def __init__(self, model: tf_keras.Model,
-               options: SentencePredictionOptions,
-               packer: Optional[text_processing.BertTextPacker] = None):
-    super().__init__(
-        serving_modules.SentencePrediction.Params(
-            inputs_only=False, use_v2_feature_names=False),
-        model, options, packer)
+  PARAMS = dict(inputs_only=False, use_v2_feature_names=False)
 
   @classmethod
   def options_from_config(cls, task, common, top_k, null_score_diff_threshold):
@@ -531,16 +463,13 @@ class SentencePredictionServing(_RealFormerServingMixin,
   def recorded_vocab(cls, task):
     """The `<task>_meta_data.json` that `realformer_tf.data.glue` wrote next
     to the run's records (`vocab_file`, `lower_case`), if any."""
-    if not getattr(task, "glue_task", ""):
-      return None, None, ""
-    spec = glue_data.get_task(task.glue_task)
     for data in (task.train_data, task.validation_data):
       paths = str(data.input_path or "").split(",") if data else []
       for path in filter(None, map(str.strip, paths)):
-        meta_path = glue_data.meta_data_path(os.path.dirname(path), spec.name)
+        meta_path = glue_data.meta_data_path(
+            os.path.dirname(path), glue_data.get_task(task.glue_task).name)
         if tf.io.gfile.exists(meta_path):
-          with tf.io.gfile.GFile(meta_path, "r") as f:
-            meta = json.load(f)
+          meta = glue_data.read_meta_data(meta_path)
           return meta.get("vocab_file"), meta.get("lower_case"), meta_path
     return None, None, ""
 
@@ -590,13 +519,6 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
   TEXT_SIGNATURES = {key: (key, ("question", "context"))
                      for key in ("serve_text", "preprocess_text")}
 
-  def __init__(self, model: tf_keras.Model,
-               options: QuestionAnsweringOptions,
-               packer: Optional[text_processing.BertTextPacker] = None):
-    super().__init__(
-        serving_modules.QuestionAnswering.Params(use_v2_feature_names=False),
-        model, options, packer)
-
   @classmethod
   def options_from_config(cls, task, common, top_k, null_score_diff_threshold):
     data = task.validation_data
@@ -610,16 +532,8 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
         null_score_diff_threshold=float(null_score_diff_threshold))
 
   @classmethod
-  def prepare_task_config(cls, task):
-    # Model Garden's QA task rebuilds the eval features from the dev JSON as
-    # soon as it is created (and needs somewhere to write them).
-    task.validation_data.input_path = ""
-
-  @classmethod
   def recorded_vocab(cls, task):
     data = task.validation_data
-    if data is None:
-      return None, None, ""
     return data.vocab_file or None, data.do_lower_case, cls.VOCAB_RECORD
 
   def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
@@ -646,9 +560,8 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
   @tf.function
   def preprocess_text(self, question, context) -> Dict[str, tf.Tensor]:
     """The model inputs (one row per doc-stride window) `serve_text` builds."""
-    windows, _ = self._windows(question, context)
-    return {k: (tf.cast(v, tf.int32) if v.dtype == tf.int64 else v)
-            for k, v in windows.items()}
+    return serving_modules.features_to_int32(
+        self._windows(question, context)[0])
 
   @tf.function
   def serve_text(self, question, context) -> Dict[str, tf.Tensor]:

@@ -28,8 +28,6 @@ from realformer_tf.data import tokenization
 # the BERT basic tokenizer).
 SQUAD_WHITESPACE_REGEX = "[ \t\r\n\u202f]"
 
-MASK_TOKEN = tokenization.MASK
-
 
 def assert_has_tokens(tokens: tf.RaggedTensor, name: str) -> tf.Operation:
   """Asserts that no row of `tokens` is empty, naming the bad rows."""
@@ -53,14 +51,7 @@ def assert_same_batch(first: tf.Tensor, second: tf.Tensor, first_name: str,
 
 
 class BertTextPacker(tf.Module):
-  """WordPiece tokenization and BERT input packing from a vocabulary asset.
-
-  Attributes:
-    vocab: The validated tokens, in id order.
-    vocab_file: The vocabulary file (a SavedModel asset once exported).
-    max_seq_length: Length of the packed (padded) sequences.
-    lower_case: Whether text is lower-cased and accent-stripped.
-  """
+  """WordPiece tokenization and BERT input packing from a vocabulary asset."""
 
   def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int,
                name: str = "text_packer"):
@@ -78,13 +69,12 @@ class BertTextPacker(tf.Module):
     if max_seq_length < 3:
       raise ValueError(f"max_seq_length={max_seq_length} leaves no room for "
                        "text between [CLS] and [SEP].")
-    self.vocab = tokenization.load_vocab(vocab_file)
+    vocab = tokenization.load_vocab(vocab_file)
     self.lower_case = bool(lower_case)
     self.max_seq_length = int(max_seq_length)
-    self.vocab_file = vocab_file
     self.cls_id, self.sep_id, self.mask_id = (
-        self.vocab.index(t) for t in (tokenization.CLS, tokenization.SEP,
-                                      tokenization.MASK))
+        vocab.index(t) for t in (tokenization.CLS, tokenization.SEP,
+                                 tokenization.MASK))
     self._tokenizer = tokenization.make_tokenizer(
         vocab_file, self.lower_case, table_from_file=True)
     self._id_to_token = tf.lookup.StaticHashTable(
@@ -105,7 +95,7 @@ class BertTextPacker(tf.Module):
     own (splitting at "[MASK]" never changes the tokens around it: the basic
     tokenizer splits on "[" and "]" anyway).
     """
-    pieces = tf.strings.split(texts, sep=MASK_TOKEN)  # [batch, pieces]
+    pieces = tf.strings.split(texts, sep=tokenization.MASK)  # [batch, pieces]
     piece_ids = self.tokenize(pieces.flat_values)  # [pieces, tokens]
     num_pieces = tf.shape(pieces.flat_values)[0]
     mask_column = tf.RaggedTensor.from_tensor(
@@ -134,8 +124,6 @@ class BertTextPacker(tf.Module):
       ({input_word_ids, input_mask, input_type_ids}: int32 `[batch,
       max_seq_length]`), and the input checks to run first.
     """
-    if len(segments) not in (1, 2):
-      raise ValueError(f"Expected 1 or 2 segments, got {len(segments)}.")
     checks = [assert_has_tokens(s, n) for s, n in zip(segments, names)]
     return tokenization.pack_inputs(segments, self.max_seq_length,
                                     self.cls_id, self.sep_id), checks
