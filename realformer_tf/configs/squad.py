@@ -1,9 +1,7 @@
 """`realformer/squad`: SQuAD v1.1 / v2.0 fine-tuning with the paper's recipe.
 
-The task is `realformer_tf.tasks.question_answering.RealFormerQATask`
-(Model Garden's `QuestionAnsweringTask`, BertSpanLabeler over the RealFormer
-encoder in the `type: any` slot, with tensorflow-text eval features and the
-official scripts' metrics).
+The task is `realformer_tf.tasks.question_answering.RealFormerQATask`, a
+`BertSpanLabeler` over the RealFormer encoder in the `type: any` slot.
 
 Paper recipe (RealFormer, SQuAD): batch {32, 48}, epochs {2, 3, 4}, learning
 rate {2e-5, 3e-5, 4e-5, 5e-5}, max_seq_length 384, doc_stride 128,

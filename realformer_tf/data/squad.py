@@ -186,16 +186,16 @@ def _checked_question(qa: Dict[str, Any], context: str, is_training: bool,
 def _check_squad_data(input_file: str, is_training: bool,
                       version_2_with_negative: bool,
                       stats: ReadStats) -> List[Dict[str, Any]]:
-  """The `data` list of `input_file` reduced to what squad_lib may read."""
+  """The `data` list of `input_file`, its `qas` reduced to what squad_lib
+  may read."""
   def failing(where: str) -> Callable[[str], None]:
     def fail(message: str):
       raise ValueError(f"SQuAD file {input_file!r}, {where}: {message}")
     return fail
 
   seen_ids = {}
-  readable = []
-  for a, article in enumerate(load_squad_json(input_file)):
-    paragraphs = []
+  data = load_squad_json(input_file)
+  for a, article in enumerate(data):
     for p, paragraph in enumerate(
         _get(article, "paragraphs", list, failing(f"article {a}"))):
       where = f"article {a} paragraph {p}"
@@ -212,9 +212,8 @@ def _check_squad_data(input_file: str, is_training: bool,
                                version_2_with_negative, stats, fail)
         if qa is not None:
           kept.append(qa)
-      paragraphs.append({"context": context, "qas": kept})
-    readable.append({"paragraphs": paragraphs})
-  return readable
+      paragraph["qas"] = kept
+  return data
 
 
 def read_squad_examples(

@@ -3,14 +3,15 @@
 `RealFormerSentencePredictionTask` (for `RealFormerSentencePredictionConfig`)
 is Model Garden's task with three changes:
 
-* Metrics. Model Garden reports one `metric_type` (`task.metric_type` is not
-  used here). Every evaluation reports all the paper's metrics of
+* Metrics. Model Garden's `reduce_aggregated_logs` reports one `metric_type`,
+  none for accuracy and Pearson/Spearman only averaged
+  (official/nlp/tasks/sentence_prediction.py:205-227); `task.metric_type` is
+  not used here. Every evaluation reports all the paper's metrics of
   `task.glue_task` as fractions: accuracy (SST-2, QNLI, RTE, MNLI), F1 and
   accuracy (MRPC, QQP), Matthews correlation (CoLA), Pearson and Spearman
-  (STS-B), from `sklearn.metrics` and `scipy.stats` as in Model Garden's
-  `reduce_aggregated_logs`; next to them `majority_class_<metric>`, the
-  score of predicting the most frequent label, to tell a model that learned
-  nothing from one that learned.
+  (STS-B), from `sklearn.metrics` and `scipy.stats` as Model Garden's; next
+  to them `majority_class_<metric>`, the score of predicting the most
+  frequent label, to tell a model that learned nothing from one that learned.
 * Several named validation files. With `validation_data.split_names`,
   `validation_data.input_path` holds one comma-separated file per name and
   every metric is reported per file as `<metric>_<name>`: MNLI evaluates
