@@ -60,11 +60,9 @@ def load_vocab(path: str) -> List[str]:
   if not raw.strip():
     raise ValueError(f"Vocabulary file {path!r} is empty.")
   try:
-    text = raw.decode("utf-8")
+    lines = raw.decode("utf-8").split("\n")
   except UnicodeDecodeError as e:
-    raise ValueError(
-        f"Vocabulary file {path!r} is not UTF-8 text: {e}.") from e
-  lines = text.split("\n")
+    raise ValueError(f"Vocabulary file {path!r} is not UTF-8 text: {e}.") from e
   if lines[-1] == "":  # The usual trailing newline.
     lines.pop()
   not_wordpiece = f"Vocabulary file {path!r} is not a WordPiece vocabulary:"
