@@ -65,7 +65,7 @@ def _pretraining_task(name: str, hidden_size: int, **encoder_kwargs
 
 @exp_factory.register_config_factory(PRETRAINING)
 def realformer_pretraining() -> cfg.ExperimentConfig:
-  """BERT pre-training (MLM + NSP) with a RealFormer encoder (BERT-Base size)."""
+  """BERT pre-training (MLM + NSP) of a BERT-Base sized RealFormer."""
   return cfg.ExperimentConfig(
       task=_pretraining_task(PRETRAINING, hidden_size=768),
       trainer=cfg.TrainerConfig(

@@ -89,7 +89,7 @@ def realformer_glue() -> cfg.ExperimentConfig:
 
 def load_glue_config(task: str, *config_files: str,
                      params_override: str = "") -> cfg.ExperimentConfig:
-  """`realformer/glue` + the task's YAML + more YAMLs + overrides, as train.py."""
+  """`realformer/glue` + the task's YAML + more YAMLs + overrides."""
   config = exp_factory.get_exp_config(GLUE)
   for path in (glue_yaml_path(task),) + tuple(config_files):
     config = hyperparams.override_params_dict(config, path, is_strict=True)

@@ -1,4 +1,4 @@
-"""Every `realformer/*` experiment, registered with Model Garden's `exp_factory`.
+"""Every `realformer/*` experiment, registered with Model Garden's exp_factory.
 
 Import this module wherever an experiment is looked up by name (train.py,
 export, analysis). `EXPERIMENTS` lists their names (Model Garden has no

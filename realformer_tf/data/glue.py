@@ -1,6 +1,6 @@
-r"""GLUE TSV (or TFDS `glue/<task>`) -> TFRecords for `SentencePredictionDataLoader`.
+r"""GLUE TSV (or TFDS `glue/<task>`) -> `SentencePredictionDataLoader` records.
 
-Usage (standard GLUE layout: one directory per task, as in `../shared/data/glue`):
+Usage (the GLUE layout, one directory per task, as `../shared/data/glue`):
 
   python -m realformer_tf.data.glue --task=mrpc \
     --glue_dir=../shared/data/glue \
@@ -9,8 +9,9 @@ Usage (standard GLUE layout: one directory per task, as in `../shared/data/glue`
 
 or from a locally prepared TensorFlow Datasets copy (nothing is downloaded):
 
-  python -m realformer_tf.data.glue --task=mnli --tfds_data_dir=~/tensorflow_datasets \
-    --vocab_file=... --output_dir=... --max_seq_length=128
+  python -m realformer_tf.data.glue --task=mnli \
+    --tfds_data_dir=~/tensorflow_datasets --vocab_file=... --output_dir=... \
+    --max_seq_length=128
 
 Writes, in `output_dir`:
   * `<task>_train.tf_record` and `<task>_dev.tf_record` (MNLI:
@@ -36,6 +37,7 @@ download and knows one dev split (MNLI has two).
 
 import dataclasses
 import functools
+import inspect
 import json
 import math
 import os
@@ -424,31 +426,25 @@ def read_meta_data(path: str) -> Dict:
 FLAGS = flags.FLAGS
 
 
-def define_flags():
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  # The flags are `convert`'s keyword arguments.
+  meta = convert(**{name: FLAGS[name].value
+                    for name in inspect.signature(convert).parameters})
+  print(json.dumps({s: m["num_examples"] for s, m in meta["splits"].items()}))
+
+
+if __name__ == "__main__":
   flags.DEFINE_enum("task", None, list(GLUE_TASKS), "GLUE task to convert.")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary file.")
+  flags.DEFINE_string("output_dir", None, "Where to write the TFRecords.")
+  flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
   flags.DEFINE_string("glue_dir", None,
                       "GLUE TSV root (one directory per task, e.g. MRPC/).")
   flags.DEFINE_string("tfds_data_dir", None,
                       "TFDS data_dir holding a prepared glue/<task> "
                       "(instead of --glue_dir; nothing is downloaded).")
-  flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary file.")
-  flags.DEFINE_string("output_dir", None, "Where to write the TFRecords.")
-  flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
   flags.DEFINE_bool("lower_case", True, "Lower-case (uncased vocabulary).")
-
-
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  meta = convert(task=FLAGS.task, vocab_file=FLAGS.vocab_file,
-                 output_dir=FLAGS.output_dir,
-                 max_seq_length=FLAGS.max_seq_length,
-                 glue_dir=FLAGS.glue_dir, tfds_data_dir=FLAGS.tfds_data_dir,
-                 lower_case=FLAGS.lower_case)
-  print(json.dumps({s: m["num_examples"] for s, m in meta["splits"].items()}))
-
-
-if __name__ == "__main__":
-  define_flags()
   flags.mark_flags_as_required(["task", "vocab_file", "output_dir"])
   app.run(main)

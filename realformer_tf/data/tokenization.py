@@ -60,11 +60,9 @@ def load_vocab(path: str) -> List[str]:
   if not raw.strip():
     raise ValueError(f"Vocabulary file {path!r} is empty.")
   try:
-    text = raw.decode("utf-8")
+    lines = raw.decode("utf-8").split("\n")
   except UnicodeDecodeError as e:
-    raise ValueError(
-        f"Vocabulary file {path!r} is not UTF-8 text: {e}.") from e
-  lines = text.split("\n")
+    raise ValueError(f"Vocabulary file {path!r} is not UTF-8 text: {e}.") from e
   if lines[-1] == "":  # The usual trailing newline.
     lines.pop()
   not_wordpiece = f"Vocabulary file {path!r} is not a WordPiece vocabulary:"
@@ -128,11 +126,8 @@ def make_tokenizer(vocab_file: str,
   else:
     # The same table over the validated tokens (BertTokenizer emits [UNK]
     # itself for uncoverable words; the OOV bucket is never looked up).
-    table = tf.lookup.StaticVocabularyTable(
-        tf.lookup.KeyValueTensorInitializer(
-            keys=tf.constant(vocab, dtype=tf.string),
-            values=tf.range(len(vocab), dtype=tf.int64)),
-        num_oov_buckets=1)
+    table = tf.lookup.StaticVocabularyTable(tf.lookup.KeyValueTensorInitializer(
+        vocab, tf.range(len(vocab), dtype=tf.int64)), num_oov_buckets=1)
   return tf_text.BertTokenizer(
       table, token_out_type=tf.int64, unknown_token=UNK,
       lower_case=lower_case)
@@ -177,8 +172,9 @@ def learn_vocab(text_lines: Iterable[str],
 
   Uses `tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`; the
   reserved tokens [PAD] [UNK] [CLS] [SEP] [MASK] come first ([PAD] = 0;
-  wordpiece_tokenizer_learner_lib.py:250), then every single character seen, then the learned sub-words by falling
-  count (they include every character as a `##` suffix). The learner searches an
+  wordpiece_tokenizer_learner_lib.py:250), then every single character seen,
+  then the learned sub-words by falling count (they include every character
+  as a `##` suffix). The learner searches an
   integer minimum count (>= 10) whose vocabulary is within 5% below
   `vocab_size`; the search can end outside that range, so the real size can
   be well under `vocab_size` on a small corpus and slightly over it when the
