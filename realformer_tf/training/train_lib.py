@@ -143,13 +143,13 @@ def parse_configuration_and_sources(flags_obj):
 
 def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
                             input_files: Optional[Sequence[str]] = None
-                           ) -> Optional[dict]:
-  """Builds the data `realformer/quickstart` makes for itself; points `params` at it.
+                           ) -> None:
+  """Builds `realformer/quickstart`'s own data and points `params` at it.
 
   With both input paths empty, the corpus (or `input_files`) becomes a
-  vocabulary and MLM/NSP records cached in `model_dir/data` with the config's
-  shapes; `params` gets their paths, `task.vocab_file` and the vocabulary
-  size. Returns `quickstart_corpus.prepare_quickstart_data`'s result, or None.
+  vocabulary and MLM/NSP records cached in `model_dir/data` with the train
+  data's shapes; `params` gets their paths, `task.vocab_file` and the
+  vocabulary size (the closing summary's chance line reports it).
   """
   task = params.task
   name = experiments.QUICKSTART
@@ -158,11 +158,11 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
       raise ValueError(
           f"--quickstart_input_files only applies to --experiment={name}, "
           f"not to task.name={task.name!r}.")
-    return None
+    return
   paths = {"task.train_data.input_path": task.train_data.input_path,
            "task.validation_data.input_path": task.validation_data.input_path}
   if all(paths.values()) and not input_files:
-    return None
+    return
   if any(paths.values()):
     raise ValueError(
         f"{name}: set both {' and '.join(paths)} (your own records, without "
@@ -171,10 +171,8 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
   # The validation data's shapes are checked against the built records (one
   # set, the train data's) by validation.validate_experiment.
   encoder = task.model.encoder.get()
-  data_dir = os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)
-  logging.info("Preparing the %s data in %s.", name, data_dir)
   data = quickstart_corpus.prepare_quickstart_data(
-      data_dir,
+      os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR),
       input_files=list(input_files) if input_files else None,
       vocab_size=encoder.vocab_size,
       max_seq_length=task.train_data.seq_length,
@@ -184,11 +182,6 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
   task.validation_data.input_path = data["eval_file"]
   task.vocab_file = data["vocab_file"]
   encoder.vocab_size = int(data["vocab_size"])
-  logging.info(
-      "%s data: %d train / %d eval examples, vocabulary of %d tokens (%s).",
-      name, data["num_train_examples"], data["num_eval_examples"],
-      data["vocab_size"], data["vocab_file"])
-  return data
 
 
 def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
@@ -301,7 +294,7 @@ def _read_final_eval(model_dir: str) -> Optional[Dict[str, Any]]:
 
 
 def checkpoint_step(path: str) -> int:
-  """The global step of a checkpoint (or of a model dir's newest readable one)."""
+  """Global step of a checkpoint (or of a model dir's newest readable one)."""
   return int(train_utils.read_global_step_from_checkpoint(
       utils.resolve_checkpoint(path, "checkpoint")))
 
