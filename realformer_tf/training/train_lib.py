@@ -233,8 +233,7 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
   `params.yaml` (else it would overwrite it, then fail restoring, leaving a
   directory that can no longer be exported); the error lists each change.
   """
-  has_checkpoint = bool(tf.io.gfile.isdir(model_dir) and
-                        tf.train.latest_checkpoint(model_dir))
+  has_checkpoint = bool(tf.train.latest_checkpoint(model_dir))
   if mode == "eval" and not has_checkpoint:
     raise ValueError(
         f"--mode=eval: no checkpoint in --model_dir={model_dir!r}, so there "
