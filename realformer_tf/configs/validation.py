@@ -37,12 +37,9 @@ _DUMMY_INPUT = "dummy"
 def data_configs(params: cfg.ExperimentConfig,
                  mode: str) -> List[Tuple[str, cfg.DataConfig]]:
   """The (key, DataConfig) pairs `mode` reads."""
-  configs = []
-  if mode in TRAIN_MODES:
-    configs.append(("task.train_data", params.task.train_data))
-  if mode in EVAL_MODES:
-    configs.append(("task.validation_data", params.task.validation_data))
-  return configs
+  return [(f"task.{name}", getattr(params.task, name))
+          for name, modes in (("train_data", TRAIN_MODES),
+                              ("validation_data", EVAL_MODES)) if mode in modes]
 
 
 def _encoder(params: cfg.ExperimentConfig):
@@ -342,9 +339,7 @@ def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
                          num_replicas: int) -> None:
   """Each global batch must split evenly over the replicas."""
   for key, data in data_configs(params, mode):
-    batch = getattr(data, "global_batch_size", None)
-    if batch is None:
-      continue
+    batch = data.global_batch_size
     if batch <= 0:
       raise ValueError(f"{key}.global_batch_size={batch} must be positive.")
     if batch % num_replicas:

@@ -21,10 +21,10 @@ TRAIN_STEPS_KEY = "trainer.train_steps"
 ExplicitKeys = Dict[str, Tuple[int, str]]
 
 
-def _dotted_keys(overrides: Mapping[str, Any], prefix: str = "") -> list:
+def dotted_keys(overrides: Mapping[str, Any], prefix: str = "") -> list:
   """The dotted paths of the leaves of a nested override dict."""
   return [leaf for key, value in overrides.items()
-          for leaf in (_dotted_keys(value, f"{prefix}{key}.")
+          for leaf in (dotted_keys(value, f"{prefix}{key}.")
                        if isinstance(value, Mapping) and value
                        else [f"{prefix}{key}"])]
 
@@ -34,7 +34,7 @@ def explicit_keys(sources: Sequence[Tuple[str, Mapping[str, Any]]]
   """Which source set each key last, from `(source name, overrides)` in order."""
   result = {}
   for index, (name, overrides) in enumerate(sources):
-    for key in _dotted_keys(overrides):
+    for key in dotted_keys(overrides):
       result[key] = (index, name)
   return result
 

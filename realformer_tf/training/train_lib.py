@@ -39,26 +39,16 @@ from realformer_tf.training import schedule
 from realformer_tf.training import trainer as trainer_lib
 
 
-def _unknown_key(config, overrides: Mapping[str, Any],
-                 prefix: str = "") -> Optional[str]:
+def _unknown_key(config, overrides: Mapping[str, Any]) -> Optional[str]:
   """The dotted path of the first key in `overrides` that `config` lacks."""
-  if not isinstance(overrides, Mapping) or not hasattr(config, "as_dict"):
-    return None
-  fields = config.as_dict()
-  for key, value in overrides.items():
-    path = f"{prefix}{key}"
-    if key not in fields:
-      return (f"{path} (not a field of {type(config).__name__}; its fields: "
-              f"{', '.join(sorted(fields))})")
-    child = getattr(config, key)
-    # A list of sub-configs: each item against the first element's fields.
-    nested = ([(child[0], item, f"{path}[{i}].")
-               for i, item in enumerate(value)]
-              if isinstance(value, list) and isinstance(child, list) and child
-              else [(child, value, path + ".")])
-    found = next(filter(None, (_unknown_key(*n) for n in nested)), None)
-    if found:
-      return found
+  for key in schedule.dotted_keys(overrides):
+    node, path = config, ""
+    for part in key.split("."):
+      fields = node.as_dict() if hasattr(node, "as_dict") else {}
+      if part not in fields:
+        return (f"{path}{part} (not a field of {type(node).__name__}; its "
+                f"fields: {', '.join(sorted(fields))})")
+      node, path = getattr(node, part), f"{path}{part}."
   return None
 
 
