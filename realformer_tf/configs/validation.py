@@ -157,27 +157,23 @@ def _check_token_ids(key: str, files: Sequence[str],
   """
   spec = {name: tf.io.VarLenFeature(tf.int64) for name in id_features}
 
-  def extremes(records):
+  def out_of_range(records):
     parsed = tf.io.parse_example(records, spec)
-    # The zero keeps the reductions defined on an empty batch of ids.
-    values = {name: tf.concat([parsed[name].values, [0]], 0)
-              for name in id_features}
-    return {name: (tf.reduce_min(v), tf.reduce_max(v))
-            for name, v in values.items()}
+    return {name: tf.boolean_mask(ids.values, (ids.values < 0) |
+                                  (ids.values >= vocab_size))[:1]
+            for name, ids in parsed.items()}
 
   for path in files:
     count = 0
     try:
       for batch in tf.data.TFRecordDataset(path).batch(batch_size).map(
-          extremes):
+          out_of_range):
         count += 1
-        for name, (low, high) in batch.items():
-          low, high = int(low), int(high)
-          if high >= vocab_size or low < 0:
-            bad = high if high >= vocab_size else low
+        for name, bad in batch.items():
+          if bad.shape[0]:
             raise ValueError(
                 f"{vocab_key}={vocab_size}, but the records in {path!r} hold "
-                f"token id {bad} in feature {name!r}: they were made with "
+                f"token id {int(bad[0])} in feature {name!r}: made with "
                 "another vocabulary (convert the data with the model's "
                 "vocabulary, or use a model whose vocab_size covers it).")
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
