@@ -61,12 +61,10 @@ def match_input_files(key: str, input_path) -> List[str]:
         f"{key}.input_path is empty: set it to the input files (a path, glob "
         f"or comma-separated list), e.g. --params_override="
         f"{key}.input_path=/data/train-*.tfrecord")
-  files = []
-  for path in paths:
-    try:
-      files.extend(input_reader.match_files(path))
-    except ValueError as e:
-      raise ValueError(f"{key}.input_path matches no file: {e}") from None
+  try:
+    files = input_reader.match_files(paths)
+  except ValueError as e:
+    raise ValueError(f"{key}.input_path matches no file: {e}") from None
   for path in files:
     problem = (
         "does not exist" if not tf.io.gfile.exists(path) else
@@ -113,13 +111,11 @@ def _check_first_record(key: str, path: str, expected,
                         record_format: str) -> None:
   """The first record of `path` has each expected feature, of its length."""
   try:
-    record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-  except tf.errors.OpError as e:
+    record = tf.data.TFRecordDataset(path).take(1).get_single_element()
+  except tf.errors.OpError as e:  # Also a file without records.
     raise ValueError(
         f"{key}.input_path: {path!r} is not a readable TFRecord file "
         f"({type(e).__name__}: {e.message.splitlines()[0]}).") from None
-  if record is None:
-    raise ValueError(f"{key}.input_path: {path!r} holds no records.")
   try:
     example = tf.train.Example.FromString(record.numpy())
   except Exception as e:  # pylint: disable=broad-except
