@@ -37,12 +37,9 @@ _DUMMY_INPUT = "dummy"
 def data_configs(params: cfg.ExperimentConfig,
                  mode: str) -> List[Tuple[str, cfg.DataConfig]]:
   """The (key, DataConfig) pairs `mode` reads."""
-  configs = []
-  if mode in TRAIN_MODES:
-    configs.append(("task.train_data", params.task.train_data))
-  if mode in EVAL_MODES:
-    configs.append(("task.validation_data", params.task.validation_data))
-  return configs
+  return [(f"task.{name}", getattr(params.task, name))
+          for name, modes in (("train_data", TRAIN_MODES),
+                              ("validation_data", EVAL_MODES)) if mode in modes]
 
 
 def _encoder(params: cfg.ExperimentConfig):
@@ -64,12 +61,10 @@ def match_input_files(key: str, input_path) -> List[str]:
         f"{key}.input_path is empty: set it to the input files (a path, glob "
         f"or comma-separated list), e.g. --params_override="
         f"{key}.input_path=/data/train-*.tfrecord")
-  files = []
-  for path in paths:
-    try:
-      files.extend(input_reader.match_files(path))
-    except ValueError as e:
-      raise ValueError(f"{key}.input_path matches no file: {e}") from None
+  try:
+    files = input_reader.match_files(paths)
+  except ValueError as e:
+    raise ValueError(f"{key}.input_path matches no file: {e}") from None
   for path in files:
     problem = (
         "does not exist" if not tf.io.gfile.exists(path) else
@@ -116,13 +111,11 @@ def _check_first_record(key: str, path: str, expected,
                         record_format: str) -> None:
   """The first record of `path` has each expected feature, of its length."""
   try:
-    record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-  except tf.errors.OpError as e:
+    record = tf.data.TFRecordDataset(path).take(1).get_single_element()
+  except tf.errors.OpError as e:  # Also a file without records.
     raise ValueError(
         f"{key}.input_path: {path!r} is not a readable TFRecord file "
         f"({type(e).__name__}: {e.message.splitlines()[0]}).") from None
-  if record is None:
-    raise ValueError(f"{key}.input_path: {path!r} holds no records.")
   try:
     example = tf.train.Example.FromString(record.numpy())
   except Exception as e:  # pylint: disable=broad-except
@@ -160,27 +153,23 @@ def _check_token_ids(key: str, files: Sequence[str],
   """
   spec = {name: tf.io.VarLenFeature(tf.int64) for name in id_features}
 
-  def extremes(records):
+  def out_of_range(records):
     parsed = tf.io.parse_example(records, spec)
-    # The zero keeps the reductions defined on an empty batch of ids.
-    values = {name: tf.concat([parsed[name].values, [0]], 0)
-              for name in id_features}
-    return {name: (tf.reduce_min(v), tf.reduce_max(v))
-            for name, v in values.items()}
+    return {name: tf.boolean_mask(ids.values, (ids.values < 0) |
+                                  (ids.values >= vocab_size))[:1]
+            for name, ids in parsed.items()}
 
   for path in files:
     count = 0
     try:
       for batch in tf.data.TFRecordDataset(path).batch(batch_size).map(
-          extremes):
+          out_of_range):
         count += 1
-        for name, (low, high) in batch.items():
-          low, high = int(low), int(high)
-          if high >= vocab_size or low < 0:
-            bad = high if high >= vocab_size else low
+        for name, bad in batch.items():
+          if bad.shape[0]:
             raise ValueError(
                 f"{vocab_key}={vocab_size}, but the records in {path!r} hold "
-                f"token id {bad} in feature {name!r}: they were made with "
+                f"token id {int(bad[0])} in feature {name!r}: made with "
                 "another vocabulary (convert the data with the model's "
                 "vocabulary, or use a model whose vocab_size covers it).")
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
@@ -342,9 +331,7 @@ def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
                          num_replicas: int) -> None:
   """Each global batch must split evenly over the replicas."""
   for key, data in data_configs(params, mode):
-    batch = getattr(data, "global_batch_size", None)
-    if batch is None:
-      continue
+    batch = data.global_batch_size
     if batch <= 0:
       raise ValueError(f"{key}.global_batch_size={batch} must be positive.")
     if batch % num_replicas:

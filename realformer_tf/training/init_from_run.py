@@ -153,16 +153,13 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
       # instead of inside the restore after params.yaml is written.
       for _, key in pairs:
         reader.get_tensor(key)
-    except (tf.errors.OpError, IndexError) as e:
-      raise ValueError(f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}: checkpoint "
-                       f"{path!r} is not readable ({type(e).__name__}: {e})."
-                      ) from None
     except errors.CheckpointMismatchError as e:
       raise errors.CheckpointMismatchError(
           f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} does not fit "
           f"task.model.encoder:\n{e}") from None
-    except ValueError as e:
-      raise ValueError(f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}: {e}"
+    except (tf.errors.OpError, IndexError, ValueError) as e:
+      raise ValueError(f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}: cannot read "
+                       f"the encoder of {path!r} ({type(e).__name__}: {e})."
                       ) from None
   return path
 

@@ -49,8 +49,8 @@ def drop_duplicate_progress() -> None:
 def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
   """(token id, fraction of masked positions holding it) in MLM records.
 
-  Reads at most `_MAX_BASELINE_RECORDS` records of `files` (the
-  `BertPretrainDataLoader` v1 feature names); None if there is none.
+  Reads at most `_MAX_BASELINE_RECORDS` records of `files` (the masked-LM
+  feature names are the same in v1 and v2 records); None if there is none.
   """
   spec = {"masked_lm_ids": tf.io.VarLenFeature(tf.int64),
           "masked_lm_weights": tf.io.VarLenFeature(tf.float32)}
@@ -80,12 +80,11 @@ def _mlm_lines(params: cfg.ExperimentConfig,
   accuracy = metrics.get("masked_lm_accuracy")
   if accuracy is None:
     return []
-  encoder = params.task.model.encoder.get()
-  vocab_size = encoder.vocab_size
+  vocab_size = params.task.model.encoder.get().vocab_size
   line = (f"Held-out masked-LM accuracy: {accuracy:.4f}. Chance (uniform over "
           f"the {vocab_size}-token vocabulary): {1.0 / vocab_size:.4f}")
   if (isinstance(data, pretrain_dataloader.BertPretrainDataConfig) and
-      data.file_type == "tfrecord" and not data.use_v2_feature_names):
+      data.file_type == "tfrecord"):
     try:
       found = most_frequent_masked_token(
           input_reader.match_files(data.input_path))

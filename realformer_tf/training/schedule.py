@@ -21,10 +21,10 @@ TRAIN_STEPS_KEY = "trainer.train_steps"
 ExplicitKeys = Dict[str, Tuple[int, str]]
 
 
-def _dotted_keys(overrides: Mapping[str, Any], prefix: str = "") -> list:
+def dotted_keys(overrides: Mapping[str, Any], prefix: str = "") -> list:
   """The dotted paths of the leaves of a nested override dict."""
   return [leaf for key, value in overrides.items()
-          for leaf in (_dotted_keys(value, f"{prefix}{key}.")
+          for leaf in (dotted_keys(value, f"{prefix}{key}.")
                        if isinstance(value, Mapping) and value
                        else [f"{prefix}{key}"])]
 
@@ -34,7 +34,7 @@ def explicit_keys(sources: Sequence[Tuple[str, Mapping[str, Any]]]
   """Which source set each key last, from `(source name, overrides)` in order."""
   result = {}
   for index, (name, overrides) in enumerate(sources):
-    for key in _dotted_keys(overrides):
+    for key in dotted_keys(overrides):
       result[key] = (index, name)
   return result
 
@@ -52,19 +52,19 @@ def follow_train_steps(params: cfg.ExperimentConfig,
   index, source = explicit[TRAIN_STEPS_KEY]
   train_steps = params.trainer.train_steps
   optimizer = params.trainer.optimizer_config
-  lr_type = optimizer.learning_rate.type
-  lr = optimizer.learning_rate.get() if lr_type else None
-  decay_key = f"trainer.optimizer_config.learning_rate.{lr_type}.decay_steps"
+  lr = optimizer.learning_rate.get()
+  decay_key = ("trainer.optimizer_config.learning_rate."
+               f"{optimizer.learning_rate.type}.decay_steps")
   old_decay = getattr(lr, "decay_steps", None)
-  if (not isinstance(train_steps, int) or isinstance(train_steps, bool) or
-      train_steps <= 0 or not isinstance(old_decay, int) or
+  # train_steps is an int here (`validation.validate_field_types` ran first).
+  if (train_steps <= 0 or not isinstance(old_decay, int) or
       old_decay == train_steps or _set_after(explicit, decay_key, index)):
     return
   lr.decay_steps = train_steps
   changes = [f"{decay_key}: {old_decay} -> {train_steps}"]
-  warmup_type = optimizer.warmup.type
-  warmup = optimizer.warmup.get() if warmup_type else None
-  warmup_key = f"trainer.optimizer_config.warmup.{warmup_type}.warmup_steps"
+  warmup = optimizer.warmup.get()
+  warmup_key = ("trainer.optimizer_config.warmup."
+                f"{optimizer.warmup.type}.warmup_steps")
   old_warmup = getattr(warmup, "warmup_steps", None)
   if (isinstance(old_warmup, int) and old_warmup > 0 and old_decay > 0 and
       not _set_after(explicit, warmup_key, index)):

@@ -186,14 +186,10 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
 def read_result(path: str) -> Dict:
   with tf.io.gfile.GFile(path, "r") as f:
     try:
-      result = json.load(f)
+      return json.load(f)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); delete "
                        "it to rerun the run.") from e
-  for key in ("task", "epochs", "learning_rate", "seed", "metrics"):
-    if key not in result:
-      raise ValueError(f"{path}: no {key!r}; delete it to rerun the run.")
-  return result
 
 
 def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:

@@ -39,26 +39,16 @@ from realformer_tf.training import schedule
 from realformer_tf.training import trainer as trainer_lib
 
 
-def _unknown_key(config, overrides: Mapping[str, Any],
-                 prefix: str = "") -> Optional[str]:
+def _unknown_key(config, overrides: Mapping[str, Any]) -> Optional[str]:
   """The dotted path of the first key in `overrides` that `config` lacks."""
-  if not isinstance(overrides, Mapping) or not hasattr(config, "as_dict"):
-    return None
-  fields = config.as_dict()
-  for key, value in overrides.items():
-    path = f"{prefix}{key}"
-    if key not in fields:
-      return (f"{path} (not a field of {type(config).__name__}; its fields: "
-              f"{', '.join(sorted(fields))})")
-    child = getattr(config, key)
-    # A list of sub-configs: each item against the first element's fields.
-    nested = ([(child[0], item, f"{path}[{i}].")
-               for i, item in enumerate(value)]
-              if isinstance(value, list) and isinstance(child, list) and child
-              else [(child, value, path + ".")])
-    found = next(filter(None, (_unknown_key(*n) for n in nested)), None)
-    if found:
-      return found
+  for key in schedule.dotted_keys(overrides):
+    node, path = config, ""
+    for part in key.split("."):
+      fields = node.as_dict() if hasattr(node, "as_dict") else {}
+      if part not in fields:
+        return (f"{path}{part} (not a field of {type(node).__name__}; its "
+                f"fields: {', '.join(sorted(fields))})")
+      node, path = getattr(node, part), f"{path}{part}."
   return None
 
 
@@ -143,13 +133,13 @@ def parse_configuration_and_sources(flags_obj):
 
 def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
                             input_files: Optional[Sequence[str]] = None
-                           ) -> Optional[dict]:
-  """Builds the data `realformer/quickstart` makes for itself; points `params` at it.
+                           ) -> None:
+  """Builds `realformer/quickstart`'s own data and points `params` at it.
 
   With both input paths empty, the corpus (or `input_files`) becomes a
-  vocabulary and MLM/NSP records cached in `model_dir/data` with the config's
-  shapes; `params` gets their paths, `task.vocab_file` and the vocabulary
-  size. Returns `quickstart_corpus.prepare_quickstart_data`'s result, or None.
+  vocabulary and MLM/NSP records cached in `model_dir/data` with the train
+  data's shapes; `params` gets their paths, `task.vocab_file` and the
+  vocabulary size (the closing summary's chance line reports it).
   """
   task = params.task
   name = experiments.QUICKSTART
@@ -158,11 +148,11 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
       raise ValueError(
           f"--quickstart_input_files only applies to --experiment={name}, "
           f"not to task.name={task.name!r}.")
-    return None
+    return
   paths = {"task.train_data.input_path": task.train_data.input_path,
            "task.validation_data.input_path": task.validation_data.input_path}
   if all(paths.values()) and not input_files:
-    return None
+    return
   if any(paths.values()):
     raise ValueError(
         f"{name}: set both {' and '.join(paths)} (your own records, without "
@@ -171,10 +161,8 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
   # The validation data's shapes are checked against the built records (one
   # set, the train data's) by validation.validate_experiment.
   encoder = task.model.encoder.get()
-  data_dir = os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)
-  logging.info("Preparing the %s data in %s.", name, data_dir)
   data = quickstart_corpus.prepare_quickstart_data(
-      data_dir,
+      os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR),
       input_files=list(input_files) if input_files else None,
       vocab_size=encoder.vocab_size,
       max_seq_length=task.train_data.seq_length,
@@ -184,11 +172,6 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
   task.validation_data.input_path = data["eval_file"]
   task.vocab_file = data["vocab_file"]
   encoder.vocab_size = int(data["vocab_size"])
-  logging.info(
-      "%s data: %d train / %d eval examples, vocabulary of %d tokens (%s).",
-      name, data["num_train_examples"], data["num_eval_examples"],
-      data["vocab_size"], data["vocab_file"])
-  return data
 
 
 def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
@@ -240,8 +223,7 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
   `params.yaml` (else it would overwrite it, then fail restoring, leaving a
   directory that can no longer be exported); the error lists each change.
   """
-  has_checkpoint = bool(tf.io.gfile.isdir(model_dir) and
-                        tf.train.latest_checkpoint(model_dir))
+  has_checkpoint = bool(tf.train.latest_checkpoint(model_dir))
   if mode == "eval" and not has_checkpoint:
     raise ValueError(
         f"--mode=eval: no checkpoint in --model_dir={model_dir!r}, so there "
@@ -301,7 +283,7 @@ def _read_final_eval(model_dir: str) -> Optional[Dict[str, Any]]:
 
 
 def checkpoint_step(path: str) -> int:
-  """The global step of a checkpoint (or of a model dir's newest readable one)."""
+  """Global step of a checkpoint (or of a model dir's newest readable one)."""
   return int(train_utils.read_global_step_from_checkpoint(
       utils.resolve_checkpoint(path, "checkpoint")))
 

@@ -66,13 +66,11 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
 
   def update_state(self, values, sample_weight=None):
     values = tf.cast(values, self.dtype)
-    replica_context = tf.distribute.get_replica_context()
-    total = (replica_context.all_reduce(tf.distribute.ReduceOp.SUM, values)
-             if replica_context is not None else values)
-    total = tf.reduce_sum(total)
-    num_replicas = (replica_context.num_replicas_in_sync
-                    if replica_context is not None else 1)
-    mean = total / num_replicas
+    # Called per replica (`base_trainer.Trainer.train_step`).
+    context = tf.distribute.get_replica_context()
+    total = tf.reduce_sum(context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                             values))
+    mean = total / context.num_replicas_in_sync
     steps = self._steps.assign_add(1.0)
     is_bad = tf.logical_or(
         tf.logical_not(tf.math.is_finite(total)),
