@@ -152,18 +152,17 @@ def check_encoder_checkpoint(checkpoint_path: str,
 
   node_keys = variable_keys(matched.values())
   key_of = {id_: node_keys[n] for id_, n in matched.items() if n in node_keys}
-  subtree, stack = set(), [matched[id(encoder)]]
-  while stack:  # The checkpoint's encoder subtree.
-    node_id = stack.pop()
-    if node_id not in subtree:
-      subtree.add(node_id)
-      stack.extend(ref.node_id for ref in graph.nodes[node_id].children)
+  subtree = [matched[id(encoder)]]
+  for node_id in subtree:  # The checkpoint's encoder subtree, breadth first.
+    subtree.extend(ref.node_id for ref in graph.nodes[node_id].children
+                   if ref.node_id not in subtree)
   shapes = reader.get_variable_to_shape_map()
   fmt = errors.format_shape
   missing = [f"{v.name} (shape {fmt(v.shape)})"
              for v in encoder.weights if id(v) not in key_of]
-  unexpected = sorted(f"{key} (shape {fmt(shapes[key])})" for key in
-                      variable_keys(subtree - set(matched.values())).values())
+  unused = set(subtree) - set(matched.values())
+  unexpected = sorted(f"{key} (shape {fmt(shapes[key])})"
+                      for key in variable_keys(unused).values())
   mismatched = [f"{key_of[id(v)]} -> {v.name}: checkpoint "
                 f"{fmt(shapes[key_of[id(v)]])}, model {fmt(v.shape)}"
                 for v in encoder.weights if id(v) in key_of and

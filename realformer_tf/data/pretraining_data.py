@@ -106,11 +106,9 @@ def check_instance_options(max_seq_length: int, max_predictions_per_seq: int,
     if value < minimum:
       raise ValueError(f"{name} must be >= {minimum}, got {value}.")
   if not 0.0 < float(masked_lm_prob) < 1.0:
-    raise ValueError(
-        f"masked_lm_prob must be in (0, 1), got {masked_lm_prob}.")
+    raise ValueError(f"masked_lm_prob must be in (0, 1), got {masked_lm_prob}.")
   if not 0.0 <= float(short_seq_prob) <= 1.0:
-    raise ValueError(
-        f"short_seq_prob must be in [0, 1], got {short_seq_prob}.")
+    raise ValueError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}.")
 
 
 def validate_arguments(input_files: Sequence[str], output_file: str,
