@@ -58,9 +58,7 @@ def write_text_atomically(path: str, text: str) -> None:
 
 def write_lines_atomically(path: str, lines: Iterable[str]) -> None:
   """Writes `lines` (one per line, UTF-8) to `path`."""
-  with atomic_path(path) as tmp, tf.io.gfile.GFile(tmp, "w") as f:
-    for line in lines:
-      f.write(line + "\n")
+  write_text_atomically(path, "".join(line + "\n" for line in lines))
 
 
 def write_json_atomically(path: str, data: Any) -> None:
@@ -130,13 +128,8 @@ def dummy_inputs(masked_positions: int = 0) -> Dict[str, tf.Tensor]:
 
 
 def check_heads_divide(width: int, num_heads: int, what: str) -> None:
-  """Raises ValueError naming `what` when `num_heads` does not divide `width`.
-
-  Args:
-    width: The hidden width (e.g. `hidden_size`).
-    num_heads: The number of attention heads.
-    what: How the error names the two values, e.g. "encoder.hidden_size".
-  """
+  """Raises ValueError when `num_heads` does not divide the hidden `width`;
+  `what` names the values in the error, e.g. "encoder.hidden_size"."""
   if num_heads < 1 or width % num_heads:
     raise ValueError(f"{what}: width {width} is not divisible by "
                      f"num_attention_heads={num_heads}.")

@@ -20,9 +20,6 @@ encoder's pooler) and `logits = pooled W_nsp^T + b_nsp`. `BertPretrainerV2`
 feeds the sequence output to a `ClassificationHead` with its own dense+tanh
 pooler on [CLS] (`inner_dim` must be H), so TF1's `bert/pooler/dense` is
 copied into both the encoder's pooler and the head's `pooler_dense`.
-
-Never loaded: the optimizer state (`<var>/adam_m`, `<var>/adam_v`,
-`global_step`) and, for an encoder, the heads (`HEAD_VARIABLES`).
 """
 
 import json
@@ -115,9 +112,6 @@ def read_bert_config(bert_config_file: str) -> Dict[str, Any]:
       a value of the wrong type/range.
   """
   where = f"bert_config_file {bert_config_file!r}"
-  if not bert_config_file:
-    raise ValueError("bert_config_file is empty; pass the bert_config.json "
-                     "that came with the TF1 checkpoint.")
   if not tf.io.gfile.exists(bert_config_file):
     raise FileNotFoundError(f"{where} does not exist.")
   with tf.io.gfile.GFile(bert_config_file, "r") as f:
@@ -180,14 +174,12 @@ def encoder_config_from_bert_config(
 
 def pretrainer_config_from_bert_config(
     bert_config: Mapping[str, Any],
-    residual_attention: Optional[str] = None,
-    next_sentence_dropout_rate: float = 0.0) -> bert_configs.PretrainerConfig:
+    residual_attention: Optional[str] = None) -> bert_configs.PretrainerConfig:
   """A Model Garden `PretrainerConfig` matching TF1 BERT's pre-training heads.
 
   The RealFormer encoder, the MLM head with the TF1 hidden activation and a
-  "next_sentence" `ClassificationHead` with a tanh pooler of width H, with
-  dropout `next_sentence_dropout_rate` before the NSP logits (TF1 has none;
-  Model Garden's pre-training configs use 0.1).
+  "next_sentence" `ClassificationHead` with a tanh pooler of width H and, as
+  TF1, no dropout before the NSP logits.
   """
   return bert_configs.PretrainerConfig(
       encoder=encoders.encoder_config(**encoder_config_from_bert_config(
@@ -195,7 +187,7 @@ def pretrainer_config_from_bert_config(
       cls_heads=[
           bert_configs.ClsHeadConfig(
               inner_dim=bert_config["hidden_size"], num_classes=2,
-              activation="tanh", dropout_rate=next_sentence_dropout_rate,
+              activation="tanh", dropout_rate=0.0,
               name=NSP_HEAD_NAME)
       ],
       mlm_activation=bert_config["hidden_act"],
@@ -316,12 +308,12 @@ def load_tf1_weights(checkpoint_path: str,
   mismatched = [f"{name}: checkpoint {fmt(shapes[name])}, model "
                 f"{fmt(tf1_shape)}" for name, (tf1_shape, _) in table.items()
                 if name in shapes and tuple(shapes[name]) != tf1_shape]
-  ignored = [n for n in sorted(shapes) if n not in table and (  # Optimizer.
-      n == "global_step" or n.endswith(("/adam_m", "/adam_v")))]
-  skipped = [n for n in sorted(shapes)
-             if n not in table and n not in ignored and n in skippable]
-  unexpected = [f"{n} (shape {fmt(shapes[n])})" for n in sorted(shapes)
-                if n not in table and n not in ignored and n not in skipped]
+  extra = [n for n in sorted(shapes) if n not in table]
+  ignored = [n for n in extra if n == "global_step" or  # Optimizer state.
+             n.endswith(("/adam_m", "/adam_v"))]
+  skipped = [n for n in extra if n in skippable and n not in ignored]
+  unexpected = [f"{n} (shape {fmt(shapes[n])})" for n in extra
+                if n not in ignored + skipped]
   errors.raise_if_problems(
       f"TF1 checkpoint {path!r} does not match the model:", missing,
       unexpected, mismatched,
@@ -366,20 +358,17 @@ def encoder_from_tf1_checkpoint(
 def pretrainer_from_tf1_checkpoint(
     checkpoint_path: str,
     bert_config_file: str,
-    residual_attention: Optional[str] = None,
-    next_sentence_dropout_rate: float = 0.0
-) -> mg_models.BertPretrainerV2:
+    residual_attention: Optional[str] = None) -> mg_models.BertPretrainerV2:
   """A `BertPretrainerV2` (RealFormer encoder, MLM, NSP) from a TF1 checkpoint.
 
   The checkpoint must hold both pre-training heads. `residual_attention`: see
-  `encoder_from_tf1_checkpoint`; `next_sentence_dropout_rate`: see
-  `pretrainer_config_from_bert_config`. The result's `encoder_network` is the
+  `encoder_from_tf1_checkpoint`. The result's `encoder_network` is the
   `RealFormerEncoder`, `classification_heads[0]` the "next_sentence" head.
   """
-  pretrainer = masked_lm.MaskedLMTask(masked_lm.MaskedLMConfig(
-      model=pretrainer_config_from_bert_config(
-          read_bert_config(bert_config_file), residual_attention,
-          next_sentence_dropout_rate))).build_model()
+  config = pretrainer_config_from_bert_config(
+      read_bert_config(bert_config_file), residual_attention)
+  pretrainer = masked_lm.MaskedLMTask(
+      masked_lm.MaskedLMConfig(model=config)).build_model()
   _ = pretrainer(utils.dummy_inputs(masked_positions=1))
   load_tf1_weights(checkpoint_path, pretrainer_variable_map(pretrainer))
   return pretrainer

@@ -83,15 +83,9 @@ def realformer_config_from(config: EncoderConfigLike,
 
 def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str]):
   """`tf.train.Checkpoint.read` of `encoder` at `encoder_path`, or at the first
-  of `ENCODER_PATHS` where any of its variables matches.
-
-  Returns:
-    `(load status, {id(object): checkpoint node id}, encoder path used)`.
-
-  Raises:
-    ValueError: A TF1 checkpoint, an unreadable (e.g. truncated) one, or no
-      encoder at those paths.
-  """
+  of `ENCODER_PATHS` where any of its variables matches: `(load status,
+  {id(object): checkpoint node id}, encoder path used)`. ValueError for a TF1
+  or unreadable (e.g. truncated) checkpoint, or no encoder at those paths."""
   if not reader.has_tensor(_OBJECT_GRAPH_KEY):
     raise ValueError(
         f"{path!r} is a name-based (TF1) checkpoint, not an object-based TF2 "
@@ -158,18 +152,17 @@ def check_encoder_checkpoint(checkpoint_path: str,
 
   node_keys = variable_keys(matched.values())
   key_of = {id_: node_keys[n] for id_, n in matched.items() if n in node_keys}
-  subtree, stack = set(), [matched[id(encoder)]]
-  while stack:  # The checkpoint's encoder subtree.
-    node_id = stack.pop()
-    if node_id not in subtree:
-      subtree.add(node_id)
-      stack.extend(ref.node_id for ref in graph.nodes[node_id].children)
+  subtree = [matched[id(encoder)]]
+  for node_id in subtree:  # The checkpoint's encoder subtree, breadth first.
+    subtree.extend(ref.node_id for ref in graph.nodes[node_id].children
+                   if ref.node_id not in subtree)
   shapes = reader.get_variable_to_shape_map()
   fmt = errors.format_shape
   missing = [f"{v.name} (shape {fmt(v.shape)})"
              for v in encoder.weights if id(v) not in key_of]
-  unexpected = sorted(f"{key} (shape {fmt(shapes[key])})" for key in
-                      variable_keys(subtree - set(matched.values())).values())
+  unused = set(subtree) - set(matched.values())
+  unexpected = sorted(f"{key} (shape {fmt(shapes[key])})"
+                      for key in variable_keys(unused).values())
   mismatched = [f"{key_of[id(v)]} -> {v.name}: checkpoint "
                 f"{fmt(shapes[key_of[id(v)]])}, model {fmt(v.shape)}"
                 for v in encoder.weights if id(v) in key_of and
@@ -184,15 +177,9 @@ def check_encoder_checkpoint(checkpoint_path: str,
 def load_encoder_weights(checkpoint_path: str,
                          encoder: tf.Module,
                          encoder_path: Optional[str] = None) -> str:
-  """Loads an object-based checkpoint's encoder into a built eager `encoder`.
-
-  `tf.train.Checkpoint.read` + `assert_existing_objects_matched()`, so TF's
-  errors: a shape mismatch stops the load part way
-  (`encoder_from_tf2_checkpoint` checks first). Arguments as
-  `check_encoder_checkpoint`.
-
-  Returns:
-    The encoder path used.
+  """Loads a checkpoint's encoder into a built eager `encoder`; returns the
+  encoder path used. Arguments as `check_encoder_checkpoint`; TF's errors (a
+  shape mismatch stops part way: `encoder_from_tf2_checkpoint` checks first).
   """
   path = utils.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
   status, _, found = _read(path, tf.train.load_checkpoint(path), encoder,

@@ -36,9 +36,9 @@ Ours around it, each where that module does not fit:
 import contextlib
 import functools
 import importlib
+import itertools
 import os
 import random
-import sys
 from typing import List, Optional, Sequence
 
 from absl import flags
@@ -58,8 +58,6 @@ def import_without_global_flags(module_name: str):
   For Model Garden scripts that define flags at import (see the module
   docstring). Already imported, it is returned as it is.
   """
-  if module_name in sys.modules:
-    return sys.modules[module_name]
   private_flags = flags.FlagValues()
   with contextlib.ExitStack() as stack:
     for name in ("DEFINE_string", "DEFINE_enum", "DEFINE_bool",
@@ -108,11 +106,9 @@ def check_instance_options(max_seq_length: int, max_predictions_per_seq: int,
     if value < minimum:
       raise ValueError(f"{name} must be >= {minimum}, got {value}.")
   if not 0.0 < float(masked_lm_prob) < 1.0:
-    raise ValueError(
-        f"masked_lm_prob must be in (0, 1), got {masked_lm_prob}.")
+    raise ValueError(f"masked_lm_prob must be in (0, 1), got {masked_lm_prob}.")
   if not 0.0 <= float(short_seq_prob) <= 1.0:
-    raise ValueError(
-        f"short_seq_prob must be in [0, 1], got {short_seq_prob}.")
+    raise ValueError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}.")
 
 
 def validate_arguments(input_files: Sequence[str], output_file: str,
@@ -157,29 +153,17 @@ def read_lines(path: str) -> List[str]:
 
 def text_documents(path: str) -> List[List[str]]:
   """A BERT-format file's documents: runs of non-blank lines between blanks."""
-  documents = [[]]
-  for line in read_lines(path):
-    if line:
-      documents[-1].append(line)
-    elif documents[-1]:
-      documents.append([])
-  return [d for d in documents if d]
+  return [list(lines) for non_blank, lines in
+          itertools.groupby(read_lines(path), key=bool) if non_blank]
 
 
 def read_documents(input_files: Sequence[str], tokenizer,
                    max_tokens: Optional[int] = None) -> List[List[List[int]]]:
-  """Tokenizes BERT-format text files into documents of sentences of ids.
-
-  Args:
-    input_files: Files with one sentence per line and blank lines between
-      documents. Documents do not continue from one file to the next.
-    tokenizer: A `tensorflow_text.BertTokenizer` with int ids.
-    max_tokens: If set, lines with more tokens are counted in a warning.
-
-  Returns:
-    Non-empty documents of non-empty sentences of WordPiece ids, in file
-    order (lines with no token are dropped).
-  """
+  """BERT-format text files (a sentence a line, a blank line between
+  documents, none continuing into the next file) as documents of sentences of
+  WordPiece ids from `tokenizer` (a `tensorflow_text.BertTokenizer`), in file
+  order; empty ones are dropped. Lines of more than `max_tokens` tokens are
+  counted in a warning."""
   documents = []
   for path in input_files:
     file_documents = text_documents(path)
@@ -271,10 +255,6 @@ def create_pretraining_data(
   documents = [[[vocab[i] for i in sentence] for sentence in document]
                for document in read_documents(input_files, tokenizer,
                                               max_seq_length)]
-  if not documents:
-    raise ValueError(
-        f"Input files {', '.join(input_files)} yield no tokens with "
-        f"vocabulary {vocab_file!r}.")
   logging.info("%d documents, %d sentences, %d WordPieces.", len(documents),
                sum(map(len, documents)),
                sum(len(s) for d in documents for s in d))
@@ -284,15 +264,14 @@ def create_pretraining_data(
   rng = random.Random(random_seed)
   rng.shuffle(documents)
   instances = []
-  for _ in range(dupe_factor):
-    for document_index in range(len(documents)):
-      instances.extend(mg_create_pretraining_data.create_instances_from_document(
-          documents, document_index, max_seq_length, short_seq_prob,
-          masked_lm_prob, max_predictions_per_seq, vocab, rng))
+  for document_index in list(range(len(documents))) * dupe_factor:
+    instances.extend(mg_create_pretraining_data.create_instances_from_document(
+        documents, document_index, max_seq_length, short_seq_prob,
+        masked_lm_prob, max_predictions_per_seq, vocab, rng))
   rng.shuffle(instances)
   if not instances:
-    raise ValueError(
-        f"Input files {', '.join(input_files)} yield no training instance.")
+    raise ValueError(f"Input files {', '.join(input_files)} yield no training "
+                     f"instance with vocabulary {vocab_file!r}.")
 
   token_ids = {token: i for i, token in enumerate(vocab)}
   with utils.atomic_path(output_file) as tmp, tf.io.TFRecordWriter(

@@ -163,23 +163,18 @@ def stdlib_documents() -> List[List[str]]:
 
   A module that does not import on this Python is skipped (and logged).
   """
-  documents = []
-  skipped = []
+  documents, skipped = [], []
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     for name in STDLIB_MODULES:
       try:
-        module = importlib.import_module(name)
+        documents.append(module_document(importlib.import_module(name)))
       except ImportError:
         skipped.append(name)
-        continue
-      sentences = module_document(module)
-      if sentences:
-        documents.append(sentences)
   if skipped:
     logging.warning("Standard library modules not importable here, skipped: "
                     "%s", ", ".join(skipped))
-  return documents
+  return [document for document in documents if document]
 
 
 def write_documents(path: str, documents: List[List[str]]) -> None:
