@@ -33,9 +33,6 @@ SEP = "[SEP]"
 MASK = "[MASK]"
 RESERVED_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 
-# Lines of text handed to the basic tokenizer at once while counting words.
-_LEARN_BATCH_SIZE = 1024
-
 
 def load_vocab(path: str) -> List[str]:
   """Reads and validates a WordPiece vocabulary file.
@@ -206,10 +203,9 @@ def learn_vocab(text_lines: Iterable[str],
         f"No text to learn a vocabulary from (for {output_file!r}).")
   logging.info("Learning a WordPiece vocabulary of up to %d tokens from %d "
                "lines.", vocab_size, len(lines))
-  dataset = tf.data.Dataset.from_tensor_slices(
-      tf.constant(lines, dtype=tf.string)).batch(_LEARN_BATCH_SIZE)
+  # Batches of lines go to the basic tokenizer while counting words.
   vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
-      dataset,
+      tf.data.Dataset.from_tensor_slices(lines).batch(1024),
       vocab_size=vocab_size,
       reserved_tokens=list(RESERVED_TOKENS),
       bert_tokenizer_params={"lower_case": lower_case},
