@@ -171,11 +171,11 @@ def learn_vocab(text_lines: Iterable[str],
   reserved tokens [PAD] [UNK] [CLS] [SEP] [MASK] come first ([PAD] = 0;
   wordpiece_tokenizer_learner_lib.py:250), then every single character seen,
   then the learned sub-words by falling count (they include every character
-  as a `##` suffix). The learner searches an
-  integer minimum count (>= 10) whose vocabulary is within 5% below
-  `vocab_size`; the search can end outside that range, so the real size can
-  be well under `vocab_size` on a small corpus and slightly over it when the
-  characters alone nearly fill it. Use `len()` of the result.
+  as a `##` suffix). The learner searches an integer minimum count (>= 10)
+  whose vocabulary is within 5% below `vocab_size`; the search can end
+  outside that range, so the real size can be well under `vocab_size` on a
+  small corpus and slightly over it when the characters alone nearly fill
+  it. Use `len()` of the result.
 
   Args:
     text_lines: Lines of raw text (blank lines are ignored).
