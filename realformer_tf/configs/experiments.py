@@ -84,7 +84,6 @@ def realformer_pretraining() -> cfg.ExperimentConfig:
 # records (`QUICKSTART_DUPE_FACTOR` copies, each masked anew). Dropout 0:
 # the model underfits.
 _QUICKSTART_STEPS = 2500
-_QUICKSTART_LEARNING_RATE = 4e-3
 # Target size of the learned WordPiece vocabulary (the real size is set from
 # the data: ~1k on the stdlib corpus, which has ~250k WordPieces).
 _QUICKSTART_VOCAB_SIZE = 1000
@@ -122,7 +121,7 @@ def realformer_quickstart() -> cfg.ExperimentConfig:
           validation_interval=_QUICKSTART_STEPS // 2,
           validation_steps=-1,
           optimizer_config=recipe.paper_optimizer(
-              learning_rate=_QUICKSTART_LEARNING_RATE, warmup_steps=100,
+              learning_rate=4e-3, warmup_steps=100,
               decay_steps=_QUICKSTART_STEPS)),
       restrictions=list(recipe.DATA_RESTRICTIONS))
 

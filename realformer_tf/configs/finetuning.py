@@ -91,11 +91,10 @@ def load_glue_config(task: str, *config_files: str,
                      params_override: str = "") -> cfg.ExperimentConfig:
   """`realformer/glue` + the task's YAML + more YAMLs + overrides."""
   config = exp_factory.get_exp_config(GLUE)
-  for path in (glue_yaml_path(task),) + tuple(config_files):
-    config = hyperparams.override_params_dict(config, path, is_strict=True)
-  if params_override:
-    config = hyperparams.override_params_dict(config, params_override,
-                                              is_strict=True)
+  for override in (glue_yaml_path(task), *config_files, params_override):
+    if override:  # A YAML path or a params_override string.
+      config = hyperparams.override_params_dict(config, override,
+                                                is_strict=True)
   spec = glue_data.get_task(task)
   if config.task.glue_task != spec.name:
     raise ValueError(f"task.glue_task={config.task.glue_task!r} after the "

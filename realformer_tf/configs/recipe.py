@@ -38,14 +38,13 @@ def paper_optimizer(learning_rate: float = 1e-4,
   Returns:
     An `OptimizationConfig`.
   """
-  optimizer = pretraining_experiments.bert_pretraining(
-  ).trainer.optimizer_config
-  optimizer.override({
+  trainer = pretraining_experiments.bert_pretraining().trainer
+  trainer.optimizer_config.override({
       "learning_rate": {"polynomial": {"initial_learning_rate": learning_rate,
                                        "decay_steps": decay_steps}},
       "warmup": {"polynomial": {"warmup_steps": warmup_steps}},
   })
-  return optimizer
+  return trainer.optimizer_config
 
 
 def train_steps(num_examples: int, epochs: float,

@@ -211,10 +211,6 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   has_header = isinstance(spec.label, str)
   text_columns = [c for c in (spec.text_a, spec.text_b) if c is not None]
   index = {c: c for c in text_columns + [spec.label]}
-  # Rows have exactly the header's columns (GLUE's own reader splits on
-  # every tab with QUOTE_NONE): a tab inside a sentence would shift the
-  # columns and silently pair a fragment with the label. Headerless files
-  # (CoLA) end with their last text column.
   if has_header:
     header = lines[0].rstrip("\r").split("\t")
     missing = [c for c in index if c not in header]
@@ -223,6 +219,10 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
           f"{path}:1: the header lacks column(s) {missing} of the "
           f"{spec.name} format (header: {header}).")
     index = {name: header.index(name) for name in index}
+  # Rows have exactly the header's columns (GLUE's own reader splits on
+  # every tab with QUOTE_NONE): a tab inside a sentence would shift the
+  # columns and silently pair a fragment with the label. Headerless files
+  # (CoLA) end with their last text column.
   width = len(header) if has_header else max(index.values()) + 1
   examples = []
   for line_number in range(int(has_header) + 1, len(lines) + 1):

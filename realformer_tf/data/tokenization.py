@@ -33,9 +33,6 @@ SEP = "[SEP]"
 MASK = "[MASK]"
 RESERVED_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 
-# Lines of text handed to the basic tokenizer at once while counting words.
-_LEARN_BATCH_SIZE = 1024
-
 
 def load_vocab(path: str) -> List[str]:
   """Reads and validates a WordPiece vocabulary file.
@@ -174,11 +171,11 @@ def learn_vocab(text_lines: Iterable[str],
   reserved tokens [PAD] [UNK] [CLS] [SEP] [MASK] come first ([PAD] = 0;
   wordpiece_tokenizer_learner_lib.py:250), then every single character seen,
   then the learned sub-words by falling count (they include every character
-  as a `##` suffix). The learner searches an
-  integer minimum count (>= 10) whose vocabulary is within 5% below
-  `vocab_size`; the search can end outside that range, so the real size can
-  be well under `vocab_size` on a small corpus and slightly over it when the
-  characters alone nearly fill it. Use `len()` of the result.
+  as a `##` suffix). The learner searches an integer minimum count (>= 10)
+  whose vocabulary is within 5% below `vocab_size`; the search can end
+  outside that range, so the real size can be well under `vocab_size` on a
+  small corpus and slightly over it when the characters alone nearly fill
+  it. Use `len()` of the result.
 
   Args:
     text_lines: Lines of raw text (blank lines are ignored).
@@ -206,10 +203,9 @@ def learn_vocab(text_lines: Iterable[str],
         f"No text to learn a vocabulary from (for {output_file!r}).")
   logging.info("Learning a WordPiece vocabulary of up to %d tokens from %d "
                "lines.", vocab_size, len(lines))
-  dataset = tf.data.Dataset.from_tensor_slices(
-      tf.constant(lines, dtype=tf.string)).batch(_LEARN_BATCH_SIZE)
+  # Batches of lines go to the basic tokenizer while counting words.
   vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
-      dataset,
+      tf.data.Dataset.from_tensor_slices(lines).batch(1024),
       vocab_size=vocab_size,
       reserved_tokens=list(RESERVED_TOKENS),
       bert_tokenizer_params={"lower_case": lower_case},
