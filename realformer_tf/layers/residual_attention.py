@@ -133,8 +133,8 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
   Call arguments:
     query: `[batch, from_len, dim]`.
     value: Optional `[batch, to_len, dim]`; None means self-attention
-      (`query`), where Q, K and V come from one matmul: the three kernels
-      are concatenated at call time, so weights keep their names.
+      (`query`), where under XLA Q, K and V come from one matmul: the three
+      kernels are concatenated at call time, so weights keep their names.
     key: Optional `[batch, to_len, dim]`; defaults to `value`.
     attention_mask: Optional `[batch, from_len, to_len]`, 1 = attend.
     prev_scores: Optional `[batch, num_heads, from_len, to_len]` running sum
@@ -269,10 +269,11 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
         use_causal_mask=use_causal_mask and cache is None)
 
     dense = (self._query_dense, self._key_dense, self._value_dense)
-    # The first call builds the three layers (their weights' names); later
-    # ones can read their kernels.
+    # Under XLA only: there the kernels' concat and the output's split fuse
+    # into their neighbours; in TF they are copies (weight-sized buffers).
+    # The first call builds the three layers (their weights' names).
     if (self_attention and self._activity_regularizer is None and
-        all(layer.built for layer in dense)):
+        _in_xla_context() and all(layer.built for layer in dense)):
       query, key, value = self._project_self_attention(query)
     else:
       query = self._query_dense(query)    # [B, T, N, H]
@@ -302,7 +303,7 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     return output, scores
 
   def _project_self_attention(self, inputs):
-    """Q, K and V `[B, T, N, H]` of `inputs` from one einsum.
+    """Q, K and V `[B, T, N, H]` of `inputs` from one einsum (under XLA).
 
     The standard `query`/`key`/`value` kernels and biases are concatenated
     along the head size at call time: one `[dim, N, 2 * key_dim + value_dim]`
