@@ -344,10 +344,8 @@ def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
 def validate_runtime(params: cfg.ExperimentConfig) -> None:
   """`runtime.num_gpus` GPUs are visible, before a strategy is built on them."""
   runtime = params.runtime
-  if runtime.num_gpus and runtime.distribution_strategy in (
-      "mirrored", "one_device"):
-    gpus = tf.config.list_physical_devices("GPU")
-    if runtime.num_gpus > len(gpus):
-      raise ValueError(
-          f"runtime.num_gpus={runtime.num_gpus} but {len(gpus)} GPU(s) are "
-          "visible to TensorFlow.")
+  gpus = len(tf.config.list_physical_devices("GPU"))
+  if (runtime.distribution_strategy in ("mirrored", "one_device") and
+      runtime.num_gpus > gpus):
+    raise ValueError(f"runtime.num_gpus={runtime.num_gpus} but {gpus} GPU(s) "
+                     "are visible to TensorFlow.")

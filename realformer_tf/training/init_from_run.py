@@ -175,12 +175,10 @@ def meta_data_of(record_path: str) -> Optional[Tuple[str, Dict[str, Any]]]:
     try:
       with tf.io.gfile.GFile(meta_path, "r") as f:
         meta = json.load(f)
-    except (ValueError, OSError):
-      continue
-    if isinstance(meta, dict) and name in (
-        {split.get("file") for split in (meta.get("splits") or {}).values()
-         if isinstance(split, dict)} |
-        {squad_files.get(os.path.basename(meta_path))}):
+      listed = {split["file"] for split in (meta.get("splits") or {}).values()}
+    except (ValueError, OSError, AttributeError, KeyError, TypeError):
+      continue  # Not a converter's meta data.
+    if name in listed | {squad_files.get(os.path.basename(meta_path))}:
       return meta_path, meta
   return None
 
@@ -200,7 +198,6 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
     return
   run_sha = tokenization.file_sha256(run_vocab)
   run_size = len(tokenization.load_vocab(run_vocab))
-  checked = []
   for key, data in validation.data_configs(params, mode):
     input_path = getattr(data, "input_path", "")
     if not input_path or input_path == "dummy":
@@ -214,11 +211,7 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
           f"{_describe(run_vocab, run_size, run_sha)}: use "
           f"--params_override={key}.vocab_file={run_vocab}.")
     for path in validation.match_input_files(key, input_path):
-      found = meta_data_of(path)
-      if found is None or found[0] in checked:
-        continue
-      meta_path, meta = found
-      checked.append(meta_path)
+      meta_path, meta = meta_data_of(path) or (None, {})
       sha = meta.get("vocab_sha256")
       if sha and sha != run_sha:
         raise ValueError(
