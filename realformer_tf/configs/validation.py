@@ -27,11 +27,7 @@ from realformer_tf.data import tokenization
 TRAIN_MODES = ("train", "train_and_eval", "train_and_post_eval")
 EVAL_MODES = ("eval", "train_and_eval", "continuous_eval",
               "train_and_post_eval")
-MODES = ("train", "eval", "train_and_eval", "continuous_eval",
-         "train_and_post_eval")
-
-# Masked-LM `input_path` value that makes Model Garden's task fake its data.
-_DUMMY_INPUT = "dummy"
+MODES = TRAIN_MODES + ("eval", "continuous_eval")
 
 
 def data_configs(params: cfg.ExperimentConfig,
@@ -312,9 +308,9 @@ def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
   for key, data in data_configs(params, mode):
     vocab_files.append((f"{key}.vocab_file", getattr(data, "vocab_file", "")))
     input_path = getattr(data, "input_path", None)
-    if input_path == _DUMMY_INPUT or (
+    if input_path == "dummy" or (
         not input_path and getattr(data, "tfds_name", "")):
-      continue  # Faked by the task, or TFDS input resolved by Model Garden.
+      continue  # Faked by the masked-LM task, or TFDS input (Model Garden's).
     files = match_input_files(key, input_path)
     spec = _record_spec(data)
     if spec:

@@ -37,10 +37,6 @@ ARCHITECTURE_FIELDS = (
     "type_vocab_size", "embedding_size", "residual_attention", "norm_first",
     "final_layer_norm", "norm_epsilon")
 
-# Where the fine-tuning tasks' `initialize` finds the encoder.
-_ENCODER_OBJECT = "encoder"
-_NSP_HEAD = "next_sentence"
-
 
 def _run_of(params: cfg.ExperimentConfig):
   """(model dir, config) of the train.py run `task.init_checkpoint` is or lies
@@ -103,8 +99,8 @@ def inherit_encoder(params: cfg.ExperimentConfig,
 
   # GLUE's pooler is `hidden_size` wide: the run's NSP pooler restores into
   # it only when that head was as wide.
-  nsp = {h.name: h.inner_dim
-         for h in getattr(run_config.task.model, "cls_heads", [])}.get(_NSP_HEAD)
+  heads = getattr(run_config.task.model, "cls_heads", [])
+  nsp = {h.name: h.inner_dim for h in heads}.get("next_sentence")
   if getattr(params.task, "init_cls_pooler", False) and nsp != ours.hidden_size:
     why = ("was trained without a next-sentence head" if nsp is None else
            f"has a next-sentence pooler of width {nsp}, not the encoder's "
@@ -147,8 +143,9 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
     encoder = encoders.build_realformer_encoder(encoder_config)
     encoder(utils.dummy_inputs())
     try:
+      # "encoder": where the fine-tuning tasks' `initialize` finds it.
       reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
-          path, encoder, _ENCODER_OBJECT)
+          path, encoder, "encoder")
       # Reads the encoder's weights once: a truncated file fails here, named,
       # instead of inside the restore after params.yaml is written.
       for _, key in pairs:
@@ -158,9 +155,9 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
           f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} does not fit "
           f"task.model.encoder:\n{e}") from None
     except (tf.errors.OpError, IndexError, ValueError) as e:
-      raise ValueError(f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}: cannot read "
-                       f"the encoder of {path!r} ({type(e).__name__}: {e})."
-                      ) from None
+      raise ValueError(
+          f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}: cannot read the "
+          f"encoder of {path!r} ({type(e).__name__}: {e}).") from None
   return path
 
 
