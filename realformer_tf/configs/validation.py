@@ -228,11 +228,6 @@ def _check_schedule(trainer: cfg.TrainerConfig) -> None:
     raise ValueError(
         "trainer.optimizer_config.learning_rate.polynomial.decay_steps is not "
         f"set (usually = trainer.train_steps={trainer.train_steps}).")
-  if (lr.type == "polynomial" and
-      lr.polynomial.decay_steps != trainer.train_steps):
-    logging.warning(
-        "The learning rate decays over %d steps but trainer.train_steps=%d.",
-        lr.polynomial.decay_steps, trainer.train_steps)
 
 
 def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
