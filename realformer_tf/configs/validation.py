@@ -283,8 +283,8 @@ def validate_model(params: cfg.ExperimentConfig) -> None:
 
 
 def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
-  """The checks of `validate_experiment` that need no input file: run before
-  the quickstart builds its data, so a bad value does not rebuild the cache."""
+  """The checks that need no input file: run before the quickstart builds its
+  data, so a bad value does not rebuild the cache."""
   if mode in TRAIN_MODES:
     _check_schedule(params.trainer)
   encoder_key, encoder = _encoder(params)
@@ -293,9 +293,8 @@ def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
 
 
 def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
-  """Checks `params` and the files it names for running `mode` (of `MODES`);
-  raises ValueError on the first problem."""
-  validate_config(params, mode)
+  """Checks the files `params` names for running `mode` (of `MODES`), after
+  `validate_config`; raises ValueError on the first problem."""
   encoder_key, encoder = _encoder(params)
   vocab_size = getattr(encoder, "vocab_size", None)
   vocab_key = f"{encoder_key}.vocab_size"
