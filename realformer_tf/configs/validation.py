@@ -38,7 +38,7 @@ def data_configs(params: cfg.ExperimentConfig,
                               ("validation_data", EVAL_MODES)) if mode in modes]
 
 
-def _encoder(params: cfg.ExperimentConfig):
+def encoder_config(params: cfg.ExperimentConfig):
   """(key, encoder config) of the task's encoder, or (None, None)."""
   encoder = getattr(getattr(params.task, "model", None), "encoder", None)
   if hasattr(encoder, "get") and getattr(encoder, "type", None):
@@ -273,7 +273,7 @@ def validate_field_types(params: cfg.ExperimentConfig) -> None:
 def validate_model(params: cfg.ExperimentConfig) -> None:
   """Runs the encoder config's own `validate` now, not at build time (Model
   Garden's parse checks only `restrictions`); errors name its key."""
-  encoder_key, encoder = _encoder(params)
+  encoder_key, encoder = encoder_config(params)
   if encoder is None:
     return
   try:
@@ -287,7 +287,7 @@ def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
   data, so a bad value does not rebuild the cache."""
   if mode in TRAIN_MODES:
     _check_schedule(params.trainer)
-  encoder_key, encoder = _encoder(params)
+  encoder_key, encoder = encoder_config(params)
   for key, data in data_configs(params, mode):
     _check_lengths(key, data, encoder_key, encoder)
 
@@ -295,7 +295,7 @@ def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
 def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
   """Checks the files `params` names for running `mode` (of `MODES`), after
   `validate_config`; raises ValueError on the first problem."""
-  encoder_key, encoder = _encoder(params)
+  encoder_key, encoder = encoder_config(params)
   vocab_size = getattr(encoder, "vocab_size", None)
   vocab_key = f"{encoder_key}.vocab_size"
   vocab_files = [("task.vocab_file", getattr(params.task, "vocab_file", ""))]

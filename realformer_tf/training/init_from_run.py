@@ -51,8 +51,7 @@ def _run_of(params: cfg.ExperimentConfig):
 
 
 def _encoder_of(config: cfg.ExperimentConfig):
-  encoder = getattr(getattr(config.task, "model", None), "encoder", None)
-  found = encoder.get() if getattr(encoder, "type", None) == "any" else None
+  found = validation.encoder_config(config)[1]
   return found if isinstance(found, encoders.RealFormerEncoderConfig) else None
 
 
