@@ -27,11 +27,7 @@ from realformer_tf.data import tokenization
 TRAIN_MODES = ("train", "train_and_eval", "train_and_post_eval")
 EVAL_MODES = ("eval", "train_and_eval", "continuous_eval",
               "train_and_post_eval")
-MODES = ("train", "eval", "train_and_eval", "continuous_eval",
-         "train_and_post_eval")
-
-# Masked-LM `input_path` value that makes Model Garden's task fake its data.
-_DUMMY_INPUT = "dummy"
+MODES = TRAIN_MODES + ("eval", "continuous_eval")
 
 
 def data_configs(params: cfg.ExperimentConfig,
@@ -42,7 +38,7 @@ def data_configs(params: cfg.ExperimentConfig,
                               ("validation_data", EVAL_MODES)) if mode in modes]
 
 
-def _encoder(params: cfg.ExperimentConfig):
+def encoder_config(params: cfg.ExperimentConfig):
   """(key, encoder config) of the task's encoder, or (None, None)."""
   encoder = getattr(getattr(params.task, "model", None), "encoder", None)
   if hasattr(encoder, "get") and getattr(encoder, "type", None):
@@ -232,11 +228,6 @@ def _check_schedule(trainer: cfg.TrainerConfig) -> None:
     raise ValueError(
         "trainer.optimizer_config.learning_rate.polynomial.decay_steps is not "
         f"set (usually = trainer.train_steps={trainer.train_steps}).")
-  if (lr.type == "polynomial" and
-      lr.polynomial.decay_steps != trainer.train_steps):
-    logging.warning(
-        "The learning rate decays over %d steps but trainer.train_steps=%d.",
-        lr.polynomial.decay_steps, trainer.train_steps)
 
 
 def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
@@ -282,7 +273,7 @@ def validate_field_types(params: cfg.ExperimentConfig) -> None:
 def validate_model(params: cfg.ExperimentConfig) -> None:
   """Runs the encoder config's own `validate` now, not at build time (Model
   Garden's parse checks only `restrictions`); errors name its key."""
-  encoder_key, encoder = _encoder(params)
+  encoder_key, encoder = encoder_config(params)
   if encoder is None:
     return
   try:
@@ -292,29 +283,28 @@ def validate_model(params: cfg.ExperimentConfig) -> None:
 
 
 def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
-  """The checks of `validate_experiment` that need no input file: run before
-  the quickstart builds its data, so a bad value does not rebuild the cache."""
+  """The checks that need no input file: run before the quickstart builds its
+  data, so a bad value does not rebuild the cache."""
   if mode in TRAIN_MODES:
     _check_schedule(params.trainer)
-  encoder_key, encoder = _encoder(params)
+  encoder_key, encoder = encoder_config(params)
   for key, data in data_configs(params, mode):
     _check_lengths(key, data, encoder_key, encoder)
 
 
 def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
-  """Checks `params` and the files it names for running `mode` (of `MODES`);
-  raises ValueError on the first problem."""
-  validate_config(params, mode)
-  encoder_key, encoder = _encoder(params)
+  """Checks the files `params` names for running `mode` (of `MODES`), after
+  `validate_config`; raises ValueError on the first problem."""
+  encoder_key, encoder = encoder_config(params)
   vocab_size = getattr(encoder, "vocab_size", None)
   vocab_key = f"{encoder_key}.vocab_size"
   vocab_files = [("task.vocab_file", getattr(params.task, "vocab_file", ""))]
   for key, data in data_configs(params, mode):
     vocab_files.append((f"{key}.vocab_file", getattr(data, "vocab_file", "")))
     input_path = getattr(data, "input_path", None)
-    if input_path == _DUMMY_INPUT or (
+    if input_path == "dummy" or (
         not input_path and getattr(data, "tfds_name", "")):
-      continue  # Faked by the task, or TFDS input resolved by Model Garden.
+      continue  # Faked by the masked-LM task, or TFDS input (Model Garden's).
     files = match_input_files(key, input_path)
     spec = _record_spec(data)
     if spec:
@@ -344,10 +334,8 @@ def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
 def validate_runtime(params: cfg.ExperimentConfig) -> None:
   """`runtime.num_gpus` GPUs are visible, before a strategy is built on them."""
   runtime = params.runtime
-  if runtime.num_gpus and runtime.distribution_strategy in (
-      "mirrored", "one_device"):
-    gpus = tf.config.list_physical_devices("GPU")
-    if runtime.num_gpus > len(gpus):
-      raise ValueError(
-          f"runtime.num_gpus={runtime.num_gpus} but {len(gpus)} GPU(s) are "
-          "visible to TensorFlow.")
+  gpus = len(tf.config.list_physical_devices("GPU"))
+  if (runtime.distribution_strategy in ("mirrored", "one_device") and
+      runtime.num_gpus > gpus):
+    raise ValueError(f"runtime.num_gpus={runtime.num_gpus} but {gpus} GPU(s) "
+                     "are visible to TensorFlow.")

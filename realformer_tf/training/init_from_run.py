@@ -37,10 +37,6 @@ ARCHITECTURE_FIELDS = (
     "type_vocab_size", "embedding_size", "residual_attention", "norm_first",
     "final_layer_norm", "norm_epsilon")
 
-# Where the fine-tuning tasks' `initialize` finds the encoder.
-_ENCODER_OBJECT = "encoder"
-_NSP_HEAD = "next_sentence"
-
 
 def _run_of(params: cfg.ExperimentConfig):
   """(model dir, config) of the train.py run `task.init_checkpoint` is or lies
@@ -55,8 +51,7 @@ def _run_of(params: cfg.ExperimentConfig):
 
 
 def _encoder_of(config: cfg.ExperimentConfig):
-  encoder = getattr(getattr(config.task, "model", None), "encoder", None)
-  found = encoder.get() if getattr(encoder, "type", None) == "any" else None
+  found = validation.encoder_config(config)[1]
   return found if isinstance(found, encoders.RealFormerEncoderConfig) else None
 
 
@@ -103,8 +98,8 @@ def inherit_encoder(params: cfg.ExperimentConfig,
 
   # GLUE's pooler is `hidden_size` wide: the run's NSP pooler restores into
   # it only when that head was as wide.
-  nsp = {h.name: h.inner_dim
-         for h in getattr(run_config.task.model, "cls_heads", [])}.get(_NSP_HEAD)
+  heads = getattr(run_config.task.model, "cls_heads", [])
+  nsp = {h.name: h.inner_dim for h in heads}.get("next_sentence")
   if getattr(params.task, "init_cls_pooler", False) and nsp != ours.hidden_size:
     why = ("was trained without a next-sentence head" if nsp is None else
            f"has a next-sentence pooler of width {nsp}, not the encoder's "
@@ -147,8 +142,9 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
     encoder = encoders.build_realformer_encoder(encoder_config)
     encoder(utils.dummy_inputs())
     try:
+      # "encoder": where the fine-tuning tasks' `initialize` finds it.
       reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
-          path, encoder, _ENCODER_OBJECT)
+          path, encoder, "encoder")
       # Reads the encoder's weights once: a truncated file fails here, named,
       # instead of inside the restore after params.yaml is written.
       for _, key in pairs:
@@ -158,9 +154,9 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
           f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} does not fit "
           f"task.model.encoder:\n{e}") from None
     except (tf.errors.OpError, IndexError, ValueError) as e:
-      raise ValueError(f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}: cannot read "
-                       f"the encoder of {path!r} ({type(e).__name__}: {e})."
-                      ) from None
+      raise ValueError(
+          f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}: cannot read the "
+          f"encoder of {path!r} ({type(e).__name__}: {e}).") from None
   return path
 
 
@@ -175,12 +171,10 @@ def meta_data_of(record_path: str) -> Optional[Tuple[str, Dict[str, Any]]]:
     try:
       with tf.io.gfile.GFile(meta_path, "r") as f:
         meta = json.load(f)
-    except (ValueError, OSError):
-      continue
-    if isinstance(meta, dict) and name in (
-        {split.get("file") for split in (meta.get("splits") or {}).values()
-         if isinstance(split, dict)} |
-        {squad_files.get(os.path.basename(meta_path))}):
+      listed = {split["file"] for split in (meta.get("splits") or {}).values()}
+    except (ValueError, OSError, AttributeError, KeyError, TypeError):
+      continue  # Not a converter's meta data.
+    if name in listed | {squad_files.get(os.path.basename(meta_path))}:
       return meta_path, meta
   return None
 
@@ -200,7 +194,6 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
     return
   run_sha = tokenization.file_sha256(run_vocab)
   run_size = len(tokenization.load_vocab(run_vocab))
-  checked = []
   for key, data in validation.data_configs(params, mode):
     input_path = getattr(data, "input_path", "")
     if not input_path or input_path == "dummy":
@@ -214,11 +207,7 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
           f"{_describe(run_vocab, run_size, run_sha)}: use "
           f"--params_override={key}.vocab_file={run_vocab}.")
     for path in validation.match_input_files(key, input_path):
-      found = meta_data_of(path)
-      if found is None or found[0] in checked:
-        continue
-      meta_path, meta = found
-      checked.append(meta_path)
+      meta_path, meta = meta_data_of(path) or (None, {})
       sha = meta.get("vocab_sha256")
       if sha and sha != run_sha:
         raise ValueError(

@@ -31,7 +31,7 @@ def dotted_keys(overrides: Mapping[str, Any], prefix: str = "") -> list:
 
 def explicit_keys(sources: Sequence[Tuple[str, Mapping[str, Any]]]
                  ) -> ExplicitKeys:
-  """Which source set each key last, from `(source name, overrides)` in order."""
+  """Which source set each key last, from `(source name, overrides)`s."""
   result = {}
   for index, (name, overrides) in enumerate(sources):
     for key in dotted_keys(overrides):

@@ -112,7 +112,6 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
     run_config = config.replace()
     recipe.apply_paper_schedule(run_config, train_size, e, lr)
     run_config.task.train_data.seed = seed
-    run_config.validate()
     model_dir = os.path.join(model_dir_root, glue_data.get_task(task).name,
                              f"ep{e:g}_lr{lr:g}", f"seed{seed}")
     runs.append(RunSpec(task=task, epochs=e, learning_rate=lr, seed=seed,

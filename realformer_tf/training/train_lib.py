@@ -61,10 +61,14 @@ class ExperimentParser(train_utils.ExperimentParser):
     super().__init__(flags_obj)
     self.sources = []
 
-  def _override(self, params, source: str, read, value: str):
-    """`params.override(read(value), is_strict=True)` naming `source`."""
+  def _override(self, params, source: str, value: str):
+    """`params.override` with `value` read as Model Garden reads config files
+    and --params_override (a YAML file, a YAML/JSON string or "a.b=1,c=2"),
+    errors naming `source`."""
     try:
-      overrides = read(value).as_dict()
+      # Into an empty non-strict ParamsDict first: the nested dict.
+      overrides = hyperparams.override_params_dict(
+          hyperparams.ParamsDict(), value, is_strict=False).as_dict()
       params.override(overrides, is_strict=True)
     except tf.errors.NotFoundError:
       raise ValueError(f"{source}: file not found.") from None
@@ -89,18 +93,13 @@ class ExperimentParser(train_utils.ExperimentParser):
 
   def parse_config_file(self, params):
     for path in self._flags_obj.config_file or []:
-      self._override(params, f"--config_file={path}",
-                     hyperparams.read_yaml_to_params_dict, path)
+      self._override(params, f"--config_file={path}", path)
     return params
 
   def parse_params_override(self, params):
     value = self._flags_obj.params_override
     if value:
-      # Model Garden's own parsing ("a.b=1,c=2", a YAML/JSON string or a YAML
-      # file), into an empty non-strict ParamsDict to get the nested dict.
-      self._override(params, f"--params_override={value}", functools.partial(
-          hyperparams.override_params_dict, hyperparams.ParamsDict(),
-          is_strict=False), value)
+      self._override(params, f"--params_override={value}", value)
     return params
 
 
@@ -274,14 +273,6 @@ def clean_stale_temps(model_dir: str) -> List[str]:
   return removed
 
 
-def _read_final_eval(model_dir: str) -> Optional[Dict[str, Any]]:
-  path = os.path.join(model_dir, FINAL_EVAL_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  with tf.io.gfile.GFile(path) as f:
-    return json.load(f)
-
-
 def checkpoint_step(path: str) -> int:
   """Global step of a checkpoint (or of a model dir's newest readable one)."""
   return int(train_utils.read_global_step_from_checkpoint(
@@ -319,7 +310,11 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   completed = (mode in validation.TRAIN_MODES and
                start_step >= params.trainer.train_steps)
   if completed:
-    record = _read_final_eval(model_dir)
+    try:
+      with tf.io.gfile.GFile(os.path.join(model_dir, FINAL_EVAL_FILE)) as f:
+        record = json.load(f)
+    except tf.errors.NotFoundError:
+      record = None
     if mode == "train" or (record and record.get("step") == start_step):
       _log(f"{model_dir} is already complete at step {start_step} "
            f"(trainer.train_steps={params.trainer.train_steps}): nothing to "
