@@ -5,25 +5,20 @@ r"""Exports a trained RealFormer run (any head) as a SavedModel for serving.
       [--vocab_file=vocab.txt] [--max_seq_length=128] \
       [--return_attention=none|scores|probs]
 
-The model is rebuilt from `model_dir/params.yaml` through the registered
-experiment named in `task.name` (`realformer_tf.configs.registry.
-load_experiment_config`; Model Garden's `export_savedmodel.py` rebuilds configs
-from YAML alone and loses the `type: any` encoder builder), the task's own
-`build_model()` makes the Keras model, and the latest checkpoint of
-`model_dir` (or `--checkpoint_path`) is restored from the object graph Model
-Garden's trainer writes (`model=`, `optimizer=`, `global_step=`, ...): every
-model variable must be in it; optimizer slots and the rest are skipped.
-Everything (config, checkpoint, vocabulary, lengths) is checked before
-anything is written; the SavedModel is written next to `--export_dir` and
-renamed into place.
-
-Heads: one class per head in `serving_modules` (pre-training MLM/NSP, GLUE,
-SQuAD), each with `serving_default`, `serve_examples`, and unless
-`--noserve_text`, the text signatures (`serve_text`, `preprocess_text`; they
-need tensorflow-text ops and use the run's vocabulary, a SavedModel asset).
+The config comes from `model_dir/params.yaml` through the registered
+experiment named in `task.name` (`registry.load_experiment_config`; Model
+Garden's `export_savedmodel.py` rebuilds configs from YAML alone and loses the
+`type: any` encoder builder); the task's `build_model()` makes the model and
+the run's checkpoint restores it. Everything (config, checkpoint, vocabulary,
+lengths) is checked before anything is written; the SavedModel is written
+next to `--export_dir` and renamed into place. The head's class in
+`serving_modules` gives `serving_default`, `serve_examples` and, unless
+`--noserve_text`, the text signatures (tensorflow-text ops; the run's
+vocabulary becomes a SavedModel asset).
 """
 
 import dataclasses
+import inspect
 import json
 import os
 import tempfile
@@ -43,7 +38,6 @@ from realformer_tf import utils
 from realformer_tf.configs import registry
 from realformer_tf.data import tokenization
 from realformer_tf.serving import serving_modules
-from realformer_tf.serving import text_processing
 
 # One class per head: its task config, options, vocabulary and signatures.
 HEADS = (serving_modules.MaskedLMServing,
@@ -247,15 +241,13 @@ def export_model(model_dir: str,
 
   function_keys = dict(_ID_FUNCTIONS)
   with tempfile.TemporaryDirectory(prefix="realformer_export_") as staging:
-    packer = None
+    asset_path = None
     if vocab:
       # The validated tokens, one per line (no "\r"), become the asset.
       asset_path = os.path.join(staging, VOCAB_ASSET_NAME)
       utils.write_lines_atomically(asset_path, vocab)
-      packer = text_processing.BertTextPacker(asset_path, lower_case,
-                                              options.max_seq_length)
-    module = head(model, options, packer)
-    if packer:
+    module = head(model, options, asset_path, lower_case)
+    if vocab:
       function_keys.update({k: k for k in module.TEXT_SIGNATURES})
     write_saved_model(module, function_keys, export_dir)
   return ExportResult(
@@ -317,13 +309,9 @@ def main_of(export_fn):
   return main
 
 
-main = main_of(lambda f: dataclasses.asdict(export_model(
-    model_dir=f.model_dir, export_dir=f.export_dir,
-    checkpoint_path=f.checkpoint_path, vocab_file=f.vocab_file,
-    lower_case=f.lower_case, max_seq_length=f.max_seq_length,
-    return_attention=f.return_attention,
-    null_score_diff_threshold=f.null_score_diff_threshold, top_k=f.top_k,
-    serve_text=f.serve_text, overwrite=f.overwrite)))
+main = main_of(lambda f: dataclasses.asdict(export_model(**{
+    name: f[name].value
+    for name in inspect.signature(export_model).parameters})))
 
 
 if __name__ == "__main__":

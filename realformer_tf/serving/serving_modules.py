@@ -4,28 +4,15 @@
 subclass `official.nlp.serving.serving_modules.{MaskedLM, SentencePrediction,
 QuestionAnswering}` (so `export_savedmodel_util.export` saves them and Model
 Garden's `get_inference_signatures` builds `serve` and `serve_examples`). Each
-class is the whole head: the task config it serves (`TASK_CONFIG`), its
-options read from a run's config (`options_from_config`), where the run
-records its vocabulary (`recorded_vocab`) and its signatures. They change or
-add only what Model Garden lacks or gets wrong:
-
-* `serve` (signature `serving_default`) checks its inputs in the graph
-  (`tf.debugging` asserts: shapes, lengths, id ranges, a 0/1 mask, masked
-  positions) and returns all heads' outputs: MLM logits *and* NSP logits
-  (Model Garden's MaskedLM returns only the NSP logits), class probabilities
-  or the STS-B score, span logits.
-* `serve_examples` parses this project's records at any length up to the
-  model's maximum (Model Garden needs a fixed `parse_sequence_length`), feeds
-  `segment_ids` as type ids (Model Garden's `MaskedLM.serve_examples`,
-  serving_modules.py:237, feeds the *word* ids) and rejects a string that is
-  not a `tf.Example` with an error naming `examples`.
-* `serve_text` / `preprocess_text`: raw strings, tokenized and packed in the
-  graph (`text_processing.BertTextPacker`); Model Garden's text path
-  (`serve_text_examples`) only reads text from serialized `tf.Example`s, has no
-  [MASK] handling and no SQuAD windows or answer extraction.
-* Optional attention output (`ServingOptions.return_attention`): every layer's
-  pre-softmax residual scores or softmax probabilities, `[batch, layers,
-  heads, seq, seq]`.
+class is the whole head: its task config, options, recorded vocabulary and
+signatures. They change or add only what Model Garden lacks or gets wrong:
+`serve` checks its inputs in the graph and returns all heads' outputs (Model
+Garden's MaskedLM returns only the NSP logits) and optionally every layer's
+attention; `serve_examples` parses this project's records at any length (see
+there); `serve_text` / `preprocess_text` take raw strings, tokenized and
+packed in the graph (`text_processing.BertTextPacker`): Model Garden's
+`serve_text_examples` only reads text from serialized `tf.Example`s, has no
+[MASK] handling and no SQuAD windows or answer extraction.
 """
 
 import abc
@@ -123,9 +110,8 @@ def _with_checks(tensors: Mapping[str, tf.Tensor],
 class _RealFormerServingMixin(metaclass=abc.ABCMeta):
   """One head: its config, options, input checks, model call and signatures.
 
-  Subclasses set `HEAD`, `TASK_CONFIG`, `VOCAB_RECORD`, `TEXT_SIGNATURES`,
-  implement `_head_outputs`, and may override `options_from_config` and
-  `recorded_vocab`.
+  Subclasses set `HEAD`, `TASK_CONFIG`, `VOCAB_RECORD`, `TEXT_SIGNATURES` and
+  implement the abstract methods.
   """
 
   HEAD = ""  # The head's name in `ExportResult.head`.
@@ -138,31 +124,28 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
   PARAMS: Dict[str, Any] = dict(use_v2_feature_names=False)
 
   def __init__(self, model: tf_keras.Model, options: ServingOptions,
-               packer: Optional[text_processing.BertTextPacker] = None):
+               vocab_file: Optional[str] = None, lower_case: bool = True):
+    """`vocab_file` (a validated vocabulary): the text signatures' packer."""
     super().__init__(self.Params(**self.PARAMS), model)
     options.validate()
     self.options = options
-    if packer is not None and packer.max_seq_length != options.max_seq_length:
-      raise ValueError(f"packer.max_seq_length={packer.max_seq_length} != "
-                       f"options.max_seq_length={options.max_seq_length}.")
-    self.packer = packer
+    self.packer = text_processing.BertTextPacker(
+        vocab_file, lower_case, options.max_seq_length) if vocab_file else None
     self.attention_key = _ATTENTION_KEYS.get(options.return_attention)
     self.serving_model = self._build_serving_model()
 
   @classmethod
+  @abc.abstractmethod
   def options_from_config(cls, task: cfg.TaskConfig, common: Dict[str, Any],
                           top_k: int, null_score_diff_threshold: Optional[float]
                           ) -> ServingOptions:
     """The head's options: `common` (`ServingOptions`' fields) + the task's."""
-    del task, top_k, null_score_diff_threshold  # Used by some heads.
-    return ServingOptions(**common)
 
   @classmethod
+  @abc.abstractmethod
   def recorded_vocab(cls, task: cfg.TaskConfig
                      ) -> Tuple[Optional[str], Optional[bool], str]:
     """(vocabulary, lower_case, where recorded) of a run; None if not known."""
-    del task
-    return None, None, ""
 
   def _build_serving_model(self) -> tf_keras.Model:
     """The model, plus the encoder's attention output when requested.
@@ -199,6 +182,7 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
                                                   "input_type_ids")]
     with tf.control_dependencies(checks):  # Before indexing the shape.
       seq_length = tf.shape(word_ids)[1]
+    mask = features["input_mask"]
     checks += [
         tf.debugging.assert_positive(
             seq_length, message=prefix + "the sequence length must be >= 1"),
@@ -207,34 +191,25 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
             message=prefix + "the sequence length exceeds the maximum of the "
             f"model, {o.max_position_embeddings} tokens "
             "(max_position_embeddings); truncate the input as in training"),
-        tf.debugging.Assert(
-            tf.reduce_all((features["input_mask"] == 0)
-                          | (features["input_mask"] == 1)),
-            [prefix + "input_mask values must be 0 or 1"]),
+        tf.debugging.Assert(tf.reduce_all((mask == 0) | (mask == 1)),
+                            [prefix + "input_mask values must be 0 or 1"]),
     ]
-    for name, limit, size in (("input_word_ids", "vocab_size", o.vocab_size),
-                              ("input_type_ids", "type_vocab_size",
-                               o.type_vocab_size)):
+    bounds = [("input_word_ids", o.vocab_size, f"vocab_size={o.vocab_size}"),
+              ("input_type_ids", o.type_vocab_size,
+               f"type_vocab_size={o.type_vocab_size}")]
+    if "masked_lm_positions" in features:
+      checks.append(tf.debugging.assert_equal(
+          tf.shape(features["masked_lm_positions"])[0], tf.shape(word_ids)[0],
+          message=prefix + "masked_lm_positions and input_word_ids must have "
+          "the same batch size"))
+      bounds.append(("masked_lm_positions", seq_length, "the sequence length"))
+    for name, bound, limit in bounds:
       checks += [
           tf.debugging.assert_non_negative(
               features[name], message=prefix + f"{name} must be >= 0"),
           tf.debugging.assert_less(
-              features[name], size,
-              message=prefix + f"{name} must be < {limit}={size}")]
-    positions = features.get("masked_lm_positions")
-    if positions is not None:
-      checks += [
-          tf.debugging.assert_equal(
-              tf.shape(positions)[0], tf.shape(word_ids)[0],
-              message=prefix + "masked_lm_positions and input_word_ids must "
-              "have the same batch size"),
-          tf.debugging.assert_non_negative(
-              positions, message=prefix + "masked_lm_positions must be >= 0"),
-          tf.debugging.assert_less(
-              positions, seq_length,
-              message=prefix + "masked_lm_positions must be < the sequence "
-              "length"),
-      ]
+              features[name], bound,
+              message=prefix + f"{name} must be < {limit}")]
     return _with_checks(features, checks)
 
   def _outputs(self, features: Mapping[str, tf.Tensor],
@@ -267,13 +242,16 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
   def serve_examples(self, inputs) -> Dict[str, tf.Tensor]:
     """`serve` on serialized `tf.Example`s of this project's records.
 
-    Int64 features of any length up to the model's maximum, each parsed once
-    and zero-padded to the longest of the batch (mask 0). A string that does
-    not parse, or an example whose features differ in length, is an error:
-    `tf.io.parse_example` has no per-record status and its own error quotes
-    the raw bytes, which TensorFlow's Python client fails to decode
-    (`UnicodeDecodeError`), so each record is parsed in a `tf.data` pipeline
-    that drops failures, and the missing batch positions are reported.
+    `segment_ids` are the type ids (Model Garden's `MaskedLM.serve_examples`,
+    serving_modules.py:237, feeds the word ids). Int64 features of any length
+    up to the model's maximum (Model Garden needs a fixed
+    `parse_sequence_length`), each record parsed once and zero-padded to the
+    longest of the batch (mask 0). A string that does not parse, or an example
+    whose features differ in length, is an error: `tf.io.parse_example` has
+    no per-record status and its own error quotes the raw bytes, which
+    TensorFlow's Python client fails to decode (`UnicodeDecodeError`), so each
+    record is parsed in a `tf.data` pipeline that drops failures, and the
+    missing batch positions are reported.
     """
     names = {"input_word_ids": self.input_word_ids_field,
              "input_mask": "input_mask",
@@ -314,16 +292,23 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
         _with_checks({k: tf.cast(parsed[f], tf.int32)
                       for k, f in names.items()}, checks), "serve_examples")
 
-  def _pack_texts(self, texts: Sequence[tf.Tensor], names: Sequence[str],
-                  tokenize) -> Tuple[Dict[str, tf.Tensor],
-                                     Sequence[tf.RaggedTensor]]:
-    """`tokenize`d, packed and checked texts, and their tokens."""
-    checks = [text_processing.assert_same_batch(
-        texts[0], texts[1], names[0], names[1])] if len(texts) == 2 else []
+  def _pack_texts(self, tokenize, text=None, text_a=None, text_b=None
+                  ) -> Tuple[Dict[str, tf.Tensor], Sequence[tf.RaggedTensor],
+                             Sequence[str]]:
+    """`tokenize`d, packed and checked `text` or pair `text_a`, `text_b`.
+
+    Returns:
+      (features, tokens of each text, input name of each text).
+    """
+    if text_b is None:
+      texts, names, checks = [text], ["text"], []
+    else:
+      texts, names = [text_a, text_b], ["text_a", "text_b"]
+      checks = [text_processing.assert_same_batch(text_a, text_b, *names)]
     with tf.control_dependencies(checks):
       tokens = [tokenize(t) for t in texts]
     features, checks = self.packer.pack(tokens, names)
-    return _with_checks(features, checks), tokens
+    return _with_checks(features, checks), tokens, names
 
   def get_inference_signatures(self, function_keys: Dict[Text, Text]):
     """Model Garden's `serve` / `serve_examples` signatures plus text ones."""
@@ -374,11 +359,11 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
              input_type_ids=input_type_ids,
              masked_lm_positions=masked_lm_positions), "serving_default")
 
-  def _pack_masked(self, segments: Sequence[tf.Tensor],
-                   names: Sequence[str]) -> Dict[str, tf.Tensor]:
+  def _pack_masked(self, text=None, text_a=None, text_b=None
+                   ) -> Dict[str, tf.Tensor]:
     """Packed texts and their [MASK] positions; every [MASK] must fit."""
-    features, tokens = self._pack_texts(segments, names,
-                                        self.packer.tokenize_with_masks)
+    features, tokens, names = self._pack_texts(
+        self.packer.tokenize_with_masks, text, text_a, text_b)
     is_mask = tf.equal(features["input_word_ids"], self.packer.mask_id)
     checks = []
     for segment, (segment_tokens, name) in enumerate(zip(tokens, names)):
@@ -396,10 +381,9 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
            "; shorten the text so that every [MASK] is kept."],
           name=f"check_{name}_masks_kept"))
     features = _with_checks(features, checks)
-    found = tf.where(is_mask)  # row-major: positions ascending per row
-    batch = tf.shape(features["input_word_ids"], out_type=tf.int64)[0]
-    positions = tf.RaggedTensor.from_value_rowids(
-        tf.cast(found[:, 1], tf.int32), found[:, 0], nrows=batch)
+    positions = tf.ragged.boolean_mask(  # Ascending in each row.
+        tf.zeros_like(features["input_word_ids"])
+        + tf.range(self.packer.max_seq_length), is_mask)
     features["masked_lm_positions"] = positions.to_tensor(default_value=0)
     features["masked_lm_weights"] = tf.ones_like(
         positions, dtype=tf.float32).to_tensor(default_value=0.0)
@@ -416,9 +400,7 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
     error. `text_a` and `text_b` (signature `serve_text_pair`) are packed as
     `[CLS] a [SEP] b [SEP]`, where the NSP logits are meaningful.
     """
-    names = ["text"] if text_b is None else ["text_a", "text_b"]
-    features = self._pack_masked([text] if text_b is None else
-                                 [text_a, text_b], names)
+    features = self._pack_masked(text, text_a, text_b)
     weights = features.pop("masked_lm_weights")
     result = self._outputs(features, "serve_text")
     log_probs = tf.nn.log_softmax(result["mlm_logits"], axis=-1)
@@ -435,7 +417,7 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
   @tf.function
   def preprocess_text(self, text) -> Dict[str, tf.Tensor]:
     """The model inputs `serve_text` builds from `text`."""
-    return self._pack_masked([text], ["text"])
+    return self._pack_masked(text)
 
 
 class SentencePredictionServing(_RealFormerServingMixin,
@@ -491,22 +473,18 @@ class SentencePredictionServing(_RealFormerServingMixin,
     inputs = ("text_a", "text_b") if self.options.text_pair else ("text",)
     return {key: (key, inputs) for key in ("serve_text", "preprocess_text")}
 
-  def _pack(self, text, text_a, text_b) -> Dict[str, tf.Tensor]:
-    texts, names = (([text], ["text"]) if text_b is None else
-                    ([text_a, text_b], ["text_a", "text_b"]))
-    return self._pack_texts(texts, names, self.packer.tokenize)[0]
-
   @tf.function
   def serve_text(self, text=None, text_a=None, text_b=None
                  ) -> Dict[str, tf.Tensor]:
     """`serve` on `text`, or on the pair `text_a`, `text_b`."""
-    return self._outputs(self._pack(text, text_a, text_b), "serve_text")
+    return self._outputs(self._pack_texts(
+        self.packer.tokenize, text, text_a, text_b)[0], "serve_text")
 
   @tf.function
   def preprocess_text(self, text=None, text_a=None, text_b=None
                       ) -> Dict[str, tf.Tensor]:
     """The model inputs `serve_text` builds."""
-    return self._pack(text, text_a, text_b)
+    return self._pack_texts(self.packer.tokenize, text, text_a, text_b)[0]
 
 
 class QuestionAnsweringServing(_RealFormerServingMixin,
@@ -542,16 +520,13 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
             "end_logits": tf.cast(end_logits, tf.float32)}
 
   def _windows(self, question, context):
-    checks = [text_processing.assert_same_batch(
-        question, context, "question", "context")]
-    with tf.control_dependencies(checks):
+    with tf.control_dependencies([text_processing.assert_same_batch(
+        question, context, "question", "context")]):
       question_ids = self.packer.tokenize(question)
       context_tokens = self.packer.tokenize_context(context)
-    checks = [
+    with tf.control_dependencies([
         text_processing.assert_has_tokens(question_ids, "question"),
-        text_processing.assert_has_tokens(context_tokens["ids"], "context"),
-    ]
-    with tf.control_dependencies(checks):
+        text_processing.assert_has_tokens(context_tokens["ids"], "context")]):
       windows = self.packer.squad_windows(
           question_ids, context_tokens["ids"], self.options.max_query_length,
           self.options.doc_stride)
@@ -663,17 +638,17 @@ def best_answers(options: QuestionAnsweringOptions,
 
   text, byte_start, byte_end = _answer_text(context_tokens, token_start,
                                             token_end)
-  no = tf.constant(-1, tf.int64)
+
+  def or_minus_one(index):  # -1 for no answer.
+    return tf.cast(tf.where(has_answer, index, tf.constant(-1, tf.int64)),
+                   tf.int32)
+
   result = {
       "answer_text": tf.where(has_answer, text, ""),
-      "answer_start_token": tf.cast(tf.where(has_answer, token_start, no),
-                                    tf.int32),
-      "answer_end_token": tf.cast(tf.where(has_answer, token_end, no),
-                                  tf.int32),
-      "answer_start_byte": tf.cast(tf.where(has_answer, byte_start, no),
-                                   tf.int32),
-      "answer_end_byte": tf.cast(tf.where(has_answer, byte_end, no),
-                                 tf.int32),
+      "answer_start_token": or_minus_one(token_start),
+      "answer_end_token": or_minus_one(token_end),
+      "answer_start_byte": or_minus_one(byte_start),
+      "answer_end_byte": or_minus_one(byte_end),
       "has_answer": has_answer,
       "span_score": tf.cast(best_score, tf.float32),
       "num_windows": tf.cast(num_windows, tf.int32),

@@ -1,19 +1,12 @@
 """In-graph text preprocessing for the exported signatures (tensorflow-text).
 
-Everything here runs inside the SavedModel, so a client sends raw UTF-8 text.
-The ids are the ones the training data code produces for the same text: the
-tokenizer is `tokenization.make_tokenizer`'s (its table read from the
-vocabulary file, a SavedModel asset `assets/vocab.txt`, not a graph constant)
-and packing is `tokenization.pack_inputs`, as for the GLUE records.
-Pre-training records were truncated from a random end
-(`pretraining_data.truncate_seq_pair`), which a server cannot reproduce;
-serving cuts from the end.
-
-SQuAD: `squad_windows` rebuilds Model Garden's `squad_lib` features: the
-question cut to `max_query_length` tokens, the context split on squad_lib's
-whitespace and tokenized word by word, then cut into windows of
-`max_seq_length - len(question) - 3` tokens every `min(window, doc_stride)`
-tokens, with the "max context" flag of each token.
+A client sends raw UTF-8 text; the ids are the ones the training data code
+produces for it: `tokenization.make_tokenizer`'s tokenizer (its table read
+from the vocabulary file, a SavedModel asset, not a graph constant) and
+`tokenization.pack_inputs`, as for the GLUE records. Pre-training records were
+truncated from a random end (`pretraining_data.truncate_seq_pair`), which a
+server cannot reproduce; serving cuts from the end. SQuAD: `tokenize_context`
+and `squad_windows` rebuild `squad_lib`'s doc-stride features.
 """
 
 from typing import Dict, List, Sequence, Tuple
