@@ -166,6 +166,13 @@ def test_bad_quickstart_config_fails_before_its_data_is_built(tmp_path):
                      r"exceeds .*max_position_embeddings=64"):
     train_lib.prepare_and_validate(params, "train", str(model_dir))
   assert not model_dir.exists()  # No data cache built (or overwritten).
+  params = experiments.realformer_quickstart()
+  params.override({"task": {"validation_data": {"seq_length": 16}}})
+  with pytest.raises(ValueError, match=r"one set of records, but "
+                     r"task.train_data.seq_length=32 != "
+                     r"task.validation_data.seq_length=16"):
+    train_lib.prepare_and_validate(params, "train", str(model_dir))
+  assert not model_dir.exists()
 
 
 def test_unknown_experiment_from_the_command_line(tmp_path):

@@ -233,27 +233,30 @@ def _check_schedule(trainer: cfg.TrainerConfig) -> None:
 def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
   for field in dataclasses.fields(config):
     value, key = getattr(config, field.name, None), prefix + field.name
+    expected = field.type
+    if typing.get_origin(expected) is typing.Union:  # Optional[int] etc.
+      args = [a for a in typing.get_args(expected) if a is not type(None)]
+      expected = args[0] if len(args) == 1 else None
+    article = "an" if expected is int else "a"
     if isinstance(value, hyperparams.OneOfConfig):  # Its chosen branch only.
       key, value = f"{key}.{value.type}", value.get()
     if isinstance(value, hyperparams.Config):
-      yield from _type_errors(value, key + ".")
+      if expected in (int, float, bool, str):  # e.g. `train_steps.x=1`
+        yield (f"{key} must be {article} {expected.__name__}, not the "
+               f"mapping {value.as_dict()}")
+      else:
+        yield from _type_errors(value, key + ".")
     elif isinstance(value, (list, tuple)):
       for i, item in enumerate(value):
         if isinstance(item, hyperparams.Config):
           yield from _type_errors(item, f"{key}[{i}].")
-    elif value is not None:
-      expected = field.type
-      if typing.get_origin(expected) is typing.Union:  # Optional[int] etc.
-        args = [a for a in typing.get_args(expected) if a is not type(None)]
-        expected = args[0] if len(args) == 1 else None
-      if expected not in (int, float, bool):
-        continue
+    elif value is not None and expected in (int, float, bool):
       ok = (isinstance(value, bool) if expected is bool else
             isinstance(value, (int, float) if expected is float else int) and
             not isinstance(value, bool))
       if not ok:
-        yield (f"{key}={value!r} must be {'an' if expected is int else 'a'} "
-               f"{expected.__name__}, not {type(value).__name__}")
+        yield (f"{key}={value!r} must be {article} {expected.__name__}, not "
+               f"{type(value).__name__}")
 
 
 def validate_field_types(params: cfg.ExperimentConfig) -> None:

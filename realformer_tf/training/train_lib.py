@@ -157,8 +157,13 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
         f"{name}: set both {' and '.join(paths)} (your own records, without "
         "--quickstart_input_files) or neither (records built in "
         f"model_dir/data); got {paths}.")
-  # The validation data's shapes are checked against the built records (one
-  # set, the train data's) by validation.validate_experiment.
+  for key in ("seq_length", "max_predictions_per_seq"):  # Before any write.
+    train_value, eval_value = (getattr(task.train_data, key),
+                               getattr(task.validation_data, key))
+    if train_value != eval_value:
+      raise ValueError(
+          f"{name} builds one set of records, but task.train_data.{key}="
+          f"{train_value} != task.validation_data.{key}={eval_value}.")
   encoder = task.model.encoder.get()
   data = quickstart_corpus.prepare_quickstart_data(
       os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR),

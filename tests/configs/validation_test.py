@@ -150,6 +150,8 @@ def test_truncated_record_file_is_named(tmp_path):
      ["task.train_data.global_batch_size=True must be an int, not bool"]),
     ({"trainer": {"loss_upper_bound": "big"}},
      ["trainer.loss_upper_bound='big' must be a float, not str"]),
+    ({"trainer": {"train_steps": {"x": 1}}},  # --params_override=...x=1
+     ["trainer.train_steps must be an int, not the mapping {'x': 1}"]),
 ])
 def test_mistyped_fields_are_named(overrides, fragments):
   params = exp_factory.get_exp_config("realformer/quickstart")
