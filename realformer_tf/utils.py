@@ -78,6 +78,23 @@ def _readable(prefix: str) -> Optional[str]:
   return None
 
 
+def restore_checkpoint(model: tf.Module, checkpoint: str) -> None:
+  """Restores `model` (all its variables) from a trainer checkpoint.
+
+  Raises:
+    ValueError: If the checkpoint is unreadable or lacks model variables.
+  """
+  try:
+    # As export_base.export: the optimizer and the rest are left over.
+    tf.train.Checkpoint(model=model).read(
+        checkpoint).assert_existing_objects_matched().expect_partial()
+  except (AssertionError, tf.errors.OpError, ValueError) as e:
+    raise ValueError(
+        f"Checkpoint {checkpoint!r} does not hold the variables of the model "
+        "built from params.yaml (was it written by another run or "
+        f"experiment?): {e}") from e
+
+
 def resolve_checkpoint(path: str, what: str) -> str:
   """A readable checkpoint prefix from a prefix or a directory.
 

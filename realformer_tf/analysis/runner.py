@@ -34,7 +34,6 @@ from realformer_tf.analysis import stats
 from realformer_tf.configs import registry
 from realformer_tf.data import tokenization
 from realformer_tf.networks import realformer_encoder
-from realformer_tf.serving import export
 
 _LOG_EVERY_BATCHES = 50
 
@@ -78,7 +77,7 @@ def load_model(model_dir: str) -> LoadedModel:
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   model = task.build_model()
   checkpoint = utils.resolve_checkpoint(model_dir, "--model_dir")
-  export.restore_checkpoint(model, checkpoint)
+  utils.restore_checkpoint(model, checkpoint)
   # BertPretrainerV2, BertClassifier and BertSpanLabeler all checkpoint their
   # encoder as `encoder`.
   encoder = model.checkpoint_items.get("encoder")
@@ -159,7 +158,7 @@ def build_dataset(model: LoadedModel,
     if seq_length > max_length:
       raise ValueError(f"--seq_length={seq_length} exceeds the encoder's "
                        f"max_position_embeddings={max_length}.")
-    export.load_vocab(vocab_file, "--vocab_file", model.vocab_size)
+    tokenization.load_vocab(vocab_file, model.vocab_size)
     return text_dataset(input_text, vocab_file, seq_length, batch_size,
                         lower_case)
   input_path = input_data or data_config.input_path

@@ -34,11 +34,14 @@ MASK = "[MASK]"
 RESERVED_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 
 
-def load_vocab(path: str) -> List[str]:
+def load_vocab(path: str, vocab_size: Optional[int] = None) -> List[str]:
   """Reads and validates a WordPiece vocabulary file.
 
   Args:
     path: A text file with one token per line (line number = token id).
+    vocab_size: The embedding rows of the model the vocabulary is for: a
+      larger vocabulary is refused (it is not the model's), a smaller one is
+      logged.
 
   Returns:
     The tokens, in id order.
@@ -46,7 +49,8 @@ def load_vocab(path: str) -> List[str]:
   Raises:
     ValueError: If the file does not exist, is empty, is not UTF-8, has a blank
       line, a token with whitespace inside or a repeated token, or lacks any of
-      [PAD] [UNK] [CLS] [SEP] [MASK]. The message names the file.
+      [PAD] [UNK] [CLS] [SEP] [MASK], or is larger than `vocab_size`. The
+      message names the file.
   """
   if not path or not tf.io.gfile.exists(path):
     raise ValueError(f"Vocabulary file {path!r} does not exist.")
@@ -83,6 +87,14 @@ def load_vocab(path: str) -> List[str]:
         f"Vocabulary file {path!r} is not a BERT WordPiece vocabulary: it "
         f"lacks the special token(s) {' '.join(missing)} (needs all of "
         f"{' '.join(RESERVED_TOKENS)}).")
+  if vocab_size is not None and len(seen) > vocab_size:
+    raise ValueError(
+        f"Vocabulary file {path!r} has {len(seen)} tokens, more than the "
+        f"model's vocab_size={vocab_size}: it is not the vocabulary this model "
+        "was trained with.")
+  if vocab_size is not None and len(seen) != vocab_size:
+    logging.warning("Vocabulary %s has %d tokens; the model's vocab_size is "
+                    "%d.", path, len(seen), vocab_size)
   return list(seen)
 
 

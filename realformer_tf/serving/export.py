@@ -26,7 +26,6 @@ from typing import List, Optional, Tuple, Type
 
 from absl import app
 from absl import flags
-from absl import logging
 import tensorflow as tf
 from tensorflow.python.tools import saved_model_utils
 
@@ -116,35 +115,10 @@ def load_vocab(task: cfg.TaskConfig, head: Head, vocab_size: int,
   if lower_case is None:
     lower_case = True if recorded_lower is None else bool(recorded_lower)
   try:
-    vocab = tokenization.load_vocab(recorded)
+    vocab = tokenization.load_vocab(recorded, vocab_size)
   except ValueError as e:
     raise ValueError(f"Vocabulary from {source}: {e}") from e
-  if len(vocab) > vocab_size:
-    raise ValueError(
-        f"Vocabulary {recorded!r} ({source}) has {len(vocab)} tokens, more "
-        f"than the model's vocab_size={vocab_size}: it is not the vocabulary "
-        "this model was trained with.")
-  if len(vocab) != vocab_size:
-    logging.warning("Vocabulary %s has %d tokens; the model's vocab_size is "
-                    "%d.", recorded, len(vocab), vocab_size)
   return vocab, lower_case
-
-
-def restore_checkpoint(model: tf.Module, checkpoint: str) -> None:
-  """Restores `model` (all its variables) from a trainer checkpoint.
-
-  Raises:
-    ValueError: If the checkpoint is unreadable or lacks model variables.
-  """
-  try:
-    # As export_base.export: the optimizer and the rest are left over.
-    tf.train.Checkpoint(model=model).read(
-        checkpoint).assert_existing_objects_matched().expect_partial()
-  except (AssertionError, tf.errors.OpError, ValueError) as e:
-    raise ValueError(
-        f"Checkpoint {checkpoint!r} does not hold the variables of the model "
-        "built from params.yaml (was it written by another run or "
-        f"experiment?): {e}") from e
 
 
 def load_run(model_dir: str, export_dir: str, checkpoint_path: Optional[str],
@@ -169,7 +143,7 @@ def build_model(task_config: cfg.TaskConfig, checkpoint: str, dummy_inputs):
   """The task's Keras model, built on `dummy_inputs` and restored."""
   model = task_factory.get_task(task_config).build_model()
   model(dummy_inputs, training=False)  # Creates every variable.
-  restore_checkpoint(model, checkpoint)
+  utils.restore_checkpoint(model, checkpoint)
   return model
 
 

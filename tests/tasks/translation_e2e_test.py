@@ -100,7 +100,7 @@ class TranslationEndToEndTest(tf.test.TestCase):
     model = task.build_model()
     ids = task._sp_tokenizer.tokenize(dev_sources).to_tensor(0)  # pylint: disable=protected-access
     model({"inputs": ids, "targets": ids})
-    export.restore_checkpoint(
+    utils.restore_checkpoint(
         model, utils.resolve_checkpoint(model_dir, "model_dir"))
     outputs = model({"inputs": ids})["outputs"].numpy()
     want = []
