@@ -665,25 +665,23 @@ def _answer_text(context_tokens, token_start, token_end):
   The original words the span touches, joined by single spaces (squad_lib
   joins `doc_tokens`), cut to the first and last WordPiece's characters.
   """
-  ids = context_tokens["ids"]
-  flat_start = ids.row_starts() + token_start
-  flat_end = ids.row_starts() + token_end
-  word_start = tf.gather(context_tokens["word_index"].flat_values, flat_start)
-  word_end = tf.gather(context_tokens["word_index"].flat_values, flat_end)
-  first_cut = tf.gather(context_tokens["word_begin"].flat_values, flat_start)
-  last_keep = tf.gather(context_tokens["word_end"].flat_values, flat_end)
+
+  def at(key, index):  # context_tokens[key][i, index[i]]
+    values = context_tokens[key]
+    return tf.gather(values.flat_values, values.row_starts() + index)
+
+  word_start = at("word_index", token_start)
+  word_end = at("word_index", token_end)
+  first_cut = at("word_begin", token_start)
+  last_keep = at("word_end", token_end)
   words = context_tokens["words"]
-  words_begin = context_tokens["words_begin"]
-  first_word = words.row_starts() + word_start
-  last_word = words.row_starts() + word_end
-  span_words = tf.gather(words.flat_values,
-                         tf.ragged.range(first_word, last_word + 1))
+  span_words = tf.gather(words.flat_values, tf.ragged.range(
+      words.row_starts() + word_start, words.row_starts() + word_end + 1))
   joined = tf.strings.reduce_join(span_words, axis=1, separator=" ")
-  last_length = tf.cast(
-      tf.strings.length(tf.gather(words.flat_values, last_word)), tf.int64)
+  last_length = tf.cast(tf.strings.length(at("words", word_end)), tf.int64)
   length = (tf.cast(tf.strings.length(joined), tf.int64)
             - (last_length - last_keep) - first_cut)
   text = tf.strings.substr(joined, first_cut, length)
-  byte_start = tf.gather(words_begin.flat_values, first_word) + first_cut
-  byte_end = tf.gather(words_begin.flat_values, last_word) + last_keep
+  byte_start = at("words_begin", word_start) + first_cut
+  byte_end = at("words_begin", word_end) + last_keep
   return text, byte_start, byte_end

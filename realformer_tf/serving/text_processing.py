@@ -233,13 +233,10 @@ class BertTextPacker(tf.Module):
     g = window_start[:, None] + positions - context_offset[:, None]  # [W, S]
     in_window = (g >= window_start[:, None]) & (
         g < (window_start + window_length)[:, None])
-    # Dense [batch, max_windows] starts/lengths of each example's windows.
-    starts_by_example = tf.RaggedTensor.from_row_lengths(
-        window_start, num_windows).to_tensor(default_value=0)
-    lengths_by_example = tf.RaggedTensor.from_row_lengths(
-        window_length, num_windows).to_tensor(default_value=0)
-    other_start = tf.gather(starts_by_example, example_index)[:, None, :]
-    other_length = tf.gather(lengths_by_example, example_index)[:, None, :]
+    # [windows, 1, max_windows]: starts/lengths of the example's windows.
+    other_start, other_length = (tf.gather(
+        tf.RaggedTensor.from_row_lengths(t, num_windows).to_tensor(),
+        example_index)[:, None, :] for t in (window_start, window_length))
     g3 = g[:, :, None]
     holds = (g3 >= other_start) & (g3 < other_start + other_length)
     score = (tf.cast(tf.minimum(g3 - other_start,
