@@ -38,7 +38,6 @@ from realformer_tf.configs import registry
 from realformer_tf.data import tokenization
 from realformer_tf.serving import serving_modules
 
-# One class per head: its task config, options, vocabulary and signatures.
 HEADS = (serving_modules.MaskedLMServing,
          serving_modules.SentencePredictionServing,
          serving_modules.QuestionAnsweringServing)
@@ -94,9 +93,7 @@ def load_vocab(task: cfg.TaskConfig, head: Head, vocab_size: int,
                lower_case: Optional[bool] = None) -> Tuple[List[str], bool]:
   """The run's validated vocabulary and lower-casing for the text signatures.
 
-  `vocab_file`, else what the run records (`head.recorded_vocab`: pre-training
-  `task.vocab_file`; SQuAD `task.validation_data.vocab_file` and
-  `do_lower_case`; GLUE the `<task>_meta_data.json` next to the records).
+  `vocab_file`, else what the run records (`head.recorded_vocab`).
   `lower_case` overrides; default: recorded, else True.
 
   Raises:
@@ -108,10 +105,9 @@ def load_vocab(task: cfg.TaskConfig, head: Head, vocab_size: int,
     recorded, source = vocab_file, "--vocab_file"
   if not recorded:
     raise ValueError(
-        f"The {head.HEAD} run records no vocabulary (looked for "
-        f"{head.VOCAB_RECORD}): pass --vocab_file (the vocabulary the "
-        "training data was tokenized with), or --noserve_text to export only "
-        "the token-id signatures.")
+        f"The {head.HEAD} run records no vocabulary (looked for {source}): "
+        "pass --vocab_file (the vocabulary the training data was tokenized "
+        "with), or --noserve_text to export only the token-id signatures.")
   if lower_case is None:
     lower_case = True if recorded_lower is None else bool(recorded_lower)
   try:
@@ -199,7 +195,6 @@ def export_model(model_dir: str,
                  type_vocab_size=int(encoder.type_vocab_size),
                  return_attention=return_attention),
       top_k=top_k, null_score_diff_threshold=null_score_diff_threshold)
-  options.validate()
   vocab = None
   if serve_text:
     vocab, lower_case = load_vocab(task, head, options.vocab_size, vocab_file,

@@ -15,9 +15,5 @@ import tensorflow_text  # pylint: disable=unused-import  # Registers the ops.
 from tensorflow.python.tools import saved_model_cli
 
 
-def main():
-  saved_model_cli.main()
-
-
 if __name__ == "__main__":
-  main()
+  saved_model_cli.main()

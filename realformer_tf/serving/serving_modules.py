@@ -3,9 +3,8 @@
 `MaskedLMServing`, `SentencePredictionServing` and `QuestionAnsweringServing`
 subclass `official.nlp.serving.serving_modules.{MaskedLM, SentencePrediction,
 QuestionAnswering}` (so `export_savedmodel_util.export` saves them and Model
-Garden's `get_inference_signatures` builds `serve` and `serve_examples`). Each
-class is the whole head: its task config, options, recorded vocabulary and
-signatures. They change or add only what Model Garden lacks or gets wrong:
+Garden's `get_inference_signatures` builds `serve` and `serve_examples`).
+They change or add only what Model Garden lacks or gets wrong:
 `serve` checks its inputs in the graph and returns all heads' outputs (Model
 Garden's MaskedLM returns only the NSP logits) and optionally every layer's
 attention; `serve_examples` parses this project's records at any length (see
@@ -15,7 +14,6 @@ packed in the graph (`text_processing.BertTextPacker`): Model Garden's
 [MASK] handling and no SQuAD windows or answer extraction.
 """
 
-import abc
 import dataclasses
 import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Text, Tuple
@@ -54,7 +52,7 @@ class ServingOptions:
   type_vocab_size: int
   return_attention: str = "none"
 
-  def validate(self):
+  def __post_init__(self):
     if self.return_attention not in ATTENTION_CHOICES:
       raise ValueError(f"return_attention={self.return_attention!r}; expected "
                        f"one of {ATTENTION_CHOICES}.")
@@ -69,8 +67,8 @@ class MaskedLMOptions(ServingOptions):
   """`top_k`: predictions per [MASK] of the text signatures."""
   top_k: int = 5
 
-  def validate(self):
-    super().validate()
+  def __post_init__(self):
+    super().__post_init__()
     if self.top_k < 1:
       raise ValueError(f"top_k={self.top_k} must be >= 1.")
 
@@ -94,8 +92,8 @@ class QuestionAnsweringOptions(ServingOptions):
   version_2_with_negative: bool = False
   null_score_diff_threshold: float = 0.0
 
-  def validate(self):
-    super().validate()
+  def __post_init__(self):
+    super().__post_init__()
     squad_data.validate_lengths(self.max_seq_length, self.doc_stride,
                                 self.max_query_length)
 
@@ -107,16 +105,19 @@ def _with_checks(tensors: Mapping[str, tf.Tensor],
     return {k: tf.identity(v) for k, v in tensors.items()}
 
 
-class _RealFormerServingMixin(metaclass=abc.ABCMeta):
+class _RealFormerServingMixin:
   """One head: its config, options, input checks, model call and signatures.
 
-  Subclasses set `HEAD`, `TASK_CONFIG`, `VOCAB_RECORD`, `TEXT_SIGNATURES` and
-  implement the abstract methods.
+  Subclasses set `HEAD`, `TASK_CONFIG`, `TEXT_SIGNATURES` and define the
+  classmethods `options_from_config(task, common, top_k,
+  null_score_diff_threshold)` (the head's options: `common`, i.e.
+  `ServingOptions`' fields, plus the task's) and `recorded_vocab(task)`
+  ((vocabulary or None, lower_case or None, where a run records it)), and
+  `_head_outputs(outputs)` (the head's named outputs from the model's).
   """
 
   HEAD = ""  # The head's name in `ExportResult.head`.
   TASK_CONFIG = cfg.TaskConfig  # The Model Garden task config it serves.
-  VOCAB_RECORD = ""  # Where a run records its vocabulary (for errors).
   # Text signature key -> (tf.function, its string inputs).
   TEXT_SIGNATURES: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
   EXAMPLE_FIELDS: Tuple[str, ...] = ()  # serve_examples' extra features.
@@ -127,25 +128,11 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
                vocab_file: Optional[str] = None, lower_case: bool = True):
     """`vocab_file` (a validated vocabulary): the text signatures' packer."""
     super().__init__(self.Params(**self.PARAMS), model)
-    options.validate()
     self.options = options
     self.packer = text_processing.BertTextPacker(
         vocab_file, lower_case, options.max_seq_length) if vocab_file else None
     self.attention_key = _ATTENTION_KEYS.get(options.return_attention)
     self.serving_model = self._build_serving_model()
-
-  @classmethod
-  @abc.abstractmethod
-  def options_from_config(cls, task: cfg.TaskConfig, common: Dict[str, Any],
-                          top_k: int, null_score_diff_threshold: Optional[float]
-                          ) -> ServingOptions:
-    """The head's options: `common` (`ServingOptions`' fields) + the task's."""
-
-  @classmethod
-  @abc.abstractmethod
-  def recorded_vocab(cls, task: cfg.TaskConfig
-                     ) -> Tuple[Optional[str], Optional[bool], str]:
-    """(vocabulary, lower_case, where recorded) of a run; None if not known."""
 
   def _build_serving_model(self) -> tf_keras.Model:
     """The model, plus the encoder's attention output when requested.
@@ -225,10 +212,6 @@ class _RealFormerServingMixin(metaclass=abc.ABCMeta):
     result[self.attention_key] = tf.cast(
         tf.stack(raw[self.attention_key], axis=1), tf.float32)
     return result
-
-  @abc.abstractmethod
-  def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
-    """The head's named outputs from the model's raw outputs."""
 
   @tf.function
   def serve(self, input_word_ids, input_mask=None,
@@ -329,7 +312,6 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
 
   HEAD = "pretraining"
   TASK_CONFIG = masked_lm.MaskedLMConfig
-  VOCAB_RECORD = "task.vocab_file"
   TEXT_SIGNATURES = {
       "serve_text": ("serve_text", ("text",)),
       "serve_text_pair": ("serve_text", ("text_a", "text_b")),
@@ -342,7 +324,7 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
 
   @classmethod
   def recorded_vocab(cls, task):
-    return task.vocab_file or None, None, cls.VOCAB_RECORD
+    return task.vocab_file or None, None, "task.vocab_file"
 
   def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
     result = {"mlm_logits": tf.cast(outputs["mlm_logits"], tf.float32)}
@@ -426,7 +408,6 @@ class SentencePredictionServing(_RealFormerServingMixin,
 
   HEAD = "glue"
   TASK_CONFIG = sentence_prediction.SentencePredictionConfig
-  VOCAB_RECORD = "<task>_meta_data.json next to the task's input_path"
   PARAMS = dict(inputs_only=False, use_v2_feature_names=False)
 
   @classmethod
@@ -453,7 +434,7 @@ class SentencePredictionServing(_RealFormerServingMixin,
         if tf.io.gfile.exists(meta_path):
           meta = glue_data.read_meta_data(meta_path)
           return meta.get("vocab_file"), meta.get("lower_case"), meta_path
-    return None, None, ""
+    return None, None, "<task>_meta_data.json next to the task's input_path"
 
   def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
     logits = tf.cast(tf.nest.flatten(outputs)[0], tf.float32)
@@ -477,8 +458,8 @@ class SentencePredictionServing(_RealFormerServingMixin,
   def serve_text(self, text=None, text_a=None, text_b=None
                  ) -> Dict[str, tf.Tensor]:
     """`serve` on `text`, or on the pair `text_a`, `text_b`."""
-    return self._outputs(self._pack_texts(
-        self.packer.tokenize, text, text_a, text_b)[0], "serve_text")
+    return self._outputs(self.preprocess_text(text, text_a, text_b),
+                         "serve_text")
 
   @tf.function
   def preprocess_text(self, text=None, text_a=None, text_b=None
@@ -493,7 +474,6 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
 
   HEAD = "squad"
   TASK_CONFIG = question_answering.QuestionAnsweringConfig
-  VOCAB_RECORD = "task.validation_data.vocab_file"
   TEXT_SIGNATURES = {key: (key, ("question", "context"))
                      for key in ("serve_text", "preprocess_text")}
 
@@ -512,7 +492,8 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
   @classmethod
   def recorded_vocab(cls, task):
     data = task.validation_data
-    return data.vocab_file or None, data.do_lower_case, cls.VOCAB_RECORD
+    return (data.vocab_file or None, data.do_lower_case,
+            "task.validation_data.vocab_file")
 
   def _head_outputs(self, outputs: Any) -> Dict[str, tf.Tensor]:
     start_logits, end_logits = tf.nest.flatten(outputs)
@@ -588,18 +569,16 @@ def best_answers(options: QuestionAnsweringOptions,
     return tf.reduce_any(tf.one_hot(top, seq_length, on_value=True,
                                     off_value=False), axis=1)
 
-  valid_start = in_top_k(logits["start_logits"])
-  valid_end = in_top_k(logits["end_logits"])
-  # float64 sums, as squad_lib's Python floats.
-  start = tf.cast(logits["start_logits"], tf.float64)
-  end = tf.cast(logits["end_logits"], tf.float64)
-
   positions = tf.range(seq_length, dtype=tf.int64)[None, :]
   offset = windows["context_offset"][:, None]
   in_context = (positions >= offset) & (
       positions < offset + windows["window_length"][:, None])
-  valid_start = in_context & windows["max_context"] & valid_start
-  valid_end = in_context & valid_end
+  valid_start = (in_context & windows["max_context"]
+                 & in_top_k(logits["start_logits"]))
+  valid_end = in_context & in_top_k(logits["end_logits"])
+  # float64 sums, as squad_lib's Python floats.
+  start = tf.cast(logits["start_logits"], tf.float64)
+  end = tf.cast(logits["end_logits"], tf.float64)
   span = positions[0][None, :] - positions[0][:, None]  # end - start
   length_ok = (span >= 0) & (span < o.max_answer_length)
   candidates = (valid_start[:, :, None] & valid_end[:, None, :]

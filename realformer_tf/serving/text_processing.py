@@ -46,8 +46,7 @@ def assert_same_batch(first: tf.Tensor, second: tf.Tensor, first_name: str,
 class BertTextPacker(tf.Module):
   """WordPiece tokenization and BERT input packing from a vocabulary asset."""
 
-  def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int,
-               name: str = "text_packer"):
+  def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int):
     """Builds the lookup tables and the tokenizer.
 
     Args:
@@ -56,9 +55,8 @@ class BertTextPacker(tf.Module):
         use a path unique to this vocabulary (tables are shared by path).
       lower_case: The tokenizer's `lower_case`, as used for the training data.
       max_seq_length: Packed sequence length, at least 3.
-      name: Module name.
     """
-    super().__init__(name=name)
+    super().__init__(name="text_packer")
     if max_seq_length < 3:
       raise ValueError(f"max_seq_length={max_seq_length} leaves no room for "
                        "text between [CLS] and [SEP].")
@@ -107,16 +105,8 @@ class BertTextPacker(tf.Module):
   def pack(self, segments: Sequence[tf.RaggedTensor],
            names: Sequence[str]) -> Tuple[Dict[str, tf.Tensor],
                                           List[tf.Operation]]:
-    """`tokenization.pack_inputs` of one or two tokenized segments.
-
-    Args:
-      segments: One or two int64 ragged `[batch, tokens]`.
-      names: The input names of the segments, for error messages.
-
-    Returns:
-      ({input_word_ids, input_mask, input_type_ids}: int32 `[batch,
-      max_seq_length]`), and the input checks to run first.
-    """
+    """`tokenization.pack_inputs` of `segments` (one or two int64 ragged
+    `[batch, tokens]`, input `names` for errors) and the checks to run first."""
     checks = [assert_has_tokens(s, n) for s, n in zip(segments, names)]
     return tokenization.pack_inputs(segments, self.max_seq_length,
                                     self.cls_id, self.sep_id), checks
