@@ -54,17 +54,11 @@ VOCAB_ASSET_NAME = "vocab.txt"
 class ExportResult:
   """What `export_model` wrote.
 
-  Attributes:
-    export_dir: The SavedModel directory.
-    head: "pretraining", "glue" or "squad".
-    experiment: `task.name` of the run.
-    checkpoint: The restored checkpoint.
-    signatures: Signature keys.
-    vocab_file: The vocabulary the text signatures use (None without them).
-    lower_case: Their lower-casing.
-    max_seq_length: Length the text signatures pack to.
-    custom_ops: Ops in the SavedModel that core TensorFlow does not define
-      (tensorflow-text's); a server must have them registered.
+  `head` is "pretraining", "glue" or "squad"; `experiment` the run's
+  `task.name`; `vocab_file` and `lower_case` those of the text signatures
+  (None without them), `max_seq_length` the length they pack to; `custom_ops`
+  the ops core TensorFlow does not define (tensorflow-text's): a server
+  needs them.
   """
   export_dir: str
   head: str

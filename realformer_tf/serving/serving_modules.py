@@ -37,15 +37,9 @@ _ATTENTION_KEYS = {"scores": "residual_scores", "probs": "attention_scores"}
 
 @dataclasses.dataclass
 class ServingOptions:
-  """What every head's signatures need besides the Keras model.
-
-  Attributes:
-    max_seq_length: Length the text signatures pack to (the training length).
-    max_position_embeddings: Longest sequence the encoder accepts.
-    vocab_size: Word-id range of the embedding table.
-    type_vocab_size: Type-id range.
-    return_attention: "none", "scores" or "probs".
-  """
+  """What every head's signatures need besides the Keras model: the encoder's
+  sizes, the length the text signatures pack to (the training length) and
+  the attention to return ("none", "scores" or "probs")."""
   max_seq_length: int
   max_position_embeddings: int
   vocab_size: int
@@ -204,22 +198,23 @@ class _RealFormerServingMixin:
     """The head's outputs (and attention) for checked token-id features."""
     features = self._check_features(features, where)
     raw = self.serving_model(features, training=False)
-    if self.attention_key is None:
-      return self._head_outputs(raw)
     result = self._head_outputs(
-        raw if isinstance(self.model, models.BertPretrainerV2)
-        else raw["outputs"])
-    result[self.attention_key] = tf.cast(
-        tf.stack(raw[self.attention_key], axis=1), tf.float32)
+        raw if self.serving_model is self.model else raw["outputs"])
+    if self.attention_key is not None:
+      result[self.attention_key] = tf.cast(
+          tf.stack(raw[self.attention_key], axis=1), tf.float32)
     return result
 
   @tf.function
-  def serve(self, input_word_ids, input_mask=None,
-            input_type_ids=None) -> Dict[str, tf.Tensor]:
-    """The head's outputs for token ids (signature `serving_default`)."""
-    return self._outputs(
-        dict(input_word_ids=input_word_ids, input_mask=input_mask,
-             input_type_ids=input_type_ids), "serving_default")
+  def serve(self, input_word_ids, input_mask=None, input_type_ids=None,
+            masked_lm_positions=None) -> Dict[str, tf.Tensor]:
+    """The head's outputs for token ids (signature `serving_default`); MLM
+    logits at `masked_lm_positions` (pre-training head only)."""
+    features = dict(input_word_ids=input_word_ids, input_mask=input_mask,
+                    input_type_ids=input_type_ids)
+    if masked_lm_positions is not None:
+      features["masked_lm_positions"] = masked_lm_positions
+    return self._outputs(features, "serving_default")
 
   @tf.function
   def serve_examples(self, inputs) -> Dict[str, tf.Tensor]:
@@ -278,11 +273,8 @@ class _RealFormerServingMixin:
   def _pack_texts(self, tokenize, text=None, text_a=None, text_b=None
                   ) -> Tuple[Dict[str, tf.Tensor], Sequence[tf.RaggedTensor],
                              Sequence[str]]:
-    """`tokenize`d, packed and checked `text` or pair `text_a`, `text_b`.
-
-    Returns:
-      (features, tokens of each text, input name of each text).
-    """
+    """`tokenize`d, packed and checked `text` or pair `text_a`, `text_b`:
+    (features, tokens of each text, input name of each text)."""
     if text_b is None:
       texts, names, checks = [text], ["text"], []
     else:
@@ -331,15 +323,6 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
     for head in self.model.classification_heads:
       result[f"{head.name}_logits"] = tf.cast(outputs[head.name], tf.float32)
     return result
-
-  @tf.function
-  def serve(self, input_word_ids, input_mask, input_type_ids,
-            masked_lm_positions) -> Dict[str, tf.Tensor]:
-    """MLM logits at `masked_lm_positions` and each head's logits."""
-    return self._outputs(
-        dict(input_word_ids=input_word_ids, input_mask=input_mask,
-             input_type_ids=input_type_ids,
-             masked_lm_positions=masked_lm_positions), "serving_default")
 
   def _pack_masked(self, text=None, text_a=None, text_b=None
                    ) -> Dict[str, tf.Tensor]:
@@ -539,13 +522,9 @@ def best_answers(options: QuestionAnsweringOptions,
   context, starting in their max-context window, at most `max_answer_length`
   tokens; the best start + end logit sum wins. v2.0: "" when the null score
   (min over windows of the [CLS] start + end logits) minus the best span score
-  exceeds `null_score_diff_threshold`.
-
-  Args:
-    options: The head's options.
-    windows: `BertTextPacker.squad_windows`.
-    context_tokens: `BertTextPacker.tokenize_context`.
-    logits: `start_logits`, `end_logits` `[windows, max_seq_length]`.
+  exceeds `null_score_diff_threshold`. `windows` and `context_tokens` are
+  `BertTextPacker.squad_windows` and `.tokenize_context`; `logits` their
+  `start_logits`, `end_logits` `[windows, max_seq_length]`.
 
   Returns:
     Per question: `answer_text` (the original words, single-spaced, cut to

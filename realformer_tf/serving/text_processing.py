@@ -122,13 +122,10 @@ class BertTextPacker(tf.Module):
     return tf.strings.regex_replace(texts, r"\p{Cc}|\p{Cf}", " ")
 
   def tokenize_context(self, contexts: tf.Tensor) -> Dict[str, tf.RaggedTensor]:
-    """squad_lib's context tokenization, with offsets into the original text.
+    """squad_lib's tokenization of `[batch]` strings, with offsets into them.
 
     squad_lib splits the context on its whitespace into words and tokenizes
     each word on its own; so does this.
-
-    Args:
-      contexts: `[batch]` strings.
 
     Returns:
       Ragged `[batch, tokens]`: `ids` (int64), `word_index` (index of the
