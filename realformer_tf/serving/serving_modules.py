@@ -407,8 +407,6 @@ class SentencePredictionServing(_RealFormerServingMixin,
 
   @classmethod
   def recorded_vocab(cls, task):
-    """The `<task>_meta_data.json` that `realformer_tf.data.glue` wrote next
-    to the run's records (`vocab_file`, `lower_case`), if any."""
     for data in (task.train_data, task.validation_data):
       paths = str(data.input_path or "").split(",") if data else []
       for path in filter(None, map(str.strip, paths)):
