@@ -523,8 +523,16 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
   return meta
 
 
-def define_flags():
-  """Flags of `python -m realformer_tf.data.squad`: `convert`'s arguments."""
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  # The flags are `convert`'s keyword arguments.
+  meta = convert(**{name: flags.FLAGS[name].value
+                    for name in inspect.signature(convert).parameters})
+  print(json.dumps(meta, indent=2))
+
+
+if __name__ == "__main__":
   flags.DEFINE_string("input_json", None, "SQuAD v1.1 or v2.0 JSON file.")
   flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary file.")
   flags.DEFINE_string("output_dir", None, "Where to write the TFRecords.")
@@ -543,17 +551,4 @@ def define_flags():
   flags.DEFINE_integer("train_batch_size", None,
                        "With --epochs: write train_schedule.yaml.")
   flags.mark_flags_as_required(["input_json", "vocab_file", "output_dir"])
-
-
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  values = flags.FLAGS.flag_values_dict()
-  meta = convert(**{name: values[name]
-                    for name in inspect.signature(convert).parameters})
-  print(json.dumps(meta, indent=2))
-
-
-if __name__ == "__main__":
-  define_flags()
   app.run(main)
