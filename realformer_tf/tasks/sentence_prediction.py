@@ -12,10 +12,8 @@ is Model Garden's task with three changes:
   (STS-B), from `sklearn.metrics` and `scipy.stats` as Model Garden's; next
   to them `majority_class_<metric>`, the score of predicting the most
   frequent label, to tell a model that learned nothing from one that learned.
-* Several named validation files. With `validation_data.split_names`,
-  `validation_data.input_path` holds one comma-separated file per name and
-  every metric is reported per file as `<metric>_<name>`: MNLI evaluates
-  `accuracy_matched` and `accuracy_mismatched` in one pass.
+* Several named validation files (`GlueDataConfig.split_names`): MNLI
+  evaluates `accuracy_matched` and `accuracy_mismatched` in one pass.
 * Initialization. The inherited `initialize` reads the encoder (and with
   `init_cls_pooler` the NSP pooler) from the root of a `realformer/pretraining`
   checkpoint, where Model Garden's trainer saves
@@ -205,7 +203,6 @@ class RealFormerSentencePredictionTask(
     # logs argmax ids for "matthews_corrcoef"
     # (official/nlp/tasks/sentence_prediction.py:179,194): "f1" keeps logits.
     self.metric_type = "f1"
-    self._split_names = list(params.validation_data.split_names or [])
 
   def build_inputs(self, params, input_context=None):
     if params.input_path != "dummy":
@@ -231,7 +228,8 @@ class RealFormerSentencePredictionTask(
     split_ids = np.concatenate(aggregated_logs.get(
         SPLIT_ID, [np.zeros_like(labels, int)])).reshape(-1)
     results = {}
-    for split_id, name in enumerate(self._split_names or [""]):
+    names = self.task_config.validation_data.split_names or [""]
+    for split_id, name in enumerate(names):
       chosen = split_ids == split_id
       if name and not np.any(chosen):
         raise ValueError(f"No evaluation examples from split {name!r}.")
@@ -239,10 +237,8 @@ class RealFormerSentencePredictionTask(
       metrics.update(majority_class_metrics(self._spec.name, labels[chosen]))
       results.update({key + (name and f"_{name}"): value
                       for key, value in metrics.items()})
-    logging.info("%s metrics at step %s: %s (%s*: predicting the most "
-                 "frequent label for every example)", self._spec.name,
-                 None if global_step is None else int(global_step), results,
-                 MAJORITY_PREFIX)
+    logging.info("%s metrics at step %s: %s", self._spec.name,
+                 None if global_step is None else int(global_step), results)
     return results
 
   def initialize(self, model):
