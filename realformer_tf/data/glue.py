@@ -346,8 +346,7 @@ def convert(task: str,
   if not output_dir:
     raise ValueError("No --output_dir given.")
   vocab = tokenization.load_vocab(vocab_file)
-  cls_id = vocab.index(tokenization.CLS)
-  sep_id = vocab.index(tokenization.SEP)
+  cls_id, sep_id = map(vocab.index, (tokenization.CLS, tokenization.SEP))
   if glue_dir:
     task_dir = os.path.join(glue_dir, spec.dir_name)
     splits = {split: read_tsv_examples(spec, os.path.join(task_dir, name))

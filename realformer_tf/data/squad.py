@@ -324,12 +324,10 @@ def pad_to_batch(writer: squad_lib.FeatureWriter,
   """
   if batch_size < 1:
     raise ValueError(f"eval batch size {batch_size} must be >= 1.")
-  if not features:
-    return 0
   num_padding = -len(features) % batch_size
-  padding = copy.deepcopy(features[-1])
   for i in range(num_padding):
-    padding.unique_id = features[-1].unique_id + 1 + i
+    padding = copy.deepcopy(features[-1])
+    padding.unique_id += 1 + i
     writer.process_feature(padding)
   return num_padding
 

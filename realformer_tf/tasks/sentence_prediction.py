@@ -187,7 +187,7 @@ class RealFormerSentencePredictionTask(
   def __init__(self, params: RealFormerSentencePredictionConfig,
                logging_dir=None, name=None):
     super().__init__(params, logging_dir, name=name)
-    spec = glue_data.get_task(params.glue_task)
+    self._spec = spec = glue_data.get_task(params.glue_task)
     if params.model.num_classes != spec.num_classes:
       raise ValueError(
           f"task.model.num_classes={params.model.num_classes}, but "
@@ -198,7 +198,6 @@ class RealFormerSentencePredictionTask(
       if label_type != wanted:
         raise ValueError(f"task.{field}.label_type={label_type!r}, but "
                          f"{spec.name} labels are {wanted!r}.")
-    self._spec = spec
     # Model Garden aggregates outputs for any metric_type but "accuracy" and
     # logs argmax ids for "matthews_corrcoef"
     # (official/nlp/tasks/sentence_prediction.py:179,194): "f1" keeps logits.
