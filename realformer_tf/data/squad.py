@@ -322,8 +322,6 @@ def pad_to_batch(writer: squad_lib.FeatureWriter,
   Returns:
     The number of padding features written.
   """
-  if batch_size < 1:
-    raise ValueError(f"eval batch size {batch_size} must be >= 1.")
   num_padding = -len(features) % batch_size
   for i in range(num_padding):
     padding = copy.deepcopy(features[-1])

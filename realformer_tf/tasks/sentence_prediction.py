@@ -82,7 +82,6 @@ def glue_metrics(task: str, outputs, labels) -> Dict[str, float]:
   return {name: METRIC_FNS[name](labels, predictions) for name in spec.metrics}
 
 
-# Prefix of the baseline metrics reported next to the model's.
 MAJORITY_PREFIX = "majority_class_"
 
 
