@@ -99,8 +99,7 @@ class SquadTokenizer:
         self._cache[text] = [self.vocab[i] for i in row]
 
   def tokenize(self, text: str) -> List[str]:
-    if text not in self._cache:
-      self.prime([text])
+    self.prime([text])  # Nothing to do once cached.
     return list(self._cache[text])
 
   def convert_tokens_to_ids(self, tokens: Sequence[str]) -> List[int]:
