@@ -71,14 +71,13 @@ def glue_metrics(task: str, outputs, labels) -> Dict[str, float]:
   `outputs`: logits `[n, num_classes]` or STS-B scores `[n]` / `[n, 1]`."""
   spec = glue_data.get_task(task)
   outputs = np.asarray(outputs)
-  if spec.is_regression:
-    predictions = outputs.reshape(-1)
-  else:
-    if outputs.ndim != 2 or outputs.shape[1] != spec.num_classes:
-      raise ValueError(
-          f"{task} outputs must be [n, {spec.num_classes}] logits, got shape "
-          f"{outputs.shape}.")
-    predictions = np.argmax(outputs, axis=1)
+  if not spec.is_regression and (outputs.ndim != 2 or
+                                 outputs.shape[1] != spec.num_classes):
+    raise ValueError(
+        f"{task} outputs must be [n, {spec.num_classes}] logits, got shape "
+        f"{outputs.shape}.")
+  predictions = (outputs.reshape(-1) if spec.is_regression
+                 else np.argmax(outputs, axis=1))
   return {name: METRIC_FNS[name](labels, predictions) for name in spec.metrics}
 
 
@@ -130,17 +129,14 @@ class GlueDataLoader(sp_dataloader.SentencePredictionDataLoader):
     if self._params.is_training:
       raise ValueError("split_names is for evaluation data only "
                        "(is_training=false).")
-    dataset = None
-    for split_id, path in enumerate(paths):
-      reader = input_reader.InputReader(
-          dataset_fn=dataset_fn.pick_dataset_fn(self._params.file_type),
-          params=self._params.replace(input_path=path),
-          decoder_fn=self._decode,
-          parser_fn=lambda record, i=split_id: dict(
-              self._parse(record), **{SPLIT_ID: tf.constant(i, tf.int32)}))
-      part = reader.read(input_context)
-      dataset = part if dataset is None else dataset.concatenate(part)
-    return dataset
+    parts = [input_reader.InputReader(
+        dataset_fn=dataset_fn.pick_dataset_fn(self._params.file_type),
+        params=self._params.replace(input_path=path),
+        decoder_fn=self._decode,
+        parser_fn=lambda record, i=split_id: dict(
+            self._parse(record), **{SPLIT_ID: tf.constant(i, tf.int32)})
+    ).read(input_context) for split_id, path in enumerate(paths)]
+    return functools.reduce(tf.data.Dataset.concatenate, parts)
 
 
 def split_input_paths(input_path) -> List[str]:
