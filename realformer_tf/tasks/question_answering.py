@@ -107,13 +107,12 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
     self._eval_tokenizer = squad_data.SquadTokenizer(
         params.vocab_file, do_lower_case=params.do_lower_case)
     path = os.path.join(out_dir, squad_data.EVAL_RECORD)
-    examples, features, meta = squad_data.write_features(
+    examples, features, _ = squad_data.write_features(
         params.input_path, self._eval_tokenizer, path, params.seq_length,
         params.doc_stride, params.query_length,
         params.version_2_with_negative, is_training=False,
         batch_size=params.global_batch_size)
     self._eval_dataset = squad_data.load_squad_json(params.input_path)
-    logging.info("SQuAD eval data: %s", meta)
     return path, examples, features
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None):
