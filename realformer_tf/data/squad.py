@@ -241,12 +241,11 @@ def read_squad_examples(
   data = _check_squad_data(input_file, is_training, version_2_with_negative,
                            stats)
   # squad_lib reads a file only.
-  with tempfile.TemporaryDirectory() as tmp_dir:
-    checked_file = os.path.join(tmp_dir, "checked.json")
-    with open(checked_file, "w", encoding="utf-8") as f:
-      json.dump({"data": data}, f)
+  with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+    json.dump({"data": data}, f)
+    f.flush()
     examples = squad_lib.read_squad_examples(
-        checked_file, is_training, version_2_with_negative)
+        f.name, is_training, version_2_with_negative)
   kept_ids = {example.qas_id for example in examples}
   # squad_lib's own skips (answer text not at answer_start) name no question.
   not_found = [qa["id"] for article in data for paragraph in
