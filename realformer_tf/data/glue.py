@@ -36,7 +36,6 @@ download and knows one dev split (MNLI has two).
 """
 
 import dataclasses
-import functools
 import inspect
 import json
 import math
@@ -97,8 +96,6 @@ class GlueTaskSpec:
   def __post_init__(self):
     if self.main_metric is None:
       object.__setattr__(self, "main_metric", self.metrics[0])
-    if self.tfds_text is None:
-      object.__setattr__(self, "tfds_text", (self.text_a, self.text_b))
 
   @property
   def is_regression(self) -> bool:
@@ -181,17 +178,10 @@ def _parse_label(spec: GlueTaskSpec, value: str, where: str):
 
 
 def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
-  """Reads and checks one GLUE TSV file of `spec`'s task.
+  """The examples of one GLUE TSV file of `spec`'s task, in file order.
 
   Fields are split on tabs with no quoting (GLUE's `QUOTE_NONE`); a UTF-8 BOM
   (MRPC) is skipped; blank lines are ignored.
-
-  Args:
-    spec: The task.
-    path: The TSV file.
-
-  Returns:
-    The examples, in file order.
 
   Raises:
     ValueError: naming `path` and the line, if the file is missing, is not
@@ -284,7 +274,7 @@ def read_tfds(spec: GlueTaskSpec,
         if names[label] in spec.labels:
           label = spec.labels.index(names[label])
       text_a, text_b = (row[f].decode("utf-8") if f else None
-                        for f in spec.tfds_text)
+                        for f in spec.tfds_text or (spec.text_a, spec.text_b))
       examples.append(GlueExample(text_a, text_b, label, where))
     if not examples:
       raise ValueError(f"TFDS {name} split {tfds_split} under "
@@ -317,13 +307,6 @@ def encode_examples(examples: Sequence[GlueExample], tokenizer, cls_id: int,
   return tuple(np.concatenate([p[k] for p in packed]).astype(np.int64)
                for k in ("input_word_ids", "input_mask", "input_type_ids")
                ) + (truncated,)
-
-
-def _packed_features(packed, index, example, *unused_args):
-  """`featurize_fn` for Model Garden's writer: row `index` of `packed`."""
-  input_ids, input_mask, segment_ids = (array[index] for array in packed)
-  return classifier_data_lib.InputFeatures(
-      input_ids, input_mask, segment_ids, example.label)
 
 
 def record_path(output_dir: str, task: str, split: str) -> str:
@@ -363,8 +346,7 @@ def convert(task: str,
   if not output_dir:
     raise ValueError("No --output_dir given.")
   vocab = tokenization.load_vocab(vocab_file)
-  cls_id = vocab.index(tokenization.CLS)
-  sep_id = vocab.index(tokenization.SEP)
+  cls_id, sep_id = map(vocab.index, (tokenization.CLS, tokenization.SEP))
   if glue_dir:
     task_dir = os.path.join(glue_dir, spec.dir_name)
     splits = {split: read_tsv_examples(spec, os.path.join(task_dir, name))
@@ -381,7 +363,9 @@ def convert(task: str,
       classifier_data_lib.file_based_convert_examples_to_features(
           examples, None, max_seq_length, None, tmp,
           label_type=float if spec.is_regression else None,
-          featurize_fn=functools.partial(_packed_features, packed))
+          # Example i's row of the packed arrays.
+          featurize_fn=lambda i, example, *_: classifier_data_lib.InputFeatures(
+              *(array[i] for array in packed), example.label))
     split_meta[split] = dict(file=os.path.basename(path),
                              num_examples=len(examples),
                              num_truncated=truncated)
@@ -423,14 +407,11 @@ def read_meta_data(path: str) -> Dict:
   return meta
 
 
-FLAGS = flags.FLAGS
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   # The flags are `convert`'s keyword arguments.
-  meta = convert(**{name: FLAGS[name].value
+  meta = convert(**{name: flags.FLAGS[name].value
                     for name in inspect.signature(convert).parameters})
   print(json.dumps({s: m["num_examples"] for s, m in meta["splits"].items()}))
 

@@ -99,8 +99,7 @@ class SquadTokenizer:
         self._cache[text] = [self.vocab[i] for i in row]
 
   def tokenize(self, text: str) -> List[str]:
-    if text not in self._cache:
-      self.prime([text])
+    self.prime([text])  # Nothing to do once cached.
     return list(self._cache[text])
 
   def convert_tokens_to_ids(self, tokens: Sequence[str]) -> List[int]:
@@ -242,12 +241,11 @@ def read_squad_examples(
   data = _check_squad_data(input_file, is_training, version_2_with_negative,
                            stats)
   # squad_lib reads a file only.
-  with tempfile.TemporaryDirectory() as tmp_dir:
-    checked_file = os.path.join(tmp_dir, "checked.json")
-    with open(checked_file, "w", encoding="utf-8") as f:
-      json.dump({"data": data}, f)
+  with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+    json.dump({"data": data}, f)
+    f.flush()
     examples = squad_lib.read_squad_examples(
-        checked_file, is_training, version_2_with_negative)
+        f.name, is_training, version_2_with_negative)
   kept_ids = {example.qas_id for example in examples}
   # squad_lib's own skips (answer text not at answer_start) name no question.
   not_found = [qa["id"] for article in data for paragraph in
@@ -322,14 +320,10 @@ def pad_to_batch(writer: squad_lib.FeatureWriter,
   Returns:
     The number of padding features written.
   """
-  if batch_size < 1:
-    raise ValueError(f"eval batch size {batch_size} must be >= 1.")
-  if not features:
-    return 0
   num_padding = -len(features) % batch_size
-  padding = copy.deepcopy(features[-1])
   for i in range(num_padding):
-    padding.unique_id = features[-1].unique_id + 1 + i
+    padding = copy.deepcopy(features[-1])
+    padding.unique_id += 1 + i
     writer.process_feature(padding)
   return num_padding
 
@@ -523,8 +517,16 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
   return meta
 
 
-def define_flags():
-  """Flags of `python -m realformer_tf.data.squad`: `convert`'s arguments."""
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  # The flags are `convert`'s keyword arguments.
+  meta = convert(**{name: flags.FLAGS[name].value
+                    for name in inspect.signature(convert).parameters})
+  print(json.dumps(meta, indent=2))
+
+
+if __name__ == "__main__":
   flags.DEFINE_string("input_json", None, "SQuAD v1.1 or v2.0 JSON file.")
   flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary file.")
   flags.DEFINE_string("output_dir", None, "Where to write the TFRecords.")
@@ -543,17 +545,4 @@ def define_flags():
   flags.DEFINE_integer("train_batch_size", None,
                        "With --epochs: write train_schedule.yaml.")
   flags.mark_flags_as_required(["input_json", "vocab_file", "output_dir"])
-
-
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  values = flags.FLAGS.flag_values_dict()
-  meta = convert(**{name: values[name]
-                    for name in inspect.signature(convert).parameters})
-  print(json.dumps(meta, indent=2))
-
-
-if __name__ == "__main__":
-  define_flags()
   app.run(main)

@@ -78,7 +78,6 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
   """`QuestionAnsweringTask` with tensorflow-text eval features and metrics."""
 
   def __init__(self, params: RealFormerQAConfig, logging_dir=None, name=None):
-    self._eval_tokenizer = self._eval_dataset = None
     vd = params.validation_data
     if vd is not None and (vd.tokenization != "WordPiece" or vd.xlnet_format):
       raise ValueError(
@@ -96,12 +95,7 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
     super().__init__(params, logging_dir=logging_dir, name=name)
 
   def _preprocess_eval_data(self, params):
-    """Eval examples/features via squad_lib with the tensorflow-text adapter.
-
-    Same contract as Model Garden's: writes `eval.tf_record` under
-    `input_preprocessed_data_path` (else the model dir) and returns its path,
-    the examples and the (unpadded) features.
-    """
+    """Model Garden's contract: (record path, examples, unpadded features)."""
     out_dir = params.input_preprocessed_data_path or self.logging_dir
     if not out_dir:
       raise ValueError(
@@ -113,13 +107,12 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
     self._eval_tokenizer = squad_data.SquadTokenizer(
         params.vocab_file, do_lower_case=params.do_lower_case)
     path = os.path.join(out_dir, squad_data.EVAL_RECORD)
-    examples, features, meta = squad_data.write_features(
+    examples, features, _ = squad_data.write_features(
         params.input_path, self._eval_tokenizer, path, params.seq_length,
         params.doc_stride, params.query_length,
         params.version_2_with_negative, is_training=False,
         batch_size=params.global_batch_size)
     self._eval_dataset = squad_data.load_squad_json(params.input_path)
-    logging.info("SQuAD eval data: %s", meta)
     return path, examples, features
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None):

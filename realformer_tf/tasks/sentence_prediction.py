@@ -12,10 +12,8 @@ is Model Garden's task with three changes:
   (STS-B), from `sklearn.metrics` and `scipy.stats` as Model Garden's; next
   to them `majority_class_<metric>`, the score of predicting the most
   frequent label, to tell a model that learned nothing from one that learned.
-* Several named validation files. With `validation_data.split_names`,
-  `validation_data.input_path` holds one comma-separated file per name and
-  every metric is reported per file as `<metric>_<name>`: MNLI evaluates
-  `accuracy_matched` and `accuracy_mismatched` in one pass.
+* Several named validation files (`GlueDataConfig.split_names`): MNLI
+  evaluates `accuracy_matched` and `accuracy_mismatched` in one pass.
 * Initialization. The inherited `initialize` reads the encoder (and with
   `init_cls_pooler` the NSP pooler) from the root of a `realformer/pretraining`
   checkpoint, where Model Garden's trainer saves
@@ -73,18 +71,16 @@ def glue_metrics(task: str, outputs, labels) -> Dict[str, float]:
   `outputs`: logits `[n, num_classes]` or STS-B scores `[n]` / `[n, 1]`."""
   spec = glue_data.get_task(task)
   outputs = np.asarray(outputs)
-  if spec.is_regression:
-    predictions = outputs.reshape(-1)
-  else:
-    if outputs.ndim != 2 or outputs.shape[1] != spec.num_classes:
-      raise ValueError(
-          f"{task} outputs must be [n, {spec.num_classes}] logits, got shape "
-          f"{outputs.shape}.")
-    predictions = np.argmax(outputs, axis=1)
+  if not spec.is_regression and (outputs.ndim != 2 or
+                                 outputs.shape[1] != spec.num_classes):
+    raise ValueError(
+        f"{task} outputs must be [n, {spec.num_classes}] logits, got shape "
+        f"{outputs.shape}.")
+  predictions = (outputs.reshape(-1) if spec.is_regression
+                 else np.argmax(outputs, axis=1))
   return {name: METRIC_FNS[name](labels, predictions) for name in spec.metrics}
 
 
-# Prefix of the baseline metrics reported next to the model's.
 MAJORITY_PREFIX = "majority_class_"
 
 
@@ -133,17 +129,14 @@ class GlueDataLoader(sp_dataloader.SentencePredictionDataLoader):
     if self._params.is_training:
       raise ValueError("split_names is for evaluation data only "
                        "(is_training=false).")
-    dataset = None
-    for split_id, path in enumerate(paths):
-      reader = input_reader.InputReader(
-          dataset_fn=dataset_fn.pick_dataset_fn(self._params.file_type),
-          params=self._params.replace(input_path=path),
-          decoder_fn=self._decode,
-          parser_fn=lambda record, i=split_id: dict(
-              self._parse(record), **{SPLIT_ID: tf.constant(i, tf.int32)}))
-      part = reader.read(input_context)
-      dataset = part if dataset is None else dataset.concatenate(part)
-    return dataset
+    parts = [input_reader.InputReader(
+        dataset_fn=dataset_fn.pick_dataset_fn(self._params.file_type),
+        params=self._params.replace(input_path=path),
+        decoder_fn=self._decode,
+        parser_fn=lambda record, i=split_id: dict(
+            self._parse(record), **{SPLIT_ID: tf.constant(i, tf.int32)})
+    ).read(input_context) for split_id, path in enumerate(paths)]
+    return functools.reduce(tf.data.Dataset.concatenate, parts)
 
 
 def split_input_paths(input_path) -> List[str]:
@@ -189,7 +182,7 @@ class RealFormerSentencePredictionTask(
   def __init__(self, params: RealFormerSentencePredictionConfig,
                logging_dir=None, name=None):
     super().__init__(params, logging_dir, name=name)
-    spec = glue_data.get_task(params.glue_task)
+    self._spec = spec = glue_data.get_task(params.glue_task)
     if params.model.num_classes != spec.num_classes:
       raise ValueError(
           f"task.model.num_classes={params.model.num_classes}, but "
@@ -200,12 +193,10 @@ class RealFormerSentencePredictionTask(
       if label_type != wanted:
         raise ValueError(f"task.{field}.label_type={label_type!r}, but "
                          f"{spec.name} labels are {wanted!r}.")
-    self._spec = spec
     # Model Garden aggregates outputs for any metric_type but "accuracy" and
     # logs argmax ids for "matthews_corrcoef"
     # (official/nlp/tasks/sentence_prediction.py:179,194): "f1" keeps logits.
     self.metric_type = "f1"
-    self._split_names = list(params.validation_data.split_names or [])
 
   def build_inputs(self, params, input_context=None):
     if params.input_path != "dummy":
@@ -231,7 +222,8 @@ class RealFormerSentencePredictionTask(
     split_ids = np.concatenate(aggregated_logs.get(
         SPLIT_ID, [np.zeros_like(labels, int)])).reshape(-1)
     results = {}
-    for split_id, name in enumerate(self._split_names or [""]):
+    names = self.task_config.validation_data.split_names or [""]
+    for split_id, name in enumerate(names):
       chosen = split_ids == split_id
       if name and not np.any(chosen):
         raise ValueError(f"No evaluation examples from split {name!r}.")
@@ -239,10 +231,8 @@ class RealFormerSentencePredictionTask(
       metrics.update(majority_class_metrics(self._spec.name, labels[chosen]))
       results.update({key + (name and f"_{name}"): value
                       for key, value in metrics.items()})
-    logging.info("%s metrics at step %s: %s (%s*: predicting the most "
-                 "frequent label for every example)", self._spec.name,
-                 None if global_step is None else int(global_step), results,
-                 MAJORITY_PREFIX)
+    logging.info("%s metrics at step %s: %s", self._spec.name,
+                 None if global_step is None else int(global_step), results)
     return results
 
   def initialize(self, model):
