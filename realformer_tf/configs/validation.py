@@ -12,7 +12,6 @@ import dataclasses
 import typing
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from absl import logging
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
@@ -176,22 +175,6 @@ def _check_token_ids(key: str, files: Sequence[str],
           "corrupt file; write it again.") from None
 
 
-def _check_vocab_file(key: str, path: str, vocab_size: Optional[int],
-                      vocab_key: str) -> None:
-  """`path` is a WordPiece vocabulary of at most `vocab_size` tokens."""
-  try:
-    tokens = tokenization.load_vocab(path)
-  except ValueError as e:
-    raise ValueError(f"{key}={path!r}: {e}") from None
-  if vocab_size is not None and len(tokens) > vocab_size:
-    raise ValueError(
-        f"{key}={path!r} has {len(tokens)} tokens but {vocab_key}="
-        f"{vocab_size}: token ids would overflow the embedding table.")
-  if vocab_size is not None and len(tokens) < vocab_size:
-    logging.warning("%s=%s has %d tokens, fewer than %s=%d (rows left unused).",
-                    key, path, len(tokens), vocab_key, vocab_size)
-
-
 def _check_lengths(key: str, data, encoder_key: Optional[str],
                    encoder) -> None:
   seq_length = getattr(data, "seq_length", None)
@@ -316,8 +299,12 @@ def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
       if vocab_size is not None:
         _check_token_ids(key, files, id_features, vocab_size, vocab_key)
   for key, path in vocab_files:
-    if path:
-      _check_vocab_file(key, path, vocab_size, vocab_key)
+    try:
+      if path:
+        tokenization.load_vocab(path, vocab_size)
+    except ValueError as e:
+      raise ValueError(f"{key}={path!r} ({vocab_key}={vocab_size}): {e}"
+                       ) from None
 
 
 def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
