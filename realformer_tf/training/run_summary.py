@@ -9,7 +9,6 @@ Orbit's controller both logs and prints each progress block
 (`orbit/controller.py:38`, `_log`); the absl copy is dropped, stdout keeps it.
 """
 
-import logging as std_logging
 import os
 from typing import Any, List, Mapping, Optional
 
@@ -30,20 +29,17 @@ _ORBIT_CONTROLLER = os.path.join("orbit", "controller.py")
 _PROGRESS_PREFIXES = ("train |", " eval |", "eval |")
 
 
-class _OrbitProgressFilter(std_logging.Filter):
-  """Drops the absl copy of the progress lines Orbit also prints."""
-
-  def filter(self, record: std_logging.LogRecord) -> bool:
-    if not str(record.pathname).endswith(_ORBIT_CONTROLLER):
-      return True
-    return not str(record.msg).startswith(_PROGRESS_PREFIXES)
+def _not_orbit_progress(record) -> bool:
+  """False for the absl copy of a progress line Orbit also prints."""
+  return not (str(record.pathname).endswith(_ORBIT_CONTROLLER) and
+              str(record.msg).startswith(_PROGRESS_PREFIXES))
 
 
 def drop_duplicate_progress() -> None:
-  """Installs `_OrbitProgressFilter` on absl's handler (once)."""
+  """Installs `_not_orbit_progress` on absl's handler (once)."""
   handler = logging.get_absl_handler()
-  if not any(isinstance(f, _OrbitProgressFilter) for f in handler.filters):
-    handler.addFilter(_OrbitProgressFilter())
+  if _not_orbit_progress not in handler.filters:
+    handler.addFilter(_not_orbit_progress)
 
 
 def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
@@ -67,13 +63,6 @@ def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
   return token, counts[token] / counts.sum()
 
 
-def _vocab_token(vocab_file: str, token_id: int) -> str:
-  if not vocab_file or not tf.io.gfile.exists(vocab_file):
-    return f"id {token_id}"
-  tokens = tokenization.load_vocab(vocab_file)
-  return repr(tokens[token_id]) if token_id < len(tokens) else f"id {token_id}"
-
-
 def _mlm_lines(params: cfg.ExperimentConfig,
                metrics: Mapping[str, float]) -> List[str]:
   data = params.task.validation_data
@@ -92,7 +81,11 @@ def _mlm_lines(params: cfg.ExperimentConfig,
       logging.warning("No most-frequent-token baseline: %s", e)
       found = None
     if found:
-      token = _vocab_token(getattr(params.task, "vocab_file", ""), found[0])
+      vocab_file = getattr(params.task, "vocab_file", "")
+      tokens = (tokenization.load_vocab(vocab_file) if vocab_file and
+                tf.io.gfile.exists(vocab_file) else [])
+      token = (repr(tokens[found[0]]) if found[0] < len(tokens) else
+               f"id {found[0]}")
       line += (f"; always predicting the most frequent masked token "
                f"({token}): {found[1]:.4f}")
   lines = [line + "."]
