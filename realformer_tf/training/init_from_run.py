@@ -69,10 +69,9 @@ def inherit_encoder(params: cfg.ExperimentConfig,
   if ours is None or theirs is None:
     return None
   init_checkpoint = params.task.init_checkpoint
-  prefix = "task.model.encoder.any"
   conflicts, taken = [], []
   for field in ARCHITECTURE_FIELDS:
-    key = f"{prefix}.{field}"
+    key = f"task.model.encoder.any.{field}"
     value, run_value = getattr(ours, field), getattr(theirs, field)
     if value == run_value:
       continue

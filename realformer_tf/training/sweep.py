@@ -210,8 +210,6 @@ def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
   "values"}}}.
   """
   spec = glue_data.get_task(task)
-  if not results:
-    raise ValueError(f"No results for {task}.")
   groups = {}
   for result in sorted(results, key=lambda r: r["seed"]):
     key = (float(result["epochs"]), float(result["learning_rate"]))

@@ -119,8 +119,6 @@ class Trainer(base_trainer.Trainer):
     self._check_steps = not self._is_async
     if self._check_steps:
       self._train_loss = LossMeanWithNonFiniteTracking("training_loss")
-    self._loop_start_time = None
-    self._loop_start_step = 0
 
   def train_loop_begin(self):
     super().train_loop_begin()
