@@ -21,12 +21,12 @@ TRAIN_STEPS_KEY = "trainer.train_steps"
 ExplicitKeys = Dict[str, Tuple[int, str]]
 
 
-def dotted_keys(overrides: Mapping[str, Any], prefix: str = "") -> list:
-  """The dotted paths of the leaves of a nested override dict."""
-  return [leaf for key, value in overrides.items()
-          for leaf in (dotted_keys(value, f"{prefix}{key}.")
-                       if isinstance(value, Mapping) and value
-                       else [f"{prefix}{key}"])]
+def dotted_items(nested: Mapping[str, Any], prefix: str = "") -> dict:
+  """{dotted path: value} of the leaves of a nested dict."""
+  return dict(item for key, value in nested.items()
+              for item in (dotted_items(value, f"{prefix}{key}.").items()
+                           if isinstance(value, Mapping) and value
+                           else [(f"{prefix}{key}", value)]))
 
 
 def explicit_keys(sources: Sequence[Tuple[str, Mapping[str, Any]]]
@@ -34,7 +34,7 @@ def explicit_keys(sources: Sequence[Tuple[str, Mapping[str, Any]]]
   """Which source set each key last, from `(source name, overrides)`s."""
   result = {}
   for index, (name, overrides) in enumerate(sources):
-    for key in dotted_keys(overrides):
+    for key in dotted_items(overrides):
       result[key] = (index, name)
   return result
 

@@ -13,7 +13,7 @@ import json
 import os
 import pprint
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence
 
 from absl import logging
 import psutil
@@ -41,7 +41,7 @@ from realformer_tf.training import trainer as trainer_lib
 
 def _unknown_key(config, overrides: Mapping[str, Any]) -> Optional[str]:
   """The dotted path of the first key in `overrides` that `config` lacks."""
-  for key in schedule.dotted_keys(overrides):
+  for key in schedule.dotted_items(overrides):
     node, path = config, ""
     for part in key.split("."):
       fields = node.as_dict() if hasattr(node, "as_dict") else {}
@@ -211,13 +211,6 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
 FINAL_EVAL_FILE = "final_eval.json"
 
 
-def _flatten(value, prefix: str) -> Dict[str, Any]:
-  if not isinstance(value, Mapping):
-    return {prefix: value}
-  return {k: v for key, item in value.items()
-          for k, v in _flatten(item, f"{prefix}.{key}").items()}
-
-
 def check_model_dir(params: cfg.ExperimentConfig, mode: str,
                     model_dir: str) -> None:
   """Checks `model_dir`'s earlier run against this one, before any write.
@@ -237,8 +230,8 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
   if (mode not in validation.TRAIN_MODES or not has_checkpoint or
       not tf.io.gfile.exists(params_path)):
     return
-  old, new = (_flatten({"name": p.task.name, "model": p.task.model.as_dict()},
-                       "task")
+  old, new = (schedule.dotted_items(
+      {"task": {"name": p.task.name, "model": p.task.model.as_dict()}})
               for p in (registry.load_experiment_config(model_dir), params))
   changed = [f"{key}: {old.get(key)!r} in params.yaml, {new.get(key)!r} now"
              for key in sorted(set(old) | set(new))
