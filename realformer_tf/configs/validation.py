@@ -117,10 +117,8 @@ def _check_first_record(key: str, path: str, expected,
     raise ValueError(
         f"{key}.input_path: the first record of {path!r} is not a "
         f"tf.train.Example ({e}).") from None
-  lengths = {}
-  for name, feature in example.features.feature.items():
-    kind = feature.WhichOneof("kind")
-    lengths[name] = len(getattr(feature, kind).value) if kind else 0
+  lengths = {name: sum(len(value.value) for _, value in feature.ListFields())
+             for name, feature in example.features.feature.items()}
   # Missing features first: records of another kind are named as such
   # rather than as records of another length.
   for feature in expected:
