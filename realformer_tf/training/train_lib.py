@@ -359,7 +359,6 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
       mode="eval" if completed else mode, params=params, model_dir=model_dir,
       trainer=trainer, eval_actions=[eval_outputs.append],
       enable_async_checkpointing=enable_async_checkpointing)
-  seconds = time.time() - start_time
   final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
   step = int(trainer.global_step.numpy())
   values = {k: float(v) for k, v in sorted(final.items())
@@ -370,9 +369,9 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     if mode in validation.TRAIN_MODES and step >= params.trainer.train_steps:
       utils.write_json_atomically(os.path.join(model_dir, FINAL_EVAL_FILE),
                                   {"step": step, "metrics": values})
-  steps_run = step - start_step if trains else 0
-  for line in run_summary.summary_lines(params, model_dir, values, step,
-                                        steps_run, seconds):
+  for line in run_summary.summary_lines(
+      params, model_dir, values, step, step - start_step if trains else 0,
+      time.time() - start_time):
     _log(line)
   return final
 

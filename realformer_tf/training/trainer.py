@@ -38,9 +38,8 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
   `first_nonfinite_loss()`: that mean.
   """
 
-  def __init__(self, name: str = "training_loss", dtype=tf.float32,
-               upper_bound: float = float("inf")):
-    super().__init__(name=name, dtype=dtype)
+  def __init__(self, upper_bound: float = float("inf")):
+    super().__init__(name="training_loss", dtype=tf.float32)
     # ONLY_FIRST_REPLICA: every replica holds the same values (the check uses
     # all-reduced losses), so reading replica 0's is exact.
     only_first = tf.VariableAggregation.ONLY_FIRST_REPLICA
@@ -118,7 +117,7 @@ class Trainer(base_trainer.Trainer):
     # there only Model Garden's loop-level recovery check applies.
     self._check_steps = not self._is_async
     if self._check_steps:
-      self._train_loss = LossMeanWithNonFiniteTracking("training_loss")
+      self._train_loss = LossMeanWithNonFiniteTracking()
 
   def train_loop_begin(self):
     super().train_loop_begin()
