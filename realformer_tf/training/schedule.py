@@ -32,11 +32,8 @@ def dotted_items(nested: Mapping[str, Any], prefix: str = "") -> dict:
 def explicit_keys(sources: Sequence[Tuple[str, Mapping[str, Any]]]
                  ) -> ExplicitKeys:
   """Which source set each key last, from `(source name, overrides)`s."""
-  result = {}
-  for index, (name, overrides) in enumerate(sources):
-    for key in dotted_items(overrides):
-      result[key] = (index, name)
-  return result
+  return {key: (index, name) for index, (name, overrides) in enumerate(sources)
+          for key in dotted_items(overrides)}
 
 
 def _set_after(explicit: ExplicitKeys, key: str, index: int) -> bool:
