@@ -133,13 +133,9 @@ def parse_configuration_and_sources(flags_obj):
 def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
                             input_files: Optional[Sequence[str]] = None
                            ) -> None:
-  """Builds `realformer/quickstart`'s own data and points `params` at it.
-
-  With both input paths empty, the corpus (or `input_files`) becomes a
-  vocabulary and MLM/NSP records cached in `model_dir/data` with the train
-  data's shapes; `params` gets their paths, `task.vocab_file` and the
-  vocabulary size (the closing summary's chance line reports it).
-  """
+  """Builds `realformer/quickstart`'s own data and points `params` at it, as
+  `experiments.realformer_quickstart` describes (the vocabulary size too: the
+  closing summary's chance line reports it)."""
   task = params.task
   name = experiments.QUICKSTART
   if task.name != name:
