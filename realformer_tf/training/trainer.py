@@ -98,11 +98,9 @@ class _EvalOnlyCheckpoint(tf.train.Checkpoint):
 
 
 class Trainer(base_trainer.Trainer):
-  """`base_trainer.Trainer` + `examples_per_second` + non-finite loss stop.
-
-  Built with `train=False`, it restores the model without the optimizer.
-  `model_dir`: where the non-finite loss error finds the latest checkpoint.
-  """
+  """See the module docstring. Built with `train=False`, it restores the
+  model without the optimizer; `model_dir`: where the non-finite loss error
+  finds the latest checkpoint."""
 
   def __init__(self, *args, model_dir: Optional[str] = None, **kwargs):
     super().__init__(*args, **kwargs)
