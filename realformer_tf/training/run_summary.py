@@ -21,18 +21,12 @@ from official.core import input_reader
 from official.nlp.data import pretrain_dataloader
 from realformer_tf.data import tokenization
 
-# Eval records read to find the most frequent masked token (enough for a
-# stable frequency, cheap for any eval set).
-_MAX_BASELINE_RECORDS = 10000
-
-_ORBIT_CONTROLLER = os.path.join("orbit", "controller.py")
-_PROGRESS_PREFIXES = ("train |", " eval |", "eval |")
-
 
 def _not_orbit_progress(record) -> bool:
   """False for the absl copy of a progress line Orbit also prints."""
-  return not (str(record.pathname).endswith(_ORBIT_CONTROLLER) and
-              str(record.msg).startswith(_PROGRESS_PREFIXES))
+  return not (
+      str(record.pathname).endswith(os.path.join("orbit", "controller.py"))
+      and str(record.msg).startswith(("train |", " eval |", "eval |")))
 
 
 def drop_duplicate_progress() -> None:
@@ -45,13 +39,14 @@ def drop_duplicate_progress() -> None:
 def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
   """(token id, fraction of masked positions holding it) in MLM records.
 
-  Reads at most `_MAX_BASELINE_RECORDS` records of `files` (the masked-LM
-  feature names are the same in v1 and v2 records); None if there is none.
+  Reads at most 10,000 records of `files` (a stable frequency, cheap for any
+  eval set; the masked-LM feature names are the same in v1 and v2 records);
+  None if there is none.
   """
   spec = {"masked_lm_ids": tf.io.VarLenFeature(tf.int64),
           "masked_lm_weights": tf.io.VarLenFeature(tf.float32)}
   ids, weights = [np.zeros([0], np.int64)], [np.zeros([0])]
-  dataset = tf.data.TFRecordDataset(files).take(_MAX_BASELINE_RECORDS)
+  dataset = tf.data.TFRecordDataset(files).take(10000)
   for batch in dataset.batch(512):
     parsed = tf.io.parse_example(batch, spec)
     ids.append(parsed["masked_lm_ids"].values.numpy())
