@@ -226,9 +226,10 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
   if (mode not in validation.TRAIN_MODES or not has_checkpoint or
       not tf.io.gfile.exists(params_path)):
     return
-  old, new = (schedule.dotted_items(
-      {"task": {"name": p.task.name, "model": p.task.model.as_dict()}})
-              for p in (registry.load_experiment_config(model_dir), params))
+  old, new = (
+      schedule.dotted_items({"task": {"name": p.task.name,
+                                      "model": p.task.model.as_dict()}})
+      for p in (registry.load_experiment_config(model_dir), params))
   changed = [f"{key}: {old.get(key)!r} in params.yaml, {new.get(key)!r} now"
              for key in sorted(set(old) | set(new))
              if old.get(key) != new.get(key)]
