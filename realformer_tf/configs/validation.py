@@ -231,13 +231,12 @@ def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
       for i, item in enumerate(value):
         if isinstance(item, hyperparams.Config):
           yield from _type_errors(item, f"{key}[{i}].")
-    elif value is not None and expected in (int, float, bool):
-      ok = (isinstance(value, bool) if expected is bool else
-            isinstance(value, (int, float) if expected is float else int) and
-            not isinstance(value, bool))
-      if not ok:
-        yield (f"{key}={value!r} must be {article} {expected.__name__}, not "
-               f"{type(value).__name__}")
+    elif value is not None and expected in (int, float, bool) and (
+        # A bool is an int to isinstance; an int is a fine float.
+        isinstance(value, bool) != (expected is bool) or not isinstance(
+            value, (int, float) if expected is float else expected)):
+      yield (f"{key}={value!r} must be {article} {expected.__name__}, not "
+             f"{type(value).__name__}")
 
 
 def validate_field_types(params: cfg.ExperimentConfig) -> None:
