@@ -84,9 +84,6 @@ def realformer_pretraining() -> cfg.ExperimentConfig:
 # records (`QUICKSTART_DUPE_FACTOR` copies, each masked anew). Dropout 0:
 # the model underfits.
 _QUICKSTART_STEPS = 2500
-# Target size of the learned WordPiece vocabulary (the real size is set from
-# the data: ~1k on the stdlib corpus, which has ~250k WordPieces).
-_QUICKSTART_VOCAB_SIZE = 1000
 
 
 @exp_factory.register_config_factory(QUICKSTART)
@@ -101,9 +98,11 @@ def realformer_quickstart() -> cfg.ExperimentConfig:
   """
   task = _pretraining_task(
       QUICKSTART, hidden_size=64, num_layers=2, num_attention_heads=2,
-      intermediate_size=256, vocab_size=_QUICKSTART_VOCAB_SIZE,
-      max_position_embeddings=64, dropout_rate=0.0,
-      attention_dropout_rate=0.0)
+      intermediate_size=256, max_position_embeddings=64, dropout_rate=0.0,
+      attention_dropout_rate=0.0,
+      # The learned vocabulary's target size; the real one is set from the
+      # data (~1k on the stdlib corpus, which has ~250k WordPieces).
+      vocab_size=1000)
   for data in (task.train_data, task.validation_data):
     data.seq_length, data.max_predictions_per_seq = 32, 5
     data.global_batch_size = 64

@@ -1,14 +1,10 @@
 """`realformer/glue`: GLUE fine-tuning with the RealFormer paper's recipe.
 
-Model Garden's sentence-prediction task (`BertClassifier` over the RealFormer
-encoder in the `type: any` slot), subclassed in
-`realformer_tf.tasks.sentence_prediction` to report the paper's metrics and
-to evaluate MNLI matched and mismatched in one pass.
-
-One YAML per task in `official_configs/experiments/glue/<task>.yaml` sets the
-task, the number of classes, the metrics' validation files and the schedule
-of one grid point (3 epochs, learning rate 2e-5). Data paths start with the
-placeholder `GLUE_DATA_DIR`; replace it, e.g.
+The task is `tasks/sentence_prediction.py`'s. One YAML per task in
+`official_configs/experiments/glue/<task>.yaml` sets the task, the number of
+classes, the metrics' validation files and the schedule of one grid point
+(3 epochs, learning rate 2e-5). Data paths start with the placeholder
+`GLUE_DATA_DIR`; replace it, e.g.
 
   python train.py --experiment=realformer/glue --mode=train_and_eval \
     --config_file=official_configs/experiments/glue/mrpc.yaml \

@@ -12,7 +12,6 @@ import dataclasses
 import typing
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from absl import logging
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
@@ -118,10 +117,8 @@ def _check_first_record(key: str, path: str, expected,
     raise ValueError(
         f"{key}.input_path: the first record of {path!r} is not a "
         f"tf.train.Example ({e}).") from None
-  lengths = {}
-  for name, feature in example.features.feature.items():
-    kind = feature.WhichOneof("kind")
-    lengths[name] = len(getattr(feature, kind).value) if kind else 0
+  lengths = {name: sum(len(value.value) for _, value in feature.ListFields())
+             for name, feature in example.features.feature.items()}
   # Missing features first: records of another kind are named as such
   # rather than as records of another length.
   for feature in expected:
@@ -174,22 +171,6 @@ def _check_token_ids(key: str, files: Sequence[str],
           f"{count * batch_size}-{(count + 1) * batch_size - 1}: "
           f"{type(e).__name__}: {e.message.splitlines()[0]}): a truncated or "
           "corrupt file; write it again.") from None
-
-
-def _check_vocab_file(key: str, path: str, vocab_size: Optional[int],
-                      vocab_key: str) -> None:
-  """`path` is a WordPiece vocabulary of at most `vocab_size` tokens."""
-  try:
-    tokens = tokenization.load_vocab(path)
-  except ValueError as e:
-    raise ValueError(f"{key}={path!r}: {e}") from None
-  if vocab_size is not None and len(tokens) > vocab_size:
-    raise ValueError(
-        f"{key}={path!r} has {len(tokens)} tokens but {vocab_key}="
-        f"{vocab_size}: token ids would overflow the embedding table.")
-  if vocab_size is not None and len(tokens) < vocab_size:
-    logging.warning("%s=%s has %d tokens, fewer than %s=%d (rows left unused).",
-                    key, path, len(tokens), vocab_key, vocab_size)
 
 
 def _check_lengths(key: str, data, encoder_key: Optional[str],
@@ -250,13 +231,12 @@ def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
       for i, item in enumerate(value):
         if isinstance(item, hyperparams.Config):
           yield from _type_errors(item, f"{key}[{i}].")
-    elif value is not None and expected in (int, float, bool):
-      ok = (isinstance(value, bool) if expected is bool else
-            isinstance(value, (int, float) if expected is float else int) and
-            not isinstance(value, bool))
-      if not ok:
-        yield (f"{key}={value!r} must be {article} {expected.__name__}, not "
-               f"{type(value).__name__}")
+    elif value is not None and expected in (int, float, bool) and (
+        # A bool is an int to isinstance; an int is a fine float.
+        isinstance(value, bool) != (expected is bool) or not isinstance(
+            value, (int, float) if expected is float else expected)):
+      yield (f"{key}={value!r} must be {article} {expected.__name__}, not "
+             f"{type(value).__name__}")
 
 
 def validate_field_types(params: cfg.ExperimentConfig) -> None:
@@ -316,8 +296,12 @@ def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
       if vocab_size is not None:
         _check_token_ids(key, files, id_features, vocab_size, vocab_key)
   for key, path in vocab_files:
-    if path:
-      _check_vocab_file(key, path, vocab_size, vocab_key)
+    try:
+      if path:
+        tokenization.load_vocab(path, vocab_size)
+    except ValueError as e:
+      raise ValueError(f"{key}={path!r} ({vocab_key}={vocab_size}): {e}"
+                       ) from None
 
 
 def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,

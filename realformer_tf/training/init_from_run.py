@@ -26,8 +26,6 @@ from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
 from realformer_tf.training import schedule
 
-INIT_CHECKPOINT_KEY = "task.init_checkpoint"
-
 # Encoder fields that define the checkpoint's variables or the function it
 # computes; the others (dropout, initializer, outputs) are the fine-tuning
 # run's own.
@@ -69,10 +67,9 @@ def inherit_encoder(params: cfg.ExperimentConfig,
   if ours is None or theirs is None:
     return None
   init_checkpoint = params.task.init_checkpoint
-  prefix = "task.model.encoder.any"
   conflicts, taken = [], []
   for field in ARCHITECTURE_FIELDS:
-    key = f"{prefix}.{field}"
+    key = f"task.model.encoder.any.{field}"
     value, run_value = getattr(ours, field), getattr(theirs, field)
     if value == run_value:
       continue
@@ -84,15 +81,15 @@ def inherit_encoder(params: cfg.ExperimentConfig,
       taken.append(f"{field}={run_value!r}")
   if conflicts:
     raise ValueError(
-        f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} is a run of "
+        f"task.init_checkpoint={init_checkpoint!r} is a run of "
         f"{run_config.task.name} whose encoder differs from the one "
         f"configured here (see {os.path.join(run_dir, 'params.yaml')}):\n  "
         + "\n  ".join(conflicts) +
         "\nDrop these settings (the run's are used) or start from another "
         "checkpoint.")
   logging.info(
-      "%s=%s is a %s run: its encoder config (%s) is used%s.",
-      INIT_CHECKPOINT_KEY, init_checkpoint, run_config.task.name,
+      "task.init_checkpoint=%s is a %s run: its encoder config (%s) is "
+      "used%s.", init_checkpoint, run_config.task.name,
       os.path.join(run_dir, "params.yaml"),
       f", changing {', '.join(taken)}" if taken else " (no change)")
 
@@ -108,7 +105,7 @@ def inherit_encoder(params: cfg.ExperimentConfig,
       raise ValueError(
           f"task.init_cls_pooler=true (set by "
           f"{explicit['task.init_cls_pooler'][1]}), but the run "
-          f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} {why}, so there is no "
+          f"task.init_checkpoint={init_checkpoint!r} {why}, so there is no "
           "pooler to restore.")
     params.task.init_cls_pooler = False
     logging.info("The run %s %s: task.init_cls_pooler is off (the "
@@ -133,7 +130,7 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
   encoder_config = _encoder_of(params)
   if not init_checkpoint:
     return None
-  path = utils.resolve_checkpoint(init_checkpoint, INIT_CHECKPOINT_KEY)
+  path = utils.resolve_checkpoint(init_checkpoint, "task.init_checkpoint")
   if encoder_config is None:
     return path
   # A throwaway graph: only the variables' shapes are needed, and the real
@@ -151,11 +148,11 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
         reader.get_tensor(key)
     except errors.CheckpointMismatchError as e:
       raise errors.CheckpointMismatchError(
-          f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r} does not fit "
+          f"task.init_checkpoint={init_checkpoint!r} does not fit "
           f"task.model.encoder:\n{e}") from None
     except (tf.errors.OpError, IndexError, ValueError) as e:
       raise ValueError(
-          f"{INIT_CHECKPOINT_KEY}={init_checkpoint!r}: cannot read the "
+          f"task.init_checkpoint={init_checkpoint!r}: cannot read the "
           f"encoder of {path!r} ({type(e).__name__}: {e}).") from None
   return path
 
@@ -213,7 +210,7 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
         raise ValueError(
             f"{key}.input_path: {path!r} was converted with vocabulary "
             f"{_describe(meta.get('vocab_file'), meta.get('vocab_size'), sha)}"
-            f" (see {meta_path}), but {INIT_CHECKPOINT_KEY}="
+            f" (see {meta_path}), but task.init_checkpoint="
             f"{params.task.init_checkpoint!r} was trained with "
             f"{_describe(run_vocab, run_size, run_sha)}: convert the data "
             f"again with --vocab_file={run_vocab}.")

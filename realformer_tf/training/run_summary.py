@@ -9,7 +9,6 @@ Orbit's controller both logs and prints each progress block
 (`orbit/controller.py:38`, `_log`); the absl copy is dropped, stdout keeps it.
 """
 
-import logging as std_logging
 import os
 from typing import Any, List, Mapping, Optional
 
@@ -22,40 +21,32 @@ from official.core import input_reader
 from official.nlp.data import pretrain_dataloader
 from realformer_tf.data import tokenization
 
-# Eval records read to find the most frequent masked token (enough for a
-# stable frequency, cheap for any eval set).
-_MAX_BASELINE_RECORDS = 10000
 
-_ORBIT_CONTROLLER = os.path.join("orbit", "controller.py")
-_PROGRESS_PREFIXES = ("train |", " eval |", "eval |")
-
-
-class _OrbitProgressFilter(std_logging.Filter):
-  """Drops the absl copy of the progress lines Orbit also prints."""
-
-  def filter(self, record: std_logging.LogRecord) -> bool:
-    if not str(record.pathname).endswith(_ORBIT_CONTROLLER):
-      return True
-    return not str(record.msg).startswith(_PROGRESS_PREFIXES)
+def _not_orbit_progress(record) -> bool:
+  """False for the absl copy of a progress line Orbit also prints."""
+  return not (
+      str(record.pathname).endswith(os.path.join("orbit", "controller.py"))
+      and str(record.msg).startswith(("train |", " eval |", "eval |")))
 
 
 def drop_duplicate_progress() -> None:
-  """Installs `_OrbitProgressFilter` on absl's handler (once)."""
+  """Installs `_not_orbit_progress` on absl's handler (once)."""
   handler = logging.get_absl_handler()
-  if not any(isinstance(f, _OrbitProgressFilter) for f in handler.filters):
-    handler.addFilter(_OrbitProgressFilter())
+  if _not_orbit_progress not in handler.filters:
+    handler.addFilter(_not_orbit_progress)
 
 
 def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
   """(token id, fraction of masked positions holding it) in MLM records.
 
-  Reads at most `_MAX_BASELINE_RECORDS` records of `files` (the masked-LM
-  feature names are the same in v1 and v2 records); None if there is none.
+  Reads at most 10,000 records of `files` (a stable frequency, cheap for any
+  eval set; the masked-LM feature names are the same in v1 and v2 records);
+  None if there is none.
   """
   spec = {"masked_lm_ids": tf.io.VarLenFeature(tf.int64),
           "masked_lm_weights": tf.io.VarLenFeature(tf.float32)}
   ids, weights = [np.zeros([0], np.int64)], [np.zeros([0])]
-  dataset = tf.data.TFRecordDataset(files).take(_MAX_BASELINE_RECORDS)
+  dataset = tf.data.TFRecordDataset(files).take(10000)
   for batch in dataset.batch(512):
     parsed = tf.io.parse_example(batch, spec)
     ids.append(parsed["masked_lm_ids"].values.numpy())
@@ -65,13 +56,6 @@ def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
     return None
   token = int(np.argmax(counts))
   return token, counts[token] / counts.sum()
-
-
-def _vocab_token(vocab_file: str, token_id: int) -> str:
-  if not vocab_file or not tf.io.gfile.exists(vocab_file):
-    return f"id {token_id}"
-  tokens = tokenization.load_vocab(vocab_file)
-  return repr(tokens[token_id]) if token_id < len(tokens) else f"id {token_id}"
 
 
 def _mlm_lines(params: cfg.ExperimentConfig,
@@ -92,7 +76,11 @@ def _mlm_lines(params: cfg.ExperimentConfig,
       logging.warning("No most-frequent-token baseline: %s", e)
       found = None
     if found:
-      token = _vocab_token(getattr(params.task, "vocab_file", ""), found[0])
+      vocab_file = getattr(params.task, "vocab_file", "")
+      tokens = (tokenization.load_vocab(vocab_file) if vocab_file and
+                tf.io.gfile.exists(vocab_file) else [])
+      token = (repr(tokens[found[0]]) if found[0] < len(tokens) else
+               f"id {found[0]}")
       line += (f"; always predicting the most frequent masked token "
                f"({token}): {found[1]:.4f}")
   lines = [line + "."]

@@ -21,26 +21,19 @@ TRAIN_STEPS_KEY = "trainer.train_steps"
 ExplicitKeys = Dict[str, Tuple[int, str]]
 
 
-def dotted_keys(overrides: Mapping[str, Any], prefix: str = "") -> list:
-  """The dotted paths of the leaves of a nested override dict."""
-  return [leaf for key, value in overrides.items()
-          for leaf in (dotted_keys(value, f"{prefix}{key}.")
-                       if isinstance(value, Mapping) and value
-                       else [f"{prefix}{key}"])]
+def dotted_items(nested: Mapping[str, Any], prefix: str = "") -> dict:
+  """{dotted path: value} of the leaves of a nested dict."""
+  return dict(item for key, value in nested.items()
+              for item in (dotted_items(value, f"{prefix}{key}.").items()
+                           if isinstance(value, Mapping) and value
+                           else [(f"{prefix}{key}", value)]))
 
 
 def explicit_keys(sources: Sequence[Tuple[str, Mapping[str, Any]]]
                  ) -> ExplicitKeys:
   """Which source set each key last, from `(source name, overrides)`s."""
-  result = {}
-  for index, (name, overrides) in enumerate(sources):
-    for key in dotted_keys(overrides):
-      result[key] = (index, name)
-  return result
-
-
-def _set_after(explicit: ExplicitKeys, key: str, index: int) -> bool:
-  return key in explicit and explicit[key][0] >= index
+  return {key: (index, name) for index, (name, overrides) in enumerate(sources)
+          for key in dotted_items(overrides)}
 
 
 def follow_train_steps(params: cfg.ExperimentConfig,
@@ -50,6 +43,7 @@ def follow_train_steps(params: cfg.ExperimentConfig,
   if TRAIN_STEPS_KEY not in explicit:
     return
   index, source = explicit[TRAIN_STEPS_KEY]
+  set_since = {key for key, (i, _) in explicit.items() if i >= index}
   train_steps = params.trainer.train_steps
   optimizer = params.trainer.optimizer_config
   lr = optimizer.learning_rate.get()
@@ -58,7 +52,7 @@ def follow_train_steps(params: cfg.ExperimentConfig,
   old_decay = getattr(lr, "decay_steps", None)
   # train_steps is an int here (`validation.validate_field_types` ran first).
   if (train_steps <= 0 or not isinstance(old_decay, int) or
-      old_decay == train_steps or _set_after(explicit, decay_key, index)):
+      old_decay == train_steps or decay_key in set_since):
     return
   lr.decay_steps = train_steps
   changes = [f"{decay_key}: {old_decay} -> {train_steps}"]
@@ -67,7 +61,7 @@ def follow_train_steps(params: cfg.ExperimentConfig,
                 f"{optimizer.warmup.type}.warmup_steps")
   old_warmup = getattr(warmup, "warmup_steps", None)
   if (isinstance(old_warmup, int) and old_warmup > 0 and old_decay > 0 and
-      not _set_after(explicit, warmup_key, index)):
+      warmup_key not in set_since):
     warmup.warmup_steps = int(round(old_warmup * train_steps / old_decay))
     changes.append(f"{warmup_key}: {old_warmup} -> {warmup.warmup_steps} "
                    f"(same {old_warmup / old_decay:.0%} of the run)")

@@ -15,11 +15,10 @@ writes `glue_result.json` there. Rerunning the command skips finished runs and
 resumes killed ones from their latest checkpoint.
 
 Summary (also `--summarize_only`, written to `glue_summary.json`): per task,
-the grid point with the highest median over seeds of the main metric
-(MRPC/QQP F1, CoLA MCC, STS-B Pearson, MNLI matched accuracy, else accuracy),
-with each metric's median and std (ddof=0); the task score is the mean of its
-metrics' medians, GLUE "Overall" the mean of the task scores present (WNLI
-excluded). Printed x100, as the paper reports them.
+the grid point with the highest median over seeds of `glue.TaskSpec`'s
+`main_metric`, with each metric's median and std (ddof=0); the task score is
+the mean of its metrics' medians, GLUE "Overall" the mean of the task scores
+present (WNLI excluded). Printed x100, as the paper reports them.
 """
 
 import dataclasses
@@ -210,8 +209,6 @@ def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
   "values"}}}.
   """
   spec = glue_data.get_task(task)
-  if not results:
-    raise ValueError(f"No results for {task}.")
   groups = {}
   for result in sorted(results, key=lambda r: r["seed"]):
     key = (float(result["epochs"]), float(result["learning_rate"]))

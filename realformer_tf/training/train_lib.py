@@ -13,7 +13,7 @@ import json
 import os
 import pprint
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence
 
 from absl import logging
 import psutil
@@ -41,7 +41,7 @@ from realformer_tf.training import trainer as trainer_lib
 
 def _unknown_key(config, overrides: Mapping[str, Any]) -> Optional[str]:
   """The dotted path of the first key in `overrides` that `config` lacks."""
-  for key in schedule.dotted_keys(overrides):
+  for key in schedule.dotted_items(overrides):
     node, path = config, ""
     for part in key.split("."):
       fields = node.as_dict() if hasattr(node, "as_dict") else {}
@@ -133,13 +133,9 @@ def parse_configuration_and_sources(flags_obj):
 def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
                             input_files: Optional[Sequence[str]] = None
                            ) -> None:
-  """Builds `realformer/quickstart`'s own data and points `params` at it.
-
-  With both input paths empty, the corpus (or `input_files`) becomes a
-  vocabulary and MLM/NSP records cached in `model_dir/data` with the train
-  data's shapes; `params` gets their paths, `task.vocab_file` and the
-  vocabulary size (the closing summary's chance line reports it).
-  """
+  """Builds `realformer/quickstart`'s own data and points `params` at it, as
+  `experiments.realformer_quickstart` describes (the vocabulary size too: the
+  closing summary's chance line reports it)."""
   task = params.task
   name = experiments.QUICKSTART
   if task.name != name:
@@ -211,13 +207,6 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
 FINAL_EVAL_FILE = "final_eval.json"
 
 
-def _flatten(value, prefix: str) -> Dict[str, Any]:
-  if not isinstance(value, Mapping):
-    return {prefix: value}
-  return {k: v for key, item in value.items()
-          for k, v in _flatten(item, f"{prefix}.{key}").items()}
-
-
 def check_model_dir(params: cfg.ExperimentConfig, mode: str,
                     model_dir: str) -> None:
   """Checks `model_dir`'s earlier run against this one, before any write.
@@ -237,9 +226,10 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
   if (mode not in validation.TRAIN_MODES or not has_checkpoint or
       not tf.io.gfile.exists(params_path)):
     return
-  old, new = (_flatten({"name": p.task.name, "model": p.task.model.as_dict()},
-                       "task")
-              for p in (registry.load_experiment_config(model_dir), params))
+  old, new = (
+      schedule.dotted_items({"task": {"name": p.task.name,
+                                      "model": p.task.model.as_dict()}})
+      for p in (registry.load_experiment_config(model_dir), params))
   changed = [f"{key}: {old.get(key)!r} in params.yaml, {new.get(key)!r} now"
              for key in sorted(set(old) | set(new))
              if old.get(key) != new.get(key)]
@@ -366,7 +356,6 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
       mode="eval" if completed else mode, params=params, model_dir=model_dir,
       trainer=trainer, eval_actions=[eval_outputs.append],
       enable_async_checkpointing=enable_async_checkpointing)
-  seconds = time.time() - start_time
   final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
   step = int(trainer.global_step.numpy())
   values = {k: float(v) for k, v in sorted(final.items())
@@ -377,9 +366,9 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     if mode in validation.TRAIN_MODES and step >= params.trainer.train_steps:
       utils.write_json_atomically(os.path.join(model_dir, FINAL_EVAL_FILE),
                                   {"step": step, "metrics": values})
-  steps_run = step - start_step if trains else 0
-  for line in run_summary.summary_lines(params, model_dir, values, step,
-                                        steps_run, seconds):
+  for line in run_summary.summary_lines(
+      params, model_dir, values, step, step - start_step if trains else 0,
+      time.time() - start_time):
     _log(line)
   return final
 

@@ -38,9 +38,8 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
   `first_nonfinite_loss()`: that mean.
   """
 
-  def __init__(self, name: str = "training_loss", dtype=tf.float32,
-               upper_bound: float = float("inf")):
-    super().__init__(name=name, dtype=dtype)
+  def __init__(self, upper_bound: float = float("inf")):
+    super().__init__(name="training_loss", dtype=tf.float32)
     # ONLY_FIRST_REPLICA: every replica holds the same values (the check uses
     # all-reduced losses), so reading replica 0's is exact.
     only_first = tf.VariableAggregation.ONLY_FIRST_REPLICA
@@ -99,11 +98,9 @@ class _EvalOnlyCheckpoint(tf.train.Checkpoint):
 
 
 class Trainer(base_trainer.Trainer):
-  """`base_trainer.Trainer` + `examples_per_second` + non-finite loss stop.
-
-  Built with `train=False`, it restores the model without the optimizer.
-  `model_dir`: where the non-finite loss error finds the latest checkpoint.
-  """
+  """See the module docstring. Built with `train=False`, it restores the
+  model without the optimizer; `model_dir`: where the non-finite loss error
+  finds the latest checkpoint."""
 
   def __init__(self, *args, model_dir: Optional[str] = None, **kwargs):
     super().__init__(*args, **kwargs)
@@ -118,9 +115,7 @@ class Trainer(base_trainer.Trainer):
     # there only Model Garden's loop-level recovery check applies.
     self._check_steps = not self._is_async
     if self._check_steps:
-      self._train_loss = LossMeanWithNonFiniteTracking("training_loss")
-    self._loop_start_time = None
-    self._loop_start_step = 0
+      self._train_loss = LossMeanWithNonFiniteTracking()
 
   def train_loop_begin(self):
     super().train_loop_begin()

@@ -63,7 +63,7 @@ class RunSummaryTest(tf.test.TestCase, parameterized.TestCase):
     record = std_logging.LogRecord(
         "absl", std_logging.INFO, "/x/site-packages/orbit/controller.py", 1,
         message, None, None)
-    self.assertEqual(run_summary._OrbitProgressFilter().filter(record), kept)  # pylint: disable=protected-access
+    self.assertEqual(run_summary._not_orbit_progress(record), kept)  # pylint: disable=protected-access
 
 
 if __name__ == "__main__":
