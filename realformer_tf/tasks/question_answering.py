@@ -26,6 +26,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from absl import logging
+import tensorflow as tf
 
 from official.core import task_factory
 from official.nlp.tasks import question_answering
@@ -134,7 +135,8 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
           os.path.join(out_dir, squad_data.NULL_ODDS_FILE), null_odds)
     metrics = squad_metrics(self._eval_dataset, predictions,
                             null_odds if v2 else None, v2)
-    step = None if global_step is None else int(global_step)
+    step = (None if global_step is None else
+            int(tf.convert_to_tensor(global_step)))
     logging.info("SQuAD %s eval at step %s (%d questions, predictions in "
                  "%s): %s", "v2.0" if v2 else "v1.1", step, len(predictions),
                  out_dir, metrics)

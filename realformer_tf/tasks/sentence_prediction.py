@@ -232,7 +232,8 @@ class RealFormerSentencePredictionTask(
       results.update({key + (name and f"_{name}"): value
                       for key, value in metrics.items()})
     logging.info("%s metrics at step %s: %s", self._spec.name,
-                 None if global_step is None else int(global_step), results)
+                 None if global_step is None else
+                 int(tf.convert_to_tensor(global_step)), results)
     return results
 
   def initialize(self, model):
