@@ -8,10 +8,13 @@ goes through `resolve_checkpoint`.
 """
 
 import contextlib
+import inspect
 import json
 import os
-from typing import Any, Dict, Iterable, Iterator, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional
 
+from absl import app
+from absl import flags
 from absl import logging
 import tensorflow as tf
 
@@ -150,3 +153,18 @@ def check_heads_divide(width: int, num_heads: int, what: str) -> None:
   if num_heads < 1 or width % num_heads:
     raise ValueError(f"{what}: width {width} is not divisible by "
                      f"num_attention_heads={num_heads}.")
+
+
+def flags_main(fn: Callable[..., Any],
+               to_json: Callable[[Any], Any] = lambda result: result):
+  """An absl `main` for our CLIs: `fn(**flags)`, its result printed as JSON.
+
+  Each parameter of `fn` takes the value of the flag of the same name.
+  """
+  def main(argv):
+    if len(argv) > 1:
+      raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    result = fn(**{name: flags.FLAGS[name].value
+                   for name in inspect.signature(fn).parameters})
+    print(json.dumps(to_json(result), indent=2))
+  return main

@@ -36,7 +36,6 @@ download and knows one dev split (MNLI has two).
 """
 
 import dataclasses
-import inspect
 import json
 import math
 import os
@@ -407,13 +406,8 @@ def read_meta_data(path: str) -> Dict:
   return meta
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  # The flags are `convert`'s keyword arguments.
-  meta = convert(**{name: flags.FLAGS[name].value
-                    for name in inspect.signature(convert).parameters})
-  print(json.dumps({s: m["num_examples"] for s, m in meta["splits"].items()}))
+main = utils.flags_main(convert, lambda meta: {
+    split: m["num_examples"] for split, m in meta["splits"].items()})
 
 
 if __name__ == "__main__":

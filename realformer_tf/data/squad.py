@@ -39,7 +39,6 @@ Bad input, following the official tools:
 import collections
 import copy
 import dataclasses
-import inspect
 import json
 import os
 import tempfile
@@ -517,13 +516,7 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
   return meta
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  # The flags are `convert`'s keyword arguments.
-  meta = convert(**{name: flags.FLAGS[name].value
-                    for name in inspect.signature(convert).parameters})
-  print(json.dumps(meta, indent=2))
+main = utils.flags_main(convert)
 
 
 if __name__ == "__main__":

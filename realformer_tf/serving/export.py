@@ -18,8 +18,6 @@ vocabulary becomes a SavedModel asset).
 """
 
 import dataclasses
-import inspect
-import json
 import os
 import tempfile
 from typing import List, Optional, Tuple, Type
@@ -263,18 +261,7 @@ def define_flags():
                     "in the server).")
 
 
-def main_of(export_fn):
-  """An absl main: `export_fn(flags.FLAGS)`, its result printed as JSON."""
-  def main(argv):
-    if len(argv) > 1:
-      raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    print(json.dumps(export_fn(flags.FLAGS), indent=2))
-  return main
-
-
-main = main_of(lambda f: dataclasses.asdict(export_model(**{
-    name: f[name].value
-    for name in inspect.signature(export_model).parameters})))
+main = utils.flags_main(export_model, dataclasses.asdict)
 
 
 if __name__ == "__main__":

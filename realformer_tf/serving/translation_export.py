@@ -22,6 +22,7 @@ from absl import flags
 import tensorflow as tf
 
 from official.nlp.serving import serving_modules as mg_serving_modules
+from realformer_tf import utils
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.serving import export
 from realformer_tf.tasks import translation as rf_translation
@@ -98,11 +99,8 @@ def define_flags():
                        "default: task.validation_data.max_seq_length.")
 
 
-main = export.main_of(lambda f: {
-    "export_dir": export_translation(f.model_dir, f.export_dir,
-                                     f.checkpoint_path, f.max_source_length,
-                                     f.overwrite),
-    "signatures": [SIGNATURE]})
+main = utils.flags_main(export_translation, lambda export_dir: {
+    "export_dir": export_dir, "signatures": [SIGNATURE]})
 
 
 if __name__ == "__main__":
