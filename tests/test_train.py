@@ -28,6 +28,7 @@ from realformer_tf.configs import registry
 from realformer_tf.configs import validation
 from realformer_tf.training import train_lib
 from realformer_tf.training import trainer as trainer_lib
+from tests import shared_data
 from tests import train_test_utils as utils
 
 CONFIGS = os.path.join(utils.REPO_ROOT, "official_configs")
@@ -403,10 +404,12 @@ def test_stale_temps_of_killed_runs_are_cleaned(tmp_path):
 
 
 def _quickstart_text(path, max_lines=400):
-  """A few WikiText-2 paragraphs in BERT format (sentences, blank lines)."""
-  source = os.path.join(utils.SHARED_DATA, "corpus", "wikitext-2", "valid.txt")
-  if not os.path.exists(source):
-    pytest.skip(f"real corpus not found: {source} (set REALFORMER_DATA_DIR)")
+  """A few WikiText-2 paragraphs in BERT format (sentences, blank lines).
+
+  The shared WikiText-2 valid file, or its handmade stand-in in the same
+  format (`tests/shared_data.py`).
+  """
+  source, _ = shared_data.real_or_fixture(shared_data.WIKITEXT_VALID)
   lines = []
   with open(source, encoding="utf-8") as f:
     for line in f:

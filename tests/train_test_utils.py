@@ -9,11 +9,9 @@ import numpy as np
 import tensorflow as tf
 import yaml
 
-from realformer_tf.data import pretraining_data
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN_PY = os.path.join(REPO_ROOT, "train.py")
-SHARED_DATA = pretraining_data.default_data_dir()
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 

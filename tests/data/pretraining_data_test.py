@@ -14,6 +14,7 @@ from official.nlp.data import pretrain_dataloader
 from realformer_tf.data import create_pretraining_data as cli
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
+from tests import shared_data
 
 SEQ_LEN = 32
 MAX_PRED = 5
@@ -310,18 +311,10 @@ def test_cli_learns_vocab_next_to_output(files, tmp_path):
   assert here.read_bytes() == output.read_bytes()
 
 
-def shared_data_dir():
-  return pretraining_data.default_data_dir()
-
-
 def test_real_wikitext_with_bert_vocab(tmp_path):
-  corpus = os.path.join(shared_data_dir(), "corpus", "wikitext-2",
-                        "valid.txt")
-  vocab = os.path.join(shared_data_dir(), "vocab",
-                       "bert-base-uncased-vocab.txt")
-  if not (os.path.exists(corpus) and os.path.exists(vocab)):
-    pytest.skip(f"shared data not found under {shared_data_dir()} "
-                "(set REALFORMER_DATA_DIR)")
+  """About the real files: BERT's ids, and "the" everywhere in real English."""
+  corpus = shared_data.real(shared_data.WIKITEXT_VALID)
+  vocab = shared_data.real(shared_data.BERT_VOCAB)
   with open(corpus, encoding="utf-8") as f:
     head = [next(f) for _ in range(300)]
   small = tmp_path / "wiki_head.txt"
