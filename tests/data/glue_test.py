@@ -10,22 +10,13 @@ import tensorflow as tf
 
 from official.nlp.data import sentence_prediction_dataloader as sp_loader
 from realformer_tf.data import glue
-from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 from tests import numpy_reference
-
-DATA_DIR = pretraining_data.default_data_dir()
-GLUE_DIR = os.path.join(DATA_DIR, "glue")
-VOCAB = os.path.join(DATA_DIR, "vocab", "bert-base-uncased-vocab.txt")
-
-needs_data = pytest.mark.skipif(
-    not (os.path.isdir(GLUE_DIR) and os.path.exists(VOCAB)),
-    reason=f"shared GLUE data not found under {DATA_DIR} "
-    "(set REALFORMER_DATA_DIR)")
+from tests import shared_data
 
 
-def _vocab_ids():
-  with open(VOCAB, encoding="utf-8") as f:
+def _vocab_ids(vocab_file):
+  with open(vocab_file, encoding="utf-8") as f:
     return {token: i for i, token in enumerate(f.read().split("\n"))}
 
 
@@ -35,9 +26,14 @@ def _write(path, text, bom=False):
     f.write(text)
 
 
+def _real_glue(task_dir, file_name):
+  """A shared GLUE file; skips the test, naming it, when it is absent."""
+  return shared_data.real(os.path.join("glue", task_dir, file_name))
+
+
 def _slice_tsv(task_dir, file_name, rows, out_dir, header=True):
   """The first `rows` data rows of a shared GLUE file, byte-for-byte."""
-  with open(os.path.join(GLUE_DIR, task_dir, file_name), "rb") as f:
+  with open(_real_glue(task_dir, file_name), "rb") as f:
     lines = f.read().split(b"\n")
   keep = lines[:rows + (1 if header else 0)]
   os.makedirs(os.path.join(out_dir, task_dir), exist_ok=True)
@@ -74,7 +70,6 @@ def test_pair_truncation_matches_bert_loop():
     assert kept == [numpy_reference.truncated_lengths(*case) for case in group], room
 
 
-@needs_data
 @pytest.mark.parametrize("task,counts,labels", [
     ("mrpc", {"train": 3668, "dev": 408}, None),
     ("cola", {"train": 8551, "dev": 1043}, None),
@@ -86,7 +81,7 @@ def test_reads_the_shared_glue_files(task, counts, labels):
   spec = glue.get_task(task)
   files = dict(spec.split_files)
   for split, count in counts.items():
-    path = os.path.join(GLUE_DIR, spec.dir_name, files[split])
+    path = _real_glue(spec.dir_name, files[split])
     examples = glue.read_tsv_examples(spec, path)
     assert len(examples) == count
     if labels:
@@ -95,40 +90,41 @@ def test_reads_the_shared_glue_files(task, counts, labels):
       assert found == labels
   if task == "mrpc":  # The BOM is not part of the first header name.
     first = glue.read_tsv_examples(
-        spec, os.path.join(GLUE_DIR, "MRPC", "train.tsv"))[0]
+        spec, _real_glue("MRPC", "train.tsv"))[0]
     assert first.label == 1 and first.text_a.startswith("Amrozi accused")
     assert first.source.endswith("train.tsv:2")
   if task == "stsb":
     first = glue.read_tsv_examples(
-        spec, os.path.join(GLUE_DIR, "STS-B", "dev.tsv"))[0]
+        spec, _real_glue("STS-B", "dev.tsv"))[0]
     assert first.label == 5.0 and first.text_b == (
         "A man wearing a hard hat is dancing.")
 
 
-@needs_data
 def test_convert_sst2_and_mrpc_slices(tmp_path):
   glue_dir = str(tmp_path / "glue")
   _slice_tsv("SST-2", "dev.tsv", 20, glue_dir)
   os.replace(os.path.join(glue_dir, "SST-2", "dev.tsv"),
              os.path.join(glue_dir, "SST-2", "train.tsv"))
   _slice_tsv("SST-2", "dev.tsv", 6, glue_dir)
+  # BERT's own ids and token counts (truncation, 30522): the real vocabulary.
+  vocab_file = shared_data.real(shared_data.BERT_VOCAB)
   out = str(tmp_path / "out")
-  meta = glue.convert("sst2", VOCAB, out, max_seq_length=16,
+  meta = glue.convert("sst2", vocab_file, out, max_seq_length=16,
                       glue_dir=glue_dir)
   assert meta["train_data_size"] == 20
   assert meta["eval_data_size"] == {"dev": 6}
   assert meta["label_list"] == ["0", "1"] and meta["num_labels"] == 2
   # The vocabulary, so that fine-tuning can name a mismatch with its model.
-  assert meta["vocab_file"] == os.path.abspath(VOCAB)
+  assert meta["vocab_file"] == os.path.abspath(vocab_file)
   assert meta["vocab_size"] == 30522
-  assert meta["vocab_sha256"] == tokenization.file_sha256(VOCAB)
+  assert meta["vocab_sha256"] == tokenization.file_sha256(vocab_file)
   with open(os.path.join(out, "sst2_meta_data.json")) as f:
     assert json.load(f) == meta
   assert sorted(os.listdir(out)) == [
       "sst2_dev.tf_record", "sst2_meta_data.json", "sst2_train.tf_record"]
 
   data = _load(os.path.join(out, "sst2_train.tf_record"), 16)
-  vocab = _vocab_ids()
+  vocab = _vocab_ids(vocab_file)
   # "it 's a charming and often affecting journey . \t1"
   words = "it ' s a charming and often affecting journey .".split()
   expected = ([vocab["[CLS]"]] + [vocab[w] for w in words] +
@@ -145,7 +141,7 @@ def test_convert_sst2_and_mrpc_slices(tmp_path):
 
   _slice_tsv("MRPC", "train.tsv", 8, glue_dir)
   _slice_tsv("MRPC", "dev.tsv", 4, glue_dir)
-  meta = glue.convert("mrpc", VOCAB, out, max_seq_length=24,
+  meta = glue.convert("mrpc", vocab_file, out, max_seq_length=24,
                       glue_dir=glue_dir)
   assert meta["splits"]["train"]["num_truncated"] == 8  # Long pairs, seq 24.
   data = _load(os.path.join(out, "mrpc_train.tf_record"), 24)
@@ -161,13 +157,12 @@ def test_convert_sst2_and_mrpc_slices(tmp_path):
   assert list(data["label_ids"]) == [1, 0, 1, 0, 1, 1, 0, 1]
 
 
-@needs_data
 def test_stsb_float_labels(tmp_path):
   glue_dir = str(tmp_path / "glue")
   _slice_tsv("STS-B", "train.tsv", 5, glue_dir)
   _slice_tsv("STS-B", "dev.tsv", 3, glue_dir)
   out = str(tmp_path / "out")
-  meta = glue.convert("stsb", VOCAB, out, max_seq_length=32,
+  meta = glue.convert("stsb", shared_data.vocab_file(), out, max_seq_length=32,
                       glue_dir=glue_dir)
   assert meta["label_type"] == "float" and meta["label_list"] is None
   data = _load(os.path.join(out, "stsb_dev.tf_record"), 32,
@@ -185,7 +180,6 @@ GOOD_ROWS = ("0\tA dog runs.\tAn animal moves.\tentailment\n"
              "1\tA cat sleeps.\tThe cat runs.\tnot_entailment\n")
 
 
-@needs_data
 @pytest.mark.parametrize("dev_rows,message", [
     (GOOD_ROWS + "2\tOnly one sentence.\n",
      r"dev\.tsv:4: 2 column\(s\).*missing column"),
@@ -202,7 +196,7 @@ def test_bad_rows_fail_before_writing(tmp_path, dev_rows, message):
   _tiny_rte(glue_dir, GOOD_ROWS, dev_rows)
   out = tmp_path / "out"
   with pytest.raises(ValueError, match=message):
-    glue.convert("rte", VOCAB, str(out), max_seq_length=16,
+    glue.convert("rte", shared_data.vocab_file(), str(out), max_seq_length=16,
                  glue_dir=glue_dir)
   assert not out.exists()  # Nothing written, not even the directory.
 
@@ -216,7 +210,6 @@ def test_headerless_cola_row_with_a_tab_in_the_sentence(tmp_path):
     glue.read_tsv_examples(glue.get_task("cola"), path)
 
 
-@needs_data
 def test_bad_header_and_scores(tmp_path):
   spec = glue.get_task("rte")
   path = str(tmp_path / "x.tsv")
@@ -238,7 +231,8 @@ def test_bad_header_and_scores(tmp_path):
   with pytest.raises(ValueError, match="Unknown GLUE task 'wnli'"):
     glue.get_task("wnli")
   with pytest.raises(ValueError, match="exactly one of --glue_dir"):
-    glue.convert("rte", VOCAB, str(tmp_path / "o"), glue_dir=str(tmp_path),
+    glue.convert("rte", shared_data.vocab_file(), str(tmp_path / "o"),
+                 glue_dir=str(tmp_path),
                  tfds_data_dir=str(tmp_path))
 
 
@@ -247,7 +241,6 @@ def test_tfds_not_prepared(tmp_path):
     glue.read_tfds(glue.get_task("mrpc"), str(tmp_path))
 
 
-@needs_data
 def test_tfds_labels_are_mapped_by_name(tmp_path):
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   # TFDS MNLI ids: 0 entailment, 1 neutral, 2 contradiction.
@@ -260,9 +253,10 @@ def test_tfds_labels_are_mapped_by_name(tmp_path):
     del self, split, kwargs
     return tf.data.Dataset.from_tensor_slices(rows)
 
+  vocab_file = shared_data.vocab_file()
   out = str(tmp_path / "out")
   with tfds.testing.mock_data(as_dataset_fn=fake_as_dataset):
-    meta = glue.convert("mnli", VOCAB, out, max_seq_length=16,
+    meta = glue.convert("mnli", vocab_file, out, max_seq_length=16,
                         tfds_data_dir=str(tmp_path / "tfds"))
   assert meta["source"].startswith("tfds:glue/mnli@")
   assert set(meta["splits"]) == {"train", "dev_matched", "dev_mismatched"}
@@ -270,7 +264,7 @@ def test_tfds_labels_are_mapped_by_name(tmp_path):
   labels = glue.get_task("mnli").labels
   assert [labels[i] for i in data["label_ids"]] == [
       "entailment", "contradiction"]
-  vocab = _vocab_ids()
+  vocab = _vocab_ids(vocab_file)  # Each word is one piece in either vocab.
   assert list(data["input_word_ids"][0][:8]) == [
       vocab[t] for t in ("[CLS]", "a", "man", "sleeps", ".", "[SEP]",
                          "someone", "rests")]

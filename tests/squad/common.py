@@ -2,33 +2,20 @@
 import json
 import os
 
-import pytest
-
-from realformer_tf.data import pretraining_data
+from tests import shared_data
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
 
-def data_dir() -> str:
-  return pretraining_data.default_data_dir()
-
-
-def data_file(*parts: str) -> str:
-  """Path of a shared data file; skips the test if it is absent."""
-  path = os.path.join(data_dir(), *parts)
-  if not os.path.exists(path):
-    pytest.skip(f"{path} not found (set REALFORMER_DATA_DIR to the shared "
-                "data directory; see its README.md).")
-  return path
-
-
 def vocab_file() -> str:
-  return data_file("vocab", "bert-base-uncased-vocab.txt")
+  """BERT's uncased vocabulary, else the fixture one (tests needing any)."""
+  return shared_data.vocab_file()
 
 
 def dev_v11_file() -> str:
-  return data_file("squad", "dev-v1.1.json")
+  """The real SQuAD v1.1 dev set; skips the test without it."""
+  return shared_data.real(shared_data.SQUAD_DEV_V11)
 
 
 def config_path(version: str) -> str:
@@ -36,8 +23,10 @@ def config_path(version: str) -> str:
                       f"{version}.yaml")
 
 
-# A tiny RealFormer over the real BERT vocabulary (30522 ids).
-TINY_ENCODER = dict(hidden_size=32, num_layers=2, num_attention_heads=2,
+# A tiny RealFormer over the vocabulary in use (BERT's 30522 ids, or the
+# fixture's).
+TINY_ENCODER = dict(vocab_size=shared_data.vocab_size(vocab_file()),
+                    hidden_size=32, num_layers=2, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=128,
                     dropout_rate=0.0, attention_dropout_rate=0.0)
 

@@ -11,8 +11,10 @@ import tensorflow as tf
 
 from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.data import squad_lib
+from official.nlp.tools import tokenization as mg_tokenization
 from realformer_tf.data import squad
 from realformer_tf.data import tokenization
+from tests import shared_data
 from tests.squad import common
 
 
@@ -21,16 +23,36 @@ def tokenizer():
   return squad.SquadTokenizer(common.vocab_file())
 
 
+def _words(pieces):
+  """Whole words of WordPieces: a vocabulary without "1895" splits it."""
+  words = []
+  for piece in pieces:
+    if piece.startswith("##"):
+      words[-1] += piece[2:]
+    else:
+      words.append(piece)
+  return words
+
+
 def test_adapter_gives_squad_lib_strings_and_ids(tokenizer):
   # tensorflow-text BertTokenizer: lower-case, accents stripped, punctuation
   # split, WordPieces; ids are vocab line numbers.
   assert tokenizer.tokenize("Hello, naïve Broncos!") == [
       "hello", ",", "naive", "broncos", "!"]
-  assert tokenizer.tokenize("(1895-1943).") == [
+  assert _words(tokenizer.tokenize("(1895-1943).")) == [
       "(", "1895", "-", "1943", ")", "."]
   assert tokenizer.tokenize("") == []
-  assert tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]", "the", "[PAD]"]) == [
-      101, 102, 1996, 0]
+  # The WordPieces themselves depend on the vocabulary: squad_lib's.
+  reference = mg_tokenization.FullTokenizer(common.vocab_file(),
+                                            do_lower_case=True)
+  for text in ("(1895-1943).", "Levi's Stadium in Santa Clara",
+               "Süper Bowl, 10th-century Normandy"):
+    assert tokenizer.tokenize(text) == reference.tokenize(text), text
+  with open(common.vocab_file(), encoding="utf-8") as f:
+    line = {token: i for i, token in enumerate(f.read().splitlines())}
+  tokens = ["[CLS]", "[SEP]", "the", "[PAD]"]
+  assert tokenizer.convert_tokens_to_ids(tokens) == [line[t] for t in tokens]
+  assert line["[PAD]"] == 0
   # Batched priming and single calls agree.
   words = ["Levi's", "Stadium", "Süper", "Straße"]
   singles = [squad.SquadTokenizer(common.vocab_file()).tokenize(w)
@@ -201,7 +223,7 @@ def test_v2_records_read_by_model_garden_loader(tmp_path):
     meta = json.load(f)
   assert meta["num_questions"] == 7 and meta["num_unanswerable"] == 3
   assert meta["num_skipped_answer_not_found"] == 0
-  assert meta["vocab_size"] == 30522
+  assert meta["vocab_size"] == shared_data.vocab_size(common.vocab_file())
   assert meta["vocab_sha256"] == tokenization.file_sha256(common.vocab_file())
   n = meta["train_data_size"]
   # Contexts of 21-24 words fit in one 48-token window (3 question tokens
@@ -224,10 +246,10 @@ def test_v2_records_read_by_model_garden_loader(tmp_path):
            for ids in x["input_word_ids"]]
   y["is_impossible"] = y["is_impossible"][order]
   assert x["input_word_ids"].shape == (n, 48)
-  assert np.all(x["input_word_ids"][:, 0] == 101)  # [CLS]
+  vocab = squad.SquadTokenizer(common.vocab_file()).vocab
+  assert np.all(x["input_word_ids"][:, 0] == vocab.index("[CLS]"))
   # Unanswerable: target [CLS] (0, 0), is_impossible 1; the others point at
   # their answer's WordPieces.
-  vocab = squad.SquadTokenizer(common.vocab_file()).vocab
   answers = sorted(
       " ".join(vocab[t] for t in ids[s:e + 1])
       for ids, s, e, imp in zip(x["input_word_ids"], y["start_positions"],
@@ -255,13 +277,36 @@ def test_v2_records_read_by_model_garden_loader(tmp_path):
   assert "start_positions" not in batches[0][1]
 
 
+def _long_paragraph():
+  """A dev paragraph of 283 words and 5 questions (Warsaw), or a handmade one.
+
+  Without the shared dev set: the first three paragraphs of the WikiText-format
+  fixture (~240 words) and 5 questions.
+  """
+  dev = os.path.join(shared_data.DATA_DIR, shared_data.SQUAD_DEV_V11)
+  if os.path.exists(dev):
+    with open(dev) as f:
+      return json.load(f)["data"][1]["paragraphs"][1]
+  with open(os.path.join(shared_data.FIXTURE_DIR, shared_data.WIKITEXT_VALID),
+            encoding="utf-8") as f:
+    paragraphs = [l.strip() for l in f if l.strip() and "=" not in l]
+  context = " ".join(paragraphs[:3])
+  qas = [{"id": f"q{i}", "question": question, "answers": [
+      {"text": answer, "answer_start": context.index(answer)}]}
+         for i, (question, answer) in enumerate([
+             ("Where does the River Alder rise?", "in the hills"),
+             ("How long is the river?", "42 miles"),
+             ("What did most of the mills grind?", "corn"),
+             ("When was the worst flood?", "1894"),
+             ("What was built along the river?", "a stone wall")])]
+  return {"context": context, "qas": qas}
+
+
 def test_long_context_windows_and_padding(tmp_path, tokenizer):
-  """doc_stride windows over a dev paragraph; padding to whole batches."""
-  with open(common.dev_v11_file()) as f:
-    article = json.load(f)["data"][1]  # Warsaw; paragraph 1 has 283 words.
+  """doc_stride windows over a long paragraph; padding to whole batches."""
   data = {"version": "1.1", "data": [
-      {"title": "Warsaw", "paragraphs": article["paragraphs"][1:2]}]}
-  source = common.write_json(data, str(tmp_path / "warsaw.json"))
+      {"title": "Long", "paragraphs": [_long_paragraph()]}]}
+  source = common.write_json(data, str(tmp_path / "long.json"))
   examples, features, meta = squad.write_features(
       source, tokenizer, str(tmp_path / "eval.tf_record"), max_seq_length=64,
       doc_stride=32, max_query_length=16, version_2_with_negative=False,

@@ -1,10 +1,14 @@
-"""End to end on real MRPC: pre-training checkpoint -> fine-tune -> paper metrics.
+"""End to end on MRPC: pre-training checkpoint -> fine-tune -> paper metrics.
 
 A tiny RealFormer (hidden 32, 2 layers) is pre-trained for 2 steps on dummy
 data by Model Garden's trainer (`realformer/pretraining`), then fine-tuned
 from that checkpoint on the first 64 rows of the shared MRPC train file and
 evaluated on the first 64 dev rows (seq 32) through `train_lib.run_experiment`.
+Without the shared data it runs on the handmade fixture MRPC (all 16 + 16
+rows) and the fixture vocabulary (`tests.shared_data`); the step counts follow
+the rows used.
 """
+import math
 import os
 
 import numpy as np
@@ -19,23 +23,20 @@ from official.core import train_lib
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import recipe
 from realformer_tf.data import glue
-from realformer_tf.data import pretraining_data
 from realformer_tf.tasks import sentence_prediction as sp
 from realformer_tf.training import sweep
+from tests import shared_data
 
-DATA_DIR = pretraining_data.default_data_dir()
-GLUE_DIR = os.path.join(DATA_DIR, "glue")
-VOCAB = os.path.join(DATA_DIR, "vocab", "bert-base-uncased-vocab.txt")
-
-pytestmark = pytest.mark.skipif(
-    not (os.path.isdir(os.path.join(GLUE_DIR, "MRPC")) and
-         os.path.exists(VOCAB)),
-    reason=f"shared GLUE data not found under {DATA_DIR} "
-    "(set REALFORMER_DATA_DIR)")
-
+VOCAB = shared_data.vocab_file()
+MRPC_DIR, MRPC_IS_REAL = shared_data.real_or_fixture(shared_data.MRPC_DIR)
+# The real MRPC is cut to keep the test cheap; the fixture is used whole.
+MAX_ROWS = 64
 SEQ = 32
-ENCODER = dict(vocab_size=30522, hidden_size=32, num_layers=2,
-               num_attention_heads=2, intermediate_size=64,
+BATCH = 16
+EVAL_BATCH = 12
+EPOCHS = 2
+ENCODER = dict(vocab_size=shared_data.vocab_size(VOCAB), hidden_size=32,
+               num_layers=2, num_attention_heads=2, intermediate_size=64,
                max_position_embeddings=SEQ)
 TINY_TRAINER = {"steps_per_loop": 2, "summary_interval": 2,
                 "checkpoint_interval": 2}
@@ -79,42 +80,63 @@ def pretrain_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mrpc_dir(tmp_path_factory):
-  """TFRecords of the first 64 train / 64 dev rows of the real MRPC."""
+  """TFRecords of the first (at most 64) train / dev rows of MRPC.
+
+  Returns:
+    (records directory, {"train": rows, "dev": rows}).
+  """
   root = tmp_path_factory.mktemp("mrpc")
   task_dir = root / "glue" / "MRPC"
   task_dir.mkdir(parents=True)
-  for name in ("train.tsv", "dev.tsv"):
-    with open(os.path.join(GLUE_DIR, "MRPC", name), "rb") as f:
+  rows = {}
+  for split in ("train", "dev"):
+    with open(os.path.join(MRPC_DIR, f"{split}.tsv"), "rb") as f:
       lines = f.read().split(b"\n")
-    (task_dir / name).write_bytes(b"\n".join(lines[:65]) + b"\n")
+    if not lines[-1]:  # The final newline, not an empty row.
+      lines.pop()
+    keep = lines[:1 + MAX_ROWS]  # The header and the first rows.
+    (task_dir / f"{split}.tsv").write_bytes(b"\n".join(keep) + b"\n")
+    rows[split] = len(keep) - 1
+  if MRPC_IS_REAL:
+    assert rows == {"train": MAX_ROWS, "dev": MAX_ROWS}
   out = str(root / "records")
   meta = glue.convert("mrpc", VOCAB, out, max_seq_length=SEQ,
                       glue_dir=str(root / "glue"))
-  assert meta["train_data_size"] == 64
-  return out
+  assert meta["train_data_size"] == rows["train"]
+  assert meta["eval_data_size"] == {"dev": rows["dev"]}
+  return out, rows
 
 
-def _config(data_dir, init_checkpoint, model_dir_steps=8):
+def _train_steps(rows):
+  """ceil(EPOCHS * rows / BATCH): 8 on 64 real rows, 2 on 16 fixture rows."""
+  return math.ceil(EPOCHS * rows["train"] / BATCH)
+
+
+def _config(data_dir, init_checkpoint, rows):
+  steps = _train_steps(rows)
   config = finetuning.load_glue_config("mrpc", params_override=(
       f"task.init_checkpoint={init_checkpoint},"
       "runtime.distribution_strategy=one_device"))
   config.override({
       "task": {"model": {"encoder": {"any": ENCODER}},
-               "train_data": {"seq_length": SEQ, "global_batch_size": 16},
+               "train_data": {"seq_length": SEQ, "global_batch_size": BATCH},
+               # Not a divisor of the dev rows: the last batch is partial.
                "validation_data": {"seq_length": SEQ,
-                                   "global_batch_size": 16}},
-      "trainer": dict(TINY_TRAINER, validation_interval=model_dir_steps),
+                                   "global_batch_size": EVAL_BATCH}},
+      "trainer": dict(TINY_TRAINER, validation_interval=steps),
   })
   sweep.replace_data_dir(config, data_dir)
-  # 2 epochs over 64 examples at batch 16 = 8 steps, 10% warm-up.
-  recipe.apply_paper_schedule(config, 64, epochs=2, learning_rate=1e-3)
-  assert config.trainer.train_steps == model_dir_steps
+  # EPOCHS epochs over the train rows at BATCH, 10% warm-up.
+  recipe.apply_paper_schedule(config, rows["train"], epochs=EPOCHS,
+                              learning_rate=1e-3)
+  assert config.trainer.train_steps == steps
   return config
 
 
 def test_init_from_pretraining_checkpoint(pretrain_dir, mrpc_dir):
   ckpt_dir, pretrained = pretrain_dir
-  config = _config(mrpc_dir, ckpt_dir)
+  records, rows = mrpc_dir
+  config = _config(records, ckpt_dir, rows)
   task = sp.RealFormerSentencePredictionTask(config.task)
   model = task.build_model()
   encoder = model.checkpoint_items["encoder"]
@@ -130,7 +152,7 @@ def test_init_from_pretraining_checkpoint(pretrain_dir, mrpc_dir):
     np.testing.assert_array_equal(got.numpy(), want)
 
   # A checkpoint without the NSP head is refused when init_cls_pooler is on.
-  no_head = os.path.join(os.path.dirname(mrpc_dir), "encoder_only", "ckpt")
+  no_head = os.path.join(os.path.dirname(records), "encoder_only", "ckpt")
   path = tf.train.Checkpoint(encoder=encoder).write(no_head)
   config.task.init_checkpoint = path
   with pytest.raises(ValueError, match="has no 'next_sentence.pooler_dense' "
@@ -143,7 +165,9 @@ def test_init_from_pretraining_checkpoint(pretrain_dir, mrpc_dir):
 def test_finetune_mrpc_end_to_end_and_resume(pretrain_dir, mrpc_dir,
                                              tmp_path):
   ckpt_dir, _ = pretrain_dir
-  config = _config(mrpc_dir, ckpt_dir)
+  records, rows = mrpc_dir
+  steps = _train_steps(rows)
+  config = _config(records, ckpt_dir, rows)
   model_dir = str(tmp_path / "mrpc")
   tf_keras.utils.set_random_seed(0)
   strategy = _strategy()
@@ -152,7 +176,7 @@ def test_finetune_mrpc_end_to_end_and_resume(pretrain_dir, mrpc_dir,
   model, logs = train_lib.run_experiment(
       distribution_strategy=strategy, task=task, mode="train_and_eval",
       params=config, model_dir=model_dir, run_post_eval=True)
-  assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-8")
+  assert tf.train.latest_checkpoint(model_dir).endswith(f"ckpt-{steps}")
   f1, acc = float(logs["f1"]), float(logs["accuracy"])
   assert 0.0 <= f1 <= 1.0 and 0.0 <= acc <= 1.0
   assert np.isfinite(float(logs["validation_loss"]))
@@ -165,16 +189,16 @@ def test_finetune_mrpc_end_to_end_and_resume(pretrain_dir, mrpc_dir,
     preds.append(np.argmax(logits.numpy(), axis=1))
     labels.append(batch["label_ids"].numpy())
   labels, preds = np.concatenate(labels), np.concatenate(preds)
-  assert len(labels) == 64  # Every dev row, no remainder dropped.
+  assert len(labels) == rows["dev"]  # Every dev row, no remainder dropped.
   assert f1 == pytest.approx(sk.f1_score(labels, preds), abs=1e-6)
   assert acc == pytest.approx(sk.accuracy_score(labels, preds), abs=1e-6)
   # Model Garden's Keras metric agrees on accuracy.
   assert float(logs["cls_accuracy"]) == pytest.approx(acc, abs=1e-6)
 
-  # A rerun in the sweep's runner restores ckpt-8 instead of training again:
-  # a different seed gives the very same evaluation.
+  # A rerun in the sweep's runner restores the final checkpoint instead of
+  # training again: a different seed gives the very same evaluation.
   again = sweep.train_and_evaluate(config, model_dir, seed=123)
-  assert again["global_step"] == 8
+  assert again["global_step"] == steps
   assert again["eval_logs"]["f1"] == pytest.approx(f1, abs=1e-7)
   assert again["eval_logs"]["accuracy"] == pytest.approx(acc, abs=1e-7)
   assert os.path.exists(os.path.join(model_dir, "params.yaml"))
