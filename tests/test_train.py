@@ -325,6 +325,29 @@ def test_train_then_eval_and_continuous_eval(tmp_path, caplog):
       tf.train.latest_checkpoint(str(model_dir))) == 4
 
 
+def _trained_weights(model_dir, config_file, seed):
+  run_in_process(model_dir, [config_file], mode="train",
+                 params_override=f"task.train_data.seed={seed}")
+  reader = tf.train.load_checkpoint(str(model_dir))
+  return {name: reader.get_tensor(name)
+          for name in sorted(reader.get_variable_to_shape_map())
+          if name.startswith("encoder/")}
+
+
+def test_train_data_seed_makes_a_run_repeatable(tmp_path):
+  """`task.train_data.seed` seeds initialisation and dropout too."""
+  run = utils.make_tiny_run(tmp_path, train_steps=2)
+  first, again, other = (
+      _trained_weights(tmp_path / name, run["config_file"], seed)
+      for name, seed in (("a", 3), ("b", 3), ("c", 4)))
+  assert first.keys() == again.keys() == other.keys() and len(first) > 10
+  for name in first:
+    np.testing.assert_array_equal(first[name], again[name], err_msg=name)
+  assert any(not np.array_equal(first[n], other[n]) for n in first)
+  assert experiments.realformer_quickstart().task.train_data.seed == (
+      experiments.QUICKSTART_SEED)
+
+
 def test_reruns_final_eval_refuses_other_model(tmp_path, capsys, caplog):
   run = utils.make_tiny_run(tmp_path, train_steps=4)
   model_dir = tmp_path / "model"

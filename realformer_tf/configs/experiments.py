@@ -25,6 +25,7 @@ QUICKSTART = "realformer/quickstart"
 # subfolder of model_dir, with this many differently masked copies of it.
 QUICKSTART_DATA_SUBDIR = "data"
 QUICKSTART_DUPE_FACTOR = 10
+QUICKSTART_SEED = 0
 
 
 @dataclasses.dataclass
@@ -108,6 +109,10 @@ def realformer_quickstart() -> cfg.ExperimentConfig:
     data.global_batch_size = 64
   # The eval split is small: keep its last partial batch.
   task.validation_data.drop_remainder = False
+  # Seeded (data order, initialisation, masks are fixed in the records): the
+  # escape from the early MLM plateau, and so the final accuracy, depends on
+  # the initialisation (held-out 0.22-0.30 over unseeded runs).
+  task.train_data.seed = QUICKSTART_SEED
   return cfg.ExperimentConfig(
       task=task,
       runtime=cfg.RuntimeConfig(distribution_strategy="one_device"),

@@ -18,6 +18,7 @@ from typing import Any, List, Mapping, Optional, Sequence
 from absl import logging
 import psutil
 import tensorflow as tf
+import tf_keras
 import yaml
 
 from official.common import distribute_utils
@@ -336,6 +337,11 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     # race the train job (as official/nlp/train.py).
     train_utils.serialize_config(params, model_dir)
 
+  # Model Garden uses `task.train_data.seed` for the input pipeline only
+  # (official/core/input_reader.py); the weights' initialisation and dropout
+  # take it too, so that a seeded run repeats (up to thread order on CPU/GPU).
+  if params.task.train_data.seed is not None:
+    tf_keras.utils.set_random_seed(params.task.train_data.seed)
   with strategy.scope():
     task = task_factory.get_task(params.task, logging_dir=model_dir)
     trainer = train_utils.create_trainer(
