@@ -98,7 +98,10 @@ class SquadTokenizer:
         self._cache[text] = [self.vocab[i] for i in row]
 
   def tokenize(self, text: str) -> List[str]:
-    self.prime([text])  # Nothing to do once cached.
+    # squad_lib calls this once per question and per context word: a cached
+    # text must cost one dict lookup, not a pass through `prime`.
+    if text not in self._cache:
+      self.prime([text])
     return list(self._cache[text])
 
   def convert_tokens_to_ids(self, tokens: Sequence[str]) -> List[int]:
