@@ -55,8 +55,7 @@ def realformer_squad() -> cfg.ExperimentConfig:
           optimizer_config=recipe.paper_optimizer(
               learning_rate, recipe.warmup_steps(train_steps), train_steps)),
       restrictions=[
-          "task.train_data.is_training != None",
-          "task.validation_data.is_training != None",
+          *recipe.DATA_RESTRICTIONS,
           "task.train_data.version_2_with_negative == "
           "task.validation_data.version_2_with_negative",
           "trainer.optimizer_config.learning_rate.polynomial.decay_steps == "

@@ -16,6 +16,7 @@ from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.modeling import optimization
 from official.nlp.data import wmt_dataloader
+from realformer_tf.configs import recipe
 from realformer_tf.tasks import translation as rf_translation
 
 TRANSLATION = "realformer/translation"
@@ -64,5 +65,4 @@ def realformer_translation() -> cfg.ExperimentConfig:
           summary_interval=1000, checkpoint_interval=5000,
           validation_interval=5000, max_to_keep=1,
           optimizer_config=transformer_optimizer(hidden_size)),
-      restrictions=["task.train_data.is_training != None",
-                    "task.validation_data.is_training != None"])
+      restrictions=list(recipe.DATA_RESTRICTIONS))
