@@ -321,8 +321,10 @@ def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
 def validate_runtime(params: cfg.ExperimentConfig) -> None:
   """`runtime.num_gpus` GPUs are visible, before a strategy is built on them."""
   runtime = params.runtime
+  if (not runtime.num_gpus or
+      runtime.distribution_strategy not in ("mirrored", "one_device")):
+    return  # Nothing to check: no device listing at start-up.
   gpus = len(tf.config.list_physical_devices("GPU"))
-  if (runtime.distribution_strategy in ("mirrored", "one_device") and
-      runtime.num_gpus > gpus):
+  if runtime.num_gpus > gpus:
     raise ValueError(f"runtime.num_gpus={runtime.num_gpus} but {gpus} GPU(s) "
                      "are visible to TensorFlow.")
