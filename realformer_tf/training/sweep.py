@@ -127,7 +127,8 @@ def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
     {"eval_logs": the final evaluation's logs (floats), "global_step": int}.
   """
   tf_keras.backend.clear_session()
-  tf_keras.utils.set_random_seed(seed)
+  # One place seeds a run: `run_experiment`, from this key.
+  config.task.train_data.seed = seed
   eval_logs = {k: np.asarray(v) for k, v in
                train_lib.run_experiment(config, mode, model_dir).items()}
   return {"eval_logs": {k: float(v) if v.size == 1 else v.tolist()
