@@ -226,10 +226,19 @@ def encoder_variable_map(encoder: realformer_encoder.RealFormerEncoder
   """TF1 variable name -> (TF1 shape, TF2 targets) for a built encoder.
 
   The encoder is TF1 BERT's shape, as `encoder_config_from_bert_config`
-  makes it: Post-LN, no embedding projection.
+  makes it: Post-LN, no embedding projection (an embedding projection shows
+  as a shape mismatch of the word embeddings).
+
+  Raises:
+    ValueError: A Pre-LN encoder: its variables have TF1's names and shapes,
+      so nothing else would notice the wrong model.
   """
+  config = encoder.get_config()
+  if config["norm_first"]:
+    raise ValueError("TF1 BERT/RealFormer is Post-LN; the encoder has "
+                     "norm_first=True.")
   # Attention kernels are [H, N, D] / [N, D, H] here, [H, H] in TF1.
-  square = (encoder.get_config()["hidden_size"],) * 2
+  square = (config["hidden_size"],) * 2
   table: VariableTable = {}
   # pylint: disable=protected-access
   for name, variable in (

@@ -134,6 +134,16 @@ def test_report_ignores_optimizer_state_and_skips_heads(tf1_dir):
           32, 4, 8))
 
 
+def test_pre_ln_encoder_is_refused():
+  """Same names and shapes as TF1's Post-LN: only this check tells them apart."""
+  config = tf1_checkpoint.encoder_config_from_bert_config(
+      dict(CONFIG, use_running_mean=False))
+  config.norm_first = True
+  with pytest.raises(ValueError, match="is Post-LN; the encoder has "
+                     "norm_first=True"):
+    tf1_checkpoint.encoder_variable_map(_built_encoder(config))
+
+
 @pytest.fixture(scope="module")
 def fresh_encoder():
   return _built_encoder(tf1_checkpoint.encoder_config_from_bert_config(
