@@ -161,36 +161,41 @@ class _RealFormerServingMixin:
         message=prefix + f"{name} and input_word_ids must have the same "
         "shape [batch, seq_length]") for name in ("input_mask",
                                                   "input_type_ids")]
-    with tf.control_dependencies(checks):  # Before indexing the shape.
+    # Every other check reads the shape (or reduces over it): they run after
+    # the shape checks, so a wrong rank gets the shape message, not whichever
+    # op the executor happened to run first.
+    with tf.control_dependencies(list(checks)):
       seq_length = tf.shape(word_ids)[1]
-    mask = features["input_mask"]
-    checks += [
-        tf.debugging.assert_positive(
-            seq_length, message=prefix + "the sequence length must be >= 1"),
-        tf.debugging.assert_less_equal(
-            seq_length, o.max_position_embeddings,
-            message=prefix + "the sequence length exceeds the maximum of the "
-            f"model, {o.max_position_embeddings} tokens "
-            "(max_position_embeddings); truncate the input as in training"),
-        tf.debugging.Assert(tf.reduce_all((mask == 0) | (mask == 1)),
-                            [prefix + "input_mask values must be 0 or 1"]),
-    ]
-    bounds = [("input_word_ids", o.vocab_size, f"vocab_size={o.vocab_size}"),
-              ("input_type_ids", o.type_vocab_size,
-               f"type_vocab_size={o.type_vocab_size}")]
-    if "masked_lm_positions" in features:
-      checks.append(tf.debugging.assert_equal(
-          tf.shape(features["masked_lm_positions"])[0], tf.shape(word_ids)[0],
-          message=prefix + "masked_lm_positions and input_word_ids must have "
-          "the same batch size"))
-      bounds.append(("masked_lm_positions", seq_length, "the sequence length"))
-    for name, bound, limit in bounds:
+      mask = features["input_mask"]
       checks += [
-          tf.debugging.assert_non_negative(
-              features[name], message=prefix + f"{name} must be >= 0"),
-          tf.debugging.assert_less(
-              features[name], bound,
-              message=prefix + f"{name} must be < {limit}")]
+          tf.debugging.assert_positive(
+              seq_length, message=prefix + "the sequence length must be >= 1"),
+          tf.debugging.assert_less_equal(
+              seq_length, o.max_position_embeddings,
+              message=prefix + "the sequence length exceeds the maximum of the "
+              f"model, {o.max_position_embeddings} tokens "
+              "(max_position_embeddings); truncate the input as in training"),
+          tf.debugging.Assert(tf.reduce_all((mask == 0) | (mask == 1)),
+                              [prefix + "input_mask values must be 0 or 1"]),
+      ]
+      bounds = [("input_word_ids", o.vocab_size, f"vocab_size={o.vocab_size}"),
+                ("input_type_ids", o.type_vocab_size,
+                 f"type_vocab_size={o.type_vocab_size}")]
+      if "masked_lm_positions" in features:
+        checks.append(tf.debugging.assert_equal(
+            tf.shape(features["masked_lm_positions"])[0],
+            tf.shape(word_ids)[0],
+            message=prefix + "masked_lm_positions and input_word_ids must "
+            "have the same batch size"))
+        bounds.append(
+            ("masked_lm_positions", seq_length, "the sequence length"))
+      for name, bound, limit in bounds:
+        checks += [
+            tf.debugging.assert_non_negative(
+                features[name], message=prefix + f"{name} must be >= 0"),
+            tf.debugging.assert_less(
+                features[name], bound,
+                message=prefix + f"{name} must be < {limit}")]
     return _with_checks(features, checks)
 
   def _outputs(self, features: Mapping[str, tf.Tensor],
@@ -280,7 +285,7 @@ class _RealFormerServingMixin:
     else:
       texts, names = [text_a, text_b], ["text_a", "text_b"]
       checks = [text_processing.assert_same_batch(text_a, text_b, *names)]
-    with tf.control_dependencies(checks):
+    with tf.control_dependencies(list(checks)):
       tokens = [tokenize(t) for t in texts]
     features, checks = self.packer.pack(tokens, names)
     return _with_checks(features, checks), tokens, names
