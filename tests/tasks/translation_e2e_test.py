@@ -1,8 +1,8 @@
 """End to end: train.py --experiment=realformer/translation, BLEU, export, translate.
 
 A synthetic parallel corpus (target = the source's words reversed, 8 words,
-3-6 per sentence), a word-level sentencepiece model trained on it, 300 steps
-of a 32-wide RealFormer encoder-decoder (1 + 2 layers) through train.py, then
+3-6 per sentence), a word-level sentencepiece model trained on it, 500 seeded
+steps (learning rate decayed to 0) of a 32-wide RealFormer encoder-decoder (1 + 2 layers) through train.py, then
 the SavedModel's `translate` in a fresh process. Chance level: a random
 permutation of each source's words (right words, random order) scores
 `translation_test_utils.chance_bleu` (about 30 SacreBLEU); a trained model
@@ -28,7 +28,11 @@ from tests import translation_test_utils as ttu
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_STEPS = 300
+# 300 steps at a constant rate left 1 run in 8 short of the exact-match bar
+# (0.84 on CI; one of 8 runs at 450 steps fell to BLEU 86): the rate must
+# decay for the last steps to settle. 500 decayed steps: 8 of 8 unseeded runs
+# at >= 0.97 exact match; the seed makes the run repeat.
+_STEPS = 500
 
 _YAML = """
 task:
@@ -43,7 +47,7 @@ task:
                dropout_rate: 0.0, attention_dropout_rate: 0.0}}
   train_data: {{input_path: {d}/train.rec, tfds_name: '', tfds_split: '',
                 src_lang: src, tgt_lang: tgt, global_batch_size: 256,
-                max_seq_length: 8}}
+                max_seq_length: 8, seed: 0}}
   validation_data: {{input_path: {d}/dev.rec, tfds_name: '', tfds_split: '',
                      src_lang: src, tgt_lang: tgt, global_batch_size: 32,
                      max_seq_length: 8}}
@@ -54,7 +58,9 @@ trainer:
   checkpoint_interval: 100
   validation_interval: 1000
   optimizer_config:
-    learning_rate: {{type: constant, constant: {{learning_rate: 0.003}}}}
+    learning_rate: {{type: polynomial, polynomial: {{
+        initial_learning_rate: 0.003, decay_steps: {steps},
+        end_learning_rate: 0.0}}}}
     warmup: {{type: linear, linear: {{warmup_steps: 50,
                                        warmup_learning_rate: 0.0}}}}
 runtime: {{distribution_strategy: one_device, num_gpus: 0}}
