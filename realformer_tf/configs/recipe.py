@@ -84,15 +84,15 @@ def apply_paper_schedule(config: cfg.ExperimentConfig, num_train_examples: int,
     raise ValueError(f"learning_rate must be positive, got {learning_rate!r}.")
   steps = train_steps(num_train_examples, epochs,
                       config.task.train_data.global_batch_size)
-  config.override({
-      "trainer": {
-          "train_steps": steps,
-          "optimizer_config": {
-              "learning_rate": {"polynomial": {
-                  "initial_learning_rate": learning_rate,
-                  "decay_steps": steps}},
-              "warmup": {"polynomial": {"warmup_steps": warmup_steps(steps)}},
-          },
-      },
-  }, is_strict=True)
+  config.override({"trainer": schedule_override(steps)}, is_strict=True)
+  schedule = config.trainer.optimizer_config.learning_rate.polynomial
+  schedule.initial_learning_rate = learning_rate
   return config
+
+
+def schedule_override(steps: int) -> dict:
+  """`trainer` override: `steps` train steps, decay over them, 10% warm-up."""
+  return {"train_steps": steps,
+          "optimizer_config": {
+              "learning_rate": {"polynomial": {"decay_steps": steps}},
+              "warmup": {"polynomial": {"warmup_steps": warmup_steps(steps)}}}}

@@ -18,10 +18,9 @@ import os
 from absl import app
 from absl import flags
 
+from realformer_tf import utils
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
-
-FLAGS = flags.FLAGS
 
 
 def define_flags():
@@ -49,10 +48,15 @@ def define_flags():
 
 
 def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
-        **options) -> int:
+        max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor,
+        short_seq_prob, random_seed) -> int:
   """Checks every flag (ValueError), learns a vocabulary if none is given,
   writes the records and returns their count. The arguments are the flags'
-  values; `options` go to `pretraining_data.create_pretraining_data`."""
+  values (see `pretraining_data.create_pretraining_data`)."""
+  options = dict(max_seq_length=max_seq_length,
+                 max_predictions_per_seq=max_predictions_per_seq,
+                 masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
+                 short_seq_prob=short_seq_prob, random_seed=random_seed)
   input_files = pretraining_data.validate_arguments(input_files, output_file,
                                                     **options)
   if not vocab_file:
@@ -72,17 +76,7 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
       **options)
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-  # The flags `define_flags` made are `run`'s keyword arguments.
-  ours = FLAGS.get_flags_for_module(FLAGS.find_module_defining_flag(
-      "random_seed"))
-  try:
-    count = run(**{flag.name: flag.value for flag in ours})
-  except ValueError as e:
-    raise app.UsageError(str(e)) from e
-  print(count)
+main = utils.flags_main(run)
 
 
 if __name__ == "__main__":

@@ -426,13 +426,8 @@ def train_schedule_yaml(train_record: str, train_data_size: int,
           yaml.safe_dump({
               "task": {"train_data": {"input_path": train_record,
                                       "global_batch_size": global_batch_size}},
-              "trainer": {"train_steps": steps, "validation_interval": steps,
-                          "optimizer_config": {
-                              "learning_rate": {
-                                  "polynomial": {"decay_steps": steps}},
-                              "warmup": {"polynomial": {
-                                  "warmup_steps": recipe.warmup_steps(steps)}},
-                          }}}))
+              "trainer": {**recipe.schedule_override(steps),
+                          "validation_interval": steps}}))
 
 
 def postprocess_output(

@@ -139,6 +139,11 @@ class GlueDataLoader(sp_dataloader.SentencePredictionDataLoader):
     return functools.reduce(tf.data.Dataset.concatenate, parts)
 
 
+def split_metric_name(metric: str, split_name: str) -> str:
+  """`<metric>_<split_name>`, or `metric` for unnamed validation data."""
+  return f"{metric}_{split_name}" if split_name else metric
+
+
 def split_input_paths(input_path) -> List[str]:
   if isinstance(input_path, str):
     return [p.strip() for p in input_path.split(",") if p.strip()]
@@ -229,7 +234,7 @@ class RealFormerSentencePredictionTask(
         raise ValueError(f"No evaluation examples from split {name!r}.")
       metrics = glue_metrics(self._spec.name, outputs[chosen], labels[chosen])
       metrics.update(majority_class_metrics(self._spec.name, labels[chosen]))
-      results.update({key + (name and f"_{name}"): value
+      results.update({split_metric_name(key, name): value
                       for key, value in metrics.items()})
     logging.info("%s metrics at step %s: %s", self._spec.name,
                  None if global_step is None else

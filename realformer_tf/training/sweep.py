@@ -163,7 +163,7 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
     eval_logs = output["eval_logs"]
     # The task's metrics, one per split of the validation data if it has any.
     task = run.config.task
-    spec_metrics = [f"{m}_{s}" if s else m
+    spec_metrics = [rf_sp.split_metric_name(m, s)
                     for s in task.validation_data.split_names or [""]
                     for m in glue_data.get_task(task.glue_task).metrics]
     missing = [m for m in spec_metrics if m not in eval_logs]
