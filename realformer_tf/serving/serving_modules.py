@@ -163,8 +163,9 @@ class _RealFormerServingMixin:
                                                   "input_type_ids")]
     # Every other check reads the shape (or reduces over it): they run after
     # the shape checks, so a wrong rank gets the shape message, not whichever
-    # op the executor happened to run first.
-    with tf.control_dependencies(list(checks)):
+    # op the executor happened to run first. (`control_dependencies` copies
+    # the list, so the checks appended below do not depend on themselves.)
+    with tf.control_dependencies(checks):
       seq_length = tf.shape(word_ids)[1]
       mask = features["input_mask"]
       checks += [
@@ -285,7 +286,7 @@ class _RealFormerServingMixin:
     else:
       texts, names = [text_a, text_b], ["text_a", "text_b"]
       checks = [text_processing.assert_same_batch(text_a, text_b, *names)]
-    with tf.control_dependencies(list(checks)):
+    with tf.control_dependencies(checks):
       tokens = [tokenize(t) for t in texts]
     features, checks = self.packer.pack(tokens, names)
     return _with_checks(features, checks), tokens, names
