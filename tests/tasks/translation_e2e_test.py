@@ -2,11 +2,11 @@
 
 A synthetic parallel corpus (target = the source's words reversed, 8 words,
 3-6 per sentence), a word-level sentencepiece model trained on it, 500 seeded
-steps (learning rate decayed to 0) of a 32-wide RealFormer encoder-decoder (1 + 2 layers) through train.py, then
-the SavedModel's `translate` in a fresh process. Chance level: a random
-permutation of each source's words (right words, random order) scores
-`translation_test_utils.chance_bleu` (about 30 SacreBLEU); a trained model
-reverses exactly (about 100).
+steps (learning rate decayed to 0) of a 32-wide RealFormer encoder-decoder
+(1 + 2 layers) through train.py, then the SavedModel's `translate` in a fresh
+process. Chance level: a random permutation of each source's words (right
+words, random order) scores `translation_test_utils.chance_bleu` (about 30
+SacreBLEU); a trained model reverses exactly (about 100).
 """
 
 import os
