@@ -27,10 +27,12 @@ not match its manifest: `check_set` refuses it, naming the file, what
 differs and the command to run again. Training calls it before anything is
 written (`init_from_run.check_records_manifest`).
 
-Hashing: a check compares each file's size, and its mtime with the one
-recorded; a rename keeps the mtime, so an untouched set is checked without
-reading it. Only a file whose mtime changed (copied, or renamed on an object
-store) is hashed, and it passes if its SHA-256 is still the recorded one.
+Hashing: a check compares each file's size, and its mtime and inode with
+those recorded; a rename keeps both, so an untouched set is checked without
+reading it, while a file renamed in by a later writer is another inode. Only
+a file whose mtime or inode changed (copied; on an object store, where
+mtimes have whole seconds and there are no inodes, renamed) is hashed, and it
+passes if its SHA-256 is still the recorded one.
 """
 
 import contextlib
@@ -48,11 +50,20 @@ FILES_KEY = "files"
 WRITER_KEY = "writer"
 
 
-def fingerprint(path: str) -> Dict[str, Any]:
-  """A file's size, mtime (ns) and SHA-256, as a manifest records them."""
+def _stat(path: str) -> Dict[str, int]:
+  """A file's size, mtime (ns) and inode (0 on object stores, whose
+  `tf.io.gfile.stat` has whole-second mtimes and no inode)."""
+  if "://" not in path:
+    stat = os.stat(path)
+    return dict(size=stat.st_size, mtime_ns=stat.st_mtime_ns,
+                inode=stat.st_ino)
   stat = tf.io.gfile.stat(path)
-  return dict(size=int(stat.length), mtime_ns=int(stat.mtime_nsec),
-              sha256=tokenization.file_sha256(path))
+  return dict(size=int(stat.length), mtime_ns=int(stat.mtime_nsec), inode=0)
+
+
+def fingerprint(path: str) -> Dict[str, Any]:
+  """A file's size, mtime (ns), inode and SHA-256, as a manifest lists it."""
+  return dict(_stat(path), sha256=tokenization.file_sha256(path))
 
 
 class OutputSet:
@@ -148,11 +159,11 @@ def find_mismatch(manifest_path: str, manifest: Dict[str, Any]
     path = os.path.join(directory, name)
     if not tf.io.gfile.exists(path):
       return f"{path} is missing"
-    stat = tf.io.gfile.stat(path)
-    if stat.length != expected["size"]:
-      return (f"{path} has {stat.length} bytes, the manifest "
+    stat = _stat(path)
+    if stat["size"] != expected["size"]:
+      return (f"{path} has {stat['size']} bytes, the manifest "
               f"{expected['size']}")
-    if stat.mtime_nsec != expected["mtime_ns"]:
+    if any(stat[key] != expected.get(key) for key in ("mtime_ns", "inode")):
       sha = tokenization.file_sha256(path)
       if sha != expected["sha256"]:
         return (f"{path} has SHA-256 {sha[:12]}..., the manifest "
