@@ -1,14 +1,14 @@
 """The package's one helper per job: atomic writes, checkpoint resolution,
 dummy inputs and the width/heads check.
 
-Every writer of ours goes through `atomic_path`, so a killed run leaves at
-most a `*.tmp-PID` leftover (removed by the next writer of that path, or
-`remove_stale_temps`) and never a half-written output; a directory is
-swapped in (old one renamed aside, new one renamed in, old one deleted), and
-a kill between the two renames is undone by the next `atomic_path` of that
-path (`recover_interrupted_swap`). Sets of files that must change together
-use `output_sets`. Every "checkpoint prefix or directory" argument goes
-through `resolve_checkpoint`.
+Every writer of ours goes through `atomic_path`, so a killed run leaves at most
+a `*.tmp-PID` leftover (removed once its process is gone by
+`remove_stale_temps` or `recover_interrupted_swap`) and never a half-written
+output; a directory is swapped in (old one renamed aside, new one renamed in,
+old one deleted), and a kill between the two renames is undone by the next
+writer of that path (`recover_interrupted_swap`). Sets of files that must
+change together use `output_sets`. Every "checkpoint prefix or directory"
+argument goes through `resolve_checkpoint`.
 """
 
 import contextlib
@@ -39,7 +39,8 @@ def atomic_path(path: str) -> Iterator[str]:
   directory cannot be renamed over an existing one: the old one is renamed
   to `<path>.old-PID` first and deleted once the new one is in place, so
   `path` is whole (old or new) at every moment but between two renames; a
-  kill there is undone by the next call (`recover_interrupted_swap`).
+  kill there is undone by `recover_interrupted_swap`, which the directory
+  writers (serving export, checkpoint convert) call before their checks.
 
   >>> with atomic_path("/tmp/realformer_doc.txt") as tmp:
   ...   with tf.io.gfile.GFile(tmp, "w") as f:
@@ -49,7 +50,6 @@ def atomic_path(path: str) -> Iterator[str]:
   parent = os.path.dirname(path)
   if parent:
     tf.io.gfile.makedirs(parent)
-  recover_interrupted_swap(path)
   tmp = f"{path}{TMP_INFIX}{os.getpid()}"
   remove(tmp)
   try:
