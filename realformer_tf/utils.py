@@ -207,6 +207,13 @@ def resolve_checkpoint(path: str, what: str) -> str:
   key = f"{what}={path!r}"
   if not path:
     raise ValueError(f"{what} is empty.")
+  backups = ([] if tf.io.gfile.exists(path) else
+             _leftovers(path.rstrip("/"), BACKUP_INFIX))
+  if backups:
+    raise ValueError(
+        f"{key} does not exist, but {backups[0][0]} holds it as it was "
+        "before a killed --overwrite run set it aside: run that command "
+        "again (it restores the directory first), or rename it back.")
   if not tf.io.gfile.isdir(path):
     why = _readable(path)
     if why:

@@ -102,6 +102,13 @@ class LeftoversTest(tf.test.TestCase):
     self.assertEqual(sorted(os.listdir(self.get_temp_dir())),
                      ["export", os.path.basename(live)])
 
+  def test_a_checkpoint_set_aside_by_a_killed_swap_is_named(self):
+    path = os.path.join(self.get_temp_dir(), "converted")
+    backup = self._dir(f"{path}.old-{_dead_pid()}", "ckpt-1.index")
+    with self.assertRaisesRegex(ValueError, "init_checkpoint=.*does not "
+                                f"exist, but {backup} holds it"):
+      utils.resolve_checkpoint(path, "init_checkpoint")
+
   def test_remove_stale_temps(self):
     folder = self.get_temp_dir()
     dead = _dead_pid()
