@@ -41,7 +41,7 @@ def _fail_writing(monkeypatch, name: str) -> None:
 @pytest.mark.parametrize("enable_async", [True, False])
 def test_failed_checkpoint_write_stops_the_run_naming_it(
     tmp_path, monkeypatch, capsys, enable_async):
-  run = utils.make_tiny_run(tmp_path, train_steps=10, num_train=32,
+  run = utils.make_tiny_run(tmp_path, train_steps=6, num_train=32,
                             num_eval=8)
   params = train_lib.parse_configuration(train_utils.ParseConfigOptions(
       experiment=experiments.PRETRAINING, config_file=[run["config_file"]],
