@@ -24,6 +24,9 @@ A rerun of the same command resumes from the latest checkpoint in
 --model_dir and stops at trainer.train_steps.
 """
 
+import sys
+import traceback
+
 from absl import app
 from absl import flags
 from absl import logging
@@ -53,7 +56,25 @@ def main(_):
   train_utils.save_gin_config(FLAGS.mode, FLAGS.model_dir)
 
 
+def _exit_code(error: SystemExit) -> int:
+  """The exit status Python gives `error` (printing a message code)."""
+  if error.code is None or isinstance(error.code, int):
+    return error.code or 0
+  print(error.code, file=sys.stderr)
+  return 1
+
+
 if __name__ == "__main__":
   tfm_flags.define_flags()
   flags.mark_flags_as_required(["experiment", "mode", "model_dir"])
-  app.run(main)
+  try:
+    app.run(main)
+    code = 0
+  except SystemExit as e:
+    code = _exit_code(e)
+  except BaseException:  # pylint: disable=broad-except
+    traceback.print_exc()  # As Python prints an uncaught exception.
+    code = 1
+  # Without the interpreter's finalization, which could sit idle for a
+  # minute after the summary (train_lib.end_process).
+  train_lib.end_process(code)

@@ -26,6 +26,7 @@ from official.core import train_utils
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry
 from realformer_tf.configs import validation
+from realformer_tf.training import run_lock
 from realformer_tf.training import train_lib
 from realformer_tf.training import trainer as trainer_lib
 from tests import shared_data
@@ -142,6 +143,20 @@ def _bad_input_cases(tmp_path, run):
        ["trainer.summary_interval=3", "trainer.steps_per_loop=2"]),
       ("unsupported mode", "", "continuous_train_and_eval",
        ["--mode='continuous_train_and_eval'", "train_and_eval"]),
+      # Trains as gradient ascent to rc 0 if accepted.
+      ("negative learning rate",
+       _override(trainer=dict(optimizer_config=dict(learning_rate=dict(
+           polynomial=dict(initial_learning_rate=-0.001))))), "train",
+       ["trainer.optimizer_config.learning_rate.polynomial."
+        "initial_learning_rate=-0.001 must be positive"]),
+      ("dropout rate above 1",
+       _override(task=dict(model=dict(encoder=dict(any=dict(
+           dropout_rate=1.5))))), "train",
+       ["task.model.encoder.any.dropout_rate=1.5 must be in [0, 1)"]),
+      ("Keras policy name as mixed_precision_dtype",
+       _override(runtime=dict(mixed_precision_dtype="mixed_float16")), "train",
+       ["runtime.mixed_precision_dtype='mixed_float16' is not one of "
+        "float32, float16, bfloat16"]),
   ]
 
 
@@ -174,6 +189,26 @@ def test_bad_quickstart_config_fails_before_its_data_is_built(tmp_path):
                      r"task.validation_data.seq_length=16"):
     train_lib.prepare_and_validate(params, "train", str(model_dir))
   assert not model_dir.exists()
+  params = experiments.realformer_quickstart()
+  params.override({"task": {"train_data": {"global_batch_size": 0}}})
+  with pytest.raises(ValueError, match=r"task.train_data.global_batch_size=0 "
+                     r"must be positive"):
+    train_lib.run_experiment(params, "train_and_eval", str(model_dir))
+  assert not model_dir.exists()
+
+
+def test_model_dir_that_is_a_file_is_refused(tmp_path):
+  run = utils.make_tiny_run(tmp_path)
+  not_a_dir = tmp_path / "model.txt"
+  not_a_dir.write_text("kept")
+  for model_dir, where in (
+      (not_a_dir, "is a file"),
+      (not_a_dir / "run", f"is under {str(not_a_dir)!r}, which is a file")):
+    with pytest.raises(ValueError) as e:
+      run_in_process(model_dir, [run["config_file"]])
+    assert str(e.value).startswith(
+        f"--model_dir={str(model_dir)!r} {where}, not a directory"), e.value
+  assert not_a_dir.read_text() == "kept"
 
 
 def test_unknown_experiment_from_the_command_line(tmp_path):
@@ -310,9 +345,19 @@ def test_train_then_eval_and_continuous_eval(tmp_path, caplog):
   evaluated = run_in_process(model_dir, [run["config_file"]], mode="eval")
   assert 0.0 <= float(evaluated["masked_lm_accuracy"]) <= 1.0
   assert np.isfinite(float(evaluated["validation_loss"]))
-  # Stops by itself: the latest checkpoint is at trainer.train_steps.
-  continuous = run_in_process(model_dir, [run["config_file"]],
-                              mode="continuous_eval")
+  # A live run holds the directory: a second training run fails at once,
+  # naming it, and writes nothing; the eval modes (which write only
+  # validation/ summaries) run beside it. Stops by itself: the latest
+  # checkpoint is at trainer.train_steps.
+  with run_lock.hold(str(model_dir)) as holder:
+    with pytest.raises(run_lock.ModelDirBusyError) as e:
+      run_in_process(model_dir, [run["config_file"]], mode="train_and_eval")
+    assert (f"--model_dir={model_dir} is in use by another run: pid "
+            f"{os.getpid()} on host {holder['host']!r} since "
+            f"{holder['since']}") in str(e.value)
+    continuous = run_in_process(model_dir, [run["config_file"]],
+                                mode="continuous_eval")
+  assert not (model_dir / run_lock.LOCK_FILE).exists()
   # Same weights, same eval data: the same numbers.
   for key in ("masked_lm_accuracy", "validation_loss"):
     np.testing.assert_allclose(float(continuous[key]),
@@ -471,10 +516,13 @@ def test_quickstart_builds_its_data_and_trains(tmp_path):
               "learning_rate": {"polynomial": {"decay_steps": 8}},
               "warmup": {"polynomial": {"warmup_steps": 2}}}}})
   model_dir = tmp_path / "quickstart"
-  proc = utils.run_train(
+  proc, exit_delay = utils.run_train_timing_exit(
       str(model_dir), [small], experiment=experiments.QUICKSTART,
       mode="train_and_eval", extra=[f"--quickstart_input_files={text}"])
   assert proc.returncode == 0, proc.stderr[-3000:]
+  # It ends with its summary (Python's finalization, skipped, could sit idle
+  # for a minute).
+  assert exit_delay < 2.5, exit_delay
 
   data_dir = model_dir / "data"
   with open(data_dir / "manifest.json") as f:
@@ -560,10 +608,13 @@ def test_sigkill_then_rerun_resumes_and_stops_at_train_steps(tmp_path):
   model_dir = tmp_path / "model"
   rng = random.Random(os.getpid())
 
-  _kill_after_checkpoint_beyond(_start(model_dir, run["config_file"]),
-                                model_dir, 0, rng)
+  killed = _start(model_dir, run["config_file"])
+  _kill_after_checkpoint_beyond(killed, model_dir, 0, rng)
   first = _latest_step(model_dir)
   assert 0 < first < train_steps
+  # The killed run's lock is left behind; the reruns take it over.
+  with open(model_dir / run_lock.LOCK_FILE) as f:
+    assert json.load(f)["pid"] == killed.pid
 
   output = _kill_after_checkpoint_beyond(
       _start(model_dir, run["config_file"]), model_dir, first, rng)
@@ -575,6 +626,9 @@ def test_sigkill_then_rerun_resumes_and_stops_at_train_steps(tmp_path):
 
   proc = utils.run_train(str(model_dir), [run["config_file"]])
   assert proc.returncode == 0, proc.stderr[-3000:]
+  assert (f"Took over {model_dir / run_lock.LOCK_FILE} from pid " in
+          proc.stderr), proc.stderr[-3000:]
+  assert not (model_dir / run_lock.LOCK_FILE).exists()
   assert f"restored from checkpoint: {model_dir}/ckpt-{second}" in proc.stdout
   assert (f"train | step: {second:6d} | training until step {train_steps}"
           in proc.stdout)

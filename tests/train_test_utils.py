@@ -3,7 +3,10 @@
 import os
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+import tempfile
+import threading
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -207,6 +210,31 @@ def run_train(model_dir: str, config_files: Sequence[str] = (),
   return subprocess.run(
       train_command(model_dir, config_files, **kwargs), cwd=REPO_ROOT,
       env=subprocess_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def run_train_timing_exit(model_dir: str, config_files: Sequence[str] = (),
+                          timeout: int = 240, **kwargs
+                         ) -> Tuple[subprocess.CompletedProcess, float]:
+  """`run_train`, and the seconds from train.py's last line on stdout (its
+  closing summary) to its exit."""
+  command = train_command(model_dir, config_files, **kwargs)
+  with tempfile.TemporaryFile("w+") as stderr:
+    proc = subprocess.Popen(command, cwd=REPO_ROOT, env=subprocess_env(),
+                            stdout=subprocess.PIPE, stderr=stderr, text=True)
+    watchdog = threading.Timer(timeout, proc.kill)
+    watchdog.start()
+    lines, last_line_at = [], time.monotonic()
+    try:
+      for line in proc.stdout:
+        lines.append(line)
+        last_line_at = time.monotonic()
+      proc.wait()
+      exit_delay = time.monotonic() - last_line_at
+    finally:
+      watchdog.cancel()
+    stderr.seek(0)
+    return subprocess.CompletedProcess(command, proc.returncode, "".join(lines),
+                                       stderr.read()), exit_delay
 
 
 def list_checkpoints(model_dir: str) -> List[str]:

@@ -20,6 +20,7 @@ from official.modeling import hyperparams
 from official.nlp.data import pretrain_dataloader
 from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
+from realformer_tf.configs import value_checks
 from realformer_tf.data import tokenization
 
 # Modes run by train.py, the same names Model Garden's train_lib accepts.
@@ -193,24 +194,6 @@ def _check_lengths(key: str, data, encoder_key: Optional[str],
         f"{key}.seq_length={seq_length}.")
 
 
-def _check_schedule(trainer: cfg.TrainerConfig) -> None:
-  if trainer.train_steps <= 0:
-    raise ValueError(
-        f"trainer.train_steps={trainer.train_steps} must be positive to train.")
-  # Orbit checks this and steps_per_loop > 0 (left to it) too, but only after
-  # params.yaml is written (`orbit/controller.py:199`).
-  if trainer.summary_interval and trainer.steps_per_loop > 0 and (
-      trainer.summary_interval % trainer.steps_per_loop):
-    raise ValueError(
-        f"trainer.summary_interval={trainer.summary_interval} must be a "
-        f"multiple of trainer.steps_per_loop={trainer.steps_per_loop}.")
-  lr = trainer.optimizer_config.learning_rate
-  if lr.type == "polynomial" and lr.polynomial.decay_steps is None:
-    raise ValueError(
-        "trainer.optimizer_config.learning_rate.polynomial.decay_steps is not "
-        f"set (usually = trainer.train_steps={trainer.train_steps}).")
-
-
 def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
   for field in dataclasses.fields(config):
     value, key = getattr(config, field.name, None), prefix + field.name
@@ -266,10 +249,12 @@ def validate_model(params: cfg.ExperimentConfig) -> None:
 
 
 def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
-  """The checks that need no input file: run before the quickstart builds its
-  data, so a bad value does not rebuild the cache."""
-  if mode in TRAIN_MODES:
-    _check_schedule(params.trainer)
+  """The checks that need no input file (`value_checks.check_values`, then
+  lengths): run before the quickstart builds its data, so a bad value does
+  not rebuild the cache."""
+  value_checks.check_values(
+      params, trains=mode in TRAIN_MODES, evaluates=mode in EVAL_MODES,
+      data_keys=[key for key, _ in data_configs(params, mode)])
   encoder_key, encoder = encoder_config(params)
   for key, data in data_configs(params, mode):
     _check_lengths(key, data, encoder_key, encoder)
@@ -306,11 +291,10 @@ def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
 
 def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
                          num_replicas: int) -> None:
-  """Each global batch must split evenly over the replicas."""
+  """Each global batch must split evenly over the replicas (positive:
+  `validate_config`)."""
   for key, data in data_configs(params, mode):
     batch = data.global_batch_size
-    if batch <= 0:
-      raise ValueError(f"{key}.global_batch_size={batch} must be positive.")
     if batch % num_replicas:
       raise ValueError(
           f"{key}.global_batch_size={batch} is not divisible by the "

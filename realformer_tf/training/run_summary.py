@@ -7,6 +7,7 @@ invocation's speed (a slow machine told from a hung run), and where the
 checkpoint, `params.yaml` and summaries are. `drop_duplicate_progress`:
 Orbit's controller both logs and prints each progress block
 (`orbit/controller.py:38`, `_log`); the absl copy is dropped, stdout keeps it.
+`console`: our own lines, printed beside Orbit's.
 """
 
 import os
@@ -20,6 +21,13 @@ from official.core import config_definitions as cfg
 from official.core import input_reader
 from official.nlp.data import pretrain_dataloader
 from realformer_tf.data import tokenization
+
+
+def console(message: str) -> None:
+  """Prints `message` to stdout, where Orbit prints its progress (debug-level
+  in the absl log, as Orbit's absl copies are dropped)."""
+  logging.debug(message)
+  print(message, flush=True)
 
 
 def _not_orbit_progress(record) -> bool:

@@ -8,10 +8,12 @@ its inputs (`configs/validation.py`); `training/trainer.py`'s trainer
 summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
 """
 
+import atexit
 import functools
 import json
 import os
 import pprint
+import sys
 import time
 from typing import Any, List, Mapping, Optional, Sequence
 
@@ -33,7 +35,9 @@ from realformer_tf.configs import experiments
 from realformer_tf.configs import registry
 from realformer_tf.configs import validation
 from realformer_tf.data import quickstart_corpus
+from realformer_tf.training import controller as controller_lib
 from realformer_tf.training import init_from_run
+from realformer_tf.training import run_lock
 from realformer_tf.training import run_summary
 from realformer_tf.training import schedule
 from realformer_tf.training import trainer as trainer_lib
@@ -174,18 +178,44 @@ def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
   encoder.vocab_size = int(data["vocab_size"])
 
 
+def check_model_dir_path(model_dir: str) -> None:
+  """`model_dir` is, or can be made, a directory: not a file, nor under one
+  (else TensorFlow's raw FailedPreconditionError at the first write)."""
+  if not model_dir:
+    raise ValueError("--model_dir is required.")
+  path = model_dir.rstrip("/") or "/"
+  while not tf.io.gfile.exists(path):
+    parent = os.path.dirname(path)
+    if parent in (path, "") or parent.endswith(":/"):
+      return  # Nothing of it exists yet (a relative path, or a bucket).
+    path = parent
+  if not tf.io.gfile.isdir(path):
+    where = ("is a file" if path == model_dir.rstrip("/") else
+             f"is under {path!r}, which is a file")
+    raise ValueError(f"--model_dir={model_dir!r} {where}, not a directory: "
+                     "name a directory for the run's checkpoints and "
+                     "summaries.")
+
+
+def check_config(params: cfg.ExperimentConfig, mode: str,
+                 model_dir: str) -> None:
+  """The checks that read no input file and write nothing: run first, so a
+  bad value neither builds data nor creates `model_dir`."""
+  if mode not in validation.MODES:
+    raise ValueError(f"--mode={mode!r} is not supported by train.py; use one "
+                     f"of {', '.join(validation.MODES)}.")
+  check_model_dir_path(model_dir)
+  validation.validate_config(params, mode)
+  validation.validate_runtime(params)
+
+
 def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
                          model_dir: str,
                          quickstart_input_files=None
                         ) -> cfg.ExperimentConfig:
   """Builds self-made data, checks config and inputs, and locks `params`."""
-  if mode not in validation.MODES:
-    raise ValueError(f"--mode={mode!r} is not supported by train.py; use one "
-                     f"of {', '.join(validation.MODES)}.")
-  if not model_dir:
-    raise ValueError("--model_dir is required.")
   # Config-only checks first: a bad value must not rebuild the data cache.
-  validation.validate_config(params, mode)
+  check_config(params, mode, model_dir)
   # Model Garden reads task.init_checkpoint only when a training run starts
   # without a checkpoint of its own; checked before any data is built.
   if (mode in validation.TRAIN_MODES and
@@ -195,7 +225,6 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
   validation.validate_experiment(params, mode)
   init_from_run.check_records_manifest(params, mode)
   init_from_run.check_records_vocabulary(params, mode)
-  validation.validate_runtime(params)
   check_model_dir(params, mode, model_dir)
   params.validate()
   params.lock()
@@ -271,11 +300,30 @@ def checkpoint_step(path: str) -> int:
       utils.resolve_checkpoint(path, "checkpoint")))
 
 
-def _log(message: str) -> None:
-  # Stdout, where Orbit prints its progress (its absl copies are dropped,
-  # see run_summary.drop_duplicate_progress); debug-level in the absl log.
-  logging.debug(message)
-  print(message, flush=True)
+_log = run_summary.console
+
+
+def end_process(exit_code: int) -> None:
+  """Ends train.py now that its outputs are written, skipping only Python's
+  interpreter finalization.
+
+  After the closing summary, finalization (the garbage collection of the
+  module graph: TensorFlow's eager context, datasets, their iterators and
+  thread pools, whose destructors wait on their worker threads) kept the
+  process alive at ~0% CPU for up to 83 s. Everything a run writes is
+  complete by then (checkpoints synced and checked by `controller.
+  Controller`, summaries flushed by Orbit after each write, JSON written
+  atomically), so: the atexit callbacks run as at a normal exit
+  (TensorFlow's async-checkpoint thread join, absl's log flush), stdout and
+  stderr are flushed, then `os._exit`.
+  """
+  atexit._run_exitfuncs()  # pylint: disable=protected-access
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError):  # A closed pipe: nothing more to say.
+      pass
+  os._exit(exit_code)  # pylint: disable=protected-access
 
 
 def run(flags_obj) -> Mapping[str, Any]:
@@ -292,9 +340,41 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                   ) -> Mapping[str, Any]:
   """Checks, then trains and/or evaluates a parsed (unlocked) config as `mode`
   says; train.py and the GLUE sweep both run through here. Returns the last
-  evaluation's metrics (empty if the mode does not evaluate)."""
-  params = prepare_and_validate(params, mode, model_dir,
-                                quickstart_input_files)
+  evaluation's metrics (empty if the mode does not evaluate).
+
+  A training run holds `model_dir` (`run_lock.hold`) from its first write to
+  its end: a second writer fails at once, naming it. Only the chief does: the
+  worker that Model Garden lets write `model_dir`'s checkpoints
+  (`strategy.extended.should_checkpoint`, official/core/train_lib.py:170;
+  the others save theirs to a temporary directory and write nothing else
+  here but their own event files). Eval modes take no lock: they write only
+  `validation/` event files, beside a training run by design (a train job
+  and a continuous_eval job on one directory, as official/nlp/train.py).
+  """
+  check_config(params, mode, model_dir)
+  # As official/nlp/train.py: 'mixed_float16'/'mixed_bfloat16' policies; the
+  # loss scale applies with float16 only.
+  if params.runtime.mixed_precision_dtype:
+    performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
+  strategy = distribute_utils.get_distribution_strategy(
+      distribution_strategy=params.runtime.distribution_strategy,
+      all_reduce_alg=params.runtime.all_reduce_alg,
+      num_gpus=params.runtime.num_gpus,
+      tpu_address=params.runtime.tpu,
+      **params.runtime.model_parallelism())
+  validation.validate_batch_sizes(params, mode, strategy.num_replicas_in_sync)
+  chief = strategy.extended.should_checkpoint
+  with run_lock.hold(model_dir,
+                     enabled=chief and mode in validation.TRAIN_MODES):
+    return _run_checked(
+        prepare_and_validate(params, mode, model_dir, quickstart_input_files),
+        mode, model_dir, strategy, chief, enable_async_checkpointing)
+
+
+def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
+                 strategy: tf.distribute.Strategy, chief: bool,
+                 enable_async_checkpointing: bool) -> Mapping[str, Any]:
+  """`run_experiment` after the checks (`params` locked)."""
   logging.info("Final experiment parameters:\n%s",
                pprint.pformat(params.as_dict()))
   start_step = (checkpoint_step(model_dir)
@@ -315,22 +395,12 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     _log(f"Training is already complete at step {start_step}, but its final "
          "evaluation never finished: running it now.")
 
-  # As official/nlp/train.py: 'mixed_float16'/'mixed_bfloat16' policies; the
-  # loss scale applies with float16 only.
-  if params.runtime.mixed_precision_dtype:
-    performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
-  strategy = distribute_utils.get_distribution_strategy(
-      distribution_strategy=params.runtime.distribution_strategy,
-      all_reduce_alg=params.runtime.all_reduce_alg,
-      num_gpus=params.runtime.num_gpus,
-      tpu_address=params.runtime.tpu,
-      **params.runtime.model_parallelism())
-  validation.validate_batch_sizes(params, mode, strategy.num_replicas_in_sync)
   trains = mode in validation.TRAIN_MODES and not completed
-  if mode in validation.TRAIN_MODES:
+  # Written by the chief only; pure eval modes do not write it, so that a
+  # continuous eval job does not race the train job (as official/nlp/train.py).
+  writes = chief and mode in validation.TRAIN_MODES
+  if writes:
     clean_stale_temps(model_dir)
-    # Pure eval modes do not write it, so that a continuous eval job does not
-    # race the train job (as official/nlp/train.py).
     train_utils.serialize_config(params, model_dir)
 
   # Model Garden uses `task.train_data.seed` for the input pipeline only
@@ -357,6 +427,7 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
       distribution_strategy=strategy, task=task,
       mode="eval" if completed else mode, params=params, model_dir=model_dir,
       trainer=trainer, eval_actions=[eval_outputs.append],
+      controller_cls=controller_lib.Controller,
       enable_async_checkpointing=enable_async_checkpointing)
   final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
   step = int(trainer.global_step.numpy())
@@ -365,7 +436,7 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   if final:
     _log(f"final eval | step: {step} | " +
          " | ".join(f"{k}: {v:.4f}" for k, v in values.items()))
-    if mode in validation.TRAIN_MODES and step >= params.trainer.train_steps:
+    if writes and step >= params.trainer.train_steps:
       utils.write_json_atomically(os.path.join(model_dir, FINAL_EVAL_FILE),
                                   {"step": step, "metrics": values})
   for line in run_summary.summary_lines(

@@ -1,0 +1,145 @@
+"""Orbit's `Controller`, that calls a checkpoint saved only once it is.
+
+Orbit prints "saved checkpoint to X" as soon as `CheckpointManager.save`
+returns (`orbit/controller.py:565`, `_maybe_save_checkpoint`); with
+asynchronous checkpointing (train.py's default) that is when the background
+write *starts*. A failed write (a full disk) is kept by TensorFlow's async
+helper (`tensorflow/python/checkpoint/async_checkpoint_helper.py:379`,
+`_async_error`) until the *next* save raises it raw, a loop later, leaving
+`ckpt-N_temp/`; `sync()` (same file, line 625) waits but does not raise it, so
+a failed *last* save surfaces only in an atexit hook, after an rc-0 run.
+
+Here (`Controller`, given to Model Garden's `train_lib.run_experiment` as
+`controller_cls`):
+
+* "saved checkpoint to X." is printed by a write callback
+  (`CheckpointOptions.experimental_write_callbacks`), which TensorFlow runs
+  only after the write completed (`tensorflow/python/checkpoint/
+  checkpoint.py:2374`), in the background thread for an async save;
+* after every train loop (Orbit calls `_maybe_save_checkpoint` after each)
+  and at every sync (end of `train`, before each evaluation), a failed write
+  raises `CheckpointSaveError` naming the checkpoint, the cause and the last
+  good checkpoint. That one stays as it was: TensorFlow lists a checkpoint in
+  the `checkpoint` state file, and deletes older ones, only after its write
+  succeeded. The failed save's `X_temp*` leftovers are removed.
+
+So an async failure stops the run at the end of the train loop
+(`trainer.steps_per_loop` steps) in which it happened, with nothing of it
+left behind.
+"""
+
+import copy
+import os
+from typing import Optional
+
+import orbit
+import tensorflow as tf
+
+from realformer_tf.training import run_summary
+
+
+class CheckpointSaveError(RuntimeError):
+  """Writing a checkpoint failed; training stopped."""
+
+  def __init__(self, message: str, path: str):
+    super().__init__(message)
+    self.path = path
+
+
+def _async_error(checkpoint: tf.train.Checkpoint) -> Optional[Exception]:
+  """Takes the error of `checkpoint`'s failed async write, if any.
+
+  TensorFlow keeps it privately (`async_checkpoint_helper.py:379`) and
+  raises it only at the next save or at exit; taken here (and cleared, so
+  that the exit hook does not raise it again) as soon as the write failed.
+  """
+  helper = getattr(checkpoint, "_async_checkpointer_impl", None)
+  error = getattr(helper, "_async_error", None)
+  if error is not None:
+    helper._async_error = None  # pylint: disable=protected-access
+  return error
+
+
+def _cause(error: Optional[BaseException]) -> str:
+  if error is None:
+    return "the write ended without completing"
+  message = getattr(error, "message", None) or str(error)
+  lines = message.strip().splitlines()
+  cause = f"{type(error).__name__}: {lines[0] if lines else ''}"
+  if (isinstance(error, tf.errors.ResourceExhaustedError) or
+      "No space left" in message):
+    cause += " (the disk is full?)"
+  return cause
+
+
+class Controller(orbit.Controller):
+  """See the module docstring."""
+
+  def __init__(self, *args, **kwargs):
+    # Set before Orbit's constructor, which may restore a checkpoint.
+    self._unconfirmed_save = None  # An async save not yet known complete.
+    self._last_written = None  # Set by `_written` (a background thread).
+    super().__init__(*args, **kwargs)
+
+  def _written(self, save_path: str) -> None:
+    """Write callback: `save_path` is complete on disk."""
+    self._last_written = save_path
+    run_summary.console(f"saved checkpoint to {save_path}.")
+
+  def _fail(self, path: str, error: Optional[BaseException]) -> None:
+    removed = []
+    for temp in tf.io.gfile.glob(f"{path}_temp*"):
+      if tf.io.gfile.isdir(temp):
+        tf.io.gfile.rmtree(temp)
+      else:
+        tf.io.gfile.remove(temp)
+      removed.append(temp)
+    self._unconfirmed_save = None
+    latest = tf.train.latest_checkpoint(self.checkpoint_manager.directory)
+    raise CheckpointSaveError(
+        f"Saving checkpoint {path} failed: {_cause(error)}. Training stopped "
+        f"at step {int(self.global_step.numpy())}. The last good checkpoint, "
+        f"{latest or 'none'}, is kept as it was"
+        + (f"; removed the partial {', '.join(removed)}" if removed else "") +
+        ". Fix the cause (e.g. free disk space), then rerun the same command "
+        "to resume from it.", path) from error
+
+  def _check_saves(self, synced: bool) -> None:
+    """Raises `CheckpointSaveError` if the unconfirmed async save failed;
+    `synced`: it has ended (so it must have been confirmed)."""
+    path = self._unconfirmed_save
+    if path is None or path == self._last_written:
+      return
+    error = _async_error(self.checkpoint_manager.checkpoint)
+    if error is not None or synced:
+      self._fail(path, error)
+
+  def _maybe_save_checkpoint(self, check_interval: bool = True) -> bool:
+    """Orbit's, with the "saved" line and the errors of the module docstring.
+    """
+    manager = self.checkpoint_manager
+    if not (manager and manager.checkpoint_interval):
+      return False
+    self._check_saves(synced=False)
+    step = int(self.global_step.numpy())
+    # Model Garden's manager keeps the default checkpoint name "ckpt"
+    # (official/core/train_lib.py:181).
+    path = os.path.join(manager.directory, f"ckpt-{step}")
+    options = copy.copy(self._checkpoint_options)
+    options.experimental_write_callbacks = [self._written]
+    try:
+      saved = manager.save(checkpoint_number=step,
+                           check_interval=check_interval, options=options)
+    except (tf.errors.OpError, OSError, ValueError, RuntimeError) as e:
+      # A synchronous write failed, or an async one surfaced the previous
+      # save's failure before starting.
+      self._fail(self._unconfirmed_save or path, e)
+    if saved is None:
+      return False
+    if self._enable_async_checkpoint_saving:
+      self._unconfirmed_save = saved
+    return True
+
+  def _sync_on_async_checkpointing(self) -> None:
+    super()._sync_on_async_checkpointing()
+    self._check_saves(synced=True)

@@ -1,0 +1,210 @@
+"""One writer per run directory: a lock file naming the run that holds it.
+
+Model Garden and Orbit take no lock on `model_dir` (`official/core/
+train_lib.py`, `orbit/controller.py`): two trainers on one directory both
+"succeed", writing the same `ckpt-N`, `params.yaml` and `final_eval.json`
+names, and one run's results vanish without a word. `hold(model_dir)` makes
+the second one fail at once, naming the first (pid, host, start time).
+
+The lock is `model_dir/train.lock`, JSON {pid, host, since, process_start,
+token, command}, made whole in a temporary file and then linked to its name:
+`os.link` fails if the name exists, atomically (as `open(O_CREAT | O_EXCL)`,
+also over NFS) and a reader never sees a half-written lock. `tf.io.gfile` has
+no exclusive create, so a remote `model_dir` (`gs://...`) runs unlocked, with
+a warning.
+
+A SIGKILLed run cannot remove its lock: a lock whose process is gone from
+this host (no such pid, or a pid reused by a process started later:
+`psutil`) is taken over, with a warning. A lock from another host is never
+taken over (its process cannot be checked from here): the error says which
+file to remove once that run is known to be gone.
+"""
+
+import contextlib
+import datetime
+import json
+import os
+import socket
+import sys
+import uuid
+from typing import Iterator, Optional
+
+from absl import logging
+import psutil
+
+LOCK_FILE = "train.lock"
+# A lock's process must have started within this many seconds of the
+# recorded start time to be the one that wrote it (not a reused pid).
+_START_TIME_SLACK_S = 1.0
+
+
+class ModelDirBusyError(RuntimeError):
+  """Another live run holds the run directory."""
+
+
+def _is_remote(path: str) -> bool:
+  return "://" in path
+
+
+def _process_start(pid: int) -> Optional[float]:
+  try:
+    return psutil.Process(pid).create_time()
+  except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+    return None
+
+
+def _describe(holder: dict) -> str:
+  return (f"pid {holder.get('pid')} on host {holder.get('host')!r} since "
+          f"{holder.get('since')} ({holder.get('command', '?')})")
+
+
+def _read(path: str) -> Optional[dict]:
+  """The lock's content; None if there is no lock."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+  except FileNotFoundError:
+    return None
+  try:
+    holder = json.loads(text)
+    int(holder["pid"]), str(holder["host"]), str(holder["token"])
+  except (ValueError, KeyError, TypeError):
+    raise ModelDirBusyError(
+        f"{path} exists but names no run (content {text[:200]!r}). If no "
+        "run uses this directory, remove that file and start again."
+    ) from None
+  return holder
+
+
+def _is_gone(holder: dict) -> bool:
+  """Whether the lock's process has certainly ended (this host only)."""
+  if holder["host"] != socket.gethostname():
+    return False
+  start = _process_start(int(holder["pid"]))
+  recorded = holder.get("process_start")
+  if start is None:
+    return not psutil.pid_exists(int(holder["pid"]))
+  # The pid lives; it is another process if it started after the lock's.
+  return isinstance(recorded, (int, float)) and (
+      start > recorded + _START_TIME_SLACK_S)
+
+
+def _take_over(path: str, stale: dict) -> None:
+  """Removes the stale lock `stale` at `path`, unless it changed meanwhile
+  (another run took it over first): then that new lock is put back."""
+  aside = f"{path}.stale-{os.getpid()}"
+  try:
+    os.rename(path, aside)
+  except FileNotFoundError:
+    return  # Another run removed it first.
+  try:
+    with open(aside, encoding="utf-8") as f:
+      moved = json.loads(f.read())
+  except ValueError:
+    moved = None
+  if moved is not None and moved.get("token") != stale["token"]:
+    # A live lock was taken aside: put it back (the next try reports it).
+    try:
+      os.link(aside, path)
+    except FileExistsError:
+      pass
+  else:
+    logging.warning(
+        "Took over %s from %s: that process is gone (killed?).", path,
+        _describe(stale))
+  os.remove(aside)
+
+
+def _try_create(path: str, holder: dict) -> bool:
+  """Creates the lock with `holder`'s content; False if one exists."""
+  tmp = f"{path}.new-{os.getpid()}-{holder['token']}"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(holder, f, indent=2, sort_keys=True)
+    f.write("\n")
+    f.flush()
+    os.fsync(f.fileno())
+  try:
+    os.link(tmp, path)
+    return True
+  except FileExistsError:
+    return False
+  finally:
+    os.remove(tmp)
+
+
+def acquire(model_dir: str) -> Optional[dict]:
+  """Takes `model_dir`'s lock (creating the directory); returns what it
+  wrote, or None for a remote directory (not locked).
+
+  Raises:
+    ModelDirBusyError: naming the live run that holds it.
+  """
+  if _is_remote(model_dir):
+    logging.warning(
+        "--model_dir=%s is not on a local filesystem: it is not locked "
+        "against a second train.py writing to it at the same time.",
+        model_dir)
+    return None
+  os.makedirs(model_dir, exist_ok=True)
+  path = os.path.join(model_dir, LOCK_FILE)
+  pid = os.getpid()
+  holder = {
+      "pid": pid, "host": socket.gethostname(),
+      "since": datetime.datetime.now(datetime.timezone.utc).isoformat(
+          timespec="seconds"),
+      "process_start": _process_start(pid), "token": uuid.uuid4().hex,
+      "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+                 if sys.argv and sys.argv[0] else "python"}
+  for _ in range(10):  # Retries only after a stale lock was removed.
+    if _try_create(path, holder):
+      return holder
+    current = _read(path)
+    if current is None:
+      continue  # Released meanwhile.
+    if not _is_gone(current):
+      raise ModelDirBusyError(
+          f"--model_dir={model_dir} is in use by another run: "
+          f"{_describe(current)}. Wait for it to end, or use another "
+          f"--model_dir. (If that run is gone, e.g. its machine died, "
+          f"remove {path}.)")
+    _take_over(path, current)
+  raise ModelDirBusyError(f"Could not take {path}: other runs keep taking it.")
+
+
+def release(model_dir: str, holder: Optional[dict]) -> None:
+  """Removes the lock `acquire` returned, if it is still this one's."""
+  if holder is None:
+    return
+  path = os.path.join(model_dir, LOCK_FILE)
+  try:
+    current = _read(path)
+  except ModelDirBusyError:
+    current = None
+  if current and current.get("token") == holder["token"]:
+    os.remove(path)
+  else:
+    logging.warning("%s is no longer this run's lock; left as it is.", path)
+
+
+@contextlib.contextmanager
+def hold(model_dir: str, enabled: bool = True) -> Iterator[Optional[dict]]:
+  """Holds `model_dir`'s lock for the block (see the module docstring).
+
+  A `model_dir` that did not exist before and is left empty (the block
+  failed before writing anything) is removed again. `enabled=False`: no
+  lock (a non-chief worker, or a mode that writes no run output).
+  """
+  if not enabled:
+    yield None
+    return
+  existed = _is_remote(model_dir) or os.path.isdir(model_dir)
+  holder = acquire(model_dir)
+  try:
+    yield holder
+  finally:
+    release(model_dir, holder)
+    if not existed:
+      try:
+        os.rmdir(model_dir)  # Only if empty.
+      except OSError:
+        pass

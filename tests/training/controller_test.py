@@ -1,0 +1,75 @@
+"""A checkpoint is called saved only once it is; a failed write stops the run.
+
+The write of `ckpt-4` is made to fail as a full disk does (TensorFlow's
+saver leaves `ckpt-4_temp/` and raises ResourceExhaustedError), in the
+background thread of an async save (train.py's default) and in a plain one.
+"""
+
+import os
+
+import pytest
+import tensorflow as tf
+from tensorflow.python.checkpoint import checkpoint as tf_checkpoint
+
+from official.core import train_utils
+from realformer_tf.configs import experiments
+from realformer_tf.training import controller as controller_lib
+from realformer_tf.training import run_lock
+from realformer_tf.training import train_lib
+from tests import train_test_utils as utils
+
+
+def _fail_writing(monkeypatch, name: str) -> None:
+  """Makes the checkpoint writer fail for checkpoint `name` (disk full)."""
+  real_save = tf_checkpoint.TrackableSaver.save
+
+  def save(self, file_prefix, *args, **kwargs):
+    prefix = tf.compat.as_str(getattr(file_prefix, "numpy",
+                                      lambda: file_prefix)())
+    if os.path.basename(prefix) == name:
+      os.makedirs(f"{prefix}_temp")
+      part = f"{prefix}_temp/part-00000-of-00001.data-00000-of-00001"
+      with open(part, "wb") as f:
+        f.write(b"\0" * 64)
+      raise tf.errors.ResourceExhaustedError(
+          None, None, f"{part}; No space left on device")
+    return real_save(self, file_prefix, *args, **kwargs)
+
+  monkeypatch.setattr(tf_checkpoint.TrackableSaver, "save", save)
+
+
+@pytest.mark.parametrize("enable_async", [True, False])
+def test_failed_checkpoint_write_stops_the_run_naming_it(
+    tmp_path, monkeypatch, capsys, enable_async):
+  run = utils.make_tiny_run(tmp_path, train_steps=6, num_train=32,
+                            num_eval=8)
+  params = train_lib.parse_configuration(train_utils.ParseConfigOptions(
+      experiment=experiments.PRETRAINING, config_file=[run["config_file"]],
+      params_override="", tpu=None))
+  model_dir = str(tmp_path / "model")
+  _fail_writing(monkeypatch, "ckpt-4")
+  with pytest.raises(controller_lib.CheckpointSaveError) as e:
+    train_lib.run_experiment(params, "train", model_dir,
+                             enable_async_checkpointing=enable_async)
+  message = str(e.value)
+  good, bad = f"{model_dir}/ckpt-2", f"{model_dir}/ckpt-4"
+  assert e.value.path == bad
+  assert f"Saving checkpoint {bad} failed: ResourceExhaustedError: " in message
+  assert "No space left on device" in message
+  assert "(the disk is full?)" in message
+  assert f"The last good checkpoint, {good}, is kept as it was" in message
+  assert f"removed the partial {bad}_temp" in message
+  # Stopped at once: at the end of the loop the async write failed in
+  # (steps 5-6), or at once for a plain write.
+  assert f"Training stopped at step {6 if enable_async else 4}." in message
+
+  out = capsys.readouterr().out
+  assert f"saved checkpoint to {good}." in out
+  assert "saved checkpoint to " + bad not in out
+  assert tf.train.latest_checkpoint(model_dir) == good
+  assert train_lib.checkpoint_step(good) == 2
+  assert not tf.io.gfile.glob(f"{bad}*")
+  assert sorted(os.listdir(model_dir)) == [
+      "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+      "params.yaml", "train"]  # The lock is released too.
+  assert run_lock.LOCK_FILE not in os.listdir(model_dir)

@@ -1,0 +1,105 @@
+"""One writer per run directory: busy, stale, foreign and unreadable locks."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from realformer_tf.training import run_lock
+
+
+def _lock(model_dir):
+  return os.path.join(model_dir, run_lock.LOCK_FILE)
+
+
+def _write_lock(model_dir, **fields):
+  os.makedirs(model_dir, exist_ok=True)
+  holder = dict(pid=os.getpid(), host=socket.gethostname(),
+                since="2026-01-01T00:00:00+00:00",
+                process_start=psutil.Process().create_time(), token="t0",
+                command="train.py --model_dir=x")
+  holder.update(fields)
+  with open(_lock(model_dir), "w") as f:
+    json.dump(holder, f)
+  return holder
+
+
+def _dead_pid():
+  proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                        capture_output=True, text=True, check=True)
+  return int(proc.stdout)
+
+
+def test_second_holder_fails_naming_the_first(tmp_path):
+  model_dir = str(tmp_path / "run")
+  with run_lock.hold(model_dir) as holder:
+    with open(_lock(model_dir)) as f:
+      assert json.load(f) == holder
+    assert holder["pid"] == os.getpid()
+    assert holder["host"] == socket.gethostname()
+    with pytest.raises(run_lock.ModelDirBusyError) as e:
+      with run_lock.hold(model_dir):
+        pass
+    message = str(e.value)
+    assert f"--model_dir={model_dir} is in use by another run: pid " \
+           f"{os.getpid()} on host {socket.gethostname()!r} since " \
+           f"{holder['since']}" in message
+    assert os.path.exists(_lock(model_dir))  # The first one keeps it.
+  assert not os.path.exists(_lock(model_dir))
+
+
+def test_lock_is_released_on_an_exception_and_a_new_dir_removed(tmp_path):
+  model_dir = str(tmp_path / "new" / "run")
+  with pytest.raises(KeyError):
+    with run_lock.hold(model_dir):
+      assert os.path.exists(_lock(model_dir))
+      raise KeyError("boom")
+  assert not os.path.exists(model_dir)  # Created by the lock, left empty.
+  kept = str(tmp_path / "kept")
+  with pytest.raises(KeyError):
+    with run_lock.hold(kept):
+      open(os.path.join(kept, "params.yaml"), "w").close()
+      raise KeyError("boom")
+  assert os.listdir(kept) == ["params.yaml"]
+
+
+def test_stale_lock_of_a_gone_process_is_taken_over(tmp_path):
+  model_dir = str(tmp_path / "run")
+  # A SIGKILLed run: its pid no longer exists.
+  _write_lock(model_dir, pid=_dead_pid(), token="dead")
+  with run_lock.hold(model_dir) as holder:
+    assert holder["pid"] == os.getpid() and holder["token"] != "dead"
+  # A reused pid: it lives, but started after the lock was written.
+  _write_lock(model_dir, process_start=psutil.Process().create_time() - 60,
+              token="reused")
+  with run_lock.hold(model_dir) as holder:
+    assert holder["token"] != "reused"
+  assert os.listdir(model_dir) == []
+
+
+def test_lock_of_another_host_is_not_taken_over(tmp_path):
+  model_dir = str(tmp_path / "run")
+  _write_lock(model_dir, pid=_dead_pid(), host="elsewhere")
+  with pytest.raises(run_lock.ModelDirBusyError,
+                     match=r"on host 'elsewhere' .* remove .*train\.lock"):
+    run_lock.acquire(model_dir)
+
+
+def test_unreadable_lock_is_named(tmp_path):
+  model_dir = tmp_path / "run"
+  model_dir.mkdir()
+  (model_dir / run_lock.LOCK_FILE).write_text("garbage")
+  with pytest.raises(run_lock.ModelDirBusyError,
+                     match=r"train\.lock exists but names no run .*'garbage'"):
+    run_lock.acquire(str(model_dir))
+
+
+def test_disabled_or_remote_takes_no_lock(tmp_path):
+  with run_lock.hold(str(tmp_path / "worker"), enabled=False) as holder:
+    assert holder is None
+  assert not (tmp_path / "worker").exists()
+  assert run_lock.acquire("gs://bucket/run") is None
