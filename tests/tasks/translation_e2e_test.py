@@ -126,7 +126,9 @@ class TranslationEndToEndTest(tf.test.TestCase):
                 (export_dir, "long", "translate",
                  {"text": np.array(["red " * 9], dtype=object)}),
                 (export_dir, "dtype", "translate",
-                 {"text": np.array([1, 2], np.int32)})]
+                 {"text": np.array([1, 2], np.int32)}),
+                (export_dir, "utf8", "translate",
+                 {"text": np.array([b"red", b"r\xe9d blue"], dtype=object)})]
     with open(f"{d}/requests.pkl", "wb") as f:
       pickle.dump(requests, f)
     subprocess.run([sys.executable, "-m", "tests.serving.saved_model_runner",
@@ -142,6 +144,9 @@ class TranslationEndToEndTest(tf.test.TestCase):
                      "(?s)InvalidArgumentError.*text: an input sentence is longer "
                      "than the model maximum, 8 tokens")
     self.assertRegex(results["dtype"]["error"], "expected to be a string")
+    self.assertRegex(results["utf8"]["error"],
+                     r"(?s)InvalidArgumentError.*`text` holds a string that "
+                     r"is not valid UTF-8 at batch positions\] \[1\]")
 
     with self.assertRaisesRegex(ValueError, "exists and is not empty"):
       translation_export.export_translation(model_dir, export_dir)
