@@ -335,8 +335,8 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
     return result
 
   def _pack_masked(self, text=None, text_a=None, text_b=None
-                   ) -> Dict[str, tf.Tensor]:
-    """Packed texts, their [MASK] positions and `num_truncated_tokens`;
+                   ) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+    """(packed texts and their [MASK] positions, tokens cut per example);
     every [MASK] must fit."""
     features, tokens, names = self._pack_texts(
         self.packer.tokenize_with_masks, text, text_a, text_b)
@@ -363,9 +363,7 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
     features["masked_lm_positions"] = positions.to_tensor(default_value=0)
     features["masked_lm_weights"] = tf.ones_like(
         positions, dtype=tf.float32).to_tensor(default_value=0.0)
-    features["num_truncated_tokens"] = self.packer.num_truncated_tokens(
-        tokens, features)
-    return features
+    return features, self.packer.num_truncated_tokens(tokens, features)
 
   @tf.function
   def serve_text(self, text=None, text_a=None, text_b=None
@@ -379,9 +377,8 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
     cut. `text_a` and `text_b` (signature `serve_text_pair`) are packed as
     `[CLS] a [SEP] b [SEP]`, where the NSP logits are meaningful.
     """
-    features = self._pack_masked(text, text_a, text_b)
+    features, num_truncated = self._pack_masked(text, text_a, text_b)
     weights = features.pop("masked_lm_weights")
-    num_truncated = features.pop("num_truncated_tokens")
     result = self._outputs(features, "serve_text")
     log_probs = tf.nn.log_softmax(result["mlm_logits"], axis=-1)
     top = tf.math.top_k(log_probs,
@@ -398,9 +395,7 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
   @tf.function
   def preprocess_text(self, text) -> Dict[str, tf.Tensor]:
     """The model inputs `serve_text` builds from `text`."""
-    features = self._pack_masked(text)
-    features.pop("num_truncated_tokens")
-    return features
+    return self._pack_masked(text)[0]
 
 
 class SentencePredictionServing(_RealFormerServingMixin,
