@@ -27,9 +27,11 @@ so a killed or repeated command carries on where it stopped):
    seeds), each run initialised from its pre-training run.
 4. Attention analysis of seed 0 of each architecture, `OUT/analysis/<arch>`.
 5. `OUT/results.md` (the paper's Table 2 and Table 3 shapes: median +- std
-   over seeds), `OUT/results.json`, `OUT/curves.png` (train and eval MLM
-   accuracy of every run) and `OUT/attention.png` (entropy and JSD figures of
-   the architectures side by side).
+   over seeds; "1 seed" where there is one), `OUT/results.json`,
+   `OUT/curves.png` (train and eval MLM accuracy of every run, one point per
+   step) and `OUT/attention.png` (per-head entropy and JSD medians and
+   quartiles of the architectures side by side, from each analysis'
+   `summary.json`).
 
 Every run trains in this process through Model Garden's `train_lib`
 (`sweep.train_and_evaluate`), one after the other.

@@ -159,7 +159,7 @@ def test_readme_block_starts_from_command_one_and_its_sizes():
 def test_readme_quickstart_to_served_model(tmp_path):
   tmp = str(tmp_path)
   commands = readme_commands()
-  assert [c.split()[0] for c in commands].count("python") == 9, commands
+  assert [c.split()[0] for c in commands].count("python") == 8, commands
   quickstart_yaml = utils.write_yaml(os.path.join(tmp, "q.yaml"),
                                      QUICKSTART_YAML)
   corpus = _corpus(os.path.join(tmp, "corpus.txt"))

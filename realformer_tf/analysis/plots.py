@@ -140,7 +140,9 @@ def violin_figure(panels: Sequence[Panel], path: str, metric: str
   fig.legend(handles=_legend_handles(what, low, high), loc="upper center",
              ncol=5 if width >= 11 else 3, fontsize=8.5, frameon=False,
              bbox_to_anchor=(0.5, 1.0 - (0.2 + title_height) / height))
-  fig.supylabel(spec["ylabel"], fontsize=10, x=0.12 / width, ha="left")
+  # Centred on the panels (not the figure, whose header is taller).
+  fig.supylabel(spec["ylabel"], fontsize=10, x=0.12 / width, ha="left",
+                y=(footer + (height - header)) / 2 / height)
   fig.subplots_adjust(left=left / width, right=1.0 - 0.15 / width,
                       bottom=footer / height, top=1.0 - header / height,
                       hspace=0.6, wspace=0.12)
