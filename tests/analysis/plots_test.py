@@ -40,7 +40,7 @@ def _texts_outside(fig):
 def test_layer_0_is_the_bottom_row_as_the_title_says(tmp_path):
   fig = plots.violin_figure([_panel("deep", 3), _panel("shallow", 2)],
                             str(tmp_path / "entropy.png"), "entropy")
-  assert "layer 0 (the first) at the bottom" in fig._suptitle.get_text()  # pylint: disable=protected-access
+  assert "layer 0 (the first) at the bottom" in fig.get_suptitle()
   for column in (0, 1):
     by_label = {ax.get_ylabel(): ax.get_position().y0
                 for ax in fig.axes if ax.get_visible()
