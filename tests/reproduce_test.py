@@ -319,7 +319,8 @@ class EndToEndTest(tf.test.TestCase):
                                 analyse=must_not_run)
     progress = [l for l in printed.getvalue().splitlines()
                 if l.startswith("[reproduce ")]
-    self.assertLen(progress, 6)  # 2 pre-train, 2 fine-tune, 2 analysis.
+    # 2 pre-train, 2 fine-tune, 2 analysis, then the results line.
+    self.assertLen(progress, 7)
     for line in progress[:-1]:
       self.assertRegex(line, r"^\[reproduce \d/6\] .*: done \| \d+s elapsed$")
     self.assertRegex(progress[-1], r"results\.md: done \| ")
