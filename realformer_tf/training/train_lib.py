@@ -8,8 +8,7 @@ and the config checked against its inputs (`configs/validation.py`);
 `training/trainer.py`'s trainer (examples/s, non-finite loss stop);
 `training/controller.py`'s controller (a checkpoint is "saved" once written;
 a failed write stops the run); a final-evaluation record and a closing
-summary. Strategies, checkpoints,
-summaries and modes stay Model Garden's.
+summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
 """
 
 import functools
