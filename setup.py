@@ -17,6 +17,7 @@ INSTALL_REQUIRES = [
     "scikit-learn",  # GLUE metrics (as Model Garden's sentence_prediction)
     "scipy",         # GLUE correlations
     "psutil",        # stale temp files of dead processes
+    "sentencepiece",  # translation: SentencePiece training and id checks
 ]
 
 setuptools.setup(

@@ -27,9 +27,11 @@ so a killed or repeated command carries on where it stopped):
    seeds), each run initialised from its pre-training run.
 4. Attention analysis of seed 0 of each architecture, `OUT/analysis/<arch>`.
 5. `OUT/results.md` (the paper's Table 2 and Table 3 shapes: median +- std
-   over seeds), `OUT/results.json`, `OUT/curves.png` (train and eval MLM
-   accuracy of every run) and `OUT/attention.png` (entropy and JSD figures of
-   the architectures side by side).
+   over seeds; "1 seed" where there is one), `OUT/results.json`,
+   `OUT/curves.png` (train and eval MLM accuracy of every run, one point per
+   step) and `OUT/attention.png` (per-head entropy and JSD medians and
+   quartiles of the architectures side by side, from each analysis'
+   `summary.json`).
 
 Every run trains in this process through Model Garden's `train_lib`
 (`sweep.train_and_evaluate`), one after the other.
@@ -46,7 +48,7 @@ from absl import flags
 from absl import logging
 import matplotlib
 matplotlib.use("Agg")
-import matplotlib.image as mpimg  # pylint: disable=g-import-not-at-top
+from matplotlib import ticker  # pylint: disable=g-import-not-at-top
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
@@ -55,6 +57,7 @@ from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.modeling import hyperparams
 from realformer_tf import utils
+from realformer_tf.analysis import plots
 from realformer_tf.analysis import runner as analysis_runner
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
@@ -466,25 +469,41 @@ def _pretrain_runner(config: cfg.ExperimentConfig, model_dir: str,
 
 
 class Progress:
-  """One line per step of the plan: which, how far, time left."""
+  """One line per step of the plan: which, how far, time left.
+
+  A step finished by an earlier invocation says "done" and counts towards
+  the percentage but not towards the rate the ETA is computed from: only
+  work done by this invocation measures its speed.
+  """
 
   def __init__(self, total_units: float):
     self.total = max(total_units, 1e-9)
     self.done = 0.0
+    self.worked = 0.0
     self.start = time.time()
 
-  def line(self, index: int, count: int, what: str) -> None:
+  def line(self, index: int, count: int, what: str,
+           finished: bool = False) -> str:
     elapsed = time.time() - self.start
-    eta = ("?" if self.done <= 0 else
-           _duration(elapsed / self.done * (self.total - self.done)))
-    message = (f"[reproduce {index}/{count}] {what} | "
-               f"{100 * self.done / self.total:.0f}% done, "
-               f"{_duration(elapsed)} elapsed, ETA {eta}")
+    if finished:
+      message = (f"[reproduce {index}/{count}] {what}: done | "
+                 f"{_duration(elapsed)} elapsed")
+    else:
+      remaining = self.total - self.done
+      eta = ("?" if self.worked <= 0 else
+             _duration(elapsed / self.worked * remaining))
+      message = (f"[reproduce {index}/{count}] {what} | "
+                 f"{100 * self.done / self.total:.0f}% done, "
+                 f"{_duration(elapsed)} elapsed, ETA {eta}")
     logging.info(message)
     print(message, flush=True)
+    return message
 
-  def advance(self, units: float) -> None:
+  def advance(self, units: float, worked: bool = True) -> None:
+    """`units` more done; `worked`: by this invocation (not skipped)."""
     self.done += units
+    if worked:
+      self.worked += units
 
 
 def _duration(seconds: float) -> str:
@@ -594,35 +613,42 @@ def execute(plan: Plan, runner: Runner = _pretrain_runner,
   pretrain_results, glue_results = {}, {}
   for run in plan.pretrain:
     index += 1
+    status = _status(run.model_dir, PRETRAIN_RESULT)
+    what = "" if status == "done" else f"{status}, "
     progress.line(index, count, f"pre-train {run.arch} seed {run.seed} "
-                  f"({_status(run.model_dir, PRETRAIN_RESULT)}, "
-                  f"{pretrain_steps} steps)")
+                  f"({what}{pretrain_steps} steps)",
+                  finished=status == "done")
     pretrain_results.setdefault(run.arch, []).append(
         run_pretraining(run, runner))
-    progress.advance(pretrain_steps)
+    progress.advance(pretrain_steps, worked=status != "done")
     for task in plan.glue_tasks:
       index += 1
+      runs = finetune_runs(plan, run, task, glue_dir)
+      finished = all(sweep.run_status(r) == "done" for r in runs)
       progress.line(index, count, f"fine-tune {task} from {run.arch} seed "
-                    f"{run.seed} ({finetune_steps[task]} steps)")
-      results = sweep.execute(finetune_runs(plan, run, task, glue_dir),
-                              finetune_runner)
+                    f"{run.seed} ({finetune_steps[task]} steps)",
+                    finished=finished)
+      results = sweep.execute(runs, finetune_runner)
       glue_results.setdefault(run.arch, {}).setdefault(task, []).extend(
           results)
-      progress.advance(finetune_steps[task])
+      progress.advance(finetune_steps[task], worked=not finished)
   analyses = {}
   for arch in o.archs:
     index += 1
     out_dir = os.path.join(o.output_dir, "analysis", arch)
-    progress.line(index, count, f"attention analysis of {arch} seed 0")
     summary_path = os.path.join(out_dir, "summary.json")
-    if not tf.io.gfile.exists(summary_path):
+    finished = tf.io.gfile.exists(summary_path)
+    progress.line(index, count, f"attention analysis of {arch} seed 0",
+                  finished=finished)
+    if not finished:
       analyse(model_dir=pretrain_dir(o.output_dir, arch, 0),
               output_dir=out_dir,
               num_examples=plan.scale.analysis_examples)
     analyses[arch] = out_dir
-    progress.advance(1)
+    progress.advance(1, worked=not finished)
   results = write_results(plan, pretrain_results, glue_results, analyses)
-  progress.line(count, count, f"done: {os.path.join(o.output_dir, RESULTS_MD)}")
+  progress.line(count, count, os.path.join(o.output_dir, RESULTS_MD),
+                finished=True)
   return results
 
 
@@ -643,10 +669,15 @@ def summarize_pretraining(results: Dict[str, List[Dict]]) -> Dict:
 
 def read_curves(model_dir: str, tag: str = "masked_lm_accuracy"
                 ) -> Dict[str, List[List[float]]]:
-  """{"train": [[step, value], ...], "validation": [...]} from TensorBoard."""
+  """{"train": [[step, value], ...], "validation": [...]} from TensorBoard.
+
+  A resumed run writes a new event file and may log a step again (an
+  evaluation or summary written before the kill, repeated after the
+  resume): one point per step, the last written (by wall time) wins.
+  """
   curves = {}
   for split in ("train", "validation"):
-    points = []
+    by_step = {}
     for path in sorted(tf.io.gfile.glob(
         os.path.join(model_dir, split, "events.out.tfevents.*"))):
       for event in tf.compat.v1.train.summary_iterator(path):
@@ -654,53 +685,78 @@ def read_curves(model_dir: str, tag: str = "masked_lm_accuracy"
           if value.tag == tag:
             number = (float(tf.make_ndarray(value.tensor))
                       if value.HasField("tensor") else value.simple_value)
-            points.append([int(event.step), number])
-    curves[split] = sorted(points)
+            step = int(event.step)
+            if step not in by_step or event.wall_time >= by_step[step][0]:
+              by_step[step] = (event.wall_time, number)
+    curves[split] = [[step, number]
+                     for step, (_, number) in sorted(by_step.items())]
   return curves
 
 
-def plot_curves(curves: Dict[str, Dict[int, Dict]], path: str) -> None:
-  """Train and eval MLM accuracy of every run, one colour per architecture."""
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+# One style per architecture (in `--archs` order), so coinciding curves stay
+# visible: a thin dashed line over a thick solid one, hollow markers of
+# different shapes and sizes.
+CURVE_STYLES = (
+    dict(linestyle="-", marker="o", linewidth=2.6, markersize=8),
+    dict(linestyle="--", marker="s", linewidth=1.8, markersize=6),
+    dict(linestyle=":", marker="^", linewidth=1.4, markersize=5),
+    dict(linestyle="-.", marker="x", linewidth=1.0, markersize=4))
+
+
+def plot_curves(curves: Dict[str, Dict[int, Dict]], path: str
+                ) -> matplotlib.figure.Figure:
+  """Train and eval MLM accuracy of every run, one style per architecture."""
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True,
+                           layout="constrained")
   colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
   for i, (arch, by_seed) in enumerate(curves.items()):
+    style = CURVE_STYLES[i % len(CURVE_STYLES)]
     for seed, run in sorted(by_seed.items()):
       for ax, split in zip(axes, ("train", "validation")):
         if run[split]:
           steps, values = zip(*run[split])
           ax.plot(steps, values, color=colours[i % len(colours)],
-                  marker="o" if split == "validation" else None,
-                  markersize=3, alpha=0.8,
+                  markerfacecolor="none", alpha=0.85,
+                  markevery=max(1, len(steps) // 12), **style,
                   label=ARCHS[arch][0] if seed == min(by_seed) else None)
   for ax, title in zip(axes, ("training MLM accuracy",
                               "held-out MLM accuracy")):
-    ax.set_title(title)
-    ax.set_xlabel("step")
+    ax.set_title(title, fontsize=12)
+    ax.set_xlabel("step", fontsize=11)
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    ax.tick_params(labelsize=10)
     ax.grid(alpha=0.3)
-  axes[0].set_ylabel("masked_lm_accuracy")
-  axes[1].legend(loc="lower right")
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-
-
-def plot_attention(analyses: Dict[str, str], path: str) -> None:
-  """The analysis' entropy and JSD figures, one column per architecture."""
-  names = ("entropy.png", "jsd.png")
-  fig, axes = plt.subplots(len(names), len(analyses), squeeze=False,
-                           figsize=(6 * len(analyses), 4.5 * len(names)))
-  for col, (arch, out_dir) in enumerate(analyses.items()):
-    for row, name in enumerate(names):
-      ax = axes[row][col]
-      ax.imshow(mpimg.imread(os.path.join(out_dir, name)))
-      ax.set_axis_off()
-      ax.set_title(f"{ARCHS[arch][0]}: {name[:-4]}")
-  fig.tight_layout()
+  axes[0].set_ylabel("masked_lm_accuracy", fontsize=11)
+  # Above the panels, where it hides no curve.
+  by_label = {}
+  for ax in axes:
+    for handle, label in zip(*ax.get_legend_handles_labels()):
+      by_label.setdefault(label, handle)
+  fig.legend(by_label.values(), by_label.keys(), loc="outside upper center",
+             ncol=max(len(by_label), 1), fontsize=10, frameon=False)
   fig.savefig(path, dpi=100)
   plt.close(fig)
+  return fig
+
+
+def plot_attention(analyses: Dict[str, str], path: str
+                   ) -> matplotlib.figure.Figure:
+  """Per-head attention entropy and JSD of each architecture, side by side.
+
+  Drawn from each analysis' `summary.json` (median and quartiles per head),
+  one column per architecture, so the fonts are the figure's own.
+  """
+  summaries = {}
+  for arch, out_dir in analyses.items():
+    with tf.io.gfile.GFile(os.path.join(out_dir, "summary.json")) as f:
+      summaries[ARCHS[arch][0]] = json.load(f)["models"][0]
+  return plots.summary_figure(summaries, path)
 
 
 def _pm(stat: Dict, scale: float = 100.0) -> str:
+  """Median ± std over seeds; one seed has no spread to show."""
+  if len(stat["values"]) < 2:
+    return f"{scale * stat['median']:.2f} (1 seed)"
   return f"{scale * stat['median']:.2f} ± {scale * stat['std']:.2f}"
 
 
@@ -717,7 +773,10 @@ def format_results(plan: Plan, pretraining: Dict, glue: Dict) -> str:
       f"({plan.data['source']}).",
       f"Pre-training: {steps} steps, batch {s.batch_size}, seq "
       f"{s.seq_length}, {o.seeds} seed(s) per architecture with identical "
-      "data order and steps. Numbers: median ± std over seeds.", "",
+      "data order and steps. Numbers: " + (
+          "median ± std over seeds." if o.seeds > 1 else
+          "one seed per architecture, so no spread (\"1 seed\"); "
+          "`--seeds=3` or more gives median and std."), "",
       "## Pre-training (paper Table 2): held-out masked LM", "",
       "| Architecture | MLM accuracy (%) | MLM loss |",
       "|---|---|---|"]

@@ -1,57 +1,149 @@
 """The package's one helper per job: atomic writes, checkpoint resolution,
 dummy inputs and the width/heads check.
 
-Every writer of ours goes through `atomic_path`, so a killed run leaves at
-most a `*.tmp-PID` leftover (cleaned by `train_lib.clean_stale_temps`) and
-never a half-written output; every "checkpoint prefix or directory" argument
-goes through `resolve_checkpoint`.
+Every writer of ours goes through `atomic_path`, so a killed run leaves at most
+a `*.tmp-PID` leftover (removed once its process is gone by
+`remove_stale_temps` or `recover_interrupted_swap`) and never a half-written
+output; a directory is swapped in (old one renamed aside, new one renamed in,
+old one deleted), and a kill between the two renames is undone by the next
+writer of that path (`recover_interrupted_swap`). Sets of files that must
+change together use `output_sets`. Every "checkpoint prefix or directory"
+argument goes through `resolve_checkpoint`.
 """
 
 import contextlib
 import inspect
 import json
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional,
+                    Tuple)
 
 from absl import app
 from absl import flags
 from absl import logging
+import psutil
 import tensorflow as tf
 
+# `<path>.tmp-PID`: being written by process PID.
 TMP_INFIX = ".tmp-"
+# `<path>.old-PID`: the previous `path`, set aside by process PID while it
+# swaps a new directory in.
+BACKUP_INFIX = ".old-"
 
 
 @contextlib.contextmanager
 def atomic_path(path: str) -> Iterator[str]:
   """Yields a temporary name for `path` (file or dir); renames it on success.
 
-  On an exception the temporary is removed and `path` is left untouched.
+  On an exception the temporary is removed and `path` is left untouched. A
+  directory cannot be renamed over an existing one: the old one is renamed
+  to `<path>.old-PID` first and deleted once the new one is in place, so
+  `path` is whole (old or new) at every moment but between two renames; a
+  kill there is undone by `recover_interrupted_swap`, which the directory
+  writers (serving export, checkpoint convert) call before their checks.
 
   >>> with atomic_path("/tmp/realformer_doc.txt") as tmp:
   ...   with tf.io.gfile.GFile(tmp, "w") as f:
   ...     _ = f.write("x")
   """
-  parent = os.path.dirname(path.rstrip("/"))
+  path = path.rstrip("/")
+  parent = os.path.dirname(path)
   if parent:
     tf.io.gfile.makedirs(parent)
-  tmp = f"{path.rstrip('/')}{TMP_INFIX}{os.getpid()}"
-  _remove(tmp)
+  tmp = f"{path}{TMP_INFIX}{os.getpid()}"
+  remove(tmp)
   try:
     yield tmp
   except BaseException:
-    _remove(tmp)
+    remove(tmp)
     raise
-  if tf.io.gfile.isdir(tmp):
-    # A directory cannot be renamed over an existing one.
-    _remove(path)
-  tf.io.gfile.rename(tmp, path, overwrite=True)
+  if tf.io.gfile.isdir(tmp) and tf.io.gfile.exists(path):
+    backup = f"{path}{BACKUP_INFIX}{os.getpid()}"
+    remove(backup)
+    tf.io.gfile.rename(path, backup)
+    tf.io.gfile.rename(tmp, path)
+    remove(backup)
+  else:
+    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
-def _remove(path: str) -> None:
+def _leftovers(path: str, infix: str) -> List[Tuple[str, int]]:
+  """(`<path><infix>PID`, PID) for each such entry whose process is gone."""
+  parent, name = os.path.split(path)
+  if not tf.io.gfile.isdir(parent or "."):
+    return []
+  found = []
+  for entry in tf.io.gfile.listdir(parent or "."):
+    entry = entry.rstrip("/")
+    pid = entry[len(name) + len(infix):]
+    if (entry.startswith(name + infix) and pid.isdigit() and
+        not psutil.pid_exists(int(pid))):
+      found.append((os.path.join(parent, entry), int(pid)))
+  return sorted(found)
+
+
+def remove_stale_temps(folder: str) -> List[str]:
+  """Removes the `*.tmp-PID` files and folders in `folder` whose process PID
+  is gone (left by a killed writer); returns their paths. Those of live
+  processes (another writer at work) are kept."""
+  removed = []
+  if not tf.io.gfile.isdir(folder):
+    return removed
+  for entry in tf.io.gfile.listdir(folder):
+    entry = entry.rstrip("/")
+    stem, infix, pid = entry.rpartition(TMP_INFIX)
+    if (infix and stem and pid.isdigit() and
+        not psutil.pid_exists(int(pid))):
+      remove(os.path.join(folder, entry))
+      removed.append(os.path.join(folder, entry))
+  return sorted(removed)
+
+
+def recover_interrupted_swap(path: str) -> None:
+  """Undoes what a killed `atomic_path(path)` left, logging each step.
+
+  A `<path>.old-PID` of a dead process is the previous `path`: restored when
+  `path` is missing (the kill fell between the two renames), else deleted
+  (the swap had finished). `<path>.tmp-PID` of dead processes are deleted.
+  """
+  for backup, pid in _leftovers(path, BACKUP_INFIX):
+    if tf.io.gfile.exists(path):
+      remove(backup)
+      logging.warning("Removed %s, the previous %s set aside by process %d, "
+                      "which was killed after replacing it.", backup, path,
+                      pid)
+    else:
+      tf.io.gfile.rename(backup, path)
+      logging.warning("Restored %s from %s: process %d was killed while "
+                      "replacing it.", path, backup, pid)
+  for tmp, pid in _leftovers(path, TMP_INFIX):
+    remove(tmp)
+    logging.warning("Removed %s, left unfinished by killed process %d.", tmp,
+                    pid)
+
+
+def remove(path: str) -> None:
+  """Deletes a file or a folder tree; nothing if `path` does not exist."""
   if tf.io.gfile.isdir(path):
     tf.io.gfile.rmtree(path)
   elif tf.io.gfile.exists(path):
     tf.io.gfile.remove(path)
+
+
+def link_or_copy(source: str, target: str) -> None:
+  """Makes `target` a hard link to the file `source`, or a copy where links
+  are not possible (another file system, an object store); a folder is
+  recreated with its contents linked or copied the same way."""
+  if tf.io.gfile.isdir(source):
+    tf.io.gfile.makedirs(target)
+    for entry in tf.io.gfile.listdir(source):
+      entry = entry.rstrip("/")
+      link_or_copy(os.path.join(source, entry), os.path.join(target, entry))
+    return
+  try:
+    os.link(source, target)
+  except OSError:
+    tf.io.gfile.copy(source, target, overwrite=True)
 
 
 def write_text_atomically(path: str, text: str) -> None:
@@ -115,6 +207,13 @@ def resolve_checkpoint(path: str, what: str) -> str:
   key = f"{what}={path!r}"
   if not path:
     raise ValueError(f"{what} is empty.")
+  backups = ([] if tf.io.gfile.exists(path) else
+             _leftovers(path.rstrip("/"), BACKUP_INFIX))
+  if backups:
+    raise ValueError(
+        f"{key} does not exist, but {backups[0][0]} holds it as it was "
+        "before a killed --overwrite run set it aside: run that command "
+        "again (it restores the directory first), or rename it back.")
   if not tf.io.gfile.isdir(path):
     why = _readable(path)
     if why:

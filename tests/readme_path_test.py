@@ -1,9 +1,12 @@
 """The README's "From the quickstart to a served model" commands, run as written.
 
-The shell block is read from README.md, so the test follows the README: the
-only changes are tiny sizes (a small quickstart model on a generated corpus,
-a few steps per run) and paths (a handmade MRPC and SQuAD under tmp_path
-instead of the real data, the outputs under tmp_path instead of /tmp).
+The shell blocks are read from README.md, so the test follows the README:
+command 1 of "Two commands" runs first (the block starts from its run and
+must not pre-train again), then the block. The only changes are tiny sizes
+(a small quickstart model on a generated corpus, a few steps per run), the
+outputs under tmp_path instead of /tmp, and $HOME: the data the README asks
+the user to bring (MRPC TSVs, SQuAD JSONs) is written, handmade, where the
+block reads it.
 """
 import json
 import os
@@ -13,21 +16,29 @@ import subprocess
 
 import yaml
 
+from official.core import exp_factory
+from realformer_tf.configs import experiments
 from tests import train_test_utils as utils
 
 README = os.path.join(utils.REPO_ROOT, "README.md")
 SECTION = "From the quickstart to a served model"
+COMMAND_ONE = "pip install -e . && "
 
-# The quickstart at test size (seq 32 instead of 64); the README's later
-# commands inherit this encoder from the run.
+# The quickstart at test size; the sequence length and positions stay the
+# real config's, which the README's block relies on.
+_REAL_QUICKSTART = exp_factory.get_exp_config(experiments.QUICKSTART)
+SEQ_LENGTH = _REAL_QUICKSTART.task.train_data.seq_length
+MAX_POSITIONS = _REAL_QUICKSTART.task.model.encoder.any.max_position_embeddings
 QUICKSTART_YAML = {
     "task": {
         "model": {"encoder": {"type": "any", "any": {
             "hidden_size": 32, "num_layers": 1, "num_attention_heads": 2,
-            "intermediate_size": 64, "max_position_embeddings": 64}}},
-        "train_data": {"seq_length": 32, "max_predictions_per_seq": 5,
+            "intermediate_size": 64,
+            "max_position_embeddings": MAX_POSITIONS}}},
+        "train_data": {"seq_length": SEQ_LENGTH, "max_predictions_per_seq": 5,
                        "global_batch_size": 8},
-        "validation_data": {"seq_length": 32, "max_predictions_per_seq": 5,
+        "validation_data": {"seq_length": SEQ_LENGTH,
+                            "max_predictions_per_seq": 5,
                             "global_batch_size": 8}},
     "trainer": {
         "train_steps": 4, "steps_per_loop": 2, "summary_interval": 2,
@@ -47,14 +58,33 @@ CONTEXT = ("Super Bowl 50 was won by the Denver Broncos, who beat the "
            "Carolina Panthers at Levi's Stadium in Santa Clara.")
 
 
-def readme_commands():
-  """The commands of the README section's sh block, continuation lines joined."""
+def _readme():
   with open(README, encoding="utf-8") as f:
-    text = f.read()
-  start = text.index(SECTION)
+    return f.read()
+
+
+def _sh_block(text, after):
+  """The first sh block after `after`, continuation lines joined."""
+  start = text.index(after)
   block = re.search(r"```sh\n(.*?)```", text[start:], re.S).group(1)
   return [c.strip() for c in block.replace("\\\n", " ").splitlines()
           if c.strip()]
+
+
+def readme_commands():
+  """The commands of the README section's sh block."""
+  return _sh_block(_readme(), SECTION)
+
+
+def command_one():
+  """Command 1 of "Two commands" without its install: the quickstart run."""
+  line, = [c for c in _sh_block(_readme(), "## Two commands")
+           if c.startswith(COMMAND_ONE)]
+  return line[len(COMMAND_ONE):]
+
+
+def _model_dir(command):
+  return re.search(r"--model_dir=(\S+)", command).group(1)
 
 
 def _corpus(path):
@@ -92,46 +122,67 @@ def _squad(path):
         {"context": CONTEXT, "qas": qas}]}]}, f)
 
 
-def _adapt(command, tmp, quickstart_yaml, corpus):
+def _adapt(command, tmp):
   """Test sizes and paths for one README command."""
   command = command.replace("/tmp/", f"{tmp}/")
-  command = command.replace("../shared/data/glue", f"{tmp}/glue")
-  command = re.sub(r"(?<![\w/-])(train|dev)-v1\.1\.json", rf"{tmp}/\1-v1.1.json",
-                   command)
-  command = command.replace("--max_seq_length=64", "--max_seq_length=32")
-  command = command.replace("--doc_stride=32", "--doc_stride=16")
-  command = re.sub(r"seq_length=64", "seq_length=32", command)
-  command = command.replace("doc_stride=32", "doc_stride=16")
-  if "realformer/quickstart" in command:
-    command += (f" --config_file={quickstart_yaml}"
-                f" --quickstart_input_files={corpus}")
   command = command.replace('--params_override="',
                             f'--params_override="{FINETUNE_OVERRIDES}')
   return command.replace("trainer.train_steps=2000", "trainer.train_steps=4")
 
 
+def test_readme_block_starts_from_command_one_and_its_sizes():
+  """Fails when the block and command 1 or the quickstart config disagree."""
+  first, commands = command_one(), readme_commands()
+  assert "--experiment=realformer/quickstart" in first, first
+  assert not [c for c in commands if "realformer/quickstart" in c], (
+      "the block pre-trains again", commands)
+  pre = re.match(r"PRE=(\S+?);", commands[0])
+  assert pre and pre.group(1) == _model_dir(first), (commands[0], first)
+  text = _readme()
+  prose = text[text.index(SECTION):text.index("```sh", text.index(SECTION))]
+  prose = " ".join(prose.split())
+  assert f"`{_model_dir(first)}`" in prose, prose
+  assert f"sequences of {SEQ_LENGTH} tokens" in prose, prose
+  assert f"{MAX_POSITIONS} position embeddings" in prose, prose
+  lengths = [int(n) for c in commands
+             for n in re.findall(r"seq_length=(\d+)", c)]
+  assert lengths and max(lengths) <= MAX_POSITIONS, lengths
+  # Each fine-tuned model is exported and served.
+  for run in ("rf_mrpc", "rf_squad"):
+    export = [c for c in commands if "serving.export" in c and run in c]
+    assert len(export) == 1, (run, commands)
+    export_dir = re.search(r"--export_dir=(\S+)", export[0]).group(1)
+    assert [c for c in commands if f"saved_model_cli run --dir {export_dir}"
+            in c], (run, commands)
+
+
 def test_readme_quickstart_to_served_model(tmp_path):
   tmp = str(tmp_path)
   commands = readme_commands()
-  assert [c.split()[0] for c in commands].count("python") >= 7, commands
+  assert [c.split()[0] for c in commands].count("python") == 8, commands
   quickstart_yaml = utils.write_yaml(os.path.join(tmp, "q.yaml"),
                                      QUICKSTART_YAML)
   corpus = _corpus(os.path.join(tmp, "corpus.txt"))
-  _mrpc(os.path.join(tmp, "glue"))
+  # What the README asks the user to bring, where its block reads it.
+  home = os.path.join(tmp, "home")
+  _mrpc(os.path.join(home, "data", "glue"))
+  os.makedirs(os.path.join(home, "data", "squad"))
   for name in ("train", "dev"):
-    _squad(os.path.join(tmp, f"{name}-v1.1.json"))
+    _squad(os.path.join(home, "data", "squad", f"{name}-v1.1.json"))
 
+  first = (_adapt(command_one(), tmp) + f" --config_file={quickstart_yaml}"
+           f" --quickstart_input_files={corpus}")
   script = "set -euo pipefail\n" + "\n".join(
-      _adapt(c, tmp, quickstart_yaml, corpus) for c in commands)
+      [first] + [_adapt(c, tmp) for c in commands])
   assert "/tmp/" not in script.replace(tmp, "")
+  env = dict(utils.subprocess_env(), HOME=home)
   proc = subprocess.run(["bash", "-c", script], cwd=utils.REPO_ROOT,
-                        env=utils.subprocess_env(), capture_output=True,
-                        text=True, timeout=900)
+                        env=env, capture_output=True, text=True, timeout=900)
   assert proc.returncode == 0, (script, proc.stdout[-3000:],
                                 proc.stderr[-5000:])
 
   # The fine-tuned runs inherited the quickstart's encoder and vocabulary.
-  with open(os.path.join(tmp, "rf_quick", "params.yaml")) as f:
+  with open(os.path.join(tmp, "realformer_quickstart", "params.yaml")) as f:
     pre = yaml.safe_load(f)["task"]["model"]["encoder"]["any"]
   for run in ("rf_mrpc", "rf_squad"):
     with open(os.path.join(tmp, run, "params.yaml")) as f:
@@ -142,7 +193,13 @@ def test_readme_quickstart_to_served_model(tmp_path):
   with open(os.path.join(tmp, "rf_mrpc", "final_eval.json")) as f:
     mrpc = json.load(f)
   assert 0.0 <= mrpc["metrics"]["accuracy"] <= 1.0, mrpc
-  # The served model answered the README's question with a span of the
+  # The served MRPC model classified the README's pair: one class id, 0 or 1,
+  # and two probabilities.
+  class_ids = re.findall(r"output key class_ids:\s*\[(\S+)\]", proc.stdout)
+  assert class_ids and class_ids[0] in ("0", "1"), proc.stdout[-3000:]
+  assert re.search(r"output key probabilities:\s*\[\[\S+\s+\S+\]\]",
+                   proc.stdout), proc.stdout[-3000:]
+  # The served SQuAD model answered the README's question with a span of the
   # context it was served (the README's, not the training CONTEXT; a tiny
   # model's span need not be right).
   served = re.search(r'context=\["(.*?)"\]', script)

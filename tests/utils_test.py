@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 from absl.testing import parameterized
 import tensorflow as tf
@@ -40,6 +42,85 @@ class AtomicWriteTest(tf.test.TestCase):
         os.makedirs(tmp)
         open(os.path.join(tmp, name), "w").close()
     self.assertEqual(os.listdir(path), ["second"])
+
+
+  def test_directory_swap_keeps_the_old_one_until_the_new_is_in(self):
+    path = os.path.join(self.get_temp_dir(), "swap")
+    with utils.atomic_path(path) as tmp:
+      os.makedirs(tmp)
+      open(os.path.join(tmp, "old"), "w").close()
+    seen = []
+    rename = tf.io.gfile.rename
+
+    def watching_rename(source, target, overwrite=False):
+      # At every rename, `path` or its set-aside copy holds a whole output.
+      seen.append(sorted(os.listdir(path if os.path.exists(path) else
+                                    path + f".old-{os.getpid()}")))
+      return rename(source, target, overwrite)
+
+    self.enter_context(tf.compat.v1.test.mock.patch.object(
+        tf.io.gfile, "rename", watching_rename))
+    with utils.atomic_path(path) as tmp:
+      os.makedirs(tmp)
+      open(os.path.join(tmp, "new"), "w").close()
+    self.assertEqual(seen, [["old"], ["old"]])
+    self.assertEqual(os.listdir(path), ["new"])
+    self.assertEqual(sorted(os.listdir(self.get_temp_dir())), ["swap"])
+
+
+def _dead_pid() -> int:
+  return int(subprocess.run([sys.executable, "-c", "import os; print("
+                             "os.getpid())"], capture_output=True, text=True,
+                            check=True).stdout)
+
+
+class LeftoversTest(tf.test.TestCase):
+
+  def _dir(self, path, *names):
+    os.makedirs(path)
+    for name in names:
+      open(os.path.join(path, name), "w").close()
+    return path
+
+  def test_a_swap_killed_between_its_renames_is_undone(self):
+    path = os.path.join(self.get_temp_dir(), "export")
+    pid = _dead_pid()
+    self._dir(f"{path}.old-{pid}", "saved_model.pb")
+    self._dir(f"{path}.tmp-{pid}", "half")
+    with self.assertLogs(level="WARNING") as logs:
+      utils.recover_interrupted_swap(path)
+    self.assertIn("Restored", "".join(logs.output))
+    self.assertEqual(os.listdir(path), ["saved_model.pb"])
+    self.assertEqual(os.listdir(self.get_temp_dir()), ["export"])
+
+  def test_a_finished_swap_loses_its_backup_and_live_ones_are_kept(self):
+    path = self._dir(os.path.join(self.get_temp_dir(), "export"), "new")
+    self._dir(f"{path}.old-{_dead_pid()}", "old")
+    live = self._dir(f"{path}.old-{os.getppid()}", "another writer's")
+    utils.recover_interrupted_swap(path)
+    self.assertEqual(os.listdir(path), ["new"])
+    self.assertEqual(sorted(os.listdir(self.get_temp_dir())),
+                     ["export", os.path.basename(live)])
+
+  def test_a_checkpoint_set_aside_by_a_killed_swap_is_named(self):
+    path = os.path.join(self.get_temp_dir(), "converted")
+    backup = self._dir(f"{path}.old-{_dead_pid()}", "ckpt-1.index")
+    with self.assertRaisesRegex(ValueError, "init_checkpoint=.*does not "
+                                f"exist, but {backup} holds it"):
+      utils.resolve_checkpoint(path, "init_checkpoint")
+
+  def test_remove_stale_temps(self):
+    folder = self.get_temp_dir()
+    dead = _dead_pid()
+    self._dir(os.path.join(folder, f"export.tmp-{dead}"), "x")
+    open(os.path.join(folder, f"a.json.tmp-{dead}"), "w").close()
+    open(os.path.join(folder, f"b.json.tmp-{os.getpid()}"), "w").close()
+    open(os.path.join(folder, "c.tmp-notapid"), "w").close()
+    self.assertEqual(utils.remove_stale_temps(folder), [
+        os.path.join(folder, f"a.json.tmp-{dead}"),
+        os.path.join(folder, f"export.tmp-{dead}")])
+    self.assertEqual(sorted(os.listdir(folder)), [
+        f"b.json.tmp-{os.getpid()}", "c.tmp-notapid"])
 
 
 class ResolveCheckpointTest(tf.test.TestCase):

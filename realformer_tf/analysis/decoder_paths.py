@@ -91,7 +91,8 @@ def write_path_figures(statistics, output_dir: str) -> List[str]:
         continue  # One layer: no JSD to the layer below.
       offset = 1 if metric == "jsd" else 0
       panel = plots.Panel(title=path, rows=[
-          (f"layer {i + offset}", heads) for i, heads in enumerate(layers)])
+          (f"layer {i + offset}" + (f" vs {i}" if offset else ""), heads)
+          for i, heads in enumerate(layers)])
       file = os.path.join(output_dir, f"{path}_{metric}.png")
       plots.violin_figure([panel], file, metric)
       written.append(file)

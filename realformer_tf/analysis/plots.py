@@ -10,11 +10,12 @@ median against the paper's thresholds:
 """
 
 import dataclasses
-from typing import List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import matplotlib
 
 matplotlib.use("Agg")
+from matplotlib import figure  # pylint: disable=g-import-not-at-top
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 from matplotlib import lines  # pylint: disable=g-import-not-at-top
 from matplotlib import patches  # pylint: disable=g-import-not-at-top
@@ -28,16 +29,18 @@ COLORS = ("#3b75af", "#f2c12e", "#d62728")  # low, middle, high
 _METRICS = {
     "entropy": dict(
         thresholds=ENTROPY_THRESHOLDS,
-        ylabel="entropy (nats); one row per layer",
+        ylabel="entropy (nats)",
         title=("Attention entropy per token (nats), per head; heads sorted "
-               "by median\nlayer 0 = bottom layer"),
+               "by median\none row per layer, layer 0 (the first) at the "
+               "bottom"),
         what="entropy"),
     "jsd": dict(
         thresholds=JSD_THRESHOLDS,
-        ylabel="JSD (bits); one row per pair of adjacent layers",
-        title=("Jensen-Shannon divergence per token (bits, max 1) "
-               "between\nhead h of layer l-1 and head h of layer l; heads "
-               "sorted by median"),
+        ylabel="JSD (bits)",
+        title=("Jensen-Shannon divergence per token (bits, max 1) between\n"
+               "head h of layer l-1 and head h of layer l; heads sorted by "
+               "median\none row per pair of layers, the first pair at the "
+               "bottom"),
         what="JSD"),
 }
 
@@ -76,13 +79,20 @@ def _violin(ax, position: float, values: np.ndarray, color: str) -> None:
             linewidth=1.5)
 
 
-def violin_figure(panels: Sequence[Panel], path: str, metric: str) -> None:
+def violin_figure(panels: Sequence[Panel], path: str, metric: str
+                  ) -> figure.Figure:
   """Writes a grid of violin plots (rows: layers, columns: models) to `path`.
+
+  Rows stack like the model: a panel's first row (layer 0) is drawn at the
+  bottom, its last at the top; panels of fewer rows align at the bottom.
 
   Args:
     panels: One `Panel` per model (drawn side by side).
     path: Output PNG path.
     metric: "entropy" or "jsd" (selects thresholds and labels).
+
+  Returns:
+    The (closed) figure, for inspection.
   """
   spec = _METRICS[metric]
   thresholds = spec["thresholds"]
@@ -94,18 +104,18 @@ def violin_figure(panels: Sequence[Panel], path: str, metric: str) -> None:
       for s in samples if np.size(s)])
 
   # Fixed margins in inches, so the layout reads the same for 1 or 24 rows.
-  header, footer, left, row_height = 1.6, 0.55, 1.0, 1.6
+  title_height = 0.22 * (spec["title"].count("\n") + 1)
+  header, footer, left, row_height = 1.15 + title_height, 0.55, 1.1, 1.6
   width = max(7.0, left + len(panels) * (0.6 + 0.55 * max(num_heads, 4)))
-  height = header + row_height * num_rows + footer
+  height = header + row_height * max(num_rows, 2) + footer
   fig, axes = plt.subplots(num_rows, len(panels), figsize=(width, height),
                            sharey=True, squeeze=False)
   for col, panel in enumerate(panels):
-    for row in range(num_rows):
-      ax = axes[row][col]
-      if row >= len(panel.rows):
-        ax.set_visible(False)
-        continue
-      label, samples = panel.rows[row]
+    top = num_rows - len(panel.rows)  # Grid row of the panel's last row.
+    for grid_row in range(top):
+      axes[grid_row][col].set_visible(False)
+    for index, (label, samples) in enumerate(panel.rows):
+      ax = axes[num_rows - 1 - index][col]
       heads = [(h, np.asarray(s)) for h, s in enumerate(samples) if np.size(s)]
       heads.sort(key=lambda hs: float(np.median(hs[1])))
       for x, (_, values) in enumerate(heads):
@@ -115,18 +125,35 @@ def violin_figure(panels: Sequence[Panel], path: str, metric: str) -> None:
       ax.set_xlim(-0.6, max(len(heads), 1) - 0.4)
       ax.set_ylim(0.0, y_max)
       ax.set_xticks(range(len(heads)))
-      ax.set_xticklabels([f"h{h}" for h, _ in heads], fontsize=7)
-      ax.tick_params(axis="y", labelsize=7)
+      ax.set_xticklabels([f"h{h}" for h, _ in heads], fontsize=8)
+      ax.tick_params(axis="y", labelsize=8)
       ax.set_ylabel(label, fontsize=9)
       ax.grid(axis="y", alpha=0.2)
-      if row == 0:
+      if index == len(panel.rows) - 1:
         ax.set_title(panel.title, fontsize=10, fontweight="bold")
-      if row == len(panel.rows) - 1:
-        ax.set_xlabel("head (sorted by median)", fontsize=8)
+      if index == 0:
+        ax.set_xlabel("head (sorted by median)", fontsize=9)
 
   low, high = thresholds
   what = spec["what"]
-  handles = [
+  fig.suptitle(spec["title"], fontsize=11, y=1.0 - 0.12 / height, va="top")
+  fig.legend(handles=_legend_handles(what, low, high), loc="upper center",
+             ncol=5 if width >= 11 else 3, fontsize=8.5, frameon=False,
+             bbox_to_anchor=(0.5, 1.0 - (0.2 + title_height) / height))
+  # Centred on the panels (not the figure, whose header is taller).
+  fig.supylabel(spec["ylabel"], fontsize=10, x=0.12 / width, ha="left",
+                y=(footer + (height - header)) / 2 / height)
+  fig.subplots_adjust(left=left / width, right=1.0 - 0.15 / width,
+                      bottom=footer / height, top=1.0 - header / height,
+                      hspace=0.6, wspace=0.12)
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return fig
+
+
+def _legend_handles(what: str, low: float, high: float) -> List[Any]:
+  """The colour key of the paper's thresholds, median and quartile marks."""
+  return [
       patches.Patch(facecolor=COLORS[2], edgecolor="black",
                     label=f"median {what} > {high:g}"),
       patches.Patch(facecolor=COLORS[1], edgecolor="black",
@@ -138,14 +165,75 @@ def violin_figure(panels: Sequence[Panel], path: str, metric: str) -> None:
       lines.Line2D([], [], color="gray", linestyle="--", linewidth=0.7,
                    label="colour thresholds"),
   ]
-  fig.suptitle(spec["title"], fontsize=11, y=1.0 - 0.12 / height, va="top")
-  fig.legend(handles=handles, loc="upper center",
-             ncol=5 if width >= 11 else 3, fontsize=8.5, frameon=False,
-             bbox_to_anchor=(0.5, 1.0 - 0.6 / height))
-  fig.supylabel(spec["ylabel"], fontsize=10)
-  fig.subplots_adjust(left=left / width, right=1.0 - 0.15 / width,
-                      bottom=footer / height, top=1.0 - header / height,
-                      hspace=0.6, wspace=0.12)
+
+
+def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str
+                   ) -> figure.Figure:
+  """Entropy and JSD of several models, drawn from their `summary.json`.
+
+  A column per model, a row per metric; along x the layers (JSD: the upper
+  layer of each adjacent pair), in each layer one mark per head, heads
+  sorted by median: the median (coloured by the paper's thresholds) and the
+  quartiles. The compact companion of the per-model `violin_figure`s, with
+  fonts at the figure's own size (not images pasted and scaled down).
+
+  Args:
+    summaries: {model title: one model of `summary.json["models"]`}.
+    path: Output PNG path.
+
+  Returns:
+    The (closed) figure, for inspection.
+  """
+  fig, axes = plt.subplots(
+      2, len(summaries), squeeze=False, sharey="row", layout="constrained",
+      figsize=(1.5 + 4.5 * len(summaries), 8.5))
+  for row, metric in enumerate(("entropy", "jsd")):
+    spec = _METRICS[metric]
+    thresholds = spec["thresholds"]
+    for col, (title, model) in enumerate(summaries.items()):
+      ax = axes[row][col]
+      layers = [r["layer"] for r in model[metric]]
+      for layer_row in model[metric]:
+        heads = sorted((h for h in layer_row["heads"]
+                        if h["median"] is not None),
+                       key=lambda h: h["median"])
+        offsets = np.linspace(-0.3, 0.3, len(heads)) if len(heads) > 1 else [0]
+        for x, head in zip(layer_row["layer"] + np.asarray(offsets), heads):
+          ax.vlines(x, head["q1"], head["q3"], color="black", linewidth=1.2)
+          ax.plot(x, head["median"], "o", markersize=6, markeredgecolor="black",
+                  markeredgewidth=0.6,
+                  color=color_for(head["median"], thresholds))
+      for t in thresholds:
+        ax.axhline(t, color="gray", linestyle="--", linewidth=0.8, zorder=0)
+      ax.set_xticks(layers)
+      if metric == "jsd":
+        ax.set_xticklabels([f"{l - 1}\u2192{l}" for l in layers])
+      if layers:
+        ax.set_xlim(min(layers) - 0.6, max(layers) + 0.6)
+      ax.set_ylim(bottom=0.0)
+      ax.tick_params(labelsize=10)
+      ax.grid(axis="y", alpha=0.25)
+      ax.set_title(f"{title}: {spec['what']}", fontsize=12)
+      ax.set_xlabel("layer pair (l-1\u2192l)" if metric == "jsd" else "layer",
+                    fontsize=11)
+      if col == 0:
+        ax.set_ylabel(spec["ylabel"], fontsize=11)
+  (e_low, e_high), (j_low, j_high) = ENTROPY_THRESHOLDS, JSD_THRESHOLDS
+  handles = [
+      patches.Patch(facecolor=color, edgecolor="black",
+                    label=label)
+      for color, label in zip(COLORS[::-1], (
+          "median above the high threshold", "median between the thresholds",
+          "median below the low threshold"))] + [
+          lines.Line2D([], [], color="black", linewidth=1.2,
+                       label="quartiles (q1-q3)"),
+          lines.Line2D([], [], color="gray", linestyle="--", linewidth=0.8,
+                       label=f"thresholds: entropy {e_low:g} / {e_high:g} "
+                             f"nats, JSD {j_low:g} / {j_high:g} bits")]
+  fig.suptitle("Attention per head (median \u25cf, quartiles |; heads sorted "
+               "by median within each layer)", fontsize=13)
+  fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=10,
+             frameon=False)
   fig.savefig(path, dpi=100)
   plt.close(fig)
-
+  return fig

@@ -62,6 +62,12 @@ flags.DEFINE_bool("overwrite", False,
                   "there.")
 
 
+def is_converter_output(name: str) -> bool:
+  """Whether an entry of an output_dir is one this tool writes."""
+  return name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or (
+      name.startswith(CHECKPOINT_PREFIX + "-"))
+
+
 def convert_tf1_checkpoint(tf1_checkpoint_path: str,
                            bert_config_file: str,
                            output_dir: str,
@@ -73,8 +79,16 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   Every input is checked, and the whole checkpoint loaded and matched, before
   anything is written. `residual_attention`: None (from `use_running_mean`),
   "sum", "mean" or "none". `overwrite`: allow a non-empty `output_dir`; this
-  tool's earlier outputs there are deleted first, other files are kept.
+  tool's earlier outputs there are replaced, other files are kept.
+
+  The new outputs (and links to, or copies of, the other files) are written
+  to `<output_dir>.tmp-PID` and swapped in by `utils.atomic_path`: the
+  previous `output_dir` stays whole until the new one is complete; a kill
+  between the swap's two renames is undone by the next run.
   """
+  output_dir = (output_dir or "").rstrip("/")
+  if output_dir:
+    utils.recover_interrupted_swap(output_dir)
   utils.resolve_checkpoint(tf1_checkpoint_path, "tf1_checkpoint")
   bert_config = tf1_checkpoint.read_bert_config(bert_config_file)
   if not output_dir:
@@ -109,21 +123,25 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
     items = {"encoder": encoder,
              f"{tf1_checkpoint.NSP_HEAD_NAME}.pooler_dense": pooler_copy}
 
-  for name in entries:  # Our earlier outputs.
-    if name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or (
-        name.startswith(CHECKPOINT_PREFIX + "-")):
-      tf.io.gfile.remove(os.path.join(output_dir, name))
-  tf.io.gfile.makedirs(output_dir)
-  path = tf.train.Checkpoint(**items).save(
-      os.path.join(output_dir, CHECKPOINT_PREFIX))
-
   encoder_params = getattr(model_config, "encoder", model_config).as_dict()
   yaml_files = {ENCODER_YAML: dict(encoder=encoder_params)}
   if with_pretraining_heads:
     yaml_files[PRETRAINER_YAML] = model_config.as_dict()
-  for name, model_params in yaml_files.items():
-    utils.write_text_atomically(os.path.join(output_dir, name), yaml.safe_dump(
-        dict(task=dict(model=model_params)), sort_keys=False))
+  # Written beside output_dir, then swapped in whole (`utils.atomic_path`):
+  # the previous outputs stay readable until the new ones are complete.
+  with utils.atomic_path(output_dir) as staging:
+    tf.io.gfile.makedirs(staging)
+    name = os.path.basename(tf.train.Checkpoint(**items).save(
+        os.path.join(staging, CHECKPOINT_PREFIX)))
+    for yaml_name, model_params in yaml_files.items():
+      with tf.io.gfile.GFile(os.path.join(staging, yaml_name), "w") as f:
+        f.write(yaml.safe_dump(dict(task=dict(model=model_params)),
+                               sort_keys=False))
+    for entry in entries:  # Others' files are kept; our earlier outputs not.
+      if not is_converter_output(entry):
+        utils.link_or_copy(os.path.join(output_dir, entry),
+                           os.path.join(staging, entry))
+  path = os.path.join(output_dir, name)
   logging.info(
       "Wrote %s (residual_attention=%s). Use --config_file=%s "
       "--params_override=task.init_checkpoint=%s", path,

@@ -7,9 +7,12 @@ factory's defaults are Transformer-Base (6+6 layers, width 512, 8 heads,
 2048 feed-forward, Post-LN) on TFDS `wmt14_translate/de-en` (en->de) with
 Model Garden's WMT recipe (token batches, Adam beta2 0.997, rsqrt schedule);
 `official_configs/experiments/translation/wmt14_en_de_{base,big}.yaml` set
-the paper's sizes and point at the data layout the README describes. Set
+the paper's sizes and point at the data layout the README describes;
+`small_own_data.yaml` a small model on the output of `python -m
+realformer_tf.data.translation` (one's own parallel text). Set
 `task.sentencepiece_model_path` (a sentencepiece model with pad=0, eos=1,
-e.g. from official/nlp/data/train_sentencepiece.py).
+from that command or official/nlp/data/train_sentencepiece.py; other ids are
+refused, `data.translation.check_sentencepiece_model`).
 """
 
 from official.core import config_definitions as cfg

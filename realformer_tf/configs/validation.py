@@ -22,6 +22,7 @@ from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
 from realformer_tf.configs import value_checks
 from realformer_tf.data import tokenization
+from realformer_tf.data import translation as translation_data
 
 # Modes run by train.py, the same names Model Garden's train_lib accepts.
 TRAIN_MODES = ("train", "train_and_eval", "train_and_post_eval")
@@ -287,6 +288,9 @@ def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
     except ValueError as e:
       raise ValueError(f"{key}={path!r} ({vocab_key}={vocab_size}): {e}"
                        ) from None
+  if hasattr(params.task, "sentencepiece_model_path"):  # Translation.
+    translation_data.check_sentencepiece_model(
+        params.task.sentencepiece_model_path)
 
 
 def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,

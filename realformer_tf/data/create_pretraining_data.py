@@ -10,7 +10,9 @@ Input: one sentence per line, a blank line between documents. Without
 `--vocab_file`, a WordPiece vocabulary of up to `--vocab_size` tokens is
 learned from the input with tensorflow-text and written next to the output as
 `vocab.txt`. Every flag is checked before anything is written. The record
-format is described in `realformer_tf.data.pretraining_data`.
+format is described in `realformer_tf.data.pretraining_data`; the records,
+their meta data and a learned vocabulary change as one set
+(`realformer_tf.output_sets`).
 """
 
 import os
@@ -18,9 +20,12 @@ import os
 from absl import app
 from absl import flags
 
+from realformer_tf import output_sets
 from realformer_tf import utils
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
+
+VOCAB_NAME = "vocab.txt"
 
 
 def define_flags():
@@ -59,21 +64,32 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
                  short_seq_prob=short_seq_prob, random_seed=random_seed)
   input_files = pretraining_data.validate_arguments(input_files, output_file,
                                                     **options)
-  if not vocab_file:
-    if vocab_size < 16:
-      raise ValueError(f"--vocab_size must be at least 16, got {vocab_size}.")
-    vocab_file = os.path.join(
-        os.path.dirname(os.path.abspath(output_file)), "vocab.txt")
-    if vocab_file in map(os.path.abspath, input_files):
-      raise ValueError(
-          f"The learned vocabulary would overwrite input file {vocab_file!r}.")
+  if vocab_file:
+    return pretraining_data.create_pretraining_data(
+        input_files, vocab_file, output_file, do_lower_case=do_lower_case,
+        **options)
+  if vocab_size < 16:
+    raise ValueError(f"--vocab_size must be at least 16, got {vocab_size}.")
+  vocab_file = os.path.join(os.path.dirname(output_file), VOCAB_NAME)
+  if os.path.abspath(vocab_file) in map(os.path.abspath, input_files):
+    raise ValueError(
+        f"The learned vocabulary would overwrite input file {vocab_file!r}.")
+  # The vocabulary is part of the records' set: both change together.
+  with output_sets.output_set(pretraining_data.meta_data_path(output_file),
+                              pretraining_data.WRITER) as outputs:
+    learned = outputs.stage(vocab_file)
     tokenization.learn_vocab(
         [line for path in input_files
          for line in pretraining_data.read_lines(path)],
-        vocab_size, vocab_file, lower_case=do_lower_case)
-  return pretraining_data.create_pretraining_data(
-      input_files, vocab_file, output_file, do_lower_case=do_lower_case,
-      **options)
+        vocab_size, learned, lower_case=do_lower_case)
+    count = pretraining_data.create_pretraining_data(
+        input_files, learned, output_file, do_lower_case=do_lower_case,
+        output_set=outputs, **options)
+    outputs.commit(dict(
+        pretraining_data.meta_data(input_files, learned, count,
+                                   do_lower_case=do_lower_case, **options),
+        vocab_file=os.path.abspath(vocab_file)))
+  return count
 
 
 main = utils.flags_main(run)

@@ -21,7 +21,14 @@ Writes, in `output_dir`:
     STS-B), `example_id` (row index in its split) and `is_real_example`,
     the features Model Garden's `SentencePredictionDataLoader` reads;
   * `<task>_meta_data.json`: label list, example counts per split, sequence
-    length, vocabulary (the sweep reads the train size from it).
+    length, vocabulary (the sweep reads the train size from it), and each
+    record file's size, mtime and SHA-256.
+
+The files change as one set (`realformer_tf.output_sets`): all are written
+under temporary names first and renamed into place, the meta data last, so a
+killed conversion leaves the previous set whole, or (killed during the
+renames) records that do not match their meta data, which training refuses
+naming the file.
 
 Texts are tokenized by `tokenization.make_tokenizer` and packed by
 `tokenization.pack_inputs`, as serving's text signatures pack them; Model
@@ -49,12 +56,15 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from official.nlp.data import classifier_data_lib
+from realformer_tf import output_sets
 from realformer_tf import utils
 from realformer_tf.data import tokenization
 
 Column = Union[int, str]
 
 _TOKENIZE_BATCH_SIZE = 2048
+# Run again to rewrite a set (`output_sets` names it in its errors).
+WRITER = "realformer_tf.data.glue"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,7 +336,8 @@ def convert(task: str,
   """Converts one GLUE task to TFRecords plus a meta-data JSON.
 
   Exactly one of `glue_dir` and `tfds_data_dir` is given. All input is read
-  and checked before anything is written.
+  and checked before anything is written; the outputs replace the previous
+  ones as one set (see the module docstring).
 
   Returns:
     The meta data written to `<output_dir>/<task>_meta_data.json`.
@@ -354,39 +365,40 @@ def convert(task: str,
     splits = read_tfds(spec, tfds_data_dir)
   tokenizer = tokenization.make_tokenizer(vocab_file, lower_case=lower_case)
   split_meta = {}
-  for split, examples in splits.items():
-    *packed, truncated = encode_examples(examples, tokenizer, cls_id, sep_id,
-                                         max_seq_length)
-    path = record_path(output_dir, spec.name, split)
-    with utils.atomic_path(path) as tmp:
+  with output_sets.output_set(meta_data_path(output_dir, spec.name),
+                              WRITER) as outputs:
+    for split, examples in splits.items():
+      *packed, truncated = encode_examples(examples, tokenizer, cls_id,
+                                           sep_id, max_seq_length)
+      path = record_path(output_dir, spec.name, split)
       classifier_data_lib.file_based_convert_examples_to_features(
-          examples, None, max_seq_length, None, tmp,
+          examples, None, max_seq_length, None, outputs.stage(path),
           label_type=float if spec.is_regression else None,
           # Example i's row of the packed arrays.
           featurize_fn=lambda i, example, *_: classifier_data_lib.InputFeatures(
               *(array[i] for array in packed), example.label))
-    split_meta[split] = dict(file=os.path.basename(path),
-                             num_examples=len(examples),
-                             num_truncated=truncated)
-    logging.info("Wrote %d %s %s examples (%d truncated) to %s",
-                 len(examples), spec.name, split, truncated, path)
-
-  meta = {
-      "task": spec.name,
-      "source": (os.path.abspath(glue_dir) if glue_dir else
-                 f"tfds:glue/{spec.name}@{os.path.abspath(tfds_data_dir)}"),
-      "label_type": "float" if spec.is_regression else "int",
-      "label_list": list(spec.labels) if spec.labels else None,
-      "num_labels": spec.num_classes,
-      "max_seq_length": max_seq_length,
-      **tokenization.vocab_meta(vocab_file),
-      "lower_case": lower_case,
-      "train_data_size": split_meta["train"]["num_examples"],
-      "eval_data_size": {s: split_meta[s]["num_examples"]
-                         for s, _ in spec.dev_splits},
-      "splits": split_meta,
-  }
-  utils.write_json_atomically(meta_data_path(output_dir, spec.name), meta)
+      split_meta[split] = dict(file=os.path.basename(path),
+                               num_examples=len(examples),
+                               num_truncated=truncated)
+      logging.info("Converted %d %s %s examples (%d truncated) for %s",
+                   len(examples), spec.name, split, truncated, path)
+    meta = outputs.commit({
+        "task": spec.name,
+        "source": (os.path.abspath(glue_dir) if glue_dir else
+                   f"tfds:glue/{spec.name}@{os.path.abspath(tfds_data_dir)}"),
+        "label_type": "float" if spec.is_regression else "int",
+        "label_list": list(spec.labels) if spec.labels else None,
+        "num_labels": spec.num_classes,
+        "max_seq_length": max_seq_length,
+        **tokenization.vocab_meta(vocab_file),
+        "lower_case": lower_case,
+        "train_data_size": split_meta["train"]["num_examples"],
+        "eval_data_size": {s: split_meta[s]["num_examples"]
+                           for s, _ in spec.dev_splits},
+        "splits": split_meta,
+    })
+  logging.info("Wrote the %s set %s.", spec.name,
+               meta_data_path(output_dir, spec.name))
   return meta
 
 

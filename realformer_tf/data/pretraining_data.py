@@ -30,7 +30,10 @@ Ours around it, each where that module does not fit:
 - Writing: `write_instance_to_example_files` serializes with
   `SerializeToString()` (line 185), whose feature order (hence the bytes)
   changes with the Python hash seed, and writes in place; here records are
-  byte-identical for a seed in any process and written atomically.
+  byte-identical for a seed in any process, and they and their meta data
+  `<stem>_pretraining_meta_data.json` (options, vocabulary, count, and the
+  record's size, mtime and SHA-256) change as one set
+  (`realformer_tf.output_sets`), which training checks.
 """
 
 import contextlib
@@ -45,11 +48,13 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from realformer_tf import utils
+from realformer_tf import output_sets
 from realformer_tf.data import tokenization
 
 # Lines handed to the tokenizer per call.
 _TOKENIZE_BATCH_SIZE = 2048
+# Run again to rewrite a set (`output_sets` names it in its errors).
+WRITER = "realformer_tf.data.create_pretraining_data"
 
 
 def import_without_global_flags(module_name: str):
@@ -212,16 +217,32 @@ def _example(instance, token_ids: dict, max_seq_length: int,
   return tf.train.Example(features=tf.train.Features(feature=features))
 
 
+def meta_data_path(output_file: str) -> str:
+  """The meta data (and set manifest) of the records `output_file`."""
+  return os.path.splitext(output_file)[0] + "_pretraining_meta_data.json"
+
+
+def meta_data(input_files: Sequence[str], vocab_file: str, num_examples: int,
+              **options) -> dict:
+  """What `meta_data_path` records: inputs, vocabulary, options, count."""
+  return dict(task="pretraining",
+              input_files=[os.path.abspath(f) for f in input_files],
+              **tokenization.vocab_meta(vocab_file), **options,
+              num_examples=num_examples)
+
+
 def create_pretraining_data(
     input_files: Sequence[str], vocab_file: str, output_file: str,
     max_seq_length: int = 128, max_predictions_per_seq: int = 20,
     masked_lm_prob: float = 0.15, dupe_factor: int = 1,
     short_seq_prob: float = 0.1, random_seed: int = 12345,
-    do_lower_case: bool = True) -> int:
+    do_lower_case: bool = True,
+    output_set: Optional[output_sets.OutputSet] = None) -> int:
   """Writes BERT MLM/NSP pre-training TFRecords from raw text files.
 
   Every argument (and the vocabulary) is checked before anything is written,
-  and an interrupted run leaves no partial `output_file`.
+  and an interrupted run leaves the previous `output_file` and its meta data
+  whole (or, killed between their renames, refused by training).
 
   Args:
     input_files: Text files, one sentence per line, blank line between
@@ -236,6 +257,8 @@ def create_pretraining_data(
     random_seed: Seeds every random choice: the same seed and inputs give
       byte-identical records, in any process.
     do_lower_case: Lower-case and strip accents (uncased vocabularies).
+    output_set: The set the records join (staged in it; its owner commits
+      it); by default a set of their own with `meta_data_path(output_file)`.
 
   Returns:
     The number of examples written.
@@ -274,12 +297,21 @@ def create_pretraining_data(
                      f"instance with vocabulary {vocab_file!r}.")
 
   token_ids = {token: i for i, token in enumerate(vocab)}
-  with utils.atomic_path(output_file) as tmp, tf.io.TFRecordWriter(
-      tmp) as writer:
-    for instance in instances:
-      example = _example(instance, token_ids, max_seq_length,
-                         max_predictions_per_seq)
-      writer.write(example.SerializeToString(deterministic=True))
+  with contextlib.ExitStack() as stack:
+    outputs = output_set or stack.enter_context(output_sets.output_set(
+        meta_data_path(output_file), WRITER))
+    with tf.io.TFRecordWriter(outputs.stage(output_file)) as writer:
+      for instance in instances:
+        example = _example(instance, token_ids, max_seq_length,
+                           max_predictions_per_seq)
+        writer.write(example.SerializeToString(deterministic=True))
+    if output_set is None:
+      outputs.commit(meta_data(
+          input_files, vocab_file, len(instances),
+          do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+          max_predictions_per_seq=max_predictions_per_seq,
+          masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
+          short_seq_prob=short_seq_prob, random_seed=random_seed))
   logging.info("Wrote %d examples (%d with a random next sentence) to %s",
                len(instances), sum(i.is_random_next for i in instances),
                output_file)

@@ -18,14 +18,15 @@ The learned vocabulary can be well under target on a corpus this small
 
 The result is cached: a call whose arguments (and Python version, and inputs'
 SHA-256) match the manifest, whose outputs are present and unchanged, reuses
-them; otherwise all is rebuilt. Files are written atomically and the manifest
-is removed before a rebuild and written last, so an interrupted run is never
-mistaken for a finished one.
+them; otherwise all is rebuilt. The files are one set
+(`realformer_tf.output_sets`): written under temporary names, then renamed
+into place with the manifest (which lists each file's size, mtime and
+SHA-256) last, so a killed rebuild leaves the previous cache whole, or files
+that do not match the manifest, which the next call rebuilds.
 """
 
 import importlib
 import inspect
-import json
 import os
 import random
 import re
@@ -36,6 +37,7 @@ from typing import Dict, List, Optional, Sequence
 from absl import logging
 import tensorflow as tf
 
+from realformer_tf import output_sets
 from realformer_tf import utils
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
@@ -99,13 +101,15 @@ _VOCAB = "vocab.txt"
 _TRAIN_RECORDS = "train.tfrecord"
 _EVAL_RECORDS = "eval.tfrecord"
 # Bump when the way the files are made changes, so old caches are rebuilt.
-_FORMAT_VERSION = 3
+_FORMAT_VERSION = 4
 # Upper end of the WordPiece learner's binary search over the minimum count.
 # tensorflow-text starts it at the count of the most frequent word (14k for
 # "the" in the stdlib corpus); a few-MB corpus with a vocabulary of thousands
 # needs a threshold far below 500, and starting there halves the learning
 # time with the same vocabulary (checked on the stdlib corpus).
 _LEARN_UPPER_THRESH = 500
+# Named in `output_sets` errors: the module that rewrites the cache.
+WRITER = "realformer_tf.data.quickstart_corpus"
 # Shortest sentence kept in the stdlib corpus, in characters.
 _MIN_SENTENCE_CHARS = 3
 
@@ -185,19 +189,15 @@ def write_documents(path: str, documents: List[List[str]]) -> None:
 
 def _cached_manifest(data_dir: str, key: dict) -> Optional[dict]:
   """`data_dir`'s manifest if it is for `key` and its outputs are unchanged."""
-  try:
-    with tf.io.gfile.GFile(os.path.join(data_dir, _MANIFEST)) as f:
-      manifest = json.load(f)
-  except (ValueError, OSError, tf.errors.OpError):
+  manifest_path = os.path.join(data_dir, _MANIFEST)
+  manifest = output_sets.read_manifest(manifest_path)
+  if (not isinstance(manifest, dict) or manifest.get("key") != key or
+      output_sets.FILES_KEY not in manifest):
     return None
-  if not isinstance(manifest, dict) or manifest.get("key") != key:
+  mismatch = output_sets.find_mismatch(manifest_path, manifest)
+  if mismatch:
+    logging.info("Cached quickstart data: %s; rebuilding.", mismatch)
     return None
-  for name, digest in manifest.get("sha256", {}).items():
-    path = os.path.join(data_dir, name)
-    if (not tf.io.gfile.exists(path) or
-        tokenization.file_sha256(path) != digest):
-      logging.info("Cached %s is missing or changed; rebuilding.", path)
-      return None
   return manifest
 
 
@@ -291,29 +291,27 @@ def prepare_quickstart_data(
                len(documents), sum(len(d) for d in documents),
                num_chars / 1e6, num_eval)
 
-  manifest_path = os.path.join(data_dir, _MANIFEST)
-  if tf.io.gfile.exists(manifest_path):
-    tf.io.gfile.remove(manifest_path)
-  train_text, eval_text, vocab_file = (
-      os.path.join(data_dir, name) for name in (_TRAIN_TEXT, _EVAL_TEXT, _VOCAB))
-  write_documents(train_text, train_docs)
-  write_documents(eval_text, eval_docs)
-  vocab = tokenization.learn_vocab(
-      [s for d in train_docs for s in d], vocab_size, vocab_file,
-      learn_params={"upper_thresh": _LEARN_UPPER_THRESH})
-  counts = dict(vocab_size=len(vocab), num_train_documents=len(train_docs),
-                num_eval_documents=len(eval_docs))
-  for split, text, records, split_seed, split_dupes in (
-      ("train", train_text, _TRAIN_RECORDS, seed, dupe_factor),
-      ("eval", eval_text, _EVAL_RECORDS, seed + 1, 1)):
-    counts[f"num_{split}_examples"] = pretraining_data.create_pretraining_data(
-        [text], vocab_file, os.path.join(data_dir, records), max_seq_length,
-        max_predictions_per_seq, dupe_factor=split_dupes,
-        random_seed=split_seed)
-  utils.write_json_atomically(manifest_path, dict(
-      key=key, counts=counts,
-      sha256={name: tokenization.file_sha256(os.path.join(data_dir, name))
-              for name in (_TRAIN_TEXT, _EVAL_TEXT, _VOCAB, _TRAIN_RECORDS,
-                           _EVAL_RECORDS)}))
+  names = (_TRAIN_TEXT, _EVAL_TEXT, _VOCAB)
+  with output_sets.output_set(os.path.join(data_dir, _MANIFEST),
+                              WRITER) as outputs:
+    train_text, eval_text, vocab_file = (
+        outputs.stage(os.path.join(data_dir, name)) for name in names)
+    write_documents(train_text, train_docs)
+    write_documents(eval_text, eval_docs)
+    vocab = tokenization.learn_vocab(
+        [s for d in train_docs for s in d], vocab_size, vocab_file,
+        learn_params={"upper_thresh": _LEARN_UPPER_THRESH})
+    counts = dict(vocab_size=len(vocab), num_train_documents=len(train_docs),
+                  num_eval_documents=len(eval_docs))
+    for split, text, records, split_seed, split_dupes in (
+        ("train", train_text, _TRAIN_RECORDS, seed, dupe_factor),
+        ("eval", eval_text, _EVAL_RECORDS, seed + 1, 1)):
+      counts[f"num_{split}_examples"] = (
+          pretraining_data.create_pretraining_data(
+              [text], vocab_file, os.path.join(data_dir, records),
+              max_seq_length, max_predictions_per_seq,
+              dupe_factor=split_dupes, random_seed=split_seed,
+              output_set=outputs))
+    outputs.commit(dict(key=key, counts=counts))
   logging.info("Quickstart data written to %s: %s", data_dir, counts)
   return _result(data_dir, counts)

@@ -51,6 +51,7 @@ import tensorflow as tf
 import yaml
 
 from official.nlp.data import squad_lib
+from realformer_tf import output_sets
 from realformer_tf import utils
 from realformer_tf.configs import recipe
 from realformer_tf.data import tokenization
@@ -62,6 +63,8 @@ EVAL_META = "eval_meta_data.json"
 TRAIN_SCHEDULE = "train_schedule.yaml"
 PREDICTIONS_FILE = "predictions.json"
 NULL_ODDS_FILE = "null_odds.json"
+# Run again to rewrite a set (`output_sets` names it in its errors).
+WRITER = "realformer_tf.data.squad"
 
 # Strings handed to tensorflow-text at once when filling the cache.
 _TOKENIZE_BATCH = 4096
@@ -483,9 +486,12 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
             train_batch_size: Optional[int] = None) -> Dict[str, Any]:
   """What the command line does; returns the meta data it wrote.
 
-  Every argument is checked before any file is opened; every file is
-  written under a temporary name and renamed once complete
-  (`utils.atomic_path`), so a failure leaves earlier outputs untouched.
+  Every argument is checked before any file is opened. The record, its meta
+  data and the schedule are one set (`realformer_tf.output_sets`): written
+  under temporary names, then renamed into place with the meta data last,
+  which lists each file's size, mtime and SHA-256. A failure or a kill
+  leaves the previous set whole, or (killed during the renames) a record
+  that training refuses as not matching its meta data.
   """
   if not output_dir:
     raise ValueError("No output directory given (--output_dir).")
@@ -500,17 +506,19 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
   tokenizer = SquadTokenizer(vocab_file, do_lower_case=do_lower_case)
   record = os.path.join(output_dir, TRAIN_RECORD if is_training
                         else EVAL_RECORD)
-  _, _, meta = write_features(
-      input_json, tokenizer, record, max_seq_length, doc_stride,
-      max_query_length, version_2_with_negative, is_training, eval_batch_size)
-  meta.update(tokenization.vocab_meta(vocab_file))
-  utils.write_json_atomically(
-      os.path.join(output_dir, TRAIN_META if is_training else EVAL_META), meta)
-  if is_training and epochs is not None:
-    utils.write_text_atomically(
-        os.path.join(output_dir, TRAIN_SCHEDULE),
-        train_schedule_yaml(record, meta["train_data_size"], epochs,
-                            train_batch_size))
+  with output_sets.output_set(
+      os.path.join(output_dir, TRAIN_META if is_training else EVAL_META),
+      WRITER) as outputs:
+    _, _, meta = write_features(
+        input_json, tokenizer, outputs.stage(record), max_seq_length,
+        doc_stride, max_query_length, version_2_with_negative, is_training,
+        eval_batch_size)
+    meta.update(tokenization.vocab_meta(vocab_file))
+    if is_training and epochs is not None:
+      schedule = outputs.stage(os.path.join(output_dir, TRAIN_SCHEDULE))
+      utils.write_text_atomically(schedule, train_schedule_yaml(
+          record, meta["train_data_size"], epochs, train_batch_size))
+    meta = outputs.commit(meta)
   return meta
 
 

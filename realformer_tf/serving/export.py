@@ -11,7 +11,11 @@ Garden's `export_savedmodel.py` rebuilds configs from YAML alone and loses the
 `type: any` encoder builder); the task's `build_model()` makes the model and
 the run's checkpoint restores it. Everything (config, checkpoint, vocabulary,
 lengths) is checked before anything is written; the SavedModel is written
-next to `--export_dir` and renamed into place. The head's class in
+next to `--export_dir` (`<export_dir>.tmp-PID`) and swapped into place by
+`utils.atomic_path`, so with `--overwrite` the previous export stays whole
+until the new one is complete. What a killed export left is cleaned up by
+the next one: its temporary directory removed, a previous export set aside
+mid-swap restored. The head's class in
 `serving_modules` gives `serving_default`, `serve_examples` and, unless
 `--noserve_text`, the text signatures (tensorflow-text ops; the run's
 vocabulary becomes a SavedModel asset).
@@ -118,6 +122,9 @@ def load_run(model_dir: str, export_dir: str, checkpoint_path: Optional[str],
       "--checkpoint_path" if checkpoint_path else "--model_dir")
   if not export_dir:
     raise ValueError("No --export_dir given.")
+  # What a killed export left: the previous SavedModel set aside (restored)
+  # and `<export_dir>.tmp-PID` of dead processes (removed).
+  utils.recover_interrupted_swap(export_dir.rstrip("/"))
   if tf.io.gfile.exists(export_dir):
     if not tf.io.gfile.isdir(export_dir):
       raise ValueError(f"--export_dir={export_dir!r} is a file.")
@@ -137,7 +144,8 @@ def build_model(task_config: cfg.TaskConfig, checkpoint: str, dummy_inputs):
 
 def write_saved_model(module: export_base.ExportModule, function_keys,
                       export_dir: str) -> None:
-  """Model Garden's export, into a temporary directory renamed into place."""
+  """Model Garden's export, into a temporary directory swapped into place
+  (the previous export, if any, stays whole until then)."""
   with utils.atomic_path(export_dir) as tmp_dir:
     # Restored already: no checkpoint_path here.
     export_savedmodel_util.export(

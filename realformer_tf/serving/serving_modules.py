@@ -9,7 +9,9 @@ They change or add only what Model Garden lacks or gets wrong:
 Garden's MaskedLM returns only the NSP logits) and optionally every layer's
 attention; `serve_examples` parses this project's records at any length (see
 there); `serve_text` / `preprocess_text` take raw strings, tokenized and
-packed in the graph (`text_processing.BertTextPacker`): Model Garden's
+packed in the graph (`text_processing.BertTextPacker`; text that is not
+valid UTF-8 is refused, and what truncation cuts is counted in
+`num_truncated_tokens`): Model Garden's
 `serve_text_examples` only reads text from serialized `tf.Example`s, has no
 [MASK] handling and no SQuAD windows or answer extraction.
 """
@@ -286,6 +288,8 @@ class _RealFormerServingMixin:
     else:
       texts, names = [text_a, text_b], ["text_a", "text_b"]
       checks = [text_processing.assert_same_batch(text_a, text_b, *names)]
+    checks += [text_processing.assert_valid_utf8(t, name)
+               for t, name in zip(texts, names)]
     with tf.control_dependencies(checks):
       tokens = [tokenize(t) for t in texts]
     features, checks = self.packer.pack(tokens, names)
@@ -331,8 +335,9 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
     return result
 
   def _pack_masked(self, text=None, text_a=None, text_b=None
-                   ) -> Dict[str, tf.Tensor]:
-    """Packed texts and their [MASK] positions; every [MASK] must fit."""
+                   ) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+    """(packed texts and their [MASK] positions, tokens cut per example);
+    every [MASK] must fit."""
     features, tokens, names = self._pack_texts(
         self.packer.tokenize_with_masks, text, text_a, text_b)
     is_mask = tf.equal(features["input_word_ids"], self.packer.mask_id)
@@ -358,7 +363,7 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
     features["masked_lm_positions"] = positions.to_tensor(default_value=0)
     features["masked_lm_weights"] = tf.ones_like(
         positions, dtype=tf.float32).to_tensor(default_value=0.0)
-    return features
+    return features, self.packer.num_truncated_tokens(tokens, features)
 
   @tf.function
   def serve_text(self, text=None, text_a=None, text_b=None
@@ -368,10 +373,11 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
     Outputs are per masked position (`masked_lm_positions`, ascending,
     zero-padded to the most masks in the batch; `masked_lm_weights` is 0 on
     padding). A [MASK] cut off by the truncation to `max_seq_length` is an
-    error. `text_a` and `text_b` (signature `serve_text_pair`) are packed as
+    error; `num_truncated_tokens` says how many tokens of each example were
+    cut. `text_a` and `text_b` (signature `serve_text_pair`) are packed as
     `[CLS] a [SEP] b [SEP]`, where the NSP logits are meaningful.
     """
-    features = self._pack_masked(text, text_a, text_b)
+    features, num_truncated = self._pack_masked(text, text_a, text_b)
     weights = features.pop("masked_lm_weights")
     result = self._outputs(features, "serve_text")
     log_probs = tf.nn.log_softmax(result["mlm_logits"], axis=-1)
@@ -382,13 +388,14 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
         masked_lm_weights=weights,
         top_k_ids=top.indices,
         top_k_tokens=self.packer.id_to_token(top.indices),
-        top_k_log_probs=top.values)
+        top_k_log_probs=top.values,
+        num_truncated_tokens=num_truncated)
     return result
 
   @tf.function
   def preprocess_text(self, text) -> Dict[str, tf.Tensor]:
     """The model inputs `serve_text` builds from `text`."""
-    return self._pack_masked(text)
+    return self._pack_masked(text)[0]
 
 
 class SentencePredictionServing(_RealFormerServingMixin,
@@ -444,9 +451,15 @@ class SentencePredictionServing(_RealFormerServingMixin,
   @tf.function
   def serve_text(self, text=None, text_a=None, text_b=None
                  ) -> Dict[str, tf.Tensor]:
-    """`serve` on `text`, or on the pair `text_a`, `text_b`."""
-    return self._outputs(self.preprocess_text(text, text_a, text_b),
-                         "serve_text")
+    """`serve` on `text`, or on the pair `text_a`, `text_b`, packed to
+    `max_seq_length` as the training records were (the longer text loses its
+    last tokens first); `num_truncated_tokens` counts what was cut."""
+    features, tokens, _ = self._pack_texts(self.packer.tokenize, text,
+                                           text_a, text_b)
+    result = self._outputs(features, "serve_text")
+    result["num_truncated_tokens"] = self.packer.num_truncated_tokens(
+        tokens, features)
+    return result
 
   @tf.function
   def preprocess_text(self, text=None, text_a=None, text_b=None
@@ -488,8 +501,11 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
             "end_logits": tf.cast(end_logits, tf.float32)}
 
   def _windows(self, question, context):
-    with tf.control_dependencies([text_processing.assert_same_batch(
-        question, context, "question", "context")]):
+    with tf.control_dependencies([
+        text_processing.assert_same_batch(question, context, "question",
+                                          "context"),
+        text_processing.assert_valid_utf8(question, "question"),
+        text_processing.assert_valid_utf8(context, "context")]):
       question_ids = self.packer.tokenize(question)
       context_tokens = self.packer.tokenize_context(context)
     with tf.control_dependencies([

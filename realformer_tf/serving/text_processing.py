@@ -34,6 +34,29 @@ def assert_has_tokens(tokens: tf.RaggedTensor, name: str) -> tf.Operation:
       name=f"check_{name}_not_empty")
 
 
+def assert_valid_utf8(texts: tf.Tensor, name: str) -> tf.Operation:
+  """Asserts that every string of `texts` is valid UTF-8, naming the bad rows.
+
+  The tokenizers take any bytes: tensorflow-text's WordPiece and
+  sentencepiece turn an invalid sequence into [UNK] or pieces of its own,
+  so a client sending Latin-1 or a cut multi-byte character would get an
+  answer about other text. A string is valid iff transcoding it UTF-8 to
+  UTF-8 with replacement changes nothing (`tf.strings.unicode_transcode`
+  replaces each invalid sequence, surrogates and overlong forms included).
+  The message names positions only: it never quotes the bytes, which the
+  Python client could not decode.
+  """
+  valid = tf.equal(tf.strings.unicode_transcode(
+      texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD),
+                   texts)
+  return tf.debugging.Assert(
+      tf.reduce_all(valid),
+      [f"Invalid input: `{name}` holds a string that is not valid UTF-8 at "
+       "batch positions", tf.where(tf.logical_not(valid))[:, 0],
+       "; send text encoded as UTF-8."],
+      name=f"check_{name}_utf8")
+
+
 def assert_same_batch(first: tf.Tensor, second: tf.Tensor, first_name: str,
                       second_name: str) -> tf.Operation:
   """Asserts equal leading dimensions of two inputs."""
@@ -110,6 +133,16 @@ class BertTextPacker(tf.Module):
     checks = [assert_has_tokens(s, n) for s, n in zip(segments, names)]
     return tokenization.pack_inputs(segments, self.max_seq_length,
                                     self.cls_id, self.sep_id), checks
+
+  @staticmethod
+  def num_truncated_tokens(segments: Sequence[tf.RaggedTensor],
+                           features: Dict[str, tf.Tensor]) -> tf.Tensor:
+    """int32 `[batch]`: tokens of `segments` that `pack` cut off (the packed
+    sequence holds `input_mask`'s ones minus one [CLS] and a [SEP] per
+    segment)."""
+    total = tf.add_n([tf.cast(s.row_lengths(), tf.int32) for s in segments])
+    kept = tf.reduce_sum(features["input_mask"], axis=1) - (len(segments) + 1)
+    return total - kept
 
   # ----------------------------------------------------------------- SQuAD --
 

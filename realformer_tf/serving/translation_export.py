@@ -9,10 +9,11 @@ Signature `translate`: `text` (string `[batch]`, raw source sentences) ->
 model, embedded in the graph), Model Garden's beam search and
 detokenization all run in the graph; a server needs tensorflow-text's ops.
 The module is Model Garden's `serving_modules.Translation` with input
-checks: an empty sentence or one longer than `max_source_length` tokens
+checks: a sentence that is not valid UTF-8 (sentencepiece would translate
+its bytes), an empty sentence or one longer than `max_source_length` tokens
 (default: `task.validation_data.max_seq_length`) fails with an
-`InvalidArgumentError` naming `text`, and tokens after the first EOS are
-dropped before detokenization.
+`InvalidArgumentError` naming `text` (and, for UTF-8, the batch positions),
+and tokens after the first EOS are dropped before detokenization.
 """
 
 from typing import Dict, Optional
@@ -25,6 +26,7 @@ from official.nlp.serving import serving_modules as mg_serving_modules
 from realformer_tf import utils
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.serving import export
+from realformer_tf.serving import text_processing
 from realformer_tf.tasks import translation as rf_translation
 
 SIGNATURE = "translate"
@@ -39,7 +41,9 @@ class TranslationModule(mg_serving_modules.Translation):
 
   @tf.function
   def serve_text(self, text: tf.Tensor) -> Dict[str, tf.Tensor]:
-    tokens = self._sp_tokenizer.tokenize(text)       # ragged, ends with EOS
+    with tf.control_dependencies([
+        text_processing.assert_valid_utf8(text, "text")]):
+      tokens = self._sp_tokenizer.tokenize(text)     # ragged, ends with EOS
     lengths = tokens.row_lengths()
     checks = [
         tf.debugging.assert_greater(

@@ -57,8 +57,10 @@ def squad_metrics(dataset: List[Mapping[str, Any]],
     version_2_with_negative: Use the v2.0 evaluator.
 
   Returns:
-    v1.1: `exact_match`, `f1`. v2.0: `exact`, `f1`, `HasAns_*`, `NoAns_*` (of
-    those with questions) and, with `null_odds`, `best_*`.
+    v1.1: `exact_match`, `f1`. v2.0: `exact`, `f1`, `total` (questions
+    scored), `HasAns_exact`, `HasAns_f1`, `HasAns_total` and the same for
+    `NoAns_` (each when there are such questions) and, with `null_odds`,
+    `best_*`: the keys and numbers `evaluate-v2.0.py` prints (totals as ints).
   """
   if not version_2_with_negative:
     result = squad_evaluate_v1_1.evaluate(dataset, predictions)
@@ -66,11 +68,13 @@ def squad_metrics(dataset: List[Mapping[str, Any]],
     return {"exact_match": 100.0 * result["exact_match"],
             "f1": 100.0 * result["final_f1"]}
   result = squad_evaluate_v2_0.evaluate(dataset, predictions, null_odds)
-  keys = ["exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1"]
+  keys = [prefix + k for prefix in ("", "HasAns_", "NoAns_")
+          for k in ("exact", "f1", "total")]
   if null_odds is not None:
     keys += ["final_exact", "final_exact_thresh", "final_f1", "final_f1_thresh"]
   # Model Garden names the official best_* results final_*.
-  return {k.replace("final_", "best_"): float(result[k])
+  return {k.replace("final_", "best_"):
+              int(result[k]) if k.endswith("total") else float(result[k])
           for k in keys if k in result}
 
 

@@ -15,6 +15,7 @@ import tf_keras
 from official.core import task_factory
 from official.modeling.hyperparams import base_config
 from official.nlp.tasks import translation
+from realformer_tf.data import translation as translation_data
 from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import realformer_decoder
 from realformer_tf.networks import realformer_seq2seq
@@ -82,7 +83,18 @@ def build_translation_model(model_config: RealFormerTranslationModelConfig,
 
 @task_factory.register_task_cls(RealFormerTranslationConfig)
 class RealFormerTranslationTask(translation.TranslationTask):
-  """Model Garden's `TranslationTask` building the RealFormer seq2seq model."""
+  """Model Garden's `TranslationTask` building the RealFormer seq2seq model.
+
+  The SentencePiece model must have pad id 0 and eos id 1: Model Garden's
+  task takes any model and trains on the wrong ids without a word
+  (`translation_data.check_sentencepiece_model`, also run by train.py's
+  input checks before anything is written).
+  """
+
+  def __init__(self, params, logging_dir=None, name=None):
+    translation_data.check_sentencepiece_model(
+        params.sentencepiece_model_path)
+    super().__init__(params, logging_dir=logging_dir, name=name)
 
   @property
   def eos_id(self) -> int:

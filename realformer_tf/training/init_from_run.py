@@ -16,6 +16,7 @@ from absl import logging
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
+from realformer_tf import output_sets
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
 from realformer_tf.checkpoints import tf2_checkpoint
@@ -159,7 +160,8 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
 
 def meta_data_of(record_path: str) -> Optional[Tuple[str, Dict[str, Any]]]:
   """(path, contents) of the converter meta data listing `record_path`: GLUE's
-  `<task>_meta_data.json` under `splits`, SQuAD's next to its records."""
+  `<task>_meta_data.json` under `splits`, SQuAD's next to its records, any
+  set manifest's under `files` (`output_sets`)."""
   directory, name = os.path.split(record_path)
   squad_files = {squad_data.TRAIN_META: squad_data.TRAIN_RECORD,
                  squad_data.EVAL_META: squad_data.EVAL_RECORD}
@@ -169,6 +171,7 @@ def meta_data_of(record_path: str) -> Optional[Tuple[str, Dict[str, Any]]]:
       with tf.io.gfile.GFile(meta_path, "r") as f:
         meta = json.load(f)
       listed = {split["file"] for split in (meta.get("splits") or {}).values()}
+      listed |= set(meta.get(output_sets.FILES_KEY) or {})
     except (ValueError, OSError, AttributeError, KeyError, TypeError):
       continue  # Not a converter's meta data.
     if name in listed | {squad_files.get(os.path.basename(meta_path))}:
@@ -214,3 +217,25 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
             f"{params.task.init_checkpoint!r} was trained with "
             f"{_describe(run_vocab, run_size, run_sha)}: convert the data "
             f"again with --vocab_file={run_vocab}.")
+
+
+def check_records_manifest(params: cfg.ExperimentConfig, mode: str) -> None:
+  """Records `mode` reads must be those their converter's meta data lists
+  (`output_sets.check_set`: a killed conversion leaves new records beside
+  old meta data); else a ValueError names the data key, the file, what
+  differs and the command to run again. Each set is checked once; records
+  without meta data (not ours) are not checked."""
+  checked = set()
+  for key, data in validation.data_configs(params, mode):
+    input_path = getattr(data, "input_path", "")
+    if not input_path or input_path == "dummy":
+      continue
+    for path in validation.match_input_files(key, input_path):
+      meta_path, meta = meta_data_of(path) or (None, None)
+      if meta_path is None or meta_path in checked:
+        continue
+      checked.add(meta_path)
+      try:
+        output_sets.check_set(meta_path, meta)
+      except ValueError as e:
+        raise ValueError(f"{key}.input_path={input_path!r}: {e}") from None

@@ -19,7 +19,6 @@ import time
 from typing import Any, List, Mapping, Optional, Sequence
 
 from absl import logging
-import psutil
 import tensorflow as tf
 import tf_keras
 import yaml
@@ -225,6 +224,7 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
     init_from_run.check_init_checkpoint(params)
   prepare_quickstart_data(params, model_dir, quickstart_input_files)
   validation.validate_experiment(params, mode)
+  init_from_run.check_records_manifest(params, mode)
   init_from_run.check_records_vocabulary(params, mode)
   check_model_dir(params, mode, model_dir)
   params.validate()
@@ -290,11 +290,7 @@ def clean_stale_temps(model_dir: str) -> List[str]:
     removed.append(path)
   for folder in (model_dir,
                  os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)):
-    for path in tf.io.gfile.glob(os.path.join(folder, f"*{utils.TMP_INFIX}*")):
-      pid = path.rsplit(utils.TMP_INFIX, 1)[1]
-      if pid.isdigit() and not psutil.pid_exists(int(pid)):
-        tf.io.gfile.remove(path)
-        removed.append(path)
+    removed.extend(utils.remove_stale_temps(folder))
   for path in removed:
     logging.warning("Removed %s, left by an interrupted run.", path)
   return removed

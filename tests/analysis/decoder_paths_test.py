@@ -2,6 +2,7 @@
 
 import os
 
+from matplotlib import image as mpimg
 import numpy as np
 from scipy import stats as scipy_stats
 import tensorflow as tf
@@ -46,8 +47,17 @@ class DecoderPathsTest(tf.test.TestCase):
     want = scipy_stats.entropy(probs.numpy()[1, 0, 0, :3])
     self.assertAllClose(want, result["cross"]["entropy"][0][0][3], atol=1e-5)
     files = decoder_paths.write_path_figures(result, self.get_temp_dir())
-    self.assertLen(files, 6)
-    self.assertTrue(all(os.path.getsize(f) > 0 for f in files))
+    self.assertEqual(sorted(os.path.basename(f) for f in files), sorted(
+        f"{p}_{m}.png" for p in decoder_paths.PATHS for m in ("entropy",
+                                                              "jsd")))
+    # violin_figure's size at 100 dpi: 7 in wide (two heads), 1.6 in per
+    # row (at least two rows) plus the header and footer.
+    for name, rows in (("encoder_self_entropy", 2), ("encoder_self_jsd", 1),
+                       ("decoder_self_entropy", 3), ("cross_jsd", 2)):
+      png = mpimg.imread(os.path.join(self.get_temp_dir(), f"{name}.png"))
+      header = 1.15 + 0.22 * (3 if name.endswith("jsd") else 2)
+      self.assertEqual(png.shape[:2], (
+          round(100 * (header + 1.6 * max(rows, 2) + 0.55)), 700), name)
 
 
 if __name__ == "__main__":

@@ -19,12 +19,14 @@ from official.modeling import hyperparams
 from official.nlp.data import question_answering_dataloader
 from official.nlp.tasks import masked_lm
 from official.nlp.tasks import question_answering
+from realformer_tf import utils
 from realformer_tf.checkpoints import convert
 from realformer_tf.checkpoints import errors
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
+from tests import kill_writer
 from tests.checkpoints import tf1_reference as ref
 
 CONFIG = ref.TINY_CONFIG
@@ -203,6 +205,45 @@ def test_refuses_bad_inputs_before_writing(tf1_dir, tmp_path):
   with open(os.path.join(output_dir, "encoder.yaml")) as f:
     assert yaml.safe_load(f)["task"]["model"]["encoder"]["any"][
         "residual_attention"] == "mean"
+
+
+def _files(directory):
+  return {name: open(os.path.join(directory, name), "rb").read()
+          for name in sorted(os.listdir(directory))}
+
+
+def test_killed_overwrite_leaves_the_previous_outputs(tf1_dir, tmp_path):
+  """--overwrite SIGKILLed between setting the old output_dir aside and
+  renaming the new one in (neither at output_dir): the next run restores the
+  previous outputs byte for byte; then --overwrite replaces them whole."""
+  prefix, config_file = tf1_dir
+  output_dir = str(tmp_path / "out")
+  convert.convert_tf1_checkpoint(prefix, config_file, output_dir,
+                                 residual_attention="sum")
+  with open(os.path.join(output_dir, "notes.txt"), "w") as f:
+    f.write("keep me")
+  before = _files(output_dir)
+  kill_writer.run_killed(
+      1, "realformer_tf.checkpoints.convert", "convert_tf1_checkpoint",
+      tf1_checkpoint_path=prefix, bert_config_file=config_file,
+      output_dir=output_dir, residual_attention="mean", overwrite=True)
+  assert sorted(re.sub(r"-\d+$", "-PID", name)
+                for name in os.listdir(tmp_path)) == ["out.old-PID",
+                                                      "out.tmp-PID"]
+
+  with pytest.raises(FileExistsError, match="not empty"):
+    convert.convert_tf1_checkpoint(prefix, config_file, output_dir)
+  assert os.listdir(tmp_path) == ["out"]
+  assert _files(output_dir) == before
+  assert utils.resolve_checkpoint(output_dir, "x").endswith("ckpt-1")
+
+  convert.convert_tf1_checkpoint(prefix, config_file, output_dir,
+                                 residual_attention="mean", overwrite=True)
+  assert os.listdir(tmp_path) == ["out"]
+  after = _files(output_dir)
+  assert after.keys() == before.keys() and after["notes.txt"] == b"keep me"
+  assert yaml.safe_load(after["encoder.yaml"])["task"]["model"]["encoder"][
+      "any"]["residual_attention"] == "mean"
 
 
 def test_truncated_checkpoint_is_named(tf1_dir, tmp_path):

@@ -1,22 +1,27 @@
 """Tests for the realformer/translation experiment and its YAMLs."""
 
 import os
+import tempfile
 
 from absl.testing import parameterized
+import sentencepiece as spm
 import tensorflow as tf
 
 from official.core import task_factory
 from official.core import train_utils
 from realformer_tf.configs import translation
+from realformer_tf.data import translation as translation_data
 from realformer_tf.tasks import translation as rf_translation
 from realformer_tf.training import train_lib
 from tests import train_test_utils as utils
+from tests import translation_test_utils as ttu
 
 YAML_DIR = os.path.join(utils.REPO_ROOT, "official_configs", "experiments",
                         "translation")
 # Transformer-Base / Big (Vaswani et al., 2017, Table 3): width, heads, ffn.
 SIZES = {"wmt14_en_de_base.yaml": (512, 8, 2048, 0.1),
          "wmt14_en_de_big.yaml": (1024, 16, 4096, 0.3)}
+OWN_DATA_YAML = os.path.join(YAML_DIR, "small_own_data.yaml")
 
 
 def _parse(*config_files, params_override=""):
@@ -28,7 +33,68 @@ def _parse(*config_files, params_override=""):
 class TranslationConfigTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_every_yaml_is_covered(self):
-    self.assertCountEqual(SIZES, os.listdir(YAML_DIR))
+    self.assertCountEqual(list(SIZES) + [os.path.basename(OWN_DATA_YAML)],
+                          os.listdir(YAML_DIR))
+
+  def _own_data(self, **convert_args):
+    """`python -m realformer_tf.data.translation` on a tiny corpus; the
+    `--params_override` pointing small_own_data.yaml at it."""
+    d = tempfile.mkdtemp(dir=self.get_temp_dir())
+    sources, targets = ttu.make_corpus(300, seed=0)
+    with open(f"{d}/train.tsv", "w") as f:
+      f.writelines(f"{s}\t{t}\n" for s, t in zip(sources, targets))
+    dev = ttu.make_corpus(4, seed=1)
+    for name, lines in zip(("dev.src", "dev.tgt"), dev):
+      with open(f"{d}/{name}", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    result = translation_data.convert(
+        [f"{d}/train.tsv"], f"{d}/data",
+        dev_files=[f"{d}/dev.src", f"{d}/dev.tgt"], model_type="word",
+        vocab_size=len(ttu.WORDS) + 3, **convert_args)
+    override = (f"task.sentencepiece_model_path="
+                f"{result['sentencepiece_model']},"
+                f"task.train_data.input_path={result['train_file']},"
+                f"task.validation_data.input_path={result['dev_file']}")
+    return d, override
+
+  def test_small_own_data_yaml_reads_the_data_command_output(self):
+    """Checked as train.py checks it; one batch through the loader, the
+    model and the loss (training with it: translation_e2e_test)."""
+    d, override = self._own_data()
+    params = _parse(OWN_DATA_YAML, params_override=override)
+    self.assertEqual((64, 2, 2), (params.task.model.embedding_width,
+                                  params.task.model.encoder.num_layers,
+                                  params.task.model.decoder.num_layers))
+    model_dir = f"{d}/run"
+    train_lib.prepare_and_validate(params, "train_and_eval", model_dir)
+    self.assertFalse(os.path.exists(model_dir))
+    task = task_factory.get_task(params.task)
+    batch = next(iter(task.build_inputs(params.task.train_data)))
+    # Static batches: 4096 tokens = 64 sentences of max_seq_length 64.
+    self.assertEqual([64, 64], batch["inputs"].shape.as_list())
+    self.assertEqual(1, task.eos_id)
+    loss = task.build_losses(batch["targets"],
+                             task.build_model()(batch, training=True))
+    self.assertTrue(0.0 < float(loss) < 100.0)
+
+  def test_sentencepiece_default_ids_refused_before_anything_is_written(self):
+    d, override = self._own_data()
+    prefix = f"{d}/default_ids"
+    spm.SentencePieceTrainer.Train(
+        input=f"{d}/dev.src", model_prefix=prefix, model_type="word",
+        vocab_size=len(ttu.WORDS) + 3, hard_vocab_limit=False, minloglevel=2)
+    params = _parse(OWN_DATA_YAML, params_override=override.replace(
+        f"{d}/data/sentencepiece.model", f"{prefix}.model"))
+    self.assertEqual(f"{prefix}.model", params.task.sentencepiece_model_path)
+    model_dir = f"{d}/run"
+    with self.assertRaisesRegex(
+        ValueError, "task.sentencepiece_model_path=.*default_ids.model.: pad "
+        "id is -1, eos id is 2 .*needs pad 0 and eos 1"):
+      train_lib.run_experiment(params, "train_and_eval", model_dir)
+    self.assertFalse(os.path.exists(model_dir))
+    # The task refuses it too (Model Garden's trainer, the exporter).
+    with self.assertRaisesRegex(ValueError, "pad id is -1, eos id is 2"):
+      rf_translation.RealFormerTranslationTask(params.task)
 
   @parameterized.parameters(*sorted(SIZES))
   def test_paper_sizes(self, name):

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from official.nlp.data import pretrain_dataloader
+from realformer_tf.data import pretraining_data
 from realformer_tf.data import quickstart_corpus
 from realformer_tf.data import tokenization
 
@@ -135,6 +136,33 @@ def test_damaged_or_unfinished_cache_is_rebuilt(tmp_path):
   assert quickstart_corpus.prepare_quickstart_data(
       data_dir, input_files=[corpus], **SMALL) == result
   assert open(result["train_file"], "rb").read() == good
+
+
+def test_a_failed_rebuild_leaves_the_previous_cache_whole(tmp_path,
+                                                         monkeypatch):
+  """The cache is one output set: a rebuild that dies before its renames
+  leaves every previous file (manifest included) as it was, still a hit."""
+  corpus = write_corpus(tmp_path / "corpus.txt")
+  data_dir = str(tmp_path / "qs")
+  result = quickstart_corpus.prepare_quickstart_data(
+      data_dir, input_files=[corpus], **SMALL)
+  files = lambda: {f: open(os.path.join(data_dir, f), "rb").read()
+                   for f in os.listdir(data_dir)}
+  before = files()
+
+  def killed(*args, **kwargs):
+    raise KeyboardInterrupt("killed")
+
+  monkeypatch.setattr(pretraining_data, "create_pretraining_data", killed)
+  with pytest.raises(KeyboardInterrupt):
+    quickstart_corpus.prepare_quickstart_data(
+        data_dir, input_files=[corpus], seed=1, **SMALL)
+  assert files() == before
+  monkeypatch.undo()
+  stamps = mtimes(data_dir)
+  assert quickstart_corpus.prepare_quickstart_data(
+      data_dir, input_files=[corpus], **SMALL) == result
+  assert mtimes(data_dir) == stamps  # A cache hit: nothing rewritten.
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from official.core import train_utils
 from realformer_tf.serving import export
+from tests import kill_writer
 from tests.serving import common
 from tests.squad import common as common_squad
 
@@ -102,6 +103,31 @@ def test_export_dir_not_empty(tmp_path, glue_runs):
   with pytest.raises(ValueError, match="exists and is not empty"):
     export.export_model(glue_runs["sst2"][0], str(out))
   assert os.listdir(out) == ["keep.txt"]
+
+
+def _files(directory):
+  return {os.path.relpath(os.path.join(root, name), directory):
+          open(os.path.join(root, name), "rb").read()
+          for root, _, names in os.walk(directory) for name in names}
+
+
+def test_killed_overwrite_leaves_the_previous_export(tmp_path, glue_runs):
+  """--overwrite SIGKILLed between setting the old export aside and renaming
+  the new one in: the next run restores the previous export byte for byte
+  and removes the killed run's `<export_dir>.tmp-PID`."""
+  model_dir = glue_runs["sst2"][0]
+  out = str(tmp_path / "out")
+  export.export_model(model_dir, out, serve_text=False)
+  before = _files(out)
+  kill_writer.run_killed(1, "realformer_tf.serving.export", "export_model",
+                         model_dir=model_dir, export_dir=out,
+                         serve_text=False, overwrite=True)
+  assert sorted(name.split("-")[0] for name in os.listdir(tmp_path)) == [
+      "out.old", "out.tmp"]
+  with pytest.raises(ValueError, match="exists and is not empty"):
+    export.export_model(model_dir, out, serve_text=False)
+  assert os.listdir(tmp_path) == ["out"]
+  assert _files(out) == before
 
 
 def test_command_line_ids_only_export_runs_in_stock_saved_model_cli(

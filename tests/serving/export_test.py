@@ -190,12 +190,13 @@ def build_pretraining(run: Run) -> None:
     run.expected[name] = reference(f)
 
   # Fill-mask text: word-level reference with the training tokenizer.
-  rows = []
+  rows, lengths = [], []
   for text, masked in MASKED_TEXTS:
     ids = []
     for i, word in enumerate(text.split()):
       ids += [MASK] if i in masked else run.ids(word)
     rows.append([CLS] + ids[:common.SEQ_LENGTH - 2] + [SEP])
+    lengths.append(len(ids))
   features = padded(rows)
   positions = [np.flatnonzero(f == MASK) for f in features["input_word_ids"]]
   width = max(len(p) for p in positions)
@@ -211,7 +212,11 @@ def build_pretraining(run: Run) -> None:
   ref.update(masked_lm_positions=features["masked_lm_positions"],
              masked_lm_weights=weights,
              top_k_ids=np.argsort(-log_probs, axis=-1)[..., :5],
-             top_k_log_probs=-np.sort(-log_probs, axis=-1)[..., :5])
+             top_k_log_probs=-np.sort(-log_probs, axis=-1)[..., :5],
+             num_truncated_tokens=np.array(
+                 [max(0, n - (common.SEQ_LENGTH - 2)) for n in lengths],
+                 np.int32))
+  assert ref["num_truncated_tokens"][-1] > 0
   run.requests["text"] = ("serve_text", {"text": texts})
   run.expected["text"] = ref
   run.requests["preprocess"] = ("preprocess_text", {"text": texts})
@@ -222,12 +227,13 @@ def build_pretraining(run: Run) -> None:
   # Pair: [CLS] a [SEP] b [SEP], longest-first truncation.
   pairs = (("the [MASK] sat", "a cat"),
            ("the dog sat on the mat", " ".join(["who won super bowl"] * 10)))
-  rows, types = [], []
+  rows, types, cut = [], [], []
   for a, b in pairs:
     a_ids = []
     for word in a.split():
       a_ids += [MASK] if word == "[MASK]" else run.ids(word)
     row = pack_pair(run, a_ids, run.ids(b))
+    cut.append(len(a_ids) + len(run.ids(b)) + 3 - len(row))
     first = row.index(SEP) + 1
     rows.append(row)
     types.append([0] * first + [1] * (len(row) - first))
@@ -240,7 +246,17 @@ def build_pretraining(run: Run) -> None:
   run.expected["text_pair"] = {
       "next_sentence_logits": ref["next_sentence_logits"],
       "mlm_logits": ref["mlm_logits"],
-      "masked_lm_weights": np.array([[1.0], [0.0]], np.float32)}
+      "masked_lm_weights": np.array([[1.0], [0.0]], np.float32),
+      "num_truncated_tokens": np.array(cut, np.int32)}
+  assert cut[0] == 0 and cut[1] > 0
+
+  # A 20,000-character text with an early [MASK]: served, the cut counted.
+  run.requests["text_20k"] = ("serve_text", {
+      "text": np.array(["the [MASK] " + "cat " * 4997], dtype=object)})
+  run.expected["text_20k"] = {
+      "masked_lm_positions": np.array([[2]], np.int32),
+      "num_truncated_tokens": np.array([2 + 4997 - (common.SEQ_LENGTH - 2)],
+                                       np.int32)}
 
   ids_request = run.requests["ids"][1]
   run.cli = {
@@ -296,11 +312,24 @@ def build_glue(run: Run) -> None:
                   input_type_ids=segment_ids.astype(np.int32))
   run.requests["preprocess"] = ("preprocess_text", text_inputs)
   run.expected["preprocess"] = features
+  if spec.text_b is None:
+    lengths = [(len(run.ids(e.text_a)), 0) for e in examples]
+    kept = [(min(a, common.SEQ_LENGTH - 2), 0) for a, _ in lengths]
+  else:
+    lengths = [(len(run.ids(e.text_a)), len(run.ids(e.text_b)))
+               for e in examples]
+    kept = [numpy_reference.truncated_lengths(a, b, common.SEQ_LENGTH - 3)
+            for a, b in lengths]
+  num_truncated = np.array([sum(n) - sum(k) for n, k in zip(lengths, kept)],
+                           np.int32)
+  assert np.count_nonzero(num_truncated) == truncated
   run.requests["text"] = ("serve_text", text_inputs)
-  run.expected["text"] = reference(features)
+  run.expected["text"] = dict(reference(features),
+                              num_truncated_tokens=num_truncated)
   run.requests["examples"] = ("serve_examples", {"examples": serialize(
       features, label_ids=np.zeros((len(examples), 1), np.int64))})
-  run.expected["examples"] = run.expected["text"]
+  run.expected["examples"] = {k: v for k, v in run.expected["text"].items()
+                              if k != "num_truncated_tokens"}
 
   if spec.text_b is None:
     run.cli = {
@@ -478,6 +507,14 @@ def bad_requests(runs: Dict[str, Run]) -> Dict[str, Tuple[str, str, Dict]]:
       "mask_truncated_pair": ("pretraining", "serve_text_pair", {
           "text_a": texts("the [MASK] sat"),
           "text_b": texts(LONG_MASKED + " [MASK]")}),
+      # Latin-1 "é"; a lone continuation byte; a cut 2-byte character.
+      "invalid_utf8_text": ("sst2", "serve_text",
+                            {"text": texts(b"fun", b"caf\xe9 fun")}),
+      "invalid_utf8_pair": ("pretraining", "serve_text_pair", {
+          "text_a": texts(b"the [MASK]", b"a cat"),
+          "text_b": texts(b"a dog", b"\x80 dog")}),
+      "invalid_utf8_context": ("squad_v1", "serve_text", {
+          "question": texts(b"who?"), "context": texts(b"the dog \xc3")}),
       "examples_not_tf_example": ("sst2", "serve_examples", {
           "examples": np.array([serialize(ok)[0], b"\xff\xfe\x00 not a proto"],
                                dtype=object)}),
@@ -673,6 +710,12 @@ def test_squad_answers_point_into_the_context(runs):
      "point"),
     ("examples_not_tf_example", "`examples` holds a string that is not a "
      "serialized tf.Example"),
+    ("invalid_utf8_text", "`text` holds a string that is not valid UTF-8 at "
+     "batch positions] [1]"),
+    ("invalid_utf8_pair", "`text_b` holds a string that is not valid UTF-8 "
+     "at batch positions] [1]"),
+    ("invalid_utf8_context", "`context` holds a string that is not valid "
+     "UTF-8 at batch positions] [0]"),
 ])
 def test_bad_input_gives_clear_error(runs, name, message):
   assert not runs["bad_missing"], f"no error for {runs['bad_missing']}"

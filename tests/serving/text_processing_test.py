@@ -29,6 +29,11 @@ def test_pair_truncation_equals_glue_truncate_seq_pair(tiny_vocab):
   for max_seq_length in range(4, 20):
     packer = text_processing.BertTextPacker(tiny_vocab, True, max_seq_length)
     features, _ = packer.pack([a, b], ["a", "b"])
+    truncated = packer.num_truncated_tokens([a, b], features).numpy()
+    single, _ = packer.pack([a], ["a"])
+    np.testing.assert_array_equal(
+        packer.num_truncated_tokens([a], single),
+        [max(0, n - (max_seq_length - 2)) for n, _ in lengths])
     for i, (len_a, len_b) in enumerate(lengths):
       keep_a, keep_b = numpy_reference.truncated_lengths(len_a, len_b,
                                                    max_seq_length - 3)
@@ -43,6 +48,7 @@ def test_pair_truncation_equals_glue_truncate_seq_pair(tiny_vocab):
       np.testing.assert_array_equal(
           features["input_mask"][i],
           [1] * len(row) + [0] * (max_seq_length - len(row)))
+      assert truncated[i] == len_a + len_b - keep_a - keep_b
       checked += 1
   assert checked == 16 * 14 * 14
 
@@ -98,6 +104,28 @@ def test_mask_literal_becomes_one_mask_token(tiny_vocab):
   }
   result = packer.tokenize_with_masks(tf.constant(list(cases))).to_list()
   assert result == list(cases.values())
+
+
+def test_invalid_utf8_is_rejected_naming_input_and_positions():
+  valid = ["café 😀", "", "a\x00b", "\ufeffbom", "\ufffd stays"]
+  text_processing.assert_valid_utf8(tf.constant(valid), "text")  # No error.
+  invalid = [b"caf\xe9",          # Latin-1
+             b"\xe2\x82",          # cut 3-byte sequence
+             b"\xed\xa0\x80",      # encoded surrogate
+             b"\xc0\xaf",          # overlong "/"
+             b"\xf4\x90\x80\x80"]  # beyond U+10FFFF
+
+  @tf.function  # The message as a signature gives it.
+  def checked(texts):
+    with tf.control_dependencies(
+        [text_processing.assert_valid_utf8(texts, "text_b")]):
+      return tf.identity(texts)
+
+  for bad in invalid:
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"`text_b` holds a string that is not valid "
+                       r"UTF-8 at batch positions\] \[1 3\]"):
+      checked(tf.constant([b"fine", bad, b"ok", bad]))
 
 
 def test_empty_text_is_rejected(tiny_vocab):

@@ -123,6 +123,8 @@ def test_v20_handmade_with_unanswerable_questions(tmp_path):
   assert all(isinstance(v, str) for v in predictions.values())
   # Written with null_score_diff_threshold 0: "" exactly when odds > 0.
   assert all((predictions[q] == "") == (null_odds[q] > 0.0) for q in ids)
+  assert (logs["total"], logs["HasAns_total"], logs["NoAns_total"]) == (
+      len(ids), len(ids) - 3, 3)
   official = squad_evaluate_v2_0.evaluate(dataset["data"], predictions,
                                           null_odds)
   assert logs["exact"] == pytest.approx(official["exact"])

@@ -76,6 +76,13 @@ def test_v20_no_answer_scoring_and_best_threshold():
   assert metrics["HasAns_f1"] == pytest.approx(100.0 * (1 + 2 / 3) / 3)
   assert metrics["NoAns_exact"] == pytest.approx(200.0 / 3)
   assert metrics["NoAns_f1"] == pytest.approx(200.0 / 3)
+  # The counts evaluate-v2.0.py prints, as ints.
+  golds = [qa["answers"] for qa in dataset[0]["paragraphs"][0]["qas"]]
+  totals = {"total": len(golds), "HasAns_total": sum(map(bool, golds)),
+            "NoAns_total": sum(not g for g in golds)}
+  assert totals == {"total": 6, "HasAns_total": 3, "NoAns_total": 3}
+  assert {k: metrics[k] for k in totals} == totals
+  assert all(type(metrics[k]) is int for k in totals)  # pylint: disable=unidiomatic-typecheck
   # Best threshold: start with every question predicted "" (3 no-answer
   # questions right), then answer them in increasing null odds:
   # a1 (+1 -> 4 at -3), a3 (+0 EM / +2/3 F1 at -2), n2 (-1 at -1), a2 (+0),

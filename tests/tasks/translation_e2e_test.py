@@ -1,8 +1,10 @@
 """End to end: train.py --experiment=realformer/translation, BLEU, export, translate.
 
 A synthetic parallel corpus (target = the source's words reversed, 8 words,
-3-6 per sentence), a word-level sentencepiece model trained on it, 500 seeded
-steps (learning rate decayed to 0) of a 32-wide RealFormer encoder-decoder
+3-6 per sentence) as a TSV, made into a word-level sentencepiece model and
+records by `python -m realformer_tf.data.translation`'s `convert`, then
+small_own_data.yaml with this test's recipe on top: 500 seeded steps
+(learning rate decayed to 0) of a 32-wide RealFormer encoder-decoder
 (1 + 2 layers) through train.py, then the SavedModel's `translate` in a fresh
 process. Chance level: a random permutation of each source's words (right
 words, random order) scores `translation_test_utils.chance_bleu` (about 30
@@ -22,6 +24,7 @@ import tensorflow as tf
 from official.core import task_factory
 from realformer_tf import utils
 from realformer_tf.configs import registry
+from realformer_tf.data import translation as translation_data
 from realformer_tf.serving import export
 from realformer_tf.serving import translation_export
 from tests import translation_test_utils as ttu
@@ -34,9 +37,10 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 # at >= 0.97 exact match; the seed makes the run repeat.
 _STEPS = 500
 
+# On top of small_own_data.yaml (its data keys); the batches are token
+# budgets, as when this recipe was tuned.
 _YAML = """
 task:
-  sentencepiece_model_path: {sp}
   model:
     embedding_width: 32
     beam_size: 2
@@ -45,12 +49,10 @@ task:
                dropout_rate: 0.0, attention_dropout_rate: 0.0}}
     decoder: {{num_layers: 2, num_attention_heads: 4, intermediate_size: 64,
                dropout_rate: 0.0, attention_dropout_rate: 0.0}}
-  train_data: {{input_path: {d}/train.rec, tfds_name: '', tfds_split: '',
-                src_lang: src, tgt_lang: tgt, global_batch_size: 256,
-                max_seq_length: 8, seed: 0}}
-  validation_data: {{input_path: {d}/dev.rec, tfds_name: '', tfds_split: '',
-                     src_lang: src, tgt_lang: tgt, global_batch_size: 32,
-                     max_seq_length: 8}}
+  train_data: {{global_batch_size: 256, max_seq_length: 8, seed: 0,
+                static_batch: false}}
+  validation_data: {{global_batch_size: 32, max_seq_length: 8,
+                     static_batch: false}}
 trainer:
   train_steps: {steps}
   steps_per_loop: 100
@@ -78,16 +80,27 @@ class TranslationEndToEndTest(tf.test.TestCase):
     d = tempfile.mkdtemp(dir=self.get_temp_dir())
     sources, targets = ttu.make_corpus(2000, seed=0)
     dev_sources, dev_targets = ttu.make_corpus(32, seed=1)
-    ttu.write_records(f"{d}/train.rec", sources, targets)
-    ttu.write_records(f"{d}/dev.rec", dev_sources, dev_targets)
-    sp = ttu.train_sentencepiece(d, sources)
+    for split, pairs in (("train", zip(sources, targets)),
+                         ("dev", zip(dev_sources, dev_targets))):
+      with open(f"{d}/{split}.tsv", "w") as f:
+        f.writelines(f"{s}\t{t}\n" for s, t in pairs)
+    data = translation_data.convert(
+        [f"{d}/train.tsv"], f"{d}/data", dev_files=[f"{d}/dev.tsv"],
+        model_type="word", vocab_size=len(ttu.WORDS) + 3)
     with open(f"{d}/exp.yaml", "w") as f:
-      f.write(_YAML.format(sp=sp, d=d, steps=_STEPS))
+      f.write(_YAML.format(steps=_STEPS))
     model_dir = f"{d}/run"
     run = subprocess.run(
         [sys.executable, os.path.join(_ROOT, "train.py"),
          "--experiment=realformer/translation", "--mode=train_and_eval",
-         f"--model_dir={model_dir}", f"--config_file={d}/exp.yaml"],
+         f"--model_dir={model_dir}",
+         "--config_file=" + os.path.join(
+             _ROOT, "official_configs/experiments/translation/"
+             "small_own_data.yaml"), f"--config_file={d}/exp.yaml",
+         "--params_override="
+         f"task.sentencepiece_model_path={data['sentencepiece_model']},"
+         f"task.train_data.input_path={data['train_file']},"
+         f"task.validation_data.input_path={data['dev_file']}"],
         cwd=_ROOT, env=_env(), capture_output=True, text=True, timeout=600)
     self.assertEqual(0, run.returncode, run.stderr[-4000:])
     final = re.search(r"final eval \| step: (\d+) \|.*sacrebleu_score: "
@@ -126,7 +139,9 @@ class TranslationEndToEndTest(tf.test.TestCase):
                 (export_dir, "long", "translate",
                  {"text": np.array(["red " * 9], dtype=object)}),
                 (export_dir, "dtype", "translate",
-                 {"text": np.array([1, 2], np.int32)})]
+                 {"text": np.array([1, 2], np.int32)}),
+                (export_dir, "utf8", "translate",
+                 {"text": np.array([b"red", b"r\xe9d blue"], dtype=object)})]
     with open(f"{d}/requests.pkl", "wb") as f:
       pickle.dump(requests, f)
     subprocess.run([sys.executable, "-m", "tests.serving.saved_model_runner",
@@ -142,6 +157,9 @@ class TranslationEndToEndTest(tf.test.TestCase):
                      "(?s)InvalidArgumentError.*text: an input sentence is longer "
                      "than the model maximum, 8 tokens")
     self.assertRegex(results["dtype"]["error"], "expected to be a string")
+    self.assertRegex(results["utf8"]["error"],
+                     r"(?s)InvalidArgumentError.*`text` holds a string that "
+                     r"is not valid UTF-8 at batch positions\] \[1\]")
 
     with self.assertRaisesRegex(ValueError, "exists and is not empty"):
       translation_export.export_translation(model_dir, export_dir)

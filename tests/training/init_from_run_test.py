@@ -13,9 +13,12 @@ from realformer_tf.checkpoints import errors
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
+from realformer_tf.data import glue
+from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 from realformer_tf.training import init_from_run
 from realformer_tf.training import train_lib
+from tests import shared_data
 from tests import train_test_utils as utils
 
 _ENCODER = dict(vocab_size=utils.TINY_VOCAB_SIZE, hidden_size=16,
@@ -171,6 +174,49 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
                                 "checkpoint .*, model .*32"):
       train_lib.prepare_and_validate(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
+
+  def test_mixed_record_set_is_refused_before_writing(self):
+    """Issue 23: new --nolower_case train records beside the old dev records
+    and meta data (what a conversion killed mid-swap leaves) trained to rc 0;
+    now refused, naming the file, before the model dir is created."""
+    glue_dir = os.path.join(shared_data.FIXTURE_DIR, "glue")
+    data_dir, other_dir = (os.path.join(self.tmp, d) for d in ("glue", "nlc"))
+    for output_dir, lower_case in ((data_dir, True), (other_dir, False)):
+      glue.convert("mrpc", shared_data.vocab_file(), output_dir,
+                   max_seq_length=128, glue_dir=glue_dir,
+                   lower_case=lower_case)
+    params, _ = train_lib.parse_configuration_and_sources(
+        train_utils.ParseConfigOptions(
+            experiment=finetuning.GLUE,
+            config_file=[finetuning.glue_yaml_path("mrpc")],
+            params_override=(
+                f"task.train_data.input_path={data_dir}/mrpc_train.tf_record,"
+                "task.validation_data.input_path="
+                f"{data_dir}/mrpc_dev.tf_record"), tpu=None))
+    init_from_run.check_records_manifest(params, "train")  # A whole set.
+
+    train = glue.record_path(data_dir, "mrpc", "train")
+    other = glue.record_path(other_dir, "mrpc", "train")
+    with open(train, "rb") as f, open(other, "rb") as g:
+      self.assertNotEqual(f.read(), g.read())
+    os.replace(other, train)
+    model_dir = os.path.join(self.tmp, "mrpc_run")
+    with self.assertRaisesRegex(
+        ValueError, "task.train_data.input_path=.*: " + train +
+        " has .*mrpc_meta_data.json.*python -m realformer_tf.data.glue"):
+      train_lib.prepare_and_validate(params, "train", model_dir)
+    self.assertFalse(os.path.exists(model_dir))
+
+  def test_pretraining_records_find_their_set_manifest(self):
+    record = os.path.join(self.tmp, "pre", "train.tfrecord")
+    os.makedirs(os.path.dirname(record))
+    with open(record, "wb") as f:
+      f.write(b"x")
+    meta_path = pretraining_data.meta_data_path(record)
+    with open(meta_path, "w") as f:
+      json.dump({"files": {"train.tfrecord": {}}}, f)
+    self.assertEqual(init_from_run.meta_data_of(record)[0], meta_path)
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -1,0 +1,281 @@
+r"""Parallel text -> a SentencePiece model and the records Model Garden's WMT
+loader reads, for `realformer/translation` on one's own data.
+
+  python -m realformer_tf.data.translation --train_files=train.tsv \
+    --dev_files=dev.tsv --output_dir=/data/my_mt --vocab_size=8000
+
+`--train_files` / `--dev_files` each name a TSV (`source<TAB>target` per
+line) or two parallel text files (`train.en,train.de`: line i of one is the
+translation of line i of the other). Every line of every file is read and
+checked first; a line without exactly one tab, an empty side, invalid UTF-8
+or parallel files of different lengths is an error naming `file:line`,
+before anything is written. A UTF-8 BOM and CRLF line ends are accepted.
+
+Writes in `output_dir` (each file atomically, `utils.atomic_path`):
+  * `sentencepiece.model` / `.vocab`, trained on both sides of the train
+    pairs with Model Garden's special ids, pad 0, eos 1, unk 2 and no bos
+    (official/nlp/data/train_sentencepiece.py), the ids `TranslationTask`
+    needs (`check_sentencepiece_model`). `--sentencepiece_model=PATH` uses an
+    existing model instead (checked, copied), e.g. to add a test set.
+  * `train.tf_record`, `dev.tf_record`: one `tf.train.Example` per pair
+    with the raw sentences as bytes features named `--src_lang` and
+    `--tgt_lang` (default `src`, `tgt`), as `wmt_dataloader.WMTDataLoader`
+    decodes them (it tokenizes while loading, so the records do not depend
+    on the SentencePiece model).
+Then train with official_configs/experiments/translation/small_own_data.yaml
+(README, "Translation / decoders").
+
+Model Garden's `train_sentencepiece.py` is not imported: it reads TFDS only
+and, at import, defines its flags and marks `--output_model_path` required
+(official/nlp/data/train_sentencepiece.py:35), which would break this CLI;
+its `SentencePieceTrainer` call (line 108) is repeated with the same ids.
+"""
+
+import os
+import tempfile
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from absl import app
+from absl import flags
+import sentencepiece as spm
+import tensorflow as tf
+
+from realformer_tf import utils
+
+# Model Garden's reserved ids (official/nlp/data/train_sentencepiece.py):
+# `TranslationTask`'s loss ignores label 0 (`_padded_cross_entropy_loss`) and
+# the WMT loader pads with 0 and ends a truncated sentence with 1
+# (`wmt_dataloader._maybe_truncate`).
+SPECIAL_IDS = {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}
+MODEL_NAME = "sentencepiece.model"
+SPLITS = ("train", "dev")
+
+Pair = Tuple[str, str]
+
+
+def record_path(output_dir: str, split: str) -> str:
+  return os.path.join(output_dir, f"{split}.tf_record")
+
+
+def check_sentencepiece_model(path: str,
+                              key: str = "task.sentencepiece_model_path"
+                              ) -> Dict[str, int]:
+  """The model's special ids, if `TranslationTask` can train with it.
+
+  A model trained with SentencePiece's defaults (unk 0, bos 1, eos 2, no
+  pad) trains without an error and learns nothing useful: its unk tokens
+  are dropped from the loss as padding and the loader's truncation marker is
+  a bos. Returns {pad_id, eos_id, unk_id, bos_id}.
+
+  Raises:
+    ValueError: Naming `key`, the path and, for wrong ids, the ids found.
+  """
+  if not path:
+    raise ValueError(f"{key} is empty: set it to a SentencePiece model (pad "
+                     "id 0, eos id 1), e.g. from python -m "
+                     "realformer_tf.data.translation.")
+  if not tf.io.gfile.exists(path):
+    raise ValueError(f"{key}={path!r} does not exist.")
+  processor = spm.SentencePieceProcessor()
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      processor.LoadFromSerializedProto(f.read())
+  except (RuntimeError, OSError, tf.errors.OpError) as e:
+    raise ValueError(f"{key}={path!r} is not a SentencePiece model "
+                     f"({type(e).__name__}: {e}).") from None
+  ids = {name: getattr(processor, name)() for name in SPECIAL_IDS}
+  if ids["pad_id"] != 0 or ids["eos_id"] != 1:
+    raise ValueError(
+        f"{key}={path!r}: pad id is {ids['pad_id']}, eos id is "
+        f"{ids['eos_id']} (unk {ids['unk_id']}, bos {ids['bos_id']}); the "
+        "translation task needs pad 0 and eos 1 (the loss ignores id 0 as "
+        "padding; the loader ends truncated sentences with id 1). Retrain "
+        "with pad_id=0 eos_id=1 unk_id=2 bos_id=-1, or use python -m "
+        "realformer_tf.data.translation.")
+  return ids
+
+
+def _lines(path: str) -> List[Tuple[int, str]]:
+  """(line number, text) of each line of `path`, UTF-8 checked."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = f.read()
+  if data.startswith(b"\xef\xbb\xbf"):
+    data = data[3:]
+  if not data:
+    raise ValueError(f"{path}: the file is empty.")
+  raw = data.split(b"\n")
+  if raw[-1] == b"":  # The final line end.
+    raw.pop()
+  lines = []
+  for number, line in enumerate(raw, 1):
+    if line.endswith(b"\r"):
+      line = line[:-1]
+    try:
+      lines.append((number, line.decode("utf-8")))
+    except UnicodeDecodeError as e:
+      raise ValueError(f"{path}:{number}: not valid UTF-8 (byte "
+                       f"{e.start + 1} of the line); save the file as UTF-8."
+                       ) from None
+  return lines
+
+
+def _check_side(text: str, where: str, side: str) -> str:
+  if not text.strip():
+    raise ValueError(f"{where}: the {side} sentence is empty.")
+  return text
+
+
+def read_pairs(files: Sequence[str]) -> List[Pair]:
+  """(source, target) pairs of a TSV file or of two parallel text files.
+
+  Raises:
+    ValueError: Naming `file:line` for the first bad line.
+  """
+  files = [f for f in files if f]
+  if len(files) == 1:
+    pairs = []
+    for number, line in _lines(files[0]):
+      where = f"{files[0]}:{number}"
+      columns = line.split("\t")
+      if len(columns) != 2:
+        raise ValueError(
+            f"{where}: expected source<TAB>target, found {len(columns)} "
+            f"column(s) ({len(columns) - 1} tabs).")
+      pairs.append((_check_side(columns[0], where, "source"),
+                    _check_side(columns[1], where, "target")))
+    return pairs
+  if len(files) == 2:
+    source, target = (_lines(f) for f in files)
+    if len(source) != len(target):
+      raise ValueError(
+          f"Parallel files of different lengths: {files[0]} has "
+          f"{len(source)} lines, {files[1]} has {len(target)}.")
+    return [(_check_side(s, f"{files[0]}:{n}", "source"),
+             _check_side(t, f"{files[1]}:{n}", "target"))
+            for (n, s), (_, t) in zip(source, target)]
+  raise ValueError(f"Expected one TSV file or two parallel files "
+                   f"(source,target); got {len(files)}: {list(files)}.")
+
+
+def train_sentencepiece(pairs: Sequence[Pair], model_path: str,
+                        vocab_size: int, model_type: str = "unigram",
+                        character_coverage: float = 1.0) -> None:
+  """Trains a SentencePiece model on both sides of `pairs` with
+  `SPECIAL_IDS`; writes `model_path` and its `.vocab` beside it atomically.
+
+  Raises:
+    ValueError: If SentencePiece refuses the settings (e.g. a vocabulary
+      larger than the text allows), naming them.
+  """
+  with tempfile.TemporaryDirectory() as work:
+    text = os.path.join(work, "sentences.txt")
+    with open(text, "w", encoding="utf-8") as f:
+      for source, target in pairs:
+        f.write(f"{source}\n{target}\n")
+    prefix = os.path.join(work, "sp")
+    try:
+      spm.SentencePieceTrainer.Train(
+          input=text, model_prefix=prefix, vocab_size=vocab_size,
+          model_type=model_type, character_coverage=character_coverage,
+          minloglevel=2, **SPECIAL_IDS)
+    except RuntimeError as e:
+      raise ValueError(
+          f"SentencePiece training failed (vocab_size={vocab_size}, "
+          f"model_type={model_type!r}): {e}. A small corpus needs a small "
+          "--vocab_size.") from None
+    vocab_path = os.path.splitext(model_path)[0] + ".vocab"
+    for suffix, path in ((".model", model_path), (".vocab", vocab_path)):
+      with utils.atomic_path(path) as tmp:
+        tf.io.gfile.copy(prefix + suffix, tmp, overwrite=True)
+
+
+def write_records(path: str, pairs: Sequence[Pair], src_lang: str,
+                  tgt_lang: str) -> None:
+  """`pairs` as `tf.train.Example`s of bytes features `src_lang`,
+  `tgt_lang` (what `WMTDataLoader._decode` parses), atomically."""
+  with utils.atomic_path(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+    for source, target in pairs:
+      writer.write(tf.train.Example(features=tf.train.Features(feature={
+          src_lang: tf.train.Feature(bytes_list=tf.train.BytesList(
+              value=[source.encode("utf-8")])),
+          tgt_lang: tf.train.Feature(bytes_list=tf.train.BytesList(
+              value=[target.encode("utf-8")]))})).SerializeToString())
+
+
+def convert(train_files: Sequence[str], output_dir: str,
+            dev_files: Optional[Sequence[str]] = None,
+            vocab_size: int = 8000, model_type: str = "unigram",
+            character_coverage: float = 1.0, src_lang: str = "src",
+            tgt_lang: str = "tgt",
+            sentencepiece_model: Optional[str] = None) -> Dict[str, object]:
+  """Reads and checks every split, then writes the model and the records.
+
+  Returns:
+    {sentencepiece_model, special_ids, <split>_file, <split>_examples,
+    <split>_max_tokens}.
+  """
+  if not output_dir:
+    raise ValueError("--output_dir is required.")
+  if not src_lang or src_lang == tgt_lang:
+    raise ValueError(f"--src_lang={src_lang!r} and --tgt_lang={tgt_lang!r} "
+                     "must be two different non-empty feature names.")
+  if sentencepiece_model:
+    check_sentencepiece_model(sentencepiece_model, "--sentencepiece_model")
+  elif vocab_size < 4:
+    raise ValueError(f"--vocab_size={vocab_size} must be >= 4 (3 special "
+                     "pieces and one more).")
+  splits = {"train": read_pairs(train_files or [])}
+  if dev_files:
+    splits["dev"] = read_pairs(dev_files)
+  model_path = os.path.join(output_dir, MODEL_NAME)
+  if sentencepiece_model:
+    if os.path.abspath(sentencepiece_model) != os.path.abspath(model_path):
+      with utils.atomic_path(model_path) as tmp:
+        tf.io.gfile.copy(sentencepiece_model, tmp, overwrite=True)
+  else:
+    train_sentencepiece(splits["train"], model_path, vocab_size, model_type,
+                        character_coverage)
+  result = {"sentencepiece_model": model_path,
+            "special_ids": check_sentencepiece_model(model_path, model_path)}
+  processor = spm.SentencePieceProcessor(model_file=model_path)
+  for split, pairs in splits.items():
+    path = record_path(output_dir, split)
+    write_records(path, pairs, src_lang, tgt_lang)
+    result.update({f"{split}_file": path, f"{split}_examples": len(pairs),
+                   f"{split}_max_tokens": max_tokens(processor, pairs)})
+  return result
+
+
+def max_tokens(processor: spm.SentencePieceProcessor,
+               pairs: Sequence[Pair]) -> Dict[str, int]:
+  """The longest source and target in tokens, EOS included: training drops
+  pairs longer than `train_data.max_seq_length` (`WMTDataLoader.
+  _filter_max_length`) and evaluation cuts them, so set it from these."""
+  return {side: 1 + max(len(ids) for ids in processor.EncodeAsIds(
+      [pair[i] for pair in pairs])) for i, side in enumerate(("source",
+                                                             "target"))}
+
+
+def define_flags():
+  flags.DEFINE_list("train_files", None, "A source<TAB>target TSV, or two "
+                    "parallel text files: source,target.")
+  flags.DEFINE_list("dev_files", None, "The dev split, as --train_files.")
+  flags.DEFINE_string("output_dir", None, "Where the model and records go.")
+  flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size.")
+  flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe", "word",
+                                              "char"], "SentencePiece model.")
+  flags.DEFINE_float("character_coverage", 1.0, "SentencePiece character "
+                     "coverage (0.9995 for large character sets).")
+  flags.DEFINE_string("src_lang", "src", "Feature name of the source side.")
+  flags.DEFINE_string("tgt_lang", "tgt", "Feature name of the target side.")
+  flags.DEFINE_string("sentencepiece_model", None, "Use this model (pad 0, "
+                      "eos 1) instead of training one.")
+  flags.mark_flags_as_required(["train_files", "output_dir"])
+
+
+main = utils.flags_main(convert)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

@@ -1,0 +1,120 @@
+"""The analysis figures as a reader sees them: order, labels, sizes."""
+
+from matplotlib import image as mpimg
+from matplotlib import text as mtext
+from matplotlib.backends import backend_agg
+import numpy as np
+import pytest
+
+from realformer_tf.analysis import plots
+
+
+def _panel(title, num_rows, first=0, num_heads=3, seed=0):
+  rng = np.random.default_rng(seed)
+  return plots.Panel(title, [
+      (f"layer {l}", [rng.gamma(2.0 + l, 0.5, 50) for _ in range(num_heads)])
+      for l in range(first, first + num_rows)])
+
+
+def _drawn(fig):
+  """The figure (closed after saving) drawn again on an Agg canvas."""
+  backend_agg.FigureCanvasAgg(fig)
+  fig.canvas.draw()
+  return fig.canvas.get_renderer()
+
+
+def _texts_outside(fig):
+  """Visible texts whose box leaves the figure (1 px tolerance)."""
+  renderer, box = _drawn(fig), fig.bbox
+  outside = []
+  for text in fig.findobj(mtext.Text):
+    if not (text.get_visible() and text.get_text()):
+      continue
+    extent = text.get_window_extent(renderer)
+    if (extent.x0 < box.x0 - 1 or extent.y0 < box.y0 - 1 or
+        extent.x1 > box.x1 + 1 or extent.y1 > box.y1 + 1):
+      outside.append(text.get_text())
+  return outside
+
+
+def test_layer_0_is_the_bottom_row_as_the_title_says(tmp_path):
+  fig = plots.violin_figure([_panel("deep", 3), _panel("shallow", 2)],
+                            str(tmp_path / "entropy.png"), "entropy")
+  assert "layer 0 (the first) at the bottom" in fig.get_suptitle()
+  for column in (0, 1):
+    by_label = {ax.get_ylabel(): ax.get_position().y0
+                for ax in fig.axes if ax.get_visible()
+                and ax.get_subplotspec().colspan.start == column}
+    layers = sorted(by_label, key=by_label.get)  # Bottom to top.
+    assert layers == [f"layer {l}" for l in range(3 - column)], by_label
+  # The shorter model's panels align with the deeper one's at the bottom.
+  bottoms = sorted({round(ax.get_position().y0, 6) for ax in fig.axes
+                    if ax.get_ylabel() == "layer 0"})
+  assert len(bottoms) == 1, bottoms
+  # Only the bottom row names the x axis; the top row of each column the model.
+  assert {ax.get_ylabel() for ax in fig.axes
+          if ax.get_xlabel()} == {"layer 0"}
+  assert {ax.get_title(): ax.get_ylabel() for ax in fig.axes
+          if ax.get_title()} == {"deep": "layer 2", "shallow": "layer 1"}
+
+
+@pytest.mark.parametrize("metric,num_rows", [("jsd", 1), ("jsd", 3),
+                                             ("entropy", 1)])
+def test_labels_stay_inside_the_figure_and_beside_the_panels(
+    tmp_path, metric, num_rows):
+  path = str(tmp_path / f"{metric}.png")
+  fig = plots.violin_figure([_panel("model", num_rows, first=1)], path, metric)
+  assert _texts_outside(fig) == []
+  # The axis label lies alongside the panels, not up into the header.
+  renderer = _drawn(fig)
+  label = fig._supylabel.get_window_extent(renderer)  # pylint: disable=protected-access
+  panels = [ax.get_window_extent(renderer) for ax in fig.axes
+            if ax.get_visible()]
+  assert label.y0 >= min(p.y0 for p in panels) - 1
+  assert label.y1 <= max(p.y1 for p in panels) + 1
+  # The PNG has the figure's size at 100 dpi.
+  width, height = fig.get_size_inches()
+  assert mpimg.imread(path).shape[:2] == (round(100 * height),
+                                          round(100 * width))
+
+
+def _summary(num_layers, num_heads, seed):
+  rng = np.random.default_rng(seed)
+
+  def heads():
+    out = []
+    for h in range(num_heads):
+      q1, median, q3 = np.sort(rng.uniform(0.0, 1.0, 3))
+      out.append(dict(head=h, count=10, q1=q1, median=median, q3=q3))
+    return out
+
+  return dict(
+      entropy=[dict(layer=l, heads=heads()) for l in range(num_layers)],
+      jsd=[dict(layer=l, previous_layer=l - 1, heads=heads())
+           for l in range(1, num_layers)])
+
+
+def test_summary_figure_is_drawn_not_pasted_at_a_readable_size(tmp_path):
+  path = str(tmp_path / "attention.png")
+  summaries = {"Post-LN": _summary(4, 3, 0), "Pre-LN": _summary(4, 3, 1),
+               "RealFormer": _summary(4, 3, 2)}
+  fig = plots.summary_figure(summaries, path)
+  # Two rows (entropy, JSD) of one column per model, drawn by matplotlib.
+  assert len(fig.axes) == 6
+  assert not [ax for ax in fig.axes if ax.images]
+  assert [ax.get_title() for ax in fig.axes] == [
+      "Post-LN: entropy", "Pre-LN: entropy", "RealFormer: entropy",
+      "Post-LN: JSD", "Pre-LN: JSD", "RealFormer: JSD"]
+  # One median mark per head and layer (JSD: per pair of layers).
+  marks = [sum(len(line.get_xdata()) for line in ax.lines
+               if line.get_marker() == "o") for ax in fig.axes]
+  assert marks == [12, 12, 12, 9, 9, 9]
+  # Every text at 9 pt or more, all of it inside the figure.
+  sizes = [t.get_fontsize() for t in fig.findobj(mtext.Text)
+           if t.get_visible() and t.get_text()]
+  assert min(sizes) >= 9, sizes
+  assert _texts_outside(fig) == []
+  width, height = fig.get_size_inches()
+  assert mpimg.imread(path).shape[:2] == (round(100 * height),
+                                          round(100 * width))
+  assert 1000 <= round(100 * width) <= 2000

@@ -1,0 +1,55 @@
+r"""Kill tests' subprocess: runs one of our writers and SIGKILLs it before
+its K-th rename into a final path (one whose name has neither `.tmp-` nor
+`.old-`), the moments at which a writer's outputs change.
+
+  python -m tests.kill_writer K MODULE FUNCTION JSON_KWARGS
+
+`run_killed` runs it and checks that the kill happened.
+"""
+
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_killed(kill_at: int, module: str, function: str, **kwargs) -> None:
+  """Runs `module.function(**kwargs)` in a fresh process killed (SIGKILL)
+  before its `kill_at`-th rename into a final path; fails the test if the
+  writer was not killed there."""
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep +
+             os.environ.get("PYTHONPATH", ""), TF_CPP_MIN_LOG_LEVEL="2",
+             CUDA_VISIBLE_DEVICES="")
+  result = subprocess.run(
+      [sys.executable, "-m", "tests.kill_writer", str(kill_at), module,
+       function, json.dumps(kwargs)], cwd=REPO_ROOT, env=env,
+      capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == -signal.SIGKILL, (
+      f"rc {result.returncode}, not killed:\n{result.stderr[-3000:]}")
+
+
+def main():
+  kill_at, module, function, kwargs = sys.argv[1:]
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  rename = tf.io.gfile.rename
+  count = [0]
+
+  def killing_rename(source, target, overwrite=False):
+    name = os.path.basename(target.rstrip("/"))
+    if ".tmp-" not in name and ".old-" not in name:
+      count[0] += 1
+      if count[0] == int(kill_at):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return rename(source, target, overwrite)
+
+  tf.io.gfile.rename = killing_rename
+  getattr(importlib.import_module(module), function)(**json.loads(kwargs))
+  sys.exit(f"Not killed: {count[0]} renames into final paths.")
+
+
+if __name__ == "__main__":
+  main()

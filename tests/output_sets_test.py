@@ -1,0 +1,135 @@
+"""Output sets (realformer_tf.output_sets): swapped in whole, checked whole."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from realformer_tf import output_sets
+from realformer_tf.data import tokenization
+
+WRITER = "realformer_tf.data.glue"
+
+
+def _dead_pid() -> int:
+  return int(subprocess.run([sys.executable, "-c", "import os; print("
+                             "os.getpid())"], capture_output=True, text=True,
+                            check=True).stdout)
+
+
+def _write_set(directory, contents, **manifest):
+  """Commits files {name: bytes} as one set; returns its manifest path."""
+  manifest_path = os.path.join(directory, "set_meta_data.json")
+  with output_sets.output_set(manifest_path, WRITER) as outputs:
+    for name, data in contents.items():
+      with open(outputs.stage(os.path.join(directory, name)), "wb") as f:
+        f.write(data)
+    outputs.commit(manifest)
+  return manifest_path
+
+
+def _read(directory):
+  return {name: open(os.path.join(directory, name), "rb").read()
+          for name in sorted(os.listdir(directory))}
+
+
+def test_commit_lists_every_file_and_leaves_no_temporary(tmp_path):
+  manifest_path = _write_set(str(tmp_path), {"a.rec": b"aaa", "b.rec": b"b"},
+                             task="x")
+  manifest = json.load(open(manifest_path))
+  assert manifest["task"] == "x" and manifest["writer"] == WRITER
+  assert sorted(manifest["files"]) == ["a.rec", "b.rec"]
+  assert manifest["files"]["a.rec"]["size"] == 3
+  assert manifest["files"]["a.rec"]["sha256"] == hashlib.sha256(
+      b"aaa").hexdigest()
+  assert sorted(os.listdir(tmp_path)) == ["a.rec", "b.rec",
+                                          "set_meta_data.json"]
+  output_sets.check_set(manifest_path, manifest)
+
+
+def test_a_failed_writer_leaves_the_previous_set_byte_identical(tmp_path):
+  _write_set(str(tmp_path), {"a.rec": b"old a", "b.rec": b"old b"})
+  before = _read(tmp_path)
+  with pytest.raises(RuntimeError, match="killed"):
+    with output_sets.output_set(str(tmp_path / "set_meta_data.json"),
+                                WRITER) as outputs:
+      with open(outputs.stage(str(tmp_path / "a.rec")), "wb") as f:
+        f.write(b"new a")
+      raise RuntimeError("killed")
+  assert _read(tmp_path) == before
+
+
+def _rename_in(data):
+  """Replaces a file as a later writer does: a new file renamed over it."""
+  def change(path):
+    with open(path + ".new", "wb") as f:
+      f.write(data)
+    os.replace(path + ".new", path)
+  return change
+
+
+@pytest.mark.parametrize("change, message", [
+    (_rename_in(b"new a"), r"a\.rec has SHA-256 .*, the manifest"),
+    (_rename_in(b"a longer new a"), r"a\.rec has 14 bytes, the manifest 5"),
+    (os.remove, r"a\.rec is missing"),
+])
+def test_a_mixed_set_is_refused_naming_the_file(tmp_path, change, message):
+  manifest_path = _write_set(str(tmp_path), {"a.rec": b"old a",
+                                             "b.rec": b"old b"})
+  change(str(tmp_path / "a.rec"))
+  manifest = output_sets.read_manifest(manifest_path)
+  assert output_sets.find_mismatch(manifest_path, manifest)
+  with pytest.raises(ValueError, match=message + r".*set_meta_data\.json.*"
+                     r"killed.*python -m realformer_tf\.data\.glue"):
+    output_sets.check_set(manifest_path, manifest)
+
+
+def test_only_files_whose_mtime_changed_are_hashed(tmp_path, monkeypatch):
+  manifest_path = _write_set(str(tmp_path), {"a.rec": b"old a",
+                                             "b.rec": b"old b"})
+  manifest = output_sets.read_manifest(manifest_path)
+  hashed = []
+  sha256 = tokenization.file_sha256
+  monkeypatch.setattr(tokenization, "file_sha256",
+                      lambda path: hashed.append(path) or sha256(path))
+  output_sets.check_set(manifest_path, manifest)
+  assert not hashed
+  # Same bytes, new mtime (a copy): hashed, and accepted.
+  os.utime(tmp_path / "b.rec", ns=(1, 1))
+  output_sets.check_set(manifest_path, manifest)
+  assert hashed == [str(tmp_path / "b.rec")]
+
+
+def test_files_the_new_set_lacks_are_removed(tmp_path):
+  _write_set(str(tmp_path), {"a.rec": b"1", "schedule.yaml": b"old"})
+  _write_set(str(tmp_path), {"a.rec": b"2"})
+  assert _read(tmp_path).keys() == {"a.rec", "set_meta_data.json"}
+
+
+def test_temporaries_of_killed_writers_are_removed_by_the_next(tmp_path):
+  dead = tmp_path / f"a.rec.tmp-{_dead_pid()}"
+  live = tmp_path / f"b.rec.tmp-{os.getpid()}"
+  dead.write_bytes(b"partial")
+  live.write_bytes(b"being written")
+  _write_set(str(tmp_path), {"a.rec": b"1"})
+  assert not dead.exists() and live.exists()
+
+
+def test_misuse_is_an_error(tmp_path):
+  with pytest.raises(RuntimeError, match="never committed"):
+    with output_sets.output_set(str(tmp_path / "m.json"), WRITER) as outputs:
+      outputs.stage(str(tmp_path / "a.rec"))
+  with pytest.raises(ValueError, match="not in"):
+    with output_sets.output_set(str(tmp_path / "m.json"), WRITER) as outputs:
+      outputs.stage(str(tmp_path / "sub" / "a.rec"))
+  assert not os.listdir(tmp_path)
+
+
+def test_a_manifest_without_files_is_accepted_with_a_warning(tmp_path,
+                                                             caplog):
+  path = str(tmp_path / "old_meta_data.json")
+  output_sets.check_set(path, {"task": "mrpc"})
+  assert "cannot be checked" in caplog.text
