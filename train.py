@@ -24,10 +24,6 @@ A rerun of the same command resumes from the latest checkpoint in
 --model_dir and stops at trainer.train_steps.
 """
 
-import sys
-import traceback
-
-from absl import app
 from absl import flags
 from absl import logging
 import gin
@@ -35,6 +31,7 @@ import gin
 from official.common import flags as tfm_flags
 from official.core import train_utils
 from realformer_tf.configs import registry  # pylint: disable=unused-import
+from realformer_tf.training import process_exit
 from realformer_tf.training import train_lib
 
 FLAGS = flags.FLAGS
@@ -56,25 +53,9 @@ def main(_):
   train_utils.save_gin_config(FLAGS.mode, FLAGS.model_dir)
 
 
-def _exit_code(error: SystemExit) -> int:
-  """The exit status Python gives `error` (printing a message code)."""
-  if error.code is None or isinstance(error.code, int):
-    return error.code or 0
-  print(error.code, file=sys.stderr)
-  return 1
-
-
 if __name__ == "__main__":
   tfm_flags.define_flags()
   flags.mark_flags_as_required(["experiment", "mode", "model_dir"])
-  try:
-    app.run(main)
-    code = 0
-  except SystemExit as e:
-    code = _exit_code(e)
-  except BaseException:  # pylint: disable=broad-except
-    traceback.print_exc()  # As Python prints an uncaught exception.
-    code = 1
-  # Without the interpreter's finalization, which could sit idle for a
-  # minute after the summary (train_lib.end_process).
-  train_lib.end_process(code)
+  # Ends with the closing summary, without Python's finalization, which
+  # could sit idle for a minute (training/process_exit.py).
+  process_exit.run_and_exit(main)

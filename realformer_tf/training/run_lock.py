@@ -145,7 +145,11 @@ def acquire(model_dir: str) -> Optional[dict]:
         "against a second train.py writing to it at the same time.",
         model_dir)
     return None
-  os.makedirs(model_dir, exist_ok=True)
+  try:
+    os.makedirs(model_dir, exist_ok=True)
+  except OSError as e:
+    raise ValueError(f"--model_dir={model_dir}: cannot create it "
+                     f"({e.strerror}: {e.filename}).") from None
   path = os.path.join(model_dir, LOCK_FILE)
   pid = os.getpid()
   holder = {

@@ -2,18 +2,19 @@
 
 The flow is `official/nlp/train.py`'s, plus: parse errors naming the unknown
 experiment, config file or dotted key (`ExperimentParser`); before anything
-is written, the quickstart's own data built and the config checked against
-its inputs (`configs/validation.py`); `training/trainer.py`'s trainer
-(examples/s, non-finite loss stop); a final-evaluation record and a closing
+is written, the config's values checked (`check_config`), the run directory
+held against a second writer (`run_lock`), the quickstart's own data built
+and the config checked against its inputs (`configs/validation.py`);
+`training/trainer.py`'s trainer (examples/s, non-finite loss stop);
+`training/controller.py`'s controller (a checkpoint is "saved" once written;
+a failed write stops the run); a final-evaluation record and a closing
 summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
 """
 
-import atexit
 import functools
 import json
 import os
 import pprint
-import sys
 import time
 from typing import Any, List, Mapping, Optional, Sequence
 
@@ -274,8 +275,9 @@ def clean_stale_temps(model_dir: str) -> List[str]:
   """Removes what a killed train.py left behind in `model_dir`; returns it.
 
   * `ckpt-N_temp*` folders: TensorFlow's checkpoint saver writes the shards
-    there and renames them; a kill mid-save leaves them. Only train modes
-    call this (one trainer per model_dir), so no live save is touched.
+    there and renames them; a kill mid-save leaves them. Only a training
+    run's chief calls this, holding `model_dir` (`run_lock`), so no live save
+    is touched.
   * `*.tmp-PID` files of our atomic writers (`utils.atomic_path`) in
     `model_dir` and its quickstart `data/` folder, whose process PID is gone.
   """
@@ -301,29 +303,6 @@ def checkpoint_step(path: str) -> int:
 
 
 _log = run_summary.console
-
-
-def end_process(exit_code: int) -> None:
-  """Ends train.py now that its outputs are written, skipping only Python's
-  interpreter finalization.
-
-  After the closing summary, finalization (the garbage collection of the
-  module graph: TensorFlow's eager context, datasets, their iterators and
-  thread pools, whose destructors wait on their worker threads) kept the
-  process alive at ~0% CPU for up to 83 s. Everything a run writes is
-  complete by then (checkpoints synced and checked by `controller.
-  Controller`, summaries flushed by Orbit after each write, JSON written
-  atomically), so: the atexit callbacks run as at a normal exit
-  (TensorFlow's async-checkpoint thread join, absl's log flush), stdout and
-  stderr are flushed, then `os._exit`.
-  """
-  atexit._run_exitfuncs()  # pylint: disable=protected-access
-  for stream in (sys.stdout, sys.stderr):
-    try:
-      stream.flush()
-    except (OSError, ValueError):  # A closed pipe: nothing more to say.
-      pass
-  os._exit(exit_code)  # pylint: disable=protected-access
 
 
 def run(flags_obj) -> Mapping[str, Any]:

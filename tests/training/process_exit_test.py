@@ -1,0 +1,40 @@
+"""`run_and_exit`: Python's exit status and output, then `os._exit`.
+
+In process, with `os._exit` and the atexit run recorded instead; that a real
+train.py ends with its summary is `test_train.py`'s quickstart test.
+"""
+
+import sys
+
+import pytest
+
+from realformer_tf.training import process_exit
+
+
+@pytest.mark.parametrize("body, code, stderr", [
+    (lambda: None, 0, ""),
+    (lambda: sys.exit(3), 3, ""),
+    (lambda: sys.exit("bad flag value"), 1, "bad flag value\n"),
+    (lambda: int("x"), 1,
+     "ValueError: invalid literal for int() with base 10: 'x'\n"),
+])
+def test_exit_status_and_output_as_python(monkeypatch, capsys, body, code,
+                                          stderr):
+  calls = []
+  monkeypatch.setattr(sys, "argv", ["train.py"])
+  monkeypatch.setattr(process_exit.atexit, "_run_exitfuncs",
+                      lambda: calls.append("atexit callbacks"))
+  monkeypatch.setattr(process_exit.os, "_exit", calls.append)
+
+  def main(argv):
+    assert argv == ["train.py"]
+    print("main ran", end="")  # Flushed before the exit.
+    body()
+
+  process_exit.run_and_exit(main)
+  assert calls == ["atexit callbacks", code]
+  out, err = capsys.readouterr()
+  assert out == "main ran"
+  assert err.endswith(stderr)
+  if "ValueError" in stderr:
+    assert err.startswith("Traceback (most recent call last):")
