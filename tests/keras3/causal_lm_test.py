@@ -1,0 +1,117 @@
+"""Tests for RealFormerCausalLM and its preprocessor (any Keras backend)."""
+
+import os
+import shutil
+import tempfile
+
+from absl.testing import parameterized
+import keras
+from keras import ops
+import keras_hub
+import numpy as np
+
+from realformer_tf.keras3 import causal_lm
+from realformer_tf.keras3 import decoder_backbone
+from tests import numpy_decoder_reference as ndr
+from tests import shared_data
+
+KWARGS = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+              dropout=0.0)
+SENTENCES = ["the cat sat on the mat .", "a dog ran to the park .",
+             "the cat ran to the mat .", "a dog sat on the park ."]
+
+
+def _assert_close(want, got, atol):
+  np.testing.assert_allclose(ops.convert_to_numpy(got), want, rtol=0,
+                             atol=atol)
+
+
+def _preprocessor(sequence_length=10):
+  vocabulary = os.path.join(shared_data.FIXTURE_DIR, "vocab.txt")
+  return causal_lm.RealFormerCausalLMPreprocessor(
+      tokenizer=keras_hub.models.BertTokenizer(vocabulary=vocabulary),
+      sequence_length=sequence_length)
+
+
+def _greedy_by_recompute(lm, token_ids, padding_mask):
+  """Greedy decoding by a full forward pass for every new token.
+
+  As keras-hub's samplers: generation starts at the shortest prompt's end;
+  each position takes the argmax of the previous position's logits unless it
+  holds a prompt token.
+  """
+  tokens = token_ids.copy()
+  for t in range(int(padding_mask.sum(-1).min()), tokens.shape[1]):
+    logits = ops.convert_to_numpy(lm.predict_on_batch(
+        {"token_ids": tokens, "padding_mask": np.ones_like(tokens)}))
+    tokens[:, t] = np.where(padding_mask[:, t], tokens[:, t],
+                            logits[:, t - 1].argmax(-1))
+  return tokens
+
+
+class RealFormerCausalLMTest(parameterized.TestCase):
+
+  @parameterized.parameters(("sum", True), ("mean", False))
+  def _temp_dir(self):
+    path = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, path)
+    return path
+
+  def test_generate_equals_greedy_by_full_recompute(self, mode, norm_first):
+    backbone = decoder_backbone.RealFormerDecoderBackbone(
+        vocabulary_size=29, max_sequence_length=9, residual_attention=mode,
+        norm_first=norm_first, **KWARGS)
+    lm = causal_lm.RealFormerCausalLM(backbone=backbone)
+    lm.compile(sampler="greedy")
+    token_ids = np.array([[2, 5, 7, 0, 0, 0, 0, 0, 0],
+                          [2, 9, 11, 13, 4, 0, 0, 0, 0]], "int32")
+    padding_mask = (token_ids > 0).astype("int32")
+    got = lm.generate({"token_ids": token_ids, "padding_mask": padding_mask},
+                      stop_token_ids=None)
+    want = _greedy_by_recompute(lm, token_ids, padding_mask)
+    np.testing.assert_array_equal(want, got["token_ids"])
+    # The prompts are kept; logits match the NumPy model.
+    np.testing.assert_array_equal(token_ids[padding_mask == 1],
+                                  got["token_ids"][padding_mask == 1])
+    _, logits = ndr.decoder_only_lm(backbone, want, np.ones_like(want), mode,
+                                    norm_first)
+    _assert_close(logits, lm.predict_on_batch(
+        {"token_ids": want, "padding_mask": np.ones_like(want)}), atol=1e-5)
+
+  def test_fit_lowers_loss_and_generates_text(self):
+    preprocessor = _preprocessor()
+    backbone = decoder_backbone.RealFormerDecoderBackbone(
+        vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
+        max_sequence_length=10, **KWARGS)
+    lm = causal_lm.RealFormerCausalLM(backbone=backbone,
+                                      preprocessor=preprocessor)
+    lm.compile(optimizer=keras.optimizers.Adam(1e-2), sampler="greedy")
+    history = lm.fit(x=SENTENCES, batch_size=4, epochs=12, verbose=0)
+    losses = history.history["loss"]
+    self.assertLess(losses[-1], 0.5 * losses[0], losses)
+    # Generation stops at [SEP] and strips the special tokens.
+    text = lm.generate(["the cat"], max_length=10)
+    self.assertRegex(text[0], r"^the cat")
+    self.assertNotIn("[SEP]", text[0])
+
+  def test_keras_round_trip(self):
+    lm = causal_lm.RealFormerCausalLM(
+        backbone=decoder_backbone.RealFormerDecoderBackbone(
+            vocabulary_size=_preprocessor().tokenizer.vocabulary_size(),
+            max_sequence_length=10, residual_attention="mean", **KWARGS),
+        preprocessor=_preprocessor())
+    self.run_serialization_test(lm)
+    x, _, _ = keras.utils.unpack_x_y_sample_weight(lm.preprocessor(SENTENCES))
+    want = ops.convert_to_numpy(lm.predict_on_batch(x))
+    path = os.path.join(self._temp_dir(), "lm.keras")
+    lm.save(path)
+    loaded = keras.saving.load_model(path)
+    self.assertIsInstance(loaded, causal_lm.RealFormerCausalLM)
+    self.assertEqual("mean", loaded.backbone.residual_attention)
+    np.testing.assert_array_equal(
+        want, ops.convert_to_numpy(loaded.predict_on_batch(x)))
+    # The tokenizer came back with its vocabulary.
+    x_loaded, _, _ = keras.utils.unpack_x_y_sample_weight(
+        loaded.preprocessor(SENTENCES))
+    np.testing.assert_array_equal(ops.convert_to_numpy(x["token_ids"]),
+                                  ops.convert_to_numpy(x_loaded["token_ids"]))
