@@ -14,6 +14,7 @@ from realformer_tf.keras3 import causal_lm
 from realformer_tf.keras3 import decoder_backbone
 from tests import numpy_decoder_reference as ndr
 from tests import shared_data
+from tests.keras3 import layer_checks
 
 KWARGS = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
               dropout=0.0)
@@ -122,19 +123,12 @@ class RealFormerCausalLMTest(parameterized.TestCase):
             vocabulary_size=_preprocessor().tokenizer.vocabulary_size(),
             max_sequence_length=10, residual_attention="mean", **KWARGS),
         preprocessor=_preprocessor())
-    config = lm.get_config()
-    clone = keras.saving.deserialize_keras_object(
-        keras.saving.serialize_keras_object(lm))
-    self.assertEqual(config, clone.get_config())
+    layer_checks.assert_serialization_round_trip(lm)
     x, _, _ = keras.utils.unpack_x_y_sample_weight(lm.preprocessor(SENTENCES))
-    want = ops.convert_to_numpy(lm(x))
-    path = os.path.join(self._temp_dir(), "lm.keras")
-    lm.save(path)
-    loaded = keras.saving.load_model(path)
+    loaded = layer_checks.assert_keras_file_round_trip(
+        lm, x, os.path.join(self._temp_dir(), "lm.keras"))
     self.assertIsInstance(loaded, causal_lm.RealFormerCausalLM)
     self.assertEqual("mean", loaded.backbone.residual_attention)
-    np.testing.assert_array_equal(
-        want, ops.convert_to_numpy(loaded(x)))
     # The tokenizer came back with its vocabulary.
     x_loaded, _, _ = keras.utils.unpack_x_y_sample_weight(
         loaded.preprocessor(SENTENCES))

@@ -7,6 +7,7 @@ import numpy as np
 
 from realformer_tf.keras3 import decoder_backbone
 from tests import numpy_decoder_reference as ndr
+from tests.keras3 import layer_checks
 
 KWARGS = dict(vocabulary_size=23, num_layers=2, num_heads=2, hidden_dim=8,
               intermediate_dim=16, max_sequence_length=6, dropout=0.0)
@@ -46,10 +47,7 @@ class RealFormerDecoderBackboneTest(parameterized.TestCase):
     for key, value in kwargs.items():
       if key != "dtype":
         self.assertEqual(value, config[key], key)
-    clone = keras.saving.deserialize_keras_object(
-        keras.saving.serialize_keras_object(backbone))
-    self.assertIsInstance(clone, decoder_backbone.RealFormerDecoderBackbone)
-    self.assertEqual(config, clone.get_config())
+    clone = layer_checks.assert_serialization_round_trip(backbone)
     self.assertEqual("mixed_bfloat16", clone.dtype_policy.name)
     self.assertEqual({"mixed_bfloat16"}, {
         layer.dtype_policy.name for layer in clone.transformer_layers})

@@ -11,6 +11,7 @@ import numpy as np
 
 from realformer_tf.keras3 import decoder_block
 from tests import numpy_decoder_reference as ndr
+from tests.keras3 import layer_checks
 
 B, T, S, D, N = 2, 5, 7, 16, 4
 
@@ -163,13 +164,9 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
     h2, s2 = _block(cross_attention=False, layer_index=2)(
         h, self_scores=s, self_attention_mask=mask)
     model = keras.Model([x, memory, mask], [h, s, c, h2, s2])
-    inputs = [self.x, self.memory, self.self_mask]
-    want = _numpy(model(inputs))
-    path = os.path.join(self._temp_dir(), "decoder.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    for w, got in zip(want, _numpy(loaded(inputs))):
-      np.testing.assert_array_equal(w, got)
+    layer_checks.assert_keras_file_round_trip(
+        model, [self.x, self.memory, self.self_mask],
+        os.path.join(self._temp_dir(), "decoder.keras"))
 
   def test_config_round_trip(self):
     arguments = dict(
@@ -188,8 +185,7 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
         got = keras.initializers.get(got).__class__.__name__.lower()
         value = value.replace("_", "")
       self.assertEqual(value, got, key)
-    clone = decoder_block.RealFormerDecoderBlock.from_config(config)
-    self.assertEqual(config, clone.get_config())
+    layer_checks.assert_serialization_round_trip(block)
     block(self.x)   # built: weights the config describes
     self.assertFalse(block.self_attention.use_bias)
     self.assertEqual("none", block.self_attention.residual_attention)
