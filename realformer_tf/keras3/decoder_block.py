@@ -28,7 +28,7 @@ def _clone_initializer(initializer):
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerDecoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
-  """`(hidden, self_scores, cross_scores) -> (hidden, self_scores, cross_scores)`.
+  """RealFormer decoder block: `(hidden, self_scores, cross_scores)` in and out.
 
   Causal self-attention on one residual path, encoder-decoder attention on
   another, then the feed-forward layer; Post-LN (default) or Pre-LN
