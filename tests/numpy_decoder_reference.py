@@ -81,3 +81,28 @@ def decoder_block(x, memory, w, self_mask, cross_mask, prev_self, prev_cross,
   inner = _activation(activation)(h @ w["inner"][0] + w["inner"][1])
   return sublayer(x, inner @ w["ffn"][0] + w["ffn"][1], w["out_ln"]), (
       self_scores), cross_scores
+
+
+def decoder_only_lm(backbone, token_ids, padding_mask, mode, norm_first=True,
+                    activation="gelu", eps=1e-5):
+  """A GPT-2-layout decoder-only LM from a backbone's weights.
+
+  Reads the keras-hub `GPT2Backbone` attribute names (`token_embedding`,
+  `position_embedding`, `transformer_layers`, `layer_norm`); the blocks are
+  `decoder_block`s without memory, chained through their self-attention
+  scores, the padding mask masking keys. Returns `(sequence_output,
+  logits)`; the logits are the output times the transposed token embedding.
+  """
+  get = lambda l: [np.asarray(v.numpy()) for v in l.weights]
+  embeddings = get(backbone.token_embedding)[0]
+  positions = get(backbone.position_embedding)[0]
+  batch, length = token_ids.shape
+  x = embeddings[token_ids] + positions[None, :length]
+  mask = causal_mask(batch, length) * padding_mask[:, None, :]
+  scores = None
+  for i, block in enumerate(backbone.transformer_layers):
+    x, scores, _ = decoder_block(
+        x, None, decoder_block_weights(block), mask, None, scores, None,
+        mode, "none", i, norm_first, activation, eps)
+  x = numpy_reference.layer_norm(x, *get(backbone.layer_norm), eps=eps)
+  return x, x @ embeddings.T

@@ -6,3 +6,7 @@ here imports TensorFlow or tf_keras. The tf_keras face is `realformer_tf.layers`
 from realformer_tf.keras3.residual_attention import RESIDUAL_MODES
 from realformer_tf.keras3.residual_attention import ResidualMultiHeadAttention
 from realformer_tf.keras3.encoder_block import RealFormerEncoderBlock
+from realformer_tf.keras3.decoder_block import RealFormerDecoderBlock
+from realformer_tf.keras3.decoder_backbone import RealFormerDecoderBackbone
+from realformer_tf.keras3.causal_lm import RealFormerCausalLM
+from realformer_tf.keras3.causal_lm import RealFormerCausalLMPreprocessor
