@@ -1,0 +1,434 @@
+"""Keras 3 multi-head attention with RealFormer's residual attention scores.
+
+The Keras 3 face of `realformer_tf.layers.residual_attention` (same
+semantics, same defaults), written with `keras` and `keras.ops` only, so it
+runs on the TensorFlow, JAX and PyTorch backends:
+
+    S_l = Q_l K_l^T / sqrt(d) + S_{l-1}
+    P_l = softmax(S_l + mask)                 # "sum"  (paper Eq. 5)
+    P_l = softmax(S_l / (l + 1) + mask)       # "mean" (the sum is passed on)
+    P_l = softmax(Q_l K_l^T / sqrt(d) + mask) # "none" (own scores passed on)
+
+The mask (padding, causal, Keras' implicit masks) enters the softmax only:
+the scores handed on are never masked. Under mixed precision the score path
+`S_l` stays float32 unless `score_dtype="compute"`; the softmax runs in the
+compute dtype, as in plain attention.
+"""
+
+import keras
+from keras import ops
+import numpy as np
+# The helper `keras.layers.MultiHeadAttention.call` itself uses to read
+# Keras' implicit (`mask_zero`) masks; Keras exports no public accessor.
+from keras.src.backend.common import masking as keras_masking
+
+RESIDUAL_MODES = ("sum", "mean", "none")
+SCORE_DTYPES = ("float32", "compute")
+
+# The tf_keras layer's mask adders (realformer_tf/layers/residual_attention.py,
+# `_MASK_ADDER*`; not imported: that module imports TensorFlow): -1e9, and
+# for float16, which cannot hold it, half its lowest value.
+MASK_ADDER = -1e9
+MASK_ADDER_FLOAT16 = -32752.0
+
+
+def validate_residual_attention(value):
+  if value not in RESIDUAL_MODES:
+    raise ValueError(
+        f"residual_attention must be one of {RESIDUAL_MODES}, got {value!r}.")
+  return value
+
+
+def validate_score_dtype(value):
+  if value not in SCORE_DTYPES:
+    raise ValueError(
+        f"score_dtype must be one of {SCORE_DTYPES}, got {value!r}.")
+  return value
+
+
+def resolve_score_dtype(score_dtype, compute_dtype):
+  """The dtype name of the running score sum for a layer computing in `compute_dtype`."""
+  if validate_score_dtype(score_dtype) == "float32":
+    return "float32"
+  return keras.backend.standardize_dtype(compute_dtype)
+
+
+def attention_bias_from_mask(mask, dtype):
+  """0/1 (or bool) attention mask, 1 = attend -> additive bias of `dtype`."""
+  dtype = keras.backend.standardize_dtype(dtype)
+  adder = MASK_ADDER_FLOAT16 if dtype == "float16" else MASK_ADDER
+  return ops.multiply(1.0 - ops.cast(mask, dtype), ops.cast(adder, dtype))
+
+
+def _array_to_tensor(x):
+  return ops.convert_to_tensor(x) if isinstance(x, np.ndarray) else x
+
+
+class KeepsArgumentDtypes:
+  """Layer mixin: Keras 3 does not cast this layer's arguments on call.
+
+  Keras 3's `Layer.__call__` casts every floating argument, positional or
+  keyword, to the compute dtype under a mixed policy
+  (keras/src/layers/layer.py, `Layer.__call__`, step 1, `maybe_convert`):
+  the float32 running score sum would be rounded to bfloat16 at each layer
+  boundary. Keras' own preprocessing layers switch that step off with the
+  same flag (keras/src/layers/preprocessing/hashing.py); what it did besides
+  casting, NumPy arrays to tensors (so that `build` sees their shapes), is
+  done here, and the layer's `call` casts its arguments itself
+  (`to_dtype_if_float`). List it before the Keras base class.
+  """
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self._convert_input_args = False
+
+  def __call__(self, *args, **kwargs):
+    args, kwargs = keras.tree.map_structure(_array_to_tensor, (args, kwargs))
+    return super().__call__(*args, **kwargs)
+
+
+def to_dtype_if_float(x, dtype):
+  """`x` as a backend tensor; floating `x` cast to `dtype` (None stays None)."""
+  if x is None:
+    return None
+  x = ops.convert_to_tensor(x)
+  if (keras.backend.is_float_dtype(x.dtype) and
+      keras.backend.standardize_dtype(x.dtype) != dtype):
+    x = ops.cast(x, dtype)
+  return x
+
+
+def _rank(x):
+  return len(x.shape)
+
+
+@keras.saving.register_keras_serializable(package="realformer_tf")
+class ResidualMultiHeadAttention(KeepsArgumentDtypes,
+                                 keras.layers.MultiHeadAttention):
+  """`keras.layers.MultiHeadAttention` that takes and returns pre-softmax scores.
+
+  Weights keep Keras' names (`query`, `key`, `value`, `attention_output`),
+  so a `MultiHeadAttention`'s weights load as they are. Written by hand
+  because Keras' `_compute_attention(query, key, value, attention_mask, ...)`
+  has no place for the previous scores and returns the probabilities only;
+  the projections, equations, mask helpers and `build` are the base class'.
+  The key/value cache follows keras-hub's `CachedMultiHeadAttention.call`
+  (keras_hub/src/layers/modeling/cached_multi_head_attention.py).
+
+  Args:
+    num_heads: Number of attention heads.
+    key_dim: Size of each head for query and key.
+    residual_attention: "sum" (RealFormer), "mean" (softmax over the running
+      mean `S_l / (layer_index + 1)`; the running sum is still returned), or
+      "none" (plain attention; the layer's own scores are still returned).
+    layer_index: 0-based depth of this layer in its stack; used by "mean".
+    score_dtype: dtype of the running score sum under mixed precision:
+      "float32" or "compute" (the policy's compute dtype). Same result under
+      a float32 policy.
+    **kwargs: Any other `keras.layers.MultiHeadAttention` argument, except
+      `attention_axes` (only the sequence axis) and `flash_attention` (its
+      kernels return no scores).
+
+  Call arguments:
+    query: `[batch, from_len, dim]`.
+    value: Optional `[batch, to_len, dim]`; None means self-attention.
+    key: Optional `[batch, to_len, dim]`; defaults to `value`.
+    prev_scores: Optional `[batch, num_heads, from_len, to_len]` running sum
+      of the previous layer (None for the first layer).
+    attention_mask: Optional `[batch, from_len, to_len]`, 1 = attend.
+    use_causal_mask: Also mask keys after each query. With a cache, query row
+      `i` is position `cache_update_index + i`.
+    cache: Optional keras-hub cache `[batch, 2, max_len, num_heads, key_dim]`
+      (keys, values). With `cache_update_index`, this call's keys and values
+      are written at that index (`ops.slice_update`, functionally) and the
+      new cache is returned; without it, the cache is used as is (e.g.
+      cross-attention). Scores then span the whole cache: `[batch, num_heads,
+      from_len, max_len]`. The residual needs no score cache across steps:
+      row `t` of `S_l` depends only on row `t` of `S_{l-1}`.
+    cache_update_index: int or int tensor, see `cache`.
+    training: Whether dropout is active.
+    return_attention_probs: Also return the softmax probabilities.
+    query_mask, value_mask, key_mask: Keras' implicit masks, `[batch, len]`;
+      Keras fills them in as for `MultiHeadAttention`.
+
+  Returns:
+    `(output, scores)`, then `probs` with `return_attention_probs`, then the
+    new cache with `cache`. `output` is `[batch, from_len, dim]`, `scores` the
+    unmasked running sum (float32, or the compute dtype with
+    `score_dtype="compute"`), `probs` `[batch, num_heads, from_len, to_len]`.
+  """
+
+  def __init__(self,
+               num_heads,
+               key_dim,
+               residual_attention="sum",
+               layer_index=0,
+               score_dtype="float32",
+               **kwargs):
+    axes = kwargs.get("attention_axes")
+    if isinstance(axes, int):
+      axes = (axes,)
+    if axes is not None and tuple(axes) != (1,):
+      # The running sum is [batch, heads, from_len, to_len]: one attention
+      # axis, the sequence (what the base class resolves None to for rank-3
+      # inputs and writes into its config).
+      raise ValueError(
+          f"ResidualMultiHeadAttention attends over the sequence axis only; "
+          f"attention_axes must be None, got {kwargs['attention_axes']!r}.")
+    if kwargs.pop("flash_attention", None):
+      raise ValueError(
+          "ResidualMultiHeadAttention: flash_attention is not supported: "
+          "flash kernels return no attention scores to pass on.")
+    # The base class turns flash attention on when it is enabled globally
+    # (`keras.config.enable_flash_attention()`) and then refuses dropout;
+    # this layer never uses it, so dropout is set after the base __init__.
+    dropout = kwargs.pop("dropout", 0.0)
+    super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
+    self._flash_attention = False
+    self._dropout = dropout
+    self._residual_attention = validate_residual_attention(residual_attention)
+    self._score_dtype = validate_score_dtype(score_dtype)
+    if not isinstance(layer_index, int) or layer_index < 0:
+      raise ValueError(
+          f"layer_index must be an int >= 0, got {layer_index!r}.")
+    self._layer_index = layer_index
+
+  @property
+  def residual_attention(self):
+    return self._residual_attention
+
+  @property
+  def layer_index(self):
+    return self._layer_index
+
+  @property
+  def score_dtype(self):
+    return self._score_dtype
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(residual_attention=self._residual_attention,
+                  layer_index=self._layer_index,
+                  score_dtype=self._score_dtype)
+    return config
+
+  def build(self, query_shape, value_shape=None, key_shape=None):
+    if len(query_shape) != 3:
+      raise ValueError(
+          f"{self.name}: query must have rank 3 [batch, from_len, dim], got "
+          f"shape {tuple(query_shape)}.")
+    super().build(query_shape,
+                  query_shape if value_shape is None else value_shape,
+                  key_shape)
+
+  def _check_arguments(self, query, value, key, prev_scores, attention_mask,
+                       cache, cache_update_index, use_causal_mask, value_mask,
+                       key_mask):
+    """Raises a ValueError naming the argument and its shape; shapes only."""
+    for name, x, rank in (("query", query, 3), ("value", value, 3),
+                          ("key", key, 3), ("prev_scores", prev_scores, 4),
+                          ("attention_mask", attention_mask, 3),
+                          ("cache", cache, 5)):
+      if x is not None and _rank(x) != rank:
+        raise ValueError(
+            f"{self.name}: {name} must have rank {rank}, got shape "
+            f"{tuple(x.shape)}.")
+    if cache is None:
+      if cache_update_index is not None:
+        raise ValueError(
+            f"{self.name}: cache_update_index={cache_update_index!r} was "
+            "given without a cache.")
+      return
+    if (tuple(cache.shape[1:2]) != (2,) or
+        tuple(cache.shape[3:]) != (self._num_heads, self._key_dim)):
+      raise ValueError(
+          f"{self.name}: cache must have shape [batch, 2, max_len, "
+          f"{self._num_heads}, {self._key_dim}] (keras-hub's "
+          f"CachedMultiHeadAttention format), got {tuple(cache.shape)}.")
+    if use_causal_mask and cache_update_index is None:
+      raise ValueError(
+          f"{self.name}: use_causal_mask with a cache needs "
+          "cache_update_index (the position of the first query).")
+    if self._sliding_window is not None:
+      raise ValueError(
+          f"{self.name}: sliding_window is not supported with a cache.")
+    if value_mask is not None or key_mask is not None:
+      raise ValueError(
+          f"{self.name}: value_mask/key_mask cannot be used with a cache "
+          "(they cover this call's keys, not the cache); pass "
+          "attention_mask [batch, from_len, max_len] instead.")
+
+  def _scores_shape(self, query_shape, to_len):
+    return (query_shape[0], self._num_heads, query_shape[1], to_len)
+
+  def _check_prev_scores(self, prev_scores, scores_shape):
+    for got, want in zip(prev_scores.shape, scores_shape):
+      if got is not None and want is not None and got != want:
+        raise ValueError(
+            f"{self.name}: prev_scores has shape {tuple(prev_scores.shape)}, "
+            f"but this layer's scores have shape {tuple(scores_shape)} "
+            "[batch, num_heads, from_len, to_len].")
+
+  def call(self,
+           query,
+           value=None,
+           key=None,
+           *,
+           prev_scores=None,
+           attention_mask=None,
+           use_causal_mask=False,
+           cache=None,
+           cache_update_index=None,
+           training=None,
+           return_attention_probs=False,
+           query_mask=None,
+           value_mask=None,
+           key_mask=None):
+    compute_dtype = keras.backend.standardize_dtype(self.compute_dtype)
+    score_dtype = resolve_score_dtype(self._score_dtype, compute_dtype)
+    self_attention = value is None
+    if query_mask is None:
+      query_mask = keras_masking.get_keras_mask(query)
+    query = to_dtype_if_float(query, compute_dtype)
+    value = query if self_attention else to_dtype_if_float(value, compute_dtype)
+    if self_attention and value_mask is None and cache is None:
+      value_mask = query_mask
+    key = value if key is None else to_dtype_if_float(key, compute_dtype)
+    prev_scores = to_dtype_if_float(prev_scores, score_dtype)
+    cache = to_dtype_if_float(cache, compute_dtype)
+    if attention_mask is not None:
+      attention_mask = ops.convert_to_tensor(attention_mask)
+    self._check_arguments(query, value, key, prev_scores, attention_mask,
+                          cache, cache_update_index, use_causal_mask,
+                          value_mask, key_mask)
+    # The base class' merge of the explicit, implicit, causal and sliding
+    # window masks (all of shape [B or 1, T, S]); with a cache the causal
+    # mask is offset by the cache position, below.
+    attention_mask = self._compute_attention_mask(
+        query, value, query_mask=query_mask, value_mask=value_mask,
+        key_mask=key_mask, attention_mask=attention_mask,
+        use_causal_mask=use_causal_mask and cache is None)
+
+    gate = self._gate_dense(query) if self._use_gate else None
+    projected_query = self._query_dense(query)  # [B, T, N, H]
+    if cache is None:
+      projected_key = self._key_dense(key)          # [B, S, N, H]
+      projected_value = self._value_dense(value)    # [B, S, N, H]
+    else:
+      projected_key, projected_value = cache[:, 0, ...], cache[:, 1, ...]
+      if cache_update_index is not None:
+        start = [0, cache_update_index, 0, 0]
+        projected_key = ops.slice_update(projected_key, start,
+                                         self._key_dense(key))
+        projected_value = ops.slice_update(projected_value, start,
+                                           self._value_dense(value))
+        cache = ops.stack((projected_key, projected_value), axis=1)
+      if use_causal_mask:
+        causal = self._cached_causal_mask(query, projected_key,
+                                          cache_update_index)
+        attention_mask = (causal if attention_mask is None else
+                          ops.logical_and(attention_mask, causal))
+
+    output, scores, probs = self._compute_residual_attention(
+        projected_query, projected_key, projected_value, attention_mask,
+        prev_scores=prev_scores, training=training)
+    if gate is not None:
+      output = ops.multiply(output, gate)
+    output = self._output_dense(output)
+    if query_mask is not None:
+      keras_masking.set_keras_mask(output, query_mask)
+    outputs = (output, scores)
+    if return_attention_probs:
+      outputs += (probs,)
+    if cache is not None:
+      outputs += (cache,)
+    return outputs
+
+  def _cached_causal_mask(self, query, projected_key, cache_update_index):
+    """`[1, T, max_len]`: query row `i` (position `cache_update_index + i`)
+    attends to keys `j <= cache_update_index + i`.
+
+    Keras' `_compute_causal_mask` assumes the queries start at key 0;
+    keras-hub's `compute_causal_mask(..., cache_index)`
+    (keras_hub/src/layers/modeling/transformer_layer_utils.py) is the same
+    rule, not importable here (this module depends on keras only).
+    """
+    rows = ops.expand_dims(
+        ops.arange(ops.shape(query)[1], dtype="int32") +
+        ops.cast(cache_update_index, "int32"), -1)
+    cols = ops.expand_dims(
+        ops.arange(ops.shape(projected_key)[1], dtype="int32"), 0)
+    return ops.expand_dims(ops.less_equal(cols, rows), 0)
+
+  def _compute_residual_attention(self, query, key, value, attention_mask,
+                                  prev_scores=None, training=None):
+    """Residual dot-product attention on projected `[B, *, N, H]` Q, K, V.
+
+    Returns `(context [B, T, N, H], scores, probs)`. As the base class'
+    `_compute_attention`: `1/sqrt(d)` scales the query, the mask becomes an
+    additive bias (the tf_keras layer's adders) on the logits only.
+    """
+    compute_dtype = keras.backend.standardize_dtype(self.compute_dtype)
+    score_dtype = resolve_score_dtype(self._score_dtype, compute_dtype)
+    query = ops.multiply(query,
+                         ops.cast(self._inverse_sqrt_key_dim, query.dtype))
+    scores = ops.einsum(self._dot_product_equation, key, query)  # [B,N,T,S]
+    if keras.backend.standardize_dtype(scores.dtype) != score_dtype:
+      scores = ops.cast(scores, score_dtype)
+    if prev_scores is not None:
+      self._check_prev_scores(prev_scores, scores.shape)
+      if self._residual_attention != "none":
+        scores = ops.add(scores, prev_scores)
+    logits = scores
+    if self._residual_attention == "mean":
+      logits = ops.divide(scores, ops.cast(self._layer_index + 1, score_dtype))
+    if attention_mask is not None:
+      # [B, T, S] -> [B, 1, T, S]; the mask never enters `scores`.
+      logits = ops.add(logits, attention_bias_from_mask(
+          ops.expand_dims(attention_mask, 1), score_dtype))
+    if compute_dtype == "float16" and score_dtype == "float32":
+      # The running sum can exceed float16's range; softmax is
+      # shift-invariant, so shift by the row max in float32 first.
+      logits = ops.subtract(logits, ops.stop_gradient(
+          ops.max(logits, axis=-1, keepdims=True)))
+    # Softmax in the compute dtype (what backprop keeps), as plain attention.
+    probs = ops.softmax(ops.cast(logits, compute_dtype), axis=-1)
+    probs_dropout = self._dropout_layer(probs, training=training)
+    context = ops.einsum(self._combine_equation, probs_dropout, value)
+    return context, scores, probs
+
+  def compute_output_spec(self,
+                          query,
+                          value=None,
+                          key=None,
+                          *,
+                          prev_scores=None,
+                          attention_mask=None,
+                          use_causal_mask=False,
+                          cache=None,
+                          cache_update_index=None,
+                          training=None,
+                          return_attention_probs=False,
+                          query_mask=None,
+                          value_mask=None,
+                          key_mask=None):
+    del training, query_mask  # Unused.
+    self._check_arguments(query, value, key, prev_scores, attention_mask,
+                          cache, cache_update_index, use_causal_mask,
+                          value_mask, key_mask)
+    compute_dtype = keras.backend.standardize_dtype(self.compute_dtype)
+    score_dtype = resolve_score_dtype(self._score_dtype, compute_dtype)
+    value_shape = query.shape if value is None else value.shape
+    output_shape = self.compute_output_shape(
+        query.shape, value_shape, None if key is None else key.shape)
+    to_len = value_shape[1] if cache is None else cache.shape[2]
+    scores_shape = self._scores_shape(query.shape, to_len)
+    if prev_scores is not None:
+      self._check_prev_scores(prev_scores, scores_shape)
+    outputs = (keras.KerasTensor(output_shape, dtype=compute_dtype),
+               keras.KerasTensor(scores_shape, dtype=score_dtype))
+    if return_attention_probs:
+      outputs += (keras.KerasTensor(scores_shape, dtype=compute_dtype),)
+    if cache is not None:
+      outputs += (keras.KerasTensor(cache.shape, dtype=compute_dtype),)
+    return outputs
