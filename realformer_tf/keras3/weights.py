@@ -29,6 +29,9 @@ import tensorflow as tf
 import yaml
 
 from official.modeling import tf_utils
+# pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.autograph.core import ag_ctx
+# pylint: enable=g-direct-tensorflow-import
 
 from realformer_tf import utils
 from realformer_tf.checkpoints import convert
@@ -201,7 +204,11 @@ def load_run(checkpoint_path: str,
   kwargs = {**backbone_kwargs(config), **overrides}
   with tf.Graph().as_default():  # Shapes only; nothing is assigned here.
     shadow = encoders.build_realformer_encoder(config)
-    shadow(utils.dummy_inputs())
+    # tf_keras converts each subclassed layer's `call` with AutoGraph in a
+    # graph (base_layer_v1.py `__call__`, unless the status is DISABLED):
+    # ~20 s of transpiling on first use, for Python-only control flow.
+    with ag_ctx.ControlStatusCtx(status=ag_ctx.Status.DISABLED):
+      shadow(utils.dummy_inputs())
     reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
         checkpoint_path, shadow, encoder_path)
     key_of = {id(variable): key for variable, key in pairs}
