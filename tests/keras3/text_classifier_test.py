@@ -36,8 +36,9 @@ def classifier(seed=0):
 
 def preprocessed(model):
   """The preprocessor's (deterministic) inputs for `TEXTS`, as NumPy."""
-  x = model.preprocessor(TEXTS)
-  return {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in x.items()}
+  x = model.preprocessor(x=TEXTS)  # A positional tuple would be (x, y).
+  return {k: np.asarray(keras.ops.convert_to_numpy(v)).astype("int32")
+          for k, v in x.items()}
 
 
 def test_keras_file_round_trip(tmp_path):
