@@ -5,3 +5,4 @@ here imports TensorFlow or tf_keras. The tf_keras face is `realformer_tf.layers`
 """
 from realformer_tf.keras3.residual_attention import RESIDUAL_MODES
 from realformer_tf.keras3.residual_attention import ResidualMultiHeadAttention
+from realformer_tf.keras3.encoder_block import RealFormerEncoderBlock

@@ -287,8 +287,15 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     compute_dtype = keras.backend.standardize_dtype(self.compute_dtype)
     score_dtype = resolve_score_dtype(self._score_dtype, compute_dtype)
     self_attention = value is None
-    if query_mask is None:
-      query_mask = keras_masking.get_keras_mask(query)
+    # Keras' implicit masks, read and then cleared as the base class' call
+    # does (its projections do not support masking).
+    query_mask, value_mask, key_mask = (
+        keras_masking.get_keras_mask(x) if m is None and x is not None else m
+        for x, m in ((query, query_mask), (value, value_mask),
+                     (key, key_mask)))
+    for x in (query, value, key):
+      if x is not None:
+        keras_masking.set_keras_mask(x, None)
     query = to_dtype_if_float(query, compute_dtype)
     value = query if self_attention else to_dtype_if_float(value, compute_dtype)
     if self_attention and value_mask is None and cache is None:

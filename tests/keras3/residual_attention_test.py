@@ -6,10 +6,10 @@ import pytest
 
 from realformer_tf.keras3 import residual_attention as ra
 from tests import numpy_reference
+from tests.keras3 import layer_checks
 
 
-def _numpy(x):
-  return keras.ops.convert_to_numpy(x)
+_numpy = layer_checks.numpy
 
 
 def attention_weights(layer):
@@ -49,3 +49,195 @@ def test_matches_numpy(inputs, mode, layer_index):
   np.testing.assert_allclose(want_scores, _numpy(scores), atol=1e-5)
   np.testing.assert_allclose(want_probs, _numpy(probs), atol=1e-5)
   np.testing.assert_allclose(want_out, _numpy(out), atol=1e-5)
+
+
+def test_none_equals_keras_multi_head_attention(inputs):
+  layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                        residual_attention="none")
+  out, _ = layer(inputs["query"], inputs["value"], prev_scores=inputs["prev"],
+                 attention_mask=inputs["mask"])
+  keras_layer = keras.layers.MultiHeadAttention(num_heads=4, key_dim=4)
+  keras_layer(inputs["query"], inputs["value"])
+  assert ([v.path.split("/", 1)[1] for v in keras_layer.weights] ==
+          [v.path.split("/", 1)[1] for v in layer.weights])
+  keras_layer.set_weights(layer.get_weights())
+  want = keras_layer(inputs["query"], inputs["value"],
+                     attention_mask=inputs["mask"])
+  np.testing.assert_allclose(_numpy(want), _numpy(out), atol=1e-5)
+
+
+def test_scores_are_the_unmasked_running_sum(inputs):
+  layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+  _, masked = layer(inputs["query"], inputs["value"],
+                    attention_mask=inputs["mask"], prev_scores=inputs["prev"])
+  _, unmasked = layer(inputs["query"], inputs["value"],
+                      prev_scores=inputs["prev"])
+  np.testing.assert_array_equal(_numpy(unmasked), _numpy(masked))
+  _, own = layer(inputs["query"], inputs["value"])
+  np.testing.assert_allclose(_numpy(own) + inputs["prev"], _numpy(masked),
+                             atol=1e-5)
+  # "mean" hands on the running *sum* too; "none" its own scores.
+  for mode, want in (("mean", masked), ("none", own)):
+    other = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                          residual_attention=mode,
+                                          layer_index=2)
+    other(inputs["query"], inputs["value"])
+    other.set_weights(layer.get_weights())
+    _, got = other(inputs["query"], inputs["value"],
+                   attention_mask=inputs["mask"], prev_scores=inputs["prev"])
+    np.testing.assert_allclose(_numpy(want), _numpy(got), atol=1e-6)
+
+
+def test_masks_enter_the_softmax_only(inputs):
+  layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+  query = inputs["query"]
+  _, scores, probs = layer(query, attention_mask=inputs["mask"][:, :, :5],
+                           use_causal_mask=True, prev_scores=inputs["prev"][
+                               ..., :5], return_attention_probs=True)
+  probs = _numpy(probs)
+  np.testing.assert_array_equal(np.zeros((4, 5, 1)), probs[1, :, :, 4:])
+  upper = np.triu(np.ones((5, 5), bool), k=1)
+  np.testing.assert_array_equal(0.0, probs[:, :, upper])
+  np.testing.assert_allclose(1.0, probs.sum(-1), atol=1e-6)
+  _, unmasked = layer(query, prev_scores=inputs["prev"][..., :5])
+  np.testing.assert_array_equal(_numpy(unmasked), _numpy(scores))
+
+
+def test_implicit_keras_mask_is_used(inputs):
+  """An `Embedding(mask_zero=True)` mask reaches the softmax."""
+  token_ids = np.array([[3, 4, 5, 0, 0]])
+  embedded = keras.layers.Embedding(8, 16, mask_zero=True)(token_ids)
+  layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+  _, _, probs = layer(embedded, return_attention_probs=True)
+  del inputs
+  np.testing.assert_array_equal(0.0, _numpy(probs)[0, :, :3, 3:])
+
+
+def test_cached_decoding_equals_full_causal_pass(inputs):
+  """Step-by-step decoding through two layers with keras-hub style caches
+  equals one causal pass: outputs and score rows (no score cache needed)."""
+  x = inputs["query"]
+  first = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+  second = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                         layer_index=1)
+  hidden, scores = first(x, use_causal_mask=True)
+  want_out, want_scores = second(hidden, prev_scores=scores,
+                                 use_causal_mask=True)
+  want_out, want_scores = _numpy(want_out), _numpy(want_scores)
+  caches = [np.zeros((2, 2, 5, 4, 4), np.float32)] * 2
+  for t in range(5):
+    # A tensor index, as keras-hub's generate loop passes.
+    index = keras.ops.convert_to_tensor(t, "int32")
+    hidden, scores, caches[0] = first(x[:, t:t + 1], cache=caches[0],
+                                      cache_update_index=index,
+                                      use_causal_mask=True)
+    out, scores, caches[1] = second(hidden, prev_scores=scores,
+                                    cache=caches[1], cache_update_index=index,
+                                    use_causal_mask=True)
+    assert tuple(scores.shape) == (2, 4, 1, 5)
+    np.testing.assert_allclose(want_out[:, t], _numpy(out)[:, 0], atol=1e-5)
+    np.testing.assert_allclose(want_scores[:, :, t, :t + 1],
+                               _numpy(scores)[:, :, 0, :t + 1], atol=1e-5)
+  # A static cache (no update index) is used as is, as keras-hub's.
+  _, _, cache = second(hidden, cache=caches[1])
+  np.testing.assert_array_equal(_numpy(caches[1]), _numpy(cache))
+
+
+def test_mixed_precision_keeps_the_score_path_in_float32(inputs):
+  # Large previous scores: bfloat16 holds 1000.3 as 1000 (spacing 4 there).
+  prev = inputs["prev"] + 1000.3
+  layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                        dtype="mixed_bfloat16")
+  out, scores = layer(inputs["query"], inputs["value"], prev_scores=prev)
+  _, own = layer(inputs["query"], inputs["value"])
+  assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+  assert keras.backend.standardize_dtype(scores.dtype) == "float32"
+  np.testing.assert_allclose(_numpy(own) + prev, _numpy(scores), atol=1e-3)
+  compute = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                          score_dtype="compute",
+                                          dtype="mixed_bfloat16")
+  compute(inputs["query"], inputs["value"])
+  compute.set_weights(layer.get_weights())
+  _, scores = compute(inputs["query"], inputs["value"], prev_scores=prev)
+  assert keras.backend.standardize_dtype(scores.dtype) == "bfloat16"
+  # The global policy reaches the layer too; its symbolic outputs agree.
+  with layer_checks.dtype_policy("mixed_bfloat16"):
+    symbolic = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)(
+        keras.Input((5, 16)), prev_scores=keras.Input((4, 5, 5)),
+        return_attention_probs=True)
+  assert [keras.backend.standardize_dtype(t.dtype) for t in symbolic] == [
+      "bfloat16", "float32", "bfloat16"]
+
+
+def test_float16_running_sum_beyond_float16_range(inputs):
+  layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                        dtype="mixed_float16")
+  prev = inputs["prev"] * 1e5   # beyond float16's 65504
+  out, scores, probs = layer(inputs["query"], inputs["value"],
+                             prev_scores=prev, attention_mask=inputs["mask"],
+                             return_attention_probs=True)
+  assert np.all(np.isfinite(_numpy(out)))
+  np.testing.assert_allclose(1.0, _numpy(probs).astype(np.float32).sum(-1),
+                             atol=1e-2)
+  # The float32 probabilities of the same logits (row max shifted).
+  want = _numpy(scores) + np.where(inputs["mask"][:, None], 0.0, -1e9)
+  want = np.exp(want - want.max(-1, keepdims=True))
+  want /= want.sum(-1, keepdims=True)
+  np.testing.assert_allclose(want, _numpy(probs).astype(np.float32),
+                             atol=2e-3)
+
+
+def test_functional_model_and_keras_file_round_trip(inputs, tmp_path):
+  query = keras.Input((5, 16))
+  value = keras.Input((7, 16))
+  mask = keras.Input((5, 7), dtype="int32")
+  out, scores = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)(
+      query, value, attention_mask=mask)
+  out, scores = ra.ResidualMultiHeadAttention(
+      num_heads=4, key_dim=4, residual_attention="mean", layer_index=1,
+      dropout=0.1)(out, value, prev_scores=scores, attention_mask=mask)
+  assert tuple(out.shape) == (None, 5, 16)
+  assert tuple(scores.shape) == (None, 4, 5, 7)
+  model = keras.Model([query, value, mask], [out, scores])
+  data = [inputs["query"], inputs["value"], inputs["mask"]]
+  layer_checks.assert_keras_file_round_trip(model, data,
+                                            str(tmp_path / "attention.keras"))
+
+
+def test_config_round_trip():
+  layer = ra.ResidualMultiHeadAttention(
+      num_heads=2, key_dim=8, residual_attention="mean", layer_index=5,
+      dropout=0.1, score_dtype="compute", value_dim=4, use_bias=False)
+  clone = layer_checks.assert_serialization_round_trip(layer)
+  assert (clone.residual_attention, clone.layer_index, clone.score_dtype,
+          clone.dropout, clone.value_dim) == ("mean", 5, "compute", 0.1, 4)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(residual_attention="add"), "residual_attention must be one of"),
+    (dict(score_dtype="float16"), "score_dtype must be one of"),
+    (dict(layer_index=-1), "layer_index must be an int >= 0"),
+    (dict(attention_axes=(2,)), "attention_axes must be None"),
+    (dict(flash_attention=True), "flash_attention is not supported"),
+])
+def test_rejects_bad_arguments(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    ra.ResidualMultiHeadAttention(num_heads=2, key_dim=8, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(prev_scores=np.zeros((2, 4, 5, 6), np.float32)),
+     r"prev_scores has shape \(2, 4, 5, 6\), but this layer's scores have "
+     r"shape \(2, 4, 5, 7\)"),
+    (dict(prev_scores=np.zeros((2, 5, 7), np.float32)),
+     "prev_scores must have rank 4"),
+    (dict(attention_mask=np.ones((2, 7), np.int32)),
+     "attention_mask must have rank 3"),
+    (dict(cache_update_index=0), "cache_update_index=0 was given without"),
+    (dict(cache=np.zeros((2, 2, 7, 4, 3), np.float32), cache_update_index=0),
+     r"cache must have shape \[batch, 2, max_len, 4, 4\]"),
+])
+def test_rejects_bad_call_arguments(inputs, kwargs, message):
+  layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+  with pytest.raises(ValueError, match=message):
+    layer(inputs["query"], inputs["value"], **kwargs)

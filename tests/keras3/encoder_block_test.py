@@ -1,0 +1,163 @@
+"""Tests for the Keras 3 RealFormerEncoderBlock (any Keras backend)."""
+
+import keras
+import numpy as np
+import pytest
+
+from realformer_tf.keras3 import encoder_block
+from tests import numpy_reference
+from tests.keras3 import layer_checks
+
+_numpy = layer_checks.numpy
+
+
+@pytest.fixture(name="inputs")
+def fixture_inputs():
+  rng = np.random.default_rng(0)
+  mask = np.ones((2, 5, 5), np.int32)
+  mask[1, :, 3:] = 0  # padded keys in the second example
+  return dict(hidden=rng.normal(size=(2, 5, 16)).astype(np.float32),
+              prev=rng.normal(size=(2, 4, 5, 5)).astype(np.float32),
+              mask=mask)
+
+
+def _block(**kwargs):
+  kwargs = dict(dict(num_attention_heads=4, inner_dim=32), **kwargs)
+  return encoder_block.RealFormerEncoderBlock(**kwargs)
+
+
+@pytest.mark.parametrize("mode, layer_index, norm_first", [
+    ("sum", 0, False), ("sum", 1, True), ("mean", 2, False),
+    ("none", 1, True)])
+def test_matches_numpy(inputs, mode, layer_index, norm_first):
+  block = _block(residual_attention=mode, layer_index=layer_index,
+                 norm_first=norm_first)
+  hidden, scores, probs = block(inputs["hidden"], scores=inputs["prev"],
+                                attention_mask=inputs["mask"],
+                                return_attention_probs=True)
+  want_hidden, want_scores, want_probs = numpy_reference.block(
+      inputs["hidden"], numpy_reference.block_weights(block), inputs["mask"],
+      inputs["prev"], mode, layer_index, norm_first,
+      activation=numpy_reference.gelu_erf)
+  np.testing.assert_allclose(want_scores, _numpy(scores), atol=1e-5)
+  np.testing.assert_allclose(want_probs, _numpy(probs), atol=1e-5)
+  np.testing.assert_allclose(want_hidden, _numpy(hidden), atol=1e-5)
+
+
+def test_weight_names_match_the_tf_keras_block():
+  block = _block(name="block")
+  block.build((None, 5, 16))
+  assert [v.path for v in block.weights] == [
+      "block/self_attention/query/kernel", "block/self_attention/query/bias",
+      "block/self_attention/key/kernel", "block/self_attention/key/bias",
+      "block/self_attention/value/kernel", "block/self_attention/value/bias",
+      "block/self_attention/attention_output/kernel",
+      "block/self_attention/attention_output/bias",
+      "block/self_attention_layer_norm/gamma",
+      "block/self_attention_layer_norm/beta",
+      "block/intermediate/kernel", "block/intermediate/bias",
+      "block/output/kernel", "block/output/bias",
+      "block/output_layer_norm/gamma", "block/output_layer_norm/beta"]
+
+
+def _issue_example(input_fn):
+  """The issue's example, `tf.keras` or `keras` given as `input_fn`'s module."""
+  hidden = input_fn(shape=(16, 64))
+  mask = input_fn(shape=(16, 16), dtype="int32")
+  x, s = encoder_block.RealFormerEncoderBlock(
+      num_attention_heads=4, inner_dim=128, layer_index=0)(
+          hidden, scores=None, attention_mask=mask)
+  x, s = encoder_block.RealFormerEncoderBlock(
+      num_attention_heads=4, inner_dim=128, layer_index=1)(
+          x, scores=s, attention_mask=mask)
+  return keras.Model([hidden, mask], [x, s])
+
+
+def test_issue_example_with_keras_input():
+  model = _issue_example(keras.Input)
+  assert [tuple(t.shape) for t in model.outputs] == [(None, 16, 64),
+                                                      (None, 4, 16, 16)]
+  out, scores = model([np.ones((1, 16, 64), np.float32),
+                       np.ones((1, 16, 16), np.int32)])
+  assert tuple(scores.shape) == (1, 4, 16, 16)
+  assert np.all(np.isfinite(_numpy(out)))
+
+
+@pytest.mark.skipif(keras.config.backend() != "tensorflow",
+                    reason="tf.keras.Input needs the TensorFlow backend")
+def test_issue_example_with_tf_keras_input():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  model = _issue_example(tf.keras.Input)
+  assert [tuple(t.shape) for t in model.outputs] == [(None, 16, 64),
+                                                      (None, 4, 16, 16)]
+
+
+def test_functional_stack_fits_and_round_trips(inputs, tmp_path):
+  hidden = keras.Input((5, 16))
+  mask = keras.Input((5, 5), dtype="int32")
+  x, scores = _block(output_dropout=0.1, attention_dropout=0.1)(
+      hidden, attention_mask=mask)
+  x, scores = _block(layer_index=1, norm_first=True,
+                     residual_attention="mean")(x, scores=scores,
+                                                attention_mask=mask)
+  model = keras.Model([hidden, mask], x)
+  data = [inputs["hidden"], inputs["mask"]]
+  layer_checks.assert_fit_changes_weights(model, data, inputs["hidden"])
+  layer_checks.assert_keras_file_round_trip(model, data,
+                                            str(tmp_path / "blocks.keras"))
+
+
+def test_dropout_only_in_training(inputs):
+  block = _block(output_dropout=0.5, attention_dropout=0.5)
+  eval_a, _ = block(inputs["hidden"])
+  eval_b, _ = block(inputs["hidden"], training=False)
+  train, _ = block(inputs["hidden"], training=True)
+  np.testing.assert_array_equal(_numpy(eval_a), _numpy(eval_b))
+  assert not np.allclose(_numpy(eval_a), _numpy(train))
+
+
+def test_mixed_bfloat16(inputs):
+  block = _block()
+  want, want_scores = block(inputs["hidden"], scores=inputs["prev"])
+  with layer_checks.dtype_policy("mixed_bfloat16"):
+    mixed = _block()
+    mixed.build((2, 5, 16))
+  mixed.set_weights(block.get_weights())
+  hidden, scores = mixed(inputs["hidden"], scores=inputs["prev"] + 1000.3)
+  assert [keras.backend.standardize_dtype(w.dtype)
+          for w in mixed.weights] == ["float32"] * 16
+  # Post-LN output from the float32 LayerNorm, as the tf_keras block.
+  assert keras.backend.standardize_dtype(hidden.dtype) == "float32"
+  assert keras.backend.standardize_dtype(scores.dtype) == "float32"
+  assert mixed._intermediate_activation_layer.compute_dtype == "float32"
+  np.testing.assert_allclose(_numpy(want_scores) + 1000.3, _numpy(scores),
+                             atol=0.1)
+  compute = _block(score_dtype="compute", dtype="mixed_bfloat16")
+  _, scores = compute(inputs["hidden"], scores=inputs["prev"])
+  assert keras.backend.standardize_dtype(scores.dtype) == "bfloat16"
+  del want
+
+
+def test_config_round_trip():
+  block = _block(inner_activation="relu", output_dropout=0.1,
+                 attention_dropout=0.2, norm_first=True, norm_epsilon=1e-6,
+                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+                 residual_attention="mean", layer_index=3,
+                 score_dtype="compute")
+  clone = layer_checks.assert_serialization_round_trip(block)
+  config = clone.get_config()
+  assert (config["inner_activation"], config["layer_index"],
+          config["kernel_initializer"]["config"]["stddev"]) == ("relu", 3,
+                                                                0.02)
+
+
+@pytest.mark.parametrize("kwargs, shape, message", [
+    (dict(num_attention_heads=3), (2, 5, 16),
+     "width 16 is not divisible by num_attention_heads=3"),
+    (dict(inner_dim=0), None, "inner_dim must be a positive int"),
+    (dict(residual_attention="avg"), None, "residual_attention must be one"),
+    (dict(), (2, 16), r"expects hidden of shape \[batch, seq, width\]"),
+])
+def test_rejects_bad_arguments(kwargs, shape, message):
+  with pytest.raises(ValueError, match=message):
+    _block(**kwargs).build(shape)
