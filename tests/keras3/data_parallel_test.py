@@ -25,7 +25,8 @@ def test_data_parallel_matches_one_device():
       env=env, capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
   curves = json.loads(result.stdout.strip().splitlines()[-1])
+  assert curves["devices"] == [1, 2]
   one, two = curves["one_device"], curves["data_parallel"]
   assert len(one) == len(two) == 6
   np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6)
-  assert one[-1] < one[0], one  # It trained.
+  assert one[-1] < 0.9 * one[0], one  # It trained (1.10 -> 0.78 here).

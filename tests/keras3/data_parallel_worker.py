@@ -24,7 +24,9 @@ def data():
   x = {"token_ids": rng.integers(1, 50, (n, SEQ)).astype("int32"),
        "segment_ids": np.zeros((n, SEQ), "int32"),
        "padding_mask": padding_mask.astype("int32")}
-  return x, rng.integers(0, 3, (n,)).astype("int32")
+  labels = rng.integers(0, 3, (n,)).astype("int32")
+  x["token_ids"][:, 0] = labels + 1  # Learnable: the first token says it.
+  return x, labels
 
 
 def loss_curve(distribution):
@@ -36,7 +38,7 @@ def loss_curve(distribution):
       intermediate_dim=32, dropout=0.0, max_sequence_length=SEQ)
   model = text_classifier.RealFormerTextClassifier(
       backbone, num_classes=3, dropout=0.0)
-  model.compile(optimizer=keras.optimizers.Adam(1e-2),
+  model.compile(optimizer=keras.optimizers.Adam(3e-2),
                 loss=keras.losses.SparseCategoricalCrossentropy(
                     from_logits=True))
   losses = []
@@ -46,7 +48,9 @@ def loss_curve(distribution):
   x, y = data()
   model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False,
             verbose=0, callbacks=[record])
-  return losses
+  # Devices holding the (replicated) weights.
+  devices = len(model.trainable_variables[0].value.sharding.device_set)
+  return losses, devices
 
 
 def main():
@@ -55,9 +59,11 @@ def main():
     sys.exit(f"needs KERAS_BACKEND=jax and 2 devices (XLA_FLAGS="
              f"{os.environ.get('XLA_FLAGS')!r}); got backend "
              f"{keras.config.backend()} with {jax.devices()}")
-  one = loss_curve(None)
-  two = loss_curve(keras.distribution.DataParallel(devices=jax.devices()))
-  print(json.dumps({"one_device": one, "data_parallel": two}))
+  one, one_devices = loss_curve(None)
+  two, two_devices = loss_curve(
+      keras.distribution.DataParallel(devices=jax.devices()))
+  print(json.dumps({"one_device": one, "data_parallel": two,
+                    "devices": [one_devices, two_devices]}))
 
 
 if __name__ == "__main__":
