@@ -17,6 +17,14 @@ INSTALL_REQUIRES = [
     "scikit-learn",  # GLUE metrics (as Model Garden's sentence_prediction)
     "scipy",         # GLUE correlations
     "psutil",        # stale temp files of dead processes
+    # The Keras 3 face (realformer_tf.keras3). TensorFlow 2.20 pulls Keras 3
+    # already (`tf.keras`); keras-hub 0.32 needs Keras >= 3.15.
+    "keras~=3.15",
+    # keras-hub's Backbone/Task base classes, BERT tokenizer, preprocessors
+    # and samplers. It needs tensorflow-text >= 2.20.1, which
+    # tensorflow-text~=2.20.0 above admits; its kagglesdk==0.1.28 pin and
+    # tf-models-official's kaggle resolve together (kaggle 2.2.1).
+    "keras-hub~=0.32.0",
 ]
 
 setuptools.setup(
@@ -26,9 +34,14 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["realformer_tf", "realformer_tf.*"]),
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.11,<3.12",
+    # keras-hub needs Python >= 3.11; TensorFlow 2.20 has wheels up to 3.13.
+    python_requires=">=3.11,<3.14",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest", "pytest-xdist"],
+        # jax: tests/keras3/backends_test.py re-runs the Keras 3 tests on
+        # KERAS_BACKEND=jax (CPU).
+        "test": ["pytest", "pytest-xdist", "jax[cpu]~=0.10.2"],
+        # Keras 3 on JAX (CPU; on an accelerator install JAX's own wheel).
+        "jax": ["jax[cpu]~=0.10.2"],
     },
 )

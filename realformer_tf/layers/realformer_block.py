@@ -9,6 +9,7 @@ from official.modeling import tf_utils
 from official.projects.bigbird import recompute_grad
 from official.projects.bigbird import recomputing_dropout
 from realformer_tf import utils
+from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import residual_attention as ra
 
 
@@ -27,6 +28,10 @@ class ArgumentsConfigLayer(tf_keras.layers.Layer):
                  if k not in ("self", "__class__")}
     super().__init__(**arguments.pop("kwargs"))
     self._config = arguments
+
+  def __call__(self, *args, **kwargs):
+    keras3_seam.reject_keras3_arguments(self, args, kwargs)
+    return super().__call__(*args, **kwargs)
 
   def get_config(self):
     config = super().get_config()

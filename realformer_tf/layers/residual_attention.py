@@ -25,6 +25,7 @@ import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling.layers import attention as mg_attention
+from realformer_tf.layers import keras3_seam
 # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.ops import control_flow_util
 # pylint: enable=g-direct-tensorflow-import
@@ -201,6 +202,10 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     if layer_index < 0:
       raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
     self._layer_index = int(layer_index)
+
+  def __call__(self, *args, **kwargs):
+    keras3_seam.reject_keras3_arguments(self, args, kwargs)
+    return super().__call__(*args, **kwargs)
 
   @property
   def residual_attention(self) -> str:

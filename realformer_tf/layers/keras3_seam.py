@@ -1,0 +1,61 @@
+"""The error at the seam between Keras 3 (`tf.keras`, `keras`) and tf_keras.
+
+Since TensorFlow 2.16, `tf.keras` is Keras 3, while `realformer_tf.layers`
+and `realformer_tf.networks` are tf_keras (Keras 2) layers, as Model Garden
+is. Handed a Keras 3 symbolic tensor (`tf.keras.Input`, `keras.Input`) or
+variable, they failed deep inside `EinsumDense` ("A KerasTensor cannot be
+used as input to a TensorFlow function"); `reject_keras3_arguments` says
+what happened instead, and which Keras 3 class to use.
+"""
+
+# tf_keras class name -> its Keras 3 counterpart in realformer_tf.keras3.
+KERAS3_COUNTERPARTS = {
+    "ResidualMultiHeadAttention": "ResidualMultiHeadAttention",
+    "RealFormerEncoderBlock": "RealFormerEncoderBlock",
+    "RealFormerDecoderBlock": "RealFormerDecoderBlock",
+    "RealFormerEncoder": "RealFormerBackbone",
+}
+
+
+def _is_keras3_object(value) -> bool:
+  # By the type's module (Keras 3 lives in `keras.src`, tf_keras in
+  # `tf_keras.src`): no need to import Keras 3 to tell.
+  return type(value).__module__.split(".", 1)[0] == "keras"
+
+
+def _leaves(value, path):
+  """(path, leaf) pairs of nested lists, tuples and dicts."""
+  if isinstance(value, (list, tuple)):
+    for i, item in enumerate(value):
+      yield from _leaves(item, f"{path}[{i}]")
+  elif isinstance(value, dict):
+    for key, item in value.items():
+      yield from _leaves(item, f"{path}[{key!r}]")
+  else:
+    yield path, value
+
+
+def reject_keras3_arguments(layer, args, kwargs) -> None:
+  """Raises TypeError when a Keras 3 tensor or variable reaches `layer`.
+
+  Args:
+    layer: The tf_keras layer being called.
+    args: Its positional call arguments.
+    kwargs: Its keyword call arguments.
+  """
+  named = [(f"argument {i}", arg) for i, arg in enumerate(args)]
+  named += list(kwargs.items())
+  for name, value in named:
+    for path, leaf in _leaves(value, name):
+      if not _is_keras3_object(leaf):
+        continue
+      cls = type(layer).__name__
+      counterpart = KERAS3_COUNTERPARTS.get(cls)
+      instead = (f"use realformer_tf.keras3.{counterpart} with Keras 3"
+                 if counterpart else
+                 f"realformer_tf.keras3 has no {cls}")
+      raise TypeError(
+          f"{layer.name} ({cls}): got a Keras 3 {type(leaf).__name__} (from "
+          f"tf.keras / keras) as {path}: {leaf!r}. This is the tf_keras layer "
+          f"(realformer_tf.layers / realformer_tf.networks, Keras 2); "
+          f"{instead}, or build the inputs with tf_keras.Input.")
