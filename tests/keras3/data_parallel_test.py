@@ -9,11 +9,13 @@ import sys
 import numpy as np
 import pytest
 
+from tests.keras3 import layer_checks
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
 
-@pytest.mark.skipif(os.environ.get("REALFORMER_KERAS3_BACKEND_RERUN") == "1",
+@pytest.mark.skipif(layer_checks.in_backend_rerun(),
                     reason="spawns its own JAX process; runs once, in the "
                     "default-backend run")
 def test_data_parallel_matches_one_device():

@@ -41,8 +41,12 @@ def preprocessed(model):
           for k, v in x.items()}
 
 
-def test_keras_file_round_trip(tmp_path):
-  model = classifier()
+@pytest.fixture(scope="module", name="model")
+def fixture_model():
+  return classifier()
+
+
+def test_keras_file_round_trip(model, tmp_path):
   x = preprocessed(model)
   assert x["segment_ids"].max() == 1  # Sentence pairs.
   expected = keras.ops.convert_to_numpy(model(x))
@@ -71,8 +75,7 @@ _SERVE = textwrap.dedent("""\
 @pytest.mark.skipif(keras.config.backend() != "tensorflow",
                     reason="model.export() writes a TF SavedModel from the "
                     "TensorFlow backend only")
-def test_exported_saved_model_serves_in_a_fresh_process(tmp_path):
-  model = classifier(seed=1)
+def test_exported_saved_model_serves_in_a_fresh_process(model, tmp_path):
   x = preprocessed(model)
   expected = keras.ops.convert_to_numpy(model(x))
   export_dir = os.path.join(tmp_path, "exported")

@@ -15,6 +15,7 @@ from realformer_tf.configs import experiments
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import weights
 from tests.keras3 import encoder_test_utils as utils
+from tests.keras3 import layer_checks
 
 
 def _tf_keras_encoder(seed=5, **changes):
@@ -91,13 +92,12 @@ def test_load_run_and_save_run(tmp_path):
   assert none.residual_attention == "none"
   for a, b in zip(none.weights, backbone.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
-  with pytest.raises(FileExistsError, match="overwrite=True"):
-    weights.save_run(backbone, out_dir)
-  weights.save_run(none, out_dir, overwrite=True)
-  assert weights.run_encoder_config(out_dir).residual_attention == "none"
 
 
-def test_errors_name_the_problem(tmp_path):
+@pytest.mark.skipif(layer_checks.in_backend_rerun(),
+                    reason="TF checkpoints and tf_keras only: the same under "
+                    "every Keras backend")
+def test_errors_and_overwrite(tmp_path):
   encoder = _tf_keras_encoder()
   run_dir = os.path.join(tmp_path, "run")
   _write_run(run_dir, encoder)
@@ -117,6 +117,17 @@ def test_errors_name_the_problem(tmp_path):
                                           intermediate_activation="gelu")
   with pytest.raises(ValueError, match="exact GELU"):
     weights.to_tf_keras_encoder(exact)
-  with pytest.raises(FileExistsError):
+  with pytest.raises(FileExistsError, match="overwrite=True"):
     weights.save_run(exact, run_dir)
   assert os.path.exists(os.path.join(run_dir, "params.yaml"))
+  # overwrite=True replaces the directory whole, once the new one is written.
+  with pytest.raises(ValueError, match="exact GELU"):
+    weights.save_run(exact, run_dir, overwrite=True)
+  assert os.path.exists(os.path.join(run_dir, "params.yaml"))
+  none = backbone_lib.RealFormerBackbone(**utils.TINY,
+                                         residual_attention="none")
+  weights.save_run(none, run_dir, overwrite=True)
+  assert sorted(os.listdir(run_dir)) == [
+      "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
+      "encoder.yaml"]
+  assert weights.run_encoder_config(run_dir).residual_attention == "none"
