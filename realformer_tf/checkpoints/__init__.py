@@ -1,6 +1,24 @@
-"""Checkpoint interop: TF1 RealFormer/BERT and Model Garden TF2 BERT checkpoints."""
-from realformer_tf.checkpoints.errors import CheckpointMismatchError
-from realformer_tf.checkpoints.tf1_checkpoint import encoder_from_tf1_checkpoint
-from realformer_tf.checkpoints.tf1_checkpoint import pretrainer_from_tf1_checkpoint
-from realformer_tf.checkpoints.tf1_checkpoint import read_bert_config
-from realformer_tf.checkpoints.tf2_checkpoint import encoder_from_tf2_checkpoint
+"""Checkpoint interop: TF1 RealFormer/BERT and Model Garden TF2 BERT checkpoints.
+
+The names below load their (TensorFlow) modules on first access, so that
+`realformer_tf.checkpoints.errors` imports without TensorFlow (the Keras 3
+weight map raises its `CheckpointMismatchError` on JAX or PyTorch too).
+"""
+import importlib
+
+_LAZY_NAMES = {
+    "CheckpointMismatchError": "errors",
+    "encoder_from_tf1_checkpoint": "tf1_checkpoint",
+    "pretrainer_from_tf1_checkpoint": "tf1_checkpoint",
+    "read_bert_config": "tf1_checkpoint",
+    "encoder_from_tf2_checkpoint": "tf2_checkpoint",
+}
+
+
+def __getattr__(name):
+  if name in _LAZY_NAMES:
+    module = importlib.import_module(
+        f"realformer_tf.checkpoints.{_LAZY_NAMES[name]}")
+    return getattr(module, name)
+  raise AttributeError(
+      f"module 'realformer_tf.checkpoints' has no attribute {name!r}")

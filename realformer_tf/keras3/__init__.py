@@ -10,3 +10,12 @@ from realformer_tf.keras3.decoder_block import RealFormerDecoderBlock
 from realformer_tf.keras3.decoder_backbone import RealFormerDecoderBackbone
 from realformer_tf.keras3.causal_lm import RealFormerCausalLM
 from realformer_tf.keras3.causal_lm import RealFormerCausalLMPreprocessor
+from realformer_tf.keras3.backbone import RealFormerBackbone
+from realformer_tf.keras3.masked_lm import RealFormerMaskedLM
+from realformer_tf.keras3.text_classifier import RealFormerTextClassifier
+from realformer_tf.keras3.preprocessing import RealFormerMaskedLMPreprocessor
+from realformer_tf.keras3.preprocessing import RealFormerTextClassifierPreprocessor
+from realformer_tf.keras3.preprocessing import RealFormerTokenizer
+from realformer_tf.keras3.weight_map import load_bert_backbone
+# realformer_tf.keras3.weights (our tf_keras runs <-> RealFormerBackbone)
+# imports TensorFlow: import it explicitly.

@@ -1,0 +1,34 @@
+"""`RealFormerMaskedLM`: keras-hub's `BertMaskedLM` on a `RealFormerBackbone`.
+
+`BertMaskedLM` (keras_hub/src/models/bert/bert_masked_lm.py) builds its
+`MaskedLMHead` from what `RealFormerBackbone` has as `BertBackbone` does
+(`vocabulary_size`, `token_embedding`, the three inputs and
+`sequence_output`), and its base `MaskedLM` supplies `compile`'s defaults; so
+only the classes it is bound to change. `backbone_cls` is what keras-hub's
+`from_preset`/`save_to_preset` dispatch on (`Task.from_preset`,
+keras_hub/src/models/task.py); with it, `BertMaskedLM.from_preset` of a saved
+RealFormer preset also finds this class.
+
+The head's transform uses Keras' exact "gelu", as `BertMaskedLM`'s; the
+backbone's blocks use the tanh form (see `RealFormerBackbone`).
+"""
+
+import keras
+from keras_hub.src.models.bert import bert_masked_lm
+
+from realformer_tf.keras3 import backbone
+from realformer_tf.keras3 import preprocessing
+
+
+@keras.saving.register_keras_serializable(package="realformer_tf")
+class RealFormerMaskedLM(bert_masked_lm.BertMaskedLM):
+  """Masked language model on a `RealFormerBackbone`.
+
+  Args:
+    backbone: A `RealFormerBackbone`.
+    preprocessor: A `RealFormerMaskedLMPreprocessor` or keras-hub's
+      `BertMaskedLMPreprocessor` (same thing), or None (inputs preprocessed:
+      `token_ids`, `segment_ids`, `padding_mask`, `mask_positions`).
+  """
+  backbone_cls = backbone.RealFormerBackbone
+  preprocessor_cls = preprocessing.RealFormerMaskedLMPreprocessor

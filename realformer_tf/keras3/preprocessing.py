@@ -1,0 +1,41 @@
+"""keras-hub's BERT tokenizer and preprocessors, bound to `RealFormerBackbone`.
+
+`RealFormerBackbone` takes `BertBackbone`'s inputs, so keras-hub's
+`BertTokenizer`, `BertMaskedLMPreprocessor` and
+`BertTextClassifierPreprocessor` feed it unchanged: pass them as they are.
+The subclasses here change one thing, `backbone_cls`: keras-hub's
+`from_preset` picks a tokenizer or preprocessor class by the backbone class
+a preset was saved with (keras_hub/src/models/preprocessor.py and
+keras_hub/src/tokenizers/tokenizer.py, `from_preset`: `find_subclass`), so a
+`RealFormerMaskedLM.save_to_preset(...)` directory loads back only when
+these exist.
+"""
+
+import keras
+from keras_hub.src.models.bert import bert_masked_lm_preprocessor
+from keras_hub.src.models.bert import bert_text_classifier_preprocessor
+from keras_hub.src.models.bert import bert_tokenizer
+
+from realformer_tf.keras3 import backbone
+
+
+@keras.saving.register_keras_serializable(package="realformer_tf")
+class RealFormerTokenizer(bert_tokenizer.BertTokenizer):
+  """keras-hub's `BertTokenizer` (WordPiece), for `RealFormerBackbone`."""
+  backbone_cls = backbone.RealFormerBackbone
+
+
+@keras.saving.register_keras_serializable(package="realformer_tf")
+class RealFormerMaskedLMPreprocessor(
+    bert_masked_lm_preprocessor.BertMaskedLMPreprocessor):
+  """keras-hub's `BertMaskedLMPreprocessor`, for `RealFormerBackbone`."""
+  backbone_cls = backbone.RealFormerBackbone
+  tokenizer_cls = RealFormerTokenizer
+
+
+@keras.saving.register_keras_serializable(package="realformer_tf")
+class RealFormerTextClassifierPreprocessor(
+    bert_text_classifier_preprocessor.BertTextClassifierPreprocessor):
+  """keras-hub's `BertTextClassifierPreprocessor`, for `RealFormerBackbone`."""
+  backbone_cls = backbone.RealFormerBackbone
+  tokenizer_cls = RealFormerTokenizer

@@ -1,0 +1,32 @@
+"""`RealFormerTextClassifier`: keras-hub's `BertTextClassifier` on a
+`RealFormerBackbone`.
+
+`BertTextClassifier` (keras_hub/src/models/bert/bert_text_classifier.py)
+puts dropout and a `Dense` on the backbone's `pooled_output`, which
+`RealFormerBackbone` has as `BertBackbone` does; its base `TextClassifier`
+supplies `compile`'s defaults. So only the classes it is bound to change
+(`backbone_cls`, `preprocessor_cls`: keras-hub's `from_preset` dispatches on
+them, keras_hub/src/models/task.py).
+"""
+
+import keras
+from keras_hub.src.models.bert import bert_text_classifier
+
+from realformer_tf.keras3 import backbone
+from realformer_tf.keras3 import preprocessing
+
+
+@keras.saving.register_keras_serializable(package="realformer_tf")
+class RealFormerTextClassifier(bert_text_classifier.BertTextClassifier):
+  """Sequence classifier on a `RealFormerBackbone`'s pooled output.
+
+  Args:
+    backbone: A `RealFormerBackbone`.
+    num_classes: Number of classes.
+    preprocessor: A `RealFormerTextClassifierPreprocessor` or keras-hub's
+      `BertTextClassifierPreprocessor`, or None (preprocessed inputs).
+    activation: Activation of the logits layer (None: logits).
+    dropout: Dropout on the pooled output.
+  """
+  backbone_cls = backbone.RealFormerBackbone
+  preprocessor_cls = preprocessing.RealFormerTextClassifierPreprocessor

@@ -1,0 +1,87 @@
+"""RealFormerBackbone: NumPy parity, config and `.keras` round trips, errors."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from realformer_tf.keras3 import backbone as backbone_lib
+from realformer_tf.keras3 import weight_map
+from tests import numpy_reference
+from tests.keras3 import encoder_test_utils as utils
+
+
+def _numpy_backbone(model, inputs, mode, norm_first):
+  """The backbone's outputs computed by the NumPy reference from its weights."""
+  w = {name: np.asarray(v.numpy())
+       for name, v in weight_map.backbone_slots(model).items()}
+  ids, seq = inputs["token_ids"], inputs["token_ids"].shape[1]
+  x = (w["word_embeddings/embeddings"][ids]
+       + w["position_embedding/embeddings"][None, :seq]
+       + w["type_embeddings/embeddings"][inputs["segment_ids"]])
+  x = numpy_reference.layer_norm(x, w["embeddings/layer_norm/gamma"],
+                                 w["embeddings/layer_norm/beta"])
+  mask = np.broadcast_to(inputs["padding_mask"][:, None, :],
+                         (ids.shape[0], seq, seq))
+  scores = None
+  for i, block in enumerate(model.transformer_layers):
+    x, scores, _ = numpy_reference.block(
+        x, numpy_reference.block_weights(block), mask, scores, mode, i,
+        norm_first)
+  if norm_first:
+    x = numpy_reference.layer_norm(x, w["final_layer_norm/gamma"],
+                                   w["final_layer_norm/beta"])
+  pooled = np.tanh(x[:, 0] @ w["pooler_transform/kernel"]
+                   + w["pooler_transform/bias"])
+  return {"sequence_output": x, "pooled_output": pooled}
+
+
+@pytest.mark.parametrize("mode,norm_first", [("sum", False), ("mean", False),
+                                             ("none", False), ("sum", True)])
+def test_matches_numpy_reference(mode, norm_first):
+  model = utils.randomize(backbone_lib.RealFormerBackbone(
+      **utils.TINY, residual_attention=mode, norm_first=norm_first), seed=1)
+  inputs = utils.backbone_inputs()
+  utils.assert_outputs_close(utils.to_numpy(model(inputs)),
+                             _numpy_backbone(model, inputs, mode, norm_first))
+
+
+def test_config_and_keras_file_round_trip(tmp_path):
+  keras.utils.set_random_seed(2)
+  model = backbone_lib.RealFormerBackbone(
+      **utils.TINY, residual_attention="mean", norm_first=True,
+      final_layer_norm=False, norm_epsilon=1e-6, score_dtype="compute",
+      intermediate_activation="relu", name="rf")
+  config = model.get_config()
+  assert backbone_lib.RealFormerBackbone.from_config(config).get_config() == (
+      config)
+  assert {k: config[k] for k in ("residual_attention", "norm_first",
+                                 "final_layer_norm", "norm_epsilon",
+                                 "score_dtype", "intermediate_activation")} == (
+      dict(residual_attention="mean", norm_first=True, final_layer_norm=False,
+           norm_epsilon=1e-6, score_dtype="compute",
+           intermediate_activation="relu"))
+  assert model.final_layer_norm is None
+  path = os.path.join(tmp_path, "backbone.keras")
+  model.save(path)
+  restored = keras.saving.load_model(path)
+  assert isinstance(restored, backbone_lib.RealFormerBackbone)
+  inputs = utils.backbone_inputs()
+  expected, actual = utils.to_numpy(model(inputs)), utils.to_numpy(
+      restored(inputs))
+  for key in expected:
+    np.testing.assert_array_equal(actual[key], expected[key])
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(residual_attention="sums"), "residual_attention"),
+    (dict(score_dtype="float16"), "score_dtype"),
+    (dict(num_heads=3), "hidden_dim=16 is not divisible by num_heads=3"),
+    (dict(num_layers=0), "num_layers must be >= 1"),
+    (dict(intermediate_activation="gelu_tanh"),
+     "intermediate_activation='gelu_tanh' is not a Keras activation"),
+])
+def test_bad_arguments_are_named(changes, message):
+  with pytest.raises(ValueError, match=message):
+    backbone_lib.RealFormerBackbone(**{**utils.TINY, **changes})
