@@ -20,9 +20,16 @@ from tests import numpy_reference
 README = os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")
 
 
+KERAS3_SECTION = "## Keras 3 (TensorFlow, JAX, PyTorch)"
+
+
 def _python_blocks():
+  """The tf_keras examples; the Keras 3 section's are tests/keras3/readme_test's."""
   with open(README, encoding="utf-8") as f:
-    return re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
+    text = f.read()
+  before, keras3 = text.split(KERAS3_SECTION)
+  after = keras3[keras3.index("\n## "):]
+  return re.findall(r"```python\n(.*?)```", before + after, flags=re.S)
 
 
 def _run(block):
