@@ -259,8 +259,10 @@ def format_summary(summary: Dict) -> str:
         f" by median {s['main_metric']} ({best['num_seeds']} seeds; grid "
         f"points: {len(s['grid'])}, seeds per point: {seed_counts})")
     for name, m in best["metrics"].items():
-      lines.append(f"  {name:>22s}: {100 * m['median']:6.2f} "
-                   f"(std {100 * m['std']:.2f})")
+      # A std over one seed is 0 by construction: say so instead.
+      spread = (f"std {100 * m['std']:.2f}" if best["num_seeds"] > 1
+                else "1 seed")
+      lines.append(f"  {name:>22s}: {100 * m['median']:6.2f} ({spread})")
     lines.append(f"  {'task score':>22s}: {100 * s['score']:6.2f}")
   if summary["tasks"]:
     note = "" if summary["complete"] else " (not all 8 tasks)"

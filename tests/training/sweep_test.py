@@ -76,6 +76,13 @@ def test_best_median_std_and_overall():
           in text)
 
 
+def test_one_seed_says_so_instead_of_a_zero_std():
+  results = {"rte": [_result("rte", 3, 2e-5, 0, accuracy=0.625)]}
+  text = sweep.format_summary(sweep.summarize(results))
+  assert "accuracy:  62.50 (1 seed)" in text, text
+  assert "std" not in text, text
+
+
 def _data_dir(tmp_path, train_size=100):
   data_dir = tmp_path / "records"
   data_dir.mkdir()
