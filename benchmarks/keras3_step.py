@@ -59,6 +59,9 @@ def _parser():
   p.add_argument("--warmup", type=int, default=2)
   p.add_argument("--repeats", type=int, default=3)
   p.add_argument("--memory", default="true", choices=["true", "false"])
+  p.add_argument("--score_dtype", default="float32",
+                 choices=["float32", "compute"],
+                 help="RealFormerBackbone(score_dtype=...) of the 'sum' model.")
   p.add_argument("--json_output", default=None)
   p.add_argument("--xla_cost", action="store_true",
                  help="JAX only: instead of timing, print XLA's cost analysis "
@@ -89,7 +92,7 @@ def _inputs(seq, batch):
 class _Keras3Step:
   """One jit-compiled `train_on_batch` of a `RealFormerBackbone` MLM model."""
 
-  def __init__(self, mode, size, seq, dtype, batch):
+  def __init__(self, mode, size, seq, dtype, batch, score_dtype="float32"):
     import keras  # pylint: disable=g-import-not-at-top
     from realformer_tf import keras3  # pylint: disable=g-import-not-at-top
     keras.config.set_dtype_policy(dtype)
@@ -98,7 +101,8 @@ class _Keras3Step:
     backbone = keras3.RealFormerBackbone(
         vocabulary_size=VOCAB, num_layers=layers, num_heads=heads,
         hidden_dim=hidden, intermediate_dim=inner, dropout=0.1,
-        max_sequence_length=max(512, seq), residual_attention=mode)
+        max_sequence_length=max(512, seq), residual_attention=mode,
+        score_dtype=score_dtype)
     every_8th = backbone.output["sequence_output"][:, ::8]
     logits = backbone.token_embedding(every_8th, reverse=True)
     model = keras.Model(backbone.input, keras.layers.Activation(
@@ -156,10 +160,10 @@ class _TfKerasStep:
     return float(self._step())
 
 
-def _build(backend, model, size, seq, dtype, batch):
+def _build(args, backend, model, size, seq, dtype, batch):
   if model == "tf_keras":
     return _TfKerasStep(size, seq, dtype, batch)
-  return _Keras3Step(model, size, seq, dtype, batch)
+  return _Keras3Step(model, size, seq, dtype, batch, args.score_dtype)
 
 
 def _models(backend):
@@ -174,7 +178,8 @@ def _xla_cost_child(args, size, seq, dtype):
   row = dict(backend="jax", device=_device("jax"), size=size, seq=seq,
              batch=batch, dtype=dtype)
   for mode in ("none", "sum"):
-    model = _Keras3Step(mode, size, seq, dtype, batch)._model  # pylint: disable=protected-access
+    model = _Keras3Step(mode, size, seq, dtype, batch,
+                        args.score_dtype)._model  # pylint: disable=protected-access
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     ids, mask, labels = _inputs(seq, batch)
     x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
@@ -223,7 +228,7 @@ def _device(backend):
 
 def _time_child(args, backend, size, seq, dtype):
   batch = max(1, args.tokens_per_batch // seq)
-  steps = {m: _build(backend, m, size, seq, dtype, batch)
+  steps = {m: _build(args, backend, m, size, seq, dtype, batch)
            for m in _models(backend)}
   for _ in range(args.warmup):
     for step in steps.values():
@@ -260,7 +265,7 @@ def _time_child(args, backend, size, seq, dtype):
 
 def _memory_child(args, backend, model, size, seq, dtype):
   batch = max(1, args.tokens_per_batch // seq)
-  step = _build(backend, model, size, seq, dtype, batch)
+  step = _build(args, backend, model, size, seq, dtype, batch)
   step()  # compiles; what compiling holds is not the step's
   before = _proc_status_bytes("VmRSS")
   for _ in range(args.warmup + 1):
@@ -270,7 +275,7 @@ def _memory_child(args, backend, model, size, seq, dtype):
 
 def _spawn(args, spec, backend):
   argv = [sys.executable, os.path.abspath(__file__), f"--_child={spec}"]
-  for key in ("tokens_per_batch", "steps", "warmup", "repeats"):
+  for key in ("tokens_per_batch", "steps", "warmup", "repeats", "score_dtype"):
     argv.append(f"--{key}={getattr(args, key)}")
   env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
   out = subprocess.run(argv, capture_output=True, text=True, env=env,
@@ -319,7 +324,7 @@ def main():
   rows = []
   if args.xla_cost:
     print("XLA cost analysis of the jitted loss-and-gradient (JAX); "
-          "ratio = sum / none\n| size | seq | batch | dtype | none GFLOP | "
+          f"ratio = sum (score_dtype={args.score_dtype}) / none\n| size | seq | batch | dtype | none GFLOP | "
           "sum GFLOP | flops ratio | none GB | sum GB | bytes ratio |\n"
           "|---|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes.split(","):
@@ -346,7 +351,8 @@ def main():
                   backend) / 2**20
           rows.append(row)
           print(json.dumps(row), file=sys.stderr, flush=True)
-  print(f"\nmedian over {args.repeats} blocks of {args.steps} interleaved "
+  print(f"\nscore_dtype={args.score_dtype}; median over {args.repeats} "
+        f"blocks of {args.steps} interleaved "
         f"steps (after {args.warmup} warm-up steps); sum/none = "
         "RealFormerBackbone('sum') / RealFormerBackbone('none'); "
         "keras3/tf_keras = RealFormerBackbone('sum') / tf_keras "
