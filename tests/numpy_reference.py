@@ -98,6 +98,17 @@ def block_weights(block_layer):
               out_ln=get(block_layer._output_layer_norm))
 
 
+def block_stack(x, block_layers, mask, mode, activation=gelu_tanh):
+  """Runs `block` over the layers' weights in order (layer index = position,
+  the running scores handed on); returns `(output, last scores)`. Reads any
+  encoder block with `block_weights`' attribute names (tf_keras or Keras 3)."""
+  scores = None
+  for i, layer in enumerate(block_layers):
+    x, scores, _ = block(x, block_weights(layer), mask, scores, mode, i,
+                         activation=activation)
+  return x, scores
+
+
 def encoder(encoder_layer, word_ids, input_mask, type_ids, mode,
             norm_first=False, final_layer_norm=False):
   """Full encoder forward pass from a RealFormerEncoder's weights.

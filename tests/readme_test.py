@@ -54,14 +54,11 @@ def test_functional_block_example_matches_numpy_reference():
   np.random.seed(0)                    # the example's own random input again
   x = np.random.rand(2, 16, 64)
   mask = np.ones((2, 16, 16), np.int32)
-  scores = None
   blocks = [layer for layer in namespace["model"].layers
             if isinstance(layer, RealFormerEncoderBlock)]
   assert len(blocks) == 3
-  for i, layer in enumerate(blocks):
-    x, scores, _ = numpy_reference.block(
-        x, numpy_reference.block_weights(layer), mask, scores, "sum", i,
-        activation=numpy_reference.gelu_erf)
+  x, scores = numpy_reference.block_stack(x, blocks, mask, "sum",
+                                         activation=numpy_reference.gelu_erf)
   np.testing.assert_allclose(namespace["out"], x, atol=1e-4)
   np.testing.assert_allclose(namespace["scores"], scores, atol=1e-4)
 

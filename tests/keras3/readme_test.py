@@ -72,11 +72,8 @@ def test_layer_example_matches_the_numpy_reference():
   blocks = [layer for layer in namespace["model"].layers
             if isinstance(layer, encoder_block.RealFormerEncoderBlock)]
   assert len(blocks) == 3
-  scores = None
-  for i, layer in enumerate(blocks):
-    x, scores, _ = numpy_reference.block(
-        x, numpy_reference.block_weights(layer), mask, scores, "sum", i,
-        activation=numpy_reference.gelu_erf)
+  x, scores = numpy_reference.block_stack(x, blocks, mask, "sum",
+                                         activation=numpy_reference.gelu_erf)
   np.testing.assert_allclose(layer_checks.numpy(namespace["out"]), x,
                              atol=1e-4)
   np.testing.assert_allclose(layer_checks.numpy(namespace["scores"]), scores,
