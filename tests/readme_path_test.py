@@ -18,7 +18,7 @@ import yaml
 
 from official.core import exp_factory
 from realformer_tf.configs import experiments
-from tests import train_test_utils as utils
+from tests.helpers import train_runs as utils
 
 README = os.path.join(utils.REPO_ROOT, "README.md")
 SECTION = "From the quickstart to a served model"

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from realformer_tf.layers import RealFormerEncoderBlock
 from realformer_tf.networks import RealFormerEncoder
-from tests import numpy_reference
+from tests.helpers import numpy_reference
 
 README = os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")
 

@@ -26,8 +26,8 @@ from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
-from tests import kill_writer
-from tests.checkpoints import tf1_reference as ref
+from tests.helpers import kill_writer
+from tests.helpers import tf1_reference as ref
 
 CONFIG = ref.TINY_CONFIG
 VALUES = ref.random_values(ref.tf1_variable_shapes(CONFIG), seed=3)

@@ -10,7 +10,7 @@ import tensorflow as tf
 from realformer_tf.checkpoints import errors
 from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.configs import encoders
-from tests.checkpoints import tf1_reference as ref
+from tests.helpers import tf1_reference as ref
 
 CONFIG = ref.TINY_CONFIG
 SHAPES = ref.tf1_variable_shapes(CONFIG)

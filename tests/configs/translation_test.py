@@ -13,8 +13,8 @@ from realformer_tf.configs import translation
 from realformer_tf.data import translation as translation_data
 from realformer_tf.tasks import translation as rf_translation
 from realformer_tf.training import train_lib
-from tests import train_test_utils as utils
-from tests import translation_test_utils as ttu
+from tests.helpers import train_runs as utils
+from tests.helpers import translation as ttu
 
 YAML_DIR = os.path.join(utils.REPO_ROOT, "official_configs", "experiments",
                         "translation")

@@ -2,7 +2,7 @@
 and token ids of GLUE/SQuAD/pre-training records, unreadable files.
 
 (The pre-training input checks are also exercised end to end, through
-train_lib, in tests/test_train.py.)"""
+train_lib, in tests/train_test.py.)"""
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ import tensorflow as tf
 from official.core import exp_factory
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.configs import validation
-from tests import train_test_utils as utils
+from tests.helpers import train_runs as utils
 
 SEQ = 16
 VOCAB = 64

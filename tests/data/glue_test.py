@@ -12,9 +12,9 @@ from official.nlp.data import sentence_prediction_dataloader as sp_loader
 from realformer_tf import output_sets
 from realformer_tf.data import glue
 from realformer_tf.data import tokenization
-from tests import kill_writer
-from tests import numpy_reference
-from tests import shared_data
+from tests.helpers import kill_writer
+from tests.helpers import numpy_reference
+from tests.helpers import shared_data
 
 
 def _vocab_ids(vocab_file):

@@ -15,8 +15,8 @@ from realformer_tf import output_sets
 from realformer_tf.data import create_pretraining_data as cli
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
-from tests import kill_writer
-from tests import shared_data
+from tests.helpers import kill_writer
+from tests.helpers import shared_data
 
 SEQ_LEN = 32
 MAX_PRED = 5

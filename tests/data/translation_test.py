@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from official.nlp.data import wmt_dataloader
 from realformer_tf.data import translation
-from tests import translation_test_utils as ttu
+from tests.helpers import translation as ttu
 
 # 8 words + the special pieces: a word model covers the corpus.
 SMALL = dict(vocab_size=len(ttu.WORDS) + 3, model_type="word")

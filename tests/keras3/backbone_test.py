@@ -8,8 +8,8 @@ import pytest
 
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import weight_map
-from tests import numpy_reference
-from tests.keras3 import encoder_test_utils as utils
+from tests.helpers import numpy_reference
+from tests.helpers import keras3_encoders as utils
 
 
 def _numpy_backbone(model, inputs, mode, norm_first):

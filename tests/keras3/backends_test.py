@@ -18,7 +18,7 @@ import sys
 import keras
 import pytest
 
-from tests.keras3 import layer_checks
+from tests.helpers import keras3_layer_checks as layer_checks
 
 _KERAS3_TESTS = pathlib.Path(__file__).resolve().parent
 _REPO_ROOT = _KERAS3_TESTS.parent.parent

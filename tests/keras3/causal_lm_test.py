@@ -12,9 +12,9 @@ import numpy as np
 
 from realformer_tf.keras3 import causal_lm
 from realformer_tf.keras3 import decoder_backbone
-from tests import numpy_decoder_reference as ndr
-from tests import shared_data
-from tests.keras3 import layer_checks
+from tests.helpers import numpy_decoder_reference as ndr
+from tests.helpers import shared_data
+from tests.helpers import keras3_layer_checks as layer_checks
 
 KWARGS = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
               dropout=0.0)

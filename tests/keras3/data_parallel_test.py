@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.keras3 import layer_checks
+from tests.helpers import keras3_layer_checks as layer_checks
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -25,7 +25,7 @@ def test_data_parallel_matches_one_device():
              "--xla_backend_optimization_level=0",
              TF_CPP_MIN_LOG_LEVEL="2")
   result = subprocess.run(
-      [sys.executable, "-m", "tests.keras3.data_parallel_worker"], cwd=REPO,
+      [sys.executable, "-m", "tests.helpers.keras3_data_parallel_worker"], cwd=REPO,
       env=env, capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
   curves = json.loads(result.stdout.strip().splitlines()[-1])

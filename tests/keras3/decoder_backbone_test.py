@@ -6,8 +6,8 @@ from keras import ops
 import numpy as np
 
 from realformer_tf.keras3 import decoder_backbone
-from tests import numpy_decoder_reference as ndr
-from tests.keras3 import layer_checks
+from tests.helpers import numpy_decoder_reference as ndr
+from tests.helpers import keras3_layer_checks as layer_checks
 
 KWARGS = dict(vocabulary_size=23, num_layers=2, num_heads=2, hidden_dim=8,
               intermediate_dim=16, max_sequence_length=6, dropout=0.0)

@@ -10,8 +10,8 @@ from keras import ops
 import numpy as np
 
 from realformer_tf.keras3 import decoder_block
-from tests import numpy_decoder_reference as ndr
-from tests.keras3 import layer_checks
+from tests.helpers import numpy_decoder_reference as ndr
+from tests.helpers import keras3_layer_checks as layer_checks
 
 B, T, S, D, N = 2, 5, 7, 16, 4
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import masked_lm
-from tests import shared_data
+from tests.helpers import shared_data
 
 VOCAB = os.path.join(shared_data.FIXTURE_DIR, "vocab.txt")
 SEQUENCE_LENGTH = 32

@@ -21,10 +21,10 @@ import pytest
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import encoder_block
 from realformer_tf.keras3 import weights
-from tests import numpy_reference
-from tests import shared_data
-from tests.keras3 import encoder_test_utils
-from tests.keras3 import layer_checks
+from tests.helpers import numpy_reference
+from tests.helpers import shared_data
+from tests.helpers import keras3_encoders as encoder_test_utils
+from tests.helpers import keras3_layer_checks as layer_checks
 
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     __file__))), "README.md")

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from realformer_tf.keras3 import residual_attention as ra
-from tests import numpy_reference
-from tests.keras3 import layer_checks
+from tests.helpers import numpy_reference
+from tests.helpers import keras3_layer_checks as layer_checks
 
 
 _numpy = layer_checks.numpy

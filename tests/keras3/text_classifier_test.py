@@ -13,8 +13,8 @@ import pytest
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import preprocessing
 from realformer_tf.keras3 import text_classifier
-from tests import shared_data
-from tests.keras3 import encoder_test_utils as utils
+from tests.helpers import shared_data
+from tests.helpers import keras3_encoders as utils
 
 VOCAB = os.path.join(shared_data.FIXTURE_DIR, "vocab.txt")
 TEXTS = (["The river rises in the hills.", "Most of the mills closed."],

@@ -8,7 +8,7 @@ import pytest
 from realformer_tf.checkpoints import errors
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import weight_map
-from tests.keras3 import encoder_test_utils as utils
+from tests.helpers import keras3_encoders as utils
 
 
 def _bert(**changes):

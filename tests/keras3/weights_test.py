@@ -14,8 +14,8 @@ from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import weights
-from tests.keras3 import encoder_test_utils as utils
-from tests.keras3 import layer_checks
+from tests.helpers import keras3_encoders as utils
+from tests.helpers import keras3_layer_checks as layer_checks
 
 
 def _tf_keras_encoder(seed=5, **changes):

@@ -8,8 +8,8 @@ import tf_keras
 from official.nlp.modeling import layers as mg_layers
 from realformer_tf.layers import realformer_block
 from realformer_tf.networks import realformer_encoder
-from tests import layer_test_utils
-from tests import numpy_reference
+from tests.helpers import layer_checks as layer_test_utils
+from tests.helpers import numpy_reference
 
 
 def _block(**kwargs):

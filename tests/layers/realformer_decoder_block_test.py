@@ -7,8 +7,8 @@ import tf_keras
 
 from official.nlp.modeling import layers as mg_layers
 from realformer_tf.layers import realformer_decoder_block as rdb
-from tests import layer_test_utils
-from tests import numpy_decoder_reference as ndr
+from tests.helpers import layer_checks as layer_test_utils
+from tests.helpers import numpy_decoder_reference as ndr
 
 B, T, S, D, N = 2, 5, 7, 16, 4
 

@@ -6,8 +6,8 @@ import tensorflow as tf
 import tf_keras
 
 from realformer_tf.layers import residual_attention as ra
-from tests import layer_test_utils
-from tests import numpy_reference
+from tests.helpers import layer_checks as layer_test_utils
+from tests.helpers import numpy_reference
 
 
 def _weights(layer):

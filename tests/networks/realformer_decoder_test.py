@@ -7,7 +7,7 @@ import tensorflow as tf
 from official.nlp.modeling.models import seq2seq_transformer
 from realformer_tf.networks import realformer_decoder
 from realformer_tf.networks import realformer_seq2seq
-from tests import layer_test_utils
+from tests.helpers import layer_checks as layer_test_utils
 
 VOCAB, WIDTH, HEADS = 20, 16, 2
 

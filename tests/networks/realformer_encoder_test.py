@@ -9,8 +9,8 @@ import tf_keras
 
 from official.nlp.modeling import networks
 from realformer_tf.networks import realformer_encoder
-from tests import layer_test_utils
-from tests import numpy_reference
+from tests.helpers import layer_checks as layer_test_utils
+from tests.helpers import numpy_reference
 
 _KW = dict(vocab_size=50, hidden_size=32, num_layers=3, num_attention_heads=4,
            inner_dim=64, max_sequence_length=16, type_vocab_size=2)

@@ -12,9 +12,9 @@ import tensorflow as tf
 
 from official.core import train_utils
 from realformer_tf.serving import export
-from tests import kill_writer
-from tests.serving import common
-from tests.squad import common as common_squad
+from tests.helpers import kill_writer
+from tests.helpers import serving as common
+from tests.helpers import squad as common_squad
 
 
 @pytest.fixture(scope="module")

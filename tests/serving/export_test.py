@@ -27,8 +27,8 @@ from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
 from realformer_tf.serving import export
-from tests import numpy_reference
-from tests.serving import common
+from tests.helpers import numpy_reference
+from tests.helpers import serving as common
 
 ATOL = 1e-5
 # Attention output per head's export: covers the subclassed (pre-training) and
@@ -560,7 +560,7 @@ def runs(tmp_path_factory):
     pickle.dump(requests, f)
   # The fresh-process runner and the saved_model_cli calls run side by side.
   processes = {"runner": _popen([sys.executable, "-m",
-                                 "tests.serving.saved_model_runner",
+                                 "tests.helpers.saved_model_runner",
                                  requests_path, results_path])}
   for head, run in runs.items():
     run.cli_outdir = os.path.join(root, f"cli_{head}")

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from realformer_tf.serving import serving_modules
 from realformer_tf.serving import text_processing
-from tests.serving import common
+from tests.helpers import serving as common
 
 
 def test_short_context_without_a_valid_span_has_no_answer(tmp_path):

@@ -8,9 +8,9 @@ from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
 from realformer_tf.serving import text_processing
-from tests import numpy_reference
-from tests import shared_data
-from tests.serving import common
+from tests.helpers import numpy_reference
+from tests.helpers import shared_data
+from tests.helpers import serving as common
 
 CLS, SEP, MASK = 2, 3, 4
 

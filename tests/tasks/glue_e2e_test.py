@@ -25,7 +25,7 @@ from realformer_tf.configs import recipe
 from realformer_tf.data import glue
 from realformer_tf.tasks import sentence_prediction as sp
 from realformer_tf.training import sweep
-from tests import shared_data
+from tests.helpers import shared_data
 
 VOCAB = shared_data.vocab_file()
 MRPC_DIR, MRPC_IS_REAL = shared_data.real_or_fixture(shared_data.MRPC_DIR)

@@ -14,7 +14,7 @@ from official.core import task_factory
 from official.modeling import performance
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.tasks import masked_lm
-from tests import train_test_utils as utils
+from tests.helpers import train_runs as utils
 
 
 def _params():

@@ -13,7 +13,7 @@ from official.nlp.tools import tokenization
 from realformer_tf.configs import squad
 from realformer_tf.data import squad as squad_data
 from realformer_tf.tasks import question_answering
-from tests.squad import common
+from tests.helpers import squad as common
 
 
 def _dataset(qas):

@@ -27,7 +27,7 @@ from realformer_tf.configs import registry
 from realformer_tf.data import translation as translation_data
 from realformer_tf.serving import export
 from realformer_tf.serving import translation_export
-from tests import translation_test_utils as ttu
+from tests.helpers import translation as ttu
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -144,7 +144,7 @@ class TranslationEndToEndTest(tf.test.TestCase):
                  {"text": np.array([b"red", b"r\xe9d blue"], dtype=object)})]
     with open(f"{d}/requests.pkl", "wb") as f:
       pickle.dump(requests, f)
-    subprocess.run([sys.executable, "-m", "tests.serving.saved_model_runner",
+    subprocess.run([sys.executable, "-m", "tests.helpers.saved_model_runner",
                     f"{d}/requests.pkl", f"{d}/results.pkl"], cwd=_ROOT,
                    env=_env(), check=True, timeout=300, capture_output=True)
     with open(f"{d}/results.pkl", "rb") as f:

@@ -16,7 +16,7 @@ from realformer_tf.configs import experiments
 from realformer_tf.training import controller as controller_lib
 from realformer_tf.training import run_lock
 from realformer_tf.training import train_lib
-from tests import train_test_utils as utils
+from tests.helpers import train_runs as utils
 
 
 def _fail_writing(monkeypatch, name: str) -> None:

@@ -18,8 +18,8 @@ from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 from realformer_tf.training import init_from_run
 from realformer_tf.training import train_lib
-from tests import shared_data
-from tests import train_test_utils as utils
+from tests.helpers import shared_data
+from tests.helpers import train_runs as utils
 
 _ENCODER = dict(vocab_size=utils.TINY_VOCAB_SIZE, hidden_size=16,
                 num_layers=1, num_attention_heads=2, intermediate_size=32,

@@ -11,7 +11,7 @@ from official.core import exp_factory
 from realformer_tf.configs import experiments
 from realformer_tf.configs import squad
 from realformer_tf.training import run_summary
-from tests import train_test_utils as utils
+from tests.helpers import train_runs as utils
 
 
 class RunSummaryTest(tf.test.TestCase, parameterized.TestCase):

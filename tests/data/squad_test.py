@@ -15,9 +15,9 @@ from official.nlp.tools import tokenization as mg_tokenization
 from realformer_tf import output_sets
 from realformer_tf.data import squad
 from realformer_tf.data import tokenization
-from tests import kill_writer
-from tests import shared_data
-from tests.squad import common
+from tests.helpers import kill_writer
+from tests.helpers import shared_data
+from tests.helpers import squad as common
 
 
 @pytest.fixture(scope="module")

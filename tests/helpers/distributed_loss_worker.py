@@ -6,11 +6,11 @@ with dropout off, and writes the per-step `training_loss` as JSON.
 
   # One device and MirroredStrategy over 2 logical CPUs, in one process;
   # also writes the initial checkpoint:
-  python -m tests.distributed_loss_worker --config_file=tiny.yaml \
+  python -m tests.helpers.distributed_loss_worker --config_file=tiny.yaml \
       --init_checkpoint=DIR/init --write_init --strategies=one_device,mirrored \
       --output=out.json
   # One worker of a MultiWorkerMirroredStrategy cluster (TF_CONFIG set):
-  python -m tests.distributed_loss_worker --config_file=tiny.yaml \
+  python -m tests.helpers.distributed_loss_worker --config_file=tiny.yaml \
       --init_checkpoint=DIR/init --strategies=multi_worker_mirrored \
       --output=worker0.json
 

@@ -15,7 +15,7 @@ from typing import Dict, Iterable, Optional
 import numpy as np
 import tensorflow as tf
 
-from tests import numpy_reference
+from tests.helpers import numpy_reference
 
 TINY_CONFIG = dict(
     vocab_size=40,

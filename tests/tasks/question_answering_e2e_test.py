@@ -13,7 +13,7 @@ from official.nlp.tools import squad_evaluate_v1_1
 from official.nlp.tools import squad_evaluate_v2_0
 from realformer_tf.configs import squad
 from realformer_tf.data import squad as squad_data
-from tests.squad import common
+from tests.helpers import squad as common
 
 SEQ, STRIDE, QUERY = 128, 32, 32
 

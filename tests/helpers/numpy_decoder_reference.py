@@ -9,7 +9,7 @@ layers as plain arrays.
 import numpy as np
 from scipy import special
 
-from tests import numpy_reference
+from tests.helpers import numpy_reference
 
 
 def causal_mask(batch, length):

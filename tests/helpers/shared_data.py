@@ -25,8 +25,8 @@ import pytest
 from realformer_tf.data import pretraining_data
 
 DATA_DIR = pretraining_data.default_data_dir()
-FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                           "testdata")
+FIXTURE_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
 
 BERT_VOCAB = "vocab/bert-base-uncased-vocab.txt"
 MRPC_DIR = "glue/MRPC"

@@ -2,7 +2,7 @@
 import json
 import os
 
-from tests import shared_data
+from tests.helpers import shared_data
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))

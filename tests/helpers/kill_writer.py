@@ -2,7 +2,7 @@ r"""Kill tests' subprocess: runs one of our writers and SIGKILLs it before
 its K-th rename into a final path (one whose name has neither `.tmp-` nor
 `.old-`), the moments at which a writer's outputs change.
 
-  python -m tests.kill_writer K MODULE FUNCTION JSON_KWARGS
+  python -m tests.helpers.kill_writer K MODULE FUNCTION JSON_KWARGS
 
 `run_killed` runs it and checks that the kill happened.
 """
@@ -14,7 +14,8 @@ import signal
 import subprocess
 import sys
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 
 def run_killed(kill_at: int, module: str, function: str, **kwargs) -> None:
@@ -25,7 +26,7 @@ def run_killed(kill_at: int, module: str, function: str, **kwargs) -> None:
              os.environ.get("PYTHONPATH", ""), TF_CPP_MIN_LOG_LEVEL="2",
              CUDA_VISIBLE_DEVICES="")
   result = subprocess.run(
-      [sys.executable, "-m", "tests.kill_writer", str(kill_at), module,
+      [sys.executable, "-m", "tests.helpers.kill_writer", str(kill_at), module,
        function, json.dumps(kwargs)], cwd=REPO_ROOT, env=env,
       capture_output=True, text=True, timeout=300, check=False)
   assert result.returncode == -signal.SIGKILL, (

@@ -1,6 +1,6 @@
 """train.py end to end: quickstart, bad inputs, NaN stop, kill/resume, distribution.
 
-Subprocess tests run train.py (or tests/distributed_loss_worker.py) exactly as
+Subprocess tests run train.py (or tests/helpers/distributed_loss_worker.py) exactly as
 a user would; the others call `realformer_tf.training.train_lib` in-process.
 All models are tiny (hidden 16-32, 1-2 layers, seq 16-32).
 """
@@ -29,8 +29,8 @@ from realformer_tf.configs import validation
 from realformer_tf.training import run_lock
 from realformer_tf.training import train_lib
 from realformer_tf.training import trainer as trainer_lib
-from tests import shared_data
-from tests import train_test_utils as utils
+from tests.helpers import shared_data
+from tests.helpers import train_runs as utils
 
 CONFIGS = os.path.join(utils.REPO_ROOT, "official_configs")
 
@@ -475,7 +475,7 @@ def _quickstart_text(path, max_lines=400):
   """A few WikiText-2 paragraphs in BERT format (sentences, blank lines).
 
   The shared WikiText-2 valid file, or its handmade stand-in in the same
-  format (`tests/shared_data.py`).
+  format (`tests/helpers/shared_data.py`).
   """
   source, _ = shared_data.real_or_fixture(shared_data.WIKITEXT_VALID)
   lines = []
@@ -666,7 +666,7 @@ def test_sigkill_then_rerun_resumes_and_stops_at_train_steps(tmp_path):
 
 
 def _worker_command(config, init, output, strategies, write_init=False):
-  return [sys.executable, "-m", "tests.distributed_loss_worker",
+  return [sys.executable, "-m", "tests.helpers.distributed_loss_worker",
           f"--config_file={config}", f"--init_checkpoint={init}",
           f"--strategies={strategies}", f"--output={output}", "--steps=3"] + (
               ["--write_init"] if write_init else [])

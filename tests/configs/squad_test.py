@@ -15,7 +15,7 @@ from realformer_tf.configs import experiments  # pylint: disable=unused-import
 from realformer_tf.configs import squad
 from realformer_tf.data import squad as squad_data
 from realformer_tf.tasks import question_answering as rf_question_answering
-from tests.squad import common
+from tests.helpers import squad as common
 
 
 def _parse(*config_files, params_override=None):

@@ -1,6 +1,6 @@
 """Calls SavedModel signatures in a fresh process (no Keras model in memory).
 
-  python -m tests.serving.saved_model_runner REQUESTS.pkl RESULTS.pkl
+  python -m tests.helpers.saved_model_runner REQUESTS.pkl RESULTS.pkl
 
 REQUESTS is a pickled list of (export_dir, name, signature_key, {input name:
 numpy array}); RESULTS a pickled {name: {output key: numpy array}} or

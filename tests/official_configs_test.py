@@ -8,7 +8,7 @@ import pytest
 from official.core import train_utils
 from realformer_tf.configs import experiments
 from realformer_tf.training import train_lib
-from tests import train_test_utils as utils
+from tests.helpers import train_runs as utils
 
 CONFIGS = os.path.join(utils.REPO_ROOT, "official_configs")
 MODELS = os.path.join(CONFIGS, "models")
