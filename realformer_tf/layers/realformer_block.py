@@ -1,5 +1,6 @@
 """The RealFormer encoder block, and the config and sub-layers every block shares."""
 
+import inspect
 from typing import Any, Dict, Optional, Tuple
 
 import tensorflow as tf
@@ -13,19 +14,27 @@ from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import residual_attention as ra
 
 
+def serialize_activation(activation) -> Any:
+  """An activation (name or function) as Model Garden's layers write it."""
+  return tf_utils.serialize_activation(tf_keras.activations.get(activation),
+                                       use_legacy_format=True)
+
+
 class ArgumentsConfigLayer(tf_keras.layers.Layer):
-  """A layer whose config is its constructor's arguments.
+  """A layer whose config is its constructor's arguments (for networks/).
 
   A subclass' `__init__` normalizes its arguments in place, then calls
-  `super().__init__(locals())`; they are `self._config` from then on, and
-  `get_config` returns them after the base layer's config (name, dtype,
-  trainable), initializers and activations serialized as Model Garden's
-  layers do. `from_config` is the base class' `cls(**config)`.
+  `super().__init__(locals())`; the constructor's parameters among them (any
+  other local is left out) are `self._config` from then on, and `get_config`
+  returns them after the base layer's config, initializers and activations
+  serialized as Model Garden's layers do. `RealFormerEncoderBlock` writes its
+  `get_config` out instead, as Model Garden's blocks do.
   """
 
   def __init__(self, arguments: Dict[str, Any]):
+    parameters = inspect.signature(type(self).__init__).parameters
     arguments = {k: v for k, v in arguments.items()
-                 if k not in ("self", "__class__")}
+                 if k in parameters and k != "self"}
     super().__init__(**arguments.pop("kwargs"))
     self._config = arguments
 
@@ -39,8 +48,7 @@ class ArgumentsConfigLayer(tf_keras.layers.Layer):
       if isinstance(value, tf_keras.initializers.Initializer):
         value = tf_utils.serialize_initializer(value, use_legacy_format=True)
       elif key.endswith("activation"):
-        value = tf_utils.serialize_activation(
-            tf_keras.activations.get(value), use_legacy_format=True)
+        value = serialize_activation(value)
       config[key] = value
     return config
 
@@ -93,7 +101,7 @@ def feed_forward(width: int, inner_dim: int, activation, initializer
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerEncoderBlock(ArgumentsConfigLayer):
+class RealFormerEncoderBlock(tf_keras.layers.Layer):
   """Transformer encoder block: `(hidden, scores) -> (hidden, scores)`.
 
   Post-LN (BERT, the paper's backbone) by default, Pre-LN with
@@ -149,36 +157,62 @@ class RealFormerEncoderBlock(ArgumentsConfigLayer):
                score_dtype: str = "float32",
                recompute: bool = False,
                **kwargs):
-    kernel_initializer = tf_keras.initializers.get(kernel_initializer)
-    ra.validate_residual_attention(residual_attention)
-    ra.validate_score_dtype(score_dtype)
-    recompute = bool(recompute)
-    super().__init__(locals())
+    super().__init__(**kwargs)
+    # Model Garden's TransformerEncoderBlock attribute names.
+    self._num_heads = num_attention_heads
+    self._inner_dim = inner_dim
+    self._inner_activation = inner_activation
+    self._output_dropout_rate = output_dropout
+    self._attention_dropout_rate = attention_dropout
+    self._norm_first = norm_first
+    self._norm_epsilon = norm_epsilon
+    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
+    self._residual_attention = ra.validate_residual_attention(
+        residual_attention)
+    self._layer_index = layer_index
+    self._score_dtype = ra.validate_score_dtype(score_dtype)
+    self._recompute = bool(recompute)
+
+  def __call__(self, *args, **kwargs):
+    keras3_seam.reject_keras3_arguments(self, args, kwargs)
+    return super().__call__(*args, **kwargs)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        num_attention_heads=self._num_heads, inner_dim=self._inner_dim,
+        inner_activation=serialize_activation(self._inner_activation),
+        output_dropout=self._output_dropout_rate,
+        attention_dropout=self._attention_dropout_rate,
+        norm_first=self._norm_first, norm_epsilon=self._norm_epsilon,
+        kernel_initializer=tf_utils.serialize_initializer(
+            self._kernel_initializer, use_legacy_format=True),
+        residual_attention=self._residual_attention,
+        layer_index=self._layer_index, score_dtype=self._score_dtype,
+        recompute=self._recompute)
+    return config
 
   def build(self, input_shape):
-    c = self._config
-    width = block_width(self.name, input_shape, c["num_attention_heads"])
+    width = block_width(self.name, input_shape, self._num_heads)
     self._attention_layer = attention_layer(
-        "self_attention", input_shape, c["num_attention_heads"],
-        c["kernel_initializer"], dropout=c["attention_dropout"],
-        residual_attention=c["residual_attention"],
-        layer_index=c["layer_index"], score_dtype=c["score_dtype"])
-    dropout = tf_keras.layers.Dropout
-    if c["recompute"]:
-      dropout = recomputing_dropout.RecomputingDropout
-      # Weightless, so checkpoints are unaffected.
-      self._attention_layer._dropout_layer = dropout(  # pylint: disable=protected-access
-          rate=c["attention_dropout"])
-    self._attention_dropout = dropout(c["output_dropout"])
+        "self_attention", input_shape, self._num_heads,
+        self._kernel_initializer, dropout=self._attention_dropout_rate,
+        residual_attention=self._residual_attention,
+        layer_index=self._layer_index, score_dtype=self._score_dtype,
+        recompute=self._recompute)
+    # Weightless, so checkpoints are unaffected by the choice.
+    dropout = (recomputing_dropout.RecomputingDropout if self._recompute
+               else tf_keras.layers.Dropout)
+    self._attention_dropout = dropout(self._output_dropout_rate)
     self._attention_layer_norm = layer_norm("self_attention_layer_norm",
-                                            c["norm_epsilon"])
+                                            self._norm_epsilon)
     (self._intermediate_dense, self._intermediate_activation_layer,
-     self._output_dense) = feed_forward(width, c["inner_dim"],
-                                        c["inner_activation"],
-                                        c["kernel_initializer"])
-    self._output_dropout = dropout(c["output_dropout"])
+     self._output_dense) = feed_forward(width, self._inner_dim,
+                                        self._inner_activation,
+                                        self._kernel_initializer)
+    self._output_dropout = dropout(self._output_dropout_rate)
     self._output_layer_norm = layer_norm("output_layer_norm",
-                                         c["norm_epsilon"])
+                                         self._norm_epsilon)
     super().build(input_shape)
 
   def call(self,
@@ -206,7 +240,7 @@ class RealFormerEncoderBlock(ArgumentsConfigLayer):
     Returns:
       `(hidden, scores)` or `(hidden, scores, probs)`.
     """
-    if not (self._config["recompute"] and training):
+    if not (self._recompute and training):
       return self._forward(hidden, scores, attention_mask, attention_bias,
                            training, output_range, return_attention_probs)
     # recompute_grad differentiates tensor arguments only: pass the present
@@ -228,7 +262,7 @@ class RealFormerEncoderBlock(ArgumentsConfigLayer):
 
   def _forward(self, hidden, scores, attention_mask, attention_bias, training,
                output_range, return_attention_probs):
-    norm_first = self._config["norm_first"]
+    norm_first = self._norm_first
     source = hidden
     query = hidden
     if norm_first:

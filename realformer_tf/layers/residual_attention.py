@@ -19,16 +19,15 @@ kept for backprop cost no more memory than BERT's.
 """
 
 import math
-from typing import Tuple
+from typing import Callable, Tuple
 
 import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling.layers import attention as mg_attention
+from official.projects.bigbird import recomputing_dropout
 from realformer_tf.layers import keras3_seam
-# pylint: disable=g-direct-tensorflow-import
-from tensorflow.python.ops import control_flow_util
-# pylint: enable=g-direct-tensorflow-import
+from realformer_tf.layers import xla_kernels
 
 RESIDUAL_MODES = ("sum", "mean", "none")
 SCORE_DTYPES = ("float32", "compute")
@@ -74,42 +73,60 @@ def attention_bias_from_mask(mask, dtype) -> tf.Tensor:
   return (1.0 - tf.cast(mask, dtype)) * tf.constant(adder, dtype)
 
 
-@tf.custom_gradient
-def _scores_in_float32(query, key):
-  """`query @ key^T` of two low-precision `[B, N, *, H]` tensors, as float32.
+def residual_dot_product_attention(
+    query, key, value, prev_scores=None, bias=None, mode: str = "sum",
+    layer_index: int = 0, score_dtype=tf.float32,
+    dropout: Callable[[tf.Tensor], tf.Tensor] = tf.identity
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+  """The paper's Eq. 5 on projected heads: `(context, scores, probs)`.
 
-  One XLA dot with low-precision operands and a float32 result (HLO
-  `dot(bf16, bf16) -> f32`): the float32 running sum is then added to the
-  dot's own output type, which XLA's GPU GEMM rewriter can fold into the GEMM
-  as its C operand (cuBLAS `beta = 1`); `cast(einsum(...))` instead writes
-  the bfloat16 scores and converts them in a separate elementwise pass. Only
-  XLA has a kernel for this op (TF's CPU/GPU kernels reject a float32 `Tout`
-  for bfloat16 inputs), so callers use it inside XLA clusters only. The
-  gradient casts the float32 score gradient to the operands' dtype first,
-  exactly what `cast(einsum(...))`'s gradient does.
+  Args:
+    query: `[B, T, N, H]`; key, value: `[B, S, N, H]`.
+    prev_scores: `S_{l-1}`, `[B, N, T, S]`, or None for the first layer.
+    bias: Additive mask (0 or very negative) broadcastable to `scores`.
+    mode: "sum", "mean" or "none" (plain attention: `prev_scores` unused).
+    layer_index: `l`, the 0-based depth; used by "mean".
+    score_dtype: dtype of `scores`; the softmax runs in `query`'s dtype.
+    dropout: Applied to the probabilities before they weigh `value`.
+
+  Returns:
+    `context` `[B, T, N, H]`, `scores` (the unmasked `S_l` to hand on) and
+    `probs` (before dropout), both `[B, N, T, S]`.
   """
-  scores = tf.raw_ops.BatchMatMulV3(x=query, y=key, Tout=tf.float32,
-                                    adj_y=True)
+  # Scaling Q scales Q K^T; under XLA it fuses into the query projection.
+  query = tf.multiply(query, 1.0 / math.sqrt(float(query.shape[-1])))
+  scores = xla_kernels.query_key_scores(query, key, score_dtype)
+  if prev_scores is not None and mode != "none":
+    scores += tf.cast(prev_scores, score_dtype)       # S_l = QK^T/sqrt(d) + S_{l-1}
+  logits = scores / float(layer_index + 1) if mode == "mean" else scores
+  if bias is not None:
+    logits += bias                                    # the mask: logits only
+  probs = _softmax(logits, query.dtype)
+  # Dropping whole tokens to attend to, as in BERT.
+  context = tf.einsum("bnts,bsnh->btnh", dropout(probs), value)
+  return context, scores, probs
 
-  def grad(d_scores):
-    d_scores = tf.cast(d_scores, query.dtype)
-    return (tf.matmul(d_scores, key),
-            tf.matmul(d_scores, query, transpose_a=True))
 
-  return scores, grad
+def _softmax(logits, dtype) -> tf.Tensor:
+  """Softmax in `dtype` (what backprop keeps, as plain attention).
 
-
-def _in_xla_context() -> bool:
-  return control_flow_util.GraphOrParentsInXlaContext(
-      tf.compat.v1.get_default_graph())
+  float32 probabilities would double that memory. float32 logits can exceed
+  float16's range; softmax is shift-invariant, so they are shifted by the
+  row max first.
+  """
+  if dtype == tf.float16 and logits.dtype == tf.float32:
+    logits -= tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
+  return tf.nn.softmax(tf.cast(logits, dtype), axis=-1)
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
+class ResidualMultiHeadAttention(mg_attention.CachedAttention):
   """`MultiHeadAttention` that takes and returns pre-softmax attention scores.
 
-  Weights keep Keras' standard names (`query`, `key`, `value`,
-  `attention_output`), so checkpoints of a `MultiHeadAttention` load as is.
+  The attention itself is `residual_dot_product_attention`. A Model Garden
+  `CachedAttention` (a `tf_keras.layers.MultiHeadAttention` with its cache
+  update for incremental decoding) with the standard weight names (`query`,
+  `key`, `value`, `attention_output`): checkpoints of either load as is.
 
   Args:
     num_heads: Number of attention heads.
@@ -119,48 +136,30 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       "none" (plain attention; the layer's own scores are still returned).
     layer_index: 0-based depth of this layer in its stack; used by "mean".
     score_dtype: dtype of the running score sum under mixed precision:
-      "float32" or "compute" (the policy's compute dtype). Same result under
-      a float32 policy.
+      "float32" or "compute" (the policy's compute dtype).
+    recompute: Drop probabilities with Model Garden's `RecomputingDropout`,
+      whose stateless masks repeat in `recompute_grad`'s second forward pass.
     **kwargs: Any other `tf_keras.layers.MultiHeadAttention` argument, except
       `attention_axes` (only the sequence axis is supported).
 
-  `call` takes Keras' arguments except `return_attention_scores` (rejected:
-  the layer always returns its running scores, and the probabilities with
-  `return_attention_probs`), and ragged inputs. The attention itself is
-  `_compute_residual_attention`, a method of its own name: Keras'
-  `_compute_attention(query, key, value, attention_mask, training)` has no
-  place for the previous scores.
-
-  Call arguments:
-    query: `[batch, from_len, dim]`.
-    value: Optional `[batch, to_len, dim]`; None means self-attention
-      (`query`), where under XLA Q, K and V come from one matmul: the three
-      kernels are concatenated at call time, so weights keep their names.
-    key: Optional `[batch, to_len, dim]`; defaults to `value`.
-    attention_mask: Optional `[batch, from_len, to_len]`, 1 = attend.
+  Call arguments: Keras' (`query`, `value`, `key`, `attention_mask`
+  `[batch, from_len, to_len]`, `training`, `use_causal_mask`) except
+  `return_attention_scores` (the layer always returns its running scores)
+  and ragged inputs, plus:
     prev_scores: Optional `[batch, num_heads, from_len, to_len]` running sum
       from the previous layer (`None` for the first layer).
-    training: Python bool, whether dropout is active.
     return_attention_probs: Also return the softmax probabilities.
     attention_bias: Optional additive bias broadcastable to `[batch,
       num_heads, from_len, to_len]` (e.g. `attention_bias_from_mask` of a
-      `[batch, 1, 1, to_len]` mask, built once for a whole stack); added to
-      the logits like the mask, never to `scores`.
-    use_causal_mask: Also mask keys after each query (decoder
-      self-attention). Like the padding mask, the causal mask enters the
-      softmax only: the returned running sum stays unmasked.
-    cache: Incremental decoding: a dict with "key" and "value" `[batch,
-      cached_len, num_heads, key_dim]` projections of the earlier positions
-      (Model Garden's `CachedAttention` format, what `Seq2SeqTransformer`'s
-      beam search carries). This step's keys and values are appended (or,
-      with `decode_loop_step`, written at that index) and the dict is updated
-      in place. The residual scores need no cache across steps: row `t` of
-      `S_l` depends only on row `t` of `S_{l-1}`, so a step passes a
-      `[batch, num_heads, 1, t + 1]` score row from layer to layer (with
-      `decode_loop_step`: `[batch, num_heads, 1, max_len]`, the columns after
-      `t` masked).
-    decode_loop_step: With `cache`, the step index for padded (fixed-length,
-      TPU) decoding; None appends to the cache.
+      `[batch, 1, 1, to_len]` mask, built once for a whole stack).
+    cache, decode_loop_step: Incremental decoding, as `CachedAttention`: a
+      dict with "key" and "value" `[batch, cached_len, num_heads, key_dim]`,
+      updated in place. The scores need no cache: row `t` of `S_l` depends
+      only on row `t` of `S_{l-1}`, so a step passes a `[batch, num_heads, 1,
+      t + 1]` score row (with `decode_loop_step`: `max_len` columns).
+  Self-attention (`value` None) under XLA projects Q, K and V with one
+  matmul (`xla_kernels.fused_projection`). Masks (padding, causal) enter the
+  softmax only: the returned running sum stays unmasked.
 
   Returns:
     `(output, scores)`, or `(output, scores, probs)`: `output` is
@@ -184,6 +183,7 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
                residual_attention: str = "sum",
                layer_index: int = 0,
                score_dtype: str = "float32",
+               recompute: bool = False,
                **kwargs):
     axes = kwargs.get("attention_axes")
     if isinstance(axes, int):
@@ -191,8 +191,7 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     if axes is not None and tuple(axes) != (1,):
       # The running sum is [batch, heads, from_len, to_len]: one attention
       # axis, the sequence (what the base class resolves None to for rank-3
-      # inputs, and writes into its config). The base class would silently
-      # build equations for others.
+      # inputs). The base class would silently build equations for others.
       raise ValueError(
           f"ResidualMultiHeadAttention attends over the sequence axis only; "
           f"attention_axes must be None, got {kwargs['attention_axes']!r}.")
@@ -202,6 +201,10 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     if layer_index < 0:
       raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
     self._layer_index = int(layer_index)
+    self._recompute = bool(recompute)
+    dropout = (recomputing_dropout.RecomputingDropout if self._recompute
+               else tf_keras.layers.Dropout)
+    self._probs_dropout = dropout(rate=self._dropout, dtype=self.dtype_policy)
 
   def __call__(self, *args, **kwargs):
     keras3_seam.reject_keras3_arguments(self, args, kwargs)
@@ -219,7 +222,7 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     config = super().get_config()
     config.update(residual_attention=self._residual_attention,
                   layer_index=self._layer_index,
-                  score_dtype=self._score_dtype)
+                  score_dtype=self._score_dtype, recompute=self._recompute)
     return config
 
   def call(self,
@@ -243,10 +246,11 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
           "probabilities.")
     if isinstance(query, tf.RaggedTensor) or isinstance(value, tf.RaggedTensor):
       raise ValueError(f"{self.name}: ragged inputs are not supported.")
-    if tf.TensorShape(query.shape).rank != 3:
-      raise ValueError(
-          f"{self.name}: query must have rank 3 [batch, from_len, dim], got "
-          f"shape {query.shape}.")
+    self._check_rank("query", query, 3, "[batch, from_len, dim]")
+    self._check_rank("attention_mask", attention_mask, 3,
+                     "[batch, from_len, to_len]")
+    self._check_rank("attention_bias", attention_bias, 4, "(broadcastable to "
+                     "[batch, num_heads, from_len, to_len])")
     # `value is query` only survives without mixed precision: Keras casts
     # the first argument alone.
     self_attention = (value is None or value is query) and key is None
@@ -256,17 +260,6 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       self._build_from_signature(query=query, value=value, key=key)
     if key is None:
       key = value
-    if (attention_mask is not None and
-        tf.TensorShape(attention_mask.shape).rank != 3):
-      raise ValueError(
-          f"{self.name}: attention_mask must have rank 3 "
-          f"[batch, from_len, to_len], got shape {attention_mask.shape}.")
-    if (attention_bias is not None and
-        tf.TensorShape(attention_bias.shape).rank != 4):
-      raise ValueError(
-          f"{self.name}: attention_bias must have rank 4 (broadcastable to "
-          f"[batch, num_heads, from_len, to_len]), got shape "
-          f"{attention_bias.shape}.")
     score_dtype = resolve_score_dtype(self._score_dtype, self.compute_dtype)
     # With a cache the keys start before the queries: causal mask below.
     attention_mask = self._compute_attention_mask(
@@ -274,21 +267,17 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
         use_causal_mask=use_causal_mask and cache is None)
 
     dense = (self._query_dense, self._key_dense, self._value_dense)
-    # Under XLA only: there the kernels' concat and the output's split fuse
-    # into their neighbours; in TF they are copies (weight-sized buffers).
     # The first call builds the three layers (their weights' names).
     if (self_attention and self._activity_regularizer is None and
-        _in_xla_context() and all(layer.built for layer in dense)):
-      query, key, value = self._project_self_attention(query)
+        xla_kernels.in_xla_context() and all(layer.built for layer in dense)):
+      query, key, value = xla_kernels.fused_projection(query, dense,
+                                                       self._use_bias)
     else:
       query = self._query_dense(query)    # [B, T, N, H]
       key = self._key_dense(key)          # [B, S, N, H]
       value = self._value_dense(value)    # [B, S, N, H]
     if cache is not None:
-      # Model Garden's own cache update (a plain function of its arguments):
-      # official/nlp/modeling/layers/attention.py, CachedAttention.
-      key, value = mg_attention.CachedAttention._update_cache(  # pylint: disable=protected-access
-          self, key, value, cache, decode_loop_step)
+      key, value = self._update_cache(key, value, cache, decode_loop_step)
       if use_causal_mask:
         attention_mask = _offset_causal_mask(query, key, attention_mask,
                                              decode_loop_step)
@@ -299,93 +288,37 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
           tf.expand_dims(attention_mask, axis=1), score_dtype))
     if attention_bias is not None:
       biases.append(tf.cast(attention_bias, score_dtype))
-    bias = tf.add_n(biases) if biases else None
-    output, scores, probs = self._compute_residual_attention(
-        query, key, value, bias, prev_scores=prev_scores, training=training)
+    if prev_scores is not None and self._residual_attention != "none":
+      self._check_prev_scores(prev_scores, query, key)
+    output, scores, probs = residual_dot_product_attention(
+        query, key, value, prev_scores=prev_scores,
+        bias=tf.add_n(biases) if biases else None,
+        mode=self._residual_attention, layer_index=self._layer_index,
+        score_dtype=score_dtype,
+        dropout=lambda probs: self._probs_dropout(probs, training=training))
     output = self._output_dense(output)
     if return_attention_probs:
       return output, scores, probs
     return output, scores
 
-  def _project_self_attention(self, inputs):
-    """Q, K and V `[B, T, N, H]` of `inputs` from one einsum (under XLA).
+  def _check_rank(self, name, tensor, rank, shape):
+    if tensor is not None and tf.TensorShape(tensor.shape).rank != rank:
+      raise ValueError(f"{self.name}: {name} must have rank {rank} {shape}, "
+                       f"got shape {tensor.shape}.")
 
-    The standard `query`/`key`/`value` kernels and biases are concatenated
-    along the head size at call time: one `[dim, N, 2 * key_dim + value_dim]`
-    GEMM (and one for each gradient) instead of three, and checkpoints keep
-    their names. Same sums as three einsums.
-    """
-    dense = (self._query_dense, self._key_dense, self._value_dense)
-    qkv = tf.einsum(self._query_dense.equation, inputs,
-                    tf.concat([layer.kernel for layer in dense], axis=-1))
-    if self._use_bias:
-      qkv += tf.concat([layer.bias for layer in dense], axis=-1)
-    sizes = [self._key_dim, self._key_dim, self._value_dim]
-    return tf.split(qkv, sizes, axis=-1)
-
-  def _compute_residual_attention(
-      self,
-      query,
-      key,
-      value,
-      attention_bias=None,
-      prev_scores=None,
-      training=None) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Residual dot-product attention on projected Q, K, V.
-
-    Returns `(context, scores, probs)`; see the class docstring for why this
-    is not `_compute_attention`.
-
-    The form is chosen for XLA (checked on the optimized HLO, see
-    benchmarks/README.md): `1/sqrt(d)` scales the `[B, T, N, H]` query (fused
-    into the query projection) rather than the `[B, N, T, S]` scores; the
-    score dot produces the score dtype itself, so `S_{l-1}` is added in the
-    dot's own dtype (a GEMM addend on GPU); the mask arrives as an additive
-    bias, and the bias add, the "mean" division, the cast and the softmax are
-    elementwise/reduce ops on `S_l` that XLA fuses into one softmax fusion.
-    """
-    score_dtype = resolve_score_dtype(self._score_dtype, self.compute_dtype)
-    query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
-    if score_dtype == query.dtype:
-      scores = tf.einsum(self._dot_product_equation, key, query)  # [B, N, T, S]
-    elif _in_xla_context():
-      scores = _scores_in_float32(tf.transpose(query, [0, 2, 1, 3]),
-                                  tf.transpose(key, [0, 2, 1, 3]))
-    else:
-      scores = tf.cast(tf.einsum(self._dot_product_equation, key, query),
-                       score_dtype)
-    if prev_scores is not None and self._residual_attention != "none":
-      self._check_prev_scores(prev_scores, scores)
-      scores += tf.cast(prev_scores, score_dtype)
-    logits = scores
-    if self._residual_attention == "mean":
-      logits = scores / float(self._layer_index + 1)
-    if attention_bias is not None:
-      logits += attention_bias
-    if self.compute_dtype == "float16" and score_dtype == tf.float32:
-      # The running sum can exceed float16's range; softmax is
-      # shift-invariant, so shift by the row max in float32 first.
-      logits -= tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
-    # Softmax in the compute dtype (what backprop keeps), like plain
-    # MultiHeadAttention: float32 probabilities would double that memory.
-    probs = tf.nn.softmax(tf.cast(logits, self.compute_dtype), axis=-1)
-    # Dropping whole tokens to attend to, as in BERT.
-    probs_dropout = self._dropout_layer(probs, training=training)
-    context = tf.einsum(self._combine_equation, probs_dropout, value)
-    return context, scores, probs
-
-  def _check_prev_scores(self, prev_scores, scores):
+  def _check_prev_scores(self, prev_scores, query, key):
     """Raises a ValueError naming both shapes when they cannot be added."""
-    prev_shape, shape = tf.TensorShape(prev_scores.shape), scores.shape
+    prev_shape = tf.TensorShape(prev_scores.shape)
+    shape = tf.TensorShape([query.shape[0], query.shape[2], query.shape[1],
+                            key.shape[1]])
     if prev_shape.rank is not None and prev_shape.rank != 4:
       raise ValueError(
           f"{self.name}: prev_scores must have rank 4 [batch, num_heads, "
           f"from_len, to_len], got shape {prev_shape}.")
-    if prev_shape.rank is not None and not prev_shape.is_compatible_with(shape):
+    if not prev_shape.is_compatible_with(shape):
       raise ValueError(
           f"{self.name}: prev_scores has shape {prev_shape}, but this layer's "
           f"scores have shape {shape} [batch, num_heads, from_len, to_len].")
-
 
 def _offset_causal_mask(query, key, attention_mask, decode_loop_step):
   """Causal mask for queries that start after the cached keys.
