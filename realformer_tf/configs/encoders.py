@@ -57,9 +57,9 @@ def build_realformer_encoder(
   config.validate()
   same_names = ("vocab_size", "hidden_size", "num_layers",
                 "num_attention_heads", "type_vocab_size", "output_range",
-                "norm_first", "return_attention_scores", "return_word_embeddings",
-                "residual_attention", "final_layer_norm", "norm_epsilon",
-                "score_dtype", "recompute")
+                "norm_first", "return_attention_scores",
+                "return_word_embeddings", "residual_attention",
+                "final_layer_norm", "norm_epsilon", "score_dtype", "recompute")
   return realformer_encoder.RealFormerEncoder(
       max_sequence_length=config.max_position_embeddings,
       inner_dim=config.intermediate_size,

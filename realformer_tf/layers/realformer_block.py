@@ -1,6 +1,5 @@
 """The RealFormer encoder block, and the config and sub-layers every block shares."""
 
-import inspect
 from typing import Any, Dict, Optional, Tuple
 
 import tensorflow as tf
@@ -21,20 +20,19 @@ def serialize_activation(activation) -> Any:
 
 
 class ArgumentsConfigLayer(tf_keras.layers.Layer):
-  """A layer whose config is its constructor's arguments (for networks/).
+  """A layer whose config is its constructor's arguments (networks/ use it).
 
   A subclass' `__init__` normalizes its arguments in place, then calls
-  `super().__init__(locals())`; the constructor's parameters among them (any
-  other local is left out) are `self._config` from then on, and `get_config`
-  returns them after the base layer's config, initializers and activations
-  serialized as Model Garden's layers do. `RealFormerEncoderBlock` writes its
-  `get_config` out instead, as Model Garden's blocks do.
+  `super().__init__(locals())`; they are `self._config` from then on, and
+  `get_config` returns them after the base layer's config, initializers and
+  activations serialized as Model Garden's layers do. (Any local assigned
+  before that call enters the config: `RealFormerEncoderBlock` writes its
+  `get_config` out instead, as Model Garden's blocks do.)
   """
 
   def __init__(self, arguments: Dict[str, Any]):
-    parameters = inspect.signature(type(self).__init__).parameters
     arguments = {k: v for k, v in arguments.items()
-                 if k in parameters and k != "self"}
+                 if k not in ("self", "__class__")}
     super().__init__(**arguments.pop("kwargs"))
     self._config = arguments
 
@@ -111,26 +109,17 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
   restore into the other.
 
   Args:
-    num_attention_heads: Number of attention heads; must divide the hidden size.
-    inner_dim: Width of the feed-forward layer.
-    inner_activation: Activation of the feed-forward layer.
-    output_dropout: Dropout after the attention projection and the
-      feed-forward output (BERT's `hidden_dropout_prob`).
-    attention_dropout: Dropout on attention probabilities.
-    norm_first: Pre-LN if True, Post-LN if False.
-    norm_epsilon: LayerNorm epsilon (1e-12 as in BERT).
-    kernel_initializer: Initializer for all kernels.
+    num_attention_heads, inner_dim, inner_activation, output_dropout (BERT's
+      `hidden_dropout_prob`), attention_dropout, norm_first, norm_epsilon,
+      kernel_initializer, **kwargs: As Model Garden's `TransformerEncoderBlock`.
     residual_attention: "sum", "mean" or "none"; see
       `ResidualMultiHeadAttention`.
     layer_index: 0-based depth of the block; used by "mean".
     score_dtype: "float32" or "compute"; see `ResidualMultiHeadAttention`.
-    recompute: Recompute the block's forward pass during backprop instead of
-      keeping its activations (`recompute_grad`), so long sequences fit:
-      only the block's inputs are kept. Model Garden's XLA-compatible
-      `official/projects/bigbird/recompute_grad.py` with its
-      `RecomputingDropout`, whose stateless dropout draws the same masks in
-      the recomputation (tf.recompute_grad's stateful dropout would not).
-    **kwargs: Base `Layer` arguments (name, dtype, ...).
+    recompute: Recompute the block's forward pass during backprop, keeping
+      only its inputs, so long sequences fit: Model Garden's XLA-compatible
+      `official/projects/bigbird/recompute_grad.py` with its stateless
+      `RecomputingDropout`, whose masks repeat in the recomputation.
 
   Example:
 
@@ -143,19 +132,13 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
   TensorShape([2, 2, 6, 6])
   """
 
-  def __init__(self,
-               num_attention_heads: int,
-               inner_dim: int,
-               inner_activation: Any = "gelu",
-               output_dropout: float = 0.0,
-               attention_dropout: float = 0.0,
-               norm_first: bool = False,
+  def __init__(self, num_attention_heads: int, inner_dim: int,
+               inner_activation: Any = "gelu", output_dropout: float = 0.0,
+               attention_dropout: float = 0.0, norm_first: bool = False,
                norm_epsilon: float = 1e-12,
                kernel_initializer: Any = "glorot_uniform",
-               residual_attention: str = "sum",
-               layer_index: int = 0,
-               score_dtype: str = "float32",
-               recompute: bool = False,
+               residual_attention: str = "sum", layer_index: int = 0,
+               score_dtype: str = "float32", recompute: bool = False,
                **kwargs):
     super().__init__(**kwargs)
     # Model Garden's TransformerEncoderBlock attribute names.
@@ -223,22 +206,13 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
            output_range: Optional[int] = None,
            return_attention_probs: bool = False,
            attention_bias=None):
-    """Runs the block.
+    """`(hidden, scores)`, or `(hidden, scores, probs)`.
 
-    Args:
-      hidden: `[batch, seq, hidden]`.
-      scores: Running score sum from the previous block, `[batch, heads, seq,
-        seq]`, or None for the first block.
-      attention_mask: `[batch, seq, seq]`, 1 = attend.
-      training: Whether dropout is active.
-      output_range: Only compute outputs for the first `output_range`
-        positions (e.g. the [CLS] token of the last layer).
-      return_attention_probs: Also return the attention probabilities.
-      attention_bias: Additive attention bias, `[batch, 1, 1 or seq, seq]`
-        (see `ra.attention_bias_from_mask`); combines with `attention_mask`.
-
-    Returns:
-      `(hidden, scores)` or `(hidden, scores, probs)`.
+    `hidden` `[batch, seq, width]`; `scores` the previous block's running sum
+    `[batch, heads, seq, seq]` (None in the first block); `attention_mask`
+    `[batch, seq, seq]` (1 = attend) and/or `attention_bias` `[batch, 1, 1 or
+    seq, seq]` (`ra.attention_bias_from_mask`); `output_range`: outputs for
+    the first positions only (e.g. [CLS] in the last layer).
     """
     if not (self._recompute and training):
       return self._forward(hidden, scores, attention_mask, attention_bias,

@@ -8,14 +8,12 @@ pre-softmax scores to its own, softmaxes the sum and hands the sum on:
     P_l = softmax(S_l + mask)                 # "sum"  (paper Eq. 5)
     P_l = softmax(S_l / (l + 1) + mask)       # "mean" (deep models, > 24 layers)
 
-The mask only enters the softmax; `S_l` is passed on unmasked, as in the
-authors' TF1 code. `score_dtype` picks the dtype of `S_l` under mixed
-precision: "float32" (default) keeps the sum over layers in float32, where it
-neither loses precision nor overflows (float16 sums do); "compute" keeps it in
-the policy's compute dtype (bfloat16 on TPU/GPU), which halves the bytes of
-the score path (see the README for what that costs in accuracy). The softmax
-itself runs in the compute dtype, as in plain attention, so the probabilities
-kept for backprop cost no more memory than BERT's.
+`residual_dot_product_attention` is these lines; the mask only enters the
+softmax and `S_l` is passed on unmasked, as in the authors' TF1 code.
+`score_dtype` picks the dtype of `S_l` under mixed precision: "float32"
+(default: a float16 sum over layers loses precision and overflows) or
+"compute", the policy's (half the bytes of the score path; the README says
+what that costs in accuracy).
 """
 
 import math
@@ -39,18 +37,18 @@ _MASK_ADDER = -1e9
 _MASK_ADDER_FLOAT16 = -32752.0
 
 
-def validate_residual_attention(value: str) -> str:
-  if value not in RESIDUAL_MODES:
-    raise ValueError(
-        f"residual_attention must be one of {RESIDUAL_MODES}, got {value!r}.")
+def _one_of(name: str, value: str, choices: Tuple[str, ...]) -> str:
+  if value not in choices:
+    raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
   return value
+
+
+def validate_residual_attention(value: str) -> str:
+  return _one_of("residual_attention", value, RESIDUAL_MODES)
 
 
 def validate_score_dtype(value: str) -> str:
-  if value not in SCORE_DTYPES:
-    raise ValueError(
-        f"score_dtype must be one of {SCORE_DTYPES}, got {value!r}.")
-  return value
+  return _one_of("score_dtype", value, SCORE_DTYPES)
 
 
 def resolve_score_dtype(score_dtype: str, compute_dtype) -> tf.DType:
@@ -95,12 +93,12 @@ def residual_dot_product_attention(
   """
   # Scaling Q scales Q K^T; under XLA it fuses into the query projection.
   query = tf.multiply(query, 1.0 / math.sqrt(float(query.shape[-1])))
-  scores = xla_kernels.query_key_scores(query, key, score_dtype)
+  scores = xla_kernels.query_key_scores(query, key, score_dtype)  # QK^T/sqrt(d)
   if prev_scores is not None and mode != "none":
-    scores += tf.cast(prev_scores, score_dtype)       # S_l = QK^T/sqrt(d) + S_{l-1}
+    scores += tf.cast(prev_scores, score_dtype)                   # + S_{l-1}
   logits = scores / float(layer_index + 1) if mode == "mean" else scores
   if bias is not None:
-    logits += bias                                    # the mask: logits only
+    logits += bias                             # the mask: logits only, not S_l
   probs = _softmax(logits, query.dtype)
   # Dropping whole tokens to attend to, as in BERT.
   context = tf.einsum("bnts,bsnh->btnh", dropout(probs), value)
@@ -108,11 +106,10 @@ def residual_dot_product_attention(
 
 
 def _softmax(logits, dtype) -> tf.Tensor:
-  """Softmax in `dtype` (what backprop keeps, as plain attention).
+  """Softmax in `dtype`, the compute dtype, as plain attention's.
 
-  float32 probabilities would double that memory. float32 logits can exceed
-  float16's range; softmax is shift-invariant, so they are shifted by the
-  row max first.
+  float32 probabilities would double the memory backprop keeps. float32
+  logits can exceed float16's range: shifted by the row max first.
   """
   if dtype == tf.float16 and logits.dtype == tf.float32:
     logits -= tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
@@ -123,49 +120,43 @@ def _softmax(logits, dtype) -> tf.Tensor:
 class ResidualMultiHeadAttention(mg_attention.CachedAttention):
   """`MultiHeadAttention` that takes and returns pre-softmax attention scores.
 
-  The attention itself is `residual_dot_product_attention`. A Model Garden
-  `CachedAttention` (a `tf_keras.layers.MultiHeadAttention` with its cache
-  update for incremental decoding) with the standard weight names (`query`,
-  `key`, `value`, `attention_output`): checkpoints of either load as is.
+  Model Garden's `CachedAttention` (Keras' `MultiHeadAttention` with a cache
+  update for incremental decoding) whose attention is
+  `residual_dot_product_attention`; same weight names (`query`, `key`,
+  `value`, `attention_output`), so checkpoints of either load as is.
 
   Args:
-    num_heads: Number of attention heads.
-    key_dim: Size of each head for query and key.
-    residual_attention: "sum" (RealFormer), "mean" (softmax over the running
-      mean `S_l / (layer_index + 1)`; the running sum is still returned), or
-      "none" (plain attention; the layer's own scores are still returned).
+    num_heads, key_dim, **kwargs: As `tf_keras.layers.MultiHeadAttention`,
+      but `attention_axes` must be None (the sequence axis).
+    residual_attention: "sum" (RealFormer), "mean" (softmax of the running
+      mean `S_l / (layer_index + 1)`) or "none" (plain attention); the
+      running sum (or the layer's own scores) is returned in every mode.
     layer_index: 0-based depth of this layer in its stack; used by "mean".
-    score_dtype: dtype of the running score sum under mixed precision:
-      "float32" or "compute" (the policy's compute dtype).
+    score_dtype: "float32" or "compute" (the policy's compute dtype).
     recompute: Drop probabilities with Model Garden's `RecomputingDropout`,
       whose stateless masks repeat in `recompute_grad`'s second forward pass.
-    **kwargs: Any other `tf_keras.layers.MultiHeadAttention` argument, except
-      `attention_axes` (only the sequence axis is supported).
 
-  Call arguments: Keras' (`query`, `value`, `key`, `attention_mask`
-  `[batch, from_len, to_len]`, `training`, `use_causal_mask`) except
-  `return_attention_scores` (the layer always returns its running scores)
-  and ragged inputs, plus:
-    prev_scores: Optional `[batch, num_heads, from_len, to_len]` running sum
-      from the previous layer (`None` for the first layer).
+  Call arguments: Keras' (`query`, `value`, `key`, `attention_mask` `[batch,
+  from_len, to_len]`, `training`, `use_causal_mask`), not
+  `return_attention_scores` nor ragged inputs, and:
+    prev_scores: `[batch, num_heads, from_len, to_len]` running sum of the
+      previous layer, or None.
     return_attention_probs: Also return the softmax probabilities.
-    attention_bias: Optional additive bias broadcastable to `[batch,
-      num_heads, from_len, to_len]` (e.g. `attention_bias_from_mask` of a
-      `[batch, 1, 1, to_len]` mask, built once for a whole stack).
-    cache, decode_loop_step: Incremental decoding, as `CachedAttention`: a
-      dict with "key" and "value" `[batch, cached_len, num_heads, key_dim]`,
-      updated in place. The scores need no cache: row `t` of `S_l` depends
-      only on row `t` of `S_{l-1}`, so a step passes a `[batch, num_heads, 1,
-      t + 1]` score row (with `decode_loop_step`: `max_len` columns).
-  Self-attention (`value` None) under XLA projects Q, K and V with one
-  matmul (`xla_kernels.fused_projection`). Masks (padding, causal) enter the
-  softmax only: the returned running sum stays unmasked.
+    attention_bias: Additive bias broadcastable to `[batch, num_heads,
+      from_len, to_len]` (`attention_bias_from_mask`, built once per stack).
+    cache, decode_loop_step: As `CachedAttention` ("key"/"value" `[batch,
+      cached_len, num_heads, key_dim]`, updated in place). The scores need no
+      cache: row `t` of `S_l` depends only on row `t` of `S_{l-1}`, so a step
+      passes a `[batch, num_heads, 1, t + 1]` score row (`max_len` columns
+      with `decode_loop_step`).
+  Masks (padding, causal, bias) enter the softmax only. Self-attention
+  (`value` None) under XLA projects Q, K, V in one matmul
+  (`xla_kernels.fused_projection`).
 
   Returns:
-    `(output, scores)`, or `(output, scores, probs)`: `output` is
-    `[batch, from_len, dim]`; `scores` is the unmasked running sum
-    `[batch, num_heads, from_len, to_len]` (float32, or the compute dtype with
-    `score_dtype="compute"`) to hand to the next layer.
+    `(output [batch, from_len, dim], scores)` or `(output, scores, probs)`;
+    `scores` is the unmasked running sum (float32, or the compute dtype with
+    `score_dtype="compute"`) for the next layer.
 
   Example:
 
@@ -186,12 +177,10 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
                recompute: bool = False,
                **kwargs):
     axes = kwargs.get("attention_axes")
-    if isinstance(axes, int):
-      axes = (axes,)
-    if axes is not None and tuple(axes) != (1,):
+    if axes is not None and tuple(tf.nest.flatten(axes)) != (1,):
       # The running sum is [batch, heads, from_len, to_len]: one attention
-      # axis, the sequence (what the base class resolves None to for rank-3
-      # inputs). The base class would silently build equations for others.
+      # axis, the sequence (what None means for rank-3 inputs). The base
+      # class would silently build equations for others.
       raise ValueError(
           f"ResidualMultiHeadAttention attends over the sequence axis only; "
           f"attention_axes must be None, got {kwargs['attention_axes']!r}.")
@@ -225,19 +214,10 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
                   score_dtype=self._score_dtype, recompute=self._recompute)
     return config
 
-  def call(self,
-           query,
-           value=None,
-           key=None,
-           attention_mask=None,
-           prev_scores=None,
-           training=None,
-           return_attention_probs=False,
-           attention_bias=None,
-           use_causal_mask=False,
-           cache=None,
-           decode_loop_step=None,
-           return_attention_scores=False):
+  def call(self, query, value=None, key=None, attention_mask=None,
+           prev_scores=None, training=None, return_attention_probs=False,
+           attention_bias=None, use_causal_mask=False, cache=None,
+           decode_loop_step=None, return_attention_scores=False):
     if return_attention_scores:
       raise ValueError(
           f"{self.name}: return_attention_scores is not supported: the layer "
@@ -309,33 +289,25 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
   def _check_prev_scores(self, prev_scores, query, key):
     """Raises a ValueError naming both shapes when they cannot be added."""
     prev_shape = tf.TensorShape(prev_scores.shape)
+    if prev_shape.rank is not None:
+      self._check_rank("prev_scores", prev_scores, 4,
+                       "[batch, num_heads, from_len, to_len]")
     shape = tf.TensorShape([query.shape[0], query.shape[2], query.shape[1],
                             key.shape[1]])
-    if prev_shape.rank is not None and prev_shape.rank != 4:
-      raise ValueError(
-          f"{self.name}: prev_scores must have rank 4 [batch, num_heads, "
-          f"from_len, to_len], got shape {prev_shape}.")
     if not prev_shape.is_compatible_with(shape):
       raise ValueError(
           f"{self.name}: prev_scores has shape {prev_shape}, but this layer's "
           f"scores have shape {shape} [batch, num_heads, from_len, to_len].")
 
+
 def _offset_causal_mask(query, key, attention_mask, decode_loop_step):
-  """Causal mask for queries that start after the cached keys.
+  """Boolean `[B or 1, T, S]` causal mask for queries after the cached keys.
 
-  Query row `i` is position `offset + i`, where `offset` is
-  `decode_loop_step` (padded decoding) or the number of cached keys; it may
-  attend to keys `j <= offset + i`. Keras' `_compute_causal_mask` assumes
-  `offset = 0`.
-
-  Args:
-    query: Projected queries `[B, T, N, H]`.
-    key: Projected keys including the cache, `[B, S, N, H]`.
-    attention_mask: None or `[B, T, S]`, 1 = attend.
-    decode_loop_step: None or the scalar step index.
-
-  Returns:
-    A boolean `[B or 1, T, S]` mask, AND-ed with `attention_mask`.
+  Query row `i` (of `[B, T, N, H]` projected queries) is position `offset +
+  i`, where `offset` is `decode_loop_step` (padded decoding) or the number of
+  cached keys (of `[B, S, N, H]` keys); it may attend to keys `j <= offset +
+  i`. Keras' `_compute_causal_mask` assumes `offset = 0`. AND-ed with the
+  `[B, T, S]` `attention_mask` (1 = attend) if any.
   """
   query_len, key_len = tf.shape(query)[1], tf.shape(key)[1]
   if decode_loop_step is None:

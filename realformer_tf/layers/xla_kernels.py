@@ -1,10 +1,9 @@
 """XLA-only fast forms of two steps of residual attention.
 
-Each function computes what the reference form computes (same sums, same
-gradients; the tests pin both to the NumPy reference) and takes its fast form
-only inside an XLA cluster (`jit_compile=True`), where it fuses; outside XLA
-the reference form is faster or the only one TF has a kernel for. Numbers:
-benchmarks/README.md, "Issue 12" (optimized HLO of BERT-Base, seq 512).
+Each computes what its reference form computes (same sums and gradients; the
+tests pin both to the NumPy reference), and only inside an XLA cluster
+(`jit_compile=True`), where it fuses; outside XLA the reference form is faster
+or the only one TF has a kernel for. Numbers: benchmarks/README.md, "Issue 12".
 """
 
 from typing import Sequence
@@ -12,23 +11,21 @@ from typing import Sequence
 import tensorflow as tf
 import tf_keras
 
-# [B, S, N, H] keys, [B, T, N, H] queries -> [B, N, T, S] scores: Keras'
-# `MultiHeadAttention._dot_product_equation` for one attention axis.
+# [B, S, N, H] keys, [B, T, N, H] queries -> [B, N, T, S] scores (Keras'
+# MultiHeadAttention equation for one attention axis).
 SCORES_EQUATION = "bsnh,btnh->bnts"
 
 
 def in_xla_context() -> bool:
   """Whether ops built now run inside an XLA cluster.
 
-  `tf.__internal__.get_enclosing_xla_context` is TensorFlow's exported form
-  of the private `control_flow_util.GraphOrParentsInXlaContext`; tf_keras'
-  BatchNormalization uses it for the same question.
-  """
+  Asked as tf_keras' BatchNormalization asks it: TensorFlow's exported form
+  of the private `control_flow_util.GraphOrParentsInXlaContext`."""
   return tf.__internal__.get_enclosing_xla_context() is not None
 
 
 def query_key_scores(query, key, score_dtype) -> tf.Tensor:
-  """`query @ key^T`, `[B, N, T, S]` of `score_dtype`; `query`, `key` `[B, *, N, H]`.
+  """`query @ key^T` `[B, N, T, S]` in `score_dtype`, of `[B, *, N, H]` heads.
 
   The reference form is `cast(einsum(...))`. Under XLA with low-precision
   operands and float32 scores, one dot with a float32 result instead: the
