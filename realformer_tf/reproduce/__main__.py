@@ -1,5 +1,6 @@
 """`python -m realformer_tf.reproduce`: flags -> plan -> run (see `__init__`)."""
 
+import dataclasses
 import os
 
 from absl import app
@@ -44,18 +45,16 @@ def define_flags():
 
 
 def options_from_flags() -> plan_lib.Options:
-  glue_dir = FLAGS.glue_dir
-  if glue_dir is None:
-    glue_dir = os.path.join(pretraining_data.default_data_dir(), "glue")
-  return plan_lib.Options(
-      output_dir=FLAGS.output_dir, scale=FLAGS.scale,
-      archs=tuple(FLAGS.archs), seeds=FLAGS.seeds,
-      corpus=tuple(FLAGS.corpus), train_data=FLAGS.train_data,
-      validation_data=FLAGS.validation_data, vocab_file=FLAGS.vocab_file,
-      glue_tasks=tuple(FLAGS.glue_tasks), glue_dir=glue_dir,
-      train_steps=FLAGS.train_steps,
-      config_files=tuple(FLAGS.config_file or ()),
-      params_override=FLAGS.params_override)
+  """The flags of the `Options` fields (`config_files`: `--config_file`)."""
+  values = {f.name: FLAGS[f.name].value for f in
+            dataclasses.fields(plan_lib.Options) if f.name in FLAGS}
+  values = {k: tuple(v) if isinstance(v, list) else v
+            for k, v in values.items()}
+  if values["glue_dir"] is None:
+    values["glue_dir"] = os.path.join(pretraining_data.default_data_dir(),
+                                      "glue")
+  return plan_lib.Options(config_files=tuple(FLAGS.config_file or ()),
+                          **values)
 
 
 def main(argv):

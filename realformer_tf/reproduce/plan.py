@@ -46,20 +46,12 @@ DEFAULT_GLUE_TASKS = ("mrpc", "stsb", "cola")
 class Scale:
   """Model size and budget of one `--scale`.
 
-  Attributes:
-    size_yaml: `official_configs/models` size file (None: `encoder` only).
-    recipe_yaml: `official_configs/experiments` pre-training recipe, or None.
-    encoder: Encoder overrides (after `size_yaml`).
-    seq_length, max_predictions, batch_size, train_steps, learning_rate,
-      warmup_steps: Pre-training data shape and schedule (paper's AdamW,
-      linear warm-up and decay).
-    vocab_size: Target WordPiece size when the vocabulary is learned.
-    evals: Evaluations during pre-training (points of the eval curve).
-    glue_seq_length, glue_epochs, glue_learning_rates: Fine-tuning; fewer grid
-      points at the small scales.
-    analysis_examples: Held-out examples of the attention analysis.
-    seconds_per_step: Rough 2-core CPU cost of a pre-training step (tiny
-      only; None elsewhere), for `--dry_run`'s estimate.
+  `size_yaml` (`official_configs/models`; None: `encoder` only), then
+  `recipe_yaml` (`official_configs/experiments`), then `encoder` overrides;
+  the pre-training data shape and schedule (paper's AdamW, linear warm-up and
+  decay); `vocab_size`: the target of a learned vocabulary; `evals`: points
+  of the eval curve; the GLUE grid (fewer points at the small scales);
+  `seconds_per_step`: a rough 2-core CPU cost (tiny only) for `--dry_run`.
   """
   size_yaml: Optional[str]
   recipe_yaml: Optional[str]
