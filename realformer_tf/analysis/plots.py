@@ -256,13 +256,8 @@ def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str
                   ) -> figure.Figure:
   """Train and eval MLM accuracy of every run, one style per model.
 
-  Args:
-    curves: {model label: {seed: {"train": [[step, value], ...],
-      "validation": [...]}}}.
-    path: Output PNG path.
-
-  Returns:
-    The (closed) figure, for inspection.
+  `curves`: {model label: {seed: {"train": [[step, value], ...],
+  "validation": [...]}}}; returns the (closed) figure written to `path`.
   """
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True,
                            layout="constrained")
@@ -285,7 +280,7 @@ def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str
     ax.tick_params(labelsize=10)
     ax.grid(alpha=0.3)
   axes[0].set_ylabel("masked_lm_accuracy", fontsize=11)
-  # Above the panels, where it hides no curve.
+  # Above the panels, where it hides no curve; one entry per model.
   by_label = {}
   for ax in axes:
     for handle, label in zip(*ax.get_legend_handles_labels()):

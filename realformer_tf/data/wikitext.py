@@ -1,7 +1,5 @@
-"""WikiText (the tokenized release) as BERT pre-training text.
-
-WikiText is one paragraph per line under ` = Title = ` article headings;
-BERT's text format is one sentence per line, a blank line between documents.
+"""WikiText (tokenized: a paragraph a line under ` = Title = ` headings) as
+BERT pre-training text (a sentence a line, a blank line between documents).
 """
 
 import os

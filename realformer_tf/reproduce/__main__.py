@@ -15,33 +15,28 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
+  """The flags of `plan.Options` (see the package docstring), and --dry_run."""
   flags.DEFINE_string("output_dir", None, "Where every run and result goes.")
-  flags.DEFINE_enum("scale", "tiny", list(plan_lib.SCALES),
-                    "Model size and budget.")
+  flags.DEFINE_enum("scale", "tiny", list(plan_lib.SCALES), "Size and budget.")
   flags.DEFINE_list("archs", list(plan_lib.DEFAULT_ARCHS),
                     f"Architectures, some of {', '.join(plan_lib.ARCHS)}.")
   flags.DEFINE_integer("seeds", 3, "Pre-training seeds per architecture.")
-  flags.DEFINE_list("corpus", [], "BERT-format text files (one sentence per "
-                    "line, blank line between documents) to pre-train on; "
+  flags.DEFINE_list("corpus", [], "BERT-format text files to pre-train on; "
                     "default: WikiText-2 from the shared data dir, else the "
                     "quickstart's stdlib corpus.")
-  flags.DEFINE_string("train_data", "", "Pre-training TFRecords (glob), "
-                      "instead of --corpus.")
-  flags.DEFINE_string("validation_data", "", "Held-out pre-training "
-                      "TFRecords (glob), with --train_data.")
+  flags.DEFINE_string("train_data", "", "Pre-training TFRecords (glob).")
+  flags.DEFINE_string("validation_data", "", "Held-out TFRecords (glob).")
   flags.DEFINE_string("vocab_file", "", "The vocabulary of --train_data.")
   flags.DEFINE_list("glue_tasks", list(plan_lib.DEFAULT_GLUE_TASKS),
-                    "GLUE tasks to fine-tune on (those present in --glue_dir).")
+                    "GLUE tasks to fine-tune on (those in --glue_dir).")
   flags.DEFINE_string("glue_dir", None, "GLUE TSVs, one directory per task; "
                       "default: <data dir>/glue.")
-  flags.DEFINE_integer("train_steps", None, "Pre-training steps (default: the "
-                       "scale's).")
+  flags.DEFINE_integer("train_steps", None, "Pre-training steps.")
   flags.DEFINE_multi_string("config_file", None, "More YAML for every "
                             "pre-training run (e.g. a runtime file).")
-  flags.DEFINE_string("params_override", "", "Overrides for every "
-                      "pre-training run.")
-  flags.DEFINE_bool("dry_run", False, "Print the plan and the estimated time; "
-                    "builds, trains and writes nothing.")
+  flags.DEFINE_string("params_override", "", "Pre-training overrides.")
+  flags.DEFINE_bool("dry_run", False, "Print the plan and its estimated "
+                    "time; build, train and write nothing.")
 
 
 def options_from_flags() -> plan_lib.Options:

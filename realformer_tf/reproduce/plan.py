@@ -1,9 +1,8 @@
 """The reproduction's plan: scales, options, every run with its config.
 
-`make_plan` lists every run in execution order without writing anything:
-each pre-training run followed by its GLUE fine-tuning grid. Given the data
-`run.prepare` built, it is the plan that runs; without, it is the one
-`--dry_run` prints, from the paths the data will have.
+`make_plan` lists every run in execution order, each pre-training run then
+its GLUE grid, and writes nothing: with the data `run.prepare` built, it is
+the plan that runs; without, the one `--dry_run` prints.
 """
 
 import dataclasses
@@ -24,10 +23,9 @@ from realformer_tf.data import wikitext
 from realformer_tf.training import runs
 from realformer_tf.training import sweep
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-_MODELS_DIR = os.path.join(_REPO_ROOT, "official_configs", "models")
-_EXPERIMENTS_DIR = os.path.join(_REPO_ROOT, "official_configs", "experiments")
+# official_configs/experiments and official_configs/models.
+_EXPERIMENTS_DIR = os.path.dirname(finetuning.GLUE_YAML_DIR)
+_MODELS_DIR = os.path.join(os.path.dirname(_EXPERIMENTS_DIR), "models")
 
 # Architecture -> (label, `official_configs/models` file, learning-rate
 # multiplier). "realformer_2xlr" is the paper's RealFormer with a larger
@@ -143,14 +141,9 @@ class PretrainRun(runs.RunSpec):
 
 @dataclasses.dataclass
 class Plan:
-  """Every run of a reproduction, in execution order.
-
-  Attributes:
-    data: dict(train_file, eval_file, vocab_file, vocab_size, source).
-    glue_sizes: {task: train examples} of the tasks fine-tuned on.
-    finetune: {pre-training model_dir: its fine-tuning runs}.
-    skipped_tasks: {task: why it is not fine-tuned}.
-  """
+  """Every run of a reproduction. `data`: dict(train_file, eval_file,
+  vocab_file, vocab_size, source); `glue_sizes`: {task: train examples};
+  `finetune`: {pre-training model_dir: its fine-tuning runs}."""
   options: Options
   scale: Scale
   data: Dict[str, object]
@@ -178,8 +171,7 @@ def check_options(options: Options) -> Scale:
                      f"of {', '.join(ARCHS)}.")
   if len(set(options.archs)) != len(options.archs):
     raise ValueError(f"--archs={','.join(options.archs)} repeats a name.")
-  if isinstance(options.seeds, bool) or not isinstance(options.seeds, int) or (
-      options.seeds < 1):
+  if type(options.seeds) is not int or options.seeds < 1:  # Not a bool.
     raise ValueError(f"--seeds must be a positive integer, got "
                      f"{options.seeds!r}.")
   if options.train_steps is not None and options.train_steps < 1:
@@ -192,8 +184,7 @@ def check_options(options: Options) -> Scale:
     raise ValueError("--train_data and --validation_data go together.")
   if all(records):
     if options.corpus:
-      raise ValueError("Give --corpus or --train_data/--validation_data, "
-                       "not both.")
+      raise ValueError("Give --corpus or --train_data, not both.")
     if not options.vocab_file:
       raise ValueError("--train_data needs --vocab_file (the vocabulary the "
                        "records were made with; GLUE is converted with it).")
@@ -242,12 +233,9 @@ def corpus_source(corpus: Sequence[str]) -> str:
 
 
 def expected_data(options: Options, scale: Scale) -> Dict[str, object]:
-  """The data every run shares, as `run.prepare_data` returns it, unbuilt.
-
-  The records given, or the paths `quickstart_corpus.prepare_quickstart_data`
-  writes under `OUT/data` with the vocabulary there (the scale's target size
-  while it is not built yet). Reads, writes nothing.
-  """
+  """`run.prepare_data`'s result, unbuilt: the records given, or the paths
+  `prepare_quickstart_data` writes under `OUT/data` (vocabulary size: the
+  scale's target until it is learned)."""
   if options.train_data:
     return dict(train_file=options.train_data,
                 eval_file=options.validation_data,

@@ -25,34 +25,33 @@ PRETRAIN_METRICS = ("masked_lm_accuracy", "lm_example_loss")
 # The paper's own GLUE dev numbers for RealFormer (BERT-Large, Table 3), for
 # `--scale=large`; per task, the metrics the sweep reports (as fractions).
 PAPER_GLUE_LARGE_REALFORMER = {
-    "cola": {"matthews_corrcoef": 0.5983},
-    "mrpc": {"accuracy": 0.8701, "f1": 0.9091},
+    "cola": {"matthews_corrcoef": 0.5983}, "sst2": {"accuracy": 0.9404},
+    "mrpc": {"accuracy": 0.8701, "f1": 0.9091}, "rte": {"accuracy": 0.7370},
     "stsb": {"pearson": 0.9011, "spearman": 0.8988},
-    "sst2": {"accuracy": 0.9404},
-    "qnli": {"accuracy": 0.9189},
-    "qqp": {"accuracy": 0.9134, "f1": 0.8828},
-    "rte": {"accuracy": 0.7370},
-}
+    "qnli": {"accuracy": 0.9189}, "qqp": {"accuracy": 0.9134, "f1": 0.8828}}
+
+
+def _encoder_line(plan: plan_lib.Plan) -> str:
+  encoder = plan.pretrain[0].config.task.model.encoder.get()
+  return (f"{encoder.num_layers} layers, hidden {encoder.hidden_size}, "
+          f"{encoder.num_attention_heads} heads, feed-forward "
+          f"{encoder.intermediate_size}")
 
 
 def estimate_seconds(plan: plan_lib.Plan) -> float:
   """Rough 2-core CPU estimate for `--dry_run` (tiny scale only; else nan)."""
   if plan.scale.seconds_per_step is None:
     return float("nan")
-  all_runs = plan.all_runs
   # Fine-tuning steps cost about what pre-training steps do at these sizes;
   # each run adds ~15 s of graph building and evaluation.
-  return (sum(r.train_steps for r in all_runs) * plan.scale.seconds_per_step
-          + 15 * len(all_runs))
+  return sum(plan.scale.seconds_per_step * r.train_steps + 15
+             for r in plan.all_runs)
 
 
 def describe(plan: plan_lib.Plan) -> str:
   """The plan as text (what `--dry_run` prints): every run and its status."""
   o, s = plan.options, plan.scale
-  encoder = plan.pretrain[0].config.task.model.encoder.get()
-  lines = [f"Scale {o.scale}: {encoder.num_layers} layers, hidden "
-           f"{encoder.hidden_size}, {encoder.num_attention_heads} heads, "
-           f"feed-forward {encoder.intermediate_size}.",
+  lines = [f"Scale {o.scale}: {_encoder_line(plan)}.",
            f"Data: {plan.data['source']} (vocabulary {plan.data['vocab_size']}"
            f" tokens); seq {s.seq_length}, batch {s.batch_size}.",
            f"Pre-training: {len(plan.pretrain)} runs ({', '.join(o.archs)} x "
@@ -96,13 +95,10 @@ def read_curves(model_dir: str, tag: str = "masked_lm_accuracy"
       events = event_accumulator.EventAccumulator(
           path, size_guidance=event_accumulator.STORE_EVERYTHING_SIZE_GUIDANCE,
           purge_orphaned_data=False).Reload()
-      tags = events.Tags()
-      points = ([(e.wall_time, e.step, float(tf.make_ndarray(e.tensor_proto)))
-                 for e in events.Tensors(tag)] if tag in tags["tensors"] else
-                [(e.wall_time, e.step, e.value) for e in events.Scalars(tag)]
-                if tag in tags["scalars"] else [])
-      for wall_time, step, value in sorted(points):
-        by_step[step] = value
+      # TF2 summaries (Orbit's) are tensors.
+      for e in sorted(events.Tensors(tag) if tag in events.Tags()["tensors"]
+                      else [], key=lambda e: e.wall_time):
+        by_step[e.step] = float(tf.make_ndarray(e.tensor_proto))
     curves[split] = [[step, value] for step, value in sorted(by_step.items())]
   return curves
 
@@ -126,13 +122,10 @@ def _pm(stat: Dict, scale: float = 100.0) -> str:
 def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict) -> str:
   """`results.md`: the paper's Table 2 and Table 3 shapes."""
   o, s = plan.options, plan.scale
-  encoder = plan.pretrain[0].config.task.model.encoder.get()
   label = {arch: plan_lib.ARCHS[arch][0] for arch in o.archs}
   lines = [
       f"# Post-LN vs Pre-LN vs RealFormer, scale `{o.scale}`", "",
-      f"Encoder: {encoder.num_layers} layers, hidden {encoder.hidden_size}, "
-      f"{encoder.num_attention_heads} heads, feed-forward "
-      f"{encoder.intermediate_size}; vocabulary {plan.data['vocab_size']} "
+      f"Encoder: {_encoder_line(plan)}; vocabulary {plan.data['vocab_size']} "
       f"({plan.data['source']}).",
       f"Pre-training: {plan.pretrain[0].train_steps} steps, batch "
       f"{s.batch_size}, seq {s.seq_length}, {o.seeds} seed(s) per "

@@ -1,8 +1,5 @@
-"""The reproduction's execution: data once, then every run, then the report.
-
-Each step is skipped when its output is already there (the data's manifest,
-a run's result file, an analysis' `summary.json`), so a killed or repeated
-command carries on where it stopped.
+"""The reproduction's execution: data once, every run, the report; each step
+skipped when its output is there (data manifest, result file, summary.json).
 """
 
 import os

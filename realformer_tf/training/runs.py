@@ -2,11 +2,9 @@
 
 A run is a `RunSpec` subclass: where it trains, its config and seed, its
 result file and how the runner's output becomes that result. `execute`
-trains, one after the other in this process, every run whose result file is
-absent and reads back the others, so a killed or repeated command carries on
-where it stopped (a killed run resumes from its latest checkpoint: Model
-Garden's `train_lib` restores it). Progress is a `tqdm` bar over training
-steps whose rate counts only the steps this invocation trains.
+trains in this process every run without a result file and reads back the
+others, so a repeated command carries on where it stopped (a killed run
+resumes from its checkpoint: Model Garden's `train_lib` restores it).
 """
 
 import dataclasses
@@ -44,13 +42,11 @@ class RunSpec:
   def train_steps(self) -> int:
     return self.config.trainer.train_steps
 
-  def details(self) -> str:
-    """What a plan listing says about the run after its directory."""
+  def details(self) -> str:  # After the directory in a plan's listing.
     return f"steps={self.train_steps} seed={self.seed}"
 
   def make_result(self, output: Dict, seconds: float) -> Dict:
-    """The result file's contents from the runner's output."""
-    raise NotImplementedError
+    raise NotImplementedError  # The result file's contents.
 
 
 Runner = Callable[[RunSpec], Dict]
@@ -107,10 +103,9 @@ def progress_bar(runs: Sequence[RunSpec], statuses: Sequence[str]
                  ) -> tqdm.tqdm:
   """A bar over the runs' training steps, the finished ones as `initial`.
 
-  With `smoothing=0` the rate (and so the ETA) is the steps trained by this
-  invocation over its time: runs finished earlier do not speed it up. tqdm
-  draws nothing when stderr is not a terminal; `execute` also prints a line
-  per run.
+  With `smoothing=0` the rate (so the ETA) is this invocation's steps over
+  its time: runs finished earlier do not speed it up. (tqdm draws nothing
+  when stderr is no terminal: `execute` also prints a line per run.)
   """
   done = sum(r.train_steps for r, s in zip(runs, statuses) if s == "done")
   return tqdm.tqdm(total=sum(r.train_steps for r in runs), initial=done,

@@ -6,19 +6,16 @@ r"""The paper's GLUE protocol: a learning-rate x epochs grid, N seeds, best medi
     [--config_file=more.yaml ...] [--params_override=task.init_checkpoint=...] \
     [--dry_run]
 
-Each run is `realformer/glue` + `official_configs/experiments/glue/<task>.yaml`
-+ `--config_file`s + `--params_override`, then the grid point's schedule
-(`recipe.apply_paper_schedule`, steps from `<task>_meta_data.json`) and seed.
-It trains in this process through train.py's `train_lib.run_experiment`
-(`train_and_post_eval`) in `<model_dir_root>/<task>/ep<E>_lr<LR>/seed<S>/` and
-writes `glue_result.json` there. Rerunning the command skips finished runs and
-resumes killed ones from their latest checkpoint.
-
-Summary (also `--summarize_only`, written to `glue_summary.json`): per task,
-the grid point with the highest median over seeds of `glue.TaskSpec`'s
-`main_metric`, with each metric's median and std (ddof=0); the task score is
-the mean of its metrics' medians, GLUE "Overall" the mean of the task scores
-present (WNLI excluded). Printed x100, as the paper reports them.
+Each run (`GlueRun`) is `realformer/glue` + `official_configs/experiments/
+glue/<task>.yaml` + `--config_file`s + `--params_override`, then the grid
+point's schedule (`recipe.apply_paper_schedule`, steps from
+`<task>_meta_data.json`) and seed, in `<model_dir_root>/<task>/ep<E>_lr<LR>/
+seed<S>/`; the run executor (`training/runs.py`) trains it and writes
+`glue_result.json` there, skipping finished runs on a rerun. Summary (also
+`--summarize_only`, in `glue_summary.json`): per task, the grid point of the
+highest median over seeds of the task's `main_metric`, each metric's median
+and std (ddof=0); task score: the mean of its metrics' medians; GLUE
+"Overall": the mean of the task scores present (WNLI excluded). x100.
 """
 
 import dataclasses
@@ -235,7 +232,7 @@ def define_flags():
   flags.DEFINE_string("model_dir_root", None,
                       "Root of the run directories (<root>/<task>/...).")
   flags.DEFINE_integer("seeds", finetuning.PAPER_NUM_SEEDS,
-                       "Seeds per grid point (0 .. seeds-1).")
+                       "Seeds per grid point (0 .. seeds-1).", lower_bound=1)
   flags.DEFINE_list("epochs", [f"{e:g}" for e in finetuning.PAPER_EPOCHS],
                     "Epoch counts of the grid.")
   flags.DEFINE_list("learning_rates",
@@ -273,8 +270,6 @@ def main(argv):
   config = base_config(FLAGS.task, FLAGS.config_file or (),
                        FLAGS.params_override, FLAGS.data_dir)
   train_size = num_train_examples(config, FLAGS.meta_data_file)
-  if FLAGS.seeds < 1:
-    raise app.UsageError(f"--seeds must be at least 1, got {FLAGS.seeds}.")
   planned = plan_runs(FLAGS.task, FLAGS.model_dir_root, _floats("epochs"),
                       _floats("learning_rates"), range(FLAGS.seeds), config,
                       train_size)
