@@ -1,12 +1,15 @@
 """Violin plots of per-head attention statistics in the paper's colours.
 
-One figure per metric. Each model is a column of panels; each panel row is
+`violin_figure`: one figure per metric. Each model is a column of panels; each panel row is
 one layer (for JSD: one pair of adjacent layers) with one violin per head,
 heads sorted by their median (ascending). A violin's colour encodes its
 median against the paper's thresholds:
 
 * entropy (nats): red > 4.5, yellow 1.5-4.5, blue < 1.5;
 * JSD (bits, in [0, 1]): red > 0.75, yellow 0.25-0.75, blue < 0.25.
+
+`summary_figure` draws several models' `summary.json` side by side;
+`curves_figure` the reproduction's train and eval MLM accuracy curves.
 """
 
 import dataclasses
@@ -19,6 +22,7 @@ from matplotlib import figure  # pylint: disable=g-import-not-at-top
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 from matplotlib import lines  # pylint: disable=g-import-not-at-top
 from matplotlib import patches  # pylint: disable=g-import-not-at-top
+from matplotlib import ticker  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 
 ENTROPY_THRESHOLDS = (1.5, 4.5)
@@ -234,6 +238,55 @@ def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str
                "by median within each layer)", fontsize=13)
   fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=10,
              frameon=False)
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return fig
+
+
+# One style per model (in order), so coinciding curves stay visible: a thin
+# dashed line over a thick solid one, hollow markers of different shapes.
+CURVE_STYLES = (
+    dict(linestyle="-", marker="o", linewidth=2.6, markersize=8),
+    dict(linestyle="--", marker="s", linewidth=1.8, markersize=6),
+    dict(linestyle=":", marker="^", linewidth=1.4, markersize=5),
+    dict(linestyle="-.", marker="x", linewidth=1.0, markersize=4))
+
+
+def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str
+                  ) -> figure.Figure:
+  """Train and eval MLM accuracy of every run, one style per model.
+
+  `curves`: {model label: {seed: {"train": [[step, value], ...],
+  "validation": [...]}}}; returns the (closed) figure written to `path`.
+  """
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True,
+                           layout="constrained")
+  colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  for i, (label, by_seed) in enumerate(curves.items()):
+    for seed, run in sorted(by_seed.items()):
+      for ax, split in zip(axes, ("train", "validation")):
+        if run[split]:
+          steps, values = zip(*run[split])
+          ax.plot(steps, values, color=colours[i % len(colours)],
+                  markerfacecolor="none", alpha=0.85,
+                  markevery=max(1, len(steps) // 12),
+                  label=label if seed == min(by_seed) else None,
+                  **CURVE_STYLES[i % len(CURVE_STYLES)])
+  for ax, title in zip(axes, ("training MLM accuracy",
+                              "held-out MLM accuracy")):
+    ax.set_title(title, fontsize=12)
+    ax.set_xlabel("step", fontsize=11)
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    ax.tick_params(labelsize=10)
+    ax.grid(alpha=0.3)
+  axes[0].set_ylabel("masked_lm_accuracy", fontsize=11)
+  # Above the panels, where it hides no curve; one entry per model.
+  by_label = {}
+  for ax in axes:
+    for handle, label in zip(*ax.get_legend_handles_labels()):
+      by_label.setdefault(label, handle)
+  fig.legend(by_label.values(), by_label.keys(), loc="outside upper center",
+             ncol=max(len(by_label), 1), fontsize=10, frameon=False)
   fig.savefig(path, dpi=100)
   plt.close(fig)
   return fig

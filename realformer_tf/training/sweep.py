@@ -6,34 +6,28 @@ r"""The paper's GLUE protocol: a learning-rate x epochs grid, N seeds, best medi
     [--config_file=more.yaml ...] [--params_override=task.init_checkpoint=...] \
     [--dry_run]
 
-Each run is `realformer/glue` + `official_configs/experiments/glue/<task>.yaml`
-+ `--config_file`s + `--params_override`, then the grid point's schedule
-(`recipe.apply_paper_schedule`, steps from `<task>_meta_data.json`) and seed.
-It trains in this process through train.py's `train_lib.run_experiment`
-(`train_and_post_eval`) in `<model_dir_root>/<task>/ep<E>_lr<LR>/seed<S>/` and
-writes `glue_result.json` there. Rerunning the command skips finished runs and
-resumes killed ones from their latest checkpoint.
-
-Summary (also `--summarize_only`, written to `glue_summary.json`): per task,
-the grid point with the highest median over seeds of `glue.TaskSpec`'s
-`main_metric`, with each metric's median and std (ddof=0); the task score is
-the mean of its metrics' medians, GLUE "Overall" the mean of the task scores
-present (WNLI excluded). Printed x100, as the paper reports them.
+Each run (`GlueRun`) is `realformer/glue` + `official_configs/experiments/
+glue/<task>.yaml` + `--config_file`s + `--params_override`, then the grid
+point's schedule (`recipe.apply_paper_schedule`, steps from
+`<task>_meta_data.json`) and seed, in `<model_dir_root>/<task>/ep<E>_lr<LR>/
+seed<S>/`; the run executor (`training/runs.py`) trains it and writes
+`glue_result.json` there, skipping finished runs on a rerun. Summary (also
+`--summarize_only`, in `glue_summary.json`): per task, the grid point of the
+highest median over seeds of the task's `main_metric`, each metric's median
+and std (ddof=0); task score: the mean of its metrics' medians; GLUE
+"Overall": the mean of the task scores present (WNLI excluded). x100.
 """
 
 import dataclasses
 import itertools
-import json
 import math
 import os
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import ClassVar, Dict, List, Optional, Sequence
 
 from absl import app
 from absl import flags
-from absl import logging
 import numpy as np
 import tensorflow as tf
-import tf_keras
 
 from official.core import config_definitions as cfg
 from realformer_tf import utils
@@ -41,21 +35,46 @@ from realformer_tf.configs import finetuning
 from realformer_tf.configs import recipe
 from realformer_tf.data import glue as glue_data
 from realformer_tf.tasks import sentence_prediction as rf_sp
-from realformer_tf.training import train_lib
+from realformer_tf.training import runs
 
 RESULT_FILE = "glue_result.json"
 SUMMARY_FILE = "glue_summary.json"
 
 
-@dataclasses.dataclass
-class RunSpec:
-  """One run of a sweep."""
+@dataclasses.dataclass(kw_only=True)
+class GlueRun(runs.RunSpec):
+  """One grid point and seed of a sweep."""
   task: str
   epochs: float
   learning_rate: float
-  seed: int
-  model_dir: str
-  config: cfg.ExperimentConfig
+
+  RESULT_FILE: ClassVar[str] = RESULT_FILE
+
+  def details(self) -> str:
+    trainer = self.config.trainer
+    return (f"steps={trainer.train_steps} warmup="
+            f"{trainer.optimizer_config.warmup.polynomial.warmup_steps} "
+            f"lr={self.learning_rate:g} seed={self.seed}")
+
+  def make_result(self, output: Dict, seconds: float) -> Dict:
+    """The task's metrics (one per validation split, if it has several)."""
+    del seconds  # glue_result.json records steps, not time.
+    eval_logs = output["eval_logs"]
+    task = self.config.task
+    spec_metrics = [rf_sp.split_metric_name(m, s)
+                    for s in task.validation_data.split_names or [""]
+                    for m in glue_data.get_task(task.glue_task).metrics]
+    missing = [m for m in spec_metrics if m not in eval_logs]
+    if missing:
+      raise ValueError(f"{self.model_dir}: the evaluation reported no "
+                       f"{missing} (got {sorted(eval_logs)}).")
+    trainer = self.config.trainer
+    return dict(
+        task=self.task, epochs=self.epochs, learning_rate=self.learning_rate,
+        seed=self.seed, train_steps=trainer.train_steps,
+        warmup_steps=trainer.optimizer_config.warmup.polynomial.warmup_steps,
+        global_step=output.get("global_step"),
+        metrics={m: eval_logs[m] for m in spec_metrics}, eval_logs=eval_logs)
 
 
 def replace_data_dir(config: cfg.ExperimentConfig, data_dir: str) -> None:
@@ -98,97 +117,24 @@ def num_train_examples(config: cfg.ExperimentConfig,
 
 
 def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
-              learning_rates: Sequence[float], seeds: int,
-              config: cfg.ExperimentConfig, train_size: int) -> List[RunSpec]:
+              learning_rates: Sequence[float], seeds: Sequence[int],
+              config: cfg.ExperimentConfig, train_size: int) -> List[GlueRun]:
   """Every (epochs, learning rate, seed) run with its own config."""
-  if seeds < 1:
-    raise ValueError(f"--seeds must be at least 1, got {seeds}.")
+  if not seeds:
+    raise ValueError("--seeds must be at least 1, got no seed.")
   if not epochs or not learning_rates:
     raise ValueError("The grid needs at least one epoch count and one "
                      "learning rate.")
-  runs = []
-  for e, lr, seed in itertools.product(epochs, learning_rates, range(seeds)):
+  planned = []
+  for e, lr, seed in itertools.product(epochs, learning_rates, seeds):
     run_config = config.replace()
     recipe.apply_paper_schedule(run_config, train_size, e, lr)
     run_config.task.train_data.seed = seed
     model_dir = os.path.join(model_dir_root, glue_data.get_task(task).name,
                              f"ep{e:g}_lr{lr:g}", f"seed{seed}")
-    runs.append(RunSpec(task=task, epochs=e, learning_rate=lr, seed=seed,
-                        model_dir=model_dir, config=run_config))
-  return runs
-
-
-def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
-                       seed: int, mode: str = "train_and_post_eval") -> Dict:
-  """Trains (or resumes) one run in this process, then evaluates it once
-  (`train_and_eval`: also every `trainer.validation_interval` steps).
-
-  Returns:
-    {"eval_logs": the final evaluation's logs (floats), "global_step": int}.
-  """
-  tf_keras.backend.clear_session()
-  # One place seeds a run: `run_experiment`, from this key.
-  config.task.train_data.seed = seed
-  eval_logs = {k: np.asarray(v) for k, v in
-               train_lib.run_experiment(config, mode, model_dir).items()}
-  return {"eval_logs": {k: float(v) if v.size == 1 else v.tolist()
-                        for k, v in eval_logs.items()},
-          "global_step": train_lib.checkpoint_step(model_dir)}
-
-
-Runner = Callable[[cfg.ExperimentConfig, str, int], Dict]
-
-
-def run_status(run: RunSpec) -> str:
-  if tf.io.gfile.exists(os.path.join(run.model_dir, RESULT_FILE)):
-    return "done"
-  if tf.train.latest_checkpoint(run.model_dir):
-    return "resume"
-  return "new"
-
-
-def execute(runs: Sequence[RunSpec], runner: Runner = train_and_evaluate
-            ) -> List[Dict]:
-  """Runs every run without a result; returns all results in `runs` order."""
-  results = []
-  for i, run in enumerate(runs):
-    result_path = os.path.join(run.model_dir, RESULT_FILE)
-    status = run_status(run)
-    logging.info("[%d/%d] %s: %s (%d steps).", i + 1, len(runs),
-                 run.model_dir, status, run.config.trainer.train_steps)
-    if status == "done":
-      results.append(read_result(result_path))
-      continue
-    output = runner(run.config, run.model_dir, run.seed)
-    eval_logs = output["eval_logs"]
-    # The task's metrics, one per split of the validation data if it has any.
-    task = run.config.task
-    spec_metrics = [rf_sp.split_metric_name(m, s)
-                    for s in task.validation_data.split_names or [""]
-                    for m in glue_data.get_task(task.glue_task).metrics]
-    missing = [m for m in spec_metrics if m not in eval_logs]
-    if missing:
-      raise ValueError(f"{run.model_dir}: the evaluation reported no "
-                       f"{missing} (got {sorted(eval_logs)}).")
-    trainer = run.config.trainer
-    result = dict(
-        task=run.task, epochs=run.epochs, learning_rate=run.learning_rate,
-        seed=run.seed, train_steps=trainer.train_steps,
-        warmup_steps=trainer.optimizer_config.warmup.polynomial.warmup_steps,
-        global_step=output.get("global_step"),
-        metrics={m: eval_logs[m] for m in spec_metrics}, eval_logs=eval_logs)
-    utils.write_json_atomically(result_path, result)
-    results.append(result)
-  return results
-
-
-def read_result(path: str) -> Dict:
-  with tf.io.gfile.GFile(path, "r") as f:
-    try:
-      return json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); delete "
-                       "it to rerun the run.") from e
+    planned.append(GlueRun(task=task, epochs=e, learning_rate=lr, seed=seed,
+                           model_dir=model_dir, config=run_config))
+  return planned
 
 
 def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
@@ -196,7 +142,7 @@ def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
   by_task = {}
   pattern = os.path.join(model_dir_root, "*", "ep*_lr*", "seed*", RESULT_FILE)
   for path in sorted(tf.io.gfile.glob(pattern)):
-    result = read_result(path)
+    result = runs.read_result(path)
     by_task.setdefault(result["task"], []).append(result)
   return by_task
 
@@ -221,8 +167,7 @@ def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
               for name in sorted(set().union(*(r["metrics"] for r in group)))}
     grid.append({"epochs": epochs, "learning_rate": lr,
                  "num_seeds": len(group), "seeds": [r["seed"] for r in group],
-                 "metrics": {name: {"median": float(np.median(v)),
-                                    "std": float(np.std(v)), "values": v}
+                 "metrics": {name: runs.median_std(v)
                              for name, v in values.items()}})
   main = spec.main_metric
   if spec.name == "mnli" and not any(main in p["metrics"] for p in grid):
@@ -287,7 +232,7 @@ def define_flags():
   flags.DEFINE_string("model_dir_root", None,
                       "Root of the run directories (<root>/<task>/...).")
   flags.DEFINE_integer("seeds", finetuning.PAPER_NUM_SEEDS,
-                       "Seeds per grid point (0 .. seeds-1).")
+                       "Seeds per grid point (0 .. seeds-1).", lower_bound=1)
   flags.DEFINE_list("epochs", [f"{e:g}" for e in finetuning.PAPER_EPOCHS],
                     "Epoch counts of the grid.")
   flags.DEFINE_list("learning_rates",
@@ -325,19 +270,15 @@ def main(argv):
   config = base_config(FLAGS.task, FLAGS.config_file or (),
                        FLAGS.params_override, FLAGS.data_dir)
   train_size = num_train_examples(config, FLAGS.meta_data_file)
-  runs = plan_runs(FLAGS.task, FLAGS.model_dir_root, _floats("epochs"),
-                   _floats("learning_rates"), FLAGS.seeds, config, train_size)
-  if FLAGS.dry_run:
-    for run in runs:
-      trainer = run.config.trainer
-      print(f"{run_status(run):>6s}  {run.model_dir}  steps="
-            f"{trainer.train_steps} warmup="
-            f"{trainer.optimizer_config.warmup.polynomial.warmup_steps} "
-            f"lr={run.learning_rate:g} seed={run.seed}")
-    print(f"{len(runs)} runs ({train_size} train examples, batch "
+  planned = plan_runs(FLAGS.task, FLAGS.model_dir_root, _floats("epochs"),
+                      _floats("learning_rates"), range(FLAGS.seeds), config,
+                      train_size)
+  if FLAGS.dry_run:  # Lists the plan; touches nothing.
+    print("\n".join(runs.plan_lines(planned)))
+    print(f"{len(planned)} runs ({train_size} train examples, batch "
           f"{config.task.train_data.global_batch_size}).")
     return
-  execute(runs)
+  runs.execute(planned)
   print(format_summary(write_summary(FLAGS.model_dir_root)))
 
 

@@ -118,3 +118,31 @@ def test_summary_figure_is_drawn_not_pasted_at_a_readable_size(tmp_path):
   assert mpimg.imread(path).shape[:2] == (round(100 * height),
                                           round(100 * width))
   assert 1000 <= round(100 * width) <= 2000
+
+
+def test_coinciding_curves_stay_visible_apart_inside_the_figure(tmp_path):
+  run = {"train": [[1, 0.1], [2, 0.2], [3, 0.3]], "validation": [[3, 0.25]]}
+  curves = {label: {0: run, 1: run}
+            for label in ("Post-LN", "Pre-LN", "RealFormer")}
+  path = str(tmp_path / "curves.png")
+  fig = plots.curves_figure(curves, path)
+  for ax in fig.axes:
+    styles = {(line.get_color(), line.get_linestyle(), line.get_marker(),
+               line.get_linewidth()) for line in ax.get_lines()}
+    assert len(styles) == 3  # Two seeds of one model share a style.
+    assert len({s[1:3] for s in styles}) == 3
+  legend, = fig.legends
+  assert [t.get_text() for t in legend.get_texts()] == [
+      "Post-LN", "Pre-LN", "RealFormer"]
+  assert [ax.get_title() for ax in fig.axes] == [
+      "training MLM accuracy", "held-out MLM accuracy"]
+  # Legend, titles and axis labels inside the figure (tick labels past the
+  # view limits exist but are not drawn).
+  renderer, box = _drawn(fig), fig.bbox
+  for text in [*legend.get_texts(), *(ax.title for ax in fig.axes),
+               *(ax.xaxis.label for ax in fig.axes), fig.axes[0].yaxis.label]:
+    extent = text.get_window_extent(renderer)
+    assert box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1, text
+    assert box.y0 - 1 <= extent.y0 and extent.y1 <= box.y1 + 1, text
+  # 11 x 4.5 inches at 100 dpi.
+  assert mpimg.imread(path).shape[:2] == (450, 1100)

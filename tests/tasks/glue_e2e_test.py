@@ -24,6 +24,7 @@ from realformer_tf.configs import finetuning
 from realformer_tf.configs import recipe
 from realformer_tf.data import glue
 from realformer_tf.tasks import sentence_prediction as sp
+from realformer_tf.training import runs
 from realformer_tf.training import sweep
 from tests.helpers import shared_data
 
@@ -197,7 +198,7 @@ def test_finetune_mrpc_end_to_end_and_resume(pretrain_dir, mrpc_dir,
 
   # A rerun in the sweep's runner restores the final checkpoint instead of
   # training again: a different seed gives the very same evaluation.
-  again = sweep.train_and_evaluate(config, model_dir, seed=123)
+  again = runs.train_and_evaluate(config, model_dir, seed=123)
   assert again["global_step"] == steps
   assert again["eval_logs"]["f1"] == pytest.approx(f1, abs=1e-7)
   assert again["eval_logs"]["accuracy"] == pytest.approx(acc, abs=1e-7)

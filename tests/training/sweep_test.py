@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from realformer_tf.training import runs as runs_lib
 from realformer_tf.training import sweep
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -91,7 +92,8 @@ def _data_dir(tmp_path, train_size=100):
   return str(data_dir)
 
 
-def _fake_metrics(config, seed):
+def _fake_metrics(run):
+  config, seed = run.config, run.seed
   lr = config.trainer.optimizer_config.learning_rate.polynomial
   f1 = 0.5 + 1e3 * lr.initial_learning_rate + 0.01 * seed
   return {"eval_logs": {"f1": f1, "accuracy": f1 - 0.1,
@@ -106,7 +108,7 @@ def test_plan_kill_and_resume(tmp_path):
       "records/mrpc_train.tf_record")
   train_size = sweep.num_train_examples(config)
   assert train_size == 100
-  runs = sweep.plan_runs("mrpc", root, [2, 3], [1e-5, 2e-5], 2, config,
+  runs = sweep.plan_runs("mrpc", root, [2, 3], [1e-5, 2e-5], range(2), config,
                          train_size)
   assert len(runs) == 8
   by_dir = {os.path.relpath(r.model_dir, root): r for r in runs}
@@ -123,37 +125,38 @@ def test_plan_kill_and_resume(tmp_path):
 
   calls = []
 
-  def killed_after_three(config, model_dir, seed):
+  def killed_after_three(run):
     if len(calls) == 3:
       raise KeyboardInterrupt("killed")
-    calls.append(model_dir)
-    return _fake_metrics(config, seed)
+    calls.append(run.model_dir)
+    return _fake_metrics(run)
 
   with pytest.raises(KeyboardInterrupt):
-    sweep.execute(runs, runner=killed_after_three)
+    runs_lib.execute(runs, runner=killed_after_three)
   assert calls == [r.model_dir for r in runs[:3]]
-  assert [sweep.run_status(r) for r in runs] == ["done"] * 3 + ["new"] * 5
+  assert [runs_lib.status(r) for r in runs] == ["done"] * 3 + ["new"] * 5
   # A run killed after a checkpoint resumes from it.
   tf.train.Checkpoint(step=tf.Variable(3)).save(
       os.path.join(runs[3].model_dir, "ckpt"))
-  assert sweep.run_status(runs[3]) == "resume"
+  assert runs_lib.status(runs[3]) == "resume"
 
   resumed = []
 
-  def runner(config, model_dir, seed):
-    resumed.append(model_dir)
-    return _fake_metrics(config, seed)
+  def runner(run):
+    resumed.append(run.model_dir)
+    return _fake_metrics(run)
 
-  results = sweep.execute(runs, runner=runner)
+  results = runs_lib.execute(runs, runner=runner)
   assert resumed == [r.model_dir for r in runs[3:]]
   assert [r["seed"] for r in results] == [0, 1] * 4
-  stored = sweep.read_result(os.path.join(runs[3].model_dir,
-                                          sweep.RESULT_FILE))
+  stored = runs_lib.read_result(os.path.join(runs[3].model_dir,
+                                             sweep.RESULT_FILE))
   assert (stored["epochs"], stored["learning_rate"], stored["seed"]) == (
       2, 2e-5, 1)
   assert stored["metrics"] == pytest.approx({"f1": 0.53, "accuracy": 0.43})
   assert stored["train_steps"] == 7 and stored["warmup_steps"] == 0
-  assert sweep.execute(runs, runner=None) == results  # All done: no runner.
+  # All done: no runner.
+  assert runs_lib.execute(runs, runner=None) == results
 
   summary = sweep.write_summary(root)
   best = summary["tasks"]["mrpc"]["best"]
@@ -171,18 +174,21 @@ def test_errors(tmp_path):
     sweep.num_train_examples(config)
   with pytest.raises(ValueError, match="still holds the placeholder"):
     sweep.base_config("mrpc")
-  runs = sweep.plan_runs("mrpc", str(tmp_path), [2], [1e-5], 1, config, 10)
+  runs = sweep.plan_runs("mrpc", str(tmp_path), [2], [1e-5], [0], config, 10)
+  with pytest.raises(ValueError, match="--seeds must be at least 1"):
+    sweep.plan_runs("mrpc", str(tmp_path), [2], [1e-5], [], config, 10)
 
-  def no_f1(config, model_dir, seed):
-    del config, model_dir, seed
+  def no_f1(run):
+    del run
     return {"eval_logs": {"accuracy": 0.5}}
 
   with pytest.raises(ValueError, match=r"the evaluation reported no \['f1'\]"):
-    sweep.execute(runs, runner=no_f1)
+    runs_lib.execute(runs, runner=no_f1)
+  assert not os.path.exists(runs[0].result_path)  # Nothing half-written.
   bad = tmp_path / "bad.json"
   bad.write_text("{\n  \"task\": ")
   with pytest.raises(ValueError, match=r"bad\.json:2: not valid JSON"):
-    sweep.read_result(str(bad))
+    runs_lib.read_result(str(bad))
 
 
 def test_cli_dry_run(tmp_path):

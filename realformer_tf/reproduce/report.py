@@ -1,0 +1,204 @@
+"""The reproduction's outputs: the plan as text, results.md/.json, figures."""
+
+import json
+import os
+from typing import Dict, List
+
+import numpy as np
+import tensorflow as tf
+from tqdm import auto as tqdm
+
+from tensorboard.backend.event_processing import event_accumulator
+from realformer_tf import utils
+from realformer_tf.analysis import plots
+from realformer_tf.data import glue as glue_data
+from realformer_tf.reproduce import plan as plan_lib
+from realformer_tf.training import runs
+from realformer_tf.training import sweep
+
+RESULTS_JSON = "results.json"
+RESULTS_MD = "results.md"
+CURVES_PNG = "curves.png"
+ATTENTION_PNG = "attention.png"
+PRETRAIN_METRICS = ("masked_lm_accuracy", "lm_example_loss")
+
+# The paper's own GLUE dev numbers for RealFormer (BERT-Large, Table 3), for
+# `--scale=large`; per task, the metrics the sweep reports (as fractions).
+PAPER_GLUE_LARGE_REALFORMER = {
+    "cola": {"matthews_corrcoef": 0.5983}, "sst2": {"accuracy": 0.9404},
+    "mrpc": {"accuracy": 0.8701, "f1": 0.9091}, "rte": {"accuracy": 0.7370},
+    "stsb": {"pearson": 0.9011, "spearman": 0.8988},
+    "qnli": {"accuracy": 0.9189}, "qqp": {"accuracy": 0.9134, "f1": 0.8828}}
+
+
+def _encoder_line(plan: plan_lib.Plan) -> str:
+  encoder = plan.pretrain[0].config.task.model.encoder.get()
+  return (f"{encoder.num_layers} layers, hidden {encoder.hidden_size}, "
+          f"{encoder.num_attention_heads} heads, feed-forward "
+          f"{encoder.intermediate_size}")
+
+
+def estimate_seconds(plan: plan_lib.Plan) -> float:
+  """Rough 2-core CPU estimate for `--dry_run` (tiny scale only; else nan)."""
+  if plan.scale.seconds_per_step is None:
+    return float("nan")
+  # Fine-tuning steps cost about what pre-training steps do at these sizes;
+  # each run adds ~15 s of graph building and evaluation.
+  return sum(plan.scale.seconds_per_step * r.train_steps + 15
+             for r in plan.all_runs)
+
+
+def describe(plan: plan_lib.Plan) -> str:
+  """The plan as text (what `--dry_run` prints): every run and its status."""
+  o, s = plan.options, plan.scale
+  lines = [f"Scale {o.scale}: {_encoder_line(plan)}.",
+           f"Data: {plan.data['source']} (vocabulary {plan.data['vocab_size']}"
+           f" tokens); seq {s.seq_length}, batch {s.batch_size}.",
+           f"Pre-training: {len(plan.pretrain)} runs ({', '.join(o.archs)} x "
+           f"{o.seeds} seeds), {plan.pretrain[0].train_steps} steps each; "
+           f"fine-tuning: epochs {list(s.glue_epochs)} x lr "
+           f"{list(s.glue_learning_rates)} per task and pre-training run."]
+  lines += runs.plan_lines(plan.all_runs)
+  for task, why in plan.skipped_tasks.items():
+    lines.append(f"Fine-tuning {task}: skipped ({why}).")
+  lines.append(f"Attention analysis: seed 0 of {', '.join(o.archs)}, "
+               f"{s.analysis_examples} examples.")
+  estimate = estimate_seconds(plan)
+  interval = tqdm.tqdm.format_interval(round(estimate))  # [h:]mm:ss
+  lines.append("Estimated time: " + (
+      f"about {interval} ({'h:min:s' if estimate >= 3600 else 'min:s'}) on 2 "
+      "CPU cores (runs already done included)" if not np.isnan(estimate) else
+      "no estimate at this scale (accelerator-sized)."))
+  return "\n".join(lines)
+
+
+def summarize_pretraining(results: Dict[str, List[Dict]]) -> Dict:
+  """{arch: {metric: {median, std, values}}} over seeds (numpy std, ddof=0)."""
+  return {arch: {m: runs.median_std([r["eval_logs"][m] for r in arch_runs])
+                 for m in PRETRAIN_METRICS}
+          for arch, arch_runs in results.items()}
+
+
+def read_curves(model_dir: str, tag: str = "masked_lm_accuracy"
+                ) -> Dict[str, List[List[float]]]:
+  """{"train": [[step, value], ...], "validation": [...]} from TensorBoard.
+
+  A resumed run writes a new event file and may log a step again (an
+  evaluation or summary written before the kill, repeated after the
+  resume): one point per step, the last written (by wall time) wins.
+  `EventAccumulator` keeps every event (size 0) and purges nothing.
+  """
+  curves = {}
+  for split in ("train", "validation"):
+    path, by_step = os.path.join(model_dir, split), {}
+    if tf.io.gfile.isdir(path):
+      events = event_accumulator.EventAccumulator(
+          path, size_guidance=event_accumulator.STORE_EVERYTHING_SIZE_GUIDANCE,
+          purge_orphaned_data=False).Reload()
+      # TF2 summaries (Orbit's) are tensors.
+      for e in sorted(events.Tensors(tag) if tag in events.Tags()["tensors"]
+                      else [], key=lambda e: e.wall_time):
+        by_step[e.step] = float(tf.make_ndarray(e.tensor_proto))
+    curves[split] = [[step, value] for step, value in sorted(by_step.items())]
+  return curves
+
+
+def plot_attention(analyses: Dict[str, str], path: str):
+  """Per-head attention entropy and JSD of each architecture, side by side."""
+  summaries = {}
+  for arch, out_dir in analyses.items():
+    with tf.io.gfile.GFile(os.path.join(out_dir, "summary.json")) as f:
+      summaries[plan_lib.ARCHS[arch][0]] = json.load(f)["models"][0]
+  return plots.summary_figure(summaries, path)
+
+
+def _pm(stat: Dict, scale: float = 100.0) -> str:
+  """Median ± std over seeds; one seed has no spread to show."""
+  if len(stat["values"]) < 2:
+    return f"{scale * stat['median']:.2f} (1 seed)"
+  return f"{scale * stat['median']:.2f} ± {scale * stat['std']:.2f}"
+
+
+def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict) -> str:
+  """`results.md`: the paper's Table 2 and Table 3 shapes."""
+  o, s = plan.options, plan.scale
+  label = {arch: plan_lib.ARCHS[arch][0] for arch in o.archs}
+  lines = [
+      f"# Post-LN vs Pre-LN vs RealFormer, scale `{o.scale}`", "",
+      f"Encoder: {_encoder_line(plan)}; vocabulary {plan.data['vocab_size']} "
+      f"({plan.data['source']}).",
+      f"Pre-training: {plan.pretrain[0].train_steps} steps, batch "
+      f"{s.batch_size}, seq {s.seq_length}, {o.seeds} seed(s) per "
+      "architecture with identical data order and steps. Numbers: " + (
+          "median ± std over seeds." if o.seeds > 1 else
+          "one seed per architecture, so no spread (\"1 seed\"); "
+          "`--seeds=3` or more gives median and std."), "",
+      "## Pre-training (paper Table 2): held-out masked LM", "",
+      "| Architecture | MLM accuracy (%) | MLM loss |",
+      "|---|---|---|"]
+  for arch in o.archs:
+    if arch in pretraining:
+      p = pretraining[arch]
+      lines.append(f"| {label[arch]} | {_pm(p['masked_lm_accuracy'])} | "
+                   f"{_pm(p['lm_example_loss'], 1.0)} |")
+  lines.append("")
+  if glue:
+    tasks = sorted({t for summary in glue.values() for t in summary["tasks"]})
+    metrics = {t: glue_data.get_task(t).metrics for t in tasks}
+    header = ["Architecture"] + [f"{t} ({'/'.join(metrics[t])})"
+                                 for t in tasks]
+    lines += ["## Fine-tuning (paper Table 3): GLUE dev, x100", "",
+              f"Grid: epochs {list(s.glue_epochs)} x learning rates "
+              f"{list(s.glue_learning_rates)}; best point by the median of "
+              "the task's main metric over the pre-training seeds.", "",
+              "| " + " | ".join(header + ["Overall"]) + " |",
+              "|" + "---|" * (len(header) + 1)]
+    for arch in (a for a in o.archs if a in glue):
+      cells = [" / ".join(_pm(glue[arch]["tasks"][t]["best"]["metrics"][m])
+                          for m in metrics[t]) for t in tasks]
+      lines.append(f"| {label[arch]} | " + " | ".join(cells) +
+                   f" | {100 * glue[arch]['overall']:.2f} |")
+    if o.scale == "large":
+      cells = [" / ".join(f"{100 * PAPER_GLUE_LARGE_REALFORMER[t][m]:.2f}"
+                          for m in metrics[t])
+               if t in PAPER_GLUE_LARGE_REALFORMER else "" for t in tasks]
+      lines.append("| RealFormer, paper (BERT-Large) | " + " | ".join(cells)
+                   + " | |")
+    lines.append("")
+  for task, why in plan.skipped_tasks.items():
+    lines.append(f"- {task} not fine-tuned: {why}.")
+  lines += [
+      "", f"Curves: `{CURVES_PNG}`; attention entropy and JSD of seed 0: "
+      f"`{ATTENTION_PNG}` (per architecture: `analysis/<arch>/`).",
+      "", "The paper's numbers are BERT-sized models pre-trained for 1M steps "
+      "on Wikipedia + BooksCorpus; at a smaller scale the ordering of the "
+      "architectures need not be the paper's."]
+  return "\n".join(lines) + "\n"
+
+
+def write_results(plan: plan_lib.Plan, pretrain_results: Dict[str, List[Dict]],
+                  glue_results: Dict[str, Dict[str, List[Dict]]],
+                  analyses: Dict[str, str]) -> Dict:
+  """Writes results.json, results.md, curves.png and attention.png."""
+  o = plan.options
+  pretraining = summarize_pretraining(pretrain_results)
+  glue = {arch: sweep.summarize(by_task)
+          for arch, by_task in glue_results.items()}
+  curves = {arch: {r["seed"]: read_curves(plan_lib.pretrain_dir(
+      o.output_dir, arch, r["seed"])) for r in arch_runs}
+            for arch, arch_runs in pretrain_results.items()}
+  results = {"scale": o.scale, "archs": list(o.archs), "seeds": o.seeds,
+             "data": {k: str(v) for k, v in plan.data.items()},
+             "pretraining": pretraining,
+             "pretraining_runs": pretrain_results,
+             "glue": glue, "curves": curves, "analysis": analyses}
+  utils.write_json_atomically(os.path.join(o.output_dir, RESULTS_JSON),
+                              results)
+  text = format_results(plan, pretraining, glue)
+  utils.write_text_atomically(os.path.join(o.output_dir, RESULTS_MD), text)
+  plots.curves_figure({plan_lib.ARCHS[arch][0]: by_seed
+                       for arch, by_seed in curves.items()},
+                      os.path.join(o.output_dir, CURVES_PNG))
+  plot_attention(analyses, os.path.join(o.output_dir, ATTENTION_PNG))
+  print(text, flush=True)
+  return results

@@ -1,0 +1,140 @@
+"""The one run executor of the GLUE sweep and the reproduction.
+
+A run is a `RunSpec` subclass: where it trains, its config and seed, its
+result file and how the runner's output becomes that result. `execute`
+trains in this process every run without a result file and reads back the
+others, so a repeated command carries on where it stopped (a killed run
+resumes from its checkpoint: Model Garden's `train_lib` restores it).
+"""
+
+import dataclasses
+import json
+import os
+import time
+from typing import Callable, ClassVar, Dict, List, Sequence
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tf_keras
+from tqdm import auto as tqdm
+
+from official.core import config_definitions as cfg
+from realformer_tf import utils
+from realformer_tf.training import train_lib
+
+
+@dataclasses.dataclass
+class RunSpec:
+  """One training run; subclasses name the result file and build the result."""
+  model_dir: str
+  config: cfg.ExperimentConfig
+  seed: int
+
+  RESULT_FILE: ClassVar[str] = "result.json"
+  MODE: ClassVar[str] = "train_and_post_eval"  # `train_lib` mode.
+
+  @property
+  def result_path(self) -> str:
+    return os.path.join(self.model_dir, self.RESULT_FILE)
+
+  @property
+  def train_steps(self) -> int:
+    return self.config.trainer.train_steps
+
+  def details(self) -> str:  # After the directory in a plan's listing.
+    return f"steps={self.train_steps} seed={self.seed}"
+
+  def make_result(self, output: Dict, seconds: float) -> Dict:
+    raise NotImplementedError  # The result file's contents.
+
+
+Runner = Callable[[RunSpec], Dict]
+
+
+def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
+                       seed: int, mode: str = "train_and_post_eval") -> Dict:
+  """Trains (or resumes) one run in this process, then evaluates it once
+  (`train_and_eval`: also every `trainer.validation_interval` steps).
+
+  Returns:
+    {"eval_logs": the final evaluation's logs (floats), "global_step": int}.
+  """
+  tf_keras.backend.clear_session()
+  # One place seeds a run: `run_experiment`, from this key.
+  config.task.train_data.seed = seed
+  eval_logs = {k: np.asarray(v) for k, v in
+               train_lib.run_experiment(config, mode, model_dir).items()}
+  return {"eval_logs": {k: float(v) if v.size == 1 else v.tolist()
+                        for k, v in eval_logs.items()},
+          "global_step": train_lib.checkpoint_step(model_dir)}
+
+
+def train_run(run: RunSpec) -> Dict:
+  """The default runner: `train_and_evaluate` in the run's mode."""
+  return train_and_evaluate(run.config, run.model_dir, run.seed, run.MODE)
+
+
+def status(run: RunSpec) -> str:
+  """"done" (its result file exists), "resume" (a checkpoint) or "new"."""
+  if tf.io.gfile.exists(run.result_path):
+    return "done"
+  if tf.train.latest_checkpoint(run.model_dir):
+    return "resume"
+  return "new"
+
+
+def read_result(path: str) -> Dict:
+  with tf.io.gfile.GFile(path, "r") as f:
+    try:
+      return json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); delete "
+                       "it to rerun the run.") from e
+
+
+def plan_lines(runs: Sequence[RunSpec]) -> List[str]:
+  """One line per run: its status, directory and details (the dry runs)."""
+  return [f"{status(run):>6s}  {run.model_dir}  {run.details()}"
+          for run in runs]
+
+
+def progress_bar(runs: Sequence[RunSpec], statuses: Sequence[str]
+                 ) -> tqdm.tqdm:
+  """A bar over the runs' training steps, the finished ones as `initial`.
+
+  With `smoothing=0` the rate (so the ETA) is this invocation's steps over
+  its time: runs finished earlier do not speed it up. (tqdm draws nothing
+  when stderr is no terminal: `execute` also prints a line per run.)
+  """
+  done = sum(r.train_steps for r, s in zip(runs, statuses) if s == "done")
+  return tqdm.tqdm(total=sum(r.train_steps for r in runs), initial=done,
+                   unit="step", smoothing=0, disable=None, desc="training")
+
+
+def execute(runs: Sequence[RunSpec], runner: Runner = train_run
+            ) -> List[Dict]:
+  """Runs every run without a result; returns all results in `runs` order."""
+  statuses = [status(run) for run in runs]
+  results = []
+  with progress_bar(runs, statuses) as bar:
+    for i, (run, state) in enumerate(zip(runs, statuses)):
+      line = f"[{i + 1}/{len(runs)}] {run.model_dir}: {state} ({run.details()})"
+      logging.info(line)
+      bar.write(line)
+      if state == "done":
+        results.append(read_result(run.result_path))
+        continue
+      start = time.time()
+      result = run.make_result(runner(run), time.time() - start)
+      utils.write_json_atomically(run.result_path, result)
+      results.append(result)
+      bar.update(run.train_steps)
+  return results
+
+
+def median_std(values: Sequence[float]) -> Dict[str, object]:
+  """{"median", "std" (NumPy's, ddof=0), "values"} over seeds."""
+  values = [float(v) for v in values]
+  return {"median": float(np.median(values)), "std": float(np.std(values)),
+          "values": values}

@@ -1,0 +1,92 @@
+"""The run executor: statuses, cached results, progress and summaries."""
+import contextlib
+import dataclasses
+import io
+import os
+from typing import ClassVar, Dict
+
+import numpy as np
+import pytest
+
+from official.core import config_definitions as cfg
+from realformer_tf.training import runs
+
+
+@dataclasses.dataclass
+class _Run(runs.RunSpec):
+  RESULT_FILE: ClassVar[str] = "fake_result.json"
+
+  def make_result(self, output: Dict, seconds: float) -> Dict:
+    return {"seed": self.seed, "value": output["value"]}
+
+
+class _Terminal(io.StringIO):
+
+  def isatty(self):
+    return True
+
+
+def _runs(root, steps=(3, 5, 7)):
+  specs = []
+  for seed, n in enumerate(steps):
+    config = cfg.ExperimentConfig()
+    config.trainer.train_steps = n
+    specs.append(_Run(model_dir=os.path.join(root, f"seed{seed}"),
+                      config=config, seed=seed))
+  return specs
+
+
+def test_finished_runs_are_read_back_not_rerun_nor_counted_in_the_rate(
+    tmp_path):
+  specs = _runs(str(tmp_path))
+  assert runs.execute(specs[:1], lambda run: {"value": 0.5}) == [
+      {"seed": 0, "value": 0.5}]
+  assert [runs.status(r) for r in specs] == ["done", "new", "new"]
+  terminal = _Terminal()  # tqdm draws only on a terminal.
+  with contextlib.redirect_stderr(terminal):
+    bar = runs.progress_bar(specs, [runs.status(r) for r in specs])
+    # The 3 steps done before count as done, not as this invocation's speed.
+    assert (bar.initial, bar.n, bar.total, bar.smoothing) == (3, 3, 15, 0)
+    bar.close()
+  assert " 3/15 " in terminal.getvalue(), terminal.getvalue()
+  ran, printed = [], io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    results = runs.execute(specs, lambda run: ran.append(run.seed) or {
+        "value": run.seed / 10})
+  assert ran == [1, 2]
+  assert results == [{"seed": s, "value": v} for s, v in
+                     ((0, 0.5), (1, 0.1), (2, 0.2))]
+  lines = printed.getvalue().splitlines()
+  assert lines[0] == (f"[1/3] {specs[0].model_dir}: done "
+                      "(steps=3 seed=0)"), lines
+  assert lines[2].startswith(f"[3/3] {specs[2].model_dir}: new "), lines
+  assert runs.plan_lines(specs)[2].split() == [
+      "done", specs[2].model_dir, "steps=7", "seed=2"]
+
+
+def test_a_failing_runner_leaves_no_result(tmp_path):
+  spec, = _runs(str(tmp_path), steps=(2,))
+
+  def fails(run):
+    raise ValueError(f"{run.model_dir}: no metric")
+
+  with pytest.raises(ValueError, match="no metric"):
+    runs.execute([spec], fails)
+  assert runs.status(spec) == "new"
+
+
+def test_a_corrupt_result_is_named(tmp_path):
+  bad = tmp_path / "bad.json"
+  bad.write_text("{\n  \"task\": ")
+  with pytest.raises(ValueError, match=r"bad\.json:2: not valid JSON"):
+    runs.read_result(str(bad))
+
+
+def test_median_and_population_std_match_numpy():
+  values = [0.31, 0.35, 0.2, 0.4]
+  stat = runs.median_std(values)
+  assert stat["median"] == pytest.approx(np.median(values))
+  assert stat["median"] == pytest.approx(0.33)
+  assert stat["std"] == pytest.approx(np.std(values, ddof=0))
+  assert stat["std"] != pytest.approx(np.std(values, ddof=1))
+  assert stat["values"] == values
