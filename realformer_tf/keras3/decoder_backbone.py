@@ -86,10 +86,10 @@ class RealFormerDecoderBackbone(keras_hub.models.Backbone):
     self.transformer_layers = [
         decoder_block.RealFormerDecoderBlock(
             num_attention_heads=num_heads,
-            intermediate_size=intermediate_dim,
-            intermediate_activation=intermediate_activation,
-            dropout_rate=dropout,
-            attention_dropout_rate=dropout,
+            inner_dim=intermediate_dim,
+            inner_activation=intermediate_activation,
+            output_dropout=dropout,
+            attention_dropout=dropout,
             norm_first=norm_first,
             norm_epsilon=layer_norm_epsilon,
             kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),

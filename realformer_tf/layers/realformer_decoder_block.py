@@ -35,7 +35,9 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
   `cross_attention_cls` slots: its `call` neither passes scores in nor takes
   them out. Its constructor names are the encoder block's (Model Garden's
   `TransformerEncoderBlock`'s: `inner_dim`, `inner_activation`,
-  `output_dropout`, `attention_dropout`), one vocabulary for both blocks.
+  `output_dropout`, `attention_dropout`), one vocabulary for both blocks;
+  `TransformerDecoderBlock`'s (`intermediate_size`, `intermediate_activation`,
+  `dropout_rate`, `attention_dropout_rate`) are accepted too.
 
   With `cross_attention=False` the block has no encoder-decoder attention: a
   causal (GPT-style) block for decoder-only language models.
@@ -96,7 +98,7 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
 
   def __init__(self,
                num_attention_heads: int,
-               inner_dim: int,
+               inner_dim: int = None,
                inner_activation: Any = "relu",
                output_dropout: float = 0.0,
                attention_dropout: float = 0.0,
@@ -114,6 +116,13 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
                score_dtype: str = "float32",
                recompute: bool = False,
                **kwargs):
+    # Model Garden's `TransformerDecoderBlock` names, this block's before.
+    inner_dim = kwargs.pop("intermediate_size", inner_dim)
+    inner_activation = kwargs.pop("intermediate_activation", inner_activation)
+    output_dropout = kwargs.pop("dropout_rate", output_dropout)
+    attention_dropout = kwargs.pop("attention_dropout_rate", attention_dropout)
+    if inner_dim is None:
+      raise TypeError(f"{type(self).__name__} needs inner_dim.")
     if attention_initializer:
       attention_initializer = tf_keras.initializers.get(attention_initializer)
     ra.validate_residual_attention(residual_attention)

@@ -184,6 +184,19 @@ class RealFormerDecoderBlockTest(tf.test.TestCase, parameterized.TestCase):
       for a, b in zip(want, got):
         self.assertAllClose(a, b, atol=1e-5)
 
+  def test_accepts_model_garden_decoder_block_names(self):
+    block = rdb.RealFormerDecoderBlock(
+        num_attention_heads=N, intermediate_size=24,
+        intermediate_activation="gelu", dropout_rate=0.1,
+        attention_dropout_rate=0.2)
+    config = block.get_config()
+    self.assertEqual((24, "gelu", 0.1, 0.2), tuple(config[k] for k in (
+        "inner_dim", "inner_activation", "output_dropout",
+        "attention_dropout")))
+    self.assertNotIn("intermediate_size", config)
+    with self.assertRaisesRegex(TypeError, "needs inner_dim"):
+      rdb.RealFormerDecoderBlock(num_attention_heads=N)
+
   def test_errors(self):
     with self.assertRaisesRegex(ValueError, "memory .* is required"):
       _block()(self.x)
