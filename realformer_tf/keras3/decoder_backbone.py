@@ -4,12 +4,14 @@ import keras
 from keras import ops
 import keras_hub
 
+from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import decoder_block
 from realformer_tf.keras3 import residual_attention as ra
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerDecoderBackbone(keras_hub.models.Backbone):
+class RealFormerDecoderBackbone(backbone_lib.ArgumentsAttributes,
+                                keras_hub.models.Backbone):
   """GPT-2's backbone with RealFormer's residual self-attention scores.
 
   keras-hub's `GPT2Backbone` (keras_hub/src/models/gpt2/gpt2_backbone.py)
@@ -119,33 +121,13 @@ class RealFormerDecoderBackbone(keras_hub.models.Backbone):
         outputs=sequence_output, dtype=dtype, **kwargs)
 
     # === Config ===
-    self.vocabulary_size = vocabulary_size
-    self.num_layers = num_layers
-    self.num_heads = num_heads
-    self.hidden_dim = hidden_dim
-    self.intermediate_dim = intermediate_dim
-    self.dropout = dropout
-    self.max_sequence_length = max_sequence_length
-    self.residual_attention = residual_attention
-    self.norm_first = norm_first
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.intermediate_activation = intermediate_activation
-    self.score_dtype = score_dtype
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        vocabulary_size=self.vocabulary_size,
-        num_layers=self.num_layers,
-        num_heads=self.num_heads,
-        hidden_dim=self.hidden_dim,
-        intermediate_dim=self.intermediate_dim,
-        dropout=self.dropout,
-        max_sequence_length=self.max_sequence_length,
-        residual_attention=self.residual_attention,
-        norm_first=self.norm_first,
-        layer_norm_epsilon=self.layer_norm_epsilon,
+    self._set_config(
+        vocabulary_size=vocabulary_size, num_layers=num_layers,
+        num_heads=num_heads, hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim, dropout=dropout,
+        max_sequence_length=max_sequence_length,
+        residual_attention=residual_attention, norm_first=norm_first,
+        layer_norm_epsilon=layer_norm_epsilon,
         intermediate_activation=keras.activations.serialize(
-            keras.activations.get(self.intermediate_activation)),
-        score_dtype=self.score_dtype)
-    return config
+            keras.activations.get(intermediate_activation)),
+        score_dtype=score_dtype)

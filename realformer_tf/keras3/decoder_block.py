@@ -49,19 +49,8 @@ class RealFormerDecoderBlock(encoder_block.ArgumentsConfig,
   Args: those of the tf_keras block but `recompute` (Model Garden's
     `recompute_grad` is TensorFlow's).
 
-  Call arguments:
-    hidden: `[batch, target_len, width]`; with `cache`, the new positions.
-    memory: Encoder output `[batch, source_len, memory_width]` (only with
-      `cross_attention=True`).
-    self_scores: The self-attention path's running sum `[batch, heads,
-      target_len, keys]`, None in the first block.
-    cross_scores: The cross-attention path's running sum `[batch, heads,
-      target_len, source_len]`, None in the first block.
-    self_attention_mask: Optional `[batch, target_len, keys]` (or
-      `[batch, 1, keys]`), 1 = attend (e.g. target padding); the causal mask
-      is always applied.
-    cross_attention_mask: Optional `[batch, target_len, source_len]` (or
-      `[batch, 1, source_len]`), source padding.
+  Call arguments: those of the tf_keras block (masks may also be
+    `[batch, 1, keys]`; `memory` may be narrower than `hidden`), but:
     cache: Incremental decoding: the self-attention's key/value cache
       `[batch, 2, max_len, heads, key_dim]` (keras-hub's format); keys are
       then the `max_len` cache positions and the causal mask lets query `i`
@@ -69,10 +58,9 @@ class RealFormerDecoderBlock(encoder_block.ArgumentsConfig,
       cache: row `t` of `S_l` depends only on row `t` of `S_{l-1}`, so a step
       hands its `[batch, heads, new_len, max_len]` rows on. Encoder-decoder
       keys and values are recomputed from `memory` at each step.
-    cache_update_index: With `cache`: the position of `hidden`'s first row,
-      where its keys and values are written into the cache.
-    training: Whether dropout is active.
-    return_attention_probs: Also return the softmax probabilities.
+    cache_update_index: With `cache`: the position of `hidden`'s first row
+      (`hidden` then holds the new positions only), where its keys and
+      values are written into the cache.
 
   Returns:
     `(hidden, self_scores, cross_scores)` (`(hidden, self_scores)` without

@@ -150,9 +150,9 @@ class RealFormerEncoderBlock(ArgumentsConfig, ra.KeepsArgumentDtypes,
         layer_index=c["layer_index"], score_dtype=c["score_dtype"],
         dtype=self.dtype_policy, name="self_attention")
     self._attention_layer.build(input_shape)
-    self._attention_dropout = keras.layers.Dropout(
-        c["output_dropout"], dtype=self.dtype_policy,
-        name="self_attention_dropout")
+    dropout = lambda name: keras.layers.Dropout(
+        c["output_dropout"], dtype=self.dtype_policy, name=name)
+    self._attention_dropout = dropout("self_attention_dropout")
     self._attention_layer_norm = layer_norm("self_attention_layer_norm",
                                             c["norm_epsilon"])
     self._attention_layer_norm.build(input_shape)
@@ -163,9 +163,7 @@ class RealFormerEncoderBlock(ArgumentsConfig, ra.KeepsArgumentDtypes,
                                         self.dtype_policy)
     self._intermediate_dense.build(input_shape)
     self._output_dense.build(input_shape[:-1] + (c["inner_dim"],))
-    self._output_dropout = keras.layers.Dropout(
-        c["output_dropout"], dtype=self.dtype_policy,
-        name="output_dropout")
+    self._output_dropout = dropout("output_dropout")
     self._output_layer_norm = layer_norm("output_layer_norm",
                                          c["norm_epsilon"])
     self._output_layer_norm.build(input_shape)

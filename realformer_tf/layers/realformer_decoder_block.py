@@ -8,7 +8,7 @@ too, and never mixed. Along each path the mask is the same in every layer
 attention), which is what makes the sum meaningful.
 """
 
-from typing import Any
+from typing import Any, Optional
 
 import tensorflow as tf
 import tf_keras
@@ -96,26 +96,17 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
   (TensorShape([2, 2, 4, 4]), TensorShape([2, 2, 4, 6]))
   """
 
-  def __init__(self,
-               num_attention_heads: int,
-               inner_dim: int = None,
-               inner_activation: Any = "relu",
-               output_dropout: float = 0.0,
-               attention_dropout: float = 0.0,
-               use_bias: bool = True,
-               norm_first: bool = False,
-               norm_epsilon: float = 1e-12,
+  def __init__(self, num_attention_heads: int, inner_dim: Optional[int] = None,
+               inner_activation: Any = "relu", output_dropout: float = 0.0,
+               attention_dropout: float = 0.0, use_bias: bool = True,
+               norm_first: bool = False, norm_epsilon: float = 1e-12,
                intermediate_dropout: float = 0.0,
                kernel_initializer: Any = "glorot_uniform",
                attention_initializer: Any = None,
-               residual_attention: str = "sum",
-               self_residual: bool = True,
-               cross_residual: bool = True,
-               cross_attention: bool = True,
-               layer_index: int = 0,
-               score_dtype: str = "float32",
-               recompute: bool = False,
-               **kwargs):
+               residual_attention: str = "sum", self_residual: bool = True,
+               cross_residual: bool = True, cross_attention: bool = True,
+               layer_index: int = 0, score_dtype: str = "float32",
+               recompute: bool = False, **kwargs):
     # Model Garden's `TransformerDecoderBlock` names, this block's before.
     inner_dim = kwargs.pop("intermediate_size", inner_dim)
     inner_activation = kwargs.pop("intermediate_activation", inner_activation)
@@ -199,16 +190,9 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
     return layer_norm(tf.cast(source, attention_output.dtype) +
                       attention_output)
 
-  def call(self,
-           hidden,
-           memory=None,
-           self_scores=None,
-           cross_scores=None,
-           self_attention_mask=None,
-           cross_attention_mask=None,
-           cache=None,
-           decode_loop_step=None,
-           training=None,
+  def call(self, hidden, memory=None, self_scores=None, cross_scores=None,
+           self_attention_mask=None, cross_attention_mask=None, cache=None,
+           decode_loop_step=None, training=None,
            return_attention_probs: bool = False):
     cross_attention = self._config["cross_attention"]
     if cross_attention and memory is None:

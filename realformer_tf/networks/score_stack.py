@@ -78,17 +78,11 @@ class BlockStack(realformer_block.ArgumentsConfigLayer,
   """
   _blocks_attribute = ""
 
-  def __init__(self,
-               num_layers: int = 6,
-               num_attention_heads: int = 8,
-               intermediate_size: int = 2048,
-               activation: Any = "relu",
-               dropout_rate: float = 0.0,
-               attention_dropout_rate: float = 0.0,
-               norm_first: bool = True,
-               norm_epsilon: float = 1e-6,
-               residual_attention: str = "sum",
-               final_layer_norm: bool = True,
+  def __init__(self, num_layers: int = 6, num_attention_heads: int = 8,
+               intermediate_size: int = 2048, activation: Any = "relu",
+               dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+               norm_first: bool = True, norm_epsilon: float = 1e-6,
+               residual_attention: str = "sum", final_layer_norm: bool = True,
                **kwargs):
     if num_layers < 1:
       raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
