@@ -54,21 +54,11 @@ class RealFormerDecoderBackbone(backbone_lib.ArgumentsAttributes,
   (1, 8, 16)
   """
 
-  def __init__(self,
-               vocabulary_size,
-               num_layers,
-               num_heads,
-               hidden_dim,
-               intermediate_dim,
-               dropout=0.1,
-               max_sequence_length=1024,
-               residual_attention="sum",
-               norm_first=True,
-               layer_norm_epsilon=1e-5,
-               intermediate_activation="gelu",
-               score_dtype="float32",
-               dtype=None,
-               **kwargs):
+  def __init__(self, vocabulary_size, num_layers, num_heads, hidden_dim,
+               intermediate_dim, dropout=0.1, max_sequence_length=1024,
+               residual_attention="sum", norm_first=True,
+               layer_norm_epsilon=1e-5, intermediate_activation="gelu",
+               score_dtype="float32", dtype=None, **kwargs):
     ra.validate_residual_attention(residual_attention)
     if num_layers < 1:
       raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
