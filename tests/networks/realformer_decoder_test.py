@@ -29,7 +29,6 @@ class RealFormerDecoderTest(tf.test.TestCase):
     got = ours(x, memory, cross_attention_mask=cross)
     self.assertAllClose(want, got, atol=1e-5)
 
-
   def test_decoder_only_stack_and_config(self):
     decoder = realformer_decoder.RealFormerDecoder(
         num_layers=2, num_attention_heads=HEADS, intermediate_size=32,
@@ -43,7 +42,6 @@ class RealFormerDecoderTest(tf.test.TestCase):
     self.assertAllClose(out[:, :3], decoder(changed)[:, :3], atol=1e-6)
     clone = layer_test_utils.assert_config_round_trip(decoder)
     self.assertFalse(clone.cross_attention)
-
 
   def test_each_layers_outputs_and_both_paths(self):
     decoder = realformer_decoder.RealFormerDecoder(

@@ -62,7 +62,6 @@ class RealFormerSeq2SeqTest(tf.test.TestCase, parameterized.TestCase):
     self.sources[1, 4:] = 0                            # source padding
     self.targets = rng.integers(2, VOCAB, size=(2, 5)).astype(np.int32)
 
-
   @parameterized.product(mode=["sum", "mean"], padded=[False, True])
   def test_incremental_decoding_matches_full_causal_pass(self, mode, padded):
     model = _model(mode)
@@ -74,14 +73,12 @@ class RealFormerSeq2SeqTest(tf.test.TestCase, parameterized.TestCase):
                              tf.constant(shifted), padded)
     self.assertAllClose(full, steps, atol=1e-5)
 
-
   def test_beam_search_runs_and_is_deterministic(self):
     model = _model("sum")
     a = model({"inputs": self.sources})
     b = model({"inputs": self.sources})
     self.assertAllEqual(a["outputs"], b["outputs"])
     self.assertEqual(2, a["outputs"].shape[0])
-
 
   def test_encoder_returns_each_layers_scores_and_probs(self):
     encoder = realformer_seq2seq.RealFormerSeq2SeqEncoder(
