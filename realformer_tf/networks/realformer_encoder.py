@@ -119,9 +119,23 @@ class RealFormerEncoder(realformer_block.ArgumentsConfigLayer):
     initializer = tf_keras.initializers.get(initializer)
     if embedding_width is None:
       embedding_width = hidden_size
-    if final_layer_norm is None:
-      final_layer_norm = norm_first
-    super().__init__(locals())
+    super().__init__(dict(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
+        num_attention_heads=num_attention_heads,
+        max_sequence_length=max_sequence_length,
+        type_vocab_size=type_vocab_size, inner_dim=inner_dim,
+        inner_activation=inner_activation, output_dropout=output_dropout,
+        attention_dropout=attention_dropout, initializer=initializer,
+        output_range=output_range, embedding_width=embedding_width,
+        embedding_layer=embedding_layer, norm_first=norm_first,
+        with_dense_inputs=with_dense_inputs,
+        return_attention_scores=return_attention_scores,
+        return_word_embeddings=return_word_embeddings,
+        residual_attention=residual_attention,
+        final_layer_norm=(norm_first if final_layer_norm is None
+                          else final_layer_norm),
+        norm_epsilon=norm_epsilon, score_dtype=score_dtype,
+        recompute=recompute, kwargs=kwargs))
 
     def init():
       return tf_utils.clone_initializer(initializer)
@@ -157,7 +171,7 @@ class RealFormerEncoder(realformer_block.ArgumentsConfigLayer):
             kernel_initializer=init(), layer_index=i,
             name=f"transformer/layer_{i}") for i in range(num_layers)]
     self._final_layer_norm = None
-    if final_layer_norm:
+    if self._config["final_layer_norm"]:
       self._final_layer_norm = tf_keras.layers.LayerNormalization(
           name="final_layer_norm", axis=-1, epsilon=norm_epsilon,
           dtype=tf.float32)
