@@ -21,7 +21,7 @@ from realformer_tf.configs import experiments
 from tests.helpers import train_runs as utils
 
 README = os.path.join(utils.REPO_ROOT, "README.md")
-SECTION = "From the quickstart to a served model"
+SECTION = "### From the quickstart to a served model"
 COMMAND_ONE = "pip install -e . && "
 
 # The quickstart at test size; the sequence length and positions stay the
@@ -176,6 +176,7 @@ def test_readme_quickstart_to_served_model(tmp_path):
       [first] + [_adapt(c, tmp) for c in commands])
   assert "/tmp/" not in script.replace(tmp, "")
   env = dict(utils.subprocess_env(), HOME=home)
+  env.pop("DATA", None)    # the block's default, $HOME/data, is what we wrote
   proc = subprocess.run(["bash", "-c", script], cwd=utils.REPO_ROOT,
                         env=env, capture_output=True, text=True, timeout=900)
   assert proc.returncode == 0, (script, proc.stdout[-3000:],

@@ -2,7 +2,9 @@
 
 Each `print(...)  # <expected>` line must print `<expected>`; the encoder
 block example is checked against the NumPy reference, the encoder example's
-output comment against the encoder's outputs.
+output comment against the encoder's outputs. The examples are found by the
+README section that holds each. Every relative link of the README, docs/ and
+the other READMEs resolves to a file and heading.
 """
 
 import contextlib
@@ -17,19 +19,52 @@ from realformer_tf.layers import RealFormerEncoderBlock
 from realformer_tf.networks import RealFormerEncoder
 from tests.helpers import numpy_reference
 
-README = os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")
-
-
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(REPO_ROOT, "README.md")
+# The tf_keras examples, by the section that holds each; the Keras 3
+# section's are tests/keras3/readme_test's.
+LAYERS_SECTION = "## Use the layers"
+ENCODER_SECTION = "## The encoder"
+DECODER_SECTION = "## Translation and decoders"
 KERAS3_SECTION = "## Keras 3 (TensorFlow, JAX, PyTorch)"
+# The Markdown pages whose relative links must resolve.
+PAGES = ("README.md", "benchmarks/README.md", "tests/README.md",
+         *sorted(os.path.join("docs", name) for name in os.listdir(
+             os.path.join(REPO_ROOT, "docs")) if name.endswith(".md")))
 
 
-def _python_blocks():
-  """The tf_keras examples; the Keras 3 section's are tests/keras3/readme_test's."""
-  with open(README, encoding="utf-8") as f:
-    text = f.read()
-  before, keras3 = text.split(KERAS3_SECTION)
-  after = keras3[keras3.index("\n## "):]
-  return re.findall(r"```python\n(.*?)```", before + after, flags=re.S)
+def _read(page="README.md"):
+  with open(os.path.join(REPO_ROOT, page), encoding="utf-8") as f:
+    return f.read()
+
+
+def _section(text, heading):
+  """The lines after the heading that starts with `heading`, up to the next
+  heading of the same or a higher level (outside code blocks)."""
+  level = len(heading) - len(heading.lstrip("#"))
+  lines, section, in_code = text.splitlines(keepends=True), None, False
+  for line in lines:
+    in_code ^= line.startswith("```")
+    is_heading = not in_code and re.match(r"#+ ", line)
+    if section is None:
+      if is_heading and line.startswith(heading):
+        section = []
+    elif is_heading and len(line) - len(line.lstrip("#")) <= level:
+      break
+    else:
+      section.append(line)
+  assert section is not None, f"no section {heading!r}"
+  return "".join(section)
+
+
+def _python_blocks(text):
+  return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def _section_block(heading):
+  """The one Python example of a README section."""
+  block, = _python_blocks(_section(_read(), heading))
+  return block
 
 
 def _run(block):
@@ -43,11 +78,50 @@ def _run(block):
 
 
 def test_readme_has_python_examples():
-  assert len(_python_blocks()) == 3
+  """Every Python block of the README is one of the examples tested here or
+  in tests/keras3/readme_test.py."""
+  text = _read()
+  keras3 = _section(text, KERAS3_SECTION)
+  assert len(_python_blocks(text.replace(keras3, ""))) == 3
+  for heading in (LAYERS_SECTION, ENCODER_SECTION, DECODER_SECTION):
+    assert _section_block(heading)
+
+
+def test_docs_python_blocks_are_the_tested_ones():
+  """Only docs/keras3.md has Python examples (tests/keras3/readme_test.py
+  runs them); an example added elsewhere needs a test first."""
+  with_blocks = {page: len(_python_blocks(_read(page))) for page in PAGES
+                 if page != "README.md" and _python_blocks(_read(page))}
+  assert with_blocks == {os.path.join("docs", "keras3.md"): 2}
+
+
+def _anchor(heading):
+  """GitHub's anchor for a Markdown heading."""
+  return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_relative_links_resolve():
+  """Each relative link of README.md, docs/ and the other READMEs names a
+  file of the repository and, after `#`, one of that page's headings."""
+  checked = 0
+  for page in PAGES:
+    links = re.findall(r"\]\(([^)\s]+)\)", _read(page))
+    for link in links:
+      if re.match(r"[a-z]+://", link):
+        continue
+      path, _, anchor = link.partition("#")
+      target = os.path.normpath(os.path.join(os.path.dirname(page), path)
+                                if path else page)
+      assert os.path.exists(os.path.join(REPO_ROOT, target)), (page, link)
+      if anchor:
+        headings = re.findall(r"^#+ (.*)$", _read(target), flags=re.M)
+        assert anchor in [_anchor(h) for h in headings], (page, link)
+      checked += 1
+  assert checked > 20, checked
 
 
 def test_functional_block_example_matches_numpy_reference():
-  block = _python_blocks()[0]
+  block = _section_block(LAYERS_SECTION)
   assert "(2, 16, 64) (2, 4, 16, 16)" in block
   np.random.seed(0)
   namespace = _run(block)
@@ -64,7 +138,7 @@ def test_functional_block_example_matches_numpy_reference():
 
 
 def test_encoder_example_has_the_outputs_it_lists():
-  block = _python_blocks()[1]
+  block = _section_block(ENCODER_SECTION)
   encoder = _run(block)["encoder"]
   comments = " ".join(re.findall(r"^#(.*)$", block, flags=re.M))
   listed = re.findall(r"\b(\w+_(?:outputs?|scores))\b", comments)
@@ -79,6 +153,6 @@ def test_encoder_example_has_the_outputs_it_lists():
 
 
 def test_decoder_block_example_prints_its_shapes():
-  block = _python_blocks()[2]
+  block = _section_block(DECODER_SECTION)
   assert "(2, 2, 4, 4) (2, 2, 4, 6)" in block
   _run(block)

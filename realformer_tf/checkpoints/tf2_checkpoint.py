@@ -64,7 +64,8 @@ def realformer_config_from(config: EncoderConfigLike,
         f"{type(config).__name__}.")
   values = dict(config.as_dict() if isinstance(config, base_config.Config)
                 else config)
-  if isinstance(config, mg_encoders.BertEncoderConfig):
+  if (isinstance(config, mg_encoders.BertEncoderConfig) and  # BERT's, not ours
+      not isinstance(config, encoders.RealFormerEncoderConfig)):
     for flag in ("return_all_encoder_outputs", "return_word_embeddings"):
       if values.pop(flag):
         raise ValueError(f"encoder_config.{flag}=True is not supported by "

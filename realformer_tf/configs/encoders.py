@@ -23,27 +23,15 @@ from realformer_tf.networks import realformer_encoder
 
 
 @dataclasses.dataclass
-class RealFormerEncoderConfig(base_config.Config):
-  """Field names follow Model Garden's `BertEncoderConfig`."""
-  vocab_size: int = 30522
-  hidden_size: int = 768
-  num_layers: int = 12
-  num_attention_heads: int = 12
-  hidden_activation: str = "gelu"
-  intermediate_size: int = 3072
-  dropout_rate: float = 0.1
-  attention_dropout_rate: float = 0.1
-  max_position_embeddings: int = 512
-  type_vocab_size: int = 2
-  initializer_range: float = 0.02
-  embedding_size: Optional[int] = None
-  output_range: Optional[int] = None
-  return_attention_scores: bool = False
+class RealFormerEncoderConfig(encoders.BertEncoderConfig):
+  """Model Garden's `BertEncoderConfig` plus RealFormer's fields.
+
+  As `BertEncoderV2`, the encoder's `encoder_outputs` always holds every
+  layer's output, whatever `return_all_encoder_outputs` says.
+  """
   # "sum" (RealFormer), "mean" (running mean, > 24 layers), "none" (BERT).
   residual_attention: str = "sum"
-  # False: Post-LN (BERT and RealFormer); True: Pre-LN.
-  norm_first: bool = False
-  # None: a final LayerNorm iff norm_first.
+  # None: a final LayerNorm iff norm_first (False: Post-LN, True: Pre-LN).
   final_layer_norm: Optional[bool] = None
   norm_epsilon: float = 1e-12
   # Running score sum under mixed precision: "float32" or "compute".
@@ -69,7 +57,8 @@ def build_realformer_encoder(
   config.validate()
   same_names = ("vocab_size", "hidden_size", "num_layers",
                 "num_attention_heads", "type_vocab_size", "output_range",
-                "norm_first", "return_attention_scores", "residual_attention",
+                "norm_first", "return_attention_scores",
+                "return_word_embeddings", "residual_attention",
                 "final_layer_norm", "norm_epsilon", "score_dtype", "recompute")
   return realformer_encoder.RealFormerEncoder(
       max_sequence_length=config.max_position_embeddings,

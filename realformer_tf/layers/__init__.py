@@ -2,4 +2,5 @@
 from realformer_tf.layers.realformer_block import RealFormerEncoderBlock
 from realformer_tf.layers.residual_attention import RESIDUAL_MODES
 from realformer_tf.layers.residual_attention import ResidualMultiHeadAttention
+from realformer_tf.layers.residual_attention import residual_dot_product_attention
 from realformer_tf.layers.realformer_decoder_block import RealFormerDecoderBlock

@@ -13,14 +13,21 @@ from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import residual_attention as ra
 
 
+def serialize_activation(activation) -> Any:
+  """An activation (name or function) as Model Garden's layers write it."""
+  return tf_utils.serialize_activation(tf_keras.activations.get(activation),
+                                       use_legacy_format=True)
+
+
 class ArgumentsConfigLayer(tf_keras.layers.Layer):
-  """A layer whose config is its constructor's arguments.
+  """A layer whose config is its constructor's arguments (networks/ use it).
 
   A subclass' `__init__` normalizes its arguments in place, then calls
   `super().__init__(locals())`; they are `self._config` from then on, and
-  `get_config` returns them after the base layer's config (name, dtype,
-  trainable), initializers and activations serialized as Model Garden's
-  layers do. `from_config` is the base class' `cls(**config)`.
+  `get_config` returns them after the base layer's config, initializers and
+  activations serialized as Model Garden's layers do. (Any local assigned
+  before that call enters the config: `RealFormerEncoderBlock` writes its
+  `get_config` out instead, as Model Garden's blocks do.)
   """
 
   def __init__(self, arguments: Dict[str, Any]):
@@ -39,8 +46,7 @@ class ArgumentsConfigLayer(tf_keras.layers.Layer):
       if isinstance(value, tf_keras.initializers.Initializer):
         value = tf_utils.serialize_initializer(value, use_legacy_format=True)
       elif key.endswith("activation"):
-        value = tf_utils.serialize_activation(
-            tf_keras.activations.get(value), use_legacy_format=True)
+        value = serialize_activation(value)
       config[key] = value
     return config
 
@@ -93,7 +99,7 @@ def feed_forward(width: int, inner_dim: int, activation, initializer
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerEncoderBlock(ArgumentsConfigLayer):
+class RealFormerEncoderBlock(tf_keras.layers.Layer):
   """Transformer encoder block: `(hidden, scores) -> (hidden, scores)`.
 
   Post-LN (BERT, the paper's backbone) by default, Pre-LN with
@@ -103,26 +109,17 @@ class RealFormerEncoderBlock(ArgumentsConfigLayer):
   restore into the other.
 
   Args:
-    num_attention_heads: Number of attention heads; must divide the hidden size.
-    inner_dim: Width of the feed-forward layer.
-    inner_activation: Activation of the feed-forward layer.
-    output_dropout: Dropout after the attention projection and the
-      feed-forward output (BERT's `hidden_dropout_prob`).
-    attention_dropout: Dropout on attention probabilities.
-    norm_first: Pre-LN if True, Post-LN if False.
-    norm_epsilon: LayerNorm epsilon (1e-12 as in BERT).
-    kernel_initializer: Initializer for all kernels.
+    num_attention_heads, inner_dim, inner_activation, output_dropout (BERT's
+      `hidden_dropout_prob`), attention_dropout, norm_first, norm_epsilon,
+      kernel_initializer, **kwargs: As Model Garden's `TransformerEncoderBlock`.
     residual_attention: "sum", "mean" or "none"; see
       `ResidualMultiHeadAttention`.
     layer_index: 0-based depth of the block; used by "mean".
     score_dtype: "float32" or "compute"; see `ResidualMultiHeadAttention`.
-    recompute: Recompute the block's forward pass during backprop instead of
-      keeping its activations (`recompute_grad`), so long sequences fit:
-      only the block's inputs are kept. Model Garden's XLA-compatible
-      `official/projects/bigbird/recompute_grad.py` with its
-      `RecomputingDropout`, whose stateless dropout draws the same masks in
-      the recomputation (tf.recompute_grad's stateful dropout would not).
-    **kwargs: Base `Layer` arguments (name, dtype, ...).
+    recompute: Recompute the block's forward pass during backprop, keeping
+      only its inputs, so long sequences fit: Model Garden's XLA-compatible
+      `official/projects/bigbird/recompute_grad.py` with its stateless
+      `RecomputingDropout`, whose masks repeat in the recomputation.
 
   Example:
 
@@ -135,50 +132,70 @@ class RealFormerEncoderBlock(ArgumentsConfigLayer):
   TensorShape([2, 2, 6, 6])
   """
 
-  def __init__(self,
-               num_attention_heads: int,
-               inner_dim: int,
-               inner_activation: Any = "gelu",
-               output_dropout: float = 0.0,
-               attention_dropout: float = 0.0,
-               norm_first: bool = False,
+  def __init__(self, num_attention_heads: int, inner_dim: int,
+               inner_activation: Any = "gelu", output_dropout: float = 0.0,
+               attention_dropout: float = 0.0, norm_first: bool = False,
                norm_epsilon: float = 1e-12,
                kernel_initializer: Any = "glorot_uniform",
-               residual_attention: str = "sum",
-               layer_index: int = 0,
-               score_dtype: str = "float32",
-               recompute: bool = False,
+               residual_attention: str = "sum", layer_index: int = 0,
+               score_dtype: str = "float32", recompute: bool = False,
                **kwargs):
-    kernel_initializer = tf_keras.initializers.get(kernel_initializer)
-    ra.validate_residual_attention(residual_attention)
-    ra.validate_score_dtype(score_dtype)
-    recompute = bool(recompute)
-    super().__init__(locals())
+    super().__init__(**kwargs)
+    # Model Garden's TransformerEncoderBlock attribute names.
+    self._num_heads = num_attention_heads
+    self._inner_dim = inner_dim
+    self._inner_activation = inner_activation
+    self._output_dropout_rate = output_dropout
+    self._attention_dropout_rate = attention_dropout
+    self._norm_first = norm_first
+    self._norm_epsilon = norm_epsilon
+    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
+    self._residual_attention = ra.validate_residual_attention(
+        residual_attention)
+    self._layer_index = layer_index
+    self._score_dtype = ra.validate_score_dtype(score_dtype)
+    self._recompute = bool(recompute)
+
+  def __call__(self, *args, **kwargs):
+    keras3_seam.reject_keras3_arguments(self, args, kwargs)
+    return super().__call__(*args, **kwargs)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        num_attention_heads=self._num_heads, inner_dim=self._inner_dim,
+        inner_activation=serialize_activation(self._inner_activation),
+        output_dropout=self._output_dropout_rate,
+        attention_dropout=self._attention_dropout_rate,
+        norm_first=self._norm_first, norm_epsilon=self._norm_epsilon,
+        kernel_initializer=tf_utils.serialize_initializer(
+            self._kernel_initializer, use_legacy_format=True),
+        residual_attention=self._residual_attention,
+        layer_index=self._layer_index, score_dtype=self._score_dtype,
+        recompute=self._recompute)
+    return config
 
   def build(self, input_shape):
-    c = self._config
-    width = block_width(self.name, input_shape, c["num_attention_heads"])
+    width = block_width(self.name, input_shape, self._num_heads)
     self._attention_layer = attention_layer(
-        "self_attention", input_shape, c["num_attention_heads"],
-        c["kernel_initializer"], dropout=c["attention_dropout"],
-        residual_attention=c["residual_attention"],
-        layer_index=c["layer_index"], score_dtype=c["score_dtype"])
-    dropout = tf_keras.layers.Dropout
-    if c["recompute"]:
-      dropout = recomputing_dropout.RecomputingDropout
-      # Weightless, so checkpoints are unaffected.
-      self._attention_layer._dropout_layer = dropout(  # pylint: disable=protected-access
-          rate=c["attention_dropout"])
-    self._attention_dropout = dropout(c["output_dropout"])
+        "self_attention", input_shape, self._num_heads,
+        self._kernel_initializer, dropout=self._attention_dropout_rate,
+        residual_attention=self._residual_attention,
+        layer_index=self._layer_index, score_dtype=self._score_dtype,
+        recompute=self._recompute)
+    # Weightless, so checkpoints are unaffected by the choice.
+    dropout = (recomputing_dropout.RecomputingDropout if self._recompute
+               else tf_keras.layers.Dropout)
+    self._attention_dropout = dropout(self._output_dropout_rate)
     self._attention_layer_norm = layer_norm("self_attention_layer_norm",
-                                            c["norm_epsilon"])
+                                            self._norm_epsilon)
     (self._intermediate_dense, self._intermediate_activation_layer,
-     self._output_dense) = feed_forward(width, c["inner_dim"],
-                                        c["inner_activation"],
-                                        c["kernel_initializer"])
-    self._output_dropout = dropout(c["output_dropout"])
+     self._output_dense) = feed_forward(width, self._inner_dim,
+                                        self._inner_activation,
+                                        self._kernel_initializer)
+    self._output_dropout = dropout(self._output_dropout_rate)
     self._output_layer_norm = layer_norm("output_layer_norm",
-                                         c["norm_epsilon"])
+                                         self._norm_epsilon)
     super().build(input_shape)
 
   def call(self,
@@ -189,24 +206,15 @@ class RealFormerEncoderBlock(ArgumentsConfigLayer):
            output_range: Optional[int] = None,
            return_attention_probs: bool = False,
            attention_bias=None):
-    """Runs the block.
+    """`(hidden, scores)`, or `(hidden, scores, probs)`.
 
-    Args:
-      hidden: `[batch, seq, hidden]`.
-      scores: Running score sum from the previous block, `[batch, heads, seq,
-        seq]`, or None for the first block.
-      attention_mask: `[batch, seq, seq]`, 1 = attend.
-      training: Whether dropout is active.
-      output_range: Only compute outputs for the first `output_range`
-        positions (e.g. the [CLS] token of the last layer).
-      return_attention_probs: Also return the attention probabilities.
-      attention_bias: Additive attention bias, `[batch, 1, 1 or seq, seq]`
-        (see `ra.attention_bias_from_mask`); combines with `attention_mask`.
-
-    Returns:
-      `(hidden, scores)` or `(hidden, scores, probs)`.
+    `hidden` `[batch, seq, width]`; `scores` the previous block's running sum
+    `[batch, heads, seq, seq]` (None in the first block); `attention_mask`
+    `[batch, seq, seq]` (1 = attend) and/or `attention_bias` `[batch, 1, 1 or
+    seq, seq]` (`ra.attention_bias_from_mask`); `output_range`: outputs for
+    the first positions only (e.g. [CLS] in the last layer).
     """
-    if not (self._config["recompute"] and training):
+    if not (self._recompute and training):
       return self._forward(hidden, scores, attention_mask, attention_bias,
                            training, output_range, return_attention_probs)
     # recompute_grad differentiates tensor arguments only: pass the present
@@ -228,7 +236,7 @@ class RealFormerEncoderBlock(ArgumentsConfigLayer):
 
   def _forward(self, hidden, scores, attention_mask, attention_bias, training,
                output_range, return_attention_probs):
-    norm_first = self._config["norm_first"]
+    norm_first = self._norm_first
     source = hidden
     query = hidden
     if norm_first:

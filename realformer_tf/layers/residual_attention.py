@@ -8,27 +8,24 @@ pre-softmax scores to its own, softmaxes the sum and hands the sum on:
     P_l = softmax(S_l + mask)                 # "sum"  (paper Eq. 5)
     P_l = softmax(S_l / (l + 1) + mask)       # "mean" (deep models, > 24 layers)
 
-The mask only enters the softmax; `S_l` is passed on unmasked, as in the
-authors' TF1 code. `score_dtype` picks the dtype of `S_l` under mixed
-precision: "float32" (default) keeps the sum over layers in float32, where it
-neither loses precision nor overflows (float16 sums do); "compute" keeps it in
-the policy's compute dtype (bfloat16 on TPU/GPU), which halves the bytes of
-the score path (see the README for what that costs in accuracy). The softmax
-itself runs in the compute dtype, as in plain attention, so the probabilities
-kept for backprop cost no more memory than BERT's.
+`residual_dot_product_attention` is these lines; the mask only enters the
+softmax and `S_l` is passed on unmasked, as in the authors' TF1 code.
+`score_dtype` picks the dtype of `S_l` under mixed precision: "float32"
+(default: a float16 sum over layers loses precision and overflows) or
+"compute", the policy's (half the bytes of the score path; the README says
+what that costs in accuracy).
 """
 
 import math
-from typing import Tuple
+from typing import Callable, Tuple
 
 import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling.layers import attention as mg_attention
+from official.projects.bigbird import recomputing_dropout
 from realformer_tf.layers import keras3_seam
-# pylint: disable=g-direct-tensorflow-import
-from tensorflow.python.ops import control_flow_util
-# pylint: enable=g-direct-tensorflow-import
+from realformer_tf.layers import xla_kernels
 
 RESIDUAL_MODES = ("sum", "mean", "none")
 SCORE_DTYPES = ("float32", "compute")
@@ -40,18 +37,18 @@ _MASK_ADDER = -1e9
 _MASK_ADDER_FLOAT16 = -32752.0
 
 
-def validate_residual_attention(value: str) -> str:
-  if value not in RESIDUAL_MODES:
-    raise ValueError(
-        f"residual_attention must be one of {RESIDUAL_MODES}, got {value!r}.")
+def _one_of(name: str, value: str, choices: Tuple[str, ...]) -> str:
+  if value not in choices:
+    raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
   return value
+
+
+def validate_residual_attention(value: str) -> str:
+  return _one_of("residual_attention", value, RESIDUAL_MODES)
 
 
 def validate_score_dtype(value: str) -> str:
-  if value not in SCORE_DTYPES:
-    raise ValueError(
-        f"score_dtype must be one of {SCORE_DTYPES}, got {value!r}.")
-  return value
+  return _one_of("score_dtype", value, SCORE_DTYPES)
 
 
 def resolve_score_dtype(score_dtype: str, compute_dtype) -> tf.DType:
@@ -74,99 +71,92 @@ def attention_bias_from_mask(mask, dtype) -> tf.Tensor:
   return (1.0 - tf.cast(mask, dtype)) * tf.constant(adder, dtype)
 
 
-@tf.custom_gradient
-def _scores_in_float32(query, key):
-  """`query @ key^T` of two low-precision `[B, N, *, H]` tensors, as float32.
+def residual_dot_product_attention(
+    query, key, value, prev_scores=None, bias=None, mode: str = "sum",
+    layer_index: int = 0, score_dtype=tf.float32,
+    dropout: Callable[[tf.Tensor], tf.Tensor] = tf.identity
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+  """The paper's Eq. 5 on projected heads: `(context, scores, probs)`.
 
-  One XLA dot with low-precision operands and a float32 result (HLO
-  `dot(bf16, bf16) -> f32`): the float32 running sum is then added to the
-  dot's own output type, which XLA's GPU GEMM rewriter can fold into the GEMM
-  as its C operand (cuBLAS `beta = 1`); `cast(einsum(...))` instead writes
-  the bfloat16 scores and converts them in a separate elementwise pass. Only
-  XLA has a kernel for this op (TF's CPU/GPU kernels reject a float32 `Tout`
-  for bfloat16 inputs), so callers use it inside XLA clusters only. The
-  gradient casts the float32 score gradient to the operands' dtype first,
-  exactly what `cast(einsum(...))`'s gradient does.
+  Args:
+    query: `[B, T, N, H]`; key, value: `[B, S, N, H]`.
+    prev_scores: `S_{l-1}`, `[B, N, T, S]`, or None for the first layer.
+    bias: Additive mask (0 or very negative) broadcastable to `scores`.
+    mode: "sum", "mean" or "none" (plain attention: `prev_scores` unused).
+    layer_index: `l`, the 0-based depth; used by "mean".
+    score_dtype: dtype of `scores`; the softmax runs in `query`'s dtype.
+    dropout: Applied to the probabilities before they weigh `value`.
+
+  Returns:
+    `context` `[B, T, N, H]`, `scores` (the unmasked `S_l` to hand on) and
+    `probs` (before dropout), both `[B, N, T, S]`.
   """
-  scores = tf.raw_ops.BatchMatMulV3(x=query, y=key, Tout=tf.float32,
-                                    adj_y=True)
+  # Scaling Q scales Q K^T; under XLA it fuses into the query projection.
+  query = tf.multiply(query, 1.0 / math.sqrt(float(query.shape[-1])))
+  scores = xla_kernels.query_key_scores(query, key, score_dtype)  # QK^T/sqrt(d)
+  if prev_scores is not None and mode != "none":
+    scores += tf.cast(prev_scores, score_dtype)                   # + S_{l-1}
+  logits = scores / float(layer_index + 1) if mode == "mean" else scores
+  if bias is not None:
+    logits += bias                             # the mask: logits only, not S_l
+  probs = _softmax(logits, query.dtype)
+  # Dropping whole tokens to attend to, as in BERT.
+  context = tf.einsum("bnts,bsnh->btnh", dropout(probs), value)
+  return context, scores, probs
 
-  def grad(d_scores):
-    d_scores = tf.cast(d_scores, query.dtype)
-    return (tf.matmul(d_scores, key),
-            tf.matmul(d_scores, query, transpose_a=True))
 
-  return scores, grad
+def _softmax(logits, dtype) -> tf.Tensor:
+  """Softmax in `dtype`, the compute dtype, as plain attention's.
 
-
-def _in_xla_context() -> bool:
-  return control_flow_util.GraphOrParentsInXlaContext(
-      tf.compat.v1.get_default_graph())
+  float32 probabilities would double the memory backprop keeps. float32
+  logits can exceed float16's range: shifted by the row max first.
+  """
+  if dtype == tf.float16 and logits.dtype == tf.float32:
+    logits -= tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
+  return tf.nn.softmax(tf.cast(logits, dtype), axis=-1)
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
+class ResidualMultiHeadAttention(mg_attention.CachedAttention):
   """`MultiHeadAttention` that takes and returns pre-softmax attention scores.
 
-  Weights keep Keras' standard names (`query`, `key`, `value`,
-  `attention_output`), so checkpoints of a `MultiHeadAttention` load as is.
+  Model Garden's `CachedAttention` (Keras' `MultiHeadAttention` with a cache
+  update for incremental decoding) whose attention is
+  `residual_dot_product_attention`; same weight names (`query`, `key`,
+  `value`, `attention_output`), so checkpoints of either load as is.
 
   Args:
-    num_heads: Number of attention heads.
-    key_dim: Size of each head for query and key.
-    residual_attention: "sum" (RealFormer), "mean" (softmax over the running
-      mean `S_l / (layer_index + 1)`; the running sum is still returned), or
-      "none" (plain attention; the layer's own scores are still returned).
+    num_heads, key_dim, **kwargs: As `tf_keras.layers.MultiHeadAttention`,
+      but `attention_axes` must be None (the sequence axis).
+    residual_attention: "sum" (RealFormer), "mean" (softmax of the running
+      mean `S_l / (layer_index + 1)`) or "none" (plain attention); the
+      running sum (or the layer's own scores) is returned in every mode.
     layer_index: 0-based depth of this layer in its stack; used by "mean".
-    score_dtype: dtype of the running score sum under mixed precision:
-      "float32" or "compute" (the policy's compute dtype). Same result under
-      a float32 policy.
-    **kwargs: Any other `tf_keras.layers.MultiHeadAttention` argument, except
-      `attention_axes` (only the sequence axis is supported).
+    score_dtype: "float32" or "compute" (the policy's compute dtype).
+    recompute: Drop probabilities with Model Garden's `RecomputingDropout`,
+      whose stateless masks repeat in `recompute_grad`'s second forward pass.
 
-  `call` takes Keras' arguments except `return_attention_scores` (rejected:
-  the layer always returns its running scores, and the probabilities with
-  `return_attention_probs`), and ragged inputs. The attention itself is
-  `_compute_residual_attention`, a method of its own name: Keras'
-  `_compute_attention(query, key, value, attention_mask, training)` has no
-  place for the previous scores.
-
-  Call arguments:
-    query: `[batch, from_len, dim]`.
-    value: Optional `[batch, to_len, dim]`; None means self-attention
-      (`query`), where under XLA Q, K and V come from one matmul: the three
-      kernels are concatenated at call time, so weights keep their names.
-    key: Optional `[batch, to_len, dim]`; defaults to `value`.
-    attention_mask: Optional `[batch, from_len, to_len]`, 1 = attend.
-    prev_scores: Optional `[batch, num_heads, from_len, to_len]` running sum
-      from the previous layer (`None` for the first layer).
-    training: Python bool, whether dropout is active.
+  Call arguments: Keras' (`query`, `value`, `key`, `attention_mask` `[batch,
+  from_len, to_len]`, `training`, `use_causal_mask`), not
+  `return_attention_scores` nor ragged inputs, and:
+    prev_scores: `[batch, num_heads, from_len, to_len]` running sum of the
+      previous layer, or None.
     return_attention_probs: Also return the softmax probabilities.
-    attention_bias: Optional additive bias broadcastable to `[batch,
-      num_heads, from_len, to_len]` (e.g. `attention_bias_from_mask` of a
-      `[batch, 1, 1, to_len]` mask, built once for a whole stack); added to
-      the logits like the mask, never to `scores`.
-    use_causal_mask: Also mask keys after each query (decoder
-      self-attention). Like the padding mask, the causal mask enters the
-      softmax only: the returned running sum stays unmasked.
-    cache: Incremental decoding: a dict with "key" and "value" `[batch,
-      cached_len, num_heads, key_dim]` projections of the earlier positions
-      (Model Garden's `CachedAttention` format, what `Seq2SeqTransformer`'s
-      beam search carries). This step's keys and values are appended (or,
-      with `decode_loop_step`, written at that index) and the dict is updated
-      in place. The residual scores need no cache across steps: row `t` of
-      `S_l` depends only on row `t` of `S_{l-1}`, so a step passes a
-      `[batch, num_heads, 1, t + 1]` score row from layer to layer (with
-      `decode_loop_step`: `[batch, num_heads, 1, max_len]`, the columns after
-      `t` masked).
-    decode_loop_step: With `cache`, the step index for padded (fixed-length,
-      TPU) decoding; None appends to the cache.
+    attention_bias: Additive bias broadcastable to `[batch, num_heads,
+      from_len, to_len]` (`attention_bias_from_mask`, built once per stack).
+    cache, decode_loop_step: As `CachedAttention` ("key"/"value" `[batch,
+      cached_len, num_heads, key_dim]`, updated in place). The scores need no
+      cache: row `t` of `S_l` depends only on row `t` of `S_{l-1}`, so a step
+      passes a `[batch, num_heads, 1, t + 1]` score row (`max_len` columns
+      with `decode_loop_step`).
+  Masks (padding, causal, bias) enter the softmax only. Self-attention
+  (`value` None) under XLA projects Q, K, V in one matmul
+  (`xla_kernels.fused_projection`).
 
   Returns:
-    `(output, scores)`, or `(output, scores, probs)`: `output` is
-    `[batch, from_len, dim]`; `scores` is the unmasked running sum
-    `[batch, num_heads, from_len, to_len]` (float32, or the compute dtype with
-    `score_dtype="compute"`) to hand to the next layer.
+    `(output [batch, from_len, dim], scores)` or `(output, scores, probs)`;
+    `scores` is the unmasked running sum (float32, or the compute dtype with
+    `score_dtype="compute"`) for the next layer.
 
   Example:
 
@@ -184,15 +174,13 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
                residual_attention: str = "sum",
                layer_index: int = 0,
                score_dtype: str = "float32",
+               recompute: bool = False,
                **kwargs):
     axes = kwargs.get("attention_axes")
-    if isinstance(axes, int):
-      axes = (axes,)
-    if axes is not None and tuple(axes) != (1,):
+    if axes is not None and tuple(tf.nest.flatten(axes)) != (1,):
       # The running sum is [batch, heads, from_len, to_len]: one attention
-      # axis, the sequence (what the base class resolves None to for rank-3
-      # inputs, and writes into its config). The base class would silently
-      # build equations for others.
+      # axis, the sequence (what None means for rank-3 inputs). The base
+      # class would silently build equations for others.
       raise ValueError(
           f"ResidualMultiHeadAttention attends over the sequence axis only; "
           f"attention_axes must be None, got {kwargs['attention_axes']!r}.")
@@ -202,6 +190,10 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     if layer_index < 0:
       raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
     self._layer_index = int(layer_index)
+    self._recompute = bool(recompute)
+    dropout = (recomputing_dropout.RecomputingDropout if self._recompute
+               else tf_keras.layers.Dropout)
+    self._probs_dropout = dropout(rate=self._dropout, dtype=self.dtype_policy)
 
   def __call__(self, *args, **kwargs):
     keras3_seam.reject_keras3_arguments(self, args, kwargs)
@@ -219,22 +211,13 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     config = super().get_config()
     config.update(residual_attention=self._residual_attention,
                   layer_index=self._layer_index,
-                  score_dtype=self._score_dtype)
+                  score_dtype=self._score_dtype, recompute=self._recompute)
     return config
 
-  def call(self,
-           query,
-           value=None,
-           key=None,
-           attention_mask=None,
-           prev_scores=None,
-           training=None,
-           return_attention_probs=False,
-           attention_bias=None,
-           use_causal_mask=False,
-           cache=None,
-           decode_loop_step=None,
-           return_attention_scores=False):
+  def call(self, query, value=None, key=None, attention_mask=None,
+           prev_scores=None, training=None, return_attention_probs=False,
+           attention_bias=None, use_causal_mask=False, cache=None,
+           decode_loop_step=None, return_attention_scores=False):
     if return_attention_scores:
       raise ValueError(
           f"{self.name}: return_attention_scores is not supported: the layer "
@@ -243,10 +226,11 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
           "probabilities.")
     if isinstance(query, tf.RaggedTensor) or isinstance(value, tf.RaggedTensor):
       raise ValueError(f"{self.name}: ragged inputs are not supported.")
-    if tf.TensorShape(query.shape).rank != 3:
-      raise ValueError(
-          f"{self.name}: query must have rank 3 [batch, from_len, dim], got "
-          f"shape {query.shape}.")
+    self._check_rank("query", query, 3, "[batch, from_len, dim]")
+    self._check_rank("attention_mask", attention_mask, 3,
+                     "[batch, from_len, to_len]")
+    self._check_rank("attention_bias", attention_bias, 4, "(broadcastable to "
+                     "[batch, num_heads, from_len, to_len])")
     # `value is query` only survives without mixed precision: Keras casts
     # the first argument alone.
     self_attention = (value is None or value is query) and key is None
@@ -256,17 +240,6 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       self._build_from_signature(query=query, value=value, key=key)
     if key is None:
       key = value
-    if (attention_mask is not None and
-        tf.TensorShape(attention_mask.shape).rank != 3):
-      raise ValueError(
-          f"{self.name}: attention_mask must have rank 3 "
-          f"[batch, from_len, to_len], got shape {attention_mask.shape}.")
-    if (attention_bias is not None and
-        tf.TensorShape(attention_bias.shape).rank != 4):
-      raise ValueError(
-          f"{self.name}: attention_bias must have rank 4 (broadcastable to "
-          f"[batch, num_heads, from_len, to_len]), got shape "
-          f"{attention_bias.shape}.")
     score_dtype = resolve_score_dtype(self._score_dtype, self.compute_dtype)
     # With a cache the keys start before the queries: causal mask below.
     attention_mask = self._compute_attention_mask(
@@ -274,21 +247,17 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
         use_causal_mask=use_causal_mask and cache is None)
 
     dense = (self._query_dense, self._key_dense, self._value_dense)
-    # Under XLA only: there the kernels' concat and the output's split fuse
-    # into their neighbours; in TF they are copies (weight-sized buffers).
     # The first call builds the three layers (their weights' names).
     if (self_attention and self._activity_regularizer is None and
-        _in_xla_context() and all(layer.built for layer in dense)):
-      query, key, value = self._project_self_attention(query)
+        xla_kernels.in_xla_context() and all(layer.built for layer in dense)):
+      query, key, value = xla_kernels.fused_projection(query, dense,
+                                                       self._use_bias)
     else:
       query = self._query_dense(query)    # [B, T, N, H]
       key = self._key_dense(key)          # [B, S, N, H]
       value = self._value_dense(value)    # [B, S, N, H]
     if cache is not None:
-      # Model Garden's own cache update (a plain function of its arguments):
-      # official/nlp/modeling/layers/attention.py, CachedAttention.
-      key, value = mg_attention.CachedAttention._update_cache(  # pylint: disable=protected-access
-          self, key, value, cache, decode_loop_step)
+      key, value = self._update_cache(key, value, cache, decode_loop_step)
       if use_causal_mask:
         attention_mask = _offset_causal_mask(query, key, attention_mask,
                                              decode_loop_step)
@@ -299,110 +268,46 @@ class ResidualMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
           tf.expand_dims(attention_mask, axis=1), score_dtype))
     if attention_bias is not None:
       biases.append(tf.cast(attention_bias, score_dtype))
-    bias = tf.add_n(biases) if biases else None
-    output, scores, probs = self._compute_residual_attention(
-        query, key, value, bias, prev_scores=prev_scores, training=training)
+    if prev_scores is not None and self._residual_attention != "none":
+      self._check_prev_scores(prev_scores, query, key)
+    output, scores, probs = residual_dot_product_attention(
+        query, key, value, prev_scores=prev_scores,
+        bias=tf.add_n(biases) if biases else None,
+        mode=self._residual_attention, layer_index=self._layer_index,
+        score_dtype=score_dtype,
+        dropout=lambda probs: self._probs_dropout(probs, training=training))
     output = self._output_dense(output)
     if return_attention_probs:
       return output, scores, probs
     return output, scores
 
-  def _project_self_attention(self, inputs):
-    """Q, K and V `[B, T, N, H]` of `inputs` from one einsum (under XLA).
+  def _check_rank(self, name, tensor, rank, shape):
+    if tensor is not None and tf.TensorShape(tensor.shape).rank != rank:
+      raise ValueError(f"{self.name}: {name} must have rank {rank} {shape}, "
+                       f"got shape {tensor.shape}.")
 
-    The standard `query`/`key`/`value` kernels and biases are concatenated
-    along the head size at call time: one `[dim, N, 2 * key_dim + value_dim]`
-    GEMM (and one for each gradient) instead of three, and checkpoints keep
-    their names. Same sums as three einsums.
-    """
-    dense = (self._query_dense, self._key_dense, self._value_dense)
-    qkv = tf.einsum(self._query_dense.equation, inputs,
-                    tf.concat([layer.kernel for layer in dense], axis=-1))
-    if self._use_bias:
-      qkv += tf.concat([layer.bias for layer in dense], axis=-1)
-    sizes = [self._key_dim, self._key_dim, self._value_dim]
-    return tf.split(qkv, sizes, axis=-1)
-
-  def _compute_residual_attention(
-      self,
-      query,
-      key,
-      value,
-      attention_bias=None,
-      prev_scores=None,
-      training=None) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Residual dot-product attention on projected Q, K, V.
-
-    Returns `(context, scores, probs)`; see the class docstring for why this
-    is not `_compute_attention`.
-
-    The form is chosen for XLA (checked on the optimized HLO, see
-    benchmarks/README.md): `1/sqrt(d)` scales the `[B, T, N, H]` query (fused
-    into the query projection) rather than the `[B, N, T, S]` scores; the
-    score dot produces the score dtype itself, so `S_{l-1}` is added in the
-    dot's own dtype (a GEMM addend on GPU); the mask arrives as an additive
-    bias, and the bias add, the "mean" division, the cast and the softmax are
-    elementwise/reduce ops on `S_l` that XLA fuses into one softmax fusion.
-    """
-    score_dtype = resolve_score_dtype(self._score_dtype, self.compute_dtype)
-    query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
-    if score_dtype == query.dtype:
-      scores = tf.einsum(self._dot_product_equation, key, query)  # [B, N, T, S]
-    elif _in_xla_context():
-      scores = _scores_in_float32(tf.transpose(query, [0, 2, 1, 3]),
-                                  tf.transpose(key, [0, 2, 1, 3]))
-    else:
-      scores = tf.cast(tf.einsum(self._dot_product_equation, key, query),
-                       score_dtype)
-    if prev_scores is not None and self._residual_attention != "none":
-      self._check_prev_scores(prev_scores, scores)
-      scores += tf.cast(prev_scores, score_dtype)
-    logits = scores
-    if self._residual_attention == "mean":
-      logits = scores / float(self._layer_index + 1)
-    if attention_bias is not None:
-      logits += attention_bias
-    if self.compute_dtype == "float16" and score_dtype == tf.float32:
-      # The running sum can exceed float16's range; softmax is
-      # shift-invariant, so shift by the row max in float32 first.
-      logits -= tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
-    # Softmax in the compute dtype (what backprop keeps), like plain
-    # MultiHeadAttention: float32 probabilities would double that memory.
-    probs = tf.nn.softmax(tf.cast(logits, self.compute_dtype), axis=-1)
-    # Dropping whole tokens to attend to, as in BERT.
-    probs_dropout = self._dropout_layer(probs, training=training)
-    context = tf.einsum(self._combine_equation, probs_dropout, value)
-    return context, scores, probs
-
-  def _check_prev_scores(self, prev_scores, scores):
+  def _check_prev_scores(self, prev_scores, query, key):
     """Raises a ValueError naming both shapes when they cannot be added."""
-    prev_shape, shape = tf.TensorShape(prev_scores.shape), scores.shape
-    if prev_shape.rank is not None and prev_shape.rank != 4:
-      raise ValueError(
-          f"{self.name}: prev_scores must have rank 4 [batch, num_heads, "
-          f"from_len, to_len], got shape {prev_shape}.")
-    if prev_shape.rank is not None and not prev_shape.is_compatible_with(shape):
+    prev_shape = tf.TensorShape(prev_scores.shape)
+    if prev_shape.rank is not None:
+      self._check_rank("prev_scores", prev_scores, 4,
+                       "[batch, num_heads, from_len, to_len]")
+    shape = tf.TensorShape([query.shape[0], query.shape[2], query.shape[1],
+                            key.shape[1]])
+    if not prev_shape.is_compatible_with(shape):
       raise ValueError(
           f"{self.name}: prev_scores has shape {prev_shape}, but this layer's "
           f"scores have shape {shape} [batch, num_heads, from_len, to_len].")
 
 
 def _offset_causal_mask(query, key, attention_mask, decode_loop_step):
-  """Causal mask for queries that start after the cached keys.
+  """Boolean `[B or 1, T, S]` causal mask for queries after the cached keys.
 
-  Query row `i` is position `offset + i`, where `offset` is
-  `decode_loop_step` (padded decoding) or the number of cached keys; it may
-  attend to keys `j <= offset + i`. Keras' `_compute_causal_mask` assumes
-  `offset = 0`.
-
-  Args:
-    query: Projected queries `[B, T, N, H]`.
-    key: Projected keys including the cache, `[B, S, N, H]`.
-    attention_mask: None or `[B, T, S]`, 1 = attend.
-    decode_loop_step: None or the scalar step index.
-
-  Returns:
-    A boolean `[B or 1, T, S]` mask, AND-ed with `attention_mask`.
+  Query row `i` (of `[B, T, N, H]` projected queries) is position `offset +
+  i`, where `offset` is `decode_loop_step` (padded decoding) or the number of
+  cached keys (of `[B, S, N, H]` keys); it may attend to keys `j <= offset +
+  i`. Keras' `_compute_causal_mask` assumes `offset = 0`. AND-ed with the
+  `[B, T, S]` `attention_mask` (1 = attend) if any.
   """
   query_len, key_len = tf.shape(query)[1], tf.shape(key)[1]
   if decode_loop_step is None:

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from official.nlp.configs import encoders as mg_encoders
 from realformer_tf import utils
+from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.networks import realformer_encoder
 
@@ -31,6 +32,21 @@ class EncoderConfigTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(64, got["inner_dim"])
     self.assertEqual(16, got["max_sequence_length"])
     self.assertEqual(0.02, got["initializer"]["config"]["stddev"])
+
+  def test_extends_model_garden_bert_config(self):
+    config = encoders.RealFormerEncoderConfig(
+        **_SMALL, norm_first=True, return_word_embeddings=True)
+    self.assertIsInstance(config, mg_encoders.BertEncoderConfig)
+    added = (set(encoders.RealFormerEncoderConfig().as_dict()) -
+             set(mg_encoders.BertEncoderConfig().as_dict()))
+    self.assertEqual({"residual_attention", "final_layer_norm", "norm_epsilon",
+                      "score_dtype", "recompute"}, added)
+    encoder = encoders.build_realformer_encoder(config)
+    self.assertTrue(encoder.get_config()["return_word_embeddings"])
+    # Still read as RealFormer's, not as BERT's (which has no final LayerNorm).
+    again = tf2_checkpoint.realformer_config_from(config)
+    self.assertIsNone(again.final_layer_norm)
+    self.assertTrue(again.return_word_embeddings)
 
   def test_gelu_is_tanh_approximation(self):
     encoder = encoders.build_realformer_encoder(

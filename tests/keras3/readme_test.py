@@ -1,6 +1,7 @@
-"""The README's "Keras 3" section runs as written and does what it says.
+"""The README's "Keras 3" section and docs/keras3.md run as written.
 
-Its Python blocks run as they are, except for paths: the pre-training run
+The README section's layer example and the two examples of docs/keras3.md
+(fine-tune, export and serve; a causal LM) run as they are, except for paths: the pre-training run
 (command 1's `/tmp/realformer_quickstart`, minutes of training) is replaced
 by a tiny run of the same layout (a `weights.save_run` directory plus
 `data/vocab.txt`), and `/tmp/rf_*` outputs go to the test's temporary
@@ -26,8 +27,8 @@ from tests.helpers import shared_data
 from tests.helpers import keras3_encoders as encoder_test_utils
 from tests.helpers import keras3_layer_checks as layer_checks
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    __file__))), "README.md")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 SECTION = "## Keras 3 (TensorFlow, JAX, PyTorch)"
 QUICKSTART_DIR = "/tmp/realformer_quickstart"
 TF_BACKEND_ONLY = pytest.mark.skipif(
@@ -36,11 +37,24 @@ TF_BACKEND_ONLY = pytest.mark.skipif(
     "backend); the generate example runs on TensorFlow in the main suite")
 
 
-def _blocks():
-  with open(README, encoding="utf-8") as f:
-    section = f.read().split(SECTION)[1]
-  section = section[:section.index("\n## ")]
-  return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+def _read(page):
+  with open(os.path.join(REPO_ROOT, page), encoding="utf-8") as f:
+    return f.read()
+
+
+def _python_blocks(text):
+  return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def _readme_blocks():
+  """The Python blocks of the README's Keras 3 section."""
+  section = _read("README.md").split(SECTION)[1]
+  return _python_blocks(section[:section.index("\n## ")])
+
+
+def _docs_blocks():
+  """The Python blocks of docs/keras3.md."""
+  return _python_blocks(_read(os.path.join("docs", "keras3.md")))
 
 
 def _run(block, replacements=()):
@@ -57,12 +71,13 @@ def _run(block, replacements=()):
   return namespace
 
 
-def test_the_section_has_its_examples():
-  assert len(_blocks()) == 3
+def test_the_section_and_page_have_their_examples():
+  assert len(_readme_blocks()) == 1
+  assert len(_docs_blocks()) == 2
 
 
 def test_layer_example_matches_the_numpy_reference():
-  block = _blocks()[0]
+  block, = _readme_blocks()
   assert "(2, 16, 64) (2, 4, 16, 16)" in block
   np.random.seed(0)
   namespace = _run(block)
@@ -100,7 +115,7 @@ def fixture_tiny_run(tmp_path):
 @TF_BACKEND_ONLY
 def test_fine_tune_export_serve_example(tiny_run, tmp_path):
   run, pretrained = tiny_run
-  block = _blocks()[1]
+  block = _docs_blocks()[0]
   namespace = _run(block, [(QUICKSTART_DIR, run),
                            ("/tmp/rf_", os.path.join(tmp_path, "rf_"))])
   # The run's weights were loaded (before fit moved them).
@@ -123,6 +138,6 @@ def test_fine_tune_export_serve_example(tiny_run, tmp_path):
 @TF_BACKEND_ONLY
 def test_causal_lm_example_generates_text(tiny_run):
   run, _ = tiny_run
-  namespace = _run(_blocks()[2], [(QUICKSTART_DIR, run)])
+  namespace = _run(_docs_blocks()[1], [(QUICKSTART_DIR, run)])
   text = namespace["lm"].generate("the cat", max_length=12)
   assert isinstance(text, str) and text.startswith("the cat")

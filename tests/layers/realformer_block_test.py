@@ -1,5 +1,7 @@
 """Tests for RealFormerEncoderBlock."""
 
+import inspect
+
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
@@ -82,6 +84,10 @@ class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
     block(self.x)
     clone = layer_test_utils.assert_config_round_trip(block)
     config = clone.get_config()
+    # Exactly the constructor's arguments, after the base layer's config.
+    arguments = set(inspect.signature(type(block).__init__).parameters)
+    base = set(tf_keras.layers.Layer(name="blk").get_config())
+    self.assertEqual(arguments - {"self", "kwargs"}, set(config) - base)
     for key, value in dict(num_attention_heads=4, inner_dim=32,
                            output_dropout=0.2, attention_dropout=0.3,
                            norm_first=True, norm_epsilon=1e-6,

@@ -1,4 +1,6 @@
-"""Tests for ResidualMultiHeadAttention."""
+"""Tests for ResidualMultiHeadAttention and its reference math."""
+
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -6,6 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 from realformer_tf.layers import residual_attention as ra
+from realformer_tf.layers import xla_kernels
 from tests.helpers import layer_checks as layer_test_utils
 from tests.helpers import numpy_reference
 
@@ -51,6 +54,21 @@ class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(want_probs, probs, atol=1e-5)
     self.assertAllClose(want_out, out, atol=1e-5)
 
+  def test_reference_function_is_eq5(self):
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(2, n, 4, 4)).astype(np.float32)
+               for n in (5, 7, 7))
+    bias = ra.attention_bias_from_mask(self.mask[:, None], tf.float32)
+    context, scores, probs = ra.residual_dot_product_attention(
+        q, k, v, prev_scores=self.prev, bias=bias, mode="mean", layer_index=2)
+    want_scores = np.einsum("btnh,bsnh->bnts", q, k) / 2.0 + self.prev
+    want_probs = numpy_reference.softmax(
+        np.where(self.mask[:, None] == 1, want_scores / 3.0, -1e9))
+    self.assertAllClose(want_scores, scores, atol=1e-5)   # mask not in S_l
+    self.assertAllClose(want_probs, probs, atol=1e-6)
+    self.assertAllClose(np.einsum("bnts,bsnh->btnh", want_probs, v), context,
+                        atol=1e-5)
+
   def test_scores_are_unmasked_running_sum(self):
     layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
     _, masked = layer(self.query, self.value, attention_mask=self.mask,
@@ -78,11 +96,12 @@ class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
   def test_config_round_trip(self):
     layer = ra.ResidualMultiHeadAttention(
         num_heads=2, key_dim=8, residual_attention="mean", layer_index=5,
-        dropout=0.1, score_dtype="compute")
+        dropout=0.1, score_dtype="compute", recompute=True)
     layer(self.query, self.query)
     clone = layer_test_utils.assert_config_round_trip(layer)
     self.assertEqual("mean", clone.get_config()["residual_attention"])
     self.assertEqual(5, clone.get_config()["layer_index"])
+    self.assertTrue(clone.get_config()["recompute"])
 
   def test_standard_weight_names(self):
     layer = ra.ResidualMultiHeadAttention(num_heads=2, key_dim=8, name="att")
@@ -248,12 +267,11 @@ class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
         return [out, scores] + tape.gradient(
             loss, [x] + layer.trainable_variables)
 
-      calls = []
-      original = layer._project_self_attention
-      layer._project_self_attention = lambda *a: calls.append(1) or original(*a)
-      fused, separate = run(True), run(False)
-      layer(x)  # outside XLA: three projections
-    self.assertLen(calls, 1)
+      with mock.patch.object(xla_kernels, "fused_projection",
+                             wraps=xla_kernels.fused_projection) as fuse:
+        fused, separate = run(True), run(False)
+        layer(x)  # outside XLA: three projections
+    self.assertEqual(1, fuse.call_count)
     tolerance = 1e-5 if policy == "float32" else 2e-2
     for a, b in zip(fused, separate):
       self.assertAllClose(tf.cast(a, tf.float32), tf.cast(b, tf.float32),
