@@ -58,9 +58,7 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
     self_residual: Whether the self-attention path is residual.
     cross_residual: Whether the encoder-decoder attention path is residual.
     cross_attention: Whether the block has encoder-decoder attention.
-    recompute: As the encoder block's, in training without `cache`; needs
-      `attention_dropout=0` (the attention's own dropout is stateful, so a
-      recomputation would draw other masks).
+    recompute: As the encoder block's, in training without `cache`.
     **kwargs: Base `Layer` arguments.
 
   Call arguments:
@@ -120,10 +118,6 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
     ra.validate_score_dtype(score_dtype)
     if layer_index < 0:
       raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
-    if recompute and attention_dropout:
-      raise ValueError(
-          f"recompute=True needs attention_dropout=0, got {attention_dropout}"
-          ": the attention's dropout would draw other masks when recomputed.")
     super().__init__(dict(
         num_attention_heads=num_attention_heads, inner_dim=inner_dim,
         inner_activation=inner_activation, output_dropout=output_dropout,
@@ -154,7 +148,8 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
           c["attention_initializer"] or c["kernel_initializer"],
           dropout=self.attention_dropout_rate, use_bias=c["use_bias"],
           residual_attention=c["residual_attention"] if residual else "none",
-          layer_index=c["layer_index"], score_dtype=c["score_dtype"])
+          layer_index=c["layer_index"], score_dtype=c["score_dtype"],
+          recompute=c["recompute"])
 
     def layer_norm(name):
       return realformer_block.layer_norm(name, c["norm_epsilon"])

@@ -183,6 +183,10 @@ class RealFormerDecoderBlockTest(tf.test.TestCase, parameterized.TestCase):
       self.assertLen(got, len(want))
       for a, b in zip(want, got):
         self.assertAllClose(a, b, atol=1e-5)
+    # The attentions' probability dropout repeats its masks when recomputed.
+    attentions = [blocks[1].self_attention] + (
+        [blocks[1].encdec_attention] if cross_attention else [])
+    self.assertTrue(all(a.get_config()["recompute"] for a in attentions))
 
   def test_accepts_model_garden_decoder_block_names(self):
     block = rdb.RealFormerDecoderBlock(
@@ -208,9 +212,6 @@ class RealFormerDecoderBlockTest(tf.test.TestCase, parameterized.TestCase):
       _block(residual_attention="avg")
     with self.assertRaisesRegex(ValueError, "score_dtype"):
       _block(score_dtype="float16")
-    with self.assertRaisesRegex(ValueError,
-                                "recompute=True needs attention_dropout=0"):
-      _block(recompute=True, attention_dropout=0.1)
     with self.assertRaisesRegex(ValueError, r"prev_scores has shape"):
       _block()(self.x, self.memory, cross_scores=self.prev_self)
 
