@@ -182,10 +182,12 @@ class RealFormerBackbone(ArgumentsAttributes, hub_backbone.Backbone):
 
     # === Config ===
     self._set_config(
+        # BertBackbone's arguments,
         vocabulary_size=vocabulary_size, num_layers=num_layers,
-        num_heads=num_heads, hidden_dim=hidden_dim,
-        intermediate_dim=intermediate_dim, dropout=dropout,
-        max_sequence_length=max_sequence_length, num_segments=num_segments,
+        num_heads=num_heads, hidden_dim=hidden_dim, dropout=dropout,
+        intermediate_dim=intermediate_dim, num_segments=num_segments,
+        max_sequence_length=max_sequence_length,
+        # then ours.
         residual_attention=residual_attention, norm_first=norm_first,
         final_layer_norm=final_layer_norm, norm_epsilon=norm_epsilon,
         score_dtype=score_dtype,

@@ -77,19 +77,13 @@ class RealFormerDecoderBackbone(backbone_lib.ArgumentsAttributes,
         dropout, dtype=dtype, name="embeddings_dropout")
     self.transformer_layers = [
         decoder_block.RealFormerDecoderBlock(
-            num_attention_heads=num_heads,
-            inner_dim=intermediate_dim,
-            inner_activation=intermediate_activation,
-            output_dropout=dropout,
-            attention_dropout=dropout,
-            norm_first=norm_first,
+            num_attention_heads=num_heads, inner_dim=intermediate_dim,
+            inner_activation=intermediate_activation, output_dropout=dropout,
+            attention_dropout=dropout, norm_first=norm_first,
             norm_epsilon=layer_norm_epsilon,
             kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
-            residual_attention=residual_attention,
-            cross_attention=False,
-            layer_index=i,
-            score_dtype=score_dtype,
-            dtype=dtype,
+            residual_attention=residual_attention, cross_attention=False,
+            layer_index=i, score_dtype=score_dtype, dtype=dtype,
             name=f"transformer_layer_{i}") for i in range(num_layers)]
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm")
