@@ -43,8 +43,28 @@ def get_activation(name):
         f"(e.g. {GELU_APPROXIMATE!r}, 'gelu', 'relu').") from None
 
 
+class ArgumentsAttributes:
+  """keras-hub's config convention, written once for both backbones.
+
+  keras-hub's backbones keep each constructor argument as an attribute of its
+  name and return them all from `get_config`
+  (keras_hub/src/models/bert/bert_backbone.py); `_set_config(**arguments)`
+  does both. `_renamed` names the attribute of an argument whose own name is
+  a layer's. List it before the keras-hub base class.
+  """
+  _renamed = {}
+
+  def _set_config(self, **arguments):
+    self._arguments = arguments
+    for name, value in arguments.items():
+      setattr(self, self._renamed.get(name, name), value)
+
+  def get_config(self):
+    return {**super().get_config(), **self._arguments}
+
+
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerBackbone(hub_backbone.Backbone):
+class RealFormerBackbone(ArgumentsAttributes, hub_backbone.Backbone):
   """A BERT encoder with RealFormer's residual attention (He et al., 2020).
 
   Args:
@@ -78,6 +98,8 @@ class RealFormerBackbone(hub_backbone.Backbone):
   >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
   ((1, 4, 16), (1, 16))
   """
+  # `final_layer_norm` is the LayerNorm layer (None without one).
+  _renamed = {"final_layer_norm": "use_final_layer_norm"}
 
   def __init__(self,
                vocabulary_size,
@@ -159,37 +181,15 @@ class RealFormerBackbone(hub_backbone.Backbone):
         dtype=dtype, **kwargs)
 
     # === Config ===
-    self.vocabulary_size = vocabulary_size
-    self.num_layers = num_layers
-    self.num_heads = num_heads
-    self.hidden_dim = hidden_dim
-    self.intermediate_dim = intermediate_dim
-    self.dropout = dropout
-    self.max_sequence_length = max_sequence_length
-    self.num_segments = num_segments
-    self.residual_attention = residual_attention
-    self.norm_first = norm_first
-    self.use_final_layer_norm = final_layer_norm
-    self.norm_epsilon = norm_epsilon
-    self.score_dtype = score_dtype
-    self.intermediate_activation = intermediate_activation
+    self._set_config(
+        # BertBackbone's arguments,
+        vocabulary_size=vocabulary_size, num_layers=num_layers,
+        num_heads=num_heads, hidden_dim=hidden_dim, dropout=dropout,
+        intermediate_dim=intermediate_dim, num_segments=num_segments,
+        max_sequence_length=max_sequence_length,
+        # then ours.
+        residual_attention=residual_attention, norm_first=norm_first,
+        final_layer_norm=final_layer_norm, norm_epsilon=norm_epsilon,
+        score_dtype=score_dtype,
+        intermediate_activation=intermediate_activation)
     self.cls_token_index = 0
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        vocabulary_size=self.vocabulary_size,
-        num_layers=self.num_layers,
-        num_heads=self.num_heads,
-        hidden_dim=self.hidden_dim,
-        intermediate_dim=self.intermediate_dim,
-        dropout=self.dropout,
-        max_sequence_length=self.max_sequence_length,
-        num_segments=self.num_segments,
-        residual_attention=self.residual_attention,
-        norm_first=self.norm_first,
-        final_layer_norm=self.use_final_layer_norm,
-        norm_epsilon=self.norm_epsilon,
-        score_dtype=self.score_dtype,
-        intermediate_activation=self.intermediate_activation)
-    return config

@@ -4,12 +4,14 @@ import keras
 from keras import ops
 import keras_hub
 
+from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import decoder_block
 from realformer_tf.keras3 import residual_attention as ra
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerDecoderBackbone(keras_hub.models.Backbone):
+class RealFormerDecoderBackbone(backbone_lib.ArgumentsAttributes,
+                                keras_hub.models.Backbone):
   """GPT-2's backbone with RealFormer's residual self-attention scores.
 
   keras-hub's `GPT2Backbone` (keras_hub/src/models/gpt2/gpt2_backbone.py)
@@ -52,21 +54,11 @@ class RealFormerDecoderBackbone(keras_hub.models.Backbone):
   (1, 8, 16)
   """
 
-  def __init__(self,
-               vocabulary_size,
-               num_layers,
-               num_heads,
-               hidden_dim,
-               intermediate_dim,
-               dropout=0.1,
-               max_sequence_length=1024,
-               residual_attention="sum",
-               norm_first=True,
-               layer_norm_epsilon=1e-5,
-               intermediate_activation="gelu",
-               score_dtype="float32",
-               dtype=None,
-               **kwargs):
+  def __init__(self, vocabulary_size, num_layers, num_heads, hidden_dim,
+               intermediate_dim, dropout=0.1, max_sequence_length=1024,
+               residual_attention="sum", norm_first=True,
+               layer_norm_epsilon=1e-5, intermediate_activation="gelu",
+               score_dtype="float32", dtype=None, **kwargs):
     ra.validate_residual_attention(residual_attention)
     if num_layers < 1:
       raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
@@ -85,19 +77,13 @@ class RealFormerDecoderBackbone(keras_hub.models.Backbone):
         dropout, dtype=dtype, name="embeddings_dropout")
     self.transformer_layers = [
         decoder_block.RealFormerDecoderBlock(
-            num_attention_heads=num_heads,
-            intermediate_size=intermediate_dim,
-            intermediate_activation=intermediate_activation,
-            dropout_rate=dropout,
-            attention_dropout_rate=dropout,
-            norm_first=norm_first,
+            num_attention_heads=num_heads, inner_dim=intermediate_dim,
+            inner_activation=intermediate_activation, output_dropout=dropout,
+            attention_dropout=dropout, norm_first=norm_first,
             norm_epsilon=layer_norm_epsilon,
             kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
-            residual_attention=residual_attention,
-            cross_attention=False,
-            layer_index=i,
-            score_dtype=score_dtype,
-            dtype=dtype,
+            residual_attention=residual_attention, cross_attention=False,
+            layer_index=i, score_dtype=score_dtype, dtype=dtype,
             name=f"transformer_layer_{i}") for i in range(num_layers)]
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm")
@@ -119,33 +105,13 @@ class RealFormerDecoderBackbone(keras_hub.models.Backbone):
         outputs=sequence_output, dtype=dtype, **kwargs)
 
     # === Config ===
-    self.vocabulary_size = vocabulary_size
-    self.num_layers = num_layers
-    self.num_heads = num_heads
-    self.hidden_dim = hidden_dim
-    self.intermediate_dim = intermediate_dim
-    self.dropout = dropout
-    self.max_sequence_length = max_sequence_length
-    self.residual_attention = residual_attention
-    self.norm_first = norm_first
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.intermediate_activation = intermediate_activation
-    self.score_dtype = score_dtype
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        vocabulary_size=self.vocabulary_size,
-        num_layers=self.num_layers,
-        num_heads=self.num_heads,
-        hidden_dim=self.hidden_dim,
-        intermediate_dim=self.intermediate_dim,
-        dropout=self.dropout,
-        max_sequence_length=self.max_sequence_length,
-        residual_attention=self.residual_attention,
-        norm_first=self.norm_first,
-        layer_norm_epsilon=self.layer_norm_epsilon,
+    self._set_config(
+        vocabulary_size=vocabulary_size, num_layers=num_layers,
+        num_heads=num_heads, hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim, dropout=dropout,
+        max_sequence_length=max_sequence_length,
+        residual_attention=residual_attention, norm_first=norm_first,
+        layer_norm_epsilon=layer_norm_epsilon,
         intermediate_activation=keras.activations.serialize(
-            keras.activations.get(self.intermediate_activation)),
-        score_dtype=self.score_dtype)
-    return config
+            keras.activations.get(intermediate_activation)),
+        score_dtype=score_dtype)

@@ -56,8 +56,29 @@ def feed_forward(width, inner_dim, activation, initializer, dtype_policy):
           dense(width, "output"))
 
 
+class ArgumentsConfig:
+  """Layer mixin: the config is the constructor's arguments, `self._config`.
+
+  As the tf_keras `realformer_block.ArgumentsConfigLayer`: the subclass'
+  `__init__` sets `self._config` to its normalized arguments, by name;
+  `get_config` returns them after the base layer's config, initializers and
+  activations serialized. List it before the Keras base class.
+  """
+
+  def get_config(self):
+    config = super().get_config()
+    for key, value in self._config.items():
+      if isinstance(value, keras.initializers.Initializer):
+        value = keras.initializers.serialize(value)
+      elif key.endswith("activation"):
+        value = keras.activations.serialize(value)
+      config[key] = value
+    return config
+
+
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerEncoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
+class RealFormerEncoderBlock(ArgumentsConfig, ra.KeepsArgumentDtypes,
+                             keras.layers.Layer):
   """Transformer encoder block with residual attention, for Keras 3.
 
   Post-LN (BERT, the paper's backbone) by default, Pre-LN with
@@ -70,21 +91,8 @@ class RealFormerEncoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
   (keras_hub/src/layers/modeling/transformer_encoder.py) has no place for
   the scores, and its sub-layer names differ; hence a block of its own.
 
-  Args:
-    num_attention_heads: Number of attention heads; must divide the width.
-    inner_dim: Width of the feed-forward layer.
-    inner_activation: Activation of the feed-forward layer.
-    output_dropout: Dropout after the attention projection and the
-      feed-forward output (BERT's `hidden_dropout_prob`).
-    attention_dropout: Dropout on attention probabilities.
-    norm_first: Pre-LN if True, Post-LN if False.
-    norm_epsilon: LayerNorm epsilon (1e-12 as in BERT).
-    kernel_initializer: Initializer for all kernels.
-    residual_attention: "sum", "mean" or "none"; see
-      `ResidualMultiHeadAttention`.
-    layer_index: 0-based depth of the block; used by "mean".
-    score_dtype: "float32" or "compute"; see `ResidualMultiHeadAttention`.
-    **kwargs: Base `Layer` arguments (name, dtype, ...).
+  Args: those of `realformer_tf.layers.RealFormerEncoderBlock` but
+    `recompute` (Model Garden's `recompute_grad` is TensorFlow's).
 
   Call arguments:
     hidden: `[batch, seq, width]`.
@@ -112,71 +120,52 @@ class RealFormerEncoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
                score_dtype="float32",
                **kwargs):
     super().__init__(**kwargs)
-    self._num_attention_heads = check_positive_int(
-        self.name, num_attention_heads, "num_attention_heads")
-    self._inner_dim = check_positive_int(self.name, inner_dim, "inner_dim")
-    self._inner_activation = keras.activations.get(inner_activation)
-    self._output_dropout_rate = float(output_dropout)
-    self._attention_dropout_rate = float(attention_dropout)
-    self._norm_first = bool(norm_first)
-    self._norm_epsilon = float(norm_epsilon)
-    self._kernel_initializer = keras.initializers.get(kernel_initializer)
-    self._residual_attention = ra.validate_residual_attention(
-        residual_attention)
     if not isinstance(layer_index, int) or layer_index < 0:
       raise ValueError(
           f"{self.name}: layer_index must be an int >= 0, got {layer_index!r}.")
-    self._layer_index = layer_index
-    self._score_dtype = ra.validate_score_dtype(score_dtype)
+    self._config = dict(
+        num_attention_heads=check_positive_int(
+            self.name, num_attention_heads, "num_attention_heads"),
+        inner_dim=check_positive_int(self.name, inner_dim, "inner_dim"),
+        inner_activation=keras.activations.get(inner_activation),
+        output_dropout=float(output_dropout),
+        attention_dropout=float(attention_dropout),
+        norm_first=bool(norm_first), norm_epsilon=float(norm_epsilon),
+        kernel_initializer=keras.initializers.get(kernel_initializer),
+        residual_attention=ra.validate_residual_attention(residual_attention),
+        layer_index=layer_index,
+        score_dtype=ra.validate_score_dtype(score_dtype))
     self.supports_masking = True
 
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        num_attention_heads=self._num_attention_heads,
-        inner_dim=self._inner_dim,
-        inner_activation=keras.activations.serialize(self._inner_activation),
-        output_dropout=self._output_dropout_rate,
-        attention_dropout=self._attention_dropout_rate,
-        norm_first=self._norm_first,
-        norm_epsilon=self._norm_epsilon,
-        kernel_initializer=keras.initializers.serialize(
-            self._kernel_initializer),
-        residual_attention=self._residual_attention,
-        layer_index=self._layer_index,
-        score_dtype=self._score_dtype)
-    return config
-
   def build(self, input_shape):
+    c = self._config
     input_shape = tuple(input_shape)
-    width = block_width(self.name, input_shape, self._num_attention_heads)
+    width = block_width(self.name, input_shape, c["num_attention_heads"])
     self._attention_layer = ra.ResidualMultiHeadAttention(
-        num_heads=self._num_attention_heads,
-        key_dim=width // self._num_attention_heads,
-        dropout=self._attention_dropout_rate,
-        kernel_initializer=clone_initializer(self._kernel_initializer),
-        residual_attention=self._residual_attention,
-        layer_index=self._layer_index, score_dtype=self._score_dtype,
+        num_heads=c["num_attention_heads"],
+        key_dim=width // c["num_attention_heads"],
+        dropout=c["attention_dropout"],
+        kernel_initializer=clone_initializer(c["kernel_initializer"]),
+        residual_attention=c["residual_attention"],
+        layer_index=c["layer_index"], score_dtype=c["score_dtype"],
         dtype=self.dtype_policy, name="self_attention")
     self._attention_layer.build(input_shape)
-    self._attention_dropout = keras.layers.Dropout(
-        self._output_dropout_rate, dtype=self.dtype_policy,
-        name="self_attention_dropout")
+    dropout = lambda name: keras.layers.Dropout(
+        c["output_dropout"], dtype=self.dtype_policy, name=name)
+    self._attention_dropout = dropout("self_attention_dropout")
     self._attention_layer_norm = layer_norm("self_attention_layer_norm",
-                                            self._norm_epsilon)
+                                            c["norm_epsilon"])
     self._attention_layer_norm.build(input_shape)
     (self._intermediate_dense, self._intermediate_activation_layer,
-     self._output_dense) = feed_forward(width, self._inner_dim,
-                                        self._inner_activation,
-                                        self._kernel_initializer,
+     self._output_dense) = feed_forward(width, c["inner_dim"],
+                                        c["inner_activation"],
+                                        c["kernel_initializer"],
                                         self.dtype_policy)
     self._intermediate_dense.build(input_shape)
-    self._output_dense.build(input_shape[:-1] + (self._inner_dim,))
-    self._output_dropout = keras.layers.Dropout(
-        self._output_dropout_rate, dtype=self.dtype_policy,
-        name="output_dropout")
+    self._output_dense.build(input_shape[:-1] + (c["inner_dim"],))
+    self._output_dropout = dropout("output_dropout")
     self._output_layer_norm = layer_norm("output_layer_norm",
-                                         self._norm_epsilon)
+                                         c["norm_epsilon"])
     self._output_layer_norm.build(input_shape)
 
   def call(self,
@@ -188,14 +177,14 @@ class RealFormerEncoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
     hidden = ra.to_dtype_if_float(
         hidden, keras.backend.standardize_dtype(self.compute_dtype))
     source = hidden
-    if self._norm_first:
+    if self._config["norm_first"]:
       hidden = self._attention_layer_norm(hidden)
     attention_output, scores, probs = self._attention_layer(
         hidden, prev_scores=scores, attention_mask=attention_mask,
         training=training, return_attention_probs=True)
     attention_output = self._attention_dropout(attention_output,
                                                training=training)
-    if self._norm_first:
+    if self._config["norm_first"]:
       attention_output = ops.add(source, attention_output)
       residual = attention_output
       attention_output = self._output_layer_norm(attention_output)
@@ -208,7 +197,7 @@ class RealFormerEncoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
     inner = self._intermediate_activation_layer(inner)
     layer_output = self._output_dense(inner)
     layer_output = self._output_dropout(layer_output, training=training)
-    if self._norm_first:
+    if self._config["norm_first"]:
       layer_output = ops.add(residual,
                              ops.cast(layer_output, residual.dtype))
     else:

@@ -116,15 +116,8 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
   (keras_hub/src/layers/modeling/cached_multi_head_attention.py).
 
   Args:
-    num_heads: Number of attention heads.
-    key_dim: Size of each head for query and key.
-    residual_attention: "sum" (RealFormer), "mean" (softmax over the running
-      mean `S_l / (layer_index + 1)`; the running sum is still returned), or
-      "none" (plain attention; the layer's own scores are still returned).
-    layer_index: 0-based depth of this layer in its stack; used by "mean".
-    score_dtype: dtype of the running score sum under mixed precision:
-      "float32" or "compute" (the policy's compute dtype). Same result under
-      a float32 policy.
+    num_heads, key_dim, residual_attention, layer_index, score_dtype: as
+      `realformer_tf.layers.ResidualMultiHeadAttention`.
     **kwargs: Any other `keras.layers.MultiHeadAttention` argument, except
       `attention_axes` (only the sequence axis) and `flash_attention` (its
       kernels return no scores).
@@ -404,21 +397,12 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     context = ops.einsum(self._combine_equation, probs_dropout, value)
     return context, scores, probs
 
-  def compute_output_spec(self,
-                          query,
-                          value=None,
-                          key=None,
-                          *,
-                          prev_scores=None,
-                          attention_mask=None,
-                          use_causal_mask=False,
-                          cache=None,
-                          cache_update_index=None,
-                          training=None,
-                          return_attention_probs=False,
-                          query_mask=None,
-                          value_mask=None,
-                          key_mask=None):
+  def compute_output_spec(self, query, value=None, key=None, *,
+                          prev_scores=None, attention_mask=None,
+                          use_causal_mask=False, cache=None,
+                          cache_update_index=None, training=None,
+                          return_attention_probs=False, query_mask=None,
+                          value_mask=None, key_mask=None):
     del training, query_mask  # Unused.
     self._check_arguments(query, value, key, prev_scores, attention_mask,
                           cache, cache_update_index, use_causal_mask,

@@ -48,6 +48,17 @@ from realformer_tf.networks import realformer_encoder
 # (official/modeling/tf_utils.py `get_activation`), Keras 3's
 # "gelu_approximate" here; Keras 3's "gelu" (exact) has no tf_keras name.
 _TF_KERAS_GELU = "gelu"
+# tf_keras encoder config field -> `RealFormerBackbone` argument (and
+# attribute) of the same value; the others are mapped by hand below.
+_SAME_VALUE = (
+    ("vocab_size", "vocabulary_size"), ("num_layers", "num_layers"),
+    ("num_attention_heads", "num_heads"), ("hidden_size", "hidden_dim"),
+    ("intermediate_size", "intermediate_dim"), ("dropout_rate", "dropout"),
+    ("max_position_embeddings", "max_sequence_length"),
+    ("type_vocab_size", "num_segments"),
+    ("residual_attention", "residual_attention"),
+    ("norm_first", "norm_first"), ("norm_epsilon", "norm_epsilon"),
+    ("score_dtype", "score_dtype"))
 
 
 def backbone_kwargs(config: encoders.RealFormerEncoderConfig
@@ -69,17 +80,9 @@ def backbone_kwargs(config: encoders.RealFormerEncoderConfig
     activation = backbone_lib.GELU_APPROXIMATE
   backbone_lib.get_activation(activation)  # Names an unknown one.
   return dict(
-      vocabulary_size=config.vocab_size, num_layers=config.num_layers,
-      num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
-      intermediate_dim=config.intermediate_size,
-      dropout=config.dropout_rate,
-      max_sequence_length=config.max_position_embeddings,
-      num_segments=config.type_vocab_size,
-      residual_attention=config.residual_attention,
-      norm_first=config.norm_first,
+      {argument: getattr(config, field) for field, argument in _SAME_VALUE},
       final_layer_norm=(config.norm_first if config.final_layer_norm is None
                         else config.final_layer_norm),
-      norm_epsilon=config.norm_epsilon, score_dtype=config.score_dtype,
       intermediate_activation=activation)
 
 
@@ -96,17 +99,9 @@ def encoder_config(backbone: backbone_lib.RealFormerBackbone
   if activation == backbone_lib.GELU_APPROXIMATE:
     activation = _TF_KERAS_GELU
   return encoders.RealFormerEncoderConfig(
-      vocab_size=backbone.vocabulary_size, hidden_size=backbone.hidden_dim,
-      num_layers=backbone.num_layers, num_attention_heads=backbone.num_heads,
-      hidden_activation=activation,
-      intermediate_size=backbone.intermediate_dim,
-      dropout_rate=backbone.dropout, attention_dropout_rate=backbone.dropout,
-      max_position_embeddings=backbone.max_sequence_length,
-      type_vocab_size=backbone.num_segments,
-      residual_attention=backbone.residual_attention,
-      norm_first=backbone.norm_first,
-      final_layer_norm=backbone.use_final_layer_norm,
-      norm_epsilon=backbone.norm_epsilon, score_dtype=backbone.score_dtype)
+      **{field: getattr(backbone, argument) for field, argument in _SAME_VALUE},
+      hidden_activation=activation, attention_dropout_rate=backbone.dropout,
+      final_layer_norm=backbone.use_final_layer_norm)
 
 
 def tf_keras_encoder_slots(encoder: realformer_encoder.RealFormerEncoder

@@ -8,11 +8,13 @@ too, and never mixed. Along each path the mask is the same in every layer
 attention), which is what makes the sum meaningful.
 """
 
-from typing import Any
+from typing import Any, Optional
 
 import tensorflow as tf
 import tf_keras
 
+from official.projects.bigbird import recompute_grad
+from official.projects.bigbird import recomputing_dropout
 from realformer_tf.layers import realformer_block
 from realformer_tf.layers import residual_attention as ra
 
@@ -31,32 +33,32 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
   `output_layer_norm`), so a `tf.train.Checkpoint` of one restores into the
   other. We cannot plug into that block's `self_attention_cls` /
   `cross_attention_cls` slots: its `call` neither passes scores in nor takes
-  them out.
+  them out. Its constructor names are the encoder block's (Model Garden's
+  `TransformerEncoderBlock`'s: `inner_dim`, `inner_activation`,
+  `output_dropout`, `attention_dropout`), one vocabulary for both blocks;
+  `TransformerDecoderBlock`'s (`intermediate_size`, `intermediate_activation`,
+  `dropout_rate`, `attention_dropout_rate`) are accepted too.
 
   With `cross_attention=False` the block has no encoder-decoder attention: a
   causal (GPT-style) block for decoder-only language models.
 
   Args:
-    num_attention_heads: Number of attention heads; must divide the width.
-    intermediate_size: Width of the feed-forward layer.
-    intermediate_activation: Activation of the feed-forward layer.
-    dropout_rate: Dropout after each attention projection and the
+    num_attention_heads, inner_dim, inner_activation, norm_first,
+      norm_epsilon, kernel_initializer, residual_attention (for both paths),
+      layer_index, score_dtype (of both running sums): as
+      `realformer_block.RealFormerEncoderBlock`.
+    output_dropout: Dropout after each attention projection and the
       feed-forward output.
-    attention_dropout_rate: Dropout on attention probabilities.
+    attention_dropout: Dropout on attention probabilities (of both).
     use_bias: Bias in the attention projections (Model Garden's
       `Seq2SeqTransformer` uses False).
-    norm_first: Pre-LN if True, Post-LN if False.
-    norm_epsilon: LayerNorm epsilon.
     intermediate_dropout: Dropout after the feed-forward activation.
-    kernel_initializer: Initializer of the dense kernels.
     attention_initializer: Initializer of the attention kernels; default
       `kernel_initializer`.
-    residual_attention: "sum", "mean" or "none", for both paths; see
-      `ResidualMultiHeadAttention`.
     self_residual: Whether the self-attention path is residual.
     cross_residual: Whether the encoder-decoder attention path is residual.
     cross_attention: Whether the block has encoder-decoder attention.
-    layer_index: 0-based depth of the block; used by "mean".
+    recompute: As the encoder block's, in training without `cache`.
     **kwargs: Base `Layer` arguments.
 
   Call arguments:
@@ -84,8 +86,7 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
 
   Example:
 
-  >>> block = RealFormerDecoderBlock(num_attention_heads=2,
-  ...                                intermediate_size=32)
+  >>> block = RealFormerDecoderBlock(num_attention_heads=2, inner_dim=32)
   >>> x, memory = tf.random.normal([2, 4, 16]), tf.random.normal([2, 6, 16])
   >>> x, s, c = block(x, memory)
   >>> x, s, c = block(x, memory, self_scores=s, cross_scores=c)
@@ -93,37 +94,48 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
   (TensorShape([2, 2, 4, 4]), TensorShape([2, 2, 4, 6]))
   """
 
-  def __init__(self,
-               num_attention_heads: int,
-               intermediate_size: int,
-               intermediate_activation: Any = "relu",
-               dropout_rate: float = 0.0,
-               attention_dropout_rate: float = 0.0,
-               use_bias: bool = True,
-               norm_first: bool = False,
-               norm_epsilon: float = 1e-12,
+  def __init__(self, num_attention_heads: int, inner_dim: Optional[int] = None,
+               inner_activation: Any = "relu", output_dropout: float = 0.0,
+               attention_dropout: float = 0.0, use_bias: bool = True,
+               norm_first: bool = False, norm_epsilon: float = 1e-12,
                intermediate_dropout: float = 0.0,
                kernel_initializer: Any = "glorot_uniform",
                attention_initializer: Any = None,
-               residual_attention: str = "sum",
-               self_residual: bool = True,
-               cross_residual: bool = True,
-               cross_attention: bool = True,
-               layer_index: int = 0,
-               **kwargs):
-    kernel_initializer = tf_keras.initializers.get(kernel_initializer)
+               residual_attention: str = "sum", self_residual: bool = True,
+               cross_residual: bool = True, cross_attention: bool = True,
+               layer_index: int = 0, score_dtype: str = "float32",
+               recompute: bool = False, **kwargs):
+    # Model Garden's `TransformerDecoderBlock` names, this block's before.
+    inner_dim = kwargs.pop("intermediate_size", inner_dim)
+    inner_activation = kwargs.pop("intermediate_activation", inner_activation)
+    output_dropout = kwargs.pop("dropout_rate", output_dropout)
+    attention_dropout = kwargs.pop("attention_dropout_rate", attention_dropout)
+    if inner_dim is None:
+      raise TypeError(f"{type(self).__name__} needs inner_dim.")
     if attention_initializer:
       attention_initializer = tf_keras.initializers.get(attention_initializer)
     ra.validate_residual_attention(residual_attention)
-    self_residual, cross_residual, cross_attention = (
-        bool(self_residual), bool(cross_residual), bool(cross_attention))
+    ra.validate_score_dtype(score_dtype)
     if layer_index < 0:
       raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
-    super().__init__(locals())
+    super().__init__(dict(
+        num_attention_heads=num_attention_heads, inner_dim=inner_dim,
+        inner_activation=inner_activation, output_dropout=output_dropout,
+        attention_dropout=attention_dropout, use_bias=use_bias,
+        norm_first=norm_first, norm_epsilon=norm_epsilon,
+        intermediate_dropout=intermediate_dropout,
+        kernel_initializer=tf_keras.initializers.get(kernel_initializer),
+        attention_initializer=attention_initializer,
+        residual_attention=residual_attention,
+        self_residual=bool(self_residual),
+        cross_residual=bool(cross_residual),
+        cross_attention=bool(cross_attention), layer_index=layer_index,
+        score_dtype=score_dtype, recompute=bool(recompute), kwargs=kwargs))
+    # Model Garden's `TransformerDecoderBlock` attribute names.
     self.num_attention_heads = num_attention_heads
-    self.intermediate_size = intermediate_size
-    self.dropout_rate = dropout_rate
-    self.attention_dropout_rate = attention_dropout_rate
+    self.intermediate_size = inner_dim
+    self.dropout_rate = output_dropout
+    self.attention_dropout_rate = attention_dropout
 
   def build(self, input_shape):
     c = self._config
@@ -136,29 +148,31 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
           c["attention_initializer"] or c["kernel_initializer"],
           dropout=self.attention_dropout_rate, use_bias=c["use_bias"],
           residual_attention=c["residual_attention"] if residual else "none",
-          layer_index=c["layer_index"])
+          layer_index=c["layer_index"], score_dtype=c["score_dtype"],
+          recompute=c["recompute"])
 
     def layer_norm(name):
       return realformer_block.layer_norm(name, c["norm_epsilon"])
 
+    # Stateless under recompute_grad: the recomputation draws the same masks.
+    dropout = (recomputing_dropout.RecomputingDropout if c["recompute"]
+               else tf_keras.layers.Dropout)
     self.self_attention = attention("self_attention", c["self_residual"])
-    self.self_attention_dropout = tf_keras.layers.Dropout(self.dropout_rate)
+    self.self_attention_dropout = dropout(self.dropout_rate)
     self.self_attention_layer_norm = layer_norm("self_attention_layer_norm")
     if c["cross_attention"]:
       # Memory has the block's width, so it builds like self-attention.
       self.encdec_attention = attention("attention/encdec",
                                         c["cross_residual"])
-      self.encdec_attention_dropout = tf_keras.layers.Dropout(
-          self.dropout_rate)
+      self.encdec_attention_dropout = dropout(self.dropout_rate)
       self.encdec_attention_layer_norm = layer_norm(
           "attention/encdec_output_layer_norm")
     (self.intermediate_dense, self.intermediate_activation_layer,
      self.output_dense) = realformer_block.feed_forward(
-         width, self.intermediate_size, c["intermediate_activation"],
+         width, self.intermediate_size, c["inner_activation"],
          c["kernel_initializer"])
-    self._intermediate_dropout_layer = tf_keras.layers.Dropout(
-        c["intermediate_dropout"])
-    self.output_dropout = tf_keras.layers.Dropout(self.dropout_rate)
+    self._intermediate_dropout_layer = dropout(c["intermediate_dropout"])
+    self.output_dropout = dropout(self.dropout_rate)
     self.output_layer_norm = layer_norm("output_layer_norm")
     super().build(input_shape)
 
@@ -171,25 +185,55 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
     return layer_norm(tf.cast(source, attention_output.dtype) +
                       attention_output)
 
-  def call(self,
-           hidden,
-           memory=None,
-           self_scores=None,
-           cross_scores=None,
-           self_attention_mask=None,
-           cross_attention_mask=None,
-           cache=None,
-           decode_loop_step=None,
-           training=None,
+  def call(self, hidden, memory=None, self_scores=None, cross_scores=None,
+           self_attention_mask=None, cross_attention_mask=None, cache=None,
+           decode_loop_step=None, training=None,
            return_attention_probs: bool = False):
-    norm_first, cross_attention = (self._config["norm_first"],
-                                   self._config["cross_attention"])
+    cross_attention = self._config["cross_attention"]
     if cross_attention and memory is None:
       raise ValueError(f"{self.name}: memory (the encoder output) is required "
                        "with cross_attention=True.")
     if not cross_attention and memory is not None:
       raise ValueError(f"{self.name}: got memory, but the block was built with "
                        "cross_attention=False.")
+    tensors = dict(memory=memory, self_scores=self_scores,
+                   cross_scores=cross_scores,
+                   self_attention_mask=self_attention_mask,
+                   cross_attention_mask=cross_attention_mask)
+    if self._config["recompute"] and training and cache is None:
+      outputs = self._recomputed_forward(hidden, tensors, training)
+    else:
+      outputs = self._forward(hidden, **tensors, cache=cache,
+                              decode_loop_step=decode_loop_step,
+                              training=training)
+    return outputs if return_attention_probs else outputs[:3]
+
+  def _recomputed_forward(self, hidden, tensors, training):
+    """`_forward` under Model Garden's `recompute_grad` (see `recompute`).
+
+    It differentiates positional tensors only and returns tensors only: the
+    present ones go in positionally, the absent cross outputs come back None.
+    """
+    names = [name for name, value in tensors.items() if value is not None]
+
+    def forward(hidden, *values):
+      outputs = self._forward(hidden, **dict(zip(names, values)),
+                              training=training)
+      return [x for x in outputs if x is not None]
+
+    outputs = recompute_grad.recompute_grad(forward)(
+        tf.convert_to_tensor(hidden),
+        *[tf.convert_to_tensor(tensors[name]) for name in names])
+    if self._config["cross_attention"]:
+      return tuple(outputs)
+    return outputs[0], outputs[1], None, outputs[2], None
+
+  def _forward(self, hidden, memory=None, self_scores=None, cross_scores=None,
+               self_attention_mask=None, cross_attention_mask=None,
+               cache=None, decode_loop_step=None, training=None):
+    """`(hidden, self_scores, cross_scores, self_probs, cross_probs)`."""
+    norm_first, cross_attention = (self._config["norm_first"],
+                                   self._config["cross_attention"])
     source = hidden
     query = self.self_attention_layer_norm(hidden) if norm_first else hidden
     attention_output, self_scores, self_probs = self.self_attention(
@@ -222,6 +266,4 @@ class RealFormerDecoderBlock(realformer_block.ArgumentsConfigLayer):
     layer_output = self.output_dense(inner)
     hidden = self._sublayer(source, layer_output, self.output_dropout,
                             self.output_layer_norm, training)
-    if return_attention_probs:
-      return hidden, self_scores, cross_scores, self_probs, cross_probs
-    return hidden, self_scores, cross_scores
+    return hidden, self_scores, cross_scores, self_probs, cross_probs

@@ -12,91 +12,19 @@ With `cross_attention=False` the same class is a decoder-only (causal
 language model) stack: call it with `memory=None`.
 """
 
-import abc
-from typing import Any
-
-import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling.models import seq2seq_transformer
-from realformer_tf.layers import realformer_block
 from realformer_tf.layers import realformer_decoder_block
-from realformer_tf.layers import residual_attention as ra
-
-
-class BlockStack(realformer_block.ArgumentsConfigLayer,
-                 metaclass=abc.ABCMeta):
-  """`num_layers` blocks and a final LayerNorm: what both seq2seq stacks share.
-
-  Model Garden's attribute names (`num_layers`, `num_attention_heads`,
-  `output_normalization`); the blocks go to `self.<_blocks_attribute>`,
-  built by the subclass' `_block(index, width)`.
-
-  Args:
-    num_layers: Number of blocks.
-    num_attention_heads: Number of attention heads.
-    intermediate_size: Feed-forward width.
-    activation: Feed-forward activation.
-    dropout_rate: Dropout after attention projections and feed-forward.
-    attention_dropout_rate: Dropout on attention probabilities.
-    norm_first: Pre-LN (default, as Model Garden's seq2seq) or Post-LN.
-    norm_epsilon: LayerNorm epsilon of the blocks.
-    residual_attention: "sum", "mean" or "none".
-    final_layer_norm: Whether a LayerNorm follows the last block. Model
-      Garden's seq2seq stacks always have one, so True (the default) keeps
-      their checkpoints loadable.
-    **kwargs: Base `Layer` arguments.
-  """
-  _blocks_attribute = ""
-
-  def __init__(self,
-               num_layers: int = 6,
-               num_attention_heads: int = 8,
-               intermediate_size: int = 2048,
-               activation: Any = "relu",
-               dropout_rate: float = 0.0,
-               attention_dropout_rate: float = 0.0,
-               norm_first: bool = True,
-               norm_epsilon: float = 1e-6,
-               residual_attention: str = "sum",
-               final_layer_norm: bool = True,
-               **kwargs):
-    if num_layers < 1:
-      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
-    ra.validate_residual_attention(residual_attention)
-    final_layer_norm = bool(final_layer_norm)
-    super().__init__(locals())
-    self.num_layers = num_layers
-    self.num_attention_heads = num_attention_heads
-
-  @abc.abstractmethod
-  def _block(self, index: int, width: int) -> tf_keras.layers.Layer:
-    """Block `index` of the stack, for inputs `width` wide."""
-
-  def _final_norm_epsilon(self) -> float:
-    return self._config["norm_epsilon"]
-
-  def build(self, input_shape):
-    width = tf.TensorShape(input_shape)[-1]
-    setattr(self, self._blocks_attribute,
-            [self._block(i, width) for i in range(self.num_layers)])
-    if self._config["final_layer_norm"]:
-      self.output_normalization = tf_keras.layers.LayerNormalization(
-          epsilon=self._final_norm_epsilon(), dtype="float32")
-    super().build(input_shape)
-
-  def _normalize(self, x):
-    if self._config["final_layer_norm"]:
-      return self.output_normalization(x)
-    return x
+from realformer_tf.networks import score_stack
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerDecoder(BlockStack):
+class RealFormerDecoder(score_stack.BlockStack):
   """A stack of `RealFormerDecoderBlock`s and a final LayerNorm.
 
   Args:
-    *args: `BlockStack`'s arguments, in Model Garden's `TransformerDecoder`
+    *args: `score_stack.BlockStack`'s arguments, in Model Garden's `TransformerDecoder`
       order (`num_layers`, `num_attention_heads`, `intermediate_size`,
       `activation`, `dropout_rate`, `attention_dropout_rate`); the others by
       keyword.
@@ -146,21 +74,13 @@ class RealFormerDecoder(BlockStack):
   def _block(self, index, width):
     c = self._config
     return realformer_decoder_block.RealFormerDecoderBlock(
-        num_attention_heads=self.num_attention_heads,
-        intermediate_size=c["intermediate_size"],
-        intermediate_activation=c["activation"],
-        dropout_rate=c["dropout_rate"],
-        attention_dropout_rate=c["attention_dropout_rate"],
-        use_bias=c["use_bias"], norm_first=c["norm_first"],
-        norm_epsilon=c["norm_epsilon"],
+        **self._block_arguments(index), use_bias=c["use_bias"],
         intermediate_dropout=c["intermediate_dropout"],
         # Model Garden's seq2seq attention initializer.
         attention_initializer=seq2seq_transformer.attention_initializer(
             width),
-        residual_attention=c["residual_attention"],
         self_residual=c["self_residual"], cross_residual=c["cross_residual"],
-        cross_attention=c["cross_attention"], layer_index=index,
-        name=f"layer_{index}")
+        cross_attention=c["cross_attention"])
 
   def _final_norm_epsilon(self):
     return 1e-6  # Model Garden's TransformerDecoder's, whatever norm_epsilon.
@@ -179,27 +99,19 @@ class RealFormerDecoder(BlockStack):
            return_all_decoder_outputs: bool = False,
            return_attention_scores: bool = False,
            training=None):
-    hidden, self_scores, cross_scores = target, None, None
-    outputs = []
-    attention = {"self_scores": [], "cross_scores": [], "self_probs": [],
-                 "cross_probs": []}
-    for i, layer in enumerate(self.decoder_layers):
-      hidden, self_scores, cross_scores, self_probs, cross_probs = layer(
-          hidden, memory, self_scores=self_scores, cross_scores=cross_scores,
-          self_attention_mask=self_attention_mask,
-          cross_attention_mask=cross_attention_mask,
-          cache=None if cache is None else cache[str(i)],
-          decode_loop_step=decode_loop_step, training=training,
-          return_attention_probs=True)
-      if return_all_decoder_outputs:
-        outputs.append(self._normalize(hidden))
-      for key, value in (("self_scores", self_scores),
-                         ("cross_scores", cross_scores),
-                         ("self_probs", self_probs),
-                         ("cross_probs", cross_probs)):
-        if value is not None:
-          attention[key].append(value)
-    output = outputs if return_all_decoder_outputs else self._normalize(hidden)
+    per_block = None
+    if cache is not None:
+      per_block = {i: dict(cache=cache[str(i)])
+                   for i in range(len(self.decoder_layers))}
+    hiddens, scores, probs = score_stack.chain_blocks(
+        self.decoder_layers, target, ("self_scores", "cross_scores"),
+        per_block, memory=memory, self_attention_mask=self_attention_mask,
+        cross_attention_mask=cross_attention_mask,
+        decode_loop_step=decode_loop_step, training=training)
+    output = ([self._normalize(h) for h in hiddens]
+              if return_all_decoder_outputs else self._normalize(hiddens[-1]))
     if return_attention_scores:
-      return output, attention
+      return output, dict(zip(
+          ("self_scores", "cross_scores", "self_probs", "cross_probs"),
+          scores + probs))
     return output

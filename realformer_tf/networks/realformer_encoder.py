@@ -10,6 +10,7 @@ from official.nlp.modeling import layers as mg_layers
 from realformer_tf import utils
 from realformer_tf.layers import realformer_block
 from realformer_tf.layers import residual_attention as ra
+from realformer_tf.networks import score_stack
 
 _Initializer = Union[str, tf_keras.initializers.Initializer]
 _Activation = Union[str, Callable[..., Any]]
@@ -30,8 +31,10 @@ def approx_gelu(x):
 class RealFormerEncoder(realformer_block.ArgumentsConfigLayer):
   """Bi-directional Transformer encoder with residual attention (RealFormer).
 
-  Same constructor arguments, inputs, outputs and checkpoint layout as Model
-  Garden's `networks.BertEncoderV2`, plus the arguments below. Not built on
+  Same constructor arguments (its aliases `intermediate_size`, `activation`,
+  `dropout_rate`, `attention_dropout_rate` included), inputs, outputs and
+  checkpoint layout as Model Garden's `networks.BertEncoderV2`, plus the
+  arguments below. Not built on
   Model Garden's `EncoderScaffold` (official/nlp/modeling/networks/
   encoder_scaffold.py): its `recursive=True` threads a state through the
   layers (line 228) but only the last layer's output leaves the model (lines
@@ -102,6 +105,11 @@ class RealFormerEncoder(realformer_block.ArgumentsConfigLayer):
                score_dtype: str = "float32",
                recompute: bool = False,
                **kwargs):
+    # BertEncoderV2's aliases, its V1 names (bert_encoder.py, lines 113-120).
+    inner_dim = kwargs.pop("intermediate_size", inner_dim)
+    inner_activation = kwargs.pop("activation", inner_activation)
+    output_dropout = kwargs.pop("dropout_rate", output_dropout)
+    attention_dropout = kwargs.pop("attention_dropout_rate", attention_dropout)
     ra.validate_residual_attention(residual_attention)
     ra.validate_score_dtype(score_dtype)
     utils.check_heads_divide(hidden_size, num_attention_heads,
@@ -111,9 +119,23 @@ class RealFormerEncoder(realformer_block.ArgumentsConfigLayer):
     initializer = tf_keras.initializers.get(initializer)
     if embedding_width is None:
       embedding_width = hidden_size
-    if final_layer_norm is None:
-      final_layer_norm = norm_first
-    super().__init__(locals())
+    super().__init__(dict(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
+        num_attention_heads=num_attention_heads,
+        max_sequence_length=max_sequence_length,
+        type_vocab_size=type_vocab_size, inner_dim=inner_dim,
+        inner_activation=inner_activation, output_dropout=output_dropout,
+        attention_dropout=attention_dropout, initializer=initializer,
+        output_range=output_range, embedding_width=embedding_width,
+        embedding_layer=embedding_layer, norm_first=norm_first,
+        with_dense_inputs=with_dense_inputs,
+        return_attention_scores=return_attention_scores,
+        return_word_embeddings=return_word_embeddings,
+        residual_attention=residual_attention,
+        final_layer_norm=(norm_first if final_layer_norm is None
+                          else final_layer_norm),
+        norm_epsilon=norm_epsilon, score_dtype=score_dtype,
+        recompute=recompute, kwargs=kwargs))
 
     def init():
       return tf_utils.clone_initializer(initializer)
@@ -149,7 +171,7 @@ class RealFormerEncoder(realformer_block.ArgumentsConfigLayer):
             kernel_initializer=init(), layer_index=i,
             name=f"transformer/layer_{i}") for i in range(num_layers)]
     self._final_layer_norm = None
-    if final_layer_norm:
+    if self._config["final_layer_norm"]:
       self._final_layer_norm = tf_keras.layers.LayerNormalization(
           name="final_layer_norm", axis=-1, epsilon=norm_epsilon,
           dtype=tf.float32)
@@ -209,17 +231,12 @@ class RealFormerEncoder(realformer_block.ArgumentsConfigLayer):
         ra.resolve_score_dtype(self._config["score_dtype"],
                                self.compute_dtype))
 
-    x, scores = embeddings, None
-    encoder_outputs, residual_scores, attention_scores = [], [], []
     last = len(self._transformer_layers) - 1
-    for i, layer in enumerate(self._transformer_layers):
-      x, scores, probs = layer(
-          x, scores=scores, attention_bias=attention_bias, training=training,
-          output_range=self._config["output_range"] if i == last else None,
-          return_attention_probs=True)
-      encoder_outputs.append(x)
-      residual_scores.append(scores)
-      attention_scores.append(probs)
+    encoder_outputs, (residual_scores,), (attention_scores,) = (
+        score_stack.chain_blocks(
+            self._transformer_layers, embeddings, ("scores",),
+            {last: dict(output_range=self._config["output_range"])},
+            attention_bias=attention_bias, training=training))
     if self._final_layer_norm is not None:
       encoder_outputs[-1] = self._final_layer_norm(encoder_outputs[-1])
 

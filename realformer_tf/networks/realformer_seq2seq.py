@@ -18,10 +18,11 @@ from official.nlp.modeling.models import seq2seq_transformer
 from realformer_tf import utils
 from realformer_tf.layers import realformer_block
 from realformer_tf.networks import realformer_decoder
+from realformer_tf.networks import score_stack
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerSeq2SeqEncoder(realformer_decoder.BlockStack):
+class RealFormerSeq2SeqEncoder(score_stack.BlockStack):
   """Encoder stack for `Seq2SeqTransformer`'s `encoder_layer` slot.
 
   Same call and attribute names as Model Garden's seq2seq
@@ -30,37 +31,24 @@ class RealFormerSeq2SeqEncoder(realformer_decoder.BlockStack):
   `(encoder_inputs, attention_mask)`. The blocks always have attention
   biases (Model Garden's seq2seq encoder defaults to none).
 
-  Args: those of `realformer_decoder.BlockStack`.
+  Args: those of `score_stack.BlockStack`.
   """
 
   _blocks_attribute = "encoder_layers"
 
   def _block(self, index, width):
-    c = self._config
     return realformer_block.RealFormerEncoderBlock(
-        num_attention_heads=self.num_attention_heads,
-        inner_dim=c["intermediate_size"], inner_activation=c["activation"],
-        output_dropout=c["dropout_rate"],
-        attention_dropout=c["attention_dropout_rate"],
-        norm_first=c["norm_first"], norm_epsilon=c["norm_epsilon"],
-        residual_attention=c["residual_attention"], layer_index=index,
-        name=f"layer_{index}")
+        **self._block_arguments(index))
 
   def call(self, encoder_inputs, attention_mask=None,
            return_attention_scores: bool = False, training=None):
     """Returns the output, and per-layer scores and probs if asked."""
-    hidden, scores = encoder_inputs, None
-    all_scores, all_probs = [], []
-    for layer in self.encoder_layers:
-      hidden, scores, probs = layer(hidden, scores=scores,
-                                    attention_mask=attention_mask,
-                                    training=training,
-                                    return_attention_probs=True)
-      all_scores.append(scores)
-      all_probs.append(probs)
-    hidden = self._normalize(hidden)
+    hiddens, (scores,), (probs,) = score_stack.chain_blocks(
+        self.encoder_layers, encoder_inputs, ("scores",),
+        attention_mask=attention_mask, training=training)
+    hidden = self._normalize(hiddens[-1])
     if return_attention_scores:
-      return hidden, {"scores": all_scores, "probs": all_probs}
+      return hidden, {"scores": scores, "probs": probs}
     return hidden
 
 

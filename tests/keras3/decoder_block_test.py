@@ -22,7 +22,7 @@ def _assert_close(want, got, atol):
 
 
 def _block(**kwargs):
-  defaults = dict(num_attention_heads=N, intermediate_size=24)
+  defaults = dict(num_attention_heads=N, inner_dim=24)
   defaults.update(kwargs)
   return decoder_block.RealFormerDecoderBlock(**defaults)
 
@@ -60,7 +60,7 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
   def test_matches_numpy(self, mode, norm_first, paths, activation):
     block = _block(residual_attention=mode, norm_first=norm_first,
                    self_residual=paths[0], cross_residual=paths[1],
-                   intermediate_activation=activation, layer_index=2)
+                   inner_activation=activation, layer_index=2)
     out, self_scores, cross_scores = _numpy(block(
         self.x, self.memory, self_scores=self.prev_self,
         cross_scores=self.prev_cross, self_attention_mask=self.self_mask,
@@ -170,9 +170,9 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
 
   def test_config_round_trip(self):
     arguments = dict(
-        num_attention_heads=2, intermediate_size=12,
-        intermediate_activation="gelu", dropout_rate=0.1,
-        attention_dropout_rate=0.2, use_bias=False, norm_first=True,
+        num_attention_heads=2, inner_dim=12,
+        inner_activation="gelu", output_dropout=0.1,
+        attention_dropout=0.2, use_bias=False, norm_first=True,
         norm_epsilon=1e-6, intermediate_dropout=0.3,
         kernel_initializer="he_normal", attention_initializer="zeros",
         residual_attention="mean", self_residual=False, cross_residual=False,
@@ -186,6 +186,15 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
         value = value.replace("_", "")
       self.assertEqual(value, got, key)
     layer_checks.assert_serialization_round_trip(block)
+    # The tf_keras block's aliases (Model Garden's names) give this config.
+    aliases = dict(arguments, intermediate_size=12,
+                   intermediate_activation="gelu", dropout_rate=0.1,
+                   attention_dropout_rate=0.2)
+    for name in ("inner_dim", "inner_activation", "output_dropout",
+                 "attention_dropout"):
+      del aliases[name]
+    self.assertEqual(config, decoder_block.RealFormerDecoderBlock(
+        **aliases, name=block.name).get_config())
     block(self.x)   # built: weights the config describes
     self.assertFalse(block.self_attention.use_bias)
     self.assertEqual("none", block.self_attention.residual_attention)
@@ -203,6 +212,8 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
       _block(score_dtype="float16")
     with self.assertRaisesRegex(ValueError, "layer_index"):
       _block(layer_index=-1)
+    with self.assertRaisesRegex(ValueError, "inner_dim must be a positive"):
+      decoder_block.RealFormerDecoderBlock(num_attention_heads=N)
     with self.assertRaisesRegex(ValueError, "cache_update_index go together"):
       _block(cross_attention=False)(
           self.x, cache=ops.zeros((B, 2, T, N, D // N)))

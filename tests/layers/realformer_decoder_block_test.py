@@ -14,7 +14,7 @@ B, T, S, D, N = 2, 5, 7, 16, 4
 
 
 def _block(**kwargs):
-  defaults = dict(num_attention_heads=N, intermediate_size=24)
+  defaults = dict(num_attention_heads=N, inner_dim=24)
   defaults.update(kwargs)
   return rdb.RealFormerDecoderBlock(**defaults)
 
@@ -45,7 +45,7 @@ class RealFormerDecoderBlockTest(tf.test.TestCase, parameterized.TestCase):
   def test_matches_numpy(self, mode, norm_first, paths, activation):
     block = _block(residual_attention=mode, norm_first=norm_first,
                    self_residual=paths[0], cross_residual=paths[1],
-                   intermediate_activation=activation, layer_index=2)
+                   inner_activation=activation, layer_index=2)
     out, self_scores, cross_scores = block(
         self.x, self.memory, self_scores=self.prev_self,
         cross_scores=self.prev_cross, self_attention_mask=self.self_mask,
@@ -113,12 +113,13 @@ class RealFormerDecoderBlockTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_config_round_trip_and_trains(self):
     block = _block(residual_attention="mean", self_residual=False,
-                   use_bias=False, norm_first=True, dropout_rate=0.1,
+                   use_bias=False, norm_first=True, output_dropout=0.1,
                    attention_initializer="he_normal", layer_index=3)
     block(self.x, self.memory)
     clone = layer_test_utils.assert_config_round_trip(block)
     self.assertFalse(clone.get_config()["self_residual"])
     self.assertEqual(3, clone.get_config()["layer_index"])
+    self.assertEqual(0.1, clone.get_config()["output_dropout"])
 
     def model_fn():
       x, memory = tf_keras.Input((T, D)), tf_keras.Input((S, D))
@@ -130,6 +131,76 @@ class RealFormerDecoderBlockTest(tf.test.TestCase, parameterized.TestCase):
       return tf_keras.Model([x, memory], [h, s, c])
     layer_test_utils.assert_trains(model_fn, [self.x, self.memory])
 
+  @parameterized.parameters(("float32", tf.float32), ("compute", tf.float16))
+  def test_score_dtype_under_mixed_precision(self, score_dtype, want_dtype):
+    with layer_test_utils.mixed_precision_scope("mixed_float16"):
+      block = _block(score_dtype=score_dtype, layer_index=1)
+      out, self_scores, cross_scores = block(
+          self.x, self.memory, self_scores=self.prev_self,
+          cross_scores=self.prev_cross, self_attention_mask=self.self_mask,
+          cross_attention_mask=self.cross_mask)
+    self.assertEqual(want_dtype, self_scores.dtype)
+    self.assertEqual(want_dtype, cross_scores.dtype)
+    self.assertTrue(np.all(np.isfinite(out.numpy())))
+    # The float32 path is the float32 block's, to float16 rounding of Q, K.
+    reference = _block(layer_index=1)
+    reference(self.x, self.memory)
+    reference.set_weights(block.get_weights())
+    _, want_self, _ = reference(
+        self.x, self.memory, self_scores=self.prev_self,
+        cross_scores=self.prev_cross, self_attention_mask=self.self_mask,
+        cross_attention_mask=self.cross_mask)
+    self.assertAllClose(want_self, tf.cast(self_scores, tf.float32),
+                        atol=0.05, rtol=0.01)
+
+  @parameterized.parameters((False, True), (True, False))
+  def test_recompute_same_outputs_and_gradients(self, norm_first,
+                                                cross_attention):
+    blocks = [_block(norm_first=norm_first, cross_attention=cross_attention,
+                     recompute=r) for r in (False, True)]
+    memory = tf.constant(self.memory) if cross_attention else None
+    for block in blocks:
+      block(self.x, memory)
+    blocks[1].set_weights(blocks[0].get_weights())
+    x, prev = tf.constant(self.x), tf.constant(self.prev_self)
+
+    def run(block):
+      with tf.GradientTape() as tape:
+        tape.watch([x, prev] + ([memory] if cross_attention else []))
+        out, scores, cross, probs, _ = block(
+            x, memory, self_scores=prev, self_attention_mask=self.self_mask,
+            training=True, return_attention_probs=True)
+        loss = (tf.reduce_sum(out ** 2) + tf.reduce_sum(probs) +
+                tf.reduce_sum(scores * out[:, None, :, :1]))
+        if cross_attention:
+          loss += tf.reduce_sum(cross * out[:, None, :, :1])
+      return [out, scores] + tape.gradient(
+          loss, [x, prev] + block.trainable_variables +
+          ([memory] if cross_attention else []))
+
+    want = run(blocks[0])
+    for got in (run(blocks[1]), tf.function(run)(blocks[1])):
+      self.assertLen(got, len(want))
+      for a, b in zip(want, got):
+        self.assertAllClose(a, b, atol=1e-5)
+    # The attentions' probability dropout repeats its masks when recomputed.
+    attentions = [blocks[1].self_attention] + (
+        [blocks[1].encdec_attention] if cross_attention else [])
+    self.assertTrue(all(a.get_config()["recompute"] for a in attentions))
+
+  def test_accepts_model_garden_decoder_block_names(self):
+    block = rdb.RealFormerDecoderBlock(
+        num_attention_heads=N, intermediate_size=24,
+        intermediate_activation="gelu", dropout_rate=0.1,
+        attention_dropout_rate=0.2)
+    config = block.get_config()
+    self.assertEqual((24, "gelu", 0.1, 0.2), tuple(config[k] for k in (
+        "inner_dim", "inner_activation", "output_dropout",
+        "attention_dropout")))
+    self.assertNotIn("intermediate_size", config)
+    with self.assertRaisesRegex(TypeError, "needs inner_dim"):
+      rdb.RealFormerDecoderBlock(num_attention_heads=N)
+
   def test_errors(self):
     with self.assertRaisesRegex(ValueError, "memory .* is required"):
       _block()(self.x)
@@ -139,6 +210,8 @@ class RealFormerDecoderBlockTest(tf.test.TestCase, parameterized.TestCase):
       _block(num_attention_heads=3)(self.x, self.memory)
     with self.assertRaisesRegex(ValueError, "residual_attention"):
       _block(residual_attention="avg")
+    with self.assertRaisesRegex(ValueError, "score_dtype"):
+      _block(score_dtype="float16")
     with self.assertRaisesRegex(ValueError, r"prev_scores has shape"):
       _block()(self.x, self.memory, cross_scores=self.prev_self)
 

@@ -1,86 +1,15 @@
-"""Tests for RealFormerDecoder and the RealFormer Seq2SeqTransformer."""
+"""Tests for RealFormerDecoder, the seq2seq and decoder-only stack."""
 
-from absl.testing import parameterized
-import numpy as np
 import tensorflow as tf
 
 from official.nlp.modeling.models import seq2seq_transformer
 from realformer_tf.networks import realformer_decoder
-from realformer_tf.networks import realformer_seq2seq
 from tests.helpers import layer_checks as layer_test_utils
 
-VOCAB, WIDTH, HEADS = 20, 16, 2
+WIDTH, HEADS = 16, 2
 
 
-def _model(mode, padded_decode=False, decode_max_length=None):
-  encoder = realformer_seq2seq.RealFormerSeq2SeqEncoder(
-      num_layers=2, num_attention_heads=HEADS, intermediate_size=32,
-      residual_attention=mode)
-  decoder = realformer_decoder.RealFormerDecoder(
-      num_layers=3, num_attention_heads=HEADS, intermediate_size=32,
-      residual_attention=mode)
-  return realformer_seq2seq.build_seq2seq_transformer(
-      vocab_size=VOCAB, embedding_width=WIDTH, encoder=encoder,
-      decoder=decoder, eos_id=1, padded_decode=padded_decode,
-      decode_max_length=decode_max_length, beam_size=2)
-
-
-def _stepwise_logits(model, sources, shifted_targets, padded):
-  """Logits from Model Garden's decoding function, one token at a time.
-
-  Mirrors `Seq2SeqTransformer.call`'s set-up of the beam search cache.
-  """
-  length = shifted_targets.shape[1]
-  mask = tf.not_equal(sources, 0)
-  embedded = model.embedding_lookup(sources) * tf.cast(mask, tf.float32)[
-      ..., None]
-  encoder_inputs = embedded + model.position_embedding(embedded)
-  attention_mask = tf.cast(mask[:, None, :], tf.int32) * tf.ones(
-      [sources.shape[0], sources.shape[1], 1], tf.int32)
-  memory = model.encoder_layer(encoder_inputs, attention_mask=attention_mask)
-  size = length if padded else 0
-  cache = {str(i): {"key": tf.zeros([sources.shape[0], size, HEADS,
-                                     WIDTH // HEADS]),
-                    "value": tf.zeros([sources.shape[0], size, HEADS,
-                                       WIDTH // HEADS])}
-           for i in range(model.decoder_layer.num_layers)}
-  cache["encoder_outputs"] = memory
-  cache["encoder_decoder_attention_mask"] = tf.cast(mask[:, None, :],
-                                                    tf.float32)
-  step = model._get_symbols_to_logits_fn(length)  # pylint: disable=protected-access
-  logits = []
-  for i in range(length):
-    out, cache = step(shifted_targets[:, :i + 1], i, cache)
-    logits.append(out)
-  return tf.stack(logits, axis=1)
-
-
-class RealFormerSeq2SeqTest(tf.test.TestCase, parameterized.TestCase):
-
-  def setUp(self):
-    super().setUp()
-    rng = np.random.default_rng(0)
-    self.sources = rng.integers(2, VOCAB, size=(2, 6)).astype(np.int32)
-    self.sources[1, 4:] = 0                            # source padding
-    self.targets = rng.integers(2, VOCAB, size=(2, 5)).astype(np.int32)
-
-  @parameterized.product(mode=["sum", "mean"], padded=[False, True])
-  def test_incremental_decoding_matches_full_causal_pass(self, mode, padded):
-    model = _model(mode)
-    full = model({"inputs": self.sources, "targets": self.targets})
-    shifted = np.pad(self.targets, [[0, 0], [1, 0]])[:, :-1]
-    if padded:
-      model._padded_decode = True  # pylint: disable=protected-access
-    steps = _stepwise_logits(model, tf.constant(self.sources),
-                             tf.constant(shifted), padded)
-    self.assertAllClose(full, steps, atol=1e-5)
-
-  def test_beam_search_runs_and_is_deterministic(self):
-    model = _model("sum")
-    a = model({"inputs": self.sources})
-    b = model({"inputs": self.sources})
-    self.assertAllEqual(a["outputs"], b["outputs"])
-    self.assertEqual(2, a["outputs"].shape[0])
+class RealFormerDecoderTest(tf.test.TestCase):
 
   def test_model_garden_decoder_checkpoint_restores(self):
     mg = seq2seq_transformer.TransformerDecoder(
@@ -114,16 +43,25 @@ class RealFormerSeq2SeqTest(tf.test.TestCase, parameterized.TestCase):
     clone = layer_test_utils.assert_config_round_trip(decoder)
     self.assertFalse(clone.cross_attention)
 
+  def test_each_layers_outputs_and_both_paths(self):
+    decoder = realformer_decoder.RealFormerDecoder(
+        num_layers=3, num_attention_heads=HEADS, intermediate_size=32)
+    x, memory = tf.random.normal([2, 5, WIDTH]), tf.random.normal([2, 6, WIDTH])
+    outputs, attention = decoder(x, memory, return_all_decoder_outputs=True,
+                                 return_attention_scores=True)
+    self.assertLen(outputs, 3)
+    self.assertAllClose(outputs[-1], decoder(x, memory), atol=1e-6)
+    for key, shape in (("self_scores", [2, HEADS, 5, 5]),
+                       ("cross_scores", [2, HEADS, 5, 6]),
+                       ("self_probs", [2, HEADS, 5, 5]),
+                       ("cross_probs", [2, HEADS, 5, 6])):
+      self.assertLen(attention[key], 3)
+      self.assertEqual(shape, attention[key][-1].shape)
+    # Causal: the first query attends to the first key only.
+    self.assertAllClose(tf.ones([2, HEADS]),
+                        attention["self_probs"][1][:, :, 0, 0], atol=1e-6)
+
   def test_bad_arguments(self):
-    with self.assertRaisesRegex(ValueError, "cross_attention=True"):
-      realformer_seq2seq.build_seq2seq_transformer(
-          VOCAB, WIDTH, realformer_seq2seq.RealFormerSeq2SeqEncoder(),
-          realformer_decoder.RealFormerDecoder(cross_attention=False), 1)
-    with self.assertRaisesRegex(ValueError, "not divisible"):
-      realformer_seq2seq.build_seq2seq_transformer(
-          VOCAB, 18, realformer_seq2seq.RealFormerSeq2SeqEncoder(
-              num_attention_heads=4),
-          realformer_decoder.RealFormerDecoder(num_attention_heads=4), 1)
     with self.assertRaisesRegex(ValueError, "num_layers"):
       realformer_decoder.RealFormerDecoder(num_layers=0)
 

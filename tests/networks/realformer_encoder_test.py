@@ -129,6 +129,21 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(args[key], config[key], key)
     self.assertEqual(0.05, config["initializer"]["config"]["stddev"])
 
+  def test_accepts_bert_encoder_v2_aliases(self):
+    aliases = dict(intermediate_size=24, activation="relu", dropout_rate=0.2,
+                   attention_dropout_rate=0.3)
+    kw = {k: v for k, v in _KW.items() if k != "inner_dim"}
+    bert = networks.BertEncoderV2(**kw, **aliases).get_config()
+    config = realformer_encoder.RealFormerEncoder(**kw, **aliases).get_config()
+    for ours, theirs in (("inner_dim", 24), ("output_dropout", 0.2),
+                         ("attention_dropout", 0.3)):
+      self.assertEqual(theirs, config[ours], ours)
+      self.assertEqual(bert[ours], config[ours], ours)
+    self.assertEqual("relu", config["inner_activation"])
+    self.assertNotIn("intermediate_size", config)
+    with self.assertRaises(TypeError):  # Not an alias: still refused.
+      realformer_encoder.RealFormerEncoder(**_KW, hidden_dropout_prob=0.1)
+
   def test_default_activation_round_trips_as_tanh_gelu(self):
     encoder = realformer_encoder.RealFormerEncoder(**_KW)
     clone = realformer_encoder.RealFormerEncoder.from_config(

@@ -1,0 +1,131 @@
+"""The layer-to-layer score loop of every RealFormer stack, and the seq2seq stacks' base.
+
+RealFormer (He et al., 2020, Eq. 5) hands each block's pre-softmax scores to
+the next one. `chain_blocks` is that loop, written once, for the BERT
+encoder (one path), the seq2seq encoder (one path) and the decoder (two
+paths: self- and encoder-decoder attention, never mixed).
+"""
+
+import abc
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+import tf_keras
+
+from realformer_tf.layers import realformer_block
+from realformer_tf.layers import residual_attention as ra
+
+
+def chain_blocks(blocks: Sequence[tf_keras.layers.Layer],
+                 hidden,
+                 score_names: Sequence[str],
+                 per_block: Optional[Dict[int, Dict[str, Any]]] = None,
+                 **arguments) -> Tuple[List, List[List], List[List]]:
+  """Runs `blocks` in order, each on the last one's output and running scores.
+
+  Args:
+    blocks: Blocks called as `block(hidden, **{name: S_{l-1}}, **arguments,
+      **per_block[l], return_attention_probs=True)` that return `(hidden,
+      *scores, *probs)`, one score and one probs per path.
+    hidden: The first block's input.
+    score_names: Each path's running-sum argument of the blocks, e.g.
+      `("scores",)`; None goes to the first block.
+    per_block: Arguments for some blocks only, by index.
+    **arguments: Arguments for every block.
+
+  Returns:
+    `(hiddens, scores, probs)`: each block's output; per path, each block's
+    running sum and probabilities (empty for a path whose blocks return
+    None).
+  """
+  scores = dict.fromkeys(score_names)
+  per_block = per_block or {}
+  outputs = []
+  for i, block in enumerate(blocks):
+    outputs.append(block(hidden, **scores, **arguments,
+                         **per_block.get(i, {}), return_attention_probs=True))
+    hidden = outputs[-1][0]
+    scores = dict(zip(score_names, outputs[-1][1:]))
+  columns = [[x for x in column if x is not None] for column in zip(*outputs)]
+  paths = len(score_names)
+  return columns[0], columns[1:1 + paths], columns[1 + paths:]
+
+
+class BlockStack(realformer_block.ArgumentsConfigLayer,
+                 metaclass=abc.ABCMeta):
+  """`num_layers` blocks and a final LayerNorm: what both seq2seq stacks share.
+
+  Model Garden's seq2seq constructor and attribute names (`num_layers`,
+  `num_attention_heads`, `intermediate_size`, `activation`, `dropout_rate`,
+  `attention_dropout_rate`, `output_normalization`); the blocks go to
+  `self.<_blocks_attribute>`, built by the subclass' `_block(index, width)`
+  from `_block_arguments`.
+
+  Args:
+    num_layers: Number of blocks.
+    num_attention_heads: Number of attention heads.
+    intermediate_size: Feed-forward width.
+    activation: Feed-forward activation.
+    dropout_rate: Dropout after attention projections and feed-forward.
+    attention_dropout_rate: Dropout on attention probabilities.
+    norm_first: Pre-LN (default, as Model Garden's seq2seq) or Post-LN.
+    norm_epsilon: LayerNorm epsilon of the blocks.
+    residual_attention: "sum", "mean" or "none".
+    final_layer_norm: Whether a LayerNorm follows the last block. Model
+      Garden's seq2seq stacks always have one, so True (the default) keeps
+      their checkpoints loadable.
+    **kwargs: Base `Layer` arguments.
+  """
+  _blocks_attribute = ""
+
+  def __init__(self, num_layers: int = 6, num_attention_heads: int = 8,
+               intermediate_size: int = 2048, activation: Any = "relu",
+               dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+               norm_first: bool = True, norm_epsilon: float = 1e-6,
+               residual_attention: str = "sum", final_layer_norm: bool = True,
+               **kwargs):
+    if num_layers < 1:
+      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
+    ra.validate_residual_attention(residual_attention)
+    super().__init__(dict(
+        num_layers=num_layers, num_attention_heads=num_attention_heads,
+        intermediate_size=intermediate_size, activation=activation,
+        dropout_rate=dropout_rate,
+        attention_dropout_rate=attention_dropout_rate, norm_first=norm_first,
+        norm_epsilon=norm_epsilon, residual_attention=residual_attention,
+        final_layer_norm=bool(final_layer_norm), kwargs=kwargs))
+    self.num_layers = num_layers
+    self.num_attention_heads = num_attention_heads
+
+  @abc.abstractmethod
+  def _block(self, index: int, width: int) -> tf_keras.layers.Layer:
+    """Block `index` of the stack, for inputs `width` wide."""
+
+  def _block_arguments(self, index: int) -> Dict[str, Any]:
+    """The block arguments both stacks pass, in the blocks' names."""
+    c = self._config
+    return dict(
+        num_attention_heads=self.num_attention_heads,
+        inner_dim=c["intermediate_size"], inner_activation=c["activation"],
+        output_dropout=c["dropout_rate"],
+        attention_dropout=c["attention_dropout_rate"],
+        norm_first=c["norm_first"], norm_epsilon=c["norm_epsilon"],
+        residual_attention=c["residual_attention"], layer_index=index,
+        name=f"layer_{index}")
+
+  def _final_norm_epsilon(self) -> float:
+    return self._config["norm_epsilon"]
+
+  def build(self, input_shape):
+    width = tf.TensorShape(input_shape)[-1]
+    setattr(self, self._blocks_attribute,
+            [self._block(i, width) for i in range(self.num_layers)])
+    if self._config["final_layer_norm"]:
+      self.output_normalization = tf_keras.layers.LayerNormalization(
+          epsilon=self._final_norm_epsilon(), dtype="float32")
+    super().build(input_shape)
+
+  def _normalize(self, x):
+    if self._config["final_layer_norm"]:
+      return self.output_normalization(x)
+    return x
