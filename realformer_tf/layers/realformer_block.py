@@ -22,12 +22,10 @@ def serialize_activation(activation) -> Any:
 class ArgumentsConfigLayer(tf_keras.layers.Layer):
   """A layer whose config is its constructor's arguments (networks/ use it).
 
-  A subclass' `__init__` normalizes its arguments in place, then calls
-  `super().__init__(locals())`; they are `self._config` from then on, and
-  `get_config` returns them after the base layer's config, initializers and
-  activations serialized as Model Garden's layers do. (Any local assigned
-  before that call enters the config: `RealFormerEncoderBlock` writes its
-  `get_config` out instead, as Model Garden's blocks do.)
+  A subclass' `__init__` normalizes its arguments, then passes every one of
+  them, named, in a dict (plus the base layer's `kwargs`) to this
+  constructor; `get_config` returns them after the base layer's config,
+  initializers and activations serialized as Model Garden's layers do.
   """
 
   def __init__(self, arguments: Dict[str, Any]):
