@@ -2,7 +2,7 @@
 and token ids of GLUE/SQuAD/pre-training records, unreadable files.
 
 (The pre-training input checks are also exercised end to end, through
-train_lib, in tests/train_test.py.)"""
+train_lib, in tests/training/train_lib_test.py.)"""
 
 import numpy as np
 import pytest
