@@ -11,5 +11,5 @@ MODES = TRAIN_MODES + ("eval", "continuous_eval")
 def data_configs(params: cfg.ExperimentConfig, mode: str):
   """The (key, DataConfig) pairs `mode` reads, as a list."""
   return [(f"task.{name}", getattr(params.task, name))
-          for name, modes in (("train_data", TRAIN_MODES),
-                              ("validation_data", EVAL_MODES)) if mode in modes]
+          for name, which in (("train_data", TRAIN_MODES),
+                              ("validation_data", EVAL_MODES)) if mode in which]
