@@ -6,14 +6,10 @@ whole config to `model_dir/params.yaml`, and
 (plain YAML loading would lose the `any` encoder's builder).
 """
 
-import dataclasses
-
 from official.core import config_definitions as cfg
 from official.core import exp_factory
-from official.core import task_factory
 from official.nlp.configs import bert
 from official.nlp.data import pretrain_dataloader
-from official.nlp.tasks import masked_lm
 from realformer_tf.configs import encoders
 from realformer_tf.configs import recipe
 from realformer_tf.tasks import masked_lm as rf_masked_lm
@@ -28,29 +24,10 @@ QUICKSTART_DUPE_FACTOR = 10
 QUICKSTART_SEED = 0
 
 
-@dataclasses.dataclass
-class RealFormerMaskedLMConfig(masked_lm.MaskedLMConfig):
-  """Model Garden's `MaskedLMConfig` plus the vocabulary the data was made with.
-
-  Attributes:
-    vocab_file: The WordPiece vocabulary the pre-training records were
-      tokenized with. Not read by training (the records hold token ids), but
-      checked before training starts (a valid vocabulary whose size equals
-      `model.encoder.*.vocab_size`) and recorded in `params.yaml` for
-      fine-tuning. Empty: not checked.
-  """
-  vocab_file: str = ""
-
-
-# The task is Model Garden's plus float16 loss scaling (tasks/masked_lm.py).
-task_factory.register_task_cls(RealFormerMaskedLMConfig)(
-    rf_masked_lm.MaskedLMTask)
-
-
 def _pretraining_task(name: str, hidden_size: int, **encoder_kwargs
-                      ) -> RealFormerMaskedLMConfig:
+                      ) -> rf_masked_lm.RealFormerMaskedLMConfig:
   """MLM + NSP task whose NSP head's inner_dim equals the encoder width."""
-  return RealFormerMaskedLMConfig(
+  return rf_masked_lm.RealFormerMaskedLMConfig(
       name=name,
       model=bert.PretrainerConfig(
           encoder=encoders.encoder_config(hidden_size=hidden_size,

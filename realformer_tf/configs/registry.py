@@ -3,7 +3,7 @@
 Import this module wherever an experiment is looked up by name (train.py,
 export, analysis). `EXPERIMENTS` lists their names (Model Garden has no
 public listing of its registry); `load_experiment_config` rebuilds the
-config a run recorded.
+config a run recorded; `task_encoder` finds a config's encoder.
 """
 
 import os
@@ -39,3 +39,11 @@ def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   config.override(params_dict, is_strict=True)
   config.validate()
   return config
+
+
+def task_encoder(params: cfg.ExperimentConfig):
+  """(key, encoder config) of the task's encoder, or (None, None)."""
+  encoder = getattr(getattr(params.task, "model", None), "encoder", None)
+  if hasattr(encoder, "get") and getattr(encoder, "type", None):
+    return f"task.model.encoder.{encoder.type}", encoder.get()
+  return ("task.model.encoder" if encoder is not None else None), encoder

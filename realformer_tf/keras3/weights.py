@@ -39,7 +39,6 @@ from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
-from realformer_tf.configs import validation
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import weight_map
 from realformer_tf.networks import realformer_encoder
@@ -140,7 +139,7 @@ def run_encoder_config(checkpoint_path: str
   params_yaml = os.path.join(run_dir, "params.yaml")
   encoder_yaml = os.path.join(run_dir, convert.ENCODER_YAML)
   if tf.io.gfile.exists(params_yaml):
-    key, config = validation.encoder_config(
+    key, config = registry.task_encoder(
         registry.load_experiment_config(run_dir))
     if config is None:
       raise ValueError(f"{params_yaml} has no task.model.encoder: the run "

@@ -11,12 +11,30 @@ does it right; this is that handling applied to the masked-LM step, which
 otherwise is Model Garden's, line for line (including `task.scale_loss`).
 """
 
+import dataclasses
+
 import tensorflow as tf
 import tf_keras
 
+from official.core import task_factory
 from official.nlp.tasks import masked_lm
 
 
+@dataclasses.dataclass
+class RealFormerMaskedLMConfig(masked_lm.MaskedLMConfig):
+  """Model Garden's `MaskedLMConfig` plus the vocabulary the data was made with.
+
+  Attributes:
+    vocab_file: The WordPiece vocabulary the pre-training records were
+      tokenized with. Not read by training (the records hold token ids), but
+      checked before training starts (a valid vocabulary whose size equals
+      `model.encoder.*.vocab_size`) and recorded in `params.yaml` for
+      fine-tuning. Empty: not checked.
+  """
+  vocab_file: str = ""
+
+
+@task_factory.register_task_cls(RealFormerMaskedLMConfig)
 class MaskedLMTask(masked_lm.MaskedLMTask):
   """`masked_lm.MaskedLMTask` whose train step honours a loss scale."""
 

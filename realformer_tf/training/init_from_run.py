@@ -22,9 +22,10 @@ from realformer_tf.checkpoints import errors
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
-from realformer_tf.configs import validation
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
+from realformer_tf.training import modes
+from realformer_tf.training import preflight
 from realformer_tf.training import schedule
 
 # Encoder fields that define the checkpoint's variables or the function it
@@ -50,7 +51,7 @@ def _run_of(params: cfg.ExperimentConfig):
 
 
 def _encoder_of(config: cfg.ExperimentConfig):
-  found = validation.encoder_config(config)[1]
+  found = registry.task_encoder(config)[1]
   return found if isinstance(found, encoders.RealFormerEncoderConfig) else None
 
 
@@ -194,7 +195,7 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
     return
   run_sha = tokenization.file_sha256(run_vocab)
   run_size = len(tokenization.load_vocab(run_vocab))
-  for key, data in validation.data_configs(params, mode):
+  for key, data in modes.data_configs(params, mode):
     input_path = getattr(data, "input_path", "")
     if not input_path or input_path == "dummy":
       continue
@@ -206,7 +207,7 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
           f"{params.task.init_checkpoint!r}, "
           f"{_describe(run_vocab, run_size, run_sha)}: use "
           f"--params_override={key}.vocab_file={run_vocab}.")
-    for path in validation.match_input_files(key, input_path):
+    for path in preflight.match_input_files(key, input_path):
       meta_path, meta = meta_data_of(path) or (None, {})
       sha = meta.get("vocab_sha256")
       if sha and sha != run_sha:
@@ -226,11 +227,11 @@ def check_records_manifest(params: cfg.ExperimentConfig, mode: str) -> None:
   differs and the command to run again. Each set is checked once; records
   without meta data (not ours) are not checked."""
   checked = set()
-  for key, data in validation.data_configs(params, mode):
+  for key, data in modes.data_configs(params, mode):
     input_path = getattr(data, "input_path", "")
     if not input_path or input_path == "dummy":
       continue
-    for path in validation.match_input_files(key, input_path):
+    for path in preflight.match_input_files(key, input_path):
       meta_path, meta = meta_data_of(path) or (None, None)
       if meta_path is None or meta_path in checked:
         continue

@@ -4,7 +4,7 @@ The flow is `official/nlp/train.py`'s, plus: parse errors naming the unknown
 experiment, config file or dotted key (`ExperimentParser`); before anything
 is written, the config's values checked (`check_config`), the run directory
 held against a second writer (`run_lock`), the quickstart's own data built
-and the config checked against its inputs (`configs/validation.py`);
+and the config checked against its inputs (`training/preflight.py`);
 `training/trainer.py`'s trainer (examples/s, non-finite loss stop);
 `training/controller.py`'s controller (a checkpoint is "saved" once written;
 a failed write stops the run); a final-evaluation record and a closing
@@ -34,10 +34,11 @@ from official.modeling import performance
 from realformer_tf import utils
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry
-from realformer_tf.configs import validation
 from realformer_tf.data import quickstart_corpus
 from realformer_tf.training import controller as controller_lib
 from realformer_tf.training import init_from_run
+from realformer_tf.training import modes
+from realformer_tf.training import preflight
 from realformer_tf.training import run_lock
 from realformer_tf.training import run_summary
 from realformer_tf.training import schedule
@@ -119,7 +120,7 @@ def parse_configuration_and_sources(flags_obj):
   by `task.init_checkpoint` taken, before the config is checked."""
   parser = ExperimentParser(flags_obj)
   params = parser.parse()
-  validation.validate_field_types(params)
+  preflight.validate_field_types(params)
   explicit = schedule.explicit_keys(parser.sources)
   schedule.follow_train_steps(params, explicit)
   init_from_run.inherit_encoder(params, explicit)
@@ -131,7 +132,7 @@ def parse_configuration_and_sources(flags_obj):
     raise ValueError(
         f"{e.args[0] if e.args else e} Set them to agree (setting only "
         "trainer.train_steps moves the schedule with it).") from None
-  validation.validate_model(params)
+  preflight.validate_model(params)
   return params, explicit
 
 
@@ -202,12 +203,12 @@ def check_config(params: cfg.ExperimentConfig, mode: str,
                  model_dir: str) -> None:
   """The checks that read no input file and write nothing: run first, so a
   bad value neither builds data nor creates `model_dir`."""
-  if mode not in validation.MODES:
+  if mode not in modes.MODES:
     raise ValueError(f"--mode={mode!r} is not supported by train.py; use one "
-                     f"of {', '.join(validation.MODES)}.")
+                     f"of {', '.join(modes.MODES)}.")
   check_model_dir_path(model_dir)
-  validation.validate_config(params, mode)
-  validation.validate_runtime(params)
+  preflight.validate_config(params, mode)
+  preflight.validate_runtime(params)
 
 
 def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
@@ -219,11 +220,11 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
   check_config(params, mode, model_dir)
   # Model Garden reads task.init_checkpoint only when a training run starts
   # without a checkpoint of its own; checked before any data is built.
-  if (mode in validation.TRAIN_MODES and
+  if (mode in modes.TRAIN_MODES and
       not tf.train.latest_checkpoint(model_dir)):
     init_from_run.check_init_checkpoint(params)
   prepare_quickstart_data(params, model_dir, quickstart_input_files)
-  validation.validate_experiment(params, mode)
+  preflight.validate_experiment(params, mode)
   init_from_run.check_records_manifest(params, mode)
   init_from_run.check_records_vocabulary(params, mode)
   check_model_dir(params, mode, model_dir)
@@ -254,7 +255,7 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
         "is no trained model to evaluate. Train first (--mode=train), or "
         "point --model_dir at a run's directory.")
   params_path = os.path.join(model_dir, "params.yaml")
-  if (mode not in validation.TRAIN_MODES or not has_checkpoint or
+  if (mode not in modes.TRAIN_MODES or not has_checkpoint or
       not tf.io.gfile.exists(params_path)):
     return
   old, new = (
@@ -341,10 +342,10 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
       num_gpus=params.runtime.num_gpus,
       tpu_address=params.runtime.tpu,
       **params.runtime.model_parallelism())
-  validation.validate_batch_sizes(params, mode, strategy.num_replicas_in_sync)
+  preflight.validate_batch_sizes(params, mode, strategy.num_replicas_in_sync)
   chief = strategy.extended.should_checkpoint
   with run_lock.hold(model_dir,
-                     enabled=chief and mode in validation.TRAIN_MODES):
+                     enabled=chief and mode in modes.TRAIN_MODES):
     return _run_checked(
         prepare_and_validate(params, mode, model_dir, quickstart_input_files),
         mode, model_dir, strategy, chief, enable_async_checkpointing)
@@ -358,7 +359,7 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                pprint.pformat(params.as_dict()))
   start_step = (checkpoint_step(model_dir)
                 if tf.train.latest_checkpoint(model_dir) else 0)
-  completed = (mode in validation.TRAIN_MODES and
+  completed = (mode in modes.TRAIN_MODES and
                start_step >= params.trainer.train_steps)
   if completed:
     try:
@@ -374,10 +375,10 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     _log(f"Training is already complete at step {start_step}, but its final "
          "evaluation never finished: running it now.")
 
-  trains = mode in validation.TRAIN_MODES and not completed
+  trains = mode in modes.TRAIN_MODES and not completed
   # Written by the chief only; pure eval modes do not write it, so that a
   # continuous eval job does not race the train job (as official/nlp/train.py).
-  writes = chief and mode in validation.TRAIN_MODES
+  writes = chief and mode in modes.TRAIN_MODES
   if writes:
     clean_stale_temps(model_dir)
     train_utils.serialize_config(params, model_dir)
@@ -391,7 +392,7 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     task = task_factory.get_task(params.task, logging_dir=model_dir)
     trainer = train_utils.create_trainer(
         params, task, train=trains,
-        evaluate=mode in validation.EVAL_MODES,
+        evaluate=mode in modes.EVAL_MODES,
         checkpoint_exporter=train_lib.maybe_create_best_ckpt_exporter(
             params, model_dir),
         trainer_cls=functools.partial(trainer_lib.Trainer,

@@ -7,7 +7,6 @@ import pytest
 from official.core import exp_factory
 from official.core import train_utils
 from official.modeling import hyperparams
-from official.modeling import optimization
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import recipe
 from realformer_tf.configs import registry
@@ -93,33 +92,6 @@ def test_yaml_loads_like_train_py(task):
   assert opt.learning_rate.polynomial.decay_steps == steps
   assert opt.warmup.polynomial.warmup_steps == int(0.1 * steps)
   assert params.trainer.validation_steps == -1
-
-
-def test_schedule_helpers_and_learning_rate_curve():
-  assert recipe.train_steps(3668, 2, 32) == 230  # 229.25 -> 230
-  assert recipe.train_steps(64, 4, 32) == 8
-  assert recipe.warmup_steps(230) == 23
-  for bad in (0, -3, 2.5, True):
-    with pytest.raises(ValueError, match="num_examples must be a positive"):
-      recipe.train_steps(bad, 3)
-  with pytest.raises(ValueError, match="epochs must be positive"):
-    recipe.train_steps(10, 0)
-
-  config = finetuning.load_glue_config("rte")
-  recipe.apply_paper_schedule(config, num_train_examples=2490, epochs=4,
-                                  learning_rate=5e-5)
-  assert config.trainer.train_steps == 312  # ceil(4 * 2490 / 32)
-  lr = optimization.OptimizerFactory(
-      config.trainer.optimizer_config).build_learning_rate()
-  # Linear decay from the peak at step 0 to 0 at step 312; over the first 31
-  # steps (10%) Model Garden's warm-up ramps linearly up to the decayed value
-  # at step 31 (BERT's TF1 optimizer ramps to the peak, then jumps down).
-  at_31 = 5e-5 * (1 - 31 / 312)
-  assert float(lr(0)) == pytest.approx(at_31 / 31, rel=1e-5)  # step 0 as 1
-  assert float(lr(15)) == pytest.approx(at_31 * 15 / 31, rel=1e-5)
-  assert float(lr(31)) == pytest.approx(at_31, rel=1e-5)
-  assert float(lr(200)) == pytest.approx(5e-5 * (1 - 200 / 312), rel=1e-5)
-  assert float(lr(312)) == 0.0
 
 
 def test_params_yaml_round_trip(tmp_path):

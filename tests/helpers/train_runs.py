@@ -1,5 +1,7 @@
-"""Tiny pre-training data, configs and subprocess helpers for the trainer tests."""
+"""Tiny pre-training data, configs, and in-process / subprocess train.py runs
+for the trainer tests."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -12,6 +14,8 @@ import numpy as np
 import tensorflow as tf
 import yaml
 
+from official.core import train_utils
+from realformer_tf.training import train_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -95,6 +99,7 @@ def tiny_overrides(train_file: str,
                    vocab_file: str = "",
                    train_steps: int = 6,
                    batch_size: int = 8,
+                   num_layers: int = 2,
                    dropout: float = 0.1,
                    steps_per_loop: int = 2,
                    checkpoint_interval: int = 2,
@@ -118,7 +123,7 @@ def tiny_overrides(train_file: str,
                   "any": {
                       "vocab_size": TINY_VOCAB_SIZE,
                       "hidden_size": 16,
-                      "num_layers": 2,
+                      "num_layers": num_layers,
                       "num_attention_heads": 2,
                       "intermediate_size": 32,
                       "max_position_embeddings": 32,
@@ -181,6 +186,24 @@ def make_tiny_run(tmp_path, num_train: int = 64, num_eval: int = 16,
       tiny_overrides(train_file, eval_file, vocab_file, **overrides))
   return dict(train_file=train_file, eval_file=eval_file,
               vocab_file=vocab_file, config_file=config)
+
+
+@dataclasses.dataclass
+class Flags(train_utils.ParseConfigOptions):
+  """The flags train.py passes to `train_lib.run`."""
+  mode: str = "train"
+  model_dir: str = ""
+  quickstart_input_files: Optional[List[str]] = None
+  enable_async_checkpointing: bool = False
+
+
+def run_in_process(model_dir, config_files, mode="train", params_override="",
+                   experiment="realformer/pretraining"):
+  """`train_lib.run` with the flags train.py would pass."""
+  return train_lib.run(Flags(
+      experiment=experiment, config_file=list(config_files),
+      params_override=params_override, tpu=None, mode=mode,
+      model_dir=str(model_dir)))
 
 
 def subprocess_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:

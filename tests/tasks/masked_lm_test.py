@@ -6,7 +6,6 @@ must give the float32 step's gradients, up to float16 rounding.
 """
 
 import numpy as np
-import tensorflow as tf
 import tf_keras
 
 from official.core import exp_factory
@@ -104,3 +103,10 @@ def test_float16_step_gradients_equal_float32(tmp_path):
   assert np.all(np.isfinite(flat16))
   err = np.linalg.norm(flat16 - flat32) / np.linalg.norm(flat32)
   assert err < 1e-2, err
+
+
+def test_config_registers_the_task_in_tasks():
+  """tasks/ registers the masked-LM task itself, as the other three tasks."""
+  task = task_factory.get_task(masked_lm.RealFormerMaskedLMConfig())
+  assert type(task) is masked_lm.MaskedLMTask  # pylint: disable=unidiomatic-typecheck
+  assert masked_lm.RealFormerMaskedLMConfig().vocab_file == ""

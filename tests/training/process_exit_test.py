@@ -1,7 +1,7 @@
 """`run_and_exit`: Python's exit status and output, then `os._exit`.
 
 In process, with `os._exit` and the atexit run recorded instead; that a real
-train.py ends with its summary is `test_train.py`'s quickstart test.
+train.py ends with its summary is `tests/train_test.py`'s quickstart test.
 """
 
 import sys

@@ -4,7 +4,7 @@ import pytest
 
 from official.core import exp_factory
 from realformer_tf.configs import registry  # pylint: disable=unused-import
-from realformer_tf.configs import value_checks
+from realformer_tf.training import value_checks
 
 _OPT = "trainer.optimizer_config"
 _POLY = f"{_OPT}.learning_rate.polynomial"

@@ -1,8 +1,8 @@
-"""Tests for realformer_tf/configs/validation.py: typed fields, record kinds
+"""Tests for realformer_tf/training/preflight.py: typed fields, record kinds
 and token ids of GLUE/SQuAD/pre-training records, unreadable files.
 
 (The pre-training input checks are also exercised end to end, through
-train_lib, in tests/train_test.py.)"""
+train_lib, in tests/training/train_lib_test.py.)"""
 
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from official.core import exp_factory
 from realformer_tf.configs import registry  # pylint: disable=unused-import
-from realformer_tf.configs import validation
+from realformer_tf.training import preflight
 from tests.helpers import train_runs as utils
 
 SEQ = 16
@@ -68,7 +68,7 @@ EXPERIMENTS = [("glue", "realformer/glue", False),
 def test_finetuning_records_pass(tmp_path, name, experiment, squad):
   del name
   path = _write(tmp_path / "train.tf_record", _pair_examples(5, squad=squad))
-  validation.validate_experiment(_config(experiment, path), "train")
+  preflight.validate_experiment(_config(experiment, path), "train")
 
 
 @pytest.mark.parametrize("name,experiment,squad", EXPERIMENTS)
@@ -79,7 +79,7 @@ def test_token_id_beyond_vocab_in_a_later_record(tmp_path, name, experiment,
   bad = _write(tmp_path / "b.tf_record",
                _pair_examples(5, max_id=3892, squad=squad))
   with pytest.raises(ValueError) as e:
-    validation.validate_experiment(_config(experiment, f"{good},{bad}"),
+    preflight.validate_experiment(_config(experiment, f"{good},{bad}"),
                                    "train")
   message = str(e.value)
   for fragment in ("task.model.encoder.any.vocab_size=64", bad,
@@ -94,7 +94,7 @@ def test_pretraining_records_given_to_finetuning(tmp_path, name, experiment,
   path = utils.write_pretraining_records(str(tmp_path / "pretrain.tfrecord"),
                                          4)
   with pytest.raises(ValueError) as e:
-    validation.validate_experiment(_config(experiment, path), "train")
+    preflight.validate_experiment(_config(experiment, path), "train")
   message = str(e.value)
   assert path in message and "task.train_data.input_path" in message
   missing = "start_positions" if squad else "label_ids"
@@ -109,7 +109,7 @@ def test_records_of_another_seq_length(tmp_path, name, experiment, squad):
   path = _write(tmp_path / "train.tf_record", _pair_examples(2, squad=squad))
   with pytest.raises(ValueError, match=r"task.train_data.seq_length=32, but "
                      r"the records in .*'input_ids' of length 16"):
-    validation.validate_experiment(_config(experiment, path, seq=32),
+    preflight.validate_experiment(_config(experiment, path, seq=32),
                                    "train")
 
 
@@ -120,7 +120,7 @@ def test_glue_records_given_to_pretraining(tmp_path):
                    "trainer": {"optimizer_config": {"learning_rate": {
                        "polynomial": {"decay_steps": 1000000}}}}})
   with pytest.raises(ValueError) as e:
-    validation.validate_experiment(params, "train")
+    preflight.validate_experiment(params, "train")
   assert "no 'masked_lm_positions' feature" in str(e.value)
   assert "Expected BERT pre-training records" in str(e.value)
 
@@ -132,7 +132,7 @@ def test_truncated_record_file_is_named(tmp_path):
   with open(path, "wb") as f:
     f.write(data[:-10])
   with pytest.raises(ValueError) as e:
-    validation.validate_experiment(_config("realformer/glue", path), "train")
+    preflight.validate_experiment(_config("realformer/glue", path), "train")
   assert f"{path!r} cannot be read to the end" in str(e.value)
   assert "truncated or corrupt" in str(e.value)
 
@@ -157,7 +157,7 @@ def test_mistyped_fields_are_named(overrides, fragments):
   params = exp_factory.get_exp_config("realformer/quickstart")
   params.override(overrides, is_strict=True)
   with pytest.raises(ValueError) as e:
-    validation.validate_field_types(params)
+    preflight.validate_field_types(params)
   for fragment in fragments:
     assert fragment in str(e.value), str(e.value)
 
@@ -168,7 +168,7 @@ def test_mistyped_fields_are_named(overrides, fragments):
 def test_registered_experiments_are_well_typed(name):
   params = exp_factory.get_exp_config(name)
   params.override({"trainer": {"loss_upper_bound": 10}})  # int for a float.
-  validation.validate_field_types(params)
+  preflight.validate_field_types(params)
 
 
 def test_validate_config_needs_no_input_files():
@@ -176,4 +176,16 @@ def test_validate_config_needs_no_input_files():
   params.override({"task": {"train_data": {"seq_length": 128}}})
   with pytest.raises(ValueError, match=r"task.train_data.seq_length=128 "
                      r"exceeds .*max_position_embeddings=64"):
-    validation.validate_config(params, "train")
+    preflight.validate_config(params, "train")
+
+
+def test_batch_sizes_must_split_over_replicas():
+  # The paper recipe's batches (pretrain_paper.yaml), 2 hosts x 4 TPU cores.
+  params = exp_factory.get_exp_config("realformer/pretraining")
+  params.override({"task": {"train_data": {"global_batch_size": 512},
+                            "validation_data": {"global_batch_size": 512}},
+                   "runtime": {"distribution_strategy": "tpu"}})
+  preflight.validate_batch_sizes(params, "train_and_eval", 8)
+  with pytest.raises(ValueError, match=r"global_batch_size=512 is not "
+                     r"divisible by the 3 replicas"):
+    preflight.validate_batch_sizes(params, "train", 3)

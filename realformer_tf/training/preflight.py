@@ -10,7 +10,7 @@ value and the file.
 
 import dataclasses
 import typing
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence
 
 import tensorflow as tf
 
@@ -20,31 +20,11 @@ from official.modeling import hyperparams
 from official.nlp.data import pretrain_dataloader
 from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
-from realformer_tf.configs import value_checks
+from realformer_tf.configs import registry
 from realformer_tf.data import tokenization
 from realformer_tf.data import translation as translation_data
-
-# Modes run by train.py, the same names Model Garden's train_lib accepts.
-TRAIN_MODES = ("train", "train_and_eval", "train_and_post_eval")
-EVAL_MODES = ("eval", "train_and_eval", "continuous_eval",
-              "train_and_post_eval")
-MODES = TRAIN_MODES + ("eval", "continuous_eval")
-
-
-def data_configs(params: cfg.ExperimentConfig,
-                 mode: str) -> List[Tuple[str, cfg.DataConfig]]:
-  """The (key, DataConfig) pairs `mode` reads."""
-  return [(f"task.{name}", getattr(params.task, name))
-          for name, modes in (("train_data", TRAIN_MODES),
-                              ("validation_data", EVAL_MODES)) if mode in modes]
-
-
-def encoder_config(params: cfg.ExperimentConfig):
-  """(key, encoder config) of the task's encoder, or (None, None)."""
-  encoder = getattr(getattr(params.task, "model", None), "encoder", None)
-  if hasattr(encoder, "get") and getattr(encoder, "type", None):
-    return f"task.model.encoder.{encoder.type}", encoder.get()
-  return ("task.model.encoder" if encoder is not None else None), encoder
+from realformer_tf.training import modes
+from realformer_tf.training import value_checks
 
 
 def match_input_files(key: str, input_path) -> List[str]:
@@ -240,7 +220,7 @@ def validate_field_types(params: cfg.ExperimentConfig) -> None:
 def validate_model(params: cfg.ExperimentConfig) -> None:
   """Runs the encoder config's own `validate` now, not at build time (Model
   Garden's parse checks only `restrictions`); errors name its key."""
-  encoder_key, encoder = encoder_config(params)
+  encoder_key, encoder = registry.task_encoder(params)
   if encoder is None:
     return
   try:
@@ -254,21 +234,22 @@ def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
   lengths): run before the quickstart builds its data, so a bad value does
   not rebuild the cache."""
   value_checks.check_values(
-      params, trains=mode in TRAIN_MODES, evaluates=mode in EVAL_MODES,
-      data_keys=[key for key, _ in data_configs(params, mode)])
-  encoder_key, encoder = encoder_config(params)
-  for key, data in data_configs(params, mode):
+      params, trains=mode in modes.TRAIN_MODES,
+      evaluates=mode in modes.EVAL_MODES,
+      data_keys=[key for key, _ in modes.data_configs(params, mode)])
+  encoder_key, encoder = registry.task_encoder(params)
+  for key, data in modes.data_configs(params, mode):
     _check_lengths(key, data, encoder_key, encoder)
 
 
 def validate_experiment(params: cfg.ExperimentConfig, mode: str) -> None:
-  """Checks the files `params` names for running `mode` (of `MODES`), after
-  `validate_config`; raises ValueError on the first problem."""
-  encoder_key, encoder = encoder_config(params)
+  """Checks the files `params` names for running `mode` (of `modes.MODES`),
+  after `validate_config`; raises ValueError on the first problem."""
+  encoder_key, encoder = registry.task_encoder(params)
   vocab_size = getattr(encoder, "vocab_size", None)
   vocab_key = f"{encoder_key}.vocab_size"
   vocab_files = [("task.vocab_file", getattr(params.task, "vocab_file", ""))]
-  for key, data in data_configs(params, mode):
+  for key, data in modes.data_configs(params, mode):
     vocab_files.append((f"{key}.vocab_file", getattr(data, "vocab_file", "")))
     input_path = getattr(data, "input_path", None)
     if input_path == "dummy" or (
@@ -297,7 +278,7 @@ def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
                          num_replicas: int) -> None:
   """Each global batch must split evenly over the replicas (positive:
   `validate_config`)."""
-  for key, data in data_configs(params, mode):
+  for key, data in modes.data_configs(params, mode):
     batch = data.global_batch_size
     if batch % num_replicas:
       raise ValueError(
