@@ -18,6 +18,7 @@ from realformer_tf.configs import experiments  # pylint: disable=unused-import
 from realformer_tf.configs import finetuning  # pylint: disable=unused-import
 from realformer_tf.configs import squad  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
+from realformer_tf.data import squad as squad_data
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -46,11 +47,48 @@ TINY_ENCODER = dict(hidden_size=32, num_layers=2, num_attention_heads=4,
 
 HEADS = ("pretraining", "sst2", "stsb", "squad_v1", "squad_v2")
 
+# SQuAD (question, context) pairs: long contexts span several doc-stride
+# windows, one context has a double space.
+CONTEXT_1 = ("Super Bowl 50 was won by the Denver Broncos, who beat the "
+             "Carolina Panthers 24-10 at Levi's Stadium in Santa Clara. The "
+             "Normans were descended from Norse raiders and gave their name "
+             "to Normandy, a region in France, in the 10th century.")
+SQUAD_QAS = (
+    ("Who won Super Bowl 50?", CONTEXT_1),
+    ("Where was the dog?", "The  dog sat on the mat."),
+    ("What region gave the Normans their name in France?", CONTEXT_1),
+    ("Who beat the Carolina Panthers?", CONTEXT_1),
+    ("Where did the cat sit?", "The cat sat on the mat, the dog at Levi's "
+     "Stadium."),
+)
+
 
 def write_vocab(path: str) -> str:
+  """The handmade WordPiece vocabulary `VOCAB`, written to `path`."""
   with open(path, "w") as f:
     f.write("\n".join(VOCAB) + "\n")
   return path
+
+
+def squad_features(json_path: str, vocab_file: str, v2: bool):
+  """`SQUAD_QAS` as the SQuAD eval pipeline (`data.squad`, squad_lib) reads
+  them: (examples, features, tokenizer); the JSON is written to `json_path`.
+  """
+  qas = [{"id": f"q{i}", "question": q, "is_impossible": False,
+          "answers": [{"text": c.split()[1],
+                       "answer_start": c.index(c.split()[1])}]}
+         for i, (q, c) in enumerate(SQUAD_QAS)]
+  with open(json_path, "w") as f:
+    json.dump({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+        {"context": c, "qas": [qa]} for qa, (_, c) in zip(qas, SQUAD_QAS)]}]},
+              f)
+  examples, _ = squad_data.read_squad_examples(json_path, False, v2)
+  tokenizer = squad_data.SquadTokenizer(vocab_file)
+  features = []
+  squad_data.convert_examples_to_features(
+      examples, tokenizer, SEQ_LENGTH, DOC_STRIDE, QUERY_LENGTH,
+      is_training=False, output_fn=features.append)
+  return examples, features, tokenizer
 
 
 def make_config(head: str, root: str, vocab_file: str):

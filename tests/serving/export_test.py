@@ -38,18 +38,7 @@ ATTENTION = {"pretraining": "probs", "sst2": "scores", "stsb": "none",
 ID_KEYS = ["input_word_ids", "input_mask", "input_type_ids"]
 CLS, SEP, MASK = 2, 3, 4
 
-CONTEXT_1 = ("Super Bowl 50 was won by the Denver Broncos, who beat the "
-             "Carolina Panthers 24-10 at Levi's Stadium in Santa Clara. The "
-             "Normans were descended from Norse raiders and gave their name "
-             "to Normandy, a region in France, in the 10th century.")
-SQUAD_QAS = (
-    ("Who won Super Bowl 50?", CONTEXT_1),
-    ("Where was the dog?", "The  dog sat on the mat."),
-    ("What region gave the Normans their name in France?", CONTEXT_1),
-    ("Who beat the Carolina Panthers?", CONTEXT_1),
-    ("Where did the cat sit?", "The cat sat on the mat, the dog at Levi's "
-     "Stadium."),
-)
+SQUAD_QAS = common.SQUAD_QAS
 LONG = " ".join(["the film was fun and great"] * 8)
 SST2_TEXTS = ("The movie was GREAT!", "a boring film", LONG,
               "Café naïve straße 😀 fun")
@@ -361,21 +350,8 @@ RawResult = collections.namedtuple("RawResult",
 def build_squad(run: Run) -> None:
   v2 = run.head == "squad_v2"
   task = run.config.task
-  json_path = os.path.join(run.model_dir, "dev.json")
-  qas = [{"id": f"q{i}", "question": q, "is_impossible": False,
-          "answers": [{"text": c.split()[1],
-                       "answer_start": c.index(c.split()[1])}]}
-         for i, (q, c) in enumerate(SQUAD_QAS)]
-  with open(json_path, "w") as f:
-    json.dump({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
-        {"context": c, "qas": [qa]} for qa, (_, c) in zip(qas, SQUAD_QAS)]}]},
-              f)
-  examples, _ = squad_data.read_squad_examples(json_path, False, v2)
-  tokenizer = squad_data.SquadTokenizer(run.vocab_file)
-  features = []
-  squad_data.convert_examples_to_features(
-      examples, tokenizer, common.SEQ_LENGTH, common.DOC_STRIDE,
-      common.QUERY_LENGTH, is_training=False, output_fn=features.append)
+  examples, features, tokenizer = common.squad_features(
+      os.path.join(run.model_dir, "dev.json"), run.vocab_file, v2)
   assert len(features) > len(examples)  # Long contexts: several windows.
   arrays = dict(
       input_word_ids=np.array([f.input_ids for f in features], np.int32),
