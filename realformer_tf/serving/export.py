@@ -15,8 +15,8 @@ next to `--export_dir` (`<export_dir>.tmp-PID`) and swapped into place by
 `utils.atomic_path`, so with `--overwrite` the previous export stays whole
 until the new one is complete. What a killed export left is cleaned up by
 the next one: its temporary directory removed, a previous export set aside
-mid-swap restored. The head's class in
-`serving_modules` (its options in `options`) gives `serving_default`, `serve_examples` and, unless
+mid-swap restored. The head's class in `serving_modules` (its options in
+`options`) gives `serving_default`, `serve_examples` and, unless
 `--noserve_text`, the text signatures (tensorflow-text ops; the run's
 vocabulary becomes a SavedModel asset).
 """
@@ -189,10 +189,11 @@ def export_model(model_dir: str,
   encoder = task.model.encoder.get()
   if max_seq_length is None:  # The training length.
     max_seq_length = task.validation_data.seq_length
-  # Each head takes its own flags only (see `options`).
-  head_flags = {name: value for name, value in (
-      ("top_k", top_k), ("null_score_diff_threshold", null_score_diff_threshold))
-                if name in {f.name for f in dataclasses.fields(head.OPTIONS)}}
+  # Each head's options take the flags of their own fields only.
+  fields = {f.name for f in dataclasses.fields(head.OPTIONS)}
+  head_flags = {k: v for k, v in dict(
+      top_k=top_k, null_score_diff_threshold=null_score_diff_threshold).items()
+                if k in fields}
   options = head.OPTIONS.from_task(
       task, dict(max_seq_length=int(max_seq_length),
                  max_position_embeddings=int(encoder.max_position_embeddings),

@@ -1,10 +1,13 @@
 """Tiny trained-run model dirs (params.yaml + trainer checkpoint) per head."""
 
+import fcntl
 import json
 import os
+import pickle
+import shutil
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -189,6 +192,32 @@ def make_model_dir(root: str, head: str, seed: int = 0):
   tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=2).save(
       checkpoint_number=1)
   return model_dir, vocab_file, config, model
+
+
+def build_once(tmp_path_factory, name: str, build: Callable[[str], Any]) -> Any:
+  """`build(directory)`'s picklable result, built once per test session.
+
+  Under pytest-xdist every worker runs a module's fixtures again; here the
+  first worker to ask builds in a directory all workers share (the xdist
+  recipe: the parent of each worker's base temp) while the others wait on a
+  lock and read the pickled result.
+  """
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent
+  directory = os.path.join(str(root), name)
+  result_path = directory + ".pkl"
+  with open(directory + ".lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes.
+    if not os.path.exists(result_path):
+      shutil.rmtree(directory, ignore_errors=True)  # A failed build's.
+      os.makedirs(directory)
+      result = build(directory)
+      with open(result_path + ".tmp", "wb") as f:
+        pickle.dump(result, f)
+      os.replace(result_path + ".tmp", result_path)
+    with open(result_path, "rb") as f:
+      return pickle.load(f)
 
 
 def subprocess_env() -> Dict[str, str]:
