@@ -550,7 +550,7 @@ def serve_head(head: str, root: str) -> Run:
   run.outputs = {name: value for name, value in results.items()
                  if not name.startswith("bad/")}
   run.cli_bad = finished.get("cli_bad")
-  run.max_answer_length = run.config.task.max_answer_length
+  run.max_answer_length = getattr(run.config.task, "max_answer_length", None)
   run.model = run.tokenizer = run.config = None
   return run
 
