@@ -1,9 +1,6 @@
-"""Graph input guards and `tf.Example` parsing of the serving signatures.
-
-Every signature checks what it is fed before the model runs, so a bad request
-fails with an `InvalidArgumentError` naming the signature, the input and the
-limit (not an index error deep inside the encoder).
-"""
+"""Graph input guards and `tf.Example` parsing of the serving signatures: a bad
+request fails with an `InvalidArgumentError` naming the signature, the input
+and the limit, before the model runs."""
 
 from typing import Any, Callable, Dict, Mapping, Sequence, Tuple
 
@@ -73,16 +70,14 @@ def check_ids(features: Mapping[str, tf.Tensor],
 
 def parse_examples(serialized: tf.Tensor,
                    names: Mapping[str, str]) -> Dict[str, tf.Tensor]:
-  """int32 features `{key: values of feature names[key]}` of serialized
-  `tf.Example`s, zero-padded to the longest example of the batch.
+  """int32 `{key: feature names[key]}` of serialized `tf.Example`s, zero-padded
+  to the longest (`input_mask` and `input_type_ids` as long as the word ids).
 
-  `names["input_word_ids"]` is the length every example's `input_mask` and
-  `names["input_type_ids"]` must have. Model Garden's
-  `serve_examples` (official/nlp/serving/serving_modules.py) needs a fixed
-  `parse_sequence_length`, and `tf.io.parse_example` has no per-record status
-  and its error quotes the raw bytes, which TensorFlow's Python client fails
-  to decode (`UnicodeDecodeError`): so each record is parsed in a `tf.data`
-  pipeline that drops failures, and the missing batch positions are reported.
+  Model Garden's `serve_examples` needs a fixed `parse_sequence_length`;
+  `tf.io.parse_example` has no per-record status and its error quotes raw
+  bytes that TensorFlow's Python client fails to decode: each record is
+  parsed in a `tf.data` pipeline that drops failures, whose batch positions
+  are reported.
   """
   spec = {f: tf.io.RaggedFeature(tf.int64) for f in names.values()}
 

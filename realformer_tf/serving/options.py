@@ -1,9 +1,6 @@
-"""What each head's signatures need besides the Keras model.
-
-One dataclass per head, validated on construction; `from_task` builds it from
-the run's task config and the head's own export flags only (`top_k` for
-pre-training, `null_score_diff_threshold` for SQuAD).
-"""
+"""What each head's signatures need besides the Keras model: one dataclass per
+head, checked on construction; `from_task` reads the run's task config and the
+head's own export flags only (`top_k`, `null_score_diff_threshold`)."""
 
 import dataclasses
 from typing import Any, Dict, Optional, Tuple
@@ -35,6 +32,13 @@ class ServingOptions:
           f"max_seq_length={self.max_seq_length} must be in [3, "
           f"max_position_embeddings={self.max_position_embeddings}].")
 
+  @classmethod
+  def from_task(cls, task: cfg.TaskConfig, common: Dict[str, Any],
+                **own_flags) -> "ServingOptions":
+    """`common`: `ServingOptions`' fields; `own_flags`: the subclass's."""
+    del task  # What it adds (below) is head-specific.
+    return cls(**common, **own_flags)
+
 
 @dataclasses.dataclass
 class MaskedLMOptions(ServingOptions):
@@ -45,12 +49,6 @@ class MaskedLMOptions(ServingOptions):
     super().__post_init__()
     if self.top_k < 1:
       raise ValueError(f"top_k={self.top_k} must be >= 1.")
-
-  @classmethod
-  def from_task(cls, task: cfg.TaskConfig, common: Dict[str, Any],
-                top_k: int = 5) -> "MaskedLMOptions":
-    del task  # The masked-LM task adds nothing to `common`.
-    return cls(**common, top_k=top_k)
 
 
 @dataclasses.dataclass

@@ -2,20 +2,14 @@
 
 `MaskedLMServing`, `SentencePredictionServing` and `QuestionAnsweringServing`
 subclass `official.nlp.serving.serving_modules.{MaskedLM, SentencePrediction,
-QuestionAnswering}` (so `export_savedmodel_util.export` saves them and Model
-Garden's `get_inference_signatures` builds `serve` and `serve_examples`).
-They change or add only what Model Garden lacks or gets wrong:
-`serve` checks its inputs in the graph and returns all heads' outputs (Model
-Garden's MaskedLM returns only the NSP logits) and optionally every layer's
-attention; `serve_examples` parses this project's records at any length (see
-there); `serve_text` / `preprocess_text` take raw strings, tokenized and
-packed in the graph (`text_processing.BertTextPacker`; text that is not
-valid UTF-8 is refused, and what truncation cuts is counted in
-`num_truncated_tokens`): Model Garden's
-`serve_text_examples` only reads text from serialized `tf.Example`s, has no
-[MASK] handling and no SQuAD windows or answer extraction. The input guards
-live in `inputs`, each head's options in `options`, SQuAD's answer selection
-in `squad_answers`.
+QuestionAnswering}` (Model Garden saves them and builds `serve` and
+`serve_examples`), changing only what it lacks or gets wrong: `serve` checks
+its inputs (`inputs`) and returns all heads' outputs (Model Garden's MaskedLM
+returns only the NSP logits) and optionally every layer's attention;
+`serve_examples` parses this project's records at any length; `serve_text` /
+`preprocess_text` take raw strings, tokenized and packed in the graph (Model
+Garden's `serve_text_examples` reads text from `tf.Example`s only, with no
+[MASK] handling, SQuAD windows or answers: `squad_answers`).
 """
 
 import os

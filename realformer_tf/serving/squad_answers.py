@@ -1,11 +1,7 @@
-"""SQuAD answer selection in the graph, as Model Garden's `squad_lib` does it.
+"""`squad_lib.postprocess_output`'s answer choice as graph ops, for a SavedModel.
 
-`best_answers` is `squad_lib.postprocess_output`'s choice of the prediction
-(official/nlp/data/squad_lib.py: `_get_best_indexes_and_logits`, the span
-filters, the v2.0 null odds, `get_final_text`) written with tensor ops over
-all doc-stride windows of a batch, so that `serve_text` returns answers and
-not only logits: squad_lib is Python over numpy and cannot run in a
-SavedModel. Where squad_lib predicts its nonce "empty" (no valid span in
+squad_lib (official/nlp/data/squad_lib.py) is Python over numpy: it cannot
+run in `serve_text`. Where it predicts its nonce "empty" (no valid span in
 v1.1), this answers "" with `has_answer` False.
 """
 
@@ -20,7 +16,7 @@ def best_answers(options: options_lib.QuestionAnsweringOptions,
                  windows: Mapping[str, tf.Tensor],
                  context_tokens: Mapping[str, tf.RaggedTensor],
                  logits: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-  """squad_lib's answer selection over all doc-stride windows, in the graph.
+  """squad_lib's answer selection over all doc-stride windows.
 
   The `n_best_size` best starts and ends of each window, spans inside the
   context, starting in their max-context window, at most `max_answer_length`
