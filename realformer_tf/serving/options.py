@@ -9,7 +9,9 @@ from official.core import config_definitions as cfg
 from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
 
-ATTENTION_CHOICES = ("none", "scores", "probs")
+# `return_attention` choice -> the encoder output it returns.
+ATTENTION_KEYS = {"scores": "residual_scores", "probs": "attention_scores"}
+ATTENTION_CHOICES = ("none", *ATTENTION_KEYS)
 
 
 @dataclasses.dataclass

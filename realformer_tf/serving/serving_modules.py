@@ -30,22 +30,18 @@ from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import squad_answers
 from realformer_tf.serving import text_processing
 
-_ATTENTION_KEYS = {"scores": "residual_scores", "probs": "attention_scores"}
-
 
 class _RealFormerServingMixin:
   """One head: its config, options, input checks, model call and signatures.
 
-  Subclasses set `HEAD`, `TASK_CONFIG`, `OPTIONS` (the head's
-  `options.ServingOptions` subclass), `TEXT_SIGNATURES` and define the
-  classmethod `recorded_vocab(task)` ((vocabulary or None, lower_case or
-  None, where a run records it)) and `_head_outputs(outputs)` (the head's
-  named outputs from the model's).
+  Subclasses set the class constants below and define `recorded_vocab(task)`
+  ((vocabulary or None, lower_case or None, where a run records it)) and
+  `_head_outputs(outputs)` (the head's named outputs from the model's).
   """
 
   HEAD = ""  # The head's name in `ExportResult.head`.
   TASK_CONFIG = cfg.TaskConfig  # The Model Garden task config it serves.
-  OPTIONS = options_lib.ServingOptions
+  OPTIONS = options_lib.ServingOptions  # The head's options class.
   # Text signature key -> (tf.function, its string inputs).
   TEXT_SIGNATURES: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
   EXAMPLE_FIELDS: Tuple[str, ...] = ()  # serve_examples' extra features.
@@ -60,7 +56,8 @@ class _RealFormerServingMixin:
     self.options = options
     self.packer = text_processing.BertTextPacker(
         vocab_file, lower_case, options.max_seq_length) if vocab_file else None
-    self.attention_key = _ATTENTION_KEYS.get(options.return_attention)
+    self.attention_key = options_lib.ATTENTION_KEYS.get(
+        options.return_attention)
     self.serving_model = self._build_serving_model()
 
   def _build_serving_model(self) -> tf_keras.Model:
@@ -110,16 +107,10 @@ class _RealFormerServingMixin:
 
   @tf.function
   def serve_examples(self, inputs) -> Dict[str, tf.Tensor]:
-    """`serve` on serialized `tf.Example`s of this project's records.
-
-    `segment_ids` are the type ids (Model Garden's `MaskedLM.serve_examples`,
-    serving_modules.py:237, feeds the word ids). Int64 features of any length
-    up to the model's maximum (Model Garden needs a fixed
-    `parse_sequence_length`), each record parsed once and zero-padded to the
-    longest of the batch (mask 0); a string that does not parse, or an
-    example whose features differ in length, is an error
-    (`inputs.parse_examples`).
-    """
+    """`serve` on serialized `tf.Example`s of this project's records, of any
+    length (`inputs.parse_examples`); `segment_ids` are the type ids (Model
+    Garden's `MaskedLM.serve_examples`, serving_modules.py:237, feeds the
+    word ids)."""
     names = {"input_word_ids": self.input_word_ids_field,
              "input_mask": "input_mask",
              "input_type_ids": self.input_type_ids_field,
