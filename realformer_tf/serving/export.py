@@ -15,8 +15,8 @@ next to `--export_dir` (`<export_dir>.tmp-PID`) and swapped into place by
 `utils.atomic_path`, so with `--overwrite` the previous export stays whole
 until the new one is complete. What a killed export left is cleaned up by
 the next one: its temporary directory removed, a previous export set aside
-mid-swap restored. The head's class in
-`serving_modules` gives `serving_default`, `serve_examples` and, unless
+mid-swap restored. The head's class in `serving_modules` (its options in
+`options`) gives `serving_default`, `serve_examples` and, unless
 `--noserve_text`, the text signatures (tensorflow-text ops; the run's
 vocabulary becomes a SavedModel asset).
 """
@@ -38,6 +38,7 @@ from official.nlp.serving import export_savedmodel_util
 from realformer_tf import utils
 from realformer_tf.configs import registry
 from realformer_tf.data import tokenization
+from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import serving_modules
 
 HEADS = (serving_modules.MaskedLMServing,
@@ -188,13 +189,17 @@ def export_model(model_dir: str,
   encoder = task.model.encoder.get()
   if max_seq_length is None:  # The training length.
     max_seq_length = task.validation_data.seq_length
-  options = head.options_from_config(
+  # Each head's options take the flags of their own fields only.
+  fields = {f.name for f in dataclasses.fields(head.OPTIONS)}
+  head_flags = {k: v for k, v in dict(
+      top_k=top_k, null_score_diff_threshold=null_score_diff_threshold).items()
+                if k in fields}
+  options = head.OPTIONS.from_task(
       task, dict(max_seq_length=int(max_seq_length),
                  max_position_embeddings=int(encoder.max_position_embeddings),
                  vocab_size=int(encoder.vocab_size),
                  type_vocab_size=int(encoder.type_vocab_size),
-                 return_attention=return_attention),
-      top_k=top_k, null_score_diff_threshold=null_score_diff_threshold)
+                 return_attention=return_attention), **head_flags)
   vocab = None
   if serve_text:
     vocab, lower_case = load_vocab(task, head, options.vocab_size, vocab_file,
@@ -255,7 +260,7 @@ def define_flags():
                        "Sequence length of the text signatures; default: "
                        "the run's data seq_length.")
   flags.DEFINE_enum("return_attention", "none",
-                    list(serving_modules.ATTENTION_CHOICES),
+                    list(options_lib.ATTENTION_CHOICES),
                     "Also output each layer's attention: pre-softmax "
                     "residual scores or softmax probabilities.")
   flags.DEFINE_float("null_score_diff_threshold", None,

@@ -1,10 +1,13 @@
 """Tiny trained-run model dirs (params.yaml + trainer checkpoint) per head."""
 
+import fcntl
 import json
 import os
+import pickle
+import shutil
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -18,6 +21,7 @@ from realformer_tf.configs import experiments  # pylint: disable=unused-import
 from realformer_tf.configs import finetuning  # pylint: disable=unused-import
 from realformer_tf.configs import squad  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
+from realformer_tf.data import squad as squad_data
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -46,11 +50,48 @@ TINY_ENCODER = dict(hidden_size=32, num_layers=2, num_attention_heads=4,
 
 HEADS = ("pretraining", "sst2", "stsb", "squad_v1", "squad_v2")
 
+# SQuAD (question, context) pairs: long contexts span several doc-stride
+# windows, one context has a double space.
+CONTEXT_1 = ("Super Bowl 50 was won by the Denver Broncos, who beat the "
+             "Carolina Panthers 24-10 at Levi's Stadium in Santa Clara. The "
+             "Normans were descended from Norse raiders and gave their name "
+             "to Normandy, a region in France, in the 10th century.")
+SQUAD_QAS = (
+    ("Who won Super Bowl 50?", CONTEXT_1),
+    ("Where was the dog?", "The  dog sat on the mat."),
+    ("What region gave the Normans their name in France?", CONTEXT_1),
+    ("Who beat the Carolina Panthers?", CONTEXT_1),
+    ("Where did the cat sit?", "The cat sat on the mat, the dog at Levi's "
+     "Stadium."),
+)
+
 
 def write_vocab(path: str) -> str:
+  """The handmade WordPiece vocabulary `VOCAB`, written to `path`."""
   with open(path, "w") as f:
     f.write("\n".join(VOCAB) + "\n")
   return path
+
+
+def squad_features(json_path: str, vocab_file: str, v2: bool):
+  """`SQUAD_QAS` as the SQuAD eval pipeline (`data.squad`, squad_lib) reads
+  them: (examples, features, tokenizer); the JSON is written to `json_path`.
+  """
+  qas = [{"id": f"q{i}", "question": q, "is_impossible": False,
+          "answers": [{"text": c.split()[1],
+                       "answer_start": c.index(c.split()[1])}]}
+         for i, (q, c) in enumerate(SQUAD_QAS)]
+  with open(json_path, "w") as f:
+    json.dump({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+        {"context": c, "qas": [qa]} for qa, (_, c) in zip(qas, SQUAD_QAS)]}]},
+              f)
+  examples, _ = squad_data.read_squad_examples(json_path, False, v2)
+  tokenizer = squad_data.SquadTokenizer(vocab_file)
+  features = []
+  squad_data.convert_examples_to_features(
+      examples, tokenizer, SEQ_LENGTH, DOC_STRIDE, QUERY_LENGTH,
+      is_training=False, output_fn=features.append)
+  return examples, features, tokenizer
 
 
 def make_config(head: str, root: str, vocab_file: str):
@@ -151,6 +192,32 @@ def make_model_dir(root: str, head: str, seed: int = 0):
   tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=2).save(
       checkpoint_number=1)
   return model_dir, vocab_file, config, model
+
+
+def build_once(tmp_path_factory, name: str, build: Callable[[str], Any]) -> Any:
+  """`build(directory)`'s picklable result, built once per test session.
+
+  Under pytest-xdist every worker runs a module's fixtures again; here the
+  first worker to ask builds in a directory all workers share (the xdist
+  recipe: the parent of each worker's base temp) while the others wait on a
+  lock and read the pickled result.
+  """
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent
+  directory = os.path.join(str(root), name)
+  result_path = directory + ".pkl"
+  with open(directory + ".lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes.
+    if not os.path.exists(result_path):
+      shutil.rmtree(directory, ignore_errors=True)  # A failed build's.
+      os.makedirs(directory)
+      result = build(directory)
+      with open(result_path + ".tmp", "wb") as f:
+        pickle.dump(result, f)
+      os.replace(result_path + ".tmp", result_path)
+    with open(result_path, "rb") as f:
+      return pickle.load(f)
 
 
 def subprocess_env() -> Dict[str, str]:

@@ -3,14 +3,16 @@
 One tiny run per head (pre-training, SST-2 classification, STS-B regression,
 SQuAD v1.1, SQuAD v2.0) is built here (params.yaml via Model Garden's
 `serialize_config`, a checkpoint written as Model Garden's trainer writes it,
-a handmade vocabulary) and exported once (module-scoped fixture). Then, in
-FRESH processes (no Keras model in memory), the SavedModels are loaded with
-`tf.saved_model.load` and run through `saved_model_cli run`, and their outputs
-are compared with the in-memory Keras models (1e-5) and with the training data
-code (token ids, SQuAD features and answers).
+a handmade vocabulary) and exported once per test session, even across
+pytest-xdist workers (`served`: each head when a test first needs it). Then,
+in a FRESH process per head (no Keras model in memory), the SavedModel is
+loaded with `tf.saved_model.load` and run through `saved_model_cli run`, and
+its outputs are compared with the in-memory Keras models (1e-5) and with the
+training data code (token ids, SQuAD features and answers).
 """
 
 import collections
+import functools
 import json
 import os
 import pickle
@@ -38,18 +40,7 @@ ATTENTION = {"pretraining": "probs", "sst2": "scores", "stsb": "none",
 ID_KEYS = ["input_word_ids", "input_mask", "input_type_ids"]
 CLS, SEP, MASK = 2, 3, 4
 
-CONTEXT_1 = ("Super Bowl 50 was won by the Denver Broncos, who beat the "
-             "Carolina Panthers 24-10 at Levi's Stadium in Santa Clara. The "
-             "Normans were descended from Norse raiders and gave their name "
-             "to Normandy, a region in France, in the 10th century.")
-SQUAD_QAS = (
-    ("Who won Super Bowl 50?", CONTEXT_1),
-    ("Where was the dog?", "The  dog sat on the mat."),
-    ("What region gave the Normans their name in France?", CONTEXT_1),
-    ("Who beat the Carolina Panthers?", CONTEXT_1),
-    ("Where did the cat sit?", "The cat sat on the mat, the dog at Levi's "
-     "Stadium."),
-)
+SQUAD_QAS = common.SQUAD_QAS
 LONG = " ".join(["the film was fun and great"] * 8)
 SST2_TEXTS = ("The movie was GREAT!", "a boring film", LONG,
               "Café naïve straße 😀 fun")
@@ -261,9 +252,8 @@ def build_pretraining(run: Run) -> None:
   ids_request = run.requests["ids"][1]
   run.cli = {
       "signature": "serving_default",
-      "args": ["--input_exprs", ";".join(
-          f"{k}={v.tolist()}"
-          for k, v in ids_request.items())],
+      "inputs": {"input_exprs": ";".join(
+          f"{k}={v.tolist()}" for k, v in ids_request.items())},
       "expected": {"mlm_logits": run.expected["ids"]["mlm_logits"]}}
 
 
@@ -334,8 +324,7 @@ def build_glue(run: Run) -> None:
   if spec.text_b is None:
     run.cli = {
         "signature": "serve_text",
-        "args": ["--input_exprs",
-                 f"text={json.dumps(list(SST2_TEXTS[:2]))}"],
+        "inputs": {"input_exprs": f"text={json.dumps(list(SST2_TEXTS[:2]))}"},
         "expected": {k: v[:2] for k, v in run.expected["text"].items()
                      if k in ("probabilities", "attention_scores",
                               "residual_scores")}}
@@ -345,9 +334,8 @@ def build_glue(run: Run) -> None:
     ids_request = run.requests["ids"][1]
     run.cli = {
         "signature": "serving_default",
-        "args": ["--input_exprs", ";".join(
-            f"{k}={v.tolist()}"
-            for k, v in ids_request.items())],
+        "inputs": {"input_exprs": ";".join(
+            f"{k}={v.tolist()}" for k, v in ids_request.items())},
         "expected": run.expected["ids"]}
 
 
@@ -361,21 +349,8 @@ RawResult = collections.namedtuple("RawResult",
 def build_squad(run: Run) -> None:
   v2 = run.head == "squad_v2"
   task = run.config.task
-  json_path = os.path.join(run.model_dir, "dev.json")
-  qas = [{"id": f"q{i}", "question": q, "is_impossible": False,
-          "answers": [{"text": c.split()[1],
-                       "answer_start": c.index(c.split()[1])}]}
-         for i, (q, c) in enumerate(SQUAD_QAS)]
-  with open(json_path, "w") as f:
-    json.dump({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
-        {"context": c, "qas": [qa]} for qa, (_, c) in zip(qas, SQUAD_QAS)]}]},
-              f)
-  examples, _ = squad_data.read_squad_examples(json_path, False, v2)
-  tokenizer = squad_data.SquadTokenizer(run.vocab_file)
-  features = []
-  squad_data.convert_examples_to_features(
-      examples, tokenizer, common.SEQ_LENGTH, common.DOC_STRIDE,
-      common.QUERY_LENGTH, is_training=False, output_fn=features.append)
+  examples, features, tokenizer = common.squad_features(
+      os.path.join(run.model_dir, "dev.json"), run.vocab_file, v2)
   assert len(features) > len(examples)  # Long contexts: several windows.
   arrays = dict(
       input_word_ids=np.array([f.input_ids for f in features], np.int32),
@@ -445,18 +420,17 @@ def build_squad(run: Run) -> None:
     first = {k: v[:1].tolist() for k, v in arrays.items()}
     run.cli = {
         "signature": "serve_examples",
-        "args": ["--input_examples", "examples=[" + json.dumps({
+        "inputs": {"input_examples": "examples=[" + json.dumps({
             "input_ids": first["input_word_ids"][0],
             "input_mask": first["input_mask"][0],
-            "segment_ids": first["input_type_ids"][0]}) + "]"],
+            "segment_ids": first["input_type_ids"][0]}) + "]"},
         "expected": {k: v[:1] for k, v in reference.items()}}
   else:
     question, context = SQUAD_QAS[1]
     run.cli = {
         "signature": "serve_text",
-        "args": ["--input_exprs",
-                 f"question={json.dumps([question])};"
-                 f"context={json.dumps([context])}"],
+        "inputs": {"input_exprs": f"question={json.dumps([question])};"
+                                  f"context={json.dumps([context])}"},
         "expected": {"answer_text": expected["answer_text"][1:2]}}
 
 
@@ -468,7 +442,7 @@ BUILDERS = {"pretraining": build_pretraining, "sst2": build_glue,
 # --------------------------------------------------------- bad input cases --
 
 
-def bad_requests(runs: Dict[str, Run]) -> Dict[str, Tuple[str, str, Dict]]:
+def bad_requests() -> Dict[str, Tuple[str, str, Dict]]:
   """name -> (head, signature, inputs) that must fail with a clear error."""
   ok = random_features(np.random.RandomState(4), 2, 8)
   mlm = dict(ok, masked_lm_positions=np.array([[1], [8]], np.int32))
@@ -521,74 +495,79 @@ def bad_requests(runs: Dict[str, Run]) -> Dict[str, Tuple[str, str, Dict]]:
   }
 
 
-# ----------------------------------------------------------------- fixture --
+# ---------------------------------------------------------------- fixtures --
 
 
 def _popen(args: List[str]) -> subprocess.Popen:
-  return subprocess.Popen(args, env=common.subprocess_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True,
-                          cwd=common.REPO_ROOT)
+  return subprocess.Popen(args, env=common.subprocess_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, cwd=common.REPO_ROOT)
 
 
-def _cli_args(run: Run, outdir: str) -> List[str]:
-  return (["run", "--dir", run.export_dir, "--tag_set", "serve",
-           "--signature_def", run.cli["signature"], "--outdir", outdir,
-           "--overwrite"] + run.cli["args"])
+def serve_head(head: str, root: str) -> Run:
+  """Builds, exports and serves one head in a fresh process.
 
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-  """Builds, exports and serves (fresh processes) one run per head."""
-  root = str(tmp_path_factory.mktemp("serving"))
-  runs = {}
-  for head in common.HEADS:
-    run = Run(head, root)
-    BUILDERS[head](run)
-    run.result = export.export_model(run.model_dir, run.export_dir,
-                                     **run.export_kwargs)
-    runs[head] = run
-
-  requests = [(run.export_dir, f"{run.head}/{name}", signature, inputs)
-              for run in runs.values()
+  One `saved_model_runner` process calls the head's requests, its bad
+  requests and its `saved_model_cli run`; SQuAD v1.1 also runs the
+  command line `python -m realformer_tf.serving.saved_model_cli` on a bad
+  input, beside it. Returns the run without its Keras model (picklable).
+  """
+  run = Run(head, root)
+  BUILDERS[head](run)
+  run.result = export.export_model(run.model_dir, run.export_dir,
+                                   **run.export_kwargs)
+  requests = [(run.export_dir, name, signature, inputs)
               for name, (signature, inputs) in run.requests.items()]
-  bad = bad_requests(runs)
-  requests += [(runs[head].export_dir, f"bad/{name}", signature, inputs)
-               for name, (head, signature, inputs) in bad.items()]
+  requests += [(run.export_dir, f"bad/{name}", signature, inputs)
+               for name, (bad_head, signature, inputs)
+               in bad_requests().items() if bad_head == head]
+  run.cli_outdir = os.path.join(root, "cli")
+  requests.append((run.export_dir, "cli", run.cli["signature"],
+                   run.cli["inputs"], run.cli_outdir))
   requests_path = os.path.join(root, "requests.pkl")
   results_path = os.path.join(root, "results.pkl")
   with open(requests_path, "wb") as f:
     pickle.dump(requests, f)
-  # The fresh-process runner and the saved_model_cli calls run side by side.
   processes = {"runner": _popen([sys.executable, "-m",
                                  "tests.helpers.saved_model_runner",
                                  requests_path, results_path])}
-  for head, run in runs.items():
-    run.cli_outdir = os.path.join(root, f"cli_{head}")
-    processes[head] = _popen(
-        [sys.executable, "-m", "realformer_tf.serving.saved_model_cli"]
-        + _cli_args(run, run.cli_outdir))
-  question, _ = SQUAD_QAS[0]
-  processes["cli_bad"] = _popen(
-      [sys.executable, "-m", "realformer_tf.serving.saved_model_cli", "run",
-       "--dir", runs["squad_v1"].export_dir, "--tag_set", "serve",
-       "--signature_def", "serve_text", "--input_exprs",
-       f"question={json.dumps([question])};context=['']"])
+  if head == "squad_v1":
+    question, _ = SQUAD_QAS[0]
+    processes["cli_bad"] = _popen(
+        [sys.executable, "-m", "realformer_tf.serving.saved_model_cli", "run",
+         "--dir", run.export_dir, "--tag_set", "serve",
+         "--signature_def", "serve_text", "--input_exprs",
+         f"question={json.dumps([question])};context=['']"])
   finished = {name: (p.communicate(timeout=600), p.returncode)
               for name, p in processes.items()}
   (_, runner_err), runner_rc = finished.pop("runner")
   assert runner_rc == 0, runner_err[-3000:]
   with open(results_path, "rb") as f:
     results = pickle.load(f)
-  for run in runs.values():
-    run.outputs = {name.split("/", 1)[1]: value
-                   for name, value in results.items()
-                   if name.startswith(run.head + "/")}
-  runs["bad"] = {name.split("/", 1)[1]: value["error"]
-                 for name, value in results.items()
-                 if name.startswith("bad/") and "error" in value}
-  runs["bad_missing"] = sorted(set(bad) - set(runs["bad"]))
-  runs["cli"] = finished
-  return runs
+  run.cli_result = results.pop("cli")
+  run.bad = {name.split("/", 1)[1]: value.get("error")
+             for name, value in results.items() if name.startswith("bad/")}
+  run.outputs = {name: value for name, value in results.items()
+                 if not name.startswith("bad/")}
+  run.cli_bad = finished.get("cli_bad")
+  run.max_answer_length = getattr(run.config.task, "max_answer_length", None)
+  run.model = run.tokenizer = run.config = None
+  return run
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+  """`served(head)`: the head's `serve_head`, built once per session (and
+  across pytest-xdist workers), so that each test waits for its heads only."""
+  cache = {}
+
+  def get(head: str) -> Run:
+    if head not in cache:
+      cache[head] = common.build_once(tmp_path_factory, f"export_{head}",
+                                      functools.partial(serve_head, head))
+    return cache[head]
+
+  return get
 
 
 def assert_outputs(actual: Dict[str, Any], expected: Dict[str, Any],
@@ -611,58 +590,56 @@ def assert_outputs(actual: Dict[str, Any], expected: Dict[str, Any],
 
 
 @pytest.mark.parametrize("head", common.HEADS)
-def test_fresh_process_outputs_equal_keras_and_training_pipeline(runs, head):
-  run = runs[head]
+def test_fresh_process_outputs_equal_keras_and_training_pipeline(served, head):
+  run = served(head)
   assert set(run.outputs) == set(run.requests)
   for name, expected in run.expected.items():
     assert_outputs(run.outputs[name], expected, f"{head}/{name}")
 
 
 @pytest.mark.parametrize("head", common.HEADS)
-def test_saved_model_cli_run_equals_keras(runs, head):
-  run = runs[head]
-  (_, stderr), rc = runs["cli"][head]
-  assert rc == 0, stderr[-3000:]
+def test_saved_model_cli_run_equals_keras(served, head):
+  run = served(head)
+  assert "error" not in run.cli_result, run.cli_result["error"][-3000:]
   outputs = {os.path.splitext(name)[0]: np.load(
       os.path.join(run.cli_outdir, name), allow_pickle=True)
              for name in os.listdir(run.cli_outdir)}
   assert_outputs(outputs, run.cli["expected"], f"saved_model_cli {head}")
 
 
-def test_signatures_and_custom_ops(runs):
+@pytest.mark.parametrize("head", common.HEADS)
+def test_signatures_and_custom_ops(served, head):
   # Every head packs with Model Garden's BertPackInputs (SQuAD's windows
   # too), which trims with tensorflow-text's RoundRobinTrimmer.
   text_ops = sorted(["CaseFoldUTF8", "NormalizeUTF8", "RegexSplitWithOffsets",
                      "WordpieceTokenizeWithOffsets", "TFText>RoundRobinTrim"])
-  for head in common.HEADS:
-    result = runs[head].result
-    expected = ["preprocess_text", "serve_examples", "serve_text",
-                "serving_default"]
-    if head == "pretraining":
-      expected.insert(3, "serve_text_pair")
-    assert result.signatures == expected, head
-    assert result.max_seq_length == common.SEQ_LENGTH
-    assert result.lower_case is True
-    assert result.custom_ops == text_ops, head
-    with open(os.path.join(runs[head].export_dir, "assets",
-                           "vocab.txt")) as f:
-      assert f.read().split("\n")[:-1] == common.VOCAB
+  result = served(head).result
+  expected = ["preprocess_text", "serve_examples", "serve_text",
+              "serving_default"]
+  if head == "pretraining":
+    expected.insert(3, "serve_text_pair")
+  assert result.signatures == expected, head
+  assert result.max_seq_length == common.SEQ_LENGTH
+  assert result.lower_case is True
+  assert result.custom_ops == text_ops, head
+  with open(os.path.join(served(head).export_dir, "assets", "vocab.txt")) as f:
+    assert f.read().split("\n")[:-1] == common.VOCAB
 
 
-def test_serve_examples_uses_segment_ids(runs):
+def test_serve_examples_uses_segment_ids(served):
   """Model Garden's MaskedLM.serve_examples feeds word ids as type ids."""
-  outputs = runs["pretraining"].outputs
+  outputs = served("pretraining").outputs
   for key in ("mlm_logits", "next_sentence_logits"):
     difference = np.abs(outputs["examples"][key]
                         - outputs["examples_other_types"][key]).max()
     assert difference > 1e-3, key
 
 
-def test_squad_answers_point_into_the_context(runs):
+def test_squad_answers_point_into_the_context(served):
   for head in ("squad_v1", "squad_v2"):
-    out = runs[head].outputs["text"]
+    out = served(head).outputs["text"]
     assert list(out["num_windows"]) == [
-        sum(f.example_index == i for f in runs[head].squad_features)
+        sum(f.example_index == i for f in served(head).squad_features)
         for i in range(len(SQUAD_QAS))]
     for i, (_, context) in enumerate(SQUAD_QAS):
       text = out["answer_text"][i].decode()
@@ -676,9 +653,9 @@ def test_squad_answers_point_into_the_context(runs):
       assert " ".join(context.encode()[start:end].decode().split()) == text
       assert 0 <= out["answer_start_token"][i] <= out["answer_end_token"][i]
       assert (out["answer_end_token"][i] - out["answer_start_token"][i]
-              < runs[head].config.task.max_answer_length)
-  v2 = runs["squad_v2"].outputs["text"]
-  threshold = runs["squad_v2"].export_kwargs["null_score_diff_threshold"]
+              < served(head).max_answer_length)
+  v2 = served("squad_v2").outputs["text"]
+  threshold = served("squad_v2").export_kwargs["null_score_diff_threshold"]
   np.testing.assert_array_equal(v2["has_answer"],
                                 v2["null_score_diff"] <= threshold)
   np.testing.assert_allclose(v2["null_score_diff"],
@@ -717,15 +694,15 @@ def test_squad_answers_point_into_the_context(runs):
     ("invalid_utf8_context", "`context` holds a string that is not valid "
      "UTF-8 at batch positions] [0]"),
 ])
-def test_bad_input_gives_clear_error(runs, name, message):
-  assert not runs["bad_missing"], f"no error for {runs['bad_missing']}"
-  error = runs["bad"][name]
+def test_bad_input_gives_clear_error(served, name, message):
+  error = served(bad_requests()[name][0]).bad[name]
+  assert error, f"no error for {name}"
   assert message in error, error[:2000]
   if name not in ("wrong_dtype", "wrong_rank"):
     assert error.startswith("InvalidArgumentError"), error[:300]
 
 
-def test_saved_model_cli_bad_input_fails_with_message(runs):
-  (_, stderr), rc = runs["cli"]["cli_bad"]
+def test_saved_model_cli_bad_input_fails_with_message(served):
+  (_, stderr), rc = served("squad_v1").cli_bad
   assert rc != 0
   assert "`context` holds an empty string" in stderr, stderr[-3000:]
