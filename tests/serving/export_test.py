@@ -25,6 +25,7 @@ import tensorflow as tf
 from official.nlp.configs import encoders as mg_encoders
 from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
+from realformer_tf.data import squad_json
 from realformer_tf.data import tokenization
 from realformer_tf.serving import export
 from tests.helpers import numpy_reference
@@ -370,7 +371,7 @@ def build_squad(run: Run) -> None:
     json.dump({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
         {"context": c, "qas": [qa]} for qa, (_, c) in zip(qas, SQUAD_QAS)]}]},
               f)
-  examples, _ = squad_data.read_squad_examples(json_path, False, v2)
+  examples, _ = squad_json.read_squad_examples(json_path, False, v2)
   tokenizer = squad_data.SquadTokenizer(run.vocab_file)
   features = []
   squad_data.convert_examples_to_features(
