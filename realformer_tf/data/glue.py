@@ -42,11 +42,12 @@ others) and cannot read the TSV files; its `TfdsProcessor` (line 663) may
 download and knows one dev split (MNLI has two).
 """
 
+import csv
 import dataclasses
 import json
 import math
 import os
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from absl import app
 from absl import flags
@@ -186,11 +187,31 @@ def _parse_label(spec: GlueTaskSpec, value: str, where: str):
   return spec.labels.index(value)
 
 
+def _tsv_rows(path: str) -> Iterator[Tuple[int, List[str]]]:
+  """(line number, fields) of each line of a UTF-8 TSV file, as GLUE's own
+  reader splits them (`csv.reader`, tab, `QUOTE_NONE`); a line is one row,
+  its trailing carriage return dropped, a UTF-8 BOM skipped."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    raw = f.read()
+  try:
+    lines = raw.decode("utf-8-sig").split("\n")
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}: not UTF-8 text ({e}).") from e
+  reader = csv.reader((line.rstrip("\r") for line in lines), delimiter="\t",
+                      quoting=csv.QUOTE_NONE)
+  try:
+    for fields in reader:
+      yield reader.line_num, fields
+  except csv.Error as e:  # A carriage return inside a row; a huge field.
+    raise ValueError(f"{path}:{reader.line_num}: not a tab-separated row "
+                     f"({e}).") from e
+
+
 def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   """The examples of one GLUE TSV file of `spec`'s task, in file order.
 
-  Fields are split on tabs with no quoting (GLUE's `QUOTE_NONE`); a UTF-8 BOM
-  (MRPC) is skipped; blank lines are ignored.
+  Fields are split on tabs with no quoting (`_tsv_rows`); a UTF-8 BOM (MRPC)
+  is skipped; blank lines are ignored.
 
   Raises:
     ValueError: naming `path` and the line, if the file is missing, is not
@@ -201,17 +222,12 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   if not tf.io.gfile.exists(path):
     raise ValueError(f"{path}: file not found (expected the GLUE "
                      f"{spec.dir_name} layout).")
-  with tf.io.gfile.GFile(path, "rb") as f:
-    raw = f.read()
-  try:
-    lines = raw.decode("utf-8-sig").split("\n")
-  except UnicodeDecodeError as e:
-    raise ValueError(f"{path}: not UTF-8 text ({e}).") from e
+  rows = _tsv_rows(path)
   has_header = isinstance(spec.label, str)
   text_columns = [c for c in (spec.text_a, spec.text_b) if c is not None]
   index = {c: c for c in text_columns + [spec.label]}
   if has_header:
-    header = lines[0].rstrip("\r").split("\t")
+    header = next(rows, (1, []))[1]
     missing = [c for c in index if c not in header]
     if missing:
       raise ValueError(
@@ -224,12 +240,10 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   # (CoLA) end with their last text column.
   width = len(header) if has_header else max(index.values()) + 1
   examples = []
-  for line_number in range(int(has_header) + 1, len(lines) + 1):
-    line = lines[line_number - 1].rstrip("\r")
-    if not line.strip():
+  for line_number, fields in rows:
+    if not "".join(fields).strip():
       continue
     where = f"{path}:{line_number}"
-    fields = line.split("\t")
     if len(fields) < width:
       raise ValueError(
           f"{where}: {len(fields)} column(s), but the {spec.name} format "

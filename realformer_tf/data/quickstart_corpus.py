@@ -201,10 +201,16 @@ def _cached_manifest(data_dir: str, key: dict) -> Optional[dict]:
   return manifest
 
 
-def _result(data_dir: str, counts: dict) -> Dict[str, object]:
+def _result(data_dir: str, key: dict, counts: dict) -> Dict[str, object]:
+  """What `prepare_quickstart_data` returns; logs which Python built it."""
+  # The stdlib corpus differs between Python versions (the README quotes
+  # 3.11's numbers), so the output says which one built it.
+  python = key["python"] and ".".join(key["python"].split(".")[:2])
+  logging.info("Quickstart corpus: %s.", f"docstrings of the Python {python} "
+               "standard library" if python else "your input files")
   return dict(train_file=os.path.join(data_dir, _TRAIN_RECORDS),
               eval_file=os.path.join(data_dir, _EVAL_RECORDS),
-              vocab_file=os.path.join(data_dir, _VOCAB),
+              vocab_file=os.path.join(data_dir, _VOCAB), python=python,
               **{name: counts[name] for name in (
                   "vocab_size", "num_train_examples", "num_eval_examples")})
 
@@ -232,7 +238,9 @@ def prepare_quickstart_data(
 
   Returns:
     dict(train_file, eval_file, vocab_file, vocab_size (the real size),
-    num_train_examples, num_eval_examples).
+    num_train_examples, num_eval_examples, python: "major.minor" of the
+    Python whose docstrings made the corpus, None for `input_files`; the
+    manifest's `key.python` has its full version).
 
   Raises:
     ValueError: For a bad argument, a missing or empty input file, or a
@@ -265,7 +273,7 @@ def prepare_quickstart_data(
   manifest = _cached_manifest(data_dir, key)
   if manifest:
     logging.info("Quickstart data in %s is up to date (cache hit).", data_dir)
-    return _result(data_dir, manifest["counts"])
+    return _result(data_dir, key, manifest["counts"])
 
   if input_files:
     logging.info("Reading quickstart corpus from %s", ", ".join(input_files))
@@ -314,4 +322,4 @@ def prepare_quickstart_data(
               output_set=outputs))
     outputs.commit(dict(key=key, counts=counts))
   logging.info("Quickstart data written to %s: %s", data_dir, counts)
-  return _result(data_dir, counts)
+  return _result(data_dir, key, counts)

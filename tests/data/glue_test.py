@@ -313,3 +313,13 @@ def test_tfds_labels_are_mapped_by_name(tmp_path):
   assert list(data["input_word_ids"][0][:8]) == [
       vocab[t] for t in ("[CLS]", "a", "man", "sleeps", ".", "[SEP]",
                          "someone", "rests")]
+
+
+def test_row_the_tsv_reader_cannot_split(tmp_path):
+  """A carriage return inside a row is no row of GLUE's `csv.reader`."""
+  path = str(tmp_path / "x.tsv")
+  _write(path, "gj04\t1\t\tThe sailors rode the breeze.\n"
+               "gj04\t0\t*\tThe sailors\rrode breeze the.\n")
+  with pytest.raises(ValueError, match=r"x\.tsv:2: not a tab-separated row "
+                     r"\(new-line character seen"):
+    glue.read_tsv_examples(glue.get_task("cola"), path)
