@@ -24,7 +24,7 @@ Writes, in `output_dir`:
     length, vocabulary (the sweep reads the train size from it), and each
     record file's size, mtime and SHA-256.
 
-The files change as one set (`realformer_tf.output_sets`): all are written
+The files change as one set (`data.output_sets`): all are written
 under temporary names first and renamed into place, the meta data last, so a
 killed conversion leaves the previous set whole, or (killed during the
 renames) records that do not match their meta data, which training refuses
@@ -57,7 +57,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from official.nlp.data import classifier_data_lib
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.data import tokenization
 

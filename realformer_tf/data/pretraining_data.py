@@ -33,7 +33,7 @@ Ours around it, each where that module does not fit:
   byte-identical for a seed in any process, and they and their meta data
   `<stem>_pretraining_meta_data.json` (options, vocabulary, count, and the
   record's size, mtime and SHA-256) change as one set
-  (`realformer_tf.output_sets`), which training checks.
+  (`data.output_sets`), which training checks.
 """
 
 import contextlib
@@ -48,7 +48,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf.data import tokenization
 
 # Lines handed to the tokenizer per call.

@@ -19,7 +19,7 @@ The learned vocabulary can be well under target on a corpus this small
 The result is cached: a call whose arguments (and Python version, and inputs'
 SHA-256) match the manifest, whose outputs are present and unchanged, reuses
 them; otherwise all is rebuilt. The files are one set
-(`realformer_tf.output_sets`): written under temporary names, then renamed
+(`data.output_sets`): written under temporary names, then renamed
 into place with the manifest (which lists each file's size, mtime and
 SHA-256) last, so a killed rebuild leaves the previous cache whole, or files
 that do not match the manifest, which the next call rebuilds.
@@ -37,7 +37,7 @@ from typing import Dict, List, Optional, Sequence
 from absl import logging
 import tensorflow as tf
 
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
@@ -264,7 +264,7 @@ def prepare_quickstart_data(
   key = dict(
       format_version=_FORMAT_VERSION,
       corpus=("files" if input_files else "stdlib-docstrings"),
-      inputs=([dict(path=f, sha256=tokenization.file_sha256(f))
+      inputs=([dict(path=f, sha256=output_sets.file_sha256(f))
                for f in input_files] if input_files else None),
       python=None if input_files else "%d.%d.%d" % sys.version_info[:3],
       vocab_size=vocab_size, max_seq_length=max_seq_length,

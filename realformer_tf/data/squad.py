@@ -39,7 +39,7 @@ import tensorflow as tf
 import yaml
 
 from official.nlp.data import squad_lib
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.data import schedule
 from realformer_tf.data import squad_json
@@ -321,7 +321,7 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
   """What the command line does; returns the meta data it wrote.
 
   Every argument is checked before any file is opened. The record, its meta
-  data and the schedule are one set (`realformer_tf.output_sets`): written
+  data and the schedule are one set (`data.output_sets`): written
   under temporary names, then renamed into place with the meta data last,
   which lists each file's size, mtime and SHA-256. A failure or a kill
   leaves the previous set whole, or (killed during the renames) a record

@@ -14,7 +14,6 @@ pre-training records assumes; the published BERT vocabularies also have
 `[PAD]` at 0 (and `[UNK]`=100, `[CLS]`=101, `[SEP]`=102, `[MASK]`=103).
 """
 
-import hashlib
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
@@ -25,6 +24,7 @@ from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from official.nlp.modeling.layers import text_layers
 from realformer_tf import utils
+from realformer_tf.data import output_sets
 
 PAD = "[PAD]"
 UNK = "[UNK]"
@@ -227,15 +227,6 @@ def learn_vocab(text_lines: Iterable[str],
   return list(vocab)
 
 
-def file_sha256(path: str) -> str:
-  """Hex SHA-256 of a file's bytes (read in 1 MB chunks)."""
-  digest = hashlib.sha256()
-  with tf.io.gfile.GFile(path, "rb") as f:
-    while chunk := f.read(1 << 20):
-      digest.update(chunk)
-  return digest.hexdigest()
-
-
 def vocab_meta(vocab_file: str) -> Dict[str, Any]:
   """What the data converters record about their vocabulary in the meta data.
 
@@ -245,5 +236,5 @@ def vocab_meta(vocab_file: str) -> Dict[str, Any]:
   """
   return {"vocab_file": os.path.abspath(vocab_file),
           "vocab_size": len(load_vocab(vocab_file)),
-          "vocab_sha256": file_sha256(vocab_file)}
+          "vocab_sha256": output_sets.file_sha256(vocab_file)}
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from official.nlp.data import sentence_prediction_dataloader as sp_loader
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf.data import glue
 from realformer_tf.data import tokenization
 from tests.helpers import kill_writer
@@ -119,7 +119,7 @@ def test_convert_sst2_and_mrpc_slices(tmp_path):
   # The vocabulary, so that fine-tuning can name a mismatch with its model.
   assert meta["vocab_file"] == os.path.abspath(vocab_file)
   assert meta["vocab_size"] == 30522
-  assert meta["vocab_sha256"] == tokenization.file_sha256(vocab_file)
+  assert meta["vocab_sha256"] == output_sets.file_sha256(vocab_file)
   with open(os.path.join(out, "sst2_meta_data.json")) as f:
     assert json.load(f) == meta
   assert sorted(os.listdir(out)) == [

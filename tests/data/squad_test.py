@@ -12,9 +12,8 @@ import tensorflow as tf
 
 from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.tools import tokenization as mg_tokenization
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf.data import squad
-from realformer_tf.data import tokenization
 from tests.helpers import kill_writer
 from tests.helpers import shared_data
 from tests.helpers import squad as common
@@ -179,7 +178,7 @@ def test_v2_records_read_by_model_garden_loader(tmp_path):
   assert meta["num_questions"] == 7 and meta["num_unanswerable"] == 3
   assert meta["num_skipped_answer_not_found"] == 0
   assert meta["vocab_size"] == shared_data.vocab_size(common.vocab_file())
-  assert meta["vocab_sha256"] == tokenization.file_sha256(common.vocab_file())
+  assert meta["vocab_sha256"] == output_sets.file_sha256(common.vocab_file())
   n = meta["train_data_size"]
   # Contexts of 21-24 words fit in one 48-token window (3 question tokens
   # kept at most 16): one feature per question.

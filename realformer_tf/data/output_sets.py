@@ -36,6 +36,7 @@ passes if its SHA-256 is still the recorded one.
 """
 
 import contextlib
+import hashlib
 import json
 import os
 from typing import Any, Dict, Iterator, Optional
@@ -44,10 +45,18 @@ from absl import logging
 import tensorflow as tf
 
 from realformer_tf import utils
-from realformer_tf.data import tokenization
 
 FILES_KEY = "files"
 WRITER_KEY = "writer"
+
+
+def file_sha256(path: str) -> str:
+  """Hex SHA-256 of a file's bytes (read in 1 MB chunks)."""
+  digest = hashlib.sha256()
+  with tf.io.gfile.GFile(path, "rb") as f:
+    while chunk := f.read(1 << 20):
+      digest.update(chunk)
+  return digest.hexdigest()
 
 
 def _stat(path: str) -> Dict[str, int]:
@@ -63,7 +72,7 @@ def _stat(path: str) -> Dict[str, int]:
 
 def fingerprint(path: str) -> Dict[str, Any]:
   """A file's size, mtime (ns), inode and SHA-256, as a manifest lists it."""
-  return dict(_stat(path), sha256=tokenization.file_sha256(path))
+  return dict(_stat(path), sha256=file_sha256(path))
 
 
 class OutputSet:
@@ -164,7 +173,7 @@ def find_mismatch(manifest_path: str, manifest: Dict[str, Any]
       return (f"{path} has {stat['size']} bytes, the manifest "
               f"{expected['size']}")
     if any(stat[key] != expected.get(key) for key in ("mtime_ns", "inode")):
-      sha = tokenization.file_sha256(path)
+      sha = file_sha256(path)
       if sha != expected["sha256"]:
         return (f"{path} has SHA-256 {sha[:12]}..., the manifest "
                 f"{expected['sha256'][:12]}...")
