@@ -1,9 +1,10 @@
 """In-graph text preprocessing for the exported signatures (tensorflow-text).
 
 A client sends raw UTF-8 text; the ids are the ones the training data code
-produces for it: `tokenization.make_tokenizer`'s tokenizer (its table read
-from the vocabulary file, a SavedModel asset, not a graph constant) and
-`tokenization.pack_inputs`, as for the GLUE records. Pre-training records were
+produces for it: the same tensorflow-text `BertTokenizer` (here Model
+Garden's layer, its table read from the vocabulary file, a SavedModel asset,
+not a graph constant) and `tokenization.pack_inputs`, as for the GLUE
+records. Pre-training records were
 truncated from a random end (`pretraining_data.truncate_seq_pair`), which a
 server cannot reproduce; serving cuts from the end. SQuAD: `tokenize_context`
 and `squad_windows` rebuild `squad_lib`'s doc-stride features.
@@ -14,6 +15,7 @@ from typing import Dict, List, Sequence, Tuple
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from official.nlp.modeling.layers import text_layers
 from realformer_tf.data import tokenization
 
 # squad_lib's `_is_whitespace`: the only characters that separate context
@@ -67,7 +69,15 @@ def assert_same_batch(first: tf.Tensor, second: tf.Tensor, first_name: str,
 
 
 class BertTextPacker(tf.Module):
-  """WordPiece tokenization and BERT input packing from a vocabulary asset."""
+  """WordPiece tokenization and BERT input packing from a vocabulary asset.
+
+  The tokenizer is Model Garden's `text_layers.BertTokenizer` (official/nlp/
+  modeling/layers/text_layers.py:61): its token table is read from the
+  vocabulary file, which a SavedModel exports as an asset, and it gives the
+  special ids and the offsets SQuAD needs. Ours on top: the [MASK] literal,
+  ids back to tokens (the layer has no reverse table) and squad_lib's
+  doc-stride windows.
+  """
 
   def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int):
     """Builds the lookup tables and the tokenizer.
@@ -75,7 +85,9 @@ class BertTextPacker(tf.Module):
     Args:
       vocab_file: A vocabulary file whose lines are exactly the tokens (no
         carriage returns; `load_vocab` validates it). Exported as an asset;
-        use a path unique to this vocabulary (tables are shared by path).
+        use a path unique to this vocabulary (its table is shared by path
+        within a process: tensorflow/python/ops/lookup_ops.py, the
+        `TextFileInitializer._shared_name` that `StaticHashTable` uses).
       lower_case: The tokenizer's `lower_case`, as used for the training data.
       max_seq_length: Packed sequence length, at least 3.
     """
@@ -83,23 +95,30 @@ class BertTextPacker(tf.Module):
     if max_seq_length < 3:
       raise ValueError(f"max_seq_length={max_seq_length} leaves no room for "
                        "text between [CLS] and [SEP].")
-    vocab = tokenization.load_vocab(vocab_file)
+    tokenization.load_vocab(vocab_file)  # Clear errors for a bad file.
     self.lower_case = bool(lower_case)
     self.max_seq_length = int(max_seq_length)
-    self.cls_id, self.sep_id, self.mask_id = (
-        vocab.index(t) for t in (tokenization.CLS, tokenization.SEP,
-                                 tokenization.MASK))
-    self._tokenizer = tokenization.make_tokenizer(
-        vocab_file, self.lower_case, table_from_file=True)
+    self._tokenizer = text_layers.BertTokenizer(
+        vocab_file=vocab_file, lower_case=self.lower_case,
+        tokenize_with_offsets=True)
+    special_ids = self._tokenizer.get_special_tokens_dict()
+    self.cls_id, self.sep_id, self.mask_id = (special_ids[k] for k in (
+        "start_of_sequence_id", "end_of_segment_id", "mask_id"))
     self._id_to_token = tf.lookup.StaticHashTable(
         tf.lookup.TextFileInitializer(
             vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
             tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
         default_value=tokenization.UNK)
 
+  def _wordpieces(self, texts: tf.Tensor) -> Tuple[tf.RaggedTensor, ...]:
+    """int64 ids, begin and end byte offsets: ragged `[batch, words,
+    pieces]` (the layer gives int32 ids; the signatures use int64)."""
+    ids, begin, end = self._tokenizer(texts)
+    return tf.cast(ids, tf.int64), begin, end
+
   def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """WordPiece ids of each text: int64 ragged `[batch, tokens]`."""
-    return self._tokenizer.tokenize(texts).merge_dims(-2, -1)
+    return self._wordpieces(texts)[0].merge_dims(-2, -1)
 
   def tokenize_with_masks(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """Like `tokenize`, but each literal "[MASK]" becomes the [MASK] id.
@@ -147,7 +166,8 @@ class BertTextPacker(tf.Module):
   # ----------------------------------------------------------------- SQuAD --
 
   def _normalize_like_tokenizer(self, texts: tf.Tensor) -> tf.Tensor:
-    """The text the basic tokenizer's offsets refer to (see BertTokenizer)."""
+    """The text the basic tokenizer's offsets refer to (see tensorflow-text's
+    BertTokenizer)."""
     if self.lower_case:
       texts = tf_text.case_fold_utf8(texts)
       texts = tf_text.normalize_utf8(texts, "NFD")
@@ -172,7 +192,7 @@ class BertTextPacker(tf.Module):
     words, words_begin, words_end = tf_text.regex_split_with_offsets(
         contexts, SQUAD_WHITESPACE_REGEX, "")
     flat_words = words.flat_values
-    pieces, begin, end = self._tokenizer.tokenize_with_offsets(flat_words)
+    pieces, begin, end = self._wordpieces(flat_words)
     pieces, begin, end = (t.merge_dims(-2, -1) for t in (pieces, begin, end))
     word_length = words_end.flat_values - words_begin.flat_values
     aligned = tf.equal(
