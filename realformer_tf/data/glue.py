@@ -188,9 +188,8 @@ def _parse_label(spec: GlueTaskSpec, value: str, where: str):
 
 
 def _tsv_rows(path: str) -> Iterator[Tuple[int, List[str]]]:
-  """(line number, fields) of each line of a UTF-8 TSV file, as GLUE's own
-  reader splits them (`csv.reader`, tab, `QUOTE_NONE`); a line is one row,
-  its trailing carriage return dropped, a UTF-8 BOM skipped."""
+  """(line number, fields) of each line of a UTF-8 TSV file (a BOM skipped):
+  GLUE's own split, `csv.reader` with tabs and `QUOTE_NONE`."""
   with tf.io.gfile.GFile(path, "rb") as f:
     raw = f.read()
   try:
@@ -208,10 +207,8 @@ def _tsv_rows(path: str) -> Iterator[Tuple[int, List[str]]]:
 
 
 def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
-  """The examples of one GLUE TSV file of `spec`'s task, in file order.
-
-  Fields are split on tabs with no quoting (`_tsv_rows`); a UTF-8 BOM (MRPC)
-  is skipped; blank lines are ignored.
+  """The examples of one GLUE TSV file of `spec`'s task, in file order
+  (`_tsv_rows`; blank lines are ignored).
 
   Raises:
     ValueError: naming `path` and the line, if the file is missing, is not
@@ -227,17 +224,16 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   text_columns = [c for c in (spec.text_a, spec.text_b) if c is not None]
   index = {c: c for c in text_columns + [spec.label]}
   if has_header:
-    header = next(rows, (1, []))[1]
+    header = next(rows)[1]
     missing = [c for c in index if c not in header]
     if missing:
       raise ValueError(
           f"{path}:1: the header lacks column(s) {missing} of the "
           f"{spec.name} format (header: {header}).")
     index = {name: header.index(name) for name in index}
-  # Rows have exactly the header's columns (GLUE's own reader splits on
-  # every tab with QUOTE_NONE): a tab inside a sentence would shift the
-  # columns and silently pair a fragment with the label. Headerless files
-  # (CoLA) end with their last text column.
+  # Rows have exactly the header's columns: a tab inside a sentence would
+  # shift the columns and silently pair a fragment with the label.
+  # Headerless files (CoLA) end with their last text column.
   width = len(header) if has_header else max(index.values()) + 1
   examples = []
   for line_number, fields in rows:

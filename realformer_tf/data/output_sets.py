@@ -1,19 +1,16 @@
 """Output sets: the files of one conversion change together, and a reader
 tells a whole set from a mixed one.
 
-A converter's outputs are read together: GLUE's `<task>_train.tf_record`,
-`<task>_dev.tf_record` and `<task>_meta_data.json` (vocabulary, lower-casing,
-sequence length, counts); SQuAD's record, meta data and schedule; the
-pre-training records and their vocabulary. Replacing each file atomically is
-not enough: a kill after the first rename leaves new records beside the old
-meta data, and training reads them as if they matched.
+A converter's outputs are read together (GLUE's records and
+`<task>_meta_data.json`; SQuAD's record, meta data and schedule; pre-training
+records and vocabulary). Replacing each file atomically is not enough: a kill
+after the first rename leaves new records beside the old meta data.
 
-Design. The paths stay those that configs, the README and the sweep already
-name (`<output_dir>/mrpc_train.tf_record`, ...). A versioned directory with
-one pointer would change every one of them, or need symbolic links, which
-object stores (gs://, reached through `tf.io.gfile`) lack. Instead the set's
-manifest is the converter's meta data JSON, extended by `files` (name ->
-size, mtime and SHA-256) and `writer` (the module to run again):
+Design. The paths stay those configs and the README name; a versioned
+directory with one pointer would change them, or need symbolic links, which
+object stores (gs://) lack. Instead the set's manifest is the converter's
+meta data JSON, extended by `files` (name -> size, mtime and SHA-256) and
+`writer` (the module to run again):
 
   1. every file of the set is written as `<name>.tmp-PID` beside its final
      path (a kill here leaves the previous set byte-identical; the next
@@ -27,12 +24,11 @@ not match its manifest: `check_set` refuses it, naming the file, what
 differs and the command to run again. Training calls it before anything is
 written (`init_from_run.check_records_manifest`).
 
-Hashing: a check compares each file's size, and its mtime and inode with
-those recorded; a rename keeps both, so an untouched set is checked without
-reading it, while a file renamed in by a later writer is another inode. Only
-a file whose mtime or inode changed (copied; on an object store, where
-mtimes have whole seconds and there are no inodes, renamed) is hashed, and it
-passes if its SHA-256 is still the recorded one.
+Hashing: a check compares each file's size, mtime and inode with those
+recorded (a rename keeps both; a file renamed in by a later writer is another
+inode). Only a file whose mtime or inode changed (copied; renamed on an
+object store, which has no inodes) is hashed, and passes if its SHA-256 is
+still the recorded one.
 """
 
 import contextlib

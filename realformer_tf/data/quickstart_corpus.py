@@ -18,11 +18,11 @@ The learned vocabulary can be well under target on a corpus this small
 
 The result is cached: a call whose arguments (and Python version, and inputs'
 SHA-256) match the manifest, whose outputs are present and unchanged, reuses
-them; otherwise all is rebuilt. The files are one set
-(`data.output_sets`): written under temporary names, then renamed
-into place with the manifest (which lists each file's size, mtime and
-SHA-256) last, so a killed rebuild leaves the previous cache whole, or files
-that do not match the manifest, which the next call rebuilds.
+them; otherwise all is rebuilt. The files are one set (`output_sets`):
+written under temporary names, then renamed into place with the manifest
+(which lists each file's size, mtime and SHA-256) last, so a killed rebuild
+leaves the previous cache whole, or files that do not match the manifest,
+which the next call rebuilds.
 """
 
 import importlib
@@ -202,9 +202,8 @@ def _cached_manifest(data_dir: str, key: dict) -> Optional[dict]:
 
 
 def _result(data_dir: str, key: dict, counts: dict) -> Dict[str, object]:
-  """What `prepare_quickstart_data` returns; logs which Python built it."""
-  # The stdlib corpus differs between Python versions (the README quotes
-  # 3.11's numbers), so the output says which one built it.
+  """What `prepare_quickstart_data` returns. The stdlib corpus differs by
+  Python version (the README quotes 3.11's numbers): it logs which built it."""
   python = key["python"] and ".".join(key["python"].split(".")[:2])
   logging.info("Quickstart corpus: %s.", f"docstrings of the Python {python} "
                "standard library" if python else "your input files")
@@ -238,9 +237,9 @@ def prepare_quickstart_data(
 
   Returns:
     dict(train_file, eval_file, vocab_file, vocab_size (the real size),
-    num_train_examples, num_eval_examples, python: "major.minor" of the
-    Python whose docstrings made the corpus, None for `input_files`; the
-    manifest's `key.python` has its full version).
+    num_train_examples, num_eval_examples, python: "3.11" for the stdlib
+    corpus built by Python 3.11 (the manifest's key has the full version),
+    None for `input_files`).
 
   Raises:
     ValueError: For a bad argument, a missing or empty input file, or a

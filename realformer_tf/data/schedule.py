@@ -1,10 +1,6 @@
-"""Step arithmetic of the paper's fine-tuning schedule (no module of ours).
-
-Fine-tuning runs last `train_steps(num_examples, epochs, batch_size)` =
-ceil(epochs * num_examples / batch_size) steps and warm up over int(10% of
-them), as BERT's `run_classifier`. Here, below `configs/`, because the data
-converters write it too (SQuAD's `train_schedule.yaml`); `configs.recipe`
-applies it to experiment configs.
+"""Step arithmetic of the paper's fine-tuning schedule (as BERT's
+`run_classifier`), below `configs/`: SQuAD's converter writes it too
+(`train_schedule.yaml`); `configs.recipe` applies it to experiment configs.
 """
 
 import math

@@ -103,15 +103,11 @@ def make_tokenizer(vocab_file: str,
                    lower_case: bool = True) -> tf_text.BertTokenizer:
   """Builds a `tensorflow_text.BertTokenizer` over a validated vocabulary.
 
-  The data converters' tokenizer; serving's is Model Garden's
-  `text_layers.BertTokenizer` layer (`serving.text_processing`), the same
-  tensorflow-text tokenizer over a table read from the file. That table is
-  shared within a process with any other read from the same path (its shared
-  name is built from the path: tensorflow/python/ops/lookup_ops.py,
-  `TextFileInitializer._shared_name`), so a vocabulary rewritten in place (a
-  rebuilt quickstart cache, staged under the same temporary name) would be
-  tokenized with the old table. The table here holds the validated tokens
-  and is private to this tokenizer.
+  Not Model Garden's `text_layers.BertTokenizer` (serving's): its table,
+  read from the file, is shared in a process with any other table of that
+  path (tensorflow/python/ops/lookup_ops.py, `TextFileInitializer.
+  _shared_name`), so a vocabulary rewritten in place (a rebuilt quickstart
+  cache) would be tokenized with the old one. This table is private.
 
   Args:
     vocab_file: WordPiece vocabulary file (see `load_vocab`).
@@ -120,9 +116,7 @@ def make_tokenizer(vocab_file: str,
   Returns:
     A `BertTokenizer` whose `tokenize(strings)` gives int64 ids as a
     `RaggedTensor` of shape [batch, words, wordpieces]; words not covered by
-    the vocabulary become `[UNK]`. Ids are line numbers, as in the file
-    table (whose reader drops a trailing carriage return, as `load_vocab`
-    does).
+    the vocabulary become `[UNK]`. Ids are line numbers, as in a file table.
 
   Raises:
     ValueError: If `vocab_file` is not a valid vocabulary.

@@ -1,12 +1,11 @@
 """In-graph text preprocessing for the exported signatures (tensorflow-text).
 
 A client sends raw UTF-8 text; the ids are the ones the training data code
-produces for it: the same tensorflow-text `BertTokenizer` (here Model
-Garden's layer, its table read from the vocabulary file, a SavedModel asset,
-not a graph constant) and `tokenization.pack_inputs`, as for the GLUE
-records. Pre-training records were
-truncated from a random end (`pretraining_data.truncate_seq_pair`), which a
-server cannot reproduce; serving cuts from the end. SQuAD: `tokenize_context`
+produces for it: the same tensorflow-text `BertTokenizer` (in Model Garden's
+layer, its table read from the vocabulary file, a SavedModel asset) and
+`tokenization.pack_inputs`, as for the GLUE records. Pre-training records
+were truncated from a random end (`pretraining_data.truncate_seq_pair`),
+which a server cannot reproduce; serving cuts from the end. SQuAD: `tokenize_context`
 and `squad_windows` rebuild `squad_lib`'s doc-stride features.
 """
 
@@ -71,12 +70,10 @@ def assert_same_batch(first: tf.Tensor, second: tf.Tensor, first_name: str,
 class BertTextPacker(tf.Module):
   """WordPiece tokenization and BERT input packing from a vocabulary asset.
 
-  The tokenizer is Model Garden's `text_layers.BertTokenizer` (official/nlp/
-  modeling/layers/text_layers.py:61): its token table is read from the
-  vocabulary file, which a SavedModel exports as an asset, and it gives the
-  special ids and the offsets SQuAD needs. Ours on top: the [MASK] literal,
-  ids back to tokens (the layer has no reverse table) and squad_lib's
-  doc-stride windows.
+  Tokens, offsets and special ids come from Model Garden's
+  `text_layers.BertTokenizer` (official/nlp/modeling/layers/text_layers.py:
+  61; its table is read from the file, a SavedModel asset). Ours: the [MASK]
+  literal, ids back to tokens (it has no reverse table), SQuAD windows.
   """
 
   def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int):
@@ -85,9 +82,8 @@ class BertTextPacker(tf.Module):
     Args:
       vocab_file: A vocabulary file whose lines are exactly the tokens (no
         carriage returns; `load_vocab` validates it). Exported as an asset;
-        use a path unique to this vocabulary (its table is shared by path
-        within a process: tensorflow/python/ops/lookup_ops.py, the
-        `TextFileInitializer._shared_name` that `StaticHashTable` uses).
+        use a path unique to this vocabulary (tables are shared by path, see
+        `tokenization.make_tokenizer`).
       lower_case: The tokenizer's `lower_case`, as used for the training data.
       max_seq_length: Packed sequence length, at least 3.
     """
@@ -110,15 +106,10 @@ class BertTextPacker(tf.Module):
             tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
         default_value=tokenization.UNK)
 
-  def _wordpieces(self, texts: tf.Tensor) -> Tuple[tf.RaggedTensor, ...]:
-    """int64 ids, begin and end byte offsets: ragged `[batch, words,
-    pieces]` (the layer gives int32 ids; the signatures use int64)."""
-    ids, begin, end = self._tokenizer(texts)
-    return tf.cast(ids, tf.int64), begin, end
-
   def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-    """WordPiece ids of each text: int64 ragged `[batch, tokens]`."""
-    return self._wordpieces(texts)[0].merge_dims(-2, -1)
+    """WordPiece ids of each text: int64 ragged `[batch, tokens]` (the
+    layer's are int32)."""
+    return tf.cast(self._tokenizer(texts)[0].merge_dims(-2, -1), tf.int64)
 
   def tokenize_with_masks(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """Like `tokenize`, but each literal "[MASK]" becomes the [MASK] id.
@@ -192,7 +183,7 @@ class BertTextPacker(tf.Module):
     words, words_begin, words_end = tf_text.regex_split_with_offsets(
         contexts, SQUAD_WHITESPACE_REGEX, "")
     flat_words = words.flat_values
-    pieces, begin, end = self._wordpieces(flat_words)
+    pieces, begin, end = self._tokenizer(flat_words)
     pieces, begin, end = (t.merge_dims(-2, -1) for t in (pieces, begin, end))
     word_length = words_end.flat_values - words_begin.flat_values
     aligned = tf.equal(
@@ -215,7 +206,7 @@ class BertTextPacker(tf.Module):
       return tf.RaggedTensor.from_row_splits(
           pieces.with_flat_values(values), words.row_splits).merge_dims(1, 2)
 
-    return dict(ids=by_context(pieces.flat_values),
+    return dict(ids=by_context(tf.cast(pieces.flat_values, tf.int64)),
                 word_index=by_context(token_word),
                 word_begin=by_context(begin),
                 word_end=by_context(end),
