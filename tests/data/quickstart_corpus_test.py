@@ -223,7 +223,8 @@ def test_default_stdlib_corpus_is_deterministic_and_cached(tmp_path, caplog):
   assert len(docs) > 150 and all(all(s.strip() for s in d) for d in docs)
 
   data_dir = str(tmp_path / "stdlib")
-  with caplog.at_level(logging.INFO):
+  # absl's logger: an earlier test may have left absl's verbosity lower.
+  with caplog.at_level(logging.INFO, logger="absl"):
     result = quickstart_corpus.prepare_quickstart_data(data_dir)
   manifest = json.load(open(os.path.join(data_dir, "manifest.json")))
   assert manifest["key"]["corpus"] == "stdlib-docstrings"
