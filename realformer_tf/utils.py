@@ -7,7 +7,7 @@ a `*.tmp-PID` leftover (removed once its process is gone by
 output; a directory is swapped in (old one renamed aside, new one renamed in,
 old one deleted), and a kill between the two renames is undone by the next
 writer of that path (`recover_interrupted_swap`). Sets of files that must
-change together use `output_sets`. Every "checkpoint prefix or directory"
+change together use `data.output_sets`. Every "checkpoint prefix or directory"
 argument goes through `resolve_checkpoint`.
 """
 

@@ -1,18 +1,20 @@
-"""The paper's optimizer and schedule arithmetic (a leaf: no module of ours).
+"""The paper's optimizer and fine-tuning schedule on experiment configs.
 
 Fine-tuning runs last `train_steps(num_examples, epochs, batch_size)` =
 ceil(epochs * num_examples / batch_size) steps and warm up over int(10% of
-them), as BERT's `run_classifier`; `apply_paper_schedule` sets both on a
-config.
+them), as BERT's `run_classifier` (`data.schedule`, which the SQuAD converter
+uses too); `apply_paper_schedule` sets both on a config.
 """
-
-import math
 
 from official.core import config_definitions as cfg
 from official.modeling import optimization
 from official.nlp.configs import pretraining_experiments
+from realformer_tf.data import schedule as steps_lib
 
-PAPER_BATCH_SIZE = 32
+PAPER_BATCH_SIZE = steps_lib.PAPER_BATCH_SIZE
+train_steps = steps_lib.train_steps
+warmup_steps = steps_lib.warmup_steps
+schedule_override = steps_lib.schedule_override
 
 # Every data config says whether it trains, as Model Garden's BERT
 # experiments require (official/nlp/configs/pretraining_experiments.py:63).
@@ -47,23 +49,6 @@ def paper_optimizer(learning_rate: float = 1e-4,
   return trainer.optimizer_config
 
 
-def train_steps(num_examples: int, epochs: float,
-                batch_size: int = PAPER_BATCH_SIZE) -> int:
-  """ceil(epochs * num_examples / batch_size)."""
-  for name, value in (("num_examples", num_examples),
-                      ("batch_size", batch_size)):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-      raise ValueError(f"{name} must be a positive int, got {value!r}.")
-  if not epochs > 0:
-    raise ValueError(f"epochs must be positive, got {epochs!r}.")
-  return math.ceil(epochs * num_examples / batch_size)
-
-
-def warmup_steps(total_steps: int) -> int:
-  """int(10% of total_steps), as BERT's `run_classifier`."""
-  return int(0.1 * total_steps)
-
-
 def apply_paper_schedule(config: cfg.ExperimentConfig, num_train_examples: int,
                          epochs: float, learning_rate: float
                          ) -> cfg.ExperimentConfig:
@@ -89,10 +74,3 @@ def apply_paper_schedule(config: cfg.ExperimentConfig, num_train_examples: int,
   schedule.initial_learning_rate = learning_rate
   return config
 
-
-def schedule_override(steps: int) -> dict:
-  """`trainer` override: `steps` train steps, decay over them, 10% warm-up."""
-  return {"train_steps": steps,
-          "optimizer_config": {
-              "learning_rate": {"polynomial": {"decay_steps": steps}},
-              "warmup": {"polynomial": {"warmup_steps": warmup_steps(steps)}}}}

@@ -1,10 +1,11 @@
-"""Input pipelines for RealFormer.
+"""Input pipelines for RealFormer: converters that write records plus meta
+data as one set (`output_sets`).
 
-BERT pre-training input: `tokenization` (tensorflow-text WordPiece
-vocabularies and tokenizers), `pretraining_data` (MLM/NSP TFRecords in Google
-BERT's format, read by Model Garden's `BertPretrainDataLoader`; see that
-module for why), the `create_pretraining_data` CLI, and `quickstart_corpus`
-(a small, cached pre-training set built from text every Python install has).
+`tokenization` (WordPiece vocabularies, tokenizer, packer), `pretraining_data`
+and its `create_pretraining_data` CLI (MLM/NSP records in Google BERT's
+format), `quickstart_corpus` (a small cached set from the stdlib docstrings),
+`glue`, `squad` (features; `squad_json` reads and checks the JSON),
+`translation`, and `schedule` (fine-tuning step arithmetic).
 
 Submodules are not imported here, so `import realformer_tf` stays free of
 tensorflow-text.

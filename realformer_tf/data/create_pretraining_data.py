@@ -12,7 +12,7 @@ learned from the input with tensorflow-text and written next to the output as
 `vocab.txt`. Every flag is checked before anything is written. The record
 format is described in `realformer_tf.data.pretraining_data`; the records,
 their meta data and a learned vocabulary change as one set
-(`realformer_tf.output_sets`).
+(`data.output_sets`).
 """
 
 import os
@@ -20,7 +20,7 @@ import os
 from absl import app
 from absl import flags
 
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization

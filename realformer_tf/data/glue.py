@@ -24,7 +24,7 @@ Writes, in `output_dir`:
     length, vocabulary (the sweep reads the train size from it), and each
     record file's size, mtime and SHA-256.
 
-The files change as one set (`realformer_tf.output_sets`): all are written
+The files change as one set (`data.output_sets`): all are written
 under temporary names first and renamed into place, the meta data last, so a
 killed conversion leaves the previous set whole, or (killed during the
 renames) records that do not match their meta data, which training refuses
@@ -42,11 +42,12 @@ others) and cannot read the TSV files; its `TfdsProcessor` (line 663) may
 download and knows one dev split (MNLI has two).
 """
 
+import csv
 import dataclasses
 import json
 import math
 import os
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from absl import app
 from absl import flags
@@ -56,7 +57,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from official.nlp.data import classifier_data_lib
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.data import tokenization
 
@@ -186,11 +187,28 @@ def _parse_label(spec: GlueTaskSpec, value: str, where: str):
   return spec.labels.index(value)
 
 
-def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
-  """The examples of one GLUE TSV file of `spec`'s task, in file order.
+def _tsv_rows(path: str) -> Iterator[Tuple[int, List[str]]]:
+  """(line number, fields) of each line of a UTF-8 TSV file (a BOM skipped):
+  GLUE's own split, `csv.reader` with tabs and `QUOTE_NONE`."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    raw = f.read()
+  try:
+    lines = raw.decode("utf-8-sig").split("\n")
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}: not UTF-8 text ({e}).") from e
+  reader = csv.reader((line.rstrip("\r") for line in lines), delimiter="\t",
+                      quoting=csv.QUOTE_NONE)
+  try:
+    for fields in reader:
+      yield reader.line_num, fields
+  except csv.Error as e:  # A carriage return inside a row; a huge field.
+    raise ValueError(f"{path}:{reader.line_num}: not a tab-separated row "
+                     f"({e}).") from e
 
-  Fields are split on tabs with no quoting (GLUE's `QUOTE_NONE`); a UTF-8 BOM
-  (MRPC) is skipped; blank lines are ignored.
+
+def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
+  """The examples of one GLUE TSV file of `spec`'s task, in file order
+  (`_tsv_rows`; blank lines are ignored).
 
   Raises:
     ValueError: naming `path` and the line, if the file is missing, is not
@@ -201,35 +219,27 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   if not tf.io.gfile.exists(path):
     raise ValueError(f"{path}: file not found (expected the GLUE "
                      f"{spec.dir_name} layout).")
-  with tf.io.gfile.GFile(path, "rb") as f:
-    raw = f.read()
-  try:
-    lines = raw.decode("utf-8-sig").split("\n")
-  except UnicodeDecodeError as e:
-    raise ValueError(f"{path}: not UTF-8 text ({e}).") from e
+  rows = _tsv_rows(path)
   has_header = isinstance(spec.label, str)
   text_columns = [c for c in (spec.text_a, spec.text_b) if c is not None]
   index = {c: c for c in text_columns + [spec.label]}
   if has_header:
-    header = lines[0].rstrip("\r").split("\t")
+    header = next(rows)[1]
     missing = [c for c in index if c not in header]
     if missing:
       raise ValueError(
           f"{path}:1: the header lacks column(s) {missing} of the "
           f"{spec.name} format (header: {header}).")
     index = {name: header.index(name) for name in index}
-  # Rows have exactly the header's columns (GLUE's own reader splits on
-  # every tab with QUOTE_NONE): a tab inside a sentence would shift the
-  # columns and silently pair a fragment with the label. Headerless files
-  # (CoLA) end with their last text column.
+  # Rows have exactly the header's columns: a tab inside a sentence would
+  # shift the columns and silently pair a fragment with the label.
+  # Headerless files (CoLA) end with their last text column.
   width = len(header) if has_header else max(index.values()) + 1
   examples = []
-  for line_number in range(int(has_header) + 1, len(lines) + 1):
-    line = lines[line_number - 1].rstrip("\r")
-    if not line.strip():
+  for line_number, fields in rows:
+    if not "".join(fields).strip():
       continue
     where = f"{path}:{line_number}"
-    fields = line.split("\t")
     if len(fields) < width:
       raise ValueError(
           f"{where}: {len(fields)} column(s), but the {spec.name} format "

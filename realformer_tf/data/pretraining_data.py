@@ -17,23 +17,21 @@ Model Garden's `official/nlp/data/create_pretraining_data.py`
 n-gram size draw, line 524, uses the global `random` but is always 1 for
 token masking, so the records depend on the seed alone).
 Ours around it, each where that module does not fit:
-- It defines 16 absl flags on the global FLAGS when imported (lines 30-99:
-  `vocab_file`, `max_seq_length`, `output_file`, ...), names our CLIs define
-  too, so a process importing both fails with `DuplicateFlagError`: it is
-  imported with its flags on a private `FlagValues`.
+- It defines 16 absl flags on the global FLAGS when imported (lines 30-99),
+  names our CLIs define too (`DuplicateFlagError`): it is imported with its
+  flags on a private `FlagValues`.
 - Reading: it decodes with `errors="ignore"` (official/nlp/tools/
-  tokenization.py:90), silently dropping the bytes of binary or Latin-1 text,
-  and tokenizes line by line in Python (create_pretraining_data.py:242-252);
-  here non-UTF-8 text is an error naming file:line, lines are tokenized in
-  batches by tensorflow-text's `BertTokenizer`, lines longer than a sequence
-  are counted in a warning, and a document never continues into the next file.
-- Writing: `write_instance_to_example_files` serializes with
-  `SerializeToString()` (line 185), whose feature order (hence the bytes)
-  changes with the Python hash seed, and writes in place; here records are
+  tokenization.py:90), silently dropping bytes, and tokenizes line by line in
+  Python (create_pretraining_data.py:242-252); here non-UTF-8 text is an
+  error naming file:line, lines are tokenized in batches by tensorflow-text,
+  over-long lines are counted in a warning, and a document never continues
+  into the next file.
+- Writing: its `SerializeToString()` (line 185) orders features (hence bytes)
+  by the Python hash seed, and it writes in place; here records are
   byte-identical for a seed in any process, and they and their meta data
-  `<stem>_pretraining_meta_data.json` (options, vocabulary, count, and the
-  record's size, mtime and SHA-256) change as one set
-  (`realformer_tf.output_sets`), which training checks.
+  `<stem>_pretraining_meta_data.json` (options, vocabulary, count, the
+  record's fingerprint) change as one set (`output_sets`), which training
+  checks.
 """
 
 import contextlib
@@ -48,7 +46,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf.data import tokenization
 
 # Lines handed to the tokenizer per call.

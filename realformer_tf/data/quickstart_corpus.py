@@ -18,11 +18,11 @@ The learned vocabulary can be well under target on a corpus this small
 
 The result is cached: a call whose arguments (and Python version, and inputs'
 SHA-256) match the manifest, whose outputs are present and unchanged, reuses
-them; otherwise all is rebuilt. The files are one set
-(`realformer_tf.output_sets`): written under temporary names, then renamed
-into place with the manifest (which lists each file's size, mtime and
-SHA-256) last, so a killed rebuild leaves the previous cache whole, or files
-that do not match the manifest, which the next call rebuilds.
+them; otherwise all is rebuilt. The files are one set (`output_sets`):
+written under temporary names, then renamed into place with the manifest
+(which lists each file's size, mtime and SHA-256) last, so a killed rebuild
+leaves the previous cache whole, or files that do not match the manifest,
+which the next call rebuilds.
 """
 
 import importlib
@@ -37,7 +37,7 @@ from typing import Dict, List, Optional, Sequence
 from absl import logging
 import tensorflow as tf
 
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
@@ -201,10 +201,15 @@ def _cached_manifest(data_dir: str, key: dict) -> Optional[dict]:
   return manifest
 
 
-def _result(data_dir: str, counts: dict) -> Dict[str, object]:
+def _result(data_dir: str, key: dict, counts: dict) -> Dict[str, object]:
+  """What `prepare_quickstart_data` returns. The stdlib corpus differs by
+  Python version (the README quotes 3.11's numbers): it logs which built it."""
+  python = key["python"] and ".".join(key["python"].split(".")[:2])
+  logging.info("Quickstart corpus: %s.", f"docstrings of the Python {python} "
+               "standard library" if python else "your input files")
   return dict(train_file=os.path.join(data_dir, _TRAIN_RECORDS),
               eval_file=os.path.join(data_dir, _EVAL_RECORDS),
-              vocab_file=os.path.join(data_dir, _VOCAB),
+              vocab_file=os.path.join(data_dir, _VOCAB), python=python,
               **{name: counts[name] for name in (
                   "vocab_size", "num_train_examples", "num_eval_examples")})
 
@@ -232,7 +237,9 @@ def prepare_quickstart_data(
 
   Returns:
     dict(train_file, eval_file, vocab_file, vocab_size (the real size),
-    num_train_examples, num_eval_examples).
+    num_train_examples, num_eval_examples, python: "3.11" for the stdlib
+    corpus built by Python 3.11 (the manifest's key has the full version),
+    None for `input_files`).
 
   Raises:
     ValueError: For a bad argument, a missing or empty input file, or a
@@ -256,7 +263,7 @@ def prepare_quickstart_data(
   key = dict(
       format_version=_FORMAT_VERSION,
       corpus=("files" if input_files else "stdlib-docstrings"),
-      inputs=([dict(path=f, sha256=tokenization.file_sha256(f))
+      inputs=([dict(path=f, sha256=output_sets.file_sha256(f))
                for f in input_files] if input_files else None),
       python=None if input_files else "%d.%d.%d" % sys.version_info[:3],
       vocab_size=vocab_size, max_seq_length=max_seq_length,
@@ -265,7 +272,7 @@ def prepare_quickstart_data(
   manifest = _cached_manifest(data_dir, key)
   if manifest:
     logging.info("Quickstart data in %s is up to date (cache hit).", data_dir)
-    return _result(data_dir, manifest["counts"])
+    return _result(data_dir, key, manifest["counts"])
 
   if input_files:
     logging.info("Reading quickstart corpus from %s", ", ".join(input_files))
@@ -314,4 +321,4 @@ def prepare_quickstart_data(
               output_set=outputs))
     outputs.commit(dict(key=key, counts=counts))
   logging.info("Quickstart data written to %s: %s", data_dir, counts)
-  return _result(data_dir, counts)
+  return _result(data_dir, key, counts)

@@ -2,8 +2,9 @@
 
 Nothing here tokenizes or packs by hand: `make_tokenizer` returns a
 `tensorflow_text.BertTokenizer` (basic splitting, lower-casing and accent
-stripping, then greedy longest-match WordPiece), `pack_inputs` is Model
-Garden's `BertPackInputs.bert_pack_inputs`, and `learn_vocab` runs
+stripping, then greedy longest-match WordPiece; serving uses Model Garden's
+layer around the same tokenizer), `pack_inputs` is Model Garden's
+`BertPackInputs.bert_pack_inputs`, and `learn_vocab` runs
 `tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`, which splits
 words with the same basic tokenizer before learning sub-words.
 
@@ -14,7 +15,6 @@ pre-training records assumes; the published BERT vocabularies also have
 `[PAD]` at 0 (and `[UNK]`=100, `[CLS]`=101, `[SEP]`=102, `[MASK]`=103).
 """
 
-import hashlib
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
@@ -25,6 +25,7 @@ from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from official.nlp.modeling.layers import text_layers
 from realformer_tf import utils
+from realformer_tf.data import output_sets
 
 PAD = "[PAD]"
 UNK = "[UNK]"
@@ -99,44 +100,33 @@ def load_vocab(path: str, vocab_size: Optional[int] = None) -> List[str]:
 
 
 def make_tokenizer(vocab_file: str,
-                   lower_case: bool = True,
-                   table_from_file: bool = False) -> tf_text.BertTokenizer:
+                   lower_case: bool = True) -> tf_text.BertTokenizer:
   """Builds a `tensorflow_text.BertTokenizer` over a validated vocabulary.
+
+  Not Model Garden's `text_layers.BertTokenizer` (serving's): its table,
+  read from the file, is shared in a process with any other table of that
+  path (tensorflow/python/ops/lookup_ops.py, `TextFileInitializer.
+  _shared_name`), so a vocabulary rewritten in place (a rebuilt quickstart
+  cache) would be tokenized with the old one. This table is private.
 
   Args:
     vocab_file: WordPiece vocabulary file (see `load_vocab`).
     lower_case: Lower-case and strip accents first (uncased models).
-    table_from_file: Read the token table from `vocab_file` itself, so that a
-      SavedModel holding the tokenizer exports the file as an asset. Its
-      table is then shared, within a process, with any other table read from
-      the same path (the shared name is built from it): use a path unique to
-      this vocabulary. Otherwise the table holds the validated tokens and is
-      private to this tokenizer.
 
   Returns:
     A `BertTokenizer` whose `tokenize(strings)` gives int64 ids as a
     `RaggedTensor` of shape [batch, words, wordpieces]; words not covered by
-    the vocabulary become `[UNK]`. Both tables give each token its line
-    number (the file reader drops a trailing carriage return, as `load_vocab`
-    does).
+    the vocabulary become `[UNK]`. Ids are line numbers, as in a file table.
 
   Raises:
     ValueError: If `vocab_file` is not a valid vocabulary.
   """
   vocab = load_vocab(vocab_file)
-  if table_from_file:
-    # tensorflow-text reads a path into a `StaticVocabularyTable` with one
-    # OOV bucket (tensorflow_text/python/ops/wordpiece_tokenizer.py:143-148).
-    # A path string, not an `Asset`: the shared name built from an Asset is
-    # its repr, which a later table in the same process can repeat; anonymous
-    # tables do not load in TF1 sessions (`saved_model_cli run`, TF Serving:
-    # "Table not initialized").
-    table = vocab_file
-  else:
-    # The same table over the validated tokens (BertTokenizer emits [UNK]
-    # itself for uncoverable words; the OOV bucket is never looked up).
-    table = tf.lookup.StaticVocabularyTable(tf.lookup.KeyValueTensorInitializer(
-        vocab, tf.range(len(vocab), dtype=tf.int64)), num_oov_buckets=1)
+  # The table tensorflow-text builds from a path, over the validated tokens
+  # (tensorflow_text/python/ops/wordpiece_tokenizer.py:143-148): one OOV
+  # bucket, never looked up (BertTokenizer emits [UNK] itself).
+  table = tf.lookup.StaticVocabularyTable(tf.lookup.KeyValueTensorInitializer(
+      vocab, tf.range(len(vocab), dtype=tf.int64)), num_oov_buckets=1)
   return tf_text.BertTokenizer(
       table, token_out_type=tf.int64, unknown_token=UNK,
       lower_case=lower_case)
@@ -227,15 +217,6 @@ def learn_vocab(text_lines: Iterable[str],
   return list(vocab)
 
 
-def file_sha256(path: str) -> str:
-  """Hex SHA-256 of a file's bytes (read in 1 MB chunks)."""
-  digest = hashlib.sha256()
-  with tf.io.gfile.GFile(path, "rb") as f:
-    while chunk := f.read(1 << 20):
-      digest.update(chunk)
-  return digest.hexdigest()
-
-
 def vocab_meta(vocab_file: str) -> Dict[str, Any]:
   """What the data converters record about their vocabulary in the meta data.
 
@@ -245,5 +226,5 @@ def vocab_meta(vocab_file: str) -> Dict[str, Any]:
   """
   return {"vocab_file": os.path.abspath(vocab_file),
           "vocab_size": len(load_vocab(vocab_file)),
-          "vocab_sha256": file_sha256(vocab_file)}
+          "vocab_sha256": output_sets.file_sha256(vocab_file)}
 

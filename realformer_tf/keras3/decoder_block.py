@@ -13,7 +13,6 @@ these blocks runs keras-hub's `generate()` and samplers unchanged.
 """
 
 import keras
-from keras import ops
 
 from realformer_tf.keras3 import encoder_block
 from realformer_tf.keras3 import residual_attention as ra

@@ -1,11 +1,11 @@
 """In-graph text preprocessing for the exported signatures (tensorflow-text).
 
 A client sends raw UTF-8 text; the ids are the ones the training data code
-produces for it: `tokenization.make_tokenizer`'s tokenizer (its table read
-from the vocabulary file, a SavedModel asset, not a graph constant) and
-`tokenization.pack_inputs`, as for the GLUE records. Pre-training records were
-truncated from a random end (`pretraining_data.truncate_seq_pair`), which a
-server cannot reproduce; serving cuts from the end. SQuAD: `tokenize_context`
+produces for it: the same tensorflow-text `BertTokenizer` (in Model Garden's
+layer, its table read from the vocabulary file, a SavedModel asset) and
+`tokenization.pack_inputs`, as for the GLUE records. Pre-training records
+were truncated from a random end (`pretraining_data.truncate_seq_pair`),
+which a server cannot reproduce; serving cuts from the end. SQuAD: `tokenize_context`
 and `squad_windows` rebuild `squad_lib`'s doc-stride features.
 """
 
@@ -14,6 +14,7 @@ from typing import Dict, List, Sequence, Tuple
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from official.nlp.modeling.layers import text_layers
 from realformer_tf.data import tokenization
 
 # squad_lib's `_is_whitespace`: the only characters that separate context
@@ -67,7 +68,13 @@ def assert_same_batch(first: tf.Tensor, second: tf.Tensor, first_name: str,
 
 
 class BertTextPacker(tf.Module):
-  """WordPiece tokenization and BERT input packing from a vocabulary asset."""
+  """WordPiece tokenization and BERT input packing from a vocabulary asset.
+
+  Tokens, offsets and special ids come from Model Garden's
+  `text_layers.BertTokenizer` (official/nlp/modeling/layers/text_layers.py:
+  61; its table is read from the file, a SavedModel asset). Ours: the [MASK]
+  literal, ids back to tokens (it has no reverse table), SQuAD windows.
+  """
 
   def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int):
     """Builds the lookup tables and the tokenizer.
@@ -75,7 +82,8 @@ class BertTextPacker(tf.Module):
     Args:
       vocab_file: A vocabulary file whose lines are exactly the tokens (no
         carriage returns; `load_vocab` validates it). Exported as an asset;
-        use a path unique to this vocabulary (tables are shared by path).
+        use a path unique to this vocabulary (tables are shared by path, see
+        `tokenization.make_tokenizer`).
       lower_case: The tokenizer's `lower_case`, as used for the training data.
       max_seq_length: Packed sequence length, at least 3.
     """
@@ -83,14 +91,15 @@ class BertTextPacker(tf.Module):
     if max_seq_length < 3:
       raise ValueError(f"max_seq_length={max_seq_length} leaves no room for "
                        "text between [CLS] and [SEP].")
-    vocab = tokenization.load_vocab(vocab_file)
+    tokenization.load_vocab(vocab_file)  # Clear errors for a bad file.
     self.lower_case = bool(lower_case)
     self.max_seq_length = int(max_seq_length)
-    self.cls_id, self.sep_id, self.mask_id = (
-        vocab.index(t) for t in (tokenization.CLS, tokenization.SEP,
-                                 tokenization.MASK))
-    self._tokenizer = tokenization.make_tokenizer(
-        vocab_file, self.lower_case, table_from_file=True)
+    self._tokenizer = text_layers.BertTokenizer(
+        vocab_file=vocab_file, lower_case=self.lower_case,
+        tokenize_with_offsets=True)
+    special_ids = self._tokenizer.get_special_tokens_dict()
+    self.cls_id, self.sep_id, self.mask_id = (special_ids[k] for k in (
+        "start_of_sequence_id", "end_of_segment_id", "mask_id"))
     self._id_to_token = tf.lookup.StaticHashTable(
         tf.lookup.TextFileInitializer(
             vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
@@ -98,8 +107,9 @@ class BertTextPacker(tf.Module):
         default_value=tokenization.UNK)
 
   def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-    """WordPiece ids of each text: int64 ragged `[batch, tokens]`."""
-    return self._tokenizer.tokenize(texts).merge_dims(-2, -1)
+    """WordPiece ids of each text: int64 ragged `[batch, tokens]` (the
+    layer's are int32)."""
+    return tf.cast(self._tokenizer(texts)[0].merge_dims(-2, -1), tf.int64)
 
   def tokenize_with_masks(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """Like `tokenize`, but each literal "[MASK]" becomes the [MASK] id.
@@ -147,7 +157,8 @@ class BertTextPacker(tf.Module):
   # ----------------------------------------------------------------- SQuAD --
 
   def _normalize_like_tokenizer(self, texts: tf.Tensor) -> tf.Tensor:
-    """The text the basic tokenizer's offsets refer to (see BertTokenizer)."""
+    """The text the basic tokenizer's offsets refer to (see tensorflow-text's
+    BertTokenizer)."""
     if self.lower_case:
       texts = tf_text.case_fold_utf8(texts)
       texts = tf_text.normalize_utf8(texts, "NFD")
@@ -172,7 +183,7 @@ class BertTextPacker(tf.Module):
     words, words_begin, words_end = tf_text.regex_split_with_offsets(
         contexts, SQUAD_WHITESPACE_REGEX, "")
     flat_words = words.flat_values
-    pieces, begin, end = self._tokenizer.tokenize_with_offsets(flat_words)
+    pieces, begin, end = self._tokenizer(flat_words)
     pieces, begin, end = (t.merge_dims(-2, -1) for t in (pieces, begin, end))
     word_length = words_end.flat_values - words_begin.flat_values
     aligned = tf.equal(
@@ -195,7 +206,7 @@ class BertTextPacker(tf.Module):
       return tf.RaggedTensor.from_row_splits(
           pieces.with_flat_values(values), words.row_splits).merge_dims(1, 2)
 
-    return dict(ids=by_context(pieces.flat_values),
+    return dict(ids=by_context(tf.cast(pieces.flat_values, tf.int64)),
                 word_index=by_context(token_word),
                 word_begin=by_context(begin),
                 word_end=by_context(end),

@@ -34,6 +34,7 @@ from official.nlp.tools import squad_evaluate_v1_1
 from official.nlp.tools import squad_evaluate_v2_0
 from realformer_tf import utils
 from realformer_tf.data import squad as squad_data
+from realformer_tf.data import squad_json
 
 
 @dataclasses.dataclass
@@ -117,7 +118,7 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
         params.doc_stride, params.query_length,
         params.version_2_with_negative, is_training=False,
         batch_size=params.global_batch_size)
-    self._eval_dataset = squad_data.load_squad_json(params.input_path)
+    self._eval_dataset = squad_json.load_squad_json(params.input_path)
     return path, examples, features
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None):

@@ -16,7 +16,7 @@ from absl import logging
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
 from realformer_tf.checkpoints import tf2_checkpoint
@@ -193,7 +193,7 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
   run_vocab = getattr(getattr(run_config, "task", None), "vocab_file", "")
   if not run_vocab or not tf.io.gfile.exists(run_vocab):
     return
-  run_sha = tokenization.file_sha256(run_vocab)
+  run_sha = output_sets.file_sha256(run_vocab)
   run_size = len(tokenization.load_vocab(run_vocab))
   for key, data in modes.data_configs(params, mode):
     input_path = getattr(data, "input_path", "")
@@ -201,7 +201,7 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
       continue
     vocab_file = getattr(data, "vocab_file", "")
     if (vocab_file and tf.io.gfile.exists(vocab_file) and
-        tokenization.file_sha256(vocab_file) != run_sha):
+        output_sets.file_sha256(vocab_file) != run_sha):
       raise ValueError(
           f"{key}.vocab_file={vocab_file!r} is not the vocabulary of the run "
           f"{params.task.init_checkpoint!r}, "

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from official.nlp.data import sentence_prediction_dataloader as sp_loader
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf.data import glue
 from realformer_tf.data import tokenization
 from tests.helpers import kill_writer
@@ -119,7 +119,7 @@ def test_convert_sst2_and_mrpc_slices(tmp_path):
   # The vocabulary, so that fine-tuning can name a mismatch with its model.
   assert meta["vocab_file"] == os.path.abspath(vocab_file)
   assert meta["vocab_size"] == 30522
-  assert meta["vocab_sha256"] == tokenization.file_sha256(vocab_file)
+  assert meta["vocab_sha256"] == output_sets.file_sha256(vocab_file)
   with open(os.path.join(out, "sst2_meta_data.json")) as f:
     assert json.load(f) == meta
   assert sorted(os.listdir(out)) == [
@@ -313,3 +313,13 @@ def test_tfds_labels_are_mapped_by_name(tmp_path):
   assert list(data["input_word_ids"][0][:8]) == [
       vocab[t] for t in ("[CLS]", "a", "man", "sleeps", ".", "[SEP]",
                          "someone", "rests")]
+
+
+def test_row_the_tsv_reader_cannot_split(tmp_path):
+  """A carriage return inside a row is no row of GLUE's `csv.reader`."""
+  path = str(tmp_path / "x.tsv")
+  _write(path, "gj04\t1\t\tThe sailors rode the breeze.\n"
+               "gj04\t0\t*\tThe sailors\rrode breeze the.\n")
+  with pytest.raises(ValueError, match=r"x\.tsv:2: not a tab-separated row "
+                     r"\(new-line character seen"):
+    glue.read_tsv_examples(glue.get_task("cola"), path)

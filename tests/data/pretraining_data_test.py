@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from official.nlp.data import pretrain_dataloader
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf.data import create_pretraining_data as cli
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization

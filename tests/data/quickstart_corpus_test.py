@@ -1,7 +1,9 @@
 """Tests for the cached quickstart pre-training set."""
 import json
+import logging
 import os
 import random
+import sys
 
 import pytest
 import tensorflow as tf
@@ -67,7 +69,8 @@ def test_input_files_build_split_and_cache(tmp_path):
       data_dir, input_files=[corpus], **SMALL)
 
   assert set(result) == {"train_file", "eval_file", "vocab_file", "vocab_size",
-                         "num_train_examples", "num_eval_examples"}
+                         "num_train_examples", "num_eval_examples", "python"}
+  assert result["python"] is None  # Not the stdlib corpus.
   vocab = tokenization.load_vocab(result["vocab_file"])
   assert result["vocab_size"] == len(vocab) and vocab[0] == "[PAD]"
   assert result["num_train_examples"] == count_records(result["train_file"])
@@ -212,7 +215,7 @@ def test_split_sentences_and_docstrings():
       "Summary line.", "More text here.", "Another sentence?", "Closing words."]
 
 
-def test_default_stdlib_corpus_is_deterministic_and_cached(tmp_path):
+def test_default_stdlib_corpus_is_deterministic_and_cached(tmp_path, caplog):
   docs = quickstart_corpus.stdlib_documents()
   assert docs == quickstart_corpus.stdlib_documents()
   num_chars = sum(len(s) + 1 for d in docs for s in d)
@@ -220,9 +223,17 @@ def test_default_stdlib_corpus_is_deterministic_and_cached(tmp_path):
   assert len(docs) > 150 and all(all(s.strip() for s in d) for d in docs)
 
   data_dir = str(tmp_path / "stdlib")
-  result = quickstart_corpus.prepare_quickstart_data(data_dir)
+  # absl's logger: an earlier test may have left absl's verbosity lower.
+  with caplog.at_level(logging.INFO, logger="absl"):
+    result = quickstart_corpus.prepare_quickstart_data(data_dir)
   manifest = json.load(open(os.path.join(data_dir, "manifest.json")))
   assert manifest["key"]["corpus"] == "stdlib-docstrings"
+  # Which Python's docstrings: the result, the log and the manifest say it.
+  python = "%d.%d" % sys.version_info[:2]
+  assert result["python"] == python
+  assert manifest["key"]["python"] == "%d.%d.%d" % sys.version_info[:3]
+  assert (f"Quickstart corpus: docstrings of the Python {python} standard "
+          "library.") in caplog.text
   assert manifest["counts"]["num_train_documents"] + manifest["counts"][
       "num_eval_documents"] == len(docs)
   assert 1000 < result["vocab_size"] <= 4000

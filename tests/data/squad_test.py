@@ -1,4 +1,5 @@
-"""SQuAD data: tensorflow-text adapter, reader checks, TFRecords, post-processing."""
+"""SQuAD data: tensorflow-text adapter, TFRecords, post-processing (the JSON
+checks: squad_json_test.py)."""
 import json
 import logging
 import os
@@ -10,11 +11,9 @@ import pytest
 import tensorflow as tf
 
 from official.nlp.data import question_answering_dataloader as qa_dataloader
-from official.nlp.data import squad_lib
 from official.nlp.tools import tokenization as mg_tokenization
-from realformer_tf import output_sets
+from realformer_tf.data import output_sets
 from realformer_tf.data import squad
-from realformer_tf.data import tokenization
 from tests.helpers import kill_writer
 from tests.helpers import shared_data
 from tests.helpers import squad as common
@@ -63,55 +62,10 @@ def test_adapter_gives_squad_lib_strings_and_ids(tokenizer):
   assert [tokenizer.tokenize(w) for w in words] == singles
 
 
-def test_eval_reader_matches_squad_lib_on_dev():
-  path = common.dev_v11_file()
-  examples, stats = squad.read_squad_examples(path, is_training=False,
-                                              version_2_with_negative=False)
-  reference = squad_lib.read_squad_examples(path, is_training=False,
-                                            version_2_with_negative=False)
-  assert stats.num_questions == len(examples) == len(reference) == 10570
-  assert [(e.qas_id, e.question_text, e.doc_tokens) for e in examples] == [
-      (e.qas_id, e.question_text, e.doc_tokens) for e in reference]
-
-
-def _one_paragraph(qas, context="Denver Broncos won Super Bowl 50 in 2016."):
-  return {"version": "1.1", "data": [{"title": "t", "paragraphs": [
-      {"context": context, "qas": qas}]}]}
-
-
-def test_training_skips_answers_not_in_context(tmp_path, caplog):
-  context = "Denver Broncos won Super Bowl 50 in 2016."
-  path = common.write_json(_one_paragraph([
-      {"id": "good", "question": "Who won?",
-       "answers": [{"text": "Denver Broncos", "answer_start": 0}]},
-      {"id": "moved", "question": "When?",  # text is not at answer_start
-       "answers": [{"text": "2016", "answer_start": 3}]},
-      {"id": "outside", "question": "Where?",  # runs past the context
-       "answers": [{"text": "Santa Clara", "answer_start": len(context) - 2}]},
-      {"id": "several", "question": "Which game?", "answers": [
-          {"text": "Super Bowl 50", "answer_start": 19},
-          {"text": "Super Bowl", "answer_start": 19}]},
-  ], context), str(tmp_path / "train.json"))
-  with caplog.at_level(logging.WARNING):
-    examples, stats = squad.read_squad_examples(
-        path, is_training=True, version_2_with_negative=False)
-  assert [e.qas_id for e in examples] == ["good", "several"]
-  assert stats.num_questions == 4
-  assert stats.num_answer_not_found == 2
-  assert stats.num_multiple_answers == 1
-  assert "moved" in caplog.text and "outside" in caplog.text
-  # squad_lib's positions: whitespace-word indices of the first answer.
-  assert (examples[1].start_position, examples[1].end_position) == (3, 5)
-  # Evaluation keeps every question (the evaluator scores answer texts).
-  examples, _ = squad.read_squad_examples(path, is_training=False,
-                                          version_2_with_negative=False)
-  assert len(examples) == 4
-
-
 def test_training_skips_answers_without_wordpieces(tmp_path, caplog):
   """A zero-width-space answer is a whitespace word but no WordPiece."""
   context = "Denver Broncos won \u200b Super Bowl 50 in 2016."
-  path = common.write_json(_one_paragraph([
+  path = common.write_json(common.one_paragraph([
       {"id": "good", "question": "Who won?",
        "answers": [{"text": "Denver Broncos", "answer_start": 0}]},
       {"id": "zwsp", "question": "What is invisible?",
@@ -132,43 +86,10 @@ def test_training_skips_answers_without_wordpieces(tmp_path, caplog):
             feature["end_positions"].int64_list.value[0])
 
 
-@pytest.mark.parametrize("qas,is_training,v2,needle", [
-    ([{"question": "?", "answers": []}], False, False, "has no 'id'"),
-    ([{"id": "a", "question": "?", "answers": [{"text": "x",
-                                                  "answer_start": 0}]},
-      {"id": "a", "question": "?", "answers": [{"text": "x",
-                                                  "answer_start": 0}]}],
-     False, False, "'a': the id is used twice"),
-    ([{"id": "q9", "question": "?", "answers": []}], False, False,
-     "'q9': has no gold answers"),
-    ([{"id": "q9", "question": "?", "answers": []}], True, False,
-     "'q9': is answerable but has no answers"),
-    ([{"id": "q9", "question": "?", "answers": []}], True, True,
-     "'q9': has no 'is_impossible'"),
-    ([{"id": "q9", "question": 3, "answers": []}], False, True,
-     "'q9': has no 'question' string"),
-    ([{"id": "q9", "question": "?",
-       "answers": [{"text": "x", "answer_start": "0"}]}], True, False,
-     "'q9': the answer has no integer 'answer_start'"),
-])
-def test_malformed_input_names_file_and_question(tmp_path, qas, is_training,
-                                                 v2, needle):
-  path = common.write_json(_one_paragraph(qas), str(tmp_path / "bad.json"))
-  with pytest.raises(ValueError) as e:
-    squad.read_squad_examples(path, is_training=is_training,
-                              version_2_with_negative=v2)
-  assert path in str(e.value) and needle in str(e.value)
-
-
-def test_bad_lengths_and_missing_file(tmp_path):
+def test_bad_lengths():
   with pytest.raises(ValueError, match="leaves no room for the context"):
     squad.validate_lengths(max_seq_length=67, doc_stride=128,
                            max_query_length=64)
-  with pytest.raises(ValueError, match="does not exist"):
-    squad.read_squad_examples(str(tmp_path / "none.json"), False, False)
-  with pytest.raises(ValueError, match="no top-level 'data' list"):
-    squad.read_squad_examples(common.write_json({"x": 1}, str(
-        tmp_path / "x.json")), False, False)
 
 
 @pytest.mark.parametrize("is_training,bad", [
@@ -257,7 +178,7 @@ def test_v2_records_read_by_model_garden_loader(tmp_path):
   assert meta["num_questions"] == 7 and meta["num_unanswerable"] == 3
   assert meta["num_skipped_answer_not_found"] == 0
   assert meta["vocab_size"] == shared_data.vocab_size(common.vocab_file())
-  assert meta["vocab_sha256"] == tokenization.file_sha256(common.vocab_file())
+  assert meta["vocab_sha256"] == output_sets.file_sha256(common.vocab_file())
   n = meta["train_data_size"]
   # Contexts of 21-24 words fit in one 48-token window (3 question tokens
   # kept at most 16): one feature per question.

@@ -22,6 +22,7 @@ from realformer_tf.configs import finetuning  # pylint: disable=unused-import
 from realformer_tf.configs import squad  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
+from realformer_tf.data import squad_json
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -85,7 +86,7 @@ def squad_features(json_path: str, vocab_file: str, v2: bool):
     json.dump({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
         {"context": c, "qas": [qa]} for qa, (_, c) in zip(qas, SQUAD_QAS)]}]},
               f)
-  examples, _ = squad_data.read_squad_examples(json_path, False, v2)
+  examples, _ = squad_json.read_squad_examples(json_path, False, v2)
   tokenizer = squad_data.SquadTokenizer(vocab_file)
   features = []
   squad_data.convert_examples_to_features(

@@ -87,3 +87,9 @@ def write_json(obj, path: str) -> str:
   with open(path, "w", encoding="utf-8") as f:
     json.dump(obj, f)
   return path
+
+
+def one_paragraph(qas, context="Denver Broncos won Super Bowl 50 in 2016."):
+  """SQuAD v1.1 JSON of one paragraph holding `qas`."""
+  return {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+      {"context": context, "qas": qas}]}]}

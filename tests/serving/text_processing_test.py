@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
+from realformer_tf.data import squad_json
 from realformer_tf.data import tokenization
 from realformer_tf.serving import text_processing
 from tests.helpers import numpy_reference
@@ -161,7 +162,7 @@ def test_squad_windows_equal_squad_lib_features(tmp_path, seq_length,
         {"context": c, "qas": [{"id": f"q{i}", "question": q,
                                 "answers": [{"text": "x", "answer_start": 0}]}]}
         for i, (q, c) in enumerate(zip(questions, contexts))]}]}, f)
-  examples, _ = squad_data.read_squad_examples(path, False, False)
+  examples, _ = squad_json.read_squad_examples(path, False, False)
   tokenizer = squad_data.SquadTokenizer(vocab_file)
   features = []
   squad_data.convert_examples_to_features(

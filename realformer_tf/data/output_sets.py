@@ -1,19 +1,16 @@
 """Output sets: the files of one conversion change together, and a reader
 tells a whole set from a mixed one.
 
-A converter's outputs are read together: GLUE's `<task>_train.tf_record`,
-`<task>_dev.tf_record` and `<task>_meta_data.json` (vocabulary, lower-casing,
-sequence length, counts); SQuAD's record, meta data and schedule; the
-pre-training records and their vocabulary. Replacing each file atomically is
-not enough: a kill after the first rename leaves new records beside the old
-meta data, and training reads them as if they matched.
+A converter's outputs are read together (GLUE's records and
+`<task>_meta_data.json`; SQuAD's record, meta data and schedule; pre-training
+records and vocabulary). Replacing each file atomically is not enough: a kill
+after the first rename leaves new records beside the old meta data.
 
-Design. The paths stay those that configs, the README and the sweep already
-name (`<output_dir>/mrpc_train.tf_record`, ...). A versioned directory with
-one pointer would change every one of them, or need symbolic links, which
-object stores (gs://, reached through `tf.io.gfile`) lack. Instead the set's
-manifest is the converter's meta data JSON, extended by `files` (name ->
-size, mtime and SHA-256) and `writer` (the module to run again):
+Design. The paths stay those configs and the README name; a versioned
+directory with one pointer would change them, or need symbolic links, which
+object stores (gs://) lack. Instead the set's manifest is the converter's
+meta data JSON, extended by `files` (name -> size, mtime and SHA-256) and
+`writer` (the module to run again):
 
   1. every file of the set is written as `<name>.tmp-PID` beside its final
      path (a kill here leaves the previous set byte-identical; the next
@@ -27,15 +24,15 @@ not match its manifest: `check_set` refuses it, naming the file, what
 differs and the command to run again. Training calls it before anything is
 written (`init_from_run.check_records_manifest`).
 
-Hashing: a check compares each file's size, and its mtime and inode with
-those recorded; a rename keeps both, so an untouched set is checked without
-reading it, while a file renamed in by a later writer is another inode. Only
-a file whose mtime or inode changed (copied; on an object store, where
-mtimes have whole seconds and there are no inodes, renamed) is hashed, and it
-passes if its SHA-256 is still the recorded one.
+Hashing: a check compares each file's size, mtime and inode with those
+recorded (a rename keeps both; a file renamed in by a later writer is another
+inode). Only a file whose mtime or inode changed (copied; renamed on an
+object store, which has no inodes) is hashed, and passes if its SHA-256 is
+still the recorded one.
 """
 
 import contextlib
+import hashlib
 import json
 import os
 from typing import Any, Dict, Iterator, Optional
@@ -44,10 +41,18 @@ from absl import logging
 import tensorflow as tf
 
 from realformer_tf import utils
-from realformer_tf.data import tokenization
 
 FILES_KEY = "files"
 WRITER_KEY = "writer"
+
+
+def file_sha256(path: str) -> str:
+  """Hex SHA-256 of a file's bytes (read in 1 MB chunks)."""
+  digest = hashlib.sha256()
+  with tf.io.gfile.GFile(path, "rb") as f:
+    while chunk := f.read(1 << 20):
+      digest.update(chunk)
+  return digest.hexdigest()
 
 
 def _stat(path: str) -> Dict[str, int]:
@@ -63,7 +68,7 @@ def _stat(path: str) -> Dict[str, int]:
 
 def fingerprint(path: str) -> Dict[str, Any]:
   """A file's size, mtime (ns), inode and SHA-256, as a manifest lists it."""
-  return dict(_stat(path), sha256=tokenization.file_sha256(path))
+  return dict(_stat(path), sha256=file_sha256(path))
 
 
 class OutputSet:
@@ -164,7 +169,7 @@ def find_mismatch(manifest_path: str, manifest: Dict[str, Any]
       return (f"{path} has {stat['size']} bytes, the manifest "
               f"{expected['size']}")
     if any(stat[key] != expected.get(key) for key in ("mtime_ns", "inode")):
-      sha = tokenization.file_sha256(path)
+      sha = file_sha256(path)
       if sha != expected["sha256"]:
         return (f"{path} has SHA-256 {sha[:12]}..., the manifest "
                 f"{expected['sha256'][:12]}...")

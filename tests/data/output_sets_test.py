@@ -1,4 +1,4 @@
-"""Output sets (realformer_tf.output_sets): swapped in whole, checked whole."""
+"""Output sets (realformer_tf.data.output_sets): swapped in whole, checked whole."""
 
 import hashlib
 import json
@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from realformer_tf import output_sets
-from realformer_tf.data import tokenization
+from realformer_tf.data import output_sets
 
 WRITER = "realformer_tf.data.glue"
 
@@ -92,8 +91,8 @@ def test_only_files_whose_mtime_changed_are_hashed(tmp_path, monkeypatch):
                                              "b.rec": b"old b"})
   manifest = output_sets.read_manifest(manifest_path)
   hashed = []
-  sha256 = tokenization.file_sha256
-  monkeypatch.setattr(tokenization, "file_sha256",
+  sha256 = output_sets.file_sha256
+  monkeypatch.setattr(output_sets, "file_sha256",
                       lambda path: hashed.append(path) or sha256(path))
   output_sets.check_set(manifest_path, manifest)
   assert not hashed
