@@ -1,10 +1,10 @@
 r"""GLUE TSV (or TFDS `glue/<task>`) -> `SentencePredictionDataLoader` records.
 
-Usage (the GLUE layout, one directory per task, as `../shared/data/glue`):
+Usage (GLUE's layout, one directory per task, as its download script writes
+it; the vocabulary from BERT-Base uncased; the README's Data section):
 
   python -m realformer_tf.data.glue --task=mrpc \
-    --glue_dir=../shared/data/glue \
-    --vocab_file=../shared/data/vocab/bert-base-uncased-vocab.txt \
+    --glue_dir=$DATA/glue --vocab_file=$DATA/vocab/bert-base-uncased-vocab.txt \
     --output_dir=/tmp/glue_tfrecords --max_seq_length=128
 
 or from a locally prepared TensorFlow Datasets copy (nothing is downloaded):

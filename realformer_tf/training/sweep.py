@@ -275,8 +275,10 @@ def main(argv):
                       train_size)
   if FLAGS.dry_run:  # Lists the plan; touches nothing.
     print("\n".join(runs.plan_lines(planned)))
+    steps_left = sum(r.train_steps for r in planned if runs.status(r) != "done")
     print(f"{len(planned)} runs ({train_size} train examples, batch "
-          f"{config.task.train_data.global_batch_size}).")
+          f"{config.task.train_data.global_batch_size}); {steps_left} training "
+          "steps left to run.")
     return
   runs.execute(planned)
   print(format_summary(write_summary(FLAGS.model_dir_root)))

@@ -202,7 +202,8 @@ def test_cli_dry_run(tmp_path):
       cwd=_REPO, capture_output=True, text=True, timeout=240, check=False)
   assert out.returncode == 0, out.stderr[-3000:]
   lines = out.stdout.strip().split("\n")
-  assert lines[-1] == "4 runs (3668 train examples, batch 32)."
+  assert lines[-1] == ("4 runs (3668 train examples, batch 32); "
+                       f"{2 * 230 + 2 * 344} training steps left to run.")
   assert lines[0].split() == [
       "new", str(root / "mrpc" / "ep2_lr2e-05" / "seed0"), "steps=230",
       "warmup=23", "lr=2e-05", "seed=0"]
