@@ -49,9 +49,11 @@ def test_serve_equals_the_keras_model(sst2):
   features = {k: tf.constant(v, tf.int32) for k, v in features.items()}
   out = module.serve(**features)
   logits = model(features, training=False).numpy()
-  np.testing.assert_allclose(out["logits"], logits, atol=1e-6)
+  # A traced graph and eager Keras may order float32 sums differently
+  # (1.4e-6 seen in a full run); 1e-5 as the other parity tests.
+  np.testing.assert_allclose(out["logits"], logits, atol=1e-5)
   np.testing.assert_allclose(out["probabilities"],
-                             tf.nn.softmax(logits).numpy(), atol=1e-6)
+                             tf.nn.softmax(logits).numpy(), atol=1e-5)
   np.testing.assert_array_equal(out["class_ids"], logits.argmax(-1))
   labels = glue_data.get_task("sst2").labels
   assert [t.decode() for t in out["labels"].numpy()] == [
