@@ -26,6 +26,11 @@ INSTALL_REQUIRES = [
     # tensorflow-text~=2.20.0 above admits; its kagglesdk==0.1.28 pin and
     # tf-models-official's kaggle resolve together (kaggle 2.2.1).
     "keras-hub~=0.32.0",
+    # tensorflow-hub 0.16.1 (which Model Garden's NLP tasks import,
+    # official/nlp/tasks/utils.py:20) imports pkg_resources
+    # (tensorflow_hub/__init__.py:61); setuptools 82 removed it. Python 3.12+
+    # venvs have no setuptools, so pip would take the newest (found on 3.13).
+    "setuptools<82",
 ]
 
 setuptools.setup(
