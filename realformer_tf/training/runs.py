@@ -7,6 +7,7 @@ others, so a repeated command carries on where it stopped (a killed run
 resumes from its checkpoint: Model Garden's `train_lib` restores it).
 """
 
+import abc
 import dataclasses
 import json
 import os
@@ -25,7 +26,7 @@ from realformer_tf.training import train_lib
 
 
 @dataclasses.dataclass
-class RunSpec:
+class RunSpec(abc.ABC):
   """One training run; subclasses name the result file and build the result."""
   model_dir: str
   config: cfg.ExperimentConfig
@@ -45,8 +46,9 @@ class RunSpec:
   def details(self) -> str:  # After the directory in a plan's listing.
     return f"steps={self.train_steps} seed={self.seed}"
 
+  @abc.abstractmethod
   def make_result(self, output: Dict, seconds: float) -> Dict:
-    raise NotImplementedError  # The result file's contents.
+    """The result file's contents from a runner's output and its time."""
 
 
 Runner = Callable[[RunSpec], Dict]
