@@ -47,7 +47,7 @@ import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling import networks
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.networks import encoder as encoder_lib
 
 SIZES = {  # layers, hidden, heads, intermediate (paper Table 1)
     "small": (4, 512, 8, 2048),
@@ -87,7 +87,7 @@ def _build(model, size, seq, dtype):
         max_sequence_length=max(512, seq),
         **{k: v for k, v in kwargs.items() if k != "max_sequence_length"})
   else:
-    encoder = realformer_encoder.RealFormerEncoder(
+    encoder = encoder_lib.RealFormerEncoder(
         residual_attention="sum", score_dtype=FLAGS.score_dtype,
         recompute=FLAGS.recompute, max_sequence_length=max(512, seq),
         **{k: v for k, v in kwargs.items() if k != "max_sequence_length"})

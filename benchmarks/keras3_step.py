@@ -126,10 +126,10 @@ class _TfKerasStep:
   def __init__(self, size, seq, dtype, batch):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tf_keras  # pylint: disable=g-import-not-at-top
-    from realformer_tf.networks import realformer_encoder  # pylint: disable=g-import-not-at-top
+    from realformer_tf.networks import encoder as encoder_lib  # pylint: disable=g-import-not-at-top
     tf_keras.mixed_precision.set_global_policy(dtype)
     layers, hidden, heads, inner = SIZES[size]
-    encoder = realformer_encoder.RealFormerEncoder(
+    encoder = encoder_lib.RealFormerEncoder(
         vocab_size=VOCAB, hidden_size=hidden, num_layers=layers,
         num_attention_heads=heads, inner_dim=inner, type_vocab_size=2,
         max_sequence_length=max(512, seq), residual_attention="sum")

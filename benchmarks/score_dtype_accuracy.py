@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.networks import encoder as encoder_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("policies", ["mixed_bfloat16", "mixed_float16"], "Policies.")
@@ -49,7 +49,7 @@ def _encoder(policy, mode, layers, score_dtype, inputs):
   """Builds (and calls once, which builds the blocks) under `policy`."""
   tf_keras.mixed_precision.set_global_policy(policy)
   try:
-    encoder = realformer_encoder.RealFormerEncoder(
+    encoder = encoder_lib.RealFormerEncoder(
         vocab_size=1000, hidden_size=FLAGS.hidden_size, num_layers=layers,
         num_attention_heads=FLAGS.num_heads,
         inner_dim=4 * FLAGS.hidden_size, max_sequence_length=FLAGS.seq_length,

@@ -33,7 +33,7 @@ from realformer_tf.analysis import plots
 from realformer_tf.analysis import stats
 from realformer_tf.configs import registry
 from realformer_tf.data import tokenization
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.networks import encoder as encoder_lib
 
 _LOG_EVERY_BATCHES = 50
 
@@ -46,7 +46,7 @@ class LoadedModel:
   checkpoint: str
   config: Any  # official.core.config_definitions.ExperimentConfig
   task: Any  # official.core.base_task.Task
-  encoder: realformer_encoder.RealFormerEncoder  # returns attention outputs
+  encoder: encoder_lib.RealFormerEncoder  # returns attention outputs
   num_layers: int
   num_heads: int
   max_sequence_length: int
@@ -81,7 +81,7 @@ def load_model(model_dir: str) -> LoadedModel:
   # BertPretrainerV2, BertClassifier and BertSpanLabeler all checkpoint their
   # encoder as `encoder`.
   encoder = model.checkpoint_items.get("encoder")
-  if not isinstance(encoder, realformer_encoder.RealFormerEncoder):
+  if not isinstance(encoder, encoder_lib.RealFormerEncoder):
     raise ValueError(
         f"{model_dir}: the encoder is a {type(encoder).__name__}; attention "
         "analysis needs a RealFormerEncoder (task.model.encoder.type=any).")
@@ -231,7 +231,7 @@ class AttentionStats:
                 self._magnitude.tolist())])
 
 
-def make_batch_fn(encoder: realformer_encoder.RealFormerEncoder):
+def make_batch_fn(encoder: encoder_lib.RealFormerEncoder):
   """A `tf.function` mapping a batch to per-token entropy, JSD, |S| stats.
 
   Returns a function of a dict of int32 `[batch, seq]` tensors giving

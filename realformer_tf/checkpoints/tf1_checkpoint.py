@@ -38,7 +38,7 @@ from realformer_tf import utils
 from realformer_tf.checkpoints import errors
 from realformer_tf.configs import encoders
 from realformer_tf.layers import residual_attention as ra
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.networks import encoder as encoder_lib
 
 # TF1's pre-training heads (MLM, NSP): skipped when loading an encoder.
 HEAD_VARIABLES = (
@@ -221,7 +221,7 @@ def _add_layer(table: VariableTable, prefix: str, layer: tf_keras.layers.Layer,
          tf1_kernel_shape and tf1_kernel_shape[-1:])
 
 
-def encoder_variable_map(encoder: realformer_encoder.RealFormerEncoder
+def encoder_variable_map(encoder: encoder_lib.RealFormerEncoder
                         ) -> VariableTable:
   """TF1 variable name -> (TF1 shape, TF2 targets) for a built encoder.
 
@@ -347,7 +347,7 @@ def encoder_from_tf1_checkpoint(
     checkpoint_path: str,
     bert_config_file: str,
     residual_attention: Optional[str] = None
-) -> realformer_encoder.RealFormerEncoder:
+) -> encoder_lib.RealFormerEncoder:
   """A `RealFormerEncoder` with every weight of a TF1 RealFormer/BERT checkpoint.
 
   `checkpoint_path`: a prefix (`.../model.ckpt-1000000`) or its directory.

@@ -27,7 +27,7 @@ from official.nlp.configs import encoders as mg_encoders
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
 from realformer_tf.configs import encoders
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.networks import encoder as encoder_lib
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _VARIABLE_VALUE = "VARIABLE_VALUE"
@@ -194,7 +194,7 @@ def encoder_from_tf2_checkpoint(
     encoder_config_or_kwargs: EncoderConfigLike,
     residual_attention: Optional[str] = None,
     encoder_path: Optional[str] = None
-) -> realformer_encoder.RealFormerEncoder:
+) -> encoder_lib.RealFormerEncoder:
   """A `RealFormerEncoder` from a Model Garden `BertEncoder(V2)` checkpoint.
 
   `encoder_config_or_kwargs`: the checkpoint's, see `realformer_config_from`.

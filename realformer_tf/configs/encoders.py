@@ -19,7 +19,7 @@ from official.modeling import tf_utils
 from official.modeling.hyperparams import base_config
 from official.nlp.configs import encoders
 from realformer_tf.layers import residual_attention as ra
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.networks import encoder as encoder_lib
 
 
 @dataclasses.dataclass
@@ -52,7 +52,7 @@ class RealFormerEncoderConfig(encoders.BertEncoderConfig):
 def build_realformer_encoder(
     config: RealFormerEncoderConfig,
     embedding_layer: Optional[tf_keras.layers.Layer] = None
-) -> realformer_encoder.RealFormerEncoder:
+) -> encoder_lib.RealFormerEncoder:
   """Builds a `RealFormerEncoder` from its config."""
   config.validate()
   same_names = ("vocab_size", "hidden_size", "num_layers",
@@ -60,7 +60,7 @@ def build_realformer_encoder(
                 "norm_first", "return_attention_scores",
                 "return_word_embeddings", "residual_attention",
                 "final_layer_norm", "norm_epsilon", "score_dtype", "recompute")
-  return realformer_encoder.RealFormerEncoder(
+  return encoder_lib.RealFormerEncoder(
       max_sequence_length=config.max_position_embeddings,
       inner_dim=config.intermediate_size,
       # "gelu" is the tanh approximation, as BERT's TF1 code

@@ -1,6 +1,6 @@
 """RealFormer decoder block for Keras 3 (TensorFlow, JAX and PyTorch backends).
 
-The Keras 3 face of `realformer_tf.layers.realformer_decoder_block`: same
+The Keras 3 face of `realformer_tf.layers.decoder_block`: same
 constructor arguments, sub-layer attribute names and semantics. Causal
 self-attention and encoder-decoder (cross) attention each carry their own
 residual score path (He et al., 2020, Section 3); the masks enter the softmax
@@ -29,7 +29,7 @@ class RealFormerDecoderBlock(encoder_block.ArgumentsConfig,
   (`self_attention`, `self_attention_layer_norm`, `encdec_attention`,
   `encdec_attention_layer_norm`, `intermediate_dense`, `output_dense`,
   `output_layer_norm`) are those of the tf_keras
-  `realformer_tf.layers.realformer_decoder_block.RealFormerDecoderBlock`
+  `realformer_tf.layers.decoder_block.RealFormerDecoderBlock`
   (itself Model Garden's `TransformerDecoderBlock`'s). keras-hub's
   `TransformerDecoder` cannot be reused: its attention neither takes the
   previous scores nor returns its own.

@@ -1,6 +1,6 @@
 """Keras 3 RealFormer encoder block: `(hidden, scores) -> (hidden, scores)`.
 
-The Keras 3 face of `realformer_tf.layers.realformer_block.RealFormerEncoderBlock`
+The Keras 3 face of `realformer_tf.layers.encoder_block.RealFormerEncoderBlock`
 (same constructor names, call, sub-layer attributes and weight names), with
 `keras` and `keras.ops` only.
 """
@@ -59,7 +59,7 @@ def feed_forward(width, inner_dim, activation, initializer, dtype_policy):
 class ArgumentsConfig:
   """Layer mixin: the config is the constructor's arguments, `self._config`.
 
-  As the tf_keras `realformer_block.ArgumentsConfigLayer`: the subclass'
+  As the tf_keras `encoder_block.ArgumentsConfigLayer`: the subclass'
   `__init__` sets `self._config` to its normalized arguments, by name;
   `get_config` returns them after the base layer's config, initializers and
   activations serialized. List it before the Keras base class.

@@ -41,7 +41,7 @@ from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import weight_map
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.networks import encoder as encoder_lib
 
 # tf_keras `hidden_activation` "gelu" is Model Garden's tanh form
 # (official/modeling/tf_utils.py `get_activation`), Keras 3's
@@ -103,7 +103,7 @@ def encoder_config(backbone: backbone_lib.RealFormerBackbone
       final_layer_norm=backbone.use_final_layer_norm)
 
 
-def tf_keras_encoder_slots(encoder: realformer_encoder.RealFormerEncoder
+def tf_keras_encoder_slots(encoder: encoder_lib.RealFormerEncoder
                           ) -> Dict[str, Any]:
   """Every weight of a tf_keras `RealFormerEncoder`, by `weight_map` name."""
   # pylint: disable=protected-access
@@ -218,7 +218,7 @@ def load_run(checkpoint_path: str,
   return backbone
 
 
-def from_tf_keras_encoder(encoder: realformer_encoder.RealFormerEncoder,
+def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
                           **overrides) -> backbone_lib.RealFormerBackbone:
   """A `RealFormerBackbone` with a built tf_keras `RealFormerEncoder`'s
   architecture and weights; `overrides`: other backbone arguments."""
@@ -251,7 +251,7 @@ def _keras3_activation(activation) -> str:
   """The Keras 3 name of a tf_keras encoder's activation (a name or function):
   Model Garden's "gelu" and `approx_gelu` are the tanh form, tf_keras' own
   "gelu" the exact one (as Keras 3's)."""
-  if activation in (realformer_encoder.approx_gelu,
+  if activation in (encoder_lib.approx_gelu,
                     tf_utils.get_activation(_TF_KERAS_GELU)):
     return backbone_lib.GELU_APPROXIMATE
   name = (activation if isinstance(activation, str)
@@ -261,7 +261,7 @@ def _keras3_activation(activation) -> str:
 
 
 def to_tf_keras_encoder(backbone: backbone_lib.RealFormerBackbone
-                       ) -> realformer_encoder.RealFormerEncoder:
+                       ) -> encoder_lib.RealFormerEncoder:
   """A built tf_keras `RealFormerEncoder` with the backbone's weights (for
   Model Garden's trainer, tasks and export)."""
   encoder = encoders.build_realformer_encoder(encoder_config(backbone))

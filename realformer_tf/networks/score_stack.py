@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 import tf_keras
 
-from realformer_tf.layers import realformer_block
+from realformer_tf.layers import encoder_block
 from realformer_tf.layers import residual_attention as ra
 
 
@@ -51,7 +51,7 @@ def chain_blocks(blocks: Sequence[tf_keras.layers.Layer],
   return columns[0], columns[1:1 + paths], columns[1 + paths:]
 
 
-class BlockStack(realformer_block.ArgumentsConfigLayer,
+class BlockStack(encoder_block.ArgumentsConfigLayer,
                  metaclass=abc.ABCMeta):
   """`num_layers` blocks and a final LayerNorm: what both seq2seq stacks share.
 

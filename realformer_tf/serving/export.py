@@ -15,7 +15,7 @@ next to `--export_dir` (`<export_dir>.tmp-PID`) and swapped into place by
 `utils.atomic_path`, so with `--overwrite` the previous export stays whole
 until the new one is complete. What a killed export left is cleaned up by
 the next one: its temporary directory removed, a previous export set aside
-mid-swap restored. The head's class in `serving_modules` (its options in
+mid-swap restored. The head's class in `heads` (its options in
 `options`) gives `serving_default`, `serve_examples` and, unless
 `--noserve_text`, the text signatures (tensorflow-text ops; the run's
 vocabulary becomes a SavedModel asset).
@@ -39,12 +39,12 @@ from realformer_tf import utils
 from realformer_tf.configs import registry
 from realformer_tf.data import tokenization
 from realformer_tf.serving import options as options_lib
-from realformer_tf.serving import serving_modules
+from realformer_tf.serving import heads
 
-HEADS = (serving_modules.MaskedLMServing,
-         serving_modules.SentencePredictionServing,
-         serving_modules.QuestionAnsweringServing)
-Head = Type[serving_modules.MaskedLMServing]  # Any of `HEADS`.
+HEADS = (heads.MaskedLMServing,
+         heads.SentencePredictionServing,
+         heads.QuestionAnsweringServing)
+Head = Type[heads.MaskedLMServing]  # Any of `HEADS`.
 
 # Model Garden function key -> signature key (the text functions of each
 # module are exported under their own names).

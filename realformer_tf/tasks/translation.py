@@ -17,8 +17,8 @@ from official.modeling.hyperparams import base_config
 from official.nlp.tasks import translation
 from realformer_tf.data import translation as translation_data
 from realformer_tf.layers import residual_attention as ra
-from realformer_tf.networks import realformer_decoder
-from realformer_tf.networks import realformer_seq2seq
+from realformer_tf.networks import decoder as decoder_lib
+from realformer_tf.networks import seq2seq as seq2seq_lib
 
 
 @dataclasses.dataclass
@@ -68,11 +68,11 @@ class RealFormerTranslationConfig(translation.TranslationConfig):
 def build_translation_model(model_config: RealFormerTranslationModelConfig,
                             vocab_size: int, eos_id: int) -> tf_keras.Model:
   """`Seq2SeqTransformer` with the RealFormer encoder and decoder stacks."""
-  encoder = realformer_seq2seq.RealFormerSeq2SeqEncoder(
+  encoder = seq2seq_lib.RealFormerSeq2SeqEncoder(
       **model_config.encoder.as_dict())
-  decoder = realformer_decoder.RealFormerDecoder(
+  decoder = decoder_lib.RealFormerDecoder(
       **model_config.decoder.as_dict())
-  return realformer_seq2seq.build_seq2seq_transformer(
+  return seq2seq_lib.build_seq2seq_transformer(
       vocab_size=int(vocab_size), embedding_width=model_config.embedding_width,
       encoder=encoder, decoder=decoder, eos_id=int(eos_id),
       dropout_rate=model_config.dropout_rate,

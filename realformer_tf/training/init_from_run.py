@@ -26,7 +26,7 @@ from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
 from realformer_tf.training import modes
 from realformer_tf.training import preflight
-from realformer_tf.training import schedule
+from realformer_tf.training import lr_schedule
 
 # Encoder fields that define the checkpoint's variables or the function it
 # computes; the others (dropout, initializer, outputs) are the fine-tuning
@@ -56,7 +56,7 @@ def _encoder_of(config: cfg.ExperimentConfig):
 
 
 def inherit_encoder(params: cfg.ExperimentConfig,
-                    explicit: schedule.ExplicitKeys
+                    explicit: lr_schedule.ExplicitKeys
                    ) -> Optional[cfg.ExperimentConfig]:
   """Copies into `params` the encoder architecture (`ARCHITECTURE_FIELDS`) of
   the run `task.init_checkpoint` names (a value the user set otherwise is an

@@ -41,13 +41,13 @@ from realformer_tf.training import modes
 from realformer_tf.training import preflight
 from realformer_tf.training import run_lock
 from realformer_tf.training import run_summary
-from realformer_tf.training import schedule
+from realformer_tf.training import lr_schedule
 from realformer_tf.training import trainer as trainer_lib
 
 
 def _unknown_key(config, overrides: Mapping[str, Any]) -> Optional[str]:
   """The dotted path of the first key in `overrides` that `config` lacks."""
-  for key in schedule.dotted_items(overrides):
+  for key in lr_schedule.dotted_items(overrides):
     node, path = config, ""
     for part in key.split("."):
       fields = node.as_dict() if hasattr(node, "as_dict") else {}
@@ -61,7 +61,7 @@ def _unknown_key(config, overrides: Mapping[str, Any]) -> Optional[str]:
 class ExperimentParser(train_utils.ExperimentParser):
   """Model Garden's flag parser (same order) with errors naming the flag, file
   and key; `sources` lists each config file's and the override's nested dict,
-  in order, for `schedule.explicit_keys`."""
+  in order, for `lr_schedule.explicit_keys`."""
 
   def __init__(self, flags_obj):
     super().__init__(flags_obj)
@@ -121,8 +121,8 @@ def parse_configuration_and_sources(flags_obj):
   parser = ExperimentParser(flags_obj)
   params = parser.parse()
   preflight.validate_field_types(params)
-  explicit = schedule.explicit_keys(parser.sources)
-  schedule.follow_train_steps(params, explicit)
+  explicit = lr_schedule.explicit_keys(parser.sources)
+  lr_schedule.follow_train_steps(params, explicit)
   init_from_run.inherit_encoder(params, explicit)
   try:
     params.validate()
@@ -259,7 +259,7 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
       not tf.io.gfile.exists(params_path)):
     return
   old, new = (
-      schedule.dotted_items({"task": {"name": p.task.name,
+      lr_schedule.dotted_items({"task": {"name": p.task.name,
                                       "model": p.task.model.as_dict()}})
       for p in (registry.load_experiment_config(model_dir), params))
   changed = [f"{key}: {old.get(key)!r} in params.yaml, {new.get(key)!r} now"

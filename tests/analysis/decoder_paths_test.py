@@ -8,16 +8,16 @@ from scipy import stats as scipy_stats
 import tensorflow as tf
 
 from realformer_tf.analysis import decoder_paths
-from realformer_tf.networks import realformer_decoder
-from realformer_tf.networks import realformer_seq2seq
+from realformer_tf.networks import decoder as decoder_lib
+from realformer_tf.networks import seq2seq as seq2seq_lib
 
 
 def _model():
-  return realformer_seq2seq.build_seq2seq_transformer(
+  return seq2seq_lib.build_seq2seq_transformer(
       vocab_size=20, embedding_width=16,
-      encoder=realformer_seq2seq.RealFormerSeq2SeqEncoder(
+      encoder=seq2seq_lib.RealFormerSeq2SeqEncoder(
           num_layers=2, num_attention_heads=2, intermediate_size=32),
-      decoder=realformer_decoder.RealFormerDecoder(
+      decoder=decoder_lib.RealFormerDecoder(
           num_layers=3, num_attention_heads=2, intermediate_size=32),
       eos_id=1)
 

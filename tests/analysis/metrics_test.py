@@ -10,7 +10,7 @@ import tf_keras
 
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import runner
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.networks import encoder as encoder_lib
 
 
 def _handmade():
@@ -81,7 +81,7 @@ def test_uniform_attention_has_entropy_log_n():
 
 def _zero_qk_encoder():
   tf_keras.utils.set_random_seed(1)
-  encoder = realformer_encoder.RealFormerEncoder(
+  encoder = encoder_lib.RealFormerEncoder(
       vocab_size=30, hidden_size=16, num_layers=3, num_attention_heads=4,
       inner_dim=32, max_sequence_length=16, return_attention_scores=True)
   ids = tf.constant([[3, 4, 5, 6, 7, 8, 9, 10, 11, 12],

@@ -8,7 +8,7 @@ from official.nlp.configs import encoders as mg_encoders
 from realformer_tf import utils
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.networks import encoder as encoder_lib
 
 _SMALL = dict(vocab_size=60, hidden_size=32, num_layers=2,
               num_attention_heads=4, intermediate_size=64,
@@ -24,7 +24,7 @@ class EncoderConfigTest(tf.test.TestCase, parameterized.TestCase):
     config.override({"any": {"residual_attention": mode,
                              "norm_first": mode == "none"}})
     encoder = mg_encoders.build_encoder(config)
-    self.assertIsInstance(encoder, realformer_encoder.RealFormerEncoder)
+    self.assertIsInstance(encoder, encoder_lib.RealFormerEncoder)
     got = encoder.get_config()
     self.assertEqual(mode, got["residual_attention"])
     self.assertEqual(mode == "none", got["norm_first"])

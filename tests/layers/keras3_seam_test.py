@@ -7,7 +7,7 @@ import tf_keras
 
 from realformer_tf.layers import RealFormerEncoderBlock
 from realformer_tf.layers import ResidualMultiHeadAttention
-from realformer_tf.networks import realformer_decoder
+from realformer_tf.networks import decoder as decoder_lib
 from realformer_tf.networks import RealFormerEncoder
 
 
@@ -43,7 +43,7 @@ def test_networks_name_their_counterpart_or_none():
                       num_attention_heads=2, inner_dim=16,
                       max_sequence_length=4)(
                           dict(input_word_ids=keras.Input((4,), dtype="int32")))
-  stack = realformer_decoder.RealFormerDecoder(
+  stack = decoder_lib.RealFormerDecoder(
       num_layers=1, num_attention_heads=2, intermediate_size=16)
   with pytest.raises(TypeError,
                      match=r"as argument 0\[0\].*keras3 has no RealFormerDecoder"):

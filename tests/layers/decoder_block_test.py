@@ -6,7 +6,7 @@ import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling import layers as mg_layers
-from realformer_tf.layers import realformer_decoder_block as rdb
+from realformer_tf.layers import decoder_block as rdb
 from tests.helpers import layer_checks as layer_test_utils
 from tests.helpers import numpy_decoder_reference as ndr
 

@@ -8,17 +8,17 @@ import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling import layers as mg_layers
-from realformer_tf.layers import realformer_block
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.layers import encoder_block
+from realformer_tf.networks import encoder as encoder_lib
 from tests.helpers import layer_checks as layer_test_utils
 from tests.helpers import numpy_reference
 
 
 def _block(**kwargs):
   args = dict(num_attention_heads=4, inner_dim=32,
-              inner_activation=realformer_encoder.approx_gelu)
+              inner_activation=encoder_lib.approx_gelu)
   args.update(kwargs)
-  return realformer_block.RealFormerEncoderBlock(**args)
+  return encoder_block.RealFormerEncoderBlock(**args)
 
 
 class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
@@ -47,7 +47,7 @@ class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
   def test_none_matches_model_garden_block(self, norm_first):
     mg = mg_layers.TransformerEncoderBlock(
         num_attention_heads=4, inner_dim=32,
-        inner_activation=realformer_encoder.approx_gelu, norm_first=norm_first)
+        inner_activation=encoder_lib.approx_gelu, norm_first=norm_first)
     want = mg([self.x, self.mask])
     block = _block(residual_attention="none", norm_first=norm_first)
     block(self.x)

@@ -4,20 +4,20 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from realformer_tf.networks import realformer_decoder
-from realformer_tf.networks import realformer_seq2seq
+from realformer_tf.networks import decoder as decoder_lib
+from realformer_tf.networks import seq2seq as seq2seq_lib
 
 VOCAB, WIDTH, HEADS = 20, 16, 2
 
 
 def _model(mode, padded_decode=False, decode_max_length=None):
-  encoder = realformer_seq2seq.RealFormerSeq2SeqEncoder(
+  encoder = seq2seq_lib.RealFormerSeq2SeqEncoder(
       num_layers=2, num_attention_heads=HEADS, intermediate_size=32,
       residual_attention=mode)
-  decoder = realformer_decoder.RealFormerDecoder(
+  decoder = decoder_lib.RealFormerDecoder(
       num_layers=3, num_attention_heads=HEADS, intermediate_size=32,
       residual_attention=mode)
-  return realformer_seq2seq.build_seq2seq_transformer(
+  return seq2seq_lib.build_seq2seq_transformer(
       vocab_size=VOCAB, embedding_width=WIDTH, encoder=encoder,
       decoder=decoder, eos_id=1, padded_decode=padded_decode,
       decode_max_length=decode_max_length, beam_size=2)
@@ -81,7 +81,7 @@ class RealFormerSeq2SeqTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(2, a["outputs"].shape[0])
 
   def test_encoder_returns_each_layers_scores_and_probs(self):
-    encoder = realformer_seq2seq.RealFormerSeq2SeqEncoder(
+    encoder = seq2seq_lib.RealFormerSeq2SeqEncoder(
         num_layers=3, num_attention_heads=HEADS, intermediate_size=32)
     x = tf.random.normal([2, 6, WIDTH])
     out, attention = encoder(x, return_attention_scores=True)
@@ -96,14 +96,14 @@ class RealFormerSeq2SeqTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, "cross_attention=True"):
-      realformer_seq2seq.build_seq2seq_transformer(
-          VOCAB, WIDTH, realformer_seq2seq.RealFormerSeq2SeqEncoder(),
-          realformer_decoder.RealFormerDecoder(cross_attention=False), 1)
+      seq2seq_lib.build_seq2seq_transformer(
+          VOCAB, WIDTH, seq2seq_lib.RealFormerSeq2SeqEncoder(),
+          decoder_lib.RealFormerDecoder(cross_attention=False), 1)
     with self.assertRaisesRegex(ValueError, "not divisible"):
-      realformer_seq2seq.build_seq2seq_transformer(
-          VOCAB, 18, realformer_seq2seq.RealFormerSeq2SeqEncoder(
+      seq2seq_lib.build_seq2seq_transformer(
+          VOCAB, 18, seq2seq_lib.RealFormerSeq2SeqEncoder(
               num_attention_heads=4),
-          realformer_decoder.RealFormerDecoder(num_attention_heads=4), 1)
+          decoder_lib.RealFormerDecoder(num_attention_heads=4), 1)
 
 
 

@@ -7,7 +7,7 @@ from official.core import exp_factory
 from official.core import train_utils
 from realformer_tf.configs import experiments
 from realformer_tf.configs import squad
-from realformer_tf.training import schedule
+from realformer_tf.training import lr_schedule
 from realformer_tf.training import train_lib
 
 _DECAY = "trainer.optimizer_config.learning_rate.polynomial.decay_steps"
@@ -23,7 +23,7 @@ def _flags(experiment, params_override="", config_file=None):
 class ScheduleTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_dotted_keys_and_last_source_wins(self):
-    explicit = schedule.explicit_keys([
+    explicit = lr_schedule.explicit_keys([
         ("a.yaml", {"trainer": {"train_steps": 5, "optimizer_config": {
             "learning_rate": {"polynomial": {"decay_steps": 5}}}}}),
         ("--params_override", {"trainer": {"train_steps": 7}})])
@@ -45,7 +45,7 @@ class ScheduleTest(tf.test.TestCase, parameterized.TestCase):
     params = exp_factory.get_exp_config(experiments.QUICKSTART)
     if explicit:
       params.trainer.train_steps = 300
-    schedule.follow_train_steps(params, explicit)
+    lr_schedule.follow_train_steps(params, explicit)
     optimizer = params.trainer.optimizer_config
     self.assertEqual(optimizer.learning_rate.polynomial.decay_steps, decay)
     self.assertEqual(optimizer.warmup.polynomial.warmup_steps, warmup)

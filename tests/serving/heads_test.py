@@ -13,13 +13,13 @@ import tensorflow as tf
 from official.core import task_factory
 from realformer_tf.data import glue as glue_data
 from realformer_tf.serving import options as options_lib
-from realformer_tf.serving import serving_modules
+from realformer_tf.serving import heads
 from tests.helpers import serving as common
 
-HEADS = {"pretraining": serving_modules.MaskedLMServing,
-         "sst2": serving_modules.SentencePredictionServing,
-         "stsb": serving_modules.SentencePredictionServing,
-         "squad_v1": serving_modules.QuestionAnsweringServing}
+HEADS = {"pretraining": heads.MaskedLMServing,
+         "sst2": heads.SentencePredictionServing,
+         "stsb": heads.SentencePredictionServing,
+         "squad_v1": heads.QuestionAnsweringServing}
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def module_of(task, model, return_attention="none"):
       max_seq_length=common.SEQ_LENGTH, max_position_embeddings=32,
       vocab_size=len(common.VOCAB), type_vocab_size=2,
       return_attention=return_attention))
-  return serving_modules.SentencePredictionServing(model, options)
+  return heads.SentencePredictionServing(model, options)
 
 
 def test_serve_equals_the_keras_model(sst2):

@@ -8,7 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling import networks
-from realformer_tf.networks import realformer_encoder
+from realformer_tf.networks import encoder as encoder_lib
 from tests.helpers import layer_checks as layer_test_utils
 from tests.helpers import numpy_reference
 
@@ -34,7 +34,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
       ("sum", "sum", False), ("mean", "mean", False), ("none", "none", False),
       ("pre_ln_sum", "sum", True), ("pre_ln_none", "none", True))
   def test_matches_numpy(self, mode, norm_first):
-    encoder = realformer_encoder.RealFormerEncoder(
+    encoder = encoder_lib.RealFormerEncoder(
         residual_attention=mode, norm_first=norm_first, return_attention_scores=True,
         **_KW)
     inputs = _inputs()
@@ -51,7 +51,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(probs[i], out["attention_scores"][i], atol=1e-5)
 
   def test_running_sum_is_sum_of_layer_scores(self):
-    encoder = realformer_encoder.RealFormerEncoder(
+    encoder = encoder_lib.RealFormerEncoder(
         return_attention_scores=True, **_KW)
     out = encoder(_inputs())
     scores = [s.numpy() for s in out["residual_scores"]]
@@ -64,7 +64,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
       self, norm_first):
     inputs = _inputs()
     bert = networks.BertEncoderV2(norm_first=norm_first, **_KW)
-    rf = realformer_encoder.RealFormerEncoder(
+    rf = encoder_lib.RealFormerEncoder(
         residual_attention="none", norm_first=norm_first,
         final_layer_norm=False, **_KW)
     want = bert(inputs)
@@ -79,7 +79,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(a, b, atol=1e-5)
 
     # And back: a RealFormer checkpoint restores into BertEncoderV2.
-    rf_trained = realformer_encoder.RealFormerEncoder(
+    rf_trained = encoder_lib.RealFormerEncoder(
         residual_attention="sum", norm_first=norm_first,
         final_layer_norm=False, **_KW)
     rf_trained(inputs)
@@ -94,7 +94,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
   def test_attention_scores_are_bert_encoder_v2s_probabilities(self):
     inputs = _inputs()
     bert = networks.BertEncoderV2(return_attention_scores=True, **_KW)
-    rf = realformer_encoder.RealFormerEncoder(
+    rf = encoder_lib.RealFormerEncoder(
         residual_attention="none", return_attention_scores=True, **_KW)
     want = bert(inputs)
     rf(inputs)
@@ -118,11 +118,11 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
         return_word_embeddings=True, residual_attention="mean",
         final_layer_norm=False, norm_epsilon=1e-6, score_dtype="compute",
         recompute=True)
-    encoder = realformer_encoder.RealFormerEncoder(**args)
+    encoder = encoder_lib.RealFormerEncoder(**args)
     config = encoder.get_config()
     # Plus the base layer's config, as every Keras layer.
     self.assertEqual(set(args) | {"name", "trainable", "dtype"}, set(config))
-    clone = realformer_encoder.RealFormerEncoder.from_config(config)
+    clone = encoder_lib.RealFormerEncoder.from_config(config)
     self.assertEqual(config, clone.get_config())
     for key in args:
       if key not in ("inner_activation", "initializer"):
@@ -134,7 +134,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
                    attention_dropout_rate=0.3)
     kw = {k: v for k, v in _KW.items() if k != "inner_dim"}
     bert = networks.BertEncoderV2(**kw, **aliases).get_config()
-    config = realformer_encoder.RealFormerEncoder(**kw, **aliases).get_config()
+    config = encoder_lib.RealFormerEncoder(**kw, **aliases).get_config()
     for ours, theirs in (("inner_dim", 24), ("output_dropout", 0.2),
                          ("attention_dropout", 0.3)):
       self.assertEqual(theirs, config[ours], ours)
@@ -142,11 +142,11 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual("relu", config["inner_activation"])
     self.assertNotIn("intermediate_size", config)
     with self.assertRaises(TypeError):  # Not an alias: still refused.
-      realformer_encoder.RealFormerEncoder(**_KW, hidden_dropout_prob=0.1)
+      encoder_lib.RealFormerEncoder(**_KW, hidden_dropout_prob=0.1)
 
   def test_default_activation_round_trips_as_tanh_gelu(self):
-    encoder = realformer_encoder.RealFormerEncoder(**_KW)
-    clone = realformer_encoder.RealFormerEncoder.from_config(
+    encoder = encoder_lib.RealFormerEncoder(**_KW)
+    clone = encoder_lib.RealFormerEncoder.from_config(
         encoder.get_config())
     inputs = _inputs()
     encoder(inputs)
@@ -158,16 +158,16 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
   def test_output_range_and_dense_inputs_and_embedding_projection(self):
     kw = dict(_KW, embedding_width=8)
     inputs = _inputs()
-    full = realformer_encoder.RealFormerEncoder(**kw)
+    full = encoder_lib.RealFormerEncoder(**kw)
     want = full(inputs)["sequence_output"]
-    ranged = realformer_encoder.RealFormerEncoder(output_range=1, **kw)
+    ranged = encoder_lib.RealFormerEncoder(output_range=1, **kw)
     ranged(inputs)
     ranged.set_weights(full.get_weights())
     got = ranged(inputs)["sequence_output"]
     self.assertEqual((3, 1, 32), tuple(got.shape))
     self.assertAllClose(want[:, :1], got, atol=1e-5)
 
-    dense = realformer_encoder.RealFormerEncoder(with_dense_inputs=True, **kw)
+    dense = encoder_lib.RealFormerEncoder(with_dense_inputs=True, **kw)
     dense_inputs = dict(
         inputs, dense_inputs=np.ones((3, 2, 8), np.float32),
         dense_mask=np.ones((3, 2), np.int32),
@@ -176,7 +176,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
                      tuple(dense(dense_inputs)["sequence_output"].shape))
 
   def test_functional_model_saved_model_round_trip_in_fresh_process(self):
-    encoder = realformer_encoder.RealFormerEncoder(**_KW)
+    encoder = encoder_lib.RealFormerEncoder(**_KW)
     model = tf_keras.Model(encoder.inputs, encoder(encoder.inputs))
     inputs = _inputs()
     want = model(inputs)
@@ -206,7 +206,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
     def make():
       tf_keras.utils.set_random_seed(3)
-      encoder = realformer_encoder.RealFormerEncoder(
+      encoder = encoder_lib.RealFormerEncoder(
           output_dropout=0.0, attention_dropout=0.0, **_KW)
       encoder(inputs)
       # SGD: Adam's m/sqrt(v) turns float noise in ~0 gradients into full steps.
@@ -236,7 +236,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
     inputs = _inputs()
     inputs["input_mask"][0] = 0  # a row whose keys are all masked
     with layer_test_utils.mixed_precision_scope(policy):
-      encoder = realformer_encoder.RealFormerEncoder(
+      encoder = encoder_lib.RealFormerEncoder(
           return_attention_scores=True, **_KW)
       out = encoder(inputs)
     for scores in out["residual_scores"]:
@@ -247,7 +247,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
   def test_deep_float16_encoder_stays_finite(self):
     inputs = _inputs()
     with layer_test_utils.mixed_precision_scope("mixed_float16"):
-      encoder = realformer_encoder.RealFormerEncoder(
+      encoder = encoder_lib.RealFormerEncoder(
           return_attention_scores=True,
           **dict(_KW, num_layers=24, hidden_size=16, num_attention_heads=2,
                  inner_dim=32))
@@ -258,10 +258,10 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
   def test_errors(self):
     with self.assertRaisesRegex(ValueError, "hidden_size: width 30 is not divisible "
                                 "by num_attention_heads=4"):
-      realformer_encoder.RealFormerEncoder(**dict(_KW, hidden_size=30))
+      encoder_lib.RealFormerEncoder(**dict(_KW, hidden_size=30))
     with self.assertRaisesRegex(ValueError, "residual_attention.*'add'"):
-      realformer_encoder.RealFormerEncoder(residual_attention="add", **_KW)
-    encoder = realformer_encoder.RealFormerEncoder(**_KW)
+      encoder_lib.RealFormerEncoder(residual_attention="add", **_KW)
+    encoder = encoder_lib.RealFormerEncoder(**_KW)
     inputs = _inputs()
     with self.assertRaisesRegex(ValueError, "input_mask must have rank 2"):
       encoder(dict(inputs, input_mask=inputs["input_mask"][:, None]))
@@ -272,7 +272,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_recompute_same_outputs_and_gradients(self):
     kw = dict(_KW, output_dropout=0.0, attention_dropout=0.0)
-    encoders = [realformer_encoder.RealFormerEncoder(recompute=r, **kw)
+    encoders = [encoder_lib.RealFormerEncoder(recompute=r, **kw)
                 for r in (False, True)]
     inputs = _inputs()
     encoders[0](inputs)
@@ -300,7 +300,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
   def test_score_dtype_compute_under_bfloat16(self):
     inputs = _inputs()
     with layer_test_utils.mixed_precision_scope("mixed_bfloat16"):
-      encoder = realformer_encoder.RealFormerEncoder(
+      encoder = encoder_lib.RealFormerEncoder(
           return_attention_scores=True, score_dtype="compute", **_KW)
       out = encoder(inputs)
     for scores in out["residual_scores"]:

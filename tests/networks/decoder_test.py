@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from official.nlp.modeling.models import seq2seq_transformer
-from realformer_tf.networks import realformer_decoder
+from realformer_tf.networks import decoder as decoder_lib
 from tests.helpers import layer_checks as layer_test_utils
 
 WIDTH, HEADS = 16, 2
@@ -14,7 +14,7 @@ class RealFormerDecoderTest(tf.test.TestCase):
   def test_model_garden_decoder_checkpoint_restores(self):
     mg = seq2seq_transformer.TransformerDecoder(
         num_layers=2, num_attention_heads=HEADS, intermediate_size=32)
-    ours = realformer_decoder.RealFormerDecoder(
+    ours = decoder_lib.RealFormerDecoder(
         num_layers=2, num_attention_heads=HEADS, intermediate_size=32,
         residual_attention="none")
     x = tf.random.normal([2, 5, WIDTH])
@@ -30,7 +30,7 @@ class RealFormerDecoderTest(tf.test.TestCase):
     self.assertAllClose(want, got, atol=1e-5)
 
   def test_decoder_only_stack_and_config(self):
-    decoder = realformer_decoder.RealFormerDecoder(
+    decoder = decoder_lib.RealFormerDecoder(
         num_layers=2, num_attention_heads=HEADS, intermediate_size=32,
         cross_attention=False, residual_attention="mean")
     x = tf.random.normal([2, 5, WIDTH])
@@ -44,7 +44,7 @@ class RealFormerDecoderTest(tf.test.TestCase):
     self.assertFalse(clone.cross_attention)
 
   def test_each_layers_outputs_and_both_paths(self):
-    decoder = realformer_decoder.RealFormerDecoder(
+    decoder = decoder_lib.RealFormerDecoder(
         num_layers=3, num_attention_heads=HEADS, intermediate_size=32)
     x, memory = tf.random.normal([2, 5, WIDTH]), tf.random.normal([2, 6, WIDTH])
     outputs, attention = decoder(x, memory, return_all_decoder_outputs=True,
@@ -63,7 +63,7 @@ class RealFormerDecoderTest(tf.test.TestCase):
 
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, "num_layers"):
-      realformer_decoder.RealFormerDecoder(num_layers=0)
+      decoder_lib.RealFormerDecoder(num_layers=0)
 
 
 if __name__ == "__main__":

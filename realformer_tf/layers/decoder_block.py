@@ -1,0 +1,269 @@
+"""A Transformer decoder block with one RealFormer residual path per attention.
+
+The paper (He et al., 2020, Section 3) gives each attention type its own
+direct path: decoder self-attention scores are summed over the decoder's
+layers, encoder-decoder (cross) attention scores over the decoder's layers
+too, and never mixed. Along each path the mask is the same in every layer
+(causal + target padding for self-attention, source padding for cross
+attention), which is what makes the sum meaningful.
+"""
+
+from typing import Any, Optional
+
+import tensorflow as tf
+import tf_keras
+
+from official.projects.bigbird import recompute_grad
+from official.projects.bigbird import recomputing_dropout
+from realformer_tf.layers import encoder_block
+from realformer_tf.layers import residual_attention as ra
+
+
+@tf_keras.utils.register_keras_serializable(package="RealFormer")
+class RealFormerDecoderBlock(encoder_block.ArgumentsConfigLayer):
+  """`(hidden, self_scores, cross_scores) -> (hidden, self_scores, cross_scores)`.
+
+  Causal self-attention on one residual path, encoder-decoder attention on
+  another, then the feed-forward layer; Post-LN (default) or Pre-LN
+  (`norm_first=True`) exactly as Model Garden's `TransformerDecoderBlock`
+  (official/nlp/modeling/layers/transformer.py), whose constructor argument
+  names and sub-layer attribute and weight names it keeps (`self_attention`,
+  `self_attention_layer_norm`, `encdec_attention` = "attention/encdec",
+  `encdec_attention_layer_norm`, `intermediate_dense`, `output_dense`,
+  `output_layer_norm`), so a `tf.train.Checkpoint` of one restores into the
+  other. We cannot plug into that block's `self_attention_cls` /
+  `cross_attention_cls` slots: its `call` neither passes scores in nor takes
+  them out. Its constructor names are the encoder block's (Model Garden's
+  `TransformerEncoderBlock`'s: `inner_dim`, `inner_activation`,
+  `output_dropout`, `attention_dropout`), one vocabulary for both blocks;
+  `TransformerDecoderBlock`'s (`intermediate_size`, `intermediate_activation`,
+  `dropout_rate`, `attention_dropout_rate`) are accepted too.
+
+  With `cross_attention=False` the block has no encoder-decoder attention: a
+  causal (GPT-style) block for decoder-only language models.
+
+  Args:
+    num_attention_heads, inner_dim, inner_activation, norm_first,
+      norm_epsilon, kernel_initializer, residual_attention (for both paths),
+      layer_index, score_dtype (of both running sums): as
+      `encoder_block.RealFormerEncoderBlock`.
+    output_dropout: Dropout after each attention projection and the
+      feed-forward output.
+    attention_dropout: Dropout on attention probabilities (of both).
+    use_bias: Bias in the attention projections (Model Garden's
+      `Seq2SeqTransformer` uses False).
+    intermediate_dropout: Dropout after the feed-forward activation.
+    attention_initializer: Initializer of the attention kernels; default
+      `kernel_initializer`.
+    self_residual: Whether the self-attention path is residual.
+    cross_residual: Whether the encoder-decoder attention path is residual.
+    cross_attention: Whether the block has encoder-decoder attention.
+    recompute: As the encoder block's, in training without `cache`.
+    **kwargs: Base `Layer` arguments.
+
+  Call arguments:
+    hidden: `[batch, target_len, width]`.
+    memory: Encoder output `[batch, source_len, width]` (not with
+      `cross_attention=False`).
+    self_scores: The self-attention path's running sum `[batch, heads,
+      target_len, keys]`, None in the first block.
+    cross_scores: The cross-attention path's running sum `[batch, heads,
+      target_len, source_len]`, None in the first block.
+    self_attention_mask: Optional `[batch, target_len, keys]`, 1 = attend
+      (e.g. target padding); the causal mask is always added.
+    cross_attention_mask: Optional `[batch, target_len, source_len]` (source
+      padding).
+    cache: Incremental decoding: `{"key", "value"}` of the self-attention,
+      updated in place (see `ResidualMultiHeadAttention`). Scores need no
+      cache: a step passes its `[batch, heads, 1, keys]` rows on.
+    decode_loop_step: Step index for padded decoding (with `cache`).
+    training: Whether dropout is active.
+    return_attention_probs: Also return `(self_probs, cross_probs)`.
+
+  Returns:
+    `(hidden, self_scores, cross_scores)` (`cross_scores` is None without
+    cross-attention), plus `self_probs, cross_probs` if asked.
+
+  Example:
+
+  >>> block = RealFormerDecoderBlock(num_attention_heads=2, inner_dim=32)
+  >>> x, memory = tf.random.normal([2, 4, 16]), tf.random.normal([2, 6, 16])
+  >>> x, s, c = block(x, memory)
+  >>> x, s, c = block(x, memory, self_scores=s, cross_scores=c)
+  >>> s.shape, c.shape
+  (TensorShape([2, 2, 4, 4]), TensorShape([2, 2, 4, 6]))
+  """
+
+  def __init__(self, num_attention_heads: int, inner_dim: Optional[int] = None,
+               inner_activation: Any = "relu", output_dropout: float = 0.0,
+               attention_dropout: float = 0.0, use_bias: bool = True,
+               norm_first: bool = False, norm_epsilon: float = 1e-12,
+               intermediate_dropout: float = 0.0,
+               kernel_initializer: Any = "glorot_uniform",
+               attention_initializer: Any = None,
+               residual_attention: str = "sum", self_residual: bool = True,
+               cross_residual: bool = True, cross_attention: bool = True,
+               layer_index: int = 0, score_dtype: str = "float32",
+               recompute: bool = False, **kwargs):
+    # Model Garden's `TransformerDecoderBlock` names, this block's before.
+    inner_dim = kwargs.pop("intermediate_size", inner_dim)
+    inner_activation = kwargs.pop("intermediate_activation", inner_activation)
+    output_dropout = kwargs.pop("dropout_rate", output_dropout)
+    attention_dropout = kwargs.pop("attention_dropout_rate", attention_dropout)
+    if inner_dim is None:
+      raise TypeError(f"{type(self).__name__} needs inner_dim.")
+    if attention_initializer:
+      attention_initializer = tf_keras.initializers.get(attention_initializer)
+    ra.validate_residual_attention(residual_attention)
+    ra.validate_score_dtype(score_dtype)
+    if layer_index < 0:
+      raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
+    super().__init__(dict(
+        num_attention_heads=num_attention_heads, inner_dim=inner_dim,
+        inner_activation=inner_activation, output_dropout=output_dropout,
+        attention_dropout=attention_dropout, use_bias=use_bias,
+        norm_first=norm_first, norm_epsilon=norm_epsilon,
+        intermediate_dropout=intermediate_dropout,
+        kernel_initializer=tf_keras.initializers.get(kernel_initializer),
+        attention_initializer=attention_initializer,
+        residual_attention=residual_attention,
+        self_residual=bool(self_residual),
+        cross_residual=bool(cross_residual),
+        cross_attention=bool(cross_attention), layer_index=layer_index,
+        score_dtype=score_dtype, recompute=bool(recompute), kwargs=kwargs))
+    # Model Garden's `TransformerDecoderBlock` attribute names.
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = inner_dim
+    self.dropout_rate = output_dropout
+    self.attention_dropout_rate = attention_dropout
+
+  def build(self, input_shape):
+    c = self._config
+    width = encoder_block.block_width(self.name, input_shape,
+                                         self.num_attention_heads)
+
+    def attention(name, residual):
+      return encoder_block.attention_layer(
+          name, input_shape, self.num_attention_heads,
+          c["attention_initializer"] or c["kernel_initializer"],
+          dropout=self.attention_dropout_rate, use_bias=c["use_bias"],
+          residual_attention=c["residual_attention"] if residual else "none",
+          layer_index=c["layer_index"], score_dtype=c["score_dtype"],
+          recompute=c["recompute"])
+
+    def layer_norm(name):
+      return encoder_block.layer_norm(name, c["norm_epsilon"])
+
+    # Stateless under recompute_grad: the recomputation draws the same masks.
+    dropout = (recomputing_dropout.RecomputingDropout if c["recompute"]
+               else tf_keras.layers.Dropout)
+    self.self_attention = attention("self_attention", c["self_residual"])
+    self.self_attention_dropout = dropout(self.dropout_rate)
+    self.self_attention_layer_norm = layer_norm("self_attention_layer_norm")
+    if c["cross_attention"]:
+      # Memory has the block's width, so it builds like self-attention.
+      self.encdec_attention = attention("attention/encdec",
+                                        c["cross_residual"])
+      self.encdec_attention_dropout = dropout(self.dropout_rate)
+      self.encdec_attention_layer_norm = layer_norm(
+          "attention/encdec_output_layer_norm")
+    (self.intermediate_dense, self.intermediate_activation_layer,
+     self.output_dense) = encoder_block.feed_forward(
+         width, self.intermediate_size, c["inner_activation"],
+         c["kernel_initializer"])
+    self._intermediate_dropout_layer = dropout(c["intermediate_dropout"])
+    self.output_dropout = dropout(self.dropout_rate)
+    self.output_layer_norm = layer_norm("output_layer_norm")
+    super().build(input_shape)
+
+  def _sublayer(self, source, attention_output, dropout, layer_norm,
+                training):
+    """Dropout, residual add and (Post-LN) LayerNorm after a sub-layer."""
+    attention_output = dropout(attention_output, training=training)
+    if self._config["norm_first"]:
+      return tf.cast(source, attention_output.dtype) + attention_output
+    return layer_norm(tf.cast(source, attention_output.dtype) +
+                      attention_output)
+
+  def call(self, hidden, memory=None, self_scores=None, cross_scores=None,
+           self_attention_mask=None, cross_attention_mask=None, cache=None,
+           decode_loop_step=None, training=None,
+           return_attention_probs: bool = False):
+    cross_attention = self._config["cross_attention"]
+    if cross_attention and memory is None:
+      raise ValueError(f"{self.name}: memory (the encoder output) is required "
+                       "with cross_attention=True.")
+    if not cross_attention and memory is not None:
+      raise ValueError(f"{self.name}: got memory, but the block was built with "
+                       "cross_attention=False.")
+    tensors = dict(memory=memory, self_scores=self_scores,
+                   cross_scores=cross_scores,
+                   self_attention_mask=self_attention_mask,
+                   cross_attention_mask=cross_attention_mask)
+    if self._config["recompute"] and training and cache is None:
+      outputs = self._recomputed_forward(hidden, tensors, training)
+    else:
+      outputs = self._forward(hidden, **tensors, cache=cache,
+                              decode_loop_step=decode_loop_step,
+                              training=training)
+    return outputs if return_attention_probs else outputs[:3]
+
+  def _recomputed_forward(self, hidden, tensors, training):
+    """`_forward` under Model Garden's `recompute_grad` (see `recompute`).
+
+    It differentiates positional tensors only and returns tensors only: the
+    present ones go in positionally, the absent cross outputs come back None.
+    """
+    names = [name for name, value in tensors.items() if value is not None]
+
+    def forward(hidden, *values):
+      outputs = self._forward(hidden, **dict(zip(names, values)),
+                              training=training)
+      return [x for x in outputs if x is not None]
+
+    outputs = recompute_grad.recompute_grad(forward)(
+        tf.convert_to_tensor(hidden),
+        *[tf.convert_to_tensor(tensors[name]) for name in names])
+    if self._config["cross_attention"]:
+      return tuple(outputs)
+    return outputs[0], outputs[1], None, outputs[2], None
+
+  def _forward(self, hidden, memory=None, self_scores=None, cross_scores=None,
+               self_attention_mask=None, cross_attention_mask=None,
+               cache=None, decode_loop_step=None, training=None):
+    """`(hidden, self_scores, cross_scores, self_probs, cross_probs)`."""
+    norm_first, cross_attention = (self._config["norm_first"],
+                                   self._config["cross_attention"])
+    source = hidden
+    query = self.self_attention_layer_norm(hidden) if norm_first else hidden
+    attention_output, self_scores, self_probs = self.self_attention(
+        query=query, attention_mask=self_attention_mask,
+        prev_scores=self_scores, training=training,
+        return_attention_probs=True, use_causal_mask=True, cache=cache,
+        decode_loop_step=decode_loop_step)
+    hidden = self._sublayer(source, attention_output,
+                            self.self_attention_dropout,
+                            self.self_attention_layer_norm, training)
+
+    cross_probs = None
+    if cross_attention:
+      source = hidden
+      query = (self.encdec_attention_layer_norm(hidden)
+               if norm_first else hidden)
+      attention_output, cross_scores, cross_probs = self.encdec_attention(
+          query=query, value=memory, attention_mask=cross_attention_mask,
+          prev_scores=cross_scores, training=training,
+          return_attention_probs=True)
+      hidden = self._sublayer(source, attention_output,
+                              self.encdec_attention_dropout,
+                              self.encdec_attention_layer_norm, training)
+
+    source = hidden
+    inner = self.output_layer_norm(hidden) if norm_first else hidden
+    inner = self.intermediate_dense(inner)
+    inner = self.intermediate_activation_layer(inner)
+    inner = self._intermediate_dropout_layer(inner, training=training)
+    layer_output = self.output_dense(inner)
+    hidden = self._sublayer(source, layer_output, self.output_dropout,
+                            self.output_layer_norm, training)
+    return hidden, self_scores, cross_scores, self_probs, cross_probs

@@ -1,0 +1,272 @@
+"""RealFormer encoder: Model Garden's `BertEncoderV2` contract + residual attention."""
+
+from typing import Any, Callable, Optional, Union
+
+import tensorflow as tf
+import tf_keras
+
+from official.modeling import tf_utils
+from official.nlp.modeling import layers as mg_layers
+from realformer_tf import utils
+from realformer_tf.layers import encoder_block
+from realformer_tf.layers import residual_attention as ra
+from realformer_tf.networks import score_stack
+
+_Initializer = Union[str, tf_keras.initializers.Initializer]
+_Activation = Union[str, Callable[..., Any]]
+# The encoder's arguments that each block takes as they are.
+_BLOCK_ARGUMENTS = ("num_attention_heads", "inner_dim", "inner_activation",
+                    "output_dropout", "attention_dropout", "norm_first",
+                    "norm_epsilon", "residual_attention", "score_dtype",
+                    "recompute")
+
+
+@tf_keras.utils.register_keras_serializable(package="RealFormer")
+def approx_gelu(x):
+  """GELU with the tanh approximation used by BERT and RealFormer's TF1 code."""
+  return tf_keras.activations.gelu(x, approximate=True)
+
+
+@tf_keras.utils.register_keras_serializable(package="RealFormer")
+class RealFormerEncoder(encoder_block.ArgumentsConfigLayer):
+  """Bi-directional Transformer encoder with residual attention (RealFormer).
+
+  Same constructor arguments (its aliases `intermediate_size`, `activation`,
+  `dropout_rate`, `attention_dropout_rate` included), inputs, outputs and
+  checkpoint layout as Model Garden's `networks.BertEncoderV2`, plus the
+  arguments below. Not built on
+  Model Garden's `EncoderScaffold` (official/nlp/modeling/networks/
+  encoder_scaffold.py): its `recursive=True` threads a state through the
+  layers (line 228) but only the last layer's output leaves the model (lines
+  256-265), so neither the per-layer scores nor probabilities can be output;
+  its layers get a `[batch, seq, seq]` mask each (line 196), not one additive
+  bias per call; and its attribute names (`_hidden_layers`, `cls_transform`)
+  are not BertEncoderV2's, whose checkpoints must restore here.
+
+  Args:
+    residual_attention: "sum" (RealFormer), "mean" (running mean, for models
+      deeper than ~24 layers) or "none" (plain BERT).
+    norm_first: False = Post-LN (BERT, RealFormer), True = Pre-LN.
+    final_layer_norm: LayerNorm the last layer's output. Defaults to
+      `norm_first` (a Pre-LN stack needs it; Post-LN output is already
+      normalized). `BertEncoderV2(norm_first=True)` has none, so pass False to
+      match it.
+    norm_epsilon: LayerNorm epsilon of the Transformer blocks.
+    return_attention_scores: Also output `attention_scores` (each layer's
+      softmax probabilities `[batch, heads, seq, seq]`, as `BertEncoderV2`)
+      and `residual_scores` (each layer's pre-softmax running score sum,
+      unmasked, float32 unless `score_dtype="compute"`).
+    score_dtype: dtype of the running score sum under mixed precision:
+      "float32" (default) or "compute" (the policy's compute dtype); see the
+      README for the measured accuracy cost.
+    recompute: Recompute each block's forward pass during backprop
+      (`RealFormerEncoderBlock(recompute=True)`): activation memory of one
+      block instead of all, for long sequences, at one extra forward.
+
+  The three architectures of the paper from one class:
+    Post-LN BERT: `residual_attention="none"`
+    Pre-LN BERT:  `residual_attention="none", norm_first=True`
+    RealFormer:   `residual_attention="sum"` (or "mean")
+
+  Example:
+
+  >>> encoder = RealFormerEncoder(vocab_size=100, hidden_size=32, num_layers=2,
+  ...                             num_attention_heads=4, inner_dim=64)
+  >>> ids = tf.constant([[5, 6, 7, 0]])
+  >>> out = encoder(dict(input_word_ids=ids, input_mask=tf.sign(ids),
+  ...                    input_type_ids=tf.zeros_like(ids)))
+  >>> out["sequence_output"].shape, out["pooled_output"].shape
+  (TensorShape([1, 4, 32]), TensorShape([1, 32]))
+  """
+
+  def __init__(self,
+               vocab_size: int,
+               hidden_size: int = 768,
+               num_layers: int = 12,
+               num_attention_heads: int = 12,
+               max_sequence_length: int = 512,
+               type_vocab_size: int = 16,
+               inner_dim: int = 3072,
+               inner_activation: _Activation = approx_gelu,
+               output_dropout: float = 0.1,
+               attention_dropout: float = 0.1,
+               initializer: _Initializer = tf_keras.initializers.TruncatedNormal(
+                   stddev=0.02),
+               output_range: Optional[int] = None,
+               embedding_width: Optional[int] = None,
+               embedding_layer: Optional[tf_keras.layers.Layer] = None,
+               norm_first: bool = False,
+               with_dense_inputs: bool = False,
+               return_attention_scores: bool = False,
+               return_word_embeddings: bool = False,
+               residual_attention: str = "sum",
+               final_layer_norm: Optional[bool] = None,
+               norm_epsilon: float = 1e-12,
+               score_dtype: str = "float32",
+               recompute: bool = False,
+               **kwargs):
+    # BertEncoderV2's aliases, its V1 names (bert_encoder.py, lines 113-120).
+    inner_dim = kwargs.pop("intermediate_size", inner_dim)
+    inner_activation = kwargs.pop("activation", inner_activation)
+    output_dropout = kwargs.pop("dropout_rate", output_dropout)
+    attention_dropout = kwargs.pop("attention_dropout_rate", attention_dropout)
+    ra.validate_residual_attention(residual_attention)
+    ra.validate_score_dtype(score_dtype)
+    utils.check_heads_divide(hidden_size, num_attention_heads,
+                             "hidden_size")
+    if num_layers < 1:
+      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
+    initializer = tf_keras.initializers.get(initializer)
+    if embedding_width is None:
+      embedding_width = hidden_size
+    super().__init__(dict(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
+        num_attention_heads=num_attention_heads,
+        max_sequence_length=max_sequence_length,
+        type_vocab_size=type_vocab_size, inner_dim=inner_dim,
+        inner_activation=inner_activation, output_dropout=output_dropout,
+        attention_dropout=attention_dropout, initializer=initializer,
+        output_range=output_range, embedding_width=embedding_width,
+        embedding_layer=embedding_layer, norm_first=norm_first,
+        with_dense_inputs=with_dense_inputs,
+        return_attention_scores=return_attention_scores,
+        return_word_embeddings=return_word_embeddings,
+        residual_attention=residual_attention,
+        final_layer_norm=(norm_first if final_layer_norm is None
+                          else final_layer_norm),
+        norm_epsilon=norm_epsilon, score_dtype=score_dtype,
+        recompute=recompute, kwargs=kwargs))
+
+    def init():
+      return tf_utils.clone_initializer(initializer)
+
+    # Attribute names below are BertEncoderV2's: object-based checkpoints
+    # match variables by them.
+    self._embedding_layer = embedding_layer or mg_layers.OnDeviceEmbedding(
+        vocab_size=vocab_size, embedding_width=embedding_width,
+        initializer=init(), name="word_embeddings")
+    self._position_embedding_layer = mg_layers.PositionEmbedding(
+        initializer=init(), max_length=max_sequence_length,
+        name="position_embedding")
+    self._type_embedding_layer = mg_layers.OnDeviceEmbedding(
+        vocab_size=type_vocab_size, embedding_width=embedding_width,
+        initializer=init(), use_one_hot=True, name="type_embeddings")
+    self._embedding_norm_layer = tf_keras.layers.LayerNormalization(
+        name="embeddings/layer_norm", axis=-1, epsilon=1e-12, dtype=tf.float32)
+    self._embedding_dropout = tf_keras.layers.Dropout(
+        rate=output_dropout, name="embedding_dropout")
+    self._embedding_projection = None
+    if embedding_width != hidden_size:
+      self._embedding_projection = tf_keras.layers.EinsumDense(
+          "...x,xy->...y", output_shape=hidden_size, bias_axes="y",
+          kernel_initializer=init(), name="embedding_projection")
+    # Unused since the mask became one additive bias per call (see `call`);
+    # kept because BertEncoderV2 has it, and object-based checkpoints of
+    # BertEncoderV2 list it.
+    self._attention_mask_layer = mg_layers.SelfAttentionMask(
+        name="self_attention_mask")
+    self._transformer_layers = [
+        encoder_block.RealFormerEncoderBlock(
+            **{k: self._config[k] for k in _BLOCK_ARGUMENTS},
+            kernel_initializer=init(), layer_index=i,
+            name=f"transformer/layer_{i}") for i in range(num_layers)]
+    self._final_layer_norm = None
+    if self._config["final_layer_norm"]:
+      self._final_layer_norm = tf_keras.layers.LayerNormalization(
+          name="final_layer_norm", axis=-1, epsilon=norm_epsilon,
+          dtype=tf.float32)
+    self._pooler_layer = tf_keras.layers.Dense(
+        units=hidden_size, activation="tanh", kernel_initializer=init(),
+        name="pooler_transform")
+
+    ids = lambda name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
+    inputs = {k: ids(k) for k in ("input_word_ids", "input_mask",
+                                  "input_type_ids")}
+    if with_dense_inputs:
+      inputs.update(
+          dense_inputs=tf_keras.Input(shape=(None, embedding_width),
+                                      dtype=tf.float32, name="dense_inputs"),
+          dense_mask=ids("dense_mask"), dense_type_ids=ids("dense_type_ids"))
+    # A plain dict, not Keras-tracked: a tracked `_DictWrapper` of Inputs
+    # breaks `tf_keras.Model(encoder.inputs, ...).save()` with TF 2.20 (it
+    # does for BertEncoderV2 too).
+    object.__setattr__(self, "_plain_inputs", inputs)
+
+  def call(self, inputs, training=None):
+    if not isinstance(inputs, dict):
+      raise ValueError(
+          f"{type(self).__name__} takes a dict with input_word_ids, "
+          f"input_mask and input_type_ids; got {type(inputs).__name__}.")
+    missing = [k for k in ("input_mask", "input_type_ids") if k not in inputs]
+    word_ids = inputs.get("input_word_ids")
+    word_embeddings = inputs.get("input_word_embeddings")
+    if word_ids is None and word_embeddings is None:
+      missing.insert(0, "input_word_ids")
+    if missing:
+      raise ValueError(f"{type(self).__name__}: missing inputs {missing}.")
+    mask, type_ids = inputs["input_mask"], inputs["input_type_ids"]
+    if tf.TensorShape(mask.shape).rank != 2:
+      raise ValueError(f"input_mask must have rank 2 [batch, seq], got shape "
+                       f"{mask.shape}.")
+    if word_embeddings is None:
+      word_embeddings = self._embedding_layer(word_ids)
+    dense_inputs = inputs.get("dense_inputs")
+    if dense_inputs is not None:
+      # Dense embeddings are appended at the end of the sequence.
+      mask = tf.concat([mask, inputs["dense_mask"]], axis=1)
+      word_embeddings = tf.concat([word_embeddings, dense_inputs], axis=1)
+      type_ids = tf.concat([type_ids, inputs["dense_type_ids"]], axis=1)
+
+    embeddings = (word_embeddings
+                  + self._position_embedding_layer(word_embeddings)
+                  + self._type_embedding_layer(type_ids))
+    embeddings = self._embedding_norm_layer(embeddings)
+    embeddings = self._embedding_dropout(embeddings, training=training)
+    if self._embedding_projection is not None:
+      embeddings = self._embedding_projection(embeddings)
+    # The padding mask as one additive bias [batch, 1, 1, seq] for all layers
+    # (not a [batch, seq, seq] mask each layer turns into a bias).
+    attention_bias = ra.attention_bias_from_mask(
+        mask[:, tf.newaxis, tf.newaxis, :],
+        ra.resolve_score_dtype(self._config["score_dtype"],
+                               self.compute_dtype))
+
+    last = len(self._transformer_layers) - 1
+    encoder_outputs, (residual_scores,), (attention_scores,) = (
+        score_stack.chain_blocks(
+            self._transformer_layers, embeddings, ("scores",),
+            {last: dict(output_range=self._config["output_range"])},
+            attention_bias=attention_bias, training=training))
+    if self._final_layer_norm is not None:
+      encoder_outputs[-1] = self._final_layer_norm(encoder_outputs[-1])
+
+    sequence_output = encoder_outputs[-1]
+    outputs = dict(
+        sequence_output=sequence_output,
+        pooled_output=self._pooler_layer(sequence_output[:, 0, :]),
+        encoder_outputs=encoder_outputs)
+    if self._config["return_attention_scores"]:
+      outputs["attention_scores"] = attention_scores
+      outputs["residual_scores"] = residual_scores
+    if self._config["return_word_embeddings"]:
+      outputs["word_embeddings"] = embeddings
+    return outputs
+
+  @property
+  def inputs(self):
+    """`tf_keras.Input`s for building a functional model around the encoder."""
+    return self._plain_inputs
+
+  def get_embedding_table(self):
+    return self._embedding_layer.embeddings
+
+  def get_embedding_layer(self):
+    return self._embedding_layer
+
+  @property
+  def transformer_layers(self):
+    return self._transformer_layers
+
+  @property
+  def pooler_layer(self):
+    return self._pooler_layer
