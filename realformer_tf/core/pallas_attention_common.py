@@ -232,4 +232,5 @@ def dot(a, b, *, trans_a=False, trans_b=False):
   """Tile matmul with float32 accumulation; exact (no TF32) for float32."""
   precision = (lax.Precision.HIGHEST if a.dtype == jnp.float32
                else None)
-  return pl.dot(a, b, trans_a=trans_a, trans_b=trans_b, precision=precision)
+  return plgpu.dot(a, b, trans_a=trans_a, trans_b=trans_b,
+                   precision=precision)
