@@ -36,6 +36,19 @@ import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
 from realformer_tf.core import pallas_attention  # pylint: disable=g-import-not-at-top
 
 
+# --sweep: one change at a time from GPU_DEFAULTS, BERT-Base bf16 f32 scores.
+SWEEP = (
+    {"num_warps": 8},
+    {"num_stages": 3},
+    {"block_q": 64, "block_k": 64},
+    {"block_q": 128, "block_k": 128, "num_warps": 8},
+    {"bwd_num_warps": 8},
+    {"bwd_num_stages": 3},
+    {"bwd_block_q": 32, "bwd_block_k": 64},
+    {"bwd_block_q": 128, "bwd_block_k": 64, "bwd_num_warps": 8},
+)
+
+
 def reference(q, k, v, prev, bias, *, mode, layer_index, score_dtype,
               keep=None, rate=0.0):
   """Plain jnp residual attention (what XLA does without the kernel)."""
@@ -140,8 +153,12 @@ def _memory_mb(compiled):
 
 
 def timing_row(label, shape, dtype, score_dtype, interpret, iters,
-               dropout_rate=0.0, impls=("kernel", "reference"), blocks=None):
-  """Times fwd+bwd of kernel and reference; returns a row dict."""
+               dropout_rate=0.0, impls=("kernel", "reference"), tuning=None):
+  """Times fwd+bwd of kernel and reference; returns a row dict.
+
+  `tuning` overrides entries of `pallas_attention.GPU_DEFAULTS` (tiles,
+  warps, stages) while the kernel is traced and compiled.
+  """
   batch, seq, heads, head = shape
   args = inputs(batch, seq, heads, head, dtype, score_dtype)
   row = {"case": label}
@@ -150,9 +167,9 @@ def timing_row(label, shape, dtype, score_dtype, interpret, iters,
               dropout_rate=dropout_rate)
     if impl == "kernel":
       kw["interpret"] = interpret
-      if blocks:
-        kw["block_q"], kw["block_k"] = blocks
+    saved = dict(pallas_attention.GPU_DEFAULTS)
     try:
+      pallas_attention.GPU_DEFAULTS.update(tuning or {})
       compiled = make_step(impl, **kw).lower(*args).compile()
       row[impl + "_ms"] = _median_ms(compiled, args, iters)
       row[impl + "_mb"] = _memory_mb(compiled)
@@ -160,6 +177,9 @@ def timing_row(label, shape, dtype, score_dtype, interpret, iters,
       row[impl + "_ms"] = row[impl + "_mb"] = float("nan")
       row[impl + "_error"] = f"{type(e).__name__}: {str(e)[:300]}"
       traceback.print_exc(limit=3)
+    finally:
+      pallas_attention.GPU_DEFAULTS.clear()
+      pallas_attention.GPU_DEFAULTS.update(saved)
   return row
 
 
@@ -205,17 +225,18 @@ def main(argv=None):
   if args.smoke:  # One row: the table and both paths run.
     cases = cases[:1]
   if args.sweep and not args.smoke:
-    for blocks in ((64, 64), (128, 128), (32, 64), (64, 32)):
-      cases.append((f"BERT-Base bf16, f32 scores, blocks {blocks}", bert,
-                    bf16, f32, 0.0, blocks))
+    for tuning in SWEEP:
+      label = " ".join(f"{k.replace('_block', '').replace('num_', '')}="
+                       f"{v}" for k, v in tuning.items())
+      cases.append((f"sweep {label}", bert, bf16, f32, 0.0, tuning))
   if long_:
     cases.append(("long B=2 T=S=4096 bf16, bf16 scores", long_, bf16, bf16,
                   0.0, None))
   timed = []
-  for label, shape, dtype, sdtype, rate, blocks in cases:
-    impls = ("kernel",) if blocks else ("kernel", "reference")
+  for label, shape, dtype, sdtype, rate, tuning in cases:
+    impls = ("kernel",) if tuning else ("kernel", "reference")
     row = timing_row(label, shape, dtype, sdtype, interpret, iters, rate,
-                     impls=impls, blocks=blocks)
+                     impls=impls, tuning=tuning)
     timed.append(row)
     print(f"  done: {row}", flush=True)
   rows.extend(timed)

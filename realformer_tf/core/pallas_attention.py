@@ -31,10 +31,13 @@ from realformer_tf.core.pallas_attention_common import dropout_keep_mask  # pyli
 jax, lax, pl, jnp = common.jax, common.lax, common.pl, common.jnp
 
 MODES = ("sum", "mean", "none")
-# Tiles on a GPU for head size 64 (Hopper): wide query tiles forward, square
-# tiles backward (the backward keeps more float32 tiles live).
-_GPU_BLOCKS = {"block_q": 128, "block_k": 64, "bwd_block_q": 64,
-               "bwd_block_k": 64}
+# Tiles and Triton parameters, tuned for head size 64 (Hopper): wide query
+# tiles forward, square tiles backward (the backward keeps more float32 tiles
+# live). Starting points from jax's reference flash attention; a benchmark
+# (benchmarks/pallas_attention_gpu_check.py --sweep) may override entries.
+GPU_DEFAULTS = {"block_q": 128, "block_k": 64, "bwd_block_q": 64,
+                "bwd_block_k": 64, "num_warps": 4, "num_stages": 2,
+                "bwd_num_warps": 4, "bwd_num_stages": 2}
 _MIN_BLOCK = 16  # Triton's smallest dot operand.
 
 
@@ -50,8 +53,9 @@ def _round_up(x, m):
 def _block(requested, length, default):
   """A power-of-two tile no longer than the padded sequence needs."""
   if requested is not None:
-    if requested < 1 or requested & (requested - 1):
-      raise ValueError(f"block sizes must be powers of two, got {requested}")
+    if requested < _MIN_BLOCK or requested & (requested - 1):
+      raise ValueError(
+          f"block sizes must be powers of two >= {_MIN_BLOCK}, got {requested}")
     return requested
   fit = max(_MIN_BLOCK, 1 << max(0, (length - 1).bit_length()))
   return min(default, fit)
@@ -271,10 +275,14 @@ def fused_residual_attention(query, key, value, prev_scores=None, bias=None,
   cfg = common.Config(
       mode=mode, layer_index=int(layer_index), scale=1.0 / math.sqrt(head),
       seq_q=seq_q, seq_k=seq_k,
-      block_q=_block(block_q, seq_q, _GPU_BLOCKS["block_q"]),
-      block_k=_block(block_k, seq_k, _GPU_BLOCKS["block_k"]),
-      bwd_block_q=_block(block_q, seq_q, _GPU_BLOCKS["bwd_block_q"]),
-      bwd_block_k=_block(block_k, seq_k, _GPU_BLOCKS["bwd_block_k"]),
+      block_q=_block(block_q, seq_q, GPU_DEFAULTS["block_q"]),
+      block_k=_block(block_k, seq_k, GPU_DEFAULTS["block_k"]),
+      bwd_block_q=_block(block_q, seq_q, GPU_DEFAULTS["bwd_block_q"]),
+      bwd_block_k=_block(block_k, seq_k, GPU_DEFAULTS["bwd_block_k"]),
+      num_warps=GPU_DEFAULTS["num_warps"],
+      num_stages=GPU_DEFAULTS["num_stages"],
+      bwd_num_warps=GPU_DEFAULTS["bwd_num_warps"],
+      bwd_num_stages=GPU_DEFAULTS["bwd_num_stages"],
       bias_kind=bias_kind, bias_batched=bias_batched,
       has_prev=prev_scores is not None, dropout_rate=float(dropout_rate),
       score_dtype=jnp.dtype(score_dtype or query.dtype).name,

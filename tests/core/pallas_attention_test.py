@@ -217,16 +217,24 @@ def test_dropout_mask_rate_seeds_and_helper():
       first, pallas_attention.dropout_keep_mask(11, 2, 2, 40, 16, RATE))
 
 
-def test_lowers_to_triton_for_a_gpu():
+@pytest.mark.parametrize("case", [
+    dict(seq_q=40, seq_k=40, head=16, bias="padding", mode="mean",
+         layer_index=1, dropout_rate=0.1, seed=jnp.int32(3),
+         score_dtype=jnp.float32),
+    # GPU default tiles, T != S, not whole tiles, full bias, bf16 scores.
+    dict(seq_q=100, seq_k=77, head=64, bias="causal", mode="none",
+         score_dtype=jnp.bfloat16),
+])
+def test_lowers_to_triton_for_a_gpu(case):
   """Cross-lowers fwd + bwd for CUDA (Triton IR) without a GPU."""
-  q, k, v, prev, bias, _, _ = make_inputs(seq_q=40, seq_k=40, head=16)
+  case = dict(case)
+  shape = {x: case.pop(x) for x in ("seq_q", "seq_k", "head", "bias")}
+  q, k, v, prev, bias, _, _ = make_inputs(**shape)
 
   def loss(q, k, v, prev):
     out, s = pallas_attention.fused_residual_attention(
-        q, k, v, prev, jnp.asarray(bias), mode="mean", layer_index=1,
-        dropout_rate=0.1, seed=jnp.int32(3), interpret=False,
-        score_dtype=jnp.float32)
-    return jnp.sum(out.astype(jnp.float32)) + jnp.sum(s)
+        q, k, v, prev, jnp.asarray(bias), interpret=False, **case)
+    return jnp.sum(out.astype(jnp.float32)) + jnp.sum(s.astype(jnp.float32))
 
   args = [jnp.asarray(x, jnp.bfloat16) for x in (q, k, v)] + [
       jnp.asarray(prev)]
