@@ -3,10 +3,12 @@
 Pallas runs in interpret mode here (CPU). Each distinct kernel configuration
 compiles three kernels (about 5 s each on 2 cores), so each test checks the
 forward outputs and all gradients from one `jax.vjp` and the shapes are tiny.
-Achieved float32 errors are about 3e-6 (atol/rtol 1e-5 asserted); bfloat16
-inputs are held to 3% of the largest reference value (float32 reference on
-the same rounded inputs; P and dS are rounded to bfloat16 before each tile
-matmul, as in every flash-attention kernel).
+Float32: outputs, passed-on scores and all four gradients within atol/rtol
+1e-5 (measured max abs errors 3e-7 to 1.5e-6). Bfloat16 inputs and scores:
+max error within 1.5% of the largest reference value, about four bfloat16
+ulps (measured 0.2% to 0.4%; the float32 reference runs on the same rounded
+inputs; the kernel rounds P and dS to bfloat16 before each tile matmul, as
+every flash-attention kernel does).
 """
 import os
 import subprocess
@@ -167,7 +169,7 @@ def test_bfloat16_inputs_and_scores():
       (out, scores) + tuple(grads), (want_out, want_s) + tuple(want)):
     got = np.asarray(jnp.asarray(got, jnp.float32))
     err = np.abs(got - np.asarray(ref)).max() / np.abs(ref).max()
-    assert err < 3e-2, f"{name}: relative max error {err}"
+    assert err < 1.5e-2, f"{name}: relative max error {err}"
 
 
 RATE = 0.25
