@@ -229,8 +229,9 @@ def fused_residual_attention(query, key, value, prev_scores=None, bias=None,
     score_dtype: dtype of the returned scores; default the query's. The
       softmax and accumulators run in float32 regardless.
     dropout_rate: attention-probability dropout rate in [0, 1).
-    seed: int32 scalar (array) seeding the dropout hash; needed when
-      `dropout_rate > 0`.
+    seed: integer scalar or small vector (array or Python int; e.g. the
+      uint32[2] data of a JAX PRNG key) seeding the dropout hash; needed
+      when `dropout_rate > 0`. The same seed gives the same mask.
     interpret: run Pallas in interpret mode; default: unless jax's default
       backend is a GPU.
     block_q, block_k: tile sizes (powers of two) for the forward and the
@@ -290,5 +291,5 @@ def fused_residual_attention(query, key, value, prev_scores=None, bias=None,
   # Triton dots need power-of-two operands of at least 16.
   head_pad = max(_MIN_BLOCK, 1 << (head - 1).bit_length())
   return _run_jit(query, key, value, prev_scores, bias,
-                  None if seed is None else jnp.asarray(seed, jnp.int32),
+                  None if seed is None else jnp.asarray(seed),
                   cfg=cfg, head_pad=head_pad)

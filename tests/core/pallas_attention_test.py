@@ -193,7 +193,7 @@ def _dropout_probe(seed, batch=2, heads=2, seq_q=40, seq_k=16):
   v = jnp.broadcast_to(jnp.eye(seq_k)[None, :, None, :],
                        (batch, seq_k, heads, seq_k))
   out, _ = pallas_attention.fused_residual_attention(
-      q, k, v, dropout_rate=RATE, seed=jnp.int32(seed), interpret=True,
+      q, k, v, dropout_rate=RATE, seed=seed, interpret=True,
       block_q=16, block_k=16)
   scaled = np.asarray(out) * seq_k * (1 - RATE)  # [B, T, N, S]
   kept = scaled > 0.5
@@ -202,9 +202,9 @@ def _dropout_probe(seed, batch=2, heads=2, seq_q=40, seq_k=16):
 
 
 def test_dropout_mask_rate_seeds_and_helper():
-  first = _dropout_probe(11)
-  again = _dropout_probe(11)
-  other = _dropout_probe(12)
+  first = _dropout_probe(jnp.int32(11))
+  again = _dropout_probe(jnp.int32(11))
+  other = _dropout_probe(jnp.int32(12))
   np.testing.assert_array_equal(first, again)
   assert np.mean(first != other) > 0.2, "another seed, another mask"
   # Binomial keep rate within 5 sigma, over both seeds.
@@ -219,6 +219,12 @@ def test_dropout_mask_rate_seeds_and_helper():
   # The jnp helper reproduces the kernel's mask exactly.
   np.testing.assert_array_equal(
       first, pallas_attention.dropout_keep_mask(11, 2, 2, 40, 16, RATE))
+  # A PRNG key's uint32[2] words (Keras' SeedGenerator state) seed it too.
+  key = jnp.array([3, 0x9E3779B9], jnp.uint32)
+  from_key = _dropout_probe(key)
+  assert np.mean(from_key != first) > 0.2
+  np.testing.assert_array_equal(
+      from_key, pallas_attention.dropout_keep_mask(key, 2, 2, 40, 16, RATE))
 
 
 @pytest.mark.parametrize("case", [
