@@ -1,4 +1,4 @@
-"""Fused residual attention (RealFormer, paper Eq. 5) in Pallas: one kernel.
+"""Fused residual attention (RealFormer, paper Eq. 5) as Pallas kernels.
 
     S_l = Q K^T / sqrt(d) + S_{l-1}          (written once, passed on unmasked)
     logits = S_l ("sum") | S_l / (l + 1) ("mean") | Q K^T / sqrt(d) ("none")
@@ -26,9 +26,10 @@ import math
 
 from realformer_tf.core import pallas_attention_backward as backward_lib
 from realformer_tf.core import pallas_attention_common as common
-from realformer_tf.core.pallas_attention_common import dropout_keep_mask  # pylint: disable=unused-import
 
 jax, lax, pl, jnp = common.jax, common.lax, common.pl, common.jnp
+# The kernels' dropout mask in plain jnp: (seed, batch, heads, T, S, rate).
+dropout_keep_mask = common.dropout_keep_mask
 
 MODES = ("sum", "mean", "none")
 # Tiles and Triton parameters, tuned for head size 64 (Hopper): wide query

@@ -227,7 +227,7 @@ def logits2(cfg, s, bias, start_k):
 
 
 def dropout_keep(cfg, keys, start_k, cols):
-  """Keep mask of a tile (row keys `keys`, global key offset start_k), or None."""
+  """Keep mask of a tile (row keys, global key offset start_k), or None."""
   if cfg.dropout_rate == 0.0:
     return None
   col = start_k + lax.iota(jnp.int32, cols)
