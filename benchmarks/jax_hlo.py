@@ -80,13 +80,18 @@ def count_ops(text):
     if "func.func" in line:
       in_threefry = "threefry" in line
       continue
+    call = re.search(r"\bcall @([A-Za-z_0-9]+)", line)
+    if call:  # pretty form: "%0 = call @threefry2x32(...)"
+      if "threefry" in call.group(1):
+        rng["call threefry2x32"] += 1
+      elif call.group(1).startswith("_bernoulli"):
+        rng["call bernoulli"] += 1
+      continue
     match = _OP.match(line)
     if not match:
       continue
     name = match.group(2)
     if match.group(1) == "func":
-      if name == "call" and "threefry" in line:
-        rng["call threefry2x32"] += 1
       continue
     ops[name] += 1
     if in_threefry:
@@ -117,8 +122,12 @@ def cost_of(compiled):
               gbytes=float(cost.get("bytes accessed", 0)) / 1e9)
 
 
-def lower_train_step(model, seq, batch):
-  """The `jax.jit` lowering of `model.train_step` (what `fit` compiles)."""
+def lower_train_step(model, seq, batch, platform=None):
+  """The `jax.jit` lowering of `model.train_step` (what `fit` compiles).
+
+  `platform` ("cuda", "cpu", ...) lowers for that platform from any machine:
+  e.g. JAX's threefry is a rolled loop on a CPU and unrolled on a GPU.
+  """
   import jax  # pylint: disable=g-import-not-at-top
   ids, mask, labels = keras3_step._inputs(seq, batch)  # pylint: disable=protected-access
   x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
@@ -126,12 +135,16 @@ def lower_train_step(model, seq, batch):
   state = model._get_jax_state(  # pylint: disable=protected-access
       trainable_variables=True, non_trainable_variables=True,
       optimizer_variables=True, metrics_variables=True)
-  return jax.jit(model.train_step).lower(state, (x, labels))
+  jitted = jax.jit(model.train_step, donate_argnums=0)  # as `fit`'s
+  if platform:
+    return jitted.trace(state, (x, labels)).lower(
+        lowering_platforms=(platform,))
+  return jitted.lower(state, (x, labels))
 
 
 def analyze_model(name, *, layers=2, hidden=128, heads=2, inner=512, seq=128,
                   batch=4, dropout=0.1, policy="mixed_bfloat16", cost=True,
-                  extra_backbone_kwargs=None):
+                  extra_backbone_kwargs=None, platform=None):
   """Counts (and optionally the CPU cost analysis) of one model's step."""
   arch, backbone_kwargs, build_kwargs = MODELS[name]
   model = keras3_step.build_mlm_model(
@@ -139,9 +152,9 @@ def analyze_model(name, *, layers=2, hidden=128, heads=2, inner=512, seq=128,
       dropout=dropout, policy=policy,
       backbone_kwargs={**backbone_kwargs, **(extra_backbone_kwargs or {})},
       **build_kwargs)
-  lowered = lower_train_step(model, seq, batch)
+  lowered = lower_train_step(model, seq, batch, platform)
   row = dict(model=name, **count_ops(lowered.as_text()))
-  if cost:
+  if cost and not platform:
     row.update(cost_of(lowered.compile()))
   return row
 
@@ -161,6 +174,8 @@ def main():
   p.add_argument("--batch", type=int, default=4)
   p.add_argument("--dropout", type=float, default=0.1)
   p.add_argument("--no_cost", action="store_true")
+  p.add_argument("--platform", default=None,
+                 help="Lower for this platform (e.g. cuda); no cost analysis.")
   p.add_argument("--mlir", default="",
                  help="Comma-separated StableHLO text files (TF-XLA steps) "
                  "to count instead of lowering Keras models.")
@@ -175,7 +190,8 @@ def main():
       rows.append(analyze_model(
           name, layers=args.layers, hidden=args.hidden, heads=args.heads,
           inner=args.inner, seq=args.seq, batch=args.batch,
-          dropout=args.dropout, cost=not args.no_cost))
+          dropout=args.dropout, cost=not args.no_cost,
+          platform=args.platform))
   print("| model | dot_general (lhs,rhs->out) | converts | transposes | "
         "random bits | GFLOP | GB accessed |\n|---|---|---|---|---|---|---|")
   for r in rows:
