@@ -81,6 +81,11 @@ KERAS_ROWS = {
                         dict(_SUM, score_dtype="auto"),
                         dict(logits_dtype="bfloat16"),
                         '"sum", "auto", bfloat16 tied logits'),
+    "bert_rbg": ("keras", "bert", {}, dict(prng="unsafe_rbg"),
+                 "keras-hub BertBackbone, dropout bits from XLA's RNG"),
+    "sum_rbg": ("keras", "realformer", dict(_SUM, score_dtype="auto"),
+                dict(prng="unsafe_rbg"),
+                '"sum", "auto", dropout bits from XLA\'s RNG'),
     "sum_stream_f32": ("keras", "realformer", dict(_SUM, score_dtype="auto"),
                        {}, '"sum", "auto", float32 hidden stream'),
     "long_ref": ("long", "realformer",
@@ -135,6 +140,50 @@ def _row_name_xla(module):
 
 
 # ---------------------------------------------------------------- keras rows
+class _DropoutBitsFrom:
+  """Within: Keras' JAX dropout draws its bits with another PRNG impl.
+
+  Keras keeps a 2-word threefry seed and hands it to `jax.random.bernoulli`,
+  whose threefry2x32 becomes ~100 integer HLO ops per 32 random bits.
+  "unsafe_rbg" makes them with XLA's `rng_bit_generator` (Philox on a GPU),
+  as TF-XLA's dropout does. Only tracing needs the patch: each model's step
+  is traced (and compiled) inside, and reused after.
+  """
+
+  def __init__(self, impl):
+    self._impl = impl
+
+  def __enter__(self):
+    import jax  # pylint: disable=g-import-not-at-top
+    import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+    from keras.src.backend.jax import random as jax_random  # pylint: disable=g-import-not-at-top
+    self._module, self._draw = jax_random, jax_random.jax_draw_seed
+    draw, impl = self._draw, self._impl
+
+    def draw_seed(seed):
+      data = jnp.asarray(draw(seed), jnp.uint32)
+      if getattr(data, "shape", None) != (2,):
+        return data
+      data = jnp.concatenate([data, data ^ jnp.uint32(0x9E3779B9)])
+      return jax.random.wrap_key_data(data, impl=impl)
+
+    jax_random.jax_draw_seed = draw_seed
+    return self
+
+  def __exit__(self, *exc):
+    self._module.jax_draw_seed = self._draw
+
+
+
+class _nothing:  # pylint: disable=invalid-name
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    pass
+
+
 def _backbone_features():
   """Which optional `RealFormerBackbone` arguments this checkout has."""
   import inspect  # pylint: disable=g-import-not-at-top
@@ -193,14 +242,17 @@ def _keras_child(names, shape, deadline):
       kwargs[features["stream"]] = "float32"
     if not features["attention_implementation"]:
       kwargs.pop("attention_implementation", None)  # the reference, then
+    build = dict(build)
+    prng = build.pop("prng", None)
     try:
       start = time.time()
-      model = keras3_step.build_mlm_model(
-          arch, layers=shape["layers"], hidden=shape["hidden"],
-          heads=shape["heads"], inner=shape["inner"], seq=seq,
-          backbone_kwargs=kwargs, **build)
-      fit = keras3_step.FitSteps(model, seq, batch)
-      fit(2)  # compiles, then one warm step
+      with _DropoutBitsFrom(prng) if prng else _nothing():
+        model = keras3_step.build_mlm_model(
+            arch, layers=shape["layers"], hidden=shape["hidden"],
+            heads=shape["heads"], inner=shape["inner"], seq=seq,
+            backbone_kwargs=kwargs, **build)
+        fit = keras3_step.FitSteps(model, seq, batch)
+        fit(2)  # compiles, then one warm step
       compile_s = time.time() - start
       compile_estimate = max(compile_estimate or 0, compile_s)
       fits[name], times[name] = fit, []
