@@ -66,12 +66,17 @@ flags.DEFINE_integer("steps", 8, "Timed steps per model.")
 flags.DEFINE_integer("warmup", 2, "Untimed steps per model (tracing, XLA).")
 flags.DEFINE_bool("memory", True, "Also measure peak memory.")
 flags.DEFINE_string("json_output", None, "Also write the rows as JSON here.")
-flags.DEFINE_enum("score_dtype", "float32", ["float32", "compute"],
-                  "RealFormerEncoder(score_dtype=...).")
+flags.DEFINE_enum("score_dtype", "float32",
+                  ["float32", "compute", "auto", "default"],
+                  "RealFormerEncoder(score_dtype=...); 'default' passes none, "
+                  "so the encoder's own default applies.")
 flags.DEFINE_bool("recompute", False, "RealFormerEncoder(recompute=...).")
 flags.DEFINE_string("dump_hlo", None,
                     "Write each model's jit-compiled step as HLO here "
                     "instead of timing.")
+flags.DEFINE_list("dump_models", ["bert", "realformer"],
+                  "Models --dump_hlo writes: one per process keeps a "
+                  "BERT-Base dump's memory to one model.")
 # Internal: run one model in this process and print its peak memory.
 flags.DEFINE_string("_memory_child", None, "model:size:seq:dtype:xla")
 
@@ -87,9 +92,10 @@ def _build(model, size, seq, dtype):
         max_sequence_length=max(512, seq),
         **{k: v for k, v in kwargs.items() if k != "max_sequence_length"})
   else:
+    if FLAGS.score_dtype != "default":
+      kwargs["score_dtype"] = FLAGS.score_dtype
     encoder = encoder_lib.RealFormerEncoder(
-        residual_attention="sum", score_dtype=FLAGS.score_dtype,
-        recompute=FLAGS.recompute, max_sequence_length=max(512, seq),
+        residual_attention="sum", recompute=FLAGS.recompute, max_sequence_length=max(512, seq),
         **{k: v for k, v in kwargs.items() if k != "max_sequence_length"})
   batch = max(1, FLAGS.tokens_per_batch // seq)
   rng = np.random.default_rng(0)
@@ -139,7 +145,7 @@ def _gpu():
 
 def _run_row(size, seq, dtype, xla):
   models = {}
-  for name in ("bert", "realformer"):
+  for name in FLAGS.dump_models:
     encoder, optimizer, inputs, batch = _build(name, size, seq, dtype)
     models[name] = _make_step(encoder, optimizer, inputs, xla)
   tf_keras.mixed_precision.set_global_policy("float32")
@@ -200,7 +206,7 @@ def _dump_hlo(size, seq, dtype):
   """Writes each model's jit-compiled step as HLO; returns optimized-HLO op counts."""
   os.makedirs(FLAGS.dump_hlo, exist_ok=True)
   counts = {}
-  for name in ("bert", "realformer"):
+  for name in FLAGS.dump_models:
     encoder, optimizer, inputs, batch = _build(name, size, seq, dtype)
     step = _make_step(encoder, optimizer, inputs, True)
     if name == "realformer":

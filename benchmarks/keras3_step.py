@@ -9,9 +9,15 @@ one process per backend (A B, B A, ... so drift hits both alike). On the
 TensorFlow backend it also times the tf_keras `RealFormerEncoder` ("sum") on
 the same step, so the Keras 3 face can be compared with the Model Garden one.
 
-Each `--repeats` block times `--steps` interleaved steps after `--warmup`
-untimed ones; a block's ratio is the ratio of its medians, and the table
-reports the median over blocks (the median of 3 by default).
+Steps run in Keras' own loop, as users run it: `model.fit` on in-memory
+arrays (the same batch repeated, `steps_per_epoch`), with a callback that
+waits for each step's results before stopping its clock (`make_step_timer`).
+(`train_on_batch` syncs the model state every call on JAX, so it measured
+114.8 ms where `fit` takes 105.4 ms for keras-hub BERT on an H200.) After a
+`--warmup` `fit` per model (compiling), each of `--repeats` blocks runs one
+`fit` of `--steps` steps per model, the order alternating between blocks; a
+block's ratio is the ratio of its per-step medians, and the table reports
+the median over blocks (the median of 3 by default).
 
 Peak memory: on a GPU the allocator's peak (JAX `memory_stats`, TF
 `get_memory_info`); on a CPU the peak RSS (VmHWM) of a subprocess per model
@@ -89,35 +95,131 @@ def _inputs(seq, batch):
   return ids * mask, mask, labels.astype("int32")
 
 
-class _Keras3Step:
-  """One jit-compiled `train_on_batch` of a `RealFormerBackbone` MLM model."""
+def make_step_timer():
+  """A Keras callback that times each `fit` step until its results are ready.
 
-  def __init__(self, mode, size, seq, dtype, batch, score_dtype="float32"):
-    import keras  # pylint: disable=g-import-not-at-top
-    from realformer_tf import keras3  # pylint: disable=g-import-not-at-top
-    keras.config.set_dtype_policy(dtype)
-    keras.utils.set_random_seed(0)
-    layers, hidden, heads, inner = SIZES[size]
-    backbone = keras3.RealFormerBackbone(
-        vocabulary_size=VOCAB, num_layers=layers, num_heads=heads,
-        hidden_dim=hidden, intermediate_dim=inner, dropout=0.1,
-        max_sequence_length=max(512, seq), residual_attention=mode,
-        score_dtype=score_dtype)
+  On JAX, Keras' `fit` dispatches a step and moves on; the timer waits for the
+  state that step returned (`model._jax_state`, what Keras' own callbacks sync
+  from), so each figure is one whole step, dispatch included. Elsewhere it
+  converts the logs to NumPy, which waits for the step as well. The times
+  are in the callback's `times` (seconds).
+  """
+  import keras  # pylint: disable=g-import-not-at-top
+
+  class StepTimer(keras.callbacks.Callback):
+
+    def __init__(self):
+      super().__init__()
+      self.times = []
+      self._start = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+      self._start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+      if keras.backend.backend() == "jax":
+        import jax  # pylint: disable=g-import-not-at-top
+        state = getattr(self.model, "_jax_state", None)
+        jax.block_until_ready(state if state is not None else logs)
+      else:
+        keras.tree.map_structure(keras.ops.convert_to_numpy, logs or {})
+      self.times.append(time.perf_counter() - self._start)
+
+  return StepTimer()
+
+
+def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
+                    policy="mixed_bfloat16", logits_dtype=None,
+                    backbone_kwargs=None, jit_compile=True):
+  """The benchmark's MLM model on a Keras 3 backbone, compiled for `fit`.
+
+  Args:
+    arch: "bert" (keras-hub's `BertBackbone`) or "realformer"
+      (`RealFormerBackbone`; `backbone_kwargs` picks its mode etc.).
+    layers, hidden, heads, inner: The encoder's shape.
+    seq: Sequence length (the position table is at least 512).
+    dropout: The backbone's dropout rate.
+    policy: Keras dtype policy the model is built under.
+    logits_dtype: dtype of the tied-embedding logits' GEMM: None keeps the
+      backbone's `sequence_output` dtype (what `token_embedding(x,
+      reverse=True)` gives a user), else the hidden states are cast to it
+      ("bfloat16", "float32") before the reverse embedding.
+    backbone_kwargs: More arguments of the backbone.
+    jit_compile: `compile(jit_compile=...)`.
+
+  Returns:
+    A compiled `keras.Model` from the backbone's inputs to float32 logits of
+    every 8th position against the tied token embedding (sparse
+    cross-entropy, AdamW), as keras-hub's masked LM heads tie them.
+  """
+  import keras  # pylint: disable=g-import-not-at-top
+  keras.config.set_dtype_policy(policy)
+  keras.utils.set_random_seed(0)
+  try:
+    kwargs = dict(vocabulary_size=VOCAB, num_layers=layers, num_heads=heads,
+                  hidden_dim=hidden, intermediate_dim=inner, dropout=dropout,
+                  max_sequence_length=max(512, seq), **(backbone_kwargs or {}))
+    if arch == "bert":
+      import keras_hub  # pylint: disable=g-import-not-at-top
+      backbone = keras_hub.models.BertBackbone(**kwargs)
+    else:
+      from realformer_tf import keras3  # pylint: disable=g-import-not-at-top
+      backbone = keras3.RealFormerBackbone(**kwargs)
     every_8th = backbone.output["sequence_output"][:, ::8]
+    if logits_dtype is not None:
+      every_8th = keras.ops.cast(every_8th, logits_dtype)
     logits = backbone.token_embedding(every_8th, reverse=True)
     model = keras.Model(backbone.input, keras.layers.Activation(
         "linear", dtype="float32")(logits))
     model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01),
                   loss=keras.losses.SparseCategoricalCrossentropy(
-                      from_logits=True), jit_compile=True)
+                      from_logits=True), jit_compile=jit_compile)
+  finally:
     keras.config.set_dtype_policy("float32")
-    ids, mask, labels = _inputs(seq, batch)
-    self._x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
-    self._y = labels
-    self._model = model
+  return model
 
-  def __call__(self):
-    return self._model.train_on_batch(self._x, self._y)  # a float: synced
+
+class FitSteps:
+  """Runs `fit` on a repeated in-memory batch and times its steps.
+
+  Each call is one `fit` of `steps` steps (`steps_per_epoch`, one epoch) over
+  the same batch tiled `steps` times, as a user's in-memory arrays; the
+  first call compiles. Returns the per-step seconds of that call.
+  """
+
+  def __init__(self, model, seq, batch):
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    ids, mask, labels = _inputs(seq, batch)
+    self._batch = batch
+    self._arrays = (ids, mask, labels)
+    self._tile = lambda a, n: np.concatenate([a] * n)
+    self.model = model
+
+  def __call__(self, steps):
+    ids, mask, labels = (self._tile(a, steps) for a in self._arrays)
+    timer = make_step_timer()
+    x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
+    history = self.model.fit(x, labels, batch_size=self._batch, epochs=1,
+                             steps_per_epoch=steps, shuffle=False, verbose=0,
+                             callbacks=[timer])
+    self.last_loss = float(history.history["loss"][-1])
+    return timer.times
+
+
+class _Keras3Step:
+  """`fit` steps of a `RealFormerBackbone` MLM model (one step per call)."""
+
+  def __init__(self, mode, size, seq, dtype, batch, score_dtype="float32"):
+    layers, hidden, heads, inner = SIZES[size]
+    self._model = build_mlm_model(
+        "realformer", layers=layers, hidden=hidden, heads=heads, inner=inner,
+        seq=seq, policy=dtype, backbone_kwargs=dict(
+            residual_attention=mode, score_dtype=score_dtype))
+    self._fit = FitSteps(self._model, seq, batch)
+
+  def run(self, steps):
+    """Per-step seconds of one `fit` of `steps` steps."""
+    return self._fit(steps)
 
 
 class _TfKerasStep:
@@ -156,8 +258,14 @@ class _TfKerasStep:
 
     self._step = step
 
-  def __call__(self):
-    return float(self._step())
+  def run(self, steps):
+    """Per-step seconds of `steps` calls of the step (each synced)."""
+    times = []
+    for _ in range(steps):
+      start = time.perf_counter()
+      float(self._step())
+      times.append(time.perf_counter() - start)
+    return times
 
 
 def _build(args, backend, model, size, seq, dtype, batch):
@@ -230,24 +338,19 @@ def _time_child(args, backend, size, seq, dtype):
   batch = max(1, args.tokens_per_batch // seq)
   steps = {m: _build(args, backend, m, size, seq, dtype, batch)
            for m in _models(backend)}
-  for _ in range(args.warmup):
-    for step in steps.values():
-      step()
+  for step in steps.values():
+    step.run(max(1, args.warmup))  # compiles
   ratios = {m: [] for m in steps if m != "none"}
   medians = {m: [] for m in steps}
   peaks = {m: 0 for m in steps}
-  for _ in range(args.repeats):
-    times = {m: [] for m in steps}
-    for i in range(args.steps):
-      order = list(steps) if i % 2 == 0 else list(reversed(list(steps)))
-      for m in order:
-        _gpu_peak(backend, reset=True)
-        start = time.perf_counter()
-        steps[m]()
-        times[m].append(time.perf_counter() - start)
-        peaks[m] = max(peaks[m], _gpu_peak(backend) or 0)
-    for m in steps:
-      medians[m].append(statistics.median(times[m]))
+  for i in range(args.repeats):
+    # Keras 3 models: one `fit` of --steps steps per model per block, the
+    # order alternating between blocks so drift hits all alike.
+    order = list(steps) if i % 2 == 0 else list(reversed(list(steps)))
+    for m in order:
+      _gpu_peak(backend, reset=True)
+      medians[m].append(statistics.median(steps[m].run(args.steps)))
+      peaks[m] = max(peaks[m], _gpu_peak(backend) or 0)
     ratios["sum"].append(medians["sum"][-1] / medians["none"][-1])
     if "tf_keras" in steps:
       ratios["tf_keras"].append(medians["sum"][-1] / medians["tf_keras"][-1])
@@ -266,10 +369,9 @@ def _time_child(args, backend, size, seq, dtype):
 def _memory_child(args, backend, model, size, seq, dtype):
   batch = max(1, args.tokens_per_batch // seq)
   step = _build(args, backend, model, size, seq, dtype, batch)
-  step()  # compiles; what compiling holds is not the step's
+  step.run(1)  # compiles; what compiling holds is not the step's
   before = _proc_status_bytes("VmRSS")
-  for _ in range(args.warmup + 1):
-    step()
+  step.run(args.warmup + 1)
   return _proc_status_bytes("VmHWM") - before
 
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Prepares what benchmarks/gpu_suite.py needs on a GPU machine that has no TensorFlow and no Keras.
+#
+# Run here, from the repository root, with the project's Python (TF 2.20, tf_keras, Model Garden,
+# jax 0.10.2 for the HLO -> StableHLO conversion):
+#   PYTHON=/work/venv/bin/python bash benchmarks/gpu_prepare.sh [wheels|hlo|all]
+# Writes (both ignored by git, both carried to the GPU machine):
+#   .whl/      the wheels of benchmarks/gpu_wheels.txt (Python 3.12, manylinux x86-64), ~5 MB
+#   .gpu_hlo/  the TF-XLA training steps of BertEncoderV2 and RealFormerEncoder at the suite's
+#              shape (BERT-Base, seq 512, batch 32, mixed_bfloat16) as StableHLO text, ~2 MB each
+# One process per model: a BERT-Base dump takes about a minute of CPU and a few GB.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python}
+WHAT=${1:-all}
+
+if [[ $WHAT == wheels || $WHAT == all ]]; then
+  mkdir -p .whl
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform manylinux1_x86_64 -d .whl $(grep -v '^#' benchmarks/gpu_wheels.txt)
+  du -sh .whl
+fi
+
+if [[ $WHAT == hlo || $WHAT == all ]]; then
+  mkdir -p .gpu_hlo/hlo
+  # model:score_dtype; "default" is whatever RealFormerEncoder defaults to when this runs.
+  for spec in bert:float32 realformer:default realformer:float32; do
+    start=$(date +%s)
+    TF_CPP_MIN_LOG_LEVEL=2 "$PYTHON" benchmarks/encoder_step.py --dump_hlo=.gpu_hlo/hlo \
+      --dump_models="${spec%%:*}" --score_dtype="${spec##*:}" --sizes=base --seq_lengths=512 \
+      --dtypes=mixed_bfloat16 --tokens_per_batch=16384
+    echo "$spec: $(( $(date +%s) - start )) s"
+  done
+  # The GPU machine's jaxlib compiles StableHLO text; the conversion needs jax 0.10.2 here.
+  "$PYTHON" benchmarks/gpu_suite.py --to_stablehlo .gpu_hlo/hlo .gpu_hlo
+  rm -rf .gpu_hlo/hlo
+  du -sh .gpu_hlo; ls -l .gpu_hlo
+fi

@@ -1,0 +1,56 @@
+"""`benchmarks/gpu_suite.py --smoke`: every row runs at a tiny size on the CPU.
+
+One subprocess (KERAS_BACKEND=jax; the suite spawns its groups itself). Each
+Keras row this checkout can build must print a time, the TF-XLA stand-in
+too; rows that need code this checkout lacks (the Pallas kernel, score_dtype
+"auto") or packages it lacks (torch, x-transformers) print why they skip.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("jax")
+pytest.importorskip("keras_hub")
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
+
+import gpu_suite  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def _table(stdout):
+  rows = {}
+  for line in stdout.splitlines():
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if line.startswith("| ") and len(cells) == 7 and cells[0] != "row":
+      rows[cells[0]] = dict(ms=cells[2], ratio=cells[3], note=cells[6])
+  return rows
+
+
+def test_smoke_prints_a_time_for_every_row_it_can_run():
+  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+  out = subprocess.run(
+      [sys.executable, os.path.join(_ROOT, "benchmarks", "gpu_suite.py"),
+       "--smoke"], capture_output=True, text=True, env=env, cwd=_ROOT,
+      timeout=600, check=False)
+  assert out.returncode == 0, out.stderr[-3000:]
+  rows = _table(out.stdout)
+  features = gpu_suite._backbone_features()  # pylint: disable=protected-access
+  for name in gpu_suite.KERAS_ROWS:
+    assert name in rows, (name, out.stdout)
+    reason = gpu_suite.missing_feature(name, features)
+    if reason:
+      assert rows[name]["note"] == "skipped: " + reason, rows[name]
+    else:
+      assert re.fullmatch(r"\d+\.\d\d", rows[name]["ms"]), (name, rows[name])
+      assert float(rows[name]["ms"]) > 0
+  assert float(rows["bert"]["ratio"]) == 1.0
+  assert re.fullmatch(r"\d+\.\d\d", rows["xla_tiny"]["ms"]), rows["xla_tiny"]
+  for name in gpu_suite.TORCH_ROWS:  # no CUDA here: never a time
+    assert rows[name]["note"].startswith("skipped: "), rows[name]
+  assert "error" not in out.stdout, out.stdout
