@@ -1,6 +1,8 @@
-"""tf_keras RealFormerEncoder runs <-> RealFormerBackbone (weights.py)."""
+"""tf_keras RealFormerEncoder runs <-> RealFormerBackbone (keras3_bridge.py):
+round trips, runs and their damaged or half-swapped directories."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -9,13 +11,13 @@ import tensorflow as tf
 from official.core import exp_factory
 from official.core import train_utils
 from realformer_tf.checkpoints import errors
+from realformer_tf.checkpoints import keras3_bridge as bridge
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from realformer_tf.keras3 import backbone as backbone_lib
-from realformer_tf.keras3 import weights
 from tests.helpers import keras3_encoders as utils
-from tests.helpers import keras3_layer_checks as layer_checks
+from tests.helpers import kill_writer
 
 
 def _tf_keras_encoder(seed=5, **changes):
@@ -49,12 +51,12 @@ def test_tf_keras_encoder_round_trip(mode, norm_first):
   encoder = _tf_keras_encoder(residual_attention=mode, norm_first=norm_first)
   inputs = utils.backbone_inputs()
   expected = _tf_keras_outputs(encoder, inputs)
-  backbone = weights.from_tf_keras_encoder(encoder)
+  backbone = bridge.from_tf_keras_encoder(encoder)
   assert (backbone.residual_attention, backbone.norm_first,
           backbone.use_final_layer_norm) == (mode, norm_first, norm_first)
   assert backbone.intermediate_activation == "gelu_approximate"
   utils.assert_outputs_close(utils.to_numpy(backbone(inputs)), expected)
-  back = weights.to_tf_keras_encoder(backbone)
+  back = bridge.to_tf_keras_encoder(backbone)
   utils.assert_outputs_close(_tf_keras_outputs(back, inputs), expected)
 
 
@@ -65,17 +67,17 @@ def test_load_run_and_save_run(tmp_path):
   run_dir = os.path.join(tmp_path, "run")
   prefix = _write_run(run_dir, encoder, residual_attention="mean")
   for path in (run_dir, prefix):  # The latest checkpoint, or that one.
-    backbone = weights.load_run(path)
+    backbone = bridge.load_run(path)
     assert backbone.residual_attention == "mean"
     utils.assert_outputs_close(utils.to_numpy(backbone(inputs)), expected)
 
   out_dir = os.path.join(tmp_path, "k3")
-  assert weights.save_run(backbone, out_dir) == os.path.join(out_dir, "ckpt-1")
+  assert bridge.save_run(backbone, out_dir) == os.path.join(out_dir, "ckpt-1")
   assert sorted(os.listdir(out_dir)) == [
       "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
       "encoder.yaml"]
   # What Model Garden fine-tuning restores (encoder + GLUE's pooler) ...
-  config = weights.run_encoder_config(out_dir)
+  config = bridge.run_encoder_config(out_dir)
   assert config.residual_attention == "mean"
   restored = encoders.build_realformer_encoder(config)
   restored(utils.tf_keras_inputs(inputs))
@@ -88,15 +90,12 @@ def test_load_run_and_save_run(tmp_path):
       reader.get_tensor("next_sentence..pooler_dense/kernel/.ATTRIBUTES/"
                         "VARIABLE_VALUE"), encoder.pooler_layer.kernel.numpy())
   # ... and back into Keras 3, with "none" on request.
-  none = weights.load_run(out_dir, residual_attention="none")
+  none = bridge.load_run(out_dir, residual_attention="none")
   assert none.residual_attention == "none"
   for a, b in zip(none.weights, backbone.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-@pytest.mark.skipif(layer_checks.in_backend_rerun(),
-                    reason="TF checkpoints and tf_keras only: the same under "
-                    "every Keras backend")
 def test_errors_and_overwrite(tmp_path):
   encoder = _tf_keras_encoder()
   run_dir = os.path.join(tmp_path, "run")
@@ -104,30 +103,119 @@ def test_errors_and_overwrite(tmp_path):
   with pytest.raises(errors.CheckpointMismatchError,
                      match=r"(?s)Shape mismatches.*checkpoint \[16, 32\], "
                      r"model \[16, 40\]"):
-    weights.load_run(run_dir, dict(utils.TINY_TF_KERAS, intermediate_size=40))
+    bridge.load_run(run_dir, dict(utils.TINY_TF_KERAS, intermediate_size=40))
   bare = os.path.join(tmp_path, "bare")
   tf.train.Checkpoint(encoder=encoder).save(os.path.join(bare, "ckpt"))
   with pytest.raises(ValueError, match="pass encoder_config="):
-    weights.load_run(bare)
-  assert weights.load_run(bare, utils.TINY_TF_KERAS).num_layers == 2
+    bridge.load_run(bare)
+  assert bridge.load_run(bare, utils.TINY_TF_KERAS).num_layers == 2
   with pytest.raises(ValueError, match="embedding projection"):
-    weights.backbone_kwargs(encoders.RealFormerEncoderConfig(
+    bridge.backbone_kwargs(encoders.RealFormerEncoderConfig(
         **utils.TINY_TF_KERAS, embedding_size=8))
   exact = backbone_lib.RealFormerBackbone(**utils.TINY,
                                           intermediate_activation="gelu")
   with pytest.raises(ValueError, match="exact GELU"):
-    weights.to_tf_keras_encoder(exact)
+    bridge.to_tf_keras_encoder(exact)
   with pytest.raises(FileExistsError, match="overwrite=True"):
-    weights.save_run(exact, run_dir)
+    bridge.save_run(exact, run_dir)
   assert os.path.exists(os.path.join(run_dir, "params.yaml"))
   # overwrite=True replaces the directory whole, once the new one is written.
   with pytest.raises(ValueError, match="exact GELU"):
-    weights.save_run(exact, run_dir, overwrite=True)
+    bridge.save_run(exact, run_dir, overwrite=True)
   assert os.path.exists(os.path.join(run_dir, "params.yaml"))
   none = backbone_lib.RealFormerBackbone(**utils.TINY,
                                          residual_attention="none")
-  weights.save_run(none, run_dir, overwrite=True)
+  bridge.save_run(none, run_dir, overwrite=True)
   assert sorted(os.listdir(run_dir)) == [
       "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
       "encoder.yaml"]
-  assert weights.run_encoder_config(run_dir).residual_attention == "none"
+  assert bridge.run_encoder_config(run_dir).residual_attention == "none"
+
+
+def save_tiny_run(output_dir, overwrite=False, residual_attention="sum"):
+  """`kill_writer`'s target: `save_run` of a tiny backbone."""
+  backbone = backbone_lib.RealFormerBackbone(
+      **utils.TINY, residual_attention=residual_attention)
+  return bridge.save_run(backbone, output_dir, overwrite=overwrite)
+
+
+def _files(directory):
+  return {name: open(os.path.join(directory, name), "rb").read()
+          for name in sorted(os.listdir(directory))}
+
+
+def test_save_run_killed_mid_swap_is_named_then_restored(tmp_path):
+  out_dir = os.path.join(tmp_path, "k3")
+  save_tiny_run(out_dir, residual_attention="none")
+  before = _files(out_dir)
+  kill_writer.run_killed(
+      1, "tests.checkpoints.keras3_bridge_test", "save_tiny_run",
+      output_dir=out_dir, overwrite=True, residual_attention="mean")
+  leftovers = sorted(os.listdir(tmp_path))
+  assert [name.rsplit("-", 1)[0] for name in leftovers] == ["k3.old",
+                                                             "k3.tmp"]
+  # A reader names the backup that holds the data (and writes nothing).
+  with pytest.raises(ValueError, match=r"checkpoint=.*k3' does not exist, "
+                     rf"but {re.escape(str(tmp_path))}/k3\.old-\d+ holds it"):
+    bridge.load_run(out_dir)
+  assert sorted(os.listdir(tmp_path)) == leftovers
+  # The next save_run restores the previous directory before its checks
+  # (so it refuses, without overwrite) and removes the dead temporary.
+  with pytest.raises(FileExistsError, match="overwrite=True"):
+    save_tiny_run(out_dir)
+  assert os.listdir(tmp_path) == ["k3"]
+  assert _files(out_dir) == before
+  assert bridge.load_run(out_dir).residual_attention == "none"
+
+
+def _two_checkpoints(run_dir):
+  """A run with ckpt-3 (returned: its encoder's outputs) and a newer ckpt-4
+  holding other weights (returned: its prefix)."""
+  inputs = utils.backbone_inputs(seed=2)
+  first = _tf_keras_encoder(seed=5)
+  expected = _tf_keras_outputs(first, inputs)
+  params = exp_factory.get_exp_config(experiments.PRETRAINING)
+  params.override(
+      {"task": {"model": {"encoder": {"any": utils.TINY_TF_KERAS}}}})
+  os.makedirs(run_dir)
+  train_utils.serialize_config(params, run_dir)
+  model = tf.train.Checkpoint(encoder_network=first)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
+                                       run_dir, max_to_keep=2)
+  manager.save(checkpoint_number=3)
+  utils.randomize(first, seed=9)
+  return inputs, expected, manager.save(checkpoint_number=4)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped"])
+def test_load_run_falls_back_past_a_damaged_latest_checkpoint(
+    tmp_path, caplog, damage):
+  run_dir = os.path.join(tmp_path, "run")
+  inputs, expected, latest = _two_checkpoints(run_dir)
+  data = latest + ".data-00000-of-00001"
+  size = os.path.getsize(data)
+  with open(data, "r+b") as f:
+    if damage == "truncated":  # Caught by its size, before any read.
+      f.truncate(size // 2)
+    else:  # Whole length, a tensor's checksum fails when it is read.
+      f.seek(size // 2)
+      byte = f.read(1)
+      f.seek(size // 2)
+      f.write(bytes([byte[0] ^ 0xFF]))
+  with caplog.at_level("WARNING"):
+    backbone = bridge.load_run(run_dir)
+  utils.assert_outputs_close(utils.to_numpy(backbone(inputs)), expected)
+  assert f"skipped unreadable newer checkpoints ({latest}" in caplog.text
+  assert "using " + latest[:-1] + "3" in caplog.text
+  # The damaged one named alone is an error naming it.
+  with pytest.raises(ValueError, match=r"ckpt-4' is not a readable"):
+    bridge.load_run(latest)
+
+
+def test_a_keras_file_is_named_for_what_it_is(tmp_path):
+  path = str(tmp_path / "model.keras")
+  with open(path, "wb") as f:
+    f.write(b"PK\x03\x04" + b"\0" * 100)  # A zip's start, no directory.
+  with pytest.raises(ValueError, match=r"model.keras \(104 bytes\) is not a "
+                     r"complete \.keras file.*killed part way"):
+    bridge.load_run(path)
