@@ -1,6 +1,7 @@
 """tf_keras RealFormerEncoder runs <-> RealFormerBackbone (keras3_bridge.py):
 round trips, runs and their damaged or half-swapped directories."""
 
+import importlib
 import os
 import re
 
@@ -219,3 +220,11 @@ def test_a_keras_file_is_named_for_what_it_is(tmp_path):
   with pytest.raises(ValueError, match=r"model.keras \(104 bytes\) is not a "
                      r"complete \.keras file.*killed part way"):
     bridge.load_run(path)
+
+
+def test_the_old_path_warns_and_names_the_new_one():
+  import realformer_tf.keras3.weights as old  # pylint: disable=g-import-not-at-top
+  with pytest.warns(DeprecationWarning,
+                    match="import realformer_tf.checkpoints.keras3_bridge"):
+    importlib.reload(old)
+  assert old.load_run is bridge.load_run and old.save_run is bridge.save_run
