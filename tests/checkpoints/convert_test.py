@@ -247,7 +247,8 @@ def test_killed_overwrite_leaves_the_previous_outputs(tf1_dir, tmp_path):
 
 
 def test_truncated_checkpoint_is_named(tf1_dir, tmp_path):
-  """Not a bare `IndexError: Read less bytes than requested`."""
+  """Not a bare `IndexError: Read less bytes than requested`: the data
+  file's size is checked against its index before any tensor is read."""
   prefix, config_file = tf1_dir
   copy = os.path.join(str(tmp_path), os.path.basename(prefix))
   for suffix in (".index", ".data-00000-of-00001"):
@@ -256,7 +257,9 @@ def test_truncated_checkpoint_is_named(tf1_dir, tmp_path):
   with open(copy + ".data-00000-of-00001", "r+b") as f:
     f.truncate(100)
   with pytest.raises(ValueError, match=re.escape(repr(copy)) +
-                     " is not readable.*Read less bytes"):
+                     " is not a readable checkpoint: .*data-\\* hold 100 "
+                     "bytes, less than the .* bytes of tensors its index "
+                     r"lists \(truncated\)"):
     convert.convert_tf1_checkpoint(copy, config_file, output_dir)
   with open(copy + ".index", "r+b") as f:
     f.truncate(10)
