@@ -303,7 +303,8 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
     # state file stays right after the rename.
     prefix = tf.train.Checkpoint(**items).save(
         os.path.join(tmp, run_directory.CHECKPOINT_PREFIX))
-    with tf.io.gfile.GFile(os.path.join(tmp, run_directory.ENCODER_YAML), "w") as f:
+    with tf.io.gfile.GFile(
+        os.path.join(tmp, run_directory.ENCODER_YAML), "w") as f:
       f.write(yaml.safe_dump(
           dict(task=dict(model=dict(encoder=config.as_dict()))),
           sort_keys=False))

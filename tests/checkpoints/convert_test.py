@@ -19,9 +19,9 @@ from official.modeling import hyperparams
 from official.nlp.data import question_answering_dataloader
 from official.nlp.tasks import masked_lm
 from official.nlp.tasks import question_answering
-from realformer_tf import utils
 from realformer_tf.checkpoints import convert
 from realformer_tf.checkpoints import errors
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
@@ -235,7 +235,7 @@ def test_killed_overwrite_leaves_the_previous_outputs(tf1_dir, tmp_path):
     convert.convert_tf1_checkpoint(prefix, config_file, output_dir)
   assert os.listdir(tmp_path) == ["out"]
   assert _files(output_dir) == before
-  assert utils.resolve_checkpoint(output_dir, "x").endswith("ckpt-1")
+  assert run_directory.resolve_checkpoint(output_dir, "x").endswith("ckpt-1")
 
   convert.convert_tf1_checkpoint(prefix, config_file, output_dir,
                                  residual_attention="mean", overwrite=True)

@@ -4,6 +4,8 @@ round trips, runs and their damaged or half-swapped directories."""
 import importlib
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -223,8 +225,63 @@ def test_a_keras_file_is_named_for_what_it_is(tmp_path):
 
 
 def test_the_old_path_warns_and_names_the_new_one():
-  import realformer_tf.keras3.weights as old  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  import realformer_tf.keras3.weights as old
   with pytest.warns(DeprecationWarning,
                     match="import realformer_tf.checkpoints.keras3_bridge"):
     importlib.reload(old)
   assert old.load_run is bridge.load_run and old.save_run is bridge.save_run
+
+
+# Items 6 and 7 of issue 30 on the JAX backend: the bridge reads and writes
+# TF checkpoints beside a Keras 3 backbone of any backend.
+_ON_JAX = """
+import os, shutil, subprocess, sys
+import keras
+import tensorflow as tf
+from realformer_tf.checkpoints import keras3_bridge as bridge
+from realformer_tf.keras3 import backbone as backbone_lib
+from tests.helpers import keras3_encoders as utils
+assert keras.config.backend() == "jax"
+d = sys.argv[1]
+out = os.path.join(d, "k3")
+backbone = utils.randomize(backbone_lib.RealFormerBackbone(**utils.TINY))
+bridge.save_run(backbone, out)
+pid = int(subprocess.run(
+    [sys.executable, "-c", "import os; print(os.getpid())"],
+    capture_output=True, text=True).stdout)
+os.rename(out, f"{out}.old-{pid}")  # As a kill between the two renames.
+shutil.copytree(f"{out}.old-{pid}", f"{out}.tmp-{pid}")
+try:
+  bridge.load_run(out)
+  raise SystemExit("no error")
+except ValueError as e:
+  assert f"k3.old-{pid} holds it" in str(e), e
+bridge.save_run(backbone, out, overwrite=True)
+assert os.listdir(d) == ["k3"], os.listdir(d)
+inputs = utils.backbone_inputs()
+expected = utils.to_numpy(backbone(inputs))
+newer = tf.train.Checkpoint(encoder=bridge.to_tf_keras_encoder(
+    utils.randomize(backbone_lib.RealFormerBackbone(**utils.TINY), 7))).write(
+        os.path.join(out, "ckpt-2"))
+tf.compat.v1.train.update_checkpoint_state(
+    out, newer, all_model_checkpoint_paths=[os.path.join(out, "ckpt-1"), newer])
+data = newer + ".data-00000-of-00001"
+with open(data, "r+b") as f:
+  f.truncate(os.path.getsize(data) // 2)
+utils.assert_outputs_close(utils.to_numpy(bridge.load_run(out)(inputs)),
+                           expected)
+print("ok")
+"""
+
+
+def test_killed_swap_and_damaged_latest_on_jax(tmp_path):
+  env = dict(os.environ, KERAS_BACKEND="jax",
+             PYTHONPATH=kill_writer.REPO_ROOT, JAX_PLATFORMS="cpu",
+             TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  result = subprocess.run([sys.executable, "-c", _ON_JAX, str(tmp_path)],
+                          cwd=kill_writer.REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=600,
+                          check=False)
+  assert result.returncode == 0 and result.stdout.strip().endswith("ok"), (
+      result.stdout + result.stderr)[-4000:]

@@ -65,8 +65,10 @@ def test_mismatch_names_every_weight_and_assigns_nothing():
 
 
 def test_the_old_paths_warn_and_name_the_new_ones():
-  import realformer_tf.keras3 as keras3  # pylint: disable=g-import-not-at-top
-  import realformer_tf.keras3.weight_map as old  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  import realformer_tf.keras3 as keras3
+  import realformer_tf.keras3.weight_map as old
+  # pylint: enable=g-import-not-at-top
   with pytest.warns(DeprecationWarning,
                     match="import realformer_tf.checkpoints.keras3_weight_map"):
     importlib.reload(old)
