@@ -199,8 +199,12 @@ def load_run(checkpoint_path: str,
       reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
           prefix, shadow, encoder_path)
       key_of = {id(variable): key for variable, key in pairs}
-      return {name: reader.get_tensor(key_of[id(v)])
-              for name, v in slots.items()}
+      try:
+        return {name: reader.get_tensor(key_of[id(v)])
+                for name, v in slots.items()}
+      except (tf.errors.OpError, IndexError, RuntimeError) as e:
+        raise ValueError(f"Checkpoint {prefix!r} is not readable "
+                         f"({type(e).__name__}: {e})") from None
 
     prefix, values = run_directory.read_latest(
         checkpoint_path, "checkpoint_path", read)

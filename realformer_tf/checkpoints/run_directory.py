@@ -97,8 +97,9 @@ def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   (including the bound RealFormer encoder); the YAML supplies the values.
 
   Raises:
-    FileNotFoundError: Without params.yaml (naming a killed swap's backup).
-    ValueError: If params.yaml names no experiment.
+    FileNotFoundError: Without params.yaml.
+    ValueError: If params.yaml names no experiment, or `model_dir` was set
+      aside by a killed swap (naming the backup).
   """
   check_not_set_aside(model_dir, "model_dir")
   path = os.path.join(model_dir, PARAMS_YAML)
@@ -241,15 +242,20 @@ def read_latest(path: str, what: str,
   A directory's checkpoints (its `checkpoint` state file) are tried newest
   first: one whose files are damaged (`check_files`) or whose `read` raises
   a read error is skipped, with a warning naming it and why, once an older
-  one reads. A prefix is only itself. A `CheckpointMismatchError` (the
-  model does not fit, which an older checkpoint of the run will not change)
-  is raised at once.
+  one reads. A `CheckpointMismatchError` (the model does not fit, which an
+  older checkpoint of the run will not change) is raised at once. A prefix
+  is only itself: `read`'s errors pass unchanged.
 
   Raises:
     ValueError: Naming `what`, the path and why nothing there is readable.
   """
   key = f"{what}={path!r}"
   candidates = _candidates(path, what)
+  if not tf.io.gfile.isdir(path):  # A prefix: its own errors, unchanged.
+    why = check_files(path)
+    if why:
+      raise ValueError(f"{key} is not a readable checkpoint: {why}.")
+    return path, read(path)
   failures = []
   for prefix in candidates:
     why = check_files(prefix)
@@ -259,15 +265,13 @@ def read_latest(path: str, what: str,
       except errors.CheckpointMismatchError:
         raise
       except _UNREADABLE as e:
-        why = f"{prefix}: {type(e).__name__}: {str(e).splitlines()[0]}"
+        why = f"{prefix}: {type(e).__name__}: {e}"
     if why is None:
       if failures:
         logging.warning("%s: skipped unreadable newer checkpoints (%s); "
                         "using %s.", key, "; ".join(failures), prefix)
       return prefix, value
     failures.append(why)
-  if len(candidates) == 1 and not tf.io.gfile.isdir(path):
-    raise ValueError(f"{key} is not a readable checkpoint: {failures[0]}.")
   raise ValueError(f"{key}: no readable checkpoint ({'; '.join(failures)}).")
 
 
