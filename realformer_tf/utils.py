@@ -1,4 +1,4 @@
-"""The package's one helper per job: atomic writes, checkpoint resolution,
+"""The package's one helper per job: atomic writes, checkpoint restoring,
 dummy inputs and the width/heads check.
 
 Every writer of ours goes through `atomic_path`, so a killed run leaves at most
@@ -7,16 +7,17 @@ a `*.tmp-PID` leftover (removed once its process is gone by
 output; a directory is swapped in (old one renamed aside, new one renamed in,
 old one deleted), and a kill between the two renames is undone by the next
 writer of that path (`recover_interrupted_swap`). Sets of files that must
-change together use `data.output_sets`. Every "checkpoint prefix or directory"
-argument goes through `resolve_checkpoint`.
+change together use `data.output_sets`. What a run directory holds (its
+config, latest readable checkpoint, lock) is `checkpoints.run_directory`'s.
 """
 
 import contextlib
+import importlib
 import inspect
 import json
 import os
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional,
-                    Tuple)
+import warnings
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Tuple
 
 from absl import app
 from absl import flags
@@ -67,8 +68,9 @@ def atomic_path(path: str) -> Iterator[str]:
     tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
-def _leftovers(path: str, infix: str) -> List[Tuple[str, int]]:
-  """(`<path><infix>PID`, PID) for each such entry whose process is gone."""
+def swap_leftovers(path: str, infix: str) -> List[Tuple[str, int]]:
+  """(`<path><infix>PID`, PID) for each such entry whose process is gone
+  (`infix`: `TMP_INFIX` or `BACKUP_INFIX`), sorted."""
   parent, name = os.path.split(path)
   if not tf.io.gfile.isdir(parent or "."):
     return []
@@ -106,7 +108,7 @@ def recover_interrupted_swap(path: str) -> None:
   `path` is missing (the kill fell between the two renames), else deleted
   (the swap had finished). `<path>.tmp-PID` of dead processes are deleted.
   """
-  for backup, pid in _leftovers(path, BACKUP_INFIX):
+  for backup, pid in swap_leftovers(path, BACKUP_INFIX):
     if tf.io.gfile.exists(path):
       remove(backup)
       logging.warning("Removed %s, the previous %s set aside by process %d, "
@@ -116,7 +118,7 @@ def recover_interrupted_swap(path: str) -> None:
       tf.io.gfile.rename(backup, path)
       logging.warning("Restored %s from %s: process %d was killed while "
                       "replacing it.", path, backup, pid)
-  for tmp, pid in _leftovers(path, TMP_INFIX):
+  for tmp, pid in swap_leftovers(path, TMP_INFIX):
     remove(tmp)
     logging.warning("Removed %s, left unfinished by killed process %d.", tmp,
                     pid)
@@ -160,19 +162,6 @@ def write_json_atomically(path: str, data: Any) -> None:
   write_text_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def _readable(prefix: str) -> Optional[str]:
-  """None if `prefix` is a readable checkpoint, else why not."""
-  if not tf.io.gfile.exists(prefix + ".index"):
-    return f"{prefix}.index does not exist"
-  try:
-    tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-  except (tf.errors.OpError, ValueError, IndexError) as e:
-    # A truncated file gives a bare `IndexError: Read less bytes than
-    # requested` from the reader: name the file instead.
-    return f"{type(e).__name__}: {e}"
-  return None
-
-
 def restore_checkpoint(model: tf.Module, checkpoint: str) -> None:
   """Restores `model` (all its variables) from a trainer checkpoint.
 
@@ -188,52 +177,6 @@ def restore_checkpoint(model: tf.Module, checkpoint: str) -> None:
         f"Checkpoint {checkpoint!r} does not hold the variables of the model "
         "built from params.yaml (was it written by another run or "
         f"experiment?): {e}") from e
-
-
-def resolve_checkpoint(path: str, what: str) -> str:
-  """A readable checkpoint prefix from a prefix or a directory.
-
-  A directory resolves to its newest readable checkpoint: when the one its
-  `checkpoint` state file names is missing or damaged, older ones listed
-  there are tried with a warning.
-
-  Args:
-    path: A checkpoint prefix (`.../ckpt-100`) or a directory of them.
-    what: How the error names the argument, e.g. "task.init_checkpoint".
-
-  Raises:
-    ValueError: Naming `what`, the path and why nothing there is readable.
-  """
-  key = f"{what}={path!r}"
-  if not path:
-    raise ValueError(f"{what} is empty.")
-  backups = ([] if tf.io.gfile.exists(path) else
-             _leftovers(path.rstrip("/"), BACKUP_INFIX))
-  if backups:
-    raise ValueError(
-        f"{key} does not exist, but {backups[0][0]} holds it as it was "
-        "before a killed --overwrite run set it aside: run that command "
-        "again (it restores the directory first), or rename it back.")
-  if not tf.io.gfile.isdir(path):
-    why = _readable(path)
-    if why:
-      raise ValueError(f"{key} is not a readable checkpoint: {why}.")
-    return path
-  state = tf.train.get_checkpoint_state(path)  # Its paths are absolute.
-  if state is None:
-    raise ValueError(f"{key} is a directory without a checkpoint (no "
-                     "'checkpoint' state file naming one).")
-  failures = []
-  for prefix in dict.fromkeys([state.model_checkpoint_path,
-                               *reversed(state.all_model_checkpoint_paths)]):
-    why = _readable(prefix)
-    if why is None:
-      if failures:
-        logging.warning("%s: newer checkpoints are unreadable (%s); using %s.",
-                        key, "; ".join(failures), prefix)
-      return prefix
-    failures.append(why)
-  raise ValueError(f"{key}: no readable checkpoint ({'; '.join(failures)}).")
 
 
 def dummy_inputs(masked_positions: int = 0) -> Dict[str, tf.Tensor]:
@@ -267,3 +210,20 @@ def flags_main(fn: Callable[..., Any],
                    for name in inspect.signature(fn).parameters})
     print(json.dumps(to_json(result), indent=2))
   return main
+
+
+# Moved names -> their new module; each warns once used (removed in 0.2).
+_MOVED = {"resolve_checkpoint": "realformer_tf.checkpoints.run_directory"}
+
+
+def __getattr__(name):
+  """PEP 562: the deprecated aliases of `_MOVED`, imported on first use
+  (their modules are above this one in the layer order)."""
+  if name in _MOVED:
+    warnings.warn(
+        f"realformer_tf.utils.{name} is deprecated: use {_MOVED[name]}.{name} "
+        "(this alias goes in realformer_tf 0.2).", DeprecationWarning,
+        stacklevel=2)
+    return getattr(importlib.import_module(_MOVED[name]), name)
+  raise AttributeError(f"module 'realformer_tf.utils' has no attribute "
+                       f"{name!r}")

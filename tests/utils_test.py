@@ -102,12 +102,14 @@ class LeftoversTest(tf.test.TestCase):
     self.assertEqual(sorted(os.listdir(self.get_temp_dir())),
                      ["export", os.path.basename(live)])
 
-  def test_a_checkpoint_set_aside_by_a_killed_swap_is_named(self):
-    path = os.path.join(self.get_temp_dir(), "converted")
-    backup = self._dir(f"{path}.old-{_dead_pid()}", "ckpt-1.index")
-    with self.assertRaisesRegex(ValueError, "init_checkpoint=.*does not "
-                                f"exist, but {backup} holds it"):
-      utils.resolve_checkpoint(path, "init_checkpoint")
+  def test_swap_leftovers_lists_dead_writers_only(self):
+    path = os.path.join(self.get_temp_dir(), "run")
+    dead = _dead_pid()
+    backup = self._dir(f"{path}.old-{dead}")
+    self._dir(f"{path}.old-{os.getppid()}")  # A live writer's.
+    self._dir(f"{path}.tmp-{dead}")
+    self.assertEqual(utils.swap_leftovers(path, utils.BACKUP_INFIX),
+                     [(backup, dead)])
 
   def test_remove_stale_temps(self):
     folder = self.get_temp_dir()
@@ -123,43 +125,16 @@ class LeftoversTest(tf.test.TestCase):
         f"b.json.tmp-{os.getpid()}", "c.tmp-notapid"])
 
 
-class ResolveCheckpointTest(tf.test.TestCase):
+class MovedNamesTest(tf.test.TestCase):
 
-  def _save(self, directory, steps):
-    v = tf.Variable(1.0)
-    manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(v=v), directory, max_to_keep=5)
-    return [manager.save(checkpoint_number=s) for s in steps]
-
-  def test_prefix_and_directory(self):
-    d = self.get_temp_dir()
-    first, second = self._save(d, [1, 2])
-    self.assertEqual(utils.resolve_checkpoint(d, "x"), second)
-    self.assertEqual(utils.resolve_checkpoint(first, "x"), first)
-
-  def test_falls_back_past_deleted_and_truncated(self):
-    d = self.get_temp_dir()
-    first, second, third = self._save(d, [1, 2, 3])
-    os.remove(third + ".index")
-    with open(second + ".index", "r+b") as f:
-      f.truncate(10)
-    with self.assertLogs(level="WARNING") as logs:
-      self.assertEqual(utils.resolve_checkpoint(d, "x"), first)
-    self.assertIn("unreadable", "".join(logs.output))
-
-  def test_errors_name_the_argument(self):
-    d = self.get_temp_dir()
-    with self.assertRaisesRegex(ValueError, "task.init_checkpoint=.*without"):
-      utils.resolve_checkpoint(d, "task.init_checkpoint")
-    with self.assertRaisesRegex(ValueError, "ckpt-9.index does not exist"):
-      utils.resolve_checkpoint(os.path.join(d, "ckpt-9"), "--checkpoint")
-    (prefix,) = self._save(d, [4])
-    with open(prefix + ".index", "r+b") as f:
-      f.truncate(10)
-    with self.assertRaisesRegex(ValueError, "--checkpoint=.*not a readable"):
-      utils.resolve_checkpoint(prefix, "--checkpoint")
-    with self.assertRaisesRegex(ValueError, "no readable checkpoint"):
-      utils.resolve_checkpoint(d, "--checkpoint")
+  def test_resolve_checkpoint_moved_to_run_directory_and_warns(self):
+    with self.assertWarnsRegex(DeprecationWarning,
+                               "checkpoints.run_directory.resolve_checkpoint"):
+      moved = utils.resolve_checkpoint
+    self.assertEqual(moved.__module__,
+                     "realformer_tf.checkpoints.run_directory")
+    with self.assertRaisesRegex(AttributeError, "no attribute 'nothing'"):
+      utils.nothing  # pylint: disable=pointless-statement
 
 
 class SmallHelpersTest(parameterized.TestCase, tf.test.TestCase):

@@ -1,7 +1,9 @@
-"""Checkpoint interop: TF1 RealFormer/BERT and Model Garden TF2 BERT checkpoints.
+"""Checkpoints and run directories: TF1 RealFormer/BERT and Model Garden TF2
+BERT checkpoints, a run directory's files (`run_directory`), and the weight
+bridge to the Keras 3 face (`keras3_bridge`, `keras3_weight_map`).
 
 The names below load their (TensorFlow) modules on first access, so that
-`realformer_tf.checkpoints.errors` imports without TensorFlow (the Keras 3
+`errors` and `keras3_weight_map` import without TensorFlow (the Keras 3
 weight map raises its `CheckpointMismatchError` on JAX or PyTorch too).
 """
 import importlib

@@ -34,13 +34,14 @@ import tensorflow as tf
 import yaml
 
 from realformer_tf import utils
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.layers import residual_attention as ra
 
-ENCODER_YAML = "encoder.yaml"
-PRETRAINER_YAML = "pretrainer.yaml"
-CHECKPOINT_PREFIX = "ckpt"
+ENCODER_YAML = run_directory.ENCODER_YAML
+PRETRAINER_YAML = run_directory.PRETRAINER_YAML
+CHECKPOINT_PREFIX = run_directory.CHECKPOINT_PREFIX
 
 FLAGS = flags.FLAGS
 
@@ -88,8 +89,8 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   """
   output_dir = (output_dir or "").rstrip("/")
   if output_dir:
-    utils.recover_interrupted_swap(output_dir)
-  utils.resolve_checkpoint(tf1_checkpoint_path, "tf1_checkpoint")
+    run_directory.recover_interrupted_swap(output_dir)
+  run_directory.resolve_checkpoint(tf1_checkpoint_path, "tf1_checkpoint")
   bert_config = tf1_checkpoint.read_bert_config(bert_config_file)
   if not output_dir:
     raise ValueError("output_dir is empty.")

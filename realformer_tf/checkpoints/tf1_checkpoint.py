@@ -36,6 +36,7 @@ from official.nlp.modeling import models as mg_models
 from official.nlp.tasks import masked_lm
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import encoders
 from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import encoder as encoder_lib
@@ -304,7 +305,7 @@ def load_tf1_weights(checkpoint_path: str,
       shape differs; nothing is assigned.
     ValueError: An unreadable (e.g. truncated) checkpoint, named.
   """
-  path = utils.resolve_checkpoint(checkpoint_path, "TF1 checkpoint")
+  path = run_directory.resolve_checkpoint(checkpoint_path, "TF1 checkpoint")
   reader = tf.train.load_checkpoint(path)
   shapes = reader.get_variable_to_shape_map()
   if "_CHECKPOINTABLE_OBJECT_GRAPH" in shapes:

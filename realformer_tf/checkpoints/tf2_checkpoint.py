@@ -26,6 +26,7 @@ from official.modeling.hyperparams import base_config
 from official.nlp.configs import encoders as mg_encoders
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import encoders
 from realformer_tf.networks import encoder as encoder_lib
 
@@ -141,7 +142,7 @@ def check_encoder_checkpoint(checkpoint_path: str,
   if tf.executing_eagerly():
     raise ValueError("check_encoder_checkpoint reads into the encoder: build "
                      "it inside `with tf.Graph().as_default():`.")
-  path = utils.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
+  path = run_directory.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
   reader = tf.train.load_checkpoint(path)
   status, matched, found = _read(path, reader, encoder, encoder_path)
   graph = status._checkpoint.object_graph_proto  # pylint: disable=protected-access
@@ -182,7 +183,7 @@ def load_encoder_weights(checkpoint_path: str,
   encoder path used. Arguments as `check_encoder_checkpoint`; TF's errors (a
   shape mismatch stops part way: `encoder_from_tf2_checkpoint` checks first).
   """
-  path = utils.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
+  path = run_directory.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
   status, _, found = _read(path, tf.train.load_checkpoint(path), encoder,
                            encoder_path)
   status.assert_existing_objects_matched()

@@ -1,8 +1,15 @@
 """RealFormer in Keras 3: layers and models on the TensorFlow, JAX and PyTorch backends.
 
-Written with `keras` and `keras.ops` only (keras-hub for the models); nothing
-here imports TensorFlow or tf_keras. The tf_keras face is `realformer_tf.layers`.
+Written with `keras`, `keras.ops` and keras-hub's public API only; nothing
+here imports TensorFlow, tf_keras or Model Garden (a test imports it with
+them blocked). The tf_keras face is `realformer_tf.layers`; the bridge
+between the two faces' weights (TF checkpoints, train.py runs, keras-hub's
+`BertBackbone`) is `realformer_tf.checkpoints.keras3_bridge` and
+`realformer_tf.checkpoints.keras3_weight_map`.
 """
+import importlib
+import warnings
+
 from realformer_tf.keras3.residual_attention import RESIDUAL_MODES
 from realformer_tf.keras3.residual_attention import ResidualMultiHeadAttention
 from realformer_tf.keras3.encoder_block import RealFormerEncoderBlock
@@ -16,6 +23,24 @@ from realformer_tf.keras3.text_classifier import RealFormerTextClassifier
 from realformer_tf.keras3.preprocessing import RealFormerMaskedLMPreprocessor
 from realformer_tf.keras3.preprocessing import RealFormerTextClassifierPreprocessor
 from realformer_tf.keras3.preprocessing import RealFormerTokenizer
-from realformer_tf.keras3.weight_map import load_bert_backbone
-# realformer_tf.keras3.weights (our tf_keras runs <-> RealFormerBackbone)
-# imports TensorFlow: import it explicitly.
+from realformer_tf.keras3.saving import load_model
+from realformer_tf.keras3.saving import save_model
+
+# Names that moved to the bridge (it copies weights with the checkpoints'
+# `CheckpointMismatchError` and `copy_slots`, shared with the TF bridge, and
+# the Keras 3 face may not import `checkpoints/`): still reachable here, on
+# first use, for one release (removed in 0.2). The new home imports no
+# TensorFlow, so they keep working on JAX without it.
+_MOVED = {"load_bert_backbone": "realformer_tf.checkpoints.keras3_weight_map"}
+
+
+def __getattr__(name):
+  """PEP 562: the deprecated aliases of `_MOVED`, imported on first use."""
+  if name in _MOVED:
+    warnings.warn(
+        f"realformer_tf.keras3.{name} is deprecated: use {_MOVED[name]}."
+        f"{name} (this alias goes in realformer_tf 0.2).", DeprecationWarning,
+        stacklevel=2)
+    return getattr(importlib.import_module(_MOVED[name]), name)
+  raise AttributeError(f"module 'realformer_tf.keras3' has no attribute "
+                       f"{name!r}")

@@ -17,8 +17,8 @@ TensorFlow, JAX and PyTorch backends.
 
 import keras
 from keras import ops
-from keras_hub.src.layers.modeling import position_embedding
-from keras_hub.src.models import backbone as hub_backbone
+from keras_hub import layers as position_embedding  # .PositionEmbedding
+from keras_hub import models as hub_backbone  # .Backbone
 from keras_hub.src.models.bert import bert_backbone
 from keras_hub.src.utils import keras_utils
 

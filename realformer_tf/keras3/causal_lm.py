@@ -11,7 +11,7 @@ no download), e.g. this project's pre-training vocabulary.
 import keras
 from keras import ops
 import keras_hub
-from keras_hub.src.models.gpt2 import gpt2_causal_lm
+from keras_hub import models as gpt2_causal_lm  # .GPT2CausalLM
 
 from realformer_tf.keras3 import decoder_backbone
 

@@ -14,7 +14,7 @@ backbone's blocks use the tanh form (see `RealFormerBackbone`).
 """
 
 import keras
-from keras_hub.src.models.bert import bert_masked_lm
+from keras_hub import models as bert_masked_lm  # .BertMaskedLM
 
 from realformer_tf.keras3 import backbone
 from realformer_tf.keras3 import preprocessing

@@ -12,9 +12,9 @@ these exist.
 """
 
 import keras
-from keras_hub.src.models.bert import bert_masked_lm_preprocessor
-from keras_hub.src.models.bert import bert_text_classifier_preprocessor
-from keras_hub.src.models.bert import bert_tokenizer
+from keras_hub import models as bert_masked_lm_preprocessor
+from keras_hub import models as bert_text_classifier_preprocessor
+from keras_hub import tokenizers as bert_tokenizer  # .BertTokenizer
 
 from realformer_tf.keras3 import backbone
 

@@ -10,7 +10,7 @@ them, keras_hub/src/models/task.py).
 """
 
 import keras
-from keras_hub.src.models.bert import bert_text_classifier
+from keras_hub import models as bert_text_classifier  # .BertTextClassifier
 
 from realformer_tf.keras3 import backbone
 from realformer_tf.keras3 import preprocessing

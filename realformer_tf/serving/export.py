@@ -6,7 +6,7 @@ r"""Exports a trained RealFormer run (any head) as a SavedModel for serving.
       [--return_attention=none|scores|probs]
 
 The config comes from `model_dir/params.yaml` through the registered
-experiment named in `task.name` (`registry.load_experiment_config`; Model
+experiment named in `task.name` (`run_directory.load_experiment_config`; Model
 Garden's `export_savedmodel.py` rebuilds configs from YAML alone and loses the
 `type: any` encoder builder); the task's `build_model()` makes the model and
 the run's checkpoint restores it. Everything (config, checkpoint, vocabulary,
@@ -24,6 +24,7 @@ vocabulary becomes a SavedModel asset).
 import dataclasses
 import os
 import tempfile
+import warnings
 from typing import List, Optional, Tuple, Type
 
 from absl import app
@@ -36,7 +37,7 @@ from official.core import export_base
 from official.core import task_factory
 from official.nlp.serving import export_savedmodel_util
 from realformer_tf import utils
-from realformer_tf.configs import registry
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.data import tokenization
 from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import heads
@@ -114,18 +115,20 @@ def load_vocab(task: cfg.TaskConfig, head: Head, vocab_size: int,
   return vocab, lower_case
 
 
-def load_run(model_dir: str, export_dir: str, checkpoint_path: Optional[str],
-             overwrite: bool) -> Tuple[cfg.ExperimentConfig, str]:
-  """A run's config and checkpoint, once `export_dir` is known to be usable."""
-  config = registry.load_experiment_config(model_dir)
-  checkpoint = utils.resolve_checkpoint(
+def run_to_export(model_dir: str, export_dir: str,
+                  checkpoint_path: Optional[str],
+                  overwrite: bool) -> Tuple[cfg.ExperimentConfig, str]:
+  """A run's config and checkpoint (`run_directory`: params.yaml, the newest
+  readable checkpoint), once `export_dir` is known to be usable."""
+  config = run_directory.load_experiment_config(model_dir)
+  checkpoint = run_directory.resolve_checkpoint(
       checkpoint_path or model_dir,
       "--checkpoint_path" if checkpoint_path else "--model_dir")
   if not export_dir:
     raise ValueError("No --export_dir given.")
   # What a killed export left: the previous SavedModel set aside (restored)
   # and `<export_dir>.tmp-PID` of dead processes (removed).
-  utils.recover_interrupted_swap(export_dir.rstrip("/"))
+  run_directory.recover_interrupted_swap(export_dir)
   if tf.io.gfile.exists(export_dir):
     if not tf.io.gfile.isdir(export_dir):
       raise ValueError(f"--export_dir={export_dir!r} is a file.")
@@ -133,6 +136,16 @@ def load_run(model_dir: str, export_dir: str, checkpoint_path: Optional[str],
       raise ValueError(f"--export_dir={export_dir!r} exists and is not "
                        "empty; pass --overwrite to replace it.")
   return config, checkpoint
+
+
+def load_run(*args, **kwargs) -> Tuple[cfg.ExperimentConfig, str]:
+  """Deprecated name of `run_to_export` (`load_run` is the Keras 3 bridge's:
+  `checkpoints.keras3_bridge.load_run`); goes in realformer_tf 0.2."""
+  warnings.warn(
+      "realformer_tf.serving.export.load_run is deprecated: use "
+      "realformer_tf.serving.export.run_to_export (this alias goes in "
+      "realformer_tf 0.2).", DeprecationWarning, stacklevel=2)
+  return run_to_export(*args, **kwargs)
 
 
 def build_model(task_config: cfg.TaskConfig, checkpoint: str, dummy_inputs):
@@ -182,8 +195,8 @@ def export_model(model_dir: str,
     ValueError: On a missing or mismatched checkpoint, vocabulary or length,
       before anything is written.
   """
-  config, checkpoint = load_run(model_dir, export_dir, checkpoint_path,
-                                overwrite)
+  config, checkpoint = run_to_export(model_dir, export_dir, checkpoint_path,
+                                     overwrite)
   task = config.task
   head = head_of(task)
   encoder = task.model.encoder.get()

@@ -76,8 +76,8 @@ def export_translation(model_dir: str,
     ValueError: If the run is not a translation run, or on a missing
       checkpoint or an unusable `export_dir`, before anything is written.
   """
-  config, checkpoint = export.load_run(model_dir, export_dir, checkpoint_path,
-                                       overwrite)
+  config, checkpoint = export.run_to_export(model_dir, export_dir,
+                                            checkpoint_path, overwrite)
   if not isinstance(config.task, rf_translation.RealFormerTranslationConfig):
     raise ValueError(f"{model_dir!r} holds a {config.task.name!r} run, not "
                      "realformer/translation.")

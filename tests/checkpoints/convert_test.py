@@ -19,9 +19,9 @@ from official.modeling import hyperparams
 from official.nlp.data import question_answering_dataloader
 from official.nlp.tasks import masked_lm
 from official.nlp.tasks import question_answering
-from realformer_tf import utils
 from realformer_tf.checkpoints import convert
 from realformer_tf.checkpoints import errors
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
@@ -235,7 +235,7 @@ def test_killed_overwrite_leaves_the_previous_outputs(tf1_dir, tmp_path):
     convert.convert_tf1_checkpoint(prefix, config_file, output_dir)
   assert os.listdir(tmp_path) == ["out"]
   assert _files(output_dir) == before
-  assert utils.resolve_checkpoint(output_dir, "x").endswith("ckpt-1")
+  assert run_directory.resolve_checkpoint(output_dir, "x").endswith("ckpt-1")
 
   convert.convert_tf1_checkpoint(prefix, config_file, output_dir,
                                  residual_attention="mean", overwrite=True)
@@ -247,7 +247,8 @@ def test_killed_overwrite_leaves_the_previous_outputs(tf1_dir, tmp_path):
 
 
 def test_truncated_checkpoint_is_named(tf1_dir, tmp_path):
-  """Not a bare `IndexError: Read less bytes than requested`."""
+  """Not a bare `IndexError: Read less bytes than requested`: the data
+  file's size is checked against its index before any tensor is read."""
   prefix, config_file = tf1_dir
   copy = os.path.join(str(tmp_path), os.path.basename(prefix))
   for suffix in (".index", ".data-00000-of-00001"):
@@ -256,7 +257,9 @@ def test_truncated_checkpoint_is_named(tf1_dir, tmp_path):
   with open(copy + ".data-00000-of-00001", "r+b") as f:
     f.truncate(100)
   with pytest.raises(ValueError, match=re.escape(repr(copy)) +
-                     " is not readable.*Read less bytes"):
+                     " is not a readable checkpoint: .*data-\\* hold 100 "
+                     "bytes, less than the .* bytes of tensors its index "
+                     r"lists \(truncated\)"):
     convert.convert_tf1_checkpoint(copy, config_file, output_dir)
   with open(copy + ".index", "r+b") as f:
     f.truncate(10)

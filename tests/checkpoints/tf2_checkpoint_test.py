@@ -156,5 +156,6 @@ def test_truncated_checkpoint_is_named(v2_checkpoint, tmp_path):
   with open(copy + ".data-00000-of-00001", "r+b") as f:
     f.truncate(100)
   with pytest.raises(ValueError, match=re.escape(repr(copy)) +
-                     " is not readable"):
+                     " is not a readable checkpoint: .*hold 100 bytes.*"
+                     r"\(truncated\)"):
     tf2_checkpoint.encoder_from_tf2_checkpoint(copy, config)

@@ -1,11 +1,10 @@
 """Tests for realformer_tf/configs/registry.py: every experiment registered
-under its own name, a run's params.yaml rebuilt, the task's encoder found."""
+under its own name, the task's encoder found (a run's params.yaml is read
+back by checkpoints/run_directory.py)."""
 
 import pytest
 
 from official.core import exp_factory
-from official.core import train_utils
-from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry
 
@@ -15,24 +14,11 @@ def test_each_experiment_records_its_own_name(name):
   assert exp_factory.get_exp_config(name).task.name == name
 
 
-def test_params_yaml_rebuilds_the_config(tmp_path):
-  config = experiments.realformer_quickstart()
-  config.override({"task": {"model": {"encoder": {"any": {
-      "residual_attention": "mean", "num_layers": 3}}}}})
-  train_utils.serialize_config(config, str(tmp_path))
-  rebuilt = registry.load_experiment_config(str(tmp_path))
-  assert rebuilt.as_dict() == config.as_dict()
-  # The factory's classes, not plain YAML: the encoder keeps its builder.
-  assert isinstance(rebuilt.task.model.encoder.get(),
-                    encoders.RealFormerEncoderConfig)
-
-
-def test_missing_or_anonymous_params_yaml_is_named(tmp_path):
-  with pytest.raises(FileNotFoundError, match=str(tmp_path / "params.yaml")):
-    registry.load_experiment_config(str(tmp_path))
-  (tmp_path / "params.yaml").write_text("task:\n  vocab_file: ''\n")
-  with pytest.raises(ValueError, match="has no task.name"):
-    registry.load_experiment_config(str(tmp_path))
+def test_load_experiment_config_moved_to_run_directory_and_warns():
+  with pytest.warns(DeprecationWarning,
+                    match="run_directory.load_experiment_config"):
+    moved = registry.load_experiment_config
+  assert moved.__module__ == "realformer_tf.checkpoints.run_directory"
 
 
 def test_task_encoder():

@@ -1,0 +1,192 @@
+"""One name per weight of a BERT-shaped encoder, on each model that holds one.
+
+The same encoder weights live in three models with three layouts:
+`RealFormerBackbone` (Keras 3), keras-hub's `BertBackbone` (Keras 3) and our
+tf_keras `RealFormerEncoder` (Model Garden's `BertEncoderV2` layout; its
+slots are in `keras3_bridge.py`, which imports TensorFlow). Each `*_slots`
+function maps the names below to that model's variables; `copy_slots` checks
+two such maps against each other (every missing, unused or mis-shaped
+weight, named with both shapes, in one `CheckpointMismatchError` before
+anything is assigned) and copies. Names follow the tf_keras encoder's
+checkpoint:
+
+  word_embeddings/embeddings, position_embedding/embeddings,
+  type_embeddings/embeddings, embeddings/layer_norm/{gamma,beta},
+  transformer/layer_{i}/self_attention/{query,key,value,attention_output}/
+    {kernel,bias},
+  transformer/layer_{i}/{self_attention_layer_norm,output_layer_norm}/
+    {gamma,beta},
+  transformer/layer_{i}/{intermediate,output}/{kernel,bias},
+  final_layer_norm/{gamma,beta} (Pre-LN only), pooler_transform/{kernel,bias}
+
+Every layout stores kernels the same way (Keras' `MultiHeadAttention`
+`[hidden, heads, head_dim]` query/key/value kernels and `[heads, head_dim,
+hidden]` output kernel, `[in, out]` dense kernels), so no weight is reshaped.
+Keras-only; keras-hub has no converter between its own backbones. This
+module imports no TensorFlow (nor does `checkpoints/__init__`, whose names
+load lazily), so `load_bert_backbone` runs on JAX or PyTorch alone.
+"""
+
+from typing import Any, Callable, Dict, Mapping, Tuple
+
+import numpy as np
+
+from realformer_tf.checkpoints import errors
+from realformer_tf.keras3 import backbone as backbone_lib
+
+# name -> (shape, reader of the value as a NumPy array).
+Source = Mapping[str, Tuple[Tuple[int, ...], Callable[[], np.ndarray]]]
+
+_ATTENTION_DENSES = (("query", "_query_dense"), ("key", "_key_dense"),
+                     ("value", "_value_dense"),
+                     ("attention_output", "_output_dense"))
+
+
+def _check_no_lora(layer):
+  if getattr(layer, "lora_enabled", False):
+    raise ValueError(f"Layer {layer.name!r} has LoRA enabled: its kernel is "
+                     "the frozen kernel plus the LoRA update, not one weight. "
+                     "Merge or drop the LoRA weights before copying weights.")
+
+
+def dense_slots(prefix: str, layer) -> Dict[str, Any]:
+  """`{prefix/kernel, prefix/bias}` of a (Einsum)Dense layer (Keras 2 or 3)."""
+  _check_no_lora(layer)
+  return {f"{prefix}/kernel": layer.kernel, f"{prefix}/bias": layer.bias}
+
+
+def norm_slots(prefix: str, layer) -> Dict[str, Any]:
+  return {f"{prefix}/gamma": layer.gamma, f"{prefix}/beta": layer.beta}
+
+
+def attention_slots(prefix: str, attention) -> Dict[str, Any]:
+  """The four projections of a Keras (2 or 3) `MultiHeadAttention`."""
+  slots = {}
+  for name, attribute in _ATTENTION_DENSES:
+    slots.update(dense_slots(f"{prefix}/{name}", getattr(attention, attribute)))
+  return slots
+
+
+def block_slots(prefix: str, block) -> Dict[str, Any]:
+  """A `RealFormerEncoderBlock`'s weights, tf_keras or Keras 3 (same
+  attribute names, which are also Model Garden's `TransformerEncoderBlock`'s).
+  """
+  # pylint: disable=protected-access
+  return {**attention_slots(f"{prefix}/self_attention", block._attention_layer),
+          **norm_slots(f"{prefix}/self_attention_layer_norm",
+                       block._attention_layer_norm),
+          **dense_slots(f"{prefix}/intermediate", block._intermediate_dense),
+          **dense_slots(f"{prefix}/output", block._output_dense),
+          **norm_slots(f"{prefix}/output_layer_norm", block._output_layer_norm)}
+  # pylint: enable=protected-access
+
+
+def backbone_slots(model: backbone_lib.RealFormerBackbone) -> Dict[str, Any]:
+  """Every weight of a `RealFormerBackbone`, by name."""
+  slots = {"word_embeddings/embeddings": model.token_embedding.embeddings,
+           "position_embedding/embeddings":
+               model.position_embedding.position_embeddings,
+           "type_embeddings/embeddings": model.segment_embedding.embeddings,
+           **norm_slots("embeddings/layer_norm", model.embeddings_layer_norm),
+           **dense_slots("pooler_transform", model.pooled_dense)}
+  for i, block in enumerate(model.transformer_layers):
+    slots.update(block_slots(f"transformer/layer_{i}", block))
+  if model.final_layer_norm is not None:
+    slots.update(norm_slots("final_layer_norm", model.final_layer_norm))
+  return slots
+
+
+def bert_backbone_slots(bert) -> Dict[str, Any]:
+  """Every weight of a keras-hub `BertBackbone`, by name (its blocks are
+  keras-hub `TransformerEncoder`s: other attribute names, same weights)."""
+  slots = {"word_embeddings/embeddings": bert.token_embedding.embeddings,
+           "position_embedding/embeddings":
+               bert.position_embedding.position_embeddings,
+           "type_embeddings/embeddings": bert.segment_embedding.embeddings,
+           **norm_slots("embeddings/layer_norm", bert.embeddings_layer_norm),
+           **dense_slots("pooler_transform", bert.pooled_dense)}
+  # pylint: disable=protected-access
+  for i, layer in enumerate(bert.transformer_layers):
+    prefix = f"transformer/layer_{i}"
+    slots.update(
+        **attention_slots(f"{prefix}/self_attention",
+                          layer._self_attention_layer),
+        **norm_slots(f"{prefix}/self_attention_layer_norm",
+                     layer._self_attention_layer_norm),
+        **dense_slots(f"{prefix}/intermediate",
+                      layer._feedforward_intermediate_dense),
+        **dense_slots(f"{prefix}/output", layer._feedforward_output_dense),
+        **norm_slots(f"{prefix}/output_layer_norm",
+                     layer._feedforward_layer_norm))
+  # pylint: enable=protected-access
+  return slots
+
+
+def slots_of(model) -> Dict[str, Any]:
+  """The slots of a `RealFormerBackbone` or a keras-hub `BertBackbone`."""
+  if isinstance(model, backbone_lib.RealFormerBackbone):
+    return backbone_slots(model)
+  if type(model).__name__ == "BertBackbone":  # keras_hub.models.BertBackbone
+    return bert_backbone_slots(model)
+  raise TypeError(f"Expected a RealFormerBackbone or a keras-hub BertBackbone, "
+                  f"got {type(model).__name__}.")
+
+
+def _shape(variable) -> Tuple[int, ...]:
+  return tuple(int(d) for d in variable.shape)
+
+
+def variable_source(slots: Mapping[str, Any]) -> Source:
+  """A `Source` reading Keras 3, tf_keras or tf variables."""
+  return {name: (_shape(v), lambda v=v: np.asarray(v.numpy()))
+          for name, v in slots.items()}
+
+
+def copy_slots(source: Source, target: Mapping[str, Any], header: str,
+               footer: str = "") -> None:
+  """Assigns every `target` variable the `source` value of its name.
+
+  Raises:
+    CheckpointMismatchError: Before any assignment, if a name is missing on
+      either side or shapes differ; lists all of them, with both shapes.
+  """
+  fmt = errors.format_shape
+  missing = [f"{name} (shape {fmt(_shape(v))})"
+             for name, v in target.items() if name not in source]
+  unexpected = [f"{name} (shape {fmt(source[name][0])})"
+                for name in source if name not in target]
+  mismatched = [f"{name}: source {fmt(source[name][0])}, target "
+                f"{fmt(_shape(v))}" for name, v in target.items()
+                if name in source and source[name][0] != _shape(v)]
+  errors.raise_if_problems(header, missing, unexpected, mismatched, footer)
+  for name, variable in target.items():
+    variable.assign(source[name][1]())
+
+
+def copy_weights(source_model, target_model) -> None:
+  """Copies all weights between `RealFormerBackbone`s and keras-hub
+  `BertBackbone`s, either way (both built, same sizes)."""
+  copy_slots(variable_source(slots_of(source_model)), slots_of(target_model),
+             header=f"{type(source_model).__name__} {source_model.name!r} "
+             f"does not fit {type(target_model).__name__} "
+             f"{target_model.name!r}:",
+             footer="Build the target with the source's sizes.")
+
+
+def load_bert_backbone(bert, residual_attention: str = "none",
+                       **overrides) -> backbone_lib.RealFormerBackbone:
+  """A `RealFormerBackbone` with the weights of a keras-hub `BertBackbone`.
+
+  Args:
+    bert: A `keras_hub.models.BertBackbone` (e.g. `from_preset(...)`).
+    residual_attention: "none" (default) computes `bert`'s outputs exactly;
+      "sum" or "mean" warm-start a RealFormer from BERT.
+    **overrides: Other `RealFormerBackbone` arguments (e.g. `dropout`,
+      `dtype`); the architecture is `bert`'s.
+  """
+  config = {k: v for k, v in bert.get_config().items()
+            if k not in ("name", "trainable")}
+  model = backbone_lib.RealFormerBackbone(
+      **{**config, "residual_attention": residual_attention, **overrides})
+  copy_weights(bert, model)
+  return model

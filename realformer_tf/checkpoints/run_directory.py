@@ -1,0 +1,289 @@
+"""One home for a run directory: what it holds and where each thing is.
+
+A run directory is a `--model_dir` of train.py (`params.yaml`, the Model
+Garden experiment it ran, and `ckpt-N` checkpoints), or what
+`checkpoints.convert` / the Keras 3 bridge's `save_run` write (`encoder.yaml`
+and `ckpt-1`). This module answers, for either:
+
+  * `load_experiment_config(model_dir)`: the experiment `params.yaml` holds;
+  * `encoder_config(path)`: the encoder config recorded beside a checkpoint;
+  * `find_run(path)`: the train.py run a checkpoint is or lies in, and its
+    vocabulary (`Run.vocab_file`);
+  * `resolve_checkpoint(path, what)` / `read_latest(path, what, read)`: the
+    newest READABLE checkpoint, each unreadable newer one skipped with a
+    warning that names it and why;
+  * `lock_path(model_dir)`: the training lock;
+  * `interrupted_swap(path)` / `recover_interrupted_swap(path)`: the backup a
+    writer killed mid-swap leaves (`X.old-PID` beside `X.tmp-PID`, see
+    `utils.atomic_path`). Readers name it in their error (a reader does not
+    write); writers restore it before their checks.
+"""
+
+import dataclasses
+import os
+from typing import Any, Callable, List, Optional, Tuple, TypeVar
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import yaml
+
+from official.core import config_definitions as cfg
+from official.core import exp_factory
+from official.modeling import hyperparams
+from realformer_tf import utils
+from realformer_tf.checkpoints import errors
+from realformer_tf.configs import encoders
+from realformer_tf.configs import registry
+
+PARAMS_YAML = "params.yaml"  # train.py's experiment config.
+ENCODER_YAML = "encoder.yaml"  # `task.model.encoder` of convert / save_run.
+PRETRAINER_YAML = "pretrainer.yaml"  # convert --with_pretraining_heads.
+LOCK_FILE = "train.lock"  # training/run_lock.py's lock.
+CHECKPOINT_PREFIX = "ckpt"
+
+T = TypeVar("T")
+# What a damaged checkpoint raises when read: TensorFlow's errors, the bare
+# `IndexError: Read less bytes than requested` of a truncated file, and
+# ValueError (but not a `CheckpointMismatchError`, which is about the model).
+_UNREADABLE = (tf.errors.OpError, IndexError, ValueError)
+
+
+def lock_path(model_dir: str) -> str:
+  """The training lock of `model_dir` (`training/run_lock.py` takes it)."""
+  return os.path.join(model_dir, LOCK_FILE)
+
+
+def directory_of(path: str) -> str:
+  """The run directory of a checkpoint prefix, or `path` if a directory."""
+  path = path.rstrip("/")
+  return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+
+
+def interrupted_swap(path: str) -> Optional[str]:
+  """The `<path>.old-PID` backup holding `path`'s data, when `path` is
+  missing because a writer (process PID, gone) was killed between the two
+  renames of its swap; else None."""
+  path = path.rstrip("/")
+  if not path or tf.io.gfile.exists(path):
+    return None
+  backups = utils.swap_leftovers(path, utils.BACKUP_INFIX)
+  return backups[-1][0] if backups else None
+
+
+def recover_interrupted_swap(path: str) -> None:
+  """What every writer of a run directory calls before its checks: restores
+  a backup a killed swap left, removes dead writers' temporaries."""
+  utils.recover_interrupted_swap(path.rstrip("/"))
+
+
+def check_not_set_aside(path: str, what: str) -> None:
+  """Raises ValueError naming the backup when `path` was set aside by a
+  killed swap (`interrupted_swap`); `what` names the argument."""
+  backup = interrupted_swap(path)
+  if backup:
+    raise ValueError(
+        f"{what}={path!r} does not exist, but {backup} holds it as it was "
+        "before a killed writer (an --overwrite run, save_run) set it aside: "
+        "run that writer again (it restores the directory first), call "
+        "realformer_tf.checkpoints.run_directory.recover_interrupted_swap("
+        f"{path!r}), or rename it back.")
+
+
+def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
+  """Rebuilds the experiment config a run recorded in `model_dir/params.yaml`.
+
+  The registered factory named by `task.name` supplies the config classes
+  (including the bound RealFormer encoder); the YAML supplies the values.
+
+  Raises:
+    FileNotFoundError: Without params.yaml.
+    ValueError: If params.yaml names no experiment, or `model_dir` was set
+      aside by a killed swap (naming the backup).
+  """
+  check_not_set_aside(model_dir, "model_dir")
+  path = os.path.join(model_dir, PARAMS_YAML)
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(
+        f"{path} not found: is {model_dir!r} a model_dir written by train.py?")
+  params_dict = hyperparams.read_yaml_to_params_dict(path).as_dict()
+  name = (params_dict.get("task") or {}).get("name")
+  if not name:
+    raise ValueError(
+        f"{path} has no task.name, so the experiment that wrote it is unknown.")
+  config = exp_factory.get_exp_config(name)
+  config.override(params_dict, is_strict=True)
+  config.validate()
+  return config
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """A train.py run directory and the experiment its params.yaml holds."""
+  directory: str
+  config: cfg.ExperimentConfig
+
+  @property
+  def params_path(self) -> str:
+    return os.path.join(self.directory, PARAMS_YAML)
+
+  @property
+  def vocab_file(self) -> str:
+    """The vocabulary the run's data was tokenized with ("" if unrecorded)."""
+    return getattr(self.config.task, "vocab_file", "") or ""
+
+  @property
+  def lock_path(self) -> str:
+    return lock_path(self.directory)
+
+  def latest_checkpoint(self, what: str = "model_dir") -> str:
+    return resolve_checkpoint(self.directory, what)
+
+
+def find_run(path: str) -> Optional[Run]:
+  """The train.py run `path` (a model dir or a checkpoint in one) is or lies
+  in; None if neither holds a params.yaml."""
+  path = (path or "").rstrip("/")
+  candidates = ([path] if tf.io.gfile.isdir(path) else []) + [
+      os.path.dirname(path)]
+  for directory in candidates:
+    if directory and tf.io.gfile.exists(os.path.join(directory, PARAMS_YAML)):
+      return Run(directory, load_experiment_config(directory))
+  return None
+
+
+def encoder_config(path: str) -> Tuple[str, Any]:
+  """(where, config) of the encoder recorded beside a checkpoint (or in a
+  directory): train.py's `params.yaml` (its task's encoder, as
+  `registry.task_encoder` finds it), else convert's / save_run's
+  `encoder.yaml` (an `encoders.encoder_config()`). `where` names the file
+  and key, for errors.
+
+  Raises:
+    ValueError: Naming the file, a killed swap's backup, or both files when
+      neither exists.
+  """
+  check_not_set_aside(path, "checkpoint")
+  run_dir = directory_of(path)
+  params_yaml = os.path.join(run_dir, PARAMS_YAML)
+  encoder_yaml = os.path.join(run_dir, ENCODER_YAML)
+  if tf.io.gfile.exists(params_yaml):
+    key, config = registry.task_encoder(load_experiment_config(run_dir))
+    if config is None:
+      raise ValueError(f"{params_yaml} has no task.model.encoder: the run "
+                       "has no BERT-style encoder to load.")
+    return f"{params_yaml}: {key}", config
+  if tf.io.gfile.exists(encoder_yaml):
+    with tf.io.gfile.GFile(encoder_yaml) as f:
+      values = yaml.safe_load(f)
+    try:
+      config = encoders.encoder_config()
+      config.override(values["task"]["model"]["encoder"], is_strict=True)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+      raise ValueError(f"{encoder_yaml} does not hold a task.model.encoder "
+                       f"config: {type(e).__name__}: {e}") from None
+    return f"{encoder_yaml}: task.model.encoder", config
+  raise ValueError(
+      f"Neither {params_yaml} nor {encoder_yaml} exists, so the encoder "
+      f"config of {path!r} is unknown: pass encoder_config=.")
+
+
+def check_files(prefix: str) -> Optional[str]:
+  """None if `prefix`'s index reads and its data files are whole; else why.
+
+  Cheap (no tensor is read): every `data-K-of-N` shard the index's name
+  promises exists, and together they hold at least the bytes of the index's
+  fixed-size tensors, so a checkpoint cut short (disk full, a copy killed)
+  is caught here, not inside a restore.
+  """
+  if not tf.io.gfile.exists(prefix + ".index"):
+    return f"{prefix}.index does not exist"
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = reader.get_variable_to_shape_map()
+    dtypes = reader.get_variable_to_dtype_map()
+  except _UNREADABLE as e:
+    return f"{prefix}.index: {type(e).__name__}: {e}"
+  shards = tf.io.gfile.glob(prefix + ".data-*-of-*")
+  if not shards:
+    return f"{prefix} has no .data-*-of-* file"
+  total = int(shards[0].rsplit("-of-", 1)[1])
+  if len(shards) != total:
+    return f"{prefix} has {len(shards)} of its {total} .data files"
+  needed = sum(int(np.prod(shapes[k], dtype=np.int64)) * dtypes[k].size
+               for k in shapes if dtypes[k] != tf.string)
+  held = sum(tf.io.gfile.stat(s).length for s in shards)
+  if held < needed:
+    return (f"{prefix}.data-* hold {held} bytes, less than the {needed} "
+            "bytes of tensors its index lists (truncated)")
+  return None
+
+
+def _candidates(path: str, what: str) -> List[str]:
+  """Checkpoint prefixes `path` names, newest first (a prefix: itself)."""
+  key = f"{what}={path!r}"
+  if not path:
+    raise ValueError(f"{what} is empty.")
+  check_not_set_aside(path, what)
+  if not tf.io.gfile.isdir(path):
+    return [path]
+  state = tf.train.get_checkpoint_state(path)  # Its paths are absolute.
+  if state is None:
+    raise ValueError(f"{key} is a directory without a checkpoint (no "
+                     "'checkpoint' state file naming one).")
+  return list(dict.fromkeys([state.model_checkpoint_path,
+                             *reversed(state.all_model_checkpoint_paths)]))
+
+
+def read_latest(path: str, what: str,
+                read: Callable[[str], T]) -> Tuple[str, T]:
+  """(prefix, read(prefix)) of the newest checkpoint `read` gets through.
+
+  A directory's checkpoints (its `checkpoint` state file) are tried newest
+  first: one whose files are damaged (`check_files`) or whose `read` raises
+  a read error is skipped, with a warning naming it and why, once an older
+  one reads. A `CheckpointMismatchError` (the model does not fit, which an
+  older checkpoint of the run will not change) is raised at once. A prefix
+  is only itself: `read`'s errors pass unchanged.
+
+  Raises:
+    ValueError: Naming `what`, the path and why nothing there is readable.
+  """
+  key = f"{what}={path!r}"
+  candidates = _candidates(path, what)
+  if not tf.io.gfile.isdir(path):  # A prefix: its own errors, unchanged.
+    why = check_files(path)
+    if why:
+      raise ValueError(f"{key} is not a readable checkpoint: {why}.")
+    return path, read(path)
+  failures = []
+  for prefix in candidates:
+    why = check_files(prefix)
+    if why is None:
+      try:
+        value = read(prefix)
+      except errors.CheckpointMismatchError:
+        raise
+      except _UNREADABLE as e:
+        why = f"{prefix}: {type(e).__name__}: {e}"
+    if why is None:
+      if failures:
+        logging.warning("%s: skipped unreadable newer checkpoints (%s); "
+                        "using %s.", key, "; ".join(failures), prefix)
+      return prefix, value
+    failures.append(why)
+  raise ValueError(f"{key}: no readable checkpoint ({'; '.join(failures)}).")
+
+
+def resolve_checkpoint(path: str, what: str) -> str:
+  """The newest readable checkpoint prefix of a prefix or a directory.
+
+  Args:
+    path: A checkpoint prefix (`.../ckpt-100`) or a directory of them.
+    what: How the error names the argument, e.g. "task.init_checkpoint".
+
+  Raises:
+    ValueError: Naming `what`, the path and why nothing there is readable
+      (or the backup a killed swap left, see `check_not_set_aside`).
+  """
+  return read_latest(path, what, lambda prefix: None)[0]

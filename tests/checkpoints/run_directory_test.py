@@ -1,0 +1,161 @@
+"""Tests of realformer_tf/checkpoints/run_directory.py: a run's config and
+encoder config, its newest readable checkpoint, its lock, and the backup a
+killed swap leaves."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+import yaml
+
+from official.core import train_utils
+from realformer_tf.checkpoints import run_directory
+from realformer_tf.configs import encoders
+from realformer_tf.configs import experiments
+
+
+def _dead_pid() -> int:
+  return int(subprocess.run([sys.executable, "-c", "import os; print("
+                             "os.getpid())"], capture_output=True, text=True,
+                            check=True).stdout)
+
+
+def _save(directory, steps):
+  manager = tf.train.CheckpointManager(
+      tf.train.Checkpoint(v=tf.Variable(tf.ones([64]))), directory,
+      max_to_keep=5)
+  return [manager.save(checkpoint_number=s) for s in steps]
+
+
+def _quickstart_run(model_dir, **encoder):
+  config = experiments.realformer_quickstart()
+  config.override({"task": {"vocab_file": "/data/vocab.txt", "model": {
+      "encoder": {"any": dict(residual_attention="mean", **encoder)}}}})
+  train_utils.serialize_config(config, str(model_dir))
+  return config
+
+
+def test_params_yaml_rebuilds_the_config(tmp_path):
+  config = _quickstart_run(tmp_path, num_layers=3)
+  rebuilt = run_directory.load_experiment_config(str(tmp_path))
+  assert rebuilt.as_dict() == config.as_dict()
+  # The factory's classes, not plain YAML: the encoder keeps its builder.
+  assert isinstance(rebuilt.task.model.encoder.get(),
+                    encoders.RealFormerEncoderConfig)
+
+
+def test_missing_or_anonymous_params_yaml_is_named(tmp_path):
+  with pytest.raises(FileNotFoundError, match=str(tmp_path / "params.yaml")):
+    run_directory.load_experiment_config(str(tmp_path))
+  (tmp_path / "params.yaml").write_text("task:\n  vocab_file: ''\n")
+  with pytest.raises(ValueError, match="has no task.name"):
+    run_directory.load_experiment_config(str(tmp_path))
+
+
+def test_find_run_and_its_files(tmp_path):
+  run_dir = tmp_path / "run"
+  run_dir.mkdir()
+  _quickstart_run(run_dir)
+  (prefix,) = _save(str(run_dir), [7])
+  for path in (str(run_dir), prefix, str(run_dir) + "/"):
+    run = run_directory.find_run(path)
+    assert run.directory == str(run_dir)
+  assert run.vocab_file == "/data/vocab.txt"
+  assert run.params_path == str(run_dir / "params.yaml")
+  assert run.lock_path == str(run_dir / "train.lock")
+  assert run_directory.lock_path(str(run_dir)) == run.lock_path
+  assert run.latest_checkpoint() == prefix
+  assert run_directory.find_run(str(tmp_path)) is None
+  assert run_directory.find_run("") is None
+
+
+def test_encoder_config_from_params_or_encoder_yaml(tmp_path):
+  _quickstart_run(tmp_path)
+  where, config = run_directory.encoder_config(str(tmp_path / "ckpt-1"))
+  assert where.endswith("params.yaml: task.model.encoder.any")
+  assert config.residual_attention == "mean"
+  converted = tmp_path / "converted"
+  converted.mkdir()
+  (converted / "encoder.yaml").write_text(yaml.safe_dump(
+      {"task": {"model": {"encoder": {"type": "any", "any": {
+          "residual_attention": "none"}}}}}))
+  where, config = run_directory.encoder_config(str(converted))
+  assert where.endswith("encoder.yaml: task.model.encoder")
+  assert config.get().residual_attention == "none"
+  (converted / "encoder.yaml").write_text("task: {model: 3}\n")
+  with pytest.raises(ValueError, match="encoder.yaml does not hold"):
+    run_directory.encoder_config(str(converted))
+  (tmp_path / "bare").mkdir()
+  with pytest.raises(ValueError, match="Neither .*bare/params.yaml nor "
+                     ".*bare/encoder.yaml exists.*pass encoder_config="):
+    run_directory.encoder_config(str(tmp_path / "bare"))
+
+
+def test_a_directory_set_aside_by_a_killed_swap_is_named(tmp_path):
+  path = str(tmp_path / "converted")
+  backup = f"{path}.old-{_dead_pid()}"
+  os.makedirs(backup)
+  assert run_directory.interrupted_swap(path) == backup
+  for read in (lambda: run_directory.resolve_checkpoint(path, "init"),
+               lambda: run_directory.encoder_config(path),
+               lambda: run_directory.load_experiment_config(path)):
+    with pytest.raises(ValueError, match=f"does not exist, but {backup} "
+                       "holds it"):
+      read()
+  run_directory.recover_interrupted_swap(path)  # What writers do.
+  assert os.listdir(tmp_path) == ["converted"]
+  assert run_directory.interrupted_swap(path) is None
+
+
+def test_prefix_and_directory(tmp_path):
+  first, second = _save(str(tmp_path), [1, 2])
+  assert run_directory.resolve_checkpoint(str(tmp_path), "x") == second
+  assert run_directory.resolve_checkpoint(first, "x") == first
+
+
+def test_falls_back_past_deleted_truncated_and_short_data(tmp_path, caplog):
+  first, second, third, fourth = _save(str(tmp_path), [1, 2, 3, 4])
+  with open(fourth + ".data-00000-of-00001", "r+b") as f:
+    f.truncate(100)  # 64 floats and the int64 save counter: 264 bytes.
+  os.remove(third + ".index")
+  with open(second + ".index", "r+b") as f:
+    f.truncate(10)
+  assert run_directory.check_files(fourth).endswith(
+      "hold 100 bytes, less than the 264 bytes of tensors its index lists "
+      "(truncated)")
+  with caplog.at_level("WARNING"):
+    assert run_directory.resolve_checkpoint(str(tmp_path), "x") == first
+  assert "skipped unreadable newer checkpoints" in caplog.text
+  for name in (fourth, third, second):
+    assert name in caplog.text
+
+
+def test_read_latest_skips_what_read_cannot_read(tmp_path):
+  first, second = _save(str(tmp_path), [1, 2])
+
+  def read(prefix):
+    if prefix == second:
+      raise tf.errors.DataLossError(None, None, "Checksum does not match")
+    return "read " + prefix
+
+  assert run_directory.read_latest(str(tmp_path), "x", read) == (
+      first, "read " + first)
+
+
+def test_errors_name_the_argument(tmp_path):
+  d = str(tmp_path)
+  with pytest.raises(ValueError, match="task.init_checkpoint=.*without"):
+    run_directory.resolve_checkpoint(d, "task.init_checkpoint")
+  with pytest.raises(ValueError, match="ckpt-9.index does not exist"):
+    run_directory.resolve_checkpoint(os.path.join(d, "ckpt-9"), "--checkpoint")
+  with pytest.raises(ValueError, match="is empty"):
+    run_directory.resolve_checkpoint("", "--checkpoint")
+  (prefix,) = _save(d, [4])
+  with open(prefix + ".index", "r+b") as f:
+    f.truncate(10)
+  with pytest.raises(ValueError, match="--checkpoint=.*not a readable"):
+    run_directory.resolve_checkpoint(prefix, "--checkpoint")
+  with pytest.raises(ValueError, match="no readable checkpoint"):
+    run_directory.resolve_checkpoint(d, "--checkpoint")
