@@ -18,10 +18,11 @@ from keras_hub.src.models.bert import bert_masked_lm
 
 from realformer_tf.keras3 import backbone
 from realformer_tf.keras3 import preprocessing
+from realformer_tf.keras3 import tasks
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerMaskedLM(bert_masked_lm.BertMaskedLM):
+class RealFormerMaskedLM(tasks.RealFormerTask, bert_masked_lm.BertMaskedLM):
   """Masked language model on a `RealFormerBackbone`.
 
   Args:

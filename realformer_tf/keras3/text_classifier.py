@@ -14,10 +14,12 @@ from keras_hub.src.models.bert import bert_text_classifier
 
 from realformer_tf.keras3 import backbone
 from realformer_tf.keras3 import preprocessing
+from realformer_tf.keras3 import tasks
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerTextClassifier(bert_text_classifier.BertTextClassifier):
+class RealFormerTextClassifier(tasks.RealFormerTask,
+                               bert_text_classifier.BertTextClassifier):
   """Sequence classifier on a `RealFormerBackbone`'s pooled output.
 
   Args:
