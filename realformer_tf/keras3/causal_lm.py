@@ -144,6 +144,9 @@ class RealFormerCausalLM(tasks.RealFormerTask, keras_hub.models.CausalLM):
     if self.preprocessor is None:
       max_length = None  # keras-hub ignores it: the inputs' width counts.
     else:
+      # As `preprocess_samples` (tasks.py): a vocabulary loaded after the
+      # task was built (from a preset or `.keras` file) is checked here.
+      tasks.check_preprocessor(self.backbone, self.preprocessor)
       max_length = max_length or self.preprocessor.sequence_length
       self._check_generate_length(max_length, "max_length")
     self._generate_max_length = max_length
