@@ -21,14 +21,23 @@ from realformer_tf.keras3 import tasks
 class RealFormerCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
   """keras-hub's `CausalLMPreprocessor` for `RealFormerCausalLM`.
 
-  No code of its own: the base class tokenizes, packs `[CLS] ... [SEP]`
+  The base class tokenizes, packs `[CLS] ... [SEP]`
   (the `BertTokenizer`'s start and end tokens) and shifts the labels by one;
   `generate()` stops at `[SEP]`. Construct it with `tokenizer=
   keras_hub.models.BertTokenizer(vocabulary=...)` and `sequence_length`.
+  Built by keras-hub from a preset that holds none, its `sequence_length`
+  defaults to the backbone's positions where they are fewer than 1024.
   """
 
   backbone_cls = decoder_backbone.RealFormerDecoderBackbone
   tokenizer_cls = keras_hub.models.BertTokenizer
+
+  @classmethod
+  def _add_missing_kwargs(cls, loader, kwargs):
+    # A small model's positions, not keras-hub's 1024 (tasks.py).
+    kwargs = super()._add_missing_kwargs(loader, kwargs)
+    tasks.add_preset_sequence_length(cls, loader, kwargs)
+    return kwargs
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")

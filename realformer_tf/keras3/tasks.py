@@ -26,6 +26,7 @@
   keras-hub's BERT tasks, it gives `BertMaskedLM`, `BertTextClassifier`.
 """
 
+import inspect
 import json
 import os
 
@@ -81,6 +82,31 @@ def check_preprocessor(backbone, preprocessor):
         f"The preprocessor's sequence_length is {length} but the backbone "
         f"has {positions} positions (max_sequence_length={positions}). Use "
         f"sequence_length <= {positions}.")
+
+
+def add_preset_sequence_length(preprocessor_cls, loader, kwargs):
+  """Defaults `sequence_length` to the preset backbone's positions if fewer.
+
+  For a preprocessor keras-hub builds from a preset that holds none of its
+  class (`MaskedLM.from_preset` of a classifier's preset): keras-hub passes
+  only the tokenizer (`Preprocessor._add_missing_kwargs`,
+  keras_hub/src/models/preprocessor.py), so the class default (512 for
+  BERT's, 1024 for `CausalLMPreprocessor`) would exceed a small model's
+  positions (the quickstart's 64) and be refused by `check_preprocessor`.
+
+  Args:
+    preprocessor_cls: The preprocessor class being built.
+    loader: keras-hub's preset loader (`config`: the backbone's config).
+    kwargs: The constructor's arguments so far; updated in place.
+  """
+  if "sequence_length" in kwargs:
+    return
+  config = getattr(loader, "config", None) or {}
+  positions = config.get("config", {}).get("max_sequence_length")
+  default = inspect.signature(preprocessor_cls.__init__).parameters[
+      "sequence_length"].default
+  if positions is not None and positions < default:
+    kwargs["sequence_length"] = positions
 
 
 def preset_task_names(backbone):
