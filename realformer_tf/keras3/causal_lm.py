@@ -41,7 +41,8 @@ class RealFormerCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerCausalLM(tasks.RealFormerTask, keras_hub.models.CausalLM):
+@tasks.realformer_task
+class RealFormerCausalLM(keras_hub.models.CausalLM):
   """A decoder-only RealFormer language model with keras-hub's `generate()`.
 
   Mirrors keras-hub's `GPT2CausalLM` (keras_hub/src/models/gpt2/

@@ -22,7 +22,8 @@ from realformer_tf.keras3 import tasks
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerMaskedLM(tasks.RealFormerTask, bert_masked_lm.BertMaskedLM):
+@tasks.realformer_task
+class RealFormerMaskedLM(bert_masked_lm.BertMaskedLM):
   """Masked language model on a `RealFormerBackbone`.
 
   Args:

@@ -1,7 +1,15 @@
 """What our keras-hub tasks add to keras-hub's: checks, export, preset names.
 
-`RealFormerTask` goes before the keras-hub task in each of our task classes
-(`RealFormerMaskedLM`, `RealFormerTextClassifier`, `RealFormerCausalLM`):
+`@realformer_task` gives each of our task classes (`RealFormerMaskedLM`,
+`RealFormerTextClassifier`, `RealFormerCausalLM`) the members of
+`RealFormerTask`, in the class itself. Not a base class: a mixin listed first
+would become the class's `__base__`, which keras-hub's preset saver takes as
+the task's name (see below); listed after the keras-hub task it would come
+after `Task` in the method order unless it subclassed `Task`, and that
+diamond breaks Keras' functional-class injection (`inject_functional_model_
+class`, keras/src/models/model.py: "a __bases__ item causes an inheritance
+cycle"). So the members call `Task`'s (or `keras.Model`'s) by name; the
+decorator checks that nothing between the class and `Task` defines them.
 
 - A preprocessor whose tokenizer has more ids than the backbone's token
   embedding has rows, or whose sequence length exceeds the backbone's
@@ -127,8 +135,33 @@ def write_preset_task_names(preset_dir, backbone):
     f.write(json.dumps(metadata, indent=4))
 
 
+def realformer_task(cls):
+  """Class decorator: puts `RealFormerTask`'s members on task class `cls`.
+
+  Args:
+    cls: A `keras_hub.models.Task` subclass.
+
+  Returns:
+    `cls`.
+
+  Raises:
+    TypeError: if a class between `cls` and `Task` defines one of them
+      (theirs would be skipped: the members call `Task`'s by name).
+  """
+  members = [name for name in vars(RealFormerTask)
+             if not name.startswith("__")]
+  for klass in cls.__mro__[1:cls.__mro__.index(hub_task.Task)]:
+    clash = sorted(set(members) & set(vars(klass)))
+    if clash:
+      raise TypeError(f"{klass.__name__} defines {clash}, which "
+                      f"@realformer_task would skip on {cls.__name__}.")
+  for name in members:
+    setattr(cls, name, vars(RealFormerTask)[name])
+  return cls
+
+
 class RealFormerTask:
-  """Mixin of our keras-hub tasks: see the module docstring."""
+  """The members `@realformer_task` copies: see the module docstring."""
 
   @property
   def preprocessor(self):
@@ -146,7 +179,8 @@ class RealFormerTask:
     # (keras_hub/src/utils/pipeline_model.py): a Python check, no cost per
     # step.
     check_preprocessor(self.backbone, self.preprocessor)
-    return super().preprocess_samples(x, y=y, sample_weight=sample_weight)
+    return hub_task.Task.preprocess_samples(self, x, y=y,
+                                            sample_weight=sample_weight)
 
   def serving_input_signature(self):
     """The named `keras.InputSpec`s `export()` uses by default.
@@ -168,8 +202,8 @@ class RealFormerTask:
             dtype=tensor.dtype, name=name)
         for name, tensor in self.input.items()}
 
-  def export(self, filepath, format="tf_saved_model", verbose=None,  # pylint: disable=redefined-builtin
-             input_signature=None, **kwargs):
+  def export(self, filepath, format="tf_saved_model",  # pylint: disable=redefined-builtin
+             verbose=None, input_signature=None, **kwargs):
     """`keras.Model.export` with our named default `input_signature`.
 
     Args:
@@ -186,8 +220,8 @@ class RealFormerTask:
       # Functional models take one positional argument, the dict of inputs
       # (keras/src/export/export_utils.py, `get_input_signature`).
       input_signature = [self.serving_input_signature()]
-    return super().export(filepath, format=format, verbose=verbose,
-                          input_signature=input_signature, **kwargs)
+    return keras.Model.export(self, filepath, format=format, verbose=verbose,
+                              input_signature=input_signature, **kwargs)
 
   def save_to_preset(self, preset_dir, max_shard_size=10):
     """keras-hub's `Task.save_to_preset`, `metadata.json` naming our tasks.
@@ -196,5 +230,6 @@ class RealFormerTask:
       preset_dir: The preset directory.
       max_shard_size: As keras-hub's.
     """
-    super().save_to_preset(preset_dir, max_shard_size=max_shard_size)
+    hub_task.Task.save_to_preset(self, preset_dir,
+                                 max_shard_size=max_shard_size)
     write_preset_task_names(preset_dir, self.backbone)

@@ -18,8 +18,8 @@ from realformer_tf.keras3 import tasks
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerTextClassifier(tasks.RealFormerTask,
-                               bert_text_classifier.BertTextClassifier):
+@tasks.realformer_task
+class RealFormerTextClassifier(bert_text_classifier.BertTextClassifier):
   """Sequence classifier on a `RealFormerBackbone`'s pooled output.
 
   Args:

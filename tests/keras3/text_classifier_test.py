@@ -13,6 +13,7 @@ import pytest
 
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import preprocessing
+from realformer_tf.keras3 import tasks
 from realformer_tf.keras3 import text_classifier
 from tests.helpers import shared_data
 from tests.helpers import keras3_encoders as utils
@@ -123,3 +124,16 @@ def test_refuses_a_sequence_longer_than_the_positions():
         backbone, num_classes=2,
         preprocessor=preprocessing.RealFormerTextClassifierPreprocessor(
             tokenizer, sequence_length=32))
+
+
+def test_realformer_task_refuses_a_class_whose_override_it_would_skip():
+  """Its members call `Task`'s by name: an override in between would be
+  skipped silently, so the decorator refuses it."""
+
+  class Middle(text_classifier.RealFormerTextClassifier.__base__):
+    def export(self, filepath, **kwargs):  # pylint: disable=arguments-differ
+      raise NotImplementedError
+
+  with pytest.raises(TypeError, match=r"Middle defines \['export'\], which "
+                     r"@realformer_task would skip on Sub"):
+    tasks.realformer_task(type("Sub", (Middle,), {}))
