@@ -56,6 +56,12 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
   max_len, num_heads, head_dim]`. The scores need no cache of their own: the
   rows of the new positions depend only on the same rows one layer down.
 
+  `@tasks.realformer_task`: a preprocessor with more ids or positions than
+  the backbone is refused, naming both sizes; `export()` serves the
+  preprocessor's input names at its lengths on TensorFlow and JAX; presets'
+  `metadata.json` names this class; `generate()` refuses lengths it would
+  mishandle (see `generate`).
+
   Args:
     backbone: A `RealFormerDecoderBackbone`.
     preprocessor: A `RealFormerCausalLMPreprocessor`, or None (then inputs

@@ -15,7 +15,8 @@ decorator checks that nothing between the class and `Task` defines them.
   embedding has rows, or whose sequence length exceeds the backbone's
   positions, is refused when it is attached (the constructor, `from_config`,
   `from_preset`, `task.preprocessor = ...`) and again when it is used (`fit`,
-  `evaluate`, `predict`: `preprocess_samples`), naming both sizes. Without
+  `evaluate`, `predict`: `preprocess_samples`; `RealFormerCausalLM.generate`),
+  naming both sizes. Without
   it an id past the embedding gives NaN on JAX (its gather clamps nothing
   and reads garbage, no error) and a bare `InvalidArgumentError` on
   TensorFlow. The second check is for vocabularies that arrive after the
