@@ -16,10 +16,9 @@ decorator checks that nothing between the class and `Task` defines them.
   positions, is refused when it is attached (the constructor, `from_config`,
   `from_preset`, `task.preprocessor = ...`) and again when it is used (`fit`,
   `evaluate`, `predict`: `preprocess_samples`; `RealFormerCausalLM.generate`),
-  naming both sizes. Without
-  it an id past the embedding gives NaN on JAX (its gather clamps nothing
-  and reads garbage, no error) and a bare `InvalidArgumentError` on
-  TensorFlow. The second check is for vocabularies that arrive after the
+  naming both sizes. Without it an id past the embedding gives NaN on JAX
+  (`jnp.take` fills out-of-range rows with NaN, no error) and a bare
+  `InvalidArgumentError` on TensorFlow. The second check is for vocabularies that arrive after the
   constructor: keras-hub's preset loader and `keras.saving.load_model` set a
   tokenizer's vocabulary from its assets only after the task is built
   (keras_hub/src/utils/preset_utils.py, `KerasPresetLoader.load_task`).
@@ -54,6 +53,8 @@ def _vocabulary_size(tokenizer):
   keras-hub's tokenizers raise from `vocabulary_size()` until their
   vocabulary is set (word_piece_tokenizer.py, `_check_vocabulary`).
   """
+  # WordPiece keeps `vocabulary` (None until set); a tokenizer without the
+  # attribute is asked directly.
   if tokenizer is None or getattr(tokenizer, "vocabulary", True) is None:
     return None
   return tokenizer.vocabulary_size()
