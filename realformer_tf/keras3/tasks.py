@@ -18,9 +18,10 @@ decorator checks that nothing between the class and `Task` defines them.
   `evaluate`, `predict`: `preprocess_samples`; `RealFormerCausalLM.generate`),
   naming both sizes. Without it an id past the embedding gives NaN on JAX
   (`jnp.take` fills out-of-range rows with NaN, no error) and a bare
-  `InvalidArgumentError` on TensorFlow. The second check is for vocabularies that arrive after the
-  constructor: keras-hub's preset loader and `keras.saving.load_model` set a
-  tokenizer's vocabulary from its assets only after the task is built
+  `InvalidArgumentError` on TensorFlow. The second check is for
+  vocabularies that arrive after the constructor: keras-hub's preset loader
+  and `keras.saving.load_model` set a tokenizer's vocabulary from its assets
+  only after the task is built
   (keras_hub/src/utils/preset_utils.py, `KerasPresetLoader.load_task`).
 - `export()` passes a named `input_signature` at the preprocessor's lengths
   (`token_ids`, `segment_ids`, `padding_mask`, ...): Keras' default has a
