@@ -14,23 +14,34 @@ import keras_hub
 from keras_hub import models as gpt2_causal_lm  # .GPT2CausalLM
 
 from realformer_tf.keras3 import decoder_backbone
+from realformer_tf.keras3 import tasks
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
   """keras-hub's `CausalLMPreprocessor` for `RealFormerCausalLM`.
 
-  No code of its own: the base class tokenizes, packs `[CLS] ... [SEP]`
+  The base class tokenizes, packs `[CLS] ... [SEP]`
   (the `BertTokenizer`'s start and end tokens) and shifts the labels by one;
   `generate()` stops at `[SEP]`. Construct it with `tokenizer=
   keras_hub.models.BertTokenizer(vocabulary=...)` and `sequence_length`.
+  Built by keras-hub from a preset that holds none, its `sequence_length`
+  defaults to the backbone's positions where they are fewer than 1024.
   """
 
   backbone_cls = decoder_backbone.RealFormerDecoderBackbone
   tokenizer_cls = keras_hub.models.BertTokenizer
 
+  @classmethod
+  def _add_missing_kwargs(cls, loader, kwargs):
+    # A small model's positions, not keras-hub's 1024 (tasks.py).
+    kwargs = super()._add_missing_kwargs(loader, kwargs)
+    tasks.add_preset_sequence_length(cls, loader, kwargs)
+    return kwargs
+
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
+@tasks.realformer_task
 class RealFormerCausalLM(keras_hub.models.CausalLM):
   """A decoder-only RealFormer language model with keras-hub's `generate()`.
 
@@ -44,6 +55,12 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
   the next, with keras-hub's key/value cache `[batch, num_layers, 2,
   max_len, num_heads, head_dim]`. The scores need no cache of their own: the
   rows of the new positions depend only on the same rows one layer down.
+
+  `@tasks.realformer_task`: a preprocessor with more ids or positions than
+  the backbone is refused, naming both sizes; `export()` serves the
+  preprocessor's input names at its lengths on TensorFlow and JAX; presets'
+  `metadata.json` names this class; `generate()` refuses lengths it would
+  mishandle (see `generate`).
 
   Args:
     backbone: A `RealFormerDecoderBackbone`.
@@ -110,6 +127,113 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
     logits = backbone.token_embedding(x, reverse=True)
     return logits, hidden_states, cache
 
+  def generate(self, inputs, max_length=None, stop_token_ids="auto",
+               strip_prompt=False):
+    """keras-hub's `CausalLM.generate`, refusing lengths it would mishandle.
+
+    keras-hub cuts a prompt longer than `max_length` to `max_length` tokens
+    (the preprocessor's `StartEndPacker`) and then generates nothing (its
+    docstring defines no behaviour for it; a prompt of exactly `max_length`
+    tokens generates nothing either, and is refused too), and
+    does not compare `max_length` with the model's positions (the error
+    comes from inside `PositionEmbedding`). Here both raise first, before
+    anything is tokenized for generation or compiled.
+
+    Args:
+      inputs: Prompts (strings, or a `tf.data.Dataset` of them) with a
+        preprocessor; `{"token_ids", "padding_mask"}` without one.
+      max_length: Length of prompt plus generated tokens, `[CLS]` included
+        (default: the preprocessor's `sequence_length`); at most the
+        backbone's `max_sequence_length`.
+      stop_token_ids: As keras-hub's.
+      strip_prompt: As keras-hub's.
+
+    Returns:
+      As keras-hub's `CausalLM.generate`.
+
+    Raises:
+      ValueError: naming both numbers, if `max_length` (or the width of
+        preprocessed `token_ids`) exceeds the backbone's positions, or a
+        prompt fills `max_length` already (it would be cut to it, and
+        nothing would be generated).
+    """
+    if self.preprocessor is None:
+      max_length = None  # keras-hub ignores it: the inputs' width counts.
+    else:
+      # As `preprocess_samples` (tasks.py): a vocabulary loaded after the
+      # task was built (from a preset or `.keras` file) is checked here.
+      tasks.check_preprocessor(self.backbone, self.preprocessor)
+      max_length = max_length or self.preprocessor.sequence_length
+      self._check_generate_length(max_length, "max_length")
+    self._generate_max_length = max_length
+    try:
+      return super().generate(inputs, max_length=max_length,
+                              stop_token_ids=stop_token_ids,
+                              strip_prompt=strip_prompt)
+    finally:
+      self._generate_max_length = None
+
+  def _check_generate_length(self, length, what):
+    positions = self.backbone.max_sequence_length
+    if length > positions:
+      raise ValueError(
+          f"generate(): {what} is {length} but the model has {positions} "
+          f"positions (the backbone's max_sequence_length={positions}). "
+          f"Use a length <= {positions}.")
+
+  def _normalize_generate_inputs(self, inputs):
+    # keras-hub's generate() turns its inputs into batches here
+    # (keras_hub/src/models/causal_lm.py), before it preprocesses any: the
+    # one place that sees every batch of prompts, a dataset's included.
+    batches, is_scalar = super()._normalize_generate_inputs(inputs)
+    if self.preprocessor is None:
+      return (self._check_width(batch) for batch in batches), is_scalar
+    if isinstance(batches, list):  # One batch: check it now.
+      for batch in batches:
+        self._check_prompts(batch)
+      return batches, is_scalar
+    return (self._check_prompts(batch) for batch in batches), is_scalar
+
+  def _check_width(self, batch):
+    self._check_generate_length(batch["token_ids"].shape[-1],
+                                "the width of inputs['token_ids']")
+    return batch
+
+  def _check_prompts(self, prompts):
+    """Raises if a prompt leaves no position of `max_length` to generate."""
+    max_length = self._generate_max_length
+    if isinstance(prompts, dict):
+      return prompts  # Not plain prompts: the preprocessor's own structure.
+    lengths = _token_counts(self.preprocessor.tokenizer(prompts))
+    start = int(getattr(self.preprocessor, "add_start_token", True))
+    for i, count in enumerate(lengths):
+      if count + start >= max_length:
+        raise ValueError(
+            f"generate(): prompt {i} is {count + start} tokens long "
+            f"({'[CLS] included' if start else 'no start token'}) and "
+            f"max_length is {max_length}: nothing would be generated (a "
+            "prompt longer than max_length is cut to it). Pass a max_length "
+            f"above {count + start} (at most the model's "
+            f"{self.backbone.max_sequence_length} positions) or shorten the "
+            "prompt.")
+    return prompts
+
   # GPT2CausalLM's own functions: see the class docstring.
   _build_cache = gpt2_causal_lm.GPT2CausalLM._build_cache  # pylint: disable=protected-access
   generate_step = gpt2_causal_lm.GPT2CausalLM.generate_step
+
+
+def _token_counts(token_ids):
+  """Tokens per prompt of a keras-hub tokenizer's output.
+
+  Python lists (or a 1-D array for one prompt) in eager use, a
+  `tf.RaggedTensor` (or dense tensor) on tensor inputs.
+  """
+  if hasattr(token_ids, "row_lengths"):  # tf.RaggedTensor
+    return [int(n) for n in token_ids.row_lengths()]
+  if isinstance(token_ids, list):
+    if token_ids and not isinstance(token_ids[0], (list, tuple)):
+      return [len(token_ids)]
+    return [len(row) for row in token_ids]
+  array = ops.convert_to_numpy(token_ids)
+  return [array.shape[-1]] * (array.shape[0] if array.ndim > 1 else 1)

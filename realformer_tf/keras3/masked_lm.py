@@ -4,8 +4,9 @@
 `MaskedLMHead` from what `RealFormerBackbone` has as `BertBackbone` does
 (`vocabulary_size`, `token_embedding`, the three inputs and
 `sequence_output`), and its base `MaskedLM` supplies `compile`'s defaults; so
-only the classes it is bound to change. `backbone_cls` is what keras-hub's
-`from_preset`/`save_to_preset` dispatch on (`Task.from_preset`,
+only the classes it is bound to change (and `tasks.realformer_task` adds
+its checks, export signature and preset names). `backbone_cls` is what
+keras-hub's `from_preset`/`save_to_preset` dispatch on (`Task.from_preset`,
 keras_hub/src/models/task.py); with it, `BertMaskedLM.from_preset` of a saved
 RealFormer preset also finds this class.
 
@@ -18,11 +19,18 @@ from keras_hub import models as bert_masked_lm  # .BertMaskedLM
 
 from realformer_tf.keras3 import backbone
 from realformer_tf.keras3 import preprocessing
+from realformer_tf.keras3 import tasks
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
+@tasks.realformer_task
 class RealFormerMaskedLM(bert_masked_lm.BertMaskedLM):
   """Masked language model on a `RealFormerBackbone`.
+
+  `@tasks.realformer_task`: a preprocessor with more ids or positions than
+  the backbone is refused, naming both sizes; `export()` serves the
+  preprocessor's input names at its lengths on TensorFlow and JAX; presets'
+  `metadata.json` names our task classes.
 
   Args:
     backbone: A `RealFormerBackbone`.

@@ -3,7 +3,7 @@
 `RealFormerBackbone` takes `BertBackbone`'s inputs, so keras-hub's
 `BertTokenizer`, `BertMaskedLMPreprocessor` and
 `BertTextClassifierPreprocessor` feed it unchanged: pass them as they are.
-The subclasses here change one thing, `backbone_cls`: keras-hub's
+The subclasses here change two things. `backbone_cls`: keras-hub's
 `from_preset` picks a tokenizer or preprocessor class by the backbone class
 a preset was saved with (keras_hub/src/models/preprocessor.py and
 keras_hub/src/tokenizers/tokenizer.py, `from_preset`: `find_subclass`), so a
@@ -17,6 +17,7 @@ from keras_hub import models as bert_text_classifier_preprocessor
 from keras_hub import tokenizers as bert_tokenizer  # .BertTokenizer
 
 from realformer_tf.keras3 import backbone
+from realformer_tf.keras3 import tasks
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
@@ -32,6 +33,12 @@ class RealFormerMaskedLMPreprocessor(
   backbone_cls = backbone.RealFormerBackbone
   tokenizer_cls = RealFormerTokenizer
 
+  @classmethod
+  def _add_missing_kwargs(cls, loader, kwargs):
+    kwargs = super()._add_missing_kwargs(loader, kwargs)
+    tasks.add_preset_sequence_length(cls, loader, kwargs)
+    return kwargs
+
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerTextClassifierPreprocessor(
@@ -39,3 +46,9 @@ class RealFormerTextClassifierPreprocessor(
   """keras-hub's `BertTextClassifierPreprocessor`, for `RealFormerBackbone`."""
   backbone_cls = backbone.RealFormerBackbone
   tokenizer_cls = RealFormerTokenizer
+
+  @classmethod
+  def _add_missing_kwargs(cls, loader, kwargs):
+    kwargs = super()._add_missing_kwargs(loader, kwargs)
+    tasks.add_preset_sequence_length(cls, loader, kwargs)
+    return kwargs

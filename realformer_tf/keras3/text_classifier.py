@@ -6,7 +6,8 @@ puts dropout and a `Dense` on the backbone's `pooled_output`, which
 `RealFormerBackbone` has as `BertBackbone` does; its base `TextClassifier`
 supplies `compile`'s defaults. So only the classes it is bound to change
 (`backbone_cls`, `preprocessor_cls`: keras-hub's `from_preset` dispatches on
-them, keras_hub/src/models/task.py).
+them, keras_hub/src/models/task.py). `tasks.realformer_task` adds its checks,
+export signature and preset names.
 """
 
 import keras
@@ -14,11 +15,18 @@ from keras_hub import models as bert_text_classifier  # .BertTextClassifier
 
 from realformer_tf.keras3 import backbone
 from realformer_tf.keras3 import preprocessing
+from realformer_tf.keras3 import tasks
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
+@tasks.realformer_task
 class RealFormerTextClassifier(bert_text_classifier.BertTextClassifier):
   """Sequence classifier on a `RealFormerBackbone`'s pooled output.
+
+  `@tasks.realformer_task`: a preprocessor with more ids or positions than
+  the backbone is refused, naming both sizes; `export()` serves the
+  preprocessor's input names at its lengths on TensorFlow and JAX; presets'
+  `metadata.json` names our task classes.
 
   Args:
     backbone: A `RealFormerBackbone`.

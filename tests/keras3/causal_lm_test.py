@@ -9,10 +9,12 @@ import keras
 from keras import ops
 import keras_hub
 import numpy as np
+import pytest
 
 from realformer_tf.keras3 import causal_lm
 from realformer_tf.keras3 import decoder_backbone
 from tests.helpers import numpy_decoder_reference as ndr
+from tests.helpers import keras3_tasks
 from tests.helpers import shared_data
 from tests.helpers import keras3_layer_checks as layer_checks
 
@@ -140,3 +142,65 @@ class RealFormerCausalLMTest(parameterized.TestCase):
         loaded.preprocessor(SENTENCES))
     np.testing.assert_array_equal(ops.convert_to_numpy(x["token_ids"]),
                                   ops.convert_to_numpy(x_loaded["token_ids"]))
+
+
+def _tiny_lm(max_sequence_length=12, sequence_length=10):
+  preprocessor = _preprocessor(sequence_length)
+  return causal_lm.RealFormerCausalLM(
+      backbone=decoder_backbone.RealFormerDecoderBackbone(
+          vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
+          max_sequence_length=max_sequence_length, **KWARGS),
+      preprocessor=preprocessor)
+
+
+def test_generate_refuses_max_length_past_the_positions():
+  """Regression: it failed inside `PositionEmbedding` ("slice_sizes ...")."""
+  lm = _tiny_lm(max_sequence_length=12)
+  lm.compile(sampler="greedy")
+  with pytest.raises(ValueError, match=r"max_length is 20 but the model has "
+                     r"12 positions"):
+    lm.generate("the cat", max_length=20)
+  lm.preprocessor = None  # Preprocessed inputs: their width counts.
+  ids = np.zeros((1, 14), "int32")
+  with pytest.raises(ValueError, match=r"the width of inputs\['token_ids'\] "
+                     r"is 14 but the model has 12 positions"):
+    lm.generate({"token_ids": ids, "padding_mask": ids}, stop_token_ids=None)
+
+
+def test_generate_refuses_a_prompt_that_fills_max_length():
+  """Regression: the prompt was cut to `max_length`, nothing generated."""
+  lm = _tiny_lm()
+  lm.compile(sampler="greedy")
+  # [CLS] + 7 tokens = 8.
+  prompt = "the cat sat on the mat ."
+  with pytest.raises(ValueError, match=r"prompt 1 is 8 tokens long \(\[CLS\] "
+                     r"included\) and max_length is 6"):
+    lm.generate(["the cat", prompt], max_length=6)
+  with pytest.raises(ValueError, match=r"prompt 0 is 8 tokens .* max_length "
+                     r"is 8"):
+    lm.generate(prompt, max_length=8)  # Fits, but nothing left to generate.
+  text = lm.generate(prompt, max_length=9)
+  assert text.startswith("the cat sat on the mat"), text
+
+
+def test_refuses_a_tokenizer_larger_than_the_backbone():
+  preprocessor = _preprocessor()  # 1830 ids
+  with pytest.raises(ValueError, match=r"tokenizer has 1830 tokens but the "
+                     r"backbone's token embedding has 29 rows"):
+    causal_lm.RealFormerCausalLM(
+        backbone=decoder_backbone.RealFormerDecoderBackbone(
+            vocabulary_size=29, max_sequence_length=10, **KWARGS),
+        preprocessor=preprocessor)
+
+
+@keras3_tasks.EXPORT_BACKENDS
+def test_export_serves_the_preprocessor_names(tmp_path):
+  lm = _tiny_lm()
+  x, _, _ = keras.utils.unpack_x_y_sample_weight(lm.preprocessor(SENTENCES))
+  x = {k: ops.convert_to_numpy(v) for k, v in x.items()}
+  serve, signature = keras3_tasks.export_and_load(
+      lm, os.path.join(tmp_path, "lm"))
+  assert signature == {"token_ids": ((None, 10), "int32"),
+                       "padding_mask": ((None, 10), "int32")}, signature
+  np.testing.assert_allclose(keras3_tasks.served(serve, x),
+                             ops.convert_to_numpy(lm(x)), atol=1e-5)

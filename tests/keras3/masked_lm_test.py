@@ -1,14 +1,17 @@
 """RealFormerMaskedLM: keras-hub's BERT tokenizer and MLM preprocessor feed it;
-a tiny `fit` lowers the loss; `.keras` round trip."""
+a tiny `fit` lowers the loss; `.keras` round trip; `export()` under the
+preprocessor's names (TensorFlow and JAX); a larger vocabulary is refused."""
 
 import os
 
 import keras
 import keras_hub
 import numpy as np
+import pytest
 
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import masked_lm
+from tests.helpers import keras3_tasks
 from tests.helpers import shared_data
 
 VOCAB = os.path.join(shared_data.FIXTURE_DIR, "vocab.txt")
@@ -73,3 +76,32 @@ def test_fit_lowers_the_loss_and_keras_file_round_trip(tmp_path):
   assert restored.preprocessor.tokenizer.vocabulary_size() == 1830
   np.testing.assert_array_equal(keras.ops.convert_to_numpy(restored(first)),
                                 expected)
+
+
+@keras3_tasks.EXPORT_BACKENDS
+def test_export_serves_the_preprocessor_names(tmp_path):
+  """Regression: on JAX `export()` failed; the signature now names the
+  preprocessor's four outputs, at its lengths (32 tokens, 8 masks)."""
+  model, preprocessor = _masked_lm(seed=1)
+  x, _, _ = _numpy(preprocessor(corpus_sentences()[:2]))
+  serve, signature = keras3_tasks.export_and_load(
+      model, os.path.join(tmp_path, "mlm"))
+  assert signature == {
+      "token_ids": ((None, 32), "int32"), "segment_ids": ((None, 32), "int32"),
+      "padding_mask": ((None, 32), "int32"),
+      "mask_positions": ((None, 8), "int32")}, signature
+  np.testing.assert_allclose(keras3_tasks.served(serve, x),
+                             keras.ops.convert_to_numpy(model(x)), atol=1e-5)
+
+
+def test_refuses_a_tokenizer_larger_than_the_backbone():
+  """Regression: ids past the embedding gave NaN on JAX, no error."""
+  tokenizer = keras_hub.models.BertTokenizer(vocabulary=VOCAB)  # 1830 ids
+  backbone = backbone_lib.RealFormerBackbone(
+      vocabulary_size=100, num_layers=1, num_heads=2, hidden_dim=16,
+      intermediate_dim=32, max_sequence_length=SEQUENCE_LENGTH)
+  with pytest.raises(ValueError, match=r"tokenizer has 1830 tokens but the "
+                     r"backbone's token embedding has 100 rows"):
+    masked_lm.RealFormerMaskedLM(
+        backbone, preprocessor=keras_hub.models.BertMaskedLMPreprocessor(
+            tokenizer, sequence_length=SEQUENCE_LENGTH))

@@ -1,5 +1,6 @@
-"""RealFormerTextClassifier: `.keras` round trip; `export()` served by a fresh
-process (TensorFlow backend)."""
+"""RealFormerTextClassifier: `.keras` round trip; `export()` (TensorFlow and
+JAX) served by a fresh process under the preprocessor's input names; a
+preprocessor the backbone cannot take is refused, naming both sizes."""
 
 import os
 import subprocess
@@ -12,9 +13,11 @@ import pytest
 
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import preprocessing
+from realformer_tf.keras3 import tasks
 from realformer_tf.keras3 import text_classifier
 from tests.helpers import shared_data
 from tests.helpers import keras3_encoders as utils
+from tests.helpers import keras3_tasks
 
 VOCAB = os.path.join(shared_data.FIXTURE_DIR, "vocab.txt")
 TEXTS = (["The river rises in the hills.", "Most of the mills closed."],
@@ -72,14 +75,16 @@ _SERVE = textwrap.dedent("""\
     """)
 
 
-@pytest.mark.skipif(keras.config.backend() != "tensorflow",
-                    reason="model.export() writes a TF SavedModel from the "
-                    "TensorFlow backend only")
+@keras3_tasks.EXPORT_BACKENDS
 def test_exported_saved_model_serves_in_a_fresh_process(model, tmp_path):
+  """Regression: on JAX `export()` failed (jax2tf could not compare the free
+  sequence dimension with `PositionEmbedding`'s 16 rows)."""
   x = preprocessed(model)
   expected = keras.ops.convert_to_numpy(model(x))
   export_dir = os.path.join(tmp_path, "exported")
-  model.export(export_dir, verbose=False)
+  _, signature = keras3_tasks.export_and_load(model, export_dir)
+  # The preprocessor's names and length: what `serve(**features)` needs.
+  assert signature == {name: ((None, 16), "int32") for name in x}, signature
   np.savez(os.path.join(tmp_path, "inputs.npz"), **x)
   served = os.path.join(tmp_path, "served.npy")
   result = subprocess.run(
@@ -88,4 +93,47 @@ def test_exported_saved_model_serves_in_a_fresh_process(model, tmp_path):
       capture_output=True, text=True, timeout=300, check=False,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert result.returncode == 0, result.stderr[-3000:]
-  np.testing.assert_allclose(np.load(served), expected, atol=1e-6, rtol=0)
+  np.testing.assert_allclose(np.load(served), expected, atol=1e-5, rtol=0)
+
+
+def test_refuses_a_tokenizer_larger_than_the_backbone():
+  """Regression: a 1830-token vocabulary on a 50-row embedding gave NaN on
+  JAX and a bare InvalidArgumentError on TensorFlow."""
+  tokenizer = preprocessing.RealFormerTokenizer(vocabulary=VOCAB)
+  small = backbone_lib.RealFormerBackbone(**utils.TINY)  # 50 ids
+  bigger = preprocessing.RealFormerTextClassifierPreprocessor(
+      tokenizer, sequence_length=12)
+  match = r"tokenizer has 1830 tokens but .* has 50 rows"
+  with pytest.raises(ValueError, match=match):
+    text_classifier.RealFormerTextClassifier(small, num_classes=2,
+                                             preprocessor=bigger)
+  # Attached afterwards: refused too, and the model keeps none.
+  model = text_classifier.RealFormerTextClassifier(small, num_classes=2)
+  with pytest.raises(ValueError, match=match):
+    model.preprocessor = bigger
+  assert model.preprocessor is None
+
+
+def test_refuses_a_sequence_longer_than_the_positions():
+  tokenizer = preprocessing.RealFormerTokenizer(vocabulary=VOCAB)
+  backbone = backbone_lib.RealFormerBackbone(**dict(
+      utils.TINY, vocabulary_size=tokenizer.vocabulary_size()))  # 12 rows
+  with pytest.raises(ValueError, match=r"sequence_length is 32 but the "
+                     r"backbone has 12 positions"):
+    text_classifier.RealFormerTextClassifier(
+        backbone, num_classes=2,
+        preprocessor=preprocessing.RealFormerTextClassifierPreprocessor(
+            tokenizer, sequence_length=32))
+
+
+def test_realformer_task_refuses_a_class_whose_override_it_would_skip():
+  """Its members call `Task`'s by name: an override in between would be
+  skipped silently, so the decorator refuses it."""
+
+  class Middle(text_classifier.RealFormerTextClassifier.__base__):
+    def export(self, filepath, **kwargs):  # pylint: disable=arguments-differ
+      raise NotImplementedError
+
+  with pytest.raises(TypeError, match=r"Middle defines \['export'\], which "
+                     r"@realformer_task would skip on Sub"):
+    tasks.realformer_task(type("Sub", (Middle,), {}))

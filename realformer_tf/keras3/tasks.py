@@ -1,0 +1,238 @@
+"""What our keras-hub tasks add to keras-hub's: checks, export, preset names.
+
+`@realformer_task` gives each of our task classes (`RealFormerMaskedLM`,
+`RealFormerTextClassifier`, `RealFormerCausalLM`) the members of
+`RealFormerTask`, in the class itself. Not a base class: a mixin listed first
+would become the class's `__base__`, which keras-hub's preset saver takes as
+the task's name (see below); listed after the keras-hub task it would come
+after `Task` in the method order unless it subclassed `Task`, and that
+diamond breaks Keras' functional-class injection (`inject_functional_model_
+class`, keras/src/models/model.py: "a __bases__ item causes an inheritance
+cycle"). So the members call `Task`'s (or `keras.Model`'s) by name; the
+decorator checks that nothing between the class and `Task` defines them.
+
+- A preprocessor whose tokenizer has more ids than the backbone's token
+  embedding has rows, or whose sequence length exceeds the backbone's
+  positions, is refused when it is attached (the constructor, `from_config`,
+  `from_preset`, `task.preprocessor = ...`) and again when it is used (`fit`,
+  `evaluate`, `predict`: `preprocess_samples`; `RealFormerCausalLM.generate`),
+  naming both sizes. Without it an id past the embedding gives NaN on JAX
+  (`jnp.take` fills out-of-range rows with NaN, no error) and a bare
+  `InvalidArgumentError` on TensorFlow. The second check is for
+  vocabularies that arrive after the constructor: keras-hub's preset loader
+  and `keras.saving.load_model` set a tokenizer's vocabulary from its assets
+  only after the task is built
+  (keras_hub/src/utils/preset_utils.py, `KerasPresetLoader.load_task`).
+- `export()` passes a named `input_signature` at the preprocessor's lengths
+  (`token_ids`, `segment_ids`, `padding_mask`, ...): Keras' default has a
+  free sequence dimension, which JAX's exporter (jax2tf) cannot compare with
+  `PositionEmbedding`'s table (`InconclusiveDimensionOperation`), and an
+  unnamed signature serves as `args_0`, `args_0_1`, ...
+- `save_to_preset` records our task classes in `metadata.json`: keras-hub's
+  saver lists `task.__base__.__name__` for every task of the backbone's
+  class (preset_utils.py, `KerasPresetSaver._save_metadata`), meant to give
+  the generic task (`MaskedLM` for `BertMaskedLM`); for ours, which subclass
+  keras-hub's BERT tasks, it gives `BertMaskedLM`, `BertTextClassifier`.
+"""
+
+import inspect
+import json
+import os
+
+import keras
+from keras_hub.src.models import task as hub_task
+from keras_hub.src.utils import preset_utils
+
+# Inputs whose second dimension is the preprocessor's `mask_selection_length`
+# (`BertMaskedLM`), not its `sequence_length`.
+_MASK_INPUTS = ("mask_positions",)
+
+
+def _vocabulary_size(tokenizer):
+  """The tokenizer's number of ids, or None while it has no vocabulary.
+
+  keras-hub's tokenizers raise from `vocabulary_size()` until their
+  vocabulary is set (word_piece_tokenizer.py, `_check_vocabulary`).
+  """
+  # WordPiece keeps `vocabulary` (None until set); a tokenizer without the
+  # attribute is asked directly.
+  if tokenizer is None or getattr(tokenizer, "vocabulary", True) is None:
+    return None
+  return tokenizer.vocabulary_size()
+
+
+def check_preprocessor(backbone, preprocessor):
+  """Raises if `preprocessor` makes ids or lengths `backbone` cannot take.
+
+  Args:
+    backbone: The task's backbone (`vocabulary_size`,
+      `max_sequence_length`).
+    preprocessor: A keras-hub preprocessor, or None (nothing to check).
+
+  Raises:
+    ValueError: naming both sizes, if the tokenizer has more ids than the
+      backbone's token embedding has rows, or the preprocessor's sequence
+      length is longer than the backbone's position embedding.
+  """
+  if preprocessor is None or backbone is None:
+    return
+  vocabulary = _vocabulary_size(getattr(preprocessor, "tokenizer", None))
+  rows = backbone.vocabulary_size
+  if vocabulary is not None and vocabulary > rows:
+    raise ValueError(
+        f"The preprocessor's tokenizer has {vocabulary} tokens but the "
+        f"backbone's token embedding has {rows} rows (vocabulary_size="
+        f"{rows}): ids {rows} and up have no embedding (NaN on JAX, an "
+        "InvalidArgumentError on TensorFlow). Use the vocabulary the "
+        "backbone was trained with (a train.py run's data/vocab.txt), or a "
+        f"backbone with vocabulary_size >= {vocabulary}.")
+  length = getattr(preprocessor, "sequence_length", None)
+  positions = backbone.max_sequence_length
+  if length is not None and length > positions:
+    raise ValueError(
+        f"The preprocessor's sequence_length is {length} but the backbone "
+        f"has {positions} positions (max_sequence_length={positions}). Use "
+        f"sequence_length <= {positions}.")
+
+
+def add_preset_sequence_length(preprocessor_cls, loader, kwargs):
+  """Defaults `sequence_length` to the preset backbone's positions if fewer.
+
+  For a preprocessor keras-hub builds from a preset that holds none of its
+  class (`MaskedLM.from_preset` of a classifier's preset): keras-hub passes
+  only the tokenizer (`Preprocessor._add_missing_kwargs`,
+  keras_hub/src/models/preprocessor.py), so the class default (512 for
+  BERT's, 1024 for `CausalLMPreprocessor`) would exceed a small model's
+  positions (the quickstart's 64) and be refused by `check_preprocessor`.
+
+  Args:
+    preprocessor_cls: The preprocessor class being built.
+    loader: keras-hub's preset loader (`config`: the backbone's config).
+    kwargs: The constructor's arguments so far; updated in place.
+  """
+  if "sequence_length" in kwargs:
+    return
+  config = getattr(loader, "config", None) or {}
+  positions = config.get("config", {}).get("max_sequence_length")
+  default = inspect.signature(preprocessor_cls.__init__).parameters[
+      "sequence_length"].default
+  if positions is not None and positions < default:
+    kwargs["sequence_length"] = positions
+
+
+def preset_task_names(backbone):
+  """The task classes built on `backbone`'s class, for `metadata.json`."""
+  return sorted({cls.__name__
+                 for cls in preset_utils.list_subclasses(hub_task.Task)
+                 if cls.backbone_cls is type(backbone)})
+
+
+def write_preset_task_names(preset_dir, backbone):
+  """Rewrites `metadata.json`'s `tasks` in `preset_dir` as our classes."""
+  path = os.path.join(preset_dir, preset_utils.METADATA_FILE)
+  with open(path, encoding="utf-8") as f:
+    metadata = json.load(f)
+  metadata["tasks"] = preset_task_names(backbone)
+  # As keras-hub writes it (`_save_metadata`): in place, indent 4.
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(json.dumps(metadata, indent=4))
+
+
+def realformer_task(cls):
+  """Class decorator: puts `RealFormerTask`'s members on task class `cls`.
+
+  Args:
+    cls: A `keras_hub.models.Task` subclass.
+
+  Returns:
+    `cls`.
+
+  Raises:
+    TypeError: if a class between `cls` and `Task` defines one of them
+      (theirs would be skipped: the members call `Task`'s by name).
+  """
+  members = [name for name in vars(RealFormerTask)
+             if not name.startswith("__")]
+  for klass in cls.__mro__[1:cls.__mro__.index(hub_task.Task)]:
+    clash = sorted(set(members) & set(vars(klass)))
+    if clash:
+      raise TypeError(f"{klass.__name__} defines {clash}, which "
+                      f"@realformer_task would skip on {cls.__name__}.")
+  for name in members:
+    setattr(cls, name, vars(RealFormerTask)[name])
+  return cls
+
+
+class RealFormerTask:
+  """The members `@realformer_task` copies: see the module docstring."""
+
+  @property
+  def preprocessor(self):
+    """The task's preprocessor (`keras_hub.models.Task.preprocessor`)."""
+    return getattr(self, "_preprocessor", None)
+
+  @preprocessor.setter
+  def preprocessor(self, value):
+    # keras-hub's tasks set `self.backbone` first, then this (bert_*.py).
+    check_preprocessor(self.backbone, value)
+    self._preprocessor = value
+
+  def preprocess_samples(self, x, y=None, sample_weight=None):
+    # Runs once per traced batch function in `fit`/`evaluate`/`predict`
+    # (keras_hub/src/utils/pipeline_model.py): a Python check, no cost per
+    # step.
+    check_preprocessor(self.backbone, self.preprocessor)
+    return hub_task.Task.preprocess_samples(self, x, y=y,
+                                            sample_weight=sample_weight)
+
+  def serving_input_signature(self):
+    """The named `keras.InputSpec`s `export()` uses by default.
+
+    Returns:
+      `{input name: keras.InputSpec([None, length], int32)}`, length the
+      preprocessor's `sequence_length` (`mask_selection_length` for
+      `mask_positions`); without a preprocessor, the backbone's
+      `max_sequence_length` (and any number of mask positions).
+    """
+    preprocessor = self.preprocessor
+    length = getattr(preprocessor, "sequence_length", None)
+    if length is None:
+      length = self.backbone.max_sequence_length
+    masks = getattr(preprocessor, "mask_selection_length", None)
+    return {
+        name: keras.InputSpec(
+            shape=(None, masks if name in _MASK_INPUTS else length),
+            dtype=tensor.dtype, name=name)
+        for name, tensor in self.input.items()}
+
+  def export(self, filepath, format="tf_saved_model",  # pylint: disable=redefined-builtin
+             verbose=None, input_signature=None, **kwargs):
+    """`keras.Model.export` with our named default `input_signature`.
+
+    Args:
+      filepath: Where to write the artifact.
+      format: `keras.Model.export`'s format.
+      verbose: Whether to print the signature.
+      input_signature: None (default): `[self.serving_input_signature()]`,
+        so the served function takes `token_ids=`, `segment_ids=`,
+        `padding_mask=` (and `mask_positions=` for the masked LM) of the
+        preprocessor's length, on every backend.
+      **kwargs: `keras.Model.export`'s other arguments.
+    """
+    if input_signature is None:
+      # Functional models take one positional argument, the dict of inputs
+      # (keras/src/export/export_utils.py, `get_input_signature`).
+      input_signature = [self.serving_input_signature()]
+    return keras.Model.export(self, filepath, format=format, verbose=verbose,
+                              input_signature=input_signature, **kwargs)
+
+  def save_to_preset(self, preset_dir, max_shard_size=10):
+    """keras-hub's `Task.save_to_preset`, `metadata.json` naming our tasks.
+
+    Args:
+      preset_dir: The preset directory.
+      max_shard_size: As keras-hub's.
+    """
+    hub_task.Task.save_to_preset(self, preset_dir,
+                                 max_shard_size=max_shard_size)
+    write_preset_task_names(preset_dir, self.backbone)

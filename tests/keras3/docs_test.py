@@ -1,0 +1,119 @@
+"""docs/keras3.md's Keras 3 examples run as written on TensorFlow and JAX.
+
+Each Python block of the page runs in a process of its own per backend
+(`tests.helpers.doc_blocks`; Keras reads `KERAS_BACKEND` once, at import),
+as written except for paths: the pre-training run (command 1's
+`/tmp/realformer_quickstart`, minutes of training) is replaced by a tiny run
+of the same layout (a `weights.save_run` directory plus `data/vocab.txt`),
+and `/tmp/rf_*` outputs go to the test's temporary directory. Each
+`print(...)  # <expected>` must print `<expected>`, in order.
+
+Regression: the fine-tune block failed on JAX at `classifier.export(...)`
+(`InconclusiveDimensionOperation` in `PositionEmbedding`), and with an
+explicit signature served `args_0`, ... so its `serve(**features)` failed.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from realformer_tf.keras3 import backbone as backbone_lib
+from realformer_tf.keras3 import weights
+from tests.helpers import doc_blocks
+from tests.helpers import keras3_encoders
+from tests.helpers import keras3_layer_checks as layer_checks
+from tests.helpers import shared_data
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+PAGE = os.path.join("docs", "keras3.md")
+QUICKSTART_DIR = "/tmp/realformer_quickstart"
+BACKENDS = ("tensorflow", "jax")
+# This module runs each backend itself: not again inside a backend re-run.
+NOT_IN_RERUN = pytest.mark.skipif(
+    layer_checks.in_backend_rerun(),
+    reason="runs the page on every backend in subprocesses of its own")
+
+
+def _blocks():
+  with open(os.path.join(REPO_ROOT, PAGE), encoding="utf-8") as f:
+    return doc_blocks.python_blocks(f.read())
+
+
+@pytest.fixture(name="tiny_run")
+def fixture_tiny_run(tmp_path):
+  """A tiny pre-training run in the quickstart's layout: what `load_run` and
+  the examples read (its encoder checkpoint, config and vocabulary)."""
+  vocab = os.path.join(shared_data.FIXTURE_DIR, "vocab.txt")
+  with open(vocab, encoding="utf-8") as f:
+    vocabulary_size = sum(1 for _ in f)
+  backbone = backbone_lib.RealFormerBackbone(**dict(
+      keras3_encoders.TINY, vocabulary_size=vocabulary_size,
+      max_sequence_length=32))
+  run = os.path.join(tmp_path, "quickstart")
+  weights.save_run(backbone, run)
+  os.makedirs(os.path.join(run, "data"))
+  shutil.copy(vocab, os.path.join(run, "data", "vocab.txt"))
+  return run
+
+
+def _run_block(index, backend, run, out_dir):
+  """Runs block `index` under `backend` in a fresh process; its values."""
+  os.makedirs(out_dir)
+  replacements = [(QUICKSTART_DIR, run),
+                  ("/tmp/rf_", os.path.join(out_dir, "rf_"))]
+  env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
+  env.pop(layer_checks.BACKEND_RERUN_ENV, None)
+  result = subprocess.run(
+      [sys.executable, "-m", "tests.helpers.doc_blocks", PAGE, str(index),
+       json.dumps(replacements), out_dir],
+      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900,
+      check=False)
+  assert result.returncode == 0, (
+      f"{PAGE} block {index} on {backend} (rc {result.returncode}):\n"
+      f"{(result.stdout + result.stderr)[-5000:]}")
+  with np.load(os.path.join(out_dir, "values.npz")) as values:
+    return dict(values)
+
+
+def test_the_page_has_its_examples():
+  blocks = _blocks()
+  assert len(blocks) == 2
+  assert "classifier.export(" in blocks[0] and "serve(**" in blocks[0]
+  assert "lm.generate(" in blocks[1]
+
+
+@NOT_IN_RERUN
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fine_tune_export_serve_block(backend, tiny_run, tmp_path):
+  out_dir = os.path.join(tmp_path, backend)
+  values = _run_block(0, backend, tiny_run, out_dir)
+  # The served SavedModel gives the fine-tuned model's logits.
+  assert values["logits"].shape == (1, 2)
+  np.testing.assert_allclose(values["logits"], values["expected"],
+                             atol=1e-5, rtol=0)
+  # What it says it saved is there: the `.keras` file loads here (the
+  # TensorFlow backend, whichever wrote it) and gives the same logits.
+  restored = keras.saving.load_model(os.path.join(out_dir,
+                                                  "rf_classifier.keras"))
+  features = {k.split(".", 1)[1]: v for k, v in values.items()
+              if k.startswith("features.")}
+  assert sorted(features) == ["padding_mask", "segment_ids", "token_ids"]
+  np.testing.assert_allclose(
+      keras.ops.convert_to_numpy(restored(features)), values["expected"],
+      atol=1e-5, rtol=0)
+  assert os.path.exists(os.path.join(out_dir, "rf_from_keras3",
+                                     "encoder.yaml"))
+
+
+@NOT_IN_RERUN
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_causal_lm_block(backend, tiny_run, tmp_path):
+  # The block's own print checks that `generate` returned a str.
+  _run_block(1, backend, tiny_run, os.path.join(tmp_path, backend))
