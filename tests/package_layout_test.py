@@ -49,6 +49,8 @@ PRIVATE_IMPORTS = {
         "keras_utils.gelu_approximate (BertBackbone's activation)",
     ("keras3/residual_attention.py", "keras.src.backend.common"):
         "masking.get_keras_mask/set_keras_mask (Keras' implicit masks)",
+    ("keras3/tasks.py", "keras_hub.src.utils"):
+        "preset_utils.list_subclasses/METADATA_FILE (the preset task names)",
 }
 MAX_MODULE_LINES = 450
 

@@ -11,7 +11,6 @@ no download), e.g. this project's pre-training vocabulary.
 import keras
 from keras import ops
 import keras_hub
-from keras_hub import models as gpt2_causal_lm  # .GPT2CausalLM
 
 from realformer_tf.keras3 import decoder_backbone
 from realformer_tf.keras3 import tasks
@@ -219,8 +218,8 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
     return prompts
 
   # GPT2CausalLM's own functions: see the class docstring.
-  _build_cache = gpt2_causal_lm.GPT2CausalLM._build_cache  # pylint: disable=protected-access
-  generate_step = gpt2_causal_lm.GPT2CausalLM.generate_step
+  _build_cache = keras_hub.models.GPT2CausalLM._build_cache  # pylint: disable=protected-access
+  generate_step = keras_hub.models.GPT2CausalLM.generate_step
 
 
 def _token_counts(token_ids):

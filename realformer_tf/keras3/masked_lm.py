@@ -15,7 +15,7 @@ backbone's blocks use the tanh form (see `RealFormerBackbone`).
 """
 
 import keras
-from keras_hub import models as bert_masked_lm  # .BertMaskedLM
+import keras_hub
 
 from realformer_tf.keras3 import backbone
 from realformer_tf.keras3 import preprocessing
@@ -24,7 +24,7 @@ from realformer_tf.keras3 import tasks
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 @tasks.realformer_task
-class RealFormerMaskedLM(bert_masked_lm.BertMaskedLM):
+class RealFormerMaskedLM(keras_hub.models.BertMaskedLM):
   """Masked language model on a `RealFormerBackbone`.
 
   `@tasks.realformer_task`: a preprocessor with more ids or positions than

@@ -12,23 +12,21 @@ these exist.
 """
 
 import keras
-from keras_hub import models as bert_masked_lm_preprocessor
-from keras_hub import models as bert_text_classifier_preprocessor
-from keras_hub import tokenizers as bert_tokenizer  # .BertTokenizer
+import keras_hub
 
 from realformer_tf.keras3 import backbone
 from realformer_tf.keras3 import tasks
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerTokenizer(bert_tokenizer.BertTokenizer):
+class RealFormerTokenizer(keras_hub.tokenizers.BertTokenizer):
   """keras-hub's `BertTokenizer` (WordPiece), for `RealFormerBackbone`."""
   backbone_cls = backbone.RealFormerBackbone
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerMaskedLMPreprocessor(
-    bert_masked_lm_preprocessor.BertMaskedLMPreprocessor):
+    keras_hub.models.BertMaskedLMPreprocessor):
   """keras-hub's `BertMaskedLMPreprocessor`, for `RealFormerBackbone`."""
   backbone_cls = backbone.RealFormerBackbone
   tokenizer_cls = RealFormerTokenizer
@@ -42,7 +40,7 @@ class RealFormerMaskedLMPreprocessor(
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerTextClassifierPreprocessor(
-    bert_text_classifier_preprocessor.BertTextClassifierPreprocessor):
+    keras_hub.models.BertTextClassifierPreprocessor):
   """keras-hub's `BertTextClassifierPreprocessor`, for `RealFormerBackbone`."""
   backbone_cls = backbone.RealFormerBackbone
   tokenizer_cls = RealFormerTokenizer

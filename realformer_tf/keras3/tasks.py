@@ -40,7 +40,7 @@ import json
 import os
 
 import keras
-from keras_hub.src.models import task as hub_task
+import keras_hub
 from keras_hub.src.utils import preset_utils
 
 # Inputs whose second dimension is the preprocessor's `mask_selection_length`
@@ -123,7 +123,7 @@ def add_preset_sequence_length(preprocessor_cls, loader, kwargs):
 def preset_task_names(backbone):
   """The task classes built on `backbone`'s class, for `metadata.json`."""
   return sorted({cls.__name__
-                 for cls in preset_utils.list_subclasses(hub_task.Task)
+                 for cls in preset_utils.list_subclasses(keras_hub.models.Task)
                  if cls.backbone_cls is type(backbone)})
 
 
@@ -153,7 +153,7 @@ def realformer_task(cls):
   """
   members = [name for name in vars(RealFormerTask)
              if not name.startswith("__")]
-  for klass in cls.__mro__[1:cls.__mro__.index(hub_task.Task)]:
+  for klass in cls.__mro__[1:cls.__mro__.index(keras_hub.models.Task)]:
     clash = sorted(set(members) & set(vars(klass)))
     if clash:
       raise TypeError(f"{klass.__name__} defines {clash}, which "
@@ -182,7 +182,7 @@ class RealFormerTask:
     # (keras_hub/src/utils/pipeline_model.py): a Python check, no cost per
     # step.
     check_preprocessor(self.backbone, self.preprocessor)
-    return hub_task.Task.preprocess_samples(self, x, y=y,
+    return keras_hub.models.Task.preprocess_samples(self, x, y=y,
                                             sample_weight=sample_weight)
 
   def serving_input_signature(self):
@@ -233,6 +233,6 @@ class RealFormerTask:
       preset_dir: The preset directory.
       max_shard_size: As keras-hub's.
     """
-    hub_task.Task.save_to_preset(self, preset_dir,
+    keras_hub.models.Task.save_to_preset(self, preset_dir,
                                  max_shard_size=max_shard_size)
     write_preset_task_names(preset_dir, self.backbone)

@@ -11,7 +11,7 @@ export signature and preset names.
 """
 
 import keras
-from keras_hub import models as bert_text_classifier  # .BertTextClassifier
+import keras_hub
 
 from realformer_tf.keras3 import backbone
 from realformer_tf.keras3 import preprocessing
@@ -20,7 +20,7 @@ from realformer_tf.keras3 import tasks
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 @tasks.realformer_task
-class RealFormerTextClassifier(bert_text_classifier.BertTextClassifier):
+class RealFormerTextClassifier(keras_hub.models.BertTextClassifier):
   """Sequence classifier on a `RealFormerBackbone`'s pooled output.
 
   `@tasks.realformer_task`: a preprocessor with more ids or positions than
