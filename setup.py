@@ -38,6 +38,9 @@ setuptools.setup(
     version="0.1.0",
     description="RealFormer: Transformer Likes Residual Attention, on TF Model Garden",
     packages=setuptools.find_packages(include=["realformer_tf", "realformer_tf.*"]),
+    # The quickstart's corpus (quickstart_corpus.STDLIB_CORPUS_FILE), in
+    # editable and non-editable installs alike; MANIFEST.in adds it to sdists.
+    package_data={"realformer_tf.data": ["quickstart_stdlib_corpus.txt.gz"]},
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     # keras-hub needs Python >= 3.11; TensorFlow 2.20 has wheels up to 3.13.

@@ -56,6 +56,17 @@ class Panel:
   rows: List[Tuple[str, Sequence[np.ndarray]]]
 
 
+def architecture_name(residual_attention: str, norm_first: bool) -> str:
+  """The paper's name of an encoder: Post-LN, Pre-LN or RealFormer (with its
+  residual mode when not the paper's usual `sum`). `residual_attention`
+  alone cannot tell Post-LN from Pre-LN: both are "none"."""
+  if residual_attention and residual_attention != "none":
+    return "RealFormer" + ("" if residual_attention == "sum" else
+                           f" ({residual_attention})") + (
+                               ", Pre-LN" if norm_first else "")
+  return "Pre-LN" if norm_first else "Post-LN"
+
+
 def color_for(median: float, thresholds: Tuple[float, float]) -> str:
   """Paper colour of a median: blue < low <= yellow <= high < red."""
   return COLORS[int(median >= thresholds[0]) + int(median > thresholds[1])]
@@ -252,13 +263,17 @@ CURVE_STYLES = (
     dict(linestyle="-.", marker="x", linewidth=1.0, markersize=4))
 
 
-def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str
+def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str,
+                  metric: str = "MLM accuracy", percent: bool = True
                   ) -> figure.Figure:
-  """Train and eval MLM accuracy of every run, one style per model.
+  """Train and eval curves of every run (MLM accuracy), one style per model.
 
   `curves`: {model label: {seed: {"train": [[step, value], ...],
-  "validation": [...]}}}; returns the (closed) figure written to `path`.
+  "validation": [...]}}}, values as fractions; drawn as % when `percent` (as
+  `results.md` reports them), under the human name `metric`. Returns the
+  (closed) figure written to `path`.
   """
+  scale = 100.0 if percent else 1.0
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True,
                            layout="constrained")
   colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -267,19 +282,19 @@ def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str
       for ax, split in zip(axes, ("train", "validation")):
         if run[split]:
           steps, values = zip(*run[split])
-          ax.plot(steps, values, color=colours[i % len(colours)],
+          ax.plot(steps, scale * np.asarray(values),
+                  color=colours[i % len(colours)],
                   markerfacecolor="none", alpha=0.85,
                   markevery=max(1, len(steps) // 12),
                   label=label if seed == min(by_seed) else None,
                   **CURVE_STYLES[i % len(CURVE_STYLES)])
-  for ax, title in zip(axes, ("training MLM accuracy",
-                              "held-out MLM accuracy")):
+  for ax, title in zip(axes, (f"training {metric}", f"held-out {metric}")):
     ax.set_title(title, fontsize=12)
     ax.set_xlabel("step", fontsize=11)
     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.tick_params(labelsize=10)
     ax.grid(alpha=0.3)
-  axes[0].set_ylabel("masked_lm_accuracy", fontsize=11)
+  axes[0].set_ylabel(f"{metric} (%)" if percent else metric, fontsize=11)
   # Above the panels, where it hides no curve; one entry per model.
   by_label = {}
   for ax in axes:

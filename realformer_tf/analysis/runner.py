@@ -52,6 +52,7 @@ class LoadedModel:
   max_sequence_length: int
   vocab_size: int
   residual_attention: str
+  norm_first: bool = False  # Pre-LN; with residual_attention, names the arch
 
 
 def load_model(model_dir: str) -> LoadedModel:
@@ -93,7 +94,8 @@ def load_model(model_dir: str) -> LoadedModel:
       num_heads=encoder_config["num_attention_heads"],
       max_sequence_length=encoder_config["max_sequence_length"],
       vocab_size=encoder_config["vocab_size"],
-      residual_attention=encoder_config["residual_attention"])
+      residual_attention=encoder_config["residual_attention"],
+      norm_first=bool(encoder_config.get("norm_first", False)))
 
 
 def text_dataset(input_text: str, vocab_file: str, seq_length: int,
@@ -353,8 +355,11 @@ def write_outputs(models: Sequence[LoadedModel],
       rows = [(f"layer {l}" + (f" vs {l - 1}" if first else ""),
                [streams.sample((l - first, h)) for h in range(m.num_heads)])
               for l in range(first, m.num_layers)]
+      # The architecture, not residual_attention alone (Post-LN and Pre-LN
+      # are both "none"); short enough for a 4-head panel.
       panels.append(plots.Panel(
-          f"{m.name} (residual_attention={m.residual_attention})", rows))
+          f"{m.name}: " + plots.architecture_name(m.residual_attention,
+                                                  m.norm_first), rows))
     plots.violin_figure(panels, os.path.join(output_dir, f"{metric}.png"),
                         metric)
   for model_summary in summary["models"]:

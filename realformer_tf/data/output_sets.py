@@ -26,9 +26,14 @@ written (`init_from_run.check_records_manifest`).
 
 Hashing: a check compares each file's size, mtime and inode with those
 recorded (a rename keeps both; a file renamed in by a later writer is another
-inode). Only a file whose mtime or inode changed (copied; renamed on an
-object store, which has no inodes) is hashed, and passes if its SHA-256 is
-still the recorded one.
+inode). A file of at most `ALWAYS_HASH_BYTES` is always hashed: an in-place
+edit that keeps size and mtime (a vocabulary fixed by hand, then `touch -d` or
+`os.utime`, or a copy with `cp -p` over it) changes what the records' ids
+mean, and nothing downstream checks a vocabulary or schedule file. A bigger
+file (TFRecords) is hashed only when its mtime or inode changed (copied;
+renamed on an object store, which has no inodes): hashing gigabytes before
+every run would cost minutes, and its records carry CRC32C checksums that the
+reader checks. Either passes if its SHA-256 is still the recorded one.
 """
 
 import contextlib
@@ -41,6 +46,11 @@ from absl import logging
 import tensorflow as tf
 
 from realformer_tf import utils
+
+# 16 MiB: above every vocabulary (BERT's is 0.2 MB, a 250k-piece
+# SentencePiece model about 5 MB), meta data and schedule file; below the
+# records of any real conversion. Hashing it takes ~30 ms.
+ALWAYS_HASH_BYTES = 16 << 20
 
 FILES_KEY = "files"
 WRITER_KEY = "writer"
@@ -168,7 +178,8 @@ def find_mismatch(manifest_path: str, manifest: Dict[str, Any]
     if stat["size"] != expected["size"]:
       return (f"{path} has {stat['size']} bytes, the manifest "
               f"{expected['size']}")
-    if any(stat[key] != expected.get(key) for key in ("mtime_ns", "inode")):
+    if stat["size"] <= ALWAYS_HASH_BYTES or any(
+        stat[key] != expected.get(key) for key in ("mtime_ns", "inode")):
       sha = file_sha256(path)
       if sha != expected["sha256"]:
         return (f"{path} has SHA-256 {sha[:12]}..., the manifest "

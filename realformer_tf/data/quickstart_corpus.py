@@ -10,8 +10,14 @@ With no `input_files`, the text is the docstrings of a fixed, sorted list of
 standard library modules (`STDLIB_MODULES`), so the quickstart needs no
 download. A module is one document: its docstring, then those of its public
 classes (and their public methods) and functions, in name order, split into
-sentences, doctest examples dropped. One Python version gives one corpus (on
-CPython 3.11: 212 documents, 12.9k sentences, about 1.0 MB of text).
+sentences, doctest examples dropped. Each Python build has other docstrings
+(CPython 3.12's corpus gave another vocabulary and held-out MLM 0.276 where
+3.11's gave 0.257), so the corpus is built once, by CPython
+`STDLIB_CORPUS_PYTHON`, and shipped in the package as `STDLIB_CORPUS_FILE`
+(212 documents, 12.9k sentences, 1.0 MB of text, 287 KB gzipped; the
+docstrings are the PSF-licensed Python's): every supported Python trains on
+the same text. `python -m realformer_tf.data.quickstart_corpus
+--write_stdlib_corpus=PATH` rebuilds it from the running Python.
 
 The learned vocabulary can be well under target on a corpus this small
 (2,334 tokens of 4,000 on the stdlib corpus): use the returned `vocab_size`.
@@ -25,8 +31,10 @@ leaves the previous cache whole, or files that do not match the manifest,
 which the next call rebuilds.
 """
 
+import gzip
 import importlib
 import inspect
+import itertools
 import os
 import random
 import re
@@ -34,6 +42,8 @@ import sys
 import warnings
 from typing import Dict, List, Optional, Sequence
 
+from absl import app
+from absl import flags
 from absl import logging
 import tensorflow as tf
 
@@ -94,6 +104,13 @@ STDLIB_MODULES = (
     "zipapp", "zipfile", "zipimport", "zoneinfo",
 )
 
+# The shipped corpus (BERT's text format, gzipped without a timestamp so that
+# a rebuild by the same Python gives the same bytes) and the CPython that
+# built it; setup.py's package_data ships it.
+STDLIB_CORPUS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                  "quickstart_stdlib_corpus.txt.gz")
+STDLIB_CORPUS_PYTHON = "3.11.7"
+
 _MANIFEST = "manifest.json"
 _TRAIN_TEXT = "corpus_train.txt"
 _EVAL_TEXT = "corpus_eval.txt"
@@ -101,7 +118,7 @@ _VOCAB = "vocab.txt"
 _TRAIN_RECORDS = "train.tfrecord"
 _EVAL_RECORDS = "eval.tfrecord"
 # Bump when the way the files are made changes, so old caches are rebuilt.
-_FORMAT_VERSION = 4
+_FORMAT_VERSION = 5
 # Upper end of the WordPiece learner's binary search over the minimum count.
 # tensorflow-text starts it at the count of the most frequent word (14k for
 # "the" in the stdlib corpus); a few-MB corpus with a vocabulary of thousands
@@ -162,8 +179,9 @@ def module_document(module) -> List[str]:
   return sentences
 
 
-def stdlib_documents() -> List[List[str]]:
-  """The default corpus: one document of sentences per `STDLIB_MODULES` entry.
+def build_stdlib_documents() -> List[List[str]]:
+  """One document of sentences per `STDLIB_MODULES` entry, from the running
+  Python's docstrings (what `STDLIB_CORPUS_FILE` was built with).
 
   A module that does not import on this Python is skipped (and logged).
   """
@@ -181,10 +199,47 @@ def stdlib_documents() -> List[List[str]]:
   return [document for document in documents if document]
 
 
+def stdlib_documents() -> List[List[str]]:
+  """The default corpus, as shipped: the same on every Python.
+
+  Raises:
+    FileNotFoundError: The package was installed without its data file.
+  """
+  if not os.path.exists(STDLIB_CORPUS_FILE):
+    raise FileNotFoundError(
+        f"The quickstart corpus {STDLIB_CORPUS_FILE} is missing: reinstall "
+        "realformer_tf (setup.py's package_data ships it), or rebuild it with "
+        "`python -m realformer_tf.data.quickstart_corpus "
+        f"--write_stdlib_corpus={STDLIB_CORPUS_FILE}`.")
+  with gzip.open(STDLIB_CORPUS_FILE, "rt", encoding="utf-8") as f:
+    lines = f.read().split("\n")
+  # Lines are stripped sentences, a blank one after each document.
+  return [list(group) for non_blank, group in itertools.groupby(lines, key=bool)
+          if non_blank]
+
+
 def write_documents(path: str, documents: List[List[str]]) -> None:
   """Writes documents in BERT's format: a line a sentence, a blank after each."""
   utils.write_lines_atomically(
       path, [line for document in documents for line in document + [""]])
+
+
+def write_stdlib_corpus(path: str) -> int:
+  """Writes `build_stdlib_documents()` gzipped to `path`; returns its bytes.
+
+  mtime=0 in the gzip header: the same docstrings give the same file.
+  """
+  documents = build_stdlib_documents()
+  text = "".join(line + "\n" for document in documents
+                 for line in document + [""])
+  data = gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+  tmp = f"{path}.tmp-{os.getpid()}"
+  with open(tmp, "wb") as f:
+    f.write(data)
+  os.replace(tmp, path)
+  logging.info("Wrote %s: %d documents, %d bytes, from Python %s.", path,
+               len(documents), len(data), "%d.%d.%d" % sys.version_info[:3])
+  return len(data)
 
 
 def _cached_manifest(data_dir: str, key: dict) -> Optional[dict]:
@@ -202,11 +257,11 @@ def _cached_manifest(data_dir: str, key: dict) -> Optional[dict]:
 
 
 def _result(data_dir: str, key: dict, counts: dict) -> Dict[str, object]:
-  """What `prepare_quickstart_data` returns. The stdlib corpus differs by
-  Python version (the README quotes 3.11's numbers): it logs which built it."""
+  """What `prepare_quickstart_data` returns; it logs which corpus it is."""
   python = key["python"] and ".".join(key["python"].split(".")[:2])
   logging.info("Quickstart corpus: %s.", f"docstrings of the Python {python} "
-               "standard library" if python else "your input files")
+               "standard library, shipped in the package" if python
+               else "your input files")
   return dict(train_file=os.path.join(data_dir, _TRAIN_RECORDS),
               eval_file=os.path.join(data_dir, _EVAL_RECORDS),
               vocab_file=os.path.join(data_dir, _VOCAB), python=python,
@@ -237,13 +292,14 @@ def prepare_quickstart_data(
 
   Returns:
     dict(train_file, eval_file, vocab_file, vocab_size (the real size),
-    num_train_examples, num_eval_examples, python: "3.11" for the stdlib
-    corpus built by Python 3.11 (the manifest's key has the full version),
-    None for `input_files`).
+    num_train_examples, num_eval_examples, python: for the shipped stdlib
+    corpus the Python that built it ("3.11"; the manifest's key has the full
+    version), whatever Python runs this; None for `input_files`).
 
   Raises:
     ValueError: For a bad argument, a missing or empty input file, or a
       corpus with fewer than two documents; raised before writing anything.
+    FileNotFoundError: The shipped corpus is missing (a broken install).
   """
   if not data_dir:
     raise ValueError("data_dir is required.")
@@ -265,7 +321,10 @@ def prepare_quickstart_data(
       corpus=("files" if input_files else "stdlib-docstrings"),
       inputs=([dict(path=f, sha256=output_sets.file_sha256(f))
                for f in input_files] if input_files else None),
-      python=None if input_files else "%d.%d.%d" % sys.version_info[:3],
+      # The shipped corpus: which Python built it, and its bytes.
+      python=None if input_files else STDLIB_CORPUS_PYTHON,
+      stdlib_corpus_sha256=(None if input_files else
+                            output_sets.file_sha256(STDLIB_CORPUS_FILE)),
       vocab_size=vocab_size, max_seq_length=max_seq_length,
       max_predictions_per_seq=max_predictions_per_seq,
       dupe_factor=dupe_factor, eval_fraction=float(eval_fraction), seed=seed)
@@ -279,8 +338,9 @@ def prepare_quickstart_data(
     documents = [document for path in input_files
                  for document in pretraining_data.text_documents(path)]
   else:
-    logging.info("Building the quickstart corpus from the docstrings of %d "
-                 "standard library modules.", len(STDLIB_MODULES))
+    logging.info("Reading the quickstart corpus (docstrings of %d standard "
+                 "library modules) from %s.", len(STDLIB_MODULES),
+                 STDLIB_CORPUS_FILE)
     documents = stdlib_documents()
   if len(documents) < 2:
     raise ValueError(
@@ -322,3 +382,25 @@ def prepare_quickstart_data(
     outputs.commit(dict(key=key, counts=counts))
   logging.info("Quickstart data written to %s: %s", data_dir, counts)
   return _result(data_dir, key, counts)
+
+
+
+def define_flags():
+  """Defines the CLI flag (only when run as a program)."""
+  flags.DEFINE_string(
+      "write_stdlib_corpus", None,
+      "Rebuild the shipped corpus from this Python's docstrings, to this path "
+      f"(the package's: {STDLIB_CORPUS_FILE}); then set STDLIB_CORPUS_PYTHON.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if not flags.FLAGS.write_stdlib_corpus:
+    raise app.UsageError("--write_stdlib_corpus=PATH is required.")
+  write_stdlib_corpus(flags.FLAGS.write_stdlib_corpus)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

@@ -1,10 +1,25 @@
 """WikiText (tokenized: a paragraph a line under ` = Title = ` headings) as
 BERT pre-training text (a sentence a line, a blank line between documents).
+
+Fed as it is, WikiText reads as documents of one "sentence" (a whole
+paragraph, cut to the sequence length) each, so almost every next-sentence
+pair is random. Here an article is a document of sentences, as BERT's
+Wikipedia articles are:
+
+  python -m realformer_tf.data.wikitext \
+    --input_files=$DATA/corpus/wikitext-2/valid.txt,$DATA/corpus/wikitext-2/test.txt \
+    --output_file=/tmp/wikitext/documents.txt
+
+then `train.py --quickstart_input_files=` or `create_pretraining_data
+--input_files=` that file (docs/training.md).
 """
 
 import os
 from typing import List, Sequence
 
+from absl import app
+from absl import flags
+from absl import logging
 import tensorflow as tf
 
 from realformer_tf.data import pretraining_data
@@ -54,3 +69,51 @@ def write_bert_corpus(paths: Sequence[str], output_dir: str) -> str:
     tf.io.gfile.makedirs(output_dir)
     quickstart_corpus.write_documents(converted, documents)
   return converted
+
+
+def convert(paths: Sequence[str], output_file: str) -> List[List[str]]:
+  """Writes `paths`' articles to `output_file` (BERT's text format, replaced
+  whole) and returns them.
+
+  Raises:
+    ValueError: An input is missing, or holds no ` = Title = ` heading (not
+      WikiText: BERT-format text needs no conversion); before writing.
+  """
+  paths = pretraining_data.check_input_files(paths)
+  documents = []
+  for path in paths:
+    if not any(line.startswith("= ") and line.endswith(" =") and
+               not line.startswith("= =")
+               for line in pretraining_data.read_lines(path)):
+      raise ValueError(
+          f"{path} has no ` = Title = ` line: not WikiText. Text already in "
+          "BERT's format (a sentence a line, a blank line between documents) "
+          "goes to --quickstart_input_files or create_pretraining_data as "
+          "it is.")
+    documents.extend(read_documents(path))
+  tf.io.gfile.makedirs(os.path.dirname(os.path.abspath(output_file)))
+  quickstart_corpus.write_documents(output_file, documents)
+  logging.info("Wrote %s: %d articles, %d sentences.", output_file,
+               len(documents), sum(len(d) for d in documents))
+  return documents
+
+
+def define_flags():
+  """Defines the CLI flags (only when run as a program)."""
+  flags.DEFINE_list("input_files", None, "WikiText files (e.g. WikiText-2's "
+                    "valid.txt,test.txt or wiki.train.tokens).")
+  flags.DEFINE_string("output_file", None, "BERT-format text to write.")
+  flags.mark_flags_as_required(["input_files", "output_file"])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  documents = convert(flags.FLAGS.input_files, flags.FLAGS.output_file)
+  print(f"Wrote {flags.FLAGS.output_file}: {len(documents)} articles, "
+        f"{sum(len(d) for d in documents)} sentences.", flush=True)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

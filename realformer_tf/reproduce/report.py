@@ -196,9 +196,11 @@ def write_results(plan: plan_lib.Plan, pretrain_results: Dict[str, List[Dict]],
                               results)
   text = format_results(plan, pretraining, glue)
   utils.write_text_atomically(os.path.join(o.output_dir, RESULTS_MD), text)
+  # "MLM accuracy" in %, as results.md's Table 2 column.
   plots.curves_figure({plan_lib.ARCHS[arch][0]: by_seed
                        for arch, by_seed in curves.items()},
-                      os.path.join(o.output_dir, CURVES_PNG))
+                      os.path.join(o.output_dir, CURVES_PNG),
+                      metric="MLM accuracy", percent=True)
   plot_attention(analyses, os.path.join(o.output_dir, ATTENTION_PNG))
   print(text, flush=True)
   return results

@@ -60,6 +60,14 @@ class _RealFormerServingMixin:
         options.return_attention)
     self.serving_model = self._build_serving_model()
 
+  def _unknown_word_counts(self, text, text_a, text_b,
+                           split_masks: bool = False) -> Dict[str, tf.Tensor]:
+    """`BertTextPacker.unknown_word_counts`, summed over a pair's texts: what
+    of the text the model saw as [UNK] (beside `num_truncated_tokens`)."""
+    counts = [self.packer.unknown_word_counts(t, split_masks)
+              for t in ((text,) if text_b is None else (text_a, text_b))]
+    return {k: tf.add_n([c[k] for c in counts]) for k in counts[0]}
+
   def _build_serving_model(self) -> tf_keras.Model:
     """The model, plus the encoder's attention output when requested.
 
@@ -210,6 +218,8 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
         top_k_tokens=self.packer.id_to_token(top.indices),
         top_k_log_probs=top.values,
         num_truncated_tokens=num_truncated)
+    result.update(self._unknown_word_counts(text, text_a, text_b,
+                                            split_masks=True))
     return result
 
   @tf.function
@@ -268,6 +278,7 @@ class SentencePredictionServing(_RealFormerServingMixin,
     result = self._outputs(features, "serve_text")
     result["num_truncated_tokens"] = self.packer.num_truncated_tokens(
         tokens, features)
+    result.update(self._unknown_word_counts(text, text_a, text_b))
     return result
 
   @tf.function
@@ -329,6 +340,9 @@ class QuestionAnsweringServing(_RealFormerServingMixin,
     logits = self._outputs(
         {k: windows[k] for k in ("input_word_ids", "input_mask",
                                  "input_type_ids")}, "serve_text")
-    return squad_answers.best_answers(self.options, windows, context_tokens,
-                                      logits)
+    result = squad_answers.best_answers(self.options, windows,
+                                        context_tokens, logits)
+    # A context word that became [UNK] can be no answer's text.
+    result.update(self.packer.unknown_word_counts(context))
+    return result
 

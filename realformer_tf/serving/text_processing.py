@@ -7,12 +7,20 @@ layer, its table read from the vocabulary file, a SavedModel asset) and
 were truncated from a random end (`pretraining_data.truncate_seq_pair`),
 which a server cannot reproduce; serving cuts from the end. SQuAD: `tokenize_context`
 and `squad_windows` rebuild `squad_lib`'s doc-stride features.
+
+What the model never sees is counted for the client: `num_truncated_tokens`
+(cut by packing) and `unknown_word_counts` (words that became one [UNK]: not
+spelt by the vocabulary's pieces, or longer than WordPiece's
+`MAX_BYTES_PER_WORD`, e.g. a 100,000-character word without spaces, which is
+one [UNK] token and so no truncation at all).
 """
 
 from typing import Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+# Not exported at tensorflow_text's top level; the class BertTokenizer uses.
+from tensorflow_text.python.ops import bert_tokenizer as tf_text_bert
 
 from official.nlp.modeling.layers import text_layers
 from realformer_tf.data import tokenization
@@ -21,6 +29,9 @@ from realformer_tf.data import tokenization
 # words there (other Unicode spaces stay inside words and are split again by
 # the BERT basic tokenizer).
 SQUAD_WHITESPACE_REGEX = "[ \t\r\n\u202f]"
+# tensorflow-text's WordPiece limit (`BertTokenizer(max_bytes_per_word=100)`,
+# the default Model Garden's layer keeps): a longer word is one [UNK].
+MAX_BYTES_PER_WORD = 100
 
 
 def assert_has_tokens(tokens: tf.RaggedTensor, name: str) -> tf.Operation:
@@ -91,7 +102,7 @@ class BertTextPacker(tf.Module):
     if max_seq_length < 3:
       raise ValueError(f"max_seq_length={max_seq_length} leaves no room for "
                        "text between [CLS] and [SEP].")
-    tokenization.load_vocab(vocab_file)  # Clear errors for a bad file.
+    vocab = tokenization.load_vocab(vocab_file)  # Clear errors for a bad file.
     self.lower_case = bool(lower_case)
     self.max_seq_length = int(max_seq_length)
     self._tokenizer = text_layers.BertTokenizer(
@@ -100,6 +111,13 @@ class BertTextPacker(tf.Module):
     special_ids = self._tokenizer.get_special_tokens_dict()
     self.cls_id, self.sep_id, self.mask_id = (special_ids[k] for k in (
         "start_of_sequence_id", "end_of_segment_id", "mask_id"))
+    # -1 (never an id) for a vocabulary without [UNK].
+    self.unk_id = (vocab.index(tokenization.UNK) if tokenization.UNK in vocab
+                   else -1)
+    # The words the layer's WordPiece step sees: tensorflow-text's
+    # BertTokenizer builds this BasicTokenizer from the same arguments.
+    self._basic_tokenizer = tf_text_bert.BasicTokenizer(
+        lower_case=self.lower_case)
     self._id_to_token = tf.lookup.StaticHashTable(
         tf.lookup.TextFileInitializer(
             vocab_file, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
@@ -153,6 +171,40 @@ class BertTextPacker(tf.Module):
     total = tf.add_n([tf.cast(s.row_lengths(), tf.int32) for s in segments])
     kept = tf.reduce_sum(features["input_mask"], axis=1) - (len(segments) + 1)
     return total - kept
+
+  def unknown_word_counts(self, texts: tf.Tensor,
+                          split_masks: bool = False) -> Dict[str, tf.Tensor]:
+    """What of `[batch]` texts became [UNK], as int32 `[batch]` counters.
+
+    Returns:
+      `num_unknown_words`: words that became [UNK] (tensorflow-text maps a
+      word it cannot spell with the vocabulary's pieces, or one longer than
+      `MAX_BYTES_PER_WORD`, to one [UNK]); `num_unknown_chars`: their
+      characters (after lower-casing and accent stripping), which the model
+      never sees; `num_overlong_words`: those of the words over the byte
+      limit. With `split_masks`, each literal "[MASK]" is left out, as
+      `tokenize_with_masks` does.
+
+    This tokenizes the texts a second time (the packed ids do not keep word
+    boundaries); WordPiece costs little beside the encoder.
+    """
+    if split_masks:
+      pieces = tf.strings.split(texts, sep=tokenization.MASK)
+      flat = self.unknown_word_counts(pieces.flat_values)
+      return {k: tf.math.unsorted_segment_sum(v, pieces.value_rowids(),
+                                              tf.shape(texts)[0])
+              for k, v in flat.items()}
+    ids = self._tokenizer(texts)[0]  # [batch, words, pieces]
+    words = self._basic_tokenizer.tokenize(texts)  # [batch, words]
+    unknown = tf.reduce_any(tf.equal(ids, tf.cast(self.unk_id, ids.dtype)),
+                            axis=-1)  # Ragged [batch, words].
+    unknown = tf.cast(unknown, tf.int32)
+    chars = tf.strings.length(words, unit="UTF8_CHAR")
+    overlong = tf.cast(tf.strings.length(words) > MAX_BYTES_PER_WORD, tf.int32)
+    return dict(
+        num_unknown_words=tf.reduce_sum(unknown, axis=1),
+        num_unknown_chars=tf.reduce_sum(unknown * chars, axis=1),
+        num_overlong_words=tf.reduce_sum(unknown * overlong, axis=1))
 
   # ----------------------------------------------------------------- SQuAD --
 

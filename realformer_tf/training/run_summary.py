@@ -2,7 +2,7 @@
 
 `summary_lines`: after the final evaluation, what was reached against what it
 compares with (masked-LM accuracy against chance and the most frequent masked
-token; GLUE's majority-class baselines; SQuAD's 0-100 scale), this
+token; next-sentence accuracy against the eval set's majority label; GLUE's majority-class baselines; SQuAD's 0-100 scale), this
 invocation's speed (a slow machine told from a hung run), and where the
 checkpoint, `params.yaml` and summaries are. `drop_duplicate_progress`:
 Orbit's controller both logs and prints each progress block
@@ -44,57 +44,108 @@ def drop_duplicate_progress() -> None:
     handler.addFilter(_not_orbit_progress)
 
 
-def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
-  """(token id, fraction of masked positions holding it) in MLM records.
-
-  Reads at most 10,000 records of `files` (a stable frequency, cheap for any
-  eval set; the masked-LM feature names are the same in v1 and v2 records);
-  None if there is none.
-  """
+def _read_eval_records(files: List[str]) -> tuple:
+  """(masked ids, their weights, next-sentence labels) of at most 10,000
+  records of `files`: a stable frequency, cheap for any eval set (the feature
+  names are the same in v1 and v2 records; a file without NSP labels gives
+  none)."""
   spec = {"masked_lm_ids": tf.io.VarLenFeature(tf.int64),
-          "masked_lm_weights": tf.io.VarLenFeature(tf.float32)}
-  ids, weights = [np.zeros([0], np.int64)], [np.zeros([0])]
+          "masked_lm_weights": tf.io.VarLenFeature(tf.float32),
+          "next_sentence_labels": tf.io.VarLenFeature(tf.int64)}
+  ids, weights, labels = ([np.zeros([0], np.int64)], [np.zeros([0])],
+                          [np.zeros([0], np.int64)])
   dataset = tf.data.TFRecordDataset(files).take(10000)
   for batch in dataset.batch(512):
     parsed = tf.io.parse_example(batch, spec)
     ids.append(parsed["masked_lm_ids"].values.numpy())
     weights.append(parsed["masked_lm_weights"].values.numpy())
-  counts = np.bincount(np.concatenate(ids), np.concatenate(weights))
+    labels.append(parsed["next_sentence_labels"].values.numpy())
+  return (np.concatenate(ids), np.concatenate(weights),
+          np.concatenate(labels))
+
+
+def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
+  """(token id, fraction of masked positions holding it) in MLM records
+  (their first 10,000); None if there is none."""
+  ids, weights, _ = _read_eval_records(files)
+  counts = np.bincount(ids, weights)
   if not counts.sum():
     return None
   token = int(np.argmax(counts))
   return token, counts[token] / counts.sum()
 
 
+def majority_next_sentence_label(files: List[str]) -> Optional[tuple]:
+  """(label, fraction of pairs holding it, number of pairs) of the
+  next-sentence labels in MLM/NSP records (their first 10,000; 1 = random
+  B): what always answering that label scores. None without labels.
+
+  Chance (0.5) is no baseline: the quickstart's short documents give few
+  true next sentences (392 of its 454 eval pairs are random).
+  """
+  _, _, labels = _read_eval_records(files)
+  if not labels.size:
+    return None
+  counts = np.bincount(labels, minlength=2)
+  label = int(np.argmax(counts))
+  return label, float(counts[label] / labels.size), int(labels.size)
+
+
+def _eval_files(params: cfg.ExperimentConfig) -> List[str]:
+  """The eval set's record files, or [] (not records, or unreadable)."""
+  data = params.task.validation_data
+  if not (isinstance(data, pretrain_dataloader.BertPretrainDataConfig) and
+          data.file_type == "tfrecord"):
+    return []
+  try:
+    return input_reader.match_files(data.input_path)
+  except (tf.errors.OpError, ValueError) as e:
+    logging.warning("No eval-set baselines: %s", e)
+    return []
+
+
+def _baseline(function, files: List[str]) -> Optional[tuple]:
+  """`function(files)`, None (and a warning) if the records are unreadable."""
+  try:
+    return function(files) if files else None
+  except (tf.errors.OpError, ValueError) as e:
+    logging.warning("No eval-set baseline: %s", e)
+    return None
+
+
 def _mlm_lines(params: cfg.ExperimentConfig,
                metrics: Mapping[str, float]) -> List[str]:
-  data = params.task.validation_data
   accuracy = metrics.get("masked_lm_accuracy")
   if accuracy is None:
     return []
+  files = _eval_files(params)
   vocab_size = params.task.model.encoder.get().vocab_size
   line = (f"Held-out masked-LM accuracy: {accuracy:.4f}. Chance (uniform over "
           f"the {vocab_size}-token vocabulary): {1.0 / vocab_size:.4f}")
-  if (isinstance(data, pretrain_dataloader.BertPretrainDataConfig) and
-      data.file_type == "tfrecord"):
-    try:
-      found = most_frequent_masked_token(
-          input_reader.match_files(data.input_path))
-    except (tf.errors.OpError, ValueError) as e:
-      logging.warning("No most-frequent-token baseline: %s", e)
-      found = None
-    if found:
-      vocab_file = getattr(params.task, "vocab_file", "")
-      tokens = (tokenization.load_vocab(vocab_file) if vocab_file and
-                tf.io.gfile.exists(vocab_file) else [])
-      token = (repr(tokens[found[0]]) if found[0] < len(tokens) else
-               f"id {found[0]}")
-      line += (f"; always predicting the most frequent masked token "
-               f"({token}): {found[1]:.4f}")
+  found = _baseline(most_frequent_masked_token, files)
+  if found:
+    vocab_file = getattr(params.task, "vocab_file", "")
+    tokens = (tokenization.load_vocab(vocab_file) if vocab_file and
+              tf.io.gfile.exists(vocab_file) else [])
+    token = (repr(tokens[found[0]]) if found[0] < len(tokens) else
+             f"id {found[0]}")
+    line += (f"; always predicting the most frequent masked token "
+             f"({token}): {found[1]:.4f}")
   lines = [line + "."]
   if "next_sentence_accuracy" in metrics:
-    lines.append(f"Held-out next-sentence accuracy: "
-                 f"{metrics['next_sentence_accuracy']:.4f} (chance: 0.5).")
+    nsp = metrics["next_sentence_accuracy"]
+    line = f"Held-out next-sentence accuracy: {nsp:.4f}"
+    majority = _baseline(majority_next_sentence_label, files)
+    if majority:
+      label, fraction, pairs = majority
+      line += (f". Always answering the majority label (" +
+               ("random next sentence" if label else "true next sentence") +
+               f", {round(fraction * pairs)} of the {pairs} eval pairs): "
+               f"{fraction:.4f}" + ("; the model does not beat it"
+                                    if nsp <= fraction else ""))
+    else:
+      line += " (no labels read from the eval records; balanced ones: 0.5)"
+    lines.append(line + ".")
   return lines
 
 

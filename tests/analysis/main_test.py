@@ -177,3 +177,25 @@ def test_cli_missing_model_dir(tmp_path):
   assert result.returncode != 0
   assert "realformer_tf.analysis: error: model dir" in result.stderr
   assert "does not exist" in result.stderr
+
+
+def test_figure_titles_name_the_architecture(tmp_path, monkeypatch):
+  """Post-LN and Pre-LN both have residual_attention=none: the entropy and
+  JSD panels name the architecture (both read "(residual_attention=none)"
+  until issue 30)."""
+  titles = {}
+  monkeypatch.setattr(
+      runner.plots, "violin_figure",
+      lambda panels, path, metric: titles.setdefault(
+          metric, [p.title for p in panels]))
+  monkeypatch.setattr(runner, "format_table", lambda summary: "")
+  stream = types.SimpleNamespace(sample=lambda key: np.zeros(3))
+  result = types.SimpleNamespace(to_json=dict, entropy=stream, jsd=stream)
+  models = [types.SimpleNamespace(
+      name="seed0", model_dir="d", checkpoint="c", residual_attention=residual,
+      norm_first=norm_first, num_layers=2, num_heads=2)
+            for residual, norm_first in (("none", False), ("none", True),
+                                         ("sum", False))]
+  runner.write_outputs(models, [result] * 3, str(tmp_path), {})
+  assert titles["entropy"] == titles["jsd"] == [
+      "seed0: Post-LN", "seed0: Pre-LN", "seed0: RealFormer"]

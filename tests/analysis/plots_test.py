@@ -136,6 +136,12 @@ def test_coinciding_curves_stay_visible_apart_inside_the_figure(tmp_path):
       "Post-LN", "Pre-LN", "RealFormer"]
   assert [ax.get_title() for ax in fig.axes] == [
       "training MLM accuracy", "held-out MLM accuracy"]
+  # In %, as results.md reports them, under a human label (the axis read
+  # "masked_lm_accuracy" over fractions until issue 30).
+  assert fig.axes[0].get_ylabel() == "MLM accuracy (%)"
+  assert [list(line.get_ydata()) for line in fig.axes[0].get_lines()][0] == (
+      pytest.approx([10.0, 20.0, 30.0]))
+  assert list(fig.axes[1].get_lines()[0].get_ydata()) == pytest.approx([25.0])
   # Legend, titles and axis labels inside the figure (tick labels past the
   # view limits exist but are not drawn).
   renderer, box = _drawn(fig), fig.bbox
@@ -146,3 +152,12 @@ def test_coinciding_curves_stay_visible_apart_inside_the_figure(tmp_path):
     assert box.y0 - 1 <= extent.y0 and extent.y1 <= box.y1 + 1, text
   # 11 x 4.5 inches at 100 dpi.
   assert mpimg.imread(path).shape[:2] == (450, 1100)
+
+
+@pytest.mark.parametrize("residual, norm_first, name", [
+    ("none", False, "Post-LN"), ("none", True, "Pre-LN"),
+    ("sum", False, "RealFormer"), ("mean", False, "RealFormer (mean)"),
+    ("sum", True, "RealFormer, Pre-LN")])
+def test_architecture_name_tells_post_ln_from_pre_ln(residual, norm_first,
+                                                     name):
+  assert plots.architecture_name(residual, norm_first) == name

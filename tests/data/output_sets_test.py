@@ -86,7 +86,10 @@ def test_a_mixed_set_is_refused_naming_the_file(tmp_path, change, message):
     output_sets.check_set(manifest_path, manifest)
 
 
-def test_only_files_whose_mtime_changed_are_hashed(tmp_path, monkeypatch):
+def test_big_files_are_hashed_only_when_their_mtime_changed(tmp_path,
+                                                           monkeypatch):
+  # Files over the threshold (here 4 bytes) keep the fast path.
+  monkeypatch.setattr(output_sets, "ALWAYS_HASH_BYTES", 4)
   manifest_path = _write_set(str(tmp_path), {"a.rec": b"old a",
                                              "b.rec": b"old b"})
   manifest = output_sets.read_manifest(manifest_path)
@@ -100,6 +103,29 @@ def test_only_files_whose_mtime_changed_are_hashed(tmp_path, monkeypatch):
   os.utime(tmp_path / "b.rec", ns=(1, 1))
   output_sets.check_set(manifest_path, manifest)
   assert hashed == [str(tmp_path / "b.rec")]
+
+
+def test_small_file_changed_in_place_with_its_mtime_restored_is_caught(
+    tmp_path):
+  """A vocabulary edited in place (same size, same inode) and its mtime set
+  back with os.utime: passed until issue 30, as only a changed mtime or
+  inode led to hashing."""
+  vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n".encode()
+  manifest_path = _write_set(str(tmp_path), {"vocab.txt": vocab,
+                                             "train.rec": b"records"})
+  manifest = output_sets.read_manifest(manifest_path)
+  path = tmp_path / "vocab.txt"
+  before = os.stat(path)
+  with open(path, "r+b") as f:  # In place: the inode stays.
+    f.write(vocab.replace(b"the\ncat", b"cat\nthe"))
+  os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+  after = os.stat(path)
+  assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+      before.st_size, before.st_mtime_ns, before.st_ino)
+  with pytest.raises(ValueError, match=r"vocab\.txt has SHA-256 .*, the "
+                     "manifest"):
+    output_sets.check_set(manifest_path, manifest)
+  assert 1 << 20 < output_sets.ALWAYS_HASH_BYTES <= 64 << 20
 
 
 def test_files_the_new_set_lacks_are_removed(tmp_path):

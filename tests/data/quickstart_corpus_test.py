@@ -3,9 +3,11 @@ import json
 import logging
 import os
 import random
+import runpy
 import sys
 
 import pytest
+import setuptools
 import tensorflow as tf
 
 from official.nlp.data import pretrain_dataloader
@@ -215,12 +217,13 @@ def test_split_sentences_and_docstrings():
       "Summary line.", "More text here.", "Another sentence?", "Closing words."]
 
 
-def test_default_stdlib_corpus_is_deterministic_and_cached(tmp_path, caplog):
+def test_default_stdlib_corpus_is_shipped_and_cached(tmp_path, caplog):
   docs = quickstart_corpus.stdlib_documents()
-  assert docs == quickstart_corpus.stdlib_documents()
+  # The shipped corpus, as CPython 3.11.7 built it.
+  assert (len(docs), sum(len(d) for d in docs)) == (212, 12864)
   num_chars = sum(len(s) + 1 for d in docs for s in d)
   assert 0.8e6 < num_chars < 3e6
-  assert len(docs) > 150 and all(all(s.strip() for s in d) for d in docs)
+  assert all(all(s.strip() == s and s for s in d) for d in docs)
 
   data_dir = str(tmp_path / "stdlib")
   # absl's logger: an earlier test may have left absl's verbosity lower.
@@ -228,15 +231,16 @@ def test_default_stdlib_corpus_is_deterministic_and_cached(tmp_path, caplog):
     result = quickstart_corpus.prepare_quickstart_data(data_dir)
   manifest = json.load(open(os.path.join(data_dir, "manifest.json")))
   assert manifest["key"]["corpus"] == "stdlib-docstrings"
-  # Which Python's docstrings: the result, the log and the manifest say it.
-  python = "%d.%d" % sys.version_info[:2]
-  assert result["python"] == python
-  assert manifest["key"]["python"] == "%d.%d.%d" % sys.version_info[:3]
-  assert (f"Quickstart corpus: docstrings of the Python {python} standard "
-          "library.") in caplog.text
+  # Which Python's docstrings: the one that built the shipped file, whatever
+  # runs this; the result, the log and the manifest say it.
+  assert result["python"] == "3.11"
+  assert manifest["key"]["python"] == "3.11.7"
+  assert ("Quickstart corpus: docstrings of the Python 3.11 standard "
+          "library, shipped in the package.") in caplog.text
   assert manifest["counts"]["num_train_documents"] + manifest["counts"][
       "num_eval_documents"] == len(docs)
-  assert 1000 < result["vocab_size"] <= 4000
+  # The same on every Python (the module docstring's figure).
+  assert result["vocab_size"] == 2334
   assert result["num_train_examples"] == count_records(result["train_file"])
   assert result["num_eval_examples"] == count_records(result["eval_file"])
   assert result["num_train_examples"] > 2000
@@ -249,6 +253,57 @@ def test_default_stdlib_corpus_is_deterministic_and_cached(tmp_path, caplog):
   assert again == result
   assert json.load(open(os.path.join(data_dir, "manifest.json"))) == manifest
   assert mtimes(data_dir) == before
+
+
+def test_stdlib_corpus_does_not_depend_on_the_running_python(monkeypatch):
+  """Another Python's docstrings (here: every module's replaced) leave the
+  corpus as shipped; it was the running Python's until issue 30."""
+  shipped = quickstart_corpus.stdlib_documents()
+  monkeypatch.setattr(quickstart_corpus, "module_document",
+                      lambda module: ["Another Python's docstring."])
+  assert quickstart_corpus.stdlib_documents() == shipped
+
+
+def test_shipped_corpus_rebuilds_to_the_same_bytes(tmp_path, monkeypatch):
+  """`write_stdlib_corpus` of the shipped documents gives the shipped bytes:
+  the format round-trips and the gzip header holds no timestamp. (The
+  documents themselves are the running process's: under pytest,
+  `sys.unraisablehook` is pytest's and its docstring drops out.)"""
+  monkeypatch.setattr(quickstart_corpus, "build_stdlib_documents",
+                      quickstart_corpus.stdlib_documents)
+  path = str(tmp_path / "corpus.txt.gz")
+  assert quickstart_corpus.write_stdlib_corpus(path) == os.path.getsize(path)
+  with open(path, "rb") as f, open(quickstart_corpus.STDLIB_CORPUS_FILE,
+                                   "rb") as shipped:
+    assert f.read() == shipped.read()
+
+
+def test_setup_py_ships_the_corpus(monkeypatch):
+  """Every data file in the package is in setup.py's package_data (a
+  non-editable install gets nothing else) and in MANIFEST.in (sdists)."""
+  root = os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))))
+  captured = {}
+  monkeypatch.setattr(setuptools, "setup", lambda **kw: captured.update(kw))
+  monkeypatch.chdir(root)
+  runpy.run_path(os.path.join(root, "setup.py"))
+  shipped = {os.path.join(package.replace(".", os.sep), name)
+             for package, names in captured["package_data"].items()
+             for name in names}
+  data_files = {
+      os.path.relpath(os.path.join(d, f), root)
+      for d, _, files in os.walk(os.path.join(root, "realformer_tf"))
+      for f in files if not f.endswith((".py", ".pyc"))}
+  assert data_files == shipped
+  manifest_in = open(os.path.join(root, "MANIFEST.in")).read().split()
+  assert all(path in manifest_in for path in shipped)
+
+
+def test_missing_corpus_file_names_it(monkeypatch, tmp_path):
+  monkeypatch.setattr(quickstart_corpus, "STDLIB_CORPUS_FILE",
+                      str(tmp_path / "gone.txt.gz"))
+  with pytest.raises(FileNotFoundError, match=r"gone\.txt\.gz is missing"):
+    quickstart_corpus.stdlib_documents()
 
 
 def test_dupe_factor_masks_each_train_copy_anew(tmp_path):

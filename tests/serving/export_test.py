@@ -249,6 +249,16 @@ def build_pretraining(run: Run) -> None:
       "num_truncated_tokens": np.array([2 + 4997 - (common.SEQ_LENGTH - 2)],
                                        np.int32)}
 
+  # A 100,000-character word: one [UNK], so nothing truncated; the loss is
+  # counted (both were 0 until issue 30).
+  run.requests["word_100k"] = ("serve_text", {
+      "text": np.array(["the [MASK] " + "x" * 100000], dtype=object)})
+  run.expected["word_100k"] = {
+      "num_truncated_tokens": np.array([0], np.int32),
+      "num_unknown_words": np.array([1], np.int32),
+      "num_unknown_chars": np.array([100000], np.int32),
+      "num_overlong_words": np.array([1], np.int32)}
+
   ids_request = run.requests["ids"][1]
   run.cli = {
       "signature": "serving_default",

@@ -54,6 +54,32 @@ def test_pair_truncation_equals_glue_truncate_seq_pair(tiny_vocab):
   assert checked == 16 * 14 * 14
 
 
+def test_unknown_word_counts_report_what_became_unk(tiny_vocab):
+  """A word without spaces of 100,000 characters is one [UNK] token, so no
+  truncation: the counters say what the model did not see."""
+  packer = text_processing.BertTextPacker(tiny_vocab, True, 16)
+  texts = tf.constant([
+      "the " + "x" * 100000 + " end",
+      "the cat costs 5\u20ac here",  # "5€": no piece spells the euro sign.
+      "a" * 100 + " " + "a" * 101,  # At and just over the 100-byte limit.
+      "the [MASK] sat",
+      "Ünïcode caf\u00e9"])  # Accents stripped: spelt by the vocabulary.
+  ids = packer.tokenize(texts)
+  features, _ = packer.pack([ids], ["text"])
+  assert packer.num_truncated_tokens([ids], features).numpy()[0] == 0
+  counts = {k: v.numpy().tolist()
+            for k, v in packer.unknown_word_counts(texts).items()}
+  assert counts == {
+      "num_unknown_words": [1, 1, 1, 2, 0],  # "[" and "]" without splitting.
+      "num_unknown_chars": [100000, 2, 101, 2, 0],
+      "num_overlong_words": [1, 0, 1, 0, 0]}
+  masked = packer.unknown_word_counts(texts, split_masks=True)
+  assert masked["num_unknown_words"].numpy().tolist() == [1, 1, 1, 0, 0]
+  # Each [UNK] counted is one [UNK] token in the ids.
+  assert (tf.reduce_sum(tf.cast(tf.equal(ids, packer.unk_id), tf.int32),
+                        axis=1).numpy().tolist() == [1, 1, 1, 2, 0])
+
+
 def test_glue_text_ids_equal_training_records():
   """Single texts and pairs, all truncations, on BERT's or the fixture vocab.
 

@@ -49,6 +49,40 @@ class RunSummaryTest(tf.test.TestCase, parameterized.TestCase):
                   f"{5 * batch} examples/s", lines[1])
     self.assertIn(f"TensorBoard: tensorboard --logdir {tmp}", lines[-1])
 
+  def test_next_sentence_line_names_the_majority_baseline(self):
+    """392 of 454 random pairs, as the quickstart's eval set: always
+    answering "random" scores 0.8634, which 0.835 does not beat (the line
+    said "chance: 0.5" until issue 30)."""
+    tmp = tempfile.mkdtemp()
+    records = os.path.join(tmp, "eval.tfrecord")
+    with tf.io.TFRecordWriter(records) as writer:
+      for i in range(454):
+        writer.write(tf.train.Example(features=tf.train.Features(feature={
+            "masked_lm_ids": tf.train.Feature(
+                int64_list=tf.train.Int64List(value=[7, 7, 9])),
+            "masked_lm_weights": tf.train.Feature(
+                float_list=tf.train.FloatList(value=[1.0, 1.0, 1.0])),
+            "next_sentence_labels": tf.train.Feature(
+                int64_list=tf.train.Int64List(value=[int(i < 392)])),
+        })).SerializeToString())
+    self.assertEqual(run_summary.majority_next_sentence_label([records]),
+                     (1, 392 / 454, 454))
+    params = exp_factory.get_exp_config(experiments.QUICKSTART)
+    params.task.validation_data.input_path = records
+    lines = run_summary.summary_lines(
+        params, tmp, {"masked_lm_accuracy": 0.25,
+                      "next_sentence_accuracy": 0.835}, 10, 0, 0.0)
+    self.assertEqual(
+        lines[1], "Held-out next-sentence accuracy: 0.8350. Always answering "
+        "the majority label (random next sentence, 392 of the 454 eval "
+        "pairs): 0.8634; the model does not beat it.")
+    self.assertNotIn("chance: 0.5", "\n".join(lines))
+    self.assertIn("most frequent masked token (id 7): 0.6667", lines[0])
+    lines = run_summary.summary_lines(
+        params, tmp, {"masked_lm_accuracy": 0.25,
+                      "next_sentence_accuracy": 0.9}, 10, 0, 0.0)
+    self.assertTrue(lines[1].endswith("pairs): 0.8634."), lines[1])
+
   def test_squad_line_says_the_scale(self):
     params = exp_factory.get_exp_config(squad.SQUAD)
     lines = run_summary.summary_lines(params, tempfile.mkdtemp(),
