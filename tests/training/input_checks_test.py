@@ -1,5 +1,5 @@
-"""Tests for realformer_tf/training/preflight.py: typed fields, record kinds
-and token ids of GLUE/SQuAD/pre-training records, unreadable files.
+"""Tests for realformer_tf/training/input_checks.py: record kinds and token
+ids of GLUE/SQuAD/pre-training records, unreadable files.
 
 (The pre-training input checks are also exercised end to end, through
 train_lib, in tests/training/train_lib_test.py.)"""
@@ -10,11 +10,17 @@ import tensorflow as tf
 
 from official.core import exp_factory
 from realformer_tf.configs import registry  # pylint: disable=unused-import
-from realformer_tf.training import preflight
+from realformer_tf.training import input_checks
 from tests.helpers import train_runs as utils
 
 SEQ = 16
 VOCAB = 64
+
+
+def _check(params, mode):
+  """The data-set checks, then the vocabulary checks (preflight's order)."""
+  input_checks.check_data_sets(params, mode)
+  input_checks.check_vocabularies(params, mode)
 
 
 def _int(values):
@@ -68,7 +74,7 @@ EXPERIMENTS = [("glue", "realformer/glue", False),
 def test_finetuning_records_pass(tmp_path, name, experiment, squad):
   del name
   path = _write(tmp_path / "train.tf_record", _pair_examples(5, squad=squad))
-  preflight.validate_experiment(_config(experiment, path), "train")
+  _check(_config(experiment, path), "train")
 
 
 @pytest.mark.parametrize("name,experiment,squad", EXPERIMENTS)
@@ -79,7 +85,7 @@ def test_token_id_beyond_vocab_in_a_later_record(tmp_path, name, experiment,
   bad = _write(tmp_path / "b.tf_record",
                _pair_examples(5, max_id=3892, squad=squad))
   with pytest.raises(ValueError) as e:
-    preflight.validate_experiment(_config(experiment, f"{good},{bad}"),
+    _check(_config(experiment, f"{good},{bad}"),
                                    "train")
   message = str(e.value)
   for fragment in ("task.model.encoder.any.vocab_size=64", bad,
@@ -94,7 +100,7 @@ def test_pretraining_records_given_to_finetuning(tmp_path, name, experiment,
   path = utils.write_pretraining_records(str(tmp_path / "pretrain.tfrecord"),
                                          4)
   with pytest.raises(ValueError) as e:
-    preflight.validate_experiment(_config(experiment, path), "train")
+    _check(_config(experiment, path), "train")
   message = str(e.value)
   assert path in message and "task.train_data.input_path" in message
   missing = "start_positions" if squad else "label_ids"
@@ -109,7 +115,7 @@ def test_records_of_another_seq_length(tmp_path, name, experiment, squad):
   path = _write(tmp_path / "train.tf_record", _pair_examples(2, squad=squad))
   with pytest.raises(ValueError, match=r"task.train_data.seq_length=32, but "
                      r"the records in .*'input_ids' of length 16"):
-    preflight.validate_experiment(_config(experiment, path, seq=32),
+    _check(_config(experiment, path, seq=32),
                                    "train")
 
 
@@ -120,7 +126,7 @@ def test_glue_records_given_to_pretraining(tmp_path):
                    "trainer": {"optimizer_config": {"learning_rate": {
                        "polynomial": {"decay_steps": 1000000}}}}})
   with pytest.raises(ValueError) as e:
-    preflight.validate_experiment(params, "train")
+    _check(params, "train")
   assert "no 'masked_lm_positions' feature" in str(e.value)
   assert "Expected BERT pre-training records" in str(e.value)
 
@@ -132,60 +138,6 @@ def test_truncated_record_file_is_named(tmp_path):
   with open(path, "wb") as f:
     f.write(data[:-10])
   with pytest.raises(ValueError) as e:
-    preflight.validate_experiment(_config("realformer/glue", path), "train")
+    _check(_config("realformer/glue", path), "train")
   assert f"{path!r} cannot be read to the end" in str(e.value)
   assert "truncated or corrupt" in str(e.value)
-
-
-@pytest.mark.parametrize("overrides,fragments", [
-    ({"trainer": {"train_steps": 1.5}},
-     ["trainer.train_steps=1.5 must be an int, not float"]),
-    ({"trainer": {"train_steps": "abc"}},
-     ["trainer.train_steps='abc' must be an int, not str"]),
-    ({"trainer": {"steps_per_loop": 2.0},
-      "task": {"model": {"encoder": {"any": {"hidden_size": "64"}}}}},
-     ["task.model.encoder.any.hidden_size='64' must be an int",
-      "trainer.steps_per_loop=2.0 must be an int"]),
-    ({"task": {"train_data": {"global_batch_size": True}}},
-     ["task.train_data.global_batch_size=True must be an int, not bool"]),
-    ({"trainer": {"loss_upper_bound": "big"}},
-     ["trainer.loss_upper_bound='big' must be a float, not str"]),
-    ({"trainer": {"train_steps": {"x": 1}}},  # --params_override=...x=1
-     ["trainer.train_steps must be an int, not the mapping {'x': 1}"]),
-])
-def test_mistyped_fields_are_named(overrides, fragments):
-  params = exp_factory.get_exp_config("realformer/quickstart")
-  params.override(overrides, is_strict=True)
-  with pytest.raises(ValueError) as e:
-    preflight.validate_field_types(params)
-  for fragment in fragments:
-    assert fragment in str(e.value), str(e.value)
-
-
-@pytest.mark.parametrize("name", ["realformer/pretraining",
-                                  "realformer/quickstart", "realformer/glue",
-                                  "realformer/squad"])
-def test_registered_experiments_are_well_typed(name):
-  params = exp_factory.get_exp_config(name)
-  params.override({"trainer": {"loss_upper_bound": 10}})  # int for a float.
-  preflight.validate_field_types(params)
-
-
-def test_validate_config_needs_no_input_files():
-  params = exp_factory.get_exp_config("realformer/quickstart")
-  params.override({"task": {"train_data": {"seq_length": 128}}})
-  with pytest.raises(ValueError, match=r"task.train_data.seq_length=128 "
-                     r"exceeds .*max_position_embeddings=64"):
-    preflight.validate_config(params, "train")
-
-
-def test_batch_sizes_must_split_over_replicas():
-  # The paper recipe's batches (pretrain_paper.yaml), 2 hosts x 4 TPU cores.
-  params = exp_factory.get_exp_config("realformer/pretraining")
-  params.override({"task": {"train_data": {"global_batch_size": 512},
-                            "validation_data": {"global_batch_size": 512}},
-                   "runtime": {"distribution_strategy": "tpu"}})
-  preflight.validate_batch_sizes(params, "train_and_eval", 8)
-  with pytest.raises(ValueError, match=r"global_batch_size=512 is not "
-                     r"divisible by the 3 replicas"):
-    preflight.validate_batch_sizes(params, "train", 3)
