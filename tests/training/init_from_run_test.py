@@ -190,6 +190,43 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
       train_lib.prepare_and_validate(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
 
+  def test_vocabulary_of_another_size_than_the_embedding_is_refused(self):
+    """Issue 30 item 0: a run whose vocab.txt was rebuilt (40 tokens) beside
+    its checkpoint (64 embedding rows); records converted with that
+    vocabulary passed every check and fine-tuned to rc 0 on ids that do not
+    match the checkpoint. Now refused before the model dir is created."""
+    rebuilt = utils.write_vocab(os.path.join(self.tmp, "rebuilt.txt"),
+                                size=40)
+    _write_run(self.run_dir, rebuilt)
+    records = _glue_records(self.tmp)
+    with open(os.path.join(self.tmp, "mrpc_meta_data.json"), "w") as f:
+      json.dump(dict(tokenization.vocab_meta(rebuilt), task="mrpc",
+                     splits={"train": {"file": "mrpc_train.tf_record"}}), f)
+    params, _ = self._parse(
+        self.run_dir, f",task.train_data.seq_length=16,"
+        f"task.train_data.input_path={records}")
+    model_dir = os.path.join(self.tmp, "mrpc")
+    with self.assertRaisesRegex(
+        ValueError, r"mrpc_train.tf_record.*rebuilt.txt' of 40 tokens \(see "
+        r".*mrpc_meta_data.json\), but the word embedding of "
+        r"task.init_checkpoint=.*pretrain.*ckpt-7.*has 64 rows"):
+      train_lib.prepare_and_validate(params, "train", model_dir)
+    self.assertFalse(os.path.exists(model_dir))
+    # The evaluation's vocabulary (the run's, inherited) is named the same.
+    params.task.validation_data.input_path = records
+    params.task.validation_data.seq_length = 16
+    with self.assertRaisesRegex(
+        ValueError, r"task.validation_data.vocab_file=.*rebuilt.txt' has 40 "
+        r"tokens, but the word embedding of task.init_checkpoint=.*has 64 "
+        r"rows"):
+      init_from_run.check_vocab_fits(params, "eval")
+    # The run's own vocabulary (64 tokens) fits.
+    params.task.validation_data.vocab_file = self.vocab
+    with open(os.path.join(self.tmp, "mrpc_meta_data.json"), "w") as f:
+      json.dump(dict(tokenization.vocab_meta(self.vocab), task="mrpc",
+                     splits={"train": {"file": "mrpc_train.tf_record"}}), f)
+    init_from_run.check_vocab_fits(params, "train_and_eval")
+
   def test_mixed_record_set_is_refused_before_writing(self):
     """Issue 23: new --nolower_case train records beside the old dev records
     and meta data (what a conversion killed mid-swap leaves) trained to rc 0;
