@@ -7,8 +7,8 @@ data sets, vocabularies, init checkpoint, model_dir, then its lock; the
 quickstart's own data built under it);
 `training/trainer.py`'s trainer (examples/s, non-finite loss stop);
 `training/controller.py`'s controller (a checkpoint is "saved" once written;
-a failed write stops the run); a final-evaluation record and a closing
-summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
+a failed write stops the run); SIGTERM/SIGINT ending the run with one
+line (`stop_signals`); a final-evaluation record and a closing summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
 """
 
 import functools
@@ -38,6 +38,7 @@ from realformer_tf.training import modes
 from realformer_tf.training import preflight
 from realformer_tf.training import run_dirs
 from realformer_tf.training import run_summary
+from realformer_tf.training import stop_signals
 from realformer_tf.training import trainer as trainer_lib
 from realformer_tf.training import value_checks
 
@@ -198,10 +199,20 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   official/core/train_lib.py:170; the others save theirs to a temporary
   directory and write nothing else here but their own event files).
   """
-  with preflight.checked_run(params, mode, model_dir,
-                             quickstart_input_files) as run:
-    return _run_checked(run.params, mode, model_dir, run.strategy, run.chief,
-                        enable_async_checkpointing)
+  with stop_signals.raised_on_signals():
+    try:
+      with preflight.checked_run(params, mode, model_dir,
+                                 quickstart_input_files) as run:
+        return _run_checked(run.params, mode, model_dir, run.strategy,
+                            run.chief, enable_async_checkpointing)
+    except stop_signals.Stopped as stop:
+      # The lock is released by now; the checkpoint is complete (synced).
+      latest = run_dirs.latest_checkpoint(model_dir)
+      step = checkpoint_step(latest) if latest else None
+      _log(stop_signals.stop_line(
+          stop, stop.step if stop.step is not None else step or 0, latest,
+          step))
+      raise
 
 
 def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
@@ -256,12 +267,19 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   # official/nlp/train.py retries here after a TPU preemption through a
   # preemption watcher that its open-source build leaves disabled; a rerun of
   # the same command resumes from the latest checkpoint instead.
-  _, eval_logs = train_lib.run_experiment(
-      distribution_strategy=strategy, task=task,
-      mode="eval" if completed else mode, params=params, model_dir=model_dir,
-      trainer=trainer, eval_actions=[eval_outputs.append],
-      controller_cls=controller_lib.Controller,
-      enable_async_checkpointing=enable_async_checkpointing)
+  try:
+    _, eval_logs = train_lib.run_experiment(
+        distribution_strategy=strategy, task=task,
+        mode="eval" if completed else mode, params=params,
+        model_dir=model_dir, trainer=trainer,
+        eval_actions=[eval_outputs.append],
+        controller_cls=controller_lib.Controller,
+        enable_async_checkpointing=enable_async_checkpointing)
+  except stop_signals.Stopped as stop:
+    # An async save in flight completes (and is listed) before the report.
+    trainer.checkpoint.sync()
+    stop.step = int(trainer.global_step.numpy())
+    raise
   final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
   step = int(trainer.global_step.numpy())
   values = {k: float(v) for k, v in sorted(final.items())
