@@ -150,19 +150,22 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                                     strategy.num_replicas_in_sync)
   data_plan = quickstart_run.plan(params, model_dir, quickstart_input_files)
   builds = data_plan is not None and not data_plan.cached
-  fine_tunes = (mode in modes.TRAIN_MODES and
-                not run_dirs.latest_checkpoint(model_dir))
+  has_checkpoint = bool(run_dirs.latest_checkpoint(model_dir))
+  fine_tunes = mode in modes.TRAIN_MODES and not has_checkpoint
   if not builds:
     _check_data(params, mode, fine_tunes)
   if fine_tunes:
     init_from_run.check_init_checkpoint(params)
-  check_model_dir(params, mode, model_dir)
+  if not (builds and has_checkpoint):
+    # A run's damaged data, rebuilt from the same inputs (`quickstart_run`),
+    # has its vocabulary's size only once built: compared then.
+    check_model_dir(params, mode, model_dir)
   chief = strategy.extended.should_checkpoint
   with run_lock.hold(model_dir, enabled=chief and mode in modes.TRAIN_MODES):
     if builds:
       quickstart_run.build(params, data_plan)
       _check_data(params, mode, fine_tunes)
-      check_model_dir(params, mode, model_dir)  # The vocabulary's size.
+      check_model_dir(params, mode, model_dir)
     params.validate()
     params.lock()
     logging.info("Checks passed for --mode=%s --model_dir=%s.", mode,

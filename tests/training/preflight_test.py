@@ -3,6 +3,7 @@ of which refuses after a write; a quickstart run's data is never rebuilt
 from other inputs (issue 30 item 0)."""
 
 import os
+import shutil
 
 import pytest
 import tensorflow as tf
@@ -110,6 +111,24 @@ def test_a_runs_own_corpus_resumes_on_its_data_unwritten(quickstart_run):
   assert (params.task.model.encoder.any.vocab_size ==
           first.task.model.encoder.any.vocab_size)
   assert _files(model_dir) == before
+
+
+def test_a_runs_damaged_data_is_rebuilt_from_the_same_inputs(quickstart_run,
+                                                            tmp_path):
+  _, model_dir, corpus_a, first = quickstart_run
+  copy = str(tmp_path / "copy")
+  shutil.copytree(model_dir, copy)
+  vocab = os.path.join(copy, "data", "vocab.txt")
+  with open(vocab, "rb") as f:
+    tokens = f.read()
+  with open(os.path.join(copy, "data", "eval.tfrecord"), "ab") as f:
+    f.write(b"x")  # No longer what its manifest lists.
+  params = preflight.prepare_and_validate(_quickstart(), "train", copy,
+                                          [corpus_a])
+  with open(vocab, "rb") as f:
+    assert f.read() == tokens
+  assert (params.task.model.encoder.any.vocab_size ==
+          first.task.model.encoder.any.vocab_size)
 
 
 def test_a_run_without_its_data_manifest_is_refused(quickstart_run, tmp_path):
