@@ -130,6 +130,7 @@ def parse_configuration_and_sources(flags_obj):
     raise ValueError(
         f"{e.args[0] if e.args else e} Set them to agree (setting only "
         "trainer.train_steps moves the schedule with it).") from None
+  value_checks.validate_model(params)
   return params, explicit
 
 

@@ -312,7 +312,6 @@ def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
       params, trains=mode in modes.TRAIN_MODES,
       evaluates=mode in modes.EVAL_MODES,
       data_keys=[key for key, _ in modes.data_configs(params, mode)])
-  validate_model(params)
   encoder_key, encoder = registry.task_encoder(params)
   for key, data in modes.data_configs(params, mode):
     _check_lengths(key, data, encoder_key, encoder)
