@@ -117,14 +117,11 @@ class Checked:
   chief: bool
 
 
-def _check_data(params: cfg.ExperimentConfig, mode: str,
-                fine_tunes: bool) -> None:
-  """Steps 3-5's checks of the files `params` names."""
+def _check_data(params: cfg.ExperimentConfig, mode: str) -> None:
+  """Steps 3 and 4: the files `params` names."""
   input_checks.check_data_sets(params, mode)
   input_checks.check_records_manifest(params, mode)
   input_checks.check_vocabularies(params, mode)
-  if fine_tunes:
-    init_from_run.check_vocab_fits(params, mode)
 
 
 @contextlib.contextmanager
@@ -153,9 +150,11 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   has_checkpoint = bool(run_dirs.latest_checkpoint(model_dir))
   fine_tunes = mode in modes.TRAIN_MODES and not has_checkpoint
   if not builds:
-    _check_data(params, mode, fine_tunes)
+    _check_data(params, mode)
   if fine_tunes:
     init_from_run.check_init_checkpoint(params)
+    if not builds:
+      init_from_run.check_vocab_fits(params, mode)
   if not (builds and has_checkpoint):
     # A run's damaged data, rebuilt from the same inputs (`quickstart_run`),
     # has its vocabulary's size only once built: compared then.
@@ -164,7 +163,9 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   with run_lock.hold(model_dir, enabled=chief and mode in modes.TRAIN_MODES):
     if builds:
       quickstart_run.build(params, data_plan)
-      _check_data(params, mode, fine_tunes)
+      _check_data(params, mode)
+      if fine_tunes:
+        init_from_run.check_vocab_fits(params, mode)
       check_model_dir(params, mode, model_dir)
     params.validate()
     params.lock()
