@@ -21,7 +21,9 @@ Flags are Model Garden's (`official.common.flags`): --experiment, --mode
 --quickstart_input_files and --enable_async_checkpointing.
 
 A rerun of the same command resumes from the latest checkpoint in
---model_dir and stops at trainer.train_steps.
+--model_dir and stops at trainer.train_steps. SIGTERM or SIGINT ends a run
+with one line ("stopped at step N by SIGTERM; latest checkpoint: ...") and
+exit status 143 (SIGINT: 130), its lock released.
 """
 
 from absl import flags

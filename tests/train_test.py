@@ -240,6 +240,64 @@ def test_sigkill_then_rerun_resumes_and_stops_at_train_steps(tmp_path):
   assert _latest_step(model_dir) == train_steps
 
 
+def test_sigterm_ends_the_run_in_one_line_and_a_rerun_resumes(tmp_path):
+  """Issue 30 item 5: SIGTERM (a scheduler, `kill`) ended a run with exit 143
+  and not a word, its lock left behind."""
+  text = _quickstart_text(str(tmp_path / "text.txt"), max_lines=120)
+  tiny = utils.write_yaml(str(tmp_path / "tiny.yaml"), {
+      "task": {
+          "model": {
+              "encoder": {"type": "any", "any": {
+                  "vocab_size": 200, "hidden_size": 16, "num_layers": 1,
+                  "num_attention_heads": 2, "intermediate_size": 32,
+                  "max_position_embeddings": 16}},
+              "cls_heads": [{"inner_dim": 16, "num_classes": 2,
+                             "dropout_rate": 0.1, "name": "next_sentence"}]},
+          "train_data": {"seq_length": 16, "max_predictions_per_seq": 3,
+                         "global_batch_size": 4},
+          "validation_data": {"seq_length": 16, "max_predictions_per_seq": 3,
+                              "global_batch_size": 4}},
+      # Long enough not to end before the signal.
+      "trainer": {"train_steps": 100000, "steps_per_loop": 2,
+                  "summary_interval": 2, "checkpoint_interval": 2,
+                  "validation_interval": 100000, "validation_steps": 1}})
+  model_dir = tmp_path / "run"
+  command = utils.train_command(
+      str(model_dir), [tiny], experiment=experiments.QUICKSTART,
+      mode="train_and_eval", extra=[f"--quickstart_input_files={text}"])
+  proc = subprocess.Popen(command, cwd=utils.REPO_ROOT,
+                          env=utils.subprocess_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  deadline = time.time() + 120
+  while not _latest_step(model_dir):
+    assert proc.poll() is None, proc.stdout.read()[-3000:]
+    assert time.time() < deadline, "no checkpoint in time"
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGTERM)
+  output = proc.communicate(timeout=60)[0]
+  assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
+  latest = tf.train.latest_checkpoint(str(model_dir))
+  step = train_lib.checkpoint_step(latest)
+  (line,) = [l for l in output.splitlines() if l.startswith("stopped at ")]
+  match = re.fullmatch(r"stopped at step (\d+) by SIGTERM; latest "
+                       r"checkpoint: (\S+) \(step (\d+)\)\.", line)
+  assert match, line
+  assert (match.group(2), int(match.group(3))) == (latest, step)
+  assert int(match.group(1)) >= step > 0
+  assert "Traceback" not in output
+  assert not (model_dir / run_lock.LOCK_FILE).exists()
+
+  # The same command, ending 2 steps on, resumes from that checkpoint.
+  proc = utils.run_train(
+      str(model_dir), [tiny], experiment=experiments.QUICKSTART,
+      mode="train",
+      extra=[f"--quickstart_input_files={text}",
+             f"--params_override=trainer.train_steps={step + 2}"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert f"restored from checkpoint: {latest}" in proc.stdout
+  assert _latest_step(model_dir) == step + 2
+
+
 # --------------------------------------------------------------------------
 # Distribution: same losses as one device.
 # --------------------------------------------------------------------------

@@ -40,7 +40,7 @@ import random
 import re
 import sys
 import warnings
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
@@ -269,6 +269,62 @@ def _result(data_dir: str, key: dict, counts: dict) -> Dict[str, object]:
                   "vocab_size", "num_train_examples", "num_eval_examples")})
 
 
+def data_key(data_dir: str, input_files: Optional[Sequence[str]] = None,
+             vocab_size: int = 4000, max_seq_length: int = 64,
+             max_predictions_per_seq: int = 10, dupe_factor: int = 1,
+             eval_fraction: float = 0.05, seed: int = 0) -> dict:
+  """What `prepare_quickstart_data` with these arguments records in its
+  manifest's "key" (the cache key: arguments, the shipped corpus' or the
+  inputs' SHA-256), after checking the arguments; reads the inputs, writes nothing.
+
+  Raises:
+    ValueError: As `prepare_quickstart_data`, for a bad argument or input.
+  """
+  if not data_dir:
+    raise ValueError("data_dir is required.")
+  if input_files is not None:
+    input_files = [os.path.abspath(f) for f in
+                   pretraining_data.check_input_files(input_files)]
+  if not 0.0 < float(eval_fraction) < 1.0:
+    raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}.")
+  if vocab_size < 16:
+    raise ValueError(f"vocab_size must be at least 16, got {vocab_size}.")
+  pretraining_data.check_instance_options(
+      max_seq_length, max_predictions_per_seq, masked_lm_prob=0.15,
+      dupe_factor=dupe_factor, short_seq_prob=0.1)
+  if tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
+    raise ValueError(f"data_dir {data_dir!r} exists and is not a directory.")
+  return dict(
+      format_version=_FORMAT_VERSION,
+      corpus=("files" if input_files else "stdlib-docstrings"),
+      inputs=([dict(path=f, sha256=output_sets.file_sha256(f))
+               for f in input_files] if input_files else None),
+      # The shipped corpus: which Python built it, and its bytes (the
+      # running Python does not matter).
+      python=None if input_files else STDLIB_CORPUS_PYTHON,
+      stdlib_corpus_sha256=(None if input_files else
+                            output_sets.file_sha256(STDLIB_CORPUS_FILE)),
+      vocab_size=vocab_size, max_seq_length=max_seq_length,
+      max_predictions_per_seq=max_predictions_per_seq,
+      dupe_factor=dupe_factor, eval_fraction=float(eval_fraction), seed=seed)
+
+
+def recorded_key(data_dir: str) -> Tuple[str, Optional[dict]]:
+  """(manifest path, the key the data in `data_dir` was built for), the key
+  None when there is no readable manifest; writes nothing."""
+  path = os.path.join(data_dir, _MANIFEST)
+  manifest = output_sets.read_manifest(path)
+  key = manifest.get("key") if manifest else None
+  return path, key if isinstance(key, dict) else None
+
+
+def cached_data(data_dir: str, key: dict) -> Optional[Dict[str, object]]:
+  """What `prepare_quickstart_data` would return for `key` without writing
+  (the data in `data_dir` is for `key` and unchanged), else None."""
+  manifest = _cached_manifest(data_dir, key)
+  return _result(data_dir, key, manifest["counts"]) if manifest else None
+
+
 def prepare_quickstart_data(
     data_dir: str, input_files: Optional[Sequence[str]] = None,
     vocab_size: int = 4000, max_seq_length: int = 64,
@@ -301,33 +357,9 @@ def prepare_quickstart_data(
       corpus with fewer than two documents; raised before writing anything.
     FileNotFoundError: The shipped corpus is missing (a broken install).
   """
-  if not data_dir:
-    raise ValueError("data_dir is required.")
-  if input_files is not None:
-    input_files = [os.path.abspath(f) for f in
-                   pretraining_data.check_input_files(input_files)]
-  if not 0.0 < float(eval_fraction) < 1.0:
-    raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}.")
-  if vocab_size < 16:
-    raise ValueError(f"vocab_size must be at least 16, got {vocab_size}.")
-  pretraining_data.check_instance_options(
-      max_seq_length, max_predictions_per_seq, masked_lm_prob=0.15,
-      dupe_factor=dupe_factor, short_seq_prob=0.1)
-  if tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
-    raise ValueError(f"data_dir {data_dir!r} exists and is not a directory.")
-
-  key = dict(
-      format_version=_FORMAT_VERSION,
-      corpus=("files" if input_files else "stdlib-docstrings"),
-      inputs=([dict(path=f, sha256=output_sets.file_sha256(f))
-               for f in input_files] if input_files else None),
-      # The shipped corpus: which Python built it, and its bytes.
-      python=None if input_files else STDLIB_CORPUS_PYTHON,
-      stdlib_corpus_sha256=(None if input_files else
-                            output_sets.file_sha256(STDLIB_CORPUS_FILE)),
-      vocab_size=vocab_size, max_seq_length=max_seq_length,
-      max_predictions_per_seq=max_predictions_per_seq,
-      dupe_factor=dupe_factor, eval_fraction=float(eval_fraction), seed=seed)
+  key = data_key(data_dir, input_files, vocab_size, max_seq_length,
+                 max_predictions_per_seq, dupe_factor, eval_fraction, seed)
+  input_files = [f["path"] for f in key["inputs"] or []]
   manifest = _cached_manifest(data_dir, key)
   if manifest:
     logging.info("Quickstart data in %s is up to date (cache hit).", data_dir)

@@ -41,6 +41,7 @@ from realformer_tf.checkpoints import run_directory
 from realformer_tf.data import tokenization
 from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import heads
+from realformer_tf.training import vocab_fit
 
 HEADS = (heads.MaskedLMServing,
          heads.SentencePredictionServing,
@@ -217,6 +218,11 @@ def export_model(model_dir: str,
   if serve_text:
     vocab, lower_case = load_vocab(task, head, options.vocab_size, vocab_file,
                                    lower_case)
+    # One token per word-embedding row (else text serves wrong ids).
+    vocab_fit.check_vocab_fits(
+        vocab_file or head.recorded_vocab(task)[0],
+        "--vocab_file" if vocab_file else head.recorded_vocab(task)[2],
+        checkpoint, "--checkpoint_path" if checkpoint_path else "--model_dir")
 
   if return_attention != "none":
     encoder.return_attention_scores = True

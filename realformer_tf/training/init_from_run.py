@@ -5,28 +5,26 @@ one). Model Garden would restore it into the fine-tuning experiment's own
 encoder config (BERT-Base sized), failing only after `params.yaml` and
 `train/` are written, with a "Shape mismatch" naming neither config. So the
 run's encoder config is taken, and checkpoint and records are checked against
-it before anything is written.
+it before anything is written; so is the vocabulary's size against the
+checkpoint's word-embedding rows (`vocab_fit`).
 """
 
-import json
-import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Optional
 
 from absl import logging
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
-from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
-from realformer_tf.data import squad as squad_data
-from realformer_tf.data import tokenization
-from realformer_tf.training import modes
-from realformer_tf.training import preflight
+from realformer_tf.training import input_checks
 from realformer_tf.training import lr_schedule
+from realformer_tf.training import modes
+from realformer_tf.training import run_dirs
+from realformer_tf.training import vocab_fit
 
 # Encoder fields that define the checkpoint's variables or the function it
 # computes; the others (dropout, initializer, outputs) are the fine-tuning
@@ -36,18 +34,6 @@ ARCHITECTURE_FIELDS = (
     "hidden_activation", "intermediate_size", "max_position_embeddings",
     "type_vocab_size", "embedding_size", "residual_attention", "norm_first",
     "final_layer_norm", "norm_epsilon")
-
-
-def _run_of(params: cfg.ExperimentConfig):
-  """(model dir, config) of the train.py run `task.init_checkpoint` is or lies
-  in, else (None, None)."""
-  init_checkpoint = getattr(params.task, "init_checkpoint", "") or ""
-  for directory in ([init_checkpoint] if tf.io.gfile.isdir(init_checkpoint)
-                    else []) + [os.path.dirname(init_checkpoint.rstrip("/"))]:
-    if directory and tf.io.gfile.exists(os.path.join(directory,
-                                                     "params.yaml")):
-      return directory, registry.load_experiment_config(directory)
-  return None, None
 
 
 def _encoder_of(config: cfg.ExperimentConfig):
@@ -63,7 +49,8 @@ def inherit_encoder(params: cfg.ExperimentConfig,
   error naming both); returns the run's config, or None if it is not a model
   dir of ours (then nothing changes). `explicit`: keys the user set.
   """
-  run_dir, run_config = _run_of(params)
+  run_dir, run_config = run_dirs.run_of(
+      getattr(params.task, "init_checkpoint", ""))
   ours = _encoder_of(params)
   theirs = run_config and _encoder_of(run_config)
   if ours is None or theirs is None:
@@ -85,14 +72,14 @@ def inherit_encoder(params: cfg.ExperimentConfig,
     raise ValueError(
         f"task.init_checkpoint={init_checkpoint!r} is a run of "
         f"{run_config.task.name} whose encoder differs from the one "
-        f"configured here (see {os.path.join(run_dir, 'params.yaml')}):\n  "
+        f"configured here (see {run_dirs.params_path(run_dir)}):\n  "
         + "\n  ".join(conflicts) +
         "\nDrop these settings (the run's are used) or start from another "
         "checkpoint.")
   logging.info(
       "task.init_checkpoint=%s is a %s run: its encoder config (%s) is "
       "used%s.", init_checkpoint, run_config.task.name,
-      os.path.join(run_dir, "params.yaml"),
+      run_dirs.params_path(run_dir),
       f", changing {', '.join(taken)}" if taken else " (no change)")
 
   # GLUE's pooler is `hidden_size` wide: the run's NSP pooler restores into
@@ -159,84 +146,31 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
   return path
 
 
-def meta_data_of(record_path: str) -> Optional[Tuple[str, Dict[str, Any]]]:
-  """(path, contents) of the converter meta data listing `record_path`: GLUE's
-  `<task>_meta_data.json` under `splits`, SQuAD's next to its records, any
-  set manifest's under `files` (`output_sets`)."""
-  directory, name = os.path.split(record_path)
-  squad_files = {squad_data.TRAIN_META: squad_data.TRAIN_RECORD,
-                 squad_data.EVAL_META: squad_data.EVAL_RECORD}
-  for meta_path in sorted(tf.io.gfile.glob(
-      os.path.join(directory, "*meta_data.json"))):
-    try:
-      with tf.io.gfile.GFile(meta_path, "r") as f:
-        meta = json.load(f)
-      listed = {split["file"] for split in (meta.get("splits") or {}).values()}
-      listed |= set(meta.get(output_sets.FILES_KEY) or {})
-    except (ValueError, OSError, AttributeError, KeyError, TypeError):
-      continue  # Not a converter's meta data.
-    if name in listed | {squad_files.get(os.path.basename(meta_path))}:
-      return meta_path, meta
-  return None
-
-
-def _describe(path: str, size: Any, sha: str) -> str:
-  return f"{path} ({size} tokens, sha256 {sha[:12]})"
-
-
-def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
-                            ) -> None:
-  """Records `mode` reads that were converted with another vocabulary than
-  the run `task.init_checkpoint` names are an error naming both and the fix.
-  """
-  _, run_config = _run_of(params)
-  run_vocab = getattr(getattr(run_config, "task", None), "vocab_file", "")
-  if not run_vocab or not tf.io.gfile.exists(run_vocab):
+def check_vocab_fits(params: cfg.ExperimentConfig, mode: str) -> None:
+  """Each vocabulary `mode` uses (the config's `vocab_file`s, and those the
+  records' converter meta data names) has one token per word-embedding row
+  of `task.init_checkpoint`; else a ValueError names both files and sizes."""
+  init_checkpoint = getattr(params.task, "init_checkpoint", "")
+  if not init_checkpoint:
     return
-  run_sha = output_sets.file_sha256(run_vocab)
-  run_size = len(tokenization.load_vocab(run_vocab))
-  for key, data in modes.data_configs(params, mode):
+  key = "task.init_checkpoint"
+  for vocab_key, path in input_checks.vocab_files(params, mode):
+    vocab_fit.check_vocab_fits(path, vocab_key, init_checkpoint, key)
+  found = vocab_fit.embedding_rows(init_checkpoint)
+  if found is None:
+    return
+  checkpoint, rows, variable = found
+  for data_key, data in modes.data_configs(params, mode):
     input_path = getattr(data, "input_path", "")
     if not input_path or input_path == "dummy":
       continue
-    vocab_file = getattr(data, "vocab_file", "")
-    if (vocab_file and tf.io.gfile.exists(vocab_file) and
-        output_sets.file_sha256(vocab_file) != run_sha):
-      raise ValueError(
-          f"{key}.vocab_file={vocab_file!r} is not the vocabulary of the run "
-          f"{params.task.init_checkpoint!r}, "
-          f"{_describe(run_vocab, run_size, run_sha)}: use "
-          f"--params_override={key}.vocab_file={run_vocab}.")
-    for path in preflight.match_input_files(key, input_path):
-      meta_path, meta = meta_data_of(path) or (None, {})
-      sha = meta.get("vocab_sha256")
-      if sha and sha != run_sha:
+    for path in input_checks.match_input_files(data_key, input_path):
+      meta_path, meta = input_checks.meta_data_of(path) or (None, {})
+      size = meta.get("vocab_size")
+      if isinstance(size, int) and size != rows:
         raise ValueError(
-            f"{key}.input_path: {path!r} was converted with vocabulary "
-            f"{_describe(meta.get('vocab_file'), meta.get('vocab_size'), sha)}"
-            f" (see {meta_path}), but task.init_checkpoint="
-            f"{params.task.init_checkpoint!r} was trained with "
-            f"{_describe(run_vocab, run_size, run_sha)}: convert the data "
-            f"again with --vocab_file={run_vocab}.")
-
-
-def check_records_manifest(params: cfg.ExperimentConfig, mode: str) -> None:
-  """Records `mode` reads must be those their converter's meta data lists
-  (`output_sets.check_set`: a killed conversion leaves new records beside
-  old meta data); else a ValueError names the data key, the file, what
-  differs and the command to run again. Each set is checked once; records
-  without meta data (not ours) are not checked."""
-  checked = set()
-  for key, data in modes.data_configs(params, mode):
-    input_path = getattr(data, "input_path", "")
-    if not input_path or input_path == "dummy":
-      continue
-    for path in preflight.match_input_files(key, input_path):
-      meta_path, meta = meta_data_of(path) or (None, None)
-      if meta_path is None or meta_path in checked:
-        continue
-      checked.add(meta_path)
-      try:
-        output_sets.check_set(meta_path, meta)
-      except ValueError as e:
-        raise ValueError(f"{key}.input_path={input_path!r}: {e}") from None
+            f"{data_key}.input_path: {path!r} was converted with vocabulary "
+            f"{meta.get('vocab_file')!r} of {size} tokens (see {meta_path}), "
+            f"but the word embedding of {key}={init_checkpoint!r} "
+            f"({checkpoint}: {variable}) has {rows} rows: convert the data "
+            "again with the checkpoint's vocabulary.")

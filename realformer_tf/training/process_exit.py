@@ -18,6 +18,8 @@ from typing import Callable
 
 from absl import app
 
+from realformer_tf.training import stop_signals
+
 
 def end_process(exit_code: int) -> None:
   """Runs the atexit callbacks as a normal exit does (TensorFlow's async
@@ -42,13 +44,16 @@ def _exit_code(error: SystemExit) -> int:
 
 def run_and_exit(main: Callable[..., None]) -> None:
   """`app.run(main)`, then `end_process` with the status Python would give:
-  0, `sys.exit`'s, or 1 after printing an uncaught exception as Python
-  does."""
+  0, `sys.exit`'s, 128 + the signal for a run stopped by SIGTERM/SIGINT
+  (`stop_signals`: 143, 130, as the shell reports a signal), or 1 after
+  printing an uncaught exception as Python does."""
   try:
     app.run(main)
     code = 0
   except SystemExit as e:
     code = _exit_code(e)
+  except stop_signals.Stopped as e:  # Reported already (train_lib).
+    code = e.exit_code
   except BaseException:  # pylint: disable=broad-except
     traceback.print_exc()
     code = 1

@@ -36,6 +36,9 @@ LOCK_FILE = "train.lock"
 # A lock's process must have started within this many seconds of the
 # recorded start time to be the one that wrote it (not a reused pid).
 _START_TIME_SLACK_S = 1.0
+# The largest pid any platform gives (Linux's pid_max limit, 2**22); a
+# lock's pid beyond it was not written by train.py.
+_MAX_PID = 2 ** 22
 
 
 class ModelDirBusyError(RuntimeError):
@@ -58,21 +61,40 @@ def _describe(holder: dict) -> str:
           f"{holder.get('since')} ({holder.get('command', '?')})")
 
 
+def _not_a_lock(path: str, what: str) -> ModelDirBusyError:
+  return ModelDirBusyError(
+      f"{path} exists but names no run ({what}). If no run uses this "
+      "directory, remove that file and start again.")
+
+
 def _read(path: str) -> Optional[dict]:
-  """The lock's content; None if there is no lock."""
+  """The lock's content; None if there is no lock.
+
+  A lock train.py did not write (not UTF-8, not JSON, no host or token, a pid
+  that no process can have) is an error naming the file and what is wrong
+  in it, not a stale lock: who wrote it, and whether that run is alive,
+  cannot be told, and taking it over could let two runs write one directory.
+  """
   try:
-    with open(path, encoding="utf-8") as f:
-      text = f.read()
+    with open(path, "rb") as f:
+      raw = f.read()
   except FileNotFoundError:
     return None
   try:
+    text = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise _not_a_lock(path, f"its bytes are not UTF-8 text ({e.reason} at "
+                      f"byte {e.start}: {raw[:40]!r})") from None
+  try:
     holder = json.loads(text)
-    int(holder["pid"]), str(holder["host"]), str(holder["token"])
+    pid = holder["pid"]
+    str(holder["host"]), str(holder["token"])
   except (ValueError, KeyError, TypeError):
-    raise ModelDirBusyError(
-        f"{path} exists but names no run (content {text[:200]!r}). If no "
-        "run uses this directory, remove that file and start again."
-    ) from None
+    raise _not_a_lock(path, f"content {text[:200]!r}") from None
+  if not isinstance(pid, int) or isinstance(pid, bool) or not (
+      0 < pid <= _MAX_PID):
+    raise _not_a_lock(path, f"its pid {pid!r} is not a process id (1 to "
+                      f"{_MAX_PID})")
   return holder
 
 
@@ -116,20 +138,34 @@ def _take_over(path: str, stale: dict) -> None:
 
 
 def _try_create(path: str, holder: dict) -> bool:
-  """Creates the lock with `holder`'s content; False if one exists."""
+  """Creates the lock with `holder`'s content; False if one exists.
+
+  Raises:
+    ValueError: naming the directory when the lock cannot be written (a
+      read-only file system, a full disk); nothing of it is left behind.
+  """
   tmp = f"{path}.new-{os.getpid()}-{holder['token']}"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(holder, f, indent=2, sort_keys=True)
-    f.write("\n")
-    f.flush()
-    os.fsync(f.fileno())
   try:
+    with open(tmp, "w", encoding="utf-8") as f:
+      json.dump(holder, f, indent=2, sort_keys=True)
+      f.write("\n")
+      f.flush()
+      os.fsync(f.fileno())
     os.link(tmp, path)
     return True
   except FileExistsError:
     return False
+  except OSError as e:
+    raise ValueError(
+        f"--model_dir={os.path.dirname(path)}: cannot write its lock {path} "
+        f"({e.strerror or e}; a read-only file system or a full disk?). "
+        "Nothing was written; free space or use a writable --model_dir."
+    ) from None
   finally:
-    os.remove(tmp)
+    try:
+      os.remove(tmp)
+    except FileNotFoundError:
+      pass  # Never created (open failed).
 
 
 def acquire(model_dir: str) -> Optional[dict]:
@@ -202,8 +238,9 @@ def hold(model_dir: str, enabled: bool = True) -> Iterator[Optional[dict]]:
     yield None
     return
   existed = _is_remote(model_dir) or os.path.isdir(model_dir)
-  holder = acquire(model_dir)
+  holder = None
   try:
+    holder = acquire(model_dir)
     yield holder
   finally:
     release(model_dir, holder)

@@ -2,13 +2,13 @@
 
 The flow is `official/nlp/train.py`'s, plus: parse errors naming the unknown
 experiment, config file or dotted key (`ExperimentParser`); before anything
-is written, the config's values checked (`check_config`), the run directory
-held against a second writer (`run_lock`), the quickstart's own data built
-and the config checked against its inputs (`training/preflight.py`);
+is written, every check in one pass (`preflight.checked_run`: config values,
+data sets, vocabularies, init checkpoint, model_dir, then its lock; the
+quickstart's own data built under it);
 `training/trainer.py`'s trainer (examples/s, non-finite loss stop);
 `training/controller.py`'s controller (a checkpoint is "saved" once written;
-a failed write stops the run); a final-evaluation record and a closing
-summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
+a failed write stops the run); SIGTERM/SIGINT ending the run with one
+line (`stop_signals`); a final-evaluation record and a closing summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
 """
 
 import functools
@@ -23,26 +23,24 @@ import tensorflow as tf
 import tf_keras
 import yaml
 
-from official.common import distribute_utils
 from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.core import task_factory
 from official.core import train_lib
 from official.core import train_utils
 from official.modeling import hyperparams
-from official.modeling import performance
 from realformer_tf import utils
-from realformer_tf.configs import experiments
 from realformer_tf.configs import registry
-from realformer_tf.data import quickstart_corpus
 from realformer_tf.training import controller as controller_lib
 from realformer_tf.training import init_from_run
+from realformer_tf.training import lr_schedule
 from realformer_tf.training import modes
 from realformer_tf.training import preflight
-from realformer_tf.training import run_lock
+from realformer_tf.training import run_dirs
 from realformer_tf.training import run_summary
-from realformer_tf.training import lr_schedule
+from realformer_tf.training import stop_signals
 from realformer_tf.training import trainer as trainer_lib
+from realformer_tf.training import value_checks
 
 
 def _unknown_key(config, overrides: Mapping[str, Any]) -> Optional[str]:
@@ -120,7 +118,7 @@ def parse_configuration_and_sources(flags_obj):
   by `task.init_checkpoint` taken, before the config is checked."""
   parser = ExperimentParser(flags_obj)
   params = parser.parse()
-  preflight.validate_field_types(params)
+  value_checks.validate_field_types(params)
   explicit = lr_schedule.explicit_keys(parser.sources)
   lr_schedule.follow_train_steps(params, explicit)
   init_from_run.inherit_encoder(params, explicit)
@@ -132,105 +130,8 @@ def parse_configuration_and_sources(flags_obj):
     raise ValueError(
         f"{e.args[0] if e.args else e} Set them to agree (setting only "
         "trainer.train_steps moves the schedule with it).") from None
-  preflight.validate_model(params)
+  value_checks.validate_model(params)
   return params, explicit
-
-
-def prepare_quickstart_data(params: cfg.ExperimentConfig, model_dir: str,
-                            input_files: Optional[Sequence[str]] = None
-                           ) -> None:
-  """Builds `realformer/quickstart`'s own data and points `params` at it, as
-  `experiments.realformer_quickstart` describes (the vocabulary size too: the
-  closing summary's chance line reports it)."""
-  task = params.task
-  name = experiments.QUICKSTART
-  if task.name != name:
-    if input_files:
-      raise ValueError(
-          f"--quickstart_input_files only applies to --experiment={name}, "
-          f"not to task.name={task.name!r}.")
-    return
-  paths = {"task.train_data.input_path": task.train_data.input_path,
-           "task.validation_data.input_path": task.validation_data.input_path}
-  if all(paths.values()) and not input_files:
-    return
-  if any(paths.values()):
-    raise ValueError(
-        f"{name}: set both {' and '.join(paths)} (your own records, without "
-        "--quickstart_input_files) or neither (records built in "
-        f"model_dir/data); got {paths}.")
-  for key in ("seq_length", "max_predictions_per_seq"):  # Before any write.
-    train_value, eval_value = (getattr(task.train_data, key),
-                               getattr(task.validation_data, key))
-    if train_value != eval_value:
-      raise ValueError(
-          f"{name} builds one set of records, but task.train_data.{key}="
-          f"{train_value} != task.validation_data.{key}={eval_value}.")
-  encoder = task.model.encoder.get()
-  data = quickstart_corpus.prepare_quickstart_data(
-      os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR),
-      input_files=list(input_files) if input_files else None,
-      vocab_size=encoder.vocab_size,
-      max_seq_length=task.train_data.seq_length,
-      max_predictions_per_seq=task.train_data.max_predictions_per_seq,
-      dupe_factor=experiments.QUICKSTART_DUPE_FACTOR)
-  task.train_data.input_path = data["train_file"]
-  task.validation_data.input_path = data["eval_file"]
-  task.vocab_file = data["vocab_file"]
-  encoder.vocab_size = int(data["vocab_size"])
-
-
-def check_model_dir_path(model_dir: str) -> None:
-  """`model_dir` is, or can be made, a directory: not a file, nor under one
-  (else TensorFlow's raw FailedPreconditionError at the first write)."""
-  if not model_dir:
-    raise ValueError("--model_dir is required.")
-  path = model_dir.rstrip("/") or "/"
-  while not tf.io.gfile.exists(path):
-    parent = os.path.dirname(path)
-    if parent in (path, "") or parent.endswith(":/"):
-      return  # Nothing of it exists yet (a relative path, or a bucket).
-    path = parent
-  if not tf.io.gfile.isdir(path):
-    where = ("is a file" if path == model_dir.rstrip("/") else
-             f"is under {path!r}, which is a file")
-    raise ValueError(f"--model_dir={model_dir!r} {where}, not a directory: "
-                     "name a directory for the run's checkpoints and "
-                     "summaries.")
-
-
-def check_config(params: cfg.ExperimentConfig, mode: str,
-                 model_dir: str) -> None:
-  """The checks that read no input file and write nothing: run first, so a
-  bad value neither builds data nor creates `model_dir`."""
-  if mode not in modes.MODES:
-    raise ValueError(f"--mode={mode!r} is not supported by train.py; use one "
-                     f"of {', '.join(modes.MODES)}.")
-  check_model_dir_path(model_dir)
-  preflight.validate_config(params, mode)
-  preflight.validate_runtime(params)
-
-
-def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
-                         model_dir: str,
-                         quickstart_input_files=None
-                        ) -> cfg.ExperimentConfig:
-  """Builds self-made data, checks config and inputs, and locks `params`."""
-  # Config-only checks first: a bad value must not rebuild the data cache.
-  check_config(params, mode, model_dir)
-  # Model Garden reads task.init_checkpoint only when a training run starts
-  # without a checkpoint of its own; checked before any data is built.
-  if (mode in modes.TRAIN_MODES and
-      not tf.train.latest_checkpoint(model_dir)):
-    init_from_run.check_init_checkpoint(params)
-  prepare_quickstart_data(params, model_dir, quickstart_input_files)
-  preflight.validate_experiment(params, mode)
-  init_from_run.check_records_manifest(params, mode)
-  init_from_run.check_records_vocabulary(params, mode)
-  check_model_dir(params, mode, model_dir)
-  params.validate()
-  params.lock()
-  return params
 
 
 # Written by `run` after the final evaluation of a train_and_eval or
@@ -239,37 +140,8 @@ def prepare_and_validate(params: cfg.ExperimentConfig, mode: str,
 FINAL_EVAL_FILE = "final_eval.json"
 
 
-def check_model_dir(params: cfg.ExperimentConfig, mode: str,
-                    model_dir: str) -> None:
-  """Checks `model_dir`'s earlier run against this one, before any write.
-
-  `--mode=eval` needs a checkpoint (else: metrics of a random model). A train
-  mode resuming checkpoints needs the same `task.name` and `task.model` as
-  `params.yaml` (else it would overwrite it, then fail restoring, leaving a
-  directory that can no longer be exported); the error lists each change.
-  """
-  has_checkpoint = bool(tf.train.latest_checkpoint(model_dir))
-  if mode == "eval" and not has_checkpoint:
-    raise ValueError(
-        f"--mode=eval: no checkpoint in --model_dir={model_dir!r}, so there "
-        "is no trained model to evaluate. Train first (--mode=train), or "
-        "point --model_dir at a run's directory.")
-  params_path = os.path.join(model_dir, "params.yaml")
-  if (mode not in modes.TRAIN_MODES or not has_checkpoint or
-      not tf.io.gfile.exists(params_path)):
-    return
-  old, new = (
-      lr_schedule.dotted_items({"task": {"name": p.task.name,
-                                      "model": p.task.model.as_dict()}})
-      for p in (registry.load_experiment_config(model_dir), params))
-  changed = [f"{key}: {old.get(key)!r} in params.yaml, {new.get(key)!r} now"
-             for key in sorted(set(old) | set(new))
-             if old.get(key) != new.get(key)]
-  if changed:
-    raise ValueError(
-        f"--model_dir={model_dir!r} holds checkpoints of another model "
-        f"({params_path}): " + "; ".join(changed) + ". Use a new --model_dir, "
-        "or the same model config to resume.")
+# For callers that check a config without running it.
+prepare_and_validate = preflight.prepare_and_validate
 
 
 def clean_stale_temps(model_dir: str) -> List[str]:
@@ -289,8 +161,7 @@ def clean_stale_temps(model_dir: str) -> List[str]:
     else:
       tf.io.gfile.remove(path)
     removed.append(path)
-  for folder in (model_dir,
-                 os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)):
+  for folder in (model_dir, run_dirs.quickstart_data_dir(model_dir)):
     removed.extend(utils.remove_stale_temps(folder))
   for path in removed:
     logging.warning("Removed %s, left by an interrupted run.", path)
@@ -322,33 +193,27 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   says; train.py and the GLUE sweep both run through here. Returns the last
   evaluation's metrics (empty if the mode does not evaluate).
 
-  A training run holds `model_dir` (`run_lock.hold`) from its first write to
-  its end: a second writer fails at once, naming it. Only the chief does: the
-  worker that Model Garden lets write `model_dir`'s checkpoints
-  (`strategy.extended.should_checkpoint`, official/core/train_lib.py:170;
-  the others save theirs to a temporary directory and write nothing else
-  here but their own event files). Eval modes take no lock: they write only
-  `validation/` event files, beside a training run by design (a train job
-  and a continuous_eval job on one directory, as official/nlp/train.py).
+  Every check runs first, once (`preflight.checked_run`, which also holds
+  `model_dir`'s lock for the run: a second writer fails at once, naming it).
+  Only the chief takes it: the worker that Model Garden lets write
+  `model_dir`'s checkpoints (`strategy.extended.should_checkpoint`,
+  official/core/train_lib.py:170; the others save theirs to a temporary
+  directory and write nothing else here but their own event files).
   """
-  check_config(params, mode, model_dir)
-  # As official/nlp/train.py: 'mixed_float16'/'mixed_bfloat16' policies; the
-  # loss scale applies with float16 only.
-  if params.runtime.mixed_precision_dtype:
-    performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
-  strategy = distribute_utils.get_distribution_strategy(
-      distribution_strategy=params.runtime.distribution_strategy,
-      all_reduce_alg=params.runtime.all_reduce_alg,
-      num_gpus=params.runtime.num_gpus,
-      tpu_address=params.runtime.tpu,
-      **params.runtime.model_parallelism())
-  preflight.validate_batch_sizes(params, mode, strategy.num_replicas_in_sync)
-  chief = strategy.extended.should_checkpoint
-  with run_lock.hold(model_dir,
-                     enabled=chief and mode in modes.TRAIN_MODES):
-    return _run_checked(
-        prepare_and_validate(params, mode, model_dir, quickstart_input_files),
-        mode, model_dir, strategy, chief, enable_async_checkpointing)
+  with stop_signals.raised_on_signals():
+    try:
+      with preflight.checked_run(params, mode, model_dir,
+                                 quickstart_input_files) as run:
+        return _run_checked(run.params, mode, model_dir, run.strategy,
+                            run.chief, enable_async_checkpointing)
+    except stop_signals.Stopped as stop:
+      # The lock is released by now; the checkpoint is complete (synced).
+      latest = run_dirs.latest_checkpoint(model_dir)
+      step = checkpoint_step(latest) if latest else None
+      _log(stop_signals.stop_line(
+          stop, stop.step if stop.step is not None else step or 0, latest,
+          step))
+      raise
 
 
 def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
@@ -358,7 +223,7 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   logging.info("Final experiment parameters:\n%s",
                pprint.pformat(params.as_dict()))
   start_step = (checkpoint_step(model_dir)
-                if tf.train.latest_checkpoint(model_dir) else 0)
+                if run_dirs.latest_checkpoint(model_dir) else 0)
   completed = (mode in modes.TRAIN_MODES and
                start_step >= params.trainer.train_steps)
   if completed:
@@ -403,12 +268,19 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   # official/nlp/train.py retries here after a TPU preemption through a
   # preemption watcher that its open-source build leaves disabled; a rerun of
   # the same command resumes from the latest checkpoint instead.
-  _, eval_logs = train_lib.run_experiment(
-      distribution_strategy=strategy, task=task,
-      mode="eval" if completed else mode, params=params, model_dir=model_dir,
-      trainer=trainer, eval_actions=[eval_outputs.append],
-      controller_cls=controller_lib.Controller,
-      enable_async_checkpointing=enable_async_checkpointing)
+  try:
+    _, eval_logs = train_lib.run_experiment(
+        distribution_strategy=strategy, task=task,
+        mode="eval" if completed else mode, params=params,
+        model_dir=model_dir, trainer=trainer,
+        eval_actions=[eval_outputs.append],
+        controller_cls=controller_lib.Controller,
+        enable_async_checkpointing=enable_async_checkpointing)
+  except stop_signals.Stopped as stop:
+    # An async save in flight completes (and is listed) before the report.
+    trainer.checkpoint.sync()
+    stop.step = int(trainer.global_step.numpy())
+    raise
   final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
   step = int(trainer.global_step.numpy())
   values = {k: float(v) for k, v in sorted(final.items())

@@ -20,6 +20,7 @@ import tensorflow as tf
 import tf_keras
 
 from official.core import base_trainer
+from realformer_tf.training import run_dirs
 
 
 class NonFiniteLossError(RuntimeError):
@@ -158,8 +159,7 @@ class Trainer(base_trainer.Trainer):
                       "recovery restores the last checkpoint.", message,
                       trials)
       return
-    latest = (tf.train.latest_checkpoint(self._model_dir)
-              if self._model_dir else None)
+    latest = run_dirs.latest_checkpoint(self._model_dir)
     raise NonFiniteLossError(
         f"{message} Training stopped; nothing from this loop was "
         f"checkpointed (latest checkpoint: {latest or 'none'}). Lower "

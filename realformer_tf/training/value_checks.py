@@ -14,14 +14,25 @@ at once.
 Ranges are the ones the libraries give their arguments (Keras optimizers:
 betas in [0, 1), momentum in [0, 1]; `tf.keras` dropout: rate in [0, 1)) or
 that follow from what a key means (a warm-up ends within the run).
+
+Also here, as the same stage of the checks before a run (`preflight`):
+values of the wrong type (`validate_field_types`, at parse time), the
+encoder config's own `validate`, sequence lengths against the position
+table, the GPUs asked for and the batches' split over the replicas.
 """
 
+import dataclasses
 import numbers
 import re
-from typing import Iterator, List, Tuple
+import typing
+from typing import Iterator, List, Optional, Tuple
+
+import tensorflow as tf
 
 from official.core import config_definitions as cfg
 from official.modeling import hyperparams
+from realformer_tf.configs import registry
+from realformer_tf.training import modes
 
 # `runtime.mixed_precision_dtype` values Model Garden's
 # `performance.set_mixed_precision_policy` accepts (float16 and bfloat16 set
@@ -218,3 +229,115 @@ def check_values(params: cfg.ExperimentConfig, trains: bool,
   errors += _runtime_errors(params.runtime)
   if errors:
     raise ValueError("Config values out of range: " + "; ".join(errors) + ".")
+
+
+def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
+  for field in dataclasses.fields(config):
+    value, key = getattr(config, field.name, None), prefix + field.name
+    expected = field.type
+    if typing.get_origin(expected) is typing.Union:  # Optional[int] etc.
+      args = [a for a in typing.get_args(expected) if a is not type(None)]
+      expected = args[0] if len(args) == 1 else None
+    article = "an" if expected is int else "a"
+    if isinstance(value, hyperparams.OneOfConfig):  # Its chosen branch only.
+      key, value = f"{key}.{value.type}", value.get()
+    if isinstance(value, hyperparams.Config):
+      if expected in (int, float, bool, str):  # e.g. `train_steps.x=1`
+        yield (f"{key} must be {article} {expected.__name__}, not the "
+               f"mapping {value.as_dict()}")
+      else:
+        yield from _type_errors(value, key + ".")
+    elif isinstance(value, (list, tuple)):
+      for i, item in enumerate(value):
+        if isinstance(item, hyperparams.Config):
+          yield from _type_errors(item, f"{key}[{i}].")
+    elif value is not None and expected in (int, float, bool) and (
+        # A bool is an int to isinstance; an int is a fine float.
+        isinstance(value, bool) != (expected is bool) or not isinstance(
+            value, (int, float) if expected is float else expected)):
+      yield (f"{key}={value!r} must be {article} {expected.__name__}, not "
+             f"{type(value).__name__}")
+
+
+def validate_field_types(params: cfg.ExperimentConfig) -> None:
+  """Every int, float and bool field of `params` holds a value of that type.
+
+  Model Garden's `Config.override` stores what YAML or `--params_override`
+  gives unconverted (`official/modeling/hyperparams/base_config.py:225`):
+  `train_steps=1.5` makes Orbit loop at step 1 forever, `train_steps=abc` a
+  `TypeError` deep in the trainer. The error names every mistyped key.
+  """
+  errors = list(_type_errors(params, ""))
+  if errors:
+    raise ValueError("Config values of the wrong type: " + "; ".join(errors) +
+                     ".")
+
+
+def validate_model(params: cfg.ExperimentConfig) -> None:
+  """Runs the encoder config's own `validate` now, not at build time (Model
+  Garden's parse checks only `restrictions`); errors name its key."""
+  encoder_key, encoder = registry.task_encoder(params)
+  if encoder is None:
+    return
+  try:
+    encoder.validate()
+  except ValueError as e:
+    raise ValueError(f"{encoder_key}: {e}") from None
+
+
+def _check_lengths(key: str, data, encoder_key: Optional[str],
+                   encoder) -> None:
+  seq_length = getattr(data, "seq_length", None)
+  if seq_length is None:
+    return
+  if seq_length < 1:
+    raise ValueError(f"{key}.seq_length={seq_length} must be positive.")
+  max_positions = getattr(encoder, "max_position_embeddings", None)
+  if max_positions is not None and seq_length > max_positions:
+    raise ValueError(
+        f"{key}.seq_length={seq_length} exceeds "
+        f"{encoder_key}.max_position_embeddings={max_positions}: shorten the "
+        "sequences or enlarge the position table.")
+  max_predictions = getattr(data, "max_predictions_per_seq", None)
+  if max_predictions is not None and max_predictions > seq_length:
+    raise ValueError(
+        f"{key}.max_predictions_per_seq={max_predictions} exceeds "
+        f"{key}.seq_length={seq_length}.")
+
+
+def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
+  """The checks of `params`' values for `mode` that read no input file
+  (`check_values`, then lengths and the visible GPUs)."""
+  check_values(
+      params, trains=mode in modes.TRAIN_MODES,
+      evaluates=mode in modes.EVAL_MODES,
+      data_keys=[key for key, _ in modes.data_configs(params, mode)])
+  encoder_key, encoder = registry.task_encoder(params)
+  for key, data in modes.data_configs(params, mode):
+    _check_lengths(key, data, encoder_key, encoder)
+  validate_runtime(params)
+
+
+def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
+                         num_replicas: int) -> None:
+  """Each global batch must split evenly over the replicas (positive:
+  `check_values`)."""
+  for key, data in modes.data_configs(params, mode):
+    batch = data.global_batch_size
+    if batch % num_replicas:
+      raise ValueError(
+          f"{key}.global_batch_size={batch} is not divisible by the "
+          f"{num_replicas} replicas of runtime.distribution_strategy="
+          f"{params.runtime.distribution_strategy!r}.")
+
+
+def validate_runtime(params: cfg.ExperimentConfig) -> None:
+  """`runtime.num_gpus` GPUs are visible, before a strategy is built on them."""
+  runtime = params.runtime
+  if (not runtime.num_gpus or
+      runtime.distribution_strategy not in ("mirrored", "one_device")):
+    return  # Nothing to check: no device listing at start-up.
+  gpus = len(tf.config.list_physical_devices("GPU"))
+  if runtime.num_gpus > gpus:
+    raise ValueError(f"runtime.num_gpus={runtime.num_gpus} but {gpus} GPU(s) "
+                     "are visible to TensorFlow.")

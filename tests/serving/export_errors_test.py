@@ -84,6 +84,21 @@ def test_vocabulary_larger_than_the_model(tmp_path, glue_runs):
   assert _no_output(out)
 
 
+def test_vocabulary_of_another_size_than_the_embedding(tmp_path, glue_runs):
+  """Issue 30 item 0: a smaller vocabulary exported (with a log line) and
+  served ids the model never learned for those tokens."""
+  vocab = str(tmp_path / "small.txt")
+  with open(vocab, "w") as f:
+    f.write("\n".join(common.VOCAB[:-2]) + "\n")
+  out = str(tmp_path / "out")
+  with pytest.raises(ValueError) as e:
+    export.export_model(glue_runs["stsb"][0], out, vocab_file=vocab)
+  assert (f"--vocab_file={vocab!r} has {len(common.VOCAB) - 2} tokens, but "
+          "the word embedding of --model_dir=") in str(e.value)
+  assert f"has {len(common.VOCAB)} rows" in str(e.value)
+  assert _no_output(out)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(max_seq_length=33), r"max_seq_length=33 must be in \[3, "
      r"max_position_embeddings=32\]"),

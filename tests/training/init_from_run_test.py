@@ -17,6 +17,7 @@ from realformer_tf.data import glue
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 from realformer_tf.training import init_from_run
+from realformer_tf.training import input_checks
 from realformer_tf.training import train_lib
 from tests.helpers import shared_data
 from tests.helpers import train_runs as utils
@@ -45,6 +46,21 @@ def _write_run(run_dir, vocab_file, with_nsp=True, nsp_width=16):
   manager = tf.train.CheckpointManager(tf.train.Checkpoint(encoder=encoder),
                                        run_dir, max_to_keep=1)
   return manager.save(checkpoint_number=7)
+
+
+def _glue_records(directory, seq_length=16):
+  """A valid GLUE (MRPC) record file of the tiny vocabulary: the checks of
+  the data sets, which run first, pass it."""
+  path = os.path.join(directory, "mrpc_train.tf_record")
+  ids = [2] + [7] * (seq_length - 2) + [3]
+  feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(
+      value=value)) for name, value in (
+          ("input_ids", ids), ("input_mask", [1] * seq_length),
+          ("segment_ids", [0] * seq_length), ("label_ids", [1]))}
+  with tf.io.TFRecordWriter(path) as writer:
+    writer.write(tf.train.Example(features=tf.train.Features(
+        feature=feature)).SerializeToString())
+  return path
 
 
 def _glue_flags(init_checkpoint, extra=""):
@@ -154,11 +170,11 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(
         ValueError, r"mrpc_train.tf_record.*other.txt \(40 tokens.*"
         r"mrpc_meta_data.json.*vocab.txt \(64 tokens.*--vocab_file="):
-      init_from_run.check_records_vocabulary(params, "train")
+      input_checks.check_records_vocabulary(params, "train")
     # Same vocabulary: fine.
     with open(os.path.join(data_dir, "mrpc_meta_data.json"), "w") as f:
       json.dump(dict(meta, **tokenization.vocab_meta(self.vocab)), f)
-    init_from_run.check_records_vocabulary(params, "train")
+    input_checks.check_records_vocabulary(params, "train")
 
   def test_prepare_and_validate_writes_nothing_on_mismatch(self):
     prefix = _write_run(self.run_dir, self.vocab)
@@ -166,14 +182,44 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     params, _ = self._parse(
         prefix, ",task.model.encoder.any.hidden_size=32,"
         "task.model.encoder.any.num_attention_heads=2,"
-        "task.init_cls_pooler=false,"
-        f"task.train_data.input_path={self.vocab},"
-        f"task.validation_data.input_path={self.vocab}")
+        "task.init_cls_pooler=false,task.train_data.seq_length=16,"
+        f"task.train_data.input_path={_glue_records(self.tmp)}")
     model_dir = os.path.join(self.tmp, "mrpc")
     with self.assertRaisesRegex(errors.CheckpointMismatchError,
                                 "checkpoint .*, model .*32"):
       train_lib.prepare_and_validate(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
+
+  def test_vocabulary_of_another_size_than_the_embedding_is_refused(self):
+    """Issue 30 item 0: a run whose vocab.txt was rebuilt (40 tokens) beside
+    its checkpoint (64 embedding rows); records converted with that
+    vocabulary passed every check and fine-tuned to rc 0 on ids that do not
+    match the checkpoint. Now refused before the model dir is created."""
+    rebuilt = utils.write_vocab(os.path.join(self.tmp, "rebuilt.txt"),
+                                size=40)
+    _write_run(self.run_dir, rebuilt)
+    records = _glue_records(self.tmp)
+    with open(os.path.join(self.tmp, "mrpc_meta_data.json"), "w") as f:
+      json.dump(dict(tokenization.vocab_meta(rebuilt), task="mrpc",
+                     splits={"train": {"file": "mrpc_train.tf_record"}}), f)
+    params, _ = self._parse(
+        self.run_dir, f",task.train_data.seq_length=16,"
+        f"task.train_data.input_path={records}")
+    model_dir = os.path.join(self.tmp, "mrpc")
+    with self.assertRaisesRegex(
+        ValueError, r"mrpc_train.tf_record.*rebuilt.txt' of 40 tokens \(see "
+        r".*mrpc_meta_data.json\), but the word embedding of "
+        r"task.init_checkpoint=.*pretrain.*ckpt-7.*has 64 rows"):
+      train_lib.prepare_and_validate(params, "train", model_dir)
+    self.assertFalse(os.path.exists(model_dir))
+    params.task.validation_data.input_path = records
+    params.task.validation_data.seq_length = 16
+    # The run's own vocabulary (64 tokens) fits.
+    params.task.validation_data.vocab_file = self.vocab
+    with open(os.path.join(self.tmp, "mrpc_meta_data.json"), "w") as f:
+      json.dump(dict(tokenization.vocab_meta(self.vocab), task="mrpc",
+                     splits={"train": {"file": "mrpc_train.tf_record"}}), f)
+    init_from_run.check_vocab_fits(params, "train_and_eval")
 
   def test_mixed_record_set_is_refused_before_writing(self):
     """Issue 23: new --nolower_case train records beside the old dev records
@@ -193,7 +239,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
                 f"task.train_data.input_path={data_dir}/mrpc_train.tf_record,"
                 "task.validation_data.input_path="
                 f"{data_dir}/mrpc_dev.tf_record"), tpu=None))
-    init_from_run.check_records_manifest(params, "train")  # A whole set.
+    input_checks.check_records_manifest(params, "train")  # A whole set.
 
     train = glue.record_path(data_dir, "mrpc", "train")
     other = glue.record_path(other_dir, "mrpc", "train")
@@ -215,7 +261,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     meta_path = pretraining_data.meta_data_path(record)
     with open(meta_path, "w") as f:
       json.dump({"files": {"train.tfrecord": {}}}, f)
-    self.assertEqual(init_from_run.meta_data_of(record)[0], meta_path)
+    self.assertEqual(input_checks.meta_data_of(record)[0], meta_path)
 
 
 if __name__ == "__main__":

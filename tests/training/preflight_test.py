@@ -1,191 +1,159 @@
-"""Tests for realformer_tf/training/preflight.py: typed fields, record kinds
-and token ids of GLUE/SQuAD/pre-training records, unreadable files.
+"""Tests for realformer_tf/training/preflight.py: one pass of checks, none
+of which refuses after a write; a quickstart run's data is never rebuilt
+from other inputs (issue 30 item 0)."""
 
-(The pre-training input checks are also exercised end to end, through
-train_lib, in tests/training/train_lib_test.py.)"""
+import os
+import shutil
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
 from official.core import exp_factory
+from official.core import train_utils
+from realformer_tf.configs import experiments
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import preflight
-from tests.helpers import train_runs as utils
 
-SEQ = 16
-VOCAB = 64
-
-
-def _int(values):
-  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+_WORDS = {
+    "a": "the cat sat on a mat and the dog ran to the park where birds sing",
+    "b": "quantum fields interact through gauge bosons while fermions obey",
+}
 
 
-def _write(path, examples):
-  with tf.io.TFRecordWriter(str(path)) as writer:
-    for features in examples:
-      writer.write(tf.train.Example(features=tf.train.Features(
-          feature={k: _int(v) for k, v in features.items()}))
-                   .SerializeToString())
+def _corpus(path, words):
+  """Twelve documents of eight sentences of `words`."""
+  words = words.split()
+  lines = []
+  for d in range(12):
+    for s in range(8):
+      lines.append(" ".join(words[(d + s + i) % len(words)]
+                            for i in range(6)).capitalize() + ".")
+    lines.append("")
+  path.write_text("\n".join(lines) + "\n")
   return str(path)
 
 
-def _pair_examples(n, max_id=VOCAB - 1, squad=False, seed=0):
-  """GLUE (or SQuAD train) records; the last one holds id `max_id`."""
-  rng = np.random.RandomState(seed)
-  examples = []
-  for i in range(n):
-    ids = [2] + list(rng.randint(5, VOCAB, SEQ - 2)) + [3]
-    if i == n - 1:
-      ids[1] = max_id
-    features = {"input_ids": ids, "input_mask": [1] * SEQ,
-                "segment_ids": [0] * SEQ}
-    if squad:
-      features.update(start_positions=[1], end_positions=[2])
-    else:
-      features.update(label_ids=[i % 2], example_id=[i])
-    examples.append(features)
-  return examples
-
-
-def _config(name, train_path, seq=SEQ, vocab_size=VOCAB):
-  params = exp_factory.get_exp_config(name)
-  params.override({
-      "task": {"model": {"encoder": {"any": {
-          "vocab_size": vocab_size, "max_position_embeddings": 32}}},
-               "train_data": {"input_path": train_path, "seq_length": seq}},
-      "trainer": {"train_steps": 4, "optimizer_config": {
-          "learning_rate": {"polynomial": {"decay_steps": 4}}}},
-  })
+def _quickstart():
+  params = exp_factory.get_exp_config(experiments.QUICKSTART)
+  params.override({"task": {
+      "model": {"encoder": {"any": {
+          "vocab_size": 300, "hidden_size": 16, "num_layers": 1,
+          "num_attention_heads": 2, "intermediate_size": 32,
+          "max_position_embeddings": 32}}},
+      "train_data": {"seq_length": 32, "max_predictions_per_seq": 5},
+      "validation_data": {"seq_length": 32, "max_predictions_per_seq": 5}}})
   return params
 
 
-EXPERIMENTS = [("glue", "realformer/glue", False),
-               ("squad", "realformer/squad", True)]
+def _files(directory):
+  """{name: (bytes, mtime_ns)} of every file under `directory`."""
+  found = {}
+  for root, _, names in os.walk(directory):
+    for name in names:
+      path = os.path.join(root, name)
+      with open(path, "rb") as f:
+        found[os.path.relpath(path, directory)] = (f.read(),
+                                                  os.stat(path).st_mtime_ns)
+  return found
 
 
-@pytest.mark.parametrize("name,experiment,squad", EXPERIMENTS)
-def test_finetuning_records_pass(tmp_path, name, experiment, squad):
-  del name
-  path = _write(tmp_path / "train.tf_record", _pair_examples(5, squad=squad))
-  preflight.validate_experiment(_config(experiment, path), "train")
+@pytest.fixture(scope="module")
+def quickstart_run(tmp_path_factory):
+  """A quickstart run's directory (its data from corpus "a", params.yaml and
+  a checkpoint), as train.py leaves it after its first checkpoint."""
+  tmp = tmp_path_factory.mktemp("run")
+  corpus_a = _corpus(tmp / "a.txt", _WORDS["a"])
+  model_dir = str(tmp / "run")
+  params = preflight.prepare_and_validate(_quickstart(), "train", model_dir,
+                                          [corpus_a])
+  train_utils.serialize_config(params, model_dir)
+  tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)),
+                             model_dir, max_to_keep=1).save(
+                                 checkpoint_number=2)
+  return tmp, model_dir, corpus_a, params
 
 
-@pytest.mark.parametrize("name,experiment,squad", EXPERIMENTS)
-def test_token_id_beyond_vocab_in_a_later_record(tmp_path, name, experiment,
-                                                 squad):
-  del name
-  good = _write(tmp_path / "a.tf_record", _pair_examples(3, squad=squad))
-  bad = _write(tmp_path / "b.tf_record",
-               _pair_examples(5, max_id=3892, squad=squad))
+def test_a_runs_data_is_not_rebuilt_from_another_corpus(quickstart_run):
+  """Before: `D/data` (vocab.txt, records) was rebuilt from the new corpus,
+  and only then "holds checkpoints of another model" refused: the run's
+  vocabulary was gone."""
+  tmp, model_dir, corpus_a, _ = quickstart_run
+  corpus_b = _corpus(tmp / "b.txt", _WORDS["b"])
+  before = _files(os.path.join(model_dir, "data"))
   with pytest.raises(ValueError) as e:
-    preflight.validate_experiment(_config(experiment, f"{good},{bad}"),
-                                   "train")
+    preflight.prepare_and_validate(_quickstart(), "train_and_eval", model_dir,
+                                   [corpus_b])
   message = str(e.value)
-  for fragment in ("task.model.encoder.any.vocab_size=64", bad,
-                   "token id 3892", "'input_ids'", "another vocabulary"):
+  for fragment in (f"--model_dir={model_dir!r} holds a quickstart run",
+                   "ckpt-2", f"corpus: files {corpus_a} (sha256 ",
+                   f"{os.path.join(model_dir, 'data', 'manifest.json')}, "
+                   f"files {corpus_b} (sha256 ", "Its data is kept",
+                   "use a new --model_dir"):
     assert fragment in message, message
+  # Another vocabulary size (or Python's stdlib corpus) is refused the same.
+  other = _quickstart()
+  other.task.model.encoder.any.vocab_size = 200
+  with pytest.raises(ValueError, match=r"vocab_size: 300 in .*manifest.json, "
+                     r"200 now"):
+    preflight.prepare_and_validate(other, "eval", model_dir, [corpus_a])
+  with pytest.raises(ValueError, match=r"corpus: files .*a.txt .* the Python "
+                     r"[0-9.]+ standard library's docstrings now"):
+    preflight.prepare_and_validate(_quickstart(), "train", model_dir)
+  assert _files(os.path.join(model_dir, "data")) == before
 
 
-@pytest.mark.parametrize("name,experiment,squad", EXPERIMENTS)
-def test_pretraining_records_given_to_finetuning(tmp_path, name, experiment,
-                                                 squad):
-  del name
-  path = utils.write_pretraining_records(str(tmp_path / "pretrain.tfrecord"),
-                                         4)
-  with pytest.raises(ValueError) as e:
-    preflight.validate_experiment(_config(experiment, path), "train")
-  message = str(e.value)
-  assert path in message and "task.train_data.input_path" in message
-  missing = "start_positions" if squad else "label_ids"
-  assert f"no '{missing}' feature" in message, message
-  what = "SQuAD training records" if squad else "GLUE sentence-pair records"
-  assert f"Expected {what}" in message, message
+def test_a_runs_own_corpus_resumes_on_its_data_unwritten(quickstart_run):
+  _, model_dir, corpus_a, first = quickstart_run
+  before = _files(model_dir)
+  params = preflight.prepare_and_validate(_quickstart(), "train_and_eval",
+                                          model_dir, [corpus_a])
+  assert params.task.vocab_file == first.task.vocab_file
+  assert (params.task.model.encoder.any.vocab_size ==
+          first.task.model.encoder.any.vocab_size)
+  assert _files(model_dir) == before
 
 
-@pytest.mark.parametrize("name,experiment,squad", EXPERIMENTS)
-def test_records_of_another_seq_length(tmp_path, name, experiment, squad):
-  del name
-  path = _write(tmp_path / "train.tf_record", _pair_examples(2, squad=squad))
-  with pytest.raises(ValueError, match=r"task.train_data.seq_length=32, but "
-                     r"the records in .*'input_ids' of length 16"):
-    preflight.validate_experiment(_config(experiment, path, seq=32),
-                                   "train")
+def test_a_runs_damaged_data_is_rebuilt_from_the_same_inputs(quickstart_run,
+                                                            tmp_path):
+  _, model_dir, corpus_a, first = quickstart_run
+  copy = str(tmp_path / "copy")
+  shutil.copytree(model_dir, copy)
+  vocab = os.path.join(copy, "data", "vocab.txt")
+  with open(vocab, "rb") as f:
+    tokens = f.read()
+  with open(os.path.join(copy, "data", "eval.tfrecord"), "ab") as f:
+    f.write(b"x")  # No longer what its manifest lists.
+  params = preflight.prepare_and_validate(_quickstart(), "train", copy,
+                                          [corpus_a])
+  with open(vocab, "rb") as f:
+    assert f.read() == tokens
+  assert (params.task.model.encoder.any.vocab_size ==
+          first.task.model.encoder.any.vocab_size)
 
 
-def test_glue_records_given_to_pretraining(tmp_path):
-  path = _write(tmp_path / "glue.tf_record", _pair_examples(2))
-  params = exp_factory.get_exp_config("realformer/pretraining")
-  params.override({"task": {"train_data": {"input_path": path}},
-                   "trainer": {"optimizer_config": {"learning_rate": {
-                       "polynomial": {"decay_steps": 1000000}}}}})
-  with pytest.raises(ValueError) as e:
-    preflight.validate_experiment(params, "train")
-  assert "no 'masked_lm_positions' feature" in str(e.value)
-  assert "Expected BERT pre-training records" in str(e.value)
+def test_a_run_without_its_data_manifest_is_refused(quickstart_run, tmp_path):
+  _, model_dir, corpus_a, _ = quickstart_run
+  bare = str(tmp_path / "bare")
+  os.makedirs(bare)
+  for name in os.listdir(model_dir):
+    if name != "data":
+      os.link(os.path.join(model_dir, name), os.path.join(bare, name))
+  with pytest.raises(ValueError, match=r"holds a quickstart run .* no "
+                     r"readable .*data/manifest.json"):
+    preflight.prepare_and_validate(_quickstart(), "train", bare, [corpus_a])
+  assert not os.path.exists(os.path.join(bare, "data"))
 
 
-def test_truncated_record_file_is_named(tmp_path):
-  path = _write(tmp_path / "train.tf_record", _pair_examples(50))
-  with open(path, "rb") as f:
-    data = f.read()
-  with open(path, "wb") as f:
-    f.write(data[:-10])
-  with pytest.raises(ValueError) as e:
-    preflight.validate_experiment(_config("realformer/glue", path), "train")
-  assert f"{path!r} cannot be read to the end" in str(e.value)
-  assert "truncated or corrupt" in str(e.value)
-
-
-@pytest.mark.parametrize("overrides,fragments", [
-    ({"trainer": {"train_steps": 1.5}},
-     ["trainer.train_steps=1.5 must be an int, not float"]),
-    ({"trainer": {"train_steps": "abc"}},
-     ["trainer.train_steps='abc' must be an int, not str"]),
-    ({"trainer": {"steps_per_loop": 2.0},
-      "task": {"model": {"encoder": {"any": {"hidden_size": "64"}}}}},
-     ["task.model.encoder.any.hidden_size='64' must be an int",
-      "trainer.steps_per_loop=2.0 must be an int"]),
-    ({"task": {"train_data": {"global_batch_size": True}}},
-     ["task.train_data.global_batch_size=True must be an int, not bool"]),
-    ({"trainer": {"loss_upper_bound": "big"}},
-     ["trainer.loss_upper_bound='big' must be a float, not str"]),
-    ({"trainer": {"train_steps": {"x": 1}}},  # --params_override=...x=1
-     ["trainer.train_steps must be an int, not the mapping {'x': 1}"]),
-])
-def test_mistyped_fields_are_named(overrides, fragments):
-  params = exp_factory.get_exp_config("realformer/quickstart")
-  params.override(overrides, is_strict=True)
-  with pytest.raises(ValueError) as e:
-    preflight.validate_field_types(params)
-  for fragment in fragments:
-    assert fragment in str(e.value), str(e.value)
-
-
-@pytest.mark.parametrize("name", ["realformer/pretraining",
-                                  "realformer/quickstart", "realformer/glue",
-                                  "realformer/squad"])
-def test_registered_experiments_are_well_typed(name):
-  params = exp_factory.get_exp_config(name)
-  params.override({"trainer": {"loss_upper_bound": 10}})  # int for a float.
-  preflight.validate_field_types(params)
-
-
-def test_validate_config_needs_no_input_files():
-  params = exp_factory.get_exp_config("realformer/quickstart")
-  params.override({"task": {"train_data": {"seq_length": 128}}})
-  with pytest.raises(ValueError, match=r"task.train_data.seq_length=128 "
-                     r"exceeds .*max_position_embeddings=64"):
-    preflight.validate_config(params, "train")
-
-
-def test_batch_sizes_must_split_over_replicas():
-  # The paper recipe's batches (pretrain_paper.yaml), 2 hosts x 4 TPU cores.
-  params = exp_factory.get_exp_config("realformer/pretraining")
-  params.override({"task": {"train_data": {"global_batch_size": 512},
-                            "validation_data": {"global_batch_size": 512}},
-                   "runtime": {"distribution_strategy": "tpu"}})
-  preflight.validate_batch_sizes(params, "train_and_eval", 8)
-  with pytest.raises(ValueError, match=r"global_batch_size=512 is not "
-                     r"divisible by the 3 replicas"):
-    preflight.validate_batch_sizes(params, "train", 3)
+def test_config_values_are_checked_before_the_run_dir(tmp_path):
+  params = _quickstart()
+  params.trainer.train_steps = -1
+  model_dir = tmp_path / "file"
+  model_dir.write_text("x")
+  # The model_dir's path is checked first (cheapest, names the flag) ...
+  with pytest.raises(ValueError, match="is a file"):
+    preflight.prepare_and_validate(params, "train", str(model_dir))
+  # ... then values, before any data is planned or written.
+  with pytest.raises(ValueError, match=r"trainer.train_steps=-1 must be "
+                     "positive"):
+    preflight.prepare_and_validate(params, "train", str(tmp_path / "new"))
+  assert not (tmp_path / "new").exists()

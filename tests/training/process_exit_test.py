@@ -4,11 +4,19 @@ In process, with `os._exit` and the atexit run recorded instead; that a real
 train.py ends with its summary is `tests/train_test.py`'s quickstart test.
 """
 
+import signal
 import sys
 
 import pytest
 
 from realformer_tf.training import process_exit
+from realformer_tf.training import stop_signals
+
+
+def _stopped_by(signum):
+  def body():
+    raise stop_signals.Stopped(signum)
+  return body
 
 
 @pytest.mark.parametrize("body, code, stderr", [
@@ -17,6 +25,9 @@ from realformer_tf.training import process_exit
     (lambda: sys.exit("bad flag value"), 1, "bad flag value\n"),
     (lambda: int("x"), 1,
      "ValueError: invalid literal for int() with base 10: 'x'\n"),
+    # Reported by train_lib in one line: no traceback, the shell's codes.
+    (_stopped_by(signal.SIGTERM), 143, ""),
+    (_stopped_by(signal.SIGINT), 130, ""),
 ])
 def test_exit_status_and_output_as_python(monkeypatch, capsys, body, code,
                                           stderr):
@@ -36,5 +47,7 @@ def test_exit_status_and_output_as_python(monkeypatch, capsys, body, code,
   out, err = capsys.readouterr()
   assert out == "main ran"
   assert err.endswith(stderr)
+  if code in (130, 143):
+    assert "Traceback" not in err
   if "ValueError" in stderr:
     assert err.startswith("Traceback (most recent call last):")

@@ -113,3 +113,57 @@ def test_training_keys_are_not_checked_for_evaluation():
                      r"trainer.validation_steps=0 must be positive"):
     value_checks.check_values(params, trains=False, evaluates=True,
                               data_keys=["task.validation_data"])
+
+
+@pytest.mark.parametrize("overrides,fragments", [
+    ({"trainer": {"train_steps": 1.5}},
+     ["trainer.train_steps=1.5 must be an int, not float"]),
+    ({"trainer": {"train_steps": "abc"}},
+     ["trainer.train_steps='abc' must be an int, not str"]),
+    ({"trainer": {"steps_per_loop": 2.0},
+      "task": {"model": {"encoder": {"any": {"hidden_size": "64"}}}}},
+     ["task.model.encoder.any.hidden_size='64' must be an int",
+      "trainer.steps_per_loop=2.0 must be an int"]),
+    ({"task": {"train_data": {"global_batch_size": True}}},
+     ["task.train_data.global_batch_size=True must be an int, not bool"]),
+    ({"trainer": {"loss_upper_bound": "big"}},
+     ["trainer.loss_upper_bound='big' must be a float, not str"]),
+    ({"trainer": {"train_steps": {"x": 1}}},  # --params_override=...x=1
+     ["trainer.train_steps must be an int, not the mapping {'x': 1}"]),
+])
+def test_mistyped_fields_are_named(overrides, fragments):
+  params = exp_factory.get_exp_config("realformer/quickstart")
+  params.override(overrides, is_strict=True)
+  with pytest.raises(ValueError) as e:
+    value_checks.validate_field_types(params)
+  for fragment in fragments:
+    assert fragment in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("name", ["realformer/pretraining",
+                                  "realformer/quickstart", "realformer/glue",
+                                  "realformer/squad"])
+def test_registered_experiments_are_well_typed(name):
+  params = exp_factory.get_exp_config(name)
+  params.override({"trainer": {"loss_upper_bound": 10}})  # int for a float.
+  value_checks.validate_field_types(params)
+
+
+def test_validate_config_needs_no_input_files():
+  params = exp_factory.get_exp_config("realformer/quickstart")
+  params.override({"task": {"train_data": {"seq_length": 128}}})
+  with pytest.raises(ValueError, match=r"task.train_data.seq_length=128 "
+                     r"exceeds .*max_position_embeddings=64"):
+    value_checks.validate_config(params, "train")
+
+
+def test_batch_sizes_must_split_over_replicas():
+  # The paper recipe's batches (pretrain_paper.yaml), 2 hosts x 4 TPU cores.
+  params = exp_factory.get_exp_config("realformer/pretraining")
+  params.override({"task": {"train_data": {"global_batch_size": 512},
+                            "validation_data": {"global_batch_size": 512}},
+                   "runtime": {"distribution_strategy": "tpu"}})
+  value_checks.validate_batch_sizes(params, "train_and_eval", 8)
+  with pytest.raises(ValueError, match=r"global_batch_size=512 is not "
+                     r"divisible by the 3 replicas"):
+    value_checks.validate_batch_sizes(params, "train", 3)

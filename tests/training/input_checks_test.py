@@ -1,0 +1,143 @@
+"""Tests for realformer_tf/training/input_checks.py: record kinds and token
+ids of GLUE/SQuAD/pre-training records, unreadable files.
+
+(The pre-training input checks are also exercised end to end, through
+train_lib, in tests/training/train_lib_test.py.)"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official.core import exp_factory
+from realformer_tf.configs import registry  # pylint: disable=unused-import
+from realformer_tf.training import input_checks
+from tests.helpers import train_runs as utils
+
+SEQ = 16
+VOCAB = 64
+
+
+def _check(params, mode):
+  """The data-set checks, then the vocabulary checks (preflight's order)."""
+  input_checks.check_data_sets(params, mode)
+  input_checks.check_vocabularies(params, mode)
+
+
+def _int(values):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def _write(path, examples):
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for features in examples:
+      writer.write(tf.train.Example(features=tf.train.Features(
+          feature={k: _int(v) for k, v in features.items()}))
+                   .SerializeToString())
+  return str(path)
+
+
+def _pair_examples(n, max_id=VOCAB - 1, squad=False, seed=0):
+  """GLUE (or SQuAD train) records; the last one holds id `max_id`."""
+  rng = np.random.RandomState(seed)
+  examples = []
+  for i in range(n):
+    ids = [2] + list(rng.randint(5, VOCAB, SEQ - 2)) + [3]
+    if i == n - 1:
+      ids[1] = max_id
+    features = {"input_ids": ids, "input_mask": [1] * SEQ,
+                "segment_ids": [0] * SEQ}
+    if squad:
+      features.update(start_positions=[1], end_positions=[2])
+    else:
+      features.update(label_ids=[i % 2], example_id=[i])
+    examples.append(features)
+  return examples
+
+
+def _config(name, train_path, seq=SEQ, vocab_size=VOCAB):
+  params = exp_factory.get_exp_config(name)
+  params.override({
+      "task": {"model": {"encoder": {"any": {
+          "vocab_size": vocab_size, "max_position_embeddings": 32}}},
+               "train_data": {"input_path": train_path, "seq_length": seq}},
+      "trainer": {"train_steps": 4, "optimizer_config": {
+          "learning_rate": {"polynomial": {"decay_steps": 4}}}},
+  })
+  return params
+
+
+EXPERIMENTS = [("glue", "realformer/glue", False),
+               ("squad", "realformer/squad", True)]
+
+
+@pytest.mark.parametrize("name,experiment,squad", EXPERIMENTS)
+def test_finetuning_records_pass(tmp_path, name, experiment, squad):
+  del name
+  path = _write(tmp_path / "train.tf_record", _pair_examples(5, squad=squad))
+  _check(_config(experiment, path), "train")
+
+
+@pytest.mark.parametrize("name,experiment,squad", EXPERIMENTS)
+def test_token_id_beyond_vocab_in_a_later_record(tmp_path, name, experiment,
+                                                 squad):
+  del name
+  good = _write(tmp_path / "a.tf_record", _pair_examples(3, squad=squad))
+  bad = _write(tmp_path / "b.tf_record",
+               _pair_examples(5, max_id=3892, squad=squad))
+  with pytest.raises(ValueError) as e:
+    _check(_config(experiment, f"{good},{bad}"),
+                                   "train")
+  message = str(e.value)
+  for fragment in ("task.model.encoder.any.vocab_size=64", bad,
+                   "token id 3892", "'input_ids'", "another vocabulary"):
+    assert fragment in message, message
+
+
+@pytest.mark.parametrize("name,experiment,squad", EXPERIMENTS)
+def test_pretraining_records_given_to_finetuning(tmp_path, name, experiment,
+                                                 squad):
+  del name
+  path = utils.write_pretraining_records(str(tmp_path / "pretrain.tfrecord"),
+                                         4)
+  with pytest.raises(ValueError) as e:
+    _check(_config(experiment, path), "train")
+  message = str(e.value)
+  assert path in message and "task.train_data.input_path" in message
+  missing = "start_positions" if squad else "label_ids"
+  assert f"no '{missing}' feature" in message, message
+  what = "SQuAD training records" if squad else "GLUE sentence-pair records"
+  assert f"Expected {what}" in message, message
+
+
+@pytest.mark.parametrize("name,experiment,squad", EXPERIMENTS)
+def test_records_of_another_seq_length(tmp_path, name, experiment, squad):
+  del name
+  path = _write(tmp_path / "train.tf_record", _pair_examples(2, squad=squad))
+  with pytest.raises(ValueError, match=r"task.train_data.seq_length=32, but "
+                     r"the records in .*'input_ids' of length 16"):
+    _check(_config(experiment, path, seq=32),
+                                   "train")
+
+
+def test_glue_records_given_to_pretraining(tmp_path):
+  path = _write(tmp_path / "glue.tf_record", _pair_examples(2))
+  params = exp_factory.get_exp_config("realformer/pretraining")
+  params.override({"task": {"train_data": {"input_path": path}},
+                   "trainer": {"optimizer_config": {"learning_rate": {
+                       "polynomial": {"decay_steps": 1000000}}}}})
+  with pytest.raises(ValueError) as e:
+    _check(params, "train")
+  assert "no 'masked_lm_positions' feature" in str(e.value)
+  assert "Expected BERT pre-training records" in str(e.value)
+
+
+def test_truncated_record_file_is_named(tmp_path):
+  path = _write(tmp_path / "train.tf_record", _pair_examples(50))
+  with open(path, "rb") as f:
+    data = f.read()
+  with open(path, "wb") as f:
+    f.write(data[:-10])
+  with pytest.raises(ValueError) as e:
+    _check(_config("realformer/glue", path), "train")
+  assert f"{path!r} cannot be read to the end" in str(e.value)
+  assert "truncated or corrupt" in str(e.value)
