@@ -1,0 +1,235 @@
+"""What the fused residual-attention kernels share: configuration and tile math.
+
+The forward kernel (`pallas_attention`) and the two backward kernels
+(`pallas_attention_backward`) recompute the same attention probabilities from
+the same stored scores, with the same padding mask and the same dropout mask;
+that math lives here once so the passes cannot drift apart.
+
+Importing this module without jax works: `HAVE_PALLAS` says whether jax and
+Pallas imported.
+"""
+import dataclasses
+import math
+
+import numpy as np
+
+try:
+  import jax
+  from jax import lax
+  from jax.experimental import pallas as pl
+  from jax.experimental.pallas import triton as plgpu
+  import jax.numpy as jnp
+  HAVE_PALLAS = True
+except ImportError:  # jax absent, or a jax without Pallas.
+  jax = lax = pl = plgpu = jnp = None
+  HAVE_PALLAS = False
+
+# A finite "minus infinity" for padded key columns: exp2 of it minus any
+# finite row maximum is exactly 0, and it cannot turn into NaN as -inf - -inf
+# would. Same value as jax's reference flash attention.
+MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
+LOG2_E = math.log2(math.e)
+
+# Murmur3's fmix32 constants and the golden ratio, as signed int32: the hash
+# runs in int32 (wrapping multiply, logical shifts) so the same code lowers to
+# Triton, runs in interpret mode and in plain XLA without unsigned types.
+_FMIX_C1 = np.int32(np.uint32(0x85EBCA6B).view(np.int32))
+_FMIX_C2 = np.int32(np.uint32(0xC2B2AE35).view(np.int32))
+_GOLDEN = np.int32(np.uint32(0x9E3779B9).view(np.int32))
+_GOLDEN2 = np.int32(np.uint32(0x7F4A7C15).view(np.int32))
+# Dropout compares the top 24 bits of the hash with a threshold.
+_KEEP_BITS = 24
+
+
+def compiler_params(num_warps, num_stages):
+  """Triton compiler parameters under the name this jax version uses."""
+  cls = getattr(plgpu, "CompilerParams", None)
+  if cls is None:  # jax < 0.6 named it TritonCompilerParams.
+    cls = plgpu.TritonCompilerParams
+  return cls(num_warps=num_warps, num_stages=num_stages)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """Static description of one fused attention call (hashable: a jit key).
+
+  Attributes:
+    mode: "sum", "mean" or "none".
+    layer_index: 0-based layer index ("mean" divides by layer_index + 1).
+    scale: 1/sqrt(head size), the real (unpadded) head size.
+    seq_q: real query length (rows past it are padding).
+    seq_k: real key length (columns past it are masked out).
+    block_q, block_k: forward tiles.
+    bwd_block_q, bwd_block_k: backward tiles.
+    bias_kind: None, "row" (bias `[B or 1, S]`) or "full" (`[B or 1, T, S]`).
+    bias_batched: whether the bias has a batch dimension larger than 1.
+    has_prev: whether a previous score sum is added.
+    dropout_rate: probability of dropping an attention probability.
+    score_dtype: dtype name of the stored scores.
+    interpret: run Pallas in interpret mode.
+    num_warps, num_stages: forward Triton parameters.
+    bwd_num_warps, bwd_num_stages: backward Triton parameters.
+  """
+  mode: str
+  layer_index: int
+  scale: float
+  seq_q: int
+  seq_k: int
+  block_q: int
+  block_k: int
+  bwd_block_q: int
+  bwd_block_k: int
+  bias_kind: str | None
+  bias_batched: bool
+  has_prev: bool
+  dropout_rate: float
+  score_dtype: str
+  interpret: bool
+  num_warps: int = 4
+  num_stages: int = 2
+  bwd_num_warps: int = 4
+  bwd_num_stages: int = 2
+
+  @property
+  def logit_scale(self):
+    """Factor from the stored score sum to the logits (Eq. 5, "mean")."""
+    return 1.0 / (self.layer_index + 1) if self.mode == "mean" else 1.0
+
+  @property
+  def keep_threshold(self):
+    """Top-24-bit hash values below this are dropped."""
+    return int(round(self.dropout_rate * (1 << _KEEP_BITS)))
+
+
+def _srl(x, bits):
+  return lax.shift_right_logical(x, jnp.full_like(x, bits))
+
+
+def fmix32(x):
+  """Murmur3's 32-bit finalizer on int32 bit patterns (wrapping arithmetic)."""
+  x = x ^ _srl(x, 16)
+  x = x * _FMIX_C1
+  x = x ^ _srl(x, 13)
+  x = x * _FMIX_C2
+  return x ^ _srl(x, 16)
+
+
+def row_keys(seed, batch, heads, rows):
+  """Per-(batch, head, row) dropout keys, `[batch, heads, rows]` int32.
+
+  Computed by XLA outside the kernels (a few KB), so the kernels load a
+  vector per query tile instead of a scalar seed.
+
+  Args:
+    seed: int32 scalar (array or Python int).
+    batch, heads, rows: sizes.
+
+  Returns:
+    int32 array of well-mixed keys.
+  """
+  seed = jnp.asarray(seed, jnp.int32)
+  k_seed = fmix32(seed * _GOLDEN + _GOLDEN2)
+  bh = jnp.arange(batch * heads, dtype=jnp.int32).reshape(batch, heads, 1)
+  k_bh = fmix32(k_seed + bh * _GOLDEN2)
+  t = jnp.arange(rows, dtype=jnp.int32).reshape(1, 1, rows)
+  return fmix32(k_bh ^ (t * _GOLDEN))
+
+
+def keep_tile(keys, cols, threshold):
+  """Dropout keep mask `[rows, cols]` from row keys and global column indices.
+
+  Args:
+    keys: int32 `[rows]` row keys (`row_keys`).
+    cols: int32 `[cols]` column indices into the real key sequence.
+    threshold: `Config.keep_threshold`.
+
+  Returns:
+    Boolean keep mask.
+  """
+  h = fmix32(keys[:, None] + cols[None, :] * _GOLDEN)
+  return _srl(h, 32 - _KEEP_BITS) >= threshold
+
+
+def dropout_keep_mask(seed, batch, heads, seq_q, seq_k, rate):
+  """The kernels' dropout keep mask, `[batch, heads, seq_q, seq_k]` bool.
+
+  Same hash as inside the kernels, in plain jnp: tests and callers can
+  reproduce exactly which probabilities a given seed drops.
+  """
+  keys = row_keys(seed, batch, heads, seq_q)
+  cols = jnp.arange(seq_k, dtype=jnp.int32)
+  threshold = int(round(rate * (1 << _KEEP_BITS)))
+  h = fmix32(keys[..., None] + cols * _GOLDEN)
+  return _srl(h, 32 - _KEEP_BITS) >= threshold
+
+
+def load_bias(cfg, bias_ref, q_index, k_index):
+  """Loads the bias tile (`[rows, cols]` or `[1, cols]`), float32, or None.
+
+  Args:
+    cfg: `Config`.
+    bias_ref: this program's bias block: `[cols_total]` ("row") or
+      `[rows_total, cols_total]` ("full"); None without a bias.
+    q_index, k_index: row and column indexers (`pl.ds` or `slice(None)`).
+  """
+  if cfg.bias_kind == "row":
+    return bias_ref[k_index].astype(jnp.float32)[None, :]
+  if cfg.bias_kind == "full":
+    return bias_ref[q_index, k_index].astype(jnp.float32)
+  return None
+
+
+def bias_spec(cfg, rows, cols, tile):
+  """BlockSpec of the padded bias for a `(tile, batch, head)` grid.
+
+  Args:
+    cfg: `Config`.
+    rows, cols: block shape (rows unused for a "row" bias).
+    tile: maps the grid's first index to the (row, column) block indices.
+  """
+  def batch_index(b):
+    return b if cfg.bias_batched else 0
+
+  if cfg.bias_kind == "row":
+    return pl.BlockSpec(
+        (None, cols), lambda i, b, n: (batch_index(b), tile(i)[1]))
+  return pl.BlockSpec((None, rows, cols),
+                      lambda i, b, n: (batch_index(b),) + tile(i))
+
+
+def logits2(cfg, s, bias, start_k):
+  """Base-2 logits of a float32 score tile `s` (global key offset start_k).
+
+  The stored score sum, scaled for "mean", plus the bias, times log2(e)
+  (the kernels use exp2); padded key columns are masked out.
+  """
+  logits = s * cfg.logit_scale if cfg.logit_scale != 1.0 else s
+  if bias is not None:
+    logits = logits + bias
+  logits = logits * LOG2_E
+  if cfg.seq_k % max(cfg.block_k, cfg.bwd_block_k):
+    col = start_k + lax.broadcasted_iota(jnp.int32, s.shape, 1)
+    logits = jnp.where(col < cfg.seq_k, logits, MASK_VALUE)
+  return logits
+
+
+def dropout_keep(cfg, keys, start_k, cols):
+  """Keep mask of a tile (row keys `keys`, global key offset start_k), or None."""
+  if cfg.dropout_rate == 0.0:
+    return None
+  col = start_k + lax.iota(jnp.int32, cols)
+  return keep_tile(keys, col, cfg.keep_threshold)
+
+
+def apply_dropout(cfg, x, keep):
+  """Zeroes dropped entries of tile `x` and scales kept ones by 1/(1-rate)."""
+  if keep is None:
+    return x
+  return jnp.where(keep, x * (1.0 / (1.0 - cfg.dropout_rate)), 0.0)
+
+
+def dot(a, b, *, trans_a=False, trans_b=False):
+  """Tile matmul with float32 accumulation; exact (no TF32) for float32."""
+  precision = (lax.Precision.HIGHEST if a.dtype == jnp.float32
+               else None)
+  return pl.dot(a, b, trans_a=trans_a, trans_b=trans_b, precision=precision)
