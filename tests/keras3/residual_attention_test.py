@@ -143,10 +143,11 @@ def test_cached_decoding_equals_full_causal_pass(inputs):
   np.testing.assert_array_equal(_numpy(caches[1]), _numpy(cache))
 
 
-def test_mixed_precision_keeps_the_score_path_in_float32(inputs):
+def test_mixed_precision_score_path_in_float32_on_request(inputs):
   # Large previous scores: bfloat16 holds 1000.3 as 1000 (spacing 4 there).
   prev = inputs["prev"] + 1000.3
   layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                        score_dtype="float32",
                                         dtype="mixed_bfloat16")
   out, scores = layer(inputs["query"], inputs["value"], prev_scores=prev)
   _, own = layer(inputs["query"], inputs["value"])
@@ -162,11 +163,23 @@ def test_mixed_precision_keeps_the_score_path_in_float32(inputs):
   assert keras.backend.standardize_dtype(scores.dtype) == "bfloat16"
   # The global policy reaches the layer too; its symbolic outputs agree.
   with layer_checks.dtype_policy("mixed_bfloat16"):
-    symbolic = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)(
-        keras.Input((5, 16)), prev_scores=keras.Input((4, 5, 5)),
-        return_attention_probs=True)
+    symbolic = ra.ResidualMultiHeadAttention(
+        num_heads=4, key_dim=4, score_dtype="float32")(
+            keras.Input((5, 16)), prev_scores=keras.Input((4, 5, 5)),
+            return_attention_probs=True)
   assert [keras.backend.standardize_dtype(t.dtype) for t in symbolic] == [
       "bfloat16", "float32", "bfloat16"]
+
+
+@pytest.mark.parametrize("policy, want", [
+    ("float32", "float32"), ("mixed_float16", "float32"),
+    ("mixed_bfloat16", "bfloat16")])
+def test_auto_score_dtype_by_policy(inputs, policy, want):
+  layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4, dtype=policy)
+  _, scores = layer(inputs["query"], inputs["value"],
+                    prev_scores=inputs["prev"])
+  assert layer.get_config()["score_dtype"] == "auto"
+  assert keras.backend.standardize_dtype(scores.dtype) == want
 
 
 def test_float16_running_sum_beyond_float16_range(inputs):
@@ -207,10 +220,12 @@ def test_functional_model_and_keras_file_round_trip(inputs, tmp_path):
 def test_config_round_trip():
   layer = ra.ResidualMultiHeadAttention(
       num_heads=2, key_dim=8, residual_attention="mean", layer_index=5,
-      dropout=0.1, score_dtype="compute", value_dim=4, use_bias=False)
+      dropout=0.1, score_dtype="compute", value_dim=4, use_bias=False,
+      attention_implementation="reference")
   clone = layer_checks.assert_serialization_round_trip(layer)
   assert (clone.residual_attention, clone.layer_index, clone.score_dtype,
-          clone.dropout, clone.value_dim) == ("mean", 5, "compute", 0.1, 4)
+          clone.dropout, clone.value_dim, clone.attention_implementation) == (
+              "mean", 5, "compute", 0.1, 4, "reference")
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -219,6 +234,10 @@ def test_config_round_trip():
     (dict(layer_index=-1), "layer_index must be an int >= 0"),
     (dict(attention_axes=(2,)), "attention_axes must be None"),
     (dict(flash_attention=True), "flash_attention is not supported"),
+    (dict(attention_implementation="cuda"),
+     "attention_implementation must be one of"),
+    (dict(attention_implementation="pallas"),
+     "'pallas' needs the JAX backend .* backend is 'tensorflow'"),
 ])
 def test_rejects_bad_arguments(kwargs, message):
   with pytest.raises(ValueError, match=message):
