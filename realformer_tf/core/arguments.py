@@ -149,6 +149,11 @@ class Spec:
       values[a.key] = value
     return values, kwargs
 
+  def named(self, face: str, values: Dict[str, Any]) -> Dict[str, Any]:
+    """`values` (by key) of this spec's arguments, by the face's names."""
+    return {a.name(face): values[a.key] for a in self.on(face)
+            if a.key in values}
+
   def config(self, face: str, values: Dict[str, Any],
              serialize: Dict[str, Callable[[Any], Any]]) -> Dict[str, Any]:
     """`values` (by key) as a config in the face's names."""
