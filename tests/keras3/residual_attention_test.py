@@ -1,5 +1,10 @@
 """Tests for the Keras 3 ResidualMultiHeadAttention (any Keras backend)."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -9,6 +14,7 @@ from tests.helpers import numpy_reference
 from tests.helpers import keras3_layer_checks as layer_checks
 
 
+_REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 _numpy = layer_checks.numpy
 
 
@@ -236,8 +242,10 @@ def test_config_round_trip():
     (dict(flash_attention=True), "flash_attention is not supported"),
     (dict(attention_implementation="cuda"),
      "attention_implementation must be one of"),
-    (dict(attention_implementation="pallas"),
-     "'pallas' needs the JAX backend .* backend is 'tensorflow'"),
+    pytest.param(dict(attention_implementation="pallas"),
+                 "'pallas' needs the JAX backend .* backend is",
+                 marks=pytest.mark.skipif(keras.config.backend() == "jax",
+                                          reason="Pallas runs on JAX")),
 ])
 def test_rejects_bad_arguments(kwargs, message):
   with pytest.raises(ValueError, match=message):
@@ -260,3 +268,50 @@ def test_rejects_bad_call_arguments(inputs, kwargs, message):
   layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
   with pytest.raises(ValueError, match=message):
     layer(inputs["query"], inputs["value"], **kwargs)
+
+
+_PALLAS_PARITY = """
+import os
+import keras
+import numpy as np
+from realformer_tf.keras3 import encoder_block
+from realformer_tf.keras3 import residual_attention as ra
+
+assert keras.config.backend() == "jax"
+rng = np.random.default_rng(0)
+x = rng.normal(size=(2, 5, 16)).astype("float32")
+prev = rng.normal(size=(2, 4, 5, 5)).astype("float32")
+mask = np.ones((2, 5, 5), "int32")
+mask[1, :, 3:] = 0
+for mode in ("sum", "mean", "none"):
+  layers = [ra.ResidualMultiHeadAttention(
+      num_heads=4, key_dim=4, residual_attention=mode, layer_index=2,
+      attention_implementation=impl) for impl in ("reference", "pallas")]
+  blocks = [encoder_block.RealFormerEncoderBlock(
+      num_heads=4, intermediate_dim=24, residual_attention=mode,
+      layer_index=1, attention_implementation=impl)
+            for impl in ("reference", "pallas")]
+  for pair, run in ((layers, lambda l: l(x, prev_scores=prev,
+                                           attention_mask=mask)),
+                    (blocks, lambda b: b(x, scores=prev,
+                                         attention_mask=mask))):
+    want = run(pair[0])
+    run(pair[1])
+    pair[1].set_weights(pair[0].get_weights())
+    got = run(pair[1])
+    for w, g in zip(want, got):
+      np.testing.assert_allclose(np.asarray(w), np.asarray(g), atol=1e-5)
+print("pallas matches reference")
+"""
+
+
+@pytest.mark.skipif(layer_checks.in_backend_rerun(),
+                    reason="spawns its own JAX process")
+def test_pallas_matches_reference_on_jax():
+  """"pallas" (Pallas' interpret mode on this CPU) = "reference", for the
+  attention layer and an encoder block, every mode, with a padding mask."""
+  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+  result = subprocess.run([sys.executable, "-c", _PALLAS_PARITY],
+                          cwd=_REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+  assert "pallas matches reference" in result.stdout, result.stderr[-4000:]
