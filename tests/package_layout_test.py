@@ -15,7 +15,7 @@ PACKAGE_ROOT = os.path.join(
     "realformer_tf")
 
 # Bottom first. `utils` and the package's own `__init__` are below everything.
-LAYER_ORDER = ("utils", "layers", "networks", "data", "tasks", "configs",
+LAYER_ORDER = ("core", "utils", "layers", "networks", "data", "tasks", "configs",
                "checkpoints", "training", "serving", "analysis", "reproduce",
                "keras3")
 MAX_MODULE_LINES = 450
