@@ -213,3 +213,7 @@ STACK = Spec(
     Argument("max_sequence_length", None, 512, positive_int),
     Argument("type_vocab_size", "num_segments", 16, positive_int),
     Argument("final_layer_norm", None, None))
+
+# The attention layers' own arguments (the rest are Keras').
+ATTENTION = BLOCK.only("residual_attention", "layer_index", "score_dtype",
+                       "recompute", "attention_implementation")

@@ -17,16 +17,12 @@ import numpy as np
 # Keras' implicit (`mask_zero`) masks; Keras exports no public accessor.
 from keras.src.backend.common import masking as keras_masking
 
+from realformer_tf.core import arguments
 from realformer_tf.core import attention as core_attention
 from realformer_tf.core import options
 from realformer_tf.core import pallas_attention
 
-RESIDUAL_MODES = options.RESIDUAL_MODES
-SCORE_DTYPES = options.SCORE_DTYPES
-validate_residual_attention = options.validate_residual_attention
-validate_score_dtype = options.validate_score_dtype
-
-
+RESIDUAL_MODES = options.RESIDUAL_MODES  # Public: realformer_tf.keras3.
 def resolve_score_dtype(score_dtype, compute_dtype):
   """The dtype name of the running score sum for a layer computing in `compute_dtype`."""
   return options.resolve_score_dtype(
@@ -56,15 +52,13 @@ def uses_pallas(implementation, wants_probs_or_cache=False):
 
 
 def check_attention_implementation(value):
-  """`value`, validated; "pallas" needs the JAX backend with Pallas."""
-  options.validate_attention_implementation(value)
+  """"pallas" needs the JAX backend with Pallas."""
   if value == "pallas" and (keras.backend.backend() != "jax" or
                             not pallas_attention.available()):
     raise ValueError(
         "attention_implementation='pallas' needs the JAX backend with "
         f"Pallas; the Keras backend is {keras.backend.backend()!r}. Use "
         "'auto' or 'reference'.")
-  return value
 
 
 def _array_to_tensor(x):
@@ -162,14 +156,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     from_len, to_len]`.
   """
 
-  def __init__(self,
-               num_heads,
-               key_dim,
-               residual_attention="sum",
-               layer_index=0,
-               score_dtype="auto",
-               attention_implementation="auto",
-               **kwargs):
+  def __init__(self, num_heads, key_dim, **kwargs):
     axes = kwargs.get("attention_axes")
     if isinstance(axes, int):
       axes = (axes,)
@@ -188,38 +175,22 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     # (`keras.config.enable_flash_attention()`) and then refuses dropout;
     # this layer never uses it, so dropout is set after the base __init__.
     dropout = kwargs.pop("dropout", 0.0)
+    self._options, kwargs = arguments.ATTENTION.bind(
+        arguments.KERAS3, type(self).__name__, (), kwargs, {})
     super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
     self._flash_attention = False
     self._dropout = dropout
-    self._residual_attention = validate_residual_attention(residual_attention)
-    self._score_dtype = validate_score_dtype(score_dtype)
-    self._layer_index = options.check_layer_index(layer_index)
-    self._attention_implementation = check_attention_implementation(
-        attention_implementation)
+    check_attention_implementation(self._options["attention_implementation"])
 
-  @property
-  def residual_attention(self):
-    return self._residual_attention
-
-  @property
-  def layer_index(self):
-    return self._layer_index
-
-  @property
-  def score_dtype(self):
-    return self._score_dtype
-
-  @property
-  def attention_implementation(self):
-    return self._attention_implementation
+  residual_attention = property(lambda self: self._options["residual_attention"])
+  layer_index = property(lambda self: self._options["layer_index"])
+  score_dtype = property(lambda self: self._options["score_dtype"])
+  attention_implementation = property(
+      lambda self: self._options["attention_implementation"])
 
   def get_config(self):
-    config = super().get_config()
-    config.update(residual_attention=self._residual_attention,
-                  layer_index=self._layer_index,
-                  score_dtype=self._score_dtype,
-                  attention_implementation=self._attention_implementation)
-    return config
+    return {**super().get_config(),
+            **arguments.ATTENTION.config(arguments.KERAS3, self._options, {})}
 
   def build(self, query_shape, value_shape=None, key_shape=None):
     if len(query_shape) != 3:
@@ -294,7 +265,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
            value_mask=None,
            key_mask=None):
     compute_dtype = keras.backend.standardize_dtype(self.compute_dtype)
-    score_dtype = resolve_score_dtype(self._score_dtype, compute_dtype)
+    score_dtype = resolve_score_dtype(self.score_dtype, compute_dtype)
     self_attention = value is None
     # Keras' implicit masks, read and then cleared as the base class' call
     # does (its projections do not support masking).
@@ -354,7 +325,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
       # [B, T, S] -> [B, 1, T, S]; the mask never enters `scores`.
       bias = attention_bias_from_mask(ops.expand_dims(attention_mask, 1),
                                       score_dtype)
-    if uses_pallas(self._attention_implementation,
+    if uses_pallas(self.attention_implementation,
                    return_attention_probs or cache is not None):
       output, scores = self._fused_attention(
           projected_query, projected_key, projected_value, prev_scores, bias,
@@ -363,7 +334,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     else:
       output, scores, probs = core_attention.residual_dot_product_attention(
           ops, projected_query, projected_key, projected_value, prev_scores,
-          bias, mode=self._residual_attention, layer_index=self._layer_index,
+          bias, mode=self.residual_attention, layer_index=self.layer_index,
           score_dtype=score_dtype,
           dropout=lambda p: self._dropout_layer(p, training=training))
     if gate is not None:
@@ -392,7 +363,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
                                   seed=self._dropout_layer.seed_generator)
     return pallas_attention.fused_residual_attention(
         query, key, value, prev_scores, bias,
-        mode=self._residual_attention, layer_index=self._layer_index,
+        mode=self.residual_attention, layer_index=self.layer_index,
         score_dtype=score_dtype, dropout_rate=rate, seed=seed)
 
   def compute_output_spec(self, query, value=None, key=None, *,
@@ -406,7 +377,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
                           cache, cache_update_index, use_causal_mask,
                           value_mask, key_mask)
     compute_dtype = keras.backend.standardize_dtype(self.compute_dtype)
-    score_dtype = resolve_score_dtype(self._score_dtype, compute_dtype)
+    score_dtype = resolve_score_dtype(self.score_dtype, compute_dtype)
     value_shape = query.shape if value is None else value.shape
     output_shape = self.compute_output_shape(
         query.shape, value_shape, None if key is None else key.shape)

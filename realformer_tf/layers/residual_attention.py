@@ -16,6 +16,7 @@ import tf_keras
 
 from official.nlp.modeling.layers import attention as mg_attention
 from official.projects.bigbird import recomputing_dropout
+from realformer_tf.core import arguments
 from realformer_tf.core import attention as core_attention
 from realformer_tf.core import options
 from realformer_tf.layers import keras3_seam
@@ -122,14 +123,7 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
   (TensorShape([3, 5, 16]), TensorShape([3, 2, 5, 5]))
   """
 
-  def __init__(self,
-               num_heads: int,
-               key_dim: int,
-               residual_attention: str = "sum",
-               layer_index: int = 0,
-               score_dtype: str = "auto",
-               recompute: bool = False,
-               **kwargs):
+  def __init__(self, num_heads: int, key_dim: int, **kwargs):
     axes = kwargs.get("attention_axes")
     if axes is not None and tuple(tf.nest.flatten(axes)) != (1,):
       # The running sum is [batch, heads, from_len, to_len]: one attention
@@ -138,33 +132,25 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
       raise ValueError(
           f"ResidualMultiHeadAttention attends over the sequence axis only; "
           f"attention_axes must be None, got {kwargs['attention_axes']!r}.")
+    self._options, kwargs = arguments.ATTENTION.bind(
+        arguments.TF_KERAS, type(self).__name__, (), kwargs, {})
     super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
-    self._residual_attention = validate_residual_attention(residual_attention)
-    self._score_dtype = validate_score_dtype(score_dtype)
-    self._layer_index = options.check_layer_index(layer_index)
-    self._recompute = bool(recompute)
-    dropout = (recomputing_dropout.RecomputingDropout if self._recompute
-               else tf_keras.layers.Dropout)
+    dropout = (recomputing_dropout.RecomputingDropout
+               if self._options["recompute"] else tf_keras.layers.Dropout)
     self._probs_dropout = dropout(rate=self._dropout, dtype=self.dtype_policy)
 
   def __call__(self, *args, **kwargs):
     keras3_seam.reject_keras3_arguments(self, args, kwargs)
     return super().__call__(*args, **kwargs)
 
-  @property
-  def residual_attention(self) -> str:
-    return self._residual_attention
-
-  @property
-  def score_dtype(self) -> str:
-    return self._score_dtype
+  residual_attention = property(lambda self: self._options["residual_attention"])
+  layer_index = property(lambda self: self._options["layer_index"])
+  score_dtype = property(lambda self: self._options["score_dtype"])
 
   def get_config(self):
-    config = super().get_config()
-    config.update(residual_attention=self._residual_attention,
-                  layer_index=self._layer_index,
-                  score_dtype=self._score_dtype, recompute=self._recompute)
-    return config
+    return {**super().get_config(),
+            **arguments.ATTENTION.config(arguments.TF_KERAS, self._options,
+                                         {})}
 
   def call(self, query, value=None, key=None, attention_mask=None,
            prev_scores=None, training=None, return_attention_probs=False,
@@ -192,7 +178,7 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
       self._build_from_signature(query=query, value=value, key=key)
     if key is None:
       key = value
-    score_dtype = resolve_score_dtype(self._score_dtype, self.compute_dtype)
+    score_dtype = resolve_score_dtype(self.score_dtype, self.compute_dtype)
     # With a cache the keys start before the queries: causal mask below.
     attention_mask = self._compute_attention_mask(
         query, value, key=key, attention_mask=attention_mask,
@@ -220,12 +206,12 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
           tf.expand_dims(attention_mask, axis=1), score_dtype))
     if attention_bias is not None:
       biases.append(tf.cast(attention_bias, score_dtype))
-    if prev_scores is not None and self._residual_attention != "none":
+    if prev_scores is not None and self.residual_attention != "none":
       self._check_prev_scores(prev_scores, query, key)
     output, scores, probs = residual_dot_product_attention(
         query, key, value, prev_scores=prev_scores,
         bias=tf.add_n(biases) if biases else None,
-        mode=self._residual_attention, layer_index=self._layer_index,
+        mode=self.residual_attention, layer_index=self.layer_index,
         score_dtype=score_dtype,
         dropout=lambda probs: self._probs_dropout(probs, training=training))
     output = self._output_dense(output)

@@ -1,5 +1,8 @@
 """core.options: validators name the argument and value; the score dtype rule."""
 
+import ast
+import pathlib
+
 import pytest
 
 from realformer_tf.core import options
@@ -40,3 +43,20 @@ def test_mask_adder_and_block_width():
     options.block_width("blk", (2, 5, 16), 3)
   with pytest.raises(ValueError, match=r"known width, got \(2, 5, None\)"):
     options.block_width("blk", (2, 5, None), 4)
+
+
+def test_core_imports_no_framework_and_nothing_of_ours_above_it():
+  """The core is pure Python over an ops namespace (the Pallas kernel's
+  modules import jax, guarded)."""
+  root = pathlib.Path(options.__file__).parent
+  for path in root.glob("*.py"):
+    for node in ast.walk(ast.parse(path.read_text())):
+      names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+               else [node.module or ""] if isinstance(node, ast.ImportFrom)
+               else [])
+      for name in names:
+        top = name.split(".")[0]
+        assert top not in ("tensorflow", "tf_keras", "keras", "keras_hub",
+                           "official"), (path.name, name)
+        if top == "realformer_tf":
+          assert name.startswith("realformer_tf.core"), (path.name, name)
