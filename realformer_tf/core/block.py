@@ -20,6 +20,15 @@ def residual_add(ops, source, output):
   return ops.add(source, output)
 
 
+def chain(*layers):
+  """`inputs -> layers[-1](...layers[0](inputs))`: a feed-forward sub-layer."""
+  def sublayer(inputs):
+    for layer in layers:
+      inputs = layer(inputs)
+    return inputs
+  return sublayer
+
+
 def residual_sublayers(ops, hidden, sublayers, norm_first: bool, crop=None):
   """`hidden` through `(norm, sublayer)` pairs, Post-LN or Pre-LN.
 

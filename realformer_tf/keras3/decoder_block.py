@@ -172,11 +172,10 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
           return_attention_probs=return_attention_probs)
       return self.encdec_attention_dropout(output, training=training)
 
-    def feed_forward(inputs):
-      inner = self._intermediate_dropout_layer(self.intermediate_dense(inputs),
-                                               training=training)
-      return self.output_dropout(self.output_dense(inner), training=training)
-
+    feed_forward = core_block.chain(
+        self.intermediate_dense,
+        lambda x: self._intermediate_dropout_layer(x, training=training),
+        self.output_dense, lambda x: self.output_dropout(x, training=training))
     sublayers = [(self.self_attention_layer_norm, self_attention)]
     if cross_attention:
       sublayers.append((self.encdec_attention_layer_norm, cross_attention_))

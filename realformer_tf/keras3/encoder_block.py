@@ -176,12 +176,10 @@ class RealFormerEncoderBlock(SpecConfig, ra.KeepsArgumentDtypes,
           training=training, return_attention_probs=return_attention_probs)
       return self._attention_dropout(output, training=training)
 
-    def feed_forward(inputs):
-      inner = self._intermediate_activation_layer(
-          self._intermediate_dense(inputs))
-      return self._output_dropout(self._output_dense(inner),
-                                  training=training)
-
+    feed_forward = core_block.chain(
+        self._intermediate_dense, self._intermediate_activation_layer,
+        self._output_dense,
+        lambda x: self._output_dropout(x, training=training))
     hidden = core_block.residual_sublayers(
         ops, hidden, ((self._attention_layer_norm, attention),
                       (self._output_layer_norm, feed_forward)),

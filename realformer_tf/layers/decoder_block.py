@@ -207,12 +207,10 @@ class RealFormerDecoderBlock(encoder_block.SpecLayer):
           return_attention_probs=True)
       return self.encdec_attention_dropout(output, training=training)
 
-    def feed_forward(inputs):
-      inner = self.intermediate_activation_layer(
-          self.intermediate_dense(inputs))
-      inner = self._intermediate_dropout_layer(inner, training=training)
-      return self.output_dropout(self.output_dense(inner), training=training)
-
+    feed_forward = core_block.chain(
+        self.intermediate_dense, self.intermediate_activation_layer,
+        lambda x: self._intermediate_dropout_layer(x, training=training),
+        self.output_dense, lambda x: self.output_dropout(x, training=training))
     sublayers = [(self.self_attention_layer_norm, self_attention)]
     if self._config["cross_attention"]:
       sublayers.append((self.encdec_attention_layer_norm, cross_attention))

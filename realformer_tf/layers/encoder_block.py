@@ -245,12 +245,10 @@ class RealFormerEncoderBlock(SpecLayer):
           attention_bias=attention_bias)
       return self._attention_dropout(output, training=training)
 
-    def feed_forward_(inputs):
-      inner = self._intermediate_activation_layer(
-          self._intermediate_dense(inputs))
-      return self._output_dropout(self._output_dense(inner),
-                                  training=training)
-
+    feed_forward_ = core_block.chain(
+        self._intermediate_dense, self._intermediate_activation_layer,
+        self._output_dense,
+        lambda x: self._output_dropout(x, training=training))
     hidden = core_block.residual_sublayers(
         ra.TF_OPS, hidden,
         ((self._attention_layer_norm, attention),
