@@ -29,6 +29,44 @@ def chain(*layers):
   return sublayer
 
 
+def _dropout(layer, training):
+  return lambda inputs: layer(inputs, training=training)
+
+
+# Both faces' blocks keep Model Garden's sub-layer attribute names, so one
+# wiring serves them: the encoder block's, then the decoder block's.
+def encoder_sublayers(block, attention, training):
+  """`(norm, sublayer)` pairs of an encoder block; `attention(inputs)`."""
+  # pylint: disable=protected-access
+  return ((block._attention_layer_norm,
+           chain(attention, _dropout(block._attention_dropout, training))),
+          (block._output_layer_norm,
+           chain(block._intermediate_dense,
+                 block._intermediate_activation_layer, block._output_dense,
+                 _dropout(block._output_dropout, training))))
+
+
+def decoder_sublayers(block, self_attention, cross_attention, training):
+  """`(norm, sublayer)` pairs of a decoder block; `cross_attention` or None."""
+  # pylint: disable=protected-access
+  pairs = [(block.self_attention_layer_norm,
+            chain(self_attention,
+                  _dropout(block.self_attention_dropout, training)))]
+  if cross_attention is not None:
+    pairs.append((block.encdec_attention_layer_norm,
+                  chain(cross_attention,
+                        _dropout(block.encdec_attention_dropout, training))))
+  # The Keras 3 block's intermediate Dense applies the activation itself.
+  activation = getattr(block, "intermediate_activation_layer", None)
+  pairs.append((block.output_layer_norm, chain(*(
+      layer for layer in (block.intermediate_dense, activation,
+                          _dropout(block._intermediate_dropout_layer, training),
+                          block.output_dense,
+                          _dropout(block.output_dropout, training))
+      if layer is not None))))
+  return pairs
+
+
 def residual_sublayers(ops, hidden, sublayers, norm_first: bool, crop=None):
   """`hidden` through `(norm, sublayer)` pairs, Post-LN or Pre-LN.
 

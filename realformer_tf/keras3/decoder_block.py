@@ -163,23 +163,18 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
           use_causal_mask=True, cache=cache,
           cache_update_index=cache_update_index, training=training,
           return_attention_probs=return_attention_probs)
-      return self.self_attention_dropout(output, training=training)
+      return output
 
     def cross_attention_(inputs):
       output, *results["cross"] = self.encdec_attention(
           inputs, memory, prev_scores=cross_scores,
           attention_mask=cross_attention_mask, training=training,
           return_attention_probs=return_attention_probs)
-      return self.encdec_attention_dropout(output, training=training)
+      return output
 
-    feed_forward = core_block.chain(
-        self.intermediate_dense,
-        lambda x: self._intermediate_dropout_layer(x, training=training),
-        self.output_dense, lambda x: self.output_dropout(x, training=training))
-    sublayers = [(self.self_attention_layer_norm, self_attention)]
-    if cross_attention:
-      sublayers.append((self.encdec_attention_layer_norm, cross_attention_))
-    sublayers.append((self.output_layer_norm, feed_forward))
+    sublayers = core_block.decoder_sublayers(
+        self, self_attention, cross_attention_ if cross_attention else None,
+        training)
     hidden = core_block.residual_sublayers(ops, hidden, sublayers,
                                            self._config["norm_first"])
     self_out, cross_out = results["self"], results.get("cross", [])

@@ -174,14 +174,9 @@ class RealFormerEncoderBlock(SpecConfig, ra.KeepsArgumentDtypes,
       output, *results["attention"] = self._attention_layer(
           inputs, prev_scores=scores, attention_mask=attention_mask,
           training=training, return_attention_probs=return_attention_probs)
-      return self._attention_dropout(output, training=training)
+      return output
 
-    feed_forward = core_block.chain(
-        self._intermediate_dense, self._intermediate_activation_layer,
-        self._output_dense,
-        lambda x: self._output_dropout(x, training=training))
     hidden = core_block.residual_sublayers(
-        ops, hidden, ((self._attention_layer_norm, attention),
-                      (self._output_layer_norm, feed_forward)),
+        ops, hidden, core_block.encoder_sublayers(self, attention, training),
         self._config["norm_first"])
     return (hidden, *results["attention"])

@@ -11,7 +11,6 @@ attention), which is what makes the sum meaningful.
 import tensorflow as tf
 import tf_keras
 
-from official.projects.bigbird import recompute_grad
 from official.projects.bigbird import recomputing_dropout
 from realformer_tf.core import arguments
 from realformer_tf.core import block as core_block
@@ -159,32 +158,18 @@ class RealFormerDecoderBlock(encoder_block.SpecLayer):
                    self_attention_mask=self_attention_mask,
                    cross_attention_mask=cross_attention_mask)
     if self._config["recompute"] and training and cache is None:
-      outputs = self._recomputed_forward(hidden, tensors, training)
+      # The absent cross outputs come back None.
+      outputs = tuple(encoder_block.recomputed(
+          lambda hidden, **tensors: self._forward(hidden, **tensors,
+                                                  training=training),
+          hidden, tensors))
+      if not cross_attention:
+        outputs = (outputs[0], outputs[1], None, outputs[2], None)
     else:
       outputs = self._forward(hidden, **tensors, cache=cache,
                               decode_loop_step=decode_loop_step,
                               training=training)
     return outputs if return_attention_probs else outputs[:3]
-
-  def _recomputed_forward(self, hidden, tensors, training):
-    """`_forward` under Model Garden's `recompute_grad` (see `recompute`).
-
-    It differentiates positional tensors only and returns tensors only: the
-    present ones go in positionally, the absent cross outputs come back None.
-    """
-    names = [name for name, value in tensors.items() if value is not None]
-
-    def forward(hidden, *values):
-      outputs = self._forward(hidden, **dict(zip(names, values)),
-                              training=training)
-      return [x for x in outputs if x is not None]
-
-    outputs = recompute_grad.recompute_grad(forward)(
-        tf.convert_to_tensor(hidden),
-        *[tf.convert_to_tensor(tensors[name]) for name in names])
-    if self._config["cross_attention"]:
-      return tuple(outputs)
-    return outputs[0], outputs[1], None, outputs[2], None
 
   def _forward(self, hidden, memory=None, self_scores=None, cross_scores=None,
                self_attention_mask=None, cross_attention_mask=None,
@@ -198,23 +183,19 @@ class RealFormerDecoderBlock(encoder_block.SpecLayer):
           prev_scores=self_scores, training=training,
           return_attention_probs=True, use_causal_mask=True, cache=cache,
           decode_loop_step=decode_loop_step)
-      return self.self_attention_dropout(output, training=training)
+      return output
 
     def cross_attention(inputs):
       output, out["cross_scores"], out["cross_probs"] = self.encdec_attention(
           query=inputs, value=memory, attention_mask=cross_attention_mask,
           prev_scores=cross_scores, training=training,
           return_attention_probs=True)
-      return self.encdec_attention_dropout(output, training=training)
+      return output
 
-    feed_forward = core_block.chain(
-        self.intermediate_dense, self.intermediate_activation_layer,
-        lambda x: self._intermediate_dropout_layer(x, training=training),
-        self.output_dense, lambda x: self.output_dropout(x, training=training))
-    sublayers = [(self.self_attention_layer_norm, self_attention)]
-    if self._config["cross_attention"]:
-      sublayers.append((self.encdec_attention_layer_norm, cross_attention))
-    sublayers.append((self.output_layer_norm, feed_forward))
+    sublayers = core_block.decoder_sublayers(
+        self, self_attention,
+        cross_attention if self._config["cross_attention"] else None,
+        training)
     hidden = core_block.residual_sublayers(ra.TF_OPS, hidden, sublayers,
                                            self._config["norm_first"])
     return (hidden, out["self_scores"], out["cross_scores"],

@@ -34,6 +34,23 @@ _DESERIALIZE = {"initializer": tf_keras.initializers.get,
                 "activation": lambda value: value}
 
 
+def recomputed(forward, hidden, tensors):
+  """`forward(hidden, **tensors)` under Model Garden's `recompute_grad`.
+
+  It differentiates positional tensors only and returns tensors only: the
+  present `tensors` go in positionally; None outputs are left out.
+  """
+  names = [name for name, value in tensors.items() if value is not None]
+
+  def positional(hidden, *values):
+    outputs = forward(hidden, **dict(zip(names, values)))
+    return [x for x in outputs if x is not None]
+
+  return recompute_grad.recompute_grad(positional)(
+      tf.convert_to_tensor(hidden),
+      *[tf.convert_to_tensor(tensors[name]) for name in names])
+
+
 class SpecLayer(tf_keras.layers.Layer):
   """A tf_keras layer whose arguments are `ARGUMENTS`, a `core.arguments.Spec`.
 
@@ -204,28 +221,18 @@ class RealFormerEncoderBlock(SpecLayer):
     seq, seq]` (`ra.attention_bias_from_mask`); `output_range`: outputs for
     the first positions only (e.g. [CLS] in the last layer).
     """
+    forward = lambda hidden, **tensors: self._forward(
+        hidden, **tensors, training=training, output_range=output_range,
+        return_attention_probs=return_attention_probs)
+    tensors = dict(scores=scores, attention_mask=attention_mask,
+                   attention_bias=attention_bias)
     if not (self._recompute and training):
-      return self._forward(hidden, scores, attention_mask, attention_bias,
-                           training, output_range, return_attention_probs)
-    # recompute_grad differentiates tensor arguments only: pass the present
-    # ones positionally and rebuild the call inside.
-    present = [t is not None for t in (scores, attention_mask, attention_bias)]
-    tensors = [tf.convert_to_tensor(t)
-               for t in (scores, attention_mask, attention_bias)
-               if t is not None]
+      return forward(hidden, **tensors)
+    return tuple(recomputed(forward, hidden, tensors))
 
-    def forward(hidden, *tensors):
-      it = iter(tensors)
-      args = [next(it) if p else None for p in present]
-      return self._forward(hidden, *args, training=training,
-                           output_range=output_range,
-                           return_attention_probs=return_attention_probs)
-
-    return recompute_grad.recompute_grad(forward)(
-        tf.convert_to_tensor(hidden), *tensors)
-
-  def _forward(self, hidden, scores, attention_mask, attention_bias, training,
-               output_range, return_attention_probs):
+  def _forward(self, hidden, scores=None, attention_mask=None,
+               attention_bias=None, training=None, output_range=None,
+               return_attention_probs=False):
     crop = None
     if output_range:
       crop = lambda x: x[:, :output_range, :]
@@ -243,16 +250,12 @@ class RealFormerEncoderBlock(SpecLayer):
           value=inputs if crop else None, attention_mask=attention_mask,
           prev_scores=scores, training=training, return_attention_probs=True,
           attention_bias=attention_bias)
-      return self._attention_dropout(output, training=training)
+      return output
 
-    feed_forward_ = core_block.chain(
-        self._intermediate_dense, self._intermediate_activation_layer,
-        self._output_dense,
-        lambda x: self._output_dropout(x, training=training))
     hidden = core_block.residual_sublayers(
         ra.TF_OPS, hidden,
-        ((self._attention_layer_norm, attention),
-         (self._output_layer_norm, feed_forward_)), self._norm_first, crop)
+        core_block.encoder_sublayers(self, attention, training),
+        self._norm_first, crop)
     if return_attention_probs:
       return hidden, results["scores"], results["probs"]
     return hidden, results["scores"]
