@@ -1,4 +1,4 @@
-"""Fused residual attention (RealFormer, paper Eq. 5) in Pallas: one kernel.
+"""Fused residual attention (RealFormer, paper Eq. 5) as Pallas kernels.
 
     S_l = Q K^T / sqrt(d) + S_{l-1}          (written once, passed on unmasked)
     logits = S_l ("sum") | S_l / (l + 1) ("mean") | Q K^T / sqrt(d) ("none")
@@ -26,15 +26,19 @@ import math
 
 from realformer_tf.core import pallas_attention_backward as backward_lib
 from realformer_tf.core import pallas_attention_common as common
-from realformer_tf.core.pallas_attention_common import dropout_keep_mask  # pylint: disable=unused-import
 
 jax, lax, pl, jnp = common.jax, common.lax, common.pl, common.jnp
+# The kernels' dropout mask in plain jnp: (seed, batch, heads, T, S, rate).
+dropout_keep_mask = common.dropout_keep_mask
 
 MODES = ("sum", "mean", "none")
-# Tiles on a GPU for head size 64 (Hopper): wide query tiles forward, square
-# tiles backward (the backward keeps more float32 tiles live).
-_GPU_BLOCKS = {"block_q": 128, "block_k": 64, "bwd_block_q": 64,
-               "bwd_block_k": 64}
+# Tiles and Triton parameters, tuned for head size 64 (Hopper): wide query
+# tiles forward, square tiles backward (the backward keeps more float32 tiles
+# live). Starting points from jax's reference flash attention; a benchmark
+# (benchmarks/pallas_attention_gpu_check.py --sweep) may override entries.
+GPU_DEFAULTS = {"block_q": 128, "block_k": 64, "bwd_block_q": 64,
+                "bwd_block_k": 64, "num_warps": 4, "num_stages": 2,
+                "bwd_num_warps": 4, "bwd_num_stages": 2}
 _MIN_BLOCK = 16  # Triton's smallest dot operand.
 
 
@@ -50,8 +54,9 @@ def _round_up(x, m):
 def _block(requested, length, default):
   """A power-of-two tile no longer than the padded sequence needs."""
   if requested is not None:
-    if requested < 1 or requested & (requested - 1):
-      raise ValueError(f"block sizes must be powers of two, got {requested}")
+    if requested < _MIN_BLOCK or requested & (requested - 1):
+      raise ValueError(
+          f"block sizes must be powers of two >= {_MIN_BLOCK}, got {requested}")
     return requested
   fit = max(_MIN_BLOCK, 1 << max(0, (length - 1).bit_length()))
   return min(default, fit)
@@ -225,8 +230,9 @@ def fused_residual_attention(query, key, value, prev_scores=None, bias=None,
     score_dtype: dtype of the returned scores; default the query's. The
       softmax and accumulators run in float32 regardless.
     dropout_rate: attention-probability dropout rate in [0, 1).
-    seed: int32 scalar (array) seeding the dropout hash; needed when
-      `dropout_rate > 0`.
+    seed: integer scalar or small vector (array or Python int; e.g. the
+      uint32[2] data of a JAX PRNG key) seeding the dropout hash; needed
+      when `dropout_rate > 0`. The same seed gives the same mask.
     interpret: run Pallas in interpret mode; default: unless jax's default
       backend is a GPU.
     block_q, block_k: tile sizes (powers of two) for the forward and the
@@ -271,10 +277,14 @@ def fused_residual_attention(query, key, value, prev_scores=None, bias=None,
   cfg = common.Config(
       mode=mode, layer_index=int(layer_index), scale=1.0 / math.sqrt(head),
       seq_q=seq_q, seq_k=seq_k,
-      block_q=_block(block_q, seq_q, _GPU_BLOCKS["block_q"]),
-      block_k=_block(block_k, seq_k, _GPU_BLOCKS["block_k"]),
-      bwd_block_q=_block(block_q, seq_q, _GPU_BLOCKS["bwd_block_q"]),
-      bwd_block_k=_block(block_k, seq_k, _GPU_BLOCKS["bwd_block_k"]),
+      block_q=_block(block_q, seq_q, GPU_DEFAULTS["block_q"]),
+      block_k=_block(block_k, seq_k, GPU_DEFAULTS["block_k"]),
+      bwd_block_q=_block(block_q, seq_q, GPU_DEFAULTS["bwd_block_q"]),
+      bwd_block_k=_block(block_k, seq_k, GPU_DEFAULTS["bwd_block_k"]),
+      num_warps=GPU_DEFAULTS["num_warps"],
+      num_stages=GPU_DEFAULTS["num_stages"],
+      bwd_num_warps=GPU_DEFAULTS["bwd_num_warps"],
+      bwd_num_stages=GPU_DEFAULTS["bwd_num_stages"],
       bias_kind=bias_kind, bias_batched=bias_batched,
       has_prev=prev_scores is not None, dropout_rate=float(dropout_rate),
       score_dtype=jnp.dtype(score_dtype or query.dtype).name,
@@ -282,5 +292,5 @@ def fused_residual_attention(query, key, value, prev_scores=None, bias=None,
   # Triton dots need power-of-two operands of at least 16.
   head_pad = max(_MIN_BLOCK, 1 << (head - 1).bit_length())
   return _run_jit(query, key, value, prev_scores, bias,
-                  None if seed is None else jnp.asarray(seed, jnp.int32),
+                  None if seed is None else jnp.asarray(seed),
                   cfg=cfg, head_pad=head_pad)

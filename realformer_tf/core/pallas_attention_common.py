@@ -114,6 +114,16 @@ def fmix32(x):
   return x ^ _srl(x, 16)
 
 
+def _seed_words(seed):
+  """The seed as a flat int32 vector (bit patterns kept for unsigned)."""
+  seed = jnp.ravel(jnp.asarray(seed))
+  if not jnp.issubdtype(seed.dtype, jnp.integer):
+    raise ValueError(f"seed must be integer, got {seed.dtype}")
+  if seed.dtype == jnp.uint32:
+    return lax.bitcast_convert_type(seed, jnp.int32)
+  return seed.astype(jnp.int32)
+
+
 def row_keys(seed, batch, heads, rows):
   """Per-(batch, head, row) dropout keys, `[batch, heads, rows]` int32.
 
@@ -121,14 +131,17 @@ def row_keys(seed, batch, heads, rows):
   vector per query tile instead of a scalar seed.
 
   Args:
-    seed: int32 scalar (array or Python int).
+    seed: integer scalar or small vector (e.g. a JAX PRNG key's uint32[2]
+      data, as Keras' `SeedGenerator` holds): every word is folded in.
     batch, heads, rows: sizes.
 
   Returns:
     int32 array of well-mixed keys.
   """
-  seed = jnp.asarray(seed, jnp.int32)
-  k_seed = fmix32(seed * _GOLDEN + _GOLDEN2)
+  words = _seed_words(seed)
+  k_seed = jnp.asarray(_GOLDEN2)
+  for i in range(words.shape[0]):
+    k_seed = fmix32(k_seed + words[i] * _GOLDEN)
   bh = jnp.arange(batch * heads, dtype=jnp.int32).reshape(batch, heads, 1)
   k_bh = fmix32(k_seed + bh * _GOLDEN2)
   t = jnp.arange(rows, dtype=jnp.int32).reshape(1, 1, rows)
@@ -214,7 +227,7 @@ def logits2(cfg, s, bias, start_k):
 
 
 def dropout_keep(cfg, keys, start_k, cols):
-  """Keep mask of a tile (row keys `keys`, global key offset start_k), or None."""
+  """Keep mask of a tile (row keys, global key offset start_k), or None."""
   if cfg.dropout_rate == 0.0:
     return None
   col = start_k + lax.iota(jnp.int32, cols)
@@ -232,4 +245,5 @@ def dot(a, b, *, trans_a=False, trans_b=False):
   """Tile matmul with float32 accumulation; exact (no TF32) for float32."""
   precision = (lax.Precision.HIGHEST if a.dtype == jnp.float32
                else None)
-  return pl.dot(a, b, trans_a=trans_a, trans_b=trans_b, precision=precision)
+  return plgpu.dot(a, b, trans_a=trans_a, trans_b=trans_b,
+                   precision=precision)
