@@ -98,6 +98,14 @@ class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
     clone.set_weights(block.get_weights())
     self.assertAllClose(block(self.x)[0], clone(self.x)[0], atol=1e-6)
 
+  def test_saved_float32_score_dtype_stays_float32(self):
+    config = _block().get_config()
+    config["score_dtype"] = "float32"   # as configs saved before "auto"
+    with layer_test_utils.mixed_precision_scope("mixed_bfloat16"):
+      block = encoder_block.RealFormerEncoderBlock.from_config(config)
+      _, scores = block(self.x, scores=self.prev)
+    self.assertEqual(tf.float32, scores.dtype)
+
   def test_functional_stack_trains(self):
     def model_fn():
       hidden = tf_keras.Input(shape=(6, 16))
