@@ -45,7 +45,7 @@ DEPRECATED_ALIASES = {
 PRIVATE_IMPORTS = {
     ("keras3/backbone.py", "keras_hub.src.models.bert"):
         "bert_kernel_initializer (BertBackbone's initializer)",
-    ("keras3/backbone.py", "keras_hub.src.utils"):
+    ("keras3/encoder_block.py", "keras_hub.src.utils"):
         "keras_utils.gelu_approximate (BertBackbone's activation)",
     ("keras3/residual_attention.py", "keras.src.backend.common"):
         "masking.get_keras_mask/set_keras_mask (Keras' implicit masks)",

@@ -59,7 +59,7 @@ _SAME_VALUE = (
     ("max_position_embeddings", "max_sequence_length"),
     ("type_vocab_size", "num_segments"),
     ("residual_attention", "residual_attention"),
-    ("norm_first", "norm_first"), ("norm_epsilon", "norm_epsilon"),
+    ("norm_first", "normalize_first"), ("norm_epsilon", "layer_norm_epsilon"),
     ("score_dtype", "score_dtype"))
 
 
@@ -85,16 +85,16 @@ def backbone_kwargs(config: encoders.RealFormerEncoderConfig
       {argument: getattr(config, field) for field, argument in _SAME_VALUE},
       final_layer_norm=(config.norm_first if config.final_layer_norm is None
                         else config.final_layer_norm),
-      intermediate_activation=activation)
+      activation=activation)
 
 
 def encoder_config(backbone: backbone_lib.RealFormerBackbone
                   ) -> encoders.RealFormerEncoderConfig:
   """The tf_keras encoder config of a `RealFormerBackbone`."""
-  activation = backbone.intermediate_activation
+  activation = backbone.activation
   if activation == "gelu":
     raise ValueError(
-        "intermediate_activation='gelu' is Keras 3's exact GELU; the tf_keras "
+        "activation='gelu' is Keras 3's exact GELU; the tf_keras "
         "encoder's 'gelu' is the tanh form (Keras 3's 'gelu_approximate') and "
         "it has no name for the exact one, so this backbone has no tf_keras "
         "encoder config.")
@@ -237,7 +237,7 @@ def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
       final_layer_norm=c["final_layer_norm"], norm_epsilon=c["norm_epsilon"],
       score_dtype=c["score_dtype"]))
   backbone = backbone_lib.RealFormerBackbone(
-      **{**backbone_kwargs(config), "intermediate_activation": activation,
+      **{**backbone_kwargs(config), "activation": activation,
          **overrides})
   weight_map.copy_slots(
       weight_map.variable_source(tf_keras_encoder_slots(encoder)),

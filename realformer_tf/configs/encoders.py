@@ -34,8 +34,9 @@ class RealFormerEncoderConfig(encoders.BertEncoderConfig):
   # None: a final LayerNorm iff norm_first (False: Post-LN, True: Pre-LN).
   final_layer_norm: Optional[bool] = None
   norm_epsilon: float = 1e-12
-  # Running score sum under mixed precision: "float32" or "compute".
-  score_dtype: str = "float32"
+  # Running score sum under mixed precision: "auto" (bfloat16 under
+  # mixed_bfloat16, else float32), "float32" or "compute".
+  score_dtype: str = "auto"
   # Recompute each block's forward in backprop (long sequences).
   recompute: bool = False
 

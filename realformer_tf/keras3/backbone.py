@@ -20,68 +20,72 @@ from keras import ops
 from keras_hub import layers as position_embedding  # .PositionEmbedding
 from keras_hub import models as hub_backbone  # .Backbone
 from keras_hub.src.models.bert import bert_backbone
-from keras_hub.src.utils import keras_utils
 
+from realformer_tf.core import arguments
 from realformer_tf.keras3 import encoder_block
 
-# keras-hub's BERT (bert_backbone.py, `activation=gelu_approximate`) and our
-# tf_keras encoder (`hidden_activation: gelu`, Model Garden's tanh form) both
-# use the tanh approximation; Keras' own "gelu" is the exact (erf) form.
-GELU_APPROXIMATE = "gelu_approximate"
+GELU_APPROXIMATE = encoder_block.GELU_APPROXIMATE
+get_activation = encoder_block.get_activation
 
 
-def get_activation(name):
-  """A Keras activation from its name; "gelu_approximate" = GELU's tanh form
-  (keras-hub's `gelu_approximate`, which `keras.activations.get` lacks)."""
-  if name == GELU_APPROXIMATE:
-    return keras_utils.gelu_approximate
-  try:
-    return keras.activations.get(name)
-  except ValueError:
-    raise ValueError(
-        f"intermediate_activation={name!r} is not a Keras activation name "
-        f"(e.g. {GELU_APPROXIMATE!r}, 'gelu', 'relu').") from None
+def backbone_spec(*keys, **defaults):
+  """A backbone's arguments (keras-hub's names), by key, in this order."""
+  both = arguments.STACK + arguments.BLOCK
+  return both.only(*keys).replace(**defaults)
 
 
-class ArgumentsAttributes:
-  """keras-hub's config convention, written once for both backbones.
+class BackboneConfig(encoder_block.SpecConfig):
+  """keras-hub's config convention on `core.arguments`.
 
-  keras-hub's backbones keep each constructor argument as an attribute of its
-  name and return them all from `get_config`
-  (keras_hub/src/models/bert/bert_backbone.py); `_set_config(**arguments)`
-  does both. `_renamed` names the attribute of an argument whose own name is
-  a layer's. List it before the keras-hub base class.
+  keras-hub's backbones keep each constructor argument as an attribute of
+  its name and return them all from `get_config`
+  (keras_hub/src/models/bert/bert_backbone.py); `_set_attributes` sets them
+  (`_renamed` names the attribute of an argument whose own name is a
+  layer's). The activation stays a name, as keras-hub's configs write it.
+  List it before the keras-hub base class.
   """
   _renamed = {}
+  _deserialize = dict(encoder_block.SpecConfig._deserialize,
+                      activation=lambda name: get_activation(name) and name)
+  _serialize = dict(encoder_block.SpecConfig._serialize,
+                    activation=lambda name: name)
 
-  def _set_config(self, **arguments):
-    self._arguments = arguments
-    for name, value in arguments.items():
-      setattr(self, self._renamed.get(name, name), value)
+  def _set_attributes(self):
+    for a in self.ARGUMENTS.on(arguments.KERAS3):
+      name = a.name(arguments.KERAS3)
+      setattr(self, self._renamed.get(name, name), self._config[a.key])
 
-  def get_config(self):
-    return {**super().get_config(), **self._arguments}
+  def _block_arguments(self, index):
+    """The arguments (by key) each block takes from the backbone."""
+    block_keys = arguments.BLOCK.keys(arguments.KERAS3)
+    c = self._config
+    return dict({k: v for k, v in c.items() if k in block_keys},
+                inner_activation=get_activation(c["inner_activation"]),
+                attention_dropout=c["output_dropout"], layer_index=index)
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerBackbone(ArgumentsAttributes, hub_backbone.Backbone):
+class RealFormerBackbone(BackboneConfig, hub_backbone.Backbone):
   """A BERT encoder with RealFormer's residual attention (He et al., 2020).
 
-  Args:
+  Args (keras-hub's names; docs/names.md maps them to the tf_keras
+  `RealFormerEncoder`'s, which are still taken with a DeprecationWarning):
     vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
       dropout, max_sequence_length, num_segments, dtype: as `BertBackbone`.
     residual_attention: "sum" (RealFormer), "mean" (running mean, for models
       deeper than ~24 layers) or "none": then, with the default activation,
       this is `BertBackbone` exactly (`weights.load_bert_backbone` copies
       one's weights in).
-    norm_first: False = Post-LN (BERT, RealFormer), True = Pre-LN.
-    final_layer_norm: LayerNorm the last block's output; None = `norm_first`
-      (as our tf_keras `RealFormerEncoder`).
-    norm_epsilon: LayerNorm epsilon of the blocks (the embeddings' is 1e-12
-      as in BERT).
+    normalize_first: False = Post-LN (BERT, RealFormer), True = Pre-LN.
+    final_layer_norm: LayerNorm the last block's output; None =
+      `normalize_first` (as our tf_keras `RealFormerEncoder`).
+    layer_norm_epsilon: LayerNorm epsilon of the blocks (the embeddings' is
+      1e-12 as in BERT).
     score_dtype: dtype of the running score sum under mixed precision:
-      "float32" or "compute" (the policy's compute dtype).
-    intermediate_activation: Activation name of the feed-forward layer.
+      "auto" (default), "float32" or "compute"; see docs/layers.md.
+    attention_implementation: "auto", "reference" or "pallas"; see
+      `ResidualMultiHeadAttention`.
+    activation: Activation name of the feed-forward layer.
       "gelu_approximate" (default, the tanh form) is what both weight sources
       were trained with: keras-hub's `BertBackbone` (which hard-codes it)
       and our tf_keras `RealFormerEncoder` (`hidden_activation: gelu`).
@@ -100,31 +104,28 @@ class RealFormerBackbone(ArgumentsAttributes, hub_backbone.Backbone):
   """
   # `final_layer_norm` is the LayerNorm layer (None without one).
   _renamed = {"final_layer_norm": "use_final_layer_norm"}
+  ARGUMENTS = backbone_spec(
+      "vocab_size", "num_layers", "num_attention_heads", "hidden_size",
+      "inner_dim", "output_dropout", "max_sequence_length",
+      "type_vocab_size", "residual_attention", "norm_first",
+      "final_layer_norm", "norm_epsilon", "score_dtype", "inner_activation",
+      "attention_implementation",
+      # BertBackbone's defaults.
+      output_dropout=0.1, type_vocab_size=2, inner_activation=GELU_APPROXIMATE)
 
-  def __init__(self,
-               vocabulary_size,
-               num_layers,
-               num_heads,
-               hidden_dim,
-               intermediate_dim,
-               dropout=0.1,
-               max_sequence_length=512,
-               num_segments=2,
-               residual_attention="sum",
-               norm_first=False,
-               final_layer_norm=None,
-               norm_epsilon=1e-12,
-               score_dtype="float32",
-               intermediate_activation=GELU_APPROXIMATE,
-               dtype=None,
-               **kwargs):
-    if num_layers < 1:
-      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
+  def __init__(self, *args, dtype=None, **kwargs):
+    self._config, kwargs = self._bind(args, kwargs)
+    c = self._config
+    if c["final_layer_norm"] is None:
+      c["final_layer_norm"] = c["norm_first"]
+    (vocabulary_size, num_heads, hidden_dim, dropout, max_sequence_length,
+     num_segments, norm_epsilon) = (
+         c[k] for k in ("vocab_size", "num_attention_heads", "hidden_size",
+                        "output_dropout", "max_sequence_length",
+                        "type_vocab_size", "norm_epsilon"))
     if hidden_dim % num_heads:
       raise ValueError(f"hidden_dim={hidden_dim} is not divisible by "
                        f"num_heads={num_heads}.")
-    if final_layer_norm is None:
-      final_layer_norm = norm_first
     init = bert_backbone.bert_kernel_initializer
     # === Layers (BertBackbone's, same names) ===
     self.token_embedding = keras.layers.ReversibleEmbedding(
@@ -143,15 +144,12 @@ class RealFormerBackbone(ArgumentsAttributes, hub_backbone.Backbone):
         dropout, dtype=dtype, name="embeddings_dropout")
     self.transformer_layers = [
         encoder_block.RealFormerEncoderBlock(
-            num_attention_heads=num_heads, inner_dim=intermediate_dim,
-            inner_activation=get_activation(intermediate_activation),
-            output_dropout=dropout, attention_dropout=dropout,
-            norm_first=norm_first, norm_epsilon=norm_epsilon,
-            kernel_initializer=init(), residual_attention=residual_attention,
-            layer_index=i, score_dtype=score_dtype, dtype=dtype,
-            name=f"transformer_layer_{i}") for i in range(num_layers)]
+            **arguments.BLOCK.named(arguments.KERAS3, dict(
+                self._block_arguments(i), kernel_initializer=init())),
+            dtype=dtype, name=f"transformer_layer_{i}")
+        for i in range(c["num_layers"])]
     self.final_layer_norm = None
-    if final_layer_norm:
+    if c["final_layer_norm"]:
       self.final_layer_norm = keras.layers.LayerNormalization(
           axis=-1, epsilon=norm_epsilon, dtype=dtype, name="final_layer_norm")
     self.pooled_dense = keras.layers.Dense(
@@ -180,16 +178,5 @@ class RealFormerBackbone(ArgumentsAttributes, hub_backbone.Backbone):
                  "pooled_output": self.pooled_dense(x[:, 0, :])},
         dtype=dtype, **kwargs)
 
-    # === Config ===
-    self._set_config(
-        # BertBackbone's arguments,
-        vocabulary_size=vocabulary_size, num_layers=num_layers,
-        num_heads=num_heads, hidden_dim=hidden_dim, dropout=dropout,
-        intermediate_dim=intermediate_dim, num_segments=num_segments,
-        max_sequence_length=max_sequence_length,
-        # then ours.
-        residual_attention=residual_attention, norm_first=norm_first,
-        final_layer_norm=final_layer_norm, norm_epsilon=norm_epsilon,
-        score_dtype=score_dtype,
-        intermediate_activation=intermediate_activation)
+    self._set_attributes()
     self.cls_token_index = 0

@@ -4,13 +4,13 @@ import keras
 from keras import ops
 import keras_hub
 
+from realformer_tf.core import arguments
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import decoder_block
-from realformer_tf.keras3 import residual_attention as ra
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerDecoderBackbone(backbone_lib.ArgumentsAttributes,
+class RealFormerDecoderBackbone(backbone_lib.BackboneConfig,
                                 keras_hub.models.Backbone):
   """GPT-2's backbone with RealFormer's residual self-attention scores.
 
@@ -36,12 +36,18 @@ class RealFormerDecoderBackbone(backbone_lib.ArgumentsAttributes,
     max_sequence_length: Length of the learned position embedding (the
       longest sequence, prompt plus generation).
     residual_attention: "sum" (RealFormer), "mean" or "none" (GPT-2).
-    norm_first: Pre-LN (GPT-2, default) or Post-LN (the paper's BERT).
+    normalize_first: Pre-LN (GPT-2, default) or Post-LN (the paper's BERT).
     layer_norm_epsilon: Epsilon of every LayerNorm.
-    intermediate_activation: Feed-forward activation.
-    score_dtype: "float32" or "compute"; see `ResidualMultiHeadAttention`.
+    activation: Feed-forward activation; default GPT-2's tanh GELU,
+      "gelu_approximate".
+    score_dtype: "auto" (default), "float32" or "compute"; see
+      `ResidualMultiHeadAttention`.
+    attention_implementation: "auto", "reference" or "pallas"; see
+      `ResidualMultiHeadAttention`.
     dtype: dtype policy of the layers (e.g. "mixed_bfloat16").
-    **kwargs: `keras_hub.models.Backbone` arguments (name, trainable).
+    **kwargs: `keras_hub.models.Backbone` arguments (name, trainable). The
+      names of the encoder backbone (and the tf_keras face's, with a
+      DeprecationWarning); docs/names.md.
 
   Example:
 
@@ -54,21 +60,28 @@ class RealFormerDecoderBackbone(backbone_lib.ArgumentsAttributes,
   (1, 8, 16)
   """
 
-  def __init__(self, vocabulary_size, num_layers, num_heads, hidden_dim,
-               intermediate_dim, dropout=0.1, max_sequence_length=1024,
-               residual_attention="sum", norm_first=True,
-               layer_norm_epsilon=1e-5, intermediate_activation="gelu",
-               score_dtype="float32", dtype=None, **kwargs):
-    ra.validate_residual_attention(residual_attention)
-    if num_layers < 1:
-      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
+  ARGUMENTS = backbone_lib.backbone_spec(
+      "vocab_size", "num_layers", "num_attention_heads", "hidden_size",
+      "inner_dim", "output_dropout", "max_sequence_length",
+      "residual_attention", "norm_first", "norm_epsilon", "inner_activation",
+      "score_dtype", "attention_implementation",
+      # GPT2Backbone's defaults.
+      output_dropout=0.1, max_sequence_length=1024, norm_first=True,
+      norm_epsilon=1e-5, inner_activation=backbone_lib.GELU_APPROXIMATE)
+
+  def __init__(self, *args, dtype=None, **kwargs):
+    self._config, kwargs = self._bind(args, kwargs)
+    c = self._config
+    vocabulary_size, hidden_dim, dropout, layer_norm_epsilon = (
+        c[k] for k in ("vocab_size", "hidden_size", "output_dropout",
+                       "norm_epsilon"))
     # === Layers ===
     self.token_embedding = keras.layers.ReversibleEmbedding(
         input_dim=vocabulary_size, output_dim=hidden_dim,
         embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
         dtype=dtype, name="token_embedding")
     self.position_embedding = keras_hub.layers.PositionEmbedding(
-        sequence_length=max_sequence_length,
+        sequence_length=c["max_sequence_length"],
         initializer=keras.initializers.RandomNormal(stddev=0.02),
         dtype=dtype, name="position_embedding")
     self.embeddings_add = keras.layers.Add(dtype=dtype,
@@ -77,14 +90,12 @@ class RealFormerDecoderBackbone(backbone_lib.ArgumentsAttributes,
         dropout, dtype=dtype, name="embeddings_dropout")
     self.transformer_layers = [
         decoder_block.RealFormerDecoderBlock(
-            num_attention_heads=num_heads, inner_dim=intermediate_dim,
-            inner_activation=intermediate_activation, output_dropout=dropout,
-            attention_dropout=dropout, norm_first=norm_first,
-            norm_epsilon=layer_norm_epsilon,
-            kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
-            residual_attention=residual_attention, cross_attention=False,
-            layer_index=i, score_dtype=score_dtype, dtype=dtype,
-            name=f"transformer_layer_{i}") for i in range(num_layers)]
+            **arguments.DECODER_BLOCK.named(arguments.KERAS3, dict(
+                self._block_arguments(i), cross_attention=False,
+                kernel_initializer=keras.initializers.RandomNormal(
+                    stddev=0.02))),
+            dtype=dtype, name=f"transformer_layer_{i}")
+        for i in range(c["num_layers"])]
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm")
 
@@ -104,14 +115,4 @@ class RealFormerDecoderBackbone(backbone_lib.ArgumentsAttributes,
         inputs={"token_ids": token_ids, "padding_mask": padding_mask},
         outputs=sequence_output, dtype=dtype, **kwargs)
 
-    # === Config ===
-    self._set_config(
-        vocabulary_size=vocabulary_size, num_layers=num_layers,
-        num_heads=num_heads, hidden_dim=hidden_dim,
-        intermediate_dim=intermediate_dim, dropout=dropout,
-        max_sequence_length=max_sequence_length,
-        residual_attention=residual_attention, norm_first=norm_first,
-        layer_norm_epsilon=layer_norm_epsilon,
-        intermediate_activation=keras.activations.serialize(
-            keras.activations.get(intermediate_activation)),
-        score_dtype=score_dtype)
+    self._set_attributes()

@@ -2,17 +2,12 @@
 
 The Keras 3 face of `realformer_tf.layers.residual_attention` (same
 semantics, same defaults), written with `keras` and `keras.ops` only, so it
-runs on the TensorFlow, JAX and PyTorch backends:
-
-    S_l = Q_l K_l^T / sqrt(d) + S_{l-1}
-    P_l = softmax(S_l + mask)                 # "sum"  (paper Eq. 5)
-    P_l = softmax(S_l / (l + 1) + mask)       # "mean" (the sum is passed on)
-    P_l = softmax(Q_l K_l^T / sqrt(d) + mask) # "none" (own scores passed on)
-
-The mask (padding, causal, Keras' implicit masks) enters the softmax only:
-the scores handed on are never masked. Under mixed precision the score path
-`S_l` stays float32 unless `score_dtype="compute"`; the softmax runs in the
-compute dtype, as in plain attention.
+runs on the TensorFlow, JAX and PyTorch backends. The math, the paper's
+Eq. 5, is `realformer_tf.core.attention`'s, run here on `keras.ops`; on a
+JAX GPU (`attention_implementation="auto"` or "pallas") the fused Pallas
+kernel `core.pallas_attention` computes the same in one pass. The mask
+(padding, causal, Keras' implicit masks) enters the softmax only: the scores
+handed on are never masked.
 """
 
 import keras
@@ -22,42 +17,48 @@ import numpy as np
 # Keras' implicit (`mask_zero`) masks; Keras exports no public accessor.
 from keras.src.backend.common import masking as keras_masking
 
-RESIDUAL_MODES = ("sum", "mean", "none")
-SCORE_DTYPES = ("float32", "compute")
+from realformer_tf.core import arguments
+from realformer_tf.core import attention as core_attention
+from realformer_tf.core import options
+from realformer_tf.core import pallas_attention
 
-# The tf_keras layer's mask adders (realformer_tf/layers/residual_attention.py,
-# `_MASK_ADDER*`; not imported: that module imports TensorFlow): -1e9, and
-# for float16, which cannot hold it, half its lowest value.
-MASK_ADDER = -1e9
-MASK_ADDER_FLOAT16 = -32752.0
-
-
-def validate_residual_attention(value):
-  if value not in RESIDUAL_MODES:
-    raise ValueError(
-        f"residual_attention must be one of {RESIDUAL_MODES}, got {value!r}.")
-  return value
-
-
-def validate_score_dtype(value):
-  if value not in SCORE_DTYPES:
-    raise ValueError(
-        f"score_dtype must be one of {SCORE_DTYPES}, got {value!r}.")
-  return value
-
-
+RESIDUAL_MODES = options.RESIDUAL_MODES  # Public: realformer_tf.keras3.
 def resolve_score_dtype(score_dtype, compute_dtype):
   """The dtype name of the running score sum for a layer computing in `compute_dtype`."""
-  if validate_score_dtype(score_dtype) == "float32":
-    return "float32"
-  return keras.backend.standardize_dtype(compute_dtype)
+  return options.resolve_score_dtype(
+      score_dtype, keras.backend.standardize_dtype(compute_dtype))
 
 
 def attention_bias_from_mask(mask, dtype):
   """0/1 (or bool) attention mask, 1 = attend -> additive bias of `dtype`."""
   dtype = keras.backend.standardize_dtype(dtype)
-  adder = MASK_ADDER_FLOAT16 if dtype == "float16" else MASK_ADDER
-  return ops.multiply(1.0 - ops.cast(mask, dtype), ops.cast(adder, dtype))
+  return core_attention.mask_bias(ops, mask, dtype, options.mask_adder(dtype))
+
+
+def uses_pallas(implementation, wants_probs_or_cache=False):
+  """Whether `attention_implementation` runs the fused kernel in this call.
+
+  "pallas" always (Pallas' interpret mode off a GPU), "auto" on a JAX GPU;
+  neither when the call asks for the probabilities or runs on a cache,
+  which the kernel does not produce or take: the `keras.ops` reference
+  serves those calls.
+  """
+  if implementation == "reference" or wants_probs_or_cache:
+    return False
+  if implementation == "pallas":
+    return True
+  return (keras.backend.backend() == "jax" and pallas_attention.available()
+          and pallas_attention.jax.default_backend() == "gpu")
+
+
+def check_attention_implementation(value):
+  """"pallas" needs the JAX backend with Pallas."""
+  if value == "pallas" and (keras.backend.backend() != "jax" or
+                            not pallas_attention.available()):
+    raise ValueError(
+        "attention_implementation='pallas' needs the JAX backend with "
+        f"Pallas; the Keras backend is {keras.backend.backend()!r}. Use "
+        "'auto' or 'reference'.")
 
 
 def _array_to_tensor(x):
@@ -118,6 +119,10 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
   Args:
     num_heads, key_dim, residual_attention, layer_index, score_dtype: as
       `realformer_tf.layers.ResidualMultiHeadAttention`.
+    attention_implementation: "auto" (default: the fused Pallas kernel on a
+      JAX GPU, the `keras.ops` reference elsewhere), "reference" or "pallas"
+      (JAX backend only; Pallas' interpret mode off a GPU). Calls that ask
+      for the probabilities or run on a cache take the reference.
     **kwargs: Any other `keras.layers.MultiHeadAttention` argument, except
       `attention_axes` (only the sequence axis) and `flash_attention` (its
       kernels return no scores).
@@ -147,17 +152,11 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
   Returns:
     `(output, scores)`, then `probs` with `return_attention_probs`, then the
     new cache with `cache`. `output` is `[batch, from_len, dim]`, `scores` the
-    unmasked running sum (float32, or the compute dtype with
-    `score_dtype="compute"`), `probs` `[batch, num_heads, from_len, to_len]`.
+    unmasked running sum (of `score_dtype`), `probs` `[batch, num_heads,
+    from_len, to_len]`.
   """
 
-  def __init__(self,
-               num_heads,
-               key_dim,
-               residual_attention="sum",
-               layer_index=0,
-               score_dtype="float32",
-               **kwargs):
+  def __init__(self, num_heads, key_dim, **kwargs):
     axes = kwargs.get("attention_axes")
     if isinstance(axes, int):
       axes = (axes,)
@@ -176,34 +175,22 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     # (`keras.config.enable_flash_attention()`) and then refuses dropout;
     # this layer never uses it, so dropout is set after the base __init__.
     dropout = kwargs.pop("dropout", 0.0)
+    self._options, kwargs = arguments.ATTENTION.bind(
+        arguments.KERAS3, type(self).__name__, (), kwargs, {})
     super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
     self._flash_attention = False
     self._dropout = dropout
-    self._residual_attention = validate_residual_attention(residual_attention)
-    self._score_dtype = validate_score_dtype(score_dtype)
-    if not isinstance(layer_index, int) or layer_index < 0:
-      raise ValueError(
-          f"layer_index must be an int >= 0, got {layer_index!r}.")
-    self._layer_index = layer_index
+    check_attention_implementation(self._options["attention_implementation"])
 
-  @property
-  def residual_attention(self):
-    return self._residual_attention
-
-  @property
-  def layer_index(self):
-    return self._layer_index
-
-  @property
-  def score_dtype(self):
-    return self._score_dtype
+  residual_attention = property(lambda self: self._options["residual_attention"])
+  layer_index = property(lambda self: self._options["layer_index"])
+  score_dtype = property(lambda self: self._options["score_dtype"])
+  attention_implementation = property(
+      lambda self: self._options["attention_implementation"])
 
   def get_config(self):
-    config = super().get_config()
-    config.update(residual_attention=self._residual_attention,
-                  layer_index=self._layer_index,
-                  score_dtype=self._score_dtype)
-    return config
+    return {**super().get_config(),
+            **arguments.ATTENTION.config(arguments.KERAS3, self._options, {})}
 
   def build(self, query_shape, value_shape=None, key_shape=None):
     if len(query_shape) != 3:
@@ -278,7 +265,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
            value_mask=None,
            key_mask=None):
     compute_dtype = keras.backend.standardize_dtype(self.compute_dtype)
-    score_dtype = resolve_score_dtype(self._score_dtype, compute_dtype)
+    score_dtype = resolve_score_dtype(self.score_dtype, compute_dtype)
     self_attention = value is None
     # Keras' implicit masks, read and then cleared as the base class' call
     # does (its projections do not support masking).
@@ -324,14 +311,32 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
                                            self._value_dense(value))
         cache = ops.stack((projected_key, projected_value), axis=1)
       if use_causal_mask:
-        causal = self._cached_causal_mask(query, projected_key,
-                                          cache_update_index)
+        causal = core_attention.causal_mask(
+            ops, ops.shape(query)[1], ops.shape(projected_key)[1],
+            cache_update_index)
         attention_mask = (causal if attention_mask is None else
                           ops.logical_and(attention_mask, causal))
 
-    output, scores, probs = self._compute_residual_attention(
-        projected_query, projected_key, projected_value, attention_mask,
-        prev_scores=prev_scores, training=training)
+    if prev_scores is not None:
+      self._check_prev_scores(prev_scores, self._scores_shape(
+          projected_query.shape, projected_key.shape[1]))
+    bias = None
+    if attention_mask is not None:
+      # [B, T, S] -> [B, 1, T, S]; the mask never enters `scores`.
+      bias = attention_bias_from_mask(ops.expand_dims(attention_mask, 1),
+                                      score_dtype)
+    if uses_pallas(self.attention_implementation,
+                   return_attention_probs or cache is not None):
+      output, scores = self._fused_attention(
+          projected_query, projected_key, projected_value, prev_scores, bias,
+          score_dtype, training)
+      probs = None
+    else:
+      output, scores, probs = core_attention.residual_dot_product_attention(
+          ops, projected_query, projected_key, projected_value, prev_scores,
+          bias, mode=self.residual_attention, layer_index=self.layer_index,
+          score_dtype=score_dtype,
+          dropout=lambda p: self._dropout_layer(p, training=training))
     if gate is not None:
       output = ops.multiply(output, gate)
     output = self._output_dense(output)
@@ -344,58 +349,22 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
       outputs += (cache,)
     return outputs
 
-  def _cached_causal_mask(self, query, projected_key, cache_update_index):
-    """`[1, T, max_len]`: query row `i` (position `cache_update_index + i`)
-    attends to keys `j <= cache_update_index + i`.
+  def _fused_attention(self, query, key, value, prev_scores, bias,
+                       score_dtype, training):
+    """`core.pallas_attention.fused_residual_attention`, Eq. 5 in one kernel.
 
-    Keras' `_compute_causal_mask` assumes the queries start at key 0;
-    keras-hub's `compute_causal_mask(..., cache_index)`
-    (keras_hub/src/layers/modeling/transformer_layer_utils.py) is the same
-    rule, not importable here (this module depends on keras only).
+    Its dropout mask is a hash of a seed drawn from the dropout layer's
+    `SeedGenerator`, so it differs from the reference's draws.
     """
-    rows = ops.expand_dims(
-        ops.arange(ops.shape(query)[1], dtype="int32") +
-        ops.cast(cache_update_index, "int32"), -1)
-    cols = ops.expand_dims(
-        ops.arange(ops.shape(projected_key)[1], dtype="int32"), 0)
-    return ops.expand_dims(ops.less_equal(cols, rows), 0)
-
-  def _compute_residual_attention(self, query, key, value, attention_mask,
-                                  prev_scores=None, training=None):
-    """Residual dot-product attention on projected `[B, *, N, H]` Q, K, V.
-
-    Returns `(context [B, T, N, H], scores, probs)`. As the base class'
-    `_compute_attention`: `1/sqrt(d)` scales the query, the mask becomes an
-    additive bias (the tf_keras layer's adders) on the logits only.
-    """
-    compute_dtype = keras.backend.standardize_dtype(self.compute_dtype)
-    score_dtype = resolve_score_dtype(self._score_dtype, compute_dtype)
-    query = ops.multiply(query,
-                         ops.cast(self._inverse_sqrt_key_dim, query.dtype))
-    scores = ops.einsum(self._dot_product_equation, key, query)  # [B,N,T,S]
-    if keras.backend.standardize_dtype(scores.dtype) != score_dtype:
-      scores = ops.cast(scores, score_dtype)
-    if prev_scores is not None:
-      self._check_prev_scores(prev_scores, scores.shape)
-      if self._residual_attention != "none":
-        scores = ops.add(scores, prev_scores)
-    logits = scores
-    if self._residual_attention == "mean":
-      logits = ops.divide(scores, ops.cast(self._layer_index + 1, score_dtype))
-    if attention_mask is not None:
-      # [B, T, S] -> [B, 1, T, S]; the mask never enters `scores`.
-      logits = ops.add(logits, attention_bias_from_mask(
-          ops.expand_dims(attention_mask, 1), score_dtype))
-    if compute_dtype == "float16" and score_dtype == "float32":
-      # The running sum can exceed float16's range; softmax is
-      # shift-invariant, so shift by the row max in float32 first.
-      logits = ops.subtract(logits, ops.stop_gradient(
-          ops.max(logits, axis=-1, keepdims=True)))
-    # Softmax in the compute dtype (what backprop keeps), as plain attention.
-    probs = ops.softmax(ops.cast(logits, compute_dtype), axis=-1)
-    probs_dropout = self._dropout_layer(probs, training=training)
-    context = ops.einsum(self._combine_equation, probs_dropout, value)
-    return context, scores, probs
+    rate = self._dropout if training else 0.0
+    seed = None
+    if rate:
+      seed = keras.random.randint((), 0, 2**31 - 1, dtype="int32",
+                                  seed=self._dropout_layer.seed_generator)
+    return pallas_attention.fused_residual_attention(
+        query, key, value, prev_scores, bias,
+        mode=self.residual_attention, layer_index=self.layer_index,
+        score_dtype=score_dtype, dropout_rate=rate, seed=seed)
 
   def compute_output_spec(self, query, value=None, key=None, *,
                           prev_scores=None, attention_mask=None,
@@ -408,7 +377,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
                           cache, cache_update_index, use_causal_mask,
                           value_mask, key_mask)
     compute_dtype = keras.backend.standardize_dtype(self.compute_dtype)
-    score_dtype = resolve_score_dtype(self._score_dtype, compute_dtype)
+    score_dtype = resolve_score_dtype(self.score_dtype, compute_dtype)
     value_shape = query.shape if value is None else value.shape
     output_shape = self.compute_output_shape(
         query.shape, value_shape, None if key is None else key.shape)

@@ -8,19 +8,18 @@ too, and never mixed. Along each path the mask is the same in every layer
 attention), which is what makes the sum meaningful.
 """
 
-from typing import Any, Optional
-
 import tensorflow as tf
 import tf_keras
 
-from official.projects.bigbird import recompute_grad
 from official.projects.bigbird import recomputing_dropout
+from realformer_tf.core import arguments
+from realformer_tf.core import block as core_block
 from realformer_tf.layers import encoder_block
 from realformer_tf.layers import residual_attention as ra
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerDecoderBlock(encoder_block.ArgumentsConfigLayer):
+class RealFormerDecoderBlock(encoder_block.SpecLayer):
   """`(hidden, self_scores, cross_scores) -> (hidden, self_scores, cross_scores)`.
 
   Causal self-attention on one residual path, encoder-decoder attention on
@@ -94,48 +93,15 @@ class RealFormerDecoderBlock(encoder_block.ArgumentsConfigLayer):
   (TensorShape([2, 2, 4, 4]), TensorShape([2, 2, 4, 6]))
   """
 
-  def __init__(self, num_attention_heads: int, inner_dim: Optional[int] = None,
-               inner_activation: Any = "relu", output_dropout: float = 0.0,
-               attention_dropout: float = 0.0, use_bias: bool = True,
-               norm_first: bool = False, norm_epsilon: float = 1e-12,
-               intermediate_dropout: float = 0.0,
-               kernel_initializer: Any = "glorot_uniform",
-               attention_initializer: Any = None,
-               residual_attention: str = "sum", self_residual: bool = True,
-               cross_residual: bool = True, cross_attention: bool = True,
-               layer_index: int = 0, score_dtype: str = "float32",
-               recompute: bool = False, **kwargs):
-    # Model Garden's `TransformerDecoderBlock` names, this block's before.
-    inner_dim = kwargs.pop("intermediate_size", inner_dim)
-    inner_activation = kwargs.pop("intermediate_activation", inner_activation)
-    output_dropout = kwargs.pop("dropout_rate", output_dropout)
-    attention_dropout = kwargs.pop("attention_dropout_rate", attention_dropout)
-    if inner_dim is None:
-      raise TypeError(f"{type(self).__name__} needs inner_dim.")
-    if attention_initializer:
-      attention_initializer = tf_keras.initializers.get(attention_initializer)
-    ra.validate_residual_attention(residual_attention)
-    ra.validate_score_dtype(score_dtype)
-    if layer_index < 0:
-      raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
-    super().__init__(dict(
-        num_attention_heads=num_attention_heads, inner_dim=inner_dim,
-        inner_activation=inner_activation, output_dropout=output_dropout,
-        attention_dropout=attention_dropout, use_bias=use_bias,
-        norm_first=norm_first, norm_epsilon=norm_epsilon,
-        intermediate_dropout=intermediate_dropout,
-        kernel_initializer=tf_keras.initializers.get(kernel_initializer),
-        attention_initializer=attention_initializer,
-        residual_attention=residual_attention,
-        self_residual=bool(self_residual),
-        cross_residual=bool(cross_residual),
-        cross_attention=bool(cross_attention), layer_index=layer_index,
-        score_dtype=score_dtype, recompute=bool(recompute), kwargs=kwargs))
+  ARGUMENTS = arguments.DECODER_BLOCK
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
     # Model Garden's `TransformerDecoderBlock` attribute names.
-    self.num_attention_heads = num_attention_heads
-    self.intermediate_size = inner_dim
-    self.dropout_rate = output_dropout
-    self.attention_dropout_rate = attention_dropout
+    self.num_attention_heads = self._config["num_attention_heads"]
+    self.intermediate_size = self._config["inner_dim"]
+    self.dropout_rate = self._config["output_dropout"]
+    self.attention_dropout_rate = self._config["attention_dropout"]
 
   def build(self, input_shape):
     c = self._config
@@ -176,15 +142,6 @@ class RealFormerDecoderBlock(encoder_block.ArgumentsConfigLayer):
     self.output_layer_norm = layer_norm("output_layer_norm")
     super().build(input_shape)
 
-  def _sublayer(self, source, attention_output, dropout, layer_norm,
-                training):
-    """Dropout, residual add and (Post-LN) LayerNorm after a sub-layer."""
-    attention_output = dropout(attention_output, training=training)
-    if self._config["norm_first"]:
-      return tf.cast(source, attention_output.dtype) + attention_output
-    return layer_norm(tf.cast(source, attention_output.dtype) +
-                      attention_output)
-
   def call(self, hidden, memory=None, self_scores=None, cross_scores=None,
            self_attention_mask=None, cross_attention_mask=None, cache=None,
            decode_loop_step=None, training=None,
@@ -201,69 +158,45 @@ class RealFormerDecoderBlock(encoder_block.ArgumentsConfigLayer):
                    self_attention_mask=self_attention_mask,
                    cross_attention_mask=cross_attention_mask)
     if self._config["recompute"] and training and cache is None:
-      outputs = self._recomputed_forward(hidden, tensors, training)
+      # The absent cross outputs come back None.
+      outputs = tuple(encoder_block.recomputed(
+          lambda hidden, **tensors: self._forward(hidden, **tensors,
+                                                  training=training),
+          hidden, tensors))
+      if not cross_attention:
+        outputs = (outputs[0], outputs[1], None, outputs[2], None)
     else:
       outputs = self._forward(hidden, **tensors, cache=cache,
                               decode_loop_step=decode_loop_step,
                               training=training)
     return outputs if return_attention_probs else outputs[:3]
 
-  def _recomputed_forward(self, hidden, tensors, training):
-    """`_forward` under Model Garden's `recompute_grad` (see `recompute`).
-
-    It differentiates positional tensors only and returns tensors only: the
-    present ones go in positionally, the absent cross outputs come back None.
-    """
-    names = [name for name, value in tensors.items() if value is not None]
-
-    def forward(hidden, *values):
-      outputs = self._forward(hidden, **dict(zip(names, values)),
-                              training=training)
-      return [x for x in outputs if x is not None]
-
-    outputs = recompute_grad.recompute_grad(forward)(
-        tf.convert_to_tensor(hidden),
-        *[tf.convert_to_tensor(tensors[name]) for name in names])
-    if self._config["cross_attention"]:
-      return tuple(outputs)
-    return outputs[0], outputs[1], None, outputs[2], None
-
   def _forward(self, hidden, memory=None, self_scores=None, cross_scores=None,
                self_attention_mask=None, cross_attention_mask=None,
                cache=None, decode_loop_step=None, training=None):
     """`(hidden, self_scores, cross_scores, self_probs, cross_probs)`."""
-    norm_first, cross_attention = (self._config["norm_first"],
-                                   self._config["cross_attention"])
-    source = hidden
-    query = self.self_attention_layer_norm(hidden) if norm_first else hidden
-    attention_output, self_scores, self_probs = self.self_attention(
-        query=query, attention_mask=self_attention_mask,
-        prev_scores=self_scores, training=training,
-        return_attention_probs=True, use_causal_mask=True, cache=cache,
-        decode_loop_step=decode_loop_step)
-    hidden = self._sublayer(source, attention_output,
-                            self.self_attention_dropout,
-                            self.self_attention_layer_norm, training)
+    out = dict(self_scores=self_scores, cross_scores=cross_scores)
 
-    cross_probs = None
-    if cross_attention:
-      source = hidden
-      query = (self.encdec_attention_layer_norm(hidden)
-               if norm_first else hidden)
-      attention_output, cross_scores, cross_probs = self.encdec_attention(
-          query=query, value=memory, attention_mask=cross_attention_mask,
+    def self_attention(inputs):
+      output, out["self_scores"], out["self_probs"] = self.self_attention(
+          query=inputs, attention_mask=self_attention_mask,
+          prev_scores=self_scores, training=training,
+          return_attention_probs=True, use_causal_mask=True, cache=cache,
+          decode_loop_step=decode_loop_step)
+      return output
+
+    def cross_attention(inputs):
+      output, out["cross_scores"], out["cross_probs"] = self.encdec_attention(
+          query=inputs, value=memory, attention_mask=cross_attention_mask,
           prev_scores=cross_scores, training=training,
           return_attention_probs=True)
-      hidden = self._sublayer(source, attention_output,
-                              self.encdec_attention_dropout,
-                              self.encdec_attention_layer_norm, training)
+      return output
 
-    source = hidden
-    inner = self.output_layer_norm(hidden) if norm_first else hidden
-    inner = self.intermediate_dense(inner)
-    inner = self.intermediate_activation_layer(inner)
-    inner = self._intermediate_dropout_layer(inner, training=training)
-    layer_output = self.output_dense(inner)
-    hidden = self._sublayer(source, layer_output, self.output_dropout,
-                            self.output_layer_norm, training)
-    return hidden, self_scores, cross_scores, self_probs, cross_probs
+    sublayers = core_block.decoder_sublayers(
+        self, self_attention,
+        cross_attention if self._config["cross_attention"] else None,
+        training)
+    hidden = core_block.residual_sublayers(ra.TF_OPS, hidden, sublayers,
+                                           self._config["norm_first"])
+    return (hidden, out["self_scores"], out["cross_scores"],
+            out["self_probs"], out.get("cross_probs"))

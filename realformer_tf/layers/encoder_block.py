@@ -1,6 +1,10 @@
-"""The RealFormer encoder block, and the config and sub-layers every block shares."""
+"""The RealFormer encoder block, and what every tf_keras block and network shares.
 
-from typing import Any, Dict, Optional, Tuple
+`SpecLayer` is the tf_keras face's side of `core.arguments`: a layer whose
+constructor arguments, config and checks are a `core.arguments.Spec`.
+"""
+
+from typing import Any, Optional, Tuple
 
 import tensorflow as tf
 import tf_keras
@@ -8,7 +12,9 @@ import tf_keras
 from official.modeling import tf_utils
 from official.projects.bigbird import recompute_grad
 from official.projects.bigbird import recomputing_dropout
-from realformer_tf import utils
+from realformer_tf.core import arguments
+from realformer_tf.core import block as core_block
+from realformer_tf.core import options
 from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import residual_attention as ra
 
@@ -19,44 +25,70 @@ def serialize_activation(activation) -> Any:
                                        use_legacy_format=True)
 
 
-class ArgumentsConfigLayer(tf_keras.layers.Layer):
-  """A layer whose config is its constructor's arguments (networks/ use it).
+_SERIALIZE = {
+    "initializer": lambda value: tf_utils.serialize_initializer(
+        value, use_legacy_format=True),
+    "activation": serialize_activation}
+# Activations stay as given (a name or a function) until `get_config`.
+_DESERIALIZE = {"initializer": tf_keras.initializers.get,
+                "activation": lambda value: value}
 
-  A subclass' `__init__` normalizes its arguments, then passes every one of
-  them, named, in a dict (plus the base layer's `kwargs`) to this
-  constructor; `get_config` returns them after the base layer's config,
-  initializers and activations serialized as Model Garden's layers do.
+
+def recomputed(forward, hidden, tensors):
+  """`forward(hidden, **tensors)` under Model Garden's `recompute_grad`.
+
+  It differentiates positional tensors only and returns tensors only: the
+  present `tensors` go in positionally; None outputs are left out.
   """
+  names = [name for name, value in tensors.items() if value is not None]
 
-  def __init__(self, arguments: Dict[str, Any]):
-    arguments = {k: v for k, v in arguments.items()
-                 if k not in ("self", "__class__")}
-    super().__init__(**arguments.pop("kwargs"))
-    self._config = arguments
+  def positional(hidden, *values):
+    outputs = forward(hidden, **dict(zip(names, values)))
+    return [x for x in outputs if x is not None]
+
+  return recompute_grad.recompute_grad(positional)(
+      tf.convert_to_tensor(hidden),
+      *[tf.convert_to_tensor(tensors[name]) for name in names])
+
+
+class SpecLayer(tf_keras.layers.Layer):
+  """A tf_keras layer whose arguments are `ARGUMENTS`, a `core.arguments.Spec`.
+
+  `__init__` binds them (positionally or by Model Garden's names, checked,
+  defaults filled) into `self._config`, by key; `get_config` writes them
+  back after the base layer's config, initializers and activations as
+  Model Garden's layers write them.
+  """
+  ARGUMENTS = arguments.Spec()
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    cls.__signature__ = cls.ARGUMENTS.signature(arguments.TF_KERAS)
+
+  def __init__(self, *args, **kwargs):
+    self._config, kwargs = self.ARGUMENTS.bind(
+        arguments.TF_KERAS, type(self).__name__, args, kwargs, _DESERIALIZE)
+    super().__init__(**kwargs)
 
   def __call__(self, *args, **kwargs):
     keras3_seam.reject_keras3_arguments(self, args, kwargs)
     return super().__call__(*args, **kwargs)
 
   def get_config(self):
-    config = super().get_config()
-    for key, value in self._config.items():
-      if isinstance(value, tf_keras.initializers.Initializer):
-        value = tf_utils.serialize_initializer(value, use_legacy_format=True)
-      elif key.endswith("activation"):
-        value = serialize_activation(value)
-      config[key] = value
-    return config
+    return {**super().get_config(),
+            **self.ARGUMENTS.config(arguments.TF_KERAS, self._config,
+                                    _SERIALIZE)}
 
 
 def block_width(name: str, input_shape, num_heads: int) -> int:
   """The known width of a `[batch, seq, width]` input that `num_heads` divide."""
   input_shape = tf.TensorShape(input_shape)
-  if input_shape.rank != 3 or input_shape[-1] is None:
-    raise ValueError(f"{name}: expects hidden of shape [batch, seq, width] "
-                     f"with a known width, got {input_shape}.")
-  utils.check_heads_divide(input_shape[-1], num_heads, name)
-  return input_shape[-1]
+  return options.block_width(
+      name, input_shape.as_list() if input_shape.rank else (), num_heads)
+
+
+TF_ADD = lambda source, output: core_block.residual_add(ra.TF_OPS, source,
+                                                        output)
 
 
 def layer_norm(name: str, epsilon: float) -> tf_keras.layers.Layer:
@@ -97,7 +129,7 @@ def feed_forward(width: int, inner_dim: int, activation, initializer
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerEncoderBlock(tf_keras.layers.Layer):
+class RealFormerEncoderBlock(SpecLayer):
   """Transformer encoder block: `(hidden, scores) -> (hidden, scores)`.
 
   Post-LN (BERT, the paper's backbone) by default, Pre-LN with
@@ -113,7 +145,8 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
     residual_attention: "sum", "mean" or "none"; see
       `ResidualMultiHeadAttention`.
     layer_index: 0-based depth of the block; used by "mean".
-    score_dtype: "float32" or "compute"; see `ResidualMultiHeadAttention`.
+    score_dtype: "auto" (default), "float32" or "compute"; see
+      `ResidualMultiHeadAttention`.
     recompute: Recompute the block's forward pass during backprop, keeping
       only its inputs, so long sequences fit: Model Garden's XLA-compatible
       `official/projects/bigbird/recompute_grad.py` with its stateless
@@ -130,48 +163,24 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
   TensorShape([2, 2, 6, 6])
   """
 
-  def __init__(self, num_attention_heads: int, inner_dim: int,
-               inner_activation: Any = "gelu", output_dropout: float = 0.0,
-               attention_dropout: float = 0.0, norm_first: bool = False,
-               norm_epsilon: float = 1e-12,
-               kernel_initializer: Any = "glorot_uniform",
-               residual_attention: str = "sum", layer_index: int = 0,
-               score_dtype: str = "float32", recompute: bool = False,
-               **kwargs):
-    super().__init__(**kwargs)
+  ARGUMENTS = arguments.BLOCK
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    c = self._config
     # Model Garden's TransformerEncoderBlock attribute names.
-    self._num_heads = num_attention_heads
-    self._inner_dim = inner_dim
-    self._inner_activation = inner_activation
-    self._output_dropout_rate = output_dropout
-    self._attention_dropout_rate = attention_dropout
-    self._norm_first = norm_first
-    self._norm_epsilon = norm_epsilon
-    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
-    self._residual_attention = ra.validate_residual_attention(
-        residual_attention)
-    self._layer_index = layer_index
-    self._score_dtype = ra.validate_score_dtype(score_dtype)
-    self._recompute = bool(recompute)
-
-  def __call__(self, *args, **kwargs):
-    keras3_seam.reject_keras3_arguments(self, args, kwargs)
-    return super().__call__(*args, **kwargs)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        num_attention_heads=self._num_heads, inner_dim=self._inner_dim,
-        inner_activation=serialize_activation(self._inner_activation),
-        output_dropout=self._output_dropout_rate,
-        attention_dropout=self._attention_dropout_rate,
-        norm_first=self._norm_first, norm_epsilon=self._norm_epsilon,
-        kernel_initializer=tf_utils.serialize_initializer(
-            self._kernel_initializer, use_legacy_format=True),
-        residual_attention=self._residual_attention,
-        layer_index=self._layer_index, score_dtype=self._score_dtype,
-        recompute=self._recompute)
-    return config
+    self._num_heads = c["num_attention_heads"]
+    self._inner_dim = c["inner_dim"]
+    self._inner_activation = c["inner_activation"]
+    self._output_dropout_rate = c["output_dropout"]
+    self._attention_dropout_rate = c["attention_dropout"]
+    self._norm_first = c["norm_first"]
+    self._norm_epsilon = c["norm_epsilon"]
+    self._kernel_initializer = c["kernel_initializer"]
+    self._residual_attention = c["residual_attention"]
+    self._layer_index = c["layer_index"]
+    self._score_dtype = c["score_dtype"]
+    self._recompute = c["recompute"]
 
   def build(self, input_shape):
     width = block_width(self.name, input_shape, self._num_heads)
@@ -212,70 +221,41 @@ class RealFormerEncoderBlock(tf_keras.layers.Layer):
     seq, seq]` (`ra.attention_bias_from_mask`); `output_range`: outputs for
     the first positions only (e.g. [CLS] in the last layer).
     """
+    forward = lambda hidden, **tensors: self._forward(
+        hidden, **tensors, training=training, output_range=output_range,
+        return_attention_probs=return_attention_probs)
+    tensors = dict(scores=scores, attention_mask=attention_mask,
+                   attention_bias=attention_bias)
     if not (self._recompute and training):
-      return self._forward(hidden, scores, attention_mask, attention_bias,
-                           training, output_range, return_attention_probs)
-    # recompute_grad differentiates tensor arguments only: pass the present
-    # ones positionally and rebuild the call inside.
-    present = [t is not None for t in (scores, attention_mask, attention_bias)]
-    tensors = [tf.convert_to_tensor(t)
-               for t in (scores, attention_mask, attention_bias)
-               if t is not None]
+      return forward(hidden, **tensors)
+    return tuple(recomputed(forward, hidden, tensors))
 
-    def forward(hidden, *tensors):
-      it = iter(tensors)
-      args = [next(it) if p else None for p in present]
-      return self._forward(hidden, *args, training=training,
-                           output_range=output_range,
-                           return_attention_probs=return_attention_probs)
-
-    return recompute_grad.recompute_grad(forward)(
-        tf.convert_to_tensor(hidden), *tensors)
-
-  def _forward(self, hidden, scores, attention_mask, attention_bias, training,
-               output_range, return_attention_probs):
-    norm_first = self._norm_first
-    source = hidden
-    query = hidden
-    if norm_first:
-      hidden = self._attention_layer_norm(hidden)
-      query = hidden
+  def _forward(self, hidden, scores=None, attention_mask=None,
+               attention_bias=None, training=None, output_range=None,
+               return_attention_probs=False):
+    crop = None
     if output_range:
-      source = source[:, :output_range, :]
-      query = hidden[:, :output_range, :]
+      crop = lambda x: x[:, :output_range, :]
       if attention_mask is not None:
         attention_mask = attention_mask[:, :output_range, :]
       if scores is not None:
         scores = scores[:, :, :output_range, :]
       if attention_bias is not None and attention_bias.shape[2] != 1:
         attention_bias = attention_bias[:, :, :output_range, :]
+    results = {}
 
-    attention_output, scores, probs = self._attention_layer(
-        query=query, value=None if query is hidden else hidden,
-        attention_mask=attention_mask,
-        prev_scores=scores, training=training, return_attention_probs=True,
-        attention_bias=attention_bias)
-    attention_output = self._attention_dropout(attention_output,
-                                               training=training)
-    if norm_first:
-      attention_output = source + attention_output
-      residual = attention_output
-      attention_output = self._output_layer_norm(attention_output)
-    else:
-      attention_output = self._attention_layer_norm(
-          tf.cast(source, attention_output.dtype) + attention_output)
-      residual = attention_output
+    def attention(inputs):
+      output, results["scores"], results["probs"] = self._attention_layer(
+          query=crop(inputs) if crop else inputs,
+          value=inputs if crop else None, attention_mask=attention_mask,
+          prev_scores=scores, training=training, return_attention_probs=True,
+          attention_bias=attention_bias)
+      return output
 
-    inner = self._intermediate_dense(attention_output)
-    inner = self._intermediate_activation_layer(inner)
-    layer_output = self._output_dense(inner)
-    layer_output = self._output_dropout(layer_output, training=training)
-    if norm_first:
-      layer_output = residual + tf.cast(layer_output, residual.dtype)
-    else:
-      # LayerNorm output is float32 under mixed precision; add in float32.
-      layer_output = self._output_layer_norm(
-          tf.cast(layer_output, tf.float32) + residual)
+    hidden = core_block.residual_sublayers(
+        ra.TF_OPS, hidden,
+        core_block.encoder_sublayers(self, attention, training),
+        self._norm_first, crop)
     if return_attention_probs:
-      return layer_output, scores, probs
-    return layer_output, scores
+      return hidden, results["scores"], results["probs"]
+    return hidden, results["scores"]

@@ -1,22 +1,14 @@
 """Multi-head attention with RealFormer's residual attention scores.
 
-RealFormer (He et al., 2020, https://arxiv.org/abs/2012.11747) adds one skip
-edge to Post-LN BERT: each attention layer adds the previous layer's raw,
-pre-softmax scores to its own, softmaxes the sum and hands the sum on:
-
-    S_l = Q_l K_l^T / sqrt(d) + S_{l-1}
-    P_l = softmax(S_l + mask)                 # "sum"  (paper Eq. 5)
-    P_l = softmax(S_l / (l + 1) + mask)       # "mean" (deep models, > 24 layers)
-
-`residual_dot_product_attention` is these lines; the mask only enters the
-softmax and `S_l` is passed on unmasked, as in the authors' TF1 code.
-`score_dtype` picks the dtype of `S_l` under mixed precision: "float32"
-(default: a float16 sum over layers loses precision and overflows) or
-"compute", the policy's (half the bytes of the score path; the README says
-what that costs in accuracy).
+The tf_keras face of the paper's Eq. 5 (`realformer_tf.core.attention`,
+written once for both faces): this module hands the core TensorFlow ops
+(`TF_OPS`), whose score GEMM is `xla_kernels.query_key_scores` (a faster
+form under XLA). `score_dtype` picks the dtype of `S_l` under mixed
+precision: "auto" (default: the compute dtype under bfloat16, float32 under
+float16 and float32), "float32" or "compute"; see docs/layers.md.
 """
 
-import math
+import types
 from typing import Callable, Tuple
 
 import tensorflow as tf
@@ -24,38 +16,33 @@ import tf_keras
 
 from official.nlp.modeling.layers import attention as mg_attention
 from official.projects.bigbird import recomputing_dropout
+from realformer_tf.core import arguments
+from realformer_tf.core import attention as core_attention
+from realformer_tf.core import options
 from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import xla_kernels
 
-RESIDUAL_MODES = ("sum", "mean", "none")
-SCORE_DTYPES = ("float32", "compute")
+RESIDUAL_MODES = options.RESIDUAL_MODES
+SCORE_DTYPES = options.SCORE_DTYPES
+validate_residual_attention = options.validate_residual_attention
+validate_score_dtype = options.validate_score_dtype
 
-# Same additive mask value as Keras' Softmax for float32, so "none" matches
-# tf_keras.layers.MultiHeadAttention bit for bit. float16 cannot hold it; there
-# half its lowest value keeps `score + bias` finite for scores of either sign.
-_MASK_ADDER = -1e9
-_MASK_ADDER_FLOAT16 = -32752.0
-
-
-def _one_of(name: str, value: str, choices: Tuple[str, ...]) -> str:
-  if value not in choices:
-    raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
-  return value
-
-
-def validate_residual_attention(value: str) -> str:
-  return _one_of("residual_attention", value, RESIDUAL_MODES)
+# The core's ops namespace (`keras.ops` names) in TensorFlow ops.
+TF_OPS = types.SimpleNamespace(
+    multiply=tf.multiply, add=tf.add, subtract=tf.subtract,
+    divide=tf.divide, cast=tf.cast, einsum=tf.einsum,
+    stop_gradient=tf.stop_gradient, expand_dims=tf.expand_dims,
+    less_equal=tf.less_equal, arange=tf.range,
+    max=lambda x, axis, keepdims: tf.reduce_max(x, axis, keepdims),
+    softmax=lambda x, axis: tf.nn.softmax(x, axis=axis),
+    dtype=lambda x: x.dtype.name,
+    query_key_scores=xla_kernels.query_key_scores)
 
 
-def validate_score_dtype(value: str) -> str:
-  return _one_of("score_dtype", value, SCORE_DTYPES)
-
-
-def resolve_score_dtype(score_dtype: str, compute_dtype) -> tf.DType:
-  """The dtype of the running score sum for a layer computing in `compute_dtype`."""
-  if validate_score_dtype(score_dtype) == "float32":
-    return tf.float32
-  return tf.as_dtype(compute_dtype)
+def resolve_score_dtype(score_dtype: str, compute_dtype) -> str:
+  """The dtype name of the running score sum for a layer computing in `compute_dtype`."""
+  return options.resolve_score_dtype(score_dtype,
+                                     tf.as_dtype(compute_dtype).name)
 
 
 def attention_bias_from_mask(mask, dtype) -> tf.Tensor:
@@ -66,54 +53,21 @@ def attention_bias_from_mask(mask, dtype) -> tf.Tensor:
   mask into a bias: under XLA the add then lands in the softmax fusion and
   reads `to_len` values per row instead of a full mask.
   """
-  dtype = tf.as_dtype(dtype)
-  adder = _MASK_ADDER_FLOAT16 if dtype == tf.float16 else _MASK_ADDER
-  return (1.0 - tf.cast(mask, dtype)) * tf.constant(adder, dtype)
+  dtype = tf.as_dtype(dtype).name
+  return core_attention.mask_bias(TF_OPS, mask, dtype,
+                                  options.mask_adder(dtype))
 
 
 def residual_dot_product_attention(
     query, key, value, prev_scores=None, bias=None, mode: str = "sum",
-    layer_index: int = 0, score_dtype=tf.float32,
+    layer_index: int = 0, score_dtype="float32",
     dropout: Callable[[tf.Tensor], tf.Tensor] = tf.identity
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-  """The paper's Eq. 5 on projected heads: `(context, scores, probs)`.
-
-  Args:
-    query: `[B, T, N, H]`; key, value: `[B, S, N, H]`.
-    prev_scores: `S_{l-1}`, `[B, N, T, S]`, or None for the first layer.
-    bias: Additive mask (0 or very negative) broadcastable to `scores`.
-    mode: "sum", "mean" or "none" (plain attention: `prev_scores` unused).
-    layer_index: `l`, the 0-based depth; used by "mean".
-    score_dtype: dtype of `scores`; the softmax runs in `query`'s dtype.
-    dropout: Applied to the probabilities before they weigh `value`.
-
-  Returns:
-    `context` `[B, T, N, H]`, `scores` (the unmasked `S_l` to hand on) and
-    `probs` (before dropout), both `[B, N, T, S]`.
-  """
-  # Scaling Q scales Q K^T; under XLA it fuses into the query projection.
-  query = tf.multiply(query, 1.0 / math.sqrt(float(query.shape[-1])))
-  scores = xla_kernels.query_key_scores(query, key, score_dtype)  # QK^T/sqrt(d)
-  if prev_scores is not None and mode != "none":
-    scores += tf.cast(prev_scores, score_dtype)                   # + S_{l-1}
-  logits = scores / float(layer_index + 1) if mode == "mean" else scores
-  if bias is not None:
-    logits += bias                             # the mask: logits only, not S_l
-  probs = _softmax(logits, query.dtype)
-  # Dropping whole tokens to attend to, as in BERT.
-  context = tf.einsum("bnts,bsnh->btnh", dropout(probs), value)
-  return context, scores, probs
-
-
-def _softmax(logits, dtype) -> tf.Tensor:
-  """Softmax in `dtype`, the compute dtype, as plain attention's.
-
-  float32 probabilities would double the memory backprop keeps. float32
-  logits can exceed float16's range: shifted by the row max first.
-  """
-  if dtype == tf.float16 and logits.dtype == tf.float32:
-    logits -= tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
-  return tf.nn.softmax(tf.cast(logits, dtype), axis=-1)
+  """`core.attention.residual_dot_product_attention` in TensorFlow ops."""
+  return core_attention.residual_dot_product_attention(
+      TF_OPS, query, key, value, prev_scores, bias, mode=mode,
+      layer_index=layer_index, score_dtype=tf.as_dtype(score_dtype).name,
+      dropout=dropout)
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
@@ -132,7 +86,8 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
       mean `S_l / (layer_index + 1)`) or "none" (plain attention); the
       running sum (or the layer's own scores) is returned in every mode.
     layer_index: 0-based depth of this layer in its stack; used by "mean".
-    score_dtype: "float32" or "compute" (the policy's compute dtype).
+    score_dtype: "auto" (default), "float32" or "compute" (the policy's
+      compute dtype); see `core.options.resolve_score_dtype`.
     recompute: Drop probabilities with Model Garden's `RecomputingDropout`,
       whose stateless masks repeat in `recompute_grad`'s second forward pass.
 
@@ -155,8 +110,8 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
 
   Returns:
     `(output [batch, from_len, dim], scores)` or `(output, scores, probs)`;
-    `scores` is the unmasked running sum (float32, or the compute dtype with
-    `score_dtype="compute"`) for the next layer.
+    `scores` is the unmasked running sum (of `score_dtype`) for the next
+    layer.
 
   Example:
 
@@ -168,14 +123,7 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
   (TensorShape([3, 5, 16]), TensorShape([3, 2, 5, 5]))
   """
 
-  def __init__(self,
-               num_heads: int,
-               key_dim: int,
-               residual_attention: str = "sum",
-               layer_index: int = 0,
-               score_dtype: str = "float32",
-               recompute: bool = False,
-               **kwargs):
+  def __init__(self, num_heads: int, key_dim: int, **kwargs):
     axes = kwargs.get("attention_axes")
     if axes is not None and tuple(tf.nest.flatten(axes)) != (1,):
       # The running sum is [batch, heads, from_len, to_len]: one attention
@@ -184,35 +132,25 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
       raise ValueError(
           f"ResidualMultiHeadAttention attends over the sequence axis only; "
           f"attention_axes must be None, got {kwargs['attention_axes']!r}.")
+    self._options, kwargs = arguments.ATTENTION.bind(
+        arguments.TF_KERAS, type(self).__name__, (), kwargs, {})
     super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
-    self._residual_attention = validate_residual_attention(residual_attention)
-    self._score_dtype = validate_score_dtype(score_dtype)
-    if layer_index < 0:
-      raise ValueError(f"layer_index must be >= 0, got {layer_index}.")
-    self._layer_index = int(layer_index)
-    self._recompute = bool(recompute)
-    dropout = (recomputing_dropout.RecomputingDropout if self._recompute
-               else tf_keras.layers.Dropout)
+    dropout = (recomputing_dropout.RecomputingDropout
+               if self._options["recompute"] else tf_keras.layers.Dropout)
     self._probs_dropout = dropout(rate=self._dropout, dtype=self.dtype_policy)
 
   def __call__(self, *args, **kwargs):
     keras3_seam.reject_keras3_arguments(self, args, kwargs)
     return super().__call__(*args, **kwargs)
 
-  @property
-  def residual_attention(self) -> str:
-    return self._residual_attention
-
-  @property
-  def score_dtype(self) -> str:
-    return self._score_dtype
+  residual_attention = property(lambda self: self._options["residual_attention"])
+  layer_index = property(lambda self: self._options["layer_index"])
+  score_dtype = property(lambda self: self._options["score_dtype"])
 
   def get_config(self):
-    config = super().get_config()
-    config.update(residual_attention=self._residual_attention,
-                  layer_index=self._layer_index,
-                  score_dtype=self._score_dtype, recompute=self._recompute)
-    return config
+    return {**super().get_config(),
+            **arguments.ATTENTION.config(arguments.TF_KERAS, self._options,
+                                         {})}
 
   def call(self, query, value=None, key=None, attention_mask=None,
            prev_scores=None, training=None, return_attention_probs=False,
@@ -240,7 +178,7 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
       self._build_from_signature(query=query, value=value, key=key)
     if key is None:
       key = value
-    score_dtype = resolve_score_dtype(self._score_dtype, self.compute_dtype)
+    score_dtype = resolve_score_dtype(self.score_dtype, self.compute_dtype)
     # With a cache the keys start before the queries: causal mask below.
     attention_mask = self._compute_attention_mask(
         query, value, key=key, attention_mask=attention_mask,
@@ -268,12 +206,12 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
           tf.expand_dims(attention_mask, axis=1), score_dtype))
     if attention_bias is not None:
       biases.append(tf.cast(attention_bias, score_dtype))
-    if prev_scores is not None and self._residual_attention != "none":
+    if prev_scores is not None and self.residual_attention != "none":
       self._check_prev_scores(prev_scores, query, key)
     output, scores, probs = residual_dot_product_attention(
         query, key, value, prev_scores=prev_scores,
         bias=tf.add_n(biases) if biases else None,
-        mode=self._residual_attention, layer_index=self._layer_index,
+        mode=self.residual_attention, layer_index=self.layer_index,
         score_dtype=score_dtype,
         dropout=lambda probs: self._probs_dropout(probs, training=training))
     output = self._output_dense(output)
@@ -303,19 +241,14 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
 def _offset_causal_mask(query, key, attention_mask, decode_loop_step):
   """Boolean `[B or 1, T, S]` causal mask for queries after the cached keys.
 
-  Query row `i` (of `[B, T, N, H]` projected queries) is position `offset +
-  i`, where `offset` is `decode_loop_step` (padded decoding) or the number of
-  cached keys (of `[B, S, N, H]` keys); it may attend to keys `j <= offset +
-  i`. Keras' `_compute_causal_mask` assumes `offset = 0`. AND-ed with the
-  `[B, T, S]` `attention_mask` (1 = attend) if any.
+  The first query (of `[B, T, N, H]`) is at position `decode_loop_step`
+  (padded decoding) or the number of cached keys (of `[B, S, N, H]`); see
+  `core.attention.causal_mask`. AND-ed with the `attention_mask` if any.
   """
   query_len, key_len = tf.shape(query)[1], tf.shape(key)[1]
-  if decode_loop_step is None:
-    offset = key_len - query_len
-  else:
-    offset = tf.cast(decode_loop_step, tf.int32)
-  causal = tf.linalg.band_part(tf.ones((1, query_len, key_len), tf.bool), -1,
-                               offset)
+  offset = (key_len - query_len if decode_loop_step is None
+            else decode_loop_step)
+  causal = core_attention.causal_mask(TF_OPS, query_len, key_len, offset)
   if attention_mask is None:
     return causal
   return tf.cast(attention_mask, tf.bool) & causal

@@ -15,6 +15,7 @@ language model) stack: call it with `memory=None`.
 import tf_keras
 
 from official.nlp.modeling.models import seq2seq_transformer
+from realformer_tf.core import arguments
 from realformer_tf.layers import decoder_block
 from realformer_tf.networks import score_stack
 
@@ -57,19 +58,10 @@ class RealFormerDecoder(score_stack.BlockStack):
 
   _blocks_attribute = "decoder_layers"
 
-  def __init__(self,
-               *args,
-               use_bias: bool = False,
-               intermediate_dropout: float = 0.0,
-               self_residual: bool = True,
-               cross_residual: bool = True,
-               cross_attention: bool = True,
-               **kwargs):
-    super().__init__(*args, **kwargs)
-    self._config.update(
-        use_bias=use_bias, intermediate_dropout=intermediate_dropout,
-        self_residual=bool(self_residual), cross_residual=bool(cross_residual),
-        cross_attention=bool(cross_attention))
+  ARGUMENTS = score_stack.BlockStack.ARGUMENTS + (
+      arguments.DECODER_BLOCK.only(
+          "use_bias", "intermediate_dropout", "self_residual",
+          "cross_residual", "cross_attention").replace(use_bias=False))
 
   def _block(self, index, width):
     c = self._config

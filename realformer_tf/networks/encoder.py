@@ -1,25 +1,15 @@
 """RealFormer encoder: Model Garden's `BertEncoderV2` contract + residual attention."""
 
-from typing import Any, Callable, Optional, Union
-
 import tensorflow as tf
 import tf_keras
 
 from official.modeling import tf_utils
 from official.nlp.modeling import layers as mg_layers
 from realformer_tf import utils
+from realformer_tf.core import arguments
 from realformer_tf.layers import encoder_block
 from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import score_stack
-
-_Initializer = Union[str, tf_keras.initializers.Initializer]
-_Activation = Union[str, Callable[..., Any]]
-# The encoder's arguments that each block takes as they are.
-_BLOCK_ARGUMENTS = ("num_attention_heads", "inner_dim", "inner_activation",
-                    "output_dropout", "attention_dropout", "norm_first",
-                    "norm_epsilon", "residual_attention", "score_dtype",
-                    "recompute")
-
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
 def approx_gelu(x):
@@ -28,7 +18,7 @@ def approx_gelu(x):
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerEncoder(encoder_block.ArgumentsConfigLayer):
+class RealFormerEncoder(encoder_block.SpecLayer):
   """Bi-directional Transformer encoder with residual attention (RealFormer).
 
   Same constructor arguments (its aliases `intermediate_size`, `activation`,
@@ -55,10 +45,10 @@ class RealFormerEncoder(encoder_block.ArgumentsConfigLayer):
     return_attention_scores: Also output `attention_scores` (each layer's
       softmax probabilities `[batch, heads, seq, seq]`, as `BertEncoderV2`)
       and `residual_scores` (each layer's pre-softmax running score sum,
-      unmasked, float32 unless `score_dtype="compute"`).
+      unmasked, of `score_dtype`).
     score_dtype: dtype of the running score sum under mixed precision:
-      "float32" (default) or "compute" (the policy's compute dtype); see the
-      README for the measured accuracy cost.
+      "auto" (default: the compute dtype under mixed_bfloat16, else
+      float32), "float32" or "compute"; docs/layers.md says why.
     recompute: Recompute each block's forward pass during backprop
       (`RealFormerEncoderBlock(recompute=True)`): activation memory of one
       block instead of all, for long sequences, at one extra forward.
@@ -79,63 +69,51 @@ class RealFormerEncoder(encoder_block.ArgumentsConfigLayer):
   (TensorShape([1, 4, 32]), TensorShape([1, 32]))
   """
 
-  def __init__(self,
-               vocab_size: int,
-               hidden_size: int = 768,
-               num_layers: int = 12,
-               num_attention_heads: int = 12,
-               max_sequence_length: int = 512,
-               type_vocab_size: int = 16,
-               inner_dim: int = 3072,
-               inner_activation: _Activation = approx_gelu,
-               output_dropout: float = 0.1,
-               attention_dropout: float = 0.1,
-               initializer: _Initializer = tf_keras.initializers.TruncatedNormal(
-                   stddev=0.02),
-               output_range: Optional[int] = None,
-               embedding_width: Optional[int] = None,
-               embedding_layer: Optional[tf_keras.layers.Layer] = None,
-               norm_first: bool = False,
-               with_dense_inputs: bool = False,
-               return_attention_scores: bool = False,
-               return_word_embeddings: bool = False,
-               residual_attention: str = "sum",
-               final_layer_norm: Optional[bool] = None,
-               norm_epsilon: float = 1e-12,
-               score_dtype: str = "float32",
-               recompute: bool = False,
-               **kwargs):
-    # BertEncoderV2's aliases, its V1 names (bert_encoder.py, lines 113-120).
-    inner_dim = kwargs.pop("intermediate_size", inner_dim)
-    inner_activation = kwargs.pop("activation", inner_activation)
-    output_dropout = kwargs.pop("dropout_rate", output_dropout)
-    attention_dropout = kwargs.pop("attention_dropout_rate", attention_dropout)
-    ra.validate_residual_attention(residual_attention)
-    ra.validate_score_dtype(score_dtype)
-    utils.check_heads_divide(hidden_size, num_attention_heads,
+  ARGUMENTS = arguments.Spec(*(
+      arguments.STACK.only("vocab_size", "hidden_size", "num_layers").replace(
+          hidden_size=768, num_layers=12) +
+      arguments.BLOCK.only("num_attention_heads").replace(
+          num_attention_heads=12) +
+      arguments.STACK.only("max_sequence_length", "type_vocab_size") +
+      arguments.BLOCK.only(
+          "inner_dim", "inner_activation", "output_dropout",
+          "attention_dropout").replace(
+              inner_dim=3072, inner_activation=approx_gelu,
+              output_dropout=0.1, attention_dropout=0.1) +
+      arguments.Spec(
+          arguments.Argument(
+              "initializer", None,
+              tf_keras.initializers.TruncatedNormal(stddev=0.02),
+              kind="initializer"),
+          arguments.Argument("output_range", None, None),
+          arguments.Argument("embedding_width", None, None),
+          arguments.Argument("embedding_layer", None, None)) +
+      arguments.BLOCK.only("norm_first") +
+      arguments.Spec(*(arguments.Argument(name, None, False, arguments.flag)
+                       for name in ("with_dense_inputs",
+                                    "return_attention_scores",
+                                    "return_word_embeddings"))) +
+      arguments.BLOCK.only("residual_attention") +
+      arguments.STACK.only("final_layer_norm") +
+      arguments.BLOCK.only("norm_epsilon", "score_dtype", "recompute")
+  ).arguments)
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    c = self._config
+    utils.check_heads_divide(c["hidden_size"], c["num_attention_heads"],
                              "hidden_size")
-    if num_layers < 1:
-      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
-    initializer = tf_keras.initializers.get(initializer)
-    if embedding_width is None:
-      embedding_width = hidden_size
-    super().__init__(dict(
-        vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
-        num_attention_heads=num_attention_heads,
-        max_sequence_length=max_sequence_length,
-        type_vocab_size=type_vocab_size, inner_dim=inner_dim,
-        inner_activation=inner_activation, output_dropout=output_dropout,
-        attention_dropout=attention_dropout, initializer=initializer,
-        output_range=output_range, embedding_width=embedding_width,
-        embedding_layer=embedding_layer, norm_first=norm_first,
-        with_dense_inputs=with_dense_inputs,
-        return_attention_scores=return_attention_scores,
-        return_word_embeddings=return_word_embeddings,
-        residual_attention=residual_attention,
-        final_layer_norm=(norm_first if final_layer_norm is None
-                          else final_layer_norm),
-        norm_epsilon=norm_epsilon, score_dtype=score_dtype,
-        recompute=recompute, kwargs=kwargs))
+    if c["final_layer_norm"] is None:
+      c["final_layer_norm"] = c["norm_first"]
+    if c["embedding_width"] is None:
+      c["embedding_width"] = c["hidden_size"]
+    (vocab_size, hidden_size, num_layers, max_sequence_length,
+     type_vocab_size, initializer, embedding_width, embedding_layer,
+     norm_epsilon, with_dense_inputs) = (
+         c[k] for k in ("vocab_size", "hidden_size", "num_layers",
+                        "max_sequence_length", "type_vocab_size",
+                        "initializer", "embedding_width", "embedding_layer",
+                        "norm_epsilon", "with_dense_inputs"))
 
     def init():
       return tf_utils.clone_initializer(initializer)
@@ -154,7 +132,7 @@ class RealFormerEncoder(encoder_block.ArgumentsConfigLayer):
     self._embedding_norm_layer = tf_keras.layers.LayerNormalization(
         name="embeddings/layer_norm", axis=-1, epsilon=1e-12, dtype=tf.float32)
     self._embedding_dropout = tf_keras.layers.Dropout(
-        rate=output_dropout, name="embedding_dropout")
+        rate=c["output_dropout"], name="embedding_dropout")
     self._embedding_projection = None
     if embedding_width != hidden_size:
       self._embedding_projection = tf_keras.layers.EinsumDense(
@@ -167,7 +145,8 @@ class RealFormerEncoder(encoder_block.ArgumentsConfigLayer):
         name="self_attention_mask")
     self._transformer_layers = [
         encoder_block.RealFormerEncoderBlock(
-            **{k: self._config[k] for k in _BLOCK_ARGUMENTS},
+            **{k: c[k] for k in arguments.BLOCK.keys(arguments.TF_KERAS)
+               if k in c},
             kernel_initializer=init(), layer_index=i,
             name=f"transformer/layer_{i}") for i in range(num_layers)]
     self._final_layer_norm = None

@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 import tf_keras
 
+from realformer_tf.core import arguments
 from realformer_tf.layers import encoder_block
-from realformer_tf.layers import residual_attention as ra
 
 
 def chain_blocks(blocks: Sequence[tf_keras.layers.Layer],
@@ -51,7 +51,7 @@ def chain_blocks(blocks: Sequence[tf_keras.layers.Layer],
   return columns[0], columns[1:1 + paths], columns[1 + paths:]
 
 
-class BlockStack(encoder_block.ArgumentsConfigLayer,
+class BlockStack(encoder_block.SpecLayer,
                  metaclass=abc.ABCMeta):
   """`num_layers` blocks and a final LayerNorm: what both seq2seq stacks share.
 
@@ -78,40 +78,35 @@ class BlockStack(encoder_block.ArgumentsConfigLayer,
   """
   _blocks_attribute = ""
 
-  def __init__(self, num_layers: int = 6, num_attention_heads: int = 8,
-               intermediate_size: int = 2048, activation: Any = "relu",
-               dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
-               norm_first: bool = True, norm_epsilon: float = 1e-6,
-               residual_attention: str = "sum", final_layer_norm: bool = True,
-               **kwargs):
-    if num_layers < 1:
-      raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
-    ra.validate_residual_attention(residual_attention)
-    super().__init__(dict(
-        num_layers=num_layers, num_attention_heads=num_attention_heads,
-        intermediate_size=intermediate_size, activation=activation,
-        dropout_rate=dropout_rate,
-        attention_dropout_rate=attention_dropout_rate, norm_first=norm_first,
-        norm_epsilon=norm_epsilon, residual_attention=residual_attention,
-        final_layer_norm=bool(final_layer_norm), kwargs=kwargs))
-    self.num_layers = num_layers
-    self.num_attention_heads = num_attention_heads
+  # Model Garden's seq2seq names and defaults for the blocks' arguments.
+  ARGUMENTS = arguments.Spec(
+      arguments.Argument("num_layers", None, 6, arguments.positive_int)
+  ) + arguments.BLOCK.only(
+      "num_attention_heads", "inner_dim", "inner_activation",
+      "output_dropout", "attention_dropout", "norm_first", "norm_epsilon",
+      "residual_attention").replace(
+          num_attention_heads=8, inner_dim=2048, inner_activation="relu",
+          norm_first=True, norm_epsilon=1e-6).renamed(
+              inner_dim="intermediate_size", inner_activation="activation",
+              output_dropout="dropout_rate",
+              attention_dropout="attention_dropout_rate") + arguments.Spec(
+                  arguments.Argument("final_layer_norm", None, True,
+                                     arguments.flag))
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.num_layers = self._config["num_layers"]
+    self.num_attention_heads = self._config["num_attention_heads"]
 
   @abc.abstractmethod
   def _block(self, index: int, width: int) -> tf_keras.layers.Layer:
     """Block `index` of the stack, for inputs `width` wide."""
 
   def _block_arguments(self, index: int) -> Dict[str, Any]:
-    """The block arguments both stacks pass, in the blocks' names."""
-    c = self._config
-    return dict(
-        num_attention_heads=self.num_attention_heads,
-        inner_dim=c["intermediate_size"], inner_activation=c["activation"],
-        output_dropout=c["dropout_rate"],
-        attention_dropout=c["attention_dropout_rate"],
-        norm_first=c["norm_first"], norm_epsilon=c["norm_epsilon"],
-        residual_attention=c["residual_attention"], layer_index=index,
-        name=f"layer_{index}")
+    """The block arguments both stacks pass, by the blocks' names."""
+    block_keys = arguments.BLOCK.keys(arguments.TF_KERAS)
+    return dict({k: v for k, v in self._config.items() if k in block_keys},
+                layer_index=index, name=f"layer_{index}")
 
   def _final_norm_epsilon(self) -> float:
     return self._config["norm_epsilon"]

@@ -55,9 +55,9 @@ def test_tf_keras_encoder_round_trip(mode, norm_first):
   inputs = utils.backbone_inputs()
   expected = _tf_keras_outputs(encoder, inputs)
   backbone = bridge.from_tf_keras_encoder(encoder)
-  assert (backbone.residual_attention, backbone.norm_first,
+  assert (backbone.residual_attention, backbone.normalize_first,
           backbone.use_final_layer_norm) == (mode, norm_first, norm_first)
-  assert backbone.intermediate_activation == "gelu_approximate"
+  assert backbone.activation == "gelu_approximate"
   utils.assert_outputs_close(utils.to_numpy(backbone(inputs)), expected)
   back = bridge.to_tf_keras_encoder(backbone)
   utils.assert_outputs_close(_tf_keras_outputs(back, inputs), expected)
@@ -116,7 +116,7 @@ def test_errors_and_overwrite(tmp_path):
     bridge.backbone_kwargs(encoders.RealFormerEncoderConfig(
         **utils.TINY_TF_KERAS, embedding_size=8))
   exact = backbone_lib.RealFormerBackbone(**utils.TINY,
-                                          intermediate_activation="gelu")
+                                          activation="gelu")
   with pytest.raises(ValueError, match="exact GELU"):
     bridge.to_tf_keras_encoder(exact)
   with pytest.raises(FileExistsError, match="overwrite=True"):

@@ -23,6 +23,9 @@ def _activation(name):
     return lambda x: np.maximum(x, 0.0)
   if name == "gelu":  # Keras' "gelu": the exact (erf) form.
     return lambda x: 0.5 * x * (1.0 + special.erf(x / np.sqrt(2.0)))
+  if name == "gelu_approximate":  # GPT-2's tanh form.
+    return lambda x: 0.5 * x * (1.0 + np.tanh(
+        np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
   raise ValueError(name)
 
 
@@ -84,7 +87,7 @@ def decoder_block(x, memory, w, self_mask, cross_mask, prev_self, prev_cross,
 
 
 def decoder_only_lm(backbone, token_ids, padding_mask, mode, norm_first=True,
-                    activation="gelu", eps=1e-5):
+                    activation="gelu_approximate", eps=1e-5):
   """A GPT-2-layout decoder-only LM from a backbone's weights.
 
   Reads the keras-hub `GPT2Backbone` attribute names (`token_embedding`,

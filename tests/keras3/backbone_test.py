@@ -41,7 +41,8 @@ def _numpy_backbone(model, inputs, mode, norm_first):
                                              ("none", False), ("sum", True)])
 def test_matches_numpy_reference(mode, norm_first):
   model = utils.randomize(backbone_lib.RealFormerBackbone(
-      **utils.TINY, residual_attention=mode, norm_first=norm_first), seed=1)
+      **utils.TINY, residual_attention=mode, normalize_first=norm_first),
+      seed=1)
   inputs = utils.backbone_inputs()
   utils.assert_outputs_close(utils.to_numpy(model(inputs)),
                              _numpy_backbone(model, inputs, mode, norm_first))
@@ -50,18 +51,20 @@ def test_matches_numpy_reference(mode, norm_first):
 def test_config_and_keras_file_round_trip(tmp_path):
   keras.utils.set_random_seed(2)
   model = backbone_lib.RealFormerBackbone(
-      **utils.TINY, residual_attention="mean", norm_first=True,
-      final_layer_norm=False, norm_epsilon=1e-6, score_dtype="compute",
-      intermediate_activation="relu", name="rf")
+      **utils.TINY, residual_attention="mean", normalize_first=True,
+      final_layer_norm=False, layer_norm_epsilon=1e-6, score_dtype="compute",
+      activation="relu", attention_implementation="reference", name="rf")
   config = model.get_config()
   assert backbone_lib.RealFormerBackbone.from_config(config).get_config() == (
       config)
-  assert {k: config[k] for k in ("residual_attention", "norm_first",
-                                 "final_layer_norm", "norm_epsilon",
-                                 "score_dtype", "intermediate_activation")} == (
-      dict(residual_attention="mean", norm_first=True, final_layer_norm=False,
-           norm_epsilon=1e-6, score_dtype="compute",
-           intermediate_activation="relu"))
+  assert {k: config[k] for k in ("residual_attention", "normalize_first",
+                                 "final_layer_norm", "layer_norm_epsilon",
+                                 "score_dtype", "activation",
+                                 "attention_implementation")} == (
+      dict(residual_attention="mean", normalize_first=True,
+           final_layer_norm=False, layer_norm_epsilon=1e-6,
+           score_dtype="compute", activation="relu",
+           attention_implementation="reference"))
   assert model.final_layer_norm is None
   path = os.path.join(tmp_path, "backbone.keras")
   model.save(path)
@@ -74,13 +77,28 @@ def test_config_and_keras_file_round_trip(tmp_path):
     np.testing.assert_array_equal(actual[key], expected[key])
 
 
+def test_old_config_loads_with_a_warning():
+  """A config saved before the keras-hub names (and "auto") still loads."""
+  config = backbone_lib.RealFormerBackbone(**utils.TINY).get_config()
+  for new, old, value in (("normalize_first", "norm_first", False),
+                          ("layer_norm_epsilon", "norm_epsilon", 1e-6),
+                          ("activation", "intermediate_activation", "relu"),
+                          ("score_dtype", "score_dtype", "float32")):
+    del config[new]
+    config[old] = value
+  with pytest.warns(DeprecationWarning, match="'norm_epsilon' is deprecated"):
+    model = backbone_lib.RealFormerBackbone.from_config(config)
+  assert (model.layer_norm_epsilon, model.activation, model.score_dtype) == (
+      1e-6, "relu", "float32")
+
+
 @pytest.mark.parametrize("changes,message", [
     (dict(residual_attention="sums"), "residual_attention"),
     (dict(score_dtype="float16"), "score_dtype"),
     (dict(num_heads=3), "hidden_dim=16 is not divisible by num_heads=3"),
-    (dict(num_layers=0), "num_layers must be >= 1"),
-    (dict(intermediate_activation="gelu_tanh"),
-     "intermediate_activation='gelu_tanh' is not a Keras activation"),
+    (dict(num_layers=0), "num_layers must be a positive int, got 0"),
+    (dict(activation="gelu_tanh"),
+     "activation='gelu_tanh' is not a Keras activation"),
 ])
 def test_bad_arguments_are_named(changes, message):
   with pytest.raises(ValueError, match=message):

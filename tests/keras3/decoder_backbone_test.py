@@ -30,7 +30,7 @@ class RealFormerDecoderBackboneTest(parameterized.TestCase):
   @parameterized.parameters(("sum", True), ("mean", False), ("none", True))
   def test_matches_numpy(self, mode, norm_first):
     backbone = decoder_backbone.RealFormerDecoderBackbone(
-        residual_attention=mode, norm_first=norm_first, **KWARGS)
+        residual_attention=mode, normalize_first=norm_first, **KWARGS)
     got = ops.convert_to_numpy(backbone(self.inputs))
     want, _ = ndr.decoder_only_lm(
         backbone, self.inputs["token_ids"], self.inputs["padding_mask"], mode,
@@ -39,9 +39,10 @@ class RealFormerDecoderBackboneTest(parameterized.TestCase):
 
   def test_config_round_trip(self):
     kwargs = dict(KWARGS, num_layers=1, residual_attention="mean",
-                  norm_first=False,
-                  layer_norm_epsilon=1e-6, intermediate_activation="relu",
-                  score_dtype="compute", dtype="mixed_bfloat16")
+                  normalize_first=False,
+                  layer_norm_epsilon=1e-6, activation="relu",
+                  score_dtype="compute", attention_implementation="reference",
+                  dtype="mixed_bfloat16")
     backbone = decoder_backbone.RealFormerDecoderBackbone(**kwargs)
     config = backbone.get_config()
     for key, value in kwargs.items():
@@ -53,11 +54,21 @@ class RealFormerDecoderBackboneTest(parameterized.TestCase):
         layer.dtype_policy.name for layer in clone.transformer_layers})
     self.assertEqual({"float32"}, {w.dtype for w in clone.weights})
 
+  def test_names_and_defaults_match_the_encoder_backbone(self):
+    backbone = decoder_backbone.RealFormerDecoderBackbone(**KWARGS)
+    config = backbone.get_config()
+    # GPT-2's tanh GELU; the encoder backbone's names for shared arguments.
+    self.assertEqual("gelu_approximate", config["activation"])
+    for name in ("normalize_first", "layer_norm_epsilon", "score_dtype",
+                 "attention_implementation"):
+      self.assertIn(name, config)
+    self.assertEqual("auto", config["score_dtype"])
+
   def test_errors(self):
     with self.assertRaisesRegex(ValueError, "residual_attention"):
       decoder_backbone.RealFormerDecoderBackbone(
           **dict(KWARGS, residual_attention="avg"))
-    with self.assertRaisesRegex(ValueError, "num_layers must be >= 1"):
+    with self.assertRaisesRegex(ValueError, "num_layers must be a positive int"):
       decoder_backbone.RealFormerDecoderBackbone(**dict(KWARGS, num_layers=0))
-    with self.assertRaisesRegex(ValueError, "does not divide the width 8"):
+    with self.assertRaisesRegex(ValueError, "width 8 is not divisible by num_attention_heads=3"):
       decoder_backbone.RealFormerDecoderBackbone(**dict(KWARGS, num_heads=3))

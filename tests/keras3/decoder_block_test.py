@@ -22,7 +22,7 @@ def _assert_close(want, got, atol):
 
 
 def _block(**kwargs):
-  defaults = dict(num_attention_heads=N, inner_dim=24)
+  defaults = dict(num_heads=N, intermediate_dim=24)
   defaults.update(kwargs)
   return decoder_block.RealFormerDecoderBlock(**defaults)
 
@@ -58,9 +58,9 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
       ("none", False, (True, True), "relu"),
       ("sum", False, (False, True), "relu"))
   def test_matches_numpy(self, mode, norm_first, paths, activation):
-    block = _block(residual_attention=mode, norm_first=norm_first,
+    block = _block(residual_attention=mode, normalize_first=norm_first,
                    self_residual=paths[0], cross_residual=paths[1],
-                   inner_activation=activation, layer_index=2)
+                   activation=activation, layer_index=2)
     out, self_scores, cross_scores = _numpy(block(
         self.x, self.memory, self_scores=self.prev_self,
         cross_scores=self.prev_cross, self_attention_mask=self.self_mask,
@@ -76,7 +76,7 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
 
   @parameterized.parameters(("sum", False), ("mean", True), ("none", True))
   def test_decoder_only_matches_numpy(self, mode, norm_first):
-    block = _block(cross_attention=False, norm_first=norm_first,
+    block = _block(cross_attention=False, normalize_first=norm_first,
                    residual_attention=mode, layer_index=1)
     out, self_scores = _numpy(block(self.x, self_scores=self.prev_self,
                                     self_attention_mask=self.self_mask))
@@ -97,7 +97,7 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
     equal the full causal forward pass; the later columns are scores against
     cache slots not yet written, masked in every softmax.
     """
-    blocks = [_block(residual_attention=mode, norm_first=norm_first,
+    blocks = [_block(residual_attention=mode, normalize_first=norm_first,
                      cross_attention=cross, layer_index=i) for i in range(2)]
     memory = self.memory if cross else None
 
@@ -146,7 +146,7 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
   def test_mixed_precision_keeps_float32_sums_between_blocks(self):
     """The incoming float32 sum is added unrounded (bfloat16 would lose
     ~1e-2 of it): the scores with `prev` minus those without are `prev`."""
-    block = _block(dtype="mixed_bfloat16")
+    block = _block(dtype="mixed_bfloat16", score_dtype="float32")
     prev_self = self.prev_self + 1e-3   # not representable in bfloat16
     _, with_prev, _ = _numpy(block(self.x, self.memory, self_scores=prev_self))
     _, without, _ = _numpy(block(self.x, self.memory))
@@ -159,7 +159,7 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
     h, s, c = _block(residual_attention="mean")(
         x, memory, self_attention_mask=mask)
     h, s, c = _block(residual_attention="mean", layer_index=1,
-                     norm_first=True)(h, memory, self_scores=s,
+                     normalize_first=True)(h, memory, self_scores=s,
                                       cross_scores=c, self_attention_mask=mask)
     h2, s2 = _block(cross_attention=False, layer_index=2)(
         h, self_scores=s, self_attention_mask=mask)
@@ -170,13 +170,14 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
 
   def test_config_round_trip(self):
     arguments = dict(
-        num_attention_heads=2, inner_dim=12,
-        inner_activation="gelu", output_dropout=0.1,
-        attention_dropout=0.2, use_bias=False, norm_first=True,
-        norm_epsilon=1e-6, intermediate_dropout=0.3,
+        num_heads=2, intermediate_dim=12,
+        activation="gelu", dropout=0.1,
+        attention_dropout=0.2, use_bias=False, normalize_first=True,
+        layer_norm_epsilon=1e-6, intermediate_dropout=0.3,
         kernel_initializer="he_normal", attention_initializer="zeros",
         residual_attention="mean", self_residual=False, cross_residual=False,
-        cross_attention=False, layer_index=3, score_dtype="compute")
+        cross_attention=False, layer_index=3, score_dtype="compute",
+        attention_implementation="reference")
     block = decoder_block.RealFormerDecoderBlock(**arguments)
     config = block.get_config()
     for key, value in arguments.items():
@@ -186,15 +187,17 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
         value = value.replace("_", "")
       self.assertEqual(value, got, key)
     layer_checks.assert_serialization_round_trip(block)
-    # The tf_keras block's aliases (Model Garden's names) give this config.
+    # The tf_keras names (Model Garden's) still give this config, warned.
     aliases = dict(arguments, intermediate_size=12,
                    intermediate_activation="gelu", dropout_rate=0.1,
-                   attention_dropout_rate=0.2)
-    for name in ("inner_dim", "inner_activation", "output_dropout",
-                 "attention_dropout"):
+                   attention_dropout_rate=0.2, num_attention_heads=2)
+    for name in ("intermediate_dim", "activation", "dropout",
+                 "attention_dropout", "num_heads"):
       del aliases[name]
-    self.assertEqual(config, decoder_block.RealFormerDecoderBlock(
-        **aliases, name=block.name).get_config())
+    with self.assertWarnsRegex(DeprecationWarning,
+                               "'intermediate_size' is deprecated"):
+      old = decoder_block.RealFormerDecoderBlock(**aliases, name=block.name)
+    self.assertEqual(config, old.get_config())
     block(self.x)   # built: weights the config describes
     self.assertFalse(block.self_attention.use_bias)
     self.assertEqual("none", block.self_attention.residual_attention)
@@ -204,16 +207,20 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
       _block()(self.x)
     with self.assertRaisesRegex(ValueError, "cross_attention=False"):
       _block(cross_attention=False)(self.x, self.memory)
-    with self.assertRaisesRegex(ValueError, "does not divide the width 16"):
-      _block(num_attention_heads=3)(self.x, self.memory)
+    with self.assertRaisesRegex(ValueError, "width 16 is not divisible by "
+                                "num_attention_heads=3"):
+      _block(num_heads=3)(self.x, self.memory)
     with self.assertRaisesRegex(ValueError, "residual_attention"):
       _block(residual_attention="avg")
     with self.assertRaisesRegex(ValueError, "score_dtype"):
       _block(score_dtype="float16")
     with self.assertRaisesRegex(ValueError, "layer_index"):
       _block(layer_index=-1)
-    with self.assertRaisesRegex(ValueError, "inner_dim must be a positive"):
-      decoder_block.RealFormerDecoderBlock(num_attention_heads=N)
+    with self.assertRaisesRegex(TypeError, "needs intermediate_dim"):
+      decoder_block.RealFormerDecoderBlock(num_heads=N)
+    with self.assertRaisesRegex(ValueError,
+                                "intermediate_dim must be a positive"):
+      _block(intermediate_dim=0)
     with self.assertRaisesRegex(ValueError, "cache_update_index go together"):
       _block(cross_attention=False)(
           self.x, cache=ops.zeros((B, 2, T, N, D // N)))

@@ -22,7 +22,7 @@ def fixture_inputs():
 
 
 def _block(**kwargs):
-  kwargs = dict(dict(num_attention_heads=4, inner_dim=32), **kwargs)
+  kwargs = dict(dict(num_heads=4, intermediate_dim=32), **kwargs)
   return encoder_block.RealFormerEncoderBlock(**kwargs)
 
 
@@ -31,7 +31,7 @@ def _block(**kwargs):
     ("none", 1, True)])
 def test_matches_numpy(inputs, mode, layer_index, norm_first):
   block = _block(residual_attention=mode, layer_index=layer_index,
-                 norm_first=norm_first)
+                 normalize_first=norm_first)
   hidden, scores, probs = block(inputs["hidden"], scores=inputs["prev"],
                                 attention_mask=inputs["mask"],
                                 return_attention_probs=True)
@@ -65,11 +65,11 @@ def _issue_example(input_fn):
   hidden = input_fn(shape=(16, 64))
   mask = input_fn(shape=(16, 16), dtype="int32")
   x, s = encoder_block.RealFormerEncoderBlock(
-      num_attention_heads=4, inner_dim=128, layer_index=0)(
+      num_heads=4, intermediate_dim=128, layer_index=0)(
           hidden, scores=None, attention_mask=mask)
   x, s = encoder_block.RealFormerEncoderBlock(
-      num_attention_heads=4, inner_dim=128, layer_index=1, norm_first=True,
-      residual_attention="mean", output_dropout=0.1,
+      num_heads=4, intermediate_dim=128, layer_index=1, normalize_first=True,
+      residual_attention="mean", dropout=0.1,
       attention_dropout=0.1)(x, scores=s, attention_mask=mask)
   return hidden, mask, x, s
 
@@ -99,7 +99,7 @@ def test_issue_example_with_tf_keras_input():
 
 
 def test_dropout_only_in_training(inputs):
-  block = _block(output_dropout=0.5, attention_dropout=0.5)
+  block = _block(dropout=0.5, attention_dropout=0.5)
   eval_a, _ = block(inputs["hidden"])
   eval_b, _ = block(inputs["hidden"], training=False)
   train, _ = block(inputs["hidden"], training=True)
@@ -114,38 +114,48 @@ def test_mixed_bfloat16(inputs):
     mixed = _block()
     mixed.build((2, 5, 16))
   mixed.set_weights(block.get_weights())
-  hidden, scores = mixed(inputs["hidden"], scores=inputs["prev"] + 1000.3)
+  hidden, scores = mixed(inputs["hidden"], scores=inputs["prev"])
   assert [keras.backend.standardize_dtype(w.dtype)
           for w in mixed.weights] == ["float32"] * 16
-  # Post-LN output from the float32 LayerNorm, as the tf_keras block.
-  assert keras.backend.standardize_dtype(hidden.dtype) == "float32"
-  assert keras.backend.standardize_dtype(scores.dtype) == "float32"
-  assert mixed._intermediate_activation_layer.compute_dtype == "float32"
-  np.testing.assert_allclose(_numpy(want_scores) + 1000.3, _numpy(scores),
-                             atol=0.1)
-  compute = _block(score_dtype="compute", dtype="mixed_bfloat16")
-  _, scores = compute(inputs["hidden"], scores=inputs["prev"])
+  # keras-hub's rule: LayerNorm and activation in the compute dtype; the
+  # "auto" scores too under bfloat16.
+  assert keras.backend.standardize_dtype(hidden.dtype) == "bfloat16"
   assert keras.backend.standardize_dtype(scores.dtype) == "bfloat16"
+  assert mixed._intermediate_activation_layer.compute_dtype == "bfloat16"
+  assert mixed._output_layer_norm.compute_dtype == "bfloat16"
+  np.testing.assert_allclose(_numpy(want_scores), _numpy(scores), atol=0.1)
+  wide = _block(score_dtype="float32", dtype="mixed_bfloat16")
+  _, scores = wide(inputs["hidden"], scores=inputs["prev"] + 1000.3)
+  assert keras.backend.standardize_dtype(scores.dtype) == "float32"
   del want
 
 
 def test_config_round_trip():
-  block = _block(inner_activation="relu", output_dropout=0.1,
-                 attention_dropout=0.2, norm_first=True, norm_epsilon=1e-6,
+  block = _block(activation="relu", dropout=0.1,
+                 attention_dropout=0.2, normalize_first=True, layer_norm_epsilon=1e-6,
                  kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
                  residual_attention="mean", layer_index=3,
                  score_dtype="compute")
   clone = layer_checks.assert_serialization_round_trip(block)
   config = clone.get_config()
-  assert (config["inner_activation"], config["layer_index"],
+  assert (config["activation"], config["layer_index"],
           config["kernel_initializer"]["config"]["stddev"]) == ("relu", 3,
                                                                 0.02)
 
 
+def test_old_names_warn_and_still_work():
+  with pytest.warns(DeprecationWarning, match="'inner_dim' is deprecated, "
+                    "use 'intermediate_dim'"):
+    old = encoder_block.RealFormerEncoderBlock(num_heads=4, inner_dim=32,
+                                               norm_epsilon=1e-6)
+  assert old.get_config()["intermediate_dim"] == 32
+  assert old.get_config()["layer_norm_epsilon"] == 1e-6
+
+
 @pytest.mark.parametrize("kwargs, shape, message", [
-    (dict(num_attention_heads=3), (2, 5, 16),
+    (dict(num_heads=3), (2, 5, 16),
      "width 16 is not divisible by num_attention_heads=3"),
-    (dict(inner_dim=0), None, "inner_dim must be a positive int"),
+    (dict(intermediate_dim=0), None, "intermediate_dim must be a positive int"),
     (dict(residual_attention="avg"), None, "residual_attention must be one"),
     (dict(), (2, 16), r"expects hidden of shape \[batch, seq, width\]"),
 ])

@@ -1,5 +1,10 @@
 """Tests for the Keras 3 ResidualMultiHeadAttention (any Keras backend)."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -9,6 +14,7 @@ from tests.helpers import numpy_reference
 from tests.helpers import keras3_layer_checks as layer_checks
 
 
+_REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 _numpy = layer_checks.numpy
 
 
@@ -143,10 +149,11 @@ def test_cached_decoding_equals_full_causal_pass(inputs):
   np.testing.assert_array_equal(_numpy(caches[1]), _numpy(cache))
 
 
-def test_mixed_precision_keeps_the_score_path_in_float32(inputs):
+def test_mixed_precision_score_path_in_float32_on_request(inputs):
   # Large previous scores: bfloat16 holds 1000.3 as 1000 (spacing 4 there).
   prev = inputs["prev"] + 1000.3
   layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                        score_dtype="float32",
                                         dtype="mixed_bfloat16")
   out, scores = layer(inputs["query"], inputs["value"], prev_scores=prev)
   _, own = layer(inputs["query"], inputs["value"])
@@ -162,11 +169,23 @@ def test_mixed_precision_keeps_the_score_path_in_float32(inputs):
   assert keras.backend.standardize_dtype(scores.dtype) == "bfloat16"
   # The global policy reaches the layer too; its symbolic outputs agree.
   with layer_checks.dtype_policy("mixed_bfloat16"):
-    symbolic = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)(
-        keras.Input((5, 16)), prev_scores=keras.Input((4, 5, 5)),
-        return_attention_probs=True)
+    symbolic = ra.ResidualMultiHeadAttention(
+        num_heads=4, key_dim=4, score_dtype="float32")(
+            keras.Input((5, 16)), prev_scores=keras.Input((4, 5, 5)),
+            return_attention_probs=True)
   assert [keras.backend.standardize_dtype(t.dtype) for t in symbolic] == [
       "bfloat16", "float32", "bfloat16"]
+
+
+@pytest.mark.parametrize("policy, want", [
+    ("float32", "float32"), ("mixed_float16", "float32"),
+    ("mixed_bfloat16", "bfloat16")])
+def test_auto_score_dtype_by_policy(inputs, policy, want):
+  layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4, dtype=policy)
+  _, scores = layer(inputs["query"], inputs["value"],
+                    prev_scores=inputs["prev"])
+  assert layer.get_config()["score_dtype"] == "auto"
+  assert keras.backend.standardize_dtype(scores.dtype) == want
 
 
 def test_float16_running_sum_beyond_float16_range(inputs):
@@ -207,10 +226,12 @@ def test_functional_model_and_keras_file_round_trip(inputs, tmp_path):
 def test_config_round_trip():
   layer = ra.ResidualMultiHeadAttention(
       num_heads=2, key_dim=8, residual_attention="mean", layer_index=5,
-      dropout=0.1, score_dtype="compute", value_dim=4, use_bias=False)
+      dropout=0.1, score_dtype="compute", value_dim=4, use_bias=False,
+      attention_implementation="reference")
   clone = layer_checks.assert_serialization_round_trip(layer)
   assert (clone.residual_attention, clone.layer_index, clone.score_dtype,
-          clone.dropout, clone.value_dim) == ("mean", 5, "compute", 0.1, 4)
+          clone.dropout, clone.value_dim, clone.attention_implementation) == (
+              "mean", 5, "compute", 0.1, 4, "reference")
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -219,6 +240,12 @@ def test_config_round_trip():
     (dict(layer_index=-1), "layer_index must be an int >= 0"),
     (dict(attention_axes=(2,)), "attention_axes must be None"),
     (dict(flash_attention=True), "flash_attention is not supported"),
+    (dict(attention_implementation="cuda"),
+     "attention_implementation must be one of"),
+    pytest.param(dict(attention_implementation="pallas"),
+                 "'pallas' needs the JAX backend .* backend is",
+                 marks=pytest.mark.skipif(keras.config.backend() == "jax",
+                                          reason="Pallas runs on JAX")),
 ])
 def test_rejects_bad_arguments(kwargs, message):
   with pytest.raises(ValueError, match=message):
@@ -241,3 +268,50 @@ def test_rejects_bad_call_arguments(inputs, kwargs, message):
   layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
   with pytest.raises(ValueError, match=message):
     layer(inputs["query"], inputs["value"], **kwargs)
+
+
+_PALLAS_PARITY = """
+import os
+import keras
+import numpy as np
+from realformer_tf.keras3 import encoder_block
+from realformer_tf.keras3 import residual_attention as ra
+
+assert keras.config.backend() == "jax"
+rng = np.random.default_rng(0)
+x = rng.normal(size=(2, 5, 16)).astype("float32")
+prev = rng.normal(size=(2, 4, 5, 5)).astype("float32")
+mask = np.ones((2, 5, 5), "int32")
+mask[1, :, 3:] = 0
+for mode in ("sum", "mean", "none"):
+  layers = [ra.ResidualMultiHeadAttention(
+      num_heads=4, key_dim=4, residual_attention=mode, layer_index=2,
+      attention_implementation=impl) for impl in ("reference", "pallas")]
+  blocks = [encoder_block.RealFormerEncoderBlock(
+      num_heads=4, intermediate_dim=24, residual_attention=mode,
+      layer_index=1, attention_implementation=impl)
+            for impl in ("reference", "pallas")]
+  for pair, run in ((layers, lambda l: l(x, prev_scores=prev,
+                                           attention_mask=mask)),
+                    (blocks, lambda b: b(x, scores=prev,
+                                         attention_mask=mask))):
+    want = run(pair[0])
+    run(pair[1])
+    pair[1].set_weights(pair[0].get_weights())
+    got = run(pair[1])
+    for w, g in zip(want, got):
+      np.testing.assert_allclose(np.asarray(w), np.asarray(g), atol=1e-5)
+print("pallas matches reference")
+"""
+
+
+@pytest.mark.skipif(layer_checks.in_backend_rerun(),
+                    reason="spawns its own JAX process")
+def test_pallas_matches_reference_on_jax():
+  """"pallas" (Pallas' interpret mode on this CPU) = "reference", for the
+  attention layer and an encoder block, every mode, with a padding mask."""
+  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+  result = subprocess.run([sys.executable, "-c", _PALLAS_PARITY],
+                          cwd=_REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+  assert "pallas matches reference" in result.stdout, result.stderr[-4000:]

@@ -85,7 +85,7 @@ class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
     clone = layer_test_utils.assert_config_round_trip(block)
     config = clone.get_config()
     # Exactly the constructor's arguments, after the base layer's config.
-    arguments = set(inspect.signature(type(block).__init__).parameters)
+    arguments = set(inspect.signature(type(block)).parameters)
     base = set(tf_keras.layers.Layer(name="blk").get_config())
     self.assertEqual(arguments - {"self", "kwargs"}, set(config) - base)
     for key, value in dict(num_attention_heads=4, inner_dim=32,
@@ -98,6 +98,14 @@ class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
     clone.set_weights(block.get_weights())
     self.assertAllClose(block(self.x)[0], clone(self.x)[0], atol=1e-6)
 
+  def test_saved_float32_score_dtype_stays_float32(self):
+    config = _block().get_config()
+    config["score_dtype"] = "float32"   # as configs saved before "auto"
+    with layer_test_utils.mixed_precision_scope("mixed_bfloat16"):
+      block = encoder_block.RealFormerEncoderBlock.from_config(config)
+      _, scores = block(self.x, scores=self.prev)
+    self.assertEqual(tf.float32, scores.dtype)
+
   def test_functional_stack_trains(self):
     def model_fn():
       hidden = tf_keras.Input(shape=(6, 16))
@@ -107,12 +115,13 @@ class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
       return tf_keras.Model([hidden, mask], [x, scores])
     layer_test_utils.assert_trains(model_fn, [self.x, self.mask])
 
-  @parameterized.parameters("mixed_float16", "mixed_bfloat16")
-  def test_mixed_precision(self, policy):
+  @parameterized.parameters(("mixed_float16", tf.float32),
+                            ("mixed_bfloat16", tf.bfloat16))
+  def test_mixed_precision(self, policy, score_dtype):
     with layer_test_utils.mixed_precision_scope(policy):
       block = _block()
       out, scores = block(self.x, scores=self.prev, attention_mask=self.mask)
-    self.assertEqual(tf.float32, scores.dtype)
+    self.assertEqual(score_dtype, scores.dtype)  # score_dtype="auto"
     self.assertTrue(np.all(np.isfinite(out.numpy())))
 
   def test_hidden_not_divisible_by_heads(self):

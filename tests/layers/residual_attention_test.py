@@ -125,7 +125,8 @@ class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters("mixed_float16", "mixed_bfloat16")
   def test_mixed_precision_scores_float32_and_masked_rows_finite(self, policy):
     with layer_test_utils.mixed_precision_scope(policy):
-      layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+      layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4,
+                                            score_dtype="float32")
       mask = self.mask.copy()
       mask[0] = 0  # every key masked for example 0
       out, scores, probs = layer(self.query, self.value, attention_mask=mask,
@@ -137,6 +138,16 @@ class ResidualMultiHeadAttentionTest(tf.test.TestCase, parameterized.TestCase):
       self.assertTrue(np.all(np.isfinite(tf.cast(t, tf.float32).numpy())))
     # Running sums beyond float16's range survive in float32.
     self.assertGreater(np.abs(scores.numpy()).max(), 65504.0)
+
+  @parameterized.parameters(("float32", "float32"),
+                            ("mixed_float16", "float32"),
+                            ("mixed_bfloat16", "bfloat16"))
+  def test_auto_score_dtype_by_policy(self, policy, want):
+    with layer_test_utils.mixed_precision_scope(policy):
+      layer = ra.ResidualMultiHeadAttention(num_heads=4, key_dim=4)
+      _, scores = layer(self.query, self.value, prev_scores=self.prev)
+    self.assertEqual("auto", layer.get_config()["score_dtype"])
+    self.assertEqual(want, scores.dtype.name)
 
   def test_unknown_mode(self):
     with self.assertRaisesRegex(ValueError, "residual_attention.*'avg'"):

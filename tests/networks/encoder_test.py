@@ -231,8 +231,9 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
     for a, b in zip(eager_encoder.weights, xla_encoder.weights):
       self.assertAllClose(a, b, atol=1e-4, rtol=1e-4)
 
-  @parameterized.parameters("mixed_float16", "mixed_bfloat16")
-  def test_mixed_precision(self, policy):
+  @parameterized.parameters(("mixed_float16", tf.float32),
+                            ("mixed_bfloat16", tf.bfloat16))
+  def test_mixed_precision(self, policy, score_dtype):
     inputs = _inputs()
     inputs["input_mask"][0] = 0  # a row whose keys are all masked
     with layer_test_utils.mixed_precision_scope(policy):
@@ -240,7 +241,7 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
           return_attention_scores=True, **_KW)
       out = encoder(inputs)
     for scores in out["residual_scores"]:
-      self.assertEqual(tf.float32, scores.dtype)
+      self.assertEqual(score_dtype, scores.dtype)  # score_dtype="auto"
     for t in tf.nest.flatten(out):
       self.assertTrue(np.all(np.isfinite(tf.cast(t, tf.float32).numpy())))
 

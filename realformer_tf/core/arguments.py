@@ -1,0 +1,219 @@
+"""The constructor arguments of every layer of both faces, declared once.
+
+An `Argument` has one name per face: Model Garden's on the tf_keras face,
+keras-hub's on the Keras 3 face (docs/names.md is the table), a default, a
+check that normalizes and validates, and the old names a face still takes.
+A `Spec` binds a call's arguments (defaults filled, checked, old names
+mapped) and writes the config back in the face's names: each layer's
+`get_config` and `from_config`, instead of a hand-written config per layer.
+Values are kept under the argument's `key` (its Model Garden name), so both
+faces' layers read one vocabulary inside.
+"""
+
+import dataclasses
+import inspect
+from typing import Any, Callable, Dict, Optional, Tuple
+import warnings
+
+from realformer_tf.core import options
+
+TF_KERAS = "tf_keras"
+KERAS3 = "keras3"
+REQUIRED = inspect.Parameter.empty
+
+
+def positive_int(name, value):
+  return options.check_positive_int(name, value)
+
+
+def rate(name, value):
+  return options.check_rate(name, value)
+
+
+def positive_float(name, value):
+  if isinstance(value, bool) or not float(value) > 0:
+    raise ValueError(f"{name} must be a positive number, got {value!r}.")
+  return float(value)
+
+
+def flag(name, value):
+  del name  # Any truthy value.
+  return bool(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Argument:
+  """One constructor argument.
+
+  Attributes:
+    key: Its name inside (Model Garden's block's).
+    keras3: Its Keras 3 name (keras-hub's); None = `key`.
+    default: `REQUIRED` or the default value.
+    check: `(name, value) -> value`, normalizing; raises ValueError naming
+      the argument and the value.
+    kind: "initializer" or "activation": (de)serialized by the face.
+    faces: The faces that have it.
+    aliases: Model Garden's other names (BertEncoderV2's, the decoder's),
+      taken as they are on the tf_keras face.
+    tf_keras: Its tf_keras name where a Model Garden class names it
+      otherwise (seq2seq's `intermediate_size`); None = `key`.
+  """
+  key: str
+  keras3: Optional[str] = None
+  default: Any = REQUIRED
+  check: Optional[Callable[[str, Any], Any]] = None
+  kind: str = ""
+  faces: Tuple[str, ...] = (TF_KERAS, KERAS3)
+  aliases: Tuple[str, ...] = ()
+  tf_keras: Optional[str] = None
+
+  def name(self, face: str) -> str:
+    if face == KERAS3:
+      return self.keras3 or self.key
+    return self.tf_keras or self.key
+
+
+class Spec:
+  """Arguments of a layer, in order (positional binding follows it)."""
+
+  def __init__(self, *arguments: Argument):
+    self.arguments = arguments
+
+  def __add__(self, other: "Spec") -> "Spec":
+    return Spec(*self.arguments, *other.arguments)
+
+  def replace(self, **defaults) -> "Spec":
+    """This spec with other defaults, by key."""
+    return Spec(*(dataclasses.replace(a, default=defaults[a.key])
+                  if a.key in defaults else a for a in self.arguments))
+
+  def only(self, *keys: str) -> "Spec":
+    """These arguments, in this order."""
+    by_key = {a.key: a for a in self.arguments}
+    return Spec(*(by_key[key] for key in keys))
+
+  def renamed(self, **tf_keras_names) -> "Spec":
+    """This spec with other tf_keras names, by key."""
+    return Spec(*(dataclasses.replace(a, tf_keras=tf_keras_names[a.key])
+                  if a.key in tf_keras_names else a for a in self.arguments))
+
+  def keys(self, face: str):
+    return [a.key for a in self.on(face)]
+
+  def on(self, face: str):
+    return [a for a in self.arguments if face in a.faces]
+
+  def signature(self, face: str) -> inspect.Signature:
+    """The constructor's signature, for `help()` and `inspect`."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature(
+        [inspect.Parameter(a.name(face), kind, default=a.default)
+         for a in self.on(face)] +
+        [inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
+
+  def bind(self, face: str, owner: str, args: tuple, kwargs: Dict[str, Any],
+           deserialize: Dict[str, Callable[[Any], Any]]):
+    """`(values by key, the other kwargs)` of a constructor call.
+
+    Old names: Model Garden's aliases on the tf_keras face; on the Keras 3
+    face, the tf_keras names and aliases with a DeprecationWarning.
+    """
+    arguments = self.on(face)
+    if len(args) > len(arguments):
+      raise TypeError(f"{owner} takes {len(arguments)} positional arguments, "
+                      f"got {len(args)}.")
+    kwargs = dict(kwargs)
+    given = {a.key: value for a, value in zip(arguments, args)}
+    for a in arguments:
+      name = a.name(face)
+      old = [n for n in dict.fromkeys((a.key, a.tf_keras or a.key) + a.aliases)
+             if n != name and n in kwargs]
+      if old and face == KERAS3:
+        warnings.warn(f"{owner}: {old[0]!r} is deprecated, use {name!r} (the "
+                      "Keras 3 face speaks keras-hub's names; docs/names.md).",
+                      DeprecationWarning, stacklevel=4)
+      for n in [name] + old:
+        if n in kwargs:
+          if a.key in given:
+            raise TypeError(f"{owner} got {name!r} twice (as {n!r}).")
+          given[a.key] = kwargs.pop(n)
+    values = {}
+    for a in arguments:
+      value = given.get(a.key, a.default)
+      if value is REQUIRED:
+        raise TypeError(f"{owner} needs {a.name(face)}.")
+      if a.kind and value is not None:
+        value = deserialize[a.kind](value)
+      if a.check is not None and value is not None:
+        value = a.check(f"{owner}: {a.name(face)}", value)
+      values[a.key] = value
+    return values, kwargs
+
+  def named(self, face: str, values: Dict[str, Any]) -> Dict[str, Any]:
+    """`values` (by key) of this spec's arguments, by the face's names."""
+    return {a.name(face): values[a.key] for a in self.on(face)
+            if a.key in values}
+
+  def config(self, face: str, values: Dict[str, Any],
+             serialize: Dict[str, Callable[[Any], Any]]) -> Dict[str, Any]:
+    """`values` (by key) as a config in the face's names."""
+    config = {}
+    for a in self.on(face):
+      value = values[a.key]
+      if a.kind and value is not None:
+        value = serialize[a.kind](value)
+      config[a.name(face)] = value
+    return config
+
+
+def _options(validate):
+  return lambda name, value: validate(value)
+
+
+# The blocks' arguments, both faces (the networks and backbones pass them).
+BLOCK = Spec(
+    Argument("num_attention_heads", "num_heads", check=positive_int),
+    Argument("inner_dim", "intermediate_dim", check=positive_int,
+             aliases=("intermediate_size",)),
+    Argument("inner_activation", "activation", "gelu", kind="activation",
+             aliases=("intermediate_activation", "activation")),
+    Argument("output_dropout", "dropout", 0.0, rate,
+             aliases=("dropout_rate",)),
+    Argument("attention_dropout", None, 0.0, rate,
+             aliases=("attention_dropout_rate",)),
+    Argument("norm_first", "normalize_first", False, flag),
+    Argument("norm_epsilon", "layer_norm_epsilon", 1e-12, positive_float),
+    Argument("kernel_initializer", None, "glorot_uniform",
+             kind="initializer"),
+    Argument("residual_attention", None, "sum",
+             _options(options.validate_residual_attention)),
+    Argument("layer_index", None, 0,
+             lambda name, value: options.check_layer_index(value)),
+    Argument("score_dtype", None, "auto",
+             _options(options.validate_score_dtype)),
+    # Model Garden's recompute_grad is TensorFlow's; the kernel is JAX's.
+    Argument("recompute", None, False, flag, faces=(TF_KERAS,)),
+    Argument("attention_implementation", None, "auto",
+             _options(options.validate_attention_implementation),
+             faces=(KERAS3,)))
+
+DECODER_BLOCK = BLOCK.replace(inner_activation="relu") + Spec(
+    Argument("use_bias", None, True, flag),
+    Argument("intermediate_dropout", None, 0.0, rate),
+    Argument("attention_initializer", None, None, kind="initializer"),
+    Argument("self_residual", None, True, flag),
+    Argument("cross_residual", None, True, flag),
+    Argument("cross_attention", None, True, flag))
+
+# A stack's: Model Garden's (BertEncoderV2) and keras-hub's (BertBackbone).
+STACK = Spec(
+    Argument("vocab_size", "vocabulary_size", check=positive_int),
+    Argument("hidden_size", "hidden_dim", check=positive_int),
+    Argument("num_layers", None, check=positive_int),
+    Argument("max_sequence_length", None, 512, positive_int),
+    Argument("type_vocab_size", "num_segments", 16, positive_int),
+    Argument("final_layer_norm", None, None))
+
+# The attention layers' own arguments (the rest are Keras').
+ATTENTION = BLOCK.only("residual_attention", "layer_index", "score_dtype",
+                       "recompute", "attention_implementation")
