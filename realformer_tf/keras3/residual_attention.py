@@ -325,8 +325,13 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
       # [B, T, S] -> [B, 1, T, S]; the mask never enters `scores`.
       bias = attention_bias_from_mask(ops.expand_dims(attention_mask, 1),
                                       score_dtype)
-    if uses_pallas(self.attention_implementation,
-                   return_attention_probs or cache is not None):
+    # Shape inference (Keras' symbolic build, jax2tf export) traces with
+    # symbolic dimensions the kernel's tiling cannot take; the reference
+    # gives the same output spec there.
+    concrete = all(isinstance(d, int) for d in
+                   tuple(projected_query.shape) + tuple(projected_key.shape))
+    if concrete and uses_pallas(self.attention_implementation,
+                                return_attention_probs or cache is not None):
       output, scores = self._fused_attention(
           projected_query, projected_key, projected_value, prev_scores, bias,
           score_dtype, training)
