@@ -18,6 +18,7 @@ from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 from realformer_tf.training import init_from_run
 from realformer_tf.training import input_checks
+from realformer_tf.training import preflight
 from realformer_tf.training import train_lib
 from tests.helpers import shared_data
 from tests.helpers import train_runs as utils
@@ -187,7 +188,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     model_dir = os.path.join(self.tmp, "mrpc")
     with self.assertRaisesRegex(errors.CheckpointMismatchError,
                                 "checkpoint .*, model .*32"):
-      train_lib.prepare_and_validate(params, "train", model_dir)
+      preflight.prepare_and_validate(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
 
   def test_vocabulary_of_another_size_than_the_embedding_is_refused(self):
@@ -210,7 +211,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
         ValueError, r"mrpc_train.tf_record.*rebuilt.txt' of 40 tokens \(see "
         r".*mrpc_meta_data.json\), but the word embedding of "
         r"task.init_checkpoint=.*pretrain.*ckpt-7.*has 64 rows"):
-      train_lib.prepare_and_validate(params, "train", model_dir)
+      preflight.prepare_and_validate(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
     params.task.validation_data.input_path = records
     params.task.validation_data.seq_length = 16
@@ -250,7 +251,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(
         ValueError, "task.train_data.input_path=.*: " + train +
         " has .*mrpc_meta_data.json.*python -m realformer_tf.data.glue"):
-      train_lib.prepare_and_validate(params, "train", model_dir)
+      preflight.prepare_and_validate(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
 
   def test_pretraining_records_find_their_set_manifest(self):
