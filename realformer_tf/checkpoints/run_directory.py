@@ -285,9 +285,10 @@ def read_latest(path: str, what: str,
 def newest_checkpoint(model_dir: str) -> Optional[str]:
   """The newest checkpoint prefix `model_dir`'s state file names, or None.
 
-  Not read: this is the one a resumed run restores (Orbit's checkpoint
-  manager takes the same), so training asks it whether a run has started;
-  readers wanting one that reads call `resolve_checkpoint`.
+  Not read (TensorFlow's `latest_checkpoint`: only its index must exist):
+  this is the one a resumed run restores, so training asks it whether a
+  run has started; readers wanting one that reads call
+  `resolve_checkpoint`.
   """
   return tf.train.latest_checkpoint(model_dir) if model_dir else None
 

@@ -149,6 +149,32 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "task.init_checkpoint"):
       init_from_run.check_init_checkpoint(params)
 
+  def test_a_damaged_newest_checkpoint_is_skipped_and_the_older_used(self):
+    """A run directory's newest checkpoint whose encoder fails its checksum:
+    the checks fall back to the older one, with a warning naming the newer,
+    and `task.init_checkpoint` becomes that prefix, so the task restores
+    what was checked (Model Garden would take the directory's newest)."""
+    older = _write_run(self.run_dir, self.vocab, with_nsp=False)
+    newer = os.path.join(self.run_dir, "ckpt-8")
+    for path in tf.io.gfile.glob(older + ".*"):
+      tf.io.gfile.copy(path, newer + path[len(older):])
+    with open(os.path.join(self.run_dir, "checkpoint"), "w") as f:
+      f.write('model_checkpoint_path: "ckpt-8"\n'
+              'all_model_checkpoint_paths: "ckpt-7"\n'
+              'all_model_checkpoint_paths: "ckpt-8"\n')
+    data = newer + ".data-00000-of-00001"
+    with open(data, "r+b") as f:
+      f.seek(os.path.getsize(data) // 2)
+      f.write(b"\xff" * 16)  # Same size: only the tensors' checksums fail.
+    params, _ = self._parse(
+        self.run_dir, ",task.train_data.seq_length=16,"
+        f"task.train_data.input_path={_glue_records(self.tmp)}")
+    with self.assertLogs(level="WARNING") as logs:
+      checked = preflight.prepare_and_validate(
+          params, "train", os.path.join(self.tmp, "mrpc"))
+    self.assertEqual(checked.task.init_checkpoint, older)
+    self.assertIn(f"{newer}: ", "\n".join(logs.output))
+
   def test_records_converted_with_another_vocabulary(self):
     _write_run(self.run_dir, self.vocab)
     data_dir = os.path.join(self.tmp, "glue")
