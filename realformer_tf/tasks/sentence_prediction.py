@@ -251,7 +251,11 @@ class RealFormerSentencePredictionTask(
     path = self.task_config.init_checkpoint
     if not path:
       return
-    names = {name for name, _ in tf.train.list_variables(path)}
+    try:
+      names = {name for name, _ in tf.train.list_variables(path)}
+    except (tf.errors.OpError, ValueError) as e:
+      raise ValueError(f"task.init_checkpoint={path!r}: cannot read it "
+                       f"({type(e).__name__}: {e}).") from None
     for key in ["encoder"] + (["next_sentence.pooler_dense"]
                               if self.task_config.init_cls_pooler else []):
       # Object-graph keys escape "." as ".." and "/" as "./".
