@@ -6,7 +6,8 @@ train_lib.py`, `orbit/controller.py`): two trainers on one directory both
 names, and one run's results vanish without a word. `hold(model_dir)` makes
 the second one fail at once, naming the first (pid, host, start time).
 
-The lock is `model_dir/train.lock`, JSON {pid, host, since, process_start,
+The lock is `model_dir/train.lock` (`checkpoints.run_directory.lock_path`,
+where readers of a run look for it), JSON {pid, host, since, process_start,
 token, command}, made whole in a temporary file and then linked to its name:
 `os.link` fails if the name exists, atomically (as `open(O_CREAT | O_EXCL)`,
 also over NFS) and a reader never sees a half-written lock. `tf.io.gfile` has
