@@ -31,7 +31,7 @@ from realformer_tf import utils
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
 from realformer_tf.analysis import stats
-from realformer_tf.configs import registry
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.data import tokenization
 from realformer_tf.networks import encoder as encoder_lib
 
@@ -72,12 +72,12 @@ def load_model(model_dir: str) -> LoadedModel:
   """
   if not model_dir or not tf.io.gfile.isdir(model_dir):
     raise FileNotFoundError(f"model dir {model_dir!r} does not exist.")
-  config = registry.load_experiment_config(model_dir)
+  config = run_directory.load_experiment_config(model_dir)
   # The attention outputs add outputs, not weights (as the exporter does).
   config.task.model.encoder.get().return_attention_scores = True
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   model = task.build_model()
-  checkpoint = utils.resolve_checkpoint(model_dir, "--model_dir")
+  checkpoint = run_directory.resolve_checkpoint(model_dir, "--model_dir")
   utils.restore_checkpoint(model, checkpoint)
   # BertPretrainerV2, BertClassifier and BertSpanLabeler all checkpoint their
   # encoder as `encoder`.
@@ -166,7 +166,7 @@ def build_dataset(model: LoadedModel,
   input_path = input_data or data_config.input_path
   source = "--input_data" if input_data else (
       "task.validation_data.input_path in "
-      f"{os.path.join(model.model_dir, 'params.yaml')}")
+      f"{run_directory.params_path(model.model_dir)}")
   if not input_path:
     raise ValueError(f"{source} is empty: pass --input_data (TFRecord glob) "
                      "or --input_text with --vocab_file.")
@@ -412,7 +412,7 @@ def run_analysis(model_dir: str,
                           seq_length=seq_length, lower_case=lower_case)
   results = stream(models, dataset, num_examples, reservoir_size, seed)
   source = input_text or input_data or (
-      f"task.validation_data of {os.path.join(model_dir, 'params.yaml')}")
+      f"task.validation_data of {run_directory.params_path(model_dir)}")
   if results[0].num_examples == 0:
     raise ValueError(f"no examples read from {source}.")
   settings = dict(num_examples_requested=num_examples,

@@ -12,6 +12,8 @@ and `ckpt-1`). This module answers, for either:
   * `resolve_checkpoint(path, what)` / `read_latest(path, what, read)`: the
     newest READABLE checkpoint, each unreadable newer one skipped with a
     warning that names it and why;
+  * `newest_checkpoint(model_dir)`: the newest checkpoint its state file
+    names, unread (what a resumed run restores), or None;
   * `lock_path(model_dir)`: the training lock;
   * `interrupted_swap(path)` / `recover_interrupted_swap(path)`: the backup a
     writer killed mid-swap leaves (`X.old-PID` beside `X.tmp-PID`, see
@@ -47,6 +49,11 @@ T = TypeVar("T")
 # `IndexError: Read less bytes than requested` of a truncated file, and
 # ValueError (but not a `CheckpointMismatchError`, which is about the model).
 _UNREADABLE = (tf.errors.OpError, IndexError, ValueError)
+
+
+def params_path(model_dir: str) -> str:
+  """The experiment config train.py records in `model_dir`."""
+  return os.path.join(model_dir, PARAMS_YAML)
 
 
 def lock_path(model_dir: str) -> str:
@@ -125,7 +132,7 @@ class Run:
 
   @property
   def params_path(self) -> str:
-    return os.path.join(self.directory, PARAMS_YAML)
+    return params_path(self.directory)
 
   @property
   def vocab_file(self) -> str:
@@ -273,6 +280,17 @@ def read_latest(path: str, what: str,
       return prefix, value
     failures.append(why)
   raise ValueError(f"{key}: no readable checkpoint ({'; '.join(failures)}).")
+
+
+def newest_checkpoint(model_dir: str) -> Optional[str]:
+  """The newest checkpoint prefix `model_dir`'s state file names, or None.
+
+  Not read (TensorFlow's `latest_checkpoint`: only its index must exist):
+  this is the one a resumed run restores, so training asks it whether a
+  run has started; readers wanting one that reads call
+  `resolve_checkpoint`.
+  """
+  return tf.train.latest_checkpoint(model_dir) if model_dir else None
 
 
 def resolve_checkpoint(path: str, what: str) -> str:

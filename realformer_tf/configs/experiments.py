@@ -2,8 +2,9 @@
 
 Each factory records its own name in `task.name`: Model Garden writes the
 whole config to `model_dir/params.yaml`, and
-`registry.load_experiment_config(model_dir)` rebuilds it through the factory
-(plain YAML loading would lose the `any` encoder's builder).
+`checkpoints.run_directory.load_experiment_config(model_dir)` rebuilds it
+through the factory (plain YAML loading would lose the `any` encoder's
+builder).
 """
 
 from official.core import config_definitions as cfg
@@ -17,8 +18,9 @@ from realformer_tf.tasks import masked_lm as rf_masked_lm
 PRETRAINING = "realformer/pretraining"
 QUICKSTART = "realformer/quickstart"
 
-# `train_lib.prepare_quickstart_data` builds the quickstart corpus in this
-# subfolder of model_dir, with this many differently masked copies of it.
+# `training.quickstart_run` builds the quickstart corpus in this subfolder
+# of model_dir (`quickstart_run.quickstart_data_dir`), with this many
+# differently masked copies of it.
 QUICKSTART_DATA_SUBDIR = "data"
 QUICKSTART_DUPE_FACTOR = 10
 QUICKSTART_SEED = 0

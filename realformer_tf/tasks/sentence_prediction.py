@@ -38,7 +38,6 @@ from official.core import task_factory
 from official.nlp.data import data_loader_factory
 from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
 from official.nlp.tasks import sentence_prediction
-from realformer_tf import utils
 from realformer_tf.data import glue as glue_data
 
 # Token that the per-task YAMLs put in front of their data paths.
@@ -242,19 +241,28 @@ class RealFormerSentencePredictionTask(
     return results
 
   def initialize(self, model):
-    """Restores the encoder (and NSP pooler) from `task.init_checkpoint`."""
+    """Restores the encoder (and NSP pooler) from `task.init_checkpoint`.
+
+    Training's preflight has already set it to the newest readable prefix of
+    a run directory (`checkpoints.run_directory`, which this layer, below
+    `checkpoints`, cannot import); a directory given otherwise is read as
+    Model Garden reads it (its newest checkpoint).
+    """
     path = self.task_config.init_checkpoint
     if not path:
       return
-    resolved = utils.resolve_checkpoint(path, "task.init_checkpoint")
-    names = {name for name, _ in tf.train.list_variables(resolved)}
+    try:
+      names = {name for name, _ in tf.train.list_variables(path)}
+    except (tf.errors.OpError, ValueError) as e:
+      raise ValueError(f"task.init_checkpoint={path!r}: cannot read it "
+                       f"({type(e).__name__}: {e}).") from None
     for key in ["encoder"] + (["next_sentence.pooler_dense"]
                               if self.task_config.init_cls_pooler else []):
       # Object-graph keys escape "." as ".." and "/" as "./".
       prefix = key.replace(".", "..").replace("/", "./") + "/"
       if not any(name.startswith(prefix) for name in names):
         raise ValueError(
-            f"task.init_checkpoint={resolved!r} has no '{key}' object "
+            f"task.init_checkpoint={path!r} has no '{key}' object "
             "at its root; expected a checkpoint written by Model Garden's "
             "trainer for realformer/pretraining (with the next_sentence head "
             "when task.init_cls_pooler is true).")

@@ -6,7 +6,9 @@ encoder config (BERT-Base sized), failing only after `params.yaml` and
 `train/` are written, with a "Shape mismatch" naming neither config. So the
 run's encoder config is taken, and checkpoint and records are checked against
 it before anything is written; so is the vocabulary's size against the
-checkpoint's word-embedding rows (`vocab_fit`).
+checkpoint's word-embedding rows (`vocab_fit`). The run and its newest
+readable checkpoint are `checkpoints.run_directory`'s: a damaged newest
+checkpoint is skipped, and the prefix read is the one the task restores.
 """
 
 from typing import Optional
@@ -17,13 +19,13 @@ import tensorflow as tf
 from official.core import config_definitions as cfg
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
 from realformer_tf.training import input_checks
 from realformer_tf.training import lr_schedule
 from realformer_tf.training import modes
-from realformer_tf.training import run_dirs
 from realformer_tf.training import vocab_fit
 
 # Encoder fields that define the checkpoint's variables or the function it
@@ -49,12 +51,12 @@ def inherit_encoder(params: cfg.ExperimentConfig,
   error naming both); returns the run's config, or None if it is not a model
   dir of ours (then nothing changes). `explicit`: keys the user set.
   """
-  run_dir, run_config = run_dirs.run_of(
-      getattr(params.task, "init_checkpoint", ""))
+  run = run_directory.find_run(getattr(params.task, "init_checkpoint", ""))
   ours = _encoder_of(params)
-  theirs = run_config and _encoder_of(run_config)
+  theirs = run and _encoder_of(run.config)
   if ours is None or theirs is None:
     return None
+  run_config = run.config
   init_checkpoint = params.task.init_checkpoint
   conflicts, taken = [], []
   for field in ARCHITECTURE_FIELDS:
@@ -72,14 +74,14 @@ def inherit_encoder(params: cfg.ExperimentConfig,
     raise ValueError(
         f"task.init_checkpoint={init_checkpoint!r} is a run of "
         f"{run_config.task.name} whose encoder differs from the one "
-        f"configured here (see {run_dirs.params_path(run_dir)}):\n  "
+        f"configured here (see {run.params_path}):\n  "
         + "\n  ".join(conflicts) +
         "\nDrop these settings (the run's are used) or start from another "
         "checkpoint.")
   logging.info(
       "task.init_checkpoint=%s is a %s run: its encoder config (%s) is "
       "used%s.", init_checkpoint, run_config.task.name,
-      run_dirs.params_path(run_dir),
+      run.params_path,
       f", changing {', '.join(taken)}" if taken else " (no change)")
 
   # GLUE's pooler is `hidden_size` wide: the run's NSP pooler restores into
@@ -98,8 +100,8 @@ def inherit_encoder(params: cfg.ExperimentConfig,
           "pooler to restore.")
     params.task.init_cls_pooler = False
     logging.info("The run %s %s: task.init_cls_pooler is off (the "
-                 "classifier's pooler starts fresh).", run_dir, why)
-  run_vocab = getattr(run_config.task, "vocab_file", "")
+                 "classifier's pooler starts fresh).", run.directory, why)
+  run_vocab = run.vocab_file
   eval_data = getattr(params.task, "validation_data", None)
   # Empty, or a placeholder path (the SQuAD YAMLs' /path/to/...): the run's.
   if (run_vocab and hasattr(eval_data, "vocab_file") and
@@ -114,36 +116,43 @@ def inherit_encoder(params: cfg.ExperimentConfig,
 def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
   """Checks that `task.init_checkpoint` restores into the configured encoder
   (a `CheckpointMismatchError` names each variable and both shapes); returns
-  the checkpoint prefix, or None without `task.init_checkpoint`."""
+  the newest checkpoint prefix whose encoder reads (a run directory's damaged
+  newer ones skipped, with a warning), or None without
+  `task.init_checkpoint`."""
   init_checkpoint = getattr(params.task, "init_checkpoint", "")
   encoder_config = _encoder_of(params)
   if not init_checkpoint:
     return None
-  path = utils.resolve_checkpoint(init_checkpoint, "task.init_checkpoint")
+  key = "task.init_checkpoint"
   if encoder_config is None:
-    return path
+    return run_directory.resolve_checkpoint(init_checkpoint, key)
   # A throwaway graph: only the variables' shapes are needed, and the real
   # model's layer names stay unsuffixed.
   with tf.Graph().as_default():
     encoder = encoders.build_realformer_encoder(encoder_config)
     encoder(utils.dummy_inputs())
-    try:
-      # "encoder": where the fine-tuning tasks' `initialize` finds it.
+
+    def read_encoder(prefix: str) -> None:
+      # "encoder": where the fine-tuning tasks' `initialize` finds it. Its
+      # weights are read once: a truncated file fails here (and an older
+      # checkpoint of the run is tried), not inside the restore after
+      # params.yaml is written.
       reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
-          path, encoder, "encoder")
-      # Reads the encoder's weights once: a truncated file fails here, named,
-      # instead of inside the restore after params.yaml is written.
-      for _, key in pairs:
-        reader.get_tensor(key)
+          prefix, encoder, "encoder")
+      for _, name in pairs:
+        reader.get_tensor(name)
+
+    try:
+      return run_directory.read_latest(init_checkpoint, key, read_encoder)[0]
     except errors.CheckpointMismatchError as e:
       raise errors.CheckpointMismatchError(
-          f"task.init_checkpoint={init_checkpoint!r} does not fit "
-          f"task.model.encoder:\n{e}") from None
+          f"{key}={init_checkpoint!r} does not fit task.model.encoder:\n{e}"
+      ) from None
     except (tf.errors.OpError, IndexError, ValueError) as e:
-      raise ValueError(
-          f"task.init_checkpoint={init_checkpoint!r}: cannot read the "
-          f"encoder of {path!r} ({type(e).__name__}: {e}).") from None
-  return path
+      if str(e).startswith(f"{key}="):  # read_latest's: names it already.
+        raise
+      raise ValueError(f"{key}={init_checkpoint!r}: cannot read its encoder "
+                       f"({type(e).__name__}: {e}).") from None
 
 
 def check_vocab_fits(params: cfg.ExperimentConfig, mode: str) -> None:

@@ -22,13 +22,13 @@ from official.modeling import hyperparams
 from official.nlp.data import pretrain_dataloader
 from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import registry
 from realformer_tf.data import output_sets
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
 from realformer_tf.data import translation as translation_data
 from realformer_tf.training import modes
-from realformer_tf.training import run_dirs
 
 
 def match_input_files(key: str, input_path) -> List[str]:
@@ -211,9 +211,8 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
   """Records `mode` reads that were converted with another vocabulary than
   the run `task.init_checkpoint` names are an error naming both and the fix.
   """
-  _, run_config = run_dirs.run_of(
-      getattr(params.task, "init_checkpoint", ""))
-  run_vocab = getattr(getattr(run_config, "task", None), "vocab_file", "")
+  run = run_directory.find_run(getattr(params.task, "init_checkpoint", ""))
+  run_vocab = run.vocab_file if run else ""
   if not run_vocab or not tf.io.gfile.exists(run_vocab):
     return
   run_sha = output_sets.file_sha256(run_vocab)

@@ -50,7 +50,7 @@ def follow_train_steps(params: cfg.ExperimentConfig,
   decay_key = ("trainer.optimizer_config.learning_rate."
                f"{optimizer.learning_rate.type}.decay_steps")
   old_decay = getattr(lr, "decay_steps", None)
-  # train_steps is an int here (`preflight.validate_field_types` ran first).
+  # train_steps is an int here (`value_checks.validate_field_types` ran first).
   if (train_steps <= 0 or not isinstance(old_decay, int) or
       old_decay == train_steps or decay_key in set_since):
     return

@@ -12,7 +12,8 @@
 5. the init checkpoint, when a training run starts without a checkpoint of
    its own (Model Garden reads it only then): it restores into the encoder,
    and its word embedding has a row per vocabulary token
-   (`init_from_run`);
+   (`init_from_run`); `task.init_checkpoint` becomes the prefix checked (a
+   run directory's newest readable one), which the task then restores;
 6. `model_dir` (a directory; an eval needs a checkpoint; a training run
    resumes only the same model), then its lock (`run_lock`): the first
    write.
@@ -33,12 +34,12 @@ import tensorflow as tf
 from official.common import distribute_utils
 from official.core import config_definitions as cfg
 from official.modeling import performance
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.training import init_from_run
 from realformer_tf.training import input_checks
 from realformer_tf.training import lr_schedule
 from realformer_tf.training import modes
 from realformer_tf.training import quickstart_run
-from realformer_tf.training import run_dirs
 from realformer_tf.training import run_lock
 from realformer_tf.training import value_checks
 
@@ -71,26 +72,26 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
   `params.yaml` (else it would overwrite it, then fail restoring, leaving a
   directory that can no longer be exported); the error lists each change.
   """
-  has_checkpoint = bool(run_dirs.latest_checkpoint(model_dir))
+  has_checkpoint = bool(run_directory.newest_checkpoint(model_dir))
   if mode == "eval" and not has_checkpoint:
     raise ValueError(
         f"--mode=eval: no checkpoint in --model_dir={model_dir!r}, so there "
         "is no trained model to evaluate. Train first (--mode=train), or "
         "point --model_dir at a run's directory.")
   if (mode not in modes.TRAIN_MODES or not has_checkpoint or
-      not run_dirs.has_params(model_dir)):
+      not tf.io.gfile.exists(run_directory.params_path(model_dir))):
     return
   old, new = (
       lr_schedule.dotted_items({"task": {"name": p.task.name,
                                          "model": p.task.model.as_dict()}})
-      for p in (run_dirs.load_params(model_dir), params))
+      for p in (run_directory.load_experiment_config(model_dir), params))
   changed = [f"{key}: {old.get(key)!r} in params.yaml, {new.get(key)!r} now"
              for key in sorted(set(old) | set(new))
              if old.get(key) != new.get(key)]
   if changed:
     raise ValueError(
         f"--model_dir={model_dir!r} holds checkpoints of another model "
-        f"({run_dirs.params_path(model_dir)}): " + "; ".join(changed) +
+        f"({run_directory.params_path(model_dir)}): " + "; ".join(changed) +
         ". Use a new --model_dir, or the same model config to resume.")
 
 
@@ -147,12 +148,15 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                                     strategy.num_replicas_in_sync)
   data_plan = quickstart_run.plan(params, model_dir, quickstart_input_files)
   builds = data_plan is not None and not data_plan.cached
-  has_checkpoint = bool(run_dirs.latest_checkpoint(model_dir))
+  has_checkpoint = bool(run_directory.newest_checkpoint(model_dir))
   fine_tunes = mode in modes.TRAIN_MODES and not has_checkpoint
   if not builds:
     _check_data(params, mode)
-  if fine_tunes:
-    init_from_run.check_init_checkpoint(params)
+  if fine_tunes and getattr(params.task, "init_checkpoint", ""):
+    # The prefix checked, not its directory: the task restores what was
+    # checked (Model Garden's `initialize` takes a directory's newest, even
+    # a damaged one), and params.yaml records which checkpoint it was.
+    params.task.init_checkpoint = init_from_run.check_init_checkpoint(params)
     if not builds:
       init_from_run.check_vocab_fits(params, mode)
   if not (builds and has_checkpoint):

@@ -12,12 +12,13 @@ anything is written; `build` runs only under the run's lock.
 """
 
 import dataclasses
+import os
 from typing import Optional, Sequence
 
 from official.core import config_definitions as cfg
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
 from realformer_tf.data import quickstart_corpus
-from realformer_tf.training import run_dirs
 
 _NAME = experiments.QUICKSTART
 
@@ -30,6 +31,12 @@ class Plan:
   key: dict
   input_files: Optional[Sequence[str]]
   cached: bool
+
+
+def quickstart_data_dir(model_dir: str) -> str:
+  """Where the quickstart builds its own data for the run in `model_dir`
+  (training's only addition to a run directory's layout)."""
+  return os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)
 
 
 def _describe_key(key: Optional[dict]) -> str:
@@ -104,7 +111,7 @@ def plan(params: cfg.ExperimentConfig, model_dir: str,
       raise ValueError(
           f"{_NAME} builds one set of records, but task.train_data.{key}="
           f"{train_value} != task.validation_data.{key}={eval_value}.")
-  data_dir = run_dirs.quickstart_data_dir(model_dir)
+  data_dir = quickstart_data_dir(model_dir)
   files = list(input_files) if input_files else None
   key = quickstart_corpus.data_key(
       data_dir, input_files=files,
@@ -112,7 +119,7 @@ def plan(params: cfg.ExperimentConfig, model_dir: str,
       max_seq_length=task.train_data.seq_length,
       max_predictions_per_seq=task.train_data.max_predictions_per_seq,
       dupe_factor=experiments.QUICKSTART_DUPE_FACTOR)
-  checkpoint = run_dirs.latest_checkpoint(model_dir)
+  checkpoint = run_directory.newest_checkpoint(model_dir)
   if checkpoint:
     _check_run_owns(data_dir, key, model_dir, checkpoint)
   data = quickstart_corpus.cached_data(data_dir, key)

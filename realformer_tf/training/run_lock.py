@@ -6,7 +6,8 @@ train_lib.py`, `orbit/controller.py`): two trainers on one directory both
 names, and one run's results vanish without a word. `hold(model_dir)` makes
 the second one fail at once, naming the first (pid, host, start time).
 
-The lock is `model_dir/train.lock`, JSON {pid, host, since, process_start,
+The lock is `model_dir/train.lock` (`checkpoints.run_directory.lock_path`,
+where readers of a run look for it), JSON {pid, host, since, process_start,
 token, command}, made whole in a temporary file and then linked to its name:
 `os.link` fails if the name exists, atomically (as `open(O_CREAT | O_EXCL)`,
 also over NFS) and a reader never sees a half-written lock. `tf.io.gfile` has
@@ -32,7 +33,8 @@ from typing import Iterator, Optional
 from absl import logging
 import psutil
 
-LOCK_FILE = "train.lock"
+from realformer_tf.checkpoints import run_directory
+
 # A lock's process must have started within this many seconds of the
 # recorded start time to be the one that wrote it (not a reused pid).
 _START_TIME_SLACK_S = 1.0
@@ -186,7 +188,7 @@ def acquire(model_dir: str) -> Optional[dict]:
   except OSError as e:
     raise ValueError(f"--model_dir={model_dir}: cannot create it "
                      f"({e.strerror}: {e.filename}).") from None
-  path = os.path.join(model_dir, LOCK_FILE)
+  path = run_directory.lock_path(model_dir)
   pid = os.getpid()
   holder = {
       "pid": pid, "host": socket.gethostname(),
@@ -215,7 +217,7 @@ def release(model_dir: str, holder: Optional[dict]) -> None:
   """Removes the lock `acquire` returned, if it is still this one's."""
   if holder is None:
     return
-  path = os.path.join(model_dir, LOCK_FILE)
+  path = run_directory.lock_path(model_dir)
   try:
     current = _read(path)
   except ModelDirBusyError:

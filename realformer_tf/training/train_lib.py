@@ -30,13 +30,14 @@ from official.core import train_lib
 from official.core import train_utils
 from official.modeling import hyperparams
 from realformer_tf import utils
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import registry
 from realformer_tf.training import controller as controller_lib
 from realformer_tf.training import init_from_run
 from realformer_tf.training import lr_schedule
 from realformer_tf.training import modes
 from realformer_tf.training import preflight
-from realformer_tf.training import run_dirs
+from realformer_tf.training import quickstart_run
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 from realformer_tf.training import trainer as trainer_lib
@@ -141,7 +142,6 @@ FINAL_EVAL_FILE = "final_eval.json"
 
 
 # For callers that check a config without running it.
-prepare_and_validate = preflight.prepare_and_validate
 
 
 def clean_stale_temps(model_dir: str) -> List[str]:
@@ -161,7 +161,7 @@ def clean_stale_temps(model_dir: str) -> List[str]:
     else:
       tf.io.gfile.remove(path)
     removed.append(path)
-  for folder in (model_dir, run_dirs.quickstart_data_dir(model_dir)):
+  for folder in (model_dir, quickstart_run.quickstart_data_dir(model_dir)):
     removed.extend(utils.remove_stale_temps(folder))
   for path in removed:
     logging.warning("Removed %s, left by an interrupted run.", path)
@@ -171,7 +171,7 @@ def clean_stale_temps(model_dir: str) -> List[str]:
 def checkpoint_step(path: str) -> int:
   """Global step of a checkpoint (or of a model dir's newest readable one)."""
   return int(train_utils.read_global_step_from_checkpoint(
-      utils.resolve_checkpoint(path, "checkpoint")))
+      run_directory.resolve_checkpoint(path, "checkpoint")))
 
 
 _log = run_summary.console
@@ -208,7 +208,7 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                             run.chief, enable_async_checkpointing)
     except stop_signals.Stopped as stop:
       # The lock is released by now; the checkpoint is complete (synced).
-      latest = run_dirs.latest_checkpoint(model_dir)
+      latest = run_directory.newest_checkpoint(model_dir)
       step = checkpoint_step(latest) if latest else None
       _log(stop_signals.stop_line(
           stop, stop.step if stop.step is not None else step or 0, latest,
@@ -223,7 +223,7 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   logging.info("Final experiment parameters:\n%s",
                pprint.pformat(params.as_dict()))
   start_step = (checkpoint_step(model_dir)
-                if run_dirs.latest_checkpoint(model_dir) else 0)
+                if run_directory.newest_checkpoint(model_dir) else 0)
   completed = (mode in modes.TRAIN_MODES and
                start_step >= params.trainer.train_steps)
   if completed:

@@ -20,7 +20,7 @@ import tensorflow as tf
 import tf_keras
 
 from official.core import base_trainer
-from realformer_tf.training import run_dirs
+from realformer_tf.checkpoints import run_directory
 
 
 class NonFiniteLossError(RuntimeError):
@@ -159,7 +159,7 @@ class Trainer(base_trainer.Trainer):
                       "recovery restores the last checkpoint.", message,
                       trials)
       return
-    latest = run_dirs.latest_checkpoint(self._model_dir)
+    latest = run_directory.newest_checkpoint(self._model_dir)
     raise NonFiniteLossError(
         f"{message} Training stopped; nothing from this loop was "
         f"checkpointed (latest checkpoint: {latest or 'none'}). Lower "

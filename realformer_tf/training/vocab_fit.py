@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 from absl import logging
 import tensorflow as tf
 
-from realformer_tf import utils
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.data import tokenization
 
 # Checkpoint keys of a word-embedding table, best first: a TF2 object-based
@@ -36,7 +36,7 @@ def embedding_rows(checkpoint: str) -> Optional[Tuple[str, int, str]]:
   """(checkpoint prefix, rows, key) of the word embedding in `checkpoint` (a
   prefix, or a directory's newest readable one); None if it has none that
   `_WORD_EMBEDDING_KEYS` knows. Reads the shape map only."""
-  path = utils.resolve_checkpoint(checkpoint, "checkpoint")
+  path = run_directory.resolve_checkpoint(checkpoint, "checkpoint")
   shapes = tf.train.load_checkpoint(path).get_variable_to_shape_map()
   for pattern in _WORD_EMBEDDING_KEYS:
     found = sorted(key for key, shape in shapes.items()

@@ -71,6 +71,20 @@ def test_find_run_and_its_files(tmp_path):
   assert run_directory.find_run("") is None
 
 
+def test_newest_checkpoint_is_the_state_files_unread(tmp_path):
+  """What a resumed run restores: the newest named, even if damaged (the
+  readers' `resolve_checkpoint` falls back past it)."""
+  assert run_directory.newest_checkpoint(str(tmp_path / "none")) is None
+  assert run_directory.newest_checkpoint("") is None
+  older, newer = _save(str(tmp_path), [1, 2])
+  with open(newer + ".data-00000-of-00001", "r+b") as f:
+    f.truncate(100)
+  assert run_directory.newest_checkpoint(str(tmp_path)) == newer
+  assert run_directory.resolve_checkpoint(str(tmp_path), "x") == older
+  assert run_directory.params_path(str(tmp_path)) == str(
+      tmp_path / "params.yaml")
+
+
 def test_encoder_config_from_params_or_encoder_yaml(tmp_path):
   _quickstart_run(tmp_path)
   where, config = run_directory.encoder_config(str(tmp_path / "ckpt-1"))

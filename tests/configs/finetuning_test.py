@@ -7,9 +7,9 @@ import pytest
 from official.core import exp_factory
 from official.core import train_utils
 from official.modeling import hyperparams
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import recipe
-from realformer_tf.configs import registry
 from realformer_tf.data import glue
 
 EXPECTED = {
@@ -98,7 +98,7 @@ def test_params_yaml_round_trip(tmp_path):
   config = finetuning.load_glue_config(
       "mnli", params_override="task.model.encoder.any.residual_attention=none")
   train_utils.serialize_config(config, str(tmp_path))
-  rebuilt = registry.load_experiment_config(str(tmp_path))
+  rebuilt = run_directory.load_experiment_config(str(tmp_path))
   assert rebuilt.as_dict() == config.as_dict()
   assert rebuilt.task.validation_data.split_names == ["matched", "mismatched"]
 

@@ -12,6 +12,7 @@ from official.core import train_utils
 from realformer_tf.configs import translation
 from realformer_tf.data import translation as translation_data
 from realformer_tf.tasks import translation as rf_translation
+from realformer_tf.training import preflight
 from realformer_tf.training import train_lib
 from tests.helpers import train_runs as utils
 from tests.helpers import translation as ttu
@@ -66,7 +67,7 @@ class TranslationConfigTest(tf.test.TestCase, parameterized.TestCase):
                                   params.task.model.encoder.num_layers,
                                   params.task.model.decoder.num_layers))
     model_dir = f"{d}/run"
-    train_lib.prepare_and_validate(params, "train_and_eval", model_dir)
+    preflight.prepare_and_validate(params, "train_and_eval", model_dir)
     self.assertFalse(os.path.exists(model_dir))
     task = task_factory.get_task(params.task)
     batch = next(iter(task.build_inputs(params.task.train_data)))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from realformer_tf.keras3 import backbone as backbone_lib
-from realformer_tf.keras3 import weight_map
+from realformer_tf.checkpoints import keras3_weight_map as weight_map
 from tests.helpers import numpy_reference
 from tests.helpers import keras3_encoders as utils
 

@@ -23,8 +23,8 @@ import keras
 import numpy as np
 import pytest
 
+from realformer_tf.checkpoints import keras3_bridge as weights
 from realformer_tf.keras3 import backbone as backbone_lib
-from realformer_tf.keras3 import weights
 from tests.helpers import doc_blocks
 from tests.helpers import keras3_encoders
 from tests.helpers import keras3_layer_checks as layer_checks

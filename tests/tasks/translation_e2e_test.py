@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from official.core import task_factory
 from realformer_tf import utils
-from realformer_tf.configs import registry
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.data import translation as translation_data
 from realformer_tf.serving import export
 from realformer_tf.serving import translation_export
@@ -114,13 +114,13 @@ class TranslationEndToEndTest(tf.test.TestCase):
     self.assertGreater(bleu, 90.0, f"BLEU {bleu} (chance {chance:.1f})")
 
     # In process: the trained model's beam search, trimmed at EOS.
-    config = registry.load_experiment_config(model_dir)
+    config = run_directory.load_experiment_config(model_dir)
     task = task_factory.get_task(config.task)
     model = task.build_model()
     ids = task._sp_tokenizer.tokenize(dev_sources).to_tensor(0)  # pylint: disable=protected-access
     model({"inputs": ids, "targets": ids})
     utils.restore_checkpoint(
-        model, utils.resolve_checkpoint(model_dir, "model_dir"))
+        model, run_directory.resolve_checkpoint(model_dir, "model_dir"))
     outputs = model({"inputs": ids})["outputs"].numpy()
     want = []
     for row in outputs:

@@ -12,9 +12,9 @@ import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint
 
 from official.core import train_utils
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
 from realformer_tf.training import controller as controller_lib
-from realformer_tf.training import run_lock
 from realformer_tf.training import train_lib
 from tests.helpers import train_runs as utils
 
@@ -72,4 +72,4 @@ def test_failed_checkpoint_write_stops_the_run_naming_it(
   assert sorted(os.listdir(model_dir)) == [
       "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
       "params.yaml", "train"]  # The lock is released too.
-  assert run_lock.LOCK_FILE not in os.listdir(model_dir)
+  assert run_directory.LOCK_FILE not in os.listdir(model_dir)

@@ -18,6 +18,7 @@ from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 from realformer_tf.training import init_from_run
 from realformer_tf.training import input_checks
+from realformer_tf.training import preflight
 from realformer_tf.training import train_lib
 from tests.helpers import shared_data
 from tests.helpers import train_runs as utils
@@ -148,6 +149,32 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "task.init_checkpoint"):
       init_from_run.check_init_checkpoint(params)
 
+  def test_a_damaged_newest_checkpoint_is_skipped_and_the_older_used(self):
+    """A run directory's newest checkpoint whose encoder fails its checksum:
+    the checks fall back to the older one, with a warning naming the newer,
+    and `task.init_checkpoint` becomes that prefix, so the task restores
+    what was checked (Model Garden would take the directory's newest)."""
+    older = _write_run(self.run_dir, self.vocab, with_nsp=False)
+    newer = os.path.join(self.run_dir, "ckpt-8")
+    for path in tf.io.gfile.glob(older + ".*"):
+      tf.io.gfile.copy(path, newer + path[len(older):])
+    with open(os.path.join(self.run_dir, "checkpoint"), "w") as f:
+      f.write('model_checkpoint_path: "ckpt-8"\n'
+              'all_model_checkpoint_paths: "ckpt-7"\n'
+              'all_model_checkpoint_paths: "ckpt-8"\n')
+    data = newer + ".data-00000-of-00001"
+    with open(data, "r+b") as f:
+      f.seek(os.path.getsize(data) // 2)
+      f.write(b"\xff" * 16)  # Same size: only the tensors' checksums fail.
+    params, _ = self._parse(
+        self.run_dir, ",task.train_data.seq_length=16,"
+        f"task.train_data.input_path={_glue_records(self.tmp)}")
+    with self.assertLogs(level="WARNING") as logs:
+      checked = preflight.prepare_and_validate(
+          params, "train", os.path.join(self.tmp, "mrpc"))
+    self.assertEqual(checked.task.init_checkpoint, older)
+    self.assertIn(f"{newer}: ", "\n".join(logs.output))
+
   def test_records_converted_with_another_vocabulary(self):
     _write_run(self.run_dir, self.vocab)
     data_dir = os.path.join(self.tmp, "glue")
@@ -187,7 +214,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     model_dir = os.path.join(self.tmp, "mrpc")
     with self.assertRaisesRegex(errors.CheckpointMismatchError,
                                 "checkpoint .*, model .*32"):
-      train_lib.prepare_and_validate(params, "train", model_dir)
+      preflight.prepare_and_validate(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
 
   def test_vocabulary_of_another_size_than_the_embedding_is_refused(self):
@@ -210,7 +237,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
         ValueError, r"mrpc_train.tf_record.*rebuilt.txt' of 40 tokens \(see "
         r".*mrpc_meta_data.json\), but the word embedding of "
         r"task.init_checkpoint=.*pretrain.*ckpt-7.*has 64 rows"):
-      train_lib.prepare_and_validate(params, "train", model_dir)
+      preflight.prepare_and_validate(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
     params.task.validation_data.input_path = records
     params.task.validation_data.seq_length = 16
@@ -250,7 +277,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(
         ValueError, "task.train_data.input_path=.*: " + train +
         " has .*mrpc_meta_data.json.*python -m realformer_tf.data.glue"):
-      train_lib.prepare_and_validate(params, "train", model_dir)
+      preflight.prepare_and_validate(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
 
   def test_pretraining_records_find_their_set_manifest(self):

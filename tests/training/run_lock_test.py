@@ -11,11 +11,12 @@ import sys
 import psutil
 import pytest
 
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.training import run_lock
 
 
 def _lock(model_dir):
-  return os.path.join(model_dir, run_lock.LOCK_FILE)
+  return os.path.join(model_dir, run_directory.LOCK_FILE)
 
 
 def _write_lock(model_dir, **fields):
@@ -94,7 +95,7 @@ def test_lock_of_another_host_is_not_taken_over(tmp_path):
 def test_unreadable_lock_is_named(tmp_path):
   model_dir = tmp_path / "run"
   model_dir.mkdir()
-  (model_dir / run_lock.LOCK_FILE).write_text("garbage")
+  (model_dir / run_directory.LOCK_FILE).write_text("garbage")
   with pytest.raises(run_lock.ModelDirBusyError,
                      match=r"train\.lock exists but names no run .*'garbage'"):
     run_lock.acquire(str(model_dir))
@@ -132,7 +133,7 @@ def test_a_lock_train_py_did_not_write_is_named(tmp_path, content, what):
   assert re.search(what, str(e.value)), str(e.value)
   with open(_lock(model_dir), "rb") as f:
     assert f.read() == content  # Left as it was.
-  assert os.listdir(model_dir) == [run_lock.LOCK_FILE]
+  assert os.listdir(model_dir) == [run_directory.LOCK_FILE]
 
 
 @pytest.mark.parametrize("fails", ["open", "write", "fsync"])

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
-from realformer_tf.configs import registry
+from realformer_tf.training import preflight
 from realformer_tf.training import run_lock
 from realformer_tf.training import train_lib
 from tests.helpers import train_runs as utils
@@ -150,14 +151,14 @@ def test_bad_quickstart_config_fails_before_its_data_is_built(tmp_path):
                             "validation_data": {"seq_length": 128}}})
   with pytest.raises(ValueError, match=r"task.train_data.seq_length=128 "
                      r"exceeds .*max_position_embeddings=64"):
-    train_lib.prepare_and_validate(params, "train", str(model_dir))
+    preflight.prepare_and_validate(params, "train", str(model_dir))
   assert not model_dir.exists()  # No data cache built (or overwritten).
   params = experiments.realformer_quickstart()
   params.override({"task": {"validation_data": {"seq_length": 16}}})
   with pytest.raises(ValueError, match=r"one set of records, but "
                      r"task.train_data.seq_length=32 != "
                      r"task.validation_data.seq_length=16"):
-    train_lib.prepare_and_validate(params, "train", str(model_dir))
+    preflight.prepare_and_validate(params, "train", str(model_dir))
   assert not model_dir.exists()
   params = experiments.realformer_quickstart()
   params.override({"task": {"train_data": {"global_batch_size": 0}}})
@@ -200,7 +201,7 @@ def test_train_then_eval_and_continuous_eval(tmp_path, caplog):
   assert utils.run_in_process(model_dir, [run["config_file"]], mode="train") == {}
   params_yaml = model_dir / "params.yaml"
   written = params_yaml.stat().st_mtime_ns
-  assert registry.load_experiment_config(str(model_dir)).task.vocab_file \
+  assert run_directory.load_experiment_config(str(model_dir)).task.vocab_file \
       == run["vocab_file"]
 
   evaluated = utils.run_in_process(model_dir, [run["config_file"]], mode="eval")
@@ -218,7 +219,7 @@ def test_train_then_eval_and_continuous_eval(tmp_path, caplog):
             f"{holder['since']}") in str(e.value)
     continuous = utils.run_in_process(model_dir, [run["config_file"]],
                                 mode="continuous_eval")
-  assert not (model_dir / run_lock.LOCK_FILE).exists()
+  assert not (model_dir / run_directory.LOCK_FILE).exists()
   # Same weights, same eval data: the same numbers.
   for key in ("masked_lm_accuracy", "validation_loss"):
     np.testing.assert_allclose(float(continuous[key]),
