@@ -17,12 +17,12 @@ TensorFlow, JAX and PyTorch backends.
 
 import keras
 from keras import ops
-from keras_hub import layers as position_embedding  # .PositionEmbedding
-from keras_hub import models as hub_backbone  # .Backbone
+import keras_hub
 from keras_hub.src.models.bert import bert_backbone
 
 from realformer_tf.core import arguments
 from realformer_tf.keras3 import encoder_block
+from realformer_tf.keras3 import tasks
 
 GELU_APPROXIMATE = encoder_block.GELU_APPROXIMATE
 get_activation = encoder_block.get_activation
@@ -47,6 +47,13 @@ class BackboneConfig(encoder_block.SpecConfig):
   _renamed = {}
   _deserialize = dict(encoder_block.SpecConfig._deserialize,
                       activation=lambda name: get_activation(name) and name)
+
+  def save_to_preset(self, preset_dir, max_shard_size=10):
+    """keras-hub's `Backbone.save_to_preset`; `metadata.json` then names our
+    task classes (keras-hub lists those of the class' `__base__`, BERT's or
+    GPT-2's: keras_hub/src/utils/preset_utils.py, `_save_metadata`)."""
+    super().save_to_preset(preset_dir, max_shard_size=max_shard_size)
+    tasks.write_preset_task_names(preset_dir, self)
   _serialize = dict(encoder_block.SpecConfig._serialize,
                     activation=lambda name: name)
 
@@ -65,7 +72,7 @@ class BackboneConfig(encoder_block.SpecConfig):
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerBackbone(BackboneConfig, hub_backbone.Backbone):
+class RealFormerBackbone(BackboneConfig, keras_hub.models.Backbone):
   """A BERT encoder with RealFormer's residual attention (He et al., 2020).
 
   Args (keras-hub's names; docs/names.md maps them to the tf_keras
@@ -131,7 +138,7 @@ class RealFormerBackbone(BackboneConfig, hub_backbone.Backbone):
     self.token_embedding = keras.layers.ReversibleEmbedding(
         input_dim=vocabulary_size, output_dim=hidden_dim,
         embeddings_initializer=init(), dtype=dtype, name="token_embedding")
-    self.position_embedding = position_embedding.PositionEmbedding(
+    self.position_embedding = keras_hub.layers.PositionEmbedding(
         initializer=init(), sequence_length=max_sequence_length, dtype=dtype,
         name="position_embedding")
     self.segment_embedding = keras.layers.Embedding(

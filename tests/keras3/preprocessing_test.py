@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from realformer_tf.keras3 import backbone as backbone_lib
+from realformer_tf.keras3 import decoder_backbone
 from realformer_tf.keras3 import masked_lm
 from realformer_tf.keras3 import preprocessing
 from realformer_tf.keras3 import text_classifier
@@ -53,6 +54,21 @@ def test_preset_metadata_names_our_tasks(tmp_path):
   assert isinstance(
       text_classifier.RealFormerTextClassifier.from_preset(preset),
       text_classifier.RealFormerTextClassifier)
+
+
+def test_backbone_preset_metadata_names_our_tasks(tmp_path):
+  """Regression: a backbone saved alone listed keras-hub's BERT / GPT-2 tasks."""
+  for model, expected in (
+      (text_classifier_test.classifier(seed=3).backbone,
+       ["RealFormerMaskedLM", "RealFormerTextClassifier"]),
+      (decoder_backbone.RealFormerDecoderBackbone(
+          vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8,
+          intermediate_dim=16, max_sequence_length=8),
+       ["RealFormerCausalLM"])):
+    preset = os.path.join(tmp_path, type(model).__name__)
+    model.save_to_preset(preset)
+    with open(os.path.join(preset, "metadata.json"), encoding="utf-8") as f:
+      assert json.load(f)["tasks"] == expected
 
 
 def test_preset_vocabulary_larger_than_the_backbone_is_refused(tmp_path):
