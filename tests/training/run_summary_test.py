@@ -5,6 +5,7 @@ import os
 import tempfile
 
 from absl.testing import parameterized
+import numpy as np
 import tensorflow as tf
 
 from official.core import exp_factory
@@ -82,6 +83,11 @@ class RunSummaryTest(tf.test.TestCase, parameterized.TestCase):
         params, tmp, {"masked_lm_accuracy": 0.25,
                       "next_sentence_accuracy": 0.9}, 10, 0, 0.0)
     self.assertTrue(lines[1].endswith("pairs): 0.8634."), lines[1])
+    # A tie, as float32 metrics report it (a hair above 392 / 454).
+    lines = run_summary.summary_lines(
+        params, tmp, {"masked_lm_accuracy": 0.25, "next_sentence_accuracy":
+                      float(np.float32(392 / 454)) + 1e-7}, 10, 0, 0.0)
+    self.assertTrue(lines[1].endswith("the model does not beat it."), lines[1])
 
   def test_squad_line_says_the_scale(self):
     params = exp_factory.get_exp_config(squad.SQUAD)
