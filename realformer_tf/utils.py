@@ -12,11 +12,9 @@ config, latest readable checkpoint, lock) is `checkpoints.run_directory`'s.
 """
 
 import contextlib
-import importlib
 import inspect
 import json
 import os
-import warnings
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Tuple
 
 from absl import app
@@ -24,6 +22,8 @@ from absl import flags
 from absl import logging
 import psutil
 import tensorflow as tf
+
+from realformer_tf.core import deprecation
 
 # `<path>.tmp-PID`: being written by process PID.
 TMP_INFIX = ".tmp-"
@@ -216,14 +216,4 @@ def flags_main(fn: Callable[..., Any],
 _MOVED = {"resolve_checkpoint": "realformer_tf.checkpoints.run_directory"}
 
 
-def __getattr__(name):
-  """PEP 562: the deprecated aliases of `_MOVED`, imported on first use
-  (their modules are above this one in the layer order)."""
-  if name in _MOVED:
-    warnings.warn(
-        f"realformer_tf.utils.{name} is deprecated: use {_MOVED[name]}.{name} "
-        "(this alias goes in realformer_tf 0.2).", DeprecationWarning,
-        stacklevel=2)
-    return getattr(importlib.import_module(_MOVED[name]), name)
-  raise AttributeError(f"module 'realformer_tf.utils' has no attribute "
-                       f"{name!r}")
+__getattr__ = deprecation.moved_names(__name__, _MOVED)

@@ -9,6 +9,7 @@ deprecated aliases of moved names (`DEPRECATED_ALIASES`), each with the
 release that removes it.
 """
 import ast
+import importlib
 import os
 import re
 import subprocess
@@ -107,13 +108,19 @@ def _moved_targets(tree: ast.Module):
 
 
 def _own_layers(tree: ast.Module):
-  """(node, imported layer) for each import of a realformer_tf module."""
-  for node, name in _imported_names(tree):
-    names = list(_moved_targets(tree)) if name == "<table>" else [name]
-    for name in names:
-      parts = name.split(".")
-      if parts[0] == "realformer_tf" and len(parts) > 1 and parts[1]:
-        yield node, parts[1]
+  """(node, imported layer) for each import of a realformer_tf module; a
+  `_MOVED` table (`core.deprecation.moved_names`) counts as importing each
+  module it names."""
+  found = [(node, name) for node, name in _imported_names(tree)
+           if name != "<table>"]
+  found += [(node, name) for node in tree.body
+            if isinstance(node, ast.Assign) and
+            getattr(node.targets[0], "id", None) == "_MOVED"
+            for name in _moved_targets(tree)]
+  for node, name in found:
+    parts = name.split(".")
+    if parts[0] == "realformer_tf" and len(parts) > 1 and parts[1]:
+      yield node, parts[1]
 
 
 def test_every_package_is_in_the_layer_order():
@@ -163,6 +170,16 @@ def test_the_portable_layers_import_no_tensorflow(module):
 
 def test_deprecated_aliases_warn_and_name_their_removal():
   for module, (_, version) in DEPRECATED_ALIASES.items():
+    moved = list(_moved_targets(_tree(module)))
+    if moved:  # A `_MOVED` table: each name warns when used.
+      name = "realformer_tf." + module.removesuffix(".py").removesuffix(
+          "/__init__").replace("/", ".")
+      table = importlib.import_module(name)._MOVED  # pylint: disable=protected-access
+      for alias in table:
+        with pytest.warns(DeprecationWarning,
+                          match=f"goes in realformer_tf {version}"):
+          getattr(importlib.import_module(name), alias)
+      continue
     with open(os.path.join(PACKAGE_ROOT, module), encoding="utf-8") as f:
       # Adjacent string literals joined, as Python joins them.
       source = re.sub(r'"\s*\n\s*f?"', "", f.read())

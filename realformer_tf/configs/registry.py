@@ -7,10 +7,9 @@ Configs are declarative: reading a run's `params.yaml` back is
 `checkpoints.run_directory.load_experiment_config`'s.
 """
 
-import importlib
-import warnings
 
 from official.core import config_definitions as cfg
+from realformer_tf.core import deprecation
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import squad
@@ -32,14 +31,4 @@ def task_encoder(params: cfg.ExperimentConfig):
 _MOVED = {"load_experiment_config": "realformer_tf.checkpoints.run_directory"}
 
 
-def __getattr__(name):
-  """PEP 562: the deprecated aliases of `_MOVED`, imported on first use
-  (their modules are above this one in the layer order)."""
-  if name in _MOVED:
-    warnings.warn(
-        f"realformer_tf.configs.registry.{name} is deprecated: use "
-        f"{_MOVED[name]}.{name} (this alias goes in realformer_tf 0.2).",
-        DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(_MOVED[name]), name)
-  raise AttributeError(f"module 'realformer_tf.configs.registry' has no "
-                       f"attribute {name!r}")
+__getattr__ = deprecation.moved_names(__name__, _MOVED)

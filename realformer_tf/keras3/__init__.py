@@ -7,9 +7,8 @@ between the two faces' weights (TF checkpoints, train.py runs, keras-hub's
 `BertBackbone`) is `realformer_tf.checkpoints.keras3_bridge` and
 `realformer_tf.checkpoints.keras3_weight_map`.
 """
-import importlib
-import warnings
 
+from realformer_tf.core import deprecation
 from realformer_tf.keras3.residual_attention import RESIDUAL_MODES
 from realformer_tf.keras3.residual_attention import ResidualMultiHeadAttention
 from realformer_tf.keras3.encoder_block import RealFormerEncoderBlock
@@ -34,13 +33,4 @@ from realformer_tf.keras3.saving import save_model
 _MOVED = {"load_bert_backbone": "realformer_tf.checkpoints.keras3_weight_map"}
 
 
-def __getattr__(name):
-  """PEP 562: the deprecated aliases of `_MOVED`, imported on first use."""
-  if name in _MOVED:
-    warnings.warn(
-        f"realformer_tf.keras3.{name} is deprecated: use {_MOVED[name]}."
-        f"{name} (this alias goes in realformer_tf 0.2).", DeprecationWarning,
-        stacklevel=2)
-    return getattr(importlib.import_module(_MOVED[name]), name)
-  raise AttributeError(f"module 'realformer_tf.keras3' has no attribute "
-                       f"{name!r}")
+__getattr__ = deprecation.moved_names(__name__, _MOVED)
