@@ -17,7 +17,8 @@ from realformer_tf.keras3 import tasks
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
+class RealFormerCausalLMPreprocessor(tasks.PresetSequenceLength,
+                                     keras_hub.models.CausalLMPreprocessor):
   """keras-hub's `CausalLMPreprocessor` for `RealFormerCausalLM`.
 
   The base class tokenizes, packs `[CLS] ... [SEP]`
@@ -30,13 +31,6 @@ class RealFormerCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
 
   backbone_cls = decoder_backbone.RealFormerDecoderBackbone
   tokenizer_cls = keras_hub.models.BertTokenizer
-
-  @classmethod
-  def _add_missing_kwargs(cls, loader, kwargs):
-    # A small model's positions, not keras-hub's 1024 (tasks.py).
-    kwargs = super()._add_missing_kwargs(loader, kwargs)
-    tasks.add_preset_sequence_length(cls, loader, kwargs)
-    return kwargs
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")

@@ -26,27 +26,16 @@ class RealFormerTokenizer(keras_hub.tokenizers.BertTokenizer):
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerMaskedLMPreprocessor(
-    keras_hub.models.BertMaskedLMPreprocessor):
+    tasks.PresetSequenceLength, keras_hub.models.BertMaskedLMPreprocessor):
   """keras-hub's `BertMaskedLMPreprocessor`, for `RealFormerBackbone`."""
   backbone_cls = backbone.RealFormerBackbone
   tokenizer_cls = RealFormerTokenizer
 
-  @classmethod
-  def _add_missing_kwargs(cls, loader, kwargs):
-    kwargs = super()._add_missing_kwargs(loader, kwargs)
-    tasks.add_preset_sequence_length(cls, loader, kwargs)
-    return kwargs
-
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerTextClassifierPreprocessor(
+    tasks.PresetSequenceLength,
     keras_hub.models.BertTextClassifierPreprocessor):
   """keras-hub's `BertTextClassifierPreprocessor`, for `RealFormerBackbone`."""
   backbone_cls = backbone.RealFormerBackbone
   tokenizer_cls = RealFormerTokenizer
-
-  @classmethod
-  def _add_missing_kwargs(cls, loader, kwargs):
-    kwargs = super()._add_missing_kwargs(loader, kwargs)
-    tasks.add_preset_sequence_length(cls, loader, kwargs)
-    return kwargs

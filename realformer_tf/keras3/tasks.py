@@ -120,6 +120,17 @@ def add_preset_sequence_length(preprocessor_cls, loader, kwargs):
     kwargs["sequence_length"] = positions
 
 
+class PresetSequenceLength:
+  """Preprocessor mixin: `add_preset_sequence_length` when keras-hub builds
+  the preprocessor from a preset. List it before the keras-hub base class."""
+
+  @classmethod
+  def _add_missing_kwargs(cls, loader, kwargs):
+    kwargs = super()._add_missing_kwargs(loader, kwargs)
+    add_preset_sequence_length(cls, loader, kwargs)
+    return kwargs
+
+
 def preset_task_names(backbone):
   """The task classes built on `backbone`'s class, for `metadata.json`."""
   return sorted({cls.__name__
