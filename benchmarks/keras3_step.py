@@ -95,35 +95,53 @@ def _inputs(seq, batch):
   return ids * mask, mask, labels.astype("int32")
 
 
-def make_step_timer():
-  """A Keras callback that times each `fit` step until its results are ready.
+def make_step_timer(every_step=True):
+  """A Keras callback that times `fit` steps until their results are ready.
 
-  On JAX, Keras' `fit` dispatches a step and moves on; the timer waits for the
-  state that step returned (`model._jax_state`, what Keras' own callbacks sync
-  from), so each figure is one whole step, dispatch included. Elsewhere it
-  converts the logs to NumPy, which waits for the step as well. The times
-  are in the callback's `times` (seconds).
+  On JAX, Keras' `fit` dispatches a step and moves on; the timer waits for
+  the state that step returned (`model._jax_state`, what Keras' own
+  callbacks sync from). Elsewhere it converts the logs to NumPy, which waits
+  for the step as well.
+
+  Args:
+    every_step: True: wait at the end of every step; its `times` (seconds)
+      are whole steps, dispatch included, none overlapping the next. False:
+      wait only after the first and the last step, so the steps between run
+      as `fit` runs them, the host dispatching ahead of the device; its
+      `pipelined` is their seconds per step (what a user's epoch takes).
   """
   import keras  # pylint: disable=g-import-not-at-top
+
+  def wait(model, logs):
+    if keras.backend.backend() == "jax":
+      import jax  # pylint: disable=g-import-not-at-top
+      state = getattr(model, "_jax_state", None)
+      jax.block_until_ready(state if state is not None else logs)
+    else:
+      keras.tree.map_structure(keras.ops.convert_to_numpy, logs or {})
 
   class StepTimer(keras.callbacks.Callback):
 
     def __init__(self):
       super().__init__()
-      self.times = []
-      self._start = None
+      self.times, self.pipelined = [], None
+      self._start = self._first_end = None
 
     def on_train_batch_begin(self, batch, logs=None):
-      self._start = time.perf_counter()
+      if every_step:
+        self._start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
-      if keras.backend.backend() == "jax":
-        import jax  # pylint: disable=g-import-not-at-top
-        state = getattr(self.model, "_jax_state", None)
-        jax.block_until_ready(state if state is not None else logs)
-      else:
-        keras.tree.map_structure(keras.ops.convert_to_numpy, logs or {})
-      self.times.append(time.perf_counter() - self._start)
+      last = batch == self.params["steps"] - 1
+      if every_step:
+        wait(self.model, logs)
+        self.times.append(time.perf_counter() - self._start)
+      elif batch == 0 or last:
+        wait(self.model, logs)
+        if batch == 0:
+          self._first_end = time.perf_counter()
+        else:
+          self.pipelined = (time.perf_counter() - self._first_end) / batch
 
   return StepTimer()
 
@@ -195,15 +213,20 @@ class FitSteps:
     self._tile = lambda a, n: np.concatenate([a] * n)
     self.model = model
 
-  def __call__(self, steps):
+  def __call__(self, steps, every_step=True):
+    """Per-step seconds of one `fit` of `steps` steps (`every_step`), or,
+    with `every_step=False`, the pipelined seconds per step of steps 2 to
+    `steps` (at least 3), as `make_step_timer` says."""
+    if not every_step and steps < 3:
+      raise ValueError(f"steps={steps}: pipelined timing needs >= 3")
     ids, mask, labels = (self._tile(a, steps) for a in self._arrays)
-    timer = make_step_timer()
+    timer = make_step_timer(every_step)
     x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
     history = self.model.fit(x, labels, batch_size=self._batch, epochs=1,
                              steps_per_epoch=steps, shuffle=False, verbose=0,
                              callbacks=[timer])
     self.last_loss = float(history.history["loss"][-1])
-    return timer.times
+    return timer.times if every_step else timer.pipelined
 
 
 class _Keras3Step:

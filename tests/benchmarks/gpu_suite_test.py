@@ -27,8 +27,9 @@ def _table(stdout):
   rows = {}
   for line in stdout.splitlines():
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    if line.startswith("| ") and len(cells) == 7 and cells[0] != "row":
-      rows[cells[0]] = dict(ms=cells[2], ratio=cells[3], note=cells[6])
+    if line.startswith("| ") and len(cells) == 9 and cells[0] != "row":
+      rows[cells[0]] = dict(ms=cells[2], ratio=cells[3], pipelined=cells[4],
+                            pipelined_ratio=cells[5], note=cells[8])
   return rows
 
 
@@ -36,7 +37,8 @@ def test_smoke_prints_a_time_for_every_row_it_can_run():
   env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
   out = subprocess.run(
       [sys.executable, os.path.join(_ROOT, "benchmarks", "gpu_suite.py"),
-       "--smoke"], capture_output=True, text=True, env=env, cwd=_ROOT,
+       "--smoke", "--profile=bert,xla_tiny"], capture_output=True,
+      text=True, env=env, cwd=_ROOT,
       timeout=600, check=False)
   assert out.returncode == 0, out.stderr[-3000:]
   rows = _table(out.stdout)
@@ -47,10 +49,19 @@ def test_smoke_prints_a_time_for_every_row_it_can_run():
     if reason:
       assert rows[name]["note"] == "skipped: " + reason, rows[name]
     else:
-      assert re.fullmatch(r"\d+\.\d\d", rows[name]["ms"]), (name, rows[name])
-      assert float(rows[name]["ms"]) > 0
+      for column in ("ms", "pipelined"):
+        assert re.fullmatch(r"\d+\.\d\d", rows[name][column]), (
+            name, rows[name])
+        assert float(rows[name][column]) > 0
   assert float(rows["bert"]["ratio"]) == 1.0
   assert re.fullmatch(r"\d+\.\d\d", rows["xla_tiny"]["ms"]), rows["xla_tiny"]
   for name in gpu_suite.TORCH_ROWS:  # no CUDA here: never a time
     assert rows[name]["note"].startswith("skipped: "), rows[name]
   assert "error" not in out.stdout, out.stdout
+  # --profile: a line of figures for each row asked for, then its kernels.
+  profiled = re.findall(r"^\| (\w+) \| ([\d.]+) \| ([\d.]+) \| (\d+)% \|",
+                        out.stdout, re.M)
+  assert sorted(p[0] for p in profiled) == ["bert", "xla_tiny"], out.stdout
+  for _, wall, device, _ in profiled:
+    assert float(wall) > 0 and float(device) > 0, profiled
+  assert "bert: top kernels (cpu)" in out.stdout, out.stdout

@@ -1,0 +1,245 @@
+r"""Where a step's device time goes: kernels by category, from one trace.
+
+`gpu_suite.py --profile=ROWS` traces a few pipelined steps of each named row
+and keeps, per row, what the GPU ran: device time per step (the union of
+kernel intervals, so overlapping streams count once), how busy the device
+was over the steps' wall time (a low figure means the host, not the GPU,
+sets the pace: Keras' `fit` loop, dispatch), kernels per step, the time per
+category (GEMM, the attention kernel, elementwise and reduction fusions,
+copies and transposes, random bits, gathers and scatters) and the top
+kernels with their HLO op and source op name. Both sides of a comparison
+(the Keras 3 / JAX step against the TF-XLA graph of the same model) come
+from one process and one profiler, so their categories compare directly.
+
+JAX rows are traced with `jax.profiler` and read back with
+`jax.profiler.ProfileData` (no TensorBoard or xprof needed: the GPU
+machine has neither); the torch rows with `torch.profiler`. On a CPU (the
+suite's `--smoke`) there is no device plane: the XLA CPU runtime's thunk
+events (they carry `hlo_op`) stand in, so the parsing is tested here.
+
+Why categories by name: the trace names each kernel (cuBLAS `sm90_xmma_*`
+/ `nvjet_*`, XLA fusions `loop_*_fusion`, `input_reduce_fusion`, Triton
+`gemm_fusion_*`, Pallas calls by their `name=`), and XLA adds the HLO op
+and, where it has one, the op's source name (`tf_op` / `name`: the JAX
+name stack or the TF op), which is what says "dropout" or "threefry".
+"""
+
+import collections
+import contextlib
+import glob
+import os
+import re
+import shutil
+import tempfile
+import time
+
+# (category, pattern over "kernel name | hlo op | source op"), first match
+# wins: a GEMM fusion whose source op sits under a dropout scope is a GEMM.
+CATEGORIES = (
+    ("attention kernel", r"pallas|residual_attention_(forward|dq|dkv)|fmha|"
+                         r"flash|cudnn.*att|mosaic"),
+    ("GEMM", r"gemm|xmma|cutlass|cublas|nvjet|wgmma|matmul|\bdot\b|"
+             r"dot[._]|\bmm\b|_mm_|sm\d\d_.*(gemm|mma)|ampere_.*gemm|"
+             r"ynn_fusion"),  # the last: XLA CPU's YNNPACK dots (--smoke)
+    ("random bits", r"threefry|random_bits|rng|philox|bernoulli|"
+                    r"random_uniform|random_wrap"),
+    ("gather / scatter", r"scatter|gather|dynamic[-_]update[-_]slice|"
+                         r"dynamic[-_]slice|index_put|embedding"),
+    ("copy / transpose", r"transpose|copy|concatenate|memcpy|"
+                         r"\bslice|pad\b"),
+    ("memset", r"memset|zeros|fill"),
+    ("reduction", r"reduce|reduction|softmax|norm|welford|per_row|"
+                  r"triton_red|sum|max\b"),
+    ("elementwise", r"fusion|loop_|elementwise|triton_poi|add|mul|convert|"
+                    r"select|where|exp|tanh|erf|gelu"),
+)
+_COMPILED = tuple((name, re.compile(p, re.I)) for name, p in CATEGORIES)
+CATEGORY_NAMES = tuple(name for name, _ in CATEGORIES) + ("other",)
+# Device-plane lines that are XLA's own summaries of the stream lines.
+_DERIVED_LINES = ("xla modules", "xla ops", "steps", "framework",
+                  "source code", "xla traceme", "launch stats",
+                  "host threads", "tensorflow")
+
+
+def category(kernel, hlo_op="", op_name=""):
+  text = " | ".join(s for s in (kernel, hlo_op, op_name) if s)
+  for name, pattern in _COMPILED:
+    if pattern.search(text):
+      return name
+  return "other"
+
+
+@contextlib.contextmanager
+def jax_trace():
+  """Within: a `jax.profiler` trace; yields a dict that gets `path`, the
+  `.xplane.pb` written, once the block ends."""
+  import jax  # pylint: disable=g-import-not-at-top
+  folder = tempfile.mkdtemp(prefix="gpu_profile_")
+  out = {}
+  jax.profiler.start_trace(folder)
+  try:
+    yield out
+  finally:
+    jax.profiler.stop_trace()
+    found = sorted(glob.glob(os.path.join(folder, "**", "*.xplane.pb"),
+                             recursive=True), key=os.path.getmtime)
+    if not found:
+      shutil.rmtree(folder, ignore_errors=True)
+      raise RuntimeError(f"jax.profiler wrote no .xplane.pb under {folder}")
+    out["path"], out["folder"] = found[-1], folder
+
+
+def _kernel_events(path):
+  """[(start_ns, end_ns, kernel, hlo_op, op_name)] of the device(s).
+
+  GPU: every stream line of every `/device:GPU:*` plane, XLA's derived
+  lines left out. No device plane (a CPU run): the host events that carry
+  an `hlo_op` stat (the XLA CPU runtime's thunks).
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  data = jax.profiler.ProfileData.from_file(path)
+  planes = list(data.planes)
+  devices = [p for p in planes if p.name.startswith("/device:")
+             and "cpu" not in p.name.lower()]
+  events = []
+  for plane in devices or [p for p in planes if p.name == "/host:CPU"]:
+    for line in plane.lines:
+      if devices and line.name.lower().startswith(_DERIVED_LINES):
+        continue
+      for e in line.events:
+        stats = dict(e.stats)
+        if not devices and "hlo_op" not in stats:
+          continue
+        events.append((e.start_ns, e.start_ns + e.duration_ns, e.name,
+                       str(stats.get("hlo_op", "")),
+                       str(stats.get("tf_op", stats.get("name", "")))))
+  return events, bool(devices)
+
+
+def _union_ns(intervals):
+  total, end = 0.0, None
+  for start, stop in sorted(intervals):
+    if end is None or start > end:
+      total += stop - start
+      end = stop
+    elif stop > end:
+      total += stop - end
+      end = stop
+  return total
+
+
+def summarize(events, steps, wall_s, on_device=True, top=15):
+  """The per-step figures of one traced row.
+
+  Args:
+    events: [(start_ns, end_ns, kernel, hlo_op, op_name)].
+    steps: How many steps the trace holds.
+    wall_s: Their wall time (first dispatch to last result).
+    on_device: False when the events are a CPU stand-in.
+    top: How many kernels to list.
+
+  Returns:
+    A JSON-able dict: `wall_ms`, `device_ms` (per step), `busy` (device
+    time over wall time), `kernels` (per step), `categories` (ms per step,
+    every name of `CATEGORY_NAMES`), `top` ([name, category, ms per step,
+    calls per step, hlo op, source op]) and `source` ("device" or "cpu").
+  """
+  if not events:
+    raise ValueError("the trace holds no kernel events")
+  if steps < 1 or wall_s <= 0:
+    raise ValueError(f"steps={steps}, wall_s={wall_s}: need >= 1 and > 0")
+  per_kernel = collections.defaultdict(lambda: [0.0, 0, "", ""])
+  per_category = dict.fromkeys(CATEGORY_NAMES, 0.0)
+  for start, stop, kernel, hlo_op, op_name in events:
+    k = per_kernel[kernel]
+    k[0] += stop - start
+    k[1] += 1
+    k[2], k[3] = k[2] or hlo_op, k[3] or op_name
+    per_category[category(kernel, hlo_op, op_name)] += stop - start
+  device_ns = _union_ns((s, e) for s, e, *_ in events)
+  ms = lambda ns: round(ns / 1e6 / steps, 3)
+  ranked = sorted(per_kernel.items(), key=lambda kv: -kv[1][0])
+  return dict(
+      source="device" if on_device else "cpu",
+      steps=steps,
+      wall_ms=round(1000 * wall_s / steps, 3),
+      device_ms=ms(device_ns),
+      busy=round(device_ns / 1e9 / wall_s, 3),
+      kernels=round(len(events) / steps, 1),
+      categories={c: ms(v) for c, v in per_category.items()},
+      top=[[name, category(name, h, o), ms(t), round(n / steps, 1), h,
+            o[-120:]] for name, (t, n, h, o) in ranked[:top]])
+
+
+def profile_jax(run_steps, steps):
+  """Traces `run_steps(steps)` (which waits for its last step) and
+  summarizes it; the trace's folder is removed.
+
+  `run_steps` may return its own seconds per step (Keras' `fit` does: its
+  pipelined steps, without `fit`'s setup and teardown); otherwise the wall
+  time of the call is the steps' wall time.
+  """
+  with jax_trace() as trace:
+    start = time.perf_counter()
+    per_step = run_steps(steps)
+    wall = time.perf_counter() - start
+  if isinstance(per_step, float):
+    wall = per_step * steps
+  try:
+    events, on_device = _kernel_events(trace["path"])
+    return summarize(events, steps, wall, on_device)
+  finally:
+    shutil.rmtree(trace["folder"], ignore_errors=True)
+
+
+def profile_torch(run_steps, steps):
+  """As `profile_jax`, with `torch.profiler`'s CUDA kernel events."""
+  import torch  # pylint: disable=g-import-not-at-top
+  from torch.profiler import ProfilerActivity, profile  # pylint: disable=g-import-not-at-top
+  with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    start = time.perf_counter()
+    run_steps(steps)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+  events = []
+  for e in prof.events():
+    if str(getattr(e, "device_type", "")).endswith("CUDA") and e.name:
+      begin = e.time_range.start * 1000.0  # us -> ns
+      events.append((begin, begin + e.time_range.elapsed_us() * 1000.0,
+                     e.name, "", ""))
+  return summarize(events, steps, wall, on_device=True)
+
+
+_SHORT = {"attention kernel": "attn", "GEMM": "GEMM",
+          "random bits": "RNG", "gather / scatter": "gather/scatter",
+          "copy / transpose": "copy/transp.", "memset": "memset",
+          "reduction": "reduce", "elementwise": "eltwise", "other": "other"}
+
+
+def print_tables(rows, out):
+  """Markdown: one line per profiled row, then each row's top kernels."""
+  profiled = {n: r["profile"] for n, r in rows.items() if "profile" in r}
+  failed = {n: r["profile_error"] for n, r in rows.items()
+            if "profile_error" in r}
+  if not profiled and not failed:
+    return
+  print("\nprofile (ms per step; device = union of kernel times; busy = "
+        "device / wall)", file=out)
+  print("| row | wall | device | busy | kernels | "
+        + " | ".join(_SHORT[c] for c in CATEGORY_NAMES) + " |", file=out)
+  print("|---" * (5 + len(CATEGORY_NAMES)) + "|", file=out)
+  for name, p in profiled.items():
+    cells = [f"{p['wall_ms']:.2f}", f"{p['device_ms']:.2f}",
+             f"{100 * p['busy']:.0f}%", f"{p['kernels']:.0f}"]
+    cells += [f"{p['categories'][c]:.2f}" for c in CATEGORY_NAMES]
+    print(f"| {name} | " + " | ".join(cells) + " |", file=out)
+  for name, error in failed.items():
+    print(f"| {name} | error: {error} |", file=out)
+  for name, p in profiled.items():
+    print(f"\n{name}: top kernels ({p['source']})", file=out)
+    print("| ms | calls | category | kernel | hlo op | source op |",
+          file=out)
+    print("|---|---|---|---|---|---|", file=out)
+    for kernel, cat, ms, calls, hlo_op, op_name in p["top"]:
+      print(f"| {ms:.3f} | {calls:g} | {cat} | {kernel[:70]} | "
+            f"{hlo_op[:40]} | {op_name[-60:]} |", file=out)

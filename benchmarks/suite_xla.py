@@ -1,0 +1,221 @@
+r"""gpu_suite's TF-XLA group: Model Garden / RealFormer steps dumped by TF here.
+
+`encoder_step.py --dump_hlo` writes each TF-XLA training step (forward,
+backward, AdamW) as HLO; `to_stablehlo` turns it into StableHLO text that
+the GPU machine's jaxlib compiles (it has no TensorFlow); `xla_child`
+compiles and times those modules there, feeding donated outputs back as the
+next step's inputs, as TF would (the code of
+../shared/tools/xla_gpu_step/run_on_gpu.py). `write_tiny_step` is `--smoke`'s
+stand-in: a tiny jitted step, so the loader and runner run on a CPU.
+"""
+
+import glob
+import os
+import statistics
+import time
+
+import gpu_profile
+
+HLO_DIR = os.environ.get(
+    "GPU_SUITE_HLO_DIR",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                 ".gpu_hlo"))
+
+
+def write_tiny_step(folder):
+  """A tiny jitted SGD step as StableHLO text: --smoke's TF-XLA stand-in.
+
+  The BERT-Base steps of .gpu_hlo are for the GPU; this exercises the same
+  loader and runner (donated inputs fed back) in a second on a CPU.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
+  def step(w, x):
+    loss, grad = jax.value_and_grad(
+        lambda w: jnp.mean(jnp.tanh(x @ w.astype(jnp.bfloat16)) ** 2))(w)
+    return w - 0.1 * grad, loss
+
+  text = jax.jit(step).lower(
+      jnp.ones((16, 16), jnp.float32),
+      jnp.ones((8, 16), jnp.bfloat16)).as_text()
+  os.makedirs(folder, exist_ok=True)
+  with open(os.path.join(folder, "tiny_smoke.mlir"), "w") as f:
+    f.write(text)
+
+
+def xla_rows():
+  return sorted(os.path.basename(p)[:-len(".mlir")]
+                for p in glob.glob(os.path.join(HLO_DIR, "*.mlir")))
+
+
+def row_name(module):
+  return "xla_" + module.split("_")[0]
+
+
+def xla_child(names, shape, deadline, profile=()):
+  """Compiles and times the TF-XLA steps of .gpu_hlo (see run_on_gpu.py).
+
+  Per row: `ms`, the median of steps each waited for; `pipelined_ms`, the
+  median over rounds of `xla_steps` steps dispatched back to back (one wait
+  at the end: what a training loop gets); with the row in `profile`, its
+  `gpu_profile` summary.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.update("jax_enable_x64", True)  # TF's step counters are int64
+  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+  backend = xla_bridge.get_backend()
+  device = backend.devices()[0]
+  results, loaded = {}, {}
+  for module in names:
+    name = row_name(module)
+    if time.time() > deadline - 10:
+      results[name] = dict(skipped="time budget")
+      continue
+    try:
+      start = time.time()
+      loaded[name] = _xla_load(os.path.join(HLO_DIR, module + ".mlir"),
+                               backend, device)
+      _xla_steps(*loaded[name][:3], 1)
+      results[name] = dict(compile_s=round(time.time() - start, 1),
+                           **loaded[name][3])
+    except Exception as e:  # pylint: disable=broad-except
+      results[name] = dict(error=f"{type(e).__name__}: {e}"[:300])
+  times = {name: [] for name in loaded}
+  pipelined = {name: [] for name in loaded}
+  for r in range(shape["rounds"]):
+    if r and time.time() > deadline:
+      break
+    order = list(loaded) if r % 2 == 0 else list(reversed(list(loaded)))
+    for name in order:
+      for _ in range(shape["xla_steps"]):
+        start = time.perf_counter()
+        _xla_steps(*loaded[name][:3], 1)
+        times[name].append(time.perf_counter() - start)
+      start = time.perf_counter()
+      _xla_steps(*loaded[name][:3], shape["xla_steps"])
+      pipelined[name].append(
+          (time.perf_counter() - start) / shape["xla_steps"])
+  for name in loaded:
+    results[name].update(
+        ms=1000 * statistics.median(times[name]), steps=len(times[name]),
+        pipelined_ms=1000 * statistics.median(pipelined[name]))
+    if name in profile and time.time() < deadline - 5:
+      try:
+        results[name]["profile"] = gpu_profile.profile_jax(
+            lambda n, name=name: _xla_steps(*loaded[name][:3], n),
+            shape["profile_steps"])
+      except Exception as e:  # pylint: disable=broad-except
+        results[name]["profile_error"] = f"{type(e).__name__}: {e}"[:300]
+  return dict(device=device.device_kind, rows=results)
+
+
+_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16",
+           "i32": "int32", "i64": "int64", "i1": "bool", "ui32": "uint32",
+           "ui64": "uint64"}
+
+
+def _xla_load(path, backend, device):
+  """Compiles one StableHLO step; random inputs; (exe, args, aliases, info)."""
+  import re  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  import ml_dtypes  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from jax._src import compiler  # pylint: disable=g-import-not-at-top
+  from jax._src.interpreters import mlir as jax_mlir  # pylint: disable=g-import-not-at-top
+  from jax._src.lib import xla_client  # pylint: disable=g-import-not-at-top
+  from jax._src.lib.mlir import ir  # pylint: disable=g-import-not-at-top
+  with open(path) as f:
+    text = f.read()
+  with jax_mlir.make_ir_context():
+    module = ir.Module.parse(text)
+    main = [op for op in module.body.operations
+            if op.attributes["sym_name"].value == "main"][0]
+    inputs = [(tuple(t.shape), str(t.element_type)) for t in main.type.inputs]
+    text = module.operation.get_asm(binary=False)
+  header = text[:text.find("func.func")]
+  aliases = [(int(p), int(o)) for p, o in re.findall(
+      r"parameter_number = (\d+) : i64\}, output_index = array<i64: (\d+)>",
+      header)]
+  options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+  devices = xla_client.DeviceList((device,))
+  exe, errors = None, []
+  for attempt in ("str_pos", "str_kw", "module_kw"):
+    try:  # jaxlib's private API moves between versions
+      if attempt == "str_pos":
+        exe = backend.compile_and_load(text, devices, options)
+      elif attempt == "str_kw":
+        exe = backend.compile_and_load(text, executable_devices=devices,
+                                       compile_options=options)
+      else:
+        with jax_mlir.make_ir_context():
+          exe = backend.compile_and_load(
+              ir.Module.parse(text), executable_devices=devices,
+              compile_options=options)
+      break
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(f"{attempt}: {e!r}"[:200])
+  if exe is None:
+    raise RuntimeError("; ".join(errors))
+  cost = exe.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  info = dict(xla_gflops=round(float(cost.get("flops", 0)) / 1e9, 1),
+              xla_gbytes=round(float(cost.get("bytes accessed", 0)) / 1e9, 2))
+  try:
+    info["temp_mb"] = round(
+        exe.get_compiled_memory_stats().temp_size_in_bytes / 2**20)
+  except Exception:  # pylint: disable=broad-except
+    pass
+  rng = np.random.default_rng(0)
+  args = []
+  for shape, dtype in inputs:
+    np_dtype = (ml_dtypes.bfloat16 if dtype == "bf16"
+                else np.dtype(_DTYPES[dtype]))
+    if dtype[0] in "iu":
+      value = np.zeros(shape, np_dtype)
+    else:
+      value = np.abs(rng.standard_normal(shape) * 0.02).astype(np_dtype)
+    args.append(jax.device_put(value, device))
+  return exe, args, aliases, info
+
+
+def _xla_steps(exe, args, aliases, steps):
+  """Runs `steps` steps back to back, each fed the donated outputs of the
+  one before; waits for the last one only."""
+  for _ in range(steps):
+    try:
+      outs = exe.execute(args)
+    except AttributeError:
+      outs = [x[0] for x in exe.execute_sharded(
+          args).disassemble_into_single_device_arrays()]
+    for param, out in aliases:  # donated inputs: feed the updated values back
+      args[param] = outs[out]
+  for o in outs:
+    o.block_until_ready()
+
+
+def to_stablehlo(src, dst):
+  """TF-dumped HLO (*.hlo.pb) -> StableHLO text that jaxlib 0.11 compiles.
+
+  Needs jax 0.10.2 (the project's venv). Newer jaxlibs reject `mhlo.copy`;
+  a copy is an identity, so it becomes a same-shape `stablehlo.reshape`
+  (as ../shared/tools/xla_gpu_step/to_stablehlo.py).
+  """
+  import collections  # pylint: disable=g-import-not-at-top
+  import re  # pylint: disable=g-import-not-at-top
+  from jax._src.interpreters import mlir as jax_mlir  # pylint: disable=g-import-not-at-top
+  from jax._src.lib import xla_client  # pylint: disable=g-import-not-at-top
+  from jax._src.lib.mlir import ir  # pylint: disable=g-import-not-at-top
+  os.makedirs(dst, exist_ok=True)
+  for path in sorted(glob.glob(os.path.join(src, "*.hlo.pb"))):
+    with open(path, "rb") as f:
+      stablehlo = xla_client._xla.mlir.hlo_to_stablehlo(f.read())  # pylint: disable=protected-access
+    with jax_mlir.make_ir_context():
+      text = ir.Module.parse(stablehlo).operation.get_asm(
+          binary=False, print_generic_op_form=True)
+    legacy = collections.Counter(re.findall(r'"(mhlo\.[a-z_]+)"', text))
+    text = text.replace('"mhlo.copy"', '"stablehlo.reshape"')
+    name = os.path.basename(path)[:-len(".hlo.pb")] + ".mlir"
+    with open(os.path.join(dst, name), "w") as f:
+      f.write(text)
+    print(name, f"{len(text)} chars", dict(legacy), flush=True)
