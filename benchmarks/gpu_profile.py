@@ -69,6 +69,13 @@ def category(kernel, hlo_op="", op_name=""):
   return "other"
 
 
+def save_path(row):
+  """Where `row`'s full kernel list goes: `$GPU_PROFILE_DIR/<row>.json`, or
+  None without that variable (`gpu_suite.py --profile_dir` sets it)."""
+  folder = os.environ.get("GPU_PROFILE_DIR")
+  return os.path.join(folder, f"{row}.json") if folder else None
+
+
 @contextlib.contextmanager
 def jax_trace():
   """Within: a `jax.profiler` trace; yields a dict that gets `path`, the
@@ -171,13 +178,27 @@ def summarize(events, steps, wall_s, on_device=True, top=15):
             o[-120:]] for name, (t, n, h, o) in ranked[:top]])
 
 
-def profile_jax(run_steps, steps):
+def _summaries(events, steps, wall, on_device, save_to):
+  """The row's summary (top 15); with `save_to`, every kernel's line is
+  written there as JSON first."""
+  if save_to:
+    import json  # pylint: disable=g-import-not-at-top
+    full = summarize(events, steps, wall, on_device, top=len(events))
+    os.makedirs(os.path.dirname(save_to) or ".", exist_ok=True)
+    with open(save_to + ".tmp", "w") as f:
+      json.dump(full, f, indent=0)
+    os.replace(save_to + ".tmp", save_to)
+  return summarize(events, steps, wall, on_device)
+
+
+def profile_jax(run_steps, steps, save_to=None):
   """Traces `run_steps(steps)` (which waits for its last step) and
   summarizes it; the trace's folder is removed.
 
   `run_steps` may return its own seconds per step (Keras' `fit` does: its
   pipelined steps, without `fit`'s setup and teardown); otherwise the wall
-  time of the call is the steps' wall time.
+  time of the call is the steps' wall time. `save_to`: a JSON path for the
+  summary with every kernel listed (`gpu_suite.py --profile_dir`).
   """
   with jax_trace() as trace:
     start = time.perf_counter()
@@ -187,12 +208,12 @@ def profile_jax(run_steps, steps):
     wall = per_step * steps
   try:
     events, on_device = _kernel_events(trace["path"])
-    return summarize(events, steps, wall, on_device)
+    return _summaries(events, steps, wall, on_device, save_to)
   finally:
     shutil.rmtree(trace["folder"], ignore_errors=True)
 
 
-def profile_torch(run_steps, steps):
+def profile_torch(run_steps, steps, save_to=None):
   """As `profile_jax`, with `torch.profiler`'s CUDA kernel events."""
   import torch  # pylint: disable=g-import-not-at-top
   from torch.profiler import ProfilerActivity, profile  # pylint: disable=g-import-not-at-top
@@ -207,7 +228,7 @@ def profile_torch(run_steps, steps):
       begin = e.time_range.start * 1000.0  # us -> ns
       events.append((begin, begin + e.time_range.elapsed_us() * 1000.0,
                      e.name, "", ""))
-  return summarize(events, steps, wall, on_device=True)
+  return _summaries(events, steps, wall, True, save_to)
 
 
 _SHORT = {"attention kernel": "attn", "GEMM": "GEMM",

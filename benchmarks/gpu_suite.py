@@ -111,6 +111,8 @@ def _run_child(group, names, args, budget):
   if args.smoke:
     argv.append("--smoke")
   env = dict(os.environ, KERAS_BACKEND="jax", PYTHONUNBUFFERED="1")
+  if args.profile_dir:
+    env["GPU_PROFILE_DIR"] = os.path.abspath(args.profile_dir)
   if args.smoke:
     # Tiny shapes: LLVM's optimizations cost more than they save (as
     # tests/keras3/backends_test.py).
@@ -205,6 +207,9 @@ def main():
                  "trace a few steps of each and print where the device "
                  "time goes (gpu_profile.py); the JSON keeps each row's "
                  "categories and top kernels.")
+  p.add_argument("--profile_dir", default="",
+                 help="With --profile: write each profiled row's every "
+                 "kernel to DIR/<row>.json.")
   p.add_argument("--to_stablehlo", nargs=2, metavar=("HLO_DIR", "MLIR_DIR"),
                  help="Convert encoder_step.py --dump_hlo output and exit.")
   p.add_argument("--_child", default=None, help=argparse.SUPPRESS)

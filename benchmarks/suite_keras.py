@@ -221,7 +221,8 @@ def keras_child(names, shape, deadline, profile=()):
       try:
         results[name]["profile"] = gpu_profile.profile_jax(
             lambda n, fit=fit: fit(n, every_step=False),
-            shape["profile_steps"])
+            shape["profile_steps"],
+            gpu_profile.save_path(name))
       except Exception as e:  # pylint: disable=broad-except
         results[name]["profile_error"] = f"{type(e).__name__}: {e}"[:300]
   stats = device.memory_stats() if hasattr(device, "memory_stats") else None

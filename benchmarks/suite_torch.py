@@ -109,7 +109,8 @@ def torch_child(names, shape, deadline, profile=()):
         try:
           results[name]["profile"] = gpu_profile.profile_torch(
               lambda n, step=step: [step(sync=False) for _ in range(n)],
-              shape["profile_steps"])
+              shape["profile_steps"],
+              gpu_profile.save_path(name))
         except Exception as e:  # pylint: disable=broad-except
           results[name]["profile_error"] = f"{type(e).__name__}: {e}"[:300]
     except Exception as e:  # pylint: disable=broad-except

@@ -104,7 +104,8 @@ def xla_child(names, shape, deadline, profile=()):
       try:
         results[name]["profile"] = gpu_profile.profile_jax(
             lambda n, name=name: _xla_steps(*loaded[name][:3], n),
-            shape["profile_steps"])
+            shape["profile_steps"],
+            gpu_profile.save_path(name))
       except Exception as e:  # pylint: disable=broad-except
         results[name]["profile_error"] = f"{type(e).__name__}: {e}"[:300]
   return dict(device=device.device_kind, rows=results)

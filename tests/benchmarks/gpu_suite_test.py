@@ -6,6 +6,7 @@ too; rows that need code this checkout lacks (the Pallas kernel, score_dtype
 "auto") or packages it lacks (torch, x-transformers) print why they skip.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -33,11 +34,12 @@ def _table(stdout):
   return rows
 
 
-def test_smoke_prints_a_time_for_every_row_it_can_run():
+def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
   out = subprocess.run(
       [sys.executable, os.path.join(_ROOT, "benchmarks", "gpu_suite.py"),
-       "--smoke", "--profile=bert,xla_tiny"], capture_output=True,
+       "--smoke", "--profile=bert,xla_tiny", f"--profile_dir={tmp_path}"],
+      capture_output=True,
       text=True, env=env, cwd=_ROOT,
       timeout=600, check=False)
   assert out.returncode == 0, out.stderr[-3000:]
@@ -65,3 +67,8 @@ def test_smoke_prints_a_time_for_every_row_it_can_run():
   for _, wall, device, _ in profiled:
     assert float(wall) > 0 and float(device) > 0, profiled
   assert "bert: top kernels (cpu)" in out.stdout, out.stdout
+  # --profile_dir: every kernel of each profiled row, as JSON.
+  assert sorted(os.listdir(tmp_path)) == ["bert.json", "xla_tiny.json"]
+  with open(tmp_path / "bert.json") as f:
+    full = json.load(f)
+  assert len(full["top"]) > 15 and full["steps"] == 3, full
