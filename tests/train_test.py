@@ -241,7 +241,8 @@ def test_sigkill_then_rerun_resumes_and_stops_at_train_steps(tmp_path):
 
 def test_sigterm_ends_the_run_in_one_line_and_a_rerun_resumes(tmp_path):
   """Issue 30 item 5: SIGTERM (a scheduler, `kill`) ended a run with exit 143
-  and not a word, its lock left behind."""
+  and not a word, its lock left behind. Now it also saves the step it
+  stopped at (between two periodic saves) and a rerun resumes from there."""
   text = _quickstart_text(str(tmp_path / "text.txt"), max_lines=120)
   tiny = utils.write_yaml(str(tmp_path / "tiny.yaml"), {
       "task": {
@@ -256,9 +257,10 @@ def test_sigterm_ends_the_run_in_one_line_and_a_rerun_resumes(tmp_path):
                          "global_batch_size": 4},
           "validation_data": {"seq_length": 16, "max_predictions_per_seq": 3,
                               "global_batch_size": 4}},
-      # Long enough not to end before the signal.
+      # Long enough not to end before the signal; saves every 3 loops, so
+      # that the stop mostly falls between two saves.
       "trainer": {"train_steps": 100000, "steps_per_loop": 2,
-                  "summary_interval": 2, "checkpoint_interval": 2,
+                  "summary_interval": 2, "checkpoint_interval": 6,
                   "validation_interval": 100000, "validation_steps": 1}})
   model_dir = tmp_path / "run"
   command = utils.train_command(
@@ -283,7 +285,9 @@ def test_sigterm_ends_the_run_in_one_line_and_a_rerun_resumes(tmp_path):
                        r"checkpoint: (\S+) \(step (\d+)\)\.", line)
   assert match, line
   assert (match.group(2), int(match.group(3))) == (latest, step)
-  assert int(match.group(1)) >= step > 0
+  # The stopped step is saved, not only the last periodic checkpoint's.
+  assert int(match.group(1)) == step > 0, (line, output[-3000:])
+  assert f"saved checkpoint to {latest}." in output, output[-3000:]
   assert "Traceback" not in output
   assert not (model_dir / run_directory.LOCK_FILE).exists()
 

@@ -216,6 +216,22 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
       raise
 
 
+def _save_at_stop(controllers, strategy: tf.distribute.Strategy,
+                  trains_here: bool) -> None:
+  """A stopped training run keeps its steps: `Controller.save_at_stop`.
+
+  One worker only: with a cluster resolver (TPU, multi-worker) Model
+  Garden's own preemption action saves, with every worker taking part; a
+  save that failed is said, and the stop goes on.
+  """
+  if not (trains_here and controllers) or strategy.cluster_resolver:
+    return
+  try:
+    controllers[-1].save_at_stop()
+  except controller_lib.CheckpointSaveError as e:
+    _log(f"could not save the stopped run's step: {e}")
+
+
 def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                  strategy: tf.distribute.Strategy, chief: bool,
                  enable_async_checkpointing: bool) -> Mapping[str, Any]:
@@ -268,18 +284,25 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   # official/nlp/train.py retries here after a TPU preemption through a
   # preemption watcher that its open-source build leaves disabled; a rerun of
   # the same command resumes from the latest checkpoint instead.
+  controllers = []
+
+  def make_controller(*args, **kwargs):
+    controllers.append(controller_lib.Controller(*args, **kwargs))
+    return controllers[-1]
+
   try:
     _, eval_logs = train_lib.run_experiment(
         distribution_strategy=strategy, task=task,
         mode="eval" if completed else mode, params=params,
         model_dir=model_dir, trainer=trainer,
         eval_actions=[eval_outputs.append],
-        controller_cls=controller_lib.Controller,
+        controller_cls=make_controller,
         enable_async_checkpointing=enable_async_checkpointing)
   except stop_signals.Stopped as stop:
     # An async save in flight completes (and is listed) before the report.
     trainer.checkpoint.sync()
     stop.step = int(trainer.global_step.numpy())
+    _save_at_stop(controllers, strategy, trains and writes)
     raise
   final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
   step = int(trainer.global_step.numpy())

@@ -1,4 +1,5 @@
-"""A checkpoint is called saved only once it is; a failed write stops the run.
+"""A checkpoint is called saved only once it is; a failed write stops the run;
+a stopped run saves the step it stopped at.
 
 The write of `ckpt-4` is made to fail as a full disk does (TensorFlow's
 saver leaves `ckpt-4_temp/` and raises ResourceExhaustedError), in the
@@ -6,6 +7,7 @@ background thread of an async save (train.py's default) and in a plain one.
 """
 
 import os
+import signal
 
 import pytest
 import tensorflow as tf
@@ -15,6 +17,7 @@ from official.core import train_utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
 from realformer_tf.training import controller as controller_lib
+from realformer_tf.training import stop_signals
 from realformer_tf.training import train_lib
 from tests.helpers import train_runs as utils
 
@@ -72,4 +75,45 @@ def test_failed_checkpoint_write_stops_the_run_naming_it(
   assert sorted(os.listdir(model_dir)) == [
       "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
       "params.yaml", "train"]  # The lock is released too.
+  assert run_directory.LOCK_FILE not in os.listdir(model_dir)
+
+
+@pytest.mark.parametrize("enable_async", [True, False])
+@pytest.mark.parametrize("inside_save", [True, False])
+def test_a_stopped_run_saves_the_step_it_stopped_at(
+    tmp_path, monkeypatch, capsys, enable_async, inside_save):
+  """A stop at step 4, between the periodic saves of steps 2 and 8: either
+  after the loop (`inside_save=False`) or inside the manager's save of step 4,
+  after it marked the step saved and before it wrote (as a signal cuts it).
+  """
+  run = utils.make_tiny_run(tmp_path, train_steps=8, num_train=32,
+                            num_eval=8, checkpoint_interval=6)
+  params = train_lib.parse_configuration(train_utils.ParseConfigOptions(
+      experiment=experiments.PRETRAINING, config_file=[run["config_file"]],
+      params_override="", tpu=None))
+  model_dir = str(tmp_path / "model")
+  real_save = tf.train.CheckpointManager.save
+  stopped = []
+
+  def save(self, checkpoint_number=None, check_interval=True, options=None):
+    step = int(self._step_counter.numpy())  # pylint: disable=protected-access
+    if step == 4 and not stopped:
+      stopped.append(step)
+      if inside_save:
+        self._last_checkpoint_step = step  # pylint: disable=protected-access
+      raise stop_signals.Stopped(signal.SIGTERM)
+    return real_save(self, checkpoint_number, check_interval, options)
+
+  monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
+  with pytest.raises(stop_signals.Stopped) as e:
+    train_lib.run_experiment(params, "train", model_dir,
+                             enable_async_checkpointing=enable_async)
+  assert e.value.step == 4
+  saved = f"{model_dir}/ckpt-4"
+  assert tf.train.latest_checkpoint(model_dir) == saved
+  out = capsys.readouterr().out
+  assert f"saved checkpoint to {saved}." in out
+  assert (f"stopped at step 4 by SIGTERM; latest checkpoint: {saved} "
+          "(step 4).") in out
+  assert train_lib.checkpoint_step(saved) == 4
   assert run_directory.LOCK_FILE not in os.listdir(model_dir)
