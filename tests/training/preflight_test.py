@@ -13,6 +13,7 @@ from official.core import train_utils
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import preflight
+from tests.helpers import file_trees
 
 _WORDS = {
     "a": "the cat sat on a mat and the dog ran to the park where birds sing",
@@ -45,18 +46,6 @@ def _quickstart():
   return params
 
 
-def _files(directory):
-  """{name: (bytes, mtime_ns)} of every file under `directory`."""
-  found = {}
-  for root, _, names in os.walk(directory):
-    for name in names:
-      path = os.path.join(root, name)
-      with open(path, "rb") as f:
-        found[os.path.relpath(path, directory)] = (f.read(),
-                                                  os.stat(path).st_mtime_ns)
-  return found
-
-
 @pytest.fixture(scope="module")
 def quickstart_run(tmp_path_factory):
   """A quickstart run's directory (its data from corpus "a", params.yaml and
@@ -79,7 +68,7 @@ def test_a_runs_data_is_not_rebuilt_from_another_corpus(quickstart_run):
   vocabulary was gone."""
   tmp, model_dir, corpus_a, _ = quickstart_run
   corpus_b = _corpus(tmp / "b.txt", _WORDS["b"])
-  before = _files(os.path.join(model_dir, "data"))
+  before = file_trees.files_under(os.path.join(model_dir, "data"))
   with pytest.raises(ValueError) as e:
     preflight.prepare_and_validate(_quickstart(), "train_and_eval", model_dir,
                                    [corpus_b])
@@ -99,18 +88,18 @@ def test_a_runs_data_is_not_rebuilt_from_another_corpus(quickstart_run):
   with pytest.raises(ValueError, match=r"corpus: files .*a.txt .* the Python "
                      r"[0-9.]+ standard library's docstrings now"):
     preflight.prepare_and_validate(_quickstart(), "train", model_dir)
-  assert _files(os.path.join(model_dir, "data")) == before
+  assert file_trees.files_under(os.path.join(model_dir, "data")) == before
 
 
 def test_a_runs_own_corpus_resumes_on_its_data_unwritten(quickstart_run):
   _, model_dir, corpus_a, first = quickstart_run
-  before = _files(model_dir)
+  before = file_trees.files_under(model_dir)
   params = preflight.prepare_and_validate(_quickstart(), "train_and_eval",
                                           model_dir, [corpus_a])
   assert params.task.vocab_file == first.task.vocab_file
   assert (params.task.model.encoder.any.vocab_size ==
           first.task.model.encoder.any.vocab_size)
-  assert _files(model_dir) == before
+  assert file_trees.files_under(model_dir) == before
 
 
 def test_a_runs_damaged_data_is_rebuilt_from_the_same_inputs(quickstart_run,
