@@ -8,12 +8,10 @@ import shutil
 import pytest
 import tensorflow as tf
 
-from official.core import exp_factory
 from official.core import train_utils
-from realformer_tf.configs import experiments
-from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import preflight
 from tests.helpers import file_trees
+from tests.helpers import train_runs
 
 _WORDS = {
     "a": "the cat sat on a mat and the dog ran to the park where birds sing",
@@ -24,26 +22,19 @@ _WORDS = {
 def _corpus(path, words):
   """Twelve documents of eight sentences of `words`."""
   words = words.split()
-  lines = []
-  for d in range(12):
-    for s in range(8):
-      lines.append(" ".join(words[(d + s + i) % len(words)]
-                            for i in range(6)).capitalize() + ".")
-    lines.append("")
-  path.write_text("\n".join(lines) + "\n")
-  return str(path)
+
+  def sentence(d, s):
+    return " ".join(words[(d + s + i) % len(words)]
+                    for i in range(6)).capitalize() + "."
+
+  return train_runs.write_corpus(path, 12, 8, sentence)
 
 
 def _quickstart():
-  params = exp_factory.get_exp_config(experiments.QUICKSTART)
-  params.override({"task": {
-      "model": {"encoder": {"any": {
-          "vocab_size": 300, "hidden_size": 16, "num_layers": 1,
-          "num_attention_heads": 2, "intermediate_size": 32,
-          "max_position_embeddings": 32}}},
-      "train_data": {"seq_length": 32, "max_predictions_per_seq": 5},
-      "validation_data": {"seq_length": 32, "max_predictions_per_seq": 5}}})
-  return params
+  return train_runs.quickstart_params(
+      32, 5, vocab_size=300, hidden_size=16, num_layers=1,
+      num_attention_heads=2, intermediate_size=32,
+      max_position_embeddings=32)
 
 
 @pytest.fixture(scope="module")
