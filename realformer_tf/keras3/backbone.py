@@ -22,6 +22,7 @@ from keras_hub.src.models.bert import bert_backbone
 
 from realformer_tf.core import arguments
 from realformer_tf.keras3 import encoder_block
+from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import tasks
 
 GELU_APPROXIMATE = encoder_block.GELU_APPROXIMATE
@@ -49,11 +50,20 @@ class BackboneConfig(encoder_block.SpecConfig):
                       activation=lambda name: get_activation(name) and name)
 
   def save_to_preset(self, preset_dir, max_shard_size=10):
-    """keras-hub's `Backbone.save_to_preset`; `metadata.json` then names our
-    task classes (keras-hub lists those of the class' `__base__`, BERT's or
-    GPT-2's: keras_hub/src/utils/preset_utils.py, `_save_metadata`)."""
-    super().save_to_preset(preset_dir, max_shard_size=max_shard_size)
-    tasks.write_preset_task_names(preset_dir, self)
+    """keras-hub's `Backbone.save_to_preset`, written whole or not at all
+    (`saving.save_preset`); `metadata.json` then names our task classes
+    (keras-hub lists those of the class' `__base__`, BERT's or GPT-2's:
+    keras_hub/src/utils/preset_utils.py, `_save_metadata`).
+
+    Raises:
+      FileExistsError: As `saving.save_preset`, before anything is written.
+    """
+    def write(directory):
+      super(BackboneConfig, self).save_to_preset(
+          directory, max_shard_size=max_shard_size)
+      tasks.write_preset_task_names(directory, self)
+    saving.save_preset(preset_dir, write)
+
   _serialize = dict(encoder_block.SpecConfig._serialize,
                     activation=lambda name: name)
 

@@ -33,6 +33,8 @@ decorator checks that nothing between the class and `Task` defines them.
   class (preset_utils.py, `KerasPresetSaver._save_metadata`), meant to give
   the generic task (`MaskedLM` for `BertMaskedLM`); for ours, which subclass
   keras-hub's BERT tasks, it gives `BertMaskedLM`, `BertTextClassifier`.
+  It writes the whole preset beside `preset_dir` and swaps it in
+  (`saving.save_preset`), so a failed save leaves the old preset whole.
 """
 
 import inspect
@@ -42,6 +44,8 @@ import os
 import keras
 import keras_hub
 from keras_hub.src.utils import preset_utils
+
+from realformer_tf.keras3 import saving
 
 # Inputs whose second dimension is the preprocessor's `mask_selection_length`
 # (`BertMaskedLM`), not its `sequence_length`.
@@ -139,12 +143,16 @@ def preset_task_names(backbone):
 
 
 def write_preset_task_names(preset_dir, backbone):
-  """Rewrites `metadata.json`'s `tasks` in `preset_dir` as our classes."""
+  """Rewrites `metadata.json`'s `tasks` in `preset_dir` as our classes.
+
+  In place: our `save_to_preset`s call it on the temp directory of
+  `saving.save_preset`, before the preset is swapped in.
+  """
   path = os.path.join(preset_dir, preset_utils.METADATA_FILE)
   with open(path, encoding="utf-8") as f:
     metadata = json.load(f)
   metadata["tasks"] = preset_task_names(backbone)
-  # As keras-hub writes it (`_save_metadata`): in place, indent 4.
+  # As keras-hub writes it (`_save_metadata`): indent 4.
   with open(path, "w", encoding="utf-8") as f:
     f.write(json.dumps(metadata, indent=4))
 
@@ -238,12 +246,20 @@ class RealFormerTask:
                               input_signature=input_signature, **kwargs)
 
   def save_to_preset(self, preset_dir, max_shard_size=10):
-    """keras-hub's `Task.save_to_preset`, `metadata.json` naming our tasks.
+    """keras-hub's `Task.save_to_preset`, `metadata.json` naming our tasks,
+    written whole or not at all (`saving.save_preset`: the backbone's
+    `save_to_preset`, which keras-hub's task saver calls, writes into the
+    same temp directory).
 
     Args:
       preset_dir: The preset directory.
       max_shard_size: As keras-hub's.
+
+    Raises:
+      FileExistsError: As `saving.save_preset`, before anything is written.
     """
-    keras_hub.models.Task.save_to_preset(self, preset_dir,
-                                 max_shard_size=max_shard_size)
-    write_preset_task_names(preset_dir, self.backbone)
+    def write(directory):
+      keras_hub.models.Task.save_to_preset(self, directory,
+                                           max_shard_size=max_shard_size)
+      write_preset_task_names(directory, self.backbone)
+    saving.save_preset(preset_dir, write)

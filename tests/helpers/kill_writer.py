@@ -1,6 +1,7 @@
 r"""Kill tests' subprocess: runs one of our writers and SIGKILLs it before
-its K-th rename into a final path (one whose name has neither `.tmp-` nor
-`.old-`), the moments at which a writer's outputs change.
+its K-th rename (`tf.io.gfile.rename` or `os.rename`) into a final path (one
+whose name has neither `.tmp-` nor `.old-`), the moments at which a writer's
+outputs change.
 
   python -m tests.helpers.kill_writer K MODULE FUNCTION JSON_KWARGS
 
@@ -36,18 +37,26 @@ def run_killed(kill_at: int, module: str, function: str, **kwargs) -> None:
 def main():
   kill_at, module, function, kwargs = sys.argv[1:]
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  rename = tf.io.gfile.rename
+  rename, os_rename = tf.io.gfile.rename, os.rename
   count = [0]
 
-  def killing_rename(source, target, overwrite=False):
-    name = os.path.basename(target.rstrip("/"))
+  def count_or_kill(target):
+    name = os.path.basename(os.fspath(target).rstrip("/"))
     if ".tmp-" not in name and ".old-" not in name:
       count[0] += 1
       if count[0] == int(kill_at):
         os.kill(os.getpid(), signal.SIGKILL)
+
+  def killing_rename(source, target, overwrite=False):
+    count_or_kill(target)
     return rename(source, target, overwrite)
 
+  def killing_os_rename(source, target, **kwargs):
+    count_or_kill(target)
+    return os_rename(source, target, **kwargs)
+
   tf.io.gfile.rename = killing_rename
+  os.rename = killing_os_rename  # keras3.saving.save_preset's swap.
   getattr(importlib.import_module(module), function)(**json.loads(kwargs))
   sys.exit(f"Not killed: {count[0]} renames into final paths.")
 

@@ -12,6 +12,36 @@ from scipy import special
 from tests.helpers import numpy_reference
 
 
+def block_inputs(batch, target, source, hidden, heads, seed=0):
+  """Random inputs of a decoder block, the same for both faces' tests.
+
+  Args:
+    batch, target, source, hidden, heads: The sizes; `batch` >= 2, `target`
+      > 3 and `source` > 5 (example 1 pads targets 3 and up, example 0
+      sources 5 and up).
+    seed: Of the NumPy generator.
+
+  Returns:
+    {"x": [batch, target, hidden], "memory": [batch, source, hidden],
+     "prev_self": [batch, heads, target, target] and "prev_cross": [batch,
+     heads, target, source] incoming scores (float32); "self_mask" [batch,
+     target, target] and "cross_mask" [batch, target, source] (int32 0/1)}.
+  """
+  rng = np.random.default_rng(seed)
+  inputs = dict(
+      x=rng.normal(size=(batch, target, hidden)).astype(np.float32),
+      memory=rng.normal(size=(batch, source, hidden)).astype(np.float32),
+      prev_self=rng.normal(
+          size=(batch, heads, target, target)).astype(np.float32),
+      prev_cross=rng.normal(
+          size=(batch, heads, target, source)).astype(np.float32),
+      self_mask=np.ones((batch, target, target), np.int32),
+      cross_mask=np.ones((batch, target, source), np.int32))
+  inputs["self_mask"][1, :, 3:] = 0   # padded target positions
+  inputs["cross_mask"][0, :, 5:] = 0  # padded source positions
+  return inputs
+
+
 def causal_mask(batch, length):
   """[B, T, T] lower-triangular 0/1 mask."""
   return np.broadcast_to(np.tril(np.ones((length, length), np.int32)),

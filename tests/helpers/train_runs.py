@@ -1,5 +1,6 @@
 """Tiny pre-training data, configs, and in-process / subprocess train.py runs
-for the trainer tests."""
+for the trainer tests; plain-text corpora and quickstart configs for the
+quickstart's data tests."""
 
 import dataclasses
 import os
@@ -14,7 +15,10 @@ import numpy as np
 import tensorflow as tf
 import yaml
 
+from official.core import exp_factory
 from official.core import train_utils
+from realformer_tf.configs import experiments
+from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import train_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -36,6 +40,43 @@ def write_vocab(path: str, size: int = TINY_VOCAB_SIZE) -> str:
   with open(path, "w") as f:
     f.write("\n".join(tokens) + "\n")
   return path
+
+
+def write_corpus(path, documents: int = 6, sentences: int = 6,
+                 sentence=lambda d, s: f"Document {d} sentence {s} has words "
+                 "in it.") -> str:
+  """A plain-text corpus as the quickstart reads it (a sentence a line, a
+  blank line after each document): `documents` documents of `sentences`
+  lines `sentence(d, s)`.
+
+  Args:
+    path: A `pathlib.Path` to write.
+    documents: Number of documents.
+    sentences: Sentences per document.
+    sentence: `sentence(document index, sentence index)` -> the line.
+
+  Returns:
+    `str(path)`.
+  """
+  lines = []
+  for d in range(documents):
+    lines += [sentence(d, s) for s in range(sentences)]
+    lines.append("")
+  path.write_text("\n".join(lines) + "\n")
+  return str(path)
+
+
+def quickstart_params(seq_length: int, max_predictions_per_seq: int,
+                      **encoder):
+  """`realformer/quickstart`'s config with both data sets' lengths and the
+  `any` encoder's `encoder` arguments (e.g. `vocab_size=100`) overridden."""
+  params = exp_factory.get_exp_config(experiments.QUICKSTART)
+  data = {"seq_length": seq_length,
+          "max_predictions_per_seq": max_predictions_per_seq}
+  params.override({"task": {
+      "model": {"encoder": {"any": encoder}},
+      "train_data": data, "validation_data": dict(data)}})
+  return params
 
 
 def _int_feature(values):

@@ -40,15 +40,8 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
-    rng = np.random.default_rng(0)
-    self.x = rng.normal(size=(B, T, D)).astype(np.float32)
-    self.memory = rng.normal(size=(B, S, D)).astype(np.float32)
-    self.prev_self = rng.normal(size=(B, N, T, T)).astype(np.float32)
-    self.prev_cross = rng.normal(size=(B, N, T, S)).astype(np.float32)
-    self.self_mask = np.ones((B, T, T), np.int32)
-    self.self_mask[1, :, 3:] = 0                  # padded target positions
-    self.cross_mask = np.ones((B, T, S), np.int32)
-    self.cross_mask[0, :, 5:] = 0                 # padded source positions
+    # self.x, .memory, .prev_self, .prev_cross, .self_mask, .cross_mask.
+    vars(self).update(ndr.block_inputs(B, T, S, D, N))
 
   @parameterized.parameters(
       ("sum", False, (True, True), "relu"),

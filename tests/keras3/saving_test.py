@@ -1,15 +1,28 @@
 """`.keras` files written whole (`save_model`) and damaged ones named for
-what they are (`load_model`), on every backend."""
+what they are (`load_model`); presets of our backbones and tasks written
+whole (`save_preset`): a failed or killed save leaves the old preset's
+files byte-identical (and unrewritten: same mtimes), a folder that is not
+a preset is never replaced. On every backend."""
 
 import os
+import re
+import subprocess
+import sys
 
 import keras
+import keras_hub
+from keras_hub.src.utils import preset_utils
 import numpy as np
 import pytest
 
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import backbone as backbone_lib
+from realformer_tf.keras3 import tasks
+from realformer_tf.keras3 import text_classifier
+from tests.helpers import file_trees
 from tests.helpers import keras3_encoders as utils
+from tests.helpers import kill_writer
+from tests.keras3 import text_classifier_test
 
 
 def _model():
@@ -69,3 +82,202 @@ def test_a_half_written_file_is_named_for_what_it_is(tmp_path):
   with pytest.raises(ValueError, match="damaged .keras archive"):
     saving.load_model(half)
   np.testing.assert_equal(saving.check_keras_file(path), None)
+
+
+# --- Presets (`save_preset`, through our `save_to_preset`s) ---
+
+
+def _logits(task, x):
+  return keras.ops.convert_to_numpy(task(x))
+
+
+@pytest.fixture(scope="module", name="classifiers")
+def fixture_classifiers():
+  """Two tiny classifiers with different weights: the old and new preset."""
+  return text_classifier_test.classifier(seed=2), (
+      text_classifier_test.classifier(seed=5))
+
+
+def test_preset_files_are_keras_hubs():
+  assert saving.PRESET_FILES == (preset_utils.CONFIG_FILE,
+                                 preset_utils.METADATA_FILE)
+
+
+def test_preset_round_trips_leave_nothing_beside_them(tmp_path, classifiers):
+  model, _ = classifiers
+  backbone_dir = os.path.join(tmp_path, "backbone")
+  model.backbone.save_to_preset(backbone_dir)
+  inputs = utils.backbone_inputs(vocab=model.backbone.vocabulary_size)
+  utils.assert_outputs_close(
+      utils.to_numpy(
+          keras_hub.models.Backbone.from_preset(backbone_dir)(inputs)),
+      utils.to_numpy(model.backbone(inputs)))
+  task_dir = os.path.join(tmp_path, "task")
+  model.save_to_preset(task_dir)
+  restored = keras_hub.models.TextClassifier.from_preset(task_dir)
+  assert isinstance(restored, text_classifier.RealFormerTextClassifier)
+  x = text_classifier_test.preprocessed(model)
+  np.testing.assert_array_equal(_logits(restored, x), _logits(model, x))
+  assert sorted(os.listdir(tmp_path)) == ["backbone", "task"]
+
+
+def test_saving_over_a_preset_replaces_it_whole(tmp_path, classifiers):
+  old, new = classifiers
+  preset = os.path.join(tmp_path, "preset")
+  old.save_to_preset(preset)
+  os.makedirs(os.path.join(preset, "assets", "old_only"))
+  with open(os.path.join(preset, "assets", "old_only", "notes.txt"), "w",
+            encoding="utf-8") as f:
+    f.write("only the old preset has this")
+  new.save_to_preset(preset)
+  fresh = os.path.join(tmp_path, "fresh")
+  new.save_to_preset(fresh)
+  # The same files as a save into a new directory (metadata.json has the
+  # time of saving), and the new weights.
+  assert sorted(file_trees.files_under(preset)) == sorted(
+      file_trees.files_under(fresh))
+  restored = keras_hub.models.TextClassifier.from_preset(preset)
+  x = text_classifier_test.preprocessed(new)
+  np.testing.assert_array_equal(_logits(restored, x), _logits(new, x))
+  assert sorted(os.listdir(tmp_path)) == ["fresh", "preset"]
+
+
+def _fail_writing_weights(monkeypatch):
+  """Disk full half way through the backbone's weights file."""
+  def save_weights(self, filepath, **kwargs):
+    with open(filepath, "wb") as f:
+      f.write(b"\x89HDF half")
+    raise OSError(28, "No space left on device", filepath)
+  monkeypatch.setattr(keras.Model, "save_weights", save_weights)
+  return OSError
+
+
+def _fail_last_metadata_rewrite(monkeypatch):
+  """Interrupted in the task's own metadata.json rewrite, its last step
+  (the backbone's, inside keras-hub's task saver, is the first)."""
+  calls, rewrite = [], tasks.write_preset_task_names
+  def write_preset_task_names(preset_dir, backbone):
+    calls.append(preset_dir)
+    if len(calls) == 2:
+      raise KeyboardInterrupt("killed")
+    rewrite(preset_dir, backbone)
+  monkeypatch.setattr(tasks, "write_preset_task_names",
+                      write_preset_task_names)
+  return KeyboardInterrupt
+
+
+def _fail_renaming_the_new_preset_in(monkeypatch):
+  """The rename of the complete temp into place fails (after the old
+  preset was renamed aside): the old one is renamed back."""
+  rename = os.rename
+  def failing_rename(source, target, **kwargs):
+    if ".tmp-" in os.fspath(source):
+      raise PermissionError(13, "Permission denied", target)
+    rename(source, target, **kwargs)
+  monkeypatch.setattr(os, "rename", failing_rename)
+  return PermissionError
+
+
+@pytest.mark.parametrize("fail", [_fail_writing_weights,
+                                  _fail_last_metadata_rewrite,
+                                  _fail_renaming_the_new_preset_in])
+def test_a_failed_save_leaves_the_old_preset_byte_identical(
+    tmp_path, classifiers, monkeypatch, fail):
+  old, new = classifiers
+  preset = os.path.join(tmp_path, "preset")
+  old.save_to_preset(preset)
+  before = file_trees.files_under(preset)
+  error = fail(monkeypatch)
+  with pytest.raises(error):
+    new.save_to_preset(preset)
+  monkeypatch.undo()
+  assert file_trees.files_under(preset) == before
+  assert os.listdir(tmp_path) == ["preset"]  # No temp, no backup.
+  x = text_classifier_test.preprocessed(old)
+  np.testing.assert_array_equal(
+      _logits(keras_hub.models.TextClassifier.from_preset(preset), x),
+      _logits(old, x))
+
+
+def _save_refused(model, target, match):
+  """`model.save_to_preset(target)` raises `match`; nothing is written."""
+  parent = os.path.dirname(target)
+  before = sorted(os.listdir(parent)), file_trees.files_under(parent)
+  with pytest.raises(FileExistsError, match=match):
+    model.save_to_preset(target)
+  assert (sorted(os.listdir(parent)), file_trees.files_under(parent)) == before
+
+
+def test_a_file_or_a_folder_that_is_not_a_preset_is_refused(tmp_path,
+                                                            classifiers):
+  model, _ = classifiers
+  tmp_path = os.path.realpath(tmp_path)  # The errors name the real path.
+  a_file = os.path.join(tmp_path, "preset")
+  with open(a_file, "w", encoding="utf-8") as f:
+    f.write("not a preset")
+  folder = os.path.join(tmp_path, "mine")
+  os.makedirs(os.path.join(folder, "data"))
+  with open(os.path.join(folder, "notes.txt"), "w", encoding="utf-8") as f:
+    f.write("a user's folder")
+  for save in (model, model.backbone):
+    _save_refused(save, a_file, rf"{re.escape(a_file)} is a file")
+    _save_refused(save, folder, rf"{re.escape(folder)} is a non-empty "
+                  r"directory \(data, notes.txt\) with no config.json or "
+                  "metadata.json, so not a keras-hub preset")
+  # An empty folder is filled.
+  empty = os.path.join(tmp_path, "empty")
+  os.mkdir(empty)
+  model.backbone.save_to_preset(empty)
+  assert preset_utils.CONFIG_FILE in os.listdir(empty)
+
+
+def _dead_pid():
+  """The pid of a process that has ended."""
+  process = subprocess.run([sys.executable, "-c", "import os; "
+                            "print(os.getpid())"], capture_output=True,
+                           text=True, check=True)
+  return int(process.stdout)
+
+
+def test_leftovers_of_ended_saves_are_removed_live_ones_left(tmp_path,
+                                                             classifiers):
+  model, _ = classifiers
+  preset = os.path.join(tmp_path, "preset")
+  model.backbone.save_to_preset(preset)
+  dead, live = _dead_pid(), os.getppid()
+  for leftover in (f"preset.tmp-{dead}", f"preset.old-{dead}",
+                   f"preset.tmp-{live}"):
+    os.makedirs(os.path.join(tmp_path, leftover, "assets"))
+  model.backbone.save_to_preset(preset)
+  assert sorted(os.listdir(tmp_path)) == ["preset", f"preset.tmp-{live}"]
+
+
+def save_tiny_preset(preset_dir, seed):
+  """`kill_writer`'s target: `save_to_preset` of a tiny backbone."""
+  keras.utils.set_random_seed(seed)
+  backbone_lib.RealFormerBackbone(**utils.TINY).save_to_preset(preset_dir)
+
+
+def test_a_save_killed_mid_swap_names_the_backup_and_keeps_it(tmp_path):
+  tmp_path = os.path.realpath(tmp_path)  # The errors name the real path.
+  preset = os.path.join(tmp_path, "preset")
+  save_tiny_preset(preset, seed=1)
+  before = file_trees.files_under(preset)
+  # Killed before the temp's rename into place: the old preset is aside.
+  kill_writer.run_killed(1, "tests.keras3.saving_test", "save_tiny_preset",
+                         preset_dir=preset, seed=2)
+  leftovers = sorted(os.listdir(tmp_path))
+  assert [name.rsplit("-", 1)[0] for name in leftovers] == ["preset.old",
+                                                             "preset.tmp"]
+  backup = os.path.join(tmp_path, leftovers[0])
+  with pytest.raises(FileExistsError, match=(
+      rf"{re.escape(preset)} is missing and {re.escape(backup)} is beside "
+      "it.*the last complete preset")):
+    save_tiny_preset(preset, seed=3)
+  assert sorted(os.listdir(tmp_path)) == leftovers
+  assert file_trees.files_under(backup) == before
+  # Renamed back, as the error says: the next save replaces it and
+  # removes the dead temp.
+  os.rename(backup, preset)
+  save_tiny_preset(preset, seed=3)
+  assert os.listdir(tmp_path) == ["preset"]

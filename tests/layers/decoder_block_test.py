@@ -23,17 +23,8 @@ class RealFormerDecoderBlockTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
-    rng = np.random.default_rng(0)
-    self.x = rng.normal(size=(B, T, D)).astype(np.float32)
-    self.memory = rng.normal(size=(B, S, D)).astype(np.float32)
-    self.prev_self = rng.normal(size=(B, N, T, T)).astype(np.float32)
-    self.prev_cross = rng.normal(size=(B, N, T, S)).astype(np.float32)
-    target_pad = np.ones((B, T, T), np.int32)
-    target_pad[1, :, 3:] = 0                      # padded target positions
-    self.self_mask = target_pad
-    cross = np.ones((B, T, S), np.int32)
-    cross[0, :, 5:] = 0                           # padded source positions
-    self.cross_mask = cross
+    # self.x, .memory, .prev_self, .prev_cross, .self_mask, .cross_mask.
+    vars(self).update(ndr.block_inputs(B, T, S, D, N))
 
   @parameterized.parameters(
       ("sum", False, (True, True), "relu"),

@@ -8,11 +8,10 @@ import shutil
 import pytest
 import tensorflow as tf
 
-from official.core import exp_factory
 from official.core import train_utils
-from realformer_tf.configs import experiments
-from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import preflight
+from tests.helpers import file_trees
+from tests.helpers import train_runs
 
 _WORDS = {
     "a": "the cat sat on a mat and the dog ran to the park where birds sing",
@@ -23,38 +22,19 @@ _WORDS = {
 def _corpus(path, words):
   """Twelve documents of eight sentences of `words`."""
   words = words.split()
-  lines = []
-  for d in range(12):
-    for s in range(8):
-      lines.append(" ".join(words[(d + s + i) % len(words)]
-                            for i in range(6)).capitalize() + ".")
-    lines.append("")
-  path.write_text("\n".join(lines) + "\n")
-  return str(path)
+
+  def sentence(d, s):
+    return " ".join(words[(d + s + i) % len(words)]
+                    for i in range(6)).capitalize() + "."
+
+  return train_runs.write_corpus(path, 12, 8, sentence)
 
 
 def _quickstart():
-  params = exp_factory.get_exp_config(experiments.QUICKSTART)
-  params.override({"task": {
-      "model": {"encoder": {"any": {
-          "vocab_size": 300, "hidden_size": 16, "num_layers": 1,
-          "num_attention_heads": 2, "intermediate_size": 32,
-          "max_position_embeddings": 32}}},
-      "train_data": {"seq_length": 32, "max_predictions_per_seq": 5},
-      "validation_data": {"seq_length": 32, "max_predictions_per_seq": 5}}})
-  return params
-
-
-def _files(directory):
-  """{name: (bytes, mtime_ns)} of every file under `directory`."""
-  found = {}
-  for root, _, names in os.walk(directory):
-    for name in names:
-      path = os.path.join(root, name)
-      with open(path, "rb") as f:
-        found[os.path.relpath(path, directory)] = (f.read(),
-                                                  os.stat(path).st_mtime_ns)
-  return found
+  return train_runs.quickstart_params(
+      32, 5, vocab_size=300, hidden_size=16, num_layers=1,
+      num_attention_heads=2, intermediate_size=32,
+      max_position_embeddings=32)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +59,7 @@ def test_a_runs_data_is_not_rebuilt_from_another_corpus(quickstart_run):
   vocabulary was gone."""
   tmp, model_dir, corpus_a, _ = quickstart_run
   corpus_b = _corpus(tmp / "b.txt", _WORDS["b"])
-  before = _files(os.path.join(model_dir, "data"))
+  before = file_trees.files_under(os.path.join(model_dir, "data"))
   with pytest.raises(ValueError) as e:
     preflight.prepare_and_validate(_quickstart(), "train_and_eval", model_dir,
                                    [corpus_b])
@@ -99,18 +79,18 @@ def test_a_runs_data_is_not_rebuilt_from_another_corpus(quickstart_run):
   with pytest.raises(ValueError, match=r"corpus: files .*a.txt .* the Python "
                      r"[0-9.]+ standard library's docstrings now"):
     preflight.prepare_and_validate(_quickstart(), "train", model_dir)
-  assert _files(os.path.join(model_dir, "data")) == before
+  assert file_trees.files_under(os.path.join(model_dir, "data")) == before
 
 
 def test_a_runs_own_corpus_resumes_on_its_data_unwritten(quickstart_run):
   _, model_dir, corpus_a, first = quickstart_run
-  before = _files(model_dir)
+  before = file_trees.files_under(model_dir)
   params = preflight.prepare_and_validate(_quickstart(), "train_and_eval",
                                           model_dir, [corpus_a])
   assert params.task.vocab_file == first.task.vocab_file
   assert (params.task.model.encoder.any.vocab_size ==
           first.task.model.encoder.any.vocab_size)
-  assert _files(model_dir) == before
+  assert file_trees.files_under(model_dir) == before
 
 
 def test_a_runs_damaged_data_is_rebuilt_from_the_same_inputs(quickstart_run,

@@ -9,24 +9,11 @@ from official.core import exp_factory
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import quickstart_run
-
-
-def _corpus(path):
-  lines = []
-  for d in range(6):
-    lines += [f"Document {d} sentence {s} has words in it." for s in range(6)]
-    lines.append("")
-  path.write_text("\n".join(lines) + "\n")
-  return str(path)
+from tests.helpers import train_runs
 
 
 def _quickstart():
-  params = exp_factory.get_exp_config(experiments.QUICKSTART)
-  params.override({"task": {
-      "model": {"encoder": {"any": {"vocab_size": 100}}},
-      "train_data": {"seq_length": 16, "max_predictions_per_seq": 2},
-      "validation_data": {"seq_length": 16, "max_predictions_per_seq": 2}}})
-  return params
+  return train_runs.quickstart_params(16, 2, vocab_size=100)
 
 
 def test_other_experiments_build_nothing():
@@ -51,7 +38,7 @@ def test_one_input_path_or_two_lengths_are_refused(tmp_path):
 
 
 def test_plan_writes_nothing_then_build_then_cached(tmp_path):
-  corpus = _corpus(tmp_path / "text.txt")
+  corpus = train_runs.write_corpus(tmp_path / "text.txt")
   model_dir = str(tmp_path / "run")
   params = _quickstart()
   plan = quickstart_run.plan(params, model_dir, [corpus])
