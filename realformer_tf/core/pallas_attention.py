@@ -123,12 +123,10 @@ def _forward(cfg, q, k, v, prev, bias, keys):
   if cfg.has_prev:
     inputs.append(prev)
     specs.append(row_spec)
-  if cfg.bias_kind:
-    inputs.append(bias)
-    specs.append(common.bias_spec(cfg, bq, seq_k, lambda i: (i, 0)))
-  if cfg.dropout_rate:
-    inputs.append(keys)
-    specs.append(vec_spec)
+  extra, extra_specs = common.bias_and_keys(
+      cfg, bias, keys, bq, seq_k, lambda i: (i, 0), vec_spec)
+  inputs += extra
+  specs += extra_specs
   out_shape = [
       jax.ShapeDtypeStruct(q.shape, q.dtype),
       jax.ShapeDtypeStruct((batch, heads, seq_q, seq_k), cfg.score_dtype),

@@ -132,12 +132,10 @@ def backward(cfg, q, k, v, bias, keys, out, scores, lse, g_out, g_scores):
   vec = pl.BlockSpec((None, None, bq), lambda i, b, n: (b, n, i))
   inputs = [q, k, v, scores, g_out, lse, delta, g_scores]
   specs = [q_tile, kv_all, kv_all, rows, q_tile, vec, vec, rows]
-  if cfg.bias_kind:
-    inputs.append(bias)
-    specs.append(common.bias_spec(cfg, bq, seq_k, lambda i: (i, 0)))
-  if cfg.dropout_rate:
-    inputs.append(keys)
-    specs.append(vec)
+  extra, extra_specs = common.bias_and_keys(
+      cfg, bias, keys, bq, seq_k, lambda i: (i, 0), vec)
+  inputs += extra
+  specs += extra_specs
   out_shape = [jax.ShapeDtypeStruct(q.shape, q.dtype)]
   out_specs = [q_tile]
   if cfg.has_prev:
@@ -161,12 +159,10 @@ def backward(cfg, q, k, v, bias, keys, out, scores, lse, g_out, g_scores):
   vec_all = pl.BlockSpec((None, None, seq_q), lambda j, b, n: (b, n, 0))
   specs = [q_all, kv_tile, kv_tile, cols, q_all, vec_all, vec_all, cols]
   inputs = [q, k, v, scores, g_out, lse, delta, g_scores]
-  if cfg.bias_kind:
-    inputs.append(bias)
-    specs.append(common.bias_spec(cfg, seq_q, bk, lambda j: (0, j)))
-  if cfg.dropout_rate:
-    inputs.append(keys)
-    specs.append(vec_all)
+  extra, extra_specs = common.bias_and_keys(
+      cfg, bias, keys, seq_q, bk, lambda j: (0, j), vec_all)
+  inputs += extra
+  specs += extra_specs
   dk, dv = pl.pallas_call(
       functools.partial(_dkv_kernel, cfg=cfg),
       grid=(seq_k // bk, batch, heads),

@@ -210,6 +210,21 @@ def bias_spec(cfg, rows, cols, tile):
                       lambda i, b, n: (batch_index(b),) + tile(i))
 
 
+def bias_and_keys(cfg, bias, keys, rows, cols, tile, keys_spec):
+  """The optional inputs every kernel reads after its fixed ones, in order:
+  the padded bias (if `cfg` has one) and the dropout row keys (if `cfg`
+  drops), with their BlockSpecs: `([inputs], [specs])`. `rows, cols, tile`
+  as `bias_spec`'s; `keys_spec`: the keys' BlockSpec."""
+  inputs, specs = [], []
+  if cfg.bias_kind:
+    inputs.append(bias)
+    specs.append(bias_spec(cfg, rows, cols, tile))
+  if cfg.dropout_rate:
+    inputs.append(keys)
+    specs.append(keys_spec)
+  return inputs, specs
+
+
 def logits2(cfg, s, bias, start_k):
   """Base-2 logits of a float32 score tile `s` (global key offset start_k).
 
