@@ -57,7 +57,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 FULL = dict(layers=12, hidden=768, heads=12, inner=3072, seq=512, batch=32,
-            long_seq=4096, long_batch=2, steps=5, rounds=3, xla_steps=5,
+            long_seq=4096, long_batch=2, steps=5, rounds=3, xla_steps=10,
             torch_steps=10, profile_steps=4, smoke=False)
 SMOKE = dict(layers=1, hidden=32, heads=2, inner=64, seq=32, batch=2,
              long_seq=64, long_batch=1, steps=3, rounds=1, xla_steps=2,
