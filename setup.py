@@ -28,9 +28,12 @@ INSTALL_REQUIRES = [
     "keras-hub~=0.32.0",
     # tensorflow-hub 0.16.1 (which Model Garden's NLP tasks import,
     # official/nlp/tasks/utils.py:20) imports pkg_resources
-    # (tensorflow_hub/__init__.py:61); setuptools 82 removed it. Python 3.12+
-    # venvs have no setuptools, so pip would take the newest (found on 3.13).
-    "setuptools<82",
+    # (tensorflow_hub/__init__.py:61); setuptools 82 removed it, and from
+    # 80.9.0 on that import warns ("pkg_resources is deprecated ... pin to
+    # Setuptools<81"; 80.9 and 80.10 too, checked) at the top of every
+    # train.py run and test session. Python 3.12+ venvs have no setuptools,
+    # so pip would take the newest (found on 3.13).
+    "setuptools<80.9",
 ]
 
 setuptools.setup(
