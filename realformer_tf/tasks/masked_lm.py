@@ -9,10 +9,19 @@ Garden's trainer wrapped it in a `LossScaleOptimizer` (runtime
 gradients underflow to zero. `official/core/base_task.py` `Task.train_step`
 does it right; this is that handling applied to the masked-LM step, which
 otherwise is Model Garden's, line for line (including `task.scale_loss`).
+
+Variables the loss does not reach are left out of the optimizer's update,
+and said once, in words: the encoder's pooler is one (Model Garden's NSP
+head has its own dense layer, which GLUE fine-tuning takes:
+`init_cls_pooler`). Left in, tf_keras warns at every trace of the step
+(`tf_keras/src/optimizers/utils.py:82`, "Gradients do not exist ... did you
+forget to provide a `loss` argument?": four times in the quickstart's run).
 """
 
 import dataclasses
+from typing import Iterable, Set
 
+from absl import logging
 import tensorflow as tf
 import tf_keras
 
@@ -32,6 +41,30 @@ class RealFormerMaskedLMConfig(masked_lm.MaskedLMConfig):
       fine-tuning. Empty: not checked.
   """
   vocab_file: str = ""
+
+
+_REPORTED: Set[str] = set()  # Variables already said to get no gradient.
+
+
+def report_untrained(names: Iterable[str]) -> None:
+  """Says once per process which variables get no gradient: an info line
+  for the encoder's pooler (expected), a warning for anything else."""
+  new = sorted(set(names) - _REPORTED)
+  if not new:
+    return
+  _REPORTED.update(new)
+  # `pooler_transform`: the encoder's pooler (BertEncoderV2's name, ours
+  # too); the NSP head's own is `pooler_dense`, and must be trained.
+  if all("/pooler_transform/" in name for name in new):
+    logging.info(
+        "Not trained by masked-LM pre-training (no gradient reaches them): "
+        "%s. The encoder's pooler goes unused here: the NSP head has its "
+        "own dense layer, which GLUE fine-tuning takes (init_cls_pooler).",
+        ", ".join(new))
+  else:
+    logging.warning(
+        "No gradient reaches %s: masked-LM pre-training leaves them as "
+        "they are.", ", ".join(new))
 
 
 @task_factory.register_task_cls(RealFormerMaskedLMConfig)
@@ -60,6 +93,8 @@ class MaskedLMTask(masked_lm.MaskedLMTask):
     grads = tape.gradient(scaled_loss, tvars)
     if scales:
       grads = optimizer.get_unscaled_gradients(grads)
-    optimizer.apply_gradients(list(zip(grads, tvars)))
+    report_untrained(v.name for g, v in zip(grads, tvars) if g is None)
+    optimizer.apply_gradients(
+        [(g, v) for g, v in zip(grads, tvars) if g is not None])
     self.process_metrics(metrics, inputs, outputs)
     return {self.loss: loss}

@@ -52,9 +52,8 @@ def _gradients(policy, batch, weights, loss_scale):
     apply = optimizer.apply_gradients
 
     def spy(grads_and_vars, *args, **kwargs):
-      # None: the encoder's unused pooler (the NSP head has its own).
-      seen["grads"] = [None if g is None else g.numpy()
-                       for g, _ in grads_and_vars]
+      seen["grads"] = [g.numpy() for g, _ in grads_and_vars]
+      seen["names"] = [v.name for _, v in grads_and_vars]
       return apply(grads_and_vars, *args, **kwargs)
 
     optimizer.apply_gradients = spy
@@ -72,8 +71,15 @@ def _gradients(policy, batch, weights, loss_scale):
     # overflow float16: repeat the step until it is applied.
     for step in range(1, 13):
       logs = task.train_step(batch, model, optimizer, metrics=metrics)
-      if all(np.all(np.isfinite(g)) for g in seen["grads"] if g is not None):
+      if all(np.all(np.isfinite(g)) for g in seen["grads"]):
         break
+    # The encoder's pooler gets no gradient (the NSP head has its own) and
+    # is left out of the update; everything else is in it.
+    trained = {v.name for v in model.trainable_variables} - {
+        v.name for v in model.trainable_variables
+        if "/pooler_transform/" in v.name}
+    assert set(seen["names"]) == trained, sorted(
+        set(seen["names"]) ^ trained)
     if loss_scale:
       # Model Garden's MaskedLMTask never scales: no call, scale untouched.
       assert seen.get("scaled_losses") == step
@@ -97,9 +103,9 @@ def test_float16_step_gradients_equal_float32(tmp_path):
   # scale (2**15 at the start) came down.
   assert scale < 2**15
   np.testing.assert_allclose(loss16, loss32, rtol=1e-2)
-  assert [g is None for g in g16] == [g is None for g in g32]
-  flat32 = np.concatenate([g.ravel() for g in g32 if g is not None])
-  flat16 = np.concatenate([g.ravel() for g in g16 if g is not None])
+  assert [g.shape for g in g16] == [g.shape for g in g32]
+  flat32 = np.concatenate([g.ravel() for g in g32])
+  flat16 = np.concatenate([g.ravel() for g in g16])
   assert np.all(np.isfinite(flat16))
   err = np.linalg.norm(flat16 - flat32) / np.linalg.norm(flat32)
   assert err < 1e-2, err
@@ -110,3 +116,27 @@ def test_config_registers_the_task_in_tasks():
   task = task_factory.get_task(masked_lm.RealFormerMaskedLMConfig())
   assert type(task) is masked_lm.MaskedLMTask  # pylint: disable=unidiomatic-typecheck
   assert masked_lm.RealFormerMaskedLMConfig().vocab_file == ""
+
+
+def test_untrained_variables_are_said_once_in_words(monkeypatch):
+  """The pooler's missing gradient: one info line naming it, not tf_keras'
+  warning at every trace ("did you forget to provide a `loss` argument?");
+  any other variable without a gradient is a warning."""
+  said = []
+  monkeypatch.setattr(masked_lm, "_REPORTED", set())
+  monkeypatch.setattr(masked_lm.logging, "info",
+                      lambda msg, *a: said.append(("info", msg % a)))
+  monkeypatch.setattr(masked_lm.logging, "warning",
+                      lambda msg, *a: said.append(("warning", msg % a)))
+  pooler = ["encoder/pooler_transform/kernel:0",
+            "encoder/pooler_transform/bias:0"]
+  masked_lm.report_untrained(pooler)
+  masked_lm.report_untrained(reversed(pooler))  # A second trace: silent.
+  masked_lm.report_untrained(["next_sentence/pooler_dense/kernel:0"] + pooler)
+  assert [level for level, _ in said] == ["info", "warning"], said
+  assert ("encoder/pooler_transform/bias:0, "
+          "encoder/pooler_transform/kernel:0") in said[0][1]
+  assert "init_cls_pooler" in said[0][1]
+  # The NSP head's own pooler must be trained: a warning, naming it.
+  assert said[1][1].startswith(
+      "No gradient reaches next_sentence/pooler_dense/kernel:0:")
