@@ -24,12 +24,10 @@ import psutil
 import tensorflow as tf
 
 from realformer_tf.core import deprecation
+from realformer_tf.core import swap
 
-# `<path>.tmp-PID`: being written by process PID.
-TMP_INFIX = ".tmp-"
-# `<path>.old-PID`: the previous `path`, set aside by process PID while it
-# swaps a new directory in.
-BACKUP_INFIX = ".old-"
+TMP_INFIX = swap.TMP_INFIX  # `<path>.tmp-PID`: being written by PID.
+BACKUP_INFIX = swap.BACKUP_INFIX  # `<path>.old-PID`: set aside by PID.
 
 
 @contextlib.contextmanager
@@ -71,17 +69,11 @@ def atomic_path(path: str) -> Iterator[str]:
 def swap_leftovers(path: str, infix: str) -> List[Tuple[str, int]]:
   """(`<path><infix>PID`, PID) for each such entry whose process is gone
   (`infix`: `TMP_INFIX` or `BACKUP_INFIX`), sorted."""
-  parent, name = os.path.split(path)
-  if not tf.io.gfile.isdir(parent or "."):
+  parent = os.path.dirname(path) or "."
+  if not tf.io.gfile.isdir(parent):
     return []
-  found = []
-  for entry in tf.io.gfile.listdir(parent or "."):
-    entry = entry.rstrip("/")
-    pid = entry[len(name) + len(infix):]
-    if (entry.startswith(name + infix) and pid.isdigit() and
-        not psutil.pid_exists(int(pid))):
-      found.append((os.path.join(parent, entry), int(pid)))
-  return sorted(found)
+  return swap.leftovers(path, infix, tf.io.gfile.listdir(parent),
+                        lambda pid, _: psutil.pid_exists(pid))
 
 
 def remove_stale_temps(folder: str) -> List[str]:

@@ -17,6 +17,8 @@ import zipfile
 
 import keras
 
+from realformer_tf.core import swap
+
 KERAS_SUFFIX = ".keras"
 
 
@@ -81,8 +83,6 @@ def save_model(model: keras.Model, path: str, **kwargs) -> str:
 # and METADATA_FILE; a private module, so named here): a directory holding
 # either is a preset that `save_preset` may replace.
 PRESET_FILES = ("config.json", "metadata.json")
-_TEMP = ".tmp-"  # <preset_dir>.tmp-PID: the preset being written.
-_BACKUP = ".old-"  # <preset_dir>.old-PID: the previous one, during the swap.
 _LOCK = threading.RLock()
 _WRITING = set()  # The temp directories this process is writing.
 
@@ -127,7 +127,7 @@ def save_preset(preset_dir, write):
     stale = _stale_siblings(path)
     for leftover in stale:
       shutil.rmtree(leftover, ignore_errors=True)
-    temp = f"{path}{_TEMP}{os.getpid()}"
+    temp = f"{path}{swap.TMP_INFIX}{os.getpid()}"
     os.makedirs(os.path.dirname(path), exist_ok=True)
     os.mkdir(temp)
     _WRITING.add(temp)
@@ -168,14 +168,14 @@ def _stale_siblings(path):
       that backup is the last complete preset (a save was killed between
       its two renames).
   """
-  stale, backups = [], []
-  parent, name = os.path.split(path)
-  for entry in sorted(os.listdir(parent)) if os.path.isdir(parent) else ():
-    for marker, found in ((_TEMP, stale), (_BACKUP, backups)):
-      pid = entry[len(name + marker):]
-      if (entry.startswith(name + marker) and pid.isdigit() and
-          not _save_running(int(pid), os.path.join(parent, entry))):
-        found.append(os.path.join(parent, entry))
+  parent = os.path.dirname(path)
+  entries = os.listdir(parent) if os.path.isdir(parent) else []
+
+  def dead(infix):
+    return [leftover for leftover, _ in
+            swap.leftovers(path, infix, entries, _save_running)]
+
+  stale, backups = dead(swap.TMP_INFIX), dead(swap.BACKUP_INFIX)
   if backups and not os.path.lexists(path):
     raise FileExistsError(
         f"{path} is missing and {', '.join(backups)} is beside it: a save "
@@ -205,7 +205,7 @@ def _swap_in(temp, path):
   if not os.path.lexists(path):
     os.rename(temp, path)
     return
-  backup = f"{path}{_BACKUP}{os.getpid()}"
+  backup = f"{path}{swap.BACKUP_INFIX}{os.getpid()}"
   os.rename(path, backup)
   try:
     os.rename(temp, path)
