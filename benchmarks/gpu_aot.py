@@ -195,29 +195,24 @@ def summarize(hlo_text):
 
 
 def compile_only_device(target):
-  import jax  # pylint: disable=g-import-not-at-top
+  """A GPU of `target` (`TARGETS`) to compile for; there is none to run on."""
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
   topology = topologies.get_topology_desc(
       platform="cuda", topology_name="1x1x1", topology="1x1x1",
       target_config=H100 % TARGETS[target])
-  del jax
   return topology.devices[0]
 
 
 def compile_keras_step(name, device, seq=512, batch=32):
   """The optimized HLO of a Keras 3 model's `train_step`, as `fit` jits it."""
   import jax  # pylint: disable=g-import-not-at-top
+  import jax_hlo  # pylint: disable=g-import-not-at-top
   import keras3_step  # pylint: disable=g-import-not-at-top
   arch, backbone_kwargs = MODELS[name]
   model = keras3_step.build_mlm_model(
       arch, layers=12, hidden=768, heads=12, inner=3072, seq=seq,
       backbone_kwargs=backbone_kwargs)
-  ids, mask, labels = keras3_step._inputs(seq, batch)  # pylint: disable=protected-access
-  x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
-  model._symbolic_build(data_batch=(x, labels))  # pylint: disable=protected-access
-  state = model._get_jax_state(  # pylint: disable=protected-access
-      trainable_variables=True, non_trainable_variables=True,
-      optimizer_variables=True, metrics_variables=True)
+  state, data = jax_hlo.train_step_args(model, seq, batch)
   sharding = jax.sharding.SingleDeviceSharding(device)
   spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding)
   # The Pallas kernel picks Triton or interpret mode by jax's default
@@ -225,7 +220,7 @@ def compile_keras_step(name, device, seq=512, batch=32):
   # while tracing, so that the step holds the Triton kernel a GPU runs.
   with mock.patch.object(jax, "default_backend", lambda: "gpu"):
     traced = jax.jit(model.train_step, donate_argnums=0).trace(
-        jax.tree.map(spec, state), jax.tree.map(spec, (x, labels)))
+        jax.tree.map(spec, state), jax.tree.map(spec, data))
     return traced.lower(lowering_platforms=("cuda",)).compile().as_text()
 
 

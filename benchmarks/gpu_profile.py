@@ -178,17 +178,17 @@ def summarize(events, steps, wall_s, on_device=True, top=15):
             o[-120:]] for name, (t, n, h, o) in ranked[:top]])
 
 
-def _summaries(events, steps, wall, on_device, save_to):
-  """The row's summary (top 15); with `save_to`, every kernel's line is
-  written there as JSON first."""
+def _summaries(events, steps, wall, on_device, save_to, top=15):
+  """The row's summary (its `top` kernels); with `save_to`, the summary with
+  every kernel is written there as JSON first."""
+  full = summarize(events, steps, wall, on_device, top=len(events))
   if save_to:
     import json  # pylint: disable=g-import-not-at-top
-    full = summarize(events, steps, wall, on_device, top=len(events))
     os.makedirs(os.path.dirname(save_to) or ".", exist_ok=True)
     with open(save_to + ".tmp", "w") as f:
       json.dump(full, f, indent=0)
     os.replace(save_to + ".tmp", save_to)
-  return summarize(events, steps, wall, on_device)
+  return dict(full, top=full["top"][:top])
 
 
 def profile_jax(run_steps, steps, save_to=None):

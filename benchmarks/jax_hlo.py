@@ -122,6 +122,18 @@ def cost_of(compiled):
               gbytes=float(cost.get("bytes accessed", 0)) / 1e9)
 
 
+def train_step_args(model, seq, batch):
+  """(state, data): what `fit` hands `model.train_step` for the benchmark's
+  batch (the model built on it first)."""
+  ids, mask, labels = keras3_step._inputs(seq, batch)  # pylint: disable=protected-access
+  x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
+  model._symbolic_build(data_batch=(x, labels))  # pylint: disable=protected-access
+  state = model._get_jax_state(  # pylint: disable=protected-access
+      trainable_variables=True, non_trainable_variables=True,
+      optimizer_variables=True, metrics_variables=True)
+  return state, (x, labels)
+
+
 def lower_train_step(model, seq, batch, platform=None):
   """The `jax.jit` lowering of `model.train_step` (what `fit` compiles).
 
@@ -129,17 +141,11 @@ def lower_train_step(model, seq, batch, platform=None):
   e.g. JAX's threefry is a rolled loop on a CPU and unrolled on a GPU.
   """
   import jax  # pylint: disable=g-import-not-at-top
-  ids, mask, labels = keras3_step._inputs(seq, batch)  # pylint: disable=protected-access
-  x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
-  model._symbolic_build(data_batch=(x, labels))  # pylint: disable=protected-access
-  state = model._get_jax_state(  # pylint: disable=protected-access
-      trainable_variables=True, non_trainable_variables=True,
-      optimizer_variables=True, metrics_variables=True)
+  state, data = train_step_args(model, seq, batch)
   jitted = jax.jit(model.train_step, donate_argnums=0)  # as `fit`'s
   if platform:
-    return jitted.trace(state, (x, labels)).lower(
-        lowering_platforms=(platform,))
-  return jitted.lower(state, (x, labels))
+    return jitted.trace(state, data).lower(lowering_platforms=(platform,))
+  return jitted.lower(state, data)
 
 
 def analyze_model(name, *, layers=2, hidden=128, heads=2, inner=512, seq=128,
