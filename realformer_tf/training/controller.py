@@ -144,33 +144,29 @@ class Controller(orbit.Controller):
     super()._sync_on_async_checkpointing()
     self._check_saves(synced=True)
 
-  def save_at_stop(self) -> Optional[str]:
+  def save_at_stop(self) -> None:
     """At a stop signal: the current step saved, unless a checkpoint holds it.
 
     Orbit saves every `checkpoint_interval` steps only, so a run stopped
     between two saves lost the steps since the last one; Model Garden saves
     on preemption only under a cluster resolver (`SaveCheckpointIfPreempted`,
     official/core/actions.py:226), i.e. on TPUs and multi-worker clusters.
-    Waits for an async save in flight first. Returns the path of the
-    checkpoint that holds the current step (None: no checkpoint manager, or
-    step 0). A failed write raises `CheckpointSaveError`, as any save here.
+    Waits for an async save in flight first; nothing to save at step 0 or
+    without a checkpoint manager. A failed write raises
+    `CheckpointSaveError`, as any save here.
     """
     manager = self.checkpoint_manager
     if manager is None:
-      return None
+      return
     self._sync_on_async_checkpointing()
     step = int(self.global_step.numpy())
     latest = manager.latest_checkpoint
-    if latest and latest.endswith(f"-{step}"):
-      return latest
-    if step == 0:
-      return None
+    if step == 0 or (latest and latest.endswith(f"-{step}")):
+      return
     # The signal may have cut short this step's periodic save: `Stopped` is
     # raised between bytecodes, often inside `CheckpointManager.save`, which
     # marks the step saved before it writes (tensorflow/python/checkpoint/
     # checkpoint_management.py:797) and would then skip it as done.
     manager._last_checkpoint_step = None  # pylint: disable=protected-access
-    if not self._maybe_save_checkpoint(check_interval=False):
-      return None
-    self._sync_on_async_checkpointing()
-    return manager.latest_checkpoint
+    if self._maybe_save_checkpoint(check_interval=False):
+      self._sync_on_async_checkpointing()
