@@ -72,25 +72,14 @@ def _quickstart_text(path, max_lines=400):
 
 def test_quickstart_builds_its_data_and_trains(tmp_path):
   text = _quickstart_text(str(tmp_path / "text.txt"))
-  small = utils.write_yaml(str(tmp_path / "small.yaml"), {
-      "task": {
-          "model": {
-              "encoder": {"type": "any", "any": {
-                  "vocab_size": 300, "hidden_size": 32, "num_layers": 1,
-                  "num_attention_heads": 2, "intermediate_size": 64,
-                  "max_position_embeddings": 32}},
-              "cls_heads": [{"inner_dim": 32, "num_classes": 2,
-                             "dropout_rate": 0.1, "name": "next_sentence"}]},
-          "train_data": {"seq_length": 32, "max_predictions_per_seq": 5,
-                         "global_batch_size": 8},
-          "validation_data": {"seq_length": 32, "max_predictions_per_seq": 5,
-                              "global_batch_size": 8}},
-      "trainer": {
+  small = utils.write_quickstart_yaml(
+      str(tmp_path / "small.yaml"), vocab_size=300, width=32, seq_length=32,
+      max_predictions=5, batch=8, trainer={
           "train_steps": 8, "steps_per_loop": 4, "summary_interval": 4,
           "checkpoint_interval": 4, "validation_interval": 8,
           "optimizer_config": {
               "learning_rate": {"polynomial": {"decay_steps": 8}},
-              "warmup": {"polynomial": {"warmup_steps": 2}}}}})
+              "warmup": {"polynomial": {"warmup_steps": 2}}}})
   model_dir = tmp_path / "quickstart"
   proc, exit_delay = utils.run_train_timing_exit(
       str(model_dir), [small], experiment=experiments.QUICKSTART,
@@ -244,24 +233,14 @@ def test_sigterm_ends_the_run_in_one_line_and_a_rerun_resumes(tmp_path):
   and not a word, its lock left behind. Now it also saves the step it
   stopped at (between two periodic saves) and a rerun resumes from there."""
   text = _quickstart_text(str(tmp_path / "text.txt"), max_lines=120)
-  tiny = utils.write_yaml(str(tmp_path / "tiny.yaml"), {
-      "task": {
-          "model": {
-              "encoder": {"type": "any", "any": {
-                  "vocab_size": 200, "hidden_size": 16, "num_layers": 1,
-                  "num_attention_heads": 2, "intermediate_size": 32,
-                  "max_position_embeddings": 16}},
-              "cls_heads": [{"inner_dim": 16, "num_classes": 2,
-                             "dropout_rate": 0.1, "name": "next_sentence"}]},
-          "train_data": {"seq_length": 16, "max_predictions_per_seq": 3,
-                         "global_batch_size": 4},
-          "validation_data": {"seq_length": 16, "max_predictions_per_seq": 3,
-                              "global_batch_size": 4}},
+  tiny = utils.write_quickstart_yaml(
+      str(tmp_path / "tiny.yaml"), vocab_size=200, width=16, seq_length=16,
+      max_predictions=3, batch=4,
       # Long enough not to end before the signal; saves every 3 loops, so
       # that the stop mostly falls between two saves.
-      "trainer": {"train_steps": 100000, "steps_per_loop": 2,
-                  "summary_interval": 2, "checkpoint_interval": 6,
-                  "validation_interval": 100000, "validation_steps": 1}})
+      trainer={"train_steps": 100000, "steps_per_loop": 2,
+               "summary_interval": 2, "checkpoint_interval": 6,
+               "validation_interval": 100000, "validation_steps": 1})
   model_dir = tmp_path / "run"
   command = utils.train_command(
       str(model_dir), [tiny], experiment=experiments.QUICKSTART,

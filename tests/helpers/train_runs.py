@@ -79,6 +79,28 @@ def quickstart_params(seq_length: int, max_predictions_per_seq: int,
   return params
 
 
+def write_quickstart_yaml(path: str, *, vocab_size: int, width: int,
+                          seq_length: int, max_predictions: int, batch: int,
+                          trainer: Dict) -> str:
+  """A YAML of `realformer/quickstart` overrides for a tiny run: a 1-layer
+  `any` encoder `width` wide (FFN 2x, 2 heads, `seq_length` positions), its
+  NSP head, both data sets' lengths and batch, and `trainer` as given."""
+  data = {"seq_length": seq_length, "max_predictions_per_seq": max_predictions,
+          "global_batch_size": batch}
+  return write_yaml(path, {
+      "task": {
+          "model": {
+              "encoder": {"type": "any", "any": {
+                  "vocab_size": vocab_size, "hidden_size": width,
+                  "num_layers": 1, "num_attention_heads": 2,
+                  "intermediate_size": 2 * width,
+                  "max_position_embeddings": seq_length}},
+              "cls_heads": [{"inner_dim": width, "num_classes": 2,
+                             "dropout_rate": 0.1, "name": "next_sentence"}]},
+          "train_data": data, "validation_data": dict(data)},
+      "trainer": trainer})
+
+
 def _int_feature(values):
   return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
