@@ -274,8 +274,9 @@ def main():
     text = build()
     if args.dump_dir:
       os.makedirs(args.dump_dir, exist_ok=True)
-      with open(os.path.join(args.dump_dir, name.split()[0] + ".hlo"),
-                "w") as f:
+      # "bert" and "bert (TF-XLA)" must not share a file.
+      stem = name.replace(" (TF-XLA)", "_tf_xla")
+      with open(os.path.join(args.dump_dir, stem + ".hlo"), "w") as f:
         f.write(text)
     rows[name] = summarize(text)
     print(f"{name}: {rows[name]['kernels']} kernels", file=sys.stderr,

@@ -10,6 +10,7 @@ Pallas imported.
 """
 import dataclasses
 import math
+import types
 
 import numpy as np
 
@@ -24,21 +25,22 @@ except ImportError:  # jax absent, or a jax without Pallas.
   jax = lax = pl = plgpu = jnp = None
   HAVE_PALLAS = False
 
+from realformer_tf.core import dropout_hash  # pylint: disable=g-import-not-at-top
+
 # A finite "minus infinity" for padded key columns: exp2 of it minus any
 # finite row maximum is exactly 0, and it cannot turn into NaN as -inf - -inf
 # would. Same value as jax's reference flash attention.
 MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
 LOG2_E = math.log2(math.e)
 
-# Murmur3's fmix32 constants and the golden ratio, as signed int32: the hash
-# runs in int32 (wrapping multiply, logical shifts) so the same code lowers to
-# Triton, runs in interpret mode and in plain XLA without unsigned types.
-_FMIX_C1 = np.int32(np.uint32(0x85EBCA6B).view(np.int32))
-_FMIX_C2 = np.int32(np.uint32(0xC2B2AE35).view(np.int32))
-_GOLDEN = np.int32(np.uint32(0x9E3779B9).view(np.int32))
-_GOLDEN2 = np.int32(np.uint32(0x7F4A7C15).view(np.int32))
-# Dropout compares the top 24 bits of the hash with a threshold.
-_KEEP_BITS = 24
+# The dropout hash's jnp ops (core/dropout_hash.py): int32 bit patterns,
+# wrapping multiply, logical shifts, so the same code lowers to Triton, runs
+# in interpret mode and in plain XLA without unsigned types.
+JNP_HASH_OPS = types.SimpleNamespace(
+    word=lambda value: np.int32(np.uint32(value).view(np.int32)),
+    srl=lambda x, bits: lax.shift_right_logical(x, jnp.full_like(x, bits)),
+    iota=lambda n: jnp.arange(n, dtype=jnp.int32),
+    reshape=lambda x, shape: jnp.reshape(x, shape))
 
 
 def compiler_params(num_warps, num_stages):
@@ -98,20 +100,7 @@ class Config:
   @property
   def keep_threshold(self):
     """Top-24-bit hash values below this are dropped."""
-    return int(round(self.dropout_rate * (1 << _KEEP_BITS)))
-
-
-def _srl(x, bits):
-  return lax.shift_right_logical(x, jnp.full_like(x, bits))
-
-
-def fmix32(x):
-  """Murmur3's 32-bit finalizer on int32 bit patterns (wrapping arithmetic)."""
-  x = x ^ _srl(x, 16)
-  x = x * _FMIX_C1
-  x = x ^ _srl(x, 13)
-  x = x * _FMIX_C2
-  return x ^ _srl(x, 16)
+    return dropout_hash.keep_threshold(self.dropout_rate)
 
 
 def _seed_words(seed):
@@ -128,7 +117,7 @@ def row_keys(seed, batch, heads, rows):
   """Per-(batch, head, row) dropout keys, `[batch, heads, rows]` int32.
 
   Computed by XLA outside the kernels (a few KB), so the kernels load a
-  vector per query tile instead of a scalar seed.
+  vector per query tile instead of a scalar seed (`dropout_hash.row_keys`).
 
   Args:
     seed: integer scalar or small vector (e.g. a JAX PRNG key's uint32[2]
@@ -139,13 +128,9 @@ def row_keys(seed, batch, heads, rows):
     int32 array of well-mixed keys.
   """
   words = _seed_words(seed)
-  k_seed = jnp.asarray(_GOLDEN2)
-  for i in range(words.shape[0]):
-    k_seed = fmix32(k_seed + words[i] * _GOLDEN)
-  bh = jnp.arange(batch * heads, dtype=jnp.int32).reshape(batch, heads, 1)
-  k_bh = fmix32(k_seed + bh * _GOLDEN2)
-  t = jnp.arange(rows, dtype=jnp.int32).reshape(1, 1, rows)
-  return fmix32(k_bh ^ (t * _GOLDEN))
+  return dropout_hash.row_keys(
+      JNP_HASH_OPS, [words[i] for i in range(words.shape[0])], batch, heads,
+      rows)
 
 
 def keep_tile(keys, cols, threshold):
@@ -159,8 +144,7 @@ def keep_tile(keys, cols, threshold):
   Returns:
     Boolean keep mask.
   """
-  h = fmix32(keys[:, None] + cols[None, :] * _GOLDEN)
-  return _srl(h, 32 - _KEEP_BITS) >= threshold
+  return dropout_hash.keep_mask(JNP_HASH_OPS, keys, cols, threshold)
 
 
 def dropout_keep_mask(seed, batch, heads, seq_q, seq_k, rate):
@@ -171,9 +155,8 @@ def dropout_keep_mask(seed, batch, heads, seq_q, seq_k, rate):
   """
   keys = row_keys(seed, batch, heads, seq_q)
   cols = jnp.arange(seq_k, dtype=jnp.int32)
-  threshold = int(round(rate * (1 << _KEEP_BITS)))
-  h = fmix32(keys[..., None] + cols * _GOLDEN)
-  return _srl(h, 32 - _KEEP_BITS) >= threshold
+  return dropout_hash.keep_mask(JNP_HASH_OPS, keys, cols,
+                                dropout_hash.keep_threshold(rate))
 
 
 def load_bias(cfg, bias_ref, q_index, k_index):

@@ -11,10 +11,10 @@ attention), which is what makes the sum meaningful.
 import tensorflow as tf
 import tf_keras
 
-from official.projects.bigbird import recomputing_dropout
 from realformer_tf.core import arguments
 from realformer_tf.core import block as core_block
 from realformer_tf.layers import encoder_block
+from realformer_tf.layers import hashed_dropout
 from realformer_tf.layers import residual_attention as ra
 
 
@@ -121,8 +121,7 @@ class RealFormerDecoderBlock(encoder_block.SpecLayer):
       return encoder_block.layer_norm(name, c["norm_epsilon"])
 
     # Stateless under recompute_grad: the recomputation draws the same masks.
-    dropout = (recomputing_dropout.RecomputingDropout if c["recompute"]
-               else tf_keras.layers.Dropout)
+    dropout = lambda rate: hashed_dropout.dropout_layer(rate, c["recompute"])
     self.self_attention = attention("self_attention", c["self_residual"])
     self.self_attention_dropout = dropout(self.dropout_rate)
     self.self_attention_layer_norm = layer_norm("self_attention_layer_norm")

@@ -11,10 +11,10 @@ import tf_keras
 
 from official.modeling import tf_utils
 from official.projects.bigbird import recompute_grad
-from official.projects.bigbird import recomputing_dropout
 from realformer_tf.core import arguments
 from realformer_tf.core import block as core_block
 from realformer_tf.core import options
+from realformer_tf.layers import hashed_dropout
 from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import residual_attention as ra
 
@@ -191,16 +191,16 @@ class RealFormerEncoderBlock(SpecLayer):
         layer_index=self._layer_index, score_dtype=self._score_dtype,
         recompute=self._recompute)
     # Weightless, so checkpoints are unaffected by the choice.
-    dropout = (recomputing_dropout.RecomputingDropout if self._recompute
-               else tf_keras.layers.Dropout)
-    self._attention_dropout = dropout(self._output_dropout_rate)
+    self._attention_dropout = hashed_dropout.dropout_layer(
+        self._output_dropout_rate, self._recompute)
     self._attention_layer_norm = layer_norm("self_attention_layer_norm",
                                             self._norm_epsilon)
     (self._intermediate_dense, self._intermediate_activation_layer,
      self._output_dense) = feed_forward(width, self._inner_dim,
                                         self._inner_activation,
                                         self._kernel_initializer)
-    self._output_dropout = dropout(self._output_dropout_rate)
+    self._output_dropout = hashed_dropout.dropout_layer(
+        self._output_dropout_rate, self._recompute)
     self._output_layer_norm = layer_norm("output_layer_norm",
                                          self._norm_epsilon)
     super().build(input_shape)

@@ -15,10 +15,10 @@ import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling.layers import attention as mg_attention
-from official.projects.bigbird import recomputing_dropout
 from realformer_tf.core import arguments
 from realformer_tf.core import attention as core_attention
 from realformer_tf.core import options
+from realformer_tf.layers import hashed_dropout
 from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import xla_kernels
 
@@ -135,9 +135,8 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
     self._options, kwargs = arguments.ATTENTION.bind(
         arguments.TF_KERAS, type(self).__name__, (), kwargs, {})
     super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
-    dropout = (recomputing_dropout.RecomputingDropout
-               if self._options["recompute"] else tf_keras.layers.Dropout)
-    self._probs_dropout = dropout(rate=self._dropout, dtype=self.dtype_policy)
+    self._probs_dropout = hashed_dropout.dropout_layer(
+        self._dropout, self._options["recompute"], dtype=self.dtype_policy)
 
   def __call__(self, *args, **kwargs):
     keras3_seam.reject_keras3_arguments(self, args, kwargs)

@@ -8,6 +8,7 @@ from official.nlp.modeling import layers as mg_layers
 from realformer_tf import utils
 from realformer_tf.core import arguments
 from realformer_tf.layers import encoder_block
+from realformer_tf.layers import hashed_dropout
 from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import score_stack
 
@@ -131,7 +132,7 @@ class RealFormerEncoder(encoder_block.SpecLayer):
         initializer=init(), use_one_hot=True, name="type_embeddings")
     self._embedding_norm_layer = tf_keras.layers.LayerNormalization(
         name="embeddings/layer_norm", axis=-1, epsilon=1e-12, dtype=tf.float32)
-    self._embedding_dropout = tf_keras.layers.Dropout(
+    self._embedding_dropout = hashed_dropout.HashedDropout(
         rate=c["output_dropout"], name="embedding_dropout")
     self._embedding_projection = None
     if embedding_width != hidden_size:

@@ -145,3 +145,42 @@ def truncated_lengths(len_a, len_b, max_tokens):
     else:
       len_b -= 1
   return len_a, len_b
+
+
+def _fmix32(h):
+  """Murmur3's fmix32 on a uint64 array holding 32-bit values."""
+  m = np.uint64(0xFFFFFFFF)
+  h = h ^ (h >> np.uint64(16))
+  h = (h * np.uint64(0x85EBCA6B)) & m
+  h = h ^ (h >> np.uint64(13))
+  h = (h * np.uint64(0xC2B2AE35)) & m
+  return h ^ (h >> np.uint64(16))
+
+
+def hashed_keep_mask(seed_words, shape, rate):
+  """The hashed dropout's keep mask (docs/layers.md, "Hashed dropout (XLA)").
+
+  The input is read as `[L, R, C]` (`C` the last axis, `R` the one before or
+  1, `L` the rest); element (l, r, c) is kept where the top 24 bits of
+  fmix32(k_lr + c * 0x9E3779B9) are >= round(rate * 2**24), with
+  k_s = fold of the seed words into 0x7F4A7C15 (k = fmix32(k + w * golden)),
+  k_l = fmix32(k_s + l * 0x7F4A7C15) and k_lr = fmix32(k_l ^ (r * golden)),
+  all in uint32 arithmetic. Computed in uint64 with explicit wrapping.
+  """
+  m, golden, golden2 = np.uint64(0xFFFFFFFF), 0x9E3779B9, 0x7F4A7C15
+  shape = tuple(shape)
+  cols = shape[-1]
+  rows = shape[-2] if len(shape) >= 2 else 1
+  lead = int(np.prod(shape[:-2])) if len(shape) >= 3 else 1
+  key = np.uint64(golden2)
+  for word in seed_words:
+    word = np.uint64(int(word) & 0xFFFFFFFF)
+    key = _fmix32((key + word * np.uint64(golden)) & m)
+  l = np.arange(lead, dtype=np.uint64)[:, None, None]
+  r = np.arange(rows, dtype=np.uint64)[None, :, None]
+  c = np.arange(cols, dtype=np.uint64)[None, None, :]
+  k_l = _fmix32((key + l * np.uint64(golden2)) & m)
+  k_lr = _fmix32(k_l ^ ((r * np.uint64(golden)) & m))
+  h = _fmix32((k_lr + c * np.uint64(golden)) & m)
+  keep = (h >> np.uint64(8)) >= np.uint64(round(rate * (1 << 24)))
+  return keep.reshape(shape)

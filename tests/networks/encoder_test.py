@@ -1,6 +1,7 @@
 """Tests for RealFormerEncoder."""
 
 import os
+import re
 
 from absl.testing import parameterized
 import numpy as np
@@ -230,6 +231,23 @@ class RealFormerEncoderTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(eager_loss, xla_loss, atol=1e-5, rtol=1e-5)
     for a, b in zip(eager_encoder.weights, xla_encoder.weights):
       self.assertAllClose(a, b, atol=1e-4, rtol=1e-4)
+
+  @parameterized.parameters(False, True)
+  def test_xla_training_draws_only_seed_words(self, recompute):
+    # Every dropout of the encoder (embeddings, attention probabilities,
+    # hidden states) hashes under XLA: no random op of an activation's size.
+    # Recomputed blocks use Model Garden's stateless RecomputingDropout.
+    encoder = encoder_lib.RealFormerEncoder(
+        recompute=recompute, **_KW)
+    inputs = {k: tf.constant(v) for k, v in _inputs().items()}
+    step = tf.function(lambda x: encoder(x, training=True)["sequence_output"],
+                       jit_compile=True)
+    hlo = step.experimental_get_compiler_ir(inputs)(stage="hlo")
+    shapes = re.findall(r"= (\w+\[[\d,]*\])\S* (?:rng|rng-bit-generator)\(",
+                        hlo)
+    # The embeddings' dropout (outside the recomputed blocks), then 3 layers
+    # x (probabilities, 2 hidden states) unless the blocks recompute.
+    self.assertEqual(["s32[2]"] * (1 if recompute else 10), shapes)
 
   @parameterized.parameters(("mixed_float16", tf.float32),
                             ("mixed_bfloat16", tf.bfloat16))

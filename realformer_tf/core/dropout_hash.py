@@ -1,0 +1,83 @@
+"""Hashed dropout: the keep mask is a hash of (seed, batch, head, row, column).
+
+Counter-based like the Philox dropout of cuDNN's and FlashAttention's fused
+attention, but cheaper: Murmur3's 32-bit finalizer (`fmix32`), about ten
+integer ops per element. Nothing needs storing: whoever needs the mask again
+(a backward pass, a fused kernel's tile) recomputes it from the seed. The
+Pallas kernels (`pallas_attention_common`) and the tf_keras face's
+`layers.hashed_dropout` both call this module, so one seed drops the same
+probabilities on both faces.
+
+Why the tf_keras face needs it: TensorFlow's dropout under XLA draws its bits
+with `RngBitGenerator` (Philox), whose output XLA writes to memory whole and
+reads back to make the mask: per BERT-Base attention layer at seq 512 and
+batch 32, 403 MB of uint32 written and read for a 100 MB mask, 13.7 GB of the
+128 GB a training step moves (benchmarks/README.md, "Hashed dropout").
+A hash of iotas is elementwise, so XLA fuses it into the ops that use it.
+
+`ops` holds what differs between array libraries: `word(value)` (a uint32
+value as the library's 32-bit integer scalar), `srl(x, bits)` (logical shift
+right), `iota(n)` (0..n-1 as 32-bit integers) and `reshape(x, shape)`. The
+rest is Python operators, with wrapping 32-bit `+` and `*`: uint32 tensors in
+TensorFlow, int32 bit patterns in jax (Triton has no unsigned ops).
+"""
+
+# Murmur3's fmix32 constants and the golden ratio (and a second odd constant)
+# as uint32 values.
+GOLDEN = 0x9E3779B9
+GOLDEN2 = 0x7F4A7C15
+FMIX_C1 = 0x85EBCA6B
+FMIX_C2 = 0xC2B2AE35
+# Dropout compares the top 24 bits of the hash with a threshold: the drop
+# rate is exact to 2**-24.
+KEEP_BITS = 24
+
+
+def keep_threshold(rate: float) -> int:
+  """Top-`KEEP_BITS` hash values below this are dropped (`rate` of them)."""
+  if not 0.0 <= rate < 1.0:
+    raise ValueError(f"dropout rate must be in [0, 1), got {rate!r}")
+  return int(round(rate * (1 << KEEP_BITS)))
+
+
+def fmix32(ops, x):
+  """Murmur3's 32-bit finalizer (wrapping arithmetic)."""
+  x = x ^ ops.srl(x, 16)
+  x = x * ops.word(FMIX_C1)
+  x = x ^ ops.srl(x, 13)
+  x = x * ops.word(FMIX_C2)
+  return x ^ ops.srl(x, 16)
+
+
+def seed_key(ops, words):
+  """One well-mixed key from the seed's 32-bit words (a sequence of scalars)."""
+  key = ops.word(GOLDEN2)
+  for word in words:
+    key = fmix32(ops, key + word * ops.word(GOLDEN))
+  return key
+
+
+def row_keys(ops, words, batch, heads, rows):
+  """Per-(batch, head, row) keys, `[batch, heads, rows]`.
+
+  Small (a few KB at BERT's shapes): the Pallas kernels load a vector of them
+  per query tile; under XLA they are a tiny separate op.
+  """
+  key = seed_key(ops, words)
+  bh = ops.reshape(ops.iota(batch * heads), (batch, heads, 1))
+  k_bh = fmix32(ops, key + bh * ops.word(GOLDEN2))
+  t = ops.reshape(ops.iota(rows), (1, 1, rows))
+  return fmix32(ops, k_bh ^ (t * ops.word(GOLDEN)))
+
+
+def keep_mask(ops, keys, cols, threshold):
+  """The keep mask `[..., rows, cols]`: True where an element is kept.
+
+  Args:
+    ops: The ops namespace (module docstring).
+    keys: `[..., rows]` row keys (`row_keys`).
+    cols: `[cols]` column indices (global ones, for a kernel's tile).
+    threshold: `keep_threshold(rate)`.
+  """
+  hashes = fmix32(ops, keys[..., None] + cols * ops.word(GOLDEN))
+  return ops.srl(hashes, 32 - KEEP_BITS) >= threshold

@@ -1,0 +1,131 @@
+"""Dropout whose mask costs no memory traffic: `core.dropout_hash` in TF ops.
+
+tf_keras' `Dropout` under XLA draws uniform floats from `RngBitGenerator`
+(Philox). XLA does not fuse that op into its users: one kernel writes the
+random words out whole and a second reads them back to compare them with the
+rate. For one BERT-Base attention layer at seq 512 and batch 32 that is 403
+MB of uint32 written and read for a 100 MB mask. XLA's GPU program for a
+BERT-Base training step (benchmarks/gpu_aot.py) moves 127.8 GB with it and
+105.3 GB with this layer (benchmarks/README.md, "Hashed dropout").
+
+`HashedDropout` is a `tf_keras.layers.Dropout` (same arguments, config and
+seed rules) that, inside an XLA cluster, draws two 32-bit seed words per call
+from the layer's own random generator and keeps an element where
+`core.dropout_hash` of (seed, position) passes the rate's threshold. That is
+integer arithmetic on iotas: XLA makes the mask in one kernel of its own
+(attention probabilities) or inside the kernel that uses it (hidden states),
+and nothing but the mask is written. Elsewhere it is tf_keras' `Dropout` as
+is:
+- outside XLA (eager, `tf.function` without `jit_compile`), where every op of
+  the hash would be a kernel writing a tensor of the input's size;
+- under a `TPUStrategy`: unmeasured there (TPUs' own random bits may be
+  cheaper than on a GPU), so TPU training keeps the library's dropout.
+
+Positions: the input is read as `[L, R, C]`, `C` its last axis, `R` the one
+before (1 for a vector) and `L` the rest flattened. For attention
+probabilities `[batch, heads, from, to]` that is the Pallas kernels' own
+indexing (`core.pallas_attention_common.dropout_keep_mask`): one seed drops
+the same probabilities on both faces.
+"""
+
+import numbers
+import types
+
+import tensorflow as tf
+import tf_keras
+
+from official.projects.bigbird import recomputing_dropout
+from realformer_tf.core import dropout_hash
+from realformer_tf.layers import xla_kernels
+
+# `core.dropout_hash`'s ops in TensorFlow: uint32 tensors wrap on `+` and `*`.
+TF_HASH_OPS = types.SimpleNamespace(
+    word=lambda value: tf.constant(value, tf.uint32),
+    srl=lambda x, bits: tf.bitwise.right_shift(x, tf.constant(bits, tf.uint32)),
+    iota=lambda n: tf.cast(tf.range(n), tf.uint32),
+    reshape=tf.reshape)
+
+
+def keep_mask(seed, shape, rate: float) -> tf.Tensor:
+  """The boolean keep mask of `shape` for a 2-word int32 `seed`.
+
+  Args:
+    seed: `[2]` int32 (or uint32) tensor, e.g. drawn per call.
+    shape: The input's dynamic shape (`tf.shape(x)`), rank >= 1.
+    rate: Drop probability in [0, 1).
+
+  Returns:
+    bool tensor of `shape`, True where kept.
+  """
+  threshold = dropout_hash.keep_threshold(rate)
+  words = tf.bitcast(tf.cast(seed, tf.int32), tf.uint32)
+  rank = shape.shape[0]
+  cols = shape[-1]
+  rows = shape[-2] if rank >= 2 else 1
+  leading = tf.reduce_prod(shape[:-2]) if rank >= 3 else 1
+  keys = dropout_hash.row_keys(TF_HASH_OPS, [words[0], words[1]], leading, 1,
+                               rows)
+  keys = tf.reshape(keys, shape[:-1])
+  return dropout_hash.keep_mask(TF_HASH_OPS, keys, TF_HASH_OPS.iota(cols),
+                                threshold)
+
+
+def hashed_dropout(inputs, seed, rate: float) -> tf.Tensor:
+  """Zeroes the dropped elements of `inputs`, scales the kept by 1/(1-rate)."""
+  keep = keep_mask(seed, tf.shape(inputs), rate)
+  scale = tf.cast(1.0 / (1.0 - rate), inputs.dtype)
+  return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+
+
+def hashes_here() -> bool:
+  """Whether `HashedDropout` hashes in the graph being built now."""
+  return (xla_kernels.in_xla_context() and
+          not isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy))
+
+
+@tf_keras.utils.register_keras_serializable(package="RealFormer")
+class HashedDropout(tf_keras.layers.Dropout):
+  """tf_keras' `Dropout`, with a hashed mask where `hashes_here()`.
+
+  Same arguments and config as `tf_keras.layers.Dropout`. With a
+  `noise_shape` or a tensor `rate` it is that layer everywhere. Each call
+  draws a new seed (as `Dropout` draws new bits), so two calls drop
+  different elements; the backward pass reuses the forward's mask.
+
+  Example:
+
+  >>> layer = HashedDropout(0.1)
+  >>> step = tf.function(lambda x: layer(x, training=True), jit_compile=True)
+  >>> y = step(tf.ones([2, 3, 8]))
+  >>> sorted(set(y.numpy().round(4).ravel().tolist())) in ([1.1111], [0.0, 1.1111])
+  True
+  """
+
+  def call(self, inputs, training=None):
+    if (self.noise_shape is not None or not isinstance(self.rate, numbers.Real)
+        or self.rate == 0 or not hashes_here()):
+      return super().call(inputs, training=training)
+    if training is None:
+      training = tf_keras.backend.learning_phase()
+
+    def dropped():
+      seed = self._random_generator.random_uniform(
+          [2], minval=-2**31, maxval=2**31 - 1, dtype=tf.int32)
+      return hashed_dropout(inputs, seed, self.rate)
+
+    if isinstance(training, tf.Variable):
+      training = tf.convert_to_tensor(training)
+    return tf.__internal__.smart_cond.smart_cond(
+        training, dropped, lambda: tf.identity(inputs))
+
+
+def dropout_layer(rate, recompute: bool = False, **kwargs):
+  """The dropout layer of our blocks: weightless, so checkpoints ignore it.
+
+  `recompute`: Model Garden's `RecomputingDropout`, whose stateless masks
+  repeat in `recompute_grad`'s second forward pass (a per-call seed drawn
+  here would not); otherwise `HashedDropout`.
+  """
+  if recompute:
+    return recomputing_dropout.RecomputingDropout(rate, **kwargs)
+  return HashedDropout(rate, **kwargs)
