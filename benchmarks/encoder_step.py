@@ -28,6 +28,10 @@ Usage:
 the jit-compiled step to `DIR/<model>_<size>_s<seq>_b<batch>_<dtype>.hlo.pb`
 (the input of ../shared/tools/xla_gpu_step) and prints the op counts of the
 optimized HLO that XLA compiles for this machine (`.opcounts.json` beside it).
+
+`--dropout=library` runs RealFormerEncoder with tf_keras' `Dropout` where
+its `HashedDropout` would hash (inside XLA), as BertEncoderV2 does: the
+dropout's own share of a step (dump names get "-librarydropout").
 """
 
 import collections
@@ -47,6 +51,7 @@ import tensorflow as tf
 import tf_keras
 
 from official.nlp.modeling import networks
+from realformer_tf.layers import hashed_dropout
 from realformer_tf.networks import encoder as encoder_lib
 
 SIZES = {  # layers, hidden, heads, intermediate (paper Table 1)
@@ -71,6 +76,10 @@ flags.DEFINE_enum("score_dtype", "float32",
                   "RealFormerEncoder(score_dtype=...); 'default' passes none, "
                   "so the encoder's own default applies.")
 flags.DEFINE_bool("recompute", False, "RealFormerEncoder(recompute=...).")
+flags.DEFINE_enum("dropout", "hashed", ["hashed", "library"],
+                  "RealFormerEncoder's dropout under XLA: 'hashed' (its "
+                  "HashedDropout) or 'library' (tf_keras' Dropout, as "
+                  "BertEncoderV2 and this encoder before HashedDropout).")
 flags.DEFINE_string("dump_hlo", None,
                     "Write each model's jit-compiled step as HLO here "
                     "instead of timing.")
@@ -81,7 +90,14 @@ flags.DEFINE_list("dump_models", ["bert", "realformer"],
 flags.DEFINE_string("_memory_child", None, "model:size:seq:dtype:xla")
 
 
+def _library_dropout():
+  """--dropout=library: HashedDropout calls as tf_keras' Dropout everywhere."""
+  hashed_dropout.HashedDropout.call = tf_keras.layers.Dropout.call
+
+
 def _build(model, size, seq, dtype):
+  if FLAGS.dropout == "library":
+    _library_dropout()
   tf_keras.mixed_precision.set_global_policy(dtype)
   layers, hidden, heads, inner = SIZES[size]
   kwargs = dict(vocab_size=30522, hidden_size=hidden, num_layers=layers,
@@ -165,7 +181,8 @@ def _run_row(size, seq, dtype, xla):
             "GPU:0")["peak"])
   row = dict(size=size, seq=seq, dtype=dtype, xla=xla, batch=batch,
              device="GPU" if _gpu() else "CPU",
-             score_dtype=FLAGS.score_dtype, recompute=FLAGS.recompute)
+             score_dtype=FLAGS.score_dtype, recompute=FLAGS.recompute,
+             dropout=FLAGS.dropout)
   for name in times:
     row[f"{name}_ms"] = 1000 * statistics.median(times[name])
   row["time_ratio"] = row["realformer_ms"] / row["bert_ms"]
@@ -185,7 +202,8 @@ def _memory_in_subprocess(name, size, seq, dtype, xla):
       [sys.executable, os.path.abspath(__file__), f"--_memory_child={spec}",
        f"--tokens_per_batch={FLAGS.tokens_per_batch}",
        f"--warmup={FLAGS.warmup}", f"--score_dtype={FLAGS.score_dtype}",
-       f"--recompute={str(FLAGS.recompute).lower()}"],
+       f"--recompute={str(FLAGS.recompute).lower()}",
+       f"--dropout={FLAGS.dropout}"],
       capture_output=True, text=True, check=True,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   return int(out.stdout.strip().splitlines()[-1])
@@ -210,7 +228,8 @@ def _dump_hlo(size, seq, dtype):
     encoder, optimizer, inputs, batch = _build(name, size, seq, dtype)
     step = _make_step(encoder, optimizer, inputs, True)
     if name == "realformer":
-      name += f"-{FLAGS.score_dtype}" + ("-recompute" if FLAGS.recompute else "")
+      name += (f"-{FLAGS.score_dtype}" + ("-recompute" if FLAGS.recompute else "")
+               + ("-librarydropout" if FLAGS.dropout == "library" else ""))
     stem = os.path.join(FLAGS.dump_hlo, f"{name}_{size}_s{seq}_b{batch}_{dtype}")
     with open(stem + ".hlo.pb", "wb") as f:
       f.write(step.experimental_get_compiler_ir()(stage="hlo_serialized"))

@@ -25,12 +25,15 @@ fi
 
 if [[ $WHAT == hlo || $WHAT == all ]]; then
   mkdir -p .gpu_hlo/hlo
-  # model:score_dtype; "default" is whatever RealFormerEncoder defaults to when this runs.
-  for spec in bert:float32 realformer:default realformer:float32; do
+  # model:score_dtype:dropout; "default" is whatever RealFormerEncoder defaults to when this
+  # runs; "library" dropout is tf_keras' (BertEncoderV2's) instead of HashedDropout.
+  for spec in bert:float32:hashed realformer:default:hashed realformer:float32:hashed \
+      realformer:default:library; do
+    IFS=: read -r model score_dtype dropout <<< "$spec"
     start=$(date +%s)
     TF_CPP_MIN_LOG_LEVEL=2 "$PYTHON" benchmarks/encoder_step.py --dump_hlo=.gpu_hlo/hlo \
-      --dump_models="${spec%%:*}" --score_dtype="${spec##*:}" --sizes=base --seq_lengths=512 \
-      --dtypes=mixed_bfloat16 --tokens_per_batch=16384
+      --dump_models="$model" --score_dtype="$score_dtype" --dropout="$dropout" --sizes=base \
+      --seq_lengths=512 --dtypes=mixed_bfloat16 --tokens_per_batch=16384
     echo "$spec: $(( $(date +%s) - start )) s"
   done
   # The GPU machine's jaxlib compiles StableHLO text; the conversion needs jax 0.10.2 here.
