@@ -72,3 +72,18 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   with open(tmp_path / "bert.json") as f:
     full = json.load(f)
   assert len(full["top"]) > 15 and full["steps"] == 3, full
+
+
+def test_group_budgets_of_the_next_gpu_call():
+  # benchmarks/README.md's next call: --budget_s=420, two keras rows, three
+  # TF-XLA modules, two torch rows. The xla group's cap grows per module.
+  scale = 420 / 400
+  assert gpu_suite.group_budget("keras", 2, 420, ["xla", "torch"],
+                                420) == pytest.approx(190 * scale)
+  assert gpu_suite.group_budget("xla", 3, 300, ["torch"],
+                                420) == pytest.approx(90 * scale)
+  assert gpu_suite.group_budget("xla", 2, 300, ["torch"],
+                                420) == pytest.approx(60 * scale)
+  # Later groups keep their minimum; the last group takes what remains.
+  assert gpu_suite.group_budget("xla", 3, 100, ["torch"], 420) == 55
+  assert gpu_suite.group_budget("torch", 2, 123, [], 420) == 123
