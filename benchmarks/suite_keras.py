@@ -13,6 +13,7 @@ import sys
 import time
 
 import gpu_profile
+import jax_hlo
 import keras3_step
 
 # "auto" picks the Pallas kernel on a JAX GPU, so rows meant to measure the
@@ -26,6 +27,9 @@ KERAS_ROWS = {
     "bert": ("keras", "bert", {}, {}, "keras-hub BertBackbone"),
     "sum_pallas": ("keras", "realformer", _PALLAS, {},
                    '"sum", defaults on a JAX GPU (auto: bf16 scores, Pallas)'),
+    "bert_jit": ("keras", "bert", {}, dict(loop="jit"),
+                 "keras-hub BertBackbone, its train_step in a bare jax.jit "
+                 "loop (no fit)"),
     "sum_auto": ("keras", "realformer", _AUTO, {},
                  '"sum", score_dtype="auto", keras.ops reference'),
     "sum_f32": ("keras", "realformer", dict(_SUM, score_dtype="float32"), {},
@@ -95,6 +99,51 @@ class _DropoutBitsFrom:
   def __exit__(self, *exc):
     self._module.jax_draw_seed = self._draw
 
+
+
+class JitSteps:
+  """`model.train_step` under `jax.jit` in a plain Python loop: `fit` less
+  its loop.
+
+  The same compiled program as `fit` runs (`jax_hlo.train_step_args`: the
+  state and batch `fit` hands `train_step`; donated state, as `fit`'s
+  `jax.jit`), on one batch already on the device. Against the same model's
+  `fit` row it splits a step's time between Keras' loop (data adapter,
+  callbacks, state bookkeeping) and the program with JAX's dispatch.
+  Same call as `keras3_step.FitSteps`.
+  """
+
+  def __init__(self, model, seq, batch):
+    import jax  # pylint: disable=g-import-not-at-top
+    state, data = jax_hlo.train_step_args(model, seq, batch)
+    self._step = jax.jit(model.train_step, donate_argnums=0)
+    self._state, self._data = state, jax.device_put(data)
+    self.last_loss = None
+
+  def _run(self):
+    logs, self._state = self._step(self._state, self._data)
+    return logs
+
+  def __call__(self, steps, every_step=True):
+    """Per-step seconds, or (`every_step=False`) the pipelined seconds per
+    step of steps 2 to `steps`, as `FitSteps`."""
+    import jax  # pylint: disable=g-import-not-at-top
+    if not every_step and steps < 3:
+      raise ValueError(f"steps={steps}: pipelined timing needs >= 3")
+    times = []
+    for _ in range(steps if every_step else 1):
+      start = time.perf_counter()
+      logs = self._run()
+      jax.block_until_ready(self._state)
+      times.append(time.perf_counter() - start)
+    if not every_step:
+      start = time.perf_counter()
+      for _ in range(steps - 1):
+        logs = self._run()
+      jax.block_until_ready(self._state)
+      times = (time.perf_counter() - start) / (steps - 1)
+    self.last_loss = float(logs["loss"])
+    return times
 
 
 class _nothing:  # pylint: disable=invalid-name
@@ -178,6 +227,8 @@ def keras_child(names, shape, deadline, profile=()):
       kwargs.pop("attention_implementation", None)  # the reference, then
     build = dict(build)
     prng = build.pop("prng", None)
+    steps_class = JitSteps if build.pop("loop", "fit") == "jit" else (
+        keras3_step.FitSteps)
     try:
       start = time.time()
       with _DropoutBitsFrom(prng) if prng else _nothing():
@@ -185,7 +236,7 @@ def keras_child(names, shape, deadline, profile=()):
             arch, layers=shape["layers"], hidden=shape["hidden"],
             heads=shape["heads"], inner=shape["inner"], seq=seq,
             backbone_kwargs=kwargs, **build)
-        fit = keras3_step.FitSteps(model, seq, batch)
+        fit = steps_class(model, seq, batch)
         fit(2)  # compiles, then one warm step
       compile_s = time.time() - start
       compile_estimate = max(compile_estimate or 0, compile_s)
