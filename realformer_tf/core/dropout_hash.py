@@ -12,7 +12,7 @@ Why the tf_keras face needs it: TensorFlow's dropout under XLA draws its bits
 with `RngBitGenerator` (Philox), whose output XLA writes to memory whole and
 reads back to make the mask: per BERT-Base attention layer at seq 512 and
 batch 32, 403 MB of uint32 written and read for a 100 MB mask, 13.7 GB of the
-128 GB a training step moves (benchmarks/README.md, "Hashed dropout").
+128 GB a training step moves (benchmarks/README.md, "Hashed dropout (TF-XLA)").
 A hash of iotas is elementwise, so XLA fuses it into the ops that use it.
 
 `ops` holds what differs between array libraries: `word(value)` (a uint32

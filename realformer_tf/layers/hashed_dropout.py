@@ -6,7 +6,7 @@ random words out whole and a second reads them back to compare them with the
 rate. For one BERT-Base attention layer at seq 512 and batch 32 that is 403
 MB of uint32 written and read for a 100 MB mask. XLA's GPU program for a
 BERT-Base training step (benchmarks/gpu_aot.py) moves 127.8 GB with it and
-105.3 GB with this layer (benchmarks/README.md, "Hashed dropout").
+105.3 GB with this layer (benchmarks/README.md, "Hashed dropout (TF-XLA)").
 
 `HashedDropout` is a `tf_keras.layers.Dropout` (same arguments, config and
 seed rules) that, inside an XLA cluster, draws two 32-bit seed words per call
