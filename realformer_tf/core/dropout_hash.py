@@ -11,8 +11,9 @@ probabilities on both faces.
 Why the tf_keras face needs it: TensorFlow's dropout under XLA draws its bits
 with `RngBitGenerator` (Philox), whose output XLA writes to memory whole and
 reads back to make the mask: per BERT-Base attention layer at seq 512 and
-batch 32, 403 MB of uint32 written and read for a 100 MB mask, 13.7 GB of the
-128 GB a training step moves (benchmarks/README.md, "Hashed dropout (TF-XLA)").
+batch 32, 403 MB of uint32 written and read for a 100 MB mask; with the
+hidden states' dropouts, 13.7 GB of the 128 GB a training step moves
+(benchmarks/README.md, "Hashed dropout (TF-XLA)").
 A hash of iotas is elementwise, so XLA fuses it into the ops that use it.
 
 `ops` holds what differs between array libraries: `word(value)` (a uint32
