@@ -77,10 +77,15 @@ def hashed_dropout(inputs, seed, rate: float) -> tf.Tensor:
   return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
 
 
+# Both TPU strategies: the experimental (V1) one is no subclass of the other.
+_TPU_STRATEGIES = (tf.distribute.TPUStrategy,
+                   tf.distribute.experimental.TPUStrategy)
+
+
 def hashes_here() -> bool:
   """Whether `HashedDropout` hashes in the graph being built now."""
   return (xla_kernels.in_xla_context() and
-          not isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy))
+          not isinstance(tf.distribute.get_strategy(), _TPU_STRATEGIES))
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")

@@ -1,6 +1,7 @@
 """Tests for HashedDropout: the mask's statistics, its gradient, its fallbacks."""
 
 import re
+from unittest import mock
 
 import numpy as np
 from absl.testing import parameterized
@@ -123,6 +124,22 @@ class HashedDropoutTest(tf.test.TestCase, parameterized.TestCase):
     with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
       _xla(record)()
     self.assertEqual([False, False, True, True], seen)
+
+  @parameterized.parameters(tf.distribute.TPUStrategy,
+                            tf.distribute.experimental.TPUStrategy)
+  def test_tpu_strategies_keep_the_library_dropout(self, strategy_class):
+    # No TPU here: a bare instance stands in for the current strategy.
+    tpu = object.__new__(strategy_class)
+    seen = []
+
+    def record():
+      seen.append(hashed_dropout.hashes_here())
+      return tf.constant(0)
+
+    with mock.patch.object(tf.distribute, "get_strategy", lambda: tpu):
+      _xla(record)()
+    _xla(record)()
+    self.assertEqual([False, True], seen)
 
   def test_xla_step_makes_no_full_size_random_words(self):
 
