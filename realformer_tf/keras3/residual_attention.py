@@ -10,6 +10,8 @@ kernel `core.pallas_attention` computes the same in one pass. The mask
 handed on are never masked.
 """
 
+import types
+
 import keras
 from keras import ops
 import numpy as np
@@ -19,6 +21,7 @@ from keras.src.backend.common import masking as keras_masking
 
 from realformer_tf.core import arguments
 from realformer_tf.core import attention as core_attention
+from realformer_tf.core import dropout_hash
 from realformer_tf.core import options
 from realformer_tf.core import pallas_attention
 
@@ -33,6 +36,38 @@ def attention_bias_from_mask(mask, dtype):
   """0/1 (or bool) attention mask, 1 = attend -> additive bias of `dtype`."""
   dtype = keras.backend.standardize_dtype(dtype)
   return core_attention.mask_bias(ops, mask, dtype, options.mask_adder(dtype))
+
+
+# `core.dropout_hash`'s ops in `keras.ops` (uint32 wraps on `+` and `*`).
+KERAS_HASH_OPS = types.SimpleNamespace(
+    word=lambda value: ops.convert_to_tensor(np.uint32(value)),
+    srl=ops.right_shift,
+    iota=lambda n: ops.cast(ops.arange(n, dtype="int32"), "uint32"),
+    reshape=ops.reshape)
+# Where the reference path hashes its dropout: JAX, which compiles every
+# training step with XLA. TensorFlow runs a `fit` without XLA op by op, where
+# a full-size tensor per hash op (and uint32 kernels TF lacks on GPUs) would
+# cost more than its dropout; torch's uint32 ops are incomplete.
+HASHING_BACKENDS = ("jax",)
+
+
+def hashed_probs_dropout(probs, seed, rate):
+  """Dropout of attention probabilities `[B, N, T, S]` with the fused
+  kernel's mask for `seed` (a non-negative int32 scalar).
+
+  `core.dropout_hash`, as `core.pallas_attention` computes it per tile: the
+  reference and the kernel drop the same probabilities for the same draw.
+  Elementwise on iotas, so XLA fuses it into the ops that use the mask (no
+  random words in memory), and about ten integer ops per element where
+  JAX's threefry takes about sixty.
+  """
+  batch, heads, rows, cols = ops.shape(probs)
+  keys = dropout_hash.row_keys(KERAS_HASH_OPS, [ops.cast(seed, "uint32")],
+                               batch, heads, rows)
+  keep = dropout_hash.keep_mask(KERAS_HASH_OPS, keys, KERAS_HASH_OPS.iota(cols),
+                                dropout_hash.keep_threshold(rate))
+  kept = ops.multiply(probs, ops.cast(1.0 / (1.0 - rate), probs.dtype))
+  return ops.where(keep, kept, ops.zeros_like(probs))
 
 
 def uses_pallas(implementation, wants_probs_or_cache=False):
@@ -337,11 +372,15 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
           score_dtype, training)
       probs = None
     else:
+      dropout = lambda p: self._dropout_layer(p, training=training)
+      if (training and self._dropout
+          and keras.backend.backend() in HASHING_BACKENDS):
+        seed, rate = self._draw_seed(), self._dropout
+        dropout = lambda p: hashed_probs_dropout(p, seed, rate)
       output, scores, probs = core_attention.residual_dot_product_attention(
           ops, projected_query, projected_key, projected_value, prev_scores,
           bias, mode=self.residual_attention, layer_index=self.layer_index,
-          score_dtype=score_dtype,
-          dropout=lambda p: self._dropout_layer(p, training=training))
+          score_dtype=score_dtype, dropout=dropout)
     if gate is not None:
       output = ops.multiply(output, gate)
     output = self._output_dense(output)
@@ -354,18 +393,22 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
       outputs += (cache,)
     return outputs
 
+  def _draw_seed(self):
+    """A dropout seed from the dropout layer's `SeedGenerator`, one per call,
+    for the kernel's and the reference's hashed masks alike."""
+    return keras.random.randint((), 0, 2**31 - 1, dtype="int32",
+                                seed=self._dropout_layer.seed_generator)
+
   def _fused_attention(self, query, key, value, prev_scores, bias,
                        score_dtype, training):
     """`core.pallas_attention.fused_residual_attention`, Eq. 5 in one kernel.
 
     Its dropout mask is a hash of a seed drawn from the dropout layer's
-    `SeedGenerator`, so it differs from the reference's draws.
+    `SeedGenerator`: on JAX the reference path draws the same seed and drops
+    the same probabilities (`hashed_probs_dropout`).
     """
     rate = self._dropout if training else 0.0
-    seed = None
-    if rate:
-      seed = keras.random.randint((), 0, 2**31 - 1, dtype="int32",
-                                  seed=self._dropout_layer.seed_generator)
+    seed = self._draw_seed() if rate else None
     return pallas_attention.fused_residual_attention(
         query, key, value, prev_scores, bias,
         mode=self.residual_attention, layer_index=self.layer_index,

@@ -223,6 +223,17 @@ def test_functional_model_and_keras_file_round_trip(inputs, tmp_path):
                                             str(tmp_path / "attention.keras"))
 
 
+@pytest.mark.skipif(keras.config.backend() not in ra.HASHING_BACKENDS,
+                    reason="keras' own dropout on this backend")
+def test_hashed_probs_dropout_is_the_reference_hash():
+  probs = keras.ops.ones((2, 3, 17, 33))
+  out = _numpy(ra.hashed_probs_dropout(probs, keras.ops.convert_to_tensor(
+      np.int32(12345)), 0.25))
+  keep = numpy_reference.hashed_keep_mask([12345], (2, 3, 17, 33), 0.25)
+  np.testing.assert_array_equal(np.where(keep, 1 / 0.75, 0.0).astype("float32"),
+                                out)
+
+
 def test_config_round_trip():
   layer = ra.ResidualMultiHeadAttention(
       num_heads=2, key_dim=8, residual_attention="mean", layer_index=5,
@@ -301,6 +312,24 @@ for mode in ("sum", "mean", "none"):
     got = run(pair[1])
     for w, g in zip(want, got):
       np.testing.assert_allclose(np.asarray(w), np.asarray(g), atol=1e-5)
+# Training: the reference draws the kernel's seed and hashes its mask.
+for mode in ("sum", "none"):
+  pair = [ra.ResidualMultiHeadAttention(
+      num_heads=4, key_dim=4, residual_attention=mode, dropout=0.3, seed=11,
+      attention_implementation=impl) for impl in ("reference", "pallas")]
+  run = lambda l, training: l(x, prev_scores=prev, attention_mask=mask,
+                              training=training)
+  run(pair[0], False)
+  run(pair[1], False)
+  pair[1].set_weights(pair[0].get_weights())
+  inference = np.asarray(run(pair[0], False)[0])
+  for call in range(2):  # a fresh seed per call, the same on both
+    want, got = (np.asarray(run(l, True)[0]) for l in pair)
+    np.testing.assert_allclose(want, got, atol=1e-5)
+    assert np.abs(want - inference).max() > 1e-3, "dropout did nothing"
+    if call:
+      assert np.abs(want - first).max() > 1e-3, "the same mask twice"
+    first = want
 print("pallas matches reference")
 """
 
@@ -309,7 +338,8 @@ print("pallas matches reference")
                     reason="spawns its own JAX process")
 def test_pallas_matches_reference_on_jax():
   """"pallas" (Pallas' interpret mode on this CPU) = "reference", for the
-  attention layer and an encoder block, every mode, with a padding mask."""
+  attention layer and an encoder block, every mode, with a padding mask;
+  and in training, dropout included (both hash one seed)."""
   env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
   result = subprocess.run([sys.executable, "-c", _PALLAS_PARITY],
                           cwd=_REPO_ROOT, env=env, capture_output=True,
