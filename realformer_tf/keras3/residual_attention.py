@@ -10,8 +10,6 @@ kernel `core.pallas_attention` computes the same in one pass. The mask
 handed on are never masked.
 """
 
-import types
-
 import keras
 from keras import ops
 import numpy as np
@@ -21,7 +19,6 @@ from keras.src.backend.common import masking as keras_masking
 
 from realformer_tf.core import arguments
 from realformer_tf.core import attention as core_attention
-from realformer_tf.core import dropout_hash
 from realformer_tf.core import options
 from realformer_tf.core import pallas_attention
 
@@ -38,34 +35,26 @@ def attention_bias_from_mask(mask, dtype):
   return core_attention.mask_bias(ops, mask, dtype, options.mask_adder(dtype))
 
 
-# `core.dropout_hash`'s ops in `keras.ops` (uint32 wraps on `+` and `*`).
-KERAS_HASH_OPS = types.SimpleNamespace(
-    word=lambda value: ops.convert_to_tensor(np.uint32(value)),
-    srl=ops.right_shift,
-    iota=lambda n: ops.cast(ops.arange(n, dtype="int32"), "uint32"),
-    reshape=ops.reshape)
-# Where the reference path hashes its dropout: JAX, which compiles every
-# training step with XLA. TensorFlow runs a `fit` without XLA op by op, where
-# a full-size tensor per hash op (and uint32 kernels TF lacks on GPUs) would
-# cost more than its dropout; torch's uint32 ops are incomplete.
-HASHING_BACKENDS = ("jax",)
+def hashes_dropout():
+  """Whether the reference path hashes its attention dropout: on JAX (with
+  the kernels' module importable), which compiles every training step with
+  XLA. TensorFlow runs a `fit` without XLA op by op, where a full-size tensor
+  per hash op (and uint32 kernels TF lacks on GPUs) would cost more than its
+  dropout; torch's uint32 ops are incomplete."""
+  return keras.backend.backend() == "jax" and pallas_attention.available()
 
 
 def hashed_probs_dropout(probs, seed, rate):
   """Dropout of attention probabilities `[B, N, T, S]` with the fused
-  kernel's mask for `seed` (a non-negative int32 scalar).
+  kernel's mask for `seed` (a non-negative int32 scalar; JAX).
 
-  `core.dropout_hash`, as `core.pallas_attention` computes it per tile: the
-  reference and the kernel drop the same probabilities for the same draw.
-  Elementwise on iotas, so XLA fuses it into the ops that use the mask (no
-  random words in memory), and about ten integer ops per element where
-  JAX's threefry takes about sixty.
+  `core.pallas_attention.dropout_keep_mask` (`core.dropout_hash`, as the
+  kernel computes it per tile): the reference and the kernel drop the same
+  probabilities for the same draw. Elementwise on iotas, so XLA fuses it into
+  the ops that use the mask (no random words in memory), and about ten
+  integer ops per element where JAX's threefry takes about sixty.
   """
-  batch, heads, rows, cols = ops.shape(probs)
-  keys = dropout_hash.row_keys(KERAS_HASH_OPS, [ops.cast(seed, "uint32")],
-                               batch, heads, rows)
-  keep = dropout_hash.keep_mask(KERAS_HASH_OPS, keys, KERAS_HASH_OPS.iota(cols),
-                                dropout_hash.keep_threshold(rate))
+  keep = pallas_attention.dropout_keep_mask(seed, *ops.shape(probs), rate)
   kept = ops.multiply(probs, ops.cast(1.0 / (1.0 - rate), probs.dtype))
   return ops.where(keep, kept, ops.zeros_like(probs))
 
@@ -373,8 +362,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
       probs = None
     else:
       dropout = lambda p: self._dropout_layer(p, training=training)
-      if (training and self._dropout
-          and keras.backend.backend() in HASHING_BACKENDS):
+      if training and self._dropout and hashes_dropout():
         seed, rate = self._draw_seed(), self._dropout
         dropout = lambda p: hashed_probs_dropout(p, seed, rate)
       output, scores, probs = core_attention.residual_dot_product_attention(
