@@ -78,11 +78,12 @@ CAP_PER_ROW = {"xla"}
 GROUP_MIN = {"keras": 60, "long": 40, "xla": 30, "torch": 45}
 
 
-def group_budget(group, rows, remaining, later, budget_s):
-  """Seconds for one group: its cap (scaled), leaving later groups their
-  minimum; the last group takes all that remains."""
+def group_budget(group, rows, remaining, later, budget_s, capped=True):
+  """Seconds for one group: its cap (scaled; none with `capped` False),
+  leaving later groups their minimum; the last group takes all that
+  remains."""
   budget = remaining - sum(GROUP_MIN[g] for g in later)
-  if later:
+  if later and capped:
     cap = GROUP_CAPS[group] * (rows if group in CAP_PER_ROW else 1)
     budget = min(budget, cap * budget_s / 400)
   return budget
@@ -263,8 +264,8 @@ def main():
       continue
     remaining = args.budget_s - (time.time() - start)
     later = [g for g, n in plan[i + 1:] if n]
-    budget = (remaining - sum(GROUP_MIN[g] for g in later) if args.smoke else
-              group_budget(group, len(names), remaining, later, args.budget_s))
+    budget = group_budget(group, len(names), remaining, later, args.budget_s,
+                          capped=not args.smoke)
     if budget < (5 if args.smoke else GROUP_MIN[group]):
       for n in names:
         results[n] = dict(skipped="time budget")
