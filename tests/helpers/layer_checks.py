@@ -71,3 +71,16 @@ def run_in_fresh_process(code, cwd=None, timeout=300):
   if result.returncode:
     raise AssertionError(f"fresh process failed:\n{result.stderr[-4000:]}")
   return result.stdout
+
+
+def trace_recorder(predicate):
+  """`(record, seen)`: `record()` appends `predicate()` to `seen` when it
+  runs or is traced, so a test can ask what a question answers eagerly, in a
+  `tf.function`, under XLA, in a strategy's scope."""
+  seen = []
+
+  def record():
+    seen.append(predicate())
+    return tf.constant(0)
+
+  return record, seen

@@ -9,6 +9,7 @@ import tensorflow as tf
 import tf_keras
 
 from realformer_tf.layers import hashed_dropout
+from tests.helpers import layer_checks
 from tests.helpers import numpy_reference
 
 
@@ -112,12 +113,7 @@ class HashedDropoutTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(np.repeat(out[:, :1], 8, axis=1), out)
 
   def test_hashes_only_inside_xla(self):
-    seen = []
-
-    def record():
-      seen.append(hashed_dropout.hashes_here())
-      return tf.constant(0)
-
+    record, seen = layer_checks.trace_recorder(hashed_dropout.hashes_here)
     record()
     tf.function(record)()
     _xla(record)()
@@ -130,11 +126,7 @@ class HashedDropoutTest(tf.test.TestCase, parameterized.TestCase):
   def test_tpu_strategies_keep_the_library_dropout(self, strategy_class):
     # No TPU here: a bare instance stands in for the current strategy.
     tpu = object.__new__(strategy_class)
-    seen = []
-
-    def record():
-      seen.append(hashed_dropout.hashes_here())
-      return tf.constant(0)
+    record, seen = layer_checks.trace_recorder(hashed_dropout.hashes_here)
 
     with mock.patch.object(tf.distribute, "get_strategy", lambda: tpu):
       _xla(record)()

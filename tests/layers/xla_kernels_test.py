@@ -5,17 +5,13 @@ import tensorflow as tf
 import tf_keras
 
 from realformer_tf.layers import xla_kernels
+from tests.helpers import layer_checks
 
 
 class XlaKernelsTest(tf.test.TestCase):
 
   def test_in_xla_context_only_inside_jit_compile(self):
-    seen = []
-
-    def record():
-      seen.append(xla_kernels.in_xla_context())
-      return tf.constant(0)
-
+    record, seen = layer_checks.trace_recorder(xla_kernels.in_xla_context)
     record()
     tf.function(record)()
     tf.function(record, jit_compile=True)()
