@@ -207,6 +207,8 @@ def to_stablehlo(src, dst):
   from jax._src.interpreters import mlir as jax_mlir  # pylint: disable=g-import-not-at-top
   from jax._src.lib import xla_client  # pylint: disable=g-import-not-at-top
   from jax._src.lib.mlir import ir  # pylint: disable=g-import-not-at-top
+  # Here only (the project's venv): the GPU machine has no TensorFlow.
+  from realformer_tf import utils  # pylint: disable=g-import-not-at-top
   os.makedirs(dst, exist_ok=True)
   for path in sorted(glob.glob(os.path.join(src, "*.hlo.pb"))):
     with open(path, "rb") as f:
@@ -217,6 +219,8 @@ def to_stablehlo(src, dst):
     legacy = collections.Counter(re.findall(r'"(mhlo\.[a-z_]+)"', text))
     text = text.replace('"mhlo.copy"', '"stablehlo.reshape"')
     name = os.path.basename(path)[:-len(".hlo.pb")] + ".mlir"
-    with open(os.path.join(dst, name), "w") as f:
-      f.write(text)
+    # Whole or not at all: a killed conversion leaves the previous module.
+    with utils.atomic_path(os.path.join(dst, name)) as tmp:
+      with open(tmp, "w") as f:
+        f.write(text)
     print(name, f"{len(text)} chars", dict(legacy), flush=True)
