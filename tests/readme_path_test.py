@@ -147,6 +147,11 @@ def test_readme_block_starts_from_command_one_and_its_sizes():
   lengths = [int(n) for c in commands
              for n in re.findall(r"seq_length=(\d+)", c)]
   assert lengths and max(lengths) <= MAX_POSITIONS, lengths
+  # The prose's numbers "repeat to the digit": every fine-tuning run is seeded.
+  trains = [c for c in commands if c.startswith("python train.py")]
+  assert len(trains) == 2 and all(
+      re.search(r"task\.train_data\.seed=\d+", c) for c in trains), trains
+  assert "`task.train_data.seed`" in " ".join(text.split()), SECTION
   # Each fine-tuned model is exported and served.
   for run in ("rf_mrpc", "rf_squad"):
     export = [c for c in commands if "serving.export" in c and run in c]
@@ -187,9 +192,10 @@ def test_readme_quickstart_to_served_model(tmp_path):
     pre = yaml.safe_load(f)["task"]["model"]["encoder"]["any"]
   for run in ("rf_mrpc", "rf_squad"):
     with open(os.path.join(tmp, run, "params.yaml")) as f:
-      encoder = yaml.safe_load(f)["task"]["model"]["encoder"]["any"]
+      task = yaml.safe_load(f)["task"]
     for key in ("vocab_size", "hidden_size", "num_layers"):
-      assert encoder[key] == pre[key], (run, key)
+      assert task["model"]["encoder"]["any"][key] == pre[key], (run, key)
+    assert task["train_data"]["seed"] == 1, run
     assert os.path.exists(os.path.join(tmp, run, "final_eval.json")), run
   with open(os.path.join(tmp, "rf_mrpc", "final_eval.json")) as f:
     mrpc = json.load(f)
