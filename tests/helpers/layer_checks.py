@@ -8,6 +8,7 @@ process live in `run_in_fresh_process`.
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -84,3 +85,11 @@ def trace_recorder(predicate):
     return tf.constant(0)
 
   return record, seen
+
+
+def random_op_shapes(step, *args):
+  """The result shapes (e.g. "s32[2]") of the random-number ops (`rng`,
+  `rng-bit-generator`) in the HLO that the `jit_compile` `step` builds for
+  `args`: what an XLA step draws at random, in program order."""
+  hlo = step.experimental_get_compiler_ir(*args)(stage="hlo")
+  return re.findall(r"= (\w+\[[\d,]*\])\S* (?:rng|rng-bit-generator)\(", hlo)
