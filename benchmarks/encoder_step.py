@@ -96,8 +96,6 @@ def _library_dropout():
 
 
 def _build(model, size, seq, dtype):
-  if FLAGS.dropout == "library":
-    _library_dropout()
   tf_keras.mixed_precision.set_global_policy(dtype)
   layers, hidden, heads, inner = SIZES[size]
   kwargs = dict(vocab_size=30522, hidden_size=hidden, num_layers=layers,
@@ -280,6 +278,8 @@ def _print_table(rows):
 
 
 def main(_):
+  if FLAGS.dropout == "library":  # once, for every model this process builds
+    _library_dropout()
   if FLAGS._memory_child:  # pylint: disable=protected-access
     _memory_child(FLAGS._memory_child)  # pylint: disable=protected-access
     return
@@ -304,7 +304,7 @@ def main(_):
   print(f"\ndevice: {rows[0]['device']}; median of {FLAGS.steps} interleaved "
         f"steps after {FLAGS.warmup} warm-up steps; ratio = RealFormer / BERT; "
         f"RealFormer score_dtype={FLAGS.score_dtype}, "
-        f"recompute={FLAGS.recompute}")
+        f"recompute={FLAGS.recompute}, dropout={FLAGS.dropout}")
   _print_table(rows)
   if FLAGS.json_output:
     with open(FLAGS.json_output, "w") as f:
