@@ -21,6 +21,7 @@ import keras_hub
 from keras_hub.src.models.bert import bert_backbone
 
 from realformer_tf.core import arguments
+from realformer_tf.keras3 import embeddings
 from realformer_tf.keras3 import encoder_block
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import tasks
@@ -145,13 +146,13 @@ class RealFormerBackbone(BackboneConfig, keras_hub.models.Backbone):
                        f"num_heads={num_heads}.")
     init = bert_backbone.bert_kernel_initializer
     # === Layers (BertBackbone's, same names) ===
-    self.token_embedding = keras.layers.ReversibleEmbedding(
+    self.token_embedding = embeddings.ReversibleEmbedding(
         input_dim=vocabulary_size, output_dim=hidden_dim,
         embeddings_initializer=init(), dtype=dtype, name="token_embedding")
     self.position_embedding = keras_hub.layers.PositionEmbedding(
         initializer=init(), sequence_length=max_sequence_length, dtype=dtype,
         name="position_embedding")
-    self.segment_embedding = keras.layers.Embedding(
+    self.segment_embedding = embeddings.Embedding(
         input_dim=num_segments, output_dim=hidden_dim,
         embeddings_initializer=init(), dtype=dtype, name="segment_embedding")
     self.embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
