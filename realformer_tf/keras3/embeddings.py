@@ -120,9 +120,11 @@ def lookup(table, ids):
 
   `table` is read in its own dtype; the result has it too (callers cast).
   """
-  # A tensor, not the variable: TensorFlow's custom gradient would
-  # otherwise ask for the variable's gradient separately.
-  table = ops.convert_to_tensor(table)
+  # A tensor read outside the custom gradient: TensorFlow's
+  # `tf.custom_gradient` asks for a separate gradient of every variable read
+  # inside it (and Keras' TensorFlow `convert_to_tensor` of a variable is
+  # still the variable); an identity is free under XLA.
+  table = ops.copy(table)
   rows = table.shape[0]
   ids = _normalized_ids(ids, rows)
   if rows < ONE_HOT_BELOW_ROWS:

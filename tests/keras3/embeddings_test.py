@@ -116,3 +116,24 @@ def test_layers_round_trip_their_config():
   checks.assert_serialization_round_trip(
       embeddings.ReversibleEmbedding(ROWS, WIDTH, reverse_dtype="float32"))
   checks.assert_serialization_round_trip(embeddings.Embedding(2, WIDTH))
+
+
+@pytest.mark.parametrize("rows", [ROWS, 2])
+def test_one_sgd_step_moves_the_table_as_keras_embedding_does(rows):
+  # Through `fit` (a compiled step reading the layer's variable): the same
+  # update as Keras' own `Embedding`, whose gradient is `take`'s.
+  rng = np.random.default_rng(3)
+  ids = rng.integers(0, rows, (4, 9)).astype("int32")
+  targets = rng.normal(size=(4, 9, WIDTH)).astype("float32")
+  tables = []
+  for layer_class in (embeddings.Embedding, keras.layers.Embedding):
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((9,), dtype="int32")
+    model = keras.Model(inputs, layer_class(rows, WIDTH)(inputs))
+    tables.append(checks.numpy(model.weights[0]))
+    model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
+    model.fit(ids, targets, batch_size=4, epochs=1, verbose=0)
+    tables.append(checks.numpy(model.weights[0]))
+  initial, ours, _, theirs = tables
+  np.testing.assert_allclose(ours, theirs, atol=1e-6, rtol=1e-6)
+  assert np.abs(ours - initial).max() > 1e-3  # the step moved the table
