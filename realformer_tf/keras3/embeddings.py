@@ -134,10 +134,11 @@ def lookup(table, ids):
 
   @ops.custom_gradient
   def take(table_value):
-    def gradient(*upstream, **kwargs):
-      # JAX and TensorFlow pass the upstream gradient positionally, Keras'
-      # torch backend as `upstream=`.
-      (row_gradients,) = upstream or (kwargs["upstream"],)
+    def gradient(*args, upstream=None):
+      # JAX and TensorFlow pass the upstream gradient alone, positionally;
+      # Keras' torch backend passes the forward's inputs, then `upstream=`
+      # (keras/src/backend/torch/core.py, `CustomGradientFunction.backward`).
+      row_gradients = args[0] if upstream is None else upstream
       return sorted_table_gradient(ids, row_gradients, rows)
     return ops.take(table_value, ids, axis=0), gradient
 

@@ -54,9 +54,9 @@ def test_lookup_gradient_equals_take_gradient(case, rows):
   table = rng.normal(size=(rows, WIDTH)).astype("float32")
   weights = rng.normal(size=ids.shape + (WIDTH,)).astype("float32")
   ours = checks.gradient(
-      lambda t: embeddings.lookup(t, ids) * weights, table)
+      lambda t: ops.multiply(embeddings.lookup(t, ids), weights), table)
   theirs = checks.gradient(
-      lambda t: ops.take(t, ids, axis=0) * weights, table)
+      lambda t: ops.multiply(ops.take(t, ids, axis=0), weights), table)
   np.testing.assert_allclose(ours, theirs, atol=1e-6, rtol=1e-6)
   np.testing.assert_allclose(ours, _numpy_gradient(ids, weights, rows),
                              atol=1e-6, rtol=1e-6)
