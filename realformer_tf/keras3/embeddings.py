@@ -31,11 +31,13 @@ What is done instead, on every backend, with `keras.ops` only:
   GEMM, as Model Garden's `OnDeviceEmbedding(use_one_hot=True)`
   (official/nlp/modeling/layers/on_device_embedding.py). Its gradient is a
   GEMM: no scatter, deterministic.
-- Larger tables (tokens): the forward pass is `ops.take`; the gradient sorts
-  the ids, sums each id's rows by a segmented scan (a tree of adds in a
-  fixed order) and gathers each table row's sum at the end of its segment
-  (found by sorting: `_last_position_at_most`). No scatter, no atomics: deterministic, and its cost
-  does not depend on how the ids are distributed.
+- Larger tables (tokens), on JAX and PyTorch: the forward pass is
+  `ops.take`; the gradient sorts the ids, sums each id's rows by a
+  segmented scan (a tree of adds in a fixed order) and gathers each table
+  row's sum at the end of its segment (found by sorting:
+  `_last_position_at_most`). No scatter, no atomics: deterministic, and its
+  cost does not depend on how the ids are distributed. On TensorFlow,
+  `take`'s own float32 gradient (see `lookup`).
 
 Weights, names, checkpoints and presets are those of the Keras layers these
 subclass; only how the gradient is computed changes.
@@ -131,6 +133,15 @@ def lookup(table, ids):
     # Out-of-range ids give zero rows (take gives NaN on JAX, raises on
     # TensorFlow's CPU); both faces' input checks refuse them first.
     return ops.matmul(ops.one_hot(ids, rows, dtype=table.dtype), table)
+  if keras.backend.backend() == "tensorflow":
+    # TensorFlow differentiates `take` into `IndexedSlices` that the
+    # optimizer sums with `unsorted_segment_sum`, here in float32 (the
+    # bfloat16 read was the defect), deterministic under TensorFlow's own
+    # `tf.config.experimental.enable_op_determinism`. Its graphs have
+    # dynamic batch sizes, which Keras' TensorFlow `associative_scan`
+    # cannot trace, and a custom gradient would have to be traced into
+    # every SavedModel.
+    return ops.take(table, ids, axis=0)
 
   @ops.custom_gradient
   def take(table_value):
