@@ -98,6 +98,11 @@ def sorted_table_gradient(ids, row_gradients, rows):
   width = row_gradients.shape[-1]
   ids = ops.reshape(ops.cast(ids, "int32"), (-1,))
   grads = ops.reshape(row_gradients, (-1, width))
+  if not isinstance(ids.shape[0], int):
+    # A symbolic length: JAX's shape-polymorphic export (`jax2tf`, as Keras'
+    # `export` on JAX) traces this gradient into the SavedModel, and
+    # `associative_scan` needs a concrete length. Serving never runs it.
+    return ops.segment_sum(grads, ids, num_segments=rows)
   order = ops.argsort(ids)
   sorted_ids = ops.take(ids, order)
   sorted_grads = ops.take(grads, order, axis=0)
@@ -143,17 +148,19 @@ def lookup(table, ids):
     # every SavedModel.
     return ops.take(table, ids, axis=0)
 
+  # `ids` goes in as an argument, not a closure: JAX's shape-polymorphic
+  # export (`jax2tf`) cannot trace a gradient closing over a traced array.
   @ops.custom_gradient
-  def take(table_value):
+  def take(table_value, ids_value):
     def gradient(*args, upstream=None):
-      # JAX and TensorFlow pass the upstream gradient alone, positionally;
-      # Keras' torch backend passes the forward's inputs, then `upstream=`
+      # JAX passes the upstream gradient alone, positionally; Keras' torch
+      # backend passes the forward's inputs, then `upstream=`
       # (keras/src/backend/torch/core.py, `CustomGradientFunction.backward`).
       row_gradients = args[0] if upstream is None else upstream
-      return sorted_table_gradient(ids, row_gradients, rows)
-    return ops.take(table_value, ids, axis=0), gradient
+      return sorted_table_gradient(ids_value, row_gradients, rows), None
+    return ops.take(table_value, ids_value, axis=0), gradient
 
-  return take(table)
+  return take(table, ids)
 
 
 class TableInVariableDtype:
