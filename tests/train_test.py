@@ -40,6 +40,15 @@ def test_unknown_experiment_from_the_command_line(tmp_path):
   listed = line.split("experiments: ")[1].rstrip(".").split(", ")
   assert {experiments.PRETRAINING, experiments.QUICKSTART} <= set(listed)
   assert not model_dir.exists()
+  # Issue 38 item 12: a refusal is its message alone, the last line.
+  assert "Traceback" not in proc.stderr
+  assert proc.stderr.rstrip("\n").splitlines()[-1] == line
+  # --traceback shows where it was raised too, the message still last.
+  proc = utils.run_train(str(model_dir), experiment="realformer/pretrain",
+                         extra=["--traceback"], timeout=180)
+  assert proc.returncode == 1
+  assert "Traceback (most recent call last):" in proc.stderr
+  assert proc.stderr.rstrip("\n").splitlines()[-1] == line
 
 
 # --------------------------------------------------------------------------
