@@ -337,7 +337,7 @@ def _state_file_fix(model_dir: str, prefix: Optional[str]) -> str:
   if prefix is None:
     return "none of them is whole, so use a new --model_dir"
   return ("to go on from the newest whole one, point the state file at it: "
-          "python -c \"import tensorflow as tf; tf.train."
+          "python -c \"import tensorflow as tf; tf.compat.v1.train."
           f"update_checkpoint_state({model_dir!r}, {prefix!r})\"")
 
 
