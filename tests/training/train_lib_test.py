@@ -120,6 +120,13 @@ def _bad_input_cases(tmp_path, run):
            polynomial=dict(initial_learning_rate=-0.001))))), "train",
        ["trainer.optimizer_config.learning_rate.polynomial."
         "initial_learning_rate=-0.001 must be positive"]),
+      # Issue 38 item 10: YAML's NaN passed every range check (`nan <= 0`
+      # is False), built the data, then stopped at step 2.
+      ("YAML .nan learning rate",
+       "{trainer: {optimizer_config: {learning_rate: {polynomial: "
+       "{initial_learning_rate: .nan}}}}}", "train",
+       ["trainer.optimizer_config.learning_rate.polynomial."
+        "initial_learning_rate=nan must be a finite number"]),
       ("dropout rate above 1",
        _override(task=dict(model=dict(encoder=dict(any=dict(
            dropout_rate=1.5))))), "train",
