@@ -73,6 +73,7 @@ class _Watcher:
 
   def __init__(self):
     self.received = 0
+    self.first: Optional[int] = None  # The first signal's number.
     self._callbacks: List[Callable[[], Optional[Callable[[], None]]]] = []
     self._lock = threading.Lock()
     self._read, self.write_fd = os.pipe()
@@ -108,6 +109,8 @@ class _Watcher:
     with self._lock:
       self.received += 1
       first = self.received == 1
+      if first:
+        self.first = signum
       callbacks = [ref() for ref in self._callbacks]
     if not first:
       _end_at_once(signum)
@@ -131,6 +134,16 @@ def on_stop(callback: Callable[[], None]) -> None:
   if one already has); outside a block, never."""
   if _watcher is not None:
     _watcher.add(callback)
+
+
+def raise_if_stopped() -> None:
+  """Raises `Stopped` if a stop signal arrived in the current block. For
+  the places a run goes on from (a train loop's start and end): the
+  handler's `Stopped` can be caught on its way (TensorFlow's coordinator
+  takes it when it lands in a `MirroredStrategy` trace), and Orbit would
+  then run loop after loop, each ended at once by the stop check."""
+  if _watcher is not None and _watcher.first is not None:
+    raise Stopped(_watcher.first)
 
 
 @contextlib.contextmanager

@@ -157,6 +157,7 @@ class Trainer(base_trainer.Trainer):
     return tf.function(loop_fn)
 
   def train_loop_begin(self):
+    stop_signals.raise_if_stopped()
     super().train_loop_begin()
     self._loop_start_step = int(self.global_step.numpy())
     if self._check_steps:
@@ -169,7 +170,9 @@ class Trainer(base_trainer.Trainer):
     self._loop_start_time = time.time()
 
   def train_loop_end(self):
-    """Raises on a non-finite loss, else the base logs + examples_per_second."""
+    """Raises on a non-finite loss, else the base logs + examples_per_second;
+    `Stopped` if the loop ended for a stop signal."""
+    stop_signals.raise_if_stopped()
     self.join()
     end_step = int(self.global_step.numpy())
     bad = self._check_steps and self._train_loss.first_nonfinite_step()
