@@ -335,7 +335,9 @@ def checkpoint_prefixes(model_dir: str) -> List[str]:
 def _state_file_fix(model_dir: str, prefix: Optional[str]) -> str:
   """How to point `model_dir`'s state file at `prefix` (None: no whole one)."""
   if prefix is None:
-    return "none of them is whole, so use a new --model_dir"
+    return ("none of them is whole (a save killed before the run's first "
+            "checkpoint was complete, or a copy still under way): remove "
+            "them to start again, or use a new --model_dir")
   return ("to go on from the newest whole one, point the state file at it: "
           "python -c \"import tensorflow as tf; tf.compat.v1.train."
           f"update_checkpoint_state({model_dir!r}, {prefix!r})\"")

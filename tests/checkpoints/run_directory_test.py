@@ -222,6 +222,16 @@ def test_resume_checkpoint_refuses_a_started_run_it_cannot_resume(tmp_path):
     assert run_directory.resume_checkpoint(run_dir) == first
 
 
+def test_a_save_killed_before_the_first_checkpoint_is_whole(tmp_path):
+  """Only a data file of ckpt-5 (no index, no state file): still a started
+  run, which only the user can tell to start again."""
+  (tmp_path / "ckpt-5.data-00000-of-00001").write_bytes(b"partial")
+  with pytest.raises(ValueError, match=r"holds checkpoints \(ckpt-5\) but no "
+                     r"'checkpoint' state file.*none of them is whole .*: "
+                     r"remove them to start again, or use a new --model_dir"):
+    run_directory.resume_checkpoint(str(tmp_path))
+
+
 def test_broken_yaml_is_named_with_its_line(tmp_path):
   """Issue 38 item 11: a raw yaml ParserError."""
   _quickstart_run(tmp_path)
