@@ -81,8 +81,9 @@ def _check_run_owns(data_dir: str, key: dict, model_dir: str,
 
 
 def _check_run_is_quickstart(model_dir: str) -> None:
-  """A started run in `model_dir` is a quickstart run (its params.yaml says
-  so), else the error names what it is."""
+  """A run in `model_dir` (its params.yaml) is a quickstart run, else the
+  error names what it is: its data would be built into that directory and
+  its params.yaml overwritten."""
   path = run_directory.params_path(model_dir)
   if not tf.io.gfile.exists(path):
     return
@@ -140,8 +141,8 @@ def plan(params: cfg.ExperimentConfig, model_dir: str,
       max_seq_length=task.train_data.seq_length,
       max_predictions_per_seq=task.train_data.max_predictions_per_seq,
       dupe_factor=experiments.QUICKSTART_DUPE_FACTOR)
+  _check_run_is_quickstart(model_dir)  # Even before its first checkpoint.
   if checkpoint:
-    _check_run_is_quickstart(model_dir)
     _check_run_owns(data_dir, key, model_dir, checkpoint)
   data = quickstart_corpus.cached_data(data_dir, key)
   if data:

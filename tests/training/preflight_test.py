@@ -221,6 +221,15 @@ def test_another_experiments_run_is_named_not_called_a_quickstart(
       f"{glue.task.name!r} in {copy}/params.yaml), not a "
       "realformer/quickstart run"), e.value
   assert "quickstart run (" not in str(e.value)
+  # Before its first checkpoint too: its params.yaml is not overwritten.
+  fresh = tmp_path / "glue_fresh"
+  fresh.mkdir()
+  train_utils.serialize_config(glue, str(fresh))
+  fresh_files = file_trees.files_under(str(fresh))
+  with pytest.raises(ValueError, match="holds a run of another experiment"):
+    preflight.prepare_and_validate(_quickstart(), "train", str(fresh),
+                                   [corpus_a])
+  assert file_trees.files_under(str(fresh)) == fresh_files
   with open(os.path.join(copy, "params.yaml"), "a") as f:
     f.write("task: [unclosed\n")
   with pytest.raises(ValueError, match=rf"^{copy}/params.yaml:\d+:\d+: not "
