@@ -31,6 +31,8 @@ import threading
 import weakref
 from typing import Callable, Iterator, List, Optional
 
+from absl import logging
+
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -115,8 +117,14 @@ class _Watcher:
     if not first:
       _end_at_once(signum)
     for callback in callbacks:
-      if callback is not None:
+      if callback is None:
+        continue
+      try:
         callback()
+      except Exception as e:  # pylint: disable=broad-except
+        # The thread must live on to act on a second signal; the handler's
+        # `Stopped` still ends the run, at the loop's end.
+        logging.warning("Stop callback %r failed: %s", callback, e)
 
   def close(self) -> None:
     os.close(self.write_fd)
