@@ -22,8 +22,9 @@ Flags are Model Garden's (`official.common.flags`): --experiment, --mode
 
 A rerun of the same command resumes from the latest checkpoint in
 --model_dir and stops at trainer.train_steps. SIGTERM or SIGINT ends a run
-with one line ("stopped at step N by SIGTERM; latest checkpoint: ...") and
-exit status 143 (SIGINT: 130), its lock released.
+at its next step with one line ("stopped at step N by SIGTERM; latest
+checkpoint: ...") and exit status 143 (SIGINT: 130), its lock released; a
+second signal ends it at once.
 
 A refusal (a bad value, file or run directory, found before anything is
 written) prints its message alone and exits with status 1; --traceback adds
