@@ -14,6 +14,9 @@ and `ckpt-1`). This module answers, for either:
     warning that names it and why;
   * `newest_checkpoint(model_dir)`: the newest checkpoint its state file
     names, unread (what a resumed run restores), or None;
+  * `resume_checkpoint(model_dir)`: the same, checked: a directory with
+    `ckpt-*` files is a started run, refused while its state file is
+    missing or names a checkpoint that is not whole;
   * `lock_path(model_dir)`: the training lock;
   * `interrupted_swap(path)` / `recover_interrupted_swap(path)`: the backup a
     writer killed mid-swap leaves (`X.old-PID` beside `X.tmp-PID`, see
@@ -97,6 +100,20 @@ def check_not_set_aside(path: str, what: str) -> None:
         f"{path!r}), or rename it back.")
 
 
+def not_valid_yaml(path: str, error: yaml.YAMLError) -> ValueError:
+  """The error for a run's YAML file that does not parse: the file, line and
+  column, and what is wrong there (not PyYAML's ParserError and its
+  traceback)."""
+  mark = getattr(error, "problem_mark", None)
+  where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+  problem = getattr(error, "problem", None) or str(error)
+  context = getattr(error, "context", None)
+  return ValueError(
+      f"{where}: not valid YAML ({problem}"
+      + (f", {context}" if context else "") + "). Fix that line, or restore "
+      "the file from a copy of the run.")
+
+
 def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   """Rebuilds the experiment config a run recorded in `model_dir/params.yaml`.
 
@@ -105,7 +122,8 @@ def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
 
   Raises:
     FileNotFoundError: Without params.yaml.
-    ValueError: If params.yaml names no experiment, or `model_dir` was set
+    ValueError: If params.yaml is not valid YAML (naming its line), names no
+      experiment, or `model_dir` was set
       aside by a killed swap (naming the backup).
   """
   check_not_set_aside(model_dir, "model_dir")
@@ -113,7 +131,10 @@ def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(
         f"{path} not found: is {model_dir!r} a model_dir written by train.py?")
-  params_dict = hyperparams.read_yaml_to_params_dict(path).as_dict()
+  try:
+    params_dict = hyperparams.read_yaml_to_params_dict(path).as_dict()
+  except yaml.YAMLError as e:
+    raise not_valid_yaml(path, e) from None
   name = (params_dict.get("task") or {}).get("name")
   if not name:
     raise ValueError(
@@ -181,8 +202,11 @@ def encoder_config(path: str) -> Tuple[str, Any]:
                        "has no BERT-style encoder to load.")
     return f"{params_yaml}: {key}", config
   if tf.io.gfile.exists(encoder_yaml):
-    with tf.io.gfile.GFile(encoder_yaml) as f:
-      values = yaml.safe_load(f)
+    try:
+      with tf.io.gfile.GFile(encoder_yaml) as f:
+        values = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+      raise not_valid_yaml(encoder_yaml, e) from None
     try:
       config = encoders.encoder_config()
       config.override(values["task"]["model"]["encoder"], is_strict=True)
@@ -291,6 +315,81 @@ def newest_checkpoint(model_dir: str) -> Optional[str]:
   `resolve_checkpoint`.
   """
   return tf.train.latest_checkpoint(model_dir) if model_dir else None
+
+
+def checkpoint_prefixes(model_dir: str) -> List[str]:
+  """The `ckpt-N` prefixes any of whose files (`.index`, `.data-*`) are in
+  `model_dir`, newest (highest N) first; not a killed save's `ckpt-N_temp*`
+  leftovers. Read from the files, not the state file: a copy without it
+  (or with a stale one) still lists them."""
+  prefixes = set()
+  for path in tf.io.gfile.glob(os.path.join(model_dir,
+                                            f"{CHECKPOINT_PREFIX}-*")):
+    stem = os.path.basename(path).split(".", 1)[0]
+    number = stem[len(CHECKPOINT_PREFIX) + 1:]
+    if number.isdigit() and not tf.io.gfile.isdir(path):
+      prefixes.add((int(number), os.path.join(model_dir, stem)))
+  return [prefix for _, prefix in sorted(prefixes, reverse=True)]
+
+
+def _state_file_fix(model_dir: str, prefix: Optional[str]) -> str:
+  """How to point `model_dir`'s state file at `prefix` (None: no whole one)."""
+  if prefix is None:
+    return ("none of them is whole (a save killed before the run's first "
+            "checkpoint was complete, or a copy still under way): remove "
+            "them to start again, or use a new --model_dir")
+  return ("to go on from the newest whole one, point the state file at it: "
+          "python -c \"import tensorflow as tf; tf.compat.v1.train."
+          f"update_checkpoint_state({model_dir!r}, {prefix!r})\"")
+
+
+def resume_checkpoint(model_dir: str) -> Optional[str]:
+  """The checkpoint a run in `model_dir` resumes from, checked; None if the
+  directory holds no `ckpt-*` file (a new run).
+
+  A directory holding any `ckpt-*` file is a started run. Model Garden
+  resumes from what the `checkpoint` state file names
+  (`tf.train.latest_checkpoint`, through `CheckpointManager`), which is None
+  when the state file is missing or names a checkpoint whose index is gone:
+  the run would then be trained again from step 0 over its checkpoints (or
+  its quickstart data rebuilt), and a damaged newest one is restored anyway
+  and fails inside the restore (`IndexError: Read less bytes than
+  requested`). Neither is resumed from an older checkpoint here: a copy may
+  still be writing the newest, so which one is whole is for the user to say.
+
+  Raises:
+    ValueError: Naming the directory, its checkpoints, what is wrong and how
+      to go on, before anything is written.
+  """
+  prefixes = checkpoint_prefixes(model_dir) if model_dir else []
+  if not prefixes:
+    return None
+  key = f"--model_dir={model_dir!r}"
+  names = ", ".join(os.path.basename(p) for p in prefixes)
+  whole = next((p for p in prefixes if check_files(p) is None), None)
+  state = tf.train.get_checkpoint_state(model_dir)
+  if state is None or not state.model_checkpoint_path:
+    raise ValueError(
+        f"{key} holds checkpoints ({names}) but no 'checkpoint' state file "
+        "naming the newest (a copy that left it out?): training would start "
+        "again from step 0 over them, so nothing was run or written. Copy "
+        "the run's 'checkpoint' file too, or " +
+        _state_file_fix(model_dir, whole) + ".")
+  newest = state.model_checkpoint_path
+  if not os.path.isabs(newest):
+    newest = os.path.join(model_dir, newest)
+  why = check_files(newest)
+  if why:
+    older = next((p for p in prefixes if p != newest and
+                  check_files(p) is None), None)
+    raise ValueError(
+        f"{key}: its newest checkpoint, {os.path.basename(newest)} (named by "
+        f"{os.path.join(model_dir, 'checkpoint')}), is not whole: {why}. "
+        "Resuming would restore it and fail, or start again from step 0, "
+        "so nothing was run or written. If a copy is still writing it, wait "
+        "for it; else " + _state_file_fix(model_dir, older) +
+        f" (its checkpoints: {names}).")
+  return newest
 
 
 def resolve_checkpoint(path: str, what: str) -> str:
