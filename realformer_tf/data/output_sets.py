@@ -46,6 +46,7 @@ from absl import logging
 import tensorflow as tf
 
 from realformer_tf import utils
+from realformer_tf.core import swap
 
 # 16 MiB: above every vocabulary (BERT's is 0.2 MB, a 250k-piece
 # SentencePiece model about 5 MB), meta data and schedule file; below the
@@ -100,7 +101,7 @@ class OutputSet:
       raise ValueError(f"{path} is not in {self.directory}, the folder of "
                        f"the set's manifest {self.manifest_path}.")
     tmp = f"{path}{utils.TMP_INFIX}{os.getpid()}"
-    utils.remove(tmp)
+    swap.claim(tmp, utils.GFILE_OPS)  # Proof for `remove_stale_temps`.
     self.staged[path] = tmp
     return tmp
 
@@ -118,6 +119,7 @@ class OutputSet:
     utils.write_json_atomically(self.stage(self.manifest_path), manifest)
     for path, tmp in self.staged.items():  # The manifest last.
       tf.io.gfile.rename(tmp, path, overwrite=True)
+      swap.release(tmp, utils.GFILE_OPS)
     self.committed = True
     for name in sorted(old_files - set(files)):
       stale = os.path.join(self.directory, name)
@@ -130,6 +132,7 @@ class OutputSet:
   def discard(self) -> None:
     for tmp in self.staged.values():
       utils.remove(tmp)
+      swap.release(tmp, utils.GFILE_OPS)
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ from official.core import task_factory
 from official.nlp.serving import export_savedmodel_util
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
+from realformer_tf.core import swap
 from realformer_tf.data import tokenization
 from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import heads
@@ -133,9 +134,17 @@ def run_to_export(model_dir: str, export_dir: str,
   if tf.io.gfile.exists(export_dir):
     if not tf.io.gfile.isdir(export_dir):
       raise ValueError(f"--export_dir={export_dir!r} is a file.")
-    if tf.io.gfile.listdir(export_dir) and not overwrite:
+    entries = tf.io.gfile.listdir(export_dir)
+    if entries and not overwrite:
       raise ValueError(f"--export_dir={export_dir!r} exists and is not "
                        "empty; pass --overwrite to replace it.")
+    # --overwrite replaces a SavedModel, never a run (or a folder of runs)
+    # that a mistyped --export_dir names.
+    try:
+      swap.check_replaceable(export_dir, entries, swap.is_saved_model_entry,
+                             "SavedModel", "pass another --export_dir")
+    except FileExistsError as e:
+      raise ValueError(f"--export_dir: {e}") from None
   return config, checkpoint
 
 

@@ -15,6 +15,7 @@ from keras_hub.src.utils import preset_utils
 import numpy as np
 import pytest
 
+from realformer_tf.core import swap
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import tasks
@@ -245,11 +246,27 @@ def test_leftovers_of_ended_saves_are_removed_live_ones_left(tmp_path,
   preset = os.path.join(tmp_path, "preset")
   model.backbone.save_to_preset(preset)
   dead, live = _dead_pid(), os.getppid()
-  for leftover in (f"preset.tmp-{dead}", f"preset.old-{dead}",
-                   f"preset.tmp-{live}"):
+  for leftover, pid in ((f"preset.tmp-{dead}", dead),
+                        (f"preset.old-{dead}", dead),
+                        (f"preset.tmp-{live}", live)):
     os.makedirs(os.path.join(tmp_path, leftover, "assets"))
+    with open(os.path.join(tmp_path, leftover + swap.OWNER_SUFFIX), "w") as f:
+      f.write(swap.owner_record(os.path.join(tmp_path, leftover), pid))
+  # 38.4: a user's dated copies look like leftovers but have no owner
+  # record of ours; a record naming another pid proves nothing either.
+  for leftover in ("preset.old-20240101", "preset.tmp-20240102",
+                   f"preset.old-{dead + 1}"):
+    os.makedirs(os.path.join(tmp_path, leftover, "assets"))
+  with open(os.path.join(tmp_path, f"preset.old-{dead + 1}.owner"), "w") as f:
+    f.write(swap.owner_record(f"preset.old-{dead + 1}", dead))
+  user_files = file_trees.files_under(tmp_path / "preset.old-20240101")
   model.backbone.save_to_preset(preset)
-  assert sorted(os.listdir(tmp_path)) == ["preset", f"preset.tmp-{live}"]
+  assert sorted(os.listdir(tmp_path)) == sorted([
+      "preset", f"preset.tmp-{live}", f"preset.tmp-{live}.owner",
+      "preset.old-20240101", "preset.tmp-20240102", f"preset.old-{dead + 1}",
+      f"preset.old-{dead + 1}.owner"])
+  assert file_trees.files_under(tmp_path / "preset.old-20240101") == (
+      user_files)
 
 
 def save_tiny_preset(preset_dir, seed):
@@ -267,8 +284,9 @@ def test_a_save_killed_mid_swap_names_the_backup_and_keeps_it(tmp_path):
   kill_writer.run_killed(1, "tests.keras3.saving_test", "save_tiny_preset",
                          preset_dir=preset, seed=2)
   leftovers = sorted(os.listdir(tmp_path))
-  assert [name.rsplit("-", 1)[0] for name in leftovers] == ["preset.old",
-                                                             "preset.tmp"]
+  assert [re.sub(r"-\d+", "-PID", name) for name in leftovers] == [
+      "preset.old-PID", "preset.old-PID.owner", "preset.tmp-PID",
+      "preset.tmp-PID.owner"]
   backup = os.path.join(tmp_path, leftovers[0])
   with pytest.raises(FileExistsError, match=(
       rf"{re.escape(preset)} is missing and {re.escape(backup)} is beside "
