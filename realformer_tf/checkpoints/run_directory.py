@@ -17,6 +17,8 @@ and `ckpt-1`). This module answers, for either:
   * `lock_path(model_dir)`: the training lock;
   * `check_converted_output_dir(path, overwrite, keep_others)`: whether
     convert / `save_run` may write there (never over a train.py run);
+  * `relocated_path(recorded, run_dir)`: a file params.yaml records, found
+    again under a moved run directory;
   * `interrupted_swap(path)` / `recover_interrupted_swap(path)`: the backup a
     writer killed mid-swap leaves (`X.old-PID` beside `X.tmp-PID`, see
     `utils.atomic_path`). Readers name it in their error (a reader does not
@@ -139,6 +141,22 @@ def check_converted_output_dir(output_dir: str, overwrite: bool,
       "converted checkpoint (encoder.yaml, checkpoint, ckpt-1)",
       "write to a new or empty directory")
   return entries
+
+
+def relocated_path(recorded: str, run_dir: str) -> Optional[str]:
+  """Where a file that params.yaml records by absolute path is now, when
+  that path is gone because the run directory was moved or copied (the
+  quickstart records `<model_dir>/data/vocab.txt`): the longest tail of
+  `recorded` that exists under `run_dir`. None if `recorded` exists or no
+  tail of it does."""
+  if not recorded or tf.io.gfile.exists(recorded):
+    return None
+  parts = [part for part in recorded.replace("\\", "/").split("/") if part]
+  for tail in range(len(parts) - 1, 0, -1):
+    candidate = os.path.join(run_dir, *parts[-tail:])
+    if tf.io.gfile.exists(candidate) and not tf.io.gfile.isdir(candidate):
+      return candidate
+  return None
 
 
 def check_not_set_aside(path: str, what: str) -> None:

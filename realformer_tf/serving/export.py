@@ -29,6 +29,7 @@ from typing import List, Optional, Tuple, Type
 
 from absl import app
 from absl import flags
+from absl import logging
 import tensorflow as tf
 from tensorflow.python.tools import saved_model_utils
 
@@ -115,6 +116,33 @@ def load_vocab(task: cfg.TaskConfig, head: Head, vocab_size: int,
   except ValueError as e:
     raise ValueError(f"Vocabulary from {source}: {e}") from e
   return vocab, lower_case
+
+
+def recorded_vocab_file(task: cfg.TaskConfig, head: Head,
+                        model_dir: str) -> Optional[str]:
+  """The vocabulary the run records, found again under `model_dir` when the
+  recorded absolute path is gone (a moved run directory: logged), or None
+  when the recorded one exists (or none is recorded).
+
+  Raises:
+    ValueError: If the recorded vocabulary is gone and no file of its name
+      is under `model_dir`, naming --vocab_file.
+  """
+  recorded, _, source = head.recorded_vocab(task)
+  if not recorded or tf.io.gfile.exists(recorded):
+    return None
+  found = run_directory.relocated_path(recorded, model_dir)
+  if not found:
+    raise ValueError(
+        f"{source} records the vocabulary {recorded!r}, which does not exist "
+        f"(was the run directory moved?), and no file of that name is under "
+        f"--model_dir={model_dir!r}: pass --vocab_file (the vocabulary the "
+        "training data was tokenized with), or --noserve_text.")
+  logging.warning("%s records the vocabulary %s, which does not exist; "
+                  "using %s, at the same place in --model_dir (the run was "
+                  "moved?). Pass --vocab_file to use another.", source,
+                  recorded, found)
+  return found
 
 
 def run_to_export(model_dir: str, export_dir: str,
@@ -225,6 +253,7 @@ def export_model(model_dir: str,
                  return_attention=return_attention), **head_flags)
   vocab = None
   if serve_text:
+    vocab_file = vocab_file or recorded_vocab_file(task, head, model_dir)
     vocab, lower_case = load_vocab(task, head, options.vocab_size, vocab_file,
                                    lower_case)
     # One token per word-embedding row (else text serves wrong ids).
