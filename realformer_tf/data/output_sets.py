@@ -139,11 +139,17 @@ class OutputSet:
 def output_set(manifest_path: str, writer: str) -> Iterator[OutputSet]:
   """Yields an `OutputSet` whose manifest is `manifest_path`.
 
-  Creates its folder and removes the temporaries killed writers left there.
+  Creates its folder (a file there is a ValueError naming it) and removes
+  the temporaries killed writers of ours left there.
   On an exception the staged files are removed and the previous set is left
   as it was; the block must end with `commit`.
   """
   directory = os.path.dirname(manifest_path)
+  if tf.io.gfile.exists(directory or ".") and not tf.io.gfile.isdir(
+      directory or "."):
+    # Not TensorFlow's bare FailedPreconditionError from makedirs.
+    raise ValueError(f"The output folder {directory!r} (of {manifest_path}) "
+                     "is a file: pass a directory (--output_dir).")
   tf.io.gfile.makedirs(directory or ".")
   for path in utils.remove_stale_temps(directory or "."):
     logging.warning("Removed %s, left by a killed writer.", path)
