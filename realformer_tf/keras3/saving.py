@@ -120,7 +120,8 @@ def export_model(model: keras.Model, path: str,
     return path
   def write(directory):
     keras.Model.export(model, directory, format=format, **kwargs)
-  return write_directory(path, write, _check_saved_model_target)
+  return write_directory(path, write, _check_saved_model_target,
+                         "SavedModel")
 
 
 # keras-hub's preset files (keras_hub/src/utils/preset_utils.py, CONFIG_FILE
@@ -184,7 +185,7 @@ def save_preset(preset_dir, write):
   return write_directory(preset_dir, write, _check_preset_target)
 
 
-def write_directory(directory, write, check_target):
+def write_directory(directory, write, check_target, kind="preset"):
   """`write(temp)` into a fresh sibling of `directory`, then swapped in.
 
   `check_target(path)` first (it raises to refuse what is at `path`). Then
@@ -195,7 +196,8 @@ def write_directory(directory, write, check_target):
   `<directory>.old-PID`: the next write names it rather than deleting it.
   Leftovers of killed writes are removed (and logged) only when their owner
   file proves them ours (`core.swap`): a user's `preset.old-20240101` is
-  kept. Replacing a directory replaces it whole.
+  kept. Replacing a directory replaces it whole. `kind` names what is
+  written ("preset", "SavedModel") in errors.
 
   Returns:
     `directory`.
@@ -206,7 +208,7 @@ def write_directory(directory, write, check_target):
       write(path)
       return directory
     check_target(path)
-    for leftover in _stale_siblings(path):
+    for leftover in _stale_siblings(path, kind):
       _remove(leftover)
       swap.release(leftover, OS_OPS)
       logging.warning("Removed %s, left by a killed save of %s.", leftover,
@@ -287,7 +289,7 @@ def check_not_set_aside(preset_dir):
         "preset again, which names it too).")
 
 
-def _stale_siblings(path):
+def _stale_siblings(path, kind):
   """The temps and backups of `path` left by saves no longer running, that
   their owner files prove ours.
 
@@ -307,9 +309,9 @@ def _stale_siblings(path):
     raise FileExistsError(
         f"{path} is missing and "
         f"{', '.join(backup for backup, _ in backups.stale)} is beside it: "
-        "a save was killed while swapping the new preset in, and that backup "
-        f"is the last complete preset. Rename it back to {path} (or delete "
-        "it) and save again.")
+        f"a save was killed while swapping the new {kind} in, and that "
+        f"backup is the last complete {kind}. Rename it back to {path} (or "
+        "delete it) and save again.")
   for record in temps.orphans + backups.orphans:
     os.remove(record)
   for kept in temps.unclaimed + backups.unclaimed:

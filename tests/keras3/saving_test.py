@@ -6,8 +6,10 @@ a preset is never replaced. On every backend."""
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import zipfile
 
 import keras
 import keras_hub
@@ -294,8 +296,109 @@ def test_a_save_killed_mid_swap_names_the_backup_and_keeps_it(tmp_path):
     save_tiny_preset(preset, seed=3)
   assert sorted(os.listdir(tmp_path)) == leftovers
   assert file_trees.files_under(backup) == before
+  # 38.11: from_preset names the backup (keras-hub would call the path an
+  # unknown preset), for a backbone and a task class alike.
+  for load in (lambda: backbone_lib.RealFormerBackbone.from_preset(preset),
+               lambda: text_classifier.RealFormerTextClassifier.from_preset(
+                   preset, num_classes=2)):
+    with pytest.raises(FileNotFoundError, match=(
+        rf"{re.escape(preset)} does not exist: a save was killed while "
+        rf"swapping a new preset in, and {re.escape(backup)} holds the last "
+        "complete preset")):
+      load()
+  assert sorted(os.listdir(tmp_path)) == leftovers
   # Renamed back, as the error says: the next save replaces it and
   # removes the dead temp.
   os.rename(backup, preset)
   save_tiny_preset(preset, seed=3)
   assert os.listdir(tmp_path) == ["preset"]
+
+
+# --- Our tasks' `save` and `export` (38.7): whole or old ---
+
+
+def save_classifier_killed_in_zip_write(path, seed):
+  """`kill_writer`'s target (K=0: it kills itself): `classifier.save(path)`
+  SIGKILLed as the zip archive is closed (its members written, its central
+  directory not), the point at which Keras' in-place save left a file that
+  `load_model` calls "not found"."""
+  model = text_classifier_test.classifier(seed=seed)
+  close = zipfile.ZipFile.close
+
+  def killing_close(self):
+    if self.mode == "w":
+      os.kill(os.getpid(), signal.SIGKILL)
+    close(self)
+
+  zipfile.ZipFile.close = killing_close
+  model.save(path)
+
+
+def test_a_task_save_killed_mid_write_leaves_the_previous_file(
+    tmp_path, classifiers):
+  """`classifier.save("a.keras")` as docs/keras3.md shows it, killed during
+  the zip write: `a.keras` is the previous model byte for byte (it loads
+  and predicts as before); the killed temp is named as incomplete."""
+  model, _ = classifiers
+  path = str(tmp_path / "a.keras")
+  model.save(path)
+  before = file_trees.files_under(tmp_path)
+  kill_writer.run_killed(0, "tests.keras3.saving_test",
+                         "save_classifier_killed_in_zip_write", path=path,
+                         seed=5)
+  left = file_trees.files_under(tmp_path)
+  assert left["a.keras"] == before["a.keras"]
+  (temp,) = set(left) - {"a.keras"}
+  assert re.fullmatch(r"a\.tmp-\d+\.keras", temp)
+  with pytest.raises(ValueError, match="is not a complete .keras file"):
+    saving.load_model(str(tmp_path / temp))
+  x = ["the quick fox"]
+  np.testing.assert_allclose(
+      keras.ops.convert_to_numpy(saving.load_model(path).predict(x)),
+      keras.ops.convert_to_numpy(model.predict(x)), rtol=1e-5, atol=1e-6)
+  with pytest.raises(FileExistsError, match="a.keras exists; pass "
+                     "overwrite=True"):
+    model.save(path, overwrite=False)
+
+
+def export_classifier_killed_before_its_graph(path, seed):
+  """`kill_writer`'s target (K=0: it kills itself): `classifier.export(path)`
+  SIGKILLed once the variables are written, as `saved_model.pb` is about to
+  be (TensorFlow writes it with `file_io.atomic_write_string_to_file`,
+  tensorflow/python/saved_model/save.py)."""
+  from tensorflow.python.lib.io import file_io  # pylint: disable=g-import-not-at-top
+  write = file_io.atomic_write_string_to_file
+
+  def killing_write(filename, contents, overwrite=True):
+    if os.path.basename(filename) == "saved_model.pb":
+      os.kill(os.getpid(), signal.SIGKILL)
+    write(filename, contents, overwrite)
+
+  file_io.atomic_write_string_to_file = killing_write
+  text_classifier_test.classifier(seed=seed).export(path, verbose=False)
+
+
+def test_a_task_export_killed_mid_write_leaves_the_previous_export(
+    tmp_path, classifiers):
+  """`classifier.export(X)` over an earlier export, killed between its
+  variables and saved_model.pb: X is the previous
+  export byte for byte. A folder that is not a SavedModel is refused."""
+  model, _ = classifiers
+  path = str(tmp_path / "export")
+  model.export(path, verbose=False)
+  before = file_trees.files_under(path)
+  kill_writer.run_killed(0, "tests.keras3.saving_test",
+                         "export_classifier_killed_before_its_graph",
+                         path=path, seed=5)
+  assert file_trees.files_under(path) == before
+  (temp,) = [name for name in os.listdir(tmp_path) if re.fullmatch(
+      r"export\.tmp-\d+", name)]
+  killed = os.listdir(tmp_path / temp)
+  assert "variables" in killed and "saved_model.pb" not in killed
+  not_ours = tmp_path / "notes"
+  not_ours.mkdir()
+  (not_ours / "todo.txt").write_text("mine")
+  with pytest.raises(FileExistsError, match=(
+      r"notes is not a SavedModel: todo.txt is not part of a SavedModel")):
+    model.export(str(not_ours), verbose=False)
+  assert os.listdir(not_ours) == ["todo.txt"]
