@@ -4,6 +4,7 @@ round trips, runs and their damaged or half-swapped directories."""
 import importlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -320,3 +321,20 @@ def test_killed_swap_and_damaged_latest_on_jax(tmp_path):
                           check=False)
   assert result.returncode == 0 and result.stdout.strip().endswith("ok"), (
       result.stdout + result.stderr)[-4000:]
+
+
+def test_save_run_keeps_a_users_look_alikes(tmp_path):
+  """38.4: `mymodel.old-20240101/` and `mymodel.tmp-20240102/` (a user's
+  dated copies, named like our leftovers but without our owner record)
+  survive `save_run(..., mymodel, overwrite=True)` byte for byte."""
+  out = os.path.join(tmp_path, "mymodel")
+  save_tiny_run(out)
+  copies = [f"{out}.old-20240101", f"{out}.tmp-20240102"]
+  for copy in copies:
+    shutil.copytree(out, copy)
+  before = {copy: file_trees.files_under(copy) for copy in copies}
+  save_tiny_run(out, overwrite=True, residual_attention="mean")
+  assert {copy: file_trees.files_under(copy) for copy in copies} == before
+  assert sorted(os.listdir(tmp_path)) == [
+      "mymodel", "mymodel.old-20240101", "mymodel.tmp-20240102"]
+  assert bridge.run_encoder_config(out).residual_attention == "mean"
