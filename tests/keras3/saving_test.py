@@ -4,6 +4,7 @@ whole (`save_preset`): a failed or killed save leaves the old preset's
 files byte-identical (and unrewritten: same mtimes), a folder that is not
 a preset is never replaced. On every backend."""
 
+import logging
 import os
 import re
 import signal
@@ -243,7 +244,8 @@ def _dead_pid():
 
 
 def test_leftovers_of_ended_saves_are_removed_live_ones_left(tmp_path,
-                                                             classifiers):
+                                                             classifiers,
+                                                             caplog):
   model, _ = classifiers
   preset = os.path.join(tmp_path, "preset")
   model.backbone.save_to_preset(preset)
@@ -262,7 +264,13 @@ def test_leftovers_of_ended_saves_are_removed_live_ones_left(tmp_path,
   with open(os.path.join(tmp_path, f"preset.old-{dead + 1}.owner"), "w") as f:
     f.write(swap.owner_record(f"preset.old-{dead + 1}", dead))
   user_files = file_trees.files_under(tmp_path / "preset.old-20240101")
-  model.backbone.save_to_preset(preset)
+  with caplog.at_level(logging.INFO):
+    model.backbone.save_to_preset(preset)
+  for removed in (f"preset.tmp-{dead}", f"preset.old-{dead}"):
+    assert (f"Removed {os.path.realpath(tmp_path)}/{removed}, left by a "
+            "killed save") in caplog.text
+  assert (f"Kept {os.path.realpath(tmp_path)}/preset.old-20240101: named "
+          "like a leftover of ours") in caplog.text
   assert sorted(os.listdir(tmp_path)) == sorted([
       "preset", f"preset.tmp-{live}", f"preset.tmp-{live}.owner",
       "preset.old-20240101", "preset.tmp-20240102", f"preset.old-{dead + 1}",
