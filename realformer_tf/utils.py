@@ -4,7 +4,8 @@ dummy inputs and the width/heads check.
 Every writer of ours goes through `atomic_path`, so a killed run leaves at most
 a `*.tmp-PID` leftover (removed once its process is gone by
 `remove_stale_temps` or `recover_interrupted_swap`, which remove only what
-an owner file proves ours: `core.swap`) and never a half-written output; a directory is swapped in (old one renamed aside, new one renamed in,
+an owner file proves ours: `core.swap`) and never a half-written output; a
+directory is swapped in (old one renamed aside, new one renamed in,
 old one deleted), and a kill between the two renames is undone by the next
 writer of that path (`recover_interrupted_swap`). Sets of files that must
 change together use `data.output_sets`. What a run directory holds (its

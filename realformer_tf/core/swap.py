@@ -111,7 +111,8 @@ class Found:
 
 
 def scan(folder: str, infix: str, entries: Iterable[str],
-         writing: Callable[[int, str], bool], read: Callable[[str], Optional[str]],
+         writing: Callable[[int, str], bool],
+         read: Callable[[str], Optional[str]],
          name: Optional[str] = None) -> Found:
   """The leftovers `<stem><infix>PID` among `entries` (the names in
   `folder`; a trailing "/" is ignored), of `<name><infix>PID` only if

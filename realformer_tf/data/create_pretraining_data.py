@@ -10,9 +10,9 @@ Input: one sentence per line, a blank line between documents. Without
 `--vocab_file`, a WordPiece vocabulary of up to `--vocab_size` tokens is
 learned from the input with tensorflow-text and written next to the output as
 `vocab.txt` (a `vocab.txt` there that this command did not write is refused
-unless `--overwrite`). Every flag is checked before anything is written. The record
-format is described in `realformer_tf.data.pretraining_data`; the records,
-their meta data and a learned vocabulary change as one set
+unless `--overwrite`). Every flag is checked before anything is written. The
+record format is described in `realformer_tf.data.pretraining_data`; the
+records, their meta data and a learned vocabulary change as one set
 (`data.output_sets`).
 """
 

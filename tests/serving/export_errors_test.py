@@ -145,7 +145,8 @@ def test_overwrite_refuses_the_run_and_its_parent(glue_runs):
   with pytest.raises(ValueError, match=(
       r"--export_dir: .*/sst2 is a train.py run directory \(it holds "
       r"params.yaml\): checkpoint, ckpt-1.data-00000-of-00001, ckpt-1.index"
-      r", data, params.yaml are not part of a SavedModel, so it is not replaced.*"
+      r", data, params.yaml are not part of a SavedModel, so it is not "
+      r"replaced.*"
       "pass another --export_dir")):
     export.export_model(model_dir, model_dir, serve_text=False,
                         overwrite=True)
