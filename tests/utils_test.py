@@ -125,7 +125,8 @@ class LeftoversTest(tf.test.TestCase):
     other = _dead_pid()
     ours = self._dir(f"{path}.old-{other}", "old", pid=other)
     before = {p: file_trees.files_under(p) for p in kept if os.path.isdir(p)}
-    with self.assertLogs(level="INFO") as logs:
+    # absl's logger, at INFO here whatever verbosity earlier tests left.
+    with self.assertLogs(logger="absl", level="INFO") as logs:
       utils.recover_interrupted_swap(path)
       removed = utils.remove_stale_temps(folder)
     self.assertEqual(removed, [])

@@ -264,7 +264,7 @@ def test_leftovers_of_ended_saves_are_removed_live_ones_left(tmp_path,
   with open(os.path.join(tmp_path, f"preset.old-{dead + 1}.owner"), "w") as f:
     f.write(swap.owner_record(f"preset.old-{dead + 1}", dead))
   user_files = file_trees.files_under(tmp_path / "preset.old-20240101")
-  with caplog.at_level(logging.INFO):
+  with caplog.at_level(logging.INFO, logger="absl"):
     model.backbone.save_to_preset(preset)
   for removed in (f"preset.tmp-{dead}", f"preset.old-{dead}"):
     assert (f"Removed {os.path.realpath(tmp_path)}/{removed}, left by a "
