@@ -18,6 +18,10 @@ and `ckpt-1`). This module answers, for either:
     `ckpt-*` files is a started run, refused while its state file is
     missing or names a checkpoint that is not whole;
   * `lock_path(model_dir)`: the training lock;
+  * `check_converted_output_dir(path, overwrite, keep_others)`: whether
+    convert / `save_run` may write there (never over a train.py run);
+  * `relocated_path(recorded, run_dir)`: a file params.yaml records, found
+    again under a moved run directory;
   * `interrupted_swap(path)` / `recover_interrupted_swap(path)`: the backup a
     writer killed mid-swap leaves (`X.old-PID` beside `X.tmp-PID`, see
     `utils.atomic_path`). Readers name it in their error (a reader does not
@@ -38,6 +42,7 @@ from official.core import exp_factory
 from official.modeling import hyperparams
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
+from realformer_tf.core import swap
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
 
@@ -85,6 +90,76 @@ def recover_interrupted_swap(path: str) -> None:
   """What every writer of a run directory calls before its checks: restores
   a backup a killed swap left, removes dead writers' temporaries."""
   utils.recover_interrupted_swap(path.rstrip("/"))
+
+
+def is_converted_output(name: str) -> bool:
+  """Whether `name` (an entry of a directory) is one convert / `save_run`
+  write: their YAML, the state file and `ckpt-1` (the first save in a fresh
+  directory); a train.py run's `ckpt-100` is not."""
+  return name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or (
+      name.startswith(f"{CHECKPOINT_PREFIX}-1."))
+
+
+def check_converted_output_dir(output_dir: str, overwrite: bool,
+                               keep_others: bool = False) -> List[str]:
+  """Checks, before anything is written, that convert / `save_run` may write
+  `output_dir`; returns its entries.
+
+  A file, or a non-empty directory without `overwrite`, is refused. With
+  `overwrite`, a train.py run directory (`params.yaml`, `train.lock`,
+  `ckpt-N` other than `ckpt-1`) or a folder holding one is refused whatever
+  else it holds; other entries are refused too unless `keep_others` (convert
+  keeps them, linked into the new directory).
+
+  Raises:
+    FileExistsError: Naming `output_dir` and what it found.
+  """
+  if not tf.io.gfile.exists(output_dir):
+    return []
+  if not tf.io.gfile.isdir(output_dir):
+    raise FileExistsError(f"output_dir {output_dir!r} exists and is not a "
+                          "directory; not replaced.")
+  entries = sorted(entry.rstrip("/")
+                   for entry in tf.io.gfile.listdir(output_dir))
+  if entries and not overwrite:
+    raise FileExistsError(
+        f"output_dir {output_dir!r} is not empty ({entries[:5]}); pass "
+        "--overwrite (overwrite=True) to replace the converted checkpoint "
+        "there.")
+
+  def holds_run(entry):
+    path = os.path.join(output_dir, entry)
+    return tf.io.gfile.isdir(path) and any(
+        tf.io.gfile.exists(os.path.join(path, name)) for name in swap.RUN_FILES)
+
+  def is_kept(entry):
+    if is_converted_output(entry):
+      return True
+    if not keep_others or entry in swap.RUN_FILES or holds_run(entry):
+      return False
+    return not entry.startswith(f"{CHECKPOINT_PREFIX}-")
+
+  swap.check_replaceable(
+      output_dir, entries, is_kept,
+      "converted checkpoint (encoder.yaml, checkpoint, ckpt-1)",
+      "write to a new or empty directory")
+  return entries
+
+
+def relocated_path(recorded: str, run_dir: str) -> Optional[str]:
+  """Where a file that params.yaml records by absolute path is now, when
+  that path is gone because the run directory was moved or copied (the
+  quickstart records `<model_dir>/data/vocab.txt`): the longest tail of
+  `recorded` that exists under `run_dir`. None if `recorded` exists or no
+  tail of it does."""
+  if not recorded or tf.io.gfile.exists(recorded):
+    return None
+  parts = [part for part in recorded.replace("\\", "/").split("/") if part]
+  for tail in range(len(parts) - 1, 0, -1):
+    candidate = os.path.join(run_dir, *parts[-tail:])
+    if tf.io.gfile.exists(candidate) and not tf.io.gfile.isdir(candidate):
+      return candidate
+  return None
 
 
 def check_not_set_aside(path: str, what: str) -> None:

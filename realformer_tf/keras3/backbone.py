@@ -65,6 +65,13 @@ class BackboneConfig(encoder_block.SpecConfig):
       tasks.write_preset_task_names(directory, self)
     saving.save_preset(preset_dir, write)
 
+  @classmethod
+  def from_preset(cls, preset, load_weights=True, **kwargs):
+    """keras-hub's `Backbone.from_preset`; a preset that a killed save left
+    set aside is named with its backup (`saving.check_not_set_aside`)."""
+    saving.check_not_set_aside(preset)
+    return super().from_preset(preset, load_weights=load_weights, **kwargs)
+
   _serialize = dict(encoder_block.SpecConfig._serialize,
                     activation=lambda name: name)
 

@@ -35,6 +35,11 @@ decorator checks that nothing between the class and `Task` defines them.
   keras-hub's BERT tasks, it gives `BertMaskedLM`, `BertTextClassifier`.
   It writes the whole preset beside `preset_dir` and swaps it in
   (`saving.save_preset`), so a failed save leaves the old preset whole.
+- `save` (a `.keras` path) and `export` (a SavedModel) are `keras.Model`'s,
+  written whole or not at all (`saving.save_model`, `saving.export_model`):
+  Keras writes both in place, so a killed save left a truncated file, a
+  killed export over an earlier one a mix of both. `from_preset` of a
+  preset a killed save set aside names the backup.
 """
 
 import inspect
@@ -226,7 +231,10 @@ class RealFormerTask:
 
   def export(self, filepath, format="tf_saved_model",  # pylint: disable=redefined-builtin
              verbose=None, input_signature=None, **kwargs):
-    """`keras.Model.export` with our named default `input_signature`.
+    """`keras.Model.export` with our named default `input_signature`, a
+    SavedModel written whole or not at all (`saving.export_model`: Keras
+    writes into `filepath` in place, so a killed export over an earlier one
+    left a mix of both).
 
     Args:
       filepath: Where to write the artifact.
@@ -242,8 +250,32 @@ class RealFormerTask:
       # Functional models take one positional argument, the dict of inputs
       # (keras/src/export/export_utils.py, `get_input_signature`).
       input_signature = [self.serving_input_signature()]
-    return keras.Model.export(self, filepath, format=format, verbose=verbose,
-                              input_signature=input_signature, **kwargs)
+    return saving.export_model(self, filepath, format=format,
+                               verbose=verbose,
+                               input_signature=input_signature, **kwargs)
+
+  def save(self, filepath, overwrite=True, zipped=None, **kwargs):
+    """`keras.Model.save`, a `.keras` file written whole or not at all.
+
+    Keras writes the zip archive into `filepath` in place
+    (keras/src/saving/saving_lib.py, `save_model`), so a save killed part
+    way leaves a truncated file where the previous model was. A `.keras`
+    path goes through `saving.save_model` (written beside it, renamed over
+    it once complete); other paths (`.h5`, `zipped=False`) to Keras.
+    """
+    if str(filepath).endswith(saving.KERAS_SUFFIX) and zipped is not False:
+      return saving.save_model(self, filepath, overwrite=overwrite, **kwargs)
+    return keras.Model.save(self, filepath, overwrite=overwrite,
+                            zipped=zipped, **kwargs)
+
+  @classmethod
+  def from_preset(cls, preset, load_weights=True, **kwargs):
+    """keras-hub's `Task.from_preset`; a preset directory that a killed
+    save left set aside is named with its backup
+    (`saving.check_not_set_aside`), not called an unknown preset."""
+    saving.check_not_set_aside(preset)
+    return keras_hub.models.Task.from_preset.__func__(
+        cls, preset, load_weights=load_weights, **kwargs)
 
   def save_to_preset(self, preset_dir, max_shard_size=10):
     """keras-hub's `Task.save_to_preset`, `metadata.json` naming our tasks,

@@ -14,6 +14,7 @@ from official.core import train_utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
+from tests.helpers import file_trees
 
 
 def _dead_pid() -> int:
@@ -109,8 +110,10 @@ def test_encoder_config_from_params_or_encoder_yaml(tmp_path):
 
 def test_a_directory_set_aside_by_a_killed_swap_is_named(tmp_path):
   path = str(tmp_path / "converted")
-  backup = f"{path}.old-{_dead_pid()}"
+  pid = _dead_pid()
+  backup = f"{path}.old-{pid}"
   os.makedirs(backup)
+  file_trees.claim_as_ours(backup, pid)
   assert run_directory.interrupted_swap(path) == backup
   for read in (lambda: run_directory.resolve_checkpoint(path, "init"),
                lambda: run_directory.encoder_config(path),

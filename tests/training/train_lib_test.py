@@ -337,12 +337,21 @@ def test_stale_temps_of_killed_runs_are_cleaned(tmp_path):
                         capture_output=True, text=True, check=True)
   stale = model_dir / "data" / f"corpus_train.txt.tmp-{dead.stdout.strip()}"
   stale.write_text("partial")
+  file_trees.claim_as_ours(stale, int(dead.stdout))
   live = model_dir / f"final_eval.json.tmp-{os.getpid()}"
   live.write_text("being written")
+  file_trees.claim_as_ours(live, os.getpid())
   kept = model_dir / "data" / "corpus_train.txt"
   kept.write_text("done")
+  # 38.4: a user's files named like our temporaries, without our owner
+  # record (a dated copy; a dead pid's name), are not train.py's to delete.
+  users = [model_dir / "mymodel.tmp-20240102",
+           model_dir / "data" / f"notes.txt.tmp-{dead.stdout.strip()}"]
+  for path in users:
+    path.write_text("mine")
   removed = train_lib.clean_stale_temps(str(model_dir))
   assert sorted(removed) == sorted([str(model_dir / "ckpt-4_temp"),
                                     str(stale)])
   assert live.exists() and kept.exists()
+  assert [path.read_text() for path in users] == ["mine", "mine"]
   assert not stale.exists() and not (model_dir / "ckpt-4_temp").exists()
