@@ -46,6 +46,11 @@ class BackboneConfig(encoder_block.SpecConfig):
   List it before the keras-hub base class.
   """
   _renamed = {}
+  # keras-hub's `Backbone` takes `dtype` (named in our `__init__`s), its
+  # functional base `name` and `trainable` only (keras/src/models/
+  # functional.py drops any other keyword).
+  _BASE_KEYWORDS = ("name", "trainable", "dtype")
+  _KEYWORD_ONLY = ("dtype",)
   _deserialize = dict(encoder_block.SpecConfig._deserialize,
                       activation=lambda name: get_activation(name) and name)
 

@@ -37,6 +37,7 @@ decorator checks that nothing between the class and `Task` defines them.
   (`saving.save_preset`), so a failed save leaves the old preset whole.
 """
 
+import functools
 import inspect
 import json
 import os
@@ -45,7 +46,13 @@ import keras
 import keras_hub
 from keras_hub.src.utils import preset_utils
 
+from realformer_tf.core import arguments
 from realformer_tf.keras3 import saving
+
+# What keras-hub's `Task.__init__` takes besides a task's own arguments
+# (keras_hub/src/models/task.py), and the keywords its functional base uses;
+# `Functional.__init__` drops any other without a word.
+_TASK_KEYWORDS = ("compile", "name", "trainable")
 
 # Inputs whose second dimension is the preprocessor's `mask_selection_length`
 # (`BertMaskedLM`), not its `sequence_length`.
@@ -179,7 +186,24 @@ def realformer_task(cls):
                       f"@realformer_task would skip on {cls.__name__}.")
   for name in members:
     setattr(cls, name, vars(RealFormerTask)[name])
+  _refuse_unknown_keywords(cls)
   return cls
+
+
+def _refuse_unknown_keywords(cls):
+  """Wraps `cls.__init__` to refuse keywords nothing takes (`droput=0.3`),
+  naming the closest valid one (`arguments.refuse_unknown`)."""
+  init = cls.__init__
+  own = arguments.keyword_names(cls)
+
+  @functools.wraps(init)
+  def __init__(self, *args, **kwargs):
+    arguments.refuse_unknown(
+        cls.__name__, {k: v for k, v in kwargs.items() if k not in own},
+        _TASK_KEYWORDS, own)
+    init(self, *args, **kwargs)
+
+  cls.__init__ = __init__
 
 
 class RealFormerTask:
