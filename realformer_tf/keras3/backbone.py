@@ -22,6 +22,7 @@ from keras_hub.src.models.bert import bert_backbone
 
 from realformer_tf.core import arguments
 from realformer_tf.keras3 import encoder_block
+from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import tasks
 
@@ -35,8 +36,9 @@ def backbone_spec(*keys, **defaults):
   return both.only(*keys).replace(**defaults)
 
 
-class BackboneConfig(encoder_block.SpecConfig):
-  """keras-hub's config convention on `core.arguments`.
+class BackboneConfig(input_checks.ChecksInputs, encoder_block.SpecConfig):
+  """keras-hub's config convention on `core.arguments`, and our backbones'
+  input checks (`input_checks.ChecksInputs`).
 
   keras-hub's backbones keep each constructor argument as an attribute of
   its name and return them all from `get_config`

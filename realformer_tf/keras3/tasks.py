@@ -47,6 +47,7 @@ import keras_hub
 from keras_hub.src.utils import preset_utils
 
 from realformer_tf.core import arguments
+from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import saving
 
 # What keras-hub's `Task.__init__` takes besides a task's own arguments
@@ -227,6 +228,28 @@ class RealFormerTask:
     check_preprocessor(self.backbone, self.preprocessor)
     return keras_hub.models.Task.preprocess_samples(self, x, y=y,
                                             sample_weight=sample_weight)
+
+  # Without a preprocessor the data is the backbone's inputs: checked on the
+  # host before Keras traces (`input_checks`), and `predict`/`evaluate`
+  # keep the variables if a traced batch fails (`keeping_variables`).
+  def fit(self, x=None, *args, **kwargs):
+    self._check_data(x)
+    return keras_hub.models.Task.fit(self, x, *args, **kwargs)
+
+  def evaluate(self, x=None, *args, **kwargs):
+    self._check_data(x)
+    return input_checks.keeping_variables(
+        self, lambda: keras_hub.models.Task.evaluate(self, x, *args, **kwargs))
+
+  def predict(self, x, *args, **kwargs):
+    self._check_data(x)
+    return input_checks.keeping_variables(
+        self, lambda: keras_hub.models.Task.predict(self, x, *args, **kwargs))
+
+  def _check_data(self, x):
+    if self.preprocessor is None and isinstance(x, dict):
+      input_checks.check_inputs(
+          self.backbone, {k: v for k, v in x.items() if k in self.backbone.input})
 
   def serving_input_signature(self):
     """The named `keras.InputSpec`s `export()` uses by default.
