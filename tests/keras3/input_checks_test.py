@@ -147,3 +147,22 @@ def test_traced_values_are_not_read():
   np.testing.assert_array_equal(
       input_checks.concrete(keras.ops.convert_to_tensor([[1, 2]])), [[1, 2]])
   assert input_checks.concrete(keras.Input((None,), dtype="int32")) is None
+
+
+@pytest.mark.parametrize("what", ["task", "backbone"])
+def test_export_at_a_length_past_the_positions_names_input_and_length(
+    backbone, what, tmp_path):
+  """Issue 39 item 7: on JAX this dumped ~70 lines of StableHLO (jax2tf's
+  shape refinement), 6 lines of a slice error on TensorFlow."""
+  model = (text_classifier.RealFormerTextClassifier(backbone, 2)
+           if what == "task" else backbone)
+  signature = {name: keras.InputSpec(shape=(None, 16), dtype="int32",
+                                     name=name) for name in _INPUTS}
+  with pytest.raises(ValueError, match=(
+      r"RealFormerBackbone: token_ids is 16 tokens long but the backbone "
+      r"has 12 positions \(max_sequence_length=12\)")) as error:
+    model.export(str(tmp_path / "export"), input_signature=[signature],
+                 verbose=False)
+  assert "func.func" not in str(error.value) and "stablehlo" not in str(
+      error.value).lower()
+  assert not (tmp_path / "export").exists()
