@@ -23,6 +23,7 @@ from keras_hub.src.models.bert import bert_backbone
 from realformer_tf.core import arguments
 from realformer_tf.keras3 import embeddings
 from realformer_tf.keras3 import encoder_block
+from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import tasks
 
@@ -36,8 +37,9 @@ def backbone_spec(*keys, **defaults):
   return both.only(*keys).replace(**defaults)
 
 
-class BackboneConfig(encoder_block.SpecConfig):
-  """keras-hub's config convention on `core.arguments`.
+class BackboneConfig(input_checks.ChecksInputs, encoder_block.SpecConfig):
+  """keras-hub's config convention on `core.arguments`, and our backbones'
+  input checks (`input_checks.ChecksInputs`).
 
   keras-hub's backbones keep each constructor argument as an attribute of
   its name and return them all from `get_config`
@@ -47,6 +49,11 @@ class BackboneConfig(encoder_block.SpecConfig):
   List it before the keras-hub base class.
   """
   _renamed = {}
+  # keras-hub's `Backbone` takes `dtype` (named in our `__init__`s), its
+  # functional base `name` and `trainable` only (keras/src/models/
+  # functional.py drops any other keyword).
+  _BASE_KEYWORDS = ("name", "trainable", "dtype")
+  _KEYWORD_ONLY = ("dtype",)
   _deserialize = dict(encoder_block.SpecConfig._deserialize,
                       activation=lambda name: get_activation(name) and name)
 

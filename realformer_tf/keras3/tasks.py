@@ -42,6 +42,7 @@ decorator checks that nothing between the class and `Task` defines them.
   preset a killed save set aside names the backup.
 """
 
+import functools
 import inspect
 import json
 import os
@@ -50,7 +51,14 @@ import keras
 import keras_hub
 from keras_hub.src.utils import preset_utils
 
+from realformer_tf.core import arguments
+from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import saving
+
+# What keras-hub's `Task.__init__` takes besides a task's own arguments
+# (keras_hub/src/models/task.py), and the keywords its functional base uses;
+# `Functional.__init__` drops any other without a word.
+_TASK_KEYWORDS = ("compile", "name", "trainable")
 
 # Inputs whose second dimension is the preprocessor's `mask_selection_length`
 # (`BertMaskedLM`), not its `sequence_length`.
@@ -184,7 +192,24 @@ def realformer_task(cls):
                       f"@realformer_task would skip on {cls.__name__}.")
   for name in members:
     setattr(cls, name, vars(RealFormerTask)[name])
+  _refuse_unknown_keywords(cls)
   return cls
+
+
+def _refuse_unknown_keywords(cls):
+  """Wraps `cls.__init__` to refuse keywords nothing takes (`droput=0.3`),
+  naming the closest valid one (`arguments.refuse_unknown`)."""
+  init = cls.__init__
+  own = arguments.keyword_names(cls)
+
+  @functools.wraps(init)
+  def __init__(self, *args, **kwargs):
+    arguments.refuse_unknown(
+        cls.__name__, {k: v for k, v in kwargs.items() if k not in own},
+        _TASK_KEYWORDS, own)
+    init(self, *args, **kwargs)
+
+  cls.__init__ = __init__
 
 
 class RealFormerTask:
@@ -208,6 +233,28 @@ class RealFormerTask:
     check_preprocessor(self.backbone, self.preprocessor)
     return keras_hub.models.Task.preprocess_samples(self, x, y=y,
                                             sample_weight=sample_weight)
+
+  # Without a preprocessor the data is the backbone's inputs: checked on the
+  # host before Keras traces (`input_checks`), and `predict`/`evaluate`
+  # keep the variables if a traced batch fails (`keeping_variables`).
+  def fit(self, x=None, *args, **kwargs):
+    self._check_data(x)
+    return keras_hub.models.Task.fit(self, x, *args, **kwargs)
+
+  def evaluate(self, x=None, *args, **kwargs):
+    self._check_data(x)
+    return input_checks.keeping_variables(
+        self, lambda: keras_hub.models.Task.evaluate(self, x, *args, **kwargs))
+
+  def predict(self, x, *args, **kwargs):
+    self._check_data(x)
+    return input_checks.keeping_variables(
+        self, lambda: keras_hub.models.Task.predict(self, x, *args, **kwargs))
+
+  def _check_data(self, x):
+    if self.preprocessor is None and isinstance(x, dict):
+      input_checks.check_inputs(
+          self.backbone, {k: v for k, v in x.items() if k in self.backbone.input})
 
   def serving_input_signature(self):
     """The named `keras.InputSpec`s `export()` uses by default.
