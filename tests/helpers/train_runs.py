@@ -19,6 +19,9 @@ from official.core import exp_factory
 from official.core import train_utils
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry  # pylint: disable=unused-import
+from realformer_tf.data import output_sets
+from realformer_tf.data import pretraining_data
+from realformer_tf.data import shards
 from realformer_tf.training import train_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -155,6 +158,21 @@ def write_pretraining_records(path: str,
       }))
       writer.write(example.SerializeToString())
   return path
+
+
+def write_pretraining_shards(stem: str, count: int, per_shard: int,
+                             seed: int = 0) -> str:
+  """A set of `count` shards (`data.shards` names) of `per_shard` records
+  each, all different, committed as one output set with its manifest
+  `<stem>_pretraining_meta_data.json`; returns the set's glob."""
+  paths = shards.shard_paths(stem, count, ".tfrecord")
+  with output_sets.output_set(f"{stem}_pretraining_meta_data.json",
+                              pretraining_data.WRITER) as outputs:
+    for i, path in enumerate(paths):
+      write_pretraining_records(outputs.stage(path), per_shard,
+                                seed=seed * 1000 + i)
+    outputs.commit({"task": "pretraining", "num_examples": count * per_shard})
+  return shards.pattern(stem, count, ".tfrecord")
 
 
 def tiny_overrides(train_file: str,
