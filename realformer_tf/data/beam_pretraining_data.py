@@ -154,8 +154,9 @@ class WriteShard(beam.DoFn):
                              shard, self._num_shards, SUFFIX)
     # Deterministic bytes: a retried bundle rewrites the same file.
     pretraining_data.write_records(path, examples)
-    utils.write_json_atomically(path + _COUNT_SUFFIX, dict(
-        examples=len(examples), documents=len(documents)))
+    # Plain writes: the staging folder is discarded whole if anything fails.
+    with tf.io.gfile.GFile(path + _COUNT_SUFFIX, "w") as f:
+      json.dump(dict(examples=len(examples), documents=len(documents)), f)
     yield shard, len(examples)
 
 
