@@ -36,6 +36,7 @@ from realformer_tf.training import controller as controller_lib
 from realformer_tf.training import init_from_run
 from realformer_tf.training import lr_schedule
 from realformer_tf.training import modes
+from realformer_tf.training import multi_worker
 from realformer_tf.training import preflight
 from realformer_tf.training import quickstart_run
 from realformer_tf.training import run_summary
@@ -287,6 +288,7 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   controllers = []
 
   def make_controller(*args, **kwargs):
+    multi_worker.stop_after_preemption_checkpoint(kwargs.get("train_actions"))
     controllers.append(controller_lib.Controller(*args, **kwargs))
     return controllers[-1]
 
@@ -304,6 +306,13 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     stop.step = int(trainer.global_step.numpy())
     _save_at_stop(controllers, strategy, trains and writes)
     raise
+  except multi_worker.LOST_WORKER_ERRORS as e:
+    latest = run_directory.newest_checkpoint(model_dir)
+    lost = multi_worker.lost_worker_exit(
+        e, strategy, latest, checkpoint_step(latest) if latest else None)
+    if lost is None:
+      raise
+    raise lost from e
   final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
   step = int(trainer.global_step.numpy())
   values = {k: float(v) for k, v in sorted(final.items())

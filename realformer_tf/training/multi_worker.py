@@ -1,0 +1,85 @@
+"""A multi-worker run that loses a worker ends in words, on every worker.
+
+Measured on two `train.py` workers (`MultiWorkerMirroredStrategy`, CPU,
+TF 2.20; docs/pretraining_at_scale.md):
+
+- SIGKILL of one worker in a step: the other's collective fails within a
+  second (TensorFlow's coordination service and the gRPC connection reset
+  abort it, `UnavailableError: Collective ops is aborted by: ...`), and the
+  process ended on a 60-line traceback. `lost_worker_exit` turns it into
+  one line naming the cluster, the step, the latest checkpoint and the fix
+  (restart every worker with the same command), exit status 1.
+- SIGTERM (a preemption notice) of one worker: Model Garden adds Orbit's
+  `SaveCheckpointIfPreempted` whenever the strategy has a cluster resolver
+  (official/core/actions.py:225-234). Its `PreemptionCheckpointHandler`
+  takes SIGTERM over (tensorflow/python/distribute/failure_handling/
+  failure_handling.py:675), and every worker saves a checkpoint at the same
+  step; but Model Garden builds it with `keep_running_after_save=True`,
+  whose exit function does nothing (orbit/actions/
+  save_checkpoint_if_preempted.py:47-50; meant for an in-process restart by
+  `PreemptionWatcher`, which the open-source trainer leaves off): the
+  workers logged "checkpoint saved. Exiting." and trained on, the notice
+  lost, until the scheduler's SIGKILL. `stop_after_preemption_checkpoint`
+  makes that exit function raise `stop_signals.Stopped(SIGTERM)` instead:
+  every worker stops at the saved step with train.py's stop line and exit
+  status 143, and a restart resumes from that checkpoint.
+"""
+
+import signal
+from typing import Iterable, Optional
+
+import orbit
+import tensorflow as tf
+
+from realformer_tf.training import stop_signals
+
+# The errors a collective or the coordination service raises when a peer
+# is gone (its connection reset, its heartbeat missed, the cluster aborted).
+LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
+                      tf.errors.DeadlineExceededError,
+                      tf.errors.CancelledError)
+
+
+def num_workers(strategy: tf.distribute.Strategy) -> int:
+  """The tasks of `strategy`'s cluster (1 without a cluster resolver)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None:
+    return 1
+  spec = resolver.cluster_spec()
+  return sum(spec.num_tasks(job) for job in spec.jobs) or 1
+
+
+def _raise_preempted() -> None:
+  raise stop_signals.Stopped(signal.SIGTERM)
+
+
+def stop_after_preemption_checkpoint(train_actions: Optional[Iterable]
+                                    ) -> None:
+  """Makes each Orbit `SaveCheckpointIfPreempted` in `train_actions` stop
+  the run after its checkpoint (module docstring) instead of training on."""
+  for action in train_actions or ():
+    if isinstance(action, orbit.actions.SaveCheckpointIfPreempted):
+      # The handler's only hook for it: TerminationConfig's exit_fn, which
+      # Model Garden fixed at construction.
+      action._preemption_handler._exit_fn = _raise_preempted  # pylint: disable=protected-access
+
+
+def lost_worker_exit(error: Exception, strategy: tf.distribute.Strategy,
+                     latest: Optional[str], latest_step: Optional[int]
+                    ) -> Optional[SystemExit]:
+  """The SystemExit (its message one line, exit status 1) that ends a
+  worker whose `strategy` lost a peer with `error`; None when `error` is not
+  that (one worker, or another error). `latest`: the newest checkpoint, if
+  any, of step `latest_step`."""
+  workers = num_workers(strategy)
+  if workers < 2 or not isinstance(error, LOST_WORKER_ERRORS):
+    return None
+  cause = str(getattr(error, "message", error)).strip().splitlines()
+  cause = next((line for line in cause if "aborted" in line.lower()),
+               cause[0] if cause else "")
+  resume = (f"it resumes from {latest} (step {latest_step})" if latest else
+            "there is no checkpoint yet: it starts again")
+  return SystemExit(
+      f"lost a worker of the {workers}-worker cluster "
+      f"({type(error).__name__}: {cause[:300]}); this worker stops too. "
+      f"Restart every worker with the same command: {resume}.")
