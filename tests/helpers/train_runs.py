@@ -3,7 +3,9 @@ for the trainer tests; plain-text corpora and quickstart configs for the
 quickstart's data tests."""
 
 import dataclasses
+import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -299,6 +301,25 @@ def subprocess_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
   if extra:
     env.update(extra)
   return env
+
+
+def local_cluster(n: int) -> List[str]:
+  """`n` free `127.0.0.1:PORT` addresses for a local TF_CONFIG cluster."""
+  sockets = []
+  for _ in range(n):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    sockets.append(s)
+  addresses = [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
+  for s in sockets:
+    s.close()
+  return addresses
+
+
+def tf_config(workers: Sequence[str], index: int) -> str:
+  """TF_CONFIG of worker `index` of the cluster `workers`."""
+  return json.dumps({"cluster": {"worker": list(workers)},
+                     "task": {"type": "worker", "index": index}})
 
 
 def train_command(model_dir: str, config_files: Sequence[str] = (),
