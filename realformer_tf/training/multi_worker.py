@@ -23,6 +23,15 @@ TF 2.20; docs/pretraining_at_scale.md):
   makes that exit function raise `stop_signals.Stopped(SIGTERM)` instead:
   every worker stops at the saved step with train.py's stop line and exit
   status 143, and a restart resumes from that checkpoint.
+- Two workers on 2 cores loaded 7x over (other jobs): a worker starved for
+  10 s, TensorFlow's default heartbeat timeout, was declared dead by the
+  coordination service ("The following tasks are unhealthy (stopped
+  sending heartbeats)") and the cluster aborted while restoring.
+  `configure_coordination` sets `HEARTBEAT_TIMEOUT_S` before the strategy
+  starts the service (`MultiWorkerMirroredStrategy` configures it only when
+  nothing has, tensorflow/python/distribute/
+  collective_all_reduce_strategy.py:551-567): a killed worker is still seen
+  at once (its connections reset), a frozen one within that time.
 """
 
 import signal
@@ -31,6 +40,12 @@ from typing import Iterable, Optional
 import orbit
 import tensorflow as tf
 
+# pylint: disable=g-direct-tensorflow-import
+from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+from tensorflow.python.distribute import multi_worker_util
+from tensorflow.python.eager import context
+# pylint: enable=g-direct-tensorflow-import
+
 from realformer_tf.training import stop_signals
 
 # The errors a collective or the coordination service raises when a peer
@@ -38,6 +53,36 @@ from realformer_tf.training import stop_signals
 LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                       tf.errors.DeadlineExceededError,
                       tf.errors.CancelledError)
+
+
+# How long the coordination service waits for a worker's heartbeat before
+# it aborts the cluster (TensorFlow's default: 10 s).
+HEARTBEAT_TIMEOUT_S = 60
+_COORDINATED_JOBS = ("chief", "worker")
+
+
+def configure_coordination(distribution_strategy: str,
+                           heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S
+                          ) -> bool:
+  """For a `multi_worker_mirrored` run with a TF_CONFIG cluster, configures
+  the coordination service as the strategy would, with
+  `heartbeat_timeout_s`; returns whether it did. Call before the strategy
+  is built."""
+  if distribution_strategy != "multi_worker_mirrored":
+    return False
+  resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+  spec = resolver.cluster_spec()
+  if (resolver.task_type not in _COORDINATED_JOBS or
+      context.context().coordination_service is not None):
+    return False
+  context.context().configure_coordination_service(
+      service_type="standalone",
+      service_leader=multi_worker_util.coordination_leader(spec),
+      heartbeat_timeout_in_ms=heartbeat_timeout_s * 1000,
+      coordinated_jobs=[coordination_config_pb2.CoordinatedJob(
+          name=job, num_tasks=spec.num_tasks(job))
+                        for job in _COORDINATED_JOBS if job in spec.jobs])
+  return True
 
 
 def num_workers(strategy: tf.distribute.Strategy) -> int:

@@ -201,6 +201,7 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   official/core/train_lib.py:170; the others save theirs to a temporary
   directory and write nothing else here but their own event files).
   """
+  multi_worker.configure_coordination(params.runtime.distribution_strategy)
   with stop_signals.raised_on_signals():
     try:
       with preflight.checked_run(params, mode, model_dir,

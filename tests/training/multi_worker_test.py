@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import orbit
@@ -155,3 +156,29 @@ def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
   # One writer: the chief's model_dir; the worker's temporary one is gone.
   assert not [p for p in os.listdir(tmp_path / "run")
               if p.startswith("tmp") or "worker" in p]
+
+
+def test_configure_coordination_sets_the_heartbeat_timeout():
+  """In a fresh process (it configures the process's TensorFlow context)."""
+  script = (
+      "import json, os\n"
+      "os.environ['TF_CONFIG'] = json.dumps({'cluster': {'worker': ["
+      "'127.0.0.1:1', '127.0.0.1:2']}, 'task': {'type': 'worker', "
+      "'index': 1}})\n"
+      "from tensorflow.python.eager import context\n"
+      "from realformer_tf.training import multi_worker\n"
+      "assert not multi_worker.configure_coordination('mirrored')\n"
+      "assert context.context().coordination_service is None\n"
+      "assert multi_worker.configure_coordination('multi_worker_mirrored')\n"
+      "config = context.context().coordination_service\n"
+      "print(config.heartbeat_timeout_in_ms, config.service_leader,\n"
+      "      [(j.name, j.num_tasks) for j in config.coordinated_job_list])\n"
+      "assert not multi_worker.configure_coordination("
+      "'multi_worker_mirrored')\n")
+  result = subprocess.run([sys.executable, "-c", script],
+                          env=utils.subprocess_env(), capture_output=True,
+                          text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.split("\n")[-2] == (
+      f"{multi_worker.HEARTBEAT_TIMEOUT_S * 1000} /job:worker/replica:0/"
+      "task:0 [('worker', 2)]")
