@@ -23,6 +23,12 @@ TF 2.20; docs/pretraining_at_scale.md):
   makes that exit function raise `stop_signals.Stopped(SIGTERM)` instead:
   every worker stops at the saved step with train.py's stop line and exit
   status 143, and a restart resumes from that checkpoint.
+- A restarted cluster could not resume: its non-chief workers initialized
+  while the chief restored (fixed in `trainer.Trainer.initialize`), and,
+  restored, they counted `trainer.checkpoint_interval` from no checkpoint
+  while the chief counted from the restored one, so one worker saved (a
+  collective) while the other trained ("Collective instance ... expected
+  type 1 ... but got type 0"): `align_checkpoint_interval`.
 - Two workers on 2 cores loaded 7x over (other jobs): a worker starved for
   10 s, TensorFlow's default heartbeat timeout, was declared dead by the
   coordination service ("The following tasks are unhealthy (stopped
@@ -83,6 +89,21 @@ def configure_coordination(distribution_strategy: str,
           name=job, num_tasks=spec.num_tasks(job))
                         for job in _COORDINATED_JOBS if job in spec.jobs])
   return True
+
+
+def align_checkpoint_interval(manager: Optional[tf.train.CheckpointManager],
+                              strategy: tf.distribute.Strategy,
+                              latest_step: Optional[int]) -> None:
+  """A non-chief worker's checkpoint manager counts its save interval from
+  the chief's restored checkpoint (of step `latest_step`), as the chief's
+  does (`CheckpointManager.restore_or_initialize` sets the count only when
+  it restores from its own folder, and Model Garden gives a non-chief an
+  empty one, official/core/train_lib.py:170-180). Saves are collective:
+  every worker must save at the same steps."""
+  if (manager is None or latest_step is None or
+      strategy.extended.should_checkpoint):
+    return
+  manager._last_checkpoint_step = latest_step  # pylint: disable=protected-access
 
 
 def num_workers(strategy: tf.distribute.Strategy) -> int:

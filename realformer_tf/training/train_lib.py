@@ -290,6 +290,9 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
 
   def make_controller(*args, **kwargs):
     multi_worker.stop_after_preemption_checkpoint(kwargs.get("train_actions"))
+    multi_worker.align_checkpoint_interval(
+        kwargs.get("checkpoint_manager"), strategy,
+        start_step if run_directory.newest_checkpoint(model_dir) else None)
     controllers.append(controller_lib.Controller(*args, **kwargs))
     return controllers[-1]
 

@@ -64,6 +64,32 @@ def test_preemption_checkpoint_then_stops_instead_of_training_on():
   assert e.value.signum == signal.SIGTERM and e.value.exit_code == 143
 
 
+class _Extended:
+  def __init__(self, chief):
+    self.should_checkpoint = chief
+
+
+def test_a_non_chief_worker_counts_the_save_interval_from_the_chiefs_step(
+    tmp_path):
+  """Restored at step 5 with interval 5, every worker next saves at 10."""
+  saved = {}
+  for chief in (True, False):
+    step = tf.Variable(5, dtype=tf.int64)
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(step=step), str(tmp_path / str(chief)),
+        max_to_keep=3, step_counter=step, checkpoint_interval=5)
+    strategy = type("Strategy", (), {"extended": _Extended(chief)})()
+    if chief:  # The chief's count, as its restore sets it.
+      manager._last_checkpoint_step = 5  # pylint: disable=protected-access
+    multi_worker.align_checkpoint_interval(manager, strategy, 5)
+    saved[chief] = []
+    for value in range(6, 12):
+      step.assign(value)
+      if manager.save(check_interval=True):
+        saved[chief].append(value)
+  assert saved == {True: [10], False: [10]}
+
+
 def _start(tmp_path, config, attempt):
   workers = utils.local_cluster(2)
   procs, logs = [], []
