@@ -165,7 +165,9 @@ def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
       survivor[-3000:])
   assert "Restart every worker with the same command: it resumes from " in (
       survivor)
-  assert "Traceback" not in survivor
+  # Its last line (TensorFlow's preemption watcher thread prints its own
+  # traceback of the reset connection before it).
+  assert survivor.strip().splitlines()[-1].startswith("lost a worker of")
   # The resumed pair started where the SIGTERM left off: no step lost.
   assert min(_steps(logs[0])) == stopped + 1
 
