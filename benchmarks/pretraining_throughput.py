@@ -26,13 +26,13 @@ import time
 from absl import app
 from absl import flags
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+from official.nlp.data import pretrain_dataloader
+from realformer_tf.data import pretraining_data
+from realformer_tf.data import quickstart_corpus
+from realformer_tf.data import tokenization
 
-from official.nlp.data import pretrain_dataloader  # pylint: disable=g-import-not-at-top,wrong-import-position
-from realformer_tf.data import pretraining_data  # pylint: disable=wrong-import-position
-from realformer_tf.data import quickstart_corpus  # pylint: disable=wrong-import-position
-from realformer_tf.data import tokenization  # pylint: disable=wrong-import-position
+# The commands timed run this checkout's modules.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 flags.DEFINE_integer("copies", 5, "Corpus files, each the stdlib corpus.")
 flags.DEFINE_list("workers", ["1", "2", "4"], "Beam worker counts.")
