@@ -40,7 +40,9 @@ TF 2.20; docs/pretraining_at_scale.md):
   at once (its connections reset), a frozen one within that time.
 """
 
+import os
 import signal
+import tempfile
 from typing import Iterable, Optional
 
 import orbit
@@ -52,6 +54,7 @@ from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.eager import context
 # pylint: enable=g-direct-tensorflow-import
 
+from realformer_tf import utils
 from realformer_tf.training import stop_signals
 
 # The errors a collective or the coordination service raises when a peer
@@ -104,6 +107,22 @@ def align_checkpoint_interval(manager: Optional[tf.train.CheckpointManager],
       strategy.extended.should_checkpoint):
     return
   manager._last_checkpoint_step = latest_step  # pylint: disable=protected-access
+
+
+def remove_worker_checkpoints(controllers: Iterable,
+                              strategy: tf.distribute.Strategy) -> None:
+  """Deletes a non-chief worker's checkpoint folder: Model Garden makes it
+  with `tempfile.mkdtemp()` (official/core/train_lib.py:179) and never
+  removes it, so every run of every worker left one, a model's size, in the
+  system's temporary folder. Only a folder there is deleted."""
+  if strategy.extended.should_checkpoint:
+    return
+  for controller in controllers:
+    manager = getattr(controller, "checkpoint_manager", None)
+    directory = manager.directory if manager else ""
+    if directory and os.path.dirname(os.path.abspath(directory)) == (
+        os.path.abspath(tempfile.gettempdir())):
+      utils.remove(directory)
 
 
 def num_workers(strategy: tf.distribute.Strategy) -> int:

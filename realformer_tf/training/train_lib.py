@@ -317,6 +317,8 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     if lost is None:
       raise
     raise lost from e
+  finally:
+    multi_worker.remove_worker_checkpoints(controllers, strategy)
   final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
   step = int(trainer.global_step.numpy())
   values = {k: float(v) for k, v in sorted(final.items())

@@ -181,9 +181,15 @@ def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
     assert steps[0] == latest + 1 and steps[-1] == TRAIN_STEPS, steps
     assert steps == list(range(latest + 1, TRAIN_STEPS + 1))
   assert os.path.exists(tmp_path / "run" / f"ckpt-{TRAIN_STEPS}.index")
-  # One writer: the chief's model_dir; the worker's temporary one is gone.
+  # One writer: the chief's model_dir; the other worker's temporary
+  # checkpoint folders (Model Garden's) are gone, after every attempt.
   assert not [p for p in os.listdir(tmp_path / "run")
               if p.startswith("tmp") or "worker" in p]
+  worker_dirs = set(re.findall(
+      r"saved checkpoint to (\S+)/ckpt-\d+", "".join(
+          (tmp_path / f"attempt{a}_worker1.log").read_text()
+          for a in range(3))))
+  assert worker_dirs and not any(os.path.exists(d) for d in worker_dirs)
 
 
 def test_configure_coordination_sets_the_heartbeat_timeout():
