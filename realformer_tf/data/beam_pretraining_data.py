@@ -35,8 +35,10 @@ How (and why it is deterministic whatever the number of workers):
      tens of MB (16 GB of text: 512 shards or more).
   4. The workers write the shards into a staging folder; the launching
      process then swaps them into place as one output set. Beam's own
-     `WriteToTFRecord` is not used: it assigns records to shards at random
-     and renames shards in place one by one.
+     `WriteToTFRecord` is not used: it deals a bundle's records
+     round-robin from a random shard (apache_beam/io/iobase.py,
+     `_RoundRobinKeyFn`), so shard contents depend on the run, and it renames
+     shards into place one by one.
 """
 
 import hashlib
