@@ -227,12 +227,13 @@ def write_documents(path: str, documents: List[List[str]]) -> None:
 def write_stdlib_corpus(path: str) -> int:
   """Writes `build_stdlib_documents()` gzipped to `path`; returns its bytes.
 
-  mtime=0 in the gzip header: the same docstrings give the same file.
+  `utils.gzip_bytes`: no timestamp, a fixed header; the same docstrings give the
+  same file on every Python.
   """
   documents = build_stdlib_documents()
   text = "".join(line + "\n" for document in documents
                  for line in document + [""])
-  data = gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+  data = utils.gzip_bytes(text.encode("utf-8"))
   tmp = f"{path}.tmp-{os.getpid()}"
   with open(tmp, "wb") as f:
     f.write(data)
