@@ -104,9 +104,9 @@ STDLIB_MODULES = (
     "zipapp", "zipfile", "zipimport", "zoneinfo",
 )
 
-# The shipped corpus (BERT's text format, gzipped without a timestamp so that
-# a rebuild by the same Python gives the same bytes) and the CPython that
-# built it; setup.py's package_data ships it.
+# The shipped corpus (BERT's text format, `utils.gzip_bytes`: the same text
+# gives the same bytes on every Python) and the CPython whose docstrings it
+# holds; setup.py's package_data ships it.
 STDLIB_CORPUS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                   "quickstart_stdlib_corpus.txt.gz")
 STDLIB_CORPUS_PYTHON = "3.11.7"
