@@ -20,6 +20,7 @@ from official.core import train_utils
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import train_lib
+from tests.helpers import watchdog
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -292,11 +293,12 @@ def train_command(model_dir: str, config_files: Sequence[str] = (),
 
 
 def run_train(model_dir: str, config_files: Sequence[str] = (),
-              timeout: int = 240, **kwargs) -> subprocess.CompletedProcess:
-  """Runs train.py to completion; returns the finished process."""
-  return subprocess.run(
+              **kwargs) -> subprocess.CompletedProcess:
+  """Runs train.py to completion (stopped only when hung: `watchdog`);
+  returns the finished process."""
+  return watchdog.run(
       train_command(model_dir, config_files, **kwargs), cwd=REPO_ROOT,
-      env=subprocess_env(), capture_output=True, text=True, timeout=timeout)
+      env=subprocess_env())
 
 
 def run_train_timing_exit(model_dir: str, config_files: Sequence[str] = (),
@@ -308,8 +310,8 @@ def run_train_timing_exit(model_dir: str, config_files: Sequence[str] = (),
   with tempfile.TemporaryFile("w+") as stderr:
     proc = subprocess.Popen(command, cwd=REPO_ROOT, env=subprocess_env(),
                             stdout=subprocess.PIPE, stderr=stderr, text=True)
-    watchdog = threading.Timer(timeout, proc.kill)
-    watchdog.start()
+    kill_timer = threading.Timer(timeout, proc.kill)
+    kill_timer.start()
     lines, last_line_at = [], time.monotonic()
     try:
       for line in proc.stdout:
@@ -318,7 +320,7 @@ def run_train_timing_exit(model_dir: str, config_files: Sequence[str] = (),
       proc.wait()
       exit_delay = time.monotonic() - last_line_at
     finally:
-      watchdog.cancel()
+      kill_timer.cancel()
     stderr.seek(0)
     return subprocess.CompletedProcess(command, proc.returncode, "".join(lines),
                                        stderr.read()), exit_delay
