@@ -24,8 +24,21 @@ A rerun of the same command resumes from the latest checkpoint in
 --model_dir and stops at trainer.train_steps. SIGTERM or SIGINT ends a run
 with one line ("stopped at step N by SIGTERM; latest checkpoint: ...") and
 exit status 143 (SIGINT: 130), its lock released.
+
+A quickstart run pins its CPU numerics (oneDNN, threads) before TensorFlow
+loads, so it prints the same numbers on every x86-64 CPU
+(realformer_tf/training/cpu_numerics.py).
 """
 
+import sys
+
+from realformer_tf.training import cpu_numerics
+
+# Before TensorFlow loads (oneDNN reads its settings once, at import): the
+# quickstart's numbers are the same on every x86-64 CPU.
+cpu_numerics.pin(sys.argv[1:])
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags
 from absl import logging
 import gin
@@ -35,6 +48,7 @@ from official.core import train_utils
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import process_exit
 from realformer_tf.training import train_lib
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 
