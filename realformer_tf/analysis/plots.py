@@ -259,11 +259,14 @@ def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str,
         [], [], color="purple", linestyle=":", linewidth=1.4,
         label=f"uniform attention over {seq_length} tokens: ln {seq_length} "
               f"= {np.log(seq_length):.2f} nats"))
-  fig.suptitle("Attention per head (median \u25cf, quartiles |; heads sorted "
-               "by median within each layer)" + (f"\n{note}" if note else ""),
+  # Lines as wide as the figure (one model's column is narrow).
+  chars = int(fig.get_figwidth() * 100 / 9)
+  title = ["Attention per head (median \u25cf, quartiles |; heads sorted by "
+           "median within each layer)"] + ([note] if note else [])
+  fig.suptitle("\n".join(textwrap.fill(t, chars) for t in title),
                fontsize=13)
-  fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=10,
-             frameon=False)
+  fig.legend(handles=handles, loc="outside lower center",
+             ncol=min(3, len(summaries)), fontsize=10, frameon=False)
   fig.savefig(path, dpi=100)
   plt.close(fig)
   return fig

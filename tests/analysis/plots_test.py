@@ -138,6 +138,10 @@ def test_summary_figure_names_its_scale_and_uniform_attention(tmp_path):
   assert not [line for ax in fig.axes[2:] for line in ax.lines
               if line.get_linestyle() == ":"]  # JSD has no such line.
   assert _texts_outside(fig) == []
+  # One model: a narrow figure, whose title and legend still fit.
+  fig = plots.summary_figure({"RealFormer": _summary(4, 2, 2)}, path,
+                             note=note * 2, seq_length=64)
+  assert _texts_outside(fig) == []
   run = {"train": [[1, 0.1], [2, 0.2], [3, 0.3]], "validation": [[3, 0.25]]}
   fig = plots.curves_figure({"RealFormer": {0: run}},
                             str(tmp_path / "c.png"), note=note)
