@@ -231,6 +231,7 @@ def export_model(model_dir: str,
   # Model Garden's QA task rebuilds the eval features from the dev JSON as
   # soon as it is created (and needs somewhere to write them).
   task.validation_data.input_path = ""
+  heads.progress(f"building the {head.HEAD} model and restoring {checkpoint}")
   model = build_model(task, checkpoint, utils.dummy_inputs(
       masked_positions=int("masked_lm_positions" in head.EXAMPLE_FIELDS)))
 
