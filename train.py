@@ -32,11 +32,14 @@ loads, so it prints the same numbers on every x86-64 CPU
 
 import sys
 
+from realformer_tf.training import cpu_noise
 from realformer_tf.training import cpu_numerics
 
 # Before TensorFlow loads (oneDNN reads its settings once, at import): the
-# quickstart's numbers are the same on every x86-64 CPU.
+# quickstart's numbers are the same on every x86-64 CPU; a machine without
+# a GPU driver is spared TensorFlow's start-up notices.
 cpu_numerics.pin(sys.argv[1:])
+cpu_noise.quiet()
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags
