@@ -53,8 +53,18 @@ setuptools.setup(
     package_data={"realformer_tf.data": ["quickstart_stdlib_corpus.txt.gz"]},
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    # keras-hub needs Python >= 3.11; TensorFlow 2.20 has wheels up to 3.13.
+    # keras-hub needs Python >= 3.11; TensorFlow 2.20 has wheels for 3.9 to
+    # 3.13 (and tensorflow-text 2.20.1, jaxlib 0.10.2 for 3.13 too).
     python_requires=">=3.11,<3.14",
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
+        "Operating System :: POSIX :: Linux",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
     install_requires=INSTALL_REQUIRES,
     extras_require={
         # jax: tests/keras3/backends_test.py re-runs the Keras 3 tests on

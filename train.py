@@ -29,8 +29,24 @@ second signal ends it at once.
 A refusal (a bad value, file or run directory, found before anything is
 written) prints its message alone and exits with status 1; --traceback adds
 the Python traceback.
+
+A quickstart run pins its CPU numerics (oneDNN, threads) before TensorFlow
+loads, so it prints the same numbers on every x86-64 CPU
+(realformer_tf/training/cpu_numerics.py).
 """
 
+import sys
+
+from realformer_tf.training import cpu_noise
+from realformer_tf.training import cpu_numerics
+
+# Before TensorFlow loads (oneDNN reads its settings once, at import): the
+# quickstart's numbers are the same on every x86-64 CPU; a machine without
+# a GPU driver is spared TensorFlow's start-up notices.
+cpu_numerics.pin(sys.argv[1:])
+cpu_noise.quiet()
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags
 from absl import logging
 import gin
@@ -40,6 +56,7 @@ from official.core import train_utils
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import process_exit
 from realformer_tf.training import train_lib
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 

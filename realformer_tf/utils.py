@@ -1,5 +1,5 @@
 """The package's one helper per job: atomic writes, checkpoint restoring,
-dummy inputs and the width/heads check.
+dummy inputs, the width/heads check and reproducible gzip bytes.
 
 Every writer of ours goes through `atomic_path`, so a killed run leaves at most
 a `*.tmp-PID` leftover (removed once its process is gone by
@@ -16,6 +16,8 @@ import contextlib
 import inspect
 import json
 import os
+import struct
+import zlib
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Tuple
 
 from absl import app
@@ -200,6 +202,24 @@ def write_lines_atomically(path: str, lines: Iterable[str]) -> None:
 
 def write_json_atomically(path: str, data: Any) -> None:
   write_text_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+# The gzip header of our files (RFC 1952, 2.3): magic, deflate, no flags,
+# mtime 0, XFL 2 (best compression), OS 3 (Unix). `gzip.compress(mtime=0)`
+# wrote these through zlib on CPython 3.11 and 3.12, but 3.13 writes its own
+# header with OS 255 (Lib/gzip.py, `_create_simple_gzip_header`), so the
+# header is written here: the same bytes give the same file on every
+# Python (the quickstart's shipped corpus relies on it).
+_GZIP_HEADER = bytes([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 3])
+
+
+def gzip_bytes(data: bytes) -> bytes:
+  """`data` gzipped at level 9 with `_GZIP_HEADER`: a raw deflate stream
+  between that header and the CRC-32 and length trailer."""
+  deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+  body = deflate.compress(data) + deflate.flush()
+  return (_GZIP_HEADER + body +
+          struct.pack("<LL", zlib.crc32(data), len(data) & 0xffffffff))
 
 
 def restore_checkpoint(model: tf.Module, checkpoint: str) -> None:

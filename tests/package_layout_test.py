@@ -12,11 +12,12 @@ import ast
 import importlib
 import os
 import re
-import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from tests.helpers import watchdog
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE_ROOT = os.path.join(REPO_ROOT, "realformer_tf")
@@ -277,8 +278,7 @@ def test_keras3_face_runs_on_jax_without_tensorflow():
              JAX_PLATFORMS="cpu")
   env["XLA_FLAGS"] = " ".join(
       [env.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0"]).strip()
-  result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW],
-                          cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+  result = watchdog.run([sys.executable, "-c", _WITHOUT_TENSORFLOW],
+                        cwd=REPO_ROOT, env=env)
   assert result.returncode == 0 and result.stdout.strip().endswith("ok"), (
       result.stdout + result.stderr)[-5000:]

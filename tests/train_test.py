@@ -28,8 +28,7 @@ from tests.helpers import train_runs as utils
 
 def test_unknown_experiment_from_the_command_line(tmp_path):
   model_dir = tmp_path / "model"
-  proc = utils.run_train(str(model_dir), experiment="realformer/pretrain",
-                         timeout=180)
+  proc = utils.run_train(str(model_dir), experiment="realformer/pretrain")
   assert proc.returncode != 0
   # The message, not the source line that Python 3.13's traceback also
   # prints (`f"Unknown --experiment={name!r}; ..."`).

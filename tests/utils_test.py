@@ -1,9 +1,12 @@
 """Tests of realformer_tf.utils."""
 
+import gzip
 import json
 import os
 import subprocess
 import sys
+from unittest import mock
+import zlib
 
 from absl.testing import parameterized
 import tensorflow as tf
@@ -182,6 +185,31 @@ class LeftoversTest(tf.test.TestCase):
     self.assertEqual(sorted(os.listdir(folder)), [
         f"b.json.tmp-{os.getpid()}", f"b.json.tmp-{os.getpid()}.owner",
         "c.tmp-notapid", f"d.tmp-{dead}"])
+
+
+class GzipBytesTest(tf.test.TestCase):
+  """`gzip_bytes` writes its own header: CPython 3.13's `gzip.compress(
+  mtime=0)` writes OS byte 255 where 3.11/3.12 wrote 3 (issue 39)."""
+
+  def test_header_fields_and_round_trip(self):
+    data = "Docstrings, twice. ".encode() * 500
+    with mock.patch.object(gzip, "compress",
+                           side_effect=AssertionError("not used")):
+      out = utils.gzip_bytes(data)
+    # Magic, deflate, no flags, mtime 0, XFL 2 (level 9), OS 3 (Unix).
+    self.assertEqual(out[:10], bytes.fromhex("1f8b0800000000000203"))
+    self.assertEqual(gzip.decompress(out), data)
+    self.assertEqual(int.from_bytes(out[-8:-4], "little"), zlib.crc32(data))
+    self.assertEqual(int.from_bytes(out[-4:], "little"), len(data))
+    # The body is zlib's level-9 raw deflate, as gzip wraps it.
+    self.assertEqual(out[10:-8], zlib.compress(data, level=9, wbits=-15))
+
+  def test_same_bytes_as_pythons_before_3_13(self):
+    # What gzip.compress(mtime=0) gave on 3.11 and 3.12: zlib's own gzip
+    # wrapper (wbits=31), whose header has OS 3 on Unix.
+    data = bytes(range(256)) * 40
+    self.assertEqual(utils.gzip_bytes(data),
+                     zlib.compress(data, level=9, wbits=31))
 
 
 class MovedNamesTest(tf.test.TestCase):

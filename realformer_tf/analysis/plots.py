@@ -13,7 +13,8 @@ median against the paper's thresholds:
 """
 
 import dataclasses
-from typing import Any, Dict, List, Sequence, Tuple
+import textwrap
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import matplotlib
 
@@ -182,8 +183,9 @@ def _legend_handles(what: str, low: float, high: float) -> List[Any]:
   ]
 
 
-def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str
-                   ) -> figure.Figure:
+def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str,
+                   note: Optional[str] = None,
+                   seq_length: Optional[int] = None) -> figure.Figure:
   """Entropy and JSD of several models, drawn from their `summary.json`.
 
   A column per model, a row per metric; along x the layers (JSD: the upper
@@ -195,6 +197,10 @@ def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str
   Args:
     summaries: {model title: one model of `summary.json["models"]`}.
     path: Output PNG path.
+    note: A line under the title (what scale the models are, say).
+    seq_length: The inputs' length: the entropy of uniform attention,
+      ln(seq_length), is drawn and named (a head at it attends to every
+      token alike).
 
   Returns:
     The (closed) figure, for inspection.
@@ -220,6 +226,9 @@ def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str
                   color=color_for(head["median"], thresholds))
       for t in thresholds:
         ax.axhline(t, color="gray", linestyle="--", linewidth=0.8, zorder=0)
+      if metric == "entropy" and seq_length:
+        ax.axhline(np.log(seq_length), color="purple", linestyle=":",
+                   linewidth=1.4, zorder=0)
       ax.set_xticks(layers)
       if metric == "jsd":
         ax.set_xticklabels([f"{l - 1}\u2192{l}" for l in layers])
@@ -245,10 +254,19 @@ def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str
           lines.Line2D([], [], color="gray", linestyle="--", linewidth=0.8,
                        label=f"thresholds: entropy {e_low:g} / {e_high:g} "
                              f"nats, JSD {j_low:g} / {j_high:g} bits")]
-  fig.suptitle("Attention per head (median \u25cf, quartiles |; heads sorted "
-               "by median within each layer)", fontsize=13)
-  fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=10,
-             frameon=False)
+  if seq_length:
+    handles.append(lines.Line2D(
+        [], [], color="purple", linestyle=":", linewidth=1.4,
+        label=f"uniform attention over {seq_length} tokens: ln {seq_length} "
+              f"= {np.log(seq_length):.2f} nats"))
+  # Lines as wide as the figure (one model's column is narrow).
+  chars = int(fig.get_figwidth() * 100 / 9)
+  title = ["Attention per head (median \u25cf, quartiles |; heads sorted by "
+           "median within each layer)"] + ([note] if note else [])
+  fig.suptitle("\n".join(textwrap.fill(t, chars) for t in title),
+               fontsize=13)
+  fig.legend(handles=handles, loc="outside lower center",
+             ncol=min(3, len(summaries)), fontsize=10, frameon=False)
   fig.savefig(path, dpi=100)
   plt.close(fig)
   return fig
@@ -264,14 +282,15 @@ CURVE_STYLES = (
 
 
 def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str,
-                  metric: str = "MLM accuracy", percent: bool = True
-                  ) -> figure.Figure:
+                  metric: str = "MLM accuracy", percent: bool = True,
+                  note: Optional[str] = None) -> figure.Figure:
   """Train and eval curves of every run (MLM accuracy), one style per model.
 
   `curves`: {model label: {seed: {"train": [[step, value], ...],
   "validation": [...]}}}, values as fractions; drawn as % when `percent` (as
-  `results.md` reports them), under the human name `metric`. Returns the
-  (closed) figure written to `path`.
+  `results.md` reports them), under the human name `metric`; `note`, a
+  title line (what scale the runs are, say). Returns the (closed) figure
+  written to `path`.
   """
   scale = 100.0 if percent else 1.0
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True,
@@ -302,6 +321,8 @@ def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str,
       by_label.setdefault(label, handle)
   fig.legend(by_label.values(), by_label.keys(), loc="outside upper center",
              ncol=max(len(by_label), 1), fontsize=10, frameon=False)
+  if note:  # Below the panels: the legend holds the space above them.
+    fig.supxlabel(textwrap.fill(note, 130), fontsize=10)
   fig.savefig(path, dpi=100)
   plt.close(fig)
   return fig

@@ -104,9 +104,9 @@ STDLIB_MODULES = (
     "zipapp", "zipfile", "zipimport", "zoneinfo",
 )
 
-# The shipped corpus (BERT's text format, gzipped without a timestamp so that
-# a rebuild by the same Python gives the same bytes) and the CPython that
-# built it; setup.py's package_data ships it.
+# The shipped corpus (BERT's text format, `utils.gzip_bytes`: the same text
+# gives the same bytes on every Python) and the CPython whose docstrings it
+# holds; setup.py's package_data ships it.
 STDLIB_CORPUS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                   "quickstart_stdlib_corpus.txt.gz")
 STDLIB_CORPUS_PYTHON = "3.11.7"
@@ -227,12 +227,13 @@ def write_documents(path: str, documents: List[List[str]]) -> None:
 def write_stdlib_corpus(path: str) -> int:
   """Writes `build_stdlib_documents()` gzipped to `path`; returns its bytes.
 
-  mtime=0 in the gzip header: the same docstrings give the same file.
+  `utils.gzip_bytes`: no timestamp, a fixed header; the same docstrings give the
+  same file on every Python.
   """
   documents = build_stdlib_documents()
   text = "".join(line + "\n" for document in documents
                  for line in document + [""])
-  data = gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+  data = utils.gzip_bytes(text.encode("utf-8"))
   tmp = f"{path}.tmp-{os.getpid()}"
   with open(tmp, "wb") as f:
     f.write(data)

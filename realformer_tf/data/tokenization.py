@@ -94,9 +94,22 @@ def load_vocab(path: str, vocab_size: Optional[int] = None) -> List[str]:
         f"model's vocab_size={vocab_size}: it is not the vocabulary this model "
         "was trained with.")
   if vocab_size is not None and len(seen) != vocab_size:
-    logging.warning("Vocabulary %s has %d tokens; the model's vocab_size is "
-                    "%d.", path, len(seen), vocab_size)
+    warn_padded_vocabulary(path, len(seen), vocab_size)
   return list(seen)
+
+
+def warn_padded_vocabulary(vocabulary: str, tokens: int,
+                           vocab_size: int) -> None:
+  """Warns that a model's word embedding has more rows (`vocab_size`) than
+  its vocabulary has tokens: allowed (a padded embedding), but rows past
+  the vocabulary are never looked up, nor trained. Fine-tuning and export
+  accept the run with this vocabulary (training/vocab_fit.py's rule)."""
+  logging.warning(
+      "Vocabulary %s has %d tokens, but the model's vocab_size is %d: word "
+      "embedding rows %d-%d are never looked up (a padded vocabulary). If "
+      "that is not deliberate, set vocab_size=%d. Fine-tuning and export "
+      "accept the run with this vocabulary, not another one.", vocabulary,
+      tokens, vocab_size, tokens, vocab_size - 1, tokens)
 
 
 def make_tokenizer(vocab_file: str,

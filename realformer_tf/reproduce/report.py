@@ -2,7 +2,7 @@
 
 import json
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -39,13 +39,19 @@ def _encoder_line(plan: plan_lib.Plan) -> str:
 
 
 def estimate_seconds(plan: plan_lib.Plan) -> float:
-  """Rough 2-core CPU estimate for `--dry_run` (tiny scale only; else nan)."""
-  if plan.scale.seconds_per_step is None:
+  """The whole reproduction's seconds on 2 shared CPU cores, from the
+  measured `plan_lib.CpuCost` (tiny scale only; else nan): the data, each
+  run's start and steps, each architecture's attention analysis."""
+  cost = plan.scale.cpu_cost
+  if cost is None:
     return float("nan")
-  # Fine-tuning steps cost about what pre-training steps do at these sizes;
-  # each run adds ~15 s of graph building and evaluation.
-  return sum(plan.scale.seconds_per_step * r.train_steps + 15
-             for r in plan.all_runs)
+  seconds = cost.data + cost.analysis * len(plan.options.archs)
+  for r in plan.all_runs:
+    if isinstance(r, plan_lib.PretrainRun):
+      seconds += cost.pretrain_start + cost.pretrain_step * r.train_steps
+    else:
+      seconds += cost.finetune_start + cost.finetune_step * r.train_steps
+  return seconds
 
 
 def describe(plan: plan_lib.Plan) -> str:
@@ -64,11 +70,19 @@ def describe(plan: plan_lib.Plan) -> str:
   lines.append(f"Attention analysis: seed 0 of {', '.join(o.archs)}, "
                f"{s.analysis_examples} examples.")
   estimate = estimate_seconds(plan)
-  interval = tqdm.tqdm.format_interval(round(estimate))  # [h:]mm:ss
-  lines.append("Estimated time: " + (
-      f"about {interval} ({'h:min:s' if estimate >= 3600 else 'min:s'}) on 2 "
-      "CPU cores (runs already done included)" if not np.isnan(estimate) else
-      "no estimate at this scale (accelerator-sized)."))
+  if np.isnan(estimate):
+    lines.append("Estimated time: no estimate at this scale "
+                 "(accelerator-sized).")
+  else:
+    low = estimate / plan_lib.FREE_MACHINE_SPEEDUP
+    unit = "h:min:s" if estimate >= 3600 else "min:s"
+    # tqdm's [h:]mm:ss.
+    low_s, high_s = (tqdm.tqdm.format_interval(round(t))
+                     for t in (low, estimate))
+    lines.append(
+        f"Estimated time: {low_s} to {high_s} ({unit}) on 2 CPU cores, free "
+        "to heavily shared (data, runs and analysis, runs already done "
+        "included; measured rates, reproduce/plan.py CpuCost).")
   return "\n".join(lines)
 
 
@@ -103,13 +117,49 @@ def read_curves(model_dir: str, tag: str = "masked_lm_accuracy"
   return curves
 
 
-def plot_attention(analyses: Dict[str, str], path: str):
-  """Per-head attention entropy and JSD of each architecture, side by side."""
+def scale_note(plan: plan_lib.Plan) -> Optional[str]:
+  """What a tiny-scale run's figures and report must say: its numbers show
+  the pipeline runs, they are not findings (None at the other scales)."""
+  if plan.options.scale != "tiny":
+    return None
+  return (f"Tiny scale ({_encoder_line(plan)}; "
+          f"{plan.pretrain[0].train_steps} pre-training steps on a CPU): a "
+          "check that the pipeline runs, not the paper's findings.")
+
+
+def plot_attention(analyses: Dict[str, str], path: str,
+                   plan: Optional[plan_lib.Plan] = None):
+  """Per-head attention entropy and JSD of each architecture, side by side;
+  with `plan`, its scale note and the entropy of uniform attention."""
   summaries = {}
   for arch, out_dir in analyses.items():
     with tf.io.gfile.GFile(os.path.join(out_dir, "summary.json")) as f:
       summaries[plan_lib.ARCHS[arch][0]] = json.load(f)["models"][0]
-  return plots.summary_figure(summaries, path)
+  return plots.summary_figure(
+      summaries, path, note=scale_note(plan) if plan else None,
+      seq_length=plan.scale.seq_length if plan else None)
+
+
+def majority_class_lines(glue_results: Dict[str, Dict[str, List[Dict]]]
+                         ) -> List[str]:
+  """A line per architecture and task whose every run scored exactly what
+  always predicting the most frequent label scores (`majority_class_*`):
+  such a classifier learned nothing, whatever its number says."""
+  found = []
+  for arch, by_task in glue_results.items():
+    for task, results in sorted(by_task.items()):
+      metrics = glue_data.get_task(task).metrics
+      logs = [r.get("eval_logs", {}) for r in results]
+      if logs and all(
+          f"majority_class_{m}" in log and
+          abs(log[m] - log[f"majority_class_{m}"]) < 1e-6
+          for log in logs for m in metrics):
+        values = ", ".join(f"{m} {100 * logs[0][m]:.2f}" for m in metrics)
+        found.append(
+            f"- {plan_lib.ARCHS[arch][0]}, {task}: every run scored exactly "
+            f"the majority class ({values}: one label for every example); "
+            "the classifier learned nothing at this scale.")
+  return found
 
 
 def _pm(stat: Dict, scale: float = 100.0) -> str:
@@ -119,12 +169,16 @@ def _pm(stat: Dict, scale: float = 100.0) -> str:
   return f"{scale * stat['median']:.2f} ± {scale * stat['std']:.2f}"
 
 
-def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict) -> str:
-  """`results.md`: the paper's Table 2 and Table 3 shapes."""
+def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict,
+                   majority: Sequence[str] = ()) -> str:
+  """`results.md`: the paper's Table 2 and Table 3 shapes; `majority`:
+  `majority_class_lines`, under the GLUE table."""
   o, s = plan.options, plan.scale
   label = {arch: plan_lib.ARCHS[arch][0] for arch in o.archs}
+  note = scale_note(plan)
   lines = [
       f"# Post-LN vs Pre-LN vs RealFormer, scale `{o.scale}`", "",
+      *([f"**{note}**", ""] if note else []),
       f"Encoder: {_encoder_line(plan)}; vocabulary {plan.data['vocab_size']} "
       f"({plan.data['source']}).",
       f"Pre-training: {plan.pretrain[0].train_steps} steps, batch "
@@ -165,6 +219,7 @@ def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict) -> str:
       lines.append("| RealFormer, paper (BERT-Large) | " + " | ".join(cells)
                    + " | |")
     lines.append("")
+  lines += list(majority)
   for task, why in plan.skipped_tasks.items():
     lines.append(f"- {task} not fine-tuned: {why}.")
   lines += [
@@ -194,13 +249,15 @@ def write_results(plan: plan_lib.Plan, pretrain_results: Dict[str, List[Dict]],
              "glue": glue, "curves": curves, "analysis": analyses}
   utils.write_json_atomically(os.path.join(o.output_dir, RESULTS_JSON),
                               results)
-  text = format_results(plan, pretraining, glue)
+  text = format_results(plan, pretraining, glue,
+                        majority_class_lines(glue_results))
   utils.write_text_atomically(os.path.join(o.output_dir, RESULTS_MD), text)
   # "MLM accuracy" in %, as results.md's Table 2 column.
   plots.curves_figure({plan_lib.ARCHS[arch][0]: by_seed
                        for arch, by_seed in curves.items()},
                       os.path.join(o.output_dir, CURVES_PNG),
-                      metric="MLM accuracy", percent=True)
-  plot_attention(analyses, os.path.join(o.output_dir, ATTENTION_PNG))
+                      metric="MLM accuracy", percent=True,
+                      note=scale_note(plan))
+  plot_attention(analyses, os.path.join(o.output_dir, ATTENTION_PNG), plan)
   print(text, flush=True)
   return results

@@ -256,17 +256,20 @@ def export_model(model_dir: str,
     vocab_file = vocab_file or recorded_vocab_file(task, head, model_dir)
     vocab, lower_case = load_vocab(task, head, options.vocab_size, vocab_file,
                                    lower_case)
-    # One token per word-embedding row (else text serves wrong ids).
+    # One token per word-embedding row, or fewer for the run's own
+    # vocabulary (a padded embedding): `vocab_fit`'s rule, as training's.
     vocab_fit.check_vocab_fits(
         vocab_file or head.recorded_vocab(task)[0],
         "--vocab_file" if vocab_file else head.recorded_vocab(task)[2],
-        checkpoint, "--checkpoint_path" if checkpoint_path else "--model_dir")
+        checkpoint, "--checkpoint_path" if checkpoint_path else "--model_dir",
+        trained_sha256=vocab_fit.trained_vocab_sha256(config))
 
   if return_attention != "none":
     encoder.return_attention_scores = True
   # Model Garden's QA task rebuilds the eval features from the dev JSON as
   # soon as it is created (and needs somewhere to write them).
   task.validation_data.input_path = ""
+  heads.progress(f"building the {head.HEAD} model and restoring {checkpoint}")
   model = build_model(task, checkpoint, utils.dummy_inputs(
       masked_positions=int("masked_lm_positions" in head.EXAMPLE_FIELDS)))
 

@@ -163,8 +163,11 @@ def check_vocab_fits(params: cfg.ExperimentConfig, mode: str) -> None:
   if not init_checkpoint:
     return
   key = "task.init_checkpoint"
+  run = run_directory.find_run(init_checkpoint)
+  trained_sha256 = vocab_fit.trained_vocab_sha256(run.config) if run else None
   for vocab_key, path in input_checks.vocab_files(params, mode):
-    vocab_fit.check_vocab_fits(path, vocab_key, init_checkpoint, key)
+    vocab_fit.check_vocab_fits(path, vocab_key, init_checkpoint, key,
+                               trained_sha256)
   found = vocab_fit.embedding_rows(init_checkpoint)
   if found is None:
     return
@@ -176,7 +179,9 @@ def check_vocab_fits(params: cfg.ExperimentConfig, mode: str) -> None:
     for path in input_checks.match_input_files(data_key, input_path):
       meta_path, meta = input_checks.meta_data_of(path) or (None, {})
       size = meta.get("vocab_size")
-      if isinstance(size, int) and size != rows:
+      padded = (isinstance(size, int) and size < rows and trained_sha256
+                and meta.get("vocab_sha256") == trained_sha256)  # vocab_fit
+      if isinstance(size, int) and size != rows and not padded:
         raise ValueError(
             f"{data_key}.input_path: {path!r} was converted with vocabulary "
             f"{meta.get('vocab_file')!r} of {size} tokens (see {meta_path}), "

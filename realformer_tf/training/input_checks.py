@@ -193,7 +193,9 @@ def check_records_manifest(params: cfg.ExperimentConfig, mode: str) -> None:
   (`output_sets.check_set`: a killed conversion leaves new records beside
   old meta data); else a ValueError names the data key, the file, what
   differs and the command to run again. Each set is checked once; records
-  without meta data (not ours) are not checked."""
+  without meta data (not ours) are not checked. Records of a smaller
+  vocabulary than the encoder's `vocab_size` are allowed, with a warning
+  (`tokenization.warn_padded_vocabulary`)."""
   checked = set()
   for key, data in modes.data_configs(params, mode):
     input_path = getattr(data, "input_path", "")
@@ -204,6 +206,13 @@ def check_records_manifest(params: cfg.ExperimentConfig, mode: str) -> None:
       if meta_path is None or meta_path in checked:
         continue
       checked.add(meta_path)
+      _, vocab_size = _vocab_key(params)
+      tokens = meta.get("vocab_size")
+      if (isinstance(tokens, int) and isinstance(vocab_size, int) and
+          tokens < vocab_size):
+        tokenization.warn_padded_vocabulary(
+            f"{meta.get('vocab_file')} (the records' vocabulary, "
+            f"{meta_path})", tokens, vocab_size)
       try:
         output_sets.check_set(meta_path, meta)
       except ValueError as e:

@@ -2,8 +2,10 @@
 
 `summary_lines`: after the final evaluation, what was reached against what it
 compares with (masked-LM accuracy against chance and the most frequent masked
-token; next-sentence accuracy against the eval set's majority label; GLUE's majority-class baselines; SQuAD's 0-100 scale), this
-invocation's speed (a slow machine told from a hung run), and where the
+token; next-sentence accuracy against the eval set's majority label; GLUE's
+majority-class baselines; SQuAD's 0-100 scale), for the quickstart the CPU
+numerics in effect (`cpu_numerics`), this invocation's speed (a slow machine
+told from a hung run), and where the
 checkpoint, `params.yaml` and summaries are. `drop_duplicate_progress`:
 Orbit's controller both logs and prints each progress block
 (`orbit/controller.py:38`, `_log`); the absl copy is dropped, stdout keeps it.
@@ -21,6 +23,7 @@ from official.core import config_definitions as cfg
 from official.core import input_reader
 from official.nlp.data import pretrain_dataloader
 from realformer_tf.data import tokenization
+from realformer_tf.training import cpu_numerics
 
 
 def console(message: str) -> None:
@@ -164,6 +167,8 @@ def summary_lines(params: cfg.ExperimentConfig, model_dir: str,
   if getattr(params.task, "name", "") == "realformer/squad" and metrics:
     lines.append("SQuAD metrics are on the official 0-100 scale "
                  "(exact_match 80 = 80% of the questions).")
+  if getattr(params.task, "name", "") == cpu_numerics.QUICKSTART:
+    lines.append(cpu_numerics.summary_line())
   if steps_run > 0 and seconds > 0:
     batch = params.task.train_data.global_batch_size
     lines.append(

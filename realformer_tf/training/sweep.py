@@ -35,8 +35,11 @@ from realformer_tf.configs import finetuning
 from realformer_tf.configs import recipe
 from realformer_tf.data import glue as glue_data
 from realformer_tf.tasks import sentence_prediction as rf_sp
+from realformer_tf.training import init_from_run
+from realformer_tf.training import input_checks
 from realformer_tf.training import process_exit
 from realformer_tf.training import runs
+from realformer_tf.training import value_checks
 
 RESULT_FILE = "glue_result.json"
 SUMMARY_FILE = "glue_summary.json"
@@ -136,6 +139,37 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
     planned.append(GlueRun(task=task, epochs=e, learning_rate=lr, seed=seed,
                            model_dir=model_dir, config=run_config))
   return planned
+
+
+def check_runs(planned: Sequence[GlueRun]) -> None:
+  """What each run checks before it writes (training/preflight.py, steps 1,
+  3-5), for every run's values and, once, for the data, vocabulary and init
+  checkpoint they share: a plan that `--dry_run` prints would start. Reads
+  only; raises the run's own ValueError (records of another sequence length,
+  a missing file, a vocabulary or checkpoint that does not fit)."""
+  for run in planned:
+    value_checks.validate_config(run.config.replace(), run.MODE)
+  config, mode = planned[0].config.replace(), planned[0].MODE
+  input_checks.check_data_sets(config, mode)
+  input_checks.check_records_manifest(config, mode)
+  input_checks.check_vocabularies(config, mode)
+  if config.task.init_checkpoint:
+    config.task.init_checkpoint = init_from_run.check_init_checkpoint(config)
+    init_from_run.check_vocab_fits(config, mode)
+
+
+def init_warning(config: cfg.ExperimentConfig) -> Optional[str]:
+  """A warning when the runs start from a random encoder (no
+  `task.init_checkpoint`): the paper's grid fine-tunes a pre-trained one."""
+  if config.task.init_checkpoint:
+    return None
+  encoder = config.task.model.encoder.get()
+  return (f"WARNING: no task.init_checkpoint: every run fine-tunes a randomly "
+          f"initialised encoder ({encoder.num_layers} layers, hidden "
+          f"{encoder.hidden_size}), not a pre-trained one, and its scores "
+          "say nothing about pre-training. Pass --params_override="
+          "task.init_checkpoint=DIR (a pre-training run or a converted "
+          "checkpoint, README's Checkpoints).")
 
 
 def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
@@ -247,7 +281,8 @@ def define_flags():
                       "paths: realformer_tf.data.glue's --output_dir.")
   flags.DEFINE_string("meta_data_file", None, "<task>_meta_data.json; "
                       "default: next to the train file.")
-  flags.DEFINE_bool("dry_run", False, "List the runs and their state only.")
+  flags.DEFINE_bool("dry_run", False, "Check the runs as they would check "
+                    "themselves, then list them and their state only.")
   flags.DEFINE_bool("summarize_only", False, "Only print the summary of the "
                     "results under --model_dir_root.")
 
@@ -274,6 +309,11 @@ def main(argv):
   planned = plan_runs(FLAGS.task, FLAGS.model_dir_root, _floats("epochs"),
                       _floats("learning_rates"), range(FLAGS.seeds), config,
                       train_size)
+  # The runs' own checks, before a plan is printed or a run starts.
+  check_runs(planned)
+  warning = init_warning(config)
+  if warning:
+    print(warning, flush=True)
   if FLAGS.dry_run:  # Lists the plan; touches nothing.
     print("\n".join(runs.plan_lines(planned)))
     steps_left = sum(r.train_steps for r in planned if runs.status(r) != "done")

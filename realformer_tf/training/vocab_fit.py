@@ -16,8 +16,11 @@ from typing import Optional, Tuple
 from absl import logging
 import tensorflow as tf
 
+from official.core import config_definitions as cfg
 from realformer_tf.checkpoints import run_directory
+from realformer_tf.data import output_sets
 from realformer_tf.data import tokenization
+from realformer_tf.training import input_checks
 
 # Checkpoint keys of a word-embedding table, best first: a TF2 object-based
 # checkpoint of Model Garden's BERT encoders (`_embedding_layer`, i.e.
@@ -48,11 +51,33 @@ def embedding_rows(checkpoint: str) -> Optional[Tuple[str, int, str]]:
   return None
 
 
+def trained_vocab_sha256(config: cfg.ExperimentConfig) -> Optional[str]:
+  """The SHA-256 of the vocabulary a run's training records were converted
+  with, as their converter recorded it then (`<task>_meta_data.json` and
+  the like: `tokenization.vocab_meta`); None if unrecorded. Unlike the
+  vocabulary file the run names, it cannot have been rebuilt since."""
+  data = getattr(config.task, "train_data", None)
+  input_path = getattr(data, "input_path", "") if data else ""
+  if not input_path or input_path == "dummy":
+    return None
+  files = tf.io.gfile.glob(str(input_path).split(",")[0])
+  meta = input_checks.meta_data_of(files[0]) if files else None
+  return meta[1].get("vocab_sha256") if meta else None
+
+
 def check_vocab_fits(vocab_file: str, vocab_key: str, checkpoint: str,
-                     checkpoint_key: str) -> None:
-  """Raises ValueError, naming both files and sizes, when the vocabulary
-  `vocab_file` (set by `vocab_key`) has not one token per word-embedding row
-  of `checkpoint` (set by `checkpoint_key`)."""
+                     checkpoint_key: str,
+                     trained_sha256: Optional[str] = None) -> None:
+  """Raises ValueError, naming both files and sizes, unless the vocabulary
+  `vocab_file` (set by `vocab_key`) fits `checkpoint` (set by
+  `checkpoint_key`). The one rule, for fine-tuning and export alike: one
+  token per word-embedding row; or fewer tokens when `vocab_file` is the
+  vocabulary the checkpoint was trained with (its SHA-256 is
+  `trained_sha256`, `trained_vocab_sha256` of the run): a padded embedding,
+  which training allows with a warning (`tokenization.
+  warn_padded_vocabulary`), whose rows past the vocabulary no id reaches.
+  Any other smaller vocabulary (one rebuilt beside the checkpoint, issue 30)
+  is refused: its ids would not be the ones the model learned."""
   found = embedding_rows(checkpoint)
   if found is None:
     logging.warning("%s=%s: no word embedding found among its variables; "
@@ -61,6 +86,12 @@ def check_vocab_fits(vocab_file: str, vocab_key: str, checkpoint: str,
     return
   path, rows, key = found
   size = len(tokenization.load_vocab(vocab_file))
+  if (size < rows and trained_sha256 and
+      output_sets.file_sha256(vocab_file) == trained_sha256):
+    logging.info("%s=%s: %d tokens for %d embedding rows, the vocabulary "
+                 "the checkpoint was trained with (a padded embedding).",
+                 vocab_key, vocab_file, size, rows)
+    return
   if size != rows:
     raise ValueError(
         f"{vocab_key}={vocab_file!r} has {size} tokens, but the word "

@@ -3,7 +3,6 @@
 import json
 import math
 import os
-import subprocess
 import sys
 import types
 
@@ -15,6 +14,7 @@ from scipy.spatial import distance
 
 from realformer_tf.analysis import runner
 from tests.analysis import conftest
+from tests.helpers import watchdog
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -101,13 +101,13 @@ def test_default_validation_data_matches_direct_scipy_computation(
 
 def test_cli_with_compare_model(analysis_setup, tmp_path):
   out = str(tmp_path / "cli")
-  result = subprocess.run(
+  result = watchdog.run(
       [sys.executable, "-m", "realformer_tf.analysis",
        f"--model_dir={analysis_setup['realformer']}",
        f"--compare_model_dir={analysis_setup['bert']}",
        f"--input_data={analysis_setup['records']}",
        f"--output_dir={out}", "--batch_size=3", "--num_examples=100"],
-      cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+      cwd=REPO)
   assert result.returncode == 0, result.stderr[-3000:]
   summary = _check_outputs(out, 2, conftest.LENGTHS)
   assert [m["name"] for m in summary["models"]] == ["realformer", "bert"]
@@ -170,10 +170,10 @@ def test_same_named_model_dirs_get_distinct_names():
 
 
 def test_cli_missing_model_dir(tmp_path):
-  result = subprocess.run(
+  result = watchdog.run(
       [sys.executable, "-m", "realformer_tf.analysis",
        f"--model_dir={tmp_path / 'nope'}", f"--output_dir={tmp_path / 'o'}"],
-      cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+      cwd=REPO)
   assert result.returncode != 0
   assert "realformer_tf.analysis: error: model dir" in result.stderr
   assert "does not exist" in result.stderr

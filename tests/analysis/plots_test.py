@@ -120,6 +120,38 @@ def test_summary_figure_is_drawn_not_pasted_at_a_readable_size(tmp_path):
   assert 1000 <= round(100 * width) <= 2000
 
 
+def test_summary_figure_names_its_scale_and_uniform_attention(tmp_path):
+  """Issue 39: a tiny model's heads near ln 64 looked like a finding; the
+  figure says what scale it is and where uniform attention lies."""
+  path = str(tmp_path / "attention.png")
+  note = "Tiny scale (4 layers): a check that the pipeline runs."
+  summaries = {"Post-LN": _summary(4, 3, 0), "RealFormer": _summary(4, 3, 2)}
+  fig = plots.summary_figure(summaries, path, note=note, seq_length=64)
+  assert fig.texts[0].get_text().endswith("\n" + note)
+  legend, = fig.legends
+  assert ("uniform attention over 64 tokens: ln 64 = 4.16 nats"
+          in [t.get_text() for t in legend.get_texts()])
+  uniform = [line for ax in fig.axes[:2] for line in ax.lines
+             if line.get_linestyle() == ":"]
+  assert [list(line.get_ydata()) for line in uniform] == [
+      [pytest.approx(np.log(64))] * 2] * 2
+  assert not [line for ax in fig.axes[2:] for line in ax.lines
+              if line.get_linestyle() == ":"]  # JSD has no such line.
+  assert _texts_outside(fig) == []
+  # One model: a narrow figure, whose title and legend still fit.
+  fig = plots.summary_figure({"RealFormer": _summary(4, 2, 2)}, path,
+                             note=note * 2, seq_length=64)
+  assert _texts_outside(fig) == []
+  run = {"train": [[1, 0.1], [2, 0.2], [3, 0.3]], "validation": [[3, 0.25]]}
+  fig = plots.curves_figure({"RealFormer": {0: run}},
+                            str(tmp_path / "c.png"), note=note)
+  title, = fig.texts
+  assert title.get_text() == note  # Short enough for one line.
+  extent = title.get_window_extent(_drawn(fig))
+  assert fig.bbox.x0 <= extent.x0 and extent.x1 <= fig.bbox.x1
+  assert fig.bbox.y0 <= extent.y0 and extent.y1 <= fig.bbox.y1
+
+
 def test_coinciding_curves_stay_visible_apart_inside_the_figure(tmp_path):
   run = {"train": [[1, 0.1], [2, 0.2], [3, 0.3]], "validation": [[3, 0.25]]}
   curves = {label: {0: run, 1: run}

@@ -6,10 +6,11 @@ the suite runs on TensorFlow.
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+
+from tests.helpers import watchdog
 
 pytest.importorskip("jax")
 pytest.importorskip("keras_hub")
@@ -42,9 +43,7 @@ print(json.dumps(out))
 
 def test_jit_steps_match_fit_steps():
   env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-  result = subprocess.run([sys.executable, "-c", _CHILD], cwd=_ROOT, env=env,
-                          capture_output=True, text=True, timeout=600,
-                          check=False)
+  result = watchdog.run([sys.executable, "-c", _CHILD], cwd=_ROOT, env=env)
   assert result.returncode == 0, result.stderr[-3000:]
   out = json.loads(result.stdout.strip().splitlines()[-1])
   assert len(out["jit_times"]) == 3 and min(out["jit_times"]) > 0, out

@@ -4,7 +4,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -29,6 +28,7 @@ from realformer_tf.configs import finetuning
 from tests.helpers import file_trees
 from tests.helpers import kill_writer
 from tests.helpers import tf1_reference as ref
+from tests.helpers import watchdog
 
 CONFIG = ref.TINY_CONFIG
 VALUES = ref.random_values(ref.tf1_variable_shapes(CONFIG), seed=3)
@@ -63,12 +63,11 @@ def test_cli_with_heads_restores_into_masked_lm_task(tf1_dir, tmp_path):
   prefix, config_file = tf1_dir
   output_dir = os.path.join(str(tmp_path), "out")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  result = subprocess.run(
+  result = watchdog.run(
       [sys.executable, "-m", "realformer_tf.checkpoints.convert",
        f"--tf1_checkpoint={prefix}", f"--bert_config_file={config_file}",
        f"--output_dir={output_dir}", "--with_pretraining_heads"],
-      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
-      check=False)
+      cwd=REPO_ROOT, env=env)
   assert result.returncode == 0, result.stderr[-3000:]
   assert sorted(os.listdir(output_dir)) == [
       "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",

@@ -19,6 +19,7 @@ from realformer_tf.data import tokenization
 from tests.helpers import file_trees
 from tests.helpers import kill_writer
 from tests.helpers import shared_data
+from tests.helpers import watchdog
 
 SEQ_LEN = 32
 MAX_PRED = 5
@@ -289,12 +290,12 @@ def test_cli_learns_vocab_next_to_output(files, tmp_path):
   # Another process with another hash seed than this one.
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
              PYTHONHASHSEED="4321")
-  result = subprocess.run(
+  result = watchdog.run(
       [sys.executable, "-m", "realformer_tf.data.create_pretraining_data",
        "--input_files=" + ",".join(files["inputs"]),
        f"--output_file={output}", "--vocab_size=100",
        f"--max_seq_length={SEQ_LEN}", f"--max_predictions_per_seq={MAX_PRED}"],
-      capture_output=True, text=True, env=env, timeout=300, check=False)
+      env=env)
   assert result.returncode == 0, result.stderr[-3000:]
   vocab = tokenization.load_vocab(str(output.parent / "vocab.txt"))
   assert vocab[:5] == RESERVED

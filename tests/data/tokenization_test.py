@@ -1,5 +1,6 @@
 """Tests for realformer_tf.data.tokenization (tensorflow-text WordPiece)."""
 import os
+from unittest import mock
 
 import pytest
 import tensorflow as tf
@@ -58,6 +59,22 @@ def test_load_vocab_rejects_missing_file_and_directory(tmp_path):
     f.write(b"[PAD]\ncaf\xe9\n")
   with pytest.raises(ValueError, match=r"latin1\.txt.*not UTF-8"):
     tokenization.load_vocab(str(tmp_path / "latin1.txt"))
+
+
+def test_padded_vocabulary_is_allowed_with_a_warning(vocab_file):
+  """vocab_size above the vocabulary (issue 39: 30522 for 956 tokens
+  trained without a word): allowed, and said at load time."""
+  with mock.patch.object(tokenization.logging, "warning") as warning:
+    assert tokenization.load_vocab(vocab_file, vocab_size=24) == TINY_VOCAB
+  message = warning.call_args[0][0] % warning.call_args[0][1:]
+  assert message == (
+      f"Vocabulary {vocab_file} has 16 tokens, but the model's vocab_size is "
+      "24: word embedding rows 16-23 are never looked up (a padded "
+      "vocabulary). If that is not deliberate, set vocab_size=16. Fine-tuning "
+      "and export accept the run with this vocabulary, not another one.")
+  with mock.patch.object(tokenization.logging, "warning") as warning:
+    tokenization.load_vocab(vocab_file, vocab_size=16)
+  warning.assert_not_called()
 
 
 def test_make_tokenizer_wordpieces_on_handmade_vocab(vocab_file):

@@ -15,8 +15,9 @@ import importlib
 import json
 import os
 import signal
-import subprocess
 import sys
+
+from tests.helpers import watchdog
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -29,10 +30,9 @@ def run_killed(kill_at: int, module: str, function: str, **kwargs) -> None:
   env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep +
              os.environ.get("PYTHONPATH", ""), TF_CPP_MIN_LOG_LEVEL="2",
              CUDA_VISIBLE_DEVICES="")
-  result = subprocess.run(
+  result = watchdog.run(
       [sys.executable, "-m", "tests.helpers.kill_writer", str(kill_at), module,
-       function, json.dumps(kwargs)], cwd=REPO_ROOT, env=env,
-      capture_output=True, text=True, timeout=300, check=False)
+       function, json.dumps(kwargs)], cwd=REPO_ROOT, env=env)
   assert result.returncode == -signal.SIGKILL, (
       f"rc {result.returncode}, not killed:\n{result.stderr[-3000:]}")
 

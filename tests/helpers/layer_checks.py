@@ -9,13 +9,14 @@ import copy
 import json
 import os
 import re
-import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
+
+from tests.helpers import watchdog
 
 
 def assert_config_round_trip(layer):
@@ -63,12 +64,12 @@ class mixed_precision_scope:  # pylint: disable=invalid-name
     tf_keras.mixed_precision.set_global_policy(self._old)
 
 
-def run_in_fresh_process(code, cwd=None, timeout=300):
-  """Runs Python code in a new interpreter and returns its stdout."""
+def run_in_fresh_process(code, cwd=None):
+  """Runs Python code in a new interpreter (stopped only when hung:
+  `watchdog`) and returns its stdout."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  result = subprocess.run(
-      [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env,
-      capture_output=True, text=True, timeout=timeout)
+  result = watchdog.run(
+      [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env)
   if result.returncode:
     raise AssertionError(f"fresh process failed:\n{result.stderr[-4000:]}")
   return result.stdout

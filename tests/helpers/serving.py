@@ -23,6 +23,7 @@ from realformer_tf.configs import squad  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import squad_json
+from tests.helpers import watchdog
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -228,14 +229,13 @@ def subprocess_env() -> Dict[str, str]:
               TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 
 
-def saved_model_cli(args: Sequence[str], timeout: int = 240,
-                    with_text_ops: bool = True) -> subprocess.CompletedProcess:
+def saved_model_cli(args: Sequence[str], with_text_ops: bool = True
+                   ) -> subprocess.CompletedProcess:
   """`saved_model_cli ARGS`; with text ops via our wrapper, else the stock tool."""
   env = subprocess_env()
   command = ([sys.executable, "-m", "realformer_tf.serving.saved_model_cli"]
              if with_text_ops else ["saved_model_cli"])
-  return subprocess.run(command + list(args), env=env, capture_output=True,
-                        text=True, timeout=timeout, check=False)
+  return watchdog.run(command + list(args), env=env)
 
 
 def keras_inputs(features: Dict[str, np.ndarray],

@@ -25,6 +25,7 @@ from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import shards
 from realformer_tf.training import train_lib
+from tests.helpers import watchdog
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -331,11 +332,12 @@ def train_command(model_dir: str, config_files: Sequence[str] = (),
 
 
 def run_train(model_dir: str, config_files: Sequence[str] = (),
-              timeout: int = 240, **kwargs) -> subprocess.CompletedProcess:
-  """Runs train.py to completion; returns the finished process."""
-  return subprocess.run(
+              **kwargs) -> subprocess.CompletedProcess:
+  """Runs train.py to completion (stopped only when hung: `watchdog`);
+  returns the finished process."""
+  return watchdog.run(
       train_command(model_dir, config_files, **kwargs), cwd=REPO_ROOT,
-      env=subprocess_env(), capture_output=True, text=True, timeout=timeout)
+      env=subprocess_env())
 
 
 def run_train_timing_exit(model_dir: str, config_files: Sequence[str] = (),
@@ -347,8 +349,8 @@ def run_train_timing_exit(model_dir: str, config_files: Sequence[str] = (),
   with tempfile.TemporaryFile("w+") as stderr:
     proc = subprocess.Popen(command, cwd=REPO_ROOT, env=subprocess_env(),
                             stdout=subprocess.PIPE, stderr=stderr, text=True)
-    watchdog = threading.Timer(timeout, proc.kill)
-    watchdog.start()
+    kill_timer = threading.Timer(timeout, proc.kill)
+    kill_timer.start()
     lines, last_line_at = [], time.monotonic()
     try:
       for line in proc.stdout:
@@ -357,7 +359,7 @@ def run_train_timing_exit(model_dir: str, config_files: Sequence[str] = (),
       proc.wait()
       exit_delay = time.monotonic() - last_line_at
     finally:
-      watchdog.cancel()
+      kill_timer.cancel()
     stderr.seek(0)
     return subprocess.CompletedProcess(command, proc.returncode, "".join(lines),
                                        stderr.read()), exit_delay

@@ -91,9 +91,13 @@ class PlanTest(tf.test.TestCase, parameterized.TestCase):
                             "seed0"), "pre-train", "post_ln", "seed", "0,",
         "4", "steps"])
     self.assertIn("steps=4 warmup=0 lr=0.0001 seed=0", lines[4])
-    # (4 + 4) steps x 2 at 0.05 s, + 15 s for each of the 4 runs.
-    self.assertEqual(lines[-1], "Estimated time: about 01:01 (min:s) on 2 "
-                     "CPU cores (runs already done included)")
+    # Data 110 s, analysis 2 x 75 s; 2 pre-training runs of 4 steps
+    # (55 s + 4 x 0.32 s), 2 fine-tuning runs of 4 (90 s + 4 x 0.18 s):
+    # 554 s on shared cores, / 3.5 on free ones (plan.CpuCost).
+    self.assertEqual(lines[-1], "Estimated time: 02:38 to 09:14 (min:s) on 2 "
+                     "CPU cores, free to heavily shared (data, runs and "
+                     "analysis, runs already done included; measured rates, "
+                     "reproduce/plan.py CpuCost).")
 
   @parameterized.named_parameters(("base", "base", 12, 768),
                                   ("large", "large", 24, 1024))

@@ -63,6 +63,32 @@ class ReportTest(tf.test.TestCase):
     self.assertIn(f"| Post-LN | {100 * median:.2f} ± {100 * std:.2f} / "
                   f"{50 * median:.2f} ± {50 * std:.2f} |", text)
 
+  def test_tiny_scale_says_it_is_no_finding(self):
+    text = self._results_md([0.25])
+    self.assertIn("**Tiny scale (4 layers, hidden 64, 2 heads, feed-forward "
+                  "256; 1000 pre-training steps on a CPU): a check that the "
+                  "pipeline runs, not the paper's findings.**", text)
+    plan = self._plan(1)
+    small = plan_lib.Plan(**{**plan.__dict__, "options": plan_lib.Options(
+        output_dir="unused", scale="small")})
+    self.assertIsNone(report.scale_note(small))
+
+  def test_majority_class_runs_are_named(self):
+    def result(accuracy, majority):
+      logs = dict(accuracy=accuracy, f1=0.812, majority_class_accuracy=majority,
+                  majority_class_f1=0.812)
+      return dict(seed=0, eval_logs=logs)
+    glue_results = {"realformer": {"mrpc": [result(0.684, 0.684)] * 2},
+                    "post_ln": {"mrpc": [result(0.684, 0.684),
+                                         result(0.70, 0.684)]}}
+    self.assertEqual(report.majority_class_lines(glue_results), [
+        "- RealFormer, mrpc: every run scored exactly the majority class "
+        "(f1 81.20, accuracy 68.40: one label for every example); the "
+        "classifier learned nothing at this scale."])
+    text = report.format_results(
+        self._plan(1), {}, {}, report.majority_class_lines(glue_results))
+    self.assertIn("- RealFormer, mrpc: every run scored exactly", text)
+
   def test_a_resumed_run_has_one_point_per_step_the_last_written(self):
     model_dir = self.get_temp_dir()
     # The first process logged steps 1-3 and was killed; the resumed one

@@ -235,6 +235,17 @@ def test_command_line_ids_only_export_runs_in_stock_saved_model_cli(
   assert process.returncode == 0, process.stderr[-3000:]
   result = json.loads(process.stdout[process.stdout.index("{"):])
   assert result["signatures"] == ["serve_examples", "serving_default"]
+  # Progress on stderr, from the first step on (issue 39: an export said
+  # nothing for its first minute).
+  progress = [line for line in process.stderr.splitlines()
+              if line.startswith("[export] ")]
+  assert progress[0].startswith("[export] building the glue model and "
+                                "restoring "), progress
+  assert progress[1] == ("[export] tracing the signatures serve_examples, "
+                         "serving_default (Model Garden's)"), progress
+  assert re.fullmatch(r"\[export\] 2 signatures traced in \d+ s; writing the "
+                      r"SavedModel \(tf\.saved_model\.save traces them "
+                      r"again: about as long\)", progress[2]), progress
   assert result["custom_ops"] == []
   assert result["vocab_file"] is None
   assets = os.path.join(out, "assets")

@@ -14,7 +14,6 @@ SacreBLEU); a trained model reverses exactly (about 100).
 import os
 import pickle
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -28,6 +27,7 @@ from realformer_tf.data import translation as translation_data
 from realformer_tf.serving import export
 from realformer_tf.serving import translation_export
 from tests.helpers import translation as ttu
+from tests.helpers import watchdog
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -90,7 +90,7 @@ class TranslationEndToEndTest(tf.test.TestCase):
     with open(f"{d}/exp.yaml", "w") as f:
       f.write(_YAML.format(steps=_STEPS))
     model_dir = f"{d}/run"
-    run = subprocess.run(
+    run = watchdog.run(
         [sys.executable, os.path.join(_ROOT, "train.py"),
          "--experiment=realformer/translation", "--mode=train_and_eval",
          f"--model_dir={model_dir}",
@@ -101,7 +101,7 @@ class TranslationEndToEndTest(tf.test.TestCase):
          f"task.sentencepiece_model_path={data['sentencepiece_model']},"
          f"task.train_data.input_path={data['train_file']},"
          f"task.validation_data.input_path={data['dev_file']}"],
-        cwd=_ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+        cwd=_ROOT, env=_env())
     self.assertEqual(0, run.returncode, run.stderr[-4000:])
     final = re.search(r"final eval \| step: (\d+) \|.*sacrebleu_score: "
                       r"([\d.]+)", run.stdout)
@@ -144,9 +144,9 @@ class TranslationEndToEndTest(tf.test.TestCase):
                  {"text": np.array([b"red", b"r\xe9d blue"], dtype=object)})]
     with open(f"{d}/requests.pkl", "wb") as f:
       pickle.dump(requests, f)
-    subprocess.run([sys.executable, "-m", "tests.helpers.saved_model_runner",
-                    f"{d}/requests.pkl", f"{d}/results.pkl"], cwd=_ROOT,
-                   env=_env(), check=True, timeout=300, capture_output=True)
+    watchdog.run([sys.executable, "-m", "tests.helpers.saved_model_runner",
+                  f"{d}/requests.pkl", f"{d}/results.pkl"], cwd=_ROOT,
+                 env=_env(), check=True)
     with open(f"{d}/results.pkl", "rb") as f:
       results = pickle.load(f)
     got = [s.decode() for s in results["ok"]["translations"]]

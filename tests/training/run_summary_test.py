@@ -11,6 +11,7 @@ import tensorflow as tf
 from official.core import exp_factory
 from realformer_tf.configs import experiments
 from realformer_tf.configs import squad
+from realformer_tf.training import cpu_numerics
 from realformer_tf.training import run_summary
 from tests.helpers import train_runs as utils
 
@@ -45,9 +46,11 @@ class RunSummaryTest(tf.test.TestCase, parameterized.TestCase):
                   "the 64-token vocabulary): 0.0156", lines[0])
     self.assertIn(f"most frequent masked token (id {best}): "
                   f"{counts[best] / sum(counts.values()):.4f}", lines[0])
+    # The quickstart says which CPU numerics it ran with (cpu_numerics).
+    self.assertEqual(lines[1], cpu_numerics.summary_line())
     batch = params.task.train_data.global_batch_size
     self.assertIn("Speed: 10 training steps in 2 s, 5.0 steps/s, "
-                  f"{5 * batch} examples/s", lines[1])
+                  f"{5 * batch} examples/s", lines[2])
     self.assertIn(f"TensorBoard: tensorboard --logdir {tmp}", lines[-1])
 
   def test_next_sentence_line_names_the_majority_baseline(self):

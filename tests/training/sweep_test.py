@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from realformer_tf.data import glue as glue_data
 from realformer_tf.training import runs as runs_lib
 from realformer_tf.training import sweep
+from tests.helpers import reproduce_inputs
+from tests.helpers import serving
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -191,21 +194,61 @@ def test_errors(tmp_path):
     runs_lib.read_result(str(bad))
 
 
+def _mrpc_records(tmp_path, max_seq_length):
+  """Converted MRPC records (40 handmade pairs, a handmade vocabulary)."""
+  glue_dir = str(tmp_path / "glue")
+  if not os.path.exists(glue_dir):
+    reproduce_inputs.write_mrpc(glue_dir, rows=40)
+  out = str(tmp_path / f"records{max_seq_length}")
+  glue_data.convert("mrpc", serving.write_vocab(str(tmp_path / "vocab.txt")),
+                    out, max_seq_length=max_seq_length, glue_dir=glue_dir)
+  return out
+
+
+def test_plan_is_checked_as_its_runs_check_themselves(tmp_path):
+  """Issue 39: the README's sweep promised 105 runs that each stopped at
+  once: its records (length 64) were not of the config's length (128)."""
+  records = _mrpc_records(tmp_path, 64)
+  config = sweep.base_config("mrpc", data_dir=records)
+  planned = sweep.plan_runs("mrpc", str(tmp_path / "runs"), [2], [2e-5],
+                            range(2), config, 40)
+  with pytest.raises(ValueError, match=r"seq_length.*128.*64|64.*128"):
+    sweep.check_runs(planned)
+  config = sweep.base_config(
+      "mrpc", params_override="task.train_data.seq_length=64,"
+      "task.validation_data.seq_length=64", data_dir=records)
+  sweep.check_runs(sweep.plan_runs("mrpc", str(tmp_path / "runs"), [2],
+                                   [2e-5], range(2), config, 40))
+  assert not (tmp_path / "runs").exists()  # Checks write nothing.
+
+
+def test_init_warning_names_the_random_encoder(tmp_path):
+  config = sweep.base_config("mrpc", data_dir=_data_dir(tmp_path))
+  warning = sweep.init_warning(config)
+  assert warning.startswith(
+      "WARNING: no task.init_checkpoint: every run fine-tunes a randomly "
+      "initialised encoder (12 layers, hidden 768)"), warning
+  config.task.init_checkpoint = "/runs/pretrained"
+  assert sweep.init_warning(config) is None
+
+
 def test_cli_dry_run(tmp_path):
-  data_dir = _data_dir(tmp_path, train_size=3668)
+  data_dir = _mrpc_records(tmp_path, 128)
   root = tmp_path / "runs"
   out = subprocess.run(
       [sys.executable, "-m", "realformer_tf.training.sweep", "--task=mrpc",
        f"--model_dir_root={root}", f"--data_dir={data_dir}", "--seeds=2",
-       "--epochs=2,3", "--learning_rates=2e-5", "--dry_run",
+       "--epochs=20,30", "--learning_rates=2e-5", "--dry_run",
        "--params_override=task.model.encoder.any.residual_attention=none"],
       cwd=_REPO, capture_output=True, text=True, timeout=240, check=False)
   assert out.returncode == 0, out.stderr[-3000:]
-  lines = out.stdout.strip().split("\n")
-  assert lines[-1] == ("4 runs (3668 train examples, batch 32); "
-                       f"{2 * 230 + 2 * 344} training steps left to run.")
+  warning, *lines = out.stdout.strip().split("\n")
+  assert warning.startswith("WARNING: no task.init_checkpoint"), warning
+  # 40 train pairs, batch 32: ceil(20 * 40 / 32) = 25, ceil(30 * 40 / 32).
+  assert lines[-1] == ("4 runs (40 train examples, batch 32); "
+                       f"{2 * 25 + 2 * 38} training steps left to run.")
   assert lines[0].split() == [
-      "new", str(root / "mrpc" / "ep2_lr2e-05" / "seed0"), "steps=230",
-      "warmup=23", "lr=2e-05", "seed=0"]
-  assert "steps=344" in lines[2] and "warmup=34" in lines[2]
+      "new", str(root / "mrpc" / "ep20_lr2e-05" / "seed0"), "steps=25",
+      "warmup=2", "lr=2e-05", "seed=0"]
+  assert "steps=38" in lines[2] and "warmup=3" in lines[2]
   assert not root.exists()  # A dry run writes nothing.
