@@ -3,7 +3,6 @@ import logging
 import os
 import random
 import re
-import subprocess
 import sys
 
 from absl import flags
