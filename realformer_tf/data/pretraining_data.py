@@ -37,7 +37,6 @@ Ours around it, each where that module does not fit:
 import contextlib
 import functools
 import importlib
-import itertools
 import os
 import random
 from typing import List, Optional, Sequence
@@ -46,6 +45,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from realformer_tf.data import corpus_text
 from realformer_tf.data import output_sets
 from realformer_tf.data import tokenization
 
@@ -136,28 +136,18 @@ def validate_arguments(input_files: Sequence[str], output_file: str,
 
 
 def read_lines(path: str) -> List[str]:
-  """Reads a UTF-8 text file as stripped lines.
+  """Reads a UTF-8 text file as stripped lines (`corpus_text.decode_lines`).
 
   Raises:
     ValueError: `path:line` and the byte, if `path` is not UTF-8 text.
   """
   with tf.io.gfile.GFile(path, "rb") as f:
-    data = f.read()
-  try:
-    text = data.decode("utf-8")
-  except UnicodeDecodeError as e:
-    line = data.count(b"\n", 0, e.start) + 1
-    raise ValueError(
-        f"{path}:{line}: not UTF-8 text (byte {data[e.start]:#04x} at offset "
-        f"{e.start}): a binary file, or text in another encoding (convert "
-        "it, e.g. iconv -f latin1 -t utf-8).") from None
-  return [line.strip() for line in text.split("\n")]
+    return corpus_text.decode_lines(f.read(), path)
 
 
 def text_documents(path: str) -> List[List[str]]:
   """A BERT-format file's documents: runs of non-blank lines between blanks."""
-  return [list(lines) for non_blank, lines in
-          itertools.groupby(read_lines(path), key=bool) if non_blank]
+  return corpus_text.documents_of_lines(read_lines(path))
 
 
 def read_documents(input_files: Sequence[str], tokenizer,

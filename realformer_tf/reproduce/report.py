@@ -13,6 +13,7 @@ from realformer_tf import utils
 from realformer_tf.analysis import plots
 from realformer_tf.data import glue as glue_data
 from realformer_tf.reproduce import plan as plan_lib
+from realformer_tf.reproduce import tables
 from realformer_tf.training import runs
 from realformer_tf.training import sweep
 
@@ -20,7 +21,7 @@ RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 CURVES_PNG = "curves.png"
 ATTENTION_PNG = "attention.png"
-PRETRAIN_METRICS = ("masked_lm_accuracy", "lm_example_loss")
+PRETRAIN_METRICS = tables.PRETRAIN_METRICS
 
 # The paper's own GLUE dev numbers for RealFormer (BERT-Large, Table 3), for
 # `--scale=large`; per task, the metrics the sweep reports (as fractions).
@@ -72,11 +73,7 @@ def describe(plan: plan_lib.Plan) -> str:
   return "\n".join(lines)
 
 
-def summarize_pretraining(results: Dict[str, List[Dict]]) -> Dict:
-  """{arch: {metric: {median, std, values}}} over seeds (numpy std, ddof=0)."""
-  return {arch: {m: runs.median_std([r["eval_logs"][m] for r in arch_runs])
-                 for m in PRETRAIN_METRICS}
-          for arch, arch_runs in results.items()}
+summarize_pretraining = tables.summarize_pretraining
 
 
 def read_curves(model_dir: str, tag: str = "masked_lm_accuracy"
@@ -112,13 +109,6 @@ def plot_attention(analyses: Dict[str, str], path: str):
   return plots.summary_figure(summaries, path)
 
 
-def _pm(stat: Dict, scale: float = 100.0) -> str:
-  """Median ± std over seeds; one seed has no spread to show."""
-  if len(stat["values"]) < 2:
-    return f"{scale * stat['median']:.2f} (1 seed)"
-  return f"{scale * stat['median']:.2f} ± {scale * stat['std']:.2f}"
-
-
 def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict) -> str:
   """`results.md`: the paper's Table 2 and Table 3 shapes."""
   o, s = plan.options, plan.scale
@@ -133,15 +123,8 @@ def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict) -> str:
           "median ± std over seeds." if o.seeds > 1 else
           "one seed per architecture, so no spread (\"1 seed\"); "
           "`--seeds=3` or more gives median and std."), "",
-      "## Pre-training (paper Table 2): held-out masked LM", "",
-      "| Architecture | MLM accuracy (%) | MLM loss |",
-      "|---|---|---|"]
-  for arch in o.archs:
-    if arch in pretraining:
-      p = pretraining[arch]
-      lines.append(f"| {label[arch]} | {_pm(p['masked_lm_accuracy'])} | "
-                   f"{_pm(p['lm_example_loss'], 1.0)} |")
-  lines.append("")
+      "## Pre-training (paper Table 2): held-out masked LM", ""]
+  lines += tables.pretraining_table(label, pretraining) + [""]
   if glue:
     tasks = sorted({t for summary in glue.values() for t in summary["tasks"]})
     metrics = {t: glue_data.get_task(t).metrics for t in tasks}
@@ -154,7 +137,7 @@ def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict) -> str:
               "| " + " | ".join(header + ["Overall"]) + " |",
               "|" + "---|" * (len(header) + 1)]
     for arch in (a for a in o.archs if a in glue):
-      cells = [" / ".join(_pm(glue[arch]["tasks"][t]["best"]["metrics"][m])
+      cells = [" / ".join(tables.plus_minus(glue[arch]["tasks"][t]["best"]["metrics"][m])
                           for m in metrics[t]) for t in tasks]
       lines.append(f"| {label[arch]} | " + " | ".join(cells) +
                    f" | {100 * glue[arch]['overall']:.2f} |")
@@ -196,11 +179,8 @@ def write_results(plan: plan_lib.Plan, pretrain_results: Dict[str, List[Dict]],
                               results)
   text = format_results(plan, pretraining, glue)
   utils.write_text_atomically(os.path.join(o.output_dir, RESULTS_MD), text)
-  # "MLM accuracy" in %, as results.md's Table 2 column.
-  plots.curves_figure({plan_lib.ARCHS[arch][0]: by_seed
-                       for arch, by_seed in curves.items()},
-                      os.path.join(o.output_dir, CURVES_PNG),
-                      metric="MLM accuracy", percent=True)
+  tables.curves_figure(curves, {a: plan_lib.ARCHS[a][0] for a in curves},
+                       os.path.join(o.output_dir, CURVES_PNG))
   plot_attention(analyses, os.path.join(o.output_dir, ATTENTION_PNG))
   print(text, flush=True)
   return results

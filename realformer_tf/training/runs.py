@@ -23,6 +23,7 @@ from tqdm import auto as tqdm
 from official.core import config_definitions as cfg
 from realformer_tf import utils
 from realformer_tf.training import train_lib
+from realformer_tf.reproduce import tables
 
 
 @dataclasses.dataclass
@@ -135,8 +136,4 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
   return results
 
 
-def median_std(values: Sequence[float]) -> Dict[str, object]:
-  """{"median", "std" (NumPy's, ddof=0), "values"} over seeds."""
-  values = [float(v) for v in values]
-  return {"median": float(np.median(values)), "std": float(np.std(values)),
-          "values": values}
+median_std = tables.median_std  # Moved (TensorFlow-free); kept here too.
