@@ -6,11 +6,10 @@ which runs where TensorFlow is not installed) both write their results.md
 table, ordering line and `curves.png` with these.
 """
 
-from typing import Dict, List, Sequence
-
-import numpy as np
+from typing import Dict, List
 
 from realformer_tf.analysis import plots
+from realformer_tf.training import seed_stats
 
 PRETRAIN_METRICS = ("masked_lm_accuracy", "lm_example_loss")
 # The paper's architectures, as both reports name them.
@@ -20,17 +19,10 @@ ARCH_LABELS = {"post_ln": "Post-LN", "pre_ln": "Pre-LN",
 PAPER_ORDER = "RealFormer 73.94 > Post-LN 73.64 > Pre-LN 73.21"
 
 
-def median_std(values: Sequence[float]) -> Dict[str, object]:
-  """{"median", "std" (NumPy's, ddof=0), "values"} over seeds."""
-  values = [float(v) for v in values]
-  return {"median": float(np.median(values)), "std": float(np.std(values)),
-          "values": values}
-
-
 def summarize_pretraining(results: Dict[str, List[Dict]]) -> Dict:
   """{arch: {metric: {median, std, values}}} over seeds (numpy std, ddof=0);
   `results`: {arch: [{"eval_logs": {metric: value}}, ...]}."""
-  return {arch: {m: median_std([r["eval_logs"][m] for r in arch_runs])
+  return {arch: {m: seed_stats.median_std([r["eval_logs"][m] for r in arch_runs])
                  for m in PRETRAIN_METRICS}
           for arch, arch_runs in results.items()}
 

@@ -23,7 +23,7 @@ from tqdm import auto as tqdm
 from official.core import config_definitions as cfg
 from realformer_tf import utils
 from realformer_tf.training import train_lib
-from realformer_tf.reproduce import tables
+from realformer_tf.training import seed_stats
 
 
 @dataclasses.dataclass
@@ -136,4 +136,4 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
   return results
 
 
-median_std = tables.median_std  # Moved (TensorFlow-free); kept here too.
+median_std = seed_stats.median_std  # TensorFlow-free; kept here too.

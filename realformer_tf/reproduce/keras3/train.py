@@ -71,6 +71,12 @@ def build_model(size: plan_lib.Size, arch: str, vocab_size: int,
         num_heads=size.num_heads, hidden_dim=size.hidden_dim,
         intermediate_dim=size.intermediate_dim, dropout=size.dropout,
         max_sequence_length=size.seq_length, **plan_lib.ARCHS[arch])
+    # One segment in the data: the segment table's row 0 is a constant
+    # added at every position, which the position table learns as well.
+    # Frozen, it costs no gradient: under mixed bfloat16 that gradient is
+    # a bfloat16 scatter-add of every token into one row, tens of ms a step
+    # on a GPU (issue 36).
+    backbone.segment_embedding.trainable = False
     return realformer_keras3.RealFormerMaskedLM(backbone)
 
 
@@ -87,11 +93,12 @@ def build_models(size: plan_lib.Size, arch: str, vocab_size: int, policy: str,
     (model, {"shared": paths copied, "own": paths not}).
   """
   model = build_model(size, arch, vocab_size, policy, seed)
-  reference = {v.path: v for v in build_model(
-      size, plan_lib.REFERENCE_ARCH, vocab_size, policy, seed).weights
-               if v.trainable}
+  # Not the dropout RNG states (their paths are numbered per process).
+  weights = lambda m: [v for v in m.weights if "seed_generator" not in v.path]
+  reference = {v.path: v for v in weights(build_model(
+      size, plan_lib.REFERENCE_ARCH, vocab_size, policy, seed))}
   copied = {"shared": [], "own": []}
-  for v in model.trainable_weights:
+  for v in weights(model):
     source = reference.get(v.path)
     if source is not None and tuple(source.shape) == tuple(v.shape):
       v.assign(source.value)
