@@ -108,18 +108,22 @@ def build_models(size: plan_lib.Size, arch: str, vocab_size: int, policy: str,
   return model, copied
 
 
+def learning_rate(size: plan_lib.Size, train_steps: int
+                  ) -> keras.optimizers.schedules.LearningRateSchedule:
+  """Linear warm-up to the peak, then Keras' cosine decay to 0."""
+  warmup = max(1, int(size.warmup_fraction * train_steps))
+  return keras.optimizers.schedules.CosineDecay(
+      initial_learning_rate=0.0, decay_steps=max(train_steps - warmup, 1),
+      warmup_target=size.learning_rate, warmup_steps=warmup)
+
+
 def make_optimizer(size: plan_lib.Size, train_steps: int
                    ) -> keras.optimizers.Optimizer:
   """AdamW (BERT's: weight decay 0.01 but not on LayerNorm or biases,
-  epsilon 1e-6, global norm clipped at 1); linear warm-up to the peak, then
-  Keras' cosine decay to 0."""
-  warmup = max(1, int(size.warmup_fraction * train_steps))
-  schedule = keras.optimizers.schedules.CosineDecay(
-      initial_learning_rate=0.0, decay_steps=max(train_steps - warmup, 1),
-      warmup_target=size.learning_rate, warmup_steps=warmup)
-  optimizer = keras.optimizers.AdamW(learning_rate=schedule,
-                                     weight_decay=0.01, epsilon=1e-6,
-                                     global_clipnorm=1.0)
+  epsilon 1e-6, global norm clipped at 1) on `learning_rate`."""
+  optimizer = keras.optimizers.AdamW(
+      learning_rate=learning_rate(size, train_steps), weight_decay=0.01,
+      epsilon=1e-6, global_clipnorm=1.0)
   optimizer.exclude_from_weight_decay(var_names=list(NO_WEIGHT_DECAY))
   return optimizer
 
@@ -216,7 +220,7 @@ def load_checkpoint(path: str, state) -> Tuple[list, Dict]:
               "move it away or use another --output_dir.")
         loaded.append(jax.numpy.asarray(npz[name], dtype=value.dtype))
       values.append(loaded)
-  return values, meta
+  return tuple(values), meta
 
 
 def train_run(plan: plan_lib.Plan, run: plan_lib.Run,
