@@ -167,12 +167,7 @@ def check_options(options: Options) -> Scale:
   if options.scale not in SCALES:
     raise ValueError(f"--scale={options.scale!r}: use one of "
                      f"{', '.join(SCALES)}.")
-  unknown = [a for a in options.archs if a not in ARCHS]
-  if unknown or not options.archs:
-    raise ValueError(f"--archs: unknown {unknown or 'empty list'}; use some "
-                     f"of {', '.join(ARCHS)}.")
-  if len(set(options.archs)) != len(options.archs):
-    raise ValueError(f"--archs={','.join(options.archs)} repeats a name.")
+  tables.check_archs(options.archs, ARCHS)
   if type(options.seeds) is not int or options.seeds < 1:  # Not a bool.
     raise ValueError(f"--seeds must be a positive integer, got "
                      f"{options.seeds!r}.")

@@ -1,5 +1,6 @@
-"""Table 2 of both reproductions (held-out masked LM per architecture, the
-ordering, the curves figure), without TensorFlow.
+"""What both reproductions share, without TensorFlow: the architectures'
+names and the check of `--archs`, Table 2 (held-out masked LM per
+architecture, the ordering) and the curves figure.
 
 `report` (the tf_keras reproduction) and `keras3.report` (the Keras 3 one,
 which runs where TensorFlow is not installed) both write their results.md
@@ -17,6 +18,17 @@ ARCH_LABELS = {"post_ln": "Post-LN", "pre_ln": "Pre-LN",
                "realformer": "RealFormer"}
 # The paper's held-out MLM accuracy (%) at BERT-Base (its Table 2).
 PAPER_ORDER = "RealFormer 73.94 > Post-LN 73.64 > Pre-LN 73.21"
+
+
+def check_archs(archs, known) -> None:
+  """Raises a ValueError naming `--archs` unless `archs` are distinct names
+  of `known`."""
+  unknown = [a for a in archs if a not in known]
+  if unknown or not archs:
+    raise ValueError(f"--archs: unknown {unknown or 'empty list'}; use some "
+                     f"of {', '.join(known)}.")
+  if len(set(archs)) != len(archs):
+    raise ValueError(f"--archs={','.join(archs)} repeats a name.")
 
 
 def summarize_pretraining(results: Dict[str, List[Dict]]) -> Dict:

@@ -31,12 +31,12 @@ def write_corpus(folder: str) -> str:
   return path
 
 
-def run_command(output_dir: str, corpus: str, *flags: str,
-                block_tensorflow: bool = True) -> subprocess.CompletedProcess:
-  """`python -m realformer_tf.reproduce.keras3 --size=tiny` on `corpus`."""
-  env = jax_env()
-  env["PYTHONPATH"] = os.pathsep.join(
-      ([WITHOUT_TENSORFLOW] if block_tensorflow else []) + [REPO_ROOT])
+def run_command(output_dir: str, corpus: str, *flags: str
+                ) -> subprocess.CompletedProcess:
+  """`python -m realformer_tf.reproduce.keras3 --size=tiny` on `corpus`
+  (a later flag overrides an earlier one)."""
+  env = dict(jax_env(),
+             PYTHONPATH=os.pathsep.join([WITHOUT_TENSORFLOW, REPO_ROOT]))
   return subprocess.run(
       [sys.executable, "-m", "realformer_tf.reproduce.keras3",
        f"--output_dir={output_dir}", "--size=tiny", f"--corpus={corpus}",

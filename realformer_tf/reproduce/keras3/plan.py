@@ -122,12 +122,7 @@ def make_plan(options: Options) -> Plan:
   if options.size not in SIZES:
     raise ValueError(f"--size={options.size!r}: use one of "
                      f"{', '.join(SIZES)}.")
-  unknown = [a for a in options.archs if a not in ARCHS]
-  if unknown or not options.archs:
-    raise ValueError(f"--archs: unknown {unknown or 'empty list'}; use some "
-                     f"of {', '.join(ARCHS)}.")
-  if len(set(options.archs)) != len(options.archs):
-    raise ValueError(f"--archs={','.join(options.archs)} repeats a name.")
+  tables.check_archs(options.archs, ARCHS)
   for name in ("seeds", "train_steps", "checkpoint_steps",
                "steps_per_execution"):
     _positive(name, getattr(options, name))

@@ -54,7 +54,8 @@ def execute(plan: plan_lib.Plan) -> Dict:
     for run in plan.runs:
       path = os.path.join(run.run_dir, plan_lib.RESULT_FILE)
       result = read_result(path)
-      if result is None or result["train_steps"] != plan.train_steps:
+      if result is None or result.get("config") != train.run_config(
+          plan, train.resolve_policy(o.dtype_policy)):
         result = train.train_run(plan, run, sequences)
         data_lib.write_atomically(path, lambda f, r=result: f.write(
             json.dumps(r, indent=2).encode("utf-8")))

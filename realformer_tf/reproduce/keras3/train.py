@@ -223,6 +223,12 @@ def load_checkpoint(path: str, state) -> Tuple[list, Dict]:
   return tuple(values), meta
 
 
+def run_config(plan: plan_lib.Plan, policy: str) -> Dict:
+  """What a checkpoint or result must have been made with to be reused."""
+  return dict(size=plan.options.size, train_steps=plan.train_steps,
+              dtype_policy=policy)
+
+
 def train_run(plan: plan_lib.Plan, run: plan_lib.Run,
               sequences: data_lib.Sequences) -> Dict:
   """Pre-trains `run` (resuming from its checkpoint), returns its result."""
@@ -237,9 +243,16 @@ def train_run(plan: plan_lib.Plan, run: plan_lib.Run,
   os.makedirs(run.run_dir, exist_ok=True)
   data_lib.remove_own_temps(run.run_dir, plan_lib.CHECKPOINT_FILE)
   state = steps.state()
-  meta = dict(step=0, digest="", train=[], validation=[], seconds=0.0)
+  config = run_config(plan, policy)
+  meta = dict(step=0, digest="", train=[], validation=[], seconds=0.0,
+              config=config)
   if os.path.exists(checkpoint):
     state, meta = load_checkpoint(checkpoint, state)
+    if meta.get("config") != config:
+      raise ValueError(
+          f"{checkpoint} is a checkpoint of another run ({meta.get('config')}"
+          f"; this one: {config}): move it away or use another "
+          "--output_dir.")
     print(f"{run.arch} seed {run.seed}: resuming at step {meta['step']} "
           f"from {checkpoint}", flush=True)
   start, step = time.time(), meta["step"]
@@ -271,6 +284,7 @@ def train_run(plan: plan_lib.Plan, run: plan_lib.Run,
       start = time.time()
       save_checkpoint(checkpoint, state, meta)
   return {"arch": run.arch, "seed": run.seed, "train_steps": plan.train_steps,
+          "config": config,
           "global_step": meta["step"], "seconds": meta["seconds"],
           "eval_logs": meta["eval_logs"], "batch_digest": meta["digest"],
           "dtype_policy": policy, "device": jax.devices()[0].device_kind,

@@ -45,6 +45,11 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
   assert result["global_step"] == 12
   for key in ("eval_logs", "curves", "batch_digest", "initialization"):
     assert result[key] == uninterrupted[key], key
+  # Its checkpoint continues no run of another length.
+  longer = keras3_reproduction.run_command(out, corpus, "--archs=realformer",
+                                           "--train_steps=13")
+  assert longer.returncode != 0
+  assert "checkpoint.npz is a checkpoint of another run" in longer.stderr
 
 
 def test_a_second_writer_is_refused(tmp_path):
