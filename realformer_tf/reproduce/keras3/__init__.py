@@ -8,8 +8,8 @@ RealFormer, sized for one GPU, with no TensorFlow anywhere.
 
 `--size=small` (the default): BERT-Small (4 layers x 512, 8 heads, FFN
 2048), seq 128, batch 128, 2,000 steps per architecture, mixed bfloat16 on
-a GPU (about a minute each on one H100/H200); `--size=tiny`: 2 x 32, for a
-CPU (the CI smoke test). In order, each step skipped when its output is
+a GPU (sized for the three in under 5 minutes on one H100/H200, issue 36's
+target); `--size=tiny`: 2 x 32, for a CPU (the CI smoke test). In order, each step skipped when its output is
 there, so a killed command run again carries on: the data, once (`OUT/data`:
 the quickstart's shipped stdlib corpus or `--corpus`, split as the
 quickstart splits it, a WordPiece vocabulary learned as the quickstart

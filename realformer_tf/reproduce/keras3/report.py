@@ -39,7 +39,8 @@ def format_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
       f"(at most {s.eval_sequences} evaluated), masked once.",
       f"Ran on {first['device']} ({first['dtype_policy']}): " + ", ".join(
           f"{tables.ARCH_LABELS[a]} {seconds[a]:.0f} s" for a in o.archs
-          if a in seconds) + " of training and evaluation.",
+          if a in seconds) + " of training and evaluation (compilation "
+      "included).",
       "", "## Pre-training (paper Table 2): held-out masked LM", ""]
   lines += tables.pretraining_table(plan.labels, pretraining)
   lines += [
@@ -55,6 +56,8 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
                   results: Dict[str, List[Dict]]) -> Dict:
   """Writes results.json, results.md and curves.png; prints results.md."""
   o = plan.options
+  for name in (RESULTS_JSON, RESULTS_MD, CURVES_PNG[:-len(".png")]):
+    data_lib.remove_own_temps(o.output_dir, name)  # A killed writer's.
   pretraining = tables.summarize_pretraining(results)
   curves = {a: {r["seed"]: r["curves"] for r in runs}
             for a, runs in results.items()}

@@ -5,6 +5,7 @@ import contextlib
 import fcntl
 import json
 import os
+import time
 from typing import Dict, Iterator, Optional, Sequence
 
 from realformer_tf.reproduce.keras3 import data as data_lib
@@ -46,10 +47,12 @@ def execute(plan: plan_lib.Plan) -> Dict:
   content."""
   o = plan.options
   train.check_backend()
+  start = time.time()
   with sole_writer(o.output_dir):
     sequences = data_lib.prepare(
         os.path.join(o.output_dir, "data"), o.corpus, plan.size.vocab_size,
         plan.size.seq_length)
+    data_seconds = time.time() - start
     results = {}
     for run in plan.runs:
       path = os.path.join(run.run_dir, plan_lib.RESULT_FILE)
@@ -57,12 +60,16 @@ def execute(plan: plan_lib.Plan) -> Dict:
       if result is None or result.get("config") != train.run_config(
           plan, train.resolve_policy(o.dtype_policy)):
         result = train.train_run(plan, run, sequences)
+        data_lib.remove_own_temps(run.run_dir, plan_lib.RESULT_FILE)
         data_lib.write_atomically(path, lambda f, r=result: f.write(
             json.dumps(r, indent=2).encode("utf-8")))
       else:
         print(f"{run.arch} seed {run.seed}: done ({path}).", flush=True)
       results.setdefault(run.arch, []).append(result)
-    return report.write_results(plan, sequences, results)
+    summary = report.write_results(plan, sequences, results)
+  print(f"This invocation: {time.time() - start:.0f} s, of which the data "
+        f"{data_seconds:.0f} s.", flush=True)
+  return summary
 
 
 def reproduce(output_dir: str, size: str = "small",

@@ -122,3 +122,17 @@ def test_sequences_are_cached_and_rebuilt_for_other_arguments(tmp_path):
     f.write(b"not ours")
   with pytest.raises(ValueError, match="is not a sequences file"):
     data.prepare(folder, [corpus], vocab_size=200, seq_length=24)
+
+
+def test_writes_are_whole_and_only_own_temporaries_are_removed(tmp_path):
+  path = str(tmp_path / "sequences.npz")
+  data.write_atomically(path, lambda f: f.write(b"new"))
+  assert os.listdir(tmp_path) == ["sequences.npz"]
+  for name in ("sequences.npz.tmp-123", "vocab.txt.tmp-9", "sequences.npz.x",
+               "mine.tmp-1"):
+    (tmp_path / name).write_bytes(b"")
+  data.remove_own_temps(str(tmp_path), "sequences.npz")
+  assert sorted(os.listdir(tmp_path)) == [
+      "mine.tmp-1", "sequences.npz", "sequences.npz.x", "vocab.txt.tmp-9"]
+  with open(path, "rb") as f:
+    assert f.read() == b"new"

@@ -34,6 +34,7 @@ def test_every_architecture_trains_the_exact_steps(tiny_reproduction):
     assert [s for s, _ in run["curves"]["validation"]] == [3, 6, 9, 12]
     assert run["dtype_policy"] == "float32" and run["device"] == "cpu"
     assert f"{arch} seed 0: step {STEPS}/{STEPS}" in result.stdout
+  assert "This invocation: " in result.stdout.split("\n")[-2]
 
 
 def test_all_architectures_saw_the_same_batches(tiny_reproduction):
