@@ -1,11 +1,19 @@
 """`python -m realformer_tf.reproduce.keras3`: flags -> plan -> run (see
 `__init__`)."""
 
+import os
+
+# The command trains on JAX: Keras' backend unless the caller named another
+# (`train.check_backend` then refuses it), set before Keras is imported.
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import app
 from absl import flags
 
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 from realformer_tf.reproduce.keras3 import run
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 
@@ -52,7 +60,10 @@ def main(argv):
     raise app.UsageError(str(e)) from e
   print(plan_lib.describe(plan), flush=True)
   if not FLAGS.dry_run:
-    run.execute(plan)
+    try:
+      run.execute(plan)
+    except (ValueError, run.OutputDirBusy) as e:  # Inputs, named.
+      raise app.UsageError(str(e)) from e
 
 
 if __name__ == "__main__":

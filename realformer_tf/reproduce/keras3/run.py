@@ -16,20 +16,24 @@ from realformer_tf.reproduce.keras3 import train
 LOCK_FILE = ".lock"
 
 
+class OutputDirBusy(RuntimeError):
+  """Another process is writing to the output dir."""
+
+
 @contextlib.contextmanager
 def sole_writer(output_dir: str) -> Iterator[None]:
   """Holds an exclusive lock on `output_dir/.lock` (released when the
   process ends, killed or not).
 
   Raises:
-    RuntimeError: Another process is writing to `output_dir`.
+    OutputDirBusy: Another process is writing to `output_dir`.
   """
   os.makedirs(output_dir, exist_ok=True)
   with open(os.path.join(output_dir, LOCK_FILE), "a") as lock:
     try:
       fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-      raise RuntimeError(
+      raise OutputDirBusy(
           f"Another process is writing to {output_dir} (it holds "
           f"{lock.name}); wait for it or use another --output_dir.") from None
     yield

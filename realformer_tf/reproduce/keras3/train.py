@@ -46,9 +46,9 @@ def dtype_policy(name: str):
 
 
 def check_backend() -> None:
-  """Raises a RuntimeError unless Keras runs on JAX (the loop is JAX's)."""
+  """Raises a ValueError unless Keras runs on JAX (the loop is JAX's)."""
   if keras.config.backend() != "jax":
-    raise RuntimeError(
+    raise ValueError(
         f"The Keras 3 reproduction trains on JAX; Keras' backend is "
         f"{keras.config.backend()!r}: set KERAS_BACKEND=jax.")
 

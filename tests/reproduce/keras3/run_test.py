@@ -54,7 +54,8 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
 
 def test_a_second_writer_is_refused(tmp_path):
   with run.sole_writer(str(tmp_path)):
-    with pytest.raises(RuntimeError, match="Another process is writing to"):
+    with pytest.raises(run.OutputDirBusy,
+                       match="Another process is writing to"):
       with run.sole_writer(str(tmp_path)):
         pass
   assert os.listdir(tmp_path) == [run.LOCK_FILE]

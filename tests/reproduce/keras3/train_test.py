@@ -1,5 +1,6 @@
 """The Keras 3 reproduction's models (one initialisation for all), its
 optimizer schedule and its checkpoint file."""
+import keras
 import numpy as np
 import pytest
 
@@ -69,3 +70,10 @@ def test_a_checkpoint_round_trips_and_refuses_another_model(tmp_path):
 def test_auto_policy_is_float32_on_a_cpu():
   assert train.resolve_policy("auto") == "float32"
   assert train.resolve_policy("mixed_bfloat16") == "mixed_bfloat16"
+
+
+@pytest.mark.skipif(keras.config.backend() == "jax", reason="JAX trains")
+def test_another_backend_is_refused_by_name():
+  with pytest.raises(ValueError, match="backend is 'tensorflow': set "
+                     "KERAS_BACKEND=jax"):
+    train.check_backend()
