@@ -35,6 +35,7 @@ def format_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
       "Numbers: " + ("median ± std over seeds." if o.seeds > 1 else
                      "one seed per architecture, so no spread (\"1 seed\"); "
                      "`--seeds=3` or more gives median and std."),
+      batches_line(results),
       f"Held-out: {len(sequences.eval)} sequences of held-out documents "
       f"(at most {s.eval_sequences} evaluated), masked once.",
       f"Ran on {first['device']} ({first['dtype_policy']}): " + ", ".join(
@@ -50,6 +51,23 @@ def format_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
       "on Wikipedia + BooksCorpus; at a smaller scale the ordering of the "
       "architectures need not be the paper's."]
   return "\n".join(lines) + "\n"
+
+
+def batches_line(results: Dict[str, List[Dict]]) -> str:
+  """Whether every architecture of a seed saw the same batches (their
+  running SHA-256, `data.digest`)."""
+  by_seed = {}
+  for runs in results.values():
+    for r in runs:
+      by_seed.setdefault(r["seed"], set()).add(r["batch_digest"])
+  if all(len(d) == 1 for d in by_seed.values()):
+    return ("Batches: the same for every architecture (SHA-256 of the "
+            "masked batches, " + ", ".join(
+                f"seed {seed}: `{next(iter(d))[:12]}`"
+                for seed, d in sorted(by_seed.items())) + ").")
+  return ("Batches: NOT the same for every architecture (seeds " + ", ".join(
+      str(seed) for seed, d in sorted(by_seed.items()) if len(d) > 1) +
+          "): the comparison is not like for like.")
 
 
 def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,

@@ -73,6 +73,9 @@ def test_the_report_reads_as_table_2(tiny_reproduction):
                          ", size `tiny`\n")
   assert f"learned from {corpus}." in text
   assert f"Pre-training: {STEPS} steps, batch 8, seq 32" in text
+  digest = results["pretraining_runs"]["realformer"][0]["batch_digest"]
+  assert (f"Batches: the same for every architecture (SHA-256 of the masked "
+          f"batches, seed 0: `{digest[:12]}`).") in text
   accuracy = {}
   for arch in ARCHS:
     logs = results["pretraining_runs"][arch][0]["eval_logs"]
