@@ -22,8 +22,13 @@ Flags are Model Garden's (`official.common.flags`): --experiment, --mode
 
 A rerun of the same command resumes from the latest checkpoint in
 --model_dir and stops at trainer.train_steps. SIGTERM or SIGINT ends a run
-with one line ("stopped at step N by SIGTERM; latest checkpoint: ...") and
-exit status 143 (SIGINT: 130), its lock released.
+at its next step with one line ("stopped at step N by SIGTERM; latest
+checkpoint: ...") and exit status 143 (SIGINT: 130), its lock released; a
+second signal ends it at once.
+
+A refusal (a bad value, file or run directory, found before anything is
+written) prints its message alone and exits with status 1; --traceback adds
+the Python traceback.
 """
 
 from absl import flags
@@ -46,6 +51,10 @@ flags.DEFINE_list(
 flags.DEFINE_bool(
     "enable_async_checkpointing", True,
     "Save checkpoints in a background thread (as official/nlp/train.py).")
+flags.DEFINE_bool(
+    "traceback", False,
+    "Print a refusal's Python traceback too (a bad value, file or run "
+    "directory); by default only its message, the last line printed.")
 
 
 def main(_):
@@ -60,4 +69,5 @@ if __name__ == "__main__":
   flags.mark_flags_as_required(["experiment", "mode", "model_dir"])
   # Ends with the closing summary, without Python's finalization, which
   # could sit idle for a minute (training/process_exit.py).
-  process_exit.run_and_exit(main)
+  process_exit.run_and_exit(main, train_lib.REFUSALS,
+                            lambda: FLAGS["traceback"].value)

@@ -74,9 +74,14 @@ TARGETS = {
     "h200": dict(bandwidth=4800000000000, memory=150754820096,
                  name="NVIDIA H200"),
 }
-# name: (arch, backbone kwargs) of keras3_step.build_mlm_model.
+# name: (arch, backbone kwargs[, build_mlm_model kwargs]) of
+# keras3_step.build_mlm_model.
 MODELS = {
     "bert": ("bert", {}),
+    "bert_fixed": ("bert", {}, dict(embeddings="scatter_free")),
+    "pallas_scatter": ("realformer", dict(residual_attention="sum",
+                                          attention_implementation="pallas"),
+                       dict(embeddings="keras")),
     "none": ("realformer", dict(residual_attention="none",
                                 attention_implementation="reference")),
     "sum": ("realformer", dict(residual_attention="sum",
@@ -208,10 +213,10 @@ def compile_keras_step(name, device, seq=512, batch=32):
   import jax  # pylint: disable=g-import-not-at-top
   import jax_hlo  # pylint: disable=g-import-not-at-top
   import keras3_step  # pylint: disable=g-import-not-at-top
-  arch, backbone_kwargs = MODELS[name]
+  arch, backbone_kwargs, *build = MODELS[name]
   model = keras3_step.build_mlm_model(
       arch, layers=12, hidden=768, heads=12, inner=3072, seq=seq,
-      backbone_kwargs=backbone_kwargs)
+      backbone_kwargs=backbone_kwargs, **(build[0] if build else {}))
   state, data = jax_hlo.train_step_args(model, seq, batch)
   sharding = jax.sharding.SingleDeviceSharding(device)
   spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding)

@@ -69,14 +69,22 @@ def count_ops(text):
     A dict: `ops` (all ops by name), `dot_general` keyed "lhs,rhs->out"
     dtypes, `convert` keyed "from->to", `transpose`, `rng` (random-bit ops:
     `rng_bit_generator` per algorithm, calls of functions whose name holds
-    "threefry"), and `threefry_fn_ops`: the ops inside such functions.
+    "threefry"), `threefry_fn_ops`: the ops inside such functions, and
+    `scatter`: scatters keyed by their result's dtype (a bfloat16
+    scatter-add is a compare-and-swap loop on a GPU: benchmarks/README.md,
+    "Embedding gradients").
   """
   ops = collections.Counter()
   dots = collections.Counter()
   converts = collections.Counter()
   rng = collections.Counter()
-  in_threefry, threefry_ops = False, 0
+  scatters = collections.Counter()
+  in_threefry, threefry_ops, open_scatter = False, 0, False
   for line in text.splitlines():
+    if open_scatter and line.lstrip().startswith("})"):
+      # The generic form's scatter closes its region with its signature.
+      scatters[(_signature(line)[1] or ["?"])[0]] += 1
+      open_scatter = False
     if "func.func" in line:
       in_threefry = "threefry" in line
       continue
@@ -97,6 +105,11 @@ def count_ops(text):
     if in_threefry:
       threefry_ops += 1
     ins, outs = _signature(line)
+    if name == "scatter":
+      if "->" in line:  # signature on the op's own line
+        scatters[(outs or ["?"])[0]] += 1
+      else:
+        open_scatter = True
     if name == "dot_general" and len(ins) >= 2 and outs:
       dots[f"{ins[0]},{ins[1]}->{outs[0]}"] += 1
     elif name == "convert" and ins and outs:
@@ -111,7 +124,7 @@ def count_ops(text):
   return dict(ops=dict(ops.most_common()), dot_general=dict(dots),
               convert=dict(converts.most_common()),
               transpose=ops["transpose"], rng=dict(rng),
-              threefry_fn_ops=threefry_ops)
+              threefry_fn_ops=threefry_ops, scatter=dict(scatters))
 
 
 def cost_of(compiled):

@@ -39,6 +39,7 @@ Usage:
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -146,9 +147,42 @@ def make_step_timer(every_step=True):
   return StepTimer()
 
 
+@contextlib.contextmanager
+def embedding_layers(kind):
+  """Within: both backbones build their token and segment embeddings from
+  `kind`'s classes ("keras": Keras' `ReversibleEmbedding` / `Embedding`;
+  "scatter_free": `realformer_tf.keras3.embeddings`; None: unchanged).
+
+  For benchmarks only: it swaps the names the two backbone modules look
+  the classes up by (keras_hub/src/models/bert/bert_backbone.py imports
+  `ReversibleEmbedding` and calls `keras.layers.Embedding`) while the
+  backbone is built; weights and names are the same either way.
+  """
+  if kind is None:
+    yield
+    return
+  import keras  # pylint: disable=g-import-not-at-top
+  from keras_hub.src.models.bert import bert_backbone  # pylint: disable=g-import-not-at-top
+  from realformer_tf.keras3 import embeddings  # pylint: disable=g-import-not-at-top
+  if kind not in ("keras", "scatter_free"):
+    raise ValueError(f"embeddings={kind!r}: 'keras' or 'scatter_free'")
+  token, segment = ((keras.layers.ReversibleEmbedding, keras.layers.Embedding)
+                    if kind == "keras" else
+                    (embeddings.ReversibleEmbedding, embeddings.Embedding))
+  saved = (bert_backbone.ReversibleEmbedding, keras.layers.Embedding,
+           embeddings.ReversibleEmbedding, embeddings.Embedding)
+  bert_backbone.ReversibleEmbedding, keras.layers.Embedding = token, segment
+  embeddings.ReversibleEmbedding, embeddings.Embedding = token, segment
+  try:
+    yield
+  finally:
+    (bert_backbone.ReversibleEmbedding, keras.layers.Embedding,
+     embeddings.ReversibleEmbedding, embeddings.Embedding) = saved
+
+
 def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
                     policy="mixed_bfloat16", logits_dtype=None,
-                    backbone_kwargs=None, jit_compile=True):
+                    backbone_kwargs=None, jit_compile=True, embeddings=None):
   """The benchmark's MLM model on a Keras 3 backbone, compiled for `fit`.
 
   Args:
@@ -164,6 +198,13 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
       ("bfloat16", "float32") before the reverse embedding.
     backbone_kwargs: More arguments of the backbone.
     jit_compile: `compile(jit_compile=...)`.
+    embeddings: None: the backbone's own token and segment embedding layers
+      (keras-hub's: Keras' `ReversibleEmbedding` and `Embedding`, whose
+      gradients are bfloat16 scatter-adds under a mixed policy; ours:
+      `realformer_tf.keras3.embeddings`, scatter-free). "keras" or
+      "scatter_free" builds either backbone with those instead
+      (`embedding_layers`), so a row can compare the architectures with the
+      same embeddings (`bert_fixed`) or show what ours fixed.
 
   Returns:
     A compiled `keras.Model` from the backbone's inputs to float32 logits of
@@ -177,12 +218,13 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
     kwargs = dict(vocabulary_size=VOCAB, num_layers=layers, num_heads=heads,
                   hidden_dim=hidden, intermediate_dim=inner, dropout=dropout,
                   max_sequence_length=max(512, seq), **(backbone_kwargs or {}))
-    if arch == "bert":
-      import keras_hub  # pylint: disable=g-import-not-at-top
-      backbone = keras_hub.models.BertBackbone(**kwargs)
-    else:
-      from realformer_tf import keras3  # pylint: disable=g-import-not-at-top
-      backbone = keras3.RealFormerBackbone(**kwargs)
+    with embedding_layers(embeddings):
+      if arch == "bert":
+        import keras_hub  # pylint: disable=g-import-not-at-top
+        backbone = keras_hub.models.BertBackbone(**kwargs)
+      else:
+        from realformer_tf import keras3  # pylint: disable=g-import-not-at-top
+        backbone = keras3.RealFormerBackbone(**kwargs)
     every_8th = backbone.output["sequence_output"][:, ::8]
     if logits_dtype is not None:
       every_8th = keras.ops.cast(every_8th, logits_dtype)

@@ -25,8 +25,15 @@ _PALLAS = dict(_AUTO, attention_implementation="pallas")
 # Within a group the order is the priority when the budget runs short.
 KERAS_ROWS = {
     "bert": ("keras", "bert", {}, {}, "keras-hub BertBackbone"),
+    "bert_fixed": ("keras", "bert", {}, dict(embeddings="scatter_free"),
+                   "keras-hub BertBackbone, our scatter-free embeddings "
+                   "(benchmark only): the fair base"),
     "sum_pallas": ("keras", "realformer", _PALLAS, {},
                    '"sum", defaults on a JAX GPU (auto: bf16 scores, Pallas)'),
+    "sum_pallas_scatter": ("keras", "realformer", _PALLAS,
+                           dict(embeddings="keras"),
+                           '"sum", Pallas, Keras\' embeddings (bf16 '
+                           'scatter-add gradients: before issue 36)'),
     "bert_jit": ("keras", "bert", {}, dict(loop="jit"),
                  "keras-hub BertBackbone, its train_step in a bare jax.jit "
                  "loop (no fit)"),

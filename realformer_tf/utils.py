@@ -3,8 +3,9 @@ dummy inputs and the width/heads check.
 
 Every writer of ours goes through `atomic_path`, so a killed run leaves at most
 a `*.tmp-PID` leftover (removed once its process is gone by
-`remove_stale_temps` or `recover_interrupted_swap`) and never a half-written
-output; a directory is swapped in (old one renamed aside, new one renamed in,
+`remove_stale_temps` or `recover_interrupted_swap`, which remove only what
+an owner file proves ours: `core.swap`) and never a half-written output; a
+directory is swapped in (old one renamed aside, new one renamed in,
 old one deleted), and a kill between the two renames is undone by the next
 writer of that path (`recover_interrupted_swap`). Sets of files that must
 change together use `data.output_sets`. What a run directory holds (its
@@ -50,57 +51,93 @@ def atomic_path(path: str) -> Iterator[str]:
   if parent:
     tf.io.gfile.makedirs(parent)
   tmp = f"{path}{TMP_INFIX}{os.getpid()}"
-  remove(tmp)
+  swap.claim(tmp, GFILE_OPS)
   try:
     yield tmp
   except BaseException:
     remove(tmp)
+    swap.release(tmp, GFILE_OPS)
     raise
   if tf.io.gfile.isdir(tmp) and tf.io.gfile.exists(path):
     backup = f"{path}{BACKUP_INFIX}{os.getpid()}"
-    remove(backup)
+    swap.claim(backup, GFILE_OPS)
     tf.io.gfile.rename(path, backup)
     tf.io.gfile.rename(tmp, path)
     remove(backup)
+    swap.release(backup, GFILE_OPS)
   else:
     tf.io.gfile.rename(tmp, path, overwrite=True)
+  swap.release(tmp, GFILE_OPS)
+
+
+def _read_text(path: str):
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      return f.read()
+  except (tf.errors.OpError, UnicodeDecodeError):
+    return None
+
+
+def _write_text(path: str, text: str) -> None:
+  with tf.io.gfile.GFile(path, "w") as f:
+    f.write(text)
+
+
+def _live(pid: int, _) -> bool:
+  return psutil.pid_exists(pid)
+
+
+def _scan(folder: str, infix: str, name=None) -> swap.Found:
+  folder = folder or "."
+  if not tf.io.gfile.isdir(folder):
+    return swap.Found([], [], [])
+  return swap.scan(folder, infix, tf.io.gfile.listdir(folder), _live,
+                   _read_text, name)
 
 
 def swap_leftovers(path: str, infix: str) -> List[Tuple[str, int]]:
   """(`<path><infix>PID`, PID) for each such entry whose process is gone
-  (`infix`: `TMP_INFIX` or `BACKUP_INFIX`), sorted."""
-  parent = os.path.dirname(path) or "."
-  if not tf.io.gfile.isdir(parent):
-    return []
-  return swap.leftovers(path, infix, tf.io.gfile.listdir(parent),
-                        lambda pid, _: psutil.pid_exists(pid))
+  and that its owner file proves ours (`core.swap`; `infix`: `TMP_INFIX` or
+  `BACKUP_INFIX`), sorted."""
+  return _scan(os.path.dirname(path), infix, os.path.basename(path)).stale
+
+
+def _log_unclaimed(found: swap.Found) -> None:
+  for entry in found.unclaimed:
+    logging.info("Kept %s: named like a leftover of ours but without our "
+                 "%s record (not written by realformer_tf).", entry,
+                 swap.OWNER_SUFFIX)
 
 
 def remove_stale_temps(folder: str) -> List[str]:
-  """Removes the `*.tmp-PID` files and folders in `folder` whose process PID
-  is gone (left by a killed writer); returns their paths. Those of live
-  processes (another writer at work) are kept."""
+  """Removes the `*.tmp-PID` files and folders in `folder` that a killed
+  writer of ours left (its owner file proves it, `core.swap`; PID gone);
+  returns their paths. Those of live processes (another writer at work) and
+  look-alikes we did not write (a user's `data.tmp-20240102`) are kept."""
+  found = _scan(folder, TMP_INFIX)
   removed = []
-  if not tf.io.gfile.isdir(folder):
-    return removed
-  for entry in tf.io.gfile.listdir(folder):
-    entry = entry.rstrip("/")
-    stem, infix, pid = entry.rpartition(TMP_INFIX)
-    if (infix and stem and pid.isdigit() and
-        not psutil.pid_exists(int(pid))):
-      remove(os.path.join(folder, entry))
-      removed.append(os.path.join(folder, entry))
+  for tmp, _ in found.stale:
+    remove(tmp)
+    swap.release(tmp, GFILE_OPS)
+    removed.append(tmp)
+  for record in found.orphans:
+    remove(record)
+  _log_unclaimed(found)
   return sorted(removed)
 
 
 def recover_interrupted_swap(path: str) -> None:
   """Undoes what a killed `atomic_path(path)` left, logging each step.
 
-  A `<path>.old-PID` of a dead process is the previous `path`: restored when
-  `path` is missing (the kill fell between the two renames), else deleted
-  (the swap had finished). `<path>.tmp-PID` of dead processes are deleted.
+  A `<path>.old-PID` of a dead process that its owner file proves ours is
+  the previous `path`: restored when `path` is missing (the kill fell
+  between the two renames), else deleted (the swap had finished). Our
+  `<path>.tmp-PID` of dead processes are deleted. Look-alikes without our
+  owner file (a user's `path.old-20240101`) are kept.
   """
-  for backup, pid in swap_leftovers(path, BACKUP_INFIX):
+  parent, name = os.path.dirname(path), os.path.basename(path)
+  backups = _scan(parent, BACKUP_INFIX, name)
+  for backup, pid in backups.stale:
     if tf.io.gfile.exists(path):
       remove(backup)
       logging.warning("Removed %s, the previous %s set aside by process %d, "
@@ -110,10 +147,17 @@ def recover_interrupted_swap(path: str) -> None:
       tf.io.gfile.rename(backup, path)
       logging.warning("Restored %s from %s: process %d was killed while "
                       "replacing it.", path, backup, pid)
-  for tmp, pid in swap_leftovers(path, TMP_INFIX):
+    swap.release(backup, GFILE_OPS)
+  temps = _scan(parent, TMP_INFIX, name)
+  for tmp, pid in temps.stale:
     remove(tmp)
+    swap.release(tmp, GFILE_OPS)
     logging.warning("Removed %s, left unfinished by killed process %d.", tmp,
                     pid)
+  for record in backups.orphans + temps.orphans:
+    remove(record)
+  _log_unclaimed(backups)
+  _log_unclaimed(temps)
 
 
 def remove(path: str) -> None:
@@ -122,6 +166,10 @@ def remove(path: str) -> None:
     tf.io.gfile.rmtree(path)
   elif tf.io.gfile.exists(path):
     tf.io.gfile.remove(path)
+
+
+GFILE_OPS = swap.FileOps(read=_read_text, write=_write_text,
+                         exists=tf.io.gfile.exists, remove=remove)
 
 
 def link_or_copy(source: str, target: str) -> None:

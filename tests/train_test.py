@@ -40,6 +40,15 @@ def test_unknown_experiment_from_the_command_line(tmp_path):
   listed = line.split("experiments: ")[1].rstrip(".").split(", ")
   assert {experiments.PRETRAINING, experiments.QUICKSTART} <= set(listed)
   assert not model_dir.exists()
+  # Issue 38 item 12: a refusal is its message alone, the last line.
+  assert "Traceback" not in proc.stderr
+  assert proc.stderr.rstrip("\n").splitlines()[-1] == line
+  # --traceback shows where it was raised too, the message still last.
+  proc = utils.run_train(str(model_dir), experiment="realformer/pretrain",
+                         extra=["--traceback"], timeout=180)
+  assert proc.returncode == 1
+  assert "Traceback (most recent call last):" in proc.stderr
+  assert proc.stderr.rstrip("\n").splitlines()[-1] == line
 
 
 # --------------------------------------------------------------------------
@@ -270,15 +279,36 @@ def test_sigterm_ends_the_run_in_one_line_and_a_rerun_resumes(tmp_path):
   assert "Traceback" not in output
   assert not (model_dir / run_directory.LOCK_FILE).exists()
 
-  # The same command, ending 2 steps on, resumes from that checkpoint.
-  proc = utils.run_train(
-      str(model_dir), [tiny], experiment=experiments.QUICKSTART,
-      mode="train",
-      extra=[f"--quickstart_input_files={text}",
-             f"--params_override=trainer.train_steps={step + 2}"])
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert f"restored from checkpoint: {latest}" in proc.stdout
-  assert _latest_step(model_dir) == step + 2
+  # The same command resumes from that checkpoint. Issue 39 item 10: a
+  # SIGTERM waited for the end of the train loop (`steps_per_loop` steps in
+  # one TensorFlow call); with a loop of 10**6 steps (an hour here) it now
+  # stops at the next step, saved.
+  whole = 10 ** 6
+  proc = subprocess.Popen(
+      utils.train_command(
+          str(model_dir), [tiny], experiment=experiments.QUICKSTART,
+          mode="train", extra=[
+              f"--quickstart_input_files={text}",
+              "--params_override=" + ",".join(
+                  f"trainer.{key}={whole}" for key in (
+                      "train_steps", "steps_per_loop", "summary_interval",
+                      "checkpoint_interval", "validation_interval"))]),
+      cwd=utils.REPO_ROOT, env=utils.subprocess_env(), stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True)
+  lines = []
+  for line in proc.stdout:
+    lines.append(line)
+    if "training until step" in line:
+      break
+  assert f"restored from checkpoint: {latest}" in "".join(lines), lines
+  time.sleep(5)  # Inside the loop (or still tracing it: then no step).
+  proc.send_signal(signal.SIGTERM)
+  output = "".join(lines) + proc.communicate(timeout=240)[0]
+  assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
+  (line,) = [l for l in output.splitlines() if l.startswith("stopped at ")]
+  stopped = int(re.match(r"stopped at step (\d+) by SIGTERM", line).group(1))
+  assert step <= stopped < whole, line
+  assert _latest_step(model_dir) == stopped, (line, output[-3000:])
 
 
 # --------------------------------------------------------------------------

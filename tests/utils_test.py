@@ -9,6 +9,7 @@ from absl.testing import parameterized
 import tensorflow as tf
 
 from realformer_tf import utils
+from tests.helpers import file_trees
 
 
 class AtomicWriteTest(tf.test.TestCase):
@@ -76,17 +77,20 @@ def _dead_pid() -> int:
 
 class LeftoversTest(tf.test.TestCase):
 
-  def _dir(self, path, *names):
+  def _dir(self, path, *names, pid=None):
+    """A folder holding `names`; a leftover of process `pid` if given."""
     os.makedirs(path)
     for name in names:
       open(os.path.join(path, name), "w").close()
+    if pid is not None:
+      file_trees.claim_as_ours(path, pid)
     return path
 
   def test_a_swap_killed_between_its_renames_is_undone(self):
     path = os.path.join(self.get_temp_dir(), "export")
     pid = _dead_pid()
-    self._dir(f"{path}.old-{pid}", "saved_model.pb")
-    self._dir(f"{path}.tmp-{pid}", "half")
+    self._dir(f"{path}.old-{pid}", "saved_model.pb", pid=pid)
+    self._dir(f"{path}.tmp-{pid}", "half", pid=pid)
     with self.assertLogs(level="WARNING") as logs:
       utils.recover_interrupted_swap(path)
     self.assertIn("Restored", "".join(logs.output))
@@ -95,34 +99,89 @@ class LeftoversTest(tf.test.TestCase):
 
   def test_a_finished_swap_loses_its_backup_and_live_ones_are_kept(self):
     path = self._dir(os.path.join(self.get_temp_dir(), "export"), "new")
-    self._dir(f"{path}.old-{_dead_pid()}", "old")
-    live = self._dir(f"{path}.old-{os.getppid()}", "another writer's")
+    dead = _dead_pid()
+    self._dir(f"{path}.old-{dead}", "old", pid=dead)
+    live = self._dir(f"{path}.old-{os.getppid()}", "another writer's",
+                     pid=os.getppid())
     utils.recover_interrupted_swap(path)
     self.assertEqual(os.listdir(path), ["new"])
     self.assertEqual(sorted(os.listdir(self.get_temp_dir())),
-                     ["export", os.path.basename(live)])
+                     ["export", os.path.basename(live),
+                      os.path.basename(live) + ".owner"])
+
+  def test_a_users_look_alikes_are_kept(self):
+    """38.4: `mymodel.old-20240101/` and `mymodel.tmp-20240102/` (dated
+    copies, 20240101 above any pid_max) and leftover-like names of live or
+    dead pids without our owner record are never removed, and are named at
+    INFO; a dead writer's proven backup is removed with a warning."""
+    folder = os.path.join(self.get_temp_dir(), "users")
+    path = self._dir(os.path.join(folder, "mymodel"), "weights")
+    dead = _dead_pid()
+    kept = [self._dir(f"{path}.old-20240101", "v1"),
+            self._dir(f"{path}.tmp-20240102", "v2"),
+            self._dir(f"{path}.old-{dead}", "a user's")]
+    open(f"{path}.tmp-{dead}", "w").close()
+    kept.append(f"{path}.tmp-{dead}")
+    other = _dead_pid()
+    ours = self._dir(f"{path}.old-{other}", "old", pid=other)
+    before = {p: file_trees.files_under(p) for p in kept if os.path.isdir(p)}
+    # absl's logger, at INFO here whatever verbosity earlier tests left.
+    with self.assertLogs(logger="absl", level="INFO") as logs:
+      utils.recover_interrupted_swap(path)
+      removed = utils.remove_stale_temps(folder)
+    self.assertEqual(removed, [])
+    self.assertEqual(sorted(os.listdir(folder)), sorted(
+        ["mymodel"] + [os.path.basename(p) for p in kept]))
+    self.assertEqual({p: file_trees.files_under(p) for p in before}, before)
+    output = "\n".join(logs.output)
+    self.assertIn(f"WARNING:absl:Removed {ours}, the previous", output)
+    for leftover in kept:
+      self.assertIn(f"INFO:absl:Kept {leftover}: named like a leftover of "
+                    "ours but without our .owner record", output)
+
+  def test_atomic_path_leaves_no_owner_record_and_refuses_a_foreign_temp(
+      self):
+    folder = self._dir(os.path.join(self.get_temp_dir(), "atomic"))
+    path = os.path.join(folder, "out.txt")
+    utils.write_text_atomically(path, "new")
+    self.assertEqual(os.listdir(folder), ["out.txt"])
+    foreign = f"{path}.tmp-{os.getpid()}"
+    with open(foreign, "w") as f:
+      f.write("a user's")
+    with self.assertRaisesRegex(FileExistsError, "out.txt.tmp-.* exists and "
+                                "was not written by realformer_tf"):
+      utils.write_text_atomically(path, "newer")
+    with open(foreign) as f, open(path) as g:
+      self.assertEqual((f.read(), g.read()), ("a user's", "new"))
 
   def test_swap_leftovers_lists_dead_writers_only(self):
     path = os.path.join(self.get_temp_dir(), "run")
     dead = _dead_pid()
-    backup = self._dir(f"{path}.old-{dead}")
-    self._dir(f"{path}.old-{os.getppid()}")  # A live writer's.
-    self._dir(f"{path}.tmp-{dead}")
+    backup = self._dir(f"{path}.old-{dead}", pid=dead)
+    self._dir(f"{path}.old-{os.getppid()}", pid=os.getppid())  # Live.
+    self._dir(f"{path}.tmp-{dead}", pid=dead)
+    self._dir(f"{path}.old-{dead + 1}")  # No owner record: not ours.
     self.assertEqual(utils.swap_leftovers(path, utils.BACKUP_INFIX),
                      [(backup, dead)])
 
   def test_remove_stale_temps(self):
     folder = self.get_temp_dir()
     dead = _dead_pid()
-    self._dir(os.path.join(folder, f"export.tmp-{dead}"), "x")
-    open(os.path.join(folder, f"a.json.tmp-{dead}"), "w").close()
-    open(os.path.join(folder, f"b.json.tmp-{os.getpid()}"), "w").close()
-    open(os.path.join(folder, "c.tmp-notapid"), "w").close()
+    self._dir(os.path.join(folder, f"export.tmp-{dead}"), "x", pid=dead)
+    for name, pid in ((f"a.json.tmp-{dead}", dead),
+                      (f"b.json.tmp-{os.getpid()}", os.getpid()),
+                      ("c.tmp-notapid", None), (f"d.tmp-{dead}", None)):
+      open(os.path.join(folder, name), "w").close()
+      if pid:
+        file_trees.claim_as_ours(os.path.join(folder, name), pid)
+    # An orphan record: a writer killed after its rename, before cleaning.
+    file_trees.claim_as_ours(os.path.join(folder, f"e.tmp-{dead}"), dead)
     self.assertEqual(utils.remove_stale_temps(folder), [
         os.path.join(folder, f"a.json.tmp-{dead}"),
         os.path.join(folder, f"export.tmp-{dead}")])
     self.assertEqual(sorted(os.listdir(folder)), [
-        f"b.json.tmp-{os.getpid()}", "c.tmp-notapid"])
+        f"b.json.tmp-{os.getpid()}", f"b.json.tmp-{os.getpid()}.owner",
+        "c.tmp-notapid", f"d.tmp-{dead}"])
 
 
 class MovedNamesTest(tf.test.TestCase):

@@ -63,11 +63,7 @@ flags.DEFINE_bool("overwrite", False,
                   "there.")
 
 
-def is_converter_output(name: str) -> bool:
-  """Whether an entry of an output_dir is one this tool writes."""
-  return name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or (
-      name.startswith(CHECKPOINT_PREFIX + "-"))
-
+is_converter_output = run_directory.is_converted_output
 
 def convert_tf1_checkpoint(tf1_checkpoint_path: str,
                            bert_config_file: str,
@@ -80,7 +76,9 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   Every input is checked, and the whole checkpoint loaded and matched, before
   anything is written. `residual_attention`: None (from `use_running_mean`),
   "sum", "mean" or "none". `overwrite`: allow a non-empty `output_dir`; this
-  tool's earlier outputs there are replaced, other files are kept.
+  tool's earlier outputs there are replaced, other files are kept; a
+  train.py run directory (or a folder holding one) is refused
+  (`run_directory.check_converted_output_dir`).
 
   The new outputs (and links to, or copies of, the other files) are written
   to `<output_dir>.tmp-PID` and swapped in by `utils.atomic_path`: the
@@ -94,15 +92,9 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   bert_config = tf1_checkpoint.read_bert_config(bert_config_file)
   if not output_dir:
     raise ValueError("output_dir is empty.")
-  if tf.io.gfile.exists(output_dir) and not tf.io.gfile.isdir(output_dir):
-    raise ValueError(f"output_dir {output_dir!r} exists and is not a "
-                     "directory.")
-  entries = sorted(tf.io.gfile.listdir(output_dir)
-                   if tf.io.gfile.isdir(output_dir) else [])
-  if entries and not overwrite:
-    raise FileExistsError(
-        f"output_dir {output_dir!r} is not empty ({entries[:5]}); pass "
-        "--overwrite to replace the converter's outputs there.")
+  # Never over a train.py run (or a folder of runs); others' files are kept.
+  entries = run_directory.check_converted_output_dir(output_dir, overwrite,
+                                                     keep_others=True)
 
   if with_pretraining_heads:
     model_config = tf1_checkpoint.pretrainer_config_from_bert_config(

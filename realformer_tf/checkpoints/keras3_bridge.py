@@ -282,7 +282,9 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
   `next_sentence.pooler_dense`, where GLUE's `init_cls_pooler` finds it),
   its `checkpoint` state file and `encoder.yaml`. The directory is written
   under a temporary name and renamed when complete; an existing one is
-  refused unless `overwrite` (then replaced whole). What a killed earlier
+  refused unless `overwrite` (then replaced whole), and with it too unless
+  it is one `save_run` or convert wrote (a train.py run is refused:
+  `run_directory.check_converted_output_dir`). What a killed earlier
   `save_run` left is undone first, as `convert` and export do: a previous
   directory set aside mid-swap is restored, dead temporaries removed.
   Returns the prefix.
@@ -291,9 +293,10 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
   if not output_dir:
     raise ValueError("output_dir is empty.")
   run_directory.recover_interrupted_swap(output_dir)
-  if tf.io.gfile.exists(output_dir) and not overwrite:
-    raise FileExistsError(f"output_dir {output_dir!r} exists; pass "
-                          "overwrite=True to replace it.")
+  # Only a directory save_run / convert wrote is replaced: never a train.py
+  # run (`save_run(load_run(D), D, overwrite=True)` would drop its heads,
+  # optimizer and vocabulary) or anything else.
+  run_directory.check_converted_output_dir(output_dir, overwrite)
   encoder = to_tf_keras_encoder(backbone)  # Checks before writing.
   config = encoders.encoder_config(**encoder_config(backbone).as_dict())
   pooler = encoder.pooler_layer

@@ -14,7 +14,14 @@ and `ckpt-1`). This module answers, for either:
     warning that names it and why;
   * `newest_checkpoint(model_dir)`: the newest checkpoint its state file
     names, unread (what a resumed run restores), or None;
+  * `resume_checkpoint(model_dir)`: the same, checked: a directory with
+    `ckpt-*` files is a started run, refused while its state file is
+    missing or names a checkpoint that is not whole;
   * `lock_path(model_dir)`: the training lock;
+  * `check_converted_output_dir(path, overwrite, keep_others)`: whether
+    convert / `save_run` may write there (never over a train.py run);
+  * `relocated_path(recorded, run_dir)`: a file params.yaml records, found
+    again under a moved run directory;
   * `interrupted_swap(path)` / `recover_interrupted_swap(path)`: the backup a
     writer killed mid-swap leaves (`X.old-PID` beside `X.tmp-PID`, see
     `utils.atomic_path`). Readers name it in their error (a reader does not
@@ -35,6 +42,7 @@ from official.core import exp_factory
 from official.modeling import hyperparams
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
+from realformer_tf.core import swap
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
 
@@ -84,6 +92,76 @@ def recover_interrupted_swap(path: str) -> None:
   utils.recover_interrupted_swap(path.rstrip("/"))
 
 
+def is_converted_output(name: str) -> bool:
+  """Whether `name` (an entry of a directory) is one convert / `save_run`
+  write: their YAML, the state file and `ckpt-1` (the first save in a fresh
+  directory); a train.py run's `ckpt-100` is not."""
+  return name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or (
+      name.startswith(f"{CHECKPOINT_PREFIX}-1."))
+
+
+def check_converted_output_dir(output_dir: str, overwrite: bool,
+                               keep_others: bool = False) -> List[str]:
+  """Checks, before anything is written, that convert / `save_run` may write
+  `output_dir`; returns its entries.
+
+  A file, or a non-empty directory without `overwrite`, is refused. With
+  `overwrite`, a train.py run directory (`params.yaml`, `train.lock`,
+  `ckpt-N` other than `ckpt-1`) or a folder holding one is refused whatever
+  else it holds; other entries are refused too unless `keep_others` (convert
+  keeps them, linked into the new directory).
+
+  Raises:
+    FileExistsError: Naming `output_dir` and what it found.
+  """
+  if not tf.io.gfile.exists(output_dir):
+    return []
+  if not tf.io.gfile.isdir(output_dir):
+    raise FileExistsError(f"output_dir {output_dir!r} exists and is not a "
+                          "directory; not replaced.")
+  entries = sorted(entry.rstrip("/")
+                   for entry in tf.io.gfile.listdir(output_dir))
+  if entries and not overwrite:
+    raise FileExistsError(
+        f"output_dir {output_dir!r} is not empty ({entries[:5]}); pass "
+        "--overwrite (overwrite=True) to replace the converted checkpoint "
+        "there.")
+
+  def holds_run(entry):
+    path = os.path.join(output_dir, entry)
+    return tf.io.gfile.isdir(path) and any(
+        tf.io.gfile.exists(os.path.join(path, name)) for name in swap.RUN_FILES)
+
+  def is_kept(entry):
+    if is_converted_output(entry):
+      return True
+    if not keep_others or entry in swap.RUN_FILES or holds_run(entry):
+      return False
+    return not entry.startswith(f"{CHECKPOINT_PREFIX}-")
+
+  swap.check_replaceable(
+      output_dir, entries, is_kept,
+      "converted checkpoint (encoder.yaml, checkpoint, ckpt-1)",
+      "write to a new or empty directory")
+  return entries
+
+
+def relocated_path(recorded: str, run_dir: str) -> Optional[str]:
+  """Where a file that params.yaml records by absolute path is now, when
+  that path is gone because the run directory was moved or copied (the
+  quickstart records `<model_dir>/data/vocab.txt`): the longest tail of
+  `recorded` that exists under `run_dir`. None if `recorded` exists or no
+  tail of it does."""
+  if not recorded or tf.io.gfile.exists(recorded):
+    return None
+  parts = [part for part in recorded.replace("\\", "/").split("/") if part]
+  for tail in range(len(parts) - 1, 0, -1):
+    candidate = os.path.join(run_dir, *parts[-tail:])
+    if tf.io.gfile.exists(candidate) and not tf.io.gfile.isdir(candidate):
+      return candidate
+  return None
+
+
 def check_not_set_aside(path: str, what: str) -> None:
   """Raises ValueError naming the backup when `path` was set aside by a
   killed swap (`interrupted_swap`); `what` names the argument."""
@@ -97,6 +175,20 @@ def check_not_set_aside(path: str, what: str) -> None:
         f"{path!r}), or rename it back.")
 
 
+def not_valid_yaml(path: str, error: yaml.YAMLError) -> ValueError:
+  """The error for a run's YAML file that does not parse: the file, line and
+  column, and what is wrong there (not PyYAML's ParserError and its
+  traceback)."""
+  mark = getattr(error, "problem_mark", None)
+  where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+  problem = getattr(error, "problem", None) or str(error)
+  context = getattr(error, "context", None)
+  return ValueError(
+      f"{where}: not valid YAML ({problem}"
+      + (f", {context}" if context else "") + "). Fix that line, or restore "
+      "the file from a copy of the run.")
+
+
 def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   """Rebuilds the experiment config a run recorded in `model_dir/params.yaml`.
 
@@ -105,7 +197,8 @@ def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
 
   Raises:
     FileNotFoundError: Without params.yaml.
-    ValueError: If params.yaml names no experiment, or `model_dir` was set
+    ValueError: If params.yaml is not valid YAML (naming its line), names no
+      experiment, or `model_dir` was set
       aside by a killed swap (naming the backup).
   """
   check_not_set_aside(model_dir, "model_dir")
@@ -113,7 +206,10 @@ def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(
         f"{path} not found: is {model_dir!r} a model_dir written by train.py?")
-  params_dict = hyperparams.read_yaml_to_params_dict(path).as_dict()
+  try:
+    params_dict = hyperparams.read_yaml_to_params_dict(path).as_dict()
+  except yaml.YAMLError as e:
+    raise not_valid_yaml(path, e) from None
   name = (params_dict.get("task") or {}).get("name")
   if not name:
     raise ValueError(
@@ -181,8 +277,11 @@ def encoder_config(path: str) -> Tuple[str, Any]:
                        "has no BERT-style encoder to load.")
     return f"{params_yaml}: {key}", config
   if tf.io.gfile.exists(encoder_yaml):
-    with tf.io.gfile.GFile(encoder_yaml) as f:
-      values = yaml.safe_load(f)
+    try:
+      with tf.io.gfile.GFile(encoder_yaml) as f:
+        values = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+      raise not_valid_yaml(encoder_yaml, e) from None
     try:
       config = encoders.encoder_config()
       config.override(values["task"]["model"]["encoder"], is_strict=True)
@@ -291,6 +390,81 @@ def newest_checkpoint(model_dir: str) -> Optional[str]:
   `resolve_checkpoint`.
   """
   return tf.train.latest_checkpoint(model_dir) if model_dir else None
+
+
+def checkpoint_prefixes(model_dir: str) -> List[str]:
+  """The `ckpt-N` prefixes any of whose files (`.index`, `.data-*`) are in
+  `model_dir`, newest (highest N) first; not a killed save's `ckpt-N_temp*`
+  leftovers. Read from the files, not the state file: a copy without it
+  (or with a stale one) still lists them."""
+  prefixes = set()
+  for path in tf.io.gfile.glob(os.path.join(model_dir,
+                                            f"{CHECKPOINT_PREFIX}-*")):
+    stem = os.path.basename(path).split(".", 1)[0]
+    number = stem[len(CHECKPOINT_PREFIX) + 1:]
+    if number.isdigit() and not tf.io.gfile.isdir(path):
+      prefixes.add((int(number), os.path.join(model_dir, stem)))
+  return [prefix for _, prefix in sorted(prefixes, reverse=True)]
+
+
+def _state_file_fix(model_dir: str, prefix: Optional[str]) -> str:
+  """How to point `model_dir`'s state file at `prefix` (None: no whole one)."""
+  if prefix is None:
+    return ("none of them is whole (a save killed before the run's first "
+            "checkpoint was complete, or a copy still under way): remove "
+            "them to start again, or use a new --model_dir")
+  return ("to go on from the newest whole one, point the state file at it: "
+          "python -c \"import tensorflow as tf; tf.compat.v1.train."
+          f"update_checkpoint_state({model_dir!r}, {prefix!r})\"")
+
+
+def resume_checkpoint(model_dir: str) -> Optional[str]:
+  """The checkpoint a run in `model_dir` resumes from, checked; None if the
+  directory holds no `ckpt-*` file (a new run).
+
+  A directory holding any `ckpt-*` file is a started run. Model Garden
+  resumes from what the `checkpoint` state file names
+  (`tf.train.latest_checkpoint`, through `CheckpointManager`), which is None
+  when the state file is missing or names a checkpoint whose index is gone:
+  the run would then be trained again from step 0 over its checkpoints (or
+  its quickstart data rebuilt), and a damaged newest one is restored anyway
+  and fails inside the restore (`IndexError: Read less bytes than
+  requested`). Neither is resumed from an older checkpoint here: a copy may
+  still be writing the newest, so which one is whole is for the user to say.
+
+  Raises:
+    ValueError: Naming the directory, its checkpoints, what is wrong and how
+      to go on, before anything is written.
+  """
+  prefixes = checkpoint_prefixes(model_dir) if model_dir else []
+  if not prefixes:
+    return None
+  key = f"--model_dir={model_dir!r}"
+  names = ", ".join(os.path.basename(p) for p in prefixes)
+  whole = next((p for p in prefixes if check_files(p) is None), None)
+  state = tf.train.get_checkpoint_state(model_dir)
+  if state is None or not state.model_checkpoint_path:
+    raise ValueError(
+        f"{key} holds checkpoints ({names}) but no 'checkpoint' state file "
+        "naming the newest (a copy that left it out?): training would start "
+        "again from step 0 over them, so nothing was run or written. Copy "
+        "the run's 'checkpoint' file too, or " +
+        _state_file_fix(model_dir, whole) + ".")
+  newest = state.model_checkpoint_path
+  if not os.path.isabs(newest):
+    newest = os.path.join(model_dir, newest)
+  why = check_files(newest)
+  if why:
+    older = next((p for p in prefixes if p != newest and
+                  check_files(p) is None), None)
+    raise ValueError(
+        f"{key}: its newest checkpoint, {os.path.basename(newest)} (named by "
+        f"{os.path.join(model_dir, 'checkpoint')}), is not whole: {why}. "
+        "Resuming would restore it and fail, or start again from step 0, "
+        "so nothing was run or written. If a copy is still writing it, wait "
+        "for it; else " + _state_file_fix(model_dir, older) +
+        f" (its checkpoints: {names}).")
+  return newest
 
 
 def resolve_checkpoint(path: str, what: str) -> str:

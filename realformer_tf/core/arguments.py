@@ -11,8 +11,9 @@ faces' layers read one vocabulary inside.
 """
 
 import dataclasses
+import difflib
 import inspect
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 import warnings
 
 from realformer_tf.core import options
@@ -31,7 +32,7 @@ def rate(name, value):
 
 
 def positive_float(name, value):
-  if isinstance(value, bool) or not float(value) > 0:
+  if not options.float_or_nan(value) > 0:
     raise ValueError(f"{name} must be a positive number, got {value!r}.")
   return float(value)
 
@@ -103,20 +104,44 @@ class Spec:
   def on(self, face: str):
     return [a for a in self.arguments if face in a.faces]
 
-  def signature(self, face: str) -> inspect.Signature:
-    """The constructor's signature, for `help()` and `inspect`."""
+  def signature(self, face: str, keyword_only: Iterable[str] = ()
+               ) -> inspect.Signature:
+    """The constructor's signature, for `help()` and `inspect`.
+
+    Args:
+      face: The face whose names it shows.
+      keyword_only: Keyword-only arguments (default None) after the spec's,
+        e.g. a backbone's `dtype`.
+    """
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     return inspect.Signature(
         [inspect.Parameter(a.name(face), kind, default=a.default)
          for a in self.on(face)] +
+        [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None)
+         for name in keyword_only] +
         [inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
 
   def bind(self, face: str, owner: str, args: tuple, kwargs: Dict[str, Any],
-           deserialize: Dict[str, Callable[[Any], Any]]):
+           deserialize: Dict[str, Callable[[Any], Any]],
+           base: Optional[Iterable[str]] = None):
     """`(values by key, the other kwargs)` of a constructor call.
 
     Old names: Model Garden's aliases on the tf_keras face; on the Keras 3
-    face, the tf_keras names and aliases with a DeprecationWarning.
+    face, the tf_keras names and aliases with a DeprecationWarning. An
+    argument whose default is not None is checked even when None is given
+    (`score_dtype=None` is refused here, not deep inside Keras later).
+
+    Args:
+      face, owner, args, kwargs, deserialize: The face, the class name (for
+        messages), the call's arguments, the (de)serializers of `kind`s.
+      base: The keyword names the base class takes (`name`, `dtype`, ...);
+        with it, any other keyword is refused (`refuse_unknown`). None:
+        the other kwargs are returned unchecked.
+
+    Raises:
+      TypeError: A missing required argument, one given twice, too many
+        positional ones, or (with `base`) an unknown keyword.
+      ValueError: A value its check refuses, naming argument and value.
     """
     arguments = self.on(face)
     if len(args) > len(arguments):
@@ -137,6 +162,8 @@ class Spec:
           if a.key in given:
             raise TypeError(f"{owner} got {name!r} twice (as {n!r}).")
           given[a.key] = kwargs.pop(n)
+    if base is not None:
+      refuse_unknown(owner, kwargs, base, [a.name(face) for a in arguments])
     values = {}
     for a in arguments:
       value = given.get(a.key, a.default)
@@ -144,7 +171,8 @@ class Spec:
         raise TypeError(f"{owner} needs {a.name(face)}.")
       if a.kind and value is not None:
         value = deserialize[a.kind](value)
-      if a.check is not None and value is not None:
+      if a.check is not None and (value is not None or
+                                  a.default is not None):
         value = a.check(f"{owner}: {a.name(face)}", value)
       values[a.key] = value
     return values, kwargs
@@ -166,8 +194,54 @@ class Spec:
     return config
 
 
+def keyword_names(*classes) -> Tuple[str, ...]:
+  """The named keywords of the classes' constructors (`self` left out)."""
+  return tuple(dict.fromkeys(
+      name for cls in classes
+      for name, p in inspect.signature(cls.__init__).parameters.items()
+      if name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                       p.KEYWORD_ONLY)))
+
+
+def refuse_unknown(owner: str, kwargs: Dict[str, Any], base: Iterable[str],
+                   own: Iterable[str] = ()):
+  """Raises TypeError for a keyword in `kwargs` that is not in `base`.
+
+  Keras' layers raise a ValueError listing the unknown keywords, and its
+  functional models (our backbones, keras-hub's tasks) drop them without a
+  word (keras/src/models/functional.py, `Functional.__init__` passes only
+  `name` and `trainable` on): `droput=0.3` trained with the default dropout.
+
+  Args:
+    owner: The class name, for the message.
+    kwargs: The keywords left after the class' own arguments were taken.
+    base: The keywords the base class takes.
+    own: The class' own argument names, offered as the closest match too.
+
+  Raises:
+    TypeError: naming the unknown keyword and the closest valid name (as
+      `difflib` finds it), or the valid names when none is close.
+  """
+  base = list(base)
+  unknown = [name for name in kwargs if name not in base]
+  if not unknown:
+    return
+  valid = list(dict.fromkeys(list(own) + base))
+  close = difflib.get_close_matches(unknown[0], valid, n=1)
+  hint = (f"did you mean {close[0]!r}?" if close else
+          f"it takes {', '.join(valid)}.")
+  raise TypeError(f"{owner} got an unexpected keyword argument "
+                  f"{unknown[0]!r}: {hint}")
+
+
 def _options(validate):
-  return lambda name, value: validate(value)
+  """A check of `validate(value)`, whose message gets the owner's name."""
+  def check(name, value):
+    try:
+      return validate(value)
+    except ValueError as e:
+      raise ValueError(f"{name.split(':')[0]}: {e}") from None
+  return check
 
 
 # The blocks' arguments, both faces (the networks and backbones pass them).

@@ -66,8 +66,17 @@ def check_layer_index(value) -> int:
   return value
 
 
+def float_or_nan(value) -> float:
+  """`float(value)`; NaN (which every range check refuses) for a bool, None
+  or anything else that is not a number."""
+  try:
+    return float("nan") if isinstance(value, bool) else float(value)
+  except (TypeError, ValueError):
+    return float("nan")
+
+
 def check_rate(name: str, value) -> float:
-  if isinstance(value, bool) or not 0.0 <= float(value) < 1.0:
+  if not 0.0 <= float_or_nan(value) < 1.0:
     raise ValueError(f"{name} must be a rate in [0, 1), got {value!r}.")
   return float(value)
 

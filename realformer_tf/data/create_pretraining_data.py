@@ -9,9 +9,10 @@ Usage:
 Input: one sentence per line, a blank line between documents. Without
 `--vocab_file`, a WordPiece vocabulary of up to `--vocab_size` tokens is
 learned from the input with tensorflow-text and written next to the output as
-`vocab.txt`. Every flag is checked before anything is written. The record
-format is described in `realformer_tf.data.pretraining_data`; the records,
-their meta data and a learned vocabulary change as one set
+`vocab.txt` (a `vocab.txt` there that this command did not write is refused
+unless `--overwrite`). Every flag is checked before anything is written. The
+record format is described in `realformer_tf.data.pretraining_data`; the
+records, their meta data and a learned vocabulary change as one set
 (`data.output_sets`).
 """
 
@@ -19,6 +20,7 @@ import os
 
 from absl import app
 from absl import flags
+import tensorflow as tf
 
 from realformer_tf.data import output_sets
 from realformer_tf import utils
@@ -50,14 +52,18 @@ def define_flags():
   flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a target length "
                      "shorter than max_seq_length.")
   flags.DEFINE_integer("random_seed", 12345, "Seed for all random choices.")
+  flags.DEFINE_bool("overwrite", False, "Without --vocab_file: replace a "
+                    "vocab.txt next to --output_file that this command did "
+                    "not write (one it wrote is replaced anyway).")
 
 
 def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
         max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor,
-        short_seq_prob, random_seed) -> int:
+        short_seq_prob, random_seed, overwrite=False) -> int:
   """Checks every flag (ValueError), learns a vocabulary if none is given,
   writes the records and returns their count. The arguments are the flags'
-  values (see `pretraining_data.create_pretraining_data`)."""
+  values (see `pretraining_data.create_pretraining_data`); `overwrite`:
+  replace a `vocab.txt` this command did not write (`check_vocab_target`)."""
   options = dict(max_seq_length=max_seq_length,
                  max_predictions_per_seq=max_predictions_per_seq,
                  masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
@@ -74,6 +80,8 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
   if os.path.abspath(vocab_file) in map(os.path.abspath, input_files):
     raise ValueError(
         f"The learned vocabulary would overwrite input file {vocab_file!r}.")
+  if not overwrite:
+    check_vocab_target(vocab_file, output_file)
   # The vocabulary is part of the records' set: both change together.
   with output_sets.output_set(pretraining_data.meta_data_path(output_file),
                               pretraining_data.WRITER) as outputs:
@@ -90,6 +98,29 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
                                    do_lower_case=do_lower_case, **options),
         vocab_file=os.path.abspath(vocab_file)))
   return count
+
+
+def check_vocab_target(vocab_file: str, output_file: str) -> None:
+  """Refuses to learn a vocabulary over a `vocab.txt` this command did not
+  write: one is ours when the meta data of `output_file`'s records (their
+  set's manifest, `output_sets`) was written by this command and lists it.
+
+  Raises:
+    ValueError: Naming the file, --vocab_file (to use it) and --overwrite.
+  """
+  if not tf.io.gfile.exists(vocab_file):
+    return
+  meta_path = pretraining_data.meta_data_path(output_file)
+  manifest = output_sets.read_manifest(meta_path) or {}
+  if (manifest.get(output_sets.WRITER_KEY) == pretraining_data.WRITER and
+      os.path.basename(vocab_file) in (manifest.get(output_sets.FILES_KEY)
+                                       or {})):
+    return
+  raise ValueError(
+      f"{vocab_file} exists and was not written by this command for "
+      f"{output_file} ({meta_path} does not list it): a vocabulary learned "
+      f"from the input would replace it. Pass --vocab_file={vocab_file} to "
+      "tokenize with it, or --overwrite to replace it with a learned one.")
 
 
 main = utils.flags_main(run)

@@ -46,6 +46,7 @@ from absl import logging
 import tensorflow as tf
 
 from realformer_tf import utils
+from realformer_tf.core import swap
 
 # 16 MiB: above every vocabulary (BERT's is 0.2 MB, a 250k-piece
 # SentencePiece model about 5 MB), meta data and schedule file; below the
@@ -100,7 +101,7 @@ class OutputSet:
       raise ValueError(f"{path} is not in {self.directory}, the folder of "
                        f"the set's manifest {self.manifest_path}.")
     tmp = f"{path}{utils.TMP_INFIX}{os.getpid()}"
-    utils.remove(tmp)
+    swap.claim(tmp, utils.GFILE_OPS)  # Proof for `remove_stale_temps`.
     self.staged[path] = tmp
     return tmp
 
@@ -118,6 +119,7 @@ class OutputSet:
     utils.write_json_atomically(self.stage(self.manifest_path), manifest)
     for path, tmp in self.staged.items():  # The manifest last.
       tf.io.gfile.rename(tmp, path, overwrite=True)
+      swap.release(tmp, utils.GFILE_OPS)
     self.committed = True
     for name in sorted(old_files - set(files)):
       stale = os.path.join(self.directory, name)
@@ -130,17 +132,24 @@ class OutputSet:
   def discard(self) -> None:
     for tmp in self.staged.values():
       utils.remove(tmp)
+      swap.release(tmp, utils.GFILE_OPS)
 
 
 @contextlib.contextmanager
 def output_set(manifest_path: str, writer: str) -> Iterator[OutputSet]:
   """Yields an `OutputSet` whose manifest is `manifest_path`.
 
-  Creates its folder and removes the temporaries killed writers left there.
+  Creates its folder (a file there is a ValueError naming it) and removes
+  the temporaries killed writers of ours left there.
   On an exception the staged files are removed and the previous set is left
   as it was; the block must end with `commit`.
   """
   directory = os.path.dirname(manifest_path)
+  if tf.io.gfile.exists(directory or ".") and not tf.io.gfile.isdir(
+      directory or "."):
+    # Not TensorFlow's bare FailedPreconditionError from makedirs.
+    raise ValueError(f"The output folder {directory!r} (of {manifest_path}) "
+                     "is a file: pass a directory (--output_dir).")
   tf.io.gfile.makedirs(directory or ".")
   for path in utils.remove_stale_temps(directory or "."):
     logging.warning("Removed %s, left by a killed writer.", path)

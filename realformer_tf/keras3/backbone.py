@@ -21,7 +21,9 @@ import keras_hub
 from keras_hub.src.models.bert import bert_backbone
 
 from realformer_tf.core import arguments
+from realformer_tf.keras3 import embeddings
 from realformer_tf.keras3 import encoder_block
+from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import tasks
 
@@ -35,8 +37,9 @@ def backbone_spec(*keys, **defaults):
   return both.only(*keys).replace(**defaults)
 
 
-class BackboneConfig(encoder_block.SpecConfig):
-  """keras-hub's config convention on `core.arguments`.
+class BackboneConfig(input_checks.ChecksInputs, encoder_block.SpecConfig):
+  """keras-hub's config convention on `core.arguments`, and our backbones'
+  input checks (`input_checks.ChecksInputs`).
 
   keras-hub's backbones keep each constructor argument as an attribute of
   its name and return them all from `get_config`
@@ -46,6 +49,11 @@ class BackboneConfig(encoder_block.SpecConfig):
   List it before the keras-hub base class.
   """
   _renamed = {}
+  # keras-hub's `Backbone` takes `dtype` (named in our `__init__`s), its
+  # functional base `name` and `trainable` only (keras/src/models/
+  # functional.py drops any other keyword).
+  _BASE_KEYWORDS = ("name", "trainable", "dtype")
+  _KEYWORD_ONLY = ("dtype",)
   _deserialize = dict(encoder_block.SpecConfig._deserialize,
                       activation=lambda name: get_activation(name) and name)
 
@@ -63,6 +71,13 @@ class BackboneConfig(encoder_block.SpecConfig):
           directory, max_shard_size=max_shard_size)
       tasks.write_preset_task_names(directory, self)
     saving.save_preset(preset_dir, write)
+
+  @classmethod
+  def from_preset(cls, preset, load_weights=True, **kwargs):
+    """keras-hub's `Backbone.from_preset`; a preset that a killed save left
+    set aside is named with its backup (`saving.check_not_set_aside`)."""
+    saving.check_not_set_aside(preset)
+    return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
   _serialize = dict(encoder_block.SpecConfig._serialize,
                     activation=lambda name: name)
@@ -145,13 +160,13 @@ class RealFormerBackbone(BackboneConfig, keras_hub.models.Backbone):
                        f"num_heads={num_heads}.")
     init = bert_backbone.bert_kernel_initializer
     # === Layers (BertBackbone's, same names) ===
-    self.token_embedding = keras.layers.ReversibleEmbedding(
+    self.token_embedding = embeddings.ReversibleEmbedding(
         input_dim=vocabulary_size, output_dim=hidden_dim,
         embeddings_initializer=init(), dtype=dtype, name="token_embedding")
     self.position_embedding = keras_hub.layers.PositionEmbedding(
         initializer=init(), sequence_length=max_sequence_length, dtype=dtype,
         name="position_embedding")
-    self.segment_embedding = keras.layers.Embedding(
+    self.segment_embedding = embeddings.Embedding(
         input_dim=num_segments, output_dim=hidden_dim,
         embeddings_initializer=init(), dtype=dtype, name="segment_embedding")
     self.embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")

@@ -8,6 +8,8 @@ unchanged; `RealFormerCausalLMPreprocessor` is keras-hub's
 no download), e.g. this project's pre-training vocabulary.
 """
 
+import numbers
+
 import keras
 from keras import ops
 import keras_hub
@@ -136,8 +138,9 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
       inputs: Prompts (strings, or a `tf.data.Dataset` of them) with a
         preprocessor; `{"token_ids", "padding_mask"}` without one.
       max_length: Length of prompt plus generated tokens, `[CLS]` included
-        (default: the preprocessor's `sequence_length`); at most the
-        backbone's `max_sequence_length`.
+        (None, the default: the preprocessor's `sequence_length`); an int
+        from 2 to the backbone's `max_sequence_length`. Without a
+        preprocessor keras-hub ignores it: the inputs' width counts.
       stop_token_ids: As keras-hub's.
       strip_prompt: As keras-hub's.
 
@@ -148,7 +151,9 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
       ValueError: naming both numbers, if `max_length` (or the width of
         preprocessed `token_ids`) exceeds the backbone's positions, or a
         prompt fills `max_length` already (it would be cut to it, and
-        nothing would be generated).
+        nothing would be generated); if `max_length` is not an int >= 2
+        (0 is not read as "not given"); if there is no prompt (`[]`, or
+        preprocessed `token_ids` with no row).
     """
     if self.preprocessor is None:
       max_length = None  # keras-hub ignores it: the inputs' width counts.
@@ -156,7 +161,16 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
       # As `preprocess_samples` (tasks.py): a vocabulary loaded after the
       # task was built (from a preset or `.keras` file) is checked here.
       tasks.check_preprocessor(self.backbone, self.preprocessor)
-      max_length = max_length or self.preprocessor.sequence_length
+      if max_length is None:  # Not `or`: max_length=0 is refused below.
+        max_length = self.preprocessor.sequence_length
+      if (isinstance(max_length, bool) or
+          not isinstance(max_length, numbers.Integral) or max_length < 2):
+        raise ValueError(
+            f"generate(): max_length must be an int >= 2 (the prompt's "
+            f"[CLS] and one generated token), got {max_length!r}; None "
+            "(default) is the preprocessor's sequence_length "
+            f"({self.preprocessor.sequence_length}).")
+      max_length = int(max_length)
       self._check_generate_length(max_length, "max_length")
     self._generate_max_length = max_length
     try:
@@ -188,8 +202,12 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
     return (self._check_prompts(batch) for batch in batches), is_scalar
 
   def _check_width(self, batch):
-    self._check_generate_length(batch["token_ids"].shape[-1],
-                                "the width of inputs['token_ids']")
+    shape = tuple(batch["token_ids"].shape)
+    if len(shape) != 2 or not shape[0]:
+      raise ValueError(
+          f"generate(): inputs['token_ids'] must be [batch, length] with at "
+          f"least one row, got shape {shape}.")
+    self._check_generate_length(shape[-1], "the width of inputs['token_ids']")
     return batch
 
   def _check_prompts(self, prompts):
@@ -198,6 +216,12 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
     if isinstance(prompts, dict):
       return prompts  # Not plain prompts: the preprocessor's own structure.
     lengths = _token_counts(self.preprocessor.tokenizer(prompts))
+    if not lengths:
+      # keras-hub's `_build_cache` failed on it: "IndexError: tuple index
+      # out of range" (keras_hub/src/models/gpt2/gpt2_causal_lm.py).
+      raise ValueError(
+          f"generate(): no prompts (got {prompts!r}); pass a string or a "
+          "non-empty list of strings.")
     start = int(getattr(self.preprocessor, "add_start_token", True))
     for i, count in enumerate(lengths):
       if count + start >= max_length:

@@ -7,6 +7,7 @@ import keras_hub
 from realformer_tf.core import arguments
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import decoder_block
+from realformer_tf.keras3 import embeddings
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
@@ -76,7 +77,7 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneConfig,
         c[k] for k in ("vocab_size", "hidden_size", "output_dropout",
                        "norm_epsilon"))
     # === Layers ===
-    self.token_embedding = keras.layers.ReversibleEmbedding(
+    self.token_embedding = embeddings.ReversibleEmbedding(
         input_dim=vocabulary_size, output_dim=hidden_dim,
         embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
         dtype=dtype, name="token_embedding")

@@ -49,18 +49,30 @@ class SpecConfig:
 
   `_bind(args, kwargs)` binds the constructor's arguments, `ARGUMENTS`, in
   keras-hub's names (the tf_keras names still taken, with a
-  DeprecationWarning) into values by key; `get_config` writes
-  `self._config` back in keras-hub's names. List it before the Keras base.
+  DeprecationWarning) into values by key, and refuses any keyword neither
+  they nor the base class (`_BASE_KEYWORDS`) take, naming the closest
+  (`arguments.refuse_unknown`); `get_config` writes `self._config` back in
+  keras-hub's names. The class' signature (`help()`, IDEs) is its
+  arguments' (`Spec.signature`), with `_KEYWORD_ONLY` after them. List it
+  before the Keras base.
   """
   ARGUMENTS = arguments.Spec()
+  _BASE_KEYWORDS = ra.LAYER_KEYWORDS
+  _KEYWORD_ONLY = ()
   _deserialize = {"initializer": keras.initializers.get,
                   "activation": get_activation}
   _serialize = {"initializer": keras.initializers.serialize,
                 "activation": keras.activations.serialize}
 
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    cls.__signature__ = cls.ARGUMENTS.signature(arguments.KERAS3,
+                                                cls._KEYWORD_ONLY)
+
   def _bind(self, args, kwargs):
     return self.ARGUMENTS.bind(arguments.KERAS3, type(self).__name__, args,
-                               kwargs, self._deserialize)
+                               kwargs, self._deserialize,
+                               base=self._BASE_KEYWORDS)
 
   def get_config(self):
     return {**super().get_config(),

@@ -89,6 +89,14 @@ def _array_to_tensor(x):
   return ops.convert_to_tensor(x) if isinstance(x, np.ndarray) else x
 
 
+# The keywords `keras.layers.Layer.__init__` takes (with the two it pops
+# from `**kwargs`, keras/src/layers/layer.py), and `MultiHeadAttention`'s.
+LAYER_KEYWORDS = arguments.keyword_names(keras.layers.Layer) + (
+    "input_dim", "input_shape")
+_MHA_KEYWORDS = arguments.keyword_names(
+    keras.layers.MultiHeadAttention) + LAYER_KEYWORDS
+
+
 class KeepsArgumentDtypes:
   """Layer mixin: Keras 3 does not cast this layer's arguments on call.
 
@@ -200,7 +208,8 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     # this layer never uses it, so dropout is set after the base __init__.
     dropout = kwargs.pop("dropout", 0.0)
     self._options, kwargs = arguments.ATTENTION.bind(
-        arguments.KERAS3, type(self).__name__, (), kwargs, {})
+        arguments.KERAS3, type(self).__name__, (), kwargs, {},
+        base=_MHA_KEYWORDS)
     super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
     self._flash_attention = False
     self._dropout = dropout

@@ -7,7 +7,8 @@ as "File not found" (it only asks `zipfile.is_zipfile`). `save_model`
 writes beside the path and renames when complete; `load_model` says what a
 missing, empty or half-written file is before Keras opens it.
 `save_preset` does the same for a preset directory (our backbones' and
-tasks' `save_to_preset`).
+tasks' `save_to_preset`), and `export_model` for a SavedModel (our tasks'
+`export`): `write_directory` is their one swap.
 """
 
 import os
@@ -15,6 +16,7 @@ import shutil
 import threading
 import zipfile
 
+from absl import logging
 import keras
 
 from realformer_tf.core import swap
@@ -62,21 +64,64 @@ def load_model(path: str, **kwargs) -> keras.Model:
   return keras.saving.load_model(path, **kwargs)
 
 
-def save_model(model: keras.Model, path: str, **kwargs) -> str:
-  """`model.save(path)`, written to `<stem>.tmp-PID.keras` and renamed over
-  `path` once complete, so `path` is always the old file or the new one;
-  returns `path`."""
+def save_model(model: keras.Model, path: str, overwrite: bool = True,
+               **kwargs) -> str:
+  """`keras.Model.save(model, path)`, written to `<stem>.tmp-PID.keras` and
+  renamed over `path` once complete, so `path` is always the old file or the
+  new one; returns `path`. Without `overwrite` an existing `path` is
+  refused (Keras would ask on stdin).
+
+  Raises:
+    ValueError: If `path` does not end in `.keras`.
+    FileExistsError: If `path` exists and not `overwrite`.
+  """
   path = os.fspath(path)
   if not path.endswith(KERAS_SUFFIX):
     raise ValueError(f"{path!r} does not end in {KERAS_SUFFIX}.")
+  if not overwrite and os.path.lexists(path):
+    raise FileExistsError(f"{path} exists; pass overwrite=True to replace "
+                          "it.")
   tmp = f"{path[:-len(KERAS_SUFFIX)]}.tmp-{os.getpid()}{KERAS_SUFFIX}"
   try:
-    model.save(tmp, **kwargs)
+    # keras.Model's, not the model's own `save` (ours calls this function).
+    keras.Model.save(model, tmp, **kwargs)
     os.replace(tmp, path)
   finally:
     if os.path.exists(tmp):
       os.remove(tmp)
   return path
+
+
+SAVED_MODEL_FORMAT = "tf_saved_model"
+
+
+def export_model(model: keras.Model, path: str,
+                 format: str = SAVED_MODEL_FORMAT,  # pylint: disable=redefined-builtin
+                 **kwargs) -> str:
+  """`keras.Model.export(model, path, format, **kwargs)`, a SavedModel
+  written whole or not at all.
+
+  Keras writes a SavedModel into `path` in place (`ExportArchive.write_out`
+  calls `tf.saved_model.save(path)`), so an export over an earlier one
+  killed between `variables/` and `saved_model.pb` leaves a mix of both.
+  Here the SavedModel is written beside `path` and swapped in
+  (`write_directory`); only a SavedModel (or an empty directory) at `path`
+  is replaced. Other formats (one file each) go to Keras unchanged.
+
+  Returns:
+    `path`.
+
+  Raises:
+    FileExistsError: Before anything is written, if `path` is a file or a
+      directory that is not a SavedModel (naming what it holds).
+  """
+  if format != SAVED_MODEL_FORMAT:
+    keras.Model.export(model, path, format=format, **kwargs)
+    return path
+  def write(directory):
+    keras.Model.export(model, directory, format=format, **kwargs)
+  return write_directory(path, write, _check_saved_model_target,
+                         "SavedModel")
 
 
 # keras-hub's preset files (keras_hub/src/utils/preset_utils.py, CONFIG_FILE
@@ -87,19 +132,38 @@ _LOCK = threading.RLock()
 _WRITING = set()  # The temp directories this process is writing.
 
 
+def _read_text(path):
+  try:
+    with open(path, encoding="utf-8") as f:
+      return f.read()
+  except (OSError, UnicodeDecodeError):
+    return None
+
+
+def _write_text(path, text):
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text)
+
+
+def _remove(path):
+  if os.path.isdir(path) and not os.path.islink(path):
+    shutil.rmtree(path, ignore_errors=True)
+  elif os.path.lexists(path):
+    os.remove(path)
+
+
+OS_OPS = swap.FileOps(read=_read_text, write=_write_text,
+                      exists=os.path.lexists, remove=_remove)
+
+
 def save_preset(preset_dir, write):
   """`write(directory)` into a fresh sibling of `preset_dir`, then swapped in.
 
   keras-hub's `save_to_preset` writes each file into `preset_dir` in place
   (keras_hub/src/utils/preset_utils.py, `KerasPresetSaver`), so a save that
   fails part way (an exception, a full disk, a kill) leaves a preset half
-  new, half old. Here `write` fills `<preset_dir>.tmp-PID`; once it returns,
-  the old `preset_dir` (if any) is renamed to `<preset_dir>.old-PID`, the
-  temp renamed into place and the old one removed. On any failure the temp
-  is removed and `preset_dir` is as it was. A kill between the two renames
-  leaves only `<preset_dir>.old-PID`: the next save names it rather than
-  deleting it. Saving over a preset replaces it whole (files only the old
-  one had are gone).
+  new, half old. Here it is `write_directory(preset_dir, write, ...)`, the
+  target checked as a preset (below).
 
   A `save_preset` called from inside `write` for the directory being
   written (keras-hub's task saver calls the backbone's `save_to_preset` on
@@ -118,17 +182,40 @@ def save_preset(preset_dir, write):
       preset: never replaced), or is missing while a backup left by a killed
       save (the last complete preset) is beside it.
   """
-  path = os.path.realpath(os.fspath(preset_dir))
+  return write_directory(preset_dir, write, _check_preset_target)
+
+
+def write_directory(directory, write, check_target, kind="preset"):
+  """`write(temp)` into a fresh sibling of `directory`, then swapped in.
+
+  `check_target(path)` first (it raises to refuse what is at `path`). Then
+  `write` fills `<directory>.tmp-PID`; once it returns, the old `directory`
+  (if any) is renamed to `<directory>.old-PID`, the temp renamed into place
+  and the old one removed. On any failure the temp is removed and
+  `directory` is as it was. A kill between the two renames leaves only
+  `<directory>.old-PID`: the next write names it rather than deleting it.
+  Leftovers of killed writes are removed (and logged) only when their owner
+  file proves them ours (`core.swap`): a user's `preset.old-20240101` is
+  kept. Replacing a directory replaces it whole. `kind` names what is
+  written ("preset", "SavedModel") in errors.
+
+  Returns:
+    `directory`.
+  """
+  path = os.path.realpath(os.fspath(directory))
   with _LOCK:
     if path in _WRITING:
       write(path)
-      return preset_dir
-    _check_preset_target(path)
-    stale = _stale_siblings(path)
-    for leftover in stale:
-      shutil.rmtree(leftover, ignore_errors=True)
+      return directory
+    check_target(path)
+    for leftover in _stale_siblings(path, kind):
+      _remove(leftover)
+      swap.release(leftover, OS_OPS)
+      logging.warning("Removed %s, left by a killed save of %s.", leftover,
+                      path)
     temp = f"{path}{swap.TMP_INFIX}{os.getpid()}"
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    swap.claim(temp, OS_OPS)
     os.mkdir(temp)
     _WRITING.add(temp)
     try:
@@ -137,7 +224,12 @@ def save_preset(preset_dir, write):
     finally:
       _WRITING.discard(temp)
       shutil.rmtree(temp, ignore_errors=True)  # Gone already if swapped in.
-  return preset_dir
+      swap.release(temp, OS_OPS)
+  return directory
+
+
+def _entries_shown(entries):
+  return ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
 
 
 def _check_preset_target(path):
@@ -152,37 +244,81 @@ def _check_preset_target(path):
   entries = sorted(os.listdir(path))
   if entries and not any(os.path.isfile(os.path.join(path, name))
                          for name in PRESET_FILES):
-    shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
     raise FileExistsError(
-        f"{path} is a non-empty directory ({shown}) with no "
-        f"{' or '.join(PRESET_FILES)}, so not a keras-hub preset; saving a "
-        "preset replaces the whole directory, so it is not replaced. Save "
+        f"{path} is a non-empty directory ({_entries_shown(entries)}) with "
+        f"no {' or '.join(PRESET_FILES)}, so not a keras-hub preset; saving "
+        "a preset replaces the whole directory, so it is not replaced. Save "
         "the preset to a new or empty directory.")
 
 
-def _stale_siblings(path):
-  """The temps and backups of `path` left by saves no longer running.
+def _check_saved_model_target(path):
+  """Raises `FileExistsError` unless `path` is missing, empty or a
+  SavedModel (`export` replaces nothing else: a mistyped path naming a run
+  or a folder of them is refused)."""
+  if os.path.lexists(path) and not os.path.isdir(path):
+    raise FileExistsError(f"{path} is a file, not a SavedModel directory; "
+                          "not replaced. Export to another path.")
+  if os.path.isdir(path):
+    swap.check_replaceable(path, os.listdir(path), swap.is_saved_model_entry,
+                           "SavedModel", "export to a new or empty directory")
+
+
+def backup_of(preset_dir):
+  """The backup a save killed mid-swap left of `preset_dir` (missing), which
+  holds the last complete preset; None if there is none."""
+  path = os.path.realpath(os.fspath(preset_dir))
+  if os.path.lexists(path) or not os.path.isdir(os.path.dirname(path)):
+    return None
+  backups = swap.leftovers(path, swap.BACKUP_INFIX,
+                           os.listdir(os.path.dirname(path)), _save_running,
+                           _read_text)
+  return backups[-1][0] if backups else None
+
+
+def check_not_set_aside(preset_dir):
+  """Raises `FileNotFoundError` naming the backup when `preset_dir` is
+  missing because a save was killed while swapping it (`from_preset` would
+  say only that the preset is unknown)."""
+  backup = backup_of(preset_dir) if isinstance(preset_dir, (str, os.PathLike)
+                                                ) else None
+  if backup:
+    raise FileNotFoundError(
+        f"{os.fspath(preset_dir)} does not exist: a save was killed while "
+        f"swapping a new preset in, and {backup} holds the last complete "
+        f"preset. Rename it back to {os.fspath(preset_dir)} (or save the "
+        "preset again, which names it too).")
+
+
+def _stale_siblings(path, kind):
+  """The temps and backups of `path` left by saves no longer running, that
+  their owner files prove ours.
 
   Raises:
     FileExistsError: If `path` is missing and such a backup is beside it:
       that backup is the last complete preset (a save was killed between
       its two renames).
   """
-  parent = os.path.dirname(path)
+  parent, name = os.path.split(path)
   entries = os.listdir(parent) if os.path.isdir(parent) else []
 
   def dead(infix):
-    return [leftover for leftover, _ in
-            swap.leftovers(path, infix, entries, _save_running)]
+    return swap.scan(parent, infix, entries, _save_running, _read_text, name)
 
-  stale, backups = dead(swap.TMP_INFIX), dead(swap.BACKUP_INFIX)
-  if backups and not os.path.lexists(path):
+  temps, backups = dead(swap.TMP_INFIX), dead(swap.BACKUP_INFIX)
+  if backups.stale and not os.path.lexists(path):
     raise FileExistsError(
-        f"{path} is missing and {', '.join(backups)} is beside it: a save "
-        "was killed while swapping the new preset in, and that backup is "
-        f"the last complete preset. Rename it back to {path} (or delete it) "
-        "and save again.")
-  return stale + backups
+        f"{path} is missing and "
+        f"{', '.join(backup for backup, _ in backups.stale)} is beside it: "
+        f"a save was killed while swapping the new {kind} in, and that "
+        f"backup is the last complete {kind}. Rename it back to {path} (or "
+        "delete it) and save again.")
+  for record in temps.orphans + backups.orphans:
+    os.remove(record)
+  for kept in temps.unclaimed + backups.unclaimed:
+    logging.info("Kept %s: named like a leftover of ours but without our "
+                 "%s record.", kept, swap.OWNER_SUFFIX)
+  return ([leftover for leftover, _ in temps.stale] +
+          [leftover for leftover, _ in backups.stale])
 
 
 def _save_running(pid, leftover):
@@ -206,10 +342,13 @@ def _swap_in(temp, path):
     os.rename(temp, path)
     return
   backup = f"{path}{swap.BACKUP_INFIX}{os.getpid()}"
+  swap.claim(backup, OS_OPS)
   os.rename(path, backup)
   try:
     os.rename(temp, path)
   except BaseException:
     os.rename(backup, path)
+    swap.release(backup, OS_OPS)
     raise
   shutil.rmtree(backup, ignore_errors=True)
+  swap.release(backup, OS_OPS)

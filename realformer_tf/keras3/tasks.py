@@ -35,8 +35,14 @@ decorator checks that nothing between the class and `Task` defines them.
   keras-hub's BERT tasks, it gives `BertMaskedLM`, `BertTextClassifier`.
   It writes the whole preset beside `preset_dir` and swaps it in
   (`saving.save_preset`), so a failed save leaves the old preset whole.
+- `save` (a `.keras` path) and `export` (a SavedModel) are `keras.Model`'s,
+  written whole or not at all (`saving.save_model`, `saving.export_model`):
+  Keras writes both in place, so a killed save left a truncated file, a
+  killed export over an earlier one a mix of both. `from_preset` of a
+  preset a killed save set aside names the backup.
 """
 
+import functools
 import inspect
 import json
 import os
@@ -45,7 +51,14 @@ import keras
 import keras_hub
 from keras_hub.src.utils import preset_utils
 
+from realformer_tf.core import arguments
+from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import saving
+
+# What keras-hub's `Task.__init__` takes besides a task's own arguments
+# (keras_hub/src/models/task.py), and the keywords its functional base uses;
+# `Functional.__init__` drops any other without a word.
+_TASK_KEYWORDS = ("compile", "name", "trainable")
 
 # Inputs whose second dimension is the preprocessor's `mask_selection_length`
 # (`BertMaskedLM`), not its `sequence_length`.
@@ -179,7 +192,24 @@ def realformer_task(cls):
                       f"@realformer_task would skip on {cls.__name__}.")
   for name in members:
     setattr(cls, name, vars(RealFormerTask)[name])
+  _refuse_unknown_keywords(cls)
   return cls
+
+
+def _refuse_unknown_keywords(cls):
+  """Wraps `cls.__init__` to refuse keywords nothing takes (`droput=0.3`),
+  naming the closest valid one (`arguments.refuse_unknown`)."""
+  init = cls.__init__
+  own = arguments.keyword_names(cls)
+
+  @functools.wraps(init)
+  def __init__(self, *args, **kwargs):
+    arguments.refuse_unknown(
+        cls.__name__, {k: v for k, v in kwargs.items() if k not in own},
+        _TASK_KEYWORDS, own)
+    init(self, *args, **kwargs)
+
+  cls.__init__ = __init__
 
 
 class RealFormerTask:
@@ -204,6 +234,28 @@ class RealFormerTask:
     return keras_hub.models.Task.preprocess_samples(self, x, y=y,
                                             sample_weight=sample_weight)
 
+  # Without a preprocessor the data is the backbone's inputs: checked on the
+  # host before Keras traces (`input_checks`), and `predict`/`evaluate`
+  # keep the variables if a traced batch fails (`keeping_variables`).
+  def fit(self, x=None, *args, **kwargs):
+    self._check_data(x)
+    return keras_hub.models.Task.fit(self, x, *args, **kwargs)
+
+  def evaluate(self, x=None, *args, **kwargs):
+    self._check_data(x)
+    return input_checks.keeping_variables(
+        self, lambda: keras_hub.models.Task.evaluate(self, x, *args, **kwargs))
+
+  def predict(self, x, *args, **kwargs):
+    self._check_data(x)
+    return input_checks.keeping_variables(
+        self, lambda: keras_hub.models.Task.predict(self, x, *args, **kwargs))
+
+  def _check_data(self, x):
+    if self.preprocessor is None and isinstance(x, dict):
+      input_checks.check_inputs(
+          self.backbone, {k: v for k, v in x.items() if k in self.backbone.input})
+
   def serving_input_signature(self):
     """The named `keras.InputSpec`s `export()` uses by default.
 
@@ -226,7 +278,10 @@ class RealFormerTask:
 
   def export(self, filepath, format="tf_saved_model",  # pylint: disable=redefined-builtin
              verbose=None, input_signature=None, **kwargs):
-    """`keras.Model.export` with our named default `input_signature`.
+    """`keras.Model.export` with our named default `input_signature`, a
+    SavedModel written whole or not at all (`saving.export_model`: Keras
+    writes into `filepath` in place, so a killed export over an earlier one
+    left a mix of both).
 
     Args:
       filepath: Where to write the artifact.
@@ -242,8 +297,32 @@ class RealFormerTask:
       # Functional models take one positional argument, the dict of inputs
       # (keras/src/export/export_utils.py, `get_input_signature`).
       input_signature = [self.serving_input_signature()]
-    return keras.Model.export(self, filepath, format=format, verbose=verbose,
-                              input_signature=input_signature, **kwargs)
+    return saving.export_model(self, filepath, format=format,
+                               verbose=verbose,
+                               input_signature=input_signature, **kwargs)
+
+  def save(self, filepath, overwrite=True, zipped=None, **kwargs):
+    """`keras.Model.save`, a `.keras` file written whole or not at all.
+
+    Keras writes the zip archive into `filepath` in place
+    (keras/src/saving/saving_lib.py, `save_model`), so a save killed part
+    way leaves a truncated file where the previous model was. A `.keras`
+    path goes through `saving.save_model` (written beside it, renamed over
+    it once complete); other paths (`.h5`, `zipped=False`) to Keras.
+    """
+    if str(filepath).endswith(saving.KERAS_SUFFIX) and zipped is not False:
+      return saving.save_model(self, filepath, overwrite=overwrite, **kwargs)
+    return keras.Model.save(self, filepath, overwrite=overwrite,
+                            zipped=zipped, **kwargs)
+
+  @classmethod
+  def from_preset(cls, preset, load_weights=True, **kwargs):
+    """keras-hub's `Task.from_preset`; a preset directory that a killed
+    save left set aside is named with its backup
+    (`saving.check_not_set_aside`), not called an unknown preset."""
+    saving.check_not_set_aside(preset)
+    return keras_hub.models.Task.from_preset.__func__(
+        cls, preset, load_weights=load_weights, **kwargs)
 
   def save_to_preset(self, preset_dir, max_shard_size=10):
     """keras-hub's `Task.save_to_preset`, `metadata.json` naming our tasks,

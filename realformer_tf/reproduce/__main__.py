@@ -10,6 +10,7 @@ from realformer_tf.data import pretraining_data
 from realformer_tf.reproduce import plan as plan_lib
 from realformer_tf.reproduce import report
 from realformer_tf.reproduce import run
+from realformer_tf.training import process_exit
 
 FLAGS = flags.FLAGS
 
@@ -69,4 +70,6 @@ def main(argv):
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["output_dir"])
-  app.run(main)
+  # SIGTERM/SIGINT: the run in progress stops at its next step, saved, the
+  # rest are skipped, exit 143/130 (`runs.execute`).
+  process_exit.run_and_exit(main)

@@ -29,6 +29,7 @@ from typing import List, Optional, Tuple, Type
 
 from absl import app
 from absl import flags
+from absl import logging
 import tensorflow as tf
 from tensorflow.python.tools import saved_model_utils
 
@@ -38,6 +39,7 @@ from official.core import task_factory
 from official.nlp.serving import export_savedmodel_util
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
+from realformer_tf.core import swap
 from realformer_tf.data import tokenization
 from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import heads
@@ -116,6 +118,33 @@ def load_vocab(task: cfg.TaskConfig, head: Head, vocab_size: int,
   return vocab, lower_case
 
 
+def recorded_vocab_file(task: cfg.TaskConfig, head: Head,
+                        model_dir: str) -> Optional[str]:
+  """The vocabulary the run records, found again under `model_dir` when the
+  recorded absolute path is gone (a moved run directory: logged), or None
+  when the recorded one exists (or none is recorded).
+
+  Raises:
+    ValueError: If the recorded vocabulary is gone and no file of its name
+      is under `model_dir`, naming --vocab_file.
+  """
+  recorded, _, source = head.recorded_vocab(task)
+  if not recorded or tf.io.gfile.exists(recorded):
+    return None
+  found = run_directory.relocated_path(recorded, model_dir)
+  if not found:
+    raise ValueError(
+        f"{source} records the vocabulary {recorded!r}, which does not exist "
+        f"(was the run directory moved?), and no file of that name is under "
+        f"--model_dir={model_dir!r}: pass --vocab_file (the vocabulary the "
+        "training data was tokenized with), or --noserve_text.")
+  logging.warning("%s records the vocabulary %s, which does not exist; "
+                  "using %s, at the same place in --model_dir (the run was "
+                  "moved?). Pass --vocab_file to use another.", source,
+                  recorded, found)
+  return found
+
+
 def run_to_export(model_dir: str, export_dir: str,
                   checkpoint_path: Optional[str],
                   overwrite: bool) -> Tuple[cfg.ExperimentConfig, str]:
@@ -133,9 +162,17 @@ def run_to_export(model_dir: str, export_dir: str,
   if tf.io.gfile.exists(export_dir):
     if not tf.io.gfile.isdir(export_dir):
       raise ValueError(f"--export_dir={export_dir!r} is a file.")
-    if tf.io.gfile.listdir(export_dir) and not overwrite:
+    entries = tf.io.gfile.listdir(export_dir)
+    if entries and not overwrite:
       raise ValueError(f"--export_dir={export_dir!r} exists and is not "
                        "empty; pass --overwrite to replace it.")
+    # --overwrite replaces a SavedModel, never a run (or a folder of runs)
+    # that a mistyped --export_dir names.
+    try:
+      swap.check_replaceable(export_dir, entries, swap.is_saved_model_entry,
+                             "SavedModel", "pass another --export_dir")
+    except FileExistsError as e:
+      raise ValueError(f"--export_dir: {e}") from None
   return config, checkpoint
 
 
@@ -216,6 +253,7 @@ def export_model(model_dir: str,
                  return_attention=return_attention), **head_flags)
   vocab = None
   if serve_text:
+    vocab_file = vocab_file or recorded_vocab_file(task, head, model_dir)
     vocab, lower_case = load_vocab(task, head, options.vocab_size, vocab_file,
                                    lower_case)
     # One token per word-embedding row (else text serves wrong ids).

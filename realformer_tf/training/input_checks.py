@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from absl import logging
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
@@ -206,10 +207,67 @@ def check_records_manifest(params: cfg.ExperimentConfig, mode: str) -> None:
         raise ValueError(f"{key}.input_path={input_path!r}: {e}") from None
 
 
+# Records read for the largest token id of records without meta data.
+SAMPLE_RECORDS = 1000
+
+
+def largest_token_id(path: str, id_features: Sequence[str],
+                     count: int = SAMPLE_RECORDS) -> Optional[int]:
+  """The largest id in `id_features` of the first `count` records of
+  `path`; None if none is read (`check_data_sets` names unreadable files)."""
+  spec = {name: tf.io.VarLenFeature(tf.int64) for name in id_features}
+  largest = None
+  try:
+    for batch in tf.data.TFRecordDataset(path).take(count).batch(count):
+      for ids in tf.io.parse_example(batch, spec).values():
+        if tf.size(ids.values):
+          found = int(tf.reduce_max(ids.values))
+          largest = found if largest is None else max(largest, found)
+  except tf.errors.OpError:
+    return largest
+  return largest
+
+
+def _check_unlisted_records(key: str, files: Sequence[str], data,
+                            run_vocab: str, run_size: int,
+                            init_checkpoint: str) -> None:
+  """Records no converter meta data lists (copied without it): their
+  vocabulary cannot be compared with the run's. What can be checked is:
+  the largest id in a sample of each file must be below the run's
+  vocabulary size (its embedding rows), else a ValueError; otherwise a
+  warning says the vocabulary could not be verified."""
+  spec = _record_spec(data)
+  if not files or not spec:
+    return
+  largest = {path: largest_token_id(path, spec[1]) for path in files}
+  for path, found in largest.items():
+    if found is not None and found >= run_size:
+      raise ValueError(
+          f"{key}.input_path: {path!r} holds token id {found} (in its first "
+          f"{SAMPLE_RECORDS} records), but task.init_checkpoint="
+          f"{init_checkpoint!r} was trained with {run_vocab} ({run_size} "
+          "tokens, one embedding row each): the records were made with "
+          "another vocabulary. Convert them again with "
+          f"--vocab_file={run_vocab}.")
+  read = [found for found in largest.values() if found is not None]
+  logging.warning(
+      "%s.input_path: %s %s no converter meta data (no *meta_data.json "
+      "beside them lists them), so their vocabulary could not be verified "
+      "against %s (%d tokens), the vocabulary of task.init_checkpoint=%s. "
+      "Their largest token id in the first %d records of each is %s, which "
+      "fits the embedding table; records of another vocabulary would still "
+      "train silently on wrong tokens. Convert them with --vocab_file=%s "
+      "(python -m realformer_tf.data.glue, ...) to have this checked.", key,
+      ", ".join(files), "has" if len(files) == 1 else "have", run_vocab,
+      run_size, init_checkpoint, SAMPLE_RECORDS,
+      max(read) if read else "unknown", run_vocab)
+
+
 def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
                             ) -> None:
   """Records `mode` reads that were converted with another vocabulary than
   the run `task.init_checkpoint` names are an error naming both and the fix.
+  Records without meta data: `_check_unlisted_records`.
   """
   run = run_directory.find_run(getattr(params.task, "init_checkpoint", ""))
   run_vocab = run.vocab_file if run else ""
@@ -229,8 +287,11 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
           f"{params.task.init_checkpoint!r}, "
           f"{_describe(run_vocab, run_size, run_sha)}: use "
           f"--params_override={key}.vocab_file={run_vocab}.")
+    unlisted = []
     for path in match_input_files(key, input_path):
       meta_path, meta = meta_data_of(path) or (None, {})
+      if meta_path is None:
+        unlisted.append(path)
       sha = meta.get("vocab_sha256")
       if sha and sha != run_sha:
         raise ValueError(
@@ -240,6 +301,8 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
             f"{params.task.init_checkpoint!r} was trained with "
             f"{_describe(run_vocab, run_size, run_sha)}: convert the data "
             f"again with --vocab_file={run_vocab}.")
+    _check_unlisted_records(key, unlisted, data, run_vocab, run_size,
+                            params.task.init_checkpoint)
 
 
 def _vocab_key(params: cfg.ExperimentConfig):

@@ -5,7 +5,9 @@
 1. config values (`value_checks`: ranges, the encoder config, lengths,
    GPUs; then Model Garden's strategy is built, as official/nlp/train.py
    does, for the batches' split over its replicas);
-2. the quickstart's data, planned without writing (`quickstart_run.plan`:
+2. the run's checkpoints (`run_checkpoint`: a directory with any `ckpt-*`
+   file is a started run, refused if it cannot be resumed as it is), then
+   the quickstart's data, planned without writing (`quickstart_run.plan`:
    a run's own data is never built again from other inputs);
 3. data sets and their manifests (`input_checks`);
 4. vocabularies (`input_checks`);
@@ -63,16 +65,27 @@ def check_model_dir_path(model_dir: str) -> None:
                      "summaries.")
 
 
+def run_checkpoint(mode: str, model_dir: str) -> Optional[str]:
+  """The checkpoint this run restores (`run_directory.resume_checkpoint`,
+  which refuses a started run whose state file is missing or names a
+  checkpoint that is not whole), or None for a new run. `continuous_eval`
+  only waits for the checkpoints a training job lists: not checked."""
+  if mode == "continuous_eval":
+    return run_directory.newest_checkpoint(model_dir)
+  return run_directory.resume_checkpoint(model_dir)
+
+
 def check_model_dir(params: cfg.ExperimentConfig, mode: str,
-                    model_dir: str) -> None:
+                    model_dir: str, checkpoint: Optional[str]) -> None:
   """Checks `model_dir`'s earlier run against this one, before any write.
 
-  `--mode=eval` needs a checkpoint (else: metrics of a random model). A train
-  mode resuming checkpoints needs the same `task.name` and `task.model` as
-  `params.yaml` (else it would overwrite it, then fail restoring, leaving a
-  directory that can no longer be exported); the error lists each change.
+  `checkpoint`: the one the run restores (`run_checkpoint`). `--mode=eval`
+  needs one (else: metrics of a random model). A train mode resuming
+  checkpoints needs the same `task.name` and `task.model` as `params.yaml`
+  (else it would overwrite it, then fail restoring, leaving a directory that
+  can no longer be exported); the error lists each change.
   """
-  has_checkpoint = bool(run_directory.newest_checkpoint(model_dir))
+  has_checkpoint = bool(checkpoint)
   if mode == "eval" and not has_checkpoint:
     raise ValueError(
         f"--mode=eval: no checkpoint in --model_dir={model_dir!r}, so there "
@@ -146,9 +159,11 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   strategy = make_strategy(params)
   value_checks.validate_batch_sizes(params, mode,
                                     strategy.num_replicas_in_sync)
-  data_plan = quickstart_run.plan(params, model_dir, quickstart_input_files)
+  checkpoint = run_checkpoint(mode, model_dir)
+  has_checkpoint = bool(checkpoint)
+  data_plan = quickstart_run.plan(params, model_dir, checkpoint,
+                                  quickstart_input_files)
   builds = data_plan is not None and not data_plan.cached
-  has_checkpoint = bool(run_directory.newest_checkpoint(model_dir))
   fine_tunes = mode in modes.TRAIN_MODES and not has_checkpoint
   if not builds:
     _check_data(params, mode)
@@ -162,7 +177,7 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   if not (builds and has_checkpoint):
     # A run's damaged data, rebuilt from the same inputs (`quickstart_run`),
     # has its vocabulary's size only once built: compared then.
-    check_model_dir(params, mode, model_dir)
+    check_model_dir(params, mode, model_dir, checkpoint)
   chief = strategy.extended.should_checkpoint
   with run_lock.hold(model_dir, enabled=chief and mode in modes.TRAIN_MODES):
     if builds:
@@ -170,7 +185,7 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
       _check_data(params, mode)
       if fine_tunes:
         init_from_run.check_vocab_fits(params, mode)
-      check_model_dir(params, mode, model_dir)
+      check_model_dir(params, mode, model_dir, checkpoint)
     params.validate()
     params.lock()
     logging.info("Checks passed for --mode=%s --model_dir=%s.", mode,

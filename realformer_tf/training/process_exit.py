@@ -14,7 +14,7 @@ import atexit
 import os
 import sys
 import traceback
-from typing import Callable
+from typing import Callable, Tuple, Type
 
 from absl import app
 
@@ -42,11 +42,20 @@ def _exit_code(error: SystemExit) -> int:
   return 1
 
 
-def run_and_exit(main: Callable[..., None]) -> None:
+def run_and_exit(main: Callable[..., None],
+                 refusals: Tuple[Type[BaseException], ...] = (),
+                 show_traceback: Callable[[], bool] = lambda: False) -> None:
   """`app.run(main)`, then `end_process` with the status Python would give:
   0, `sys.exit`'s, 128 + the signal for a run stopped by SIGTERM/SIGINT
   (`stop_signals`: 143, 130, as the shell reports a signal), or 1 after
-  printing an uncaught exception as Python does."""
+  printing an uncaught exception as Python does.
+
+  An exception of a `refusals` type is a refusal (bad input, a busy or
+  damaged run directory), whose message names the key, file and way out: it
+  is printed alone, as the last line, exit status 1; its traceback (which
+  only shows where the check is) too when `show_traceback()` says so.
+  Anything else is a crash: its traceback is printed.
+  """
   try:
     app.run(main)
     code = 0
@@ -54,6 +63,11 @@ def run_and_exit(main: Callable[..., None]) -> None:
     code = _exit_code(e)
   except stop_signals.Stopped as e:  # Reported already (train_lib).
     code = e.exit_code
+  except refusals as e:  # pylint: disable=catching-non-exception
+    if show_traceback():
+      traceback.print_exc()
+    print(str(e) or type(e).__name__, file=sys.stderr)
+    code = 1
   except BaseException:  # pylint: disable=broad-except
     traceback.print_exc()
     code = 1

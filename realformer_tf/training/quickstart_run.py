@@ -15,6 +15,8 @@ import dataclasses
 import os
 from typing import Optional, Sequence
 
+import tensorflow as tf
+
 from official.core import config_definitions as cfg
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
@@ -78,15 +80,35 @@ def _check_run_owns(data_dir: str, key: dict, model_dir: str,
       "resume, or use a new --model_dir.")
 
 
+def _check_run_is_quickstart(model_dir: str) -> None:
+  """A run in `model_dir` (its params.yaml) is a quickstart run, else the
+  error names what it is: its data would be built into that directory and
+  its params.yaml overwritten."""
+  path = run_directory.params_path(model_dir)
+  if not tf.io.gfile.exists(path):
+    return
+  recorded = run_directory.load_experiment_config(model_dir).task.name
+  if recorded != _NAME:
+    raise ValueError(
+        f"--model_dir={model_dir!r} holds a run of another experiment "
+        f"(task.name={recorded!r} in {path}), not a {_NAME} run: nothing "
+        f"was written. Run it with its own --experiment, or use a new "
+        "--model_dir for the quickstart.")
+
+
 def plan(params: cfg.ExperimentConfig, model_dir: str,
+         checkpoint: Optional[str],
          input_files: Optional[Sequence[str]] = None) -> Optional[Plan]:
   """Checks the quickstart's data options, writing nothing; None when the
   experiment builds no data. When the data in `model_dir/data` can be used
   as it is, `params` points at it (input paths, vocabulary and its size).
+  `checkpoint`: the run's own (`preflight.run_checkpoint`), or None for a
+  new run.
 
   Raises:
     ValueError: For options the quickstart cannot build from, or when
-      `model_dir` holds a run whose data differs (`_check_run_owns`).
+      `model_dir` holds a run of another experiment or whose data differs
+      (`_check_run_owns`).
   """
   task = params.task
   if task.name != _NAME:
@@ -119,7 +141,7 @@ def plan(params: cfg.ExperimentConfig, model_dir: str,
       max_seq_length=task.train_data.seq_length,
       max_predictions_per_seq=task.train_data.max_predictions_per_seq,
       dupe_factor=experiments.QUICKSTART_DUPE_FACTOR)
-  checkpoint = run_directory.newest_checkpoint(model_dir)
+  _check_run_is_quickstart(model_dir)  # Even before its first checkpoint.
   if checkpoint:
     _check_run_owns(data_dir, key, model_dir, checkpoint)
   data = quickstart_corpus.cached_data(data_dir, key)

@@ -147,8 +147,10 @@ def _try_create(path: str, holder: dict) -> bool:
       read-only file system, a full disk); nothing of it is left behind.
   """
   tmp = f"{path}.new-{os.getpid()}-{holder['token']}"
+  created = False
   try:
     with open(tmp, "w", encoding="utf-8") as f:
+      created = True
       json.dump(holder, f, indent=2, sort_keys=True)
       f.write("\n")
       f.flush()
@@ -164,10 +166,15 @@ def _try_create(path: str, holder: dict) -> bool:
         "Nothing was written; free space or use a writable --model_dir."
     ) from None
   finally:
-    try:
-      os.remove(tmp)
-    except FileNotFoundError:
-      pass  # Never created (open failed).
+    # Only what this call made: removing a name that open() could not
+    # create raises again (EROFS on a read-only file system), and that
+    # OSError would be printed after the ValueError above.
+    if created:
+      try:
+        os.remove(tmp)
+      except OSError as e:
+        logging.warning("Could not remove the lock's temporary file %s "
+                        "(%s).", tmp, e.strerror or e)
 
 
 def acquire(model_dir: str) -> Optional[dict]:

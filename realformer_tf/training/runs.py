@@ -22,6 +22,8 @@ from tqdm import auto as tqdm
 
 from official.core import config_definitions as cfg
 from realformer_tf import utils
+from realformer_tf.training import run_summary
+from realformer_tf.training import stop_signals
 from realformer_tf.training import train_lib
 from realformer_tf.training import seed_stats
 
@@ -115,12 +117,29 @@ def progress_bar(runs: Sequence[RunSpec], statuses: Sequence[str]
                    unit="step", smoothing=0, disable=None, desc="training")
 
 
+def stopped_line(stop: stop_signals.Stopped, runs: Sequence[RunSpec],
+                 index: int) -> str:
+  """What a sweep stopped by a signal during `runs[index]` says last."""
+  left = len(runs) - index - 1
+  return (f"sweep stopped by {stop.name} during run {index + 1}/{len(runs)} "
+          f"({runs[index].model_dir}); {left} later run"
+          f"{'' if left == 1 else 's'} not started. Rerun the same command "
+          "to go on: finished runs are kept, this one resumes from its "
+          "latest checkpoint.")
+
+
 def execute(runs: Sequence[RunSpec], runner: Runner = train_run
             ) -> List[Dict]:
-  """Runs every run without a result; returns all results in `runs` order."""
+  """Runs every run without a result; returns all results in `runs` order.
+
+  SIGTERM or SIGINT (`stop_signals`, held for the whole sweep: also between
+  runs) stops the current run as train.py does (at its next step, that step
+  saved), skips the rest and says so (`stopped_line`), then raises
+  `Stopped`; a second signal ends the process at once.
+  """
   statuses = [status(run) for run in runs]
   results = []
-  with progress_bar(runs, statuses) as bar:
+  with stop_signals.raised_on_signals(), progress_bar(runs, statuses) as bar:
     for i, (run, state) in enumerate(zip(runs, statuses)):
       line = f"[{i + 1}/{len(runs)}] {run.model_dir}: {state} ({run.details()})"
       logging.info(line)
@@ -129,8 +148,12 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
         results.append(read_result(run.result_path))
         continue
       start = time.time()
-      result = run.make_result(runner(run), time.time() - start)
-      utils.write_json_atomically(run.result_path, result)
+      try:
+        result = run.make_result(runner(run), time.time() - start)
+        utils.write_json_atomically(run.result_path, result)
+      except stop_signals.Stopped as stop:
+        run_summary.console(stopped_line(stop, runs, i))
+        raise
       results.append(result)
       bar.update(run.train_steps)
   return results

@@ -5,18 +5,33 @@ once: exit 143, not a word, the run's lock left behind. Model Garden's
 open-source train.py leaves its preemption watcher off, and Orbit has no
 signal handling. Here, while a run is held (`raised_on_signals`), the first
 SIGTERM or SIGINT raises `Stopped` in the main thread, as Python's own
-SIGINT raises `KeyboardInterrupt`: it unwinds the run (TensorFlow returns
-to Python between train loops), whose `finally` blocks release the lock and
-leave every file whole (each is written atomically). `train_lib` logs
-`stop_line`; `process_exit` ends with 128 + the signal (143, 130), the
-shell's convention. A second signal gets the default behaviour back (a
-stuck unwind can still be killed).
+SIGINT raises `KeyboardInterrupt`: it unwinds the run, whose `finally`
+blocks release the lock and leave every file whole (each is written
+atomically). `train_lib` logs `stop_line`; `process_exit` ends with 128 +
+the signal (143, 130), the shell's convention.
+
+Python runs a signal handler only when the main thread is back in Python,
+and a training loop of `trainer.steps_per_loop` steps is one TensorFlow
+call (65 s on a small run). So a watcher thread also reads each signal as
+it arrives (`signal.set_wakeup_fd`, which CPython's C-level handler writes
+to at once): at the first it calls the `on_stop` callbacks (the trainer's
+loop then ends at its next step boundary, `trainer.Trainer`); at a second
+one it ends the process at once (exit 128 + that signal), however busy the
+main thread is. The handler stays a Python one after the first signal:
+resetting it to the default, as before, made CPython drop a second signal
+that arrived while the main thread was still inside TensorFlow, with
+`OSError: Signal 15 ignored due to race condition`
+(Modules/signalmodule.c, `_PyErr_CheckSignalsTstate`).
 """
 
 import contextlib
+import os
 import signal
 import threading
-from typing import Iterator, Optional
+import weakref
+from typing import Callable, Iterator, List, Optional
+
+from absl import logging
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -45,27 +60,134 @@ def stop_line(stop: Stopped, step: int, checkpoint: Optional[str],
   return f"stopped at step {step} by {stop.name}; {latest}."
 
 
+def _end_at_once(signum: int) -> None:
+  """A second stop signal: the process ends now, as without a handler."""
+  os.write(2, (
+      f"second stop signal ({signal.Signals(signum).name}): ending at once, "
+      f"exit {128 + signum}. The run's lock is left; the next run takes it "
+      "over and resumes from the latest complete checkpoint.\n").encode())
+  os._exit(128 + signum)  # pylint: disable=protected-access
+
+
+class _Watcher:
+  """The stop signals of one `raised_on_signals` block, read as they arrive
+  by a daemon thread from the wakeup file descriptor."""
+
+  def __init__(self):
+    self.received = 0
+    self.first: Optional[int] = None  # The first signal's number.
+    self._callbacks: List[Callable[[], Optional[Callable[[], None]]]] = []
+    self._lock = threading.Lock()
+    self._read, self.write_fd = os.pipe()
+    os.set_blocking(self.write_fd, False)  # As set_wakeup_fd requires.
+    self._thread = threading.Thread(target=self._watch, daemon=True,
+                                    name="stop_signals")
+
+  def start(self) -> None:
+    self._thread.start()
+
+  def add(self, callback: Callable[[], None]) -> None:
+    ref = (weakref.WeakMethod(callback) if hasattr(callback, "__self__")
+           else (lambda: callback))
+    with self._lock:
+      self._callbacks.append(ref)
+      stopped = self.received > 0
+    if stopped:
+      callback()
+
+  def _watch(self) -> None:
+    while True:
+      try:
+        data = os.read(self._read, 64)
+      except OSError:
+        return
+      if not data:
+        return  # Closed: the block ended.
+      for signum in data:
+        if signum in SIGNALS:
+          self._receive(signum)
+
+  def _receive(self, signum: int) -> None:
+    with self._lock:
+      self.received += 1
+      first = self.received == 1
+      if first:
+        self.first = signum
+      callbacks = [ref() for ref in self._callbacks]
+    if not first:
+      _end_at_once(signum)
+    for callback in callbacks:
+      if callback is None:
+        continue
+      try:
+        callback()
+      except Exception as e:  # pylint: disable=broad-except
+        # The thread must live on to act on a second signal; the handler's
+        # `Stopped` still ends the run, at the loop's end.
+        logging.warning("Stop callback %r failed: %s", callback, e)
+
+  def close(self) -> None:
+    os.close(self.write_fd)
+    self._thread.join(timeout=5)
+    os.close(self._read)
+
+
+_watcher: Optional[_Watcher] = None
+
+
+def on_stop(callback: Callable[[], None]) -> None:
+  """Calls `callback` (a bound method is held weakly) from the watcher
+  thread when the first stop signal of the current `raised_on_signals`
+  block arrives, even while the main thread is inside TensorFlow (at once
+  if one already has); outside a block, never."""
+  if _watcher is not None:
+    _watcher.add(callback)
+
+
+def raise_if_stopped() -> None:
+  """Raises `Stopped` if a stop signal arrived in the current block. For
+  the places a run goes on from (a train loop's start and end): the
+  handler's `Stopped` can be caught on its way (TensorFlow's coordinator
+  takes it when it lands in a `MirroredStrategy` trace), and Orbit would
+  then run loop after loop, each ended at once by the stop check."""
+  if _watcher is not None and _watcher.first is not None:
+    raise Stopped(_watcher.first)
+
+
 @contextlib.contextmanager
 def raised_on_signals() -> Iterator[None]:
-  """`Stopped` is raised on the first SIGTERM/SIGINT within the block; the
-  previous handlers come back after it. Only the main thread can handle
-  signals: elsewhere (a test's worker thread) the block runs without."""
-  if threading.current_thread() is not threading.main_thread():
+  """`Stopped` is raised on the first SIGTERM/SIGINT within the block, a
+  second ends the process at once (module docstring); the previous
+  handlers come back after it. A block within a block is the outer one's
+  (a sweep's runs). Only the main thread can handle signals: elsewhere (a
+  test's worker thread) the block runs without."""
+  global _watcher
+  if (threading.current_thread() is not threading.main_thread() or
+      _watcher is not None):
     yield
     return
   previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+  raised = []
 
   def handler(signum, frame):
     del frame
-    for other in SIGNALS:  # The next one acts as the default.
-      signal.signal(other, signal.SIG_DFL if other == signal.SIGTERM
-                    else signal.default_int_handler)
+    if raised:
+      return  # A later signal: the watcher thread acts on it.
+    raised.append(signum)
     raise Stopped(signum)
 
+  watcher = _Watcher()
   for signum in SIGNALS:
     signal.signal(signum, handler)
+  previous_fd = signal.set_wakeup_fd(watcher.write_fd,
+                                     warn_on_full_buffer=False)
+  watcher.start()
+  _watcher = watcher
   try:
     yield
   finally:
+    _watcher = None
+    signal.set_wakeup_fd(previous_fd)
     for signum, old in previous.items():
       signal.signal(signum, old if old is not None else signal.SIG_DFL)
+    watcher.close()

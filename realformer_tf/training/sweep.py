@@ -35,6 +35,7 @@ from realformer_tf.configs import finetuning
 from realformer_tf.configs import recipe
 from realformer_tf.data import glue as glue_data
 from realformer_tf.tasks import sentence_prediction as rf_sp
+from realformer_tf.training import process_exit
 from realformer_tf.training import runs
 
 RESULT_FILE = "glue_result.json"
@@ -287,4 +288,6 @@ def main(argv):
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["model_dir_root"])
-  app.run(main)
+  # SIGTERM/SIGINT: the run in progress stops at its next step, saved, the
+  # rest are skipped, exit 143/130 (`runs.execute`).
+  process_exit.run_and_exit(main)

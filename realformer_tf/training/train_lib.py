@@ -38,6 +38,7 @@ from realformer_tf.training import lr_schedule
 from realformer_tf.training import modes
 from realformer_tf.training import preflight
 from realformer_tf.training import quickstart_run
+from realformer_tf.training import run_lock
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 from realformer_tf.training import trainer as trainer_lib
@@ -134,6 +135,11 @@ def parse_configuration_and_sources(flags_obj):
   value_checks.validate_model(params)
   return params, explicit
 
+
+# The errors train.py prints as a message alone (`process_exit.run_and_exit`):
+# the checks' refusals and the stops whose message says what to do.
+REFUSALS = (ValueError, FileNotFoundError, run_lock.ModelDirBusyError,
+            controller_lib.CheckpointSaveError, trainer_lib.NonFiniteLossError)
 
 # Written by `run` after the final evaluation of a train_and_eval or
 # train_and_post_eval run: {"step": N, "metrics": {...}}. Its absence at

@@ -1,4 +1,5 @@
-"""Model Garden's `Trainer`, + `examples_per_second` and a diverged loss stop.
+"""Model Garden's `Trainer`, + `examples_per_second`, a diverged loss stop
+and a stop signal acted on at the next step (`create_train_loop_fn`).
 
 Why not Model Garden's own blow-up handling: `actions.RecoveryCondition`
 (`official/core/actions.py:158`) looks at the loop's *mean* loss after
@@ -21,6 +22,7 @@ import tf_keras
 
 from official.core import base_trainer
 from realformer_tf.checkpoints import run_directory
+from realformer_tf.training import stop_signals
 
 
 class NonFiniteLossError(RuntimeError):
@@ -117,8 +119,45 @@ class Trainer(base_trainer.Trainer):
     self._check_steps = not self._is_async
     if self._check_steps:
       self._train_loss = LossMeanWithNonFiniteTracking()
+    # A stop signal ends the train loop at its next step, not after
+    # `steps_per_loop` of them (`create_train_loop_fn`). Not on a cluster
+    # (TPU, multi-worker: there Model Garden's preemption handling saves,
+    # every worker taking part) nor with parameter servers.
+    self._stop_requested = None
+    if not (self._is_async or self.strategy.cluster_resolver):
+      self._stop_requested = tf.Variable(
+          False, trainable=False, name="stop_requested",
+          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      stop_signals.on_stop(self._request_stop)
+
+  def _request_stop(self) -> None:
+    """Called from `stop_signals`' watcher thread, while the loop runs."""
+    self._stop_requested.assign(True)
+
+  def create_train_loop_fn(self):
+    """Orbit's `tf.while_loop` of `steps_per_loop` steps
+    (`orbit/utils/loop_fns.py`, `create_tf_while_loop_fn`) with a stop check
+    before each step: one scalar read. Orbit runs the whole loop as one
+    TensorFlow call, during which Python's signal handler cannot run; a
+    SIGTERM waited for the loop's end (65 s on a small run). The other loop
+    kinds are Orbit's: a Python loop returns to Python between steps."""
+    options = self._train_options
+    if (self._stop_requested is None or not options.use_tf_while_loop or
+        options.use_tpu_summary_optimization):
+      return super().create_train_loop_fn()
+    step_fn, stop = self.train_step, self._stop_requested
+
+    def loop_fn(iterator, num_steps):
+      for _ in tf.range(num_steps):
+        if stop.read_value():
+          break
+        with tf.name_scope(""):
+          step_fn(iterator)
+
+    return tf.function(loop_fn)
 
   def train_loop_begin(self):
+    stop_signals.raise_if_stopped()
     super().train_loop_begin()
     self._loop_start_step = int(self.global_step.numpy())
     if self._check_steps:
@@ -131,7 +170,9 @@ class Trainer(base_trainer.Trainer):
     self._loop_start_time = time.time()
 
   def train_loop_end(self):
-    """Raises on a non-finite loss, else the base logs + examples_per_second."""
+    """Raises on a non-finite loss, else the base logs + examples_per_second;
+    `Stopped` if the loop ended for a stop signal."""
+    stop_signals.raise_if_stopped()
     self.join()
     end_step = int(self.global_step.numpy())
     bad = self._check_steps and self._train_loss.first_nonfinite_step()

@@ -22,6 +22,7 @@ table, the GPUs asked for and the batches' split over the replicas.
 """
 
 import dataclasses
+import math
 import numbers
 import re
 import typing
@@ -257,10 +258,15 @@ def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
             value, (int, float) if expected is float else expected)):
       yield (f"{key}={value!r} must be {article} {expected.__name__}, not "
              f"{type(value).__name__}")
+    elif _number(value) and not math.isfinite(value):
+      # Every range check compares, and `nan <= 0` is False: a NaN learning
+      # rate passed them all and stopped the run at its first step.
+      yield f"{key}={value!r} must be a finite number"
 
 
 def validate_field_types(params: cfg.ExperimentConfig) -> None:
-  """Every int, float and bool field of `params` holds a value of that type.
+  """Every int, float and bool field of `params` holds a value of that type,
+  every number a finite one (YAML's `.nan` and `.inf` are floats).
 
   Model Garden's `Config.override` stores what YAML or `--params_override`
   gives unconverted (`official/modeling/hyperparams/base_config.py:225`):

@@ -80,10 +80,11 @@ def test_group_budgets_of_the_next_gpu_call():
   scale = 420 / 400
   assert gpu_suite.group_budget("keras", 2, 420, ["xla", "torch"],
                                 420) == pytest.approx(190 * scale)
+  # 50 s a module: a BERT-Base module compiles in 35-36 s on an H200.
   assert gpu_suite.group_budget("xla", 3, 300, ["torch"],
-                                420) == pytest.approx(90 * scale)
+                                420) == pytest.approx(150 * scale)
   assert gpu_suite.group_budget("xla", 2, 300, ["torch"],
-                                420) == pytest.approx(60 * scale)
+                                420) == pytest.approx(100 * scale)
   # Later groups keep their minimum; the last group takes what remains.
   assert gpu_suite.group_budget("xla", 3, 100, ["torch"], 420) == 55
   assert gpu_suite.group_budget("torch", 2, 123, [], 420) == 123

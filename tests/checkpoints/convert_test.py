@@ -26,6 +26,7 @@ from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
+from tests.helpers import file_trees
 from tests.helpers import kill_writer
 from tests.helpers import tf1_reference as ref
 
@@ -227,9 +228,10 @@ def test_killed_overwrite_leaves_the_previous_outputs(tf1_dir, tmp_path):
       1, "realformer_tf.checkpoints.convert", "convert_tf1_checkpoint",
       tf1_checkpoint_path=prefix, bert_config_file=config_file,
       output_dir=output_dir, residual_attention="mean", overwrite=True)
-  assert sorted(re.sub(r"-\d+$", "-PID", name)
-                for name in os.listdir(tmp_path)) == ["out.old-PID",
-                                                      "out.tmp-PID"]
+  assert sorted(re.sub(r"-\d+", "-PID", name)
+                for name in os.listdir(tmp_path)) == [
+                    "out.old-PID", "out.old-PID.owner", "out.tmp-PID",
+                    "out.tmp-PID.owner"]
 
   with pytest.raises(FileExistsError, match="not empty"):
     convert.convert_tf1_checkpoint(prefix, config_file, output_dir)
@@ -266,3 +268,28 @@ def test_truncated_checkpoint_is_named(tf1_dir, tmp_path):
   with pytest.raises(ValueError, match="tf1_checkpoint=.*not a readable"):
     convert.convert_tf1_checkpoint(copy, config_file, output_dir)
   assert not os.path.exists(output_dir)
+
+
+def test_overwrite_refuses_a_train_py_run_and_its_parent(tf1_dir, tmp_path):
+  """38.3: --overwrite into a train.py run (params.yaml, train.lock,
+  ckpt-100), into a bucket copy of one (ckpt-100 without params.yaml) or
+  into a folder holding a run is refused naming what is there; nothing
+  changes."""
+  prefix, config_file = tf1_dir
+  run_dir = tmp_path / "runs" / "run"
+  run_dir.mkdir(parents=True)
+  for name in ("params.yaml", "train.lock", "checkpoint", "ckpt-100.index"):
+    (run_dir / name).write_text(name)
+  copy = tmp_path / "copy"
+  copy.mkdir()
+  (copy / "ckpt-100.index").write_text("index")
+  before = file_trees.files_under(tmp_path)
+  for output_dir, match in (
+      (run_dir, r"run is a train.py run directory \(it holds params.yaml, "
+       r"train.lock\): ckpt-100.index, params.yaml, train.lock are not "),
+      (run_dir.parent, r"runs is not a converted checkpoint .*: run is not "),
+      (copy, r"copy is not a converted checkpoint .*: ckpt-100.index is not")):
+    with pytest.raises(FileExistsError, match=match):
+      convert.convert_tf1_checkpoint(prefix, config_file, str(output_dir),
+                                     residual_attention="sum", overwrite=True)
+  assert file_trees.files_under(tmp_path) == before

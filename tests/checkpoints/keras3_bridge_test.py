@@ -4,6 +4,7 @@ round trips, runs and their damaged or half-swapped directories."""
 import importlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -19,6 +20,7 @@ from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from realformer_tf.keras3 import backbone as backbone_lib
+from tests.helpers import file_trees
 from tests.helpers import keras3_encoders as utils
 from tests.helpers import kill_writer
 
@@ -122,17 +124,47 @@ def test_errors_and_overwrite(tmp_path):
   with pytest.raises(FileExistsError, match="overwrite=True"):
     bridge.save_run(exact, run_dir)
   assert os.path.exists(os.path.join(run_dir, "params.yaml"))
-  # overwrite=True replaces the directory whole, once the new one is written.
   with pytest.raises(ValueError, match="exact GELU"):
-    bridge.save_run(exact, run_dir, overwrite=True)
-  assert os.path.exists(os.path.join(run_dir, "params.yaml"))
+    bridge.save_run(exact, os.path.join(tmp_path, "fresh"))
+  assert not os.path.exists(os.path.join(tmp_path, "fresh"))
+  # overwrite=True replaces a converted directory whole, once the new one
+  # is written.
   none = backbone_lib.RealFormerBackbone(**utils.TINY,
                                          residual_attention="none")
-  bridge.save_run(none, run_dir, overwrite=True)
-  assert sorted(os.listdir(run_dir)) == [
+  converted = os.path.join(tmp_path, "converted")
+  bridge.save_run(exact_free(), converted)
+  bridge.save_run(none, converted, overwrite=True)
+  assert sorted(os.listdir(converted)) == [
       "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
       "encoder.yaml"]
-  assert bridge.run_encoder_config(run_dir).residual_attention == "none"
+  assert bridge.run_encoder_config(converted).residual_attention == "none"
+
+
+def exact_free():
+  return backbone_lib.RealFormerBackbone(**utils.TINY)
+
+
+def test_overwrite_refuses_a_train_py_run_and_its_parent(tmp_path):
+  """38.3: `save_run(load_run(D), D, overwrite=True)` on a train.py run D
+  (params.yaml, ckpt-3, train.lock) is refused naming what D holds, and so
+  is D's parent; both are left byte for byte as they were."""
+  run_dir = os.path.join(tmp_path, "runs", "run")
+  _write_run(run_dir, _tf_keras_encoder())
+  open(os.path.join(run_dir, "train.lock"), "w").close()
+  parent = os.path.dirname(run_dir)
+  before = file_trees.files_under(parent)
+  backbone = bridge.load_run(run_dir)
+  with pytest.raises(FileExistsError, match=(
+      r"run is a train.py run directory \(it holds params.yaml, "
+      r"train.lock\): ckpt-3.data-00000-of-00001, ckpt-3.index, "
+      r"params.yaml, train.lock are not part of a converted checkpoint")):
+    bridge.save_run(backbone, run_dir, overwrite=True)
+  with pytest.raises(FileExistsError,
+                     match=r"runs is not a converted checkpoint.*: run is "
+                     "not part of"):
+    bridge.save_run(backbone, parent, overwrite=True)
+  assert file_trees.files_under(parent) == before
+  assert sorted(os.listdir(tmp_path)) == ["runs"]
 
 
 def save_tiny_run(output_dir, overwrite=False, residual_attention="sum"):
@@ -155,8 +187,8 @@ def test_save_run_killed_mid_swap_is_named_then_restored(tmp_path):
       1, "tests.checkpoints.keras3_bridge_test", "save_tiny_run",
       output_dir=out_dir, overwrite=True, residual_attention="mean")
   leftovers = sorted(os.listdir(tmp_path))
-  assert [name.rsplit("-", 1)[0] for name in leftovers] == ["k3.old",
-                                                             "k3.tmp"]
+  assert [re.sub(r"-\d+", "-PID", name) for name in leftovers] == [
+      "k3.old-PID", "k3.old-PID.owner", "k3.tmp-PID", "k3.tmp-PID.owner"]
   # A reader names the backup that holds the data (and writes nothing).
   with pytest.raises(ValueError, match=r"checkpoint=.*k3' does not exist, "
                      rf"but {re.escape(str(tmp_path))}/k3\.old-\d+ holds it"):
@@ -242,6 +274,7 @@ import keras
 import tensorflow as tf
 from realformer_tf.checkpoints import keras3_bridge as bridge
 from realformer_tf.keras3 import backbone as backbone_lib
+from tests.helpers import file_trees
 from tests.helpers import keras3_encoders as utils
 assert keras.config.backend() == "jax"
 d = sys.argv[1]
@@ -253,6 +286,8 @@ pid = int(subprocess.run(
     capture_output=True, text=True).stdout)
 os.rename(out, f"{out}.old-{pid}")  # As a kill between the two renames.
 shutil.copytree(f"{out}.old-{pid}", f"{out}.tmp-{pid}")
+file_trees.claim_as_ours(f"{out}.old-{pid}", pid)
+file_trees.claim_as_ours(f"{out}.tmp-{pid}", pid)
 try:
   bridge.load_run(out)
   raise SystemExit("no error")
@@ -286,3 +321,20 @@ def test_killed_swap_and_damaged_latest_on_jax(tmp_path):
                           check=False)
   assert result.returncode == 0 and result.stdout.strip().endswith("ok"), (
       result.stdout + result.stderr)[-4000:]
+
+
+def test_save_run_keeps_a_users_look_alikes(tmp_path):
+  """38.4: `mymodel.old-20240101/` and `mymodel.tmp-20240102/` (a user's
+  dated copies, named like our leftovers but without our owner record)
+  survive `save_run(..., mymodel, overwrite=True)` byte for byte."""
+  out = os.path.join(tmp_path, "mymodel")
+  save_tiny_run(out)
+  copies = [f"{out}.old-20240101", f"{out}.tmp-20240102"]
+  for copy in copies:
+    shutil.copytree(out, copy)
+  before = {copy: file_trees.files_under(copy) for copy in copies}
+  save_tiny_run(out, overwrite=True, residual_attention="mean")
+  assert {copy: file_trees.files_under(copy) for copy in copies} == before
+  assert sorted(os.listdir(tmp_path)) == [
+      "mymodel", "mymodel.old-20240101", "mymodel.tmp-20240102"]
+  assert bridge.run_encoder_config(out).residual_attention == "mean"

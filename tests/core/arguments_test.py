@@ -51,6 +51,12 @@ def test_model_garden_aliases_on_tf_keras_old_names_warn_on_keras3():
      "score_dtype must be one of"),
     (dict(num_heads=2, intermediate_dim=8, inner_dim=8), TypeError,
      "got 'intermediate_dim' twice"),
+    # None is taken only where it is the default (issue 39 item 4: it
+    # passed, and failed later inside Keras' output-shape code).
+    (dict(num_heads=2, intermediate_dim=8, score_dtype=None), ValueError,
+     r"Blk: score_dtype must be one of .*got None"),
+    (dict(num_heads=2, intermediate_dim=8, dropout=None), ValueError,
+     "Blk: dropout must be a rate"),
 ])
 def test_bad_arguments_are_named(kwargs, error, message):
   with warnings.catch_warnings():
@@ -75,3 +81,46 @@ def test_renamed_and_replaced_specs_keep_keys():
   assert values == {"inner_dim": 8, "norm_first": True}
   assert list(spec.signature(arguments.TF_KERAS).parameters) == [
       "intermediate_size", "norm_first", "kwargs"]
+
+
+@pytest.mark.parametrize("typo, closest", [
+    ("droput", "dropout"), ("num_head", "num_heads"), ("nmae", "name"),
+    ("score_dtyp", "score_dtype")])
+def test_an_unknown_keyword_names_the_closest_valid_one(typo, closest):
+  with pytest.raises(TypeError, match=(
+      f"Blk got an unexpected keyword argument '{typo}': did you mean "
+      f"'{closest}'")):
+    arguments.BLOCK.bind(arguments.KERAS3, "Blk", (),
+                         dict(num_heads=2, intermediate_dim=8, **{typo: 1}),
+                         _IDENTITY, base=("name", "dtype"))
+
+
+def test_an_unknown_keyword_with_no_close_name_lists_the_valid_ones():
+  with pytest.raises(TypeError, match=(
+      "unexpected keyword argument 'xyzzy': it takes num_heads, "
+      "intermediate_dim, .*, attention_implementation, name\\.$")):
+    arguments.BLOCK.bind(arguments.KERAS3, "Blk", (),
+                         dict(num_heads=2, intermediate_dim=8, xyzzy=1),
+                         _IDENTITY, base=("name",))
+
+
+def test_base_keywords_and_old_names_pass_through_the_check():
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    values, rest = arguments.BLOCK.bind(
+        arguments.KERAS3, "Blk", (),
+        dict(num_heads=2, intermediate_dim=8, name="b", dropout_rate=0.2),
+        _IDENTITY, base=("name",))
+  assert rest == {"name": "b"} and values["output_dropout"] == 0.2
+
+
+def test_signature_has_keyword_only_names_after_the_spec():
+  class Base:
+    def __init__(self, a, *args, b=1, **kwargs):
+      pass
+  assert arguments.keyword_names(Base, Base) == ("a", "b")
+  parameters = arguments.BLOCK.signature(arguments.KERAS3,
+                                         ("dtype",)).parameters
+  assert list(parameters)[:2] == ["num_heads", "intermediate_dim"]
+  assert list(parameters)[-2:] == ["dtype", "kwargs"]
+  assert parameters["dtype"].kind is parameters["dtype"].KEYWORD_ONLY

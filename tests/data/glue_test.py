@@ -323,3 +323,32 @@ def test_row_the_tsv_reader_cannot_split(tmp_path):
   with pytest.raises(ValueError, match=r"x\.tsv:2: not a tab-separated row "
                      r"\(new-line character seen"):
     glue.read_tsv_examples(glue.get_task("cola"), path)
+
+
+def test_users_look_alike_files_are_kept_and_a_file_output_dir_named(
+    tmp_path):
+  """38.4: files of the user's named like our temporaries (a dated copy
+  `rte_train.tf_record.tmp-20240102`, `notes.tmp-1` of a dead or live pid)
+  survive a conversion into their folder. 38.11: --output_dir naming a file
+  is a ValueError naming it, not TensorFlow's FailedPreconditionError."""
+  glue_dir = str(tmp_path / "glue")
+  _tiny_rte(glue_dir, GOOD_ROWS, GOOD_ROWS)
+  out = tmp_path / "out"
+  out.mkdir()
+  users = {"rte_train.tf_record.tmp-20240102": b"dated copy",
+           "notes.tmp-1": b"pid 1's name", "mine.tmp-99999": b"mine"}
+  for name, data in users.items():
+    (out / name).write_bytes(data)
+  glue.convert("rte", shared_data.vocab_file(), str(out), max_seq_length=16,
+               glue_dir=glue_dir)
+  assert {name: (out / name).read_bytes() for name in users} == users
+  assert sorted(os.listdir(out)) == sorted(
+      list(users) + ["rte_dev.tf_record", "rte_meta_data.json",
+                     "rte_train.tf_record"])
+  a_file = tmp_path / "a_file"
+  a_file.write_bytes(b"x")
+  with pytest.raises(ValueError, match=rf"output folder '{a_file}' \(of "
+                     r".*rte_meta_data.json\) is a file: pass a directory"):
+    glue.convert("rte", shared_data.vocab_file(), str(a_file),
+                 max_seq_length=16, glue_dir=glue_dir)
+  assert a_file.read_bytes() == b"x"

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from realformer_tf.data import output_sets
+from tests.helpers import file_trees
 
 WRITER = "realformer_tf.data.glue"
 
@@ -135,12 +136,19 @@ def test_files_the_new_set_lacks_are_removed(tmp_path):
 
 
 def test_temporaries_of_killed_writers_are_removed_by_the_next(tmp_path):
-  dead = tmp_path / f"a.rec.tmp-{_dead_pid()}"
+  pid = _dead_pid()
+  dead = tmp_path / f"a.rec.tmp-{pid}"
   live = tmp_path / f"b.rec.tmp-{os.getpid()}"
+  users = tmp_path / "a.rec.tmp-20240102"  # 38.4: a user's, not ours.
   dead.write_bytes(b"partial")
   live.write_bytes(b"being written")
+  users.write_bytes(b"keep")
+  file_trees.claim_as_ours(dead, pid)
+  file_trees.claim_as_ours(live, os.getpid())
   _write_set(str(tmp_path), {"a.rec": b"1"})
   assert not dead.exists() and live.exists()
+  assert users.read_bytes() == b"keep"
+  assert not os.path.exists(f"{dead}.owner")
 
 
 def test_misuse_is_an_error(tmp_path):

@@ -2,6 +2,7 @@
 import logging
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ from realformer_tf.data import output_sets
 from realformer_tf.data import create_pretraining_data as cli
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
+from tests.helpers import file_trees
 from tests.helpers import kill_writer
 from tests.helpers import shared_data
 
@@ -416,3 +418,32 @@ def test_model_garden_flags_stay_off_the_global_flags():
   assert pretraining_data.import_without_global_flags(
       "official.nlp.data.create_pretraining_data") is (
           pretraining_data.mg_create_pretraining_data)
+
+
+def test_cli_refuses_a_users_vocab_txt(files, tmp_path):
+  """38.5: without --vocab_file, a vocab.txt in the output folder that this
+  command did not write is refused (naming --vocab_file and --overwrite)
+  and nothing is written; --overwrite replaces it; one it wrote is replaced
+  without asking."""
+  out = tmp_path / "cli"
+  out.mkdir()
+  users = out / "vocab.txt"
+  users.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nmine\n")
+  before = file_trees.files_under(out)
+  args = dict(input_files=files["inputs"],
+              output_file=str(out / "train.tfrecord"), vocab_file=None,
+              vocab_size=100, do_lower_case=True, max_seq_length=SEQ_LEN,
+              max_predictions_per_seq=MAX_PRED, masked_lm_prob=0.15,
+              dupe_factor=1, short_seq_prob=0.1, random_seed=1)
+  with pytest.raises(ValueError, match=(
+      rf"{re.escape(str(users))} exists and was not written by this command"
+      rf".*Pass --vocab_file={re.escape(str(users))} to tokenize with it, or "
+      "--overwrite to replace it")):
+    cli.run(**args)
+  assert file_trees.files_under(out) == before
+  cli.run(**args, overwrite=True)
+  assert users.read_text() != before["vocab.txt"][0].decode()
+  learned = file_trees.files_under(out)
+  cli.run(**dict(args, random_seed=2))  # Ours now: replaced, same bytes.
+  assert file_trees.files_under(out)["vocab.txt"][0] == (
+      learned["vocab.txt"][0])

@@ -5,8 +5,9 @@
 `PAGE` with its paths replaced (`[[old, new], ...]`), checks that each
 `print(...)  # <expected>` line printed `<expected>`, in order, and writes
 the block's NumPy-convertible top-level values named in `KEEP` to
-`OUT_DIR/values.npz` for the test to compare. Keras reads `KERAS_BACKEND`
-once, at import: each backend needs a process of its own.
+`OUT_DIR/values.npz` for the test to compare (a `history` from `fit` as
+its per-epoch `loss`). Keras reads `KERAS_BACKEND` once, at import: each
+backend needs a process of its own.
 """
 
 import contextlib
@@ -61,6 +62,8 @@ def main(page, index, replacements, out_dir):
     namespace["expected"] = namespace["classifier"](
         _numpy(namespace["features"]))
   values = {}
+  if "history" in namespace:  # What `fit` returned: the loss curve.
+    values["loss"] = np.asarray(namespace["history"].history["loss"])
   for name in KEEP:
     if name not in namespace:
       continue

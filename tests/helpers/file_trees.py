@@ -1,7 +1,9 @@
 """What is under a directory, to assert that a refused or failed write left
-it as it was."""
+it as it was; a killed writer's leftovers, faked."""
 
 import os
+
+from realformer_tf.core import swap
 
 
 def files_under(directory):
@@ -15,3 +17,11 @@ def files_under(directory):
         found[os.path.relpath(path, directory)] = (f.read(),
                                                   os.stat(path).st_mtime_ns)
   return found
+
+
+def claim_as_ours(leftover, pid):
+  """Writes the owner record a writer of ours (process `pid`) puts beside a
+  temp or backup it makes (`core.swap.claim`): a test's stand-in for what a
+  killed writer leaves. A leftover without one is a user's, never removed."""
+  with open(swap.owner_path(os.fspath(leftover)), "w") as f:
+    f.write(swap.owner_record(os.fspath(leftover), pid))

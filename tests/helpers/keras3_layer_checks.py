@@ -86,3 +86,25 @@ def dtype_policy(policy):
     yield
   finally:
     keras.config.set_dtype_policy(old)
+
+
+def gradient(fn, value):
+  """d sum(fn(value)) / d value, as NumPy, on the current Keras backend."""
+  backend = keras.backend.backend()
+  if backend == "jax":
+    import jax  # pylint: disable=g-import-not-at-top
+    return np.asarray(
+        jax.jit(jax.grad(lambda v: keras.ops.sum(fn(v))))(value))
+  if backend == "tensorflow":
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    value = tf.constant(value)
+    with tf.GradientTape() as tape:
+      tape.watch(value)
+      total = tf.reduce_sum(fn(value))
+    return tf.convert_to_tensor(tape.gradient(total, value)).numpy()
+  if backend == "torch":
+    import torch  # pylint: disable=g-import-not-at-top
+    value = torch.tensor(value, requires_grad=True)
+    keras.ops.sum(fn(value)).backward()
+    return value.grad.numpy()
+  raise NotImplementedError(f"no gradient helper for backend {backend!r}")

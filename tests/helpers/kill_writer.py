@@ -5,6 +5,9 @@ outputs change.
 
   python -m tests.helpers.kill_writer K MODULE FUNCTION JSON_KWARGS
 
+K=0 kills at no rename: for a FUNCTION that SIGKILLs itself at another point
+(inside Keras' zip write, before TensorFlow writes `saved_model.pb`).
+
 `run_killed` runs it and checks that the kill happened.
 """
 

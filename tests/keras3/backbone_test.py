@@ -1,6 +1,8 @@
 """RealFormerBackbone: NumPy parity, config and `.keras` round trips, errors."""
 
+import inspect
 import os
+import pydoc
 
 import keras
 import numpy as np
@@ -103,3 +105,36 @@ def test_old_config_loads_with_a_warning():
 def test_bad_arguments_are_named(changes, message):
   with pytest.raises(ValueError, match=message):
     backbone_lib.RealFormerBackbone(**{**utils.TINY, **changes})
+
+
+@pytest.mark.parametrize("typo, closest", [("droput", "dropout"),
+                                           ("num_segment", "num_segments"),
+                                           ("dtpye", "dtype")])
+def test_a_misspelled_argument_names_the_closest_valid_one(typo, closest):
+  # Issue 39 item 4: keras' functional base dropped `droput=0.3` silently.
+  with pytest.raises(TypeError, match=(
+      f"RealFormerBackbone got an unexpected keyword argument '{typo}': "
+      f"did you mean '{closest}'")):
+    backbone_lib.RealFormerBackbone(**utils.TINY, **{typo: 0.3})
+
+
+def test_score_dtype_none_is_refused_at_construction():
+  with pytest.raises(ValueError, match=(
+      r"RealFormerBackbone: score_dtype must be one of .*got None")):
+    backbone_lib.RealFormerBackbone(**dict(utils.TINY, score_dtype=None))
+
+
+def test_signature_names_every_argument():
+  parameters = inspect.signature(backbone_lib.RealFormerBackbone).parameters
+  assert list(parameters)[:5] == ["vocabulary_size", "num_layers",
+                                  "num_heads", "hidden_dim",
+                                  "intermediate_dim"]
+  assert parameters["dropout"].default == 0.1
+  assert list(parameters)[-2:] == ["dtype", "kwargs"]
+  assert "num_heads" in pydoc.render_doc(backbone_lib.RealFormerBackbone)
+  # Every name the signature shows is taken (and round-trips in the config).
+  model = backbone_lib.RealFormerBackbone(**{
+      name: p.default for name, p in parameters.items()
+      if p.default is not p.empty and p.kind is not p.VAR_KEYWORD},
+      **{k: utils.TINY[k] for k in list(parameters)[:5]})
+  assert model.get_config()["num_segments"] == 2

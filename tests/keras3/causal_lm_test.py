@@ -183,6 +183,37 @@ def test_generate_refuses_a_prompt_that_fills_max_length():
   assert text.startswith("the cat sat on the mat"), text
 
 
+@pytest.mark.parametrize("prompts", [[], (), np.array([], dtype=str)])
+def test_generate_refuses_no_prompt(prompts):
+  """Regression (issue 39 item 5): a raw IndexError from keras-hub's
+  `_build_cache`."""
+  lm = _tiny_lm()
+  lm.compile(sampler="greedy")
+  with pytest.raises(ValueError, match=r"generate\(\): no prompts \(got "):
+    lm.generate(prompts)
+  lm.preprocessor = None
+  ids = np.zeros((0, 8), "int32")
+  with pytest.raises(ValueError, match=r"inputs\['token_ids'\] must be "
+                     r"\[batch, length\] with at least one row, got shape "
+                     r"\(0, 8\)"):
+    lm.generate({"token_ids": ids, "padding_mask": ids}, stop_token_ids=None)
+
+
+@pytest.mark.parametrize("max_length", [0, 1, -3, 6.0, True])
+def test_generate_refuses_a_max_length_that_is_no_length(max_length):
+  """Regression (issue 38 item 11): max_length=0 was read as "not given"
+  and generated to the preprocessor's length."""
+  lm = _tiny_lm()
+  lm.compile(sampler="greedy")
+  with pytest.raises(ValueError, match=(
+      r"generate\(\): max_length must be an int >= 2 .*got "
+      f"{max_length!r}; None \\(default\\) is the preprocessor's "
+      r"sequence_length \(10\)")):
+    lm.generate("the cat", max_length=max_length)
+  # A NumPy int is an int; None is the preprocessor's length.
+  assert lm.generate("the cat", max_length=np.int64(5)).startswith("the cat")
+
+
 def test_refuses_a_tokenizer_larger_than_the_backbone():
   preprocessor = _preprocessor()  # 1830 ids
   with pytest.raises(ValueError, match=r"tokenizer has 1830 tokens but the "

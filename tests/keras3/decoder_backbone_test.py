@@ -1,5 +1,7 @@
 """Tests for RealFormerDecoderBackbone (any Keras backend)."""
 
+import inspect
+
 from absl.testing import parameterized
 import keras
 from keras import ops
@@ -72,3 +74,19 @@ class RealFormerDecoderBackboneTest(parameterized.TestCase):
       decoder_backbone.RealFormerDecoderBackbone(**dict(KWARGS, num_layers=0))
     with self.assertRaisesRegex(ValueError, "width 8 is not divisible by num_attention_heads=3"):
       decoder_backbone.RealFormerDecoderBackbone(**dict(KWARGS, num_heads=3))
+    # Issue 39 item 4: a typo named with its closest name; None refused.
+    with self.assertRaisesRegex(TypeError, "unexpected keyword argument "
+                                "'layer_norm_epsilion': did you mean "
+                                "'layer_norm_epsilon'"):
+      decoder_backbone.RealFormerDecoderBackbone(
+          **dict(KWARGS, layer_norm_epsilion=1e-6))
+    with self.assertRaisesRegex(ValueError, "score_dtype must be one of"):
+      decoder_backbone.RealFormerDecoderBackbone(
+          **dict(KWARGS, score_dtype=None))
+
+  def test_signature_names_every_argument(self):
+    parameters = inspect.signature(
+        decoder_backbone.RealFormerDecoderBackbone).parameters
+    self.assertEqual(["vocabulary_size", "num_layers", "num_heads",
+                      "hidden_dim", "intermediate_dim"], list(parameters)[:5])
+    self.assertEqual(1024, parameters["max_sequence_length"].default)

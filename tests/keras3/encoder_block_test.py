@@ -1,5 +1,7 @@
 """Tests for the Keras 3 RealFormerEncoderBlock (any Keras backend)."""
 
+import inspect
+
 import keras
 import numpy as np
 import pytest
@@ -162,3 +164,13 @@ def test_old_names_warn_and_still_work():
 def test_rejects_bad_arguments(kwargs, shape, message):
   with pytest.raises(ValueError, match=message):
     _block(**kwargs).build(shape)
+
+
+def test_a_misspelled_argument_names_the_closest_valid_one():
+  with pytest.raises(TypeError, match="RealFormerEncoderBlock got an "
+                     "unexpected keyword argument 'droput': did you mean "
+                     "'dropout'"):
+    _block(droput=0.3)
+  assert list(inspect.signature(
+      encoder_block.RealFormerEncoderBlock).parameters)[:2] == [
+          "num_heads", "intermediate_dim"]

@@ -4,10 +4,13 @@ whole (`save_preset`): a failed or killed save leaves the old preset's
 files byte-identical (and unrewritten: same mtimes), a folder that is not
 a preset is never replaced. On every backend."""
 
+import logging
 import os
 import re
+import signal
 import subprocess
 import sys
+import zipfile
 
 import keras
 import keras_hub
@@ -15,6 +18,7 @@ from keras_hub.src.utils import preset_utils
 import numpy as np
 import pytest
 
+from realformer_tf.core import swap
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import tasks
@@ -240,16 +244,39 @@ def _dead_pid():
 
 
 def test_leftovers_of_ended_saves_are_removed_live_ones_left(tmp_path,
-                                                             classifiers):
+                                                             classifiers,
+                                                             caplog):
   model, _ = classifiers
   preset = os.path.join(tmp_path, "preset")
   model.backbone.save_to_preset(preset)
   dead, live = _dead_pid(), os.getppid()
-  for leftover in (f"preset.tmp-{dead}", f"preset.old-{dead}",
-                   f"preset.tmp-{live}"):
+  for leftover, pid in ((f"preset.tmp-{dead}", dead),
+                        (f"preset.old-{dead}", dead),
+                        (f"preset.tmp-{live}", live)):
     os.makedirs(os.path.join(tmp_path, leftover, "assets"))
-  model.backbone.save_to_preset(preset)
-  assert sorted(os.listdir(tmp_path)) == ["preset", f"preset.tmp-{live}"]
+    with open(os.path.join(tmp_path, leftover + swap.OWNER_SUFFIX), "w") as f:
+      f.write(swap.owner_record(os.path.join(tmp_path, leftover), pid))
+  # 38.4: a user's dated copies look like leftovers but have no owner
+  # record of ours; a record naming another pid proves nothing either.
+  for leftover in ("preset.old-20240101", "preset.tmp-20240102",
+                   f"preset.old-{dead + 1}"):
+    os.makedirs(os.path.join(tmp_path, leftover, "assets"))
+  with open(os.path.join(tmp_path, f"preset.old-{dead + 1}.owner"), "w") as f:
+    f.write(swap.owner_record(f"preset.old-{dead + 1}", dead))
+  user_files = file_trees.files_under(tmp_path / "preset.old-20240101")
+  with caplog.at_level(logging.INFO, logger="absl"):
+    model.backbone.save_to_preset(preset)
+  for removed in (f"preset.tmp-{dead}", f"preset.old-{dead}"):
+    assert (f"Removed {os.path.realpath(tmp_path)}/{removed}, left by a "
+            "killed save") in caplog.text
+  assert (f"Kept {os.path.realpath(tmp_path)}/preset.old-20240101: named "
+          "like a leftover of ours") in caplog.text
+  assert sorted(os.listdir(tmp_path)) == sorted([
+      "preset", f"preset.tmp-{live}", f"preset.tmp-{live}.owner",
+      "preset.old-20240101", "preset.tmp-20240102", f"preset.old-{dead + 1}",
+      f"preset.old-{dead + 1}.owner"])
+  assert file_trees.files_under(tmp_path / "preset.old-20240101") == (
+      user_files)
 
 
 def save_tiny_preset(preset_dir, seed):
@@ -267,8 +294,9 @@ def test_a_save_killed_mid_swap_names_the_backup_and_keeps_it(tmp_path):
   kill_writer.run_killed(1, "tests.keras3.saving_test", "save_tiny_preset",
                          preset_dir=preset, seed=2)
   leftovers = sorted(os.listdir(tmp_path))
-  assert [name.rsplit("-", 1)[0] for name in leftovers] == ["preset.old",
-                                                             "preset.tmp"]
+  assert [re.sub(r"-\d+", "-PID", name) for name in leftovers] == [
+      "preset.old-PID", "preset.old-PID.owner", "preset.tmp-PID",
+      "preset.tmp-PID.owner"]
   backup = os.path.join(tmp_path, leftovers[0])
   with pytest.raises(FileExistsError, match=(
       rf"{re.escape(preset)} is missing and {re.escape(backup)} is beside "
@@ -276,8 +304,109 @@ def test_a_save_killed_mid_swap_names_the_backup_and_keeps_it(tmp_path):
     save_tiny_preset(preset, seed=3)
   assert sorted(os.listdir(tmp_path)) == leftovers
   assert file_trees.files_under(backup) == before
+  # 38.11: from_preset names the backup (keras-hub would call the path an
+  # unknown preset), for a backbone and a task class alike.
+  for load in (lambda: backbone_lib.RealFormerBackbone.from_preset(preset),
+               lambda: text_classifier.RealFormerTextClassifier.from_preset(
+                   preset, num_classes=2)):
+    with pytest.raises(FileNotFoundError, match=(
+        rf"{re.escape(preset)} does not exist: a save was killed while "
+        rf"swapping a new preset in, and {re.escape(backup)} holds the last "
+        "complete preset")):
+      load()
+  assert sorted(os.listdir(tmp_path)) == leftovers
   # Renamed back, as the error says: the next save replaces it and
   # removes the dead temp.
   os.rename(backup, preset)
   save_tiny_preset(preset, seed=3)
   assert os.listdir(tmp_path) == ["preset"]
+
+
+# --- Our tasks' `save` and `export` (38.7): whole or old ---
+
+
+def save_classifier_killed_in_zip_write(path, seed):
+  """`kill_writer`'s target (K=0: it kills itself): `classifier.save(path)`
+  SIGKILLed as the zip archive is closed (its members written, its central
+  directory not), the point at which Keras' in-place save left a file that
+  `load_model` calls "not found"."""
+  model = text_classifier_test.classifier(seed=seed)
+  close = zipfile.ZipFile.close
+
+  def killing_close(self):
+    if self.mode == "w":
+      os.kill(os.getpid(), signal.SIGKILL)
+    close(self)
+
+  zipfile.ZipFile.close = killing_close
+  model.save(path)
+
+
+def test_a_task_save_killed_mid_write_leaves_the_previous_file(
+    tmp_path, classifiers):
+  """`classifier.save("a.keras")` as docs/keras3.md shows it, killed during
+  the zip write: `a.keras` is the previous model byte for byte (it loads
+  and predicts as before); the killed temp is named as incomplete."""
+  model, _ = classifiers
+  path = str(tmp_path / "a.keras")
+  model.save(path)
+  before = file_trees.files_under(tmp_path)
+  kill_writer.run_killed(0, "tests.keras3.saving_test",
+                         "save_classifier_killed_in_zip_write", path=path,
+                         seed=5)
+  left = file_trees.files_under(tmp_path)
+  assert left["a.keras"] == before["a.keras"]
+  (temp,) = set(left) - {"a.keras"}
+  assert re.fullmatch(r"a\.tmp-\d+\.keras", temp)
+  with pytest.raises(ValueError, match="is not a complete .keras file"):
+    saving.load_model(str(tmp_path / temp))
+  x = ["the quick fox"]
+  np.testing.assert_allclose(
+      keras.ops.convert_to_numpy(saving.load_model(path).predict(x)),
+      keras.ops.convert_to_numpy(model.predict(x)), rtol=1e-5, atol=1e-6)
+  with pytest.raises(FileExistsError, match="a.keras exists; pass "
+                     "overwrite=True"):
+    model.save(path, overwrite=False)
+
+
+def export_classifier_killed_before_its_graph(path, seed):
+  """`kill_writer`'s target (K=0: it kills itself): `classifier.export(path)`
+  SIGKILLed once the variables are written, as `saved_model.pb` is about to
+  be (TensorFlow writes it with `file_io.atomic_write_string_to_file`,
+  tensorflow/python/saved_model/save.py)."""
+  from tensorflow.python.lib.io import file_io  # pylint: disable=g-import-not-at-top
+  write = file_io.atomic_write_string_to_file
+
+  def killing_write(filename, contents, overwrite=True):
+    if os.path.basename(filename) == "saved_model.pb":
+      os.kill(os.getpid(), signal.SIGKILL)
+    write(filename, contents, overwrite)
+
+  file_io.atomic_write_string_to_file = killing_write
+  text_classifier_test.classifier(seed=seed).export(path, verbose=False)
+
+
+def test_a_task_export_killed_mid_write_leaves_the_previous_export(
+    tmp_path, classifiers):
+  """`classifier.export(X)` over an earlier export, killed between its
+  variables and saved_model.pb: X is the previous
+  export byte for byte. A folder that is not a SavedModel is refused."""
+  model, _ = classifiers
+  path = str(tmp_path / "export")
+  model.export(path, verbose=False)
+  before = file_trees.files_under(path)
+  kill_writer.run_killed(0, "tests.keras3.saving_test",
+                         "export_classifier_killed_before_its_graph",
+                         path=path, seed=5)
+  assert file_trees.files_under(path) == before
+  (temp,) = [name for name in os.listdir(tmp_path) if re.fullmatch(
+      r"export\.tmp-\d+", name)]
+  killed = os.listdir(tmp_path / temp)
+  assert "variables" in killed and "saved_model.pb" not in killed
+  not_ours = tmp_path / "notes"
+  not_ours.mkdir()
+  (not_ours / "todo.txt").write_text("mine")
+  with pytest.raises(FileExistsError, match=(
+      r"notes is not a SavedModel: todo.txt is not part of a SavedModel")):
+    model.export(str(not_ours), verbose=False)
+  assert os.listdir(not_ours) == ["todo.txt"]

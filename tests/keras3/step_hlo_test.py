@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks import jax_hlo
 from realformer_tf.keras3 import backbone as backbone_lib
+from realformer_tf.keras3 import decoder_backbone
 from realformer_tf.keras3 import masked_lm
 
 pytestmark = pytest.mark.skipif(
@@ -40,7 +41,7 @@ def _inputs():
   return {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
 
 
-def _dots(model, x, y):
+def _counts(model, x, y):
   model.compile(optimizer=keras.optimizers.AdamW(1e-3),
                 loss=keras.losses.SparseCategoricalCrossentropy(
                     from_logits=True), jit_compile=True)
@@ -50,7 +51,19 @@ def _dots(model, x, y):
       optimizer_variables=True, metrics_variables=True)
   import jax  # pylint: disable=g-import-not-at-top
   text = jax.jit(model.train_step).lower(state, (x, y)).as_text()
-  return jax_hlo.count_ops(text)["dot_general"]
+  return jax_hlo.count_ops(text)
+
+
+def _dots(model, x, y):
+  return _counts(model, x, y)["dot_general"]
+
+
+def _tied_logits_model(backbone):
+  """The benchmark's head (benchmarks/keras3_step.py) on `backbone`."""
+  every_8th = backbone.output["sequence_output"][:, ::8]
+  logits = backbone.token_embedding(every_8th, reverse=True)
+  return keras.Model(backbone.input, keras.layers.Activation(
+      "linear", dtype="float32")(logits))
 
 
 def _masked_lm_dots(task_cls, backbone):
@@ -61,18 +74,21 @@ def _masked_lm_dots(task_cls, backbone):
 
 
 @pytest.mark.parametrize("mode", ["sum", "none"])
-def test_masked_lm_step_has_no_float32_gemm(mode):
+def test_masked_lm_step_has_no_float32_gemm_but_the_segment_lookup(mode):
   keras.config.set_dtype_policy("mixed_bfloat16")
   backbone = backbone_lib.RealFormerBackbone(residual_attention=mode,
                                              **_kwargs())
   dots = _masked_lm_dots(masked_lm.RealFormerMaskedLM, backbone)
-  assert dots == {"bf16,bf16->bf16": ENCODER_DOTS + 3 + 3}, dots
+  # + the segment table's one-hot GEMM and its gradient (float32: the
+  # table's dtype, `keras3/embeddings.py`).
+  assert dots == {"bf16,bf16->bf16": ENCODER_DOTS + 3 + 3,
+                  "f32,f32->f32": 2}, dots
 
 
 def test_masked_lm_float32_policy_keeps_float32_gemms():
   backbone = backbone_lib.RealFormerBackbone(**_kwargs())
   dots = _masked_lm_dots(masked_lm.RealFormerMaskedLM, backbone)
-  assert dots == {"f32,f32->f32": ENCODER_DOTS + 3 + 3}, dots
+  assert dots == {"f32,f32->f32": ENCODER_DOTS + 3 + 3 + 2}, dots
 
 
 def test_keras_hub_bert_masked_lm_ties_logits_in_float32():
@@ -86,7 +102,7 @@ def test_keras_hub_bert_masked_lm_ties_logits_in_float32():
   assert dots == {"bf16,bf16->bf16": ENCODER_DOTS + 3, "f32,f32->f32": 3}, dots
 
 
-def test_backbone_tied_logits_step_has_no_float32_gemm():
+def test_backbone_tied_logits_step_has_no_float32_gemm_but_the_segment_lookup():
   # The benchmark's head (benchmarks/keras3_step.py): the backbone's
   # `sequence_output` straight into `token_embedding(x, reverse=True)`, as a
   # user ties a head by hand. A float32 `sequence_output` under a bfloat16
@@ -94,9 +110,40 @@ def test_backbone_tied_logits_step_has_no_float32_gemm():
   # float32; keras-hub's dtype rules (compute-dtype hidden stream) do not.
   keras.config.set_dtype_policy("mixed_bfloat16")
   backbone = backbone_lib.RealFormerBackbone(**_kwargs())
-  every_8th = backbone.output["sequence_output"][:, ::8]
-  logits = backbone.token_embedding(every_8th, reverse=True)
-  model = keras.Model(backbone.input, keras.layers.Activation(
-      "linear", dtype="float32")(logits))
+  model = _tied_logits_model(backbone)
   dots = _dots(model, _inputs(), np.zeros((BATCH, SEQ // 8), "int32"))
-  assert dots == {"bf16,bf16->bf16": ENCODER_DOTS + 3}, dots
+  # + the segment table's one-hot GEMM and its gradient (float32: the
+  # table's dtype, `keras3/embeddings.py`).
+  assert dots == {"bf16,bf16->bf16": ENCODER_DOTS + 3,
+                  "f32,f32->f32": 2}, dots
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+def test_embedding_gradients_have_no_scatter(decoder):
+  # Issue 36: keras-hub's BERT scatter-adds its token and segment gradients
+  # in bfloat16 (55-68 ms of a 117 ms BERT-Base step on an H200); ours sort.
+  keras.config.set_dtype_policy("mixed_bfloat16")
+  if decoder:
+    backbone = decoder_backbone.RealFormerDecoderBackbone(
+        **{k: v for k, v in _kwargs().items()})
+    x = {k: v for k, v in _inputs().items() if k != "segment_ids"}
+    every_8th = backbone.output[:, ::8]
+    model = keras.Model(backbone.input, keras.layers.Activation(
+        "linear", dtype="float32")(
+            backbone.token_embedding(every_8th, reverse=True)))
+  else:
+    model, x = _tied_logits_model(
+        backbone_lib.RealFormerBackbone(**_kwargs())), _inputs()
+  counts = _counts(model, x, np.zeros((BATCH, SEQ // 8), "int32"))
+  assert counts["scatter"] == {}, counts["scatter"]
+
+
+def test_keras_hub_bert_scatters_its_embedding_gradients_in_bfloat16():
+  # keras-hub 0.32 / Keras 3.15.1 (keras/src/layers/layer.py:995-997): the
+  # tables read in bfloat16 at the top level of a functional model, so both
+  # lookups' gradients are bfloat16 scatter-adds. If this fails, Keras or
+  # keras-hub changed: update benchmarks/README.md, "Embedding gradients".
+  keras.config.set_dtype_policy("mixed_bfloat16")
+  model = _tied_logits_model(keras_hub.models.BertBackbone(**_kwargs()))
+  counts = _counts(model, _inputs(), np.zeros((BATCH, SEQ // 8), "int32"))
+  assert counts["scatter"] == {"bf16": 2}, counts["scatter"]

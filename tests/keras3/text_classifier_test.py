@@ -137,3 +137,14 @@ def test_realformer_task_refuses_a_class_whose_override_it_would_skip():
   with pytest.raises(TypeError, match=r"Middle defines \['export'\], which "
                      r"@realformer_task would skip on Sub"):
     tasks.realformer_task(type("Sub", (Middle,), {}))
+
+
+def test_a_misspelled_task_argument_names_the_closest_valid_one():
+  backbone = backbone_lib.RealFormerBackbone(**utils.TINY)
+  with pytest.raises(TypeError, match="RealFormerTextClassifier got an "
+                     "unexpected keyword argument 'droput': did you mean "
+                     "'dropout'"):
+    text_classifier.RealFormerTextClassifier(backbone, 2, droput=0.3)
+  classifier = text_classifier.RealFormerTextClassifier(
+      backbone, num_classes=2, dropout=0.3, name="c", compile=False)
+  assert classifier.name == "c" and classifier.dropout == 0.3

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,9 @@ import pytest
 import tensorflow as tf
 
 from official.core import train_utils
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.serving import export
+from tests.helpers import file_trees
 from tests.helpers import kill_writer
 from tests.helpers import serving as common
 from tests.helpers import squad as common_squad
@@ -132,6 +135,56 @@ def test_export_dir_not_empty(tmp_path, glue_runs):
   assert os.listdir(out) == ["keep.txt"]
 
 
+def test_overwrite_refuses_the_run_and_its_parent(glue_runs):
+  """38.3: `--export_dir=D --overwrite` with D the run itself (params.yaml,
+  ckpt-1, checkpoint), or any folder above it, is refused naming what it
+  holds; nothing under the runs' folder changes."""
+  model_dir = glue_runs["sst2"][0]
+  runs = os.path.dirname(model_dir)
+  before = file_trees.files_under(runs)
+  with pytest.raises(ValueError, match=(
+      r"--export_dir: .*/sst2 is a train.py run directory \(it holds "
+      r"params.yaml\): checkpoint, ckpt-1.data-00000-of-00001, ckpt-1.index"
+      r", data, params.yaml are not part of a SavedModel, so it is not "
+      r"replaced.*"
+      "pass another --export_dir")):
+    export.export_model(model_dir, model_dir, serve_text=False,
+                        overwrite=True)
+  for parent in (runs, os.path.dirname(runs)):
+    with pytest.raises(ValueError, match=(
+        rf"{re.escape(parent)} is not a SavedModel: .* not part of a "
+        "SavedModel")):
+      export.export_model(model_dir, parent, serve_text=False,
+                          overwrite=True)
+  assert file_trees.files_under(runs) == before
+
+
+def test_a_moved_run_finds_its_vocabulary_or_names_vocab_file(tmp_path):
+  """38.11: params.yaml records an absolute vocabulary path; after the run
+  directory is moved, the file at the same place in the run is used (and
+  named), else the error names --vocab_file."""
+  model_dir, vocab_file, _, _ = common.make_model_dir(str(tmp_path / "old"),
+                                                      "pretraining")
+  os.makedirs(os.path.join(model_dir, "data"))
+  shutil.copy(vocab_file, os.path.join(model_dir, "data", "vocab.txt"))
+  run_config = run_directory.load_experiment_config(model_dir)
+  run_config.task.vocab_file = os.path.join(model_dir, "data", "vocab.txt")
+  train_utils.serialize_config(run_config, model_dir)
+  moved = str(tmp_path / "moved")
+  shutil.move(model_dir, moved)
+  task = run_directory.load_experiment_config(moved).task
+  head = export.head_of(task)
+  assert export.recorded_vocab_file(task, head, moved) == os.path.join(
+      moved, "data", "vocab.txt")
+  os.remove(os.path.join(moved, "data", "vocab.txt"))
+  with pytest.raises(ValueError, match=(
+      r"task.vocab_file records the vocabulary '.*/old/pretraining/data/"
+      r"vocab.txt', which does not exist \(was the run directory moved\?\)"
+      r".*pass --vocab_file")):
+    export.export_model(moved, str(tmp_path / "out"))
+  assert _no_output(str(tmp_path / "out"))
+
+
 def _files(directory):
   return {os.path.relpath(os.path.join(root, name), directory):
           open(os.path.join(root, name), "rb").read()
@@ -155,8 +208,10 @@ def test_killed_overwrite_leaves_the_previous_export(tmp_path, glue_runs):
   kill_writer.run_killed(1, "realformer_tf.serving.export", "export_model",
                          model_dir=model_dir, export_dir=out,
                          serve_text=False, overwrite=True)
-  assert sorted(name.split("-")[0] for name in os.listdir(tmp_path)) == [
-      "out.old", "out.tmp"]
+  assert sorted(re.sub(r"-\d+", "-PID", name)
+                for name in os.listdir(tmp_path)) == [
+                    "out.old-PID", "out.old-PID.owner", "out.tmp-PID",
+                    "out.tmp-PID.owner"]
   with pytest.raises(ValueError, match="exists and is not empty"):
     export.export_model(model_dir, out, serve_text=False)
   assert os.listdir(tmp_path) == ["out"]

@@ -4,11 +4,16 @@ ids of GLUE/SQuAD/pre-training records, unreadable files.
 (The pre-training input checks are also exercised end to end, through
 train_lib, in tests/training/train_lib_test.py.)"""
 
+import logging
+import os
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from official.core import exp_factory
+from official.core import train_utils
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.training import input_checks
 from tests.helpers import train_runs as utils
@@ -141,3 +146,45 @@ def test_truncated_record_file_is_named(tmp_path):
     _check(_config("realformer/glue", path), "train")
   assert f"{path!r} cannot be read to the end" in str(e.value)
   assert "truncated or corrupt" in str(e.value)
+
+
+def _run_with_vocab(run_dir, vocab_size):
+  """A train.py run directory's params.yaml recording a vocabulary of
+  `vocab_size` tokens (what `check_records_vocabulary` reads)."""
+  os.makedirs(run_dir)
+  vocab = utils.write_vocab(os.path.join(run_dir, "vocab.txt"), vocab_size)
+  params = exp_factory.get_exp_config("realformer/pretraining")
+  params.override({"task": {"vocab_file": vocab}})
+  train_utils.serialize_config(params, run_dir)
+  return vocab
+
+
+def test_records_without_meta_data_are_checked_as_far_as_possible(tmp_path,
+                                                                  caplog):
+  """38.6: MRPC records copied without mrpc_meta_data.json, fine-tuned from
+  a run of a 48-token vocabulary: ids within it give a warning that the
+  vocabulary could not be verified (naming the files and the run's
+  vocabulary); an id past it is refused, naming the id and the fix."""
+  run_dir = str(tmp_path / "pretrain")
+  vocab = _run_with_vocab(run_dir, 48)
+  fits = _write(tmp_path / "mrpc_train.tf_record",
+                [dict(example, input_ids=[2, 40] + [7] * (SEQ - 3) + [3])
+                 for example in _pair_examples(3)])
+  params = _config("realformer/glue", fits)
+  params.task.init_checkpoint = run_dir
+  with caplog.at_level(logging.WARNING):
+    input_checks.check_records_vocabulary(params, "train")
+  assert re.search(
+      rf"task.train_data.input_path: {re.escape(fits)} has no converter "
+      rf"meta data .* could not be verified against {re.escape(vocab)} \(48 "
+      r"tokens\).*largest token id in the first 1000 records of each is "
+      r"40, which fits", caplog.text)
+  (tmp_path / "past").mkdir()
+  past = _write(tmp_path / "past" / "mrpc_train.tf_record",
+                _pair_examples(5, max_id=VOCAB - 1))
+  params.task.train_data.input_path = past
+  with pytest.raises(ValueError, match=(
+      rf"{re.escape(past)}' holds token id {VOCAB - 1} \(in its first 1000 "
+      rf"records\), but task.init_checkpoint=.*pretrain' was trained with "
+      rf"{re.escape(vocab)} \(48 tokens.*--vocab_file=")):
+    input_checks.check_records_vocabulary(params, "train")

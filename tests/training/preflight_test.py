@@ -8,7 +8,9 @@ import shutil
 import pytest
 import tensorflow as tf
 
+from official.core import exp_factory
 from official.core import train_utils
+from realformer_tf.configs import finetuning
 from realformer_tf.training import preflight
 from tests.helpers import file_trees
 from tests.helpers import train_runs
@@ -137,3 +139,103 @@ def test_config_values_are_checked_before_the_run_dir(tmp_path):
                      "positive"):
     preflight.prepare_and_validate(params, "train", str(tmp_path / "new"))
   assert not (tmp_path / "new").exists()
+
+
+def _copy_with_two_checkpoints(model_dir, copy):
+  """A copy of the run, trained on to a second checkpoint, ckpt-4."""
+  shutil.copytree(model_dir, copy)
+  tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(2.0)), copy,
+                             max_to_keep=2).save(checkpoint_number=4)
+  return os.path.join(copy, "ckpt-2"), os.path.join(copy, "ckpt-4")
+
+
+def _refused_unwritten(copy, corpora, fragments):
+  """Every command (the run's corpus and another, each mode) is refused
+  naming `fragments`, and leaves every file of `copy` as it was."""
+  before = file_trees.files_under(copy)
+  for corpus, mode in zip(corpora, ("train", "train_and_eval", "eval")):
+    with pytest.raises(ValueError) as e:
+      preflight.prepare_and_validate(_quickstart(), mode, copy, [corpus])
+    for fragment in fragments:
+      assert fragment in str(e.value), (mode, str(e.value))
+  assert file_trees.files_under(copy) == before
+
+
+def test_a_run_without_its_state_file_is_not_trained_again(quickstart_run,
+                                                           tmp_path):
+  """Issue 38 item 1: `rm D/checkpoint` (a copy that left it out), the same
+  command: rc 0, trained from step 0 over ckpt-2 and ckpt-4."""
+  tmp, model_dir, corpus_a, _ = quickstart_run
+  copy = str(tmp_path / "copy")
+  _, newest = _copy_with_two_checkpoints(model_dir, copy)
+  os.remove(os.path.join(copy, "checkpoint"))
+  corpus_b = _corpus(tmp / "b.txt", _WORDS["b"])
+  _refused_unwritten(copy, [corpus_a, corpus_b, corpus_a], [
+      f"--model_dir={copy!r} holds checkpoints (ckpt-4, ckpt-2) but no "
+      "'checkpoint' state file", "nothing was run or written",
+      f"update_checkpoint_state({copy!r}, {newest!r})"])
+
+
+@pytest.mark.parametrize("damage", ["index gone", "data truncated"])
+def test_a_run_whose_newest_checkpoint_is_not_whole_is_refused(
+    quickstart_run, tmp_path, damage):
+  """Issue 38 item 2: `rm D/ckpt-N.index` (the state file still names it),
+  then another corpus: D/data/vocab.txt rebuilt, params.yaml rewritten, then
+  a raw NotFoundError; the same corpus: params.yaml rewritten, the same
+  error. Item 9: its data cut short, train.py resume and --mode=eval warned
+  "using" the older one, rewrote params.yaml, then restored the damaged one
+  (IndexError)."""
+  tmp, model_dir, corpus_a, _ = quickstart_run
+  corpus_b = _corpus(tmp / "b.txt", _WORDS["b"])
+  copy = str(tmp_path / "copy")
+  older, newest = _copy_with_two_checkpoints(model_dir, copy)
+  if damage == "index gone":
+    os.remove(newest + ".index")
+    why = f"{newest}.index does not exist"
+  else:
+    with open(newest + ".data-00000-of-00001", "r+b") as f:
+      f.truncate(4)
+    why = "hold 4 bytes, less than the"
+  _refused_unwritten(copy, [corpus_b, corpus_a, corpus_a], [
+      f"--model_dir={copy!r}: its newest checkpoint, ckpt-4 (named by "
+      f"{copy}/checkpoint), is not whole: ", why,
+      "nothing was run or written",
+      f"update_checkpoint_state({copy!r}, {older!r})"])
+
+
+def test_another_experiments_run_is_named_not_called_a_quickstart(
+    quickstart_run, tmp_path):
+  """Issue 38 item 11: a GLUE run directory given to the quickstart was
+  called "a quickstart run"; and its broken params.yaml gave a raw
+  ParserError."""
+  _, model_dir, corpus_a, _ = quickstart_run
+  copy = str(tmp_path / "glue")
+  shutil.copytree(model_dir, copy)
+  glue = exp_factory.get_exp_config(finetuning.GLUE)
+  train_utils.serialize_config(glue, copy)
+  before = file_trees.files_under(copy)
+  with pytest.raises(ValueError) as e:
+    preflight.prepare_and_validate(_quickstart(), "train", copy, [corpus_a])
+  assert str(e.value).startswith(
+      f"--model_dir={copy!r} holds a run of another experiment (task.name="
+      f"{glue.task.name!r} in {copy}/params.yaml), not a "
+      "realformer/quickstart run"), e.value
+  assert "quickstart run (" not in str(e.value)
+  # Before its first checkpoint too: its params.yaml is not overwritten.
+  fresh = tmp_path / "glue_fresh"
+  fresh.mkdir()
+  train_utils.serialize_config(glue, str(fresh))
+  fresh_files = file_trees.files_under(str(fresh))
+  with pytest.raises(ValueError, match="holds a run of another experiment"):
+    preflight.prepare_and_validate(_quickstart(), "train", str(fresh),
+                                   [corpus_a])
+  assert file_trees.files_under(str(fresh)) == fresh_files
+  with open(os.path.join(copy, "params.yaml"), "a") as f:
+    f.write("task: [unclosed\n")
+  with pytest.raises(ValueError, match=rf"^{copy}/params.yaml:\d+:\d+: not "
+                     "valid YAML"):
+    preflight.prepare_and_validate(_quickstart(), "train", copy, [corpus_a])
+  del before["params.yaml"]
+  after = file_trees.files_under(copy)
+  del after["params.yaml"]
+  assert after == before

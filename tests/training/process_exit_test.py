@@ -51,3 +51,36 @@ def test_exit_status_and_output_as_python(monkeypatch, capsys, body, code,
     assert "Traceback" not in err
   if "ValueError" in stderr:
     assert err.startswith("Traceback (most recent call last):")
+
+
+@pytest.mark.parametrize("show_traceback", [False, True])
+def test_a_refusal_is_its_message_alone_unless_asked(monkeypatch, capsys,
+                                                     show_traceback):
+  """Issue 38 item 12: every train.py refusal was the last line of a
+  ~25-line traceback. A refusal type prints its message alone (the last
+  line), exit status 1; the traceback only when asked; a crash still has
+  its traceback."""
+  calls = []
+  monkeypatch.setattr(sys, "argv", ["train.py"])
+  monkeypatch.setattr(process_exit.atexit, "_run_exitfuncs", lambda: None)
+  monkeypatch.setattr(process_exit.os, "_exit", calls.append)
+
+  def refused(argv):
+    del argv
+    raise ValueError("--model_dir='d': no way. Use a new --model_dir.")
+
+  process_exit.run_and_exit(refused, (ValueError,), lambda: show_traceback)
+  err = capsys.readouterr().err
+  assert calls == [1]
+  assert err.endswith("\n--model_dir='d': no way. Use a new --model_dir.\n"
+                      if show_traceback else
+                      "--model_dir='d': no way. Use a new --model_dir.\n")
+  assert err.startswith("Traceback") == show_traceback, err
+
+  def crashed(argv):
+    del argv
+    raise KeyError("bug")
+
+  process_exit.run_and_exit(crashed, (ValueError,))
+  assert calls == [1, 1]
+  assert capsys.readouterr().err.startswith("Traceback")

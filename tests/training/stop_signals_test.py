@@ -2,12 +2,19 @@
 stopped by SIGTERM end to end: tests/train_test.py)."""
 
 import os
+import re
 import signal
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
 from realformer_tf.training import stop_signals
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("signum, name, code", [
@@ -46,3 +53,94 @@ def test_stop_line():
       "(step 6).")
   assert stop_signals.stop_line(stop, 0, None, None) == (
       "stopped at step 0 by SIGTERM; no checkpoint yet.")
+
+
+# A main thread inside one long TensorFlow call (as Orbit's train loop of
+# `steps_per_loop` steps), which Python's signal handler cannot interrupt;
+# `stop` ends it at the next iteration (`trainer.Trainer`'s loop) when the
+# script registers it with `on_stop`.
+_BUSY_IN_TENSORFLOW = r"""
+import sys
+import tensorflow as tf
+from realformer_tf.training import stop_signals
+
+stop = tf.Variable(False)
+steps = tf.Variable(0)
+
+@tf.function
+def loop(n):
+  x = tf.ones([64, 64])
+  for _ in tf.range(n):
+    if stop.read_value():
+      break
+    x = tf.linalg.normalize(tf.matmul(x, x))[0]
+    steps.assign_add(1)
+
+loop(tf.constant(1))  # Traced before the signals come.
+try:
+  with stop_signals.raised_on_signals():
+    if sys.argv[1] == "on_stop":
+      stop_signals.on_stop(lambda: stop.assign(True))
+    print("ready", flush=True)
+    loop(tf.constant(10 ** 9))  # Hours, unless stopped.
+    print("loop ended", flush=True)
+except stop_signals.Stopped as e:
+  print(f"stopped by {e.name} after {int(steps.numpy())} steps", flush=True)
+  sys.exit(e.exit_code)
+"""
+
+
+def _busy_process(tmp_path, mode):
+  script = tmp_path / "busy.py"  # A file: AutoGraph reads the source.
+  script.write_text(_BUSY_IN_TENSORFLOW)
+  proc = subprocess.Popen(
+      [sys.executable, str(script), mode], cwd=REPO_ROOT,
+      env=dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2",
+               CUDA_VISIBLE_DEVICES=""),
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  assert proc.stdout.readline() == "ready\n", proc.communicate()
+  time.sleep(0.5)  # Inside the loop.
+  return proc
+
+
+def test_first_signal_ends_a_tensorflow_loop_at_its_next_step(tmp_path):
+  """Issue 39 item 10: SIGTERM waited for the whole `steps_per_loop`. The
+  watcher thread's `on_stop` callback reaches the running loop."""
+  proc = _busy_process(tmp_path, "on_stop")
+  proc.send_signal(signal.SIGTERM)
+  out, err = proc.communicate(timeout=120)
+  assert proc.returncode == 143, (out, err)
+  # Stopped is raised as soon as the loop returns, before the next line.
+  match = re.fullmatch(r"stopped by SIGTERM after (\d+) steps\n", out)
+  assert match, (out, err)
+  assert 1 < int(match.group(1)) < 10 ** 9
+
+
+def test_second_signal_acts_at_once_even_inside_tensorflow(tmp_path):
+  """Issue 38 item 11: Ctrl-C then SIGTERM printed `OSError: Signal 15
+  ignored due to race condition` (both were pending when the first handler
+  reset the second's to the default), and the second signal waited as the
+  first. Here nothing stops the loop: only the second signal ends it."""
+  proc = _busy_process(tmp_path, "no callback")
+  proc.send_signal(signal.SIGINT)
+  time.sleep(0.2)
+  proc.send_signal(signal.SIGTERM)
+  out, err = proc.communicate(timeout=120)
+  assert proc.returncode == 143, (out, err)
+  assert "loop ended" not in out and "stopped by" not in out
+  assert err.endswith(
+      "second stop signal (SIGTERM): ending at once, exit 143. The run's "
+      "lock is left; the next run takes it over and resumes from the latest "
+      "complete checkpoint.\n"), err
+  assert "race condition" not in err
+
+
+def test_on_stop_outside_a_block_is_never_called():
+  called = []
+  stop_signals.on_stop(lambda: called.append(1))
+  with pytest.raises(stop_signals.Stopped):
+    with stop_signals.raised_on_signals():
+      os.kill(os.getpid(), signal.SIGTERM)
+      for _ in range(10 ** 6):
+        pass
+  assert not called

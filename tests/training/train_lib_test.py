@@ -20,6 +20,7 @@ from realformer_tf.configs import experiments
 from realformer_tf.training import preflight
 from realformer_tf.training import run_lock
 from realformer_tf.training import train_lib
+from tests.helpers import file_trees
 from tests.helpers import train_runs as utils
 
 
@@ -120,6 +121,13 @@ def _bad_input_cases(tmp_path, run):
            polynomial=dict(initial_learning_rate=-0.001))))), "train",
        ["trainer.optimizer_config.learning_rate.polynomial."
         "initial_learning_rate=-0.001 must be positive"]),
+      # Issue 38 item 10: YAML's NaN passed every range check (`nan <= 0`
+      # is False), built the data, then stopped at step 2.
+      ("YAML .nan learning rate",
+       "{trainer: {optimizer_config: {learning_rate: {polynomial: "
+       "{initial_learning_rate: .nan}}}}}", "train",
+       ["trainer.optimizer_config.learning_rate.polynomial."
+        "initial_learning_rate=nan must be a finite number"]),
       ("dropout rate above 1",
        _override(task=dict(model=dict(encoder=dict(any=dict(
            dropout_rate=1.5))))), "train",
@@ -231,6 +239,20 @@ def test_train_then_eval_and_continuous_eval(tmp_path, caplog):
   assert train_lib.checkpoint_step(
       tf.train.latest_checkpoint(str(model_dir))) == 4
 
+  # Issue 38 item 9: the newest checkpoint cut short. Resume and --mode=eval
+  # warned "using ckpt-2", rewrote params.yaml, then restored ckpt-4 anyway
+  # (IndexError: Read less bytes than requested). Refused, nothing written.
+  with open(model_dir / "ckpt-4.data-00000-of-00001", "r+b") as f:
+    f.truncate(100)
+  before = file_trees.files_under(model_dir)
+  for mode in ("eval", "train"):
+    with pytest.raises(ValueError, match=r"its newest checkpoint, ckpt-4 .*is "
+                       r"not whole: .*hold 100 bytes, less than .*"
+                       r"update_checkpoint_state\(.*ckpt-2'\)"):
+      utils.run_in_process(model_dir, [run["config_file"]], mode=mode,
+                           params_override="trainer.train_steps=6")
+  assert file_trees.files_under(model_dir) == before
+
 
 def _trained_weights(model_dir, config_file, seed):
   utils.run_in_process(model_dir, [config_file], mode="train",
@@ -315,12 +337,21 @@ def test_stale_temps_of_killed_runs_are_cleaned(tmp_path):
                         capture_output=True, text=True, check=True)
   stale = model_dir / "data" / f"corpus_train.txt.tmp-{dead.stdout.strip()}"
   stale.write_text("partial")
+  file_trees.claim_as_ours(stale, int(dead.stdout))
   live = model_dir / f"final_eval.json.tmp-{os.getpid()}"
   live.write_text("being written")
+  file_trees.claim_as_ours(live, os.getpid())
   kept = model_dir / "data" / "corpus_train.txt"
   kept.write_text("done")
+  # 38.4: a user's files named like our temporaries, without our owner
+  # record (a dated copy; a dead pid's name), are not train.py's to delete.
+  users = [model_dir / "mymodel.tmp-20240102",
+           model_dir / "data" / f"notes.txt.tmp-{dead.stdout.strip()}"]
+  for path in users:
+    path.write_text("mine")
   removed = train_lib.clean_stale_temps(str(model_dir))
   assert sorted(removed) == sorted([str(model_dir / "ckpt-4_temp"),
                                     str(stale)])
   assert live.exists() and kept.exists()
+  assert [path.read_text() for path in users] == ["mine", "mine"]
   assert not stale.exists() and not (model_dir / "ckpt-4_temp").exists()

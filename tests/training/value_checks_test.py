@@ -1,6 +1,7 @@
 """Out-of-range config values are refused, naming the dotted key and value."""
 
 import pytest
+import yaml
 
 from official.core import exp_factory
 from realformer_tf.configs import registry  # pylint: disable=unused-import
@@ -130,6 +131,14 @@ def test_training_keys_are_not_checked_for_evaluation():
      ["trainer.loss_upper_bound='big' must be a float, not str"]),
     ({"trainer": {"train_steps": {"x": 1}}},  # --params_override=...x=1
      ["trainer.train_steps must be an int, not the mapping {'x': 1}"]),
+    # Issue 38 item 10: YAML's .nan and .inf are floats no range check
+    # refuses (`nan <= 0` is False).
+    (yaml.safe_load("trainer: {loss_upper_bound: .inf, optimizer_config: "
+                    "{learning_rate: {polynomial: {initial_learning_rate: "
+                    ".nan}}}}"),
+     ["trainer.loss_upper_bound=inf must be a finite number",
+      "trainer.optimizer_config.learning_rate.polynomial."
+      "initial_learning_rate=nan must be a finite number"]),
 ])
 def test_mistyped_fields_are_named(overrides, fragments):
   params = exp_factory.get_exp_config("realformer/quickstart")

@@ -71,12 +71,6 @@ def build_model(size: plan_lib.Size, arch: str, vocab_size: int,
         num_heads=size.num_heads, hidden_dim=size.hidden_dim,
         intermediate_dim=size.intermediate_dim, dropout=size.dropout,
         max_sequence_length=size.seq_length, **plan_lib.ARCHS[arch])
-    # One segment in the data: the segment table's row 0 is a constant
-    # added at every position, which the position table learns as well.
-    # Frozen, it costs no gradient: under mixed bfloat16 that gradient is
-    # a bfloat16 scatter-add of every token into one row, tens of ms a step
-    # on a GPU (issue 36).
-    backbone.segment_embedding.trainable = False
     return realformer_keras3.RealFormerMaskedLM(backbone)
 
 

@@ -1,0 +1,230 @@
+"""Embedding lookups whose table gradient is a sort, not a scatter-add.
+
+Why this exists (measured on an H200, issue 36; benchmarks/README.md,
+"Embedding gradients"): the gradient of a table lookup (`ops.take`) is a
+scatter-add of the rows' gradients into the table. Under a mixed policy
+Keras reads the table in the compute dtype, so on JAX that scatter-add is
+bfloat16, which a GPU runs as a compare-and-swap loop per element under
+index contention: 55-68 ms of a 117 ms BERT-Base step when every segment id
+is 0, 17 ms for two segments and about 6 ms for the token table on real text.
+And an atomic scatter-add in any dtype sums in the order threads arrive, so
+two runs of one step differ in the last bits.
+
+Why Keras reads the table in bfloat16 although `keras.layers.Embedding` sets
+`self.autocast = False`: `Layer.__call__` (keras/src/layers/layer.py,
+lines 983-997 in Keras 3.15.1) honours `autocast=False` only inside another
+layer's autocast scope; a layer called with no scope active (every layer of
+a functional model that `fit`'s `stateless_call` runs) enters
+`AutocastScope(compute_dtype)` because its compute and variable dtypes
+differ, whatever `self.autocast` says. Inside a custom layer's `call` the
+same table reads in float32. The smallest reproduction is in
+benchmarks/README.md.
+
+What is done instead, on every backend, with `keras.ops` only:
+- The table is created with `autocast=False` (a variable Keras never casts,
+  keras/src/backend/common/variables.py, `_maybe_autocast`), so lookups read
+  and differentiate it in its own dtype (float32) and cast the rows to the
+  compute dtype afterwards; the reverse (tied logits) projection casts the
+  table to `reverse_dtype` or the compute dtype, as `ReversibleEmbedding`
+  documents.
+- Tables of fewer than `ONE_HOT_BELOW_ROWS` rows (segment / type ids): a one-hot
+  GEMM, as Model Garden's `OnDeviceEmbedding(use_one_hot=True)`
+  (official/nlp/modeling/layers/on_device_embedding.py). Its gradient is a
+  GEMM: no scatter, deterministic.
+- Larger tables (tokens), on JAX and PyTorch: the forward pass is
+  `ops.take`; the gradient sorts the ids, sums each id's rows by a
+  segmented scan (a tree of adds in a fixed order) and gathers each table
+  row's sum at the end of its segment (found by sorting:
+  `_last_position_at_most`). No scatter, no atomics: deterministic, and its
+  cost does not depend on how the ids are distributed. On TensorFlow,
+  `take`'s own float32 gradient (see `lookup`).
+
+Weights, names, checkpoints and presets are those of the Keras layers these
+subclass; only how the gradient is computed changes.
+"""
+
+import keras
+from keras import ops
+
+# Tables with fewer rows are looked up by a one-hot GEMM (segment/type
+# tables have 2): on an H200 (issue 36) a one-hot GEMM took 0.10 ms for 2
+# rows and 3.6 ms for 30,522, where the sorted path takes about 0.15 ms.
+ONE_HOT_BELOW_ROWS = 64
+
+
+def _normalized_ids(ids, rows):
+  """int32 ids with negative ones wrapped as `ops.take` wraps them."""
+  ids = ops.cast(ids, "int32")
+  return ops.where(ops.less(ids, 0), ids + rows, ids)
+
+
+def _segmented_sum(flags, values):
+  """Inclusive scan of `values` (axis 0) restarting where `flags` is 1."""
+  def combine(a, b):
+    (flag_a, value_a), (flag_b, value_b) = a, b
+    return (ops.maximum(flag_a, flag_b),
+            value_b + (1.0 - flag_b) * value_a)
+  _, sums = ops.associative_scan(combine, (flags, values), axis=0)
+  return sums
+
+
+def _last_position_at_most(sorted_ids, table_rows):
+  """For each row r, the last index i with sorted_ids[i] <= r (-1 if none).
+
+  `searchsorted(sorted_ids, rows, side="right") - 1`, by two sorts instead:
+  JAX lowers `searchsorted` to a while loop (a kernel and a host round trip
+  per step on a GPU). Row r's key 2r+1 sorts after every id <= r (keys 2id)
+  and the r rows before it, so its rank less r counts the ids <= r.
+  """
+  keys = ops.concatenate([2 * sorted_ids, 2 * table_rows + 1], axis=0)
+  rank = ops.argsort(ops.argsort(keys))
+  count = ops.shape(sorted_ids)[0]
+  return ops.cast(rank[count:], "int32") - table_rows - 1
+
+
+def sorted_table_gradient(ids, row_gradients, rows):
+  """The gradient of `take(table, ids, axis=0)` for a `rows`-row table.
+
+  Args:
+    ids: Integer ids, any shape, already wrapped (`_normalized_ids`); ids
+      outside [0, rows) contribute nothing, as in `ops.take`'s gradient.
+    row_gradients: float [*ids.shape, width], the gradient of the lookup.
+    rows: The table's number of rows.
+
+  Returns:
+    [rows, width] in `row_gradients`' dtype: row r is the sum of the
+    gradients of every position holding id r, summed in a fixed order.
+  """
+  width = row_gradients.shape[-1]
+  ids = ops.reshape(ops.cast(ids, "int32"), (-1,))
+  grads = ops.reshape(row_gradients, (-1, width))
+  if not isinstance(ids.shape[0], int):
+    # A symbolic length: JAX's shape-polymorphic export (`jax2tf`, as Keras'
+    # `export` on JAX) traces this gradient into the SavedModel, and
+    # `associative_scan` needs a concrete length. Serving never runs it.
+    return ops.segment_sum(grads, ids, num_segments=rows)
+  order = ops.argsort(ids)
+  sorted_ids = ops.take(ids, order)
+  sorted_grads = ops.take(grads, order, axis=0)
+  starts = ops.concatenate(
+      [ops.ones((1,), "bool"),
+       ops.not_equal(sorted_ids[1:], sorted_ids[:-1])], axis=0)
+  flags = ops.cast(ops.expand_dims(starts, -1), grads.dtype)
+  sums = _segmented_sum(flags, sorted_grads)
+  table_rows = ops.arange(rows, dtype="int32")
+  last = _last_position_at_most(sorted_ids, table_rows)
+  safe_last = ops.maximum(last, 0)
+  present = ops.logical_and(
+      ops.greater_equal(last, 0),
+      ops.equal(ops.take(sorted_ids, safe_last), table_rows))
+  return ops.where(ops.expand_dims(present, -1),
+                   ops.take(sums, safe_last, axis=0),
+                   ops.zeros((), grads.dtype))
+
+
+def lookup(table, ids):
+  """`take(table, ids, axis=0)`, differentiated without a scatter.
+
+  `table` is read in its own dtype; the result has it too (callers cast).
+  """
+  # A tensor read outside the custom gradient: TensorFlow's
+  # `tf.custom_gradient` asks for a separate gradient of every variable read
+  # inside it (and Keras' TensorFlow `convert_to_tensor` of a variable is
+  # still the variable); an identity is free under XLA.
+  table = ops.copy(table)
+  rows = table.shape[0]
+  ids = _normalized_ids(ids, rows)
+  if rows < ONE_HOT_BELOW_ROWS:
+    # Out-of-range ids give zero rows (take gives NaN on JAX, raises on
+    # TensorFlow's CPU); both faces' input checks refuse them first.
+    return ops.matmul(ops.one_hot(ids, rows, dtype=table.dtype), table)
+  if keras.backend.backend() == "tensorflow":
+    # TensorFlow differentiates `take` into `IndexedSlices` that the
+    # optimizer sums with `unsorted_segment_sum`, here in float32 (the
+    # bfloat16 read was the defect), deterministic under TensorFlow's own
+    # `tf.config.experimental.enable_op_determinism`. Its graphs have
+    # dynamic batch sizes, which Keras' TensorFlow `associative_scan`
+    # cannot trace, and a custom gradient would have to be traced into
+    # every SavedModel.
+    return ops.take(table, ids, axis=0)
+
+  # `ids` goes in as an argument, not a closure: JAX's shape-polymorphic
+  # export (`jax2tf`) cannot trace a gradient closing over a traced array.
+  @ops.custom_gradient
+  def take(table_value, ids_value):
+    def gradient(*args, upstream=None):
+      # JAX passes the upstream gradient alone, positionally; Keras' torch
+      # backend passes the forward's inputs, then `upstream=`
+      # (keras/src/backend/torch/core.py, `CustomGradientFunction.backward`).
+      row_gradients = args[0] if upstream is None else upstream
+      return sorted_table_gradient(ids_value, row_gradients, rows), None
+    return ops.take(table_value, ids_value, axis=0), gradient
+
+  return take(table, ids)
+
+
+class TableInVariableDtype:
+  """Mixin: the `embeddings` table is never autocast (see module doc)."""
+
+  def add_weight(self, *args, **kwargs):
+    if kwargs.get("name") == "embeddings":
+      kwargs["autocast"] = False
+    return super().add_weight(*args, **kwargs)
+
+  def _scatter_free(self):
+    # Keras' own paths for quantized (int8/int4) tables, LoRA and
+    # `mask_zero` (whose mask Keras attaches inside its `call`).
+    return (self.quantization_mode is None and not self.lora_enabled
+            and not self.mask_zero)
+
+  def _lookup(self, inputs):
+    return ops.cast(lookup(self.embeddings, inputs), self.compute_dtype)
+
+
+@keras.saving.register_keras_serializable(package="realformer_tf")
+class Embedding(TableInVariableDtype, keras.layers.Embedding):
+  """`keras.layers.Embedding` with a scatter-free, deterministic gradient.
+
+  Example:
+
+  >>> layer = Embedding(2, 4)
+  >>> tuple(layer(np.array([[0, 1, 1]])).shape)
+  (1, 3, 4)
+  """
+
+  def call(self, inputs):
+    if self._scatter_free():
+      return self._lookup(inputs)
+    return super().call(inputs)
+
+
+@keras.saving.register_keras_serializable(package="realformer_tf")
+class ReversibleEmbedding(TableInVariableDtype,
+                          keras.layers.ReversibleEmbedding):
+  """`keras.layers.ReversibleEmbedding` with a scatter-free gradient.
+
+  The lookup as `Embedding`'s. `reverse=True` (tied logits) computes in
+  `reverse_dtype`, or in the compute dtype when that is unset, as Keras'
+  docstring promises (its autocast gave that only at the top level).
+
+  Example:
+
+  >>> layer = ReversibleEmbedding(100, 4)
+  >>> hidden = layer(np.array([[5, 7]]))
+  >>> tuple(layer(hidden, reverse=True).shape)
+  (1, 2, 100)
+  """
+
+  def call(self, inputs, reverse=False):
+    if not self._scatter_free():
+      return super().call(inputs, reverse=reverse)
+    if not reverse:
+      return self._lookup(inputs)
+    kernel = (ops.transpose(self.embeddings) if self.tie_weights
+              else self.reverse_embeddings)
+    dtype = self.reverse_dtype or self.compute_dtype
+    logits = ops.matmul(ops.cast(inputs, dtype), ops.cast(kernel, dtype))
+    if self.logit_soft_cap is not None:
+      cap = self.logit_soft_cap
+      logits = ops.multiply(ops.tanh(ops.divide(logits, cap)), cap)
+    return logits

@@ -1,0 +1,194 @@
+"""What our Keras 3 backbones check of their inputs, and where.
+
+keras-hub's backbones check nothing (keras_hub/src/models/bert/
+bert_backbone.py): on JAX an id past a table gives NaN (`jnp.take` fills
+out-of-range rows), a sequence past the position table fails inside
+`PositionEmbedding` ("slice_sizes ..."), a padding mask of another shape
+fails deep in attention ("add got incompatible shapes") or, `[1, seq]`
+against a larger batch, is broadcast over it without a word; and once an
+error is raised inside `predict()`'s traced function, Keras' JAX trainer
+leaves the model unusable for every later `predict()`. So:
+
+- Shapes, always (`check_shapes`; static shapes, known at trace time under
+  `jit` and `tf.function` as well): every input `[batch, sequence]`, every
+  input the shape of `token_ids` (the mask included: no broadcasting), the
+  sequence at most `max_sequence_length`.
+- Id ranges, wherever the values are concrete (`check_ids`): an eager call
+  (NumPy, eager tensors), and the NumPy data handed to `fit`, `evaluate`,
+  `predict` and the `*_on_batch` methods, which `ChecksInputs` checks on the
+  host before Keras traces anything (so a refused batch leaves the model
+  working). Inside a traced function the values are tracers and cannot be
+  read without a device-to-host copy per step: not checked there (nor a
+  `tf.data.Dataset`'s values); docs/keras3.md says so.
+
+Each message names the input, the value (or shape) and the limit.
+"""
+
+import keras
+from keras import ops
+import numpy as np
+
+# The inputs holding ids, and the backbone attribute that bounds each.
+_ID_LIMITS = (("token_ids", "vocabulary_size"), ("segment_ids", "num_segments"))
+
+
+def id_limits(backbone):
+  """`{input name: number of ids}` of the backbone's id inputs."""
+  names = set(backbone.input) if isinstance(backbone.input, dict) else set()
+  return {name: getattr(backbone, limit) for name, limit in _ID_LIMITS
+          if name in names and hasattr(backbone, limit)}
+
+
+def concrete(value):
+  """`value` as a NumPy array if its values can be read now, else None.
+
+  A traced value (a JAX tracer under `jit`, a graph tensor under
+  `tf.function`) or a `KerasTensor` cannot: converting it raises, and
+  that is how it is told apart here, on every backend alike.
+  """
+  if isinstance(value, keras.KerasTensor):
+    return None
+  if isinstance(value, np.ndarray):
+    return value
+  try:
+    return np.asarray(ops.convert_to_numpy(value))
+  except (TypeError, ValueError, NotImplementedError, AttributeError):
+    return None
+
+
+def _shape(value):
+  """The static shape; None for an unknown dimension, or a symbolic one (JAX
+  export's `batch`, which cannot be compared)."""
+  shape = getattr(value, "shape", None)
+  if shape is None:
+    shape = np.shape(value)
+  return tuple(int(d) if isinstance(d, (int, np.integer)) else None
+               for d in shape)
+
+
+def check_shapes(owner, inputs, max_sequence_length):
+  """Raises ValueError for inputs of a rank, shape or length the backbone
+  cannot take.
+
+  Args:
+    owner: The backbone's class name, for the message.
+    inputs: `{input name: array or tensor}`.
+    max_sequence_length: The backbone's positions.
+  """
+  shapes = {name: _shape(value) for name, value in inputs.items()}
+  for name, shape in shapes.items():
+    if len(shape) != 2:
+      raise ValueError(f"{owner}: {name} must be [batch, sequence] (rank 2), "
+                       f"got shape {shape}.")
+  reference = "token_ids"
+  for name, shape in shapes.items():
+    want = shapes.get(reference)
+    if want is None or name == reference:
+      continue
+    if any(a is not None and b is not None and a != b
+           for a, b in zip(shape, want)):
+      raise ValueError(
+          f"{owner}: {name} has shape {shape} but {reference} has shape "
+          f"{want}: every input must have {reference}'s shape (a mask is "
+          "not broadcast over the batch or the sequence).")
+  for name, (_, length) in sorted(shapes.items(),
+                                 key=lambda item: item[0] != reference):
+    if length is not None and length > max_sequence_length:
+      raise ValueError(
+          f"{owner}: {name} is {length} tokens long but the backbone has "
+          f"{max_sequence_length} positions (max_sequence_length="
+          f"{max_sequence_length}); pass at most {max_sequence_length} "
+          "tokens (cut or split the sequence).")
+
+
+def check_ids(owner, inputs, limits):
+  """Raises ValueError for a concrete id outside its table; traced inputs
+  are skipped (see the module docstring).
+
+  Args:
+    owner: The backbone's class name, for the message.
+    inputs: `{input name: array or tensor}`.
+    limits: `id_limits(backbone)`.
+  """
+  for name, limit in limits.items():
+    values = concrete(inputs.get(name)) if name in inputs else None
+    if values is None or not values.size:
+      continue
+    bad = np.argwhere((values < 0) | (values >= limit))
+    if len(bad):
+      where = tuple(int(i) for i in bad[0])
+      raise ValueError(
+          f"{owner}: {name}[{', '.join(map(str, where))}] is "
+          f"{values[where]}, outside [0, {limit}) (the backbone's "
+          f"{dict(_ID_LIMITS)[name]}={limit}); {len(bad)} id(s) out of "
+          "range. On JAX such an id would give NaN, silently.")
+
+
+def check_inputs(backbone, inputs):
+  """Both checks, for a dict of inputs (anything else is left to Keras)."""
+  if not isinstance(inputs, dict):
+    return
+  owner = type(backbone).__name__
+  check_shapes(owner, inputs, backbone.max_sequence_length)
+  check_ids(owner, inputs, id_limits(backbone))
+
+
+def keeping_variables(model, run):
+  """`run()`; if it raises, the model's variables keep their values.
+
+  Keras' JAX trainer detaches every variable's value before the first
+  traced step of `predict` and `evaluate` and puts them back only after
+  the loop (keras/src/backend/jax/trainer.py, `_purge_model_variables` and
+  `jax_state_sync`): an error raised while tracing (an input check on a
+  `tf.data.Dataset`'s batch) left every later call failing with
+  "'NoneType' object is not callable". The values are JAX's immutable
+  arrays, so holding them costs no memory. Not for `fit`, whose updates
+  would be held twice: its data is checked on the host before it starts.
+  """
+  saved = [(v, v._value) for v in model.variables]  # pylint: disable=protected-access
+  try:
+    return run()
+  except Exception:
+    for v, value in saved:
+      if getattr(v, "_value", value) is None:
+        v._value = value  # pylint: disable=protected-access
+    raise
+
+
+class ChecksInputs:
+  """Backbone mixin: `check_inputs` on every call and, on the host, on the
+  data of `fit`, `evaluate`, `predict` and the `*_on_batch` methods (a
+  dict of arrays; a `tf.data.Dataset` or generator is checked per traced
+  batch, shapes only, and `predict`/`evaluate` keep their variables if that
+  fails: `keeping_variables`). List it before the Keras base."""
+
+  # `Functional.call`'s signature: Keras reads it to pass `training`.
+  def call(self, inputs, training=None, mask=None, **kwargs):
+    check_inputs(self, inputs)
+    return super().call(inputs, training=training, mask=mask, **kwargs)
+
+  def fit(self, x=None, *args, **kwargs):
+    check_inputs(self, x)
+    return super().fit(x, *args, **kwargs)
+
+  def evaluate(self, x=None, *args, **kwargs):
+    check_inputs(self, x)
+    return keeping_variables(
+        self, lambda: super(ChecksInputs, self).evaluate(x, *args, **kwargs))
+
+  def predict(self, x, *args, **kwargs):
+    check_inputs(self, x)
+    return keeping_variables(
+        self, lambda: super(ChecksInputs, self).predict(x, *args, **kwargs))
+
+  def train_on_batch(self, x, *args, **kwargs):
+    check_inputs(self, x)
+    return super().train_on_batch(x, *args, **kwargs)
+
+  def test_on_batch(self, x, *args, **kwargs):
+    check_inputs(self, x)
+    return super().test_on_batch(x, *args, **kwargs)
+
+  def predict_on_batch(self, x):
+    check_inputs(self, x)
+    return super().predict_on_batch(x)
