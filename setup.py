@@ -36,6 +36,13 @@ INSTALL_REQUIRES = [
     "setuptools<80.9",
 ]
 
+# Apache Beam 2.77 (2026-10, the newest) installs beside the TF family:
+# it needs protobuf<7 (TF 2.20: >=5.28; google-api-core, a Model Garden
+# dependency: >=6.33.5), so pip settles on protobuf 6.33.x; and pyarrow<26,
+# pillow<13, python-dateutil<3, which nothing here pins. Checked in a venv of
+# this package: `pip check` clean, TensorFlow imports and trains.
+BEAM = ["apache-beam~=2.77.0"]
+
 setuptools.setup(
     name="realformer_tf",
     version="0.1.0",
@@ -51,8 +58,11 @@ setuptools.setup(
     install_requires=INSTALL_REQUIRES,
     extras_require={
         # jax: tests/keras3/backends_test.py re-runs the Keras 3 tests on
-        # KERAS_BACKEND=jax (CPU).
-        "test": ["pytest", "pytest-xdist", "jax[cpu]~=0.10.2"],
+        # KERAS_BACKEND=jax (CPU). Beam: tests/data/beam_pretraining_data_test.py
+        # runs the pipeline in CI.
+        "test": ["pytest", "pytest-xdist", "jax[cpu]~=0.10.2", *BEAM],
+        # Corpus-scale pre-training data (data/beam_pretraining_data.py).
+        "beam": BEAM,
         # Keras 3 on JAX (CPU; on an accelerator install JAX's own wheel).
         "jax": ["jax[cpu]~=0.10.2"],
     },

@@ -11,7 +11,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -360,26 +359,13 @@ def test_mirrored_strategy_matches_one_device(one_device_and_mirrored):
   assert len(set(np.round(one["losses"], 4))) == 3  # It did train.
 
 
-def _free_ports(n):
-  sockets = []
-  for _ in range(n):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    sockets.append(s)
-  ports = [s.getsockname()[1] for s in sockets]
-  for s in sockets:
-    s.close()
-  return ports
-
-
 def test_multi_worker_mirrored_matches_one_device(one_device_and_mirrored):
   ref = one_device_and_mirrored
   tmp_path = ref["tmp_path"]
-  workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+  workers = utils.local_cluster(2)
   procs = []
   for index in range(2):
-    tf_config = json.dumps({"cluster": {"worker": workers},
-                            "task": {"type": "worker", "index": index}})
+    tf_config = utils.tf_config(workers, index)
     procs.append(subprocess.Popen(
         _worker_command(ref["config"], ref["init"],
                         str(tmp_path / f"worker{index}.json"),

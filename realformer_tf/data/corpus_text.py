@@ -1,10 +1,11 @@
 """Pre-training text without TensorFlow: BERT-format files, the shipped
 quickstart corpus, the quickstart's held-out split.
 
-Plain Python, shared by the quickstart's records (`quickstart_corpus`,
-`pretraining_data`, which read files through `tf.io.gfile` and pass the
-bytes to `decode_lines`) and by the Keras 3 reproduction, which runs where
-TensorFlow is not installed (`python -m realformer_tf.reproduce.keras3`).
+Plain Python, shared by the quickstart's records (`quickstart_corpus`: the
+shipped corpus and the split) and by the Keras 3 reproduction, which runs
+where TensorFlow is not installed (`python -m realformer_tf.reproduce.keras3`;
+`pretraining_data` reads files through `tf.io.gfile` instead, and streams
+them).
 """
 
 import gzip

@@ -35,9 +35,15 @@ def define_flags():
   flags.DEFINE_list("input_files", None, "Comma-separated raw text files: one "
                     "sentence per line, blank line between documents.")
   flags.DEFINE_string("output_file", None, "Output TFRecord file.")
+  define_instance_flags()
+
+
+def define_instance_flags():
+  """The flags this command shares with `data.beam_pretraining_data`: the
+  vocabulary and the instances' options."""
   flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (one token per "
                       "line); without it, one is learned from the input and "
-                      "written as vocab.txt next to --output_file.")
+                      "written as vocab.txt next to the output.")
   flags.DEFINE_integer("vocab_size", 8000, "Target size of the learned "
                        "vocabulary (only without --vocab_file).")
   flags.DEFINE_bool("do_lower_case", True,

@@ -39,13 +39,12 @@ import functools
 import importlib
 import os
 import random
-from typing import List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from realformer_tf.data import corpus_text
 from realformer_tf.data import output_sets
 from realformer_tf.data import tokenization
 
@@ -135,19 +134,110 @@ def validate_arguments(input_files: Sequence[str], output_file: str,
   return input_files
 
 
+def _not_utf8(path: str, data: bytes, error: UnicodeDecodeError,
+              line: int, offset: int) -> ValueError:
+  """The error for bytes `data` (line `line`, at byte `offset` of `path`)."""
+  return ValueError(
+      f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x} at offset "
+      f"{offset + error.start}): a binary file, or text in another encoding "
+      "(convert it, e.g. iconv -f latin1 -t utf-8).")
+
+
 def read_lines(path: str) -> List[str]:
-  """Reads a UTF-8 text file as stripped lines (`corpus_text.decode_lines`).
+  """Reads a UTF-8 text file as stripped lines.
 
   Raises:
     ValueError: `path:line` and the byte, if `path` is not UTF-8 text.
   """
   with tf.io.gfile.GFile(path, "rb") as f:
-    return corpus_text.decode_lines(f.read(), path)
+    data = f.read()
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise _not_utf8(path, data, e, data.count(b"\n", 0, e.start) + 1,
+                    0) from None
+  return [line.strip() for line in text.split("\n")]
+
+
+def _raw_lines(path: str, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+  """The lines of `path` as bytes, each with its b"\\n", read in chunks.
+
+  Not `GFile` iteration: its `readline` drops b"\\r" inside lines.
+  """
+  with tf.io.gfile.GFile(path, "rb") as f:
+    rest = b""
+    while chunk := f.read(chunk_bytes):
+      lines = (rest + chunk).split(b"\n")
+      rest = lines.pop()
+      for line in lines:
+        yield line + b"\n"
+    if rest:
+      yield rest
+
+
+def stream_documents(path: str) -> Iterator[List[str]]:
+  """A BERT-format file's documents (runs of non-blank stripped lines between
+  blank ones), read a line at a time: memory holds one document.
+
+  Raises:
+    ValueError: As `read_lines`, when a line is not UTF-8 text.
+  """
+  document, offset = [], 0
+  for number, data in enumerate(_raw_lines(path), 1):
+    try:
+      line = data.decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+      raise _not_utf8(path, data, e, number, offset) from None
+    offset += len(data)
+    if line:
+      document.append(line)
+    elif document:
+      yield document
+      document = []
+  if document:
+    yield document
 
 
 def text_documents(path: str) -> List[List[str]]:
   """A BERT-format file's documents: runs of non-blank lines between blanks."""
-  return corpus_text.documents_of_lines(read_lines(path))
+  return list(stream_documents(path))
+
+
+def tokenize_lines(tokenizer, lines: Sequence[str]) -> List[List[int]]:
+  """Each line's WordPiece ids from `tokenizer` (a
+  `tensorflow_text.BertTokenizer`), `_TOKENIZE_BATCH_SIZE` lines a call."""
+  ids = []
+  for start in range(0, len(lines), _TOKENIZE_BATCH_SIZE):
+    pieces = tokenizer.tokenize(
+        tf.constant(lines[start:start + _TOKENIZE_BATCH_SIZE])).merge_dims(
+            -2, -1)
+    ids.extend(pieces.to_list())
+  return ids
+
+
+def warn_long_lines(path: str, ids: Sequence[Sequence[int]],
+                    max_tokens: Optional[int]) -> None:
+  """Counts in a warning the lines of `path` longer than `max_tokens`."""
+  long_lines = [len(i) for i in ids if max_tokens and len(i) > max_tokens]
+  if long_lines:
+    logging.warning(
+        "%s: %d line(s) have more than %d tokens (longest: %d); each yields "
+        "at most a few truncated examples and the rest is lost. Is the text "
+        "one sentence per line?", path, len(long_lines), max_tokens,
+        max(long_lines))
+
+
+def split_documents(file_documents: Sequence[Sequence[str]],
+                    ids: Sequence[List[int]]) -> List[List[List[int]]]:
+  """`ids` (one list per line of `file_documents`, in order) regrouped into
+  documents; empty sentences and then empty documents are dropped."""
+  sentences = iter(ids)
+  documents = []
+  for document in file_documents:
+    document_ids = [s for s in (next(sentences) for _ in document) if s]
+    if document_ids:
+      documents.append(document_ids)
+  return documents
 
 
 def read_documents(input_files: Sequence[str], tokenizer,
@@ -160,25 +250,10 @@ def read_documents(input_files: Sequence[str], tokenizer,
   documents = []
   for path in input_files:
     file_documents = text_documents(path)
-    lines = [line for document in file_documents for line in document]
-    ids = []
-    for start in range(0, len(lines), _TOKENIZE_BATCH_SIZE):
-      pieces = tokenizer.tokenize(
-          tf.constant(lines[start:start + _TOKENIZE_BATCH_SIZE])).merge_dims(
-              -2, -1)
-      ids.extend(pieces.to_list())
-    long_lines = [len(i) for i in ids if max_tokens and len(i) > max_tokens]
-    if long_lines:
-      logging.warning(
-          "%s: %d line(s) have more than %d tokens (longest: %d); each yields "
-          "at most a few truncated examples and the rest is lost. Is the text "
-          "one sentence per line?", path, len(long_lines), max_tokens,
-          max(long_lines))
-    sentences = iter(ids)
-    for document in file_documents:
-      document_ids = [s for s in (next(sentences) for _ in document) if s]
-      if document_ids:
-        documents.append(document_ids)
+    ids = tokenize_lines(
+        tokenizer, [line for document in file_documents for line in document])
+    warn_long_lines(path, ids, max_tokens)
+    documents.extend(split_documents(file_documents, ids))
   return documents
 
 
@@ -203,6 +278,54 @@ def _example(instance, token_ids: dict, max_seq_length: int,
           [1.0] * num_masked + [0.0] * num_mask_pad),
       next_sentence_labels=int_feature([int(instance.is_random_next)]))
   return tf.train.Example(features=tf.train.Features(feature=features))
+
+
+def document_examples(documents: Sequence[Sequence[Sequence[str]]],
+                      document_index: int, vocab: Sequence[str],
+                      token_ids: Dict[str, int], rng: random.Random,
+                      max_seq_length: int, max_predictions_per_seq: int,
+                      masked_lm_prob: float, short_seq_prob: float
+                     ) -> List[bytes]:
+  """The serialized examples of one document (`documents[document_index]`,
+  sentences of WordPiece tokens): Model Garden's
+  `create_instances_from_document` (random next sentences drawn from
+  `documents`, every choice from `rng`), each record's bytes deterministic."""
+  return [_example(instance, token_ids, max_seq_length,
+                   max_predictions_per_seq).SerializeToString(
+                       deterministic=True)
+          for instance in mg_create_pretraining_data.
+          create_instances_from_document(
+              documents, document_index, max_seq_length, short_seq_prob,
+              masked_lm_prob, max_predictions_per_seq, vocab, rng)]
+
+
+def shuffled_examples(documents: List[List[List[str]]], vocab: Sequence[str],
+                      random_seed: int, max_seq_length: int,
+                      max_predictions_per_seq: int, masked_lm_prob: float,
+                      dupe_factor: int, short_seq_prob: float) -> List[bytes]:
+  """The serialized examples of `documents` (shuffled in place), as Model
+  Garden's `create_training_instances` (lines 220-269) makes them without its
+  file reading: shuffle the documents, `dupe_factor` passes of
+  `document_examples`, shuffle the examples; one `random.Random(random_seed)`
+  draws everything. The single-process command calls it on the whole corpus,
+  the Beam pipeline on each shard's documents."""
+  rng = random.Random(random_seed)
+  rng.shuffle(documents)
+  token_ids = {token: i for i, token in enumerate(vocab)}
+  examples = []
+  for document_index in list(range(len(documents))) * dupe_factor:
+    examples.extend(document_examples(
+        documents, document_index, vocab, token_ids, rng, max_seq_length,
+        max_predictions_per_seq, masked_lm_prob, short_seq_prob))
+  rng.shuffle(examples)
+  return examples
+
+
+def write_records(path: str, records: Sequence[bytes]) -> None:
+  """Writes serialized records to the TFRecord file `path`."""
+  with tf.io.TFRecordWriter(path) as writer:
+    for record in records:
+      writer.write(record)
 
 
 def meta_data_path(output_file: str) -> str:
@@ -270,40 +393,26 @@ def create_pretraining_data(
                sum(map(len, documents)),
                sum(len(s) for d in documents for s in d))
 
-  # Model Garden's `create_training_instances` (lines 220-269) without its
-  # file reading: shuffle documents, `dupe_factor` passes, shuffle instances.
-  rng = random.Random(random_seed)
-  rng.shuffle(documents)
-  instances = []
-  for document_index in list(range(len(documents))) * dupe_factor:
-    instances.extend(mg_create_pretraining_data.create_instances_from_document(
-        documents, document_index, max_seq_length, short_seq_prob,
-        masked_lm_prob, max_predictions_per_seq, vocab, rng))
-  rng.shuffle(instances)
-  if not instances:
+  examples = shuffled_examples(documents, vocab, random_seed, max_seq_length,
+                               max_predictions_per_seq, masked_lm_prob,
+                               dupe_factor, short_seq_prob)
+  if not examples:
     raise ValueError(f"Input files {', '.join(input_files)} yield no training "
                      f"instance with vocabulary {vocab_file!r}.")
 
-  token_ids = {token: i for i, token in enumerate(vocab)}
   with contextlib.ExitStack() as stack:
     outputs = output_set or stack.enter_context(output_sets.output_set(
         meta_data_path(output_file), WRITER))
-    with tf.io.TFRecordWriter(outputs.stage(output_file)) as writer:
-      for instance in instances:
-        example = _example(instance, token_ids, max_seq_length,
-                           max_predictions_per_seq)
-        writer.write(example.SerializeToString(deterministic=True))
+    write_records(outputs.stage(output_file), examples)
     if output_set is None:
       outputs.commit(meta_data(
-          input_files, vocab_file, len(instances),
+          input_files, vocab_file, len(examples),
           do_lower_case=do_lower_case, max_seq_length=max_seq_length,
           max_predictions_per_seq=max_predictions_per_seq,
           masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
           short_seq_prob=short_seq_prob, random_seed=random_seed))
-  logging.info("Wrote %d examples (%d with a random next sentence) to %s",
-               len(instances), sum(i.is_random_next for i in instances),
-               output_file)
-  return len(instances)
+  logging.info("Wrote %d examples to %s", len(examples), output_file)
+  return len(examples)
 
 
 def default_data_dir() -> str:

@@ -10,6 +10,16 @@ gradients underflow to zero. `official/core/base_task.py` `Task.train_step`
 does it right; this is that handling applied to the masked-LM step, which
 otherwise is Model Garden's, line for line (including `task.scale_loss`).
 
+Sharded input (a file pattern of shards, `data.shards`) is Model Garden's
+`InputReader`: files shuffled every epoch, sharded per worker by the
+strategy's input context, interleaved (official/core/input_reader.py:104-147).
+One thing it gets wrong: with `seed` unset it shuffles the file list with a
+seed each worker draws for itself (line 124-125, "We need a seed ... so that
+... the files do not overlap", then `_get_random_integer()` per process), so
+two workers' shards of the shuffled list overlap and some files go unread in
+an epoch. `build_inputs` gives the workers one seed (`SHARED_FILE_SEED`)
+when there are several input pipelines and none is set.
+
 Variables the loss does not reach are left out of the optimizer's update,
 and said once, in words: the encoder's pooler is one (Model Garden's NSP
 head has its own dense layer, which GLUE fine-tuning takes:
@@ -43,6 +53,24 @@ class RealFormerMaskedLMConfig(masked_lm.MaskedLMConfig):
   vocab_file: str = ""
 
 
+# The file-shuffle seed every worker uses when `train_data.seed` is unset.
+SHARED_FILE_SEED = 20201228  # RealFormer's arXiv date.
+
+
+def with_shared_seed(params, input_context=None):
+  """`params` (a data config) with `SHARED_FILE_SEED` as its seed when it
+  reads several files for several input pipelines and sets none (see the
+  module docstring); else `params` unchanged."""
+  pipelines = input_context.num_input_pipelines if input_context else 1
+  if (pipelines > 1 and params.is_training and params.seed is None and
+      params.input_path != "dummy"):
+    logging.info("%s.seed is unset: the %d input pipelines shuffle the file "
+                 "list with seed %d, so that each reads its own files.",
+                 "task.train_data", pipelines, SHARED_FILE_SEED)
+    return params.replace(seed=SHARED_FILE_SEED)
+  return params
+
+
 _REPORTED: Set[str] = set()  # Variables already said to get no gradient.
 
 
@@ -69,7 +97,12 @@ def report_untrained(names: Iterable[str]) -> None:
 
 @task_factory.register_task_cls(RealFormerMaskedLMConfig)
 class MaskedLMTask(masked_lm.MaskedLMTask):
-  """`masked_lm.MaskedLMTask` whose train step honours a loss scale."""
+  """`masked_lm.MaskedLMTask` whose train step honours a loss scale and
+  whose workers share a file-shuffle seed."""
+
+  def build_inputs(self, params, input_context=None):
+    return super().build_inputs(with_shared_seed(params, input_context),
+                                input_context)
 
   def train_step(self, inputs, model: tf_keras.Model,
                  optimizer: tf_keras.optimizers.Optimizer, metrics):

@@ -26,6 +26,7 @@ from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import registry
 from realformer_tf.data import output_sets
+from realformer_tf.data import shards
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
 from realformer_tf.data import translation as translation_data
@@ -34,7 +35,8 @@ from realformer_tf.training import modes
 
 def match_input_files(key: str, input_path) -> List[str]:
   """The files `input_reader.match_files` makes of `input_path` (each of a
-  mixture config's paths), each an existing non-empty file; errors name `key`.
+  mixture config's paths), each an existing non-empty file, shard sets
+  (`-SSSSS-of-NNNNN` names) whole (`shards.check_whole`); errors name `key`.
   """
   paths = (list(input_path.as_dict().values())
            if isinstance(input_path, hyperparams.Config) else [input_path])
@@ -55,6 +57,7 @@ def match_input_files(key: str, input_path) -> List[str]:
         "is an empty file" if not tf.io.gfile.stat(path).length else None)
     if problem:
       raise ValueError(f"{key}.input_path: {path!r} {problem}.")
+  shards.check_whole(files, f"{key}.input_path")
   return files
 
 

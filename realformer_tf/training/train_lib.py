@@ -36,6 +36,7 @@ from realformer_tf.training import controller as controller_lib
 from realformer_tf.training import init_from_run
 from realformer_tf.training import lr_schedule
 from realformer_tf.training import modes
+from realformer_tf.training import multi_worker
 from realformer_tf.training import preflight
 from realformer_tf.training import quickstart_run
 from realformer_tf.training import run_lock
@@ -206,6 +207,7 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   official/core/train_lib.py:170; the others save theirs to a temporary
   directory and write nothing else here but their own event files).
   """
+  multi_worker.configure_coordination(params.runtime.distribution_strategy)
   with stop_signals.raised_on_signals():
     try:
       with preflight.checked_run(params, mode, model_dir,
@@ -293,6 +295,10 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   controllers = []
 
   def make_controller(*args, **kwargs):
+    multi_worker.stop_after_preemption_checkpoint(kwargs.get("train_actions"))
+    multi_worker.align_checkpoint_interval(
+        kwargs.get("checkpoint_manager"), strategy,
+        start_step if run_directory.newest_checkpoint(model_dir) else None)
     controllers.append(controller_lib.Controller(*args, **kwargs))
     return controllers[-1]
 
@@ -310,6 +316,15 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     stop.step = int(trainer.global_step.numpy())
     _save_at_stop(controllers, strategy, trains and writes)
     raise
+  except multi_worker.LOST_WORKER_ERRORS as e:
+    latest = run_directory.newest_checkpoint(model_dir)
+    lost = multi_worker.lost_worker_exit(
+        e, strategy, latest, checkpoint_step(latest) if latest else None)
+    if lost is None:
+      raise
+    raise lost from e
+  finally:
+    multi_worker.remove_worker_checkpoints(controllers, strategy)
   final = dict(eval_logs or (eval_outputs[-1] if eval_outputs else {}))
   step = int(trainer.global_step.numpy())
   values = {k: float(v) for k, v in sorted(final.items())

@@ -156,6 +156,24 @@ class Trainer(base_trainer.Trainer):
 
     return tf.function(loop_fn)
 
+  def initialize(self):
+    """The checkpoint manager's `init_fn` (no checkpoint of its own).
+
+    A non-chief worker of a multi-worker run restores the chief's latest
+    checkpoint in `model_dir` here: Model Garden gives it a manager over a
+    fresh `tempfile.mkdtemp()` (official/core/train_lib.py:170-180), so a
+    restarted cluster's chief restored while the other workers initialized,
+    and their variable creation disagreed in the collectives ("Shape
+    mismatch in the collective instance ...": the run could not resume).
+    """
+    latest = (None if self.strategy.extended.should_checkpoint else
+              run_directory.newest_checkpoint(self._model_dir))
+    if latest:
+      logging.info("Non-chief worker: restoring the chief's %s.", latest)
+      self.checkpoint.restore(latest)
+      return
+    super().initialize()
+
   def train_loop_begin(self):
     stop_signals.raise_if_stopped()
     super().train_loop_begin()

@@ -3,7 +3,9 @@ for the trainer tests; plain-text corpora and quickstart configs for the
 quickstart's data tests."""
 
 import dataclasses
+import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +21,9 @@ from official.core import exp_factory
 from official.core import train_utils
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry  # pylint: disable=unused-import
+from realformer_tf.data import output_sets
+from realformer_tf.data import pretraining_data
+from realformer_tf.data import shards
 from realformer_tf.training import train_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -157,6 +162,21 @@ def write_pretraining_records(path: str,
   return path
 
 
+def write_pretraining_shards(stem: str, count: int, per_shard: int,
+                             seed: int = 0) -> str:
+  """A set of `count` shards (`data.shards` names) of `per_shard` records
+  each, all different, committed as one output set with its manifest
+  `<stem>_pretraining_meta_data.json`; returns the set's glob."""
+  paths = shards.shard_paths(stem, count, ".tfrecord")
+  with output_sets.output_set(f"{stem}_pretraining_meta_data.json",
+                              pretraining_data.WRITER) as outputs:
+    for i, path in enumerate(paths):
+      write_pretraining_records(outputs.stage(path), per_shard,
+                                seed=seed * 1000 + i)
+    outputs.commit({"task": "pretraining", "num_examples": count * per_shard})
+  return shards.pattern(stem, count, ".tfrecord")
+
+
 def tiny_overrides(train_file: str,
                    eval_file: str,
                    vocab_file: str = "",
@@ -281,6 +301,25 @@ def subprocess_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
   if extra:
     env.update(extra)
   return env
+
+
+def local_cluster(n: int) -> List[str]:
+  """`n` free `127.0.0.1:PORT` addresses for a local TF_CONFIG cluster."""
+  sockets = []
+  for _ in range(n):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    sockets.append(s)
+  addresses = [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
+  for s in sockets:
+    s.close()
+  return addresses
+
+
+def tf_config(workers: Sequence[str], index: int) -> str:
+  """TF_CONFIG of worker `index` of the cluster `workers`."""
+  return json.dumps({"cluster": {"worker": list(workers)},
+                     "task": {"type": "worker", "index": index}})
 
 
 def train_command(model_dir: str, config_files: Sequence[str] = (),

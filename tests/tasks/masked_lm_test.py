@@ -6,6 +6,7 @@ must give the float32 step's gradients, up to float16 rounding.
 """
 
 import numpy as np
+import tensorflow as tf
 import tf_keras
 
 from official.core import exp_factory
@@ -140,3 +141,42 @@ def test_untrained_variables_are_said_once_in_words(monkeypatch):
   # The NSP head's own pooler must be trained: a warning, naming it.
   assert said[1][1].startswith(
       "No gradient reaches next_sentence/pooler_dense/kernel:0:")
+
+
+def _records(dataset, count):
+  """The first `count` examples' input ids, each as a tuple."""
+  ids = []
+  for batch in dataset.take(count):
+    ids += [tuple(row) for row in batch["input_word_ids"].numpy()]
+  return ids
+
+
+def test_workers_read_disjoint_shards_reshuffled_every_epoch(tmp_path):
+  """Two input pipelines (as two MultiWorkerMirroredStrategy workers) on a
+  4-shard set with `seed` unset: each epoch they read disjoint halves of the
+  shards, together all of them, and the halves change between epochs."""
+  per_shard, shards, epochs = 3, 4, 4
+  pattern = utils.write_pretraining_shards(str(tmp_path / "train"), shards,
+                                           per_shard)
+  params = _params()
+  data = params.task.train_data.replace(
+      input_path=pattern, seq_length=utils.TINY_SEQ_LENGTH,
+      max_predictions_per_seq=utils.TINY_MAX_PREDICTIONS,
+      global_batch_size=2, shuffle_buffer_size=1, cycle_length=1)
+  assert data.seed is None
+  task = task_factory.get_task(params.task)
+  per_epoch = per_shard * shards // 2
+  read = [_records(task.build_inputs(data, tf.distribute.InputContext(
+      num_input_pipelines=2, input_pipeline_id=worker,
+      num_replicas_in_sync=2)), per_epoch * epochs) for worker in (0, 1)]
+  everything = set(_records(task.build_inputs(
+      data.replace(is_training=False, global_batch_size=1)), 12))
+  assert len(everything) == per_shard * shards
+  halves = []
+  for epoch in range(epochs):
+    first, second = (set(ids[epoch * per_epoch:(epoch + 1) * per_epoch])
+                     for ids in read)
+    assert len(first) == len(second) == per_epoch
+    assert not first & second and first | second == everything
+    halves.append(frozenset(first))
+  assert len(set(halves)) > 1, "the same shards every epoch"

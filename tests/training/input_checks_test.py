@@ -188,3 +188,31 @@ def test_records_without_meta_data_are_checked_as_far_as_possible(tmp_path,
       rf"records\), but task.init_checkpoint=.*pretrain' was trained with "
       rf"{re.escape(vocab)} \(48 tokens.*--vocab_file=")):
     input_checks.check_records_vocabulary(params, "train")
+
+
+def _pretraining_params(input_path):
+  params = exp_factory.get_exp_config("realformer/pretraining")
+  params.override(utils.tiny_overrides(input_path, "dummy"))
+  return params
+
+
+def test_a_shard_set_is_checked_whole_before_training(tmp_path):
+  pattern = utils.write_pretraining_shards(str(tmp_path / "train"), 3, 4)
+  params = _pretraining_params(pattern)
+  input_checks.check_data_sets(params, "train")
+  input_checks.check_records_manifest(params, "train")
+  # A shard rewritten by another conversion: not the set its manifest lists.
+  shard = str(tmp_path / "train-00002-of-00003.tfrecord")
+  utils.write_pretraining_records(shard, 4, seed=99)
+  with pytest.raises(ValueError) as e:
+    input_checks.check_records_manifest(params, "train")
+  assert f"task.train_data.input_path={pattern!r}: {shard}" in str(e.value)
+  # A set missing a shard (a killed writer), even without its manifest.
+  os.remove(shard)
+  os.remove(str(tmp_path / "train_pretraining_meta_data.json"))
+  params = _pretraining_params(str(tmp_path / "train-*"))
+  with pytest.raises(ValueError) as e:
+    input_checks.check_data_sets(params, "train")
+  assert ("task.train_data.input_path: the shard set "
+          f"{tmp_path}/train-?????-of-00003.tfrecord is incomplete: 2 of 3 "
+          "shards, missing train-00002-of-00003.tfrecord") in str(e.value)

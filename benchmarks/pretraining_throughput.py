@@ -1,0 +1,125 @@
+r"""Pre-training data throughput: MB of text per second, and the input
+pipeline's examples per second (issue 37, item 3).
+
+  python benchmarks/pretraining_throughput.py --copies=5 --workers=1,2,4
+
+Builds a corpus of `--copies` files, each the quickstart's stdlib corpus
+(~1 MB), learns one WordPiece vocabulary from it (timed apart), then writes
+BERT-Base records (seq 128, 20 predictions) with the single-process command
+and with the Beam pipeline at each worker count (1: `in_memory`, more:
+`multi_processing`), each a fresh process; wall and CPU seconds (of the
+process and its children) per run. Last, Model Garden's
+`BertPretrainDataLoader` reads the Beam shards as training does (batch 32)
+and its examples per second are timed. Prints one JSON object.
+"""
+
+import gzip
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+
+from official.nlp.data import pretrain_dataloader
+from realformer_tf.data import pretraining_data
+from realformer_tf.data import quickstart_corpus
+from realformer_tf.data import tokenization
+
+# The commands timed run this checkout's modules.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+flags.DEFINE_integer("copies", 5, "Corpus files, each the stdlib corpus.")
+flags.DEFINE_list("workers", ["1", "2", "4"], "Beam worker counts.")
+flags.DEFINE_integer("num_shards", 8, "Beam output shards.")
+flags.DEFINE_integer("batches", 300, "Input-pipeline batches timed.")
+flags.DEFINE_string("work_dir", "", "Scratch folder (default: a temp one).")
+
+SEQ, PRED, BATCH = 128, 20, 32
+GB16 = 16e9
+
+
+def _timed(command):
+  """(wall s, CPU s of the child) of a command run to success."""
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2",
+             CUDA_VISIBLE_DEVICES="")
+  before = resource.getrusage(resource.RUSAGE_CHILDREN)
+  start = time.perf_counter()
+  subprocess.run(command, env=env, check=True, capture_output=True,
+                 cwd=REPO_ROOT)
+  wall = time.perf_counter() - start
+  after = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return wall, (after.ru_utime - before.ru_utime +
+                after.ru_stime - before.ru_stime)
+
+
+def _row(name, megabytes, wall, cpu):
+  return dict(name=name, wall_s=round(wall, 1), cpu_s=round(cpu, 1),
+              mb_per_s=round(megabytes / wall, 3),
+              hours_for_16gb=round(GB16 / 1e6 / (megabytes / wall) / 3600, 1))
+
+
+def main(_):
+  work = flags.FLAGS.work_dir or tempfile.mkdtemp(prefix="throughput_")
+  os.makedirs(work, exist_ok=True)
+  with gzip.open(quickstart_corpus.STDLIB_CORPUS_FILE, "rb") as f:
+    text = f.read()
+  files = []
+  for i in range(flags.FLAGS.copies):
+    files.append(os.path.join(work, f"corpus{i}.txt"))
+    with open(files[-1], "wb") as f:
+      f.write(text)
+  megabytes = len(text) * len(files) / 1e6
+  vocab = os.path.join(work, "vocab.txt")
+  start = time.perf_counter()
+  tokenization.learn_vocab(
+      [line for path in files for line in pretraining_data.read_lines(path)],
+      8000, vocab)
+  rows = [dict(name="vocabulary learning (not in the rows below)",
+               wall_s=round(time.perf_counter() - start, 1))]
+  options = [f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
+             f"--vocab_file={vocab}", "--random_seed=1"]
+  single = os.path.join(work, "single", "train.tfrecord")
+  rows.append(_row("single process", megabytes, *_timed(
+      [sys.executable, "-m", "realformer_tf.data.create_pretraining_data",
+       "--input_files=" + ",".join(files), f"--output_file={single}"] +
+      options)))
+  prefix = ""
+  for workers in map(int, flags.FLAGS.workers):
+    prefix = os.path.join(work, f"beam{workers}", "train")
+    mode = "in_memory" if workers == 1 else "multi_processing"
+    rows.append(_row(f"beam, {workers} worker(s) ({mode})", megabytes,
+                     *_timed([
+                         sys.executable, "-m",
+                         "realformer_tf.data.beam_pretraining_data",
+                         "--input_files=" + ",".join(files),
+                         f"--output_prefix={prefix}",
+                         f"--num_shards={flags.FLAGS.num_shards}",
+                         f"--direct_num_workers={workers}",
+                         f"--direct_running_mode={mode}"] + options)))
+  config = pretrain_dataloader.BertPretrainDataConfig(
+      input_path=f"{prefix}-*", seq_length=SEQ, max_predictions_per_seq=PRED,
+      global_batch_size=BATCH, is_training=True, seed=1)
+  iterator = iter(pretrain_dataloader.BertPretrainDataLoader(config).load())
+  for _ in range(20):  # Warm-up: fill the shuffle buffer and prefetch.
+    next(iterator)
+  start = time.perf_counter()
+  for _ in range(flags.FLAGS.batches):
+    next(iterator)
+  elapsed = time.perf_counter() - start
+  rows.append(dict(name=f"input pipeline (BertPretrainDataLoader, seq {SEQ},"
+                   f" batch {BATCH})", examples_per_s=round(
+                       flags.FLAGS.batches * BATCH / elapsed)))
+  print(json.dumps(dict(corpus_mb=round(megabytes, 2), cpus=os.cpu_count(),
+                        load_average=os.getloadavg(), rows=rows), indent=1))
+  if not flags.FLAGS.work_dir:
+    shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+  app.run(main)

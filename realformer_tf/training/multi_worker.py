@@ -1,0 +1,170 @@
+"""A multi-worker run that loses a worker ends in words, on every worker.
+
+Measured on two `train.py` workers (`MultiWorkerMirroredStrategy`, CPU,
+TF 2.20; docs/pretraining_at_scale.md):
+
+- SIGKILL of one worker in a step: the other's collective fails within a
+  second (TensorFlow's coordination service and the gRPC connection reset
+  abort it, `UnavailableError: Collective ops is aborted by: ...`), and the
+  process ended on a 60-line traceback. `lost_worker_exit` turns it into
+  one line naming the cluster, the step, the latest checkpoint and the fix
+  (restart every worker with the same command), exit status 1.
+- SIGTERM (a preemption notice) of one worker: Model Garden adds Orbit's
+  `SaveCheckpointIfPreempted` whenever the strategy has a cluster resolver
+  (official/core/actions.py:225-234). Its `PreemptionCheckpointHandler`
+  takes SIGTERM over (tensorflow/python/distribute/failure_handling/
+  failure_handling.py:675), and every worker saves a checkpoint at the same
+  step; but Model Garden builds it with `keep_running_after_save=True`,
+  whose exit function does nothing (orbit/actions/
+  save_checkpoint_if_preempted.py:47-50; meant for an in-process restart by
+  `PreemptionWatcher`, which the open-source trainer leaves off): the
+  workers logged "checkpoint saved. Exiting." and trained on, the notice
+  lost, until the scheduler's SIGKILL. `stop_after_preemption_checkpoint`
+  makes that exit function raise `stop_signals.Stopped(SIGTERM)` instead:
+  every worker stops at the saved step with train.py's stop line and exit
+  status 143, and a restart resumes from that checkpoint.
+- A restarted cluster could not resume: its non-chief workers initialized
+  while the chief restored (fixed in `trainer.Trainer.initialize`), and,
+  restored, they counted `trainer.checkpoint_interval` from no checkpoint
+  while the chief counted from the restored one, so one worker saved (a
+  collective) while the other trained ("Collective instance ... expected
+  type 1 ... but got type 0"): `align_checkpoint_interval`.
+- Two workers on 2 cores loaded 7x over (other jobs): a worker starved for
+  10 s, TensorFlow's default heartbeat timeout, was declared dead by the
+  coordination service ("The following tasks are unhealthy (stopped
+  sending heartbeats)") and the cluster aborted while restoring.
+  `configure_coordination` sets `HEARTBEAT_TIMEOUT_S` before the strategy
+  starts the service (`MultiWorkerMirroredStrategy` configures it only when
+  nothing has, tensorflow/python/distribute/
+  collective_all_reduce_strategy.py:551-567): a killed worker is still seen
+  at once (its connections reset), a frozen one within that time.
+"""
+
+import os
+import signal
+import tempfile
+from typing import Iterable, Optional
+
+import orbit
+import tensorflow as tf
+
+# pylint: disable=g-direct-tensorflow-import
+from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+from tensorflow.python.distribute import multi_worker_util
+from tensorflow.python.eager import context
+# pylint: enable=g-direct-tensorflow-import
+
+from realformer_tf import utils
+from realformer_tf.training import stop_signals
+
+# The errors a collective or the coordination service raises when a peer
+# is gone (its connection reset, its heartbeat missed, the cluster aborted).
+LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
+                      tf.errors.DeadlineExceededError,
+                      tf.errors.CancelledError)
+
+
+# How long the coordination service waits for a worker's heartbeat before
+# it aborts the cluster (TensorFlow's default: 10 s).
+HEARTBEAT_TIMEOUT_S = 60
+_COORDINATED_JOBS = ("chief", "worker")
+
+
+def configure_coordination(distribution_strategy: str,
+                           heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S
+                          ) -> bool:
+  """For a `multi_worker_mirrored` run with a TF_CONFIG cluster, configures
+  the coordination service as the strategy would, with
+  `heartbeat_timeout_s`; returns whether it did. Call before the strategy
+  is built."""
+  if distribution_strategy != "multi_worker_mirrored":
+    return False
+  resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+  spec = resolver.cluster_spec()
+  if (resolver.task_type not in _COORDINATED_JOBS or
+      context.context().coordination_service is not None):
+    return False
+  context.context().configure_coordination_service(
+      service_type="standalone",
+      service_leader=multi_worker_util.coordination_leader(spec),
+      heartbeat_timeout_in_ms=heartbeat_timeout_s * 1000,
+      coordinated_jobs=[coordination_config_pb2.CoordinatedJob(
+          name=job, num_tasks=spec.num_tasks(job))
+                        for job in _COORDINATED_JOBS if job in spec.jobs])
+  return True
+
+
+def align_checkpoint_interval(manager: Optional[tf.train.CheckpointManager],
+                              strategy: tf.distribute.Strategy,
+                              latest_step: Optional[int]) -> None:
+  """A non-chief worker's checkpoint manager counts its save interval from
+  the chief's restored checkpoint (of step `latest_step`), as the chief's
+  does (`CheckpointManager.restore_or_initialize` sets the count only when
+  it restores from its own folder, and Model Garden gives a non-chief an
+  empty one, official/core/train_lib.py:170-180). Saves are collective:
+  every worker must save at the same steps."""
+  if (manager is None or latest_step is None or
+      strategy.extended.should_checkpoint):
+    return
+  manager._last_checkpoint_step = latest_step  # pylint: disable=protected-access
+
+
+def remove_worker_checkpoints(controllers: Iterable,
+                              strategy: tf.distribute.Strategy) -> None:
+  """Deletes a non-chief worker's checkpoint folder: Model Garden makes it
+  with `tempfile.mkdtemp()` (official/core/train_lib.py:179) and never
+  removes it, so every run of every worker left one, a model's size, in the
+  system's temporary folder. Only a folder there is deleted."""
+  if strategy.extended.should_checkpoint:
+    return
+  for controller in controllers:
+    manager = getattr(controller, "checkpoint_manager", None)
+    directory = manager.directory if manager else ""
+    if directory and os.path.dirname(os.path.abspath(directory)) == (
+        os.path.abspath(tempfile.gettempdir())):
+      utils.remove(directory)
+
+
+def num_workers(strategy: tf.distribute.Strategy) -> int:
+  """The tasks of `strategy`'s cluster (1 without a cluster resolver)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None:
+    return 1
+  spec = resolver.cluster_spec()
+  return sum(spec.num_tasks(job) for job in spec.jobs) or 1
+
+
+def _raise_preempted() -> None:
+  raise stop_signals.Stopped(signal.SIGTERM)
+
+
+def stop_after_preemption_checkpoint(train_actions: Optional[Iterable]
+                                    ) -> None:
+  """Makes each Orbit `SaveCheckpointIfPreempted` in `train_actions` stop
+  the run after its checkpoint (module docstring) instead of training on."""
+  for action in train_actions or ():
+    if isinstance(action, orbit.actions.SaveCheckpointIfPreempted):
+      # The handler's only hook for it: TerminationConfig's exit_fn, which
+      # Model Garden fixed at construction.
+      action._preemption_handler._exit_fn = _raise_preempted  # pylint: disable=protected-access
+
+
+def lost_worker_exit(error: Exception, strategy: tf.distribute.Strategy,
+                     latest: Optional[str], latest_step: Optional[int]
+                    ) -> Optional[SystemExit]:
+  """The SystemExit (its message one line, exit status 1) that ends a
+  worker whose `strategy` lost a peer with `error`; None when `error` is not
+  that (one worker, or another error). `latest`: the newest checkpoint, if
+  any, of step `latest_step`."""
+  workers = num_workers(strategy)
+  if workers < 2 or not isinstance(error, LOST_WORKER_ERRORS):
+    return None
+  cause = str(getattr(error, "message", error)).strip().splitlines()
+  cause = next((line for line in cause if "aborted" in line.lower()),
+               cause[0] if cause else "")
+  resume = (f"it resumes from {latest} (step {latest_step})" if latest else
+            "there is no checkpoint yet: it starts again")
+  return SystemExit(
+      f"lost a worker of the {workers}-worker cluster "
+      f"({type(error).__name__}: {cause[:300]}); this worker stops too. "
+      f"Restart every worker with the same command: {resume}.")

@@ -1,0 +1,196 @@
+"""The pre-training records on Apache Beam (data/beam_pretraining_data.py):
+the single-process command's records and statistics, byte-identical shards
+with 1 and 2 DirectRunner worker processes, a killed run's set refused.
+
+The pipeline runs on Beam's FnApiRunner (the DirectRunner's portable runner):
+in this process (`in_memory`) except for one 2-process run, whose workers
+import this checkout (PYTHONPATH)."""
+
+import glob
+import os
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from realformer_tf.data import beam_pretraining_data as beam_data
+from realformer_tf.data import output_sets
+from realformer_tf.data import pretraining_data
+from realformer_tf.data import shards
+from realformer_tf.data import tokenization
+from realformer_tf.training import input_checks
+from tests.helpers import kill_writer
+from tests.helpers import train_runs
+
+SEQ, PRED = 32, 5
+OPTIONS = dict(max_seq_length=SEQ, max_predictions_per_seq=PRED,
+               masked_lm_prob=0.15, dupe_factor=2, short_seq_prob=0.1)
+IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+TWO_PROCESSES = ["--direct_num_workers=2",
+                 "--direct_running_mode=multi_processing"]
+WORDS = ("the river city north old stone bridge market song winter light "
+         "garden letter window road music paper table forest ocean").split()
+
+
+def _sentence(d, s):
+  rng = random.Random(d * 100 + s)
+  return " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) + "."
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  """Two text files (60 documents) and a vocabulary learned from them."""
+  root = tmp_path_factory.mktemp("corpus")
+  files = [train_runs.write_corpus(
+      root / f"part{i}.txt", documents=30, sentences=8,
+      sentence=lambda d, s, i=i: _sentence(30 * i + d, s)) for i in (0, 1)]
+  vocab = str(root / "vocab.txt")
+  tokenization.learn_vocab([line for f in files for line in
+                            pretraining_data.read_lines(f)], 64, vocab)
+  return dict(root=root, files=files, vocab=vocab)
+
+
+def _run(output_prefix, corpus, pipeline_args=IN_PROCESS, **kwargs):
+  args = dict(input_files=corpus["files"], output_prefix=str(output_prefix),
+              vocab_file=corpus["vocab"], vocab_size=64,
+              vocab_sample_documents=20, num_shards=3, do_lower_case=True,
+              random_seed=5, pipeline_args=pipeline_args, **OPTIONS)
+  args.update(kwargs)
+  return beam_data.run(**args)
+
+
+def _parsed(paths):
+  """Each record of `paths` as {feature: list of values}."""
+  rows = []
+  for record in tf.data.TFRecordDataset(list(paths)):
+    example = tf.train.Example.FromString(record.numpy())
+    rows.append({name: list(getattr(f, f.WhichOneof("kind")).value)
+                 for name, f in example.features.feature.items()})
+  return rows
+
+
+def test_one_shard_is_the_single_process_function_on_its_documents(
+    corpus, tmp_path):
+  """A shard's records are `pretraining_data.shuffled_examples` of the
+  shard's documents in key order, seeded per shard, byte for byte."""
+  count = _run(tmp_path / "train", corpus, num_shards=1)
+  keyed = sorted(key_lines for indexed in enumerate(corpus["files"])
+                 for key_lines in beam_data.keyed_documents(indexed, 5))
+  vocab = tokenization.load_vocab(corpus["vocab"])
+  tokenizer = tokenization.make_tokenizer(corpus["vocab"])
+  texts = [lines for _, lines in keyed]
+  ids = pretraining_data.tokenize_lines(
+      tokenizer, [line for lines in texts for line in lines])
+  documents = [[[vocab[i] for i in s] for s in d]
+               for d in pretraining_data.split_documents(texts, ids)]
+  expected = pretraining_data.shuffled_examples(
+      documents, vocab, beam_data.shard_seed(5, 0), **OPTIONS)
+  written = [r.numpy() for r in tf.data.TFRecordDataset(
+      str(tmp_path / "train-00000-of-00001.tfrecord"))]
+  assert count == len(expected) == len(written) and written == expected
+  meta = output_sets.read_manifest(
+      str(tmp_path / "train_pretraining_meta_data.json"))
+  assert meta["num_examples"] == count and meta["num_shards"] == 1
+  assert meta["writer"] == beam_data.WRITER
+
+
+def test_records_have_the_single_process_format_and_statistics(corpus,
+                                                               tmp_path):
+  pattern = shards.pattern(str(tmp_path / "beam" / "train"), 3, ".tfrecord")
+  _run(tmp_path / "beam" / "train", corpus)
+  single = str(tmp_path / "single" / "train.tfrecord")
+  pretraining_data.create_pretraining_data(corpus["files"], corpus["vocab"],
+                                           single, random_seed=5, **OPTIONS)
+  beam_rows, single_rows = _parsed(sorted(glob.glob(pattern))), _parsed(
+      [single])
+  lengths = lambda rows: {k: {len(r[k]) for r in rows} for k in rows[0]}
+  assert lengths(beam_rows) == lengths(single_rows)
+  assert lengths(beam_rows)["input_ids"] == {SEQ}
+  # As many examples (each shard's documents give theirs), the same
+  # shares of random next sentences and masked tokens.
+  assert abs(len(beam_rows) / len(single_rows) - 1) < 0.1
+  for statistic in (
+      lambda r: r["next_sentence_labels"][0],
+      lambda r: sum(r["masked_lm_weights"]) / sum(r["input_mask"])):
+    beam_mean = np.mean([statistic(r) for r in beam_rows])
+    single_mean = np.mean([statistic(r) for r in single_rows])
+    assert abs(beam_mean - single_mean) < 0.06, (beam_mean, single_mean)
+  assert 0.35 < np.mean([r["next_sentence_labels"][0] for r in beam_rows]
+                       ) < 0.65
+
+
+def test_same_seed_same_bytes_with_one_and_two_worker_processes(
+    corpus, tmp_path, monkeypatch):
+  """Vocabulary learned from the sample, shards and counts: byte-identical
+  in one process and over two worker processes."""
+  monkeypatch.setenv("PYTHONPATH", train_runs.REPO_ROOT + os.pathsep +
+                     os.environ.get("PYTHONPATH", ""))
+  written = {}
+  for name, args in (("one", IN_PROCESS), ("two", TWO_PROCESSES)):
+    count = _run(tmp_path / name / "train", corpus, pipeline_args=args,
+                 vocab_file=None, vocab_size=48)
+    written[name] = {p.name: p.read_bytes() for p in (tmp_path / name).iterdir()
+                     if not p.name.endswith("meta_data.json")}
+    meta = output_sets.read_manifest(
+        str(tmp_path / name / "train_pretraining_meta_data.json"))
+    assert meta["num_examples"] == count
+    assert meta["vocab_file"] == str(tmp_path / name / "vocab.txt")
+  assert sorted(written["one"]) == ["train-00000-of-00003.tfrecord",
+                                    "train-00001-of-00003.tfrecord",
+                                    "train-00002-of-00003.tfrecord",
+                                    "vocab.txt"]
+  assert written["one"] == written["two"]
+  # The vocabulary is learned from the 20 documents of smallest key only.
+  sample = sorted(key_lines for indexed in enumerate(corpus["files"])
+                  for key_lines in beam_data.keyed_documents(indexed, 5))[:20]
+  expected = tmp_path / "expected_vocab.txt"
+  beam_data.learn_sampled_vocab(sample, str(expected), 48, True)
+  assert written["one"]["vocab.txt"] == expected.read_bytes()
+
+
+def test_a_killed_run_leaves_a_set_that_training_refuses(corpus, tmp_path):
+  prefix = tmp_path / "out" / "train"
+  kwargs = dict(input_files=corpus["files"], output_prefix=str(prefix),
+                vocab_file=corpus["vocab"], vocab_size=64,
+                vocab_sample_documents=20, num_shards=3, do_lower_case=True,
+                random_seed=5, pipeline_args=IN_PROCESS, **OPTIONS)
+  # Killed after the first shard was renamed into place, with no set before.
+  kill_writer.run_killed(2, "realformer_tf.data.beam_pretraining_data", "run",
+                         **kwargs)
+  left = sorted(os.listdir(prefix.parent))
+  assert "train-00000-of-00003.tfrecord" in left
+  assert "train_pretraining_meta_data.json" not in left
+  pattern = shards.pattern(str(prefix), 3, ".tfrecord")
+  with pytest.raises(ValueError, match=r"incomplete: 1 of 3 shards"):
+    input_checks.match_input_files("task.train_data", str(prefix) + "-*")
+  # The next run removes the killed one's staging folder and writes a set.
+  count = beam_data.run(**kwargs)
+  assert sorted(os.listdir(prefix.parent)) == [
+      "train-00000-of-00003.tfrecord", "train-00001-of-00003.tfrecord",
+      "train-00002-of-00003.tfrecord", "train_pretraining_meta_data.json"]
+  assert len(input_checks.match_input_files("task.train_data", pattern)) == 3
+  meta_path = str(tmp_path / "out" / "train_pretraining_meta_data.json")
+  output_sets.check_set(meta_path, output_sets.read_manifest(meta_path))
+  # Killed again, other seed: new shard 0 beside the old manifest.
+  kill_writer.run_killed(2, "realformer_tf.data.beam_pretraining_data", "run",
+                         **dict(kwargs, random_seed=6))
+  with pytest.raises(ValueError, match=r"train-00000-of-00003\.tfrecord has "
+                     r".*beam_pretraining_data"):
+    output_sets.check_set(meta_path, output_sets.read_manifest(meta_path))
+  assert count == output_sets.read_manifest(meta_path)["num_examples"]
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(num_shards=200), r"Shard train-000\d\d-of-00200\.tfrecord got no "
+     r"document: the corpus has too few documents for 200 shards"),
+    (dict(num_shards=0), r"num_shards must be an int >= 1, got 0"),
+    (dict(input_files=["/nonexistent/*.txt"]),
+     r"Input pattern '/nonexistent/\*\.txt' matches no file"),
+    (dict(max_seq_length=4), r"max_seq_length must be >= 8, got 4"),
+])
+def test_bad_inputs_are_errors_and_write_nothing(corpus, tmp_path, change,
+                                                 message):
+  with pytest.raises(ValueError, match=message):
+    _run(tmp_path / "out" / "train", corpus, **change)
+  assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
