@@ -31,12 +31,9 @@ leaves the previous cache whole, or files that do not match the manifest,
 which the next call rebuilds.
 """
 
-import gzip
 import importlib
 import inspect
-import itertools
 import os
-import random
 import re
 import sys
 import warnings
@@ -47,10 +44,12 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from realformer_tf.data import corpus_text
 from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
+from realformer_tf.data import wordpiece
 
 # Standard library modules whose docstrings make the default corpus: pure
 # Python or always-built C modules, importable on every platform and build,
@@ -104,12 +103,9 @@ STDLIB_MODULES = (
     "zipapp", "zipfile", "zipimport", "zoneinfo",
 )
 
-# The shipped corpus (BERT's text format, `utils.gzip_bytes`: the same text
-# gives the same bytes on every Python) and the CPython whose docstrings it
-# holds; setup.py's package_data ships it.
-STDLIB_CORPUS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                  "quickstart_stdlib_corpus.txt.gz")
-STDLIB_CORPUS_PYTHON = "3.11.7"
+# The shipped corpus and the CPython that built it (`corpus_text`).
+STDLIB_CORPUS_FILE = corpus_text.STDLIB_CORPUS_FILE
+STDLIB_CORPUS_PYTHON = corpus_text.STDLIB_CORPUS_PYTHON
 
 _MANIFEST = "manifest.json"
 _TRAIN_TEXT = "corpus_train.txt"
@@ -119,12 +115,6 @@ _TRAIN_RECORDS = "train.tfrecord"
 _EVAL_RECORDS = "eval.tfrecord"
 # Bump when the way the files are made changes, so old caches are rebuilt.
 _FORMAT_VERSION = 5
-# Upper end of the WordPiece learner's binary search over the minimum count.
-# tensorflow-text starts it at the count of the most frequent word (14k for
-# "the" in the stdlib corpus); a few-MB corpus with a vocabulary of thousands
-# needs a threshold far below 500, and starting there halves the learning
-# time with the same vocabulary (checked on the stdlib corpus).
-_LEARN_UPPER_THRESH = 500
 # Named in `output_sets` errors: the module that rewrites the cache.
 WRITER = "realformer_tf.data.quickstart_corpus"
 # Shortest sentence kept in the stdlib corpus, in characters.
@@ -200,22 +190,13 @@ def build_stdlib_documents() -> List[List[str]]:
 
 
 def stdlib_documents() -> List[List[str]]:
-  """The default corpus, as shipped: the same on every Python.
+  """The default corpus, as shipped: the same on every Python
+  (`corpus_text.stdlib_documents` of `STDLIB_CORPUS_FILE`).
 
   Raises:
     FileNotFoundError: The package was installed without its data file.
   """
-  if not os.path.exists(STDLIB_CORPUS_FILE):
-    raise FileNotFoundError(
-        f"The quickstart corpus {STDLIB_CORPUS_FILE} is missing: reinstall "
-        "realformer_tf (setup.py's package_data ships it), or rebuild it with "
-        "`python -m realformer_tf.data.quickstart_corpus "
-        f"--write_stdlib_corpus={STDLIB_CORPUS_FILE}`.")
-  with gzip.open(STDLIB_CORPUS_FILE, "rt", encoding="utf-8") as f:
-    lines = f.read().split("\n")
-  # Lines are stripped sentences, a blank one after each document.
-  return [list(group) for non_blank, group in itertools.groupby(lines, key=bool)
-          if non_blank]
+  return corpus_text.stdlib_documents(STDLIB_CORPUS_FILE)
 
 
 def write_documents(path: str, documents: List[List[str]]) -> None:
@@ -380,12 +361,9 @@ def prepare_quickstart_data(
         f"The quickstart corpus ({', '.join(input_files or ['stdlib'])}) has "
         f"{len(documents)} document(s); at least 2 are needed for a "
         "train/eval split (separate documents with a blank line).")
-  num_eval = min(len(documents) - 1,
-                 max(1, int(round(len(documents) * eval_fraction))))
-  order = list(range(len(documents)))
-  random.Random(seed).shuffle(order)
-  eval_docs = [documents[i] for i in sorted(order[:num_eval])]
-  train_docs = [documents[i] for i in sorted(order[num_eval:])]
+  train_docs, eval_docs = corpus_text.split_documents(documents,
+                                                      eval_fraction, seed)
+  num_eval = len(eval_docs)
   num_chars = sum(len(s) + 1 for d in documents for s in d)
   logging.info("Corpus: %d documents, %d sentences, %.2f MB; %d for eval.",
                len(documents), sum(len(d) for d in documents),
@@ -400,7 +378,7 @@ def prepare_quickstart_data(
     write_documents(eval_text, eval_docs)
     vocab = tokenization.learn_vocab(
         [s for d in train_docs for s in d], vocab_size, vocab_file,
-        learn_params={"upper_thresh": _LEARN_UPPER_THRESH})
+        learn_params={"upper_thresh": wordpiece.QUICKSTART_UPPER_THRESH})
     counts = dict(vocab_size=len(vocab), num_train_documents=len(train_docs),
                   num_eval_documents=len(eval_docs))
     for split, text, records, split_seed, split_dupes in (

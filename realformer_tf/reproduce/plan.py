@@ -20,6 +20,7 @@ from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import wikitext
+from realformer_tf.reproduce import tables
 from realformer_tf.training import runs
 from realformer_tf.training import sweep
 
@@ -31,9 +32,10 @@ _MODELS_DIR = os.path.join(os.path.dirname(_EXPERIMENTS_DIR), "models")
 # multiplier). "realformer_2xlr" is the paper's RealFormer with a larger
 # learning rate (its Table 2 row "RealFormer, lr 2e-4" at BERT-Base).
 ARCHS = {
-    "post_ln": ("Post-LN", "arch_post_ln.yaml", 1.0),
-    "pre_ln": ("Pre-LN", "arch_pre_ln.yaml", 1.0),
-    "realformer": ("RealFormer", "arch_realformer.yaml", 1.0),
+    "post_ln": (tables.ARCH_LABELS["post_ln"], "arch_post_ln.yaml", 1.0),
+    "pre_ln": (tables.ARCH_LABELS["pre_ln"], "arch_pre_ln.yaml", 1.0),
+    "realformer": (tables.ARCH_LABELS["realformer"], "arch_realformer.yaml",
+                   1.0),
     "realformer_2xlr": ("RealFormer (2x lr)", "arch_realformer.yaml", 2.0),
 }
 DEFAULT_ARCHS = ("post_ln", "pre_ln", "realformer")
@@ -190,12 +192,7 @@ def check_options(options: Options) -> Scale:
   if options.scale not in SCALES:
     raise ValueError(f"--scale={options.scale!r}: use one of "
                      f"{', '.join(SCALES)}.")
-  unknown = [a for a in options.archs if a not in ARCHS]
-  if unknown or not options.archs:
-    raise ValueError(f"--archs: unknown {unknown or 'empty list'}; use some "
-                     f"of {', '.join(ARCHS)}.")
-  if len(set(options.archs)) != len(options.archs):
-    raise ValueError(f"--archs={','.join(options.archs)} repeats a name.")
+  tables.check_archs(options.archs, ARCHS)
   if type(options.seeds) is not int or options.seeds < 1:  # Not a bool.
     raise ValueError(f"--seeds must be a positive integer, got "
                      f"{options.seeds!r}.")

@@ -13,6 +13,7 @@ from realformer_tf import utils
 from realformer_tf.analysis import plots
 from realformer_tf.data import glue as glue_data
 from realformer_tf.reproduce import plan as plan_lib
+from realformer_tf.reproduce import tables
 from realformer_tf.training import runs
 from realformer_tf.training import sweep
 
@@ -20,7 +21,7 @@ RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 CURVES_PNG = "curves.png"
 ATTENTION_PNG = "attention.png"
-PRETRAIN_METRICS = ("masked_lm_accuracy", "lm_example_loss")
+PRETRAIN_METRICS = tables.PRETRAIN_METRICS
 
 # The paper's own GLUE dev numbers for RealFormer (BERT-Large, Table 3), for
 # `--scale=large`; per task, the metrics the sweep reports (as fractions).
@@ -86,11 +87,7 @@ def describe(plan: plan_lib.Plan) -> str:
   return "\n".join(lines)
 
 
-def summarize_pretraining(results: Dict[str, List[Dict]]) -> Dict:
-  """{arch: {metric: {median, std, values}}} over seeds (numpy std, ddof=0)."""
-  return {arch: {m: runs.median_std([r["eval_logs"][m] for r in arch_runs])
-                 for m in PRETRAIN_METRICS}
-          for arch, arch_runs in results.items()}
+summarize_pretraining = tables.summarize_pretraining
 
 
 def read_curves(model_dir: str, tag: str = "masked_lm_accuracy"
@@ -162,13 +159,6 @@ def majority_class_lines(glue_results: Dict[str, Dict[str, List[Dict]]]
   return found
 
 
-def _pm(stat: Dict, scale: float = 100.0) -> str:
-  """Median ± std over seeds; one seed has no spread to show."""
-  if len(stat["values"]) < 2:
-    return f"{scale * stat['median']:.2f} (1 seed)"
-  return f"{scale * stat['median']:.2f} ± {scale * stat['std']:.2f}"
-
-
 def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict,
                    majority: Sequence[str] = ()) -> str:
   """`results.md`: the paper's Table 2 and Table 3 shapes; `majority`:
@@ -187,15 +177,8 @@ def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict,
           "median ± std over seeds." if o.seeds > 1 else
           "one seed per architecture, so no spread (\"1 seed\"); "
           "`--seeds=3` or more gives median and std."), "",
-      "## Pre-training (paper Table 2): held-out masked LM", "",
-      "| Architecture | MLM accuracy (%) | MLM loss |",
-      "|---|---|---|"]
-  for arch in o.archs:
-    if arch in pretraining:
-      p = pretraining[arch]
-      lines.append(f"| {label[arch]} | {_pm(p['masked_lm_accuracy'])} | "
-                   f"{_pm(p['lm_example_loss'], 1.0)} |")
-  lines.append("")
+      "## Pre-training (paper Table 2): held-out masked LM", ""]
+  lines += tables.pretraining_table(label, pretraining) + [""]
   if glue:
     tasks = sorted({t for summary in glue.values() for t in summary["tasks"]})
     metrics = {t: glue_data.get_task(t).metrics for t in tasks}
@@ -208,7 +191,7 @@ def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict,
               "| " + " | ".join(header + ["Overall"]) + " |",
               "|" + "---|" * (len(header) + 1)]
     for arch in (a for a in o.archs if a in glue):
-      cells = [" / ".join(_pm(glue[arch]["tasks"][t]["best"]["metrics"][m])
+      cells = [" / ".join(tables.plus_minus(glue[arch]["tasks"][t]["best"]["metrics"][m])
                           for m in metrics[t]) for t in tasks]
       lines.append(f"| {label[arch]} | " + " | ".join(cells) +
                    f" | {100 * glue[arch]['overall']:.2f} |")
@@ -252,12 +235,9 @@ def write_results(plan: plan_lib.Plan, pretrain_results: Dict[str, List[Dict]],
   text = format_results(plan, pretraining, glue,
                         majority_class_lines(glue_results))
   utils.write_text_atomically(os.path.join(o.output_dir, RESULTS_MD), text)
-  # "MLM accuracy" in %, as results.md's Table 2 column.
-  plots.curves_figure({plan_lib.ARCHS[arch][0]: by_seed
-                       for arch, by_seed in curves.items()},
-                      os.path.join(o.output_dir, CURVES_PNG),
-                      metric="MLM accuracy", percent=True,
-                      note=scale_note(plan))
+  tables.curves_figure(curves, {a: plan_lib.ARCHS[a][0] for a in curves},
+                       os.path.join(o.output_dir, CURVES_PNG),
+                       note=scale_note(plan))
   plot_attention(analyses, os.path.join(o.output_dir, ATTENTION_PNG), plan)
   print(text, flush=True)
   return results

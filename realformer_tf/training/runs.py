@@ -25,6 +25,7 @@ from realformer_tf import utils
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 from realformer_tf.training import train_lib
+from realformer_tf.training import seed_stats
 
 
 @dataclasses.dataclass
@@ -158,8 +159,4 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
   return results
 
 
-def median_std(values: Sequence[float]) -> Dict[str, object]:
-  """{"median", "std" (NumPy's, ddof=0), "values"} over seeds."""
-  values = [float(v) for v in values]
-  return {"median": float(np.median(values)), "std": float(np.std(values)),
-          "values": values}
+median_std = seed_stats.median_std  # TensorFlow-free; kept here too.

@@ -1,0 +1,90 @@
+"""Pre-training text without TensorFlow: BERT-format files, the shipped
+quickstart corpus, the quickstart's held-out split.
+
+Plain Python, shared by the quickstart's records (`quickstart_corpus`: the
+shipped corpus and the split) and by the Keras 3 reproduction, which runs
+where TensorFlow is not installed (`python -m realformer_tf.reproduce.keras3`;
+`pretraining_data` reads files through `tf.io.gfile` instead, and streams
+them).
+"""
+
+import gzip
+import itertools
+import os
+import random
+from typing import List, Sequence, Tuple
+
+# The shipped corpus (BERT's text format, `utils.gzip_bytes`: the same text
+# gives the same bytes on every Python) and the CPython whose docstrings it
+# holds; setup.py's package_data ships it. See `quickstart_corpus`.
+STDLIB_CORPUS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                  "quickstart_stdlib_corpus.txt.gz")
+STDLIB_CORPUS_PYTHON = "3.11.7"
+
+
+def decode_lines(data: bytes, path: str) -> List[str]:
+  """UTF-8 bytes of `path` as stripped lines.
+
+  Raises:
+    ValueError: `path:line` and the byte, if `data` is not UTF-8 text.
+  """
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise ValueError(
+        f"{path}:{line}: not UTF-8 text (byte {data[e.start]:#04x} at offset "
+        f"{e.start}): a binary file, or text in another encoding (convert "
+        "it, e.g. iconv -f latin1 -t utf-8).") from None
+  return [line.strip() for line in text.split("\n")]
+
+
+def documents_of_lines(lines: Sequence[str]) -> List[List[str]]:
+  """BERT's format: documents are runs of non-blank lines between blanks."""
+  return [list(group) for non_blank, group in
+          itertools.groupby(lines, key=bool) if non_blank]
+
+
+def text_documents(path: str) -> List[List[str]]:
+  """A local BERT-format file's documents (`decode_lines`' errors)."""
+  with open(path, "rb") as f:
+    return documents_of_lines(decode_lines(f.read(), path))
+
+
+def stdlib_documents(path: str = STDLIB_CORPUS_FILE) -> List[List[str]]:
+  """The quickstart's default corpus, as shipped: the same on every Python.
+
+  Raises:
+    FileNotFoundError: The package was installed without its data file.
+  """
+  if not os.path.exists(path):
+    raise FileNotFoundError(
+        f"The quickstart corpus {path} is missing: reinstall "
+        "realformer_tf (setup.py's package_data ships it), or rebuild it with "
+        "`python -m realformer_tf.data.quickstart_corpus "
+        f"--write_stdlib_corpus={path}`.")
+  with gzip.open(path, "rt", encoding="utf-8") as f:
+    # Lines are stripped sentences, a blank one after each document.
+    return documents_of_lines(f.read().split("\n"))
+
+
+def split_documents(documents: Sequence[List[str]], eval_fraction: float,
+                    seed: int) -> Tuple[List[List[str]], List[List[str]]]:
+  """(train, eval) documents: `eval_fraction` of them (at least one, never
+  all) held out by a seeded shuffle, each part in corpus order.
+
+  Raises:
+    ValueError: Fewer than two documents, or `eval_fraction` not in (0, 1).
+  """
+  if not 0.0 < float(eval_fraction) < 1.0:
+    raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}.")
+  if len(documents) < 2:
+    raise ValueError(
+        f"The corpus has {len(documents)} document(s); at least 2 are needed "
+        "for a train/eval split (separate documents with a blank line).")
+  num_eval = min(len(documents) - 1,
+                 max(1, int(round(len(documents) * eval_fraction))))
+  order = list(range(len(documents)))
+  random.Random(seed).shuffle(order)
+  return ([documents[i] for i in sorted(order[num_eval:])],
+          [documents[i] for i in sorted(order[:num_eval])])

@@ -1,0 +1,284 @@
+"""The Keras 3 reproduction's data, in pure Python and NumPy: sequences once,
+then each step's masked batch as a function of (seed, step).
+
+`prepare` splits the corpus as the quickstart does
+(`corpus_text.split_documents`, 5% of the documents held out), learns a
+WordPiece vocabulary from the train text as the quickstart does
+(`wordpiece.learn_vocab`, tensorflow-text's algorithm, with the quickstart's
+search bound), and packs each document's ids into `[CLS] ... [SEP]`
+sequences padded with `[PAD]` (id 0). Everything is kept in one file,
+`OUT/data/sequences.npz` (written whole or not at all, with the key it was
+built for), and `vocab.txt` beside it for people.
+
+`train_batch(step)` is the same for every architecture and every process:
+the epoch's order and the step's masks come from NumPy generators seeded
+with (seed, epoch) and (seed, step), so a resumed run sees the batches an
+uninterrupted one would have.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from realformer_tf.data import corpus_text
+from realformer_tf.data import wordpiece
+
+SEQUENCES_FILE = "sequences.npz"
+VOCAB_FILE = "vocab.txt"
+EVAL_FRACTION = 0.05  # The quickstart's.
+MASK_RATE = 0.15
+# Bump when the way the sequences are made changes, so old ones are rebuilt.
+_FORMAT_VERSION = 1
+_PAD, _CLS, _SEP, _MASK = (wordpiece.RESERVED_TOKENS.index(t) for t in (
+    wordpiece.PAD, wordpiece.CLS, wordpiece.SEP, wordpiece.MASK))
+
+
+@dataclasses.dataclass
+class Sequences:
+  """Packed token ids, `[num, seq_length]` int32, 0-padded; the vocabulary."""
+  train: np.ndarray
+  eval: np.ndarray
+  vocab: List[str]
+  source: str
+
+  @property
+  def vocab_size(self) -> int:
+    return len(self.vocab)
+
+
+def _key(corpus: Sequence[str], vocab_size: int, seq_length: int,
+         seed: int) -> Dict:
+  """What the sequences depend on: the inputs' bytes, the arguments."""
+  files = list(corpus) or [corpus_text.STDLIB_CORPUS_FILE]
+  digests = []
+  for path in files:
+    with open(path, "rb") as f:
+      digests.append(hashlib.sha256(f.read()).hexdigest())
+  return dict(format_version=_FORMAT_VERSION, corpus=[
+      dict(path=os.path.abspath(p), sha256=d) for p, d in zip(files, digests)],
+              stdlib=not corpus, vocab_size=vocab_size,
+              seq_length=seq_length, eval_fraction=EVAL_FRACTION, seed=seed)
+
+
+def pack(documents: Sequence[List[str]], tokenizer: wordpiece.WordPieceTokenizer,
+         seq_length: int) -> np.ndarray:
+  """Each document's ids, cut into `seq_length - 2` pieces, as
+  `[CLS] piece [SEP]` rows padded with 0."""
+  rows = []
+  width = seq_length - 2
+  for document in documents:
+    ids = [i for sentence in document for i in tokenizer(sentence)]
+    for start in range(0, len(ids), width):
+      rows.append([_CLS] + ids[start:start + width] + [_SEP])
+  packed = np.zeros((len(rows), seq_length), np.int32)
+  for r, row in enumerate(rows):
+    packed[r, :len(row)] = row
+  return packed
+
+
+def write_atomically(path: str, write) -> None:
+  """`write(file)` into `path.tmp-PID`, then renamed over `path`: a reader
+  (or a killed writer) sees the old file whole or the new one whole."""
+  tmp = f"{path}.tmp-{os.getpid()}"
+  with open(tmp, "wb") as f:
+    write(f)
+    f.flush()
+    os.fsync(f.fileno())
+  os.rename(tmp, path)
+
+
+def remove_own_temps(folder: str, name: str) -> None:
+  """Deletes `name.tmp-*` left in `folder` by a killed writer of `name`."""
+  if os.path.isdir(folder):
+    for entry in os.listdir(folder):
+      if entry.startswith(f"{name}.tmp-"):
+        os.remove(os.path.join(folder, entry))
+
+
+def _load(path: str, key: Dict) -> Optional[Sequences]:
+  """The sequences in `path` if they were built for `key`, else None.
+
+  Raises:
+    ValueError: `path` exists and is not a sequences file of ours.
+  """
+  if not os.path.exists(path):
+    return None
+  try:
+    with np.load(path) as npz:
+      stored = json.loads(bytes(npz["key"]).decode("utf-8"))
+      if stored != key:
+        return None
+      return Sequences(train=npz["train"], eval=npz["eval"],
+                       vocab=json.loads(bytes(npz["vocab"]).decode("utf-8")),
+                       source=str(json.loads(bytes(npz["source"]))))
+  except (OSError, ValueError, KeyError) as e:
+    raise ValueError(f"{path} is not a sequences file of this command "
+                     f"({type(e).__name__}: {e}); move it away.") from e
+
+
+def _bytes(value) -> np.ndarray:
+  return np.frombuffer(json.dumps(value).encode("utf-8"), np.uint8)
+
+
+def prepare(data_dir: str, corpus: Sequence[str], vocab_size: int,
+            seq_length: int, seed: int = 0) -> Sequences:
+  """Builds (or reuses) the vocabulary and packed sequences in `data_dir`.
+
+  Args:
+    data_dir: Where `sequences.npz` and `vocab.txt` go.
+    corpus: BERT-format text files (a sentence a line, a blank line between
+      documents); empty: the quickstart's shipped stdlib corpus.
+    vocab_size: Target vocabulary size (the learned one can be smaller).
+    seq_length: Sequence length, [CLS] and [SEP] included.
+    seed: Seed of the train/eval split of the documents.
+
+  Raises:
+    ValueError: A file that is not UTF-8 text, fewer than two documents, or
+      too little text for one sequence in either split.
+  """
+  key = _key(corpus, vocab_size, seq_length, seed)
+  path = os.path.join(data_dir, SEQUENCES_FILE)
+  cached = _load(path, key)
+  if cached is not None:
+    print(f"Data: {path} is up to date.", flush=True)
+    return cached
+  documents = ([d for p in corpus for d in corpus_text.text_documents(p)]
+               if corpus else corpus_text.stdlib_documents())
+  source = ", ".join(corpus) or "the quickstart's stdlib corpus"
+  train_docs, eval_docs = corpus_text.split_documents(documents,
+                                                      EVAL_FRACTION, seed)
+  print(f"Data: {source}, {len(documents)} documents ({len(eval_docs)} held "
+        f"out); learning a WordPiece vocabulary of up to {vocab_size} "
+        "tokens.", flush=True)
+  vocab = wordpiece.learn_vocab(
+      wordpiece.count_words(s for d in train_docs for s in d), vocab_size,
+      upper_thresh=wordpiece.QUICKSTART_UPPER_THRESH)
+  tokenizer = wordpiece.WordPieceTokenizer(vocab)
+  sequences = Sequences(train=pack(train_docs, tokenizer, seq_length),
+                        eval=pack(eval_docs, tokenizer, seq_length),
+                        vocab=vocab, source=source)
+  for split in ("train", "eval"):
+    if not len(getattr(sequences, split)):
+      raise ValueError(f"{source}: no {split} text after the split.")
+  os.makedirs(data_dir, exist_ok=True)
+  for name in (VOCAB_FILE, SEQUENCES_FILE):
+    remove_own_temps(data_dir, name)
+  write_atomically(os.path.join(data_dir, VOCAB_FILE), lambda f: f.write(
+      "".join(t + "\n" for t in vocab).encode("utf-8")))
+  write_atomically(path, lambda f: np.savez(
+      f, train=sequences.train, eval=sequences.eval, vocab=_bytes(vocab),
+      source=_bytes(source), key=_bytes(key)))
+  print(f"Data: {len(vocab)} WordPiece tokens, {len(sequences.train)} train "
+        f"and {len(sequences.eval)} held-out sequences of {seq_length} in "
+        f"{path}.", flush=True)
+  return sequences
+
+
+def mask(ids: np.ndarray, rng: np.random.Generator, vocab_size: int,
+         max_predictions: int) -> Dict[str, np.ndarray]:
+  """BERT's masking of `ids` [batch, seq] (create_pretraining_data.py's
+  `create_masked_lm_predictions`, vectorised): per row, round(15%) of its
+  tokens ([CLS] and [SEP] counted, at least 1, at most `max_predictions`),
+  drawn among those that are not [PAD], [CLS] or [SEP]; each becomes [MASK]
+  (80%), a random non-special token (10%) or stays (10%).
+
+  Returns:
+    The masked LM's inputs and targets: token_ids, segment_ids (0),
+    padding_mask, mask_positions (ascending, 0-padded), mask_ids,
+    mask_weights (1.0 at a real position).
+  """
+  batch, seq = ids.shape
+  lengths = (ids != _PAD).sum(axis=1)
+  candidate = (ids != _PAD) & (ids != _CLS) & (ids != _SEP)
+  count = np.minimum(np.minimum(max_predictions, candidate.sum(axis=1)),
+                     np.maximum(1, np.round(lengths * MASK_RATE))).astype(int)
+  keys = np.where(candidate, rng.random((batch, seq)), 2.0)
+  chosen = np.arange(max_predictions) < count[:, None]
+  picked = np.argsort(keys, axis=1, kind="stable")[:, :max_predictions]
+  positions = np.sort(np.where(chosen, picked, seq), axis=1)
+  chosen = positions < seq
+  positions = np.where(chosen, positions, 0)
+  rows = np.arange(batch)[:, None]
+  targets = np.where(chosen, ids[rows, positions], 0)
+  draw = rng.random((batch, max_predictions))
+  replacement = np.where(
+      draw < 0.8, _MASK, np.where(draw < 0.9, targets, rng.integers(
+          len(wordpiece.RESERVED_TOKENS), vocab_size,
+          (batch, max_predictions))))
+  token_ids = ids.copy()
+  token_ids[np.broadcast_to(rows, positions.shape)[chosen],
+            positions[chosen]] = replacement[chosen]
+  return dict(token_ids=token_ids, segment_ids=np.zeros_like(ids),
+              padding_mask=(ids != _PAD).astype(np.int32),
+              mask_positions=positions.astype(np.int32),
+              mask_ids=targets.astype(np.int32),
+              mask_weights=chosen.astype(np.float32))
+
+
+class Batches:
+  """Every step's masked batch, the same in every process.
+
+  Args:
+    sequences: The packed sequences.
+    batch_size, max_predictions: The batch's shape.
+    seed: The data seed: epoch orders and masks.
+  """
+
+  def __init__(self, sequences: Sequences, batch_size: int,
+               max_predictions: int, seed: int):
+    if len(sequences.train) < batch_size:
+      raise ValueError(
+          f"{sequences.source}: {len(sequences.train)} train sequences, "
+          f"fewer than one batch of {batch_size}; give more text (--corpus).")
+    self.sequences, self.batch_size = sequences, batch_size
+    self.max_predictions, self.seed = max_predictions, seed
+    self.steps_per_epoch = len(sequences.train) // batch_size
+    self._order = (None, None)  # (epoch, permutation)
+
+  def train_batch(self, step: int) -> Dict[str, np.ndarray]:
+    """The batch of step `step` (0-based): epoch `step // steps_per_epoch`
+    in its own seeded order (the remainder dropped), masks seeded by step."""
+    epoch, index = divmod(step, self.steps_per_epoch)
+    if self._order[0] != epoch:
+      self._order = (epoch, np.random.default_rng(
+          [self.seed, 0, epoch]).permutation(len(self.sequences.train)))
+    rows = self._order[1][index * self.batch_size:
+                          (index + 1) * self.batch_size]
+    return mask(self.sequences.train[rows],
+                np.random.default_rng([self.seed, 1, step]),
+                self.sequences.vocab_size, self.max_predictions)
+
+  def train_batches(self, start: int, count: int) -> Dict[str, np.ndarray]:
+    """Steps `start`..`start + count - 1`, stacked: [count, batch, ...]."""
+    batches = [self.train_batch(s) for s in range(start, start + count)]
+    return {k: np.stack([b[k] for b in batches]) for k in batches[0]}
+
+  def eval_batches(self, max_sequences: int) -> List[Dict[str, np.ndarray]]:
+    """The held-out set (at most `max_sequences`), masked once, in batches;
+    the last one filled up with weight-0 copies of its first row."""
+    ids = self.sequences.eval[:max_sequences]
+    masked = mask(ids, np.random.default_rng([self.seed, 2]),
+                  self.sequences.vocab_size, self.max_predictions)
+    batches = []
+    for start in range(0, len(ids), self.batch_size):
+      batch = {k: v[start:start + self.batch_size] for k, v in masked.items()}
+      short = self.batch_size - len(batch["token_ids"])
+      if short:
+        batch = {k: np.concatenate([v, np.repeat(v[:1], short, axis=0)])
+                 for k, v in batch.items()}
+        batch["mask_weights"][-short:] = 0.0
+      batches.append(batch)
+    return batches
+
+
+def digest(previous: str, batch: Dict[str, np.ndarray]) -> str:
+  """A running SHA-256 of the batches seen: previous digest, then the
+  batch's arrays in name order (equal digests: the same batches)."""
+  h = hashlib.sha256(previous.encode("ascii"))
+  for name in sorted(batch):
+    h.update(np.ascontiguousarray(batch[name]).tobytes())
+  return h.hexdigest()

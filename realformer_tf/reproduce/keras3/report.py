@@ -1,0 +1,102 @@
+"""The Keras 3 reproduction's outputs: results.md (the tf_keras
+reproduction's Table 2 and ordering, `tables`), results.json, curves.png."""
+
+import json
+import os
+from typing import Dict, List
+
+from realformer_tf.reproduce import tables
+from realformer_tf.reproduce.keras3 import data as data_lib
+from realformer_tf.reproduce.keras3 import plan as plan_lib
+
+RESULTS_JSON = "results.json"
+RESULTS_MD = "results.md"
+CURVES_PNG = "curves.png"
+
+
+def format_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
+                   results: Dict[str, List[Dict]], pretraining: Dict) -> str:
+  """`results.md`: the paper's Table 2 shape, the ordering, how it ran."""
+  o, s = plan.options, plan.size
+  first = results[o.archs[0]][0]
+  seconds = {a: sum(r["seconds"] for r in runs) for a, runs in results.items()}
+  lines = [
+      f"# Post-LN vs Pre-LN vs RealFormer on Keras 3 (JAX), size `{o.size}`",
+      "",
+      f"Encoder: {s.num_layers} layers, hidden {s.hidden_dim}, "
+      f"{s.num_heads} heads, feed-forward {s.intermediate_dim} "
+      f"(`RealFormerBackbone` + keras-hub's masked LM head); vocabulary "
+      f"{sequences.vocab_size} WordPiece tokens learned from "
+      f"{sequences.source}.",
+      f"Pre-training: {plan.train_steps} steps, batch {s.batch_size}, seq "
+      f"{s.seq_length}, masked LM only (at most {s.max_predictions} masked "
+      f"positions a sequence), {o.seeds} seed(s) per architecture with "
+      "identical batches, masks and initial weights (where shapes allow). "
+      "Numbers: " + ("median ± std over seeds." if o.seeds > 1 else
+                     "one seed per architecture, so no spread (\"1 seed\"); "
+                     "`--seeds=3` or more gives median and std."),
+      batches_line(results),
+      f"Held-out: {len(sequences.eval)} sequences of held-out documents "
+      f"(at most {s.eval_sequences} evaluated), masked once.",
+      f"Ran on {first['device']} ({first['dtype_policy']}): " + ", ".join(
+          f"{tables.ARCH_LABELS[a]} {seconds[a]:.0f} s" for a in o.archs
+          if a in seconds) + " of training and evaluation (compilation "
+      "included).",
+      "", "## Pre-training (paper Table 2): held-out masked LM", ""]
+  lines += tables.pretraining_table(plan.labels, pretraining)
+  lines += [
+      "", f"Curves: `{CURVES_PNG}` (training accuracy averaged over each "
+      "device call's steps; held-out accuracy at each evaluation).", "",
+      "The paper's numbers are BERT-sized models pre-trained for 1M steps "
+      "on Wikipedia + BooksCorpus; at a smaller scale the ordering of the "
+      "architectures need not be the paper's."]
+  return "\n".join(lines) + "\n"
+
+
+def batches_line(results: Dict[str, List[Dict]]) -> str:
+  """Whether every architecture of a seed saw the same batches (their
+  running SHA-256, `data.digest`)."""
+  by_seed = {}
+  for runs in results.values():
+    for r in runs:
+      by_seed.setdefault(r["seed"], set()).add(r["batch_digest"])
+  if all(len(d) == 1 for d in by_seed.values()):
+    return ("Batches: the same for every architecture (SHA-256 of the "
+            "masked batches, " + ", ".join(
+                f"seed {seed}: `{next(iter(d))[:12]}`"
+                for seed, d in sorted(by_seed.items())) + ").")
+  return ("Batches: NOT the same for every architecture (seeds " + ", ".join(
+      str(seed) for seed, d in sorted(by_seed.items()) if len(d) > 1) +
+          "): the comparison is not like for like.")
+
+
+def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
+                  results: Dict[str, List[Dict]]) -> Dict:
+  """Writes results.json, results.md and curves.png; prints results.md."""
+  o = plan.options
+  for name in (RESULTS_JSON, RESULTS_MD, CURVES_PNG[:-len(".png")]):
+    data_lib.remove_own_temps(o.output_dir, name)  # A killed writer's.
+  pretraining = tables.summarize_pretraining(results)
+  curves = {a: {r["seed"]: r["curves"] for r in runs}
+            for a, runs in results.items()}
+  summary = {"face": "keras3", "size": o.size, "archs": list(o.archs),
+             "seeds": o.seeds, "train_steps": plan.train_steps,
+             "data": {"source": sequences.source,
+                      "vocab_size": sequences.vocab_size,
+                      "train_sequences": len(sequences.train),
+                      "eval_sequences": len(sequences.eval)},
+             "pretraining": pretraining, "pretraining_runs": results}
+  data_lib.write_atomically(
+      os.path.join(o.output_dir, RESULTS_JSON),
+      lambda f: f.write(json.dumps(summary, indent=2).encode("utf-8")))
+  text = format_results(plan, sequences, results, pretraining)
+  data_lib.write_atomically(os.path.join(o.output_dir, RESULTS_MD),
+                            lambda f: f.write(text.encode("utf-8")))
+  # Drawn beside, then renamed into place (matplotlib picks the format
+  # from the name's extension).
+  png = os.path.join(o.output_dir, CURVES_PNG)
+  tmp = f"{png[:-len('.png')]}.tmp-{os.getpid()}.png"
+  tables.curves_figure(curves, plan.labels, tmp)
+  os.rename(tmp, png)
+  print(text, flush=True)
+  return summary

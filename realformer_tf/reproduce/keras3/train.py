@@ -1,0 +1,287 @@
+"""One architecture's pre-training on JAX: the model, a jitted multi-step
+device loop, held-out evaluation, checkpoints and resume.
+
+Not `fit`: keras-hub's `Task.fit` batches through keras-hub's data pipeline,
+which needs TensorFlow or grain (keras_hub/src/utils/pipeline_model.py,
+`fit` -> `_build_dataset`). The loop here is Keras' stateless API under
+`jax.jit` (`model.stateless_call`, `optimizer.stateless_apply`, as Keras'
+own JAX trainer, keras/src/backend/jax/trainer.py), `steps_per_execution`
+steps per call under `jax.lax.scan`, its state donated; the host masks the
+next steps' batches while the device runs.
+
+A checkpoint (`checkpoint.npz`, written whole or not at all) holds every
+model, optimizer and RNG-state value with the step, the curves so far and
+the running digest of the batches seen; a resumed run continues at that
+step exactly, with the batches and dropout masks an uninterrupted run would
+have used.
+"""
+
+import contextlib
+import json
+import os
+import time
+from typing import Dict, List, Tuple
+
+import jax
+import keras
+import numpy as np
+
+from realformer_tf import keras3 as realformer_keras3
+from realformer_tf.reproduce.keras3 import data as data_lib
+from realformer_tf.reproduce.keras3 import plan as plan_lib
+
+# Not decayed by AdamW (BERT's exclusions: LayerNorm and biases).
+NO_WEIGHT_DECAY = ("gamma", "beta", "bias")
+
+
+@contextlib.contextmanager
+def dtype_policy(name: str):
+  """Keras' global dtype policy `name` while models are built."""
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy(name)
+  try:
+    yield
+  finally:
+    keras.config.set_dtype_policy(previous)
+
+
+def check_backend() -> None:
+  """Raises a ValueError unless Keras runs on JAX (the loop is JAX's)."""
+  if keras.config.backend() != "jax":
+    raise ValueError(
+        f"The Keras 3 reproduction trains on JAX; Keras' backend is "
+        f"{keras.config.backend()!r}: set KERAS_BACKEND=jax.")
+
+
+def resolve_policy(name: str) -> str:
+  """"auto": mixed bfloat16 on a GPU or TPU, float32 on a CPU."""
+  if name != "auto":
+    return name
+  return "float32" if jax.devices()[0].platform == "cpu" else "mixed_bfloat16"
+
+
+def build_model(size: plan_lib.Size, arch: str, vocab_size: int,
+                policy: str, seed: int
+                ) -> realformer_keras3.RealFormerMaskedLM:
+  """The masked LM of `arch` (no preprocessor: it takes the batches)."""
+  keras.utils.set_random_seed(seed)
+  with dtype_policy(policy):
+    backbone = realformer_keras3.RealFormerBackbone(
+        vocabulary_size=vocab_size, num_layers=size.num_layers,
+        num_heads=size.num_heads, hidden_dim=size.hidden_dim,
+        intermediate_dim=size.intermediate_dim, dropout=size.dropout,
+        max_sequence_length=size.seq_length, **plan_lib.ARCHS[arch])
+    return realformer_keras3.RealFormerMaskedLM(backbone)
+
+
+def build_models(size: plan_lib.Size, arch: str, vocab_size: int, policy: str,
+                 seed: int) -> Tuple[keras.Model, Dict[str, List[str]]]:
+  """`arch`'s model with the reference initialisation where shapes allow.
+
+  Every architecture starts from the same values: those of a fresh
+  `REFERENCE_ARCH` model of this seed, copied by variable path (the
+  backbones share names); a variable the reference lacks (Pre-LN's final
+  LayerNorm) keeps its own initialisation.
+
+  Returns:
+    (model, {"shared": paths copied, "own": paths not}).
+  """
+  model = build_model(size, arch, vocab_size, policy, seed)
+  # Not the dropout RNG states (their paths are numbered per process).
+  weights = lambda m: [v for v in m.weights if "seed_generator" not in v.path]
+  reference = {v.path: v for v in weights(build_model(
+      size, plan_lib.REFERENCE_ARCH, vocab_size, policy, seed))}
+  copied = {"shared": [], "own": []}
+  for v in weights(model):
+    source = reference.get(v.path)
+    if source is not None and tuple(source.shape) == tuple(v.shape):
+      v.assign(source.value)
+      copied["shared"].append(v.path)
+    else:
+      copied["own"].append(v.path)
+  return model, copied
+
+
+def learning_rate(size: plan_lib.Size, train_steps: int
+                  ) -> keras.optimizers.schedules.LearningRateSchedule:
+  """Linear warm-up to the peak, then Keras' cosine decay to 0."""
+  warmup = max(1, int(size.warmup_fraction * train_steps))
+  return keras.optimizers.schedules.CosineDecay(
+      initial_learning_rate=0.0, decay_steps=max(train_steps - warmup, 1),
+      warmup_target=size.learning_rate, warmup_steps=warmup)
+
+
+def make_optimizer(size: plan_lib.Size, train_steps: int
+                   ) -> keras.optimizers.Optimizer:
+  """AdamW (BERT's: weight decay 0.01 but not on LayerNorm or biases,
+  epsilon 1e-6, global norm clipped at 1) on `learning_rate`."""
+  optimizer = keras.optimizers.AdamW(
+      learning_rate=learning_rate(size, train_steps), weight_decay=0.01,
+      epsilon=1e-6, global_clipnorm=1.0)
+  optimizer.exclude_from_weight_decay(var_names=list(NO_WEIGHT_DECAY))
+  return optimizer
+
+
+def _masked_lm(model, trainable, non_trainable, batch, training):
+  """(weighted loss sum, correct, weight) of one batch, and the new
+  non-trainable values (dropout RNG state)."""
+  inputs = {k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask",
+                                  "mask_positions")}
+  logits, non_trainable = model.stateless_call(
+      trainable, non_trainable, inputs, training=training)
+  logits = logits.astype("float32")
+  labels, weights = batch["mask_ids"], batch["mask_weights"]
+  losses = keras.losses.sparse_categorical_crossentropy(labels, logits,
+                                                        from_logits=True)
+  correct = (keras.ops.argmax(logits, axis=-1) == labels).astype("float32")
+  return ((losses * weights).sum(), (correct * weights).sum(),
+          weights.sum()), non_trainable
+
+
+class Steps:
+  """The jitted device loop and evaluation of one model and optimizer."""
+
+  def __init__(self, model: keras.Model, optimizer):
+    self.model, self.optimizer = model, optimizer
+    optimizer.build(model.trainable_variables)
+
+    def step(state, batch):
+      trainable, non_trainable, opt = state
+
+      def loss_fn(trainable, non_trainable):
+        (loss, correct, weight), non_trainable = _masked_lm(
+            model, trainable, non_trainable, batch, training=True)
+        weight = jax.numpy.maximum(weight, 1.0)
+        return loss / weight, (correct / weight, non_trainable)
+
+      (loss, (accuracy, non_trainable)), grads = jax.value_and_grad(
+          loss_fn, has_aux=True)(trainable, non_trainable)
+      trainable, opt = optimizer.stateless_apply(opt, grads, trainable)
+      return (trainable, non_trainable, opt), (loss, accuracy)
+
+    # The state is donated: a step updates the model in place on the device.
+    self._train = jax.jit(lambda state, batches: jax.lax.scan(
+        step, state, batches), donate_argnums=0)
+    self._eval = jax.jit(lambda state, batch: _masked_lm(
+        model, state[0], state[1], batch, training=False)[0])
+
+  def state(self):
+    return ([v.value for v in self.model.trainable_variables],
+            [v.value for v in self.model.non_trainable_variables],
+            [v.value for v in self.optimizer.variables])
+
+  def train(self, state, batches):
+    """`len(batches)` steps from `state`: (state, (losses, accuracies)),
+    dispatched, not waited for."""
+    return self._train(state, batches)
+
+  def evaluate(self, state, batches) -> Dict[str, float]:
+    sums = np.zeros(3)
+    for batch in batches:
+      sums += np.asarray(self._eval(state, batch), np.float64)
+    return {"masked_lm_accuracy": float(sums[1] / sums[2]),
+            "lm_example_loss": float(sums[0] / sums[2])}
+
+
+def save_checkpoint(path: str, state, meta: Dict) -> None:
+  """Every value of `state` and `meta` (step, curves, digest) in one npz."""
+  arrays = {f"{group}{i}": np.asarray(value)
+            for group, values in zip("tno", state)
+            for i, value in enumerate(values)}
+  arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
+  data_lib.write_atomically(path, lambda f: np.savez(f, **arrays))
+
+
+def load_checkpoint(path: str, state) -> Tuple[list, Dict]:
+  """`state`'s structure filled from the checkpoint at `path`, and its meta.
+
+  Raises:
+    ValueError: The checkpoint's values do not fit this model (another
+      size, vocabulary or architecture), naming the first that differs.
+  """
+  with np.load(path) as npz:
+    meta = json.loads(bytes(npz["meta"]).decode("utf-8"))
+    values = []
+    for group, current in zip("tno", state):
+      loaded = []
+      for i, value in enumerate(current):
+        name = f"{group}{i}"
+        if name not in npz or npz[name].shape != tuple(value.shape):
+          raise ValueError(
+              f"{path}: value {name} is "
+              f"{npz[name].shape if name in npz else 'missing'}, the model "
+              f"needs {tuple(value.shape)}: a checkpoint of another run; "
+              "move it away or use another --output_dir.")
+        loaded.append(jax.numpy.asarray(npz[name], dtype=value.dtype))
+      values.append(loaded)
+  return tuple(values), meta
+
+
+def run_config(plan: plan_lib.Plan, policy: str) -> Dict:
+  """What a checkpoint or result must have been made with to be reused."""
+  return dict(size=plan.options.size, train_steps=plan.train_steps,
+              dtype_policy=policy)
+
+
+def train_run(plan: plan_lib.Plan, run: plan_lib.Run,
+              sequences: data_lib.Sequences) -> Dict:
+  """Pre-trains `run` (resuming from its checkpoint), returns its result."""
+  size, policy = plan.size, resolve_policy(plan.options.dtype_policy)
+  model, init = build_models(size, run.arch, sequences.vocab_size, policy,
+                             run.seed)
+  steps = Steps(model, make_optimizer(size, plan.train_steps))
+  batches = data_lib.Batches(sequences, size.batch_size,
+                             size.max_predictions, run.seed)
+  eval_batches = batches.eval_batches(size.eval_sequences)
+  checkpoint = os.path.join(run.run_dir, plan_lib.CHECKPOINT_FILE)
+  os.makedirs(run.run_dir, exist_ok=True)
+  data_lib.remove_own_temps(run.run_dir, plan_lib.CHECKPOINT_FILE)
+  state = steps.state()
+  config = run_config(plan, policy)
+  meta = dict(step=0, digest="", train=[], validation=[], seconds=0.0,
+              config=config)
+  if os.path.exists(checkpoint):
+    state, meta = load_checkpoint(checkpoint, state)
+    if meta.get("config") != config:
+      raise ValueError(
+          f"{checkpoint} is a checkpoint of another run ({meta.get('config')}"
+          f"; this one: {config}): move it away or use another "
+          "--output_dir.")
+    print(f"{run.arch} seed {run.seed}: resuming at step {meta['step']} "
+          f"from {checkpoint}", flush=True)
+  start, step = time.time(), meta["step"]
+  boundaries = [b for b in plan.boundaries() if b > step]
+  chunk = lambda s: min(plan.steps_per_execution,
+                        next(b for b in boundaries if b > s) - s)
+  pending = batches.train_batches(step, chunk(step)) if boundaries else None
+  while step < plan.train_steps:
+    count = chunk(step)
+    for i in range(count):
+      meta["digest"] = data_lib.digest(
+          meta["digest"], {k: v[i] for k, v in pending.items()})
+    state, (losses, accuracies) = steps.train(state, pending)
+    step += count
+    pending = (batches.train_batches(step, chunk(step))
+               if step < plan.train_steps else None)  # While the device runs.
+    meta["train"].append([step, float(np.mean(accuracies))])
+    line = (f"{run.arch} seed {run.seed}: step {step}/{plan.train_steps}, "
+            f"train loss {float(np.mean(losses)):.3f}")
+    if step in plan.eval_steps():
+      logs = steps.evaluate(state, eval_batches)
+      meta["validation"].append([step, logs["masked_lm_accuracy"]])
+      meta["eval_logs"] = logs
+      line += (f", held-out MLM accuracy {100 * logs['masked_lm_accuracy']:.2f}"
+               f"%, loss {logs['lm_example_loss']:.3f}")
+    print(line, flush=True)
+    if step % plan.checkpoint_steps == 0 or step == plan.train_steps:
+      meta.update(step=step, seconds=meta["seconds"] + time.time() - start)
+      start = time.time()
+      save_checkpoint(checkpoint, state, meta)
+  return {"arch": run.arch, "seed": run.seed, "train_steps": plan.train_steps,
+          "config": config,
+          "global_step": meta["step"], "seconds": meta["seconds"],
+          "eval_logs": meta["eval_logs"], "batch_digest": meta["digest"],
+          "dtype_policy": policy, "device": jax.devices()[0].device_kind,
+          "initialization": init,
+          "curves": {"train": meta["train"],
+                     "validation": meta["validation"]}}

@@ -1,0 +1,45 @@
+"""The Keras 3 reproduction's command line, run as on a GPU machine: a fresh
+Python on JAX (CPU here) with TensorFlow unimportable
+(`without_tensorflow/sitecustomize.py`)."""
+import os
+import subprocess
+import sys
+
+from tests.helpers import reproduce_inputs
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+WITHOUT_TENSORFLOW = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                  "without_tensorflow")
+# Small enough for seconds a run, big enough for one batch of 8 (tiny).
+CORPUS_DOCUMENTS = 60
+TRAIN_STEPS = 12
+
+
+def jax_env() -> dict:
+  """A JAX-on-CPU environment for the subprocess; XLA's backend
+  optimisations off (compiling is most of a tiny run's time)."""
+  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+  env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""),
+                               "--xla_backend_optimization_level=0"]).strip()
+  return env
+
+
+def write_corpus(folder: str) -> str:
+  path = os.path.join(folder, "corpus.txt")
+  reproduce_inputs.write_corpus(path, num_documents=CORPUS_DOCUMENTS)
+  return path
+
+
+def run_command(output_dir: str, corpus: str, *flags: str
+                ) -> subprocess.CompletedProcess:
+  """`python -m realformer_tf.reproduce.keras3 --size=tiny` on `corpus`
+  (a later flag overrides an earlier one)."""
+  env = dict(jax_env(),
+             PYTHONPATH=os.pathsep.join([WITHOUT_TENSORFLOW, REPO_ROOT]))
+  return subprocess.run(
+      [sys.executable, "-m", "realformer_tf.reproduce.keras3",
+       f"--output_dir={output_dir}", "--size=tiny", f"--corpus={corpus}",
+       f"--train_steps={TRAIN_STEPS}", *flags],
+      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900,
+      check=False)

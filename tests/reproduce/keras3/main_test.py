@@ -1,0 +1,124 @@
+"""`python -m realformer_tf.reproduce.keras3` at tiny size on JAX (CPU) with
+TensorFlow unimportable: exact steps, identical batches and initial weights,
+the report as a reader gets it, --dry_run, a bad flag."""
+import json
+import os
+
+from matplotlib import image
+
+from realformer_tf.reproduce import tables
+from realformer_tf.reproduce.keras3 import data
+from realformer_tf.reproduce.keras3 import plan as plan_lib
+from realformer_tf.reproduce.keras3 import report
+from tests.helpers import keras3_reproduction
+
+STEPS = keras3_reproduction.TRAIN_STEPS
+ARCHS = ("post_ln", "pre_ln", "realformer")
+
+
+def _results(output_dir):
+  with open(os.path.join(output_dir, report.RESULTS_JSON)) as f:
+    return json.load(f)
+
+
+def test_every_architecture_trains_the_exact_steps(tiny_reproduction):
+  output_dir, _, result = tiny_reproduction
+  runs = _results(output_dir)["pretraining_runs"]
+  assert list(runs) == list(ARCHS)
+  size = plan_lib.SIZES["tiny"]  # 3 steps a call, 4 evaluations.
+  for arch in ARCHS:
+    (run,) = runs[arch]
+    assert run["global_step"] == run["train_steps"] == STEPS
+    assert [s for s, _ in run["curves"]["train"]] == list(range(
+        size.steps_per_execution, STEPS + 1, size.steps_per_execution))
+    assert [s for s, _ in run["curves"]["validation"]] == [3, 6, 9, 12]
+    assert run["dtype_policy"] == "float32" and run["device"] == "cpu"
+    assert f"{arch} seed 0: step {STEPS}/{STEPS}" in result.stdout
+  assert "This invocation: " in result.stdout.split("\n")[-2]
+
+
+def test_all_architectures_saw_the_same_batches(tiny_reproduction):
+  output_dir, corpus, _ = tiny_reproduction
+  runs = _results(output_dir)["pretraining_runs"]
+  size = plan_lib.SIZES["tiny"]
+  # The batches again, here, from the command's own data (a cache hit).
+  sequences = data.prepare(os.path.join(output_dir, "data"), [corpus],
+                           size.vocab_size, size.seq_length)
+  batches = data.Batches(sequences, size.batch_size, size.max_predictions,
+                         seed=0)
+  expected = ""
+  for step in range(STEPS):
+    expected = data.digest(expected, batches.train_batch(step))
+  assert {runs[a][0]["batch_digest"] for a in ARCHS} == {expected}
+
+
+def test_initial_weights_are_shared_where_shapes_allow(tiny_reproduction):
+  output_dir, _, _ = tiny_reproduction
+  runs = _results(output_dir)["pretraining_runs"]
+  for arch in ARCHS:
+    init = runs[arch][0]["initialization"]
+    assert init["own"] == ([] if arch != "pre_ln" else
+                           ["final_layer_norm/gamma", "final_layer_norm/beta"])
+    assert "token_embedding/embeddings" in init["shared"]
+    assert "transformer_layer_0/self_attention/query/kernel" in init["shared"]
+
+
+def test_the_report_reads_as_table_2(tiny_reproduction):
+  output_dir, corpus, result = tiny_reproduction
+  results = _results(output_dir)
+  with open(os.path.join(output_dir, report.RESULTS_MD)) as f:
+    text = f.read()
+  assert text in result.stdout  # Printed as written.
+  assert text.startswith("# Post-LN vs Pre-LN vs RealFormer on Keras 3 (JAX)"
+                         ", size `tiny`\n")
+  assert f"learned from {corpus}." in text
+  assert f"Pre-training: {STEPS} steps, batch 8, seq 32" in text
+  digest = results["pretraining_runs"]["realformer"][0]["batch_digest"]
+  assert (f"Batches: the same for every architecture (SHA-256 of the masked "
+          f"batches, seed 0: `{digest[:12]}`).") in text
+  accuracy = {}
+  for arch in ARCHS:
+    logs = results["pretraining_runs"][arch][0]["eval_logs"]
+    accuracy[arch] = logs["masked_lm_accuracy"]
+    # The last evaluation is the table's number and the curve's last point.
+    assert results["pretraining_runs"][arch][0]["curves"]["validation"][
+        -1][1] == accuracy[arch]
+    assert (f"| {tables.ARCH_LABELS[arch]} | "
+            f"{100 * logs['masked_lm_accuracy']:.2f} (1 seed) | "
+            f"{logs['lm_example_loss']:.2f} (1 seed) |") in text
+    assert 0.0 < accuracy[arch] < 1.0 and logs["lm_example_loss"] > 0
+  best = max(ARCHS, key=lambda a: (accuracy[a], -ARCHS.index(a)))
+  assert (f"Ordering by held-out MLM accuracy: {tables.ARCH_LABELS[best]} "
+          f"{100 * accuracy[best]:.2f} ") in text
+  png = image.imread(os.path.join(output_dir, report.CURVES_PNG))
+  assert png.shape[:2] == (450, 1100)  # plots.curves_figure: 11 x 4.5 in.
+  assert not [n for n in os.listdir(output_dir) if ".tmp-" in n]
+
+
+def test_a_rerun_and_a_dry_run_see_every_run_done(tiny_reproduction):
+  output_dir, corpus, _ = tiny_reproduction
+  before = {n: os.path.getmtime(os.path.join(output_dir, a, "seed0", n))
+            for a in ARCHS for n in (plan_lib.RESULT_FILE,)}
+  dry = keras3_reproduction.run_command(output_dir, corpus, "--dry_run")
+  assert dry.returncode == 0, dry.stderr[-3000:]
+  for arch in ARCHS:
+    assert f"{arch} seed 0: done" in dry.stdout
+  assert "Data:" in dry.stdout and "step 1/" not in dry.stdout
+  assert before == {n: os.path.getmtime(
+      os.path.join(output_dir, a, "seed0", n))
+                    for a in ARCHS for n in (plan_lib.RESULT_FILE,)}
+
+
+def test_a_dry_run_writes_nothing_and_a_bad_flag_is_named(tmp_path):
+  corpus = keras3_reproduction.write_corpus(str(tmp_path))
+  out = tmp_path / "out"
+  dry = keras3_reproduction.run_command(str(out), corpus, "--dry_run")
+  assert dry.returncode == 0, dry.stderr[-3000:]
+  assert "realformer seed 0: to run" in dry.stdout
+  assert "Size tiny: 2 layers, hidden 32" in dry.stdout
+  assert not out.exists()
+  bad = keras3_reproduction.run_command(str(out), corpus,
+                                        "--archs=post_ln,bert")
+  assert bad.returncode != 0
+  assert "--archs: unknown ['bert']" in bad.stderr
+  assert not out.exists()

@@ -1,0 +1,60 @@
+"""The Keras 3 reproduction's options, schedule points and dry-run text."""
+import os
+import re
+
+import pytest
+
+from realformer_tf.reproduce.keras3 import plan as plan_lib
+
+
+def test_the_small_size_is_the_papers_bert_small_on_one_gpu():
+  plan = plan_lib.make_plan(plan_lib.Options(output_dir="/tmp/unused"))
+  s = plan.size
+  assert (s.num_layers, s.hidden_dim, s.num_heads, s.intermediate_dim,
+          s.seq_length, s.batch_size) == (4, 512, 8, 2048, 128, 128)
+  assert plan.train_steps == 2000
+  assert [r.arch for r in plan.runs] == ["post_ln", "pre_ln", "realformer"]
+  assert plan.eval_steps() == list(range(200, 2001, 200))
+  assert plan.boundaries() == sorted(set(range(200, 2001, 200)) |
+                                     {500, 1500})
+  text = plan_lib.describe(plan)
+  assert "Size small: 4 layers, hidden 512, 8 heads, feed-forward 2048" in text
+  assert "the quickstart's stdlib corpus" in text
+  assert "realformer seed 0: to run (/tmp/unused/realformer/seed0)" in text
+
+
+def test_steps_not_a_multiple_still_end_with_an_evaluation():
+  plan = plan_lib.make_plan(plan_lib.Options(
+      output_dir="o", size="tiny", train_steps=10, checkpoint_steps=4))
+  assert plan.eval_steps() == [2, 4, 6, 8, 10]
+  assert plan.boundaries() == [2, 4, 6, 8, 10]
+  assert plan_lib.make_plan(plan_lib.Options(
+      output_dir="o", size="tiny", train_steps=5)).checkpoint_steps == 5
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(output_dir=""), "--output_dir is required"),
+    (dict(size="base"), "--size='base': use one of small, tiny"),
+    (dict(archs=("post_ln", "bert")), "--archs: unknown ['bert']"),
+    (dict(archs=()), "--archs: unknown empty list"),
+    (dict(archs=("pre_ln", "pre_ln")), "repeats a name"),
+    (dict(seeds=0), "--seeds must be a positive integer, got 0"),
+    (dict(train_steps=True), "--train_steps must be a positive integer"),
+    (dict(checkpoint_steps=-1), "--checkpoint_steps must be a positive"),
+    (dict(dtype_policy="bfloat16"), "--dtype_policy='bfloat16'"),
+    (dict(corpus=("/no/such/file",)), "--corpus: /no/such/file is not a"),
+])
+def test_a_bad_option_is_named(options, message):
+  with pytest.raises(ValueError, match=re.escape(message)):
+    plan_lib.make_plan(plan_lib.Options(**dict(dict(output_dir="o"),
+                                               **options)))
+
+
+def test_status_follows_the_files(tmp_path):
+  run = plan_lib.Run("realformer", 0, str(tmp_path))
+  assert plan_lib.run_status(run) == "to run"
+  (tmp_path / plan_lib.CHECKPOINT_FILE).write_bytes(b"")
+  assert plan_lib.run_status(run) == "resumes from its checkpoint"
+  (tmp_path / plan_lib.RESULT_FILE).write_text("{}")
+  assert plan_lib.run_status(run) == "done"
+  assert os.path.basename(plan_lib.run_dir("o", "pre_ln", 2)) == "seed2"

@@ -1,0 +1,63 @@
+"""A killed Keras 3 reproduction resumes at its checkpoint's exact step and
+ends where an uninterrupted one does; one writer per output dir."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from realformer_tf.reproduce.keras3 import plan as plan_lib
+from realformer_tf.reproduce.keras3 import run
+from tests.helpers import keras3_reproduction
+from tests.helpers import kill_writer
+
+
+def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
+    tiny_reproduction, tmp_path, monkeypatch):
+  corpus = keras3_reproduction.write_corpus(str(tmp_path))
+  out = str(tmp_path / "out")
+  for name, value in keras3_reproduction.jax_env().items():
+    monkeypatch.setenv(name, value)
+  # Renames into place: vocab.txt, sequences.npz, the checkpoints of steps 6
+  # and 12: killed before the 4th, with step 12 trained, not saved.
+  kill_writer.run_killed(
+      4, "realformer_tf.reproduce.keras3.run", "reproduce", output_dir=out,
+      size="tiny", archs=["realformer"], corpus=[corpus],
+      train_steps=keras3_reproduction.TRAIN_STEPS, checkpoint_steps=6)
+  run_dir = plan_lib.run_dir(out, "realformer", 0)
+  with np.load(os.path.join(run_dir, plan_lib.CHECKPOINT_FILE)) as npz:
+    assert json.loads(bytes(npz["meta"]))["step"] == 6
+  assert not os.path.exists(os.path.join(run_dir, plan_lib.RESULT_FILE))
+  assert [n for n in os.listdir(run_dir) if ".tmp-" in n]  # The killed write.
+
+  resumed = keras3_reproduction.run_command(out, corpus, "--archs=realformer",
+                                            "--checkpoint_steps=6")
+  assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-5000:]
+  assert "realformer seed 0: resuming at step 6" in resumed.stdout
+  assert "step 9/12" in resumed.stdout and "step 6/12" not in resumed.stdout
+  assert not [n for n in os.listdir(run_dir) if ".tmp-" in n]
+  with open(os.path.join(run_dir, plan_lib.RESULT_FILE)) as f:
+    result = json.load(f)
+  # The same corpus, uninterrupted, in the shared tiny run: bit-identical.
+  with open(plan_lib.run_dir(tiny_reproduction[0], "realformer", 0) + "/" +
+            plan_lib.RESULT_FILE) as f:
+    uninterrupted = json.load(f)
+  assert result["global_step"] == 12
+  for key in ("eval_logs", "curves", "batch_digest", "initialization"):
+    assert result[key] == uninterrupted[key], key
+  # Its checkpoint continues no run of another length.
+  longer = keras3_reproduction.run_command(out, corpus, "--archs=realformer",
+                                           "--train_steps=13")
+  assert longer.returncode != 0
+  assert "checkpoint.npz is a checkpoint of another run" in longer.stderr
+
+
+def test_a_second_writer_is_refused(tmp_path):
+  with run.sole_writer(str(tmp_path)):
+    with pytest.raises(run.OutputDirBusy,
+                       match="Another process is writing to"):
+      with run.sole_writer(str(tmp_path)):
+        pass
+  assert os.listdir(tmp_path) == [run.LOCK_FILE]
+  with run.sole_writer(str(tmp_path)):  # Released.
+    pass

@@ -1,0 +1,52 @@
+"""Table 2, its ordering line and the curves figure both reproductions
+write."""
+from matplotlib import image
+
+from realformer_tf.reproduce import tables
+
+LABELS = {"post_ln": "Post-LN", "pre_ln": "Pre-LN", "realformer": "RealFormer"}
+
+
+def _pretraining(accuracies, losses=None):
+  return tables.summarize_pretraining({
+      arch: [{"eval_logs": {"masked_lm_accuracy": a,
+                            "lm_example_loss": (losses or {}).get(arch, 3.0)}}
+             for a in values] for arch, values in accuracies.items()})
+
+
+def test_rows_in_label_order_then_the_ordering_best_first():
+  lines = tables.pretraining_table(LABELS, _pretraining(
+      {"post_ln": [0.30], "pre_ln": [0.25], "realformer": [0.35]},
+      {"realformer": 2.5}))
+  assert lines[:5] == [
+      "| Architecture | MLM accuracy (%) | MLM loss |", "|---|---|---|",
+      "| Post-LN | 30.00 (1 seed) | 3.00 (1 seed) |",
+      "| Pre-LN | 25.00 (1 seed) | 3.00 (1 seed) |",
+      "| RealFormer | 35.00 (1 seed) | 2.50 (1 seed) |"]
+  assert lines[-1] == (
+      "Ordering by held-out MLM accuracy: RealFormer 35.00 > Post-LN 30.00 > "
+      "Pre-LN 25.00 (the paper's, BERT-Base after 1M steps: RealFormer 73.94 "
+      "> Post-LN 73.64 > Pre-LN 73.21).")
+
+
+def test_a_tie_at_the_shown_precision_is_a_tie_in_label_order():
+  line = tables.ordering(LABELS, _pretraining(
+      {"post_ln": [0.300001], "pre_ln": [0.3], "realformer": [0.2]}))
+  assert line.startswith("Ordering by held-out MLM accuracy: Post-LN 30.00 = "
+                         "Pre-LN 30.00 > RealFormer 20.00 (")
+
+
+def test_medians_over_seeds_order_the_architectures():
+  line = tables.ordering(LABELS, _pretraining(
+      {"post_ln": [0.1, 0.5, 0.4], "pre_ln": [0.3, 0.3, 0.3],
+       "realformer": [0.45, 0.0, 0.44]}))
+  assert "Realformer" not in line and line.index("RealFormer 44.00") < (
+      line.index("Post-LN 40.00")) < line.index("Pre-LN 30.00")
+
+
+def test_the_curves_figure(tmp_path):
+  path = str(tmp_path / "curves.png")
+  tables.curves_figure(
+      {"realformer": {0: {"train": [[1, 0.1], [2, 0.2]],
+                          "validation": [[2, 0.15]]}}}, LABELS, path)
+  assert image.imread(path).shape[:2] == (450, 1100)
