@@ -34,6 +34,7 @@ import tensorflow as tf
 import yaml
 
 from realformer_tf import utils
+from realformer_tf.checkpoints import converted_output
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.configs import encoders
@@ -63,7 +64,7 @@ flags.DEFINE_bool("overwrite", False,
                   "there.")
 
 
-is_converter_output = run_directory.is_converted_output
+is_converter_output = converted_output.is_converted_output
 
 def convert_tf1_checkpoint(tf1_checkpoint_path: str,
                            bert_config_file: str,
@@ -78,7 +79,7 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   "sum", "mean" or "none". `overwrite`: allow a non-empty `output_dir`; this
   tool's earlier outputs there are replaced, other files are kept; a
   train.py run directory (or a folder holding one) is refused
-  (`run_directory.check_converted_output_dir`).
+  (`converted_output.check_converted_output_dir`).
 
   The new outputs (and links to, or copies of, the other files) are written
   to `<output_dir>.tmp-PID` and swapped in by `utils.atomic_path`: the
@@ -93,7 +94,7 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   if not output_dir:
     raise ValueError("output_dir is empty.")
   # Never over a train.py run (or a folder of runs); others' files are kept.
-  entries = run_directory.check_converted_output_dir(output_dir, overwrite,
+  entries = converted_output.check_converted_output_dir(output_dir, overwrite,
                                                      keep_others=True)
 
   if with_pretraining_heads:

@@ -37,6 +37,7 @@ from tensorflow.python.autograph.core import ag_ctx
 # pylint: enable=g-direct-tensorflow-import
 
 from realformer_tf import utils
+from realformer_tf.checkpoints import converted_output
 from realformer_tf.checkpoints import keras3_weight_map as weight_map
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import tf1_checkpoint
@@ -284,7 +285,7 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
   under a temporary name and renamed when complete; an existing one is
   refused unless `overwrite` (then replaced whole), and with it too unless
   it is one `save_run` or convert wrote (a train.py run is refused:
-  `run_directory.check_converted_output_dir`). What a killed earlier
+  `converted_output.check_converted_output_dir`). What a killed earlier
   `save_run` left is undone first, as `convert` and export do: a previous
   directory set aside mid-swap is restored, dead temporaries removed.
   Returns the prefix.
@@ -296,7 +297,7 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
   # Only a directory save_run / convert wrote is replaced: never a train.py
   # run (`save_run(load_run(D), D, overwrite=True)` would drop its heads,
   # optimizer and vocabulary) or anything else.
-  run_directory.check_converted_output_dir(output_dir, overwrite)
+  converted_output.check_converted_output_dir(output_dir, overwrite)
   encoder = to_tf_keras_encoder(backbone)  # Checks before writing.
   config = encoders.encoder_config(**encoder_config(backbone).as_dict())
   pooler = encoder.pooler_layer

@@ -1,0 +1,74 @@
+"""What convert and `save_run` may write over: their own output only.
+
+One rule for both writers (issue 38, item 3): a directory is replaced only
+when it holds a converted checkpoint (`encoder.yaml`, the state file,
+`ckpt-1`), never a train.py run (`params.yaml`, `train.lock`, `ckpt-N`) or a
+folder holding one. Split from `run_directory` (the run's files and their
+reading) to keep each module to one job.
+"""
+
+import os
+from typing import List
+
+import tensorflow as tf
+
+from realformer_tf.checkpoints import run_directory
+from realformer_tf.core import swap
+
+CHECKPOINT_PREFIX = run_directory.CHECKPOINT_PREFIX
+ENCODER_YAML = run_directory.ENCODER_YAML
+PRETRAINER_YAML = run_directory.PRETRAINER_YAML
+
+
+def is_converted_output(name: str) -> bool:
+  """Whether `name` (an entry of a directory) is one convert / `save_run`
+  write: their YAML, the state file and `ckpt-1` (the first save in a fresh
+  directory); a train.py run's `ckpt-100` is not."""
+  return name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or (
+      name.startswith(f"{CHECKPOINT_PREFIX}-1."))
+
+
+def check_converted_output_dir(output_dir: str, overwrite: bool,
+                               keep_others: bool = False) -> List[str]:
+  """Checks, before anything is written, that convert / `save_run` may write
+  `output_dir`; returns its entries.
+
+  A file, or a non-empty directory without `overwrite`, is refused. With
+  `overwrite`, a train.py run directory (`params.yaml`, `train.lock`,
+  `ckpt-N` other than `ckpt-1`) or a folder holding one is refused whatever
+  else it holds; other entries are refused too unless `keep_others` (convert
+  keeps them, linked into the new directory).
+
+  Raises:
+    FileExistsError: Naming `output_dir` and what it found.
+  """
+  if not tf.io.gfile.exists(output_dir):
+    return []
+  if not tf.io.gfile.isdir(output_dir):
+    raise FileExistsError(f"output_dir {output_dir!r} exists and is not a "
+                          "directory; not replaced.")
+  entries = sorted(entry.rstrip("/")
+                   for entry in tf.io.gfile.listdir(output_dir))
+  if entries and not overwrite:
+    raise FileExistsError(
+        f"output_dir {output_dir!r} is not empty ({entries[:5]}); pass "
+        "--overwrite (overwrite=True) to replace the converted checkpoint "
+        "there.")
+
+  def holds_run(entry):
+    path = os.path.join(output_dir, entry)
+    return tf.io.gfile.isdir(path) and any(
+        tf.io.gfile.exists(os.path.join(path, name)) for name in swap.RUN_FILES)
+
+  def is_kept(entry):
+    if is_converted_output(entry):
+      return True
+    if not keep_others or entry in swap.RUN_FILES or holds_run(entry):
+      return False
+    return not entry.startswith(f"{CHECKPOINT_PREFIX}-")
+
+  swap.check_replaceable(
+      output_dir, entries, is_kept,
+      "converted checkpoint (encoder.yaml, checkpoint, ckpt-1)",
+      "write to a new or empty directory")
+  return entries
