@@ -36,6 +36,7 @@ def format_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
                      "one seed per architecture, so no spread (\"1 seed\"); "
                      "`--seeds=3` or more gives median and std."),
       batches_line(results),
+      passes_line(plan, sequences),
       f"Held-out: {len(sequences.eval)} sequences of held-out documents "
       f"(at most {s.eval_sequences} evaluated), masked once.",
       f"Ran on {first['device']} ({first['dtype_policy']}): " + ", ".join(
@@ -51,6 +52,24 @@ def format_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
       "on Wikipedia + BooksCorpus; at a smaller scale the ordering of the "
       "architectures need not be the paper's."]
   return "\n".join(lines) + "\n"
+
+
+def passes(plan: plan_lib.Plan, sequences: data_lib.Sequences) -> float:
+  """How many times each training sequence was seen, on average."""
+  return plan.train_steps * plan.size.batch_size / max(len(sequences.train), 1)
+
+
+def passes_line(plan: plan_lib.Plan, sequences: data_lib.Sequences) -> str:
+  """What the number of passes over the corpus makes of the numbers."""
+  n = passes(plan, sequences)
+  line = (f"Data passes: each of the {len(sequences.train)} training "
+          f"sequences was seen about {n:.1f} times (new masks each time).")
+  if n > 2:
+    line += (" A corpus this small is memorized: training accuracy climbs "
+             "past held-out accuracy, so the held-out numbers compare how "
+             "each architecture generalizes from a small corpus, not the "
+             "paper's one-pass pre-training regime.")
+  return line
 
 
 def batches_line(results: Dict[str, List[Dict]]) -> str:
@@ -96,7 +115,10 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
   # from the name's extension).
   png = os.path.join(o.output_dir, CURVES_PNG)
   tmp = f"{png[:-len('.png')]}.tmp-{os.getpid()}.png"
-  tables.curves_figure(curves, plan.labels, tmp)
+  n = passes(plan, sequences)
+  tables.curves_figure(curves, plan.labels, tmp, note=(
+      f"{n:.0f} passes over {len(sequences.train)} training sequences: "
+      "a small corpus, memorized" if n > 2 else None))
   os.rename(tmp, png)
   print(text, flush=True)
   return summary

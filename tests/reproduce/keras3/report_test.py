@@ -50,3 +50,22 @@ def test_batches_that_differ_are_said_to():
   assert report.batches_line(results) == (
       "Batches: NOT the same for every architecture (seeds 0): the "
       "comparison is not like for like.")
+
+
+def test_results_md_says_how_often_the_corpus_was_seen():
+  # 2,000 steps of 128 over 2,044 sequences (the H200 run of 2026-11-28:
+  # training accuracy 65%, held-out 40%): a memorized corpus, said so.
+  plan = plan_lib.make_plan(plan_lib.Options(output_dir="o"))
+  sequences = data.Sequences(train=np.zeros((2044, 128), np.int32),
+                             eval=np.zeros((94, 128), np.int32),
+                             vocab=["x"] * 2334, source="the corpus")
+  assert report.passes(plan, sequences) == 2000 * 128 / 2044
+  assert report.passes_line(plan, sequences).startswith(
+      "Data passes: each of the 2044 training sequences was seen about "
+      "125.2 times (new masks each time). A corpus this small is memorized")
+  big = data.Sequences(train=np.zeros((256000, 128), np.int32),
+                       eval=sequences.eval, vocab=sequences.vocab,
+                       source="the corpus")
+  assert report.passes_line(plan, big) == (
+      "Data passes: each of the 256000 training sequences was seen about "
+      "1.0 times (new masks each time).")
