@@ -43,7 +43,7 @@ def test_unknown_experiment_from_the_command_line(tmp_path):
   assert proc.stderr.rstrip("\n").splitlines()[-1] == line
   # --traceback shows where it was raised too, the message still last.
   proc = utils.run_train(str(model_dir), experiment="realformer/pretrain",
-                         extra=["--traceback"], timeout=180)
+                         extra=["--traceback"])
   assert proc.returncode == 1
   assert "Traceback (most recent call last):" in proc.stderr
   assert proc.stderr.rstrip("\n").splitlines()[-1] == line

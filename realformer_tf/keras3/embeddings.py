@@ -17,8 +17,8 @@ layer's autocast scope; a layer called with no scope active (every layer of
 a functional model that `fit`'s `stateless_call` runs) enters
 `AutocastScope(compute_dtype)` because its compute and variable dtypes
 differ, whatever `self.autocast` says. Inside a custom layer's `call` the
-same table reads in float32. The smallest reproduction is in
-benchmarks/README.md.
+same table reads in float32. The smallest reproduction is
+benchmarks/keras_autocast_repro.py.
 
 What is done instead, on every backend, with `keras.ops` only:
 - The table is created with `autocast=False` (a variable Keras never casts,
