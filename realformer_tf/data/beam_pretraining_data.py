@@ -55,6 +55,7 @@ from apache_beam.runners.portability.fn_api_runner import fn_runner
 import tensorflow as tf
 
 from realformer_tf import utils
+from realformer_tf.core import swap
 from realformer_tf.data import create_pretraining_data as cli
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
@@ -222,6 +223,9 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
   with output_sets.output_set(pretraining_data.meta_data_path(
       os.path.join(directory, stem + SUFFIX)), WRITER) as outputs:
     staging = os.path.join(directory, f"{stem}{utils.TMP_INFIX}{os.getpid()}")
+    # Recorded as ours (core/swap.py), so a later run may remove it if this
+    # one is killed; an unrecorded look-alike is a user's and is kept.
+    swap.claim(staging, utils.GFILE_OPS)
     tf.io.gfile.makedirs(staging)
     try:
       if not vocab_file:
@@ -262,6 +266,7 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
       outputs.commit(meta)
     finally:
       utils.remove(staging)
+      swap.release(staging, utils.GFILE_OPS)
   logging.info("Wrote %d examples in %d shards: %s", count, num_shards,
                shards.pattern(os.path.join(directory, stem), num_shards,
                               SUFFIX))
