@@ -11,6 +11,7 @@ a failed write stops the run); SIGTERM/SIGINT ending the run with one
 line (`stop_signals`); a final-evaluation record and a closing summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
 """
 
+import contextlib
 import functools
 import json
 import os
@@ -207,8 +208,15 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   official/core/train_lib.py:170; the others save theirs to a temporary
   directory and write nothing else here but their own event files).
   """
-  multi_worker.configure_coordination(params.runtime.distribution_strategy)
-  with stop_signals.raised_on_signals():
+  clustered = multi_worker.configure_coordination(
+      params.runtime.distribution_strategy)
+  # On a multi-worker cluster SIGTERM belongs to Model Garden's preemption
+  # handler: every worker saves at one step, then stops
+  # (`multi_worker.stop_after_preemption_checkpoint`). A worker that ended
+  # at its own next step left the chief's checkpoint collective without it.
+  signals = (contextlib.nullcontext() if clustered else
+             stop_signals.raised_on_signals())
+  with signals:
     try:
       with preflight.checked_run(params, mode, model_dir,
                                  quickstart_input_files) as run:
