@@ -47,8 +47,9 @@ import keras
 from keras import ops
 
 # Tables with fewer rows are looked up by a one-hot GEMM (segment/type
-# tables have 2): on an H200 (issue 36) a one-hot GEMM took 0.10 ms for 2
-# rows and 3.6 ms for 30,522, where the sorted path takes about 0.15 ms.
+# tables have 2): on an H200 (benchmarks/embedding_gradient_check.py) its
+# gradient took 0.09-0.11 ms for 2 rows and 6.7 ms for 30,522, where the
+# sorted path takes 0.54-0.60 ms.
 ONE_HOT_BELOW_ROWS = 64
 
 
@@ -127,11 +128,6 @@ def lookup(table, ids):
 
   `table` is read in its own dtype; the result has it too (callers cast).
   """
-  # A tensor read outside the custom gradient: TensorFlow's
-  # `tf.custom_gradient` asks for a separate gradient of every variable read
-  # inside it (and Keras' TensorFlow `convert_to_tensor` of a variable is
-  # still the variable); an identity is free under XLA.
-  table = ops.copy(table)
   rows = table.shape[0]
   ids = _normalized_ids(ids, rows)
   if rows < ONE_HOT_BELOW_ROWS:
@@ -160,7 +156,9 @@ def lookup(table, ids):
       return sorted_table_gradient(ids_value, row_gradients, rows), None
     return ops.take(table_value, ids_value, axis=0), gradient
 
-  return take(table, ids)
+  # A tensor, not the variable: Keras' torch custom gradient is a
+  # `torch.autograd.Function`, which tracks tensors only.
+  return take(ops.convert_to_tensor(table), ids)
 
 
 class TableInVariableDtype:

@@ -11,7 +11,11 @@ keras_hub/src/models/task.py); with it, `BertMaskedLM.from_preset` of a saved
 RealFormer preset also finds this class.
 
 The head's transform uses Keras' exact "gelu", as `BertMaskedLM`'s; the
-backbone's blocks use the tanh form (see `RealFormerBackbone`).
+backbone's blocks use the tanh form (see `RealFormerBackbone`). The head's
+tied logits (`token_embedding(x, reverse=True)`) and their gradients run in
+the compute dtype: the backbone's `embeddings.ReversibleEmbedding` computes
+the reverse projection in it when `reverse_dtype` is unset (keras-hub's own
+`BertMaskedLM` runs those three GEMMs in float32).
 """
 
 import keras
@@ -41,19 +45,3 @@ class RealFormerMaskedLM(keras_hub.models.BertMaskedLM):
   backbone_cls = backbone.RealFormerBackbone
   preprocessor_cls = preprocessing.RealFormerMaskedLMPreprocessor
 
-  def __init__(self, backbone, preprocessor=None, **kwargs):
-    # The tied logits in the compute dtype. keras-hub's `MaskedLMHead` calls
-    # `token_embedding(x, reverse=True)`, and `Embedding` does not autocast
-    # its table, so under a mixed policy the vocabulary GEMM and its two
-    # gradient GEMMs (the step's largest after the encoder's) ran in float32
-    # with `x` cast up (keras-hub's `BertMaskedLM` too; see
-    # benchmarks/README.md, "Where the Keras 3 step's time goes").
-    # `reverse_dtype` casts both operands; the dot still accumulates in
-    # float32, the head returned the logits in the compute dtype before
-    # too, and the loss computes in float32. A float32 policy: unchanged.
-    embedding = backbone.token_embedding
-    compute_dtype = backbone.dtype_policy.compute_dtype
-    if (embedding.reverse_dtype is None and compute_dtype != "float32"
-        and compute_dtype != backbone.dtype_policy.variable_dtype):
-      embedding.reverse_dtype = compute_dtype
-    super().__init__(backbone, preprocessor=preprocessor, **kwargs)
