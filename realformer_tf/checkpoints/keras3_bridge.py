@@ -10,15 +10,17 @@ installed.
 In:  `load_run(model_dir or ckpt-N)`: a run of train.py (its `params.yaml`),
      or a directory of `realformer_tf.checkpoints.convert` / `save_run` (its
      `encoder.yaml`), hence also converted TF1 RealFormer/BERT checkpoints;
-     `from_tf_keras_encoder(encoder)` for a model in memory.
+     `load_masked_lm(...)`: the same with the run's pre-trained MLM head, as
+     a `RealFormerMaskedLM`; `from_tf_keras_encoder(encoder)` for a model in
+     memory.
 Out: `to_tf_keras_encoder(backbone)` (a tf_keras `RealFormerEncoder` with the
      weights) and `save_run(backbone, output_dir)`, which writes what
      `convert` writes, so Model Garden fine-tuning continues from it:
      `--config_file=output_dir/encoder.yaml
       --params_override=task.init_checkpoint=output_dir`.
 
-The run directory (config, newest readable checkpoint, a killed swap's
-backup) is `run_directory`'s; the checkpoint side is
+The configs both ways are `keras3_configs`'; the run directory (config,
+newest readable checkpoint, a killed swap's backup) is `run_directory`'s; the checkpoint side is
 `tf2_checkpoint.check_encoder_checkpoint` (it finds the encoder in the
 checkpoint and names every missing, unused or mis-shaped variable); the
 weights are then matched by name (`keras3_weight_map`), again checked all at
@@ -31,80 +33,30 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 import yaml
 
-from official.modeling import tf_utils
+from official.nlp.modeling import layers as mg_layers
 # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.autograph.core import ag_ctx
 # pylint: enable=g-direct-tensorflow-import
 
 from realformer_tf import utils
 from realformer_tf.checkpoints import converted_output
+from realformer_tf.checkpoints import errors
+from realformer_tf.checkpoints import keras3_configs
 from realformer_tf.checkpoints import keras3_weight_map as weight_map
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.keras3 import backbone as backbone_lib
+from realformer_tf.keras3 import masked_lm as masked_lm_lib
 from realformer_tf.keras3 import saving
 from realformer_tf.networks import encoder as encoder_lib
-
-# tf_keras `hidden_activation` "gelu" is Model Garden's tanh form
-# (official/modeling/tf_utils.py `get_activation`), Keras 3's
-# "gelu_approximate" here; Keras 3's "gelu" (exact) has no tf_keras name.
-_TF_KERAS_GELU = "gelu"
-# tf_keras encoder config field -> `RealFormerBackbone` argument (and
-# attribute) of the same value; the others are mapped by hand below.
-_SAME_VALUE = (
-    ("vocab_size", "vocabulary_size"), ("num_layers", "num_layers"),
-    ("num_attention_heads", "num_heads"), ("hidden_size", "hidden_dim"),
-    ("intermediate_size", "intermediate_dim"), ("dropout_rate", "dropout"),
-    ("max_position_embeddings", "max_sequence_length"),
-    ("type_vocab_size", "num_segments"),
-    ("residual_attention", "residual_attention"),
-    ("norm_first", "normalize_first"), ("norm_epsilon", "layer_norm_epsilon"),
-    ("score_dtype", "score_dtype"))
-
-
-def backbone_kwargs(config: encoders.RealFormerEncoderConfig
-                   ) -> Dict[str, Any]:
-  """`RealFormerBackbone` arguments for a tf_keras encoder config.
-
-  Dropout is `dropout_rate` (the backbone has one rate, as `BertBackbone`);
-  `output_range`, `return_attention_scores` and `recompute` do not change
-  the weights or the full outputs and have no backbone counterpart.
-  """
-  if config.embedding_size not in (None, config.hidden_size):
-    raise ValueError(
-        f"encoder embedding_size={config.embedding_size} differs from "
-        f"hidden_size={config.hidden_size} (a factorized embedding, as "
-        "ALBERT); RealFormerBackbone, like keras-hub's BertBackbone, has no "
-        "embedding projection.")
-  activation = config.hidden_activation
-  if activation == _TF_KERAS_GELU:
-    activation = backbone_lib.GELU_APPROXIMATE
-  backbone_lib.get_activation(activation)  # Names an unknown one.
-  return dict(
-      {argument: getattr(config, field) for field, argument in _SAME_VALUE},
-      final_layer_norm=(config.norm_first if config.final_layer_norm is None
-                        else config.final_layer_norm),
-      activation=activation)
-
-
-def encoder_config(backbone: backbone_lib.RealFormerBackbone
-                  ) -> encoders.RealFormerEncoderConfig:
-  """The tf_keras encoder config of a `RealFormerBackbone`."""
-  activation = backbone.activation
-  if activation == "gelu":
-    raise ValueError(
-        "activation='gelu' is Keras 3's exact GELU; the tf_keras "
-        "encoder's 'gelu' is the tanh form (Keras 3's 'gelu_approximate') and "
-        "it has no name for the exact one, so this backbone has no tf_keras "
-        "encoder config.")
-  if activation == backbone_lib.GELU_APPROXIMATE:
-    activation = _TF_KERAS_GELU
-  return encoders.RealFormerEncoderConfig(
-      **{field: getattr(backbone, argument) for field, argument in _SAME_VALUE},
-      hidden_activation=activation, attention_dropout_rate=backbone.dropout,
-      final_layer_norm=backbone.use_final_layer_norm)
+# The config translation moved to `keras3_configs`; its public names stay
+# reachable here, where callers found them.
+backbone_kwargs = keras3_configs.backbone_kwargs
+encoder_config = keras3_configs.encoder_config
+run_encoder_config = keras3_configs.run_encoder_config
+run_mlm_activation = keras3_configs.run_mlm_activation
 
 
 def tf_keras_encoder_slots(encoder: encoder_lib.RealFormerEncoder
@@ -133,16 +85,95 @@ def tf_keras_encoder_slots(encoder: encoder_lib.RealFormerEncoder
   return slots
 
 
-def run_encoder_config(checkpoint_path: str
-                      ) -> encoders.RealFormerEncoderConfig:
-  """The encoder config recorded beside a checkpoint (or in a directory):
-  train.py's `params.yaml`, else `convert`'s / `save_run`'s `encoder.yaml`
-  (`run_directory.encoder_config`)."""
-  where, config = run_directory.encoder_config(checkpoint_path)
-  try:
-    return tf2_checkpoint.realformer_config_from(config)
-  except (ValueError, TypeError) as e:
-    raise ValueError(f"{where}: {e}") from None
+def tf_keras_masked_lm_slots(head: mg_layers.MaskedLM) -> Dict[str, Any]:
+  """Model Garden's MLM head's transform and output bias, by `weight_map`
+  name (`weight_map.masked_lm_head_slots` is keras-hub's side)."""
+  return {**weight_map.dense_slots(weight_map.MASKED_LM_DENSE, head.dense),
+          **weight_map.norm_slots(weight_map.MASKED_LM_NORM, head.layer_norm),
+          weight_map.MASKED_LM_BIAS: head.bias}
+
+
+def _run_config(checkpoint_path, encoder_config_or_kwargs, residual_attention
+                ) -> encoders.RealFormerEncoderConfig:
+  """`load_run`'s encoder config: given, else recorded beside the run."""
+  if str(checkpoint_path).endswith(saving.KERAS_SUFFIX):
+    saving.check_keras_file(checkpoint_path)  # Says what it is, else:
+    raise ValueError(
+        f"checkpoint_path={checkpoint_path!r} is a Keras 3 model file, not a "
+        "TF checkpoint: load it with realformer_tf.keras3.load_model.")
+  if encoder_config_or_kwargs is None:
+    config = keras3_configs.run_encoder_config(checkpoint_path)
+  else:
+    config = tf2_checkpoint.realformer_config_from(encoder_config_or_kwargs)
+  if residual_attention is not None:
+    config = tf2_checkpoint.realformer_config_from(config, residual_attention)
+  config.validate()
+  return config
+
+
+def _head_path(encoder_path: str) -> str:
+  """Where Model Garden keeps the MLM head beside an encoder at
+  `encoder_path`: `BertPretrainerV2.checkpoint_items` puts `encoder` and
+  `masked_lm` side by side (train.py runs, `convert --with_pretraining_heads`);
+  a pretrainer saved whole has `model/encoder_network` and `model/masked_lm`.
+  """
+  parent = encoder_path.rpartition("/")[0]
+  return f"{parent}/masked_lm" if parent else "masked_lm"
+
+
+def _read_run(checkpoint_path, config, encoder_path, with_head):
+  """`(prefix, (encoder values, head values))` of the newest readable
+  checkpoint, by `weight_map` name: every encoder weight and, with
+  `with_head`, the MLM head's transform and output bias (else `{}`), all
+  from the same checkpoint."""
+  # Shapes only; nothing is assigned here.
+  with tf2_checkpoint.shapes_only_graph() as built:
+    shadow = encoders.build_realformer_encoder(config)
+    built.append(shadow)
+    # tf_keras converts each subclassed layer's `call` with AutoGraph in a
+    # graph (base_layer_v1.py `__call__`, unless the status is DISABLED):
+    # ~20 s of transpiling on first use, for Python-only control flow.
+    with ag_ctx.ControlStatusCtx(status=ag_ctx.Status.DISABLED):
+      outputs = shadow(utils.dummy_inputs())
+      head = None
+      if with_head:  # Model Garden's head, as BertPretrainerV2 builds it.
+        head = mg_layers.MaskedLM(
+            embedding_table=shadow.get_embedding_table(), name="masked_lm")
+        head(outputs["sequence_output"],
+             masked_positions=tf.zeros([1, 1], tf.int32))
+        built.append(head)
+    slots = tf_keras_encoder_slots(shadow)
+
+    def read(prefix):
+      """Every weight wanted from `prefix`, read now: a damaged file fails
+      here, and `read_latest` falls back to the previous checkpoint."""
+      reader, pairs, found = tf2_checkpoint.check_encoder_checkpoint(
+          prefix, shadow, encoder_path)
+      key_of = {id(variable): key for variable, key in pairs}
+      head_slots = {}
+      if head is not None:
+        head_path = _head_path(found)
+        try:
+          _, head_pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
+              prefix, head, head_path, what="masked LM head")
+        except errors.CheckpointMismatchError:
+          raise
+        except ValueError as e:  # Not there (the file read for the encoder).
+          raise errors.CheckpointMismatchError(
+              f"{e} It is an encoder only (`save_run`, or `convert` "
+              "without --with_pretraining_heads): build "
+              "RealFormerMaskedLM(load_run(...)) for a fresh head.") from None
+        key_of.update({id(v): key for v, key in head_pairs})
+        head_slots = tf_keras_masked_lm_slots(head)
+      try:
+        return tuple({name: reader.get_tensor(key_of[id(v)])
+                      for name, v in wanted.items()}
+                     for wanted in (slots, head_slots))
+      except (tf.errors.OpError, IndexError, RuntimeError) as e:
+        raise ValueError(f"Checkpoint {prefix!r} is not readable "
+                         f"({type(e).__name__}: {e})") from None
+
+    return run_directory.read_latest(checkpoint_path, "checkpoint_path", read)
 
 
 def load_run(checkpoint_path: str,
@@ -152,6 +183,9 @@ def load_run(checkpoint_path: str,
              encoder_path: Optional[str] = None,
              **overrides) -> backbone_lib.RealFormerBackbone:
   """A `RealFormerBackbone` holding a run's (or converted) encoder weights.
+
+  The encoder only: for the run's pre-trained MLM head too, use
+  `load_masked_lm`.
 
   Args:
     checkpoint_path: A model dir (its newest checkpoint whose encoder
@@ -172,51 +206,90 @@ def load_run(checkpoint_path: str,
     ValueError: For a `.keras` file (what it is), a directory a killed
       `save_run` set aside (naming the backup), or no readable checkpoint.
   """
-  if str(checkpoint_path).endswith(saving.KERAS_SUFFIX):
-    saving.check_keras_file(checkpoint_path)  # Says what it is, else:
-    raise ValueError(
-        f"checkpoint_path={checkpoint_path!r} is a Keras 3 model file, not a "
-        "TF checkpoint: load it with realformer_tf.keras3.load_model.")
-  if encoder_config_or_kwargs is None:
-    config = run_encoder_config(checkpoint_path)
-  else:
-    config = tf2_checkpoint.realformer_config_from(encoder_config_or_kwargs)
-  if residual_attention is not None:
-    config = tf2_checkpoint.realformer_config_from(config, residual_attention)
-  config.validate()
-  kwargs = {**backbone_kwargs(config), **overrides}
-  with tf.Graph().as_default():  # Shapes only; nothing is assigned here.
-    shadow = encoders.build_realformer_encoder(config)
-    # tf_keras converts each subclassed layer's `call` with AutoGraph in a
-    # graph (base_layer_v1.py `__call__`, unless the status is DISABLED):
-    # ~20 s of transpiling on first use, for Python-only control flow.
-    with ag_ctx.ControlStatusCtx(status=ag_ctx.Status.DISABLED):
-      shadow(utils.dummy_inputs())
-    slots = tf_keras_encoder_slots(shadow)
+  config = _run_config(checkpoint_path, encoder_config_or_kwargs,
+                       residual_attention)
+  prefix, (values, _) = _read_run(checkpoint_path, config, encoder_path,
+                                  with_head=False)
+  return _backbone(config, overrides, prefix, values)
 
-    def read(prefix):
-      """Every encoder weight of `prefix`, read now: a damaged file fails
-      here, and `read_latest` falls back to the previous checkpoint."""
-      reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
-          prefix, shadow, encoder_path)
-      key_of = {id(variable): key for variable, key in pairs}
-      try:
-        return {name: reader.get_tensor(key_of[id(v)])
-                for name, v in slots.items()}
-      except (tf.errors.OpError, IndexError, RuntimeError) as e:
-        raise ValueError(f"Checkpoint {prefix!r} is not readable "
-                         f"({type(e).__name__}: {e})") from None
 
-    prefix, values = run_directory.read_latest(
-        checkpoint_path, "checkpoint_path", read)
-  source = {name: (tuple(value.shape), lambda value=value: value)
-            for name, value in values.items()}
-  backbone = backbone_lib.RealFormerBackbone(**kwargs)
+def _source(values: Dict[str, Any]) -> weight_map.Source:
+  return {name: (tuple(value.shape), lambda value=value: value)
+          for name, value in values.items()}
+
+
+def _backbone(config, overrides, prefix, values):
+  """A `RealFormerBackbone` of `config` holding the encoder `values`."""
+  backbone = backbone_lib.RealFormerBackbone(
+      **{**keras3_configs.backbone_kwargs(config), **overrides})
   weight_map.copy_slots(
-      source, weight_map.backbone_slots(backbone),
+      _source(values), weight_map.backbone_slots(backbone),
       header=f"Checkpoint {prefix!r} does not fit the "
       "RealFormerBackbone built from its config:")
   return backbone
+
+
+def load_masked_lm(checkpoint_path: str,
+                   encoder_config_or_kwargs: Optional[
+                       tf2_checkpoint.EncoderConfigLike] = None,
+                   residual_attention: Optional[str] = None,
+                   encoder_path: Optional[str] = None,
+                   *,
+                   preprocessor=None,
+                   **overrides) -> masked_lm_lib.RealFormerMaskedLM:
+  """A `RealFormerMaskedLM` with a run's encoder and pre-trained MLM head.
+
+  The head is Model Garden's (`layers.MaskedLM`): its transform's
+  activation is the run's (`run_mlm_activation`; tanh GELU for train.py
+  runs) and its LayerNorm epsilon 1e-12, so the logits are the tf_keras
+  pre-trainer's; its output projection is the tied token embedding, as in
+  keras-hub's head. Encoder and head come from the same checkpoint.
+
+  Example (after the README's command 1):
+
+  ```python
+  import keras_hub
+  from realformer_tf.checkpoints import keras3_bridge
+
+  run = "/tmp/realformer_quickstart"
+  tokenizer = keras_hub.models.BertTokenizer(vocabulary=f"{run}/data/vocab.txt")
+  preprocessor = keras_hub.models.BertMaskedLMPreprocessor(
+      tokenizer, sequence_length=64)
+  lm = keras3_bridge.load_masked_lm(run, preprocessor=preprocessor)
+  ```
+
+  Args:
+    checkpoint_path: As `load_run`'s.
+    encoder_config_or_kwargs: As `load_run`'s.
+    residual_attention: As `load_run`'s.
+    encoder_path: As `load_run`'s; the head is looked for beside it
+      (`masked_lm` next to `encoder`, `model/masked_lm` next to
+      `model/encoder_network`).
+    preprocessor: The task's preprocessor, or None.
+    **overrides: Other `RealFormerBackbone` arguments (`dropout`, `dtype`).
+
+  Raises:
+    CheckpointMismatchError: The checkpoint has no MLM head (an encoder
+      only: `save_run`, `convert` without --with_pretraining_heads), or a
+      missing, unused or mis-shaped variable; nothing is assigned.
+    ValueError: As `load_run`.
+  """
+  config = _run_config(checkpoint_path, encoder_config_or_kwargs,
+                       residual_attention)
+  activation = keras3_configs.run_mlm_activation(checkpoint_path, config)
+  backbone_lib.get_activation(activation)  # Names one Keras 3 lacks.
+  prefix, (values, head_values) = _read_run(checkpoint_path, config,
+                                            encoder_path, with_head=True)
+  backbone = _backbone(config, overrides, prefix, values)
+  masked_lm = masked_lm_lib.RealFormerMaskedLM(
+      backbone, preprocessor=preprocessor, head_activation=activation,
+      head_layer_norm_epsilon=keras3_configs.MODEL_GARDEN_MLM_EPSILON)
+  weight_map.copy_slots(
+      _source(head_values),
+      weight_map.masked_lm_head_slots(masked_lm.masked_lm_head),
+      header=f"Checkpoint {prefix!r}'s masked LM head does not fit "
+      "RealFormerMaskedLM's:")
+  return masked_lm
 
 
 def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
@@ -224,7 +297,7 @@ def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
   """A `RealFormerBackbone` with a built tf_keras `RealFormerEncoder`'s
   architecture and weights; `overrides`: other backbone arguments."""
   c = encoder.get_config()
-  activation = _keras3_activation(
+  activation = keras3_configs.keras3_activation(
       encoder._config["inner_activation"])  # pylint: disable=protected-access
   config = tf2_checkpoint.realformer_config_from(dict(
       vocab_size=c["vocab_size"], hidden_size=c["hidden_size"],
@@ -238,7 +311,7 @@ def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
       final_layer_norm=c["final_layer_norm"], norm_epsilon=c["norm_epsilon"],
       score_dtype=c["score_dtype"]))
   backbone = backbone_lib.RealFormerBackbone(
-      **{**backbone_kwargs(config), "activation": activation,
+      **{**keras3_configs.backbone_kwargs(config), "activation": activation,
          **overrides})
   weight_map.copy_slots(
       weight_map.variable_source(tf_keras_encoder_slots(encoder)),
@@ -248,24 +321,12 @@ def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
   return backbone
 
 
-def _keras3_activation(activation) -> str:
-  """The Keras 3 name of a tf_keras encoder's activation (a name or function):
-  Model Garden's "gelu" and `approx_gelu` are the tanh form, tf_keras' own
-  "gelu" the exact one (as Keras 3's)."""
-  if activation in (encoder_lib.approx_gelu,
-                    tf_utils.get_activation(_TF_KERAS_GELU)):
-    return backbone_lib.GELU_APPROXIMATE
-  name = (activation if isinstance(activation, str)
-          else getattr(activation, "__name__", repr(activation)))
-  backbone_lib.get_activation(name)  # Names one Keras 3 lacks.
-  return name
-
-
 def to_tf_keras_encoder(backbone: backbone_lib.RealFormerBackbone
                        ) -> encoder_lib.RealFormerEncoder:
   """A built tf_keras `RealFormerEncoder` with the backbone's weights (for
   Model Garden's trainer, tasks and export)."""
-  encoder = encoders.build_realformer_encoder(encoder_config(backbone))
+  encoder = encoders.build_realformer_encoder(
+      keras3_configs.encoder_config(backbone))
   encoder(utils.dummy_inputs())
   weight_map.copy_slots(
       weight_map.variable_source(weight_map.backbone_slots(backbone)),
@@ -299,7 +360,8 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
   # optimizer and vocabulary) or anything else.
   converted_output.check_converted_output_dir(output_dir, overwrite)
   encoder = to_tf_keras_encoder(backbone)  # Checks before writing.
-  config = encoders.encoder_config(**encoder_config(backbone).as_dict())
+  config = encoders.encoder_config(
+      **keras3_configs.encoder_config(backbone).as_dict())
   pooler = encoder.pooler_layer
   items = {"encoder": encoder,
            f"{tf1_checkpoint.NSP_HEAD_NAME}.pooler_dense": tf.train.Checkpoint(

@@ -122,6 +122,27 @@ def bert_backbone_slots(bert) -> Dict[str, Any]:
   return slots
 
 
+# The pre-trained masked LM head's weights besides the tied embedding, named
+# as Model Garden's `layers.MaskedLM` keeps them in a run's checkpoint
+# (`masked_lm/{dense,layer_norm}/...`, `masked_lm/output_bias.Sbias`).
+MASKED_LM_DENSE, MASKED_LM_NORM, MASKED_LM_BIAS = (
+    "masked_lm/dense", "masked_lm/layer_norm", "masked_lm/output_bias")
+
+
+def masked_lm_head_slots(head) -> Dict[str, Any]:
+  """A keras-hub `MaskedLMHead`'s transform and output bias (its logits use
+  the backbone's token embedding, `backbone_slots`' word embeddings)."""
+  # pylint: disable=protected-access
+  if getattr(head, "_kernel", None) is not None:
+    raise ValueError(f"MaskedLMHead {head.name!r} has its own output kernel "
+                     "(no token_embedding): a run's head is tied to the "
+                     "token embedding.")
+  return {**dense_slots(MASKED_LM_DENSE, head._intermediate_dense),
+          **norm_slots(MASKED_LM_NORM, head._intermediate_layer_norm),
+          MASKED_LM_BIAS: head._bias}
+  # pylint: enable=protected-access
+
+
 def slots_of(model) -> Dict[str, Any]:
   """The slots of a `RealFormerBackbone` or a keras-hub `BertBackbone`."""
   if isinstance(model, backbone_lib.RealFormerBackbone):

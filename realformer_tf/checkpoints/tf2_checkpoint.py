@@ -16,11 +16,19 @@ as it goes and stops at the first shape error. Loads then read eagerly, with
 `assert_existing_objects_matched()`. Nothing outside the encoder is read.
 """
 
+import contextlib
 import dataclasses
 import functools
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Iterator, List, Mapping, Optional, Union
 
 import tensorflow as tf
+# pylint: disable=g-direct-tensorflow-import
+from tf_keras.src.engine import base_layer
+from tf_keras.src.engine import base_layer_v1
+from tf_keras.src.engine import training
+from tf_keras.src.engine import training_v1
+from tf_keras.src.utils import version_utils
+# pylint: enable=g-direct-tensorflow-import
 
 from official.modeling.hyperparams import base_config
 from official.nlp.configs import encoders as mg_encoders
@@ -38,6 +46,31 @@ ENCODER_PATHS = ("encoder", "model/encoder_network", "model/_network", "model")
 EncoderConfigLike = Union[encoders.RealFormerEncoderConfig,
                           mg_encoders.BertEncoderConfig,
                           mg_encoders.EncoderConfig, Mapping[str, Any]]
+
+
+@contextlib.contextmanager
+def shapes_only_graph() -> Iterator[List[Any]]:
+  """A throwaway `tf.Graph` for tf_keras models built for their shapes.
+
+  Yields a list: append each model built inside. On exit their classes get
+  their eager (v2) bases back. tf_keras picks a class's v1 or v2 base when
+  an instance is constructed, by rewriting `cls.__bases__`
+  (tf_keras/src/utils/version_utils.py, `swap_class`), so a class built in
+  a graph keeps the v1 base, and every eager instance of it made before
+  failed its next call ("Your Layer or Model is in an invalid state") until
+  another was constructed eagerly: `load_run` broke the user's own encoders.
+  """
+  built = []
+  try:
+    with tf.Graph().as_default():
+      yield built
+  finally:
+    classes = {type(layer) for model in built
+               for layer in model._flatten_layers()}  # pylint: disable=protected-access
+    for cls in classes:
+      version_utils.swap_class(cls, training.Model, training_v1.Model, True)
+      version_utils.swap_class(cls, base_layer.Layer, base_layer_v1.Layer,
+                               True)
 
 
 def realformer_config_from(config: EncoderConfigLike,
@@ -83,7 +116,8 @@ def realformer_config_from(config: EncoderConfigLike,
   return encoders.RealFormerEncoderConfig(**values)
 
 
-def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str]):
+def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str],
+          what: str = "encoder"):
   """`tf.train.Checkpoint.read` of `encoder` at `encoder_path`, or at the first
   of `ENCODER_PATHS` where any of its variables matches: `(load status,
   {id(object): checkpoint node id}, encoder path used)`. ValueError for a TF1
@@ -110,17 +144,19 @@ def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str]):
     if id(encoder) in matched and (
         encoder_path or any(id(v) in matched for v in encoder.weights)):
       return status, matched, found
-  where = (f"encoder_path={encoder_path!r}" if encoder_path else
-           list(ENCODER_PATHS))
+  where = (list(ENCODER_PATHS) if not encoder_path else
+           f"encoder_path={encoder_path!r}" if what == "encoder" else
+           repr(encoder_path))
   roots = [ref.local_name for ref in coordinator.object_graph_proto.nodes[0]
            .children]
-  raise ValueError(f"No encoder found in checkpoint {path!r} at {where}; its "
+  raise ValueError(f"No {what} found in checkpoint {path!r} at {where}; its "
                    f"top-level objects are {sorted(roots)}.")
 
 
 def check_encoder_checkpoint(checkpoint_path: str,
                              encoder: tf.Module,
-                             encoder_path: Optional[str] = None):
+                             encoder_path: Optional[str] = None,
+                             what: str = "encoder"):
   """Matches an encoder built in a `tf.Graph` against a checkpoint.
 
   Args:
@@ -131,6 +167,8 @@ def check_encoder_checkpoint(checkpoint_path: str,
       afterwards, as `encoder_from_tf2_checkpoint` does.)
     encoder_path: Where the encoder is in the checkpoint, e.g. "encoder" or
       "model/encoder_network"; None tries `ENCODER_PATHS` in order.
+    what: What `encoder` is, for the messages (any `tf.Module` with
+      `weights` is matched the same way, e.g. "masked LM head").
 
   Returns:
     `(reader, [(variable, checkpoint key)], encoder path used)`.
@@ -144,7 +182,7 @@ def check_encoder_checkpoint(checkpoint_path: str,
                      "it inside `with tf.Graph().as_default():`.")
   path = run_directory.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
   reader = tf.train.load_checkpoint(path)
-  status, matched, found = _read(path, reader, encoder, encoder_path)
+  status, matched, found = _read(path, reader, encoder, encoder_path, what)
   graph = status._checkpoint.object_graph_proto  # pylint: disable=protected-access
 
   def variable_keys(node_ids):
@@ -170,7 +208,7 @@ def check_encoder_checkpoint(checkpoint_path: str,
                 for v in encoder.weights if id(v) in key_of and
                 tuple(shapes[key_of[id(v)]]) != tuple(v.shape.as_list())]
   errors.raise_if_problems(
-      f"Checkpoint {path!r} ({found!r}) does not match the encoder:", missing,
+      f"Checkpoint {path!r} ({found!r}) does not match the {what}:", missing,
       unexpected, mismatched,
       footer="Check that the encoder config belongs to this checkpoint.")
   return reader, [(v, key_of[id(v)]) for v in encoder.weights], found
@@ -205,8 +243,9 @@ def encoder_from_tf2_checkpoint(
   `check_encoder_checkpoint`.
   """
   config = realformer_config_from(encoder_config_or_kwargs, residual_attention)
-  with tf.Graph().as_default():  # Reports every problem, assigns nothing.
+  with shapes_only_graph() as built:  # Reports every problem, assigns nothing.
     shadow = encoders.build_realformer_encoder(config)
+    built.append(shadow)
     _ = shadow(utils.dummy_inputs())
     encoder_path = check_encoder_checkpoint(checkpoint_path, shadow,
                                             encoder_path)[-1]

@@ -10,8 +10,16 @@ keras-hub's `from_preset`/`save_to_preset` dispatch on (`Task.from_preset`,
 keras_hub/src/models/task.py); with it, `BertMaskedLM.from_preset` of a saved
 RealFormer preset also finds this class.
 
-The head's transform uses Keras' exact "gelu", as `BertMaskedLM`'s; the
-backbone's blocks use the tanh form (see `RealFormerBackbone`). The head's
+The head's transform is keras-hub's by default (Keras' exact "gelu", LayerNorm
+epsilon 1e-5, as `BertMaskedLM`'s); `head_activation` and
+`head_layer_norm_epsilon` set it as Model Garden's `layers.MaskedLM` has it
+(the tanh "gelu_approximate", epsilon 1e-12: official/nlp/modeling/layers/
+masked_lm.py, `build`), which is what a train.py run's pre-trained head was
+trained with (`checkpoints.keras3_bridge.load_masked_lm` sets both).
+`BertMaskedLM.__init__` hard-codes the head's arguments
+(keras_hub/src/models/bert/bert_masked_lm.py, `MaskedLMHead(...,
+intermediate_activation="gelu")`), so `__init__` is its own, with the same
+layers and names. The head's
 tied logits (`token_embedding(x, reverse=True)`) and their gradients run in
 the compute dtype: the backbone's `embeddings.ReversibleEmbedding` computes
 the reverse projection in it when `reverse_dtype` is unset (keras-hub's own
@@ -20,8 +28,10 @@ the reverse projection in it when `reverse_dtype` is unset (keras-hub's own
 
 import keras
 import keras_hub
+from keras_hub.src.layers.modeling.masked_lm_head import MaskedLMHead
+from keras_hub.src.models.bert.bert_backbone import bert_kernel_initializer
 
-from realformer_tf.keras3 import backbone
+from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import preprocessing
 from realformer_tf.keras3 import tasks
 
@@ -41,7 +51,57 @@ class RealFormerMaskedLM(keras_hub.models.BertMaskedLM):
     preprocessor: A `RealFormerMaskedLMPreprocessor` or keras-hub's
       `BertMaskedLMPreprocessor` (same thing), or None (inputs preprocessed:
       `token_ids`, `segment_ids`, `padding_mask`, `mask_positions`).
+    head_activation: The head transform's activation: "gelu" (Keras' exact
+      form, keras-hub's `BertMaskedLM`) or "gelu_approximate" (the tanh
+      form, Model Garden's and train.py's), or any Keras activation name.
+    head_layer_norm_epsilon: The head transform's LayerNorm epsilon: 1e-5
+      (keras-hub's) or 1e-12 (Model Garden's and train.py's).
+    **kwargs: `keras_hub.models.Task`'s (`name`, ...).
+
+  Example:
+
+  ```python
+  import numpy as np
+  from realformer_tf.keras3 import RealFormerBackbone, RealFormerMaskedLM
+
+  backbone = RealFormerBackbone(vocabulary_size=100, num_layers=2,
+                                num_heads=2, hidden_dim=16,
+                                intermediate_dim=32, max_sequence_length=8)
+  lm = RealFormerMaskedLM(backbone)
+  logits = lm.predict({"token_ids": np.ones((1, 8), "int32"),
+                       "segment_ids": np.zeros((1, 8), "int32"),
+                       "padding_mask": np.ones((1, 8), "int32"),
+                       "mask_positions": np.array([[1, 3]], "int32")})
+  print(logits.shape)  # (1, 2, 100)
+  ```
   """
-  backbone_cls = backbone.RealFormerBackbone
+  backbone_cls = backbone_lib.RealFormerBackbone
   preprocessor_cls = preprocessing.RealFormerMaskedLMPreprocessor
+
+  def __init__(self, backbone, preprocessor=None, head_activation="gelu",
+               head_layer_norm_epsilon=1e-5, **kwargs):
+    # As `BertMaskedLM.__init__`, but the head's transform as asked.
+    self.backbone = backbone
+    self.preprocessor = preprocessor
+    self.masked_lm_head = MaskedLMHead(
+        vocabulary_size=backbone.vocabulary_size,
+        token_embedding=backbone.token_embedding,
+        intermediate_activation=backbone_lib.get_activation(head_activation),
+        layer_norm_epsilon=head_layer_norm_epsilon,
+        kernel_initializer=bert_kernel_initializer(),
+        dtype=backbone.dtype_policy,
+        name="mlm_head")
+    inputs = {**backbone.input,
+              "mask_positions": keras.Input(shape=(None,), dtype="int32",
+                                            name="mask_positions")}
+    outputs = self.masked_lm_head(
+        backbone(backbone.input)["sequence_output"], inputs["mask_positions"])
+    keras_hub.models.MaskedLM.__init__(self, inputs=inputs, outputs=outputs,
+                                       **kwargs)
+    self.head_activation = head_activation
+    self.head_layer_norm_epsilon = head_layer_norm_epsilon
+
+  def get_config(self):
+    return {**super().get_config(), "head_activation": self.head_activation,
+            "head_layer_norm_epsilon": self.head_layer_norm_epsilon}
 

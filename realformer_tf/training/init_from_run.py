@@ -128,8 +128,9 @@ def check_init_checkpoint(params: cfg.ExperimentConfig) -> Optional[str]:
     return run_directory.resolve_checkpoint(init_checkpoint, key)
   # A throwaway graph: only the variables' shapes are needed, and the real
   # model's layer names stay unsuffixed.
-  with tf.Graph().as_default():
+  with tf2_checkpoint.shapes_only_graph() as built:
     encoder = encoders.build_realformer_encoder(encoder_config)
+    built.append(encoder)
     encoder(utils.dummy_inputs())
 
     def read_encoder(prefix: str) -> None:

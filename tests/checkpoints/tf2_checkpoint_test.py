@@ -11,7 +11,9 @@ import tensorflow as tf
 from official.nlp.configs import encoders as mg_encoders
 from official.nlp.modeling import models as mg_models
 from realformer_tf.checkpoints import errors
+from realformer_tf import utils
 from realformer_tf.checkpoints import tf2_checkpoint
+from realformer_tf.configs import encoders
 
 BERT = dict(vocab_size=30, hidden_size=16, num_layers=2, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=16,
@@ -159,3 +161,24 @@ def test_truncated_checkpoint_is_named(v2_checkpoint, tmp_path):
                      " is not a readable checkpoint: .*hold 100 bytes.*"
                      r"\(truncated\)"):
     tf2_checkpoint.encoder_from_tf2_checkpoint(copy, config)
+
+
+def test_shapes_only_graph_leaves_eager_models_working():
+  """A tf_keras model built in a graph rewrote its classes' bases to v1, and
+  every eager instance made before failed its next call ("invalid state"):
+  `load_run` broke a user's own encoder. `shapes_only_graph` restores them."""
+  config = tf2_checkpoint.realformer_config_from(BERT)
+  eager = encoders.build_realformer_encoder(config)
+  expected = eager(INPUTS)["sequence_output"].numpy()
+  with tf.Graph().as_default():  # What the loaders did: the eager one breaks.
+    encoders.build_realformer_encoder(config)(utils.dummy_inputs())
+  with pytest.raises(ValueError, match="invalid state"):
+    eager(INPUTS)
+  encoders.build_realformer_encoder(config)  # Swaps the bases back.
+  with tf2_checkpoint.shapes_only_graph() as built:
+    shadow = encoders.build_realformer_encoder(config)
+    built.append(shadow)
+    shadow(utils.dummy_inputs())
+    assert not tf.executing_eagerly()
+  np.testing.assert_array_equal(eager(INPUTS)["sequence_output"].numpy(),
+                                expected)
