@@ -338,6 +338,18 @@ def newest_checkpoint(model_dir: str) -> Optional[str]:
   return tf.train.latest_checkpoint(model_dir) if model_dir else None
 
 
+# Model Garden's trainer checkpoints its step as `global_step`
+# (official/core/base_trainer.py, `Trainer.checkpoint`).
+_GLOBAL_STEP_KEY = "global_step/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def checkpoint_step(prefix: Optional[str]) -> int:
+  """The training step a trainer's checkpoint holds (0 for None)."""
+  if not prefix:
+    return 0
+  return int(tf.train.load_checkpoint(prefix).get_tensor(_GLOBAL_STEP_KEY))
+
+
 def checkpoint_prefixes(model_dir: str) -> List[str]:
   """The `ckpt-N` prefixes any of whose files (`.index`, `.data-*`) are in
   `model_dir`, newest (highest N) first; not a killed save's `ckpt-N_temp*`

@@ -18,7 +18,9 @@ seed each worker draws for itself (line 124-125, "We need a seed ... so that
 ... the files do not overlap", then `_get_random_integer()` per process), so
 two workers' shards of the shuffled list overlap and some files go unread in
 an epoch. `build_inputs` gives the workers one seed (`SHARED_FILE_SEED`)
-when there are several input pipelines and none is set.
+when there are several input pipelines and none is set. A resumed run's
+training records skip what the stopped run read (`resumable_pretraining`:
+Model Garden does not checkpoint the input iterator).
 
 Variables the loss does not reach are left out of the optimizer's update,
 and said once, in words: the encoder's pooler is one (Model Garden's NSP
@@ -36,7 +38,9 @@ import tensorflow as tf
 import tf_keras
 
 from official.core import task_factory
+from official.nlp.data import pretrain_dataloader
 from official.nlp.tasks import masked_lm
+from realformer_tf.data import resumable_pretraining
 
 
 @dataclasses.dataclass
@@ -97,12 +101,35 @@ def report_untrained(names: Iterable[str]) -> None:
 
 @task_factory.register_task_cls(RealFormerMaskedLMConfig)
 class MaskedLMTask(masked_lm.MaskedLMTask):
-  """`masked_lm.MaskedLMTask` whose train step honours a loss scale and
-  whose workers share a file-shuffle seed."""
+  """`masked_lm.MaskedLMTask` whose train step honours a loss scale, whose
+  workers share a file-shuffle seed and whose training input resumes where
+  a stopped run was (`resume_input_at`)."""
+
+  # The steps a stopped run trained, whose records the training input skips.
+  _input_resume_step = 0
+
+  def resume_input_at(self, step: int) -> None:
+    """Makes `build_inputs` start the training records `step` steps in
+    (`resumable_pretraining`): the trainer calls it with the step of the
+    checkpoint it restores, before it builds the datasets."""
+    self._input_resume_step = step
 
   def build_inputs(self, params, input_context=None):
-    return super().build_inputs(with_shared_seed(params, input_context),
-                                input_context)
+    params = with_shared_seed(params, input_context)
+    if (params.input_path == "dummy" or
+        type(params) is not pretrain_dataloader.BertPretrainDataConfig):  # pylint: disable=unidiomatic-typecheck
+      return super().build_inputs(params, input_context)
+    skip = self._input_resume_step if params.is_training else 0
+    if skip and params.seed is None:
+      logging.warning(
+          "task.train_data.seed is unset, so the records are shuffled anew "
+          "in every process: this run resumed at step %d reads a new order, "
+          "not the one the stopped run would have read. Set "
+          "task.train_data.seed for a run whose resumed batches are the "
+          "uninterrupted run's.", skip)
+      skip = 0
+    return resumable_pretraining.ResumablePretrainDataLoader(
+        params, skip).load(input_context)
 
   def train_step(self, inputs, model: tf_keras.Model,
                  optimizer: tf_keras.optimizers.Optimizer, metrics):

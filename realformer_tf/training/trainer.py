@@ -22,6 +22,7 @@ import tf_keras
 
 from official.core import base_trainer
 from realformer_tf.checkpoints import run_directory
+from realformer_tf.tasks import masked_lm as masked_lm_task
 from realformer_tf.training import stop_signals
 
 
@@ -105,9 +106,21 @@ class Trainer(base_trainer.Trainer):
   model without the optimizer; `model_dir`: where the non-finite loss error
   finds the latest checkpoint."""
 
-  def __init__(self, *args, model_dir: Optional[str] = None, **kwargs):
-    super().__init__(*args, **kwargs)
+  def __init__(self, config, task, *args, model_dir: Optional[str] = None,
+               **kwargs):
+    # A resumed pre-training run's input skips what the stopped run read
+    # (`MaskedLMTask.resume_input_at`); set before the base class builds the
+    # datasets, from the checkpoint the run restores (the chief's, on every
+    # worker).
+    resume_step = 0
+    if kwargs.get("train", True) and isinstance(task,
+                                                masked_lm_task.MaskedLMTask):
+      resume_step = run_directory.checkpoint_step(
+          run_directory.newest_checkpoint(model_dir))
+      task.resume_input_at(resume_step)
+    super().__init__(config, task, *args, **kwargs)
     self._model_dir = model_dir
+    self._input_resume_step = resume_step
     if not kwargs.get("train", True):
       self._checkpoint = _EvalOnlyCheckpoint(
           global_step=self.global_step, model=self.model,
@@ -178,6 +191,14 @@ class Trainer(base_trainer.Trainer):
     stop_signals.raise_if_stopped()
     super().train_loop_begin()
     self._loop_start_step = int(self.global_step.numpy())
+    if self._input_resume_step is not None:
+      if self._loop_start_step != self._input_resume_step:
+        logging.warning(
+            "The training input was started %d steps in (the newest "
+            "checkpoint in %s) but the model restored step %d: the batches "
+            "from here are not the ones an uninterrupted run reads.",
+            self._input_resume_step, self._model_dir, self._loop_start_step)
+      self._input_resume_step = None  # Checked once: at the first loop.
     if self._check_steps:
       # As Model Garden's `RecoveryCondition`: the bound applies from
       # global step trainer.recovery_begin_steps on.
