@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import orbit
 import pytest
 import tensorflow as tf
@@ -108,6 +109,13 @@ def _steps(log):
                                      log.read_text())]
 
 
+def _losses(log):
+  """{step: training loss} as the worker logged them (one step a loop)."""
+  return {int(step): float(loss) for step, loss in re.findall(
+      r"train \| step: +(\d+) \| steps/sec[^{]*\{[^}]*'training_loss': "
+      r"(?:np\.float32\()?([\d.e+-]+)", log.read_text())}
+
+
 def _kill_in_a_step(procs, logs, victim, signum, after_step):
   """Sends `signum` to worker `victim` once worker 0 logged `after_step`."""
   start = time.time()
@@ -135,7 +143,7 @@ def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
   pattern = utils.write_pretraining_shards(str(tmp_path / "train"), 4, 32)
   overrides = utils.tiny_overrides(pattern, "dummy",
                                    train_steps=TRAIN_STEPS, steps_per_loop=1,
-                                   checkpoint_interval=5, batch_size=8,
+                                   checkpoint_interval=20, batch_size=8,
                                    dropout=0.0)
   overrides["runtime"] = {"distribution_strategy": "multi_worker_mirrored"}
   overrides["trainer"]["validation_interval"] = 10 * TRAIN_STEPS
@@ -174,8 +182,16 @@ def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
   # Restarted again: from the latest checkpoint to the end.
   latest = int(re.search(r"ckpt-(\d+)", tf.train.latest_checkpoint(
       str(tmp_path / "run"))).group(1))
+  killed_losses = _losses(tmp_path / "attempt1_worker1.log")
   procs, logs = _start(tmp_path, config, 2)
   assert _wait(procs, logs) == [0, 0], logs[0].read_text()[-3000:]
+  # The steps the SIGKILL lost (after the latest checkpoint) are trained
+  # again on the same batches (`resumable_pretraining`): the same losses.
+  again = [s for s in killed_losses if s > latest]
+  assert again, (latest, killed_losses)
+  resumed_losses = _losses(logs[1])
+  np.testing.assert_allclose([resumed_losses[s] for s in again],
+                             [killed_losses[s] for s in again], rtol=1e-6)
   for log in logs:
     steps = _steps(log)
     assert steps[0] == latest + 1 and steps[-1] == TRAIN_STEPS, steps
