@@ -28,8 +28,6 @@ the reverse projection in it when `reverse_dtype` is unset (keras-hub's own
 
 import keras
 import keras_hub
-from keras_hub.src.layers.modeling.masked_lm_head import MaskedLMHead
-from keras_hub.src.models.bert.bert_backbone import bert_kernel_initializer
 
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import preprocessing
@@ -83,12 +81,13 @@ class RealFormerMaskedLM(keras_hub.models.BertMaskedLM):
     # As `BertMaskedLM.__init__`, but the head's transform as asked.
     self.backbone = backbone
     self.preprocessor = preprocessor
-    self.masked_lm_head = MaskedLMHead(
+    self.masked_lm_head = keras_hub.layers.MaskedLMHead(
         vocabulary_size=backbone.vocabulary_size,
         token_embedding=backbone.token_embedding,
         intermediate_activation=backbone_lib.get_activation(head_activation),
         layer_norm_epsilon=head_layer_norm_epsilon,
-        kernel_initializer=bert_kernel_initializer(),
+        # keras-hub's `bert_kernel_initializer()`, as `BertMaskedLM`'s.
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
         dtype=backbone.dtype_policy,
         name="mlm_head")
     inputs = {**backbone.input,
