@@ -47,6 +47,8 @@ DEPRECATED_ALIASES = {
 PRIVATE_IMPORTS = {
     ("keras3/backbone.py", "keras_hub.src.models.bert"):
         "bert_kernel_initializer (BertBackbone's initializer)",
+    ("keras3/export_checks.py", "keras.src.utils.module_utils"):
+        "tensorflow, Keras' lazy TensorFlow module (what its exporter uses)",
     ("keras3/encoder_block.py", "keras_hub.src.utils"):
         "keras_utils.gelu_approximate (BertBackbone's activation)",
     ("keras3/residual_attention.py", "keras.src.backend.common"):

@@ -20,6 +20,7 @@ from absl import logging
 import keras
 
 from realformer_tf.core import swap
+from realformer_tf.keras3 import export_checks
 
 KERAS_SUFFIX = ".keras"
 
@@ -106,7 +107,10 @@ def export_model(model: keras.Model, path: str,
   killed between `variables/` and `saved_model.pb` leaves a mix of both.
   Here the SavedModel is written beside `path` and swapped in
   (`write_directory`); only a SavedModel (or an empty directory) at `path`
-  is replaced. Other formats (one file each) go to Keras unchanged.
+  is replaced. Its signatures check their inputs' lengths and name the one
+  that does not fit (`export_checks`: without, TensorFlow served another
+  length into the graph, and a JAX export failed with its StableHLO text).
+  Other formats (one file each) go to Keras unchanged.
 
   Returns:
     `path`.
@@ -119,7 +123,12 @@ def export_model(model: keras.Model, path: str,
     keras.Model.export(model, path, format=format, **kwargs)
     return path
   def write(directory):
-    keras.Model.export(model, directory, format=format, **kwargs)
+    # Keras' SavedModel, then ours: the same with its input lengths checked
+    # (`export_checks`), both inside the directory being written.
+    unchecked = os.path.join(directory, "keras_export")
+    keras.Model.export(model, unchecked, format=format, **kwargs)
+    export_checks.add_length_checks(unchecked, directory)
+    shutil.rmtree(unchecked)
   return write_directory(path, write, _check_saved_model_target,
                          "SavedModel")
 

@@ -3,6 +3,7 @@ JAX) served by a fresh process under the preprocessor's input names; a
 preprocessor the backbone cannot take is refused, naming both sizes."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -72,6 +73,11 @@ _SERVE = textwrap.dedent("""\
     inputs = dict(np.load(sys.argv[2]))
     np.save(sys.argv[3], served(**{k: tf.constant(v)
                                    for k, v in inputs.items()})["output_0"])
+    try:  # Served at another length: the error names the input.
+      served(**{k: tf.constant(np.pad(v, [(0, 0), (0, 4)]))
+                for k, v in inputs.items()})
+    except tf.errors.InvalidArgumentError as e:
+      print(e.message)
     """)
 
 
@@ -94,6 +100,15 @@ def test_exported_saved_model_serves_in_a_fresh_process(model, tmp_path):
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert result.returncode == 0, result.stderr[-3000:]
   np.testing.assert_allclose(np.load(served), expected, atol=1e-5, rtol=0)
+  # Issue 39.7: another length fails on a few lines naming the input and
+  # both lengths (a JAX export printed its StableHLO module's text).
+  message = result.stdout
+  assert re.search(r"Input `(padding_mask|segment_ids|token_ids)`, axis 1: "
+                   r"served with another length \(x\) than the exported 16 "
+                   r"\(y\); this SavedModel takes shape \[None, 16\].*"
+                   r"\[x .*\] \[20\] \[y .*\] \[16\]", message, re.S), message
+  assert "stablehlo" not in message and len(message.splitlines()) < 12, (
+      message)
 
 
 def test_refuses_a_tokenizer_larger_than_the_backbone():

@@ -1,0 +1,68 @@
+"""An exported SavedModel that names the input whose length it cannot take.
+
+A SavedModel from `keras.Model.export` takes its inputs at the exported
+lengths only (our tasks export at the preprocessor's `sequence_length`:
+`tasks.RealFormerTask.serving_input_signature`). TensorFlow does not check
+a served tensor against the signature's static shape, so another length
+went on into the graph: on the JAX backend it failed inside `XlaCallModule`
+("Error refining argument shapes ...") with about 30 lines of the StableHLO
+module's text, on TensorFlow somewhere in the model (issue 39 item 7).
+
+`add_length_checks(directory)` rewrites the SavedModel Keras wrote: every
+signature becomes one that asserts each input's static dimensions first,
+naming the input, the axis, the length served and the length exported, then
+calls Keras' function unchanged (same outputs, same names; the `serve`
+attribute too). TensorFlow is reached through Keras' own lazy module, as
+Keras' exporter does (keras/src/export/saved_model.py), so this face still
+imports no TensorFlow unless an export asks for it.
+"""
+
+from keras.src.utils.module_utils import tensorflow as tf
+
+# Keras' export writes these (keras/src/export/saved_model.py,
+# `DEFAULT_ENDPOINT_NAME` and TensorFlow's default key).
+_ENDPOINT = "serve"
+
+
+def _checked(function, specs):
+  """`function` (a signature taking keywords) behind shape assertions."""
+
+  def checked(inputs):
+    checks = []
+    for name, spec in sorted(specs.items()):
+      for axis, size in enumerate(spec.shape):
+        if size is None:
+          continue
+        checks.append(tf.debugging.assert_equal(
+            tf.shape(inputs[name])[axis], size,
+            message=(f"Input `{name}`, axis {axis}: served with another "
+                     f"length (x) than the exported {size} (y); this "
+                     f"SavedModel takes shape {spec.shape.as_list()}: pad "
+                     "or cut to it, or export again at the length you "
+                     "serve")))
+    with tf.control_dependencies(checks):
+      return function(**{name: tf.identity(inputs[name]) for name in specs})
+
+  signature = {name: tf.TensorSpec(spec.shape, spec.dtype, name=name)
+               for name, spec in specs.items()}
+  return tf.function(checked, input_signature=[signature], autograph=False)
+
+
+def add_length_checks(source: str, directory: str) -> None:
+  """Writes the SavedModel at `source` into `directory` with its inputs'
+  static shapes checked by every signature (see the module docstring).
+  `source` may lie inside `directory` (it is read whole first)."""
+  loaded = tf.saved_model.load(source)
+  module = tf.Module()
+  module.unchecked = loaded  # Its variables and assets.
+  signatures = {}
+  for key, function in loaded.signatures.items():
+    checked = _checked(function, function.structured_input_signature[1])
+    signatures[key] = checked.get_concrete_function()
+    if key == _ENDPOINT:
+      module.serve = checked
+  # jax2tf's functions carry custom gradients whose captures TensorFlow
+  # cannot save again (`_trace_gradient_functions`); serving needs none.
+  tf.saved_model.save(module, directory, signatures=signatures,
+                      options=tf.saved_model.SaveOptions(
+                          experimental_custom_gradients=False))
