@@ -25,6 +25,8 @@ from realformer_tf.training import stop_signals
 from tests.helpers import train_runs as utils
 
 TRAIN_STEPS = 80
+# An uninterrupted run's first steps: the reference losses of the resumed one.
+REFERENCE_STEPS = 16
 # The survivor must end within this many seconds of its peer's death (it
 # takes about one on 2 idle cores: the collective is aborted at once).
 EXIT_BOUND_S = 60
@@ -91,13 +93,13 @@ def test_a_non_chief_worker_counts_the_save_interval_from_the_chiefs_step(
   assert saved == {True: [10], False: [10]}
 
 
-def _start(tmp_path, config, attempt):
+def _start(tmp_path, config, attempt, run="run"):
   workers = utils.local_cluster(2)
   procs, logs = [], []
   for index in range(2):
     logs.append(tmp_path / f"attempt{attempt}_worker{index}.log")
     procs.append(subprocess.Popen(
-        utils.train_command(str(tmp_path / "run"), [config]),
+        utils.train_command(str(tmp_path / run), [config]),
         cwd=utils.REPO_ROOT, env=utils.subprocess_env(
             {"TF_CONFIG": utils.tf_config(workers, index)}),
         stdout=open(logs[-1], "w"), stderr=subprocess.STDOUT))
@@ -141,13 +143,27 @@ def _wait(procs, logs, timeout=300):
 
 def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
   pattern = utils.write_pretraining_shards(str(tmp_path / "train"), 4, 32)
+  # SGD at a constant rate: the schedule does not depend on train_steps, so
+  # a shorter uninterrupted run is the reference for the first steps.
   overrides = utils.tiny_overrides(pattern, "dummy",
                                    train_steps=TRAIN_STEPS, steps_per_loop=1,
                                    checkpoint_interval=20, batch_size=8,
-                                   dropout=0.0)
+                                   dropout=0.0, sgd=True, learning_rate=0.05)
   overrides["runtime"] = {"distribution_strategy": "multi_worker_mirrored"}
   overrides["trainer"]["validation_interval"] = 10 * TRAIN_STEPS
+  # Seeded: the initial weights (train.py seeds them with it) and the record
+  # order are the same in every run.
+  overrides["task"]["train_data"]["seed"] = 7
   config = utils.write_yaml(str(tmp_path / "cluster.yaml"), overrides)
+  overrides["trainer"]["train_steps"] = REFERENCE_STEPS
+  reference_config = utils.write_yaml(str(tmp_path / "reference.yaml"),
+                                      overrides)
+
+  # The reference: the same cluster uninterrupted for its first steps.
+  procs, logs = _start(tmp_path, reference_config, "_reference", "reference")
+  assert _wait(procs, logs) == [0, 0], logs[0].read_text()[-3000:]
+  reference = _losses(logs[0])
+  assert sorted(reference) == list(range(1, REFERENCE_STEPS + 1)), reference
 
   # SIGTERM (a preemption notice) to worker 1: both stop at one step, the
   # chief saved it.
@@ -176,8 +192,15 @@ def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
   # Its last line (TensorFlow's preemption watcher thread prints its own
   # traceback of the reset connection before it).
   assert survivor.strip().splitlines()[-1].startswith("lost a worker of")
-  # The resumed pair started where the SIGTERM left off: no step lost.
+  # The resumed pair started where the SIGTERM left off: no step lost, and
+  # on the uninterrupted run's batches (`resumable_pretraining`): its losses.
   assert min(_steps(logs[0])) == stopped + 1
+  resumed = {s: loss for s, loss in _losses(logs[1]).items()
+             if s <= REFERENCE_STEPS}
+  assert len(resumed) >= 3, (stopped, resumed)
+  np.testing.assert_allclose([resumed[s] for s in sorted(resumed)],
+                             [reference[s] for s in sorted(resumed)],
+                             rtol=1e-6)
 
   # Restarted again: from the latest checkpoint to the end.
   latest = int(re.search(r"ckpt-(\d+)", tf.train.latest_checkpoint(
@@ -186,12 +209,16 @@ def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
   procs, logs = _start(tmp_path, config, 2)
   assert _wait(procs, logs) == [0, 0], logs[0].read_text()[-3000:]
   # The steps the SIGKILL lost (after the latest checkpoint) are trained
-  # again on the same batches (`resumable_pretraining`): the same losses.
+  # again, with the losses they had.
   again = [s for s in killed_losses if s > latest]
   assert again, (latest, killed_losses)
   resumed_losses = _losses(logs[1])
   np.testing.assert_allclose([resumed_losses[s] for s in again],
                              [killed_losses[s] for s in again], rtol=1e-6)
+  # ... and every step the reference ran: the uninterrupted run's losses.
+  both = [s for s in resumed_losses if s <= REFERENCE_STEPS]
+  np.testing.assert_allclose([resumed_losses[s] for s in both],
+                             [reference[s] for s in both], rtol=1e-6)
   for log in logs:
     steps = _steps(log)
     assert steps[0] == latest + 1 and steps[-1] == TRAIN_STEPS, steps
