@@ -8,8 +8,9 @@ went on into the graph: on the JAX backend it failed inside `XlaCallModule`
 ("Error refining argument shapes ...") with about 30 lines of the StableHLO
 module's text, on TensorFlow somewhere in the model (issue 39 item 7).
 
-`add_length_checks(directory)` rewrites the SavedModel Keras wrote: every
-signature becomes one that asserts each input's static dimensions first,
+`add_length_checks(source, directory)` writes the SavedModel Keras wrote
+again, every signature now one that asserts each input's static dimensions
+first,
 naming the input, the axis, the length served and the length exported, then
 calls Keras' function unchanged (same outputs, same names; the `serve`
 attribute too). TensorFlow is reached through Keras' own lazy module, as
@@ -19,8 +20,8 @@ imports no TensorFlow unless an export asks for it.
 
 from keras.src.utils.module_utils import tensorflow as tf
 
-# Keras' export writes these (keras/src/export/saved_model.py,
-# `DEFAULT_ENDPOINT_NAME` and TensorFlow's default key).
+# Keras' endpoint, also an attribute of the loaded SavedModel
+# (keras/src/export/saved_model.py, `DEFAULT_ENDPOINT_NAME`).
 _ENDPOINT = "serve"
 
 
