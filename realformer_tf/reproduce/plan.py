@@ -189,16 +189,12 @@ def check_options(options: Options) -> Scale:
   """Raises a ValueError naming the flag for any bad option."""
   if not options.output_dir:
     raise ValueError("--output_dir is required.")
-  if options.scale not in SCALES:
-    raise ValueError(f"--scale={options.scale!r}: use one of "
-                     f"{', '.join(SCALES)}.")
+  tables.check_choice("scale", options.scale, SCALES)
   tables.check_archs(options.archs, ARCHS)
-  if type(options.seeds) is not int or options.seeds < 1:  # Not a bool.
-    raise ValueError(f"--seeds must be a positive integer, got "
-                     f"{options.seeds!r}.")
-  if options.train_steps is not None and options.train_steps < 1:
-    raise ValueError(f"--train_steps must be positive, got "
-                     f"{options.train_steps}.")
+  if options.seeds is None:  # `check_positive` lets None pass.
+    raise ValueError("--seeds must be a positive integer, got None.")
+  tables.check_positive("seeds", options.seeds)
+  tables.check_positive("train_steps", options.train_steps)
   for task in options.glue_tasks:
     glue_data.get_task(task)  # Names the unknown task.
   records = [options.train_data, options.validation_data]

@@ -20,6 +20,20 @@ ARCH_LABELS = {"post_ln": "Post-LN", "pre_ln": "Pre-LN",
 PAPER_ORDER = "RealFormer 73.94 > Post-LN 73.64 > Pre-LN 73.21"
 
 
+def check_choice(flag: str, value, choices) -> None:
+  """Raises a ValueError naming `--flag` unless `value` is one of
+  `choices`."""
+  if value not in choices:
+    raise ValueError(f"--{flag}={value!r}: use one of {', '.join(choices)}.")
+
+
+def check_positive(flag: str, value) -> None:
+  """Raises a ValueError naming `--flag` unless `value` is None or a
+  positive int (not a bool)."""
+  if value is not None and (type(value) is not int or value < 1):
+    raise ValueError(f"--{flag} must be a positive integer, got {value!r}.")
+
+
 def check_archs(archs, known) -> None:
   """Raises a ValueError naming `--archs` unless `archs` are distinct names
   of `known`."""

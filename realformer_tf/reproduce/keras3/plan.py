@@ -109,23 +109,16 @@ class Plan:
                           self.checkpoint_steps)})
 
 
-def _positive(name: str, value) -> None:
-  if value is not None and (type(value) is not int or value < 1):
-    raise ValueError(f"--{name} must be a positive integer, got {value!r}.")
-
-
 def make_plan(options: Options) -> Plan:
   """Checks the options (a ValueError names the flag) and lists the runs;
   reads the corpus' existence only, writes nothing."""
   if not options.output_dir:
     raise ValueError("--output_dir is required.")
-  if options.size not in SIZES:
-    raise ValueError(f"--size={options.size!r}: use one of "
-                     f"{', '.join(SIZES)}.")
+  tables.check_choice("size", options.size, SIZES)
   tables.check_archs(options.archs, ARCHS)
   for name in ("seeds", "train_steps", "checkpoint_steps",
                "steps_per_execution"):
-    _positive(name, getattr(options, name))
+    tables.check_positive(name, getattr(options, name))
   if options.dtype_policy not in ("auto", "float32", "mixed_bfloat16",
                                   "mixed_float16"):
     raise ValueError(f"--dtype_policy={options.dtype_policy!r}: use auto, "
