@@ -11,7 +11,6 @@ import os
 from typing import Any, Dict
 
 import tensorflow as tf
-import yaml
 
 from official.modeling import tf_utils
 from realformer_tf.checkpoints import run_directory
@@ -115,11 +114,7 @@ def run_mlm_activation(checkpoint_path: str,
   else:
     path = os.path.join(run_dir, run_directory.PRETRAINER_YAML)
     if tf.io.gfile.exists(path):
-      with tf.io.gfile.GFile(path) as f:
-        try:
-          values = yaml.safe_load(f)
-        except yaml.YAMLError as e:
-          raise run_directory.not_valid_yaml(path, e) from None
+      values = run_directory.read_yaml(path)
       name = ((values or {}).get("task") or {}).get("model", {}).get(
           "mlm_activation")
   name = name or config.hidden_activation

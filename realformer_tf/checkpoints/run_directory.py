@@ -42,7 +42,6 @@ from official.core import exp_factory
 from official.modeling import hyperparams
 from realformer_tf import utils
 from realformer_tf.checkpoints import errors
-from realformer_tf.core import swap
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
 
@@ -135,6 +134,16 @@ def not_valid_yaml(path: str, error: yaml.YAMLError) -> ValueError:
       "the file from a copy of the run.")
 
 
+def read_yaml(path: str) -> Any:
+  """The parsed YAML file at `path`; a ValueError naming its bad line
+  (`not_valid_yaml`) if it does not parse."""
+  with tf.io.gfile.GFile(path) as f:
+    try:
+      return yaml.safe_load(f)
+    except yaml.YAMLError as e:
+      raise not_valid_yaml(path, e) from None
+
+
 def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   """Rebuilds the experiment config a run recorded in `model_dir/params.yaml`.
 
@@ -223,11 +232,7 @@ def encoder_config(path: str) -> Tuple[str, Any]:
                        "has no BERT-style encoder to load.")
     return f"{params_yaml}: {key}", config
   if tf.io.gfile.exists(encoder_yaml):
-    try:
-      with tf.io.gfile.GFile(encoder_yaml) as f:
-        values = yaml.safe_load(f)
-    except yaml.YAMLError as e:
-      raise not_valid_yaml(encoder_yaml, e) from None
+    values = read_yaml(encoder_yaml)
     try:
       config = encoders.encoder_config()
       config.override(values["task"]["model"]["encoder"], is_strict=True)
