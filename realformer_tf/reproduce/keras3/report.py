@@ -3,7 +3,7 @@ reproduction's Table 2 and ordering, `tables`), results.json, curves.png."""
 
 import json
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from realformer_tf.reproduce import tables
 from realformer_tf.reproduce.keras3 import data as data_lib
@@ -14,15 +14,28 @@ RESULTS_MD = "results.md"
 CURVES_PNG = "curves.png"
 
 
+def scale_note(plan: plan_lib.Plan) -> Optional[str]:
+  """What a tiny run's report and figure must say: its numbers show the
+  pipeline runs, they are not findings (None at the other sizes; the
+  tf_keras reproduction's `report.scale_note` says the same)."""
+  if plan.options.size != "tiny":
+    return None
+  s = plan.size
+  return (f"Tiny size ({s.num_layers} layers, hidden {s.hidden_dim}; "
+          f"{plan.train_steps} pre-training steps): a check that the "
+          "pipeline runs, not the paper's findings.")
+
+
 def format_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
                    results: Dict[str, List[Dict]], pretraining: Dict) -> str:
   """`results.md`: the paper's Table 2 shape, the ordering, how it ran."""
   o, s = plan.options, plan.size
   first = results[o.archs[0]][0]
   seconds = {a: sum(r["seconds"] for r in runs) for a, runs in results.items()}
+  note = scale_note(plan)
   lines = [
       f"# Post-LN vs Pre-LN vs RealFormer on Keras 3 (JAX), size `{o.size}`",
-      "",
+      "", *([f"**{note}**", ""] if note else []),
       f"Encoder: {s.num_layers} layers, hidden {s.hidden_dim}, "
       f"{s.num_heads} heads, feed-forward {s.intermediate_dim} "
       f"(`RealFormerBackbone` + keras-hub's masked LM head); vocabulary "
@@ -116,9 +129,10 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
   png = os.path.join(o.output_dir, CURVES_PNG)
   tmp = f"{png[:-len('.png')]}.tmp-{os.getpid()}.png"
   n = passes(plan, sequences)
-  tables.curves_figure(curves, plan.labels, tmp, note=(
-      f"{n:.0f} passes over {len(sequences.train)} training sequences: "
-      "a small corpus, memorized" if n > 2 else None))
+  memorized = (f"{n:.0f} passes over {len(sequences.train)} training "
+               "sequences: a small corpus, memorized" if n > 2 else None)
+  tables.curves_figure(curves, plan.labels, tmp, note=" ".join(
+      filter(None, [scale_note(plan), memorized])) or None)
   os.rename(tmp, png)
   print(text, flush=True)
   return summary

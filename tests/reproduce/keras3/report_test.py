@@ -69,3 +69,23 @@ def test_results_md_says_how_often_the_corpus_was_seen():
   assert report.passes_line(plan, big) == (
       "Data passes: each of the 256000 training sequences was seen about "
       "1.0 times (new masks each time).")
+
+
+def test_a_tiny_run_says_it_is_a_check_not_findings():
+  """As the tf_keras reproduction (issue 39 item 10): a tiny run's table
+  looks like a finding unless the report says what it is."""
+  tiny = plan_lib.make_plan(plan_lib.Options(output_dir="o", size="tiny"))
+  sequences = data.Sequences(train=np.zeros((125, 32), np.int32),
+                             eval=np.zeros((9, 32), np.int32),
+                             vocab=["x"] * 70, source="the corpus")
+  results = {arch: [_result(arch, 0, 0.15, 5.0)]
+             for arch in ("post_ln", "pre_ln", "realformer")}
+  text = report.format_results(tiny, sequences, results,
+                               tables.summarize_pretraining(results))
+  note = report.scale_note(tiny)
+  assert note.startswith("Tiny size (2 layers, hidden 32; ") and note.endswith(
+      "pre-training steps): a check that the pipeline runs, not the paper's "
+      "findings.")
+  assert text.split("\n")[2] == f"**{note}**", text
+  small = plan_lib.make_plan(plan_lib.Options(output_dir="o"))
+  assert report.scale_note(small) is None
