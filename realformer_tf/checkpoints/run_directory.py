@@ -277,7 +277,14 @@ def check_files(prefix: str) -> Optional[str]:
 
 
 def _candidates(path: str, what: str) -> List[str]:
-  """Checkpoint prefixes `path` names, newest first (a prefix: itself)."""
+  """Checkpoint prefixes `path` names, newest first (a prefix: itself).
+
+  A directory's are those its `checkpoint` state file lists. Without one (a
+  copy that left it out) its `ckpt-N` files are, highest N first, said in a
+  warning: a reader only reads, so it takes the newest whole one where
+  TensorFlow's `get_checkpoint_state` sees nothing (training refuses the
+  same directory instead, `resume_checkpoint`: it would write over them).
+  """
   key = f"{what}={path!r}"
   if not path:
     raise ValueError(f"{what} is empty.")
@@ -285,9 +292,17 @@ def _candidates(path: str, what: str) -> List[str]:
   if not tf.io.gfile.isdir(path):
     return [path]
   state = tf.train.get_checkpoint_state(path)  # Its paths are absolute.
-  if state is None:
-    raise ValueError(f"{key} is a directory without a checkpoint (no "
-                     "'checkpoint' state file naming one).")
+  if state is None or not state.model_checkpoint_path:
+    found = checkpoint_prefixes(path)
+    if not found:
+      raise ValueError(f"{key} is a directory without a checkpoint (no "
+                       "'checkpoint' state file naming one, and no "
+                       f"{CHECKPOINT_PREFIX}-* files).")
+    logging.warning(
+        "%s has no 'checkpoint' state file (a copy that left it out?): "
+        "reading its %s files by step, newest first (%s).", key,
+        CHECKPOINT_PREFIX, ", ".join(os.path.basename(p) for p in found))
+    return found
   return list(dict.fromkeys([state.model_checkpoint_path,
                              *reversed(state.all_model_checkpoint_paths)]))
 

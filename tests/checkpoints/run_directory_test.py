@@ -149,6 +149,31 @@ def test_falls_back_past_deleted_truncated_and_short_data(tmp_path, caplog):
     assert name in caplog.text
 
 
+def test_readers_of_a_run_without_its_state_file_take_its_newest_whole_ckpt(
+    tmp_path, caplog):
+  """Issue 38: a copy of `ckpt-*` without the `checkpoint` state file was
+  called "a directory without a checkpoint" by every reader (export,
+  analysis, load_run, an init checkpoint). Readers take its newest whole
+  `ckpt-N`, by step, and say so; training refuses it (`resume_checkpoint`)."""
+  d = str(tmp_path)
+  first, second, third = _save(d, [5, 10, 40])
+  os.remove(os.path.join(d, "checkpoint"))
+  with open(third + ".data-00000-of-00001", "r+b") as f:
+    f.truncate(100)
+  with caplog.at_level("WARNING"):
+    assert run_directory.resolve_checkpoint(d, "--model_dir") == second
+  assert "no 'checkpoint' state file" in caplog.text
+  assert "ckpt-40, ckpt-10, ckpt-5" in caplog.text
+  assert "skipped unreadable newer checkpoints" in caplog.text
+  with pytest.raises(ValueError, match="but no 'checkpoint' state file"):
+    run_directory.resume_checkpoint(d)
+  for prefix in (first, second, third):
+    for f in tf.io.gfile.glob(prefix + ".*"):
+      os.remove(f)
+  with pytest.raises(ValueError, match="without a checkpoint.*no ckpt-"):
+    run_directory.resolve_checkpoint(d, "--model_dir")
+
+
 def test_read_latest_skips_what_read_cannot_read(tmp_path):
   first, second = _save(str(tmp_path), [1, 2])
 
