@@ -16,7 +16,8 @@
    and its word embedding has a row per vocabulary token
    (`init_from_run`); `task.init_checkpoint` becomes the prefix checked (a
    run directory's newest readable one), which the task then restores;
-6. `model_dir` (a directory; an eval needs a checkpoint; a training run
+6. `model_dir` (a directory; an eval needs a checkpoint and a model_dir it
+   can write its summaries in, `check_eval_writes`; a training run
    resumes only the same model), then its lock (`run_lock`): the first
    write.
 
@@ -91,6 +92,8 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
         f"--mode=eval: no checkpoint in --model_dir={model_dir!r}, so there "
         "is no trained model to evaluate. Train first (--mode=train), or "
         "point --model_dir at a run's directory.")
+  if mode not in modes.TRAIN_MODES:
+    check_eval_writes(params, mode, model_dir)
   if (mode not in modes.TRAIN_MODES or not has_checkpoint or
       not tf.io.gfile.exists(run_directory.params_path(model_dir))):
     return
@@ -106,6 +109,36 @@ def check_model_dir(params: cfg.ExperimentConfig, mode: str,
         f"--model_dir={model_dir!r} holds checkpoints of another model "
         f"({run_directory.params_path(model_dir)}): " + "; ".join(changed) +
         ". Use a new --model_dir, or the same model config to resume.")
+
+
+def check_eval_writes(params: cfg.ExperimentConfig, mode: str,
+                      model_dir: str) -> None:
+  """An eval mode (no lock, `run_lock`: it writes no checkpoint) can write
+  where it writes: its summaries (Model Garden's
+  `trainer.validation_summary_subdir` of `model_dir`, official/core/
+  train_lib.py `OrbitExperimentRunner.controller`) and train.py's
+  `operative_config.<mode>.gin` in `model_dir`. On a read-only run (a
+  shared mount, a read-only file system) the evaluation ran, then
+  TensorFlow's raw PermissionDeniedError from `CreateSummaryFileWriter`
+  ended it. Local paths only: object stores have no `os.access`.
+  """
+  summaries = os.path.join(model_dir,
+                           params.trainer.validation_summary_subdir)
+  for target in dict.fromkeys((model_dir, summaries)):
+    path = target
+    while "://" not in path and not os.path.exists(path):
+      path = os.path.dirname(path.rstrip("/")) or "."
+    if "://" in path or os.access(path, os.W_OK):
+      continue
+    way_out = ("evaluate a copy of the run in a writable folder" if
+               target == model_dir else
+               "send them elsewhere with --params_override=trainer."
+               "validation_summary_subdir=/a/writable/folder")
+    raise ValueError(
+        f"--mode={mode} writes its summaries to {summaries} and "
+        f"operative_config.{mode}.gin to --model_dir={model_dir!r}, but "
+        f"{path} is not writable (a read-only file system or permissions): "
+        f"nothing was run. To evaluate it, {way_out}.")
 
 
 def make_strategy(params: cfg.ExperimentConfig) -> tf.distribute.Strategy:

@@ -239,3 +239,34 @@ def test_another_experiments_run_is_named_not_called_a_quickstart(
   after = file_trees.files_under(copy)
   del after["params.yaml"]
   assert after == before
+
+
+@pytest.mark.parametrize("read_only", ["run", "summaries"])
+def test_an_eval_of_a_read_only_run_is_refused_before_it_runs(
+    quickstart_run, tmp_path, monkeypatch, read_only):
+  """Issue 38 item 8, eval's side: `--mode=eval` takes no lock, so on a
+  read-only run it evaluated, then died in TensorFlow's raw
+  PermissionDeniedError from CreateSummaryFileWriter (validation/). Checked
+  with `os.access`, which a read-only file system or permissions answer
+  (faked here: CI's root writes through permissions)."""
+  tmp, model_dir, corpus_a, _ = quickstart_run
+  copy = str(tmp_path / "copy")
+  shutil.copytree(model_dir, copy)
+  blocked = copy if read_only == "run" else os.path.join(copy, "validation")
+  os.makedirs(os.path.join(copy, "validation"), exist_ok=True)
+  access = os.access
+  monkeypatch.setattr(os, "access", lambda path, how: (
+      how != os.W_OK or os.path.abspath(path) != blocked) and access(
+          path, how))
+  before = file_trees.files_under(copy)
+  for mode in ("eval", "continuous_eval"):
+    with pytest.raises(ValueError) as e:
+      preflight.prepare_and_validate(_quickstart(), mode, copy, [corpus_a])
+    assert (f"--mode={mode} writes its summaries to {copy}/validation and "
+            f"operative_config.{mode}.gin to --model_dir={copy!r}, but "
+            f"{blocked} is not writable") in str(e.value)
+    assert ("a writable folder" if read_only == "run" else
+            "trainer.validation_summary_subdir=") in str(e.value)
+  assert file_trees.files_under(copy) == before
+  monkeypatch.setattr(os, "access", access)
+  preflight.prepare_and_validate(_quickstart(), "eval", copy, [corpus_a])
