@@ -290,7 +290,8 @@ def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str,
   "validation": [...]}}}, values as fractions; drawn as % when `percent` (as
   `results.md` reports them), under the human name `metric`; `note`, a
   title line (what scale the runs are, say). Returns the (closed) figure
-  written to `path`.
+  written to `path` (a path or a binary file: PNG either way, so a writer
+  can draw into its temporary file).
   """
   scale = 100.0 if percent else 1.0
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True,
@@ -323,6 +324,6 @@ def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str,
              ncol=max(len(by_label), 1), fontsize=10, frameon=False)
   if note:  # Below the panels: the legend holds the space above them.
     fig.supxlabel(textwrap.fill(note, 130), fontsize=10)
-  fig.savefig(path, dpi=100)
+  fig.savefig(path, dpi=100, format="png")
   plt.close(fig)
   return fig

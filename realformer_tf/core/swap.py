@@ -21,6 +21,7 @@ import dataclasses
 import json
 import os
 import secrets
+import shutil
 from typing import Callable, Iterable, List, Optional, Tuple
 
 # `<path>.tmp-PID`: being written by process PID.
@@ -43,6 +44,47 @@ class FileOps:
   write: Callable[[str, str], None]
   exists: Callable[[str], bool]
   remove: Callable[[str], None]  # A file or a folder tree.
+
+
+def _read_text(path: str) -> Optional[str]:
+  try:
+    with open(path, encoding="utf-8") as f:
+      return f.read()
+  except (OSError, UnicodeDecodeError):
+    return None
+
+
+def _write_text(path: str, text: str) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text)
+
+
+def _remove(path: str) -> None:
+  if os.path.isdir(path) and not os.path.islink(path):
+    shutil.rmtree(path, ignore_errors=True)
+  elif os.path.lexists(path):
+    os.remove(path)
+
+
+# Local files through `os` (the Keras 3 face and its reproduction, which
+# must run without TensorFlow; the tf_keras face uses `tf.io.gfile`).
+OS_OPS = FileOps(read=_read_text, write=_write_text, exists=os.path.lexists,
+                 remove=_remove)
+
+
+def process_alive(pid: int) -> bool:
+  """Whether process `pid` may still run on this host (True when it cannot
+  be told: another user's process, not a pid, or Windows, where
+  `os.kill(pid, 0)` would end it)."""
+  if os.name == "nt":
+    return True
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except (PermissionError, OverflowError):
+    return True
+  return True
 
 
 def pid_max() -> int:

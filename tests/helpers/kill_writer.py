@@ -15,12 +15,21 @@ import importlib
 import json
 import os
 import signal
+import subprocess
 import sys
 
 from tests.helpers import watchdog
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+
+
+def dead_pid() -> int:
+  """The pid of a process that has ended (a killed writer's, for leftovers
+  named after it)."""
+  return int(subprocess.run([sys.executable, "-c", "import os; print("
+                             "os.getpid())"], capture_output=True, text=True,
+                            check=True).stdout)
 
 
 def run_killed(kill_at: int, module: str, function: str, **kwargs) -> None:

@@ -24,6 +24,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from realformer_tf.core import swap
 from realformer_tf.data import corpus_text
 from realformer_tf.data import wordpiece
 
@@ -82,21 +83,37 @@ def pack(documents: Sequence[List[str]], tokenizer: wordpiece.WordPieceTokenizer
 
 def write_atomically(path: str, write) -> None:
   """`write(file)` into `path.tmp-PID`, then renamed over `path`: a reader
-  (or a killed writer) sees the old file whole or the new one whole."""
-  tmp = f"{path}.tmp-{os.getpid()}"
+  (or a killed writer) sees the old file whole or the new one whole. The
+  temporary is claimed first (`core.swap`: an owner record beside it), so
+  that `remove_own_temps` can prove it ours."""
+  tmp = f"{path}{swap.TMP_INFIX}{os.getpid()}"
+  swap.claim(tmp, swap.OS_OPS)
   with open(tmp, "wb") as f:
     write(f)
     f.flush()
     os.fsync(f.fileno())
   os.rename(tmp, path)
+  swap.release(tmp, swap.OS_OPS)
 
 
-def remove_own_temps(folder: str, name: str) -> None:
-  """Deletes `name.tmp-*` left in `folder` by a killed writer of `name`."""
-  if os.path.isdir(folder):
-    for entry in os.listdir(folder):
-      if entry.startswith(f"{name}.tmp-"):
-        os.remove(os.path.join(folder, entry))
+def remove_own_temps(folder: str, name: str) -> List[str]:
+  """Deletes the `name.tmp-PID` a killed writer of ours left in `folder`
+  (its owner record proves it ours and process PID is gone), says so, and
+  returns them. Look-alikes without our record (a user's
+  `results.md.tmp-20240102`) are kept, whatever their name."""
+  if not os.path.isdir(folder):
+    return []
+  found = swap.scan(folder, swap.TMP_INFIX, os.listdir(folder),
+                    lambda pid, _: swap.process_alive(pid),
+                    swap.OS_OPS.read, name)
+  for tmp, pid in found.stale:
+    swap.OS_OPS.remove(tmp)
+    swap.release(tmp, swap.OS_OPS)
+    print(f"Removed {tmp}, left by process {pid}, which was killed while "
+          "writing it.", flush=True)
+  for record in found.orphans:
+    os.remove(record)
+  return [tmp for tmp, _ in found.stale]
 
 
 def _load(path: str, key: Dict) -> Optional[Sequences]:

@@ -106,7 +106,7 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
                   results: Dict[str, List[Dict]]) -> Dict:
   """Writes results.json, results.md and curves.png; prints results.md."""
   o = plan.options
-  for name in (RESULTS_JSON, RESULTS_MD, CURVES_PNG[:-len(".png")]):
+  for name in (RESULTS_JSON, RESULTS_MD, CURVES_PNG):
     data_lib.remove_own_temps(o.output_dir, name)  # A killed writer's.
   pretraining = tables.summarize_pretraining(results)
   curves = {a: {r["seed"]: r["curves"] for r in runs}
@@ -124,15 +124,12 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
   text = format_results(plan, sequences, results, pretraining)
   data_lib.write_atomically(os.path.join(o.output_dir, RESULTS_MD),
                             lambda f: f.write(text.encode("utf-8")))
-  # Drawn beside, then renamed into place (matplotlib picks the format
-  # from the name's extension).
-  png = os.path.join(o.output_dir, CURVES_PNG)
-  tmp = f"{png[:-len('.png')]}.tmp-{os.getpid()}.png"
   n = passes(plan, sequences)
   memorized = (f"{n:.0f} passes over {len(sequences.train)} training "
                "sequences: a small corpus, memorized" if n > 2 else None)
-  tables.curves_figure(curves, plan.labels, tmp, note=" ".join(
-      filter(None, [scale_note(plan), memorized])) or None)
-  os.rename(tmp, png)
+  data_lib.write_atomically(
+      os.path.join(o.output_dir, CURVES_PNG),
+      lambda f: tables.curves_figure(curves, plan.labels, f, note=" ".join(
+          filter(None, [scale_note(plan), memorized])) or None))
   print(text, flush=True)
   return summary

@@ -5,9 +5,11 @@ import os
 import numpy as np
 import pytest
 
+from realformer_tf.core import swap
 from realformer_tf.data import wordpiece
 from realformer_tf.reproduce.keras3 import data
 from tests.helpers import keras3_reproduction
+from tests.helpers import kill_writer
 
 PAD, UNK, CLS, SEP, MASK = range(5)
 
@@ -124,15 +126,25 @@ def test_sequences_are_cached_and_rebuilt_for_other_arguments(tmp_path):
     data.prepare(folder, [corpus], vocab_size=200, seq_length=24)
 
 
-def test_writes_are_whole_and_only_own_temporaries_are_removed(tmp_path):
+def test_writes_are_whole_and_only_own_temporaries_are_removed(tmp_path,
+                                                               capsys):
+  """Issue 38 item 4: any `name.tmp-*` was deleted, a user's dated copy
+  (`sequences.npz.tmp-20240102`) too. Only a temporary its owner record
+  proves ours, of a process that is gone, is removed, and said."""
   path = str(tmp_path / "sequences.npz")
   data.write_atomically(path, lambda f: f.write(b"new"))
   assert os.listdir(tmp_path) == ["sequences.npz"]
-  for name in ("sequences.npz.tmp-123", "vocab.txt.tmp-9", "sequences.npz.x",
-               "mine.tmp-1"):
-    (tmp_path / name).write_bytes(b"")
-  data.remove_own_temps(str(tmp_path), "sequences.npz")
+  killed = f"{path}.tmp-{kill_writer.dead_pid()}"
+  for name in ("sequences.npz.tmp-20240102", "sequences.npz.tmp-123",
+               "vocab.txt.tmp-9", "sequences.npz.x", "mine.tmp-1",
+               os.path.basename(killed)):
+    (tmp_path / name).write_bytes(b"user's")
+  pid = int(killed.rsplit("-", 1)[1])
+  swap.OS_OPS.write(swap.owner_path(killed), swap.owner_record(killed, pid))
+  assert data.remove_own_temps(str(tmp_path), "sequences.npz") == [killed]
+  assert f"Removed {killed}, left by process {pid}" in capsys.readouterr().out
   assert sorted(os.listdir(tmp_path)) == [
-      "mine.tmp-1", "sequences.npz", "sequences.npz.x", "vocab.txt.tmp-9"]
+      "mine.tmp-1", "sequences.npz", "sequences.npz.tmp-123",
+      "sequences.npz.tmp-20240102", "sequences.npz.x", "vocab.txt.tmp-9"]
   with open(path, "rb") as f:
     assert f.read() == b"new"
