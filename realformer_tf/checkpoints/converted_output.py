@@ -68,7 +68,7 @@ def check_converted_output_dir(output_dir: str, overwrite: bool,
     return not entry.startswith(f"{CHECKPOINT_PREFIX}-")
 
   swap.check_replaceable(
-      output_dir, entries, is_kept,
-      "converted checkpoint (encoder.yaml, checkpoint, ckpt-1)",
-      "write to a new or empty directory")
+      output_dir, entries, is_kept, "converted checkpoint",
+      "write to a new or empty directory (a converted checkpoint holds "
+      "encoder.yaml, the 'checkpoint' state file and ckpt-1)")
   return entries

@@ -286,8 +286,9 @@ def test_overwrite_refuses_a_train_py_run_and_its_parent(tf1_dir, tmp_path):
   for output_dir, match in (
       (run_dir, r"run is a train.py run directory \(it holds params.yaml, "
        r"train.lock\): ckpt-100.index, params.yaml, train.lock are not "),
-      (run_dir.parent, r"runs is not a converted checkpoint .*: run is not "),
-      (copy, r"copy is not a converted checkpoint .*: ckpt-100.index is not")):
+      (run_dir.parent, r"runs is not a converted checkpoint: run is not "),
+      (copy, r"copy is not a converted checkpoint: ckpt-100.index is not "
+       r".*ckpt-1\)\.$")):
     with pytest.raises(FileExistsError, match=match):
       convert.convert_tf1_checkpoint(prefix, config_file, str(output_dir),
                                      residual_attention="sum", overwrite=True)
