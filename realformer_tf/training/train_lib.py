@@ -176,6 +176,22 @@ def clean_stale_temps(model_dir: str) -> List[str]:
   return removed
 
 
+def write_params_yaml(params: cfg.ExperimentConfig, model_dir: str) -> None:
+  """Model Garden's `train_utils.serialize_config`, whole or old.
+
+  It writes `params.yaml` in place (official/core/train_utils.py:394,
+  `hyperparams.save_params_dict_to_yaml`, params_dict.py:339), and a run
+  rewrites it at every start: a kill during that write left a truncated
+  `params.yaml`, the file that resume, export and `load_run` read. Written
+  beside it and renamed over it here (`utils.atomic_path`).
+  """
+  tf.io.gfile.makedirs(model_dir)
+  with utils.atomic_path(run_directory.params_path(model_dir)) as tmp:
+    hyperparams.save_params_dict_to_yaml(params, tmp)
+  logging.info("Saved the experiment configuration to %s.",
+               run_directory.params_path(model_dir))
+
+
 def checkpoint_step(path: str) -> int:
   """Global step of a checkpoint (or of a model dir's newest readable one)."""
   return int(train_utils.read_global_step_from_checkpoint(
@@ -278,7 +294,7 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   writes = chief and mode in modes.TRAIN_MODES
   if writes:
     clean_stale_temps(model_dir)
-    train_utils.serialize_config(params, model_dir)
+    write_params_yaml(params, model_dir)
 
   # Model Garden uses `task.train_data.seed` for the input pipeline only
   # (official/core/input_reader.py); the weights' initialisation and dropout

@@ -355,3 +355,35 @@ def test_stale_temps_of_killed_runs_are_cleaned(tmp_path):
   assert live.exists() and kept.exists()
   assert [path.read_text() for path in users] == ["mine", "mine"]
   assert not stale.exists() and not (model_dir / "ckpt-4_temp").exists()
+
+
+def test_params_yaml_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+  """Model Garden's `serialize_config` writes params.yaml in place, at every
+  run's start: a kill inside that write left it truncated, and resume,
+  export and `load_run` read it. A write stopped part way now leaves the
+  previous file byte for byte, and no temporary behind."""
+  model_dir = str(tmp_path)
+  params = experiments.realformer_quickstart()
+  train_lib.write_params_yaml(params, model_dir)
+  path = run_directory.params_path(model_dir)
+  with open(path, "rb") as f:
+    before = f.read()
+  assert run_directory.load_experiment_config(model_dir).as_dict() == (
+      params.as_dict())
+  written_to = []
+
+  def stopped_write(unused_params, file_path):
+    written_to.append(file_path)
+    with open(file_path, "w") as f:
+      f.write("task:\n  model:\n")  # Cut short here.
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(train_lib.hyperparams, "save_params_dict_to_yaml",
+                      stopped_write)
+  params.trainer.train_steps = 7
+  with pytest.raises(KeyboardInterrupt):
+    train_lib.write_params_yaml(params, model_dir)
+  assert written_to and written_to[0] != path
+  with open(path, "rb") as f:
+    assert f.read() == before
+  assert os.listdir(model_dir) == ["params.yaml"]
