@@ -141,28 +141,7 @@ _LOCK = threading.RLock()
 _WRITING = set()  # The temp directories this process is writing.
 
 
-def _read_text(path):
-  try:
-    with open(path, encoding="utf-8") as f:
-      return f.read()
-  except (OSError, UnicodeDecodeError):
-    return None
-
-
-def _write_text(path, text):
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(text)
-
-
-def _remove(path):
-  if os.path.isdir(path) and not os.path.islink(path):
-    shutil.rmtree(path, ignore_errors=True)
-  elif os.path.lexists(path):
-    os.remove(path)
-
-
-OS_OPS = swap.FileOps(read=_read_text, write=_write_text,
-                      exists=os.path.lexists, remove=_remove)
+OS_OPS = swap.OS_OPS
 
 
 def save_preset(preset_dir, write):
@@ -218,7 +197,7 @@ def write_directory(directory, write, check_target, kind="preset"):
       return directory
     check_target(path)
     for leftover in _stale_siblings(path, kind):
-      _remove(leftover)
+      OS_OPS.remove(leftover)
       swap.release(leftover, OS_OPS)
       logging.warning("Removed %s, left by a killed save of %s.", leftover,
                       path)
@@ -280,7 +259,7 @@ def backup_of(preset_dir):
     return None
   backups = swap.leftovers(path, swap.BACKUP_INFIX,
                            os.listdir(os.path.dirname(path)), _save_running,
-                           _read_text)
+                           OS_OPS.read)
   return backups[-1][0] if backups else None
 
 
@@ -311,7 +290,8 @@ def _stale_siblings(path, kind):
   entries = os.listdir(parent) if os.path.isdir(parent) else []
 
   def dead(infix):
-    return swap.scan(parent, infix, entries, _save_running, _read_text, name)
+    return swap.scan(parent, infix, entries, _save_running, OS_OPS.read,
+                     name)
 
   temps, backups = dead(swap.TMP_INFIX), dead(swap.BACKUP_INFIX)
   if backups.stale and not os.path.lexists(path):
@@ -334,15 +314,7 @@ def _save_running(pid, leftover):
   """Whether the save that made `leftover` (process `pid`) may still run."""
   if pid == os.getpid():
     return leftover in _WRITING
-  if os.name == "nt":  # os.kill(pid, 0) would end the process there.
-    return True
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except (PermissionError, OverflowError):
-    return True  # Another user's process, or not a pid: leave it.
-  return True
+  return swap.process_alive(pid)
 
 
 def _swap_in(temp, path):
