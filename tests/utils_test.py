@@ -3,8 +3,6 @@
 import gzip
 import json
 import os
-import subprocess
-import sys
 from unittest import mock
 import zlib
 
@@ -13,6 +11,7 @@ import tensorflow as tf
 
 from realformer_tf import utils
 from tests.helpers import file_trees
+from tests.helpers import kill_writer
 
 
 class AtomicWriteTest(tf.test.TestCase):
@@ -72,12 +71,6 @@ class AtomicWriteTest(tf.test.TestCase):
     self.assertEqual(sorted(os.listdir(self.get_temp_dir())), ["swap"])
 
 
-def _dead_pid() -> int:
-  return int(subprocess.run([sys.executable, "-c", "import os; print("
-                             "os.getpid())"], capture_output=True, text=True,
-                            check=True).stdout)
-
-
 class LeftoversTest(tf.test.TestCase):
 
   def _dir(self, path, *names, pid=None):
@@ -91,7 +84,7 @@ class LeftoversTest(tf.test.TestCase):
 
   def test_a_swap_killed_between_its_renames_is_undone(self):
     path = os.path.join(self.get_temp_dir(), "export")
-    pid = _dead_pid()
+    pid = kill_writer.dead_pid()
     self._dir(f"{path}.old-{pid}", "saved_model.pb", pid=pid)
     self._dir(f"{path}.tmp-{pid}", "half", pid=pid)
     with self.assertLogs(level="WARNING") as logs:
@@ -102,7 +95,7 @@ class LeftoversTest(tf.test.TestCase):
 
   def test_a_finished_swap_loses_its_backup_and_live_ones_are_kept(self):
     path = self._dir(os.path.join(self.get_temp_dir(), "export"), "new")
-    dead = _dead_pid()
+    dead = kill_writer.dead_pid()
     self._dir(f"{path}.old-{dead}", "old", pid=dead)
     live = self._dir(f"{path}.old-{os.getppid()}", "another writer's",
                      pid=os.getppid())
@@ -119,13 +112,13 @@ class LeftoversTest(tf.test.TestCase):
     INFO; a dead writer's proven backup is removed with a warning."""
     folder = os.path.join(self.get_temp_dir(), "users")
     path = self._dir(os.path.join(folder, "mymodel"), "weights")
-    dead = _dead_pid()
+    dead = kill_writer.dead_pid()
     kept = [self._dir(f"{path}.old-20240101", "v1"),
             self._dir(f"{path}.tmp-20240102", "v2"),
             self._dir(f"{path}.old-{dead}", "a user's")]
     open(f"{path}.tmp-{dead}", "w").close()
     kept.append(f"{path}.tmp-{dead}")
-    other = _dead_pid()
+    other = kill_writer.dead_pid()
     ours = self._dir(f"{path}.old-{other}", "old", pid=other)
     before = {p: file_trees.files_under(p) for p in kept if os.path.isdir(p)}
     # absl's logger, at INFO here whatever verbosity earlier tests left.
@@ -159,7 +152,7 @@ class LeftoversTest(tf.test.TestCase):
 
   def test_swap_leftovers_lists_dead_writers_only(self):
     path = os.path.join(self.get_temp_dir(), "run")
-    dead = _dead_pid()
+    dead = kill_writer.dead_pid()
     backup = self._dir(f"{path}.old-{dead}", pid=dead)
     self._dir(f"{path}.old-{os.getppid()}", pid=os.getppid())  # Live.
     self._dir(f"{path}.tmp-{dead}", pid=dead)
@@ -169,7 +162,7 @@ class LeftoversTest(tf.test.TestCase):
 
   def test_remove_stale_temps(self):
     folder = self.get_temp_dir()
-    dead = _dead_pid()
+    dead = kill_writer.dead_pid()
     self._dir(os.path.join(folder, f"export.tmp-{dead}"), "x", pid=dead)
     for name, pid in ((f"a.json.tmp-{dead}", dead),
                       (f"b.json.tmp-{os.getpid()}", os.getpid()),

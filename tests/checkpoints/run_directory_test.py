@@ -3,8 +3,6 @@ encoder config, its newest readable checkpoint, its lock, and the backup a
 killed swap leaves."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -15,12 +13,7 @@ from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from tests.helpers import file_trees
-
-
-def _dead_pid() -> int:
-  return int(subprocess.run([sys.executable, "-c", "import os; print("
-                             "os.getpid())"], capture_output=True, text=True,
-                            check=True).stdout)
+from tests.helpers import kill_writer
 
 
 def _save(directory, steps):
@@ -110,7 +103,7 @@ def test_encoder_config_from_params_or_encoder_yaml(tmp_path):
 
 def test_a_directory_set_aside_by_a_killed_swap_is_named(tmp_path):
   path = str(tmp_path / "converted")
-  pid = _dead_pid()
+  pid = kill_writer.dead_pid()
   backup = f"{path}.old-{pid}"
   os.makedirs(backup)
   file_trees.claim_as_ours(backup, pid)

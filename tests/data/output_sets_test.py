@@ -3,21 +3,14 @@
 import hashlib
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from realformer_tf.data import output_sets
 from tests.helpers import file_trees
+from tests.helpers import kill_writer
 
 WRITER = "realformer_tf.data.glue"
-
-
-def _dead_pid() -> int:
-  return int(subprocess.run([sys.executable, "-c", "import os; print("
-                             "os.getpid())"], capture_output=True, text=True,
-                            check=True).stdout)
 
 
 def _write_set(directory, contents, **manifest):
@@ -136,7 +129,7 @@ def test_files_the_new_set_lacks_are_removed(tmp_path):
 
 
 def test_temporaries_of_killed_writers_are_removed_by_the_next(tmp_path):
-  pid = _dead_pid()
+  pid = kill_writer.dead_pid()
   dead = tmp_path / f"a.rec.tmp-{pid}"
   live = tmp_path / f"b.rec.tmp-{os.getpid()}"
   users = tmp_path / "a.rec.tmp-20240102"  # 38.4: a user's, not ours.

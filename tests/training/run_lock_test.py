@@ -5,14 +5,13 @@ import json
 import os
 import re
 import socket
-import subprocess
-import sys
 
 import psutil
 import pytest
 
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.training import run_lock
+from tests.helpers import kill_writer
 
 
 def _lock(model_dir):
@@ -29,12 +28,6 @@ def _write_lock(model_dir, **fields):
   with open(_lock(model_dir), "w") as f:
     json.dump(holder, f)
   return holder
-
-
-def _dead_pid():
-  proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                        capture_output=True, text=True, check=True)
-  return int(proc.stdout)
 
 
 def test_second_holder_fails_naming_the_first(tmp_path):
@@ -73,7 +66,7 @@ def test_lock_is_released_on_an_exception_and_a_new_dir_removed(tmp_path):
 def test_stale_lock_of_a_gone_process_is_taken_over(tmp_path):
   model_dir = str(tmp_path / "run")
   # A SIGKILLed run: its pid no longer exists.
-  _write_lock(model_dir, pid=_dead_pid(), token="dead")
+  _write_lock(model_dir, pid=kill_writer.dead_pid(), token="dead")
   with run_lock.hold(model_dir) as holder:
     assert holder["pid"] == os.getpid() and holder["token"] != "dead"
   # A reused pid: it lives, but started after the lock was written.
@@ -86,7 +79,7 @@ def test_stale_lock_of_a_gone_process_is_taken_over(tmp_path):
 
 def test_lock_of_another_host_is_not_taken_over(tmp_path):
   model_dir = str(tmp_path / "run")
-  _write_lock(model_dir, pid=_dead_pid(), host="elsewhere")
+  _write_lock(model_dir, pid=kill_writer.dead_pid(), host="elsewhere")
   with pytest.raises(run_lock.ModelDirBusyError,
                      match=r"on host 'elsewhere' .* remove .*train\.lock"):
     run_lock.acquire(model_dir)
