@@ -31,6 +31,14 @@ _MODELS_DIR = os.path.join(os.path.dirname(_EXPERIMENTS_DIR), "models")
 # Architecture -> (label, `official_configs/models` file, learning-rate
 # multiplier). "realformer_2xlr" is the paper's RealFormer with a larger
 # learning rate (its Table 2 row "RealFormer, lr 2e-4" at BERT-Base).
+# What a reproduction writes in --output_dir (`check_options` refuses one
+# holding anything else): the report (`report.py`) and its folders.
+RESULTS_JSON = "results.json"
+RESULTS_MD = "results.md"
+CURVES_PNG = "curves.png"
+ATTENTION_PNG = "attention.png"
+OUTPUT_ENTRIES = (RESULTS_JSON, RESULTS_MD, CURVES_PNG, ATTENTION_PNG, "data",
+                  "glue_data", "pretrain", "finetune", "analysis")
 ARCHS = {
     "post_ln": (tables.ARCH_LABELS["post_ln"], "arch_post_ln.yaml", 1.0),
     "pre_ln": (tables.ARCH_LABELS["pre_ln"], "arch_pre_ln.yaml", 1.0),
@@ -189,6 +197,10 @@ def check_options(options: Options) -> Scale:
   """Raises a ValueError naming the flag for any bad option."""
   if not options.output_dir:
     raise ValueError("--output_dir is required.")
+  if tf.io.gfile.exists(options.output_dir):
+    tables.check_output_dir(
+        options.output_dir, tf.io.gfile.listdir(options.output_dir)
+        if tf.io.gfile.isdir(options.output_dir) else None, OUTPUT_ENTRIES)
   tables.check_choice("scale", options.scale, SCALES)
   tables.check_archs(options.archs, ARCHS)
   if options.seeds is None:  # `check_positive` lets None pass.

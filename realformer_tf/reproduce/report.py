@@ -17,10 +17,10 @@ from realformer_tf.reproduce import tables
 from realformer_tf.training import runs
 from realformer_tf.training import sweep
 
-RESULTS_JSON = "results.json"
-RESULTS_MD = "results.md"
-CURVES_PNG = "curves.png"
-ATTENTION_PNG = "attention.png"
+RESULTS_JSON = plan_lib.RESULTS_JSON
+RESULTS_MD = plan_lib.RESULTS_MD
+CURVES_PNG = plan_lib.CURVES_PNG
+ATTENTION_PNG = plan_lib.ATTENTION_PNG
 PRETRAIN_METRICS = tables.PRETRAIN_METRICS
 
 # The paper's own GLUE dev numbers for RealFormer (BERT-Large, Table 3), for

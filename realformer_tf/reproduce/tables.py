@@ -7,9 +7,10 @@ which runs where TensorFlow is not installed) both write their results.md
 table, ordering line and `curves.png` with these.
 """
 
-from typing import Optional, Dict, List
+from typing import Dict, Iterable, List, Optional
 
 from realformer_tf.analysis import plots
+from realformer_tf.core import swap
 from realformer_tf.training import seed_stats
 
 PRETRAIN_METRICS = ("masked_lm_accuracy", "lm_example_loss")
@@ -25,6 +26,35 @@ def check_choice(flag: str, value, choices) -> None:
   `choices`."""
   if value not in choices:
     raise ValueError(f"--{flag}={value!r}: use one of {', '.join(choices)}.")
+
+
+def check_output_dir(output_dir: str, entries: Optional[Iterable[str]],
+                     own: Iterable[str]) -> None:
+  """Raises a ValueError naming --output_dir when it holds anything a
+  reproduction does not write (`own`, and our temporaries of those), before
+  anything is written: a reproduction writes results.md, results.json and
+  its figures there over files of those names, and its runs beside them, so
+  a mistyped --output_dir (a train.py run, a folder of the user's) is never
+  written into. `entries`: its names; None if it is a file.
+  """
+  if entries is None:
+    raise ValueError(f"--output_dir={output_dir!r} is a file, not a "
+                     "directory.")
+  own = set(own)
+  names = sorted(entry.rstrip("/") for entry in entries)
+  foreign = [name for name in names
+             if name.split(swap.TMP_INFIX, 1)[0] not in own]
+  if not foreign:
+    return
+  run = [name for name in names if name in swap.RUN_FILES]
+  shown = ", ".join(foreign[:8]) + (", ..." if len(foreign) > 8 else "")
+  raise ValueError(
+      f"--output_dir={output_dir!r} holds {shown}, which a reproduction does "
+      "not write" + (f" (a train.py run: it holds {', '.join(run)})" if run
+                     else "") +
+      f"; a reproduction writes {', '.join(sorted(own))} there, so nothing "
+      "was written. Pass a new or empty --output_dir, or one a reproduction "
+      "wrote.")
 
 
 def check_positive(flag: str, value) -> None:

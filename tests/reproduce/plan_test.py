@@ -142,5 +142,22 @@ class PlanTest(tf.test.TestCase, parameterized.TestCase):
     self.assertFalse(os.path.exists(os.path.join(tmp, "bad")))
 
 
+  def test_an_output_dir_holding_a_run_is_refused_before_anything_is_written(
+      self):
+    """Issue 38: results.md, the figures and the runs were written into any
+    --output_dir, over a user's files of those names."""
+    tmp = self.get_temp_dir()
+    out = os.path.join(tmp, "a_run")
+    os.makedirs(out)
+    for name in ("params.yaml", "ckpt-2.index", "results.md"):
+      with open(os.path.join(out, name), "w") as f:
+        f.write(name)
+    with self.assertRaisesRegex(
+        ValueError, "holds ckpt-2.index, params.yaml, which a reproduction "
+        r"does not write \(a train.py run: it holds params.yaml\)"):
+      plan_lib.make_plan(reproduce_inputs.options(tmp, output_dir=out))
+    self.assertEqual(sorted(os.listdir(out)),
+                     ["ckpt-2.index", "params.yaml", "results.md"])
+
 if __name__ == "__main__":
   tf.test.main()

@@ -48,6 +48,8 @@ class EndToEndTest(tf.test.TestCase):
     results = run.execute(plan)
 
     out = options.output_dir
+    # What a rerun accepts in --output_dir (`plan_lib.check_options`).
+    self.assertEqual(set(os.listdir(out)), set(plan_lib.OUTPUT_ENTRIES))
     self.assertEqual(mpimg.imread(os.path.join(out, "curves.png")).shape[:2],
                      (450, 1100))
     # attention.png: the summary figure of two architectures at 100 dpi.

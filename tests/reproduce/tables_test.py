@@ -1,6 +1,7 @@
 """Table 2, its ordering line and the curves figure both reproductions
 write."""
 from matplotlib import image
+import pytest
 
 from realformer_tf.reproduce import tables
 
@@ -50,3 +51,26 @@ def test_the_curves_figure(tmp_path):
       {"realformer": {0: {"train": [[1, 0.1], [2, 0.2]],
                           "validation": [[2, 0.15]]}}}, LABELS, path)
   assert image.imread(path).shape[:2] == (450, 1100)
+
+
+def test_an_output_dir_is_used_only_if_it_holds_a_reproductions_names():
+  """Issue 38: a reproduction wrote results.md (and the rest) into any
+  --output_dir, over a user's files of those names."""
+  own = ("data", "results.md", "curves.png")
+  tables.check_output_dir("o", [], own)
+  tables.check_output_dir("o", ["data/", "results.md",
+                                "curves.png.tmp-12", "curves.png.tmp-12.owner"],
+                          own)
+  with pytest.raises(ValueError) as e:
+    tables.check_output_dir("/runs/r", ["ckpt-5.index", "data", "params.yaml",
+                                        "train.lock"], own)
+  assert str(e.value) == (
+      "--output_dir='/runs/r' holds ckpt-5.index, params.yaml, train.lock, "
+      "which a reproduction does not write (a train.py run: it holds "
+      "params.yaml, train.lock); a reproduction writes curves.png, data, "
+      "results.md there, so nothing was written. Pass a new or empty "
+      "--output_dir, or one a reproduction wrote.")
+  with pytest.raises(ValueError, match="holds notes.txt, which a "):
+    tables.check_output_dir("o", ["notes.txt", "results.md"], own)
+  with pytest.raises(ValueError, match="is a file, not a directory"):
+    tables.check_output_dir("o", None, own)

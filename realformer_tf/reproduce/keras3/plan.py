@@ -15,6 +15,15 @@ ARCHS = {
 }
 # The reference initialisation every architecture copies where shapes allow.
 REFERENCE_ARCH = "post_ln"
+# What a reproduction writes in --output_dir (`make_plan` refuses one holding
+# anything else): its lock (`run.py`), the data, a folder per architecture
+# and the report (`report.py`).
+LOCK_FILE = ".lock"
+RESULTS_JSON = "results.json"
+RESULTS_MD = "results.md"
+CURVES_PNG = "curves.png"
+OUTPUT_ENTRIES = (LOCK_FILE, "data", *ARCHS, RESULTS_JSON, RESULTS_MD,
+                  CURVES_PNG)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +123,10 @@ def make_plan(options: Options) -> Plan:
   reads the corpus' existence only, writes nothing."""
   if not options.output_dir:
     raise ValueError("--output_dir is required.")
+  if os.path.lexists(options.output_dir):
+    tables.check_output_dir(
+        options.output_dir, os.listdir(options.output_dir)
+        if os.path.isdir(options.output_dir) else None, OUTPUT_ENTRIES)
   tables.check_choice("size", options.size, SIZES)
   tables.check_archs(options.archs, ARCHS)
   for name in ("seeds", "train_steps", "checkpoint_steps",

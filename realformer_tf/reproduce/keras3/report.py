@@ -9,9 +9,9 @@ from realformer_tf.reproduce import tables
 from realformer_tf.reproduce.keras3 import data as data_lib
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 
-RESULTS_JSON = "results.json"
-RESULTS_MD = "results.md"
-CURVES_PNG = "curves.png"
+RESULTS_JSON = plan_lib.RESULTS_JSON
+RESULTS_MD = plan_lib.RESULTS_MD
+CURVES_PNG = plan_lib.CURVES_PNG
 
 
 def scale_note(plan: plan_lib.Plan) -> Optional[str]:

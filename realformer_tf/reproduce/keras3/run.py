@@ -13,7 +13,7 @@ from realformer_tf.reproduce.keras3 import plan as plan_lib
 from realformer_tf.reproduce.keras3 import report
 from realformer_tf.reproduce.keras3 import train
 
-LOCK_FILE = ".lock"
+LOCK_FILE = plan_lib.LOCK_FILE
 
 
 class OutputDirBusy(RuntimeError):

@@ -58,3 +58,24 @@ def test_status_follows_the_files(tmp_path):
   (tmp_path / plan_lib.RESULT_FILE).write_text("{}")
   assert plan_lib.run_status(run) == "done"
   assert os.path.basename(plan_lib.run_dir("o", "pre_ln", 2)) == "seed2"
+
+
+def test_an_output_dir_holding_what_it_does_not_write_is_refused(tmp_path):
+  """Issue 38: results.md, curves.png and the runs were written into any
+  --output_dir (a train.py run, a folder of the user's); refused, with
+  nothing written. Its own output passes (a rerun)."""
+  run = tmp_path / "run"
+  run.mkdir()
+  for name in ("params.yaml", "train.lock", "results.md"):
+    (run / name).write_text(name)
+  with pytest.raises(ValueError, match=re.escape(
+      f"--output_dir={str(run)!r} holds params.yaml, train.lock, which a "
+      "reproduction does not write (a train.py run")):
+    plan_lib.make_plan(plan_lib.Options(output_dir=str(run), size="tiny"))
+  assert sorted(os.listdir(run)) == ["params.yaml", "results.md",
+                                     "train.lock"]
+  ours = tmp_path / "ours"
+  ours.mkdir()
+  for name in plan_lib.OUTPUT_ENTRIES:
+    (ours / name).write_text("")
+  plan_lib.make_plan(plan_lib.Options(output_dir=str(ours), size="tiny"))
