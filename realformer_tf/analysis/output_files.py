@@ -61,9 +61,13 @@ def check_output_dir(output_dir: str) -> None:
   `OUTPUT_FILES` that no analysis of ours wrote.
 
   Raises:
-    ValueError: Naming those files, --output_dir and what to do.
+    ValueError: Naming those files, --output_dir and what to do; or if
+      `output_dir` is a file.
   """
   if not tf.io.gfile.isdir(output_dir):
+    if tf.io.gfile.exists(output_dir):
+      raise ValueError(f"--output_dir={output_dir} is a file: pass a "
+                       "directory.")
     return
   theirs = [name for name in OUTPUT_FILES
             if tf.io.gfile.exists(os.path.join(output_dir, name))
