@@ -162,7 +162,9 @@ def violin_figure(panels: Sequence[Panel], path: str, metric: str
   fig.subplots_adjust(left=left / width, right=1.0 - 0.15 / width,
                       bottom=footer / height, top=1.0 - header / height,
                       hspace=0.6, wspace=0.12)
-  fig.savefig(path, dpi=100)
+  # PNG by name: `path` may be a staged `entropy.png.tmp-PID`, whose suffix
+  # matplotlib would take for the format.
+  fig.savefig(path, dpi=100, format="png")
   plt.close(fig)
   return fig
 

@@ -14,8 +14,8 @@ Pipeline (`run_analysis`):
    same head one layer below (`metrics.py`), and each layer's |S_l|.
 4. `AttentionStats` folds these into bounded-memory `StreamStats`, so memory
    is bounded by the batch and reservoir sizes, not by the examples.
-5. `write_outputs`: `entropy.png`, `jsd.png`, `summary.json` and a per-layer
-   table on stdout.
+5. `write_outputs`: `entropy.png`, `jsd.png` and `summary.json`, one set
+   (`output_files`), and a per-layer table on stdout.
 """
 
 import dataclasses
@@ -29,6 +29,7 @@ from tqdm import auto as tqdm
 from official.core import task_factory
 from realformer_tf import utils
 from realformer_tf.analysis import metrics
+from realformer_tf.analysis import output_files
 from realformer_tf.analysis import plots
 from realformer_tf.analysis import stats
 from realformer_tf.checkpoints import run_directory
@@ -327,8 +328,10 @@ def format_table(summary: Dict[str, Any]) -> str:
 def write_outputs(models: Sequence[LoadedModel],
                   results: Sequence[AttentionStats], output_dir: str,
                   settings: Dict[str, Any]) -> Dict[str, Any]:
-  """Writes entropy.png, jsd.png and summary.json; prints the tables."""
-  tf.io.gfile.makedirs(output_dir)
+  """Writes entropy.png, jsd.png and summary.json as one set
+  (`output_files.write_set`: the three change together, and a folder
+  holding one of them that no analysis of ours wrote is refused); prints the
+  tables. Returns the summary written."""
   summary = dict(
       settings=dict(
           settings,
@@ -347,8 +350,8 @@ def write_outputs(models: Sequence[LoadedModel],
                    residual_attention=m.residual_attention,
                    num_layers=m.num_layers, num_heads=m.num_heads,
                    **r.to_json()) for m, r in zip(models, results)])
-  utils.write_json_atomically(os.path.join(output_dir, "summary.json"), summary)
-  for metric, first in (("entropy", 0), ("jsd", 1)):  # jsd: layers l-1, l
+
+  def figure(metric, first):  # jsd: layers l-1, l
     panels = []
     for m, r in zip(models, results):
       streams = getattr(r, metric)
@@ -360,8 +363,11 @@ def write_outputs(models: Sequence[LoadedModel],
       panels.append(plots.Panel(
           f"{m.name}: " + plots.architecture_name(m.residual_attention,
                                                   m.norm_first), rows))
-    plots.violin_figure(panels, os.path.join(output_dir, f"{metric}.png"),
-                        metric)
+    return lambda path: plots.violin_figure(panels, path, metric)
+
+  summary = output_files.write_set(output_dir, summary, {
+      f"{metric}.png": figure(metric, first)
+      for metric, first in (("entropy", 0), ("jsd", 1))})
   for model_summary in summary["models"]:
     print(format_table(model_summary))
     print()
@@ -386,6 +392,11 @@ def run_analysis(model_dir: str,
 
   Returns:
     The summary dict also written to `output_dir/summary.json`.
+
+  Raises:
+    ValueError: Before the analysis, for a bad argument or an `output_dir`
+      holding an `entropy.png`, `jsd.png` or `summary.json` that no analysis
+      of ours wrote (`output_files.check_output_dir`).
   """
   for flag, value in (("num_examples", num_examples),
                       ("batch_size", batch_size),
@@ -402,6 +413,8 @@ def run_analysis(model_dir: str,
         raise FileNotFoundError(f"--{flag}={path} does not exist.")
   elif vocab_file:
     raise ValueError("--vocab_file is only used with --input_text.")
+  # Before the analysis, not only before its writes: minutes, then refused.
+  output_files.check_output_dir(output_dir)
 
   models = [load_model(model_dir)]
   if compare_model_dir:

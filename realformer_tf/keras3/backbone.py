@@ -37,9 +37,11 @@ def backbone_spec(*keys, **defaults):
   return both.only(*keys).replace(**defaults)
 
 
-class BackboneConfig(input_checks.ChecksInputs, encoder_block.SpecConfig):
-  """keras-hub's config convention on `core.arguments`, and our backbones'
-  input checks (`input_checks.ChecksInputs`).
+class BackboneConfig(saving.WritesWhole, input_checks.ChecksInputs,
+                     encoder_block.SpecConfig):
+  """keras-hub's config convention on `core.arguments`, our backbones'
+  input checks (`input_checks.ChecksInputs`), and their `save` and `export`
+  written whole or not at all (`saving.WritesWhole`).
 
   keras-hub's backbones keep each constructor argument as an attribute of
   its name and return them all from `get_config`

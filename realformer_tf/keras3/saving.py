@@ -7,8 +7,9 @@ as "File not found" (it only asks `zipfile.is_zipfile`). `save_model`
 writes beside the path and renames when complete; `load_model` says what a
 missing, empty or half-written file is before Keras opens it.
 `save_preset` does the same for a preset directory (our backbones' and
-tasks' `save_to_preset`), and `export_model` for a SavedModel (our tasks'
-`export`): `write_directory` is their one swap.
+tasks' `save_to_preset`), and `export_model` for a SavedModel:
+`write_directory` is their one swap. `WritesWhole` makes them our backbones'
+and tasks' `save` and `export`.
 """
 
 import os
@@ -131,6 +132,37 @@ def export_model(model: keras.Model, path: str,
     shutil.rmtree(unchecked)
   return write_directory(path, write, _check_saved_model_target,
                          "SavedModel")
+
+
+class WritesWhole:
+  """`keras.Model`'s `save` and `export`, written whole or not at all: the
+  one implementation of our backbones' (a base class of theirs) and our
+  tasks' (copied by `tasks.realformer_task`, whose `export` adds a default
+  `input_signature` and calls this one).
+
+  Keras writes both in place (keras/src/saving/saving_lib.py, `save_model`;
+  keras/src/export/saved_model.py, `ExportArchive.write_out`), so
+  `backbone.save("b.keras")` killed part way left a truncated file where the
+  previous model was, and an export killed over an earlier one a mix of
+  both. Keras' signatures; other paths and formats go to Keras unchanged.
+  """
+
+  def save(self, filepath, overwrite=True, zipped=None, **kwargs):
+    """`keras.Model.save`; a `.keras` path (zipped) through `save_model`:
+    written beside it and renamed over it once complete. Other paths
+    (`.h5`, `zipped=False`) to Keras."""
+    if str(filepath).endswith(KERAS_SUFFIX) and zipped is not False:
+      return save_model(self, filepath, overwrite=overwrite, **kwargs)
+    return keras.Model.save(self, filepath, overwrite=overwrite,
+                            zipped=zipped, **kwargs)
+
+  def export(self, filepath, format=SAVED_MODEL_FORMAT,  # pylint: disable=redefined-builtin
+             verbose=None, input_signature=None, **kwargs):
+    """`keras.Model.export` through `export_model`: a SavedModel written
+    beside `filepath` and swapped in, replacing only a SavedModel (or an
+    empty directory); other formats to Keras. Returns `filepath`."""
+    return export_model(self, filepath, format=format, verbose=verbose,
+                        input_signature=input_signature, **kwargs)
 
 
 # keras-hub's preset files (keras_hub/src/utils/preset_utils.py, CONFIG_FILE

@@ -36,7 +36,7 @@ decorator checks that nothing between the class and `Task` defines them.
   It writes the whole preset beside `preset_dir` and swaps it in
   (`saving.save_preset`), so a failed save leaves the old preset whole.
 - `save` (a `.keras` path) and `export` (a SavedModel) are `keras.Model`'s,
-  written whole or not at all (`saving.save_model`, `saving.export_model`):
+  written whole or not at all (`saving.WritesWhole`, our backbones' too):
   Keras writes both in place, so a killed save left a truncated file, a
   killed export over an earlier one a mix of both. `from_preset` of a
   preset a killed save set aside names the backup.
@@ -279,9 +279,9 @@ class RealFormerTask:
   def export(self, filepath, format="tf_saved_model",  # pylint: disable=redefined-builtin
              verbose=None, input_signature=None, **kwargs):
     """`keras.Model.export` with our named default `input_signature`, a
-    SavedModel written whole or not at all (`saving.export_model`: Keras
-    writes into `filepath` in place, so a killed export over an earlier one
-    left a mix of both).
+    SavedModel written whole or not at all (`saving.WritesWhole.export`:
+    Keras writes into `filepath` in place, so a killed export over an
+    earlier one left a mix of both).
 
     Args:
       filepath: Where to write the artifact.
@@ -297,23 +297,14 @@ class RealFormerTask:
       # Functional models take one positional argument, the dict of inputs
       # (keras/src/export/export_utils.py, `get_input_signature`).
       input_signature = [self.serving_input_signature()]
-    return saving.export_model(self, filepath, format=format,
-                               verbose=verbose,
-                               input_signature=input_signature, **kwargs)
+    return saving.WritesWhole.export(self, filepath, format=format,
+                                     verbose=verbose,
+                                     input_signature=input_signature,
+                                     **kwargs)
 
-  def save(self, filepath, overwrite=True, zipped=None, **kwargs):
-    """`keras.Model.save`, a `.keras` file written whole or not at all.
-
-    Keras writes the zip archive into `filepath` in place
-    (keras/src/saving/saving_lib.py, `save_model`), so a save killed part
-    way leaves a truncated file where the previous model was. A `.keras`
-    path goes through `saving.save_model` (written beside it, renamed over
-    it once complete); other paths (`.h5`, `zipped=False`) to Keras.
-    """
-    if str(filepath).endswith(saving.KERAS_SUFFIX) and zipped is not False:
-      return saving.save_model(self, filepath, overwrite=overwrite, **kwargs)
-    return keras.Model.save(self, filepath, overwrite=overwrite,
-                            zipped=zipped, **kwargs)
+  # `keras.Model.save`, a `.keras` file written whole or not at all; the
+  # backbones' too (`saving.WritesWhole`).
+  save = saving.WritesWhole.save
 
   @classmethod
   def from_preset(cls, preset, load_weights=True, **kwargs):

@@ -184,10 +184,13 @@ def test_figure_titles_name_the_architecture(tmp_path, monkeypatch):
   JSD panels name the architecture (both read "(residual_attention=none)"
   until issue 30)."""
   titles = {}
-  monkeypatch.setattr(
-      runner.plots, "violin_figure",
-      lambda panels, path, metric: titles.setdefault(
-          metric, [p.title for p in panels]))
+
+  def violin_figure(panels, path, metric):
+    titles[metric] = [p.title for p in panels]
+    with open(path, "wb") as f:  # The set needs each staged file written.
+      f.write(b"not drawn")
+
+  monkeypatch.setattr(runner.plots, "violin_figure", violin_figure)
   monkeypatch.setattr(runner, "format_table", lambda summary: "")
   stream = types.SimpleNamespace(sample=lambda key: np.zeros(3))
   result = types.SimpleNamespace(to_json=dict, entropy=stream, jsd=stream)

@@ -21,6 +21,7 @@ import pytest
 from realformer_tf.core import swap
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import backbone as backbone_lib
+from realformer_tf.keras3 import decoder_backbone
 from realformer_tf.keras3 import tasks
 from realformer_tf.keras3 import text_classifier
 from tests.helpers import file_trees
@@ -322,15 +323,50 @@ def test_a_save_killed_mid_swap_names_the_backup_and_keeps_it(tmp_path):
   assert os.listdir(tmp_path) == ["preset"]
 
 
-# --- Our tasks' `save` and `export` (38.7): whole or old ---
+# --- Our tasks' and backbones' `save` and `export` (38.7): whole or old ---
 
 
-def save_classifier_killed_in_zip_write(path, seed):
-  """`kill_writer`'s target (K=0: it kills itself): `classifier.save(path)`
-  SIGKILLed as the zip archive is closed (its members written, its central
-  directory not), the point at which Keras' in-place save left a file that
-  `load_model` calls "not found"."""
-  model = text_classifier_test.classifier(seed=seed)
+def _tiny(kind, seed):
+  """A tiny model of `kind` ("classifier", "backbone", "decoder")."""
+  if kind == "classifier":
+    return text_classifier_test.classifier(seed=seed)
+  keras.utils.set_random_seed(seed)
+  if kind == "backbone":
+    return _model()
+  return decoder_backbone.RealFormerDecoderBackbone(
+      vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+      intermediate_dim=16, max_sequence_length=8)
+
+
+def _outputs(model):
+  """`model.predict` of fixed inputs as NumPy ({name: array})."""
+  if isinstance(model, keras_hub.models.Task):
+    return {"logits": keras.ops.convert_to_numpy(
+        model.predict(["the quick fox"], verbose=0))}
+  inputs = utils.backbone_inputs()
+  inputs = {name: inputs[name] for name in model.input}
+  outputs = model.predict(inputs, verbose=0)
+  return {"output": outputs} if not isinstance(outputs, dict) else outputs
+
+
+def _export(model, path):
+  """`model.export(path)`: a task with its default signature; a backbone at
+  8 tokens (Keras' default, any length, fails on JAX: jax2tf cannot compare
+  it with the position table, as the tasks' `export` says)."""
+  signature = None
+  if not isinstance(model, keras_hub.models.Task):
+    signature = [{
+        name: keras.InputSpec(shape=(None, 8), dtype="int32", name=name)
+        for name in model.input}]
+  return model.export(path, verbose=False, input_signature=signature)
+
+
+def save_killed_in_zip_write(path, seed, kind):
+  """`kill_writer`'s target (K=0: it kills itself): `model.save(path)` of a
+  tiny `kind` SIGKILLed as the zip archive is closed (its members written,
+  its central directory not), the point at which Keras' in-place save left
+  a file that `load_model` calls "not found"."""
+  model = _tiny(kind, seed)
   close = zipfile.ZipFile.close
 
   def killing_close(self):
@@ -342,38 +378,74 @@ def save_classifier_killed_in_zip_write(path, seed):
   model.save(path)
 
 
-def test_a_task_save_killed_mid_write_leaves_the_previous_file(
-    tmp_path, classifiers):
-  """`classifier.save("a.keras")` as docs/keras3.md shows it, killed during
-  the zip write: `a.keras` is the previous model byte for byte (it loads
-  and predicts as before); the killed temp is named as incomplete."""
-  model, _ = classifiers
+@pytest.mark.parametrize("kind", ["classifier", "backbone"])
+def test_a_save_killed_mid_write_leaves_the_previous_file(tmp_path, kind):
+  """`model.save("a.keras")` as docs/keras3.md shows it, of a task and of a
+  backbone, killed during the zip write: `a.keras` is the previous model
+  byte for byte (it loads and predicts as before); the killed temp is named
+  as incomplete."""
+  model = _tiny(kind, seed=2)
   path = str(tmp_path / "a.keras")
-  model.save(path)
+  assert model.save(path) == path
   before = file_trees.files_under(tmp_path)
   kill_writer.run_killed(0, "tests.keras3.saving_test",
-                         "save_classifier_killed_in_zip_write", path=path,
-                         seed=5)
+                         "save_killed_in_zip_write", path=path, seed=5,
+                         kind=kind)
   left = file_trees.files_under(tmp_path)
   assert left["a.keras"] == before["a.keras"]
   (temp,) = set(left) - {"a.keras"}
   assert re.fullmatch(r"a\.tmp-\d+\.keras", temp)
   with pytest.raises(ValueError, match="is not a complete .keras file"):
     saving.load_model(str(tmp_path / temp))
-  x = ["the quick fox"]
-  np.testing.assert_allclose(
-      keras.ops.convert_to_numpy(saving.load_model(path).predict(x)),
-      keras.ops.convert_to_numpy(model.predict(x)), rtol=1e-5, atol=1e-6)
+  loaded, expected = _outputs(saving.load_model(path)), _outputs(model)
+  assert sorted(loaded) == sorted(expected)
+  for name, value in expected.items():
+    np.testing.assert_allclose(loaded[name], value, rtol=1e-5, atol=1e-6,
+                               err_msg=name)
   with pytest.raises(FileExistsError, match="a.keras exists; pass "
                      "overwrite=True"):
     model.save(path, overwrite=False)
 
 
-def export_classifier_killed_before_its_graph(path, seed):
-  """`kill_writer`'s target (K=0: it kills itself): `classifier.export(path)`
-  SIGKILLed once the variables are written, as `saved_model.pb` is about to
-  be (TensorFlow writes it with `file_io.atomic_write_string_to_file`,
-  tensorflow/python/saved_model/save.py)."""
+@pytest.mark.parametrize("kind", ["backbone", "decoder"])
+def test_a_backbone_save_round_trips_through_the_same_writer(
+    tmp_path, monkeypatch, kind):
+  """Both backbones' `save` is `saving.WritesWhole.save`, the tasks' one:
+  a `.keras` path is written beside and renamed in (nothing else left), and
+  loads with the same config and outputs; other paths go to Keras."""
+  model = _tiny(kind, seed=3)
+  assert type(model).save is tasks.RealFormerTask.save is (
+      saving.WritesWhole.save)
+  assert type(model).export is saving.WritesWhole.export
+  path = str(tmp_path / "b.keras")
+  model.save(path)
+  model.save(path)  # Over its own file.
+  assert os.listdir(tmp_path) == ["b.keras"]
+  loaded = saving.load_model(path)
+  assert type(loaded) is type(model)
+  assert loaded.get_config() == model.get_config()
+  loaded_outputs, expected = _outputs(loaded), _outputs(model)
+  for name, value in expected.items():
+    np.testing.assert_allclose(loaded_outputs[name], value, rtol=1e-5,
+                               atol=1e-6, err_msg=name)
+  passed = []
+  monkeypatch.setattr(keras.Model, "save",
+                      lambda self, filepath, **kwargs: passed.append(
+                          (filepath, kwargs)))
+  model.save(str(tmp_path / "b.h5"))
+  model.save(str(tmp_path / "dir.keras"), zipped=False)
+  assert passed == [(str(tmp_path / "b.h5"),
+                     dict(overwrite=True, zipped=None)),
+                    (str(tmp_path / "dir.keras"),
+                     dict(overwrite=True, zipped=False))]
+
+
+def export_killed_before_its_graph(path, seed, kind):
+  """`kill_writer`'s target (K=0: it kills itself): `model.export(path)` of
+  a tiny `kind` SIGKILLed once the variables are written, as
+  `saved_model.pb` is about to be (TensorFlow writes it with
+  `file_io.atomic_write_string_to_file`, tensorflow/python/saved_model/
+  save.py)."""
   from tensorflow.python.lib.io import file_io  # pylint: disable=g-import-not-at-top
   write = file_io.atomic_write_string_to_file
 
@@ -383,21 +455,23 @@ def export_classifier_killed_before_its_graph(path, seed):
     write(filename, contents, overwrite)
 
   file_io.atomic_write_string_to_file = killing_write
-  text_classifier_test.classifier(seed=seed).export(path, verbose=False)
+  _export(_tiny(kind, seed), path)
 
 
-def test_a_task_export_killed_mid_write_leaves_the_previous_export(
-    tmp_path, classifiers):
-  """`classifier.export(X)` over an earlier export, killed between its
-  variables and saved_model.pb: X is the previous
-  export byte for byte. A folder that is not a SavedModel is refused."""
-  model, _ = classifiers
+@pytest.mark.parametrize("kind", ["classifier", "backbone"])
+def test_an_export_killed_mid_write_leaves_the_previous_export(
+    tmp_path, kind):
+  """`model.export(X)` of a task and of a backbone over an earlier export,
+  killed between its variables and saved_model.pb: X is the previous export
+  byte for byte, and serves what the model gives. A folder that is not a
+  SavedModel is refused."""
+  model = _tiny(kind, seed=2)
   path = str(tmp_path / "export")
-  model.export(path, verbose=False)
+  assert _export(model, path) == path
   before = file_trees.files_under(path)
   kill_writer.run_killed(0, "tests.keras3.saving_test",
-                         "export_classifier_killed_before_its_graph",
-                         path=path, seed=5)
+                         "export_killed_before_its_graph",
+                         path=path, seed=5, kind=kind)
   assert file_trees.files_under(path) == before
   (temp,) = [name for name in os.listdir(tmp_path) if re.fullmatch(
       r"export\.tmp-\d+", name)]
@@ -406,10 +480,20 @@ def test_a_task_export_killed_mid_write_leaves_the_previous_export(
             for root, names, _ in os.walk(tmp_path / temp) for name in names]
   assert "keras_export/variables" in killed and not any(
       name.endswith("saved_model.pb") for name in killed), killed
+  if kind == "backbone":
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    # Only TensorFlow reads a SavedModel (keras3_tasks.export_and_load).
+    serve = tf.saved_model.load(path).signatures["serve"]
+    inputs = utils.backbone_inputs()
+    served = serve(**{name: tf.constant(value) for name, value in
+                      inputs.items()})
+    utils.assert_outputs_close(
+        {name: value.numpy() for name, value in served.items()},
+        _outputs(model))
   not_ours = tmp_path / "notes"
   not_ours.mkdir()
   (not_ours / "todo.txt").write_text("mine")
   with pytest.raises(FileExistsError, match=(
       r"notes is not a SavedModel: todo.txt is not part of a SavedModel")):
-    model.export(str(not_ours), verbose=False)
+    _export(model, str(not_ours))
   assert os.listdir(not_ours) == ["todo.txt"]
