@@ -16,6 +16,7 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
+from realformer_tf import utils
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
 
@@ -82,7 +83,11 @@ def _per_layer_and_head(values) -> List[List[np.ndarray]]:
 
 
 def write_path_figures(statistics, output_dir: str) -> List[str]:
-  """`<path>_entropy.png` and `<path>_jsd.png` per path; returns the files."""
+  """`<path>_entropy.png` and `<path>_jsd.png` per path; returns the files.
+
+  Each is drawn beside its name and renamed in (`utils.atomic_path`):
+  matplotlib writes in place, so a kill part way left a truncated figure.
+  """
   os.makedirs(output_dir, exist_ok=True)
   written = []
   for path, per_metric in statistics.items():
@@ -94,6 +99,7 @@ def write_path_figures(statistics, output_dir: str) -> List[str]:
           (f"layer {i + offset}" + (f" vs {i}" if offset else ""), heads)
           for i, heads in enumerate(layers)])
       file = os.path.join(output_dir, f"{path}_{metric}.png")
-      plots.violin_figure([panel], file, metric)
+      with utils.atomic_path(file) as tmp:
+        plots.violin_figure([panel], tmp, metric)
       written.append(file)
   return written

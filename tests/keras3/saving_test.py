@@ -8,8 +8,6 @@ import logging
 import os
 import re
 import signal
-import subprocess
-import sys
 import zipfile
 
 import keras
@@ -236,21 +234,13 @@ def test_a_file_or_a_folder_that_is_not_a_preset_is_refused(tmp_path,
   assert preset_utils.CONFIG_FILE in os.listdir(empty)
 
 
-def _dead_pid():
-  """The pid of a process that has ended."""
-  process = subprocess.run([sys.executable, "-c", "import os; "
-                            "print(os.getpid())"], capture_output=True,
-                           text=True, check=True)
-  return int(process.stdout)
-
-
 def test_leftovers_of_ended_saves_are_removed_live_ones_left(tmp_path,
                                                              classifiers,
                                                              caplog):
   model, _ = classifiers
   preset = os.path.join(tmp_path, "preset")
   model.backbone.save_to_preset(preset)
-  dead, live = _dead_pid(), os.getppid()
+  dead, live = kill_writer.dead_pid(), os.getppid()
   for leftover, pid in ((f"preset.tmp-{dead}", dead),
                         (f"preset.old-{dead}", dead),
                         (f"preset.tmp-{live}", live)):
