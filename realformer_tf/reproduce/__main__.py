@@ -71,5 +71,6 @@ if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["output_dir"])
   # SIGTERM/SIGINT: the run in progress stops at its next step, saved, the
-  # rest are skipped, exit 143/130 (`runs.execute`).
+  # rest are skipped, exit 143/130 (`runs.execute`); a refusal is its
+  # message alone (`cli.REFUSALS`).
   process_exit.run_and_exit(main)

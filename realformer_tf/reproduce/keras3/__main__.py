@@ -11,6 +11,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 from absl import app
 from absl import flags
 
+from realformer_tf import cli
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 from realformer_tf.reproduce.keras3 import run
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -69,4 +70,4 @@ def main(argv):
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["output_dir"])
-  app.run(main)
+  cli.run(main)
