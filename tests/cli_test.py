@@ -13,7 +13,6 @@ import textwrap
 
 from absl import app
 from absl import flags
-from absl.testing import flagsaver
 import pytest
 
 from realformer_tf import cli
@@ -31,11 +30,7 @@ def _raises(error):
   return main
 
 
-@pytest.fixture(autouse=True)
-def _flags_restored():
-  """--traceback parsed by one test stays set for the next without it."""
-  with flagsaver.flagsaver():
-    yield
+pytestmark = pytest.mark.usefixtures("no_traceback_flag")
 
 
 def _run(monkeypatch, main, *args, **kwargs):

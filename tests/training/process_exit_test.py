@@ -7,11 +7,13 @@ train.py ends with its summary is `tests/train_test.py`'s quickstart test.
 import signal
 import sys
 
-from absl.testing import flagsaver
 import pytest
 
 from realformer_tf.training import process_exit
 from realformer_tf.training import stop_signals
+
+
+pytestmark = pytest.mark.usefixtures("no_traceback_flag")
 
 
 def _stopped_by(signum):
@@ -72,8 +74,7 @@ def test_a_refusal_is_its_message_alone_unless_asked(monkeypatch, capsys,
     del argv
     raise Busy("--model_dir='d': no way. Use a new --model_dir.")
 
-  with flagsaver.flagsaver():
-    process_exit.run_and_exit(refused, (Busy,))
+  process_exit.run_and_exit(refused, (Busy,))
   err = capsys.readouterr().err
   assert calls == [1]
   assert err.endswith("\n--model_dir='d': no way. Use a new --model_dir.\n"
