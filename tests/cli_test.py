@@ -22,15 +22,14 @@ from tests.helpers import watchdog
 
 MESSAGE = "--output_dir='o': no way. Pass a new --output_dir."
 
+pytestmark = pytest.mark.usefixtures("no_traceback_flag")
+
 
 def _raises(error):
   def main(argv):
     del argv
     raise error
   return main
-
-
-pytestmark = pytest.mark.usefixtures("no_traceback_flag")
 
 
 def _run(monkeypatch, main, *args, **kwargs):

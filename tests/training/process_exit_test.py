@@ -12,7 +12,6 @@ import pytest
 from realformer_tf.training import process_exit
 from realformer_tf.training import stop_signals
 
-
 pytestmark = pytest.mark.usefixtures("no_traceback_flag")
 
 
