@@ -68,10 +68,6 @@ flags.DEFINE_list(
 flags.DEFINE_bool(
     "enable_async_checkpointing", True,
     "Save checkpoints in a background thread (as official/nlp/train.py).")
-flags.DEFINE_bool(
-    "traceback", False,
-    "Print a refusal's Python traceback too (a bad value, file or run "
-    "directory); by default only its message, the last line printed.")
 
 
 def main(_):
@@ -85,6 +81,6 @@ if __name__ == "__main__":
   tfm_flags.define_flags()
   flags.mark_flags_as_required(["experiment", "mode", "model_dir"])
   # Ends with the closing summary, without Python's finalization, which
-  # could sit idle for a minute (training/process_exit.py).
-  process_exit.run_and_exit(main, train_lib.REFUSALS,
-                            lambda: FLAGS["traceback"].value)
+  # could sit idle for a minute (training/process_exit.py); a refusal is
+  # its message alone, --traceback (realformer_tf/cli.py) adds where.
+  process_exit.run_and_exit(main, train_lib.REFUSALS)

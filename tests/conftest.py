@@ -1,5 +1,9 @@
-"""Test-wide setup: quiet TF logs, deterministic CPU runs, shared data path."""
+"""Test-wide setup: quiet TF logs, deterministic CPU runs, shared data path;
+the `no_traceback_flag` fixture."""
 import os
+
+from absl.testing import flagsaver
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -16,3 +20,12 @@ def pytest_collection_modifyitems(config, items):
     config.hook.pytest_deselected(
         items=[item for item in items if item.name == "test_session"])
     items[:] = kept
+
+
+@pytest.fixture
+def no_traceback_flag():
+  """--traceback (`realformer_tf.cli`) unset for a test that runs a command
+  in this process: absl parses only the flags a command line gives, so one
+  test's --traceback would stay set for the next."""
+  with flagsaver.flagsaver(traceback=False):
+    yield

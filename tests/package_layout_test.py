@@ -24,10 +24,11 @@ PACKAGE_ROOT = os.path.join(REPO_ROOT, "realformer_tf")
 
 # Bottom first. The package's own `__init__` is below everything. `core`
 # (the math both faces call) and `keras3` (the portable face: keras, keras-hub
-# and core only) sit below `utils`, which imports TensorFlow.
-LAYER_ORDER = ("core", "keras3", "utils", "layers", "networks", "data",
-               "tasks", "configs", "checkpoints", "training", "serving",
-               "analysis", "reproduce")
+# and core only) sit below `utils`, which imports TensorFlow; `cli` (how
+# every command ends; absl only) below every package with a command.
+LAYER_ORDER = ("core", "keras3", "cli", "utils", "layers", "networks",
+               "data", "tasks", "configs", "checkpoints", "training",
+               "serving", "analysis", "reproduce")
 # Layers that import no TensorFlow, tf_keras, Model Garden or a layer of
 # ours outside this tuple.
 PORTABLE_LAYERS = ("core", "keras3")

@@ -12,11 +12,10 @@ Reads `params.yaml` and the latest checkpoint of each model dir, streams
 bits (so it lies in [0, 1]).
 """
 
-import sys
-
 from absl import app
 from absl import flags
 
+from realformer_tf import cli
 from realformer_tf.analysis import runner
 from realformer_tf.analysis import stats
 
@@ -56,11 +55,8 @@ _FLAGS = (
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  try:
-    runner.run_analysis(**{flag.name: flag.value for flag in _FLAGS})
-  except (FileNotFoundError, ValueError) as e:
-    sys.exit(f"realformer_tf.analysis: error: {e}")
+  runner.run_analysis(**{flag.name: flag.value for flag in _FLAGS})
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -33,6 +33,7 @@ from absl import logging
 import tensorflow as tf
 import yaml
 
+from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.checkpoints import converted_output
 from realformer_tf.checkpoints import run_directory
@@ -155,4 +156,4 @@ def main(argv):
 if __name__ == "__main__":
   flags.mark_flags_as_required(["tf1_checkpoint", "bert_config_file",
                                 "output_dir"])
-  app.run(main)
+  cli.run(main)

@@ -46,7 +46,6 @@ import json
 import os
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from absl import app
 from absl import flags
 from absl import logging
 import apache_beam as beam
@@ -54,9 +53,10 @@ from apache_beam.options import pipeline_options
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 import tensorflow as tf
 
+from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.core import swap
-from realformer_tf.data import create_pretraining_data as cli
+from realformer_tf.data import create_pretraining_data
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import shards
@@ -214,7 +214,7 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
                      f"vocab_sample_documents >= 1, got {vocab_size} and "
                      f"{vocab_sample_documents}.")
   directory, stem = os.path.split(os.path.abspath(output_prefix))
-  learned_path = os.path.join(directory, cli.VOCAB_NAME)
+  learned_path = os.path.join(directory, create_pretraining_data.VOCAB_NAME)
   if not vocab_file and learned_path in map(os.path.abspath, input_files):
     raise ValueError(f"The learned vocabulary would overwrite input file "
                      f"{learned_path!r}.")
@@ -275,7 +275,7 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
 
 def define_flags():
   """Defines the CLI flags (only when run as a program)."""
-  cli.define_instance_flags()
+  create_pretraining_data.define_instance_flags()
   flags.DEFINE_list("input_files", None, "Comma-separated raw text files or "
                     "glob patterns: one sentence per line, blank line "
                     "between documents.")
@@ -303,4 +303,4 @@ if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["input_files", "output_prefix"])
   # Unknown flags are Beam's pipeline options (as TFDS's beam scripts).
-  app.run(main, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))
+  cli.run(main, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))

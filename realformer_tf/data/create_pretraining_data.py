@@ -18,10 +18,10 @@ records, their meta data and a learned vocabulary change as one set
 
 import os
 
-from absl import app
 from absl import flags
 import tensorflow as tf
 
+from realformer_tf import cli
 from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.data import pretraining_data
@@ -134,4 +134,4 @@ main = utils.flags_main(run)
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -49,7 +49,6 @@ import math
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
@@ -57,6 +56,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from official.nlp.data import classifier_data_lib
+from realformer_tf import cli
 from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.data import tokenization
@@ -444,4 +444,4 @@ if __name__ == "__main__":
                       "(instead of --glue_dir; nothing is downloaded).")
   flags.DEFINE_bool("lower_case", True, "Lower-case (uncased vocabulary).")
   flags.mark_flags_as_required(["task", "vocab_file", "output_dir"])
-  app.run(main)
+  cli.run(main)

@@ -44,6 +44,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from realformer_tf import cli
 from realformer_tf.data import corpus_text
 from realformer_tf.data import output_sets
 from realformer_tf import utils
@@ -414,4 +415,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

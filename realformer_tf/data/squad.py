@@ -32,13 +32,13 @@ import copy
 import os
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
 import yaml
 
 from official.nlp.data import squad_lib
+from realformer_tf import cli
 from realformer_tf.data import output_sets
 from realformer_tf import utils
 from realformer_tf.data import schedule
@@ -378,4 +378,4 @@ if __name__ == "__main__":
   flags.DEFINE_integer("train_batch_size", None,
                        "With --epochs: write train_schedule.yaml.")
   flags.mark_flags_as_required(["input_json", "vocab_file", "output_dir"])
-  app.run(main)
+  cli.run(main)

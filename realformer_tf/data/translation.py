@@ -35,11 +35,11 @@ import os
 import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from absl import app
 from absl import flags
 import sentencepiece as spm
 import tensorflow as tf
 
+from realformer_tf import cli
 from realformer_tf import utils
 
 # Model Garden's reserved ids (official/nlp/data/train_sentencepiece.py):
@@ -278,4 +278,4 @@ main = utils.flags_main(convert)
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -22,6 +22,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from realformer_tf import cli
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import quickstart_corpus
 
@@ -116,4 +117,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

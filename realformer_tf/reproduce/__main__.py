@@ -11,6 +11,7 @@ from realformer_tf.reproduce import plan as plan_lib
 from realformer_tf.reproduce import report
 from realformer_tf.reproduce import run
 from realformer_tf.training import process_exit
+from realformer_tf.training import train_lib
 
 FLAGS = flags.FLAGS
 
@@ -57,19 +58,16 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   options = options_from_flags()
-  try:
-    if FLAGS.dry_run:
-      print(report.describe(plan_lib.make_plan(options)))
-      return
-    plan = run.prepare(options)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from e
-  run.execute(plan)
+  if FLAGS.dry_run:
+    print(report.describe(plan_lib.make_plan(options)))
+    return
+  run.execute(run.prepare(options))
 
 
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["output_dir"])
   # SIGTERM/SIGINT: the run in progress stops at its next step, saved, the
-  # rest are skipped, exit 143/130 (`runs.execute`).
-  process_exit.run_and_exit(main)
+  # rest are skipped, exit 143/130 (`runs.execute`); a refusal (a bad
+  # flag value or input, a run's as train.py's) is its message alone.
+  process_exit.run_and_exit(main, train_lib.REFUSALS)

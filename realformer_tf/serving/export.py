@@ -27,7 +27,6 @@ import tempfile
 import warnings
 from typing import List, Optional, Tuple, Type
 
-from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
@@ -37,6 +36,7 @@ from official.core import config_definitions as cfg
 from official.core import export_base
 from official.core import task_factory
 from official.nlp.serving import export_savedmodel_util
+from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.core import swap
@@ -339,4 +339,4 @@ main = utils.flags_main(export_model, dataclasses.asdict)
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

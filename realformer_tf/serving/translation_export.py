@@ -18,11 +18,11 @@ and tokens after the first EOS are dropped before detokenization.
 
 from typing import Dict, Optional
 
-from absl import app
 from absl import flags
 import tensorflow as tf
 
 from official.nlp.serving import serving_modules as mg_serving_modules
+from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.serving import export
@@ -109,4 +109,4 @@ main = utils.flags_main(export_translation, lambda export_dir: {
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -7,7 +7,8 @@ their worker threads) kept the process alive at low or no CPU for 10 s (tiny
 runs) to 83 s (the quickstart). Everything a run writes is complete before
 it: checkpoints synced and checked (`controller.Controller`), summaries
 flushed by Orbit after each write, JSON written atomically. absl's
-`app.run` has no way to skip it, hence `run_and_exit`.
+`app.run` has no way to skip it, hence `run_and_exit`, around `cli.run` (a
+refusal: its message alone, as every command of ours ends one).
 """
 
 import atexit
@@ -16,8 +17,7 @@ import sys
 import traceback
 from typing import Callable, Tuple, Type
 
-from absl import app
-
+from realformer_tf import cli
 from realformer_tf.training import stop_signals
 
 
@@ -43,31 +43,26 @@ def _exit_code(error: SystemExit) -> int:
 
 
 def run_and_exit(main: Callable[..., None],
-                 refusals: Tuple[Type[BaseException], ...] = (),
-                 show_traceback: Callable[[], bool] = lambda: False) -> None:
-  """`app.run(main)`, then `end_process` with the status Python would give:
-  0, `sys.exit`'s, 128 + the signal for a run stopped by SIGTERM/SIGINT
-  (`stop_signals`: 143, 130, as the shell reports a signal), or 1 after
-  printing an uncaught exception as Python does.
+                 refusals: Tuple[Type[BaseException], ...] = cli.REFUSALS
+                 ) -> None:
+  """`cli.run(main, refusals)`, then `end_process` with the status Python
+  would give: 0, `sys.exit`'s, 128 + the signal for a run stopped by
+  SIGTERM/SIGINT (`stop_signals`: 143, 130, as the shell reports a signal),
+  or 1 after printing an uncaught exception as Python does.
 
   An exception of a `refusals` type is a refusal (bad input, a busy or
-  damaged run directory), whose message names the key, file and way out: it
-  is printed alone, as the last line, exit status 1; its traceback (which
-  only shows where the check is) too when `show_traceback()` says so.
-  Anything else is a crash: its traceback is printed.
+  damaged run directory), whose message names the key, file and way out:
+  `cli.run` prints it alone, as the last line, exit status 1; its traceback
+  (which only shows where the check is) too with --traceback. Anything else
+  is a crash: its traceback is printed.
   """
   try:
-    app.run(main)
+    cli.run(main, refusals)
     code = 0
   except SystemExit as e:
     code = _exit_code(e)
   except stop_signals.Stopped as e:  # Reported already (train_lib).
     code = e.exit_code
-  except refusals as e:  # pylint: disable=catching-non-exception
-    if show_traceback():
-      traceback.print_exc()
-    print(str(e) or type(e).__name__, file=sys.stderr)
-    code = 1
   except BaseException:  # pylint: disable=broad-except
     traceback.print_exc()
     code = 1

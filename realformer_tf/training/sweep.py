@@ -39,6 +39,7 @@ from realformer_tf.training import init_from_run
 from realformer_tf.training import input_checks
 from realformer_tf.training import process_exit
 from realformer_tf.training import runs
+from realformer_tf.training import train_lib
 from realformer_tf.training import value_checks
 
 RESULT_FILE = "glue_result.json"
@@ -329,5 +330,6 @@ if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["model_dir_root"])
   # SIGTERM/SIGINT: the run in progress stops at its next step, saved, the
-  # rest are skipped, exit 143/130 (`runs.execute`).
-  process_exit.run_and_exit(main)
+  # rest are skipped, exit 143/130 (`runs.execute`); a refusal (a bad
+  # flag value or input, a run's as train.py's) is its message alone.
+  process_exit.run_and_exit(main, train_lib.REFUSALS)

@@ -30,6 +30,7 @@ from official.core import task_factory
 from official.core import train_lib
 from official.core import train_utils
 from official.modeling import hyperparams
+from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import registry
@@ -139,9 +140,11 @@ def parse_configuration_and_sources(flags_obj):
 
 
 # The errors train.py prints as a message alone (`process_exit.run_and_exit`):
-# the checks' refusals and the stops whose message says what to do.
-REFUSALS = (ValueError, FileNotFoundError, run_lock.ModelDirBusyError,
-            controller_lib.CheckpointSaveError, trainer_lib.NonFiniteLossError)
+# every command's refusals (`cli.REFUSALS`) and the stops whose message says
+# what to do.
+REFUSALS = cli.REFUSALS + (run_lock.ModelDirBusyError,
+                           controller_lib.CheckpointSaveError,
+                           trainer_lib.NonFiniteLossError)
 
 # Written by `run` after the final evaluation of a train_and_eval or
 # train_and_post_eval run: {"step": N, "metrics": {...}}. Its absence at

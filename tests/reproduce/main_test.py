@@ -33,3 +33,18 @@ def test_cli_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
   assert lines[-1].startswith("Estimated time: "), lines
   assert reproduce_inputs.tree(str(tmp_path)) == before  # Nothing written.
 
+
+
+def test_cli_refusal_is_its_message_alone(tmp_path):
+  """A bad flag value: its message, the last line, exit status 1, nothing
+  written (before: absl's usage text above it, `app.UsageError`)."""
+  out = watchdog.run(
+      [sys.executable, "-m", "realformer_tf.reproduce",
+       f"--output_dir={tmp_path / 'out'}", "--archs=post_ln,bert"],
+      cwd=_REPO)
+  assert out.returncode == 1, out.stderr[-3000:]
+  assert out.stderr.rstrip("\n").splitlines()[-1] == (
+      "--archs: unknown ['bert']; use some of post_ln, pre_ln, realformer, "
+      "realformer_2xlr."), out.stderr[-3000:]
+  assert "Traceback" not in out.stderr and "Try --helpfull" not in out.stderr
+  assert not os.listdir(tmp_path)

@@ -12,6 +12,8 @@ import pytest
 from realformer_tf.training import process_exit
 from realformer_tf.training import stop_signals
 
+pytestmark = pytest.mark.usefixtures("no_traceback_flag")
+
 
 def _stopped_by(signum):
   def body():
@@ -23,8 +25,9 @@ def _stopped_by(signum):
     (lambda: None, 0, ""),
     (lambda: sys.exit(3), 3, ""),
     (lambda: sys.exit("bad flag value"), 1, "bad flag value\n"),
-    (lambda: int("x"), 1,
-     "ValueError: invalid literal for int() with base 10: 'x'\n"),
+    # A refusal (`cli.REFUSALS` by default): its message alone.
+    (lambda: int("x"), 1, "invalid literal for int() with base 10: 'x'\n"),
+    (lambda: {}["x"], 1, "KeyError: 'x'\n"),  # A crash: its traceback.
     # Reported by train_lib in one line: no traceback, the shell's codes.
     (_stopped_by(signal.SIGTERM), 143, ""),
     (_stopped_by(signal.SIGINT), 130, ""),
@@ -47,10 +50,7 @@ def test_exit_status_and_output_as_python(monkeypatch, capsys, body, code,
   out, err = capsys.readouterr()
   assert out == "main ran"
   assert err.endswith(stderr)
-  if code in (130, 143):
-    assert "Traceback" not in err
-  if "ValueError" in stderr:
-    assert err.startswith("Traceback (most recent call last):")
+  assert err.startswith("Traceback") == stderr.startswith("KeyError"), err
 
 
 @pytest.mark.parametrize("show_traceback", [False, True])
@@ -58,18 +58,22 @@ def test_a_refusal_is_its_message_alone_unless_asked(monkeypatch, capsys,
                                                      show_traceback):
   """Issue 38 item 12: every train.py refusal was the last line of a
   ~25-line traceback. A refusal type prints its message alone (the last
-  line), exit status 1; the traceback only when asked; a crash still has
-  its traceback."""
+  line), exit status 1 (`cli.run`); the traceback only with --traceback; a
+  crash still has its traceback."""
   calls = []
-  monkeypatch.setattr(sys, "argv", ["train.py"])
+  monkeypatch.setattr(sys, "argv",
+                      ["train.py"] + ["--traceback"] * show_traceback)
   monkeypatch.setattr(process_exit.atexit, "_run_exitfuncs", lambda: None)
   monkeypatch.setattr(process_exit.os, "_exit", calls.append)
 
+  class Busy(RuntimeError):  # As train_lib.REFUSALS' own types.
+    pass
+
   def refused(argv):
     del argv
-    raise ValueError("--model_dir='d': no way. Use a new --model_dir.")
+    raise Busy("--model_dir='d': no way. Use a new --model_dir.")
 
-  process_exit.run_and_exit(refused, (ValueError,), lambda: show_traceback)
+  process_exit.run_and_exit(refused, (Busy,))
   err = capsys.readouterr().err
   assert calls == [1]
   assert err.endswith("\n--model_dir='d': no way. Use a new --model_dir.\n"
@@ -81,6 +85,6 @@ def test_a_refusal_is_its_message_alone_unless_asked(monkeypatch, capsys,
     del argv
     raise KeyError("bug")
 
-  process_exit.run_and_exit(crashed, (ValueError,))
+  process_exit.run_and_exit(crashed, (Busy,))
   assert calls == [1, 1]
   assert capsys.readouterr().err.startswith("Traceback")

@@ -11,6 +11,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 from absl import app
 from absl import flags
 
+from realformer_tf import cli
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 from realformer_tf.reproduce.keras3 import run
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -54,19 +55,15 @@ def options_from_flags() -> plan_lib.Options:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  try:
-    plan = plan_lib.make_plan(options_from_flags())
-  except ValueError as e:
-    raise app.UsageError(str(e)) from e
+  plan = plan_lib.make_plan(options_from_flags())
   print(plan_lib.describe(plan), flush=True)
   if not FLAGS.dry_run:
-    try:
-      run.execute(plan)
-    except (ValueError, run.OutputDirBusy) as e:  # Inputs, named.
-      raise app.UsageError(str(e)) from e
+    run.execute(plan)
 
 
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["output_dir"])
-  app.run(main)
+  # A refusal (a bad flag value, input, or an output dir another process
+  # writes to) is its message alone.
+  cli.run(main, cli.REFUSALS + (run.OutputDirBusy,))

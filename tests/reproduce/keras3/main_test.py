@@ -119,8 +119,12 @@ def test_a_dry_run_writes_nothing_and_a_bad_flag_is_named(tmp_path):
   assert not out.exists()
   bad = keras3_reproduction.run_command(str(out), corpus,
                                         "--archs=post_ln,bert")
-  assert bad.returncode != 0
-  assert "--archs: unknown ['bert']" in bad.stderr
+  # A refusal: its message alone, the last line (`realformer_tf.cli`).
+  assert bad.returncode == 1
+  assert bad.stderr.rstrip("\n").splitlines()[-1] == (
+      "--archs: unknown ['bert']; use some of post_ln, pre_ln, "
+      "realformer."), bad.stderr[-3000:]
+  assert "Traceback" not in bad.stderr and "Try --helpfull" not in bad.stderr
   assert not out.exists()
 
 
