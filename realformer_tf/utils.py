@@ -190,6 +190,24 @@ def link_or_copy(source: str, target: str) -> None:
     tf.io.gfile.copy(source, target, overwrite=True)
 
 
+def check_directory_path(path: str, what: str, instead: str) -> None:
+  """Raises a ValueError naming `what` (e.g. "--model_dir") when `path`
+  cannot be made a directory: it is a file, or under one. TensorFlow's
+  `makedirs` would raise a bare FailedPreconditionError at the first write.
+  `instead`: what to pass, the end of the message."""
+  path = path.rstrip("/") or "/"
+  found = path
+  while not tf.io.gfile.exists(found):
+    parent = os.path.dirname(found)
+    if parent in (found, "") or parent.endswith(":/"):
+      return  # Nothing of it exists yet (a relative path, or a bucket).
+    found = parent
+  if not tf.io.gfile.isdir(found):
+    where = ("is a file" if found == path else
+             f"is under {found!r}, which is a file")
+    raise ValueError(f"{what}={path!r} {where}, not a directory: {instead}.")
+
+
 def write_text_atomically(path: str, text: str) -> None:
   with atomic_path(path) as tmp, tf.io.gfile.GFile(tmp, "w") as f:
     f.write(text)

@@ -186,8 +186,8 @@ def _cases(root):
       "data.glue": (
           ["--task=mrpc", f"--vocab_file={vocab}", f"--output_dir={a_file}",
            f"--glue_dir={os.path.join(root, 'glue')}"],
-          f"The output folder '{a_file}' (of {a_file}/mrpc_meta_data.json) "
-          "is a file: pass a directory (--output_dir)."),
+          f"--output_dir='{a_file}' is a file, not a directory: pass the "
+          "directory to write mrpc_meta_data.json and its set's files in."),
       # process_exit.run_and_exit's way (SIGTERM/SIGINT: 143/130).
       "training.sweep": (
           [f"--model_dir_root={os.path.join(root, 'runs')}", "--task=mrpc",

@@ -64,10 +64,10 @@ def check_output_dir(output_dir: str) -> None:
     ValueError: Naming those files, --output_dir and what to do; or if
       `output_dir` is a file.
   """
+  utils.check_directory_path(output_dir, "--output_dir",
+                             "pass a directory for "
+                             f"{', '.join(OUTPUT_FILES)}")
   if not tf.io.gfile.isdir(output_dir):
-    if tf.io.gfile.exists(output_dir):
-      raise ValueError(f"--output_dir={output_dir} is a file: pass a "
-                       "directory.")
     return
   theirs = [name for name in OUTPUT_FILES
             if tf.io.gfile.exists(os.path.join(output_dir, name))

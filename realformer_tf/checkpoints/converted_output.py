@@ -12,6 +12,7 @@ from typing import List
 
 import tensorflow as tf
 
+from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.core import swap
 
@@ -42,11 +43,14 @@ def check_converted_output_dir(output_dir: str, overwrite: bool,
   Raises:
     FileExistsError: Naming `output_dir` and what it found.
   """
+  try:
+    utils.check_directory_path(output_dir, "output_dir",
+                               "name a directory for the checkpoint; "
+                               "nothing was replaced")
+  except ValueError as e:
+    raise FileExistsError(str(e)) from None
   if not tf.io.gfile.exists(output_dir):
     return []
-  if not tf.io.gfile.isdir(output_dir):
-    raise FileExistsError(f"output_dir {output_dir!r} exists and is not a "
-                          "directory; not replaced.")
   entries = sorted(entry.rstrip("/")
                    for entry in tf.io.gfile.listdir(output_dir))
   if entries and not overwrite:

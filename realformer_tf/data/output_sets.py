@@ -145,11 +145,10 @@ def output_set(manifest_path: str, writer: str) -> Iterator[OutputSet]:
   as it was; the block must end with `commit`.
   """
   directory = os.path.dirname(manifest_path)
-  if tf.io.gfile.exists(directory or ".") and not tf.io.gfile.isdir(
-      directory or "."):
-    # Not TensorFlow's bare FailedPreconditionError from makedirs.
-    raise ValueError(f"The output folder {directory!r} (of {manifest_path}) "
-                     "is a file: pass a directory (--output_dir).")
+  utils.check_directory_path(directory or ".", "--output_dir",
+                             "pass the directory to write "
+                             f"{os.path.basename(manifest_path)} and its "
+                             "set's files in")
   tf.io.gfile.makedirs(directory or ".")
   for path in utils.remove_stale_temps(directory or "."):
     logging.warning("Removed %s, left by a killed writer.", path)

@@ -156,12 +156,12 @@ def run_to_export(model_dir: str, export_dir: str,
       "--checkpoint_path" if checkpoint_path else "--model_dir")
   if not export_dir:
     raise ValueError("No --export_dir given.")
+  utils.check_directory_path(export_dir, "--export_dir",
+                             "name a directory for the SavedModel")
   # What a killed export left: the previous SavedModel set aside (restored)
   # and `<export_dir>.tmp-PID` of dead processes (removed).
   run_directory.recover_interrupted_swap(export_dir)
   if tf.io.gfile.exists(export_dir):
-    if not tf.io.gfile.isdir(export_dir):
-      raise ValueError(f"--export_dir={export_dir!r} is a file.")
     entries = tf.io.gfile.listdir(export_dir)
     if entries and not overwrite:
       raise ValueError(f"--export_dir={export_dir!r} exists and is not "

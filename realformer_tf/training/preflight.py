@@ -37,6 +37,7 @@ import tensorflow as tf
 from official.common import distribute_utils
 from official.core import config_definitions as cfg
 from official.modeling import performance
+from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.training import init_from_run
 from realformer_tf.training import input_checks
@@ -52,18 +53,9 @@ def check_model_dir_path(model_dir: str) -> None:
   (else TensorFlow's raw FailedPreconditionError at the first write)."""
   if not model_dir:
     raise ValueError("--model_dir is required.")
-  path = model_dir.rstrip("/") or "/"
-  while not tf.io.gfile.exists(path):
-    parent = os.path.dirname(path)
-    if parent in (path, "") or parent.endswith(":/"):
-      return  # Nothing of it exists yet (a relative path, or a bucket).
-    path = parent
-  if not tf.io.gfile.isdir(path):
-    where = ("is a file" if path == model_dir.rstrip("/") else
-             f"is under {path!r}, which is a file")
-    raise ValueError(f"--model_dir={model_dir!r} {where}, not a directory: "
-                     "name a directory for the run's checkpoints and "
-                     "summaries.")
+  utils.check_directory_path(model_dir, "--model_dir",
+                             "name a directory for the run's checkpoints "
+                             "and summaries")
 
 
 def run_checkpoint(mode: str, model_dir: str) -> Optional[str]:

@@ -153,5 +153,8 @@ def test_files_no_analysis_wrote_are_refused_before_anything(analysis_setup,
     _analyse(analysis_setup, out, num_examples=4)
   assert file_trees.files_under(out) == before
   (tmp_path / "file").write_text("x")
-  with pytest.raises(ValueError, match="--output_dir=.*file is a file"):
+  with pytest.raises(ValueError, match="--output_dir=.*file' is a file, not"):
     _analyse(analysis_setup, tmp_path / "file", num_examples=4)
+  with pytest.raises(ValueError, match="--output_dir=.*file/sub' is under .*"
+                     "file', which is a file"):
+    _analyse(analysis_setup, tmp_path / "file" / "sub", num_examples=4)

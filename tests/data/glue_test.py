@@ -347,8 +347,15 @@ def test_users_look_alike_files_are_kept_and_a_file_output_dir_named(
                      "rte_train.tf_record"])
   a_file = tmp_path / "a_file"
   a_file.write_bytes(b"x")
-  with pytest.raises(ValueError, match=rf"output folder '{a_file}' \(of "
-                     r".*rte_meta_data.json\) is a file: pass a directory"):
+  with pytest.raises(ValueError, match=rf"--output_dir='{a_file}' is a file, "
+                     r"not a directory: pass the directory to write "
+                     r"rte_meta_data.json"):
     glue.convert("rte", shared_data.vocab_file(), str(a_file),
+                 max_seq_length=16, glue_dir=glue_dir)
+  # Under a file: TensorFlow's makedirs raised a bare
+  # FailedPreconditionError.
+  with pytest.raises(ValueError, match=rf"--output_dir='{a_file}/sub' is "
+                     rf"under '{a_file}', which is a file"):
+    glue.convert("rte", shared_data.vocab_file(), str(a_file / "sub"),
                  max_seq_length=16, glue_dir=glue_dir)
   assert a_file.read_bytes() == b"x"

@@ -288,3 +288,19 @@ def test_squad_run_with_its_eval_json_exports(tmp_path):
   assert result.head == "squad"
   assert os.path.exists(os.path.join(out, "saved_model.pb"))
   assert not os.path.exists(os.path.join(model_dir, "eval.tf_record"))
+
+
+def test_an_export_dir_that_is_or_is_under_a_file_is_named(tmp_path,
+                                                            glue_runs):
+  """Under a file, TensorFlow's makedirs raised a bare
+  FailedPreconditionError after the model was built."""
+  a_file = tmp_path / "a_file"
+  a_file.write_bytes(b"x")
+  with pytest.raises(ValueError, match=re.escape(
+      f"--export_dir='{a_file}' is a file, not a directory")):
+    export.export_model(glue_runs["sst2"][0], str(a_file))
+  with pytest.raises(ValueError, match=re.escape(
+      f"--export_dir='{a_file}/sub' is under '{a_file}', which is a file")):
+    export.export_model(glue_runs["sst2"][0], str(a_file / "sub"))
+  assert a_file.read_bytes() == b"x"
+  assert os.listdir(tmp_path) == ["a_file"]
