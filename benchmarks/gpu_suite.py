@@ -4,7 +4,7 @@ The same work in every row: BERT-Base shape (12 x 768, 12 heads, FFN 3072),
 seq 512, batch 32, mixed bfloat16, dropout 0.1, AdamW, an MLM loss on every
 8th position through the tied embedding, the last 1/8 of each row padded;
 the steps of the models of a group interleaved (alternating order;
-`keras3_step.FitSteps`: Keras' own `fit`). Two times per row: the median of
+`keras3_fit.FitSteps`: Keras' own `fit`). Two times per row: the median of
 steps each waited for (host and device in series: comparable with earlier
 tables), and the pipelined time, steps run back to back with one wait at
 the end (the host dispatching ahead, as in training; the median over

@@ -3,7 +3,7 @@ r"""gpu_suite's Keras groups: Keras 3 `fit` on JAX, one process per group.
 `KERAS_ROWS` names every Keras row (keras-hub's `BertBackbone`, our
 `RealFormerBackbone` variants, the leads of issue 29, the long-sequence
 rows); `keras_child` builds, compiles and times them, interleaved, with
-`keras3_step.FitSteps` (Keras' own `fit`), and traces the rows asked for
+`keras3_fit.FitSteps` (Keras' own `fit`), and traces the rows asked for
 with `gpu_profile`.
 """
 
@@ -14,7 +14,7 @@ import time
 
 import gpu_profile
 import jax_hlo
-import keras3_step
+import keras3_fit
 
 # "auto" picks the Pallas kernel on a JAX GPU, so rows meant to measure the
 # keras.ops reference say "reference".
@@ -117,7 +117,7 @@ class JitSteps:
   `jax.jit`), on one batch already on the device. Against the same model's
   `fit` row it splits a step's time between Keras' loop (data adapter,
   callbacks, state bookkeeping) and the program with JAX's dispatch.
-  Same call as `keras3_step.FitSteps`.
+  Same call as `keras3_fit.FitSteps`.
   """
 
   def __init__(self, model, seq, batch):
@@ -235,11 +235,11 @@ def keras_child(names, shape, deadline, profile=()):
     build = dict(build)
     prng = build.pop("prng", None)
     steps_class = JitSteps if build.pop("loop", "fit") == "jit" else (
-        keras3_step.FitSteps)
+        keras3_fit.FitSteps)
     try:
       start = time.time()
       with _DropoutBitsFrom(prng) if prng else _nothing():
-        model = keras3_step.build_mlm_model(
+        model = keras3_fit.build_mlm_model(
             arch, layers=shape["layers"], hidden=shape["hidden"],
             heads=shape["heads"], inner=shape["inner"], seq=seq,
             backbone_kwargs=kwargs, **build)

@@ -21,13 +21,13 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 _CHILD = """
 import json, sys
 sys.path.insert(0, "benchmarks")
-import keras3_step, suite_keras
+import keras3_fit, suite_keras
 
 def model():
-  return keras3_step.build_mlm_model("bert", layers=1, hidden=16, heads=2,
+  return keras3_fit.build_mlm_model("bert", layers=1, hidden=16, heads=2,
                                      inner=32, seq=16)
 
-fit = keras3_step.FitSteps(model(), 16, 2)
+fit = keras3_fit.FitSteps(model(), 16, 2)
 jit = suite_keras.JitSteps(model(), 16, 2)
 out = dict(jit_times=jit(3))
 fit(3)
