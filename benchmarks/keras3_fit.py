@@ -35,12 +35,21 @@ def make_step_timer(every_step=True):
   callbacks sync from). Elsewhere it converts the logs to NumPy, which waits
   for the step as well.
 
+  With `compile(steps_per_execution=N)` Keras calls the batch callbacks once
+  per execution of N steps, `on_train_batch_begin` with its first step's
+  index and `on_train_batch_end` with its last
+  (keras/src/backend/jax/trainer.py:448 and :479, the indices from
+  keras/src/trainers/epoch_iterator.py:113-122), so the timer counts steps
+  by those indices, never by calls: every figure is seconds per step.
+
   Args:
-    every_step: True: wait at the end of every step; its `times` (seconds)
-      are whole steps, dispatch included, none overlapping the next. False:
-      wait only after the first and the last step, so the steps between run
-      as `fit` runs them, the host dispatching ahead of the device; its
-      `pipelined` is their seconds per step (what a user's epoch takes).
+    every_step: True: wait at the end of every execution (a step, or N); its
+      `times` hold one entry per execution, its seconds over its steps
+      (dispatch included, none overlapping the next). False: wait only after
+      the first and the last execution, so the ones between run as `fit`
+      runs them, the host dispatching ahead of the device; its `pipelined`
+      is their seconds per step (whole executions: steps N+1 to the last;
+      what a user's epoch takes).
   """
   import keras  # pylint: disable=g-import-not-at-top
 
@@ -57,9 +66,10 @@ def make_step_timer(every_step=True):
     def __init__(self):
       super().__init__()
       self.times, self.pipelined = [], None
-      self._start = self._first_end = None
+      self._start = self._begin = self._first = None
 
     def on_train_batch_begin(self, batch, logs=None):
+      self._begin = batch
       if every_step:
         self._start = time.perf_counter()
 
@@ -67,13 +77,16 @@ def make_step_timer(every_step=True):
       last = batch == self.params["steps"] - 1
       if every_step:
         wait(self.model, logs)
-        self.times.append(time.perf_counter() - self._start)
-      elif batch == 0 or last:
+        self.times.append((time.perf_counter() - self._start)
+                          / (batch - self._begin + 1))
+      elif self._first is None or last:
         wait(self.model, logs)
-        if batch == 0:
-          self._first_end = time.perf_counter()
+        if self._first is None:  # the end of the first execution
+          self._first = (batch, time.perf_counter())
         else:
-          self.pipelined = (time.perf_counter() - self._first_end) / batch
+          first_batch, first_end = self._first
+          self.pipelined = ((time.perf_counter() - first_end)
+                            / (batch - first_batch))
 
   return StepTimer()
 
@@ -113,7 +126,8 @@ def embedding_layers(kind):
 
 def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
                     policy="mixed_bfloat16", logits_dtype=None,
-                    backbone_kwargs=None, jit_compile=True, embeddings=None):
+                    backbone_kwargs=None, jit_compile=True, embeddings=None,
+                    steps_per_execution=1):
   """The benchmark's MLM model on a Keras 3 backbone, compiled for `fit`.
 
   Args:
@@ -136,6 +150,9 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
       "scatter_free" builds either backbone with those instead
       (`embedding_layers`), so a row can compare the architectures with the
       same embeddings (`bert_fixed`) or show what ours fixed.
+    steps_per_execution: `compile(steps_per_execution=...)`: `fit` runs
+      this many steps per execution, its callbacks once per execution
+      (`FitSteps`).
 
   Returns:
     A compiled `keras.Model` from the backbone's inputs to float32 logits of
@@ -164,7 +181,8 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
         "linear", dtype="float32")(logits))
     model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01),
                   loss=keras.losses.SparseCategoricalCrossentropy(
-                      from_logits=True), jit_compile=jit_compile)
+                      from_logits=True), jit_compile=jit_compile,
+                  steps_per_execution=steps_per_execution)
   finally:
     keras.config.set_dtype_policy("float32")
   return model
@@ -176,6 +194,15 @@ class FitSteps:
   Each call is one `fit` of `steps` steps (`steps_per_epoch`, one epoch) over
   the same batch tiled `steps` times, as a user's in-memory arrays; the
   first call compiles. Returns the per-step seconds of that call.
+
+  A model compiled with `steps_per_execution=N` runs `steps` (a multiple
+  of N) as `steps / N` executions: Keras 3.15's JAX trainer calls the same
+  jitted one-step program N times in a Python loop per execution
+  (`_make_function`, keras/src/backend/jax/trainer.py:210-258; the `jit`
+  of `train_step` at :275-279), and runs the callbacks and its own
+  bookkeeping (the `_jax_state` dict, the epoch iterator) once per
+  execution instead of once per step. So N changes the host's work between
+  steps, not the compiled program (`jax_hlo.py --steps_per_execution`).
   """
 
   def __init__(self, model, seq, batch):
@@ -185,13 +212,22 @@ class FitSteps:
     self._arrays = (ids, mask, labels)
     self._tile = lambda a, n: np.concatenate([a] * n)
     self.model = model
+    # Keras' Trainer.compile keeps it as an int attribute (1 by default).
+    self.steps_per_execution = int(getattr(model, "steps_per_execution", 1))
 
   def __call__(self, steps, every_step=True):
-    """Per-step seconds of one `fit` of `steps` steps (`every_step`), or,
-    with `every_step=False`, the pipelined seconds per step of steps 2 to
-    `steps` (at least 3), as `make_step_timer` says."""
-    if not every_step and steps < 3:
-      raise ValueError(f"steps={steps}: pipelined timing needs >= 3")
+    """Per-step seconds of one `fit` of `steps` steps (`every_step`: one
+    entry per execution), or, with `every_step=False`, the pipelined
+    seconds per step after the first execution (at least 3 steps and 2
+    executions), as `make_step_timer` says."""
+    n = self.steps_per_execution
+    if steps % n:
+      raise ValueError(f"steps={steps}: not a multiple of the model's "
+                       f"steps_per_execution={n} (a partial last execution "
+                       "would be timed as a whole one)")
+    if not every_step and steps < max(3, 2 * n):
+      raise ValueError(f"steps={steps}: pipelined timing needs >= "
+                       f"{max(3, 2 * n)} (two executions of {n})")
     ids, mask, labels = (self._tile(a, steps) for a in self._arrays)
     timer = make_step_timer(every_step)
     x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
