@@ -12,6 +12,9 @@ trainer compiles `train_step` with (keras/src/backend/jax/trainer.py:275):
   callbacks   `on_train_batch_end` calls (once per execution)
   module      the first 12 hex digits of sha256 of the step's StableHLO
               (`jax_hlo.lower_train_step`): the same text is the same program
+  cache hits  with JAX's persistent compilation cache on
+              (`JAX_COMPILATION_CACHE_DIR`), the compiles it answered during
+              the first `fit`: a later N's step is the first one's program
 
 and times `fit`'s pipelined seconds per step (`keras3_fit.FitSteps`) beside
 the same step in a bare `jax.jit` loop (`suite_keras.JitSteps`). At a tiny
@@ -69,12 +72,21 @@ class _CountingJit:
 def fit_dispatches(model, seq, batch, steps):
   """Counts of one `fit` of `steps` steps of a compiled `model` (its first:
   it compiles): programs, dispatches, callbacks (see the module doc)."""
+  from jax._src import monitoring  # pylint: disable=g-import-not-at-top
   fit = keras3_fit.FitSteps(model, seq, batch)
-  with _CountingJit() as jit:
-    per_execution = fit(steps)  # a timer entry per end-of-execution callback
+  hits = []
+  listener = lambda event, **_: hits.append(event) if event.endswith(
+      "/compilation_cache/cache_hits") else None
+  monitoring.register_event_listener(listener)
+  try:
+    with _CountingJit() as jit:
+      per_execution = fit(steps)  # a timer entry per end-of-execution call
+  finally:
+    monitoring.unregister_event_listener(listener)
   (compiled, calls), = jit.jitted  # fit compiles train_step alone
   return dict(programs=compiled._cache_size(),  # pylint: disable=protected-access
-              dispatches=calls[0], callbacks=len(per_execution))
+              dispatches=calls[0], callbacks=len(per_execution),
+              cache_hits=len(hits))
 
 
 def analyze(arch, backbone_kwargs, per_executions, *, steps, layers, hidden,
@@ -100,7 +112,7 @@ def analyze(arch, backbone_kwargs, per_executions, *, steps, layers, hidden,
   jit = suite_keras.JitSteps(build(1), seq, batch)
   jit(2)  # compiles
   rows.append(dict(way="train_step in a bare jax.jit loop", programs=1,
-                   dispatches=steps, callbacks=0, module="-",
+                   dispatches=steps, callbacks=0, module="-", cache_hits="-",
                    pipelined_ms=1000 * statistics.median(
                        jit(steps, every_step=False) for _ in range(rounds))))
   return rows
@@ -128,8 +140,8 @@ def main():
   print(f"one fit of {args.steps} steps; {args.layers} x {args.hidden}, "
         f"seq {args.seq}, batch {args.batch}, mixed_bfloat16; pipelined: "
         f"median of {args.rounds}\n| model | way | programs | dispatches | "
-        "callbacks | module | pipelined ms / step |\n|---|---|---|---|---|---|"
-        "---|")
+        "callbacks | module | cache hits | pipelined ms / step |\n"
+        "|---|---|---|---|---|---|---|---|")
   for name in args.models.split(","):
     if name not in models:
       sys.exit(f"--models: unknown {name!r}; known: {sorted(models)}")
@@ -138,7 +150,8 @@ def main():
                      inner=args.inner, seq=args.seq, batch=args.batch,
                      rounds=args.rounds):
       print(f"| {name} | {r['way']} | {r['programs']} | {r['dispatches']} | "
-            f"{r['callbacks']} | {r['module']} | {r['pipelined_ms']:.2f} |",
+            f"{r['callbacks']} | {r['module']} | {r['cache_hits']} | "
+            f"{r['pipelined_ms']:.2f} |",
             flush=True)
       print(json.dumps(dict(model=name, **r)), file=sys.stderr)
 

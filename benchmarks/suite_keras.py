@@ -24,7 +24,8 @@ _PALLAS = dict(_AUTO, attention_implementation="pallas")
 # The `*_spe` rows' `compile(steps_per_execution=...)`: Keras' `fit` runs
 # the callbacks and its loop's bookkeeping once per 8 steps (the compiled
 # step is the same: `keras3_fit.FitSteps`). Their rows time `steps` x 8
-# steps a call, so they hold as many executions as the others hold steps.
+# steps a call, so they hold as many executions as the others hold steps,
+# and trace whole executions (`profile_steps`).
 STEPS_PER_EXECUTION = 8
 _SPE = dict(steps_per_execution=STEPS_PER_EXECUTION)
 # name: (group, arch, backbone kwargs, build_mlm_model kwargs, what).
@@ -41,12 +42,12 @@ KERAS_ROWS = {
     "sum_pallas_jit": ("keras", "realformer", _PALLAS, dict(loop="jit"),
                        '"sum", Pallas, its train_step in a bare jax.jit '
                        "loop (no fit)"),
+    "sum_pallas_spe": ("keras", "realformer", _PALLAS, _SPE,
+                       '"sum", Pallas, fit with steps_per_execution='
+                       f"{STEPS_PER_EXECUTION}"),
     "bert_fixed_spe": ("keras", "bert", {},
                        dict(_SPE, embeddings="scatter_free"),
                        "bert_fixed, fit with steps_per_execution="
-                       f"{STEPS_PER_EXECUTION}"),
-    "sum_pallas_spe": ("keras", "realformer", _PALLAS, _SPE,
-                       '"sum", Pallas, fit with steps_per_execution='
                        f"{STEPS_PER_EXECUTION}"),
     "sum_pallas_scatter": ("keras", "realformer", _PALLAS,
                            dict(embeddings="keras"),
@@ -221,16 +222,23 @@ def missing_feature(name, features):
   return None
 
 
+def profile_steps(steps, per_execution):
+  """Steps to trace: whole executions, at least `steps` and two executions
+  (the pipelined time needs a second one), since the profile's figures are
+  its kernels and wall time divided by the steps it traced."""
+  return per_execution * max(2, -(-steps // per_execution))
+
+
 def keras_child(names, shape, deadline, profile=()):
   """Builds, compiles and times Keras rows in this process; prints JSON.
 
   Per row: `ms`, the median of `fit` steps each waited for; `pipelined_ms`,
   the median over rounds of one `fit`'s steps run as `fit` runs them;
   with the row in `profile`, its `gpu_profile` summary. A row compiled with
-  `steps_per_execution=N` runs N times the steps (`shape["steps"]` and
-  `shape["profile_steps"]` executions), its `ms` the median over
-  executions of each one's seconds per step, and says `steps_per_execution`;
-  `steps` counts steps either way.
+  `steps_per_execution=N` runs N times the steps (`shape["steps"]`
+  executions), its `ms` the median over executions of each one's seconds
+  per step, traces whole executions (`profile_steps`) and says
+  `steps_per_execution`; `steps` counts steps either way.
   """
   import jax  # pylint: disable=g-import-not-at-top
   features = backbone_features()
@@ -306,10 +314,9 @@ def keras_child(names, shape, deadline, profile=()):
         results[name]["steps_per_execution"] = per_execution
     if name in profile and time.time() < deadline - 5:
       try:
-        # Whole executions: the trace's steps are all the profile divides by.
         results[name]["profile"] = gpu_profile.profile_jax(
             lambda n, fit=fit: fit(n, every_step=False),
-            shape["profile_steps"] * per_execution,
+            profile_steps(shape["profile_steps"], per_execution),
             gpu_profile.save_path(name))
       except Exception as e:  # pylint: disable=broad-except
         results[name]["profile_error"] = f"{type(e).__name__}: {e}"[:300]

@@ -116,8 +116,14 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   # per step (the profile's steps, N per execution).
   with open(tmp_path / "sum_pallas_spe.json") as f:
     full = json.load(f)
-  assert full["steps"] == gpu_suite.SMOKE["profile_steps"] * spe, full
+  assert full["steps"] == 2 * spe > gpu_suite.SMOKE["profile_steps"], full
   assert full["kernels"] > 0 and full["device_ms"] > 0, full
+
+
+def test_profile_steps_are_whole_executions():
+  profile_steps = gpu_suite.suite_keras.profile_steps
+  assert profile_steps(4, 1) == 4 and profile_steps(1, 1) == 2
+  assert profile_steps(4, 8) == 16 and profile_steps(17, 8) == 24
 
 
 def test_headline_pairs_each_row_with_its_fair_bases():
