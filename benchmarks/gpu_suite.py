@@ -12,9 +12,11 @@ rounds). Groups, each its own process, run one after another:
 
   keras   Keras 3 on JAX: keras-hub `BertBackbone`; `RealFormerBackbone`
           "none", "sum" with float32 and "auto" scores, "sum" with the Pallas
-          kernel; rows isolating the leads (dropout 0; float32 / bfloat16
-          tied logits; a float32 hidden stream where the backbone has a
-          switch for it).
+          kernel; `fit`'s host time (issue 36): the Pallas step's
+          `train_step` in a bare `jax.jit` loop, and `fit` with
+          `steps_per_execution`; rows isolating the leads (dropout 0;
+          float32 / bfloat16 tied logits; a float32 hidden stream where the
+          backbone has a switch for it).
   long    seq 4096, batch 2: the reference attention vs the Pallas kernel,
           with the allocator's peak (one process per row, so each peak is
           its own).
