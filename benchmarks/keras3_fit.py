@@ -202,7 +202,7 @@ class FitSteps:
   of `train_step` at :275-279), and runs the callbacks and its own
   bookkeeping (the `_jax_state` dict, the epoch iterator) once per
   execution instead of once per step. So N changes the host's work between
-  steps, not the compiled program (`jax_hlo.py --steps_per_execution`).
+  steps, not the compiled program (`fit_dispatch.py` counts both).
   """
 
   def __init__(self, model, seq, batch):
