@@ -7,7 +7,7 @@ on this CPU machine, the training steps `gpu_suite.py` times on a GPU, for an
 H100/H200 (compute capability 9.0, 132 SMs) with autotuning off, and counts
 what the optimized program launches: kernels by kind and the bytes each
 reads and writes (its operands and its result, once each). Both faces come
-from the same compiler: the Keras 3 steps (`keras3_step.build_mlm_model`,
+from the same compiler: the Keras 3 steps (`keras3_fit.build_mlm_model`,
 lowered as `fit` jit-compiles them) and the TF-XLA steps of `.gpu_hlo`.
 
 What it can and cannot say: the kernels and their traffic are the GPU
@@ -75,7 +75,7 @@ TARGETS = {
                  name="NVIDIA H200"),
 }
 # name: (arch, backbone kwargs[, build_mlm_model kwargs]) of
-# keras3_step.build_mlm_model.
+# keras3_fit.build_mlm_model.
 MODELS = {
     "bert": ("bert", {}),
     "bert_fixed": ("bert", {}, dict(embeddings="scatter_free")),
@@ -212,9 +212,9 @@ def compile_keras_step(name, device, seq=512, batch=32):
   """The optimized HLO of a Keras 3 model's `train_step`, as `fit` jits it."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax_hlo  # pylint: disable=g-import-not-at-top
-  import keras3_step  # pylint: disable=g-import-not-at-top
+  import keras3_fit  # pylint: disable=g-import-not-at-top
   arch, backbone_kwargs, *build = MODELS[name]
-  model = keras3_step.build_mlm_model(
+  model = keras3_fit.build_mlm_model(
       arch, layers=12, hidden=768, heads=12, inner=3072, seq=seq,
       backbone_kwargs=backbone_kwargs, **(build[0] if build else {}))
   state, data = jax_hlo.train_step_args(model, seq, batch)

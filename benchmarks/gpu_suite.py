@@ -4,7 +4,7 @@ The same work in every row: BERT-Base shape (12 x 768, 12 heads, FFN 3072),
 seq 512, batch 32, mixed bfloat16, dropout 0.1, AdamW, an MLM loss on every
 8th position through the tied embedding, the last 1/8 of each row padded;
 the steps of the models of a group interleaved (alternating order;
-`keras3_step.FitSteps`: Keras' own `fit`). Two times per row: the median of
+`keras3_fit.FitSteps`: Keras' own `fit`). Two times per row: the median of
 steps each waited for (host and device in series: comparable with earlier
 tables), and the pipelined time, steps run back to back with one wait at
 the end (the host dispatching ahead, as in training; the median over
@@ -12,9 +12,11 @@ rounds). Groups, each its own process, run one after another:
 
   keras   Keras 3 on JAX: keras-hub `BertBackbone`; `RealFormerBackbone`
           "none", "sum" with float32 and "auto" scores, "sum" with the Pallas
-          kernel; rows isolating the leads (dropout 0; float32 / bfloat16
-          tied logits; a float32 hidden stream where the backbone has a
-          switch for it).
+          kernel; `fit`'s host time (issue 36): the Pallas step's
+          `train_step` in a bare `jax.jit` loop, and `fit` with
+          `steps_per_execution`; rows isolating the leads (dropout 0;
+          float32 / bfloat16 tied logits; a float32 hidden stream where the
+          backbone has a switch for it).
   long    seq 4096, batch 2: the reference attention vs the Pallas kernel,
           with the allocator's peak (one process per row, so each peak is
           its own).
@@ -188,7 +190,9 @@ def _print_table(results, devices, shape, args):
     elif "ms" in r:
       value = f"{r['ms']:.2f}"
       note = ", ".join(f"{k} {r[k]}" for k in ("xla_gflops", "xla_gbytes",
-                                              "temp_mb", "steps") if k in r)
+                                              "temp_mb", "steps",
+                                              "steps_per_execution")
+                       if k in r)
     else:
       value, note = "-", "no timed steps (time budget)"
     peak = f"{r['peak_mb']:.0f}" if r.get("peak_mb") else "-"
@@ -199,18 +203,26 @@ def _print_table(results, devices, shape, args):
           f"| {r.get('compile_s', '-')} | {note} |", flush=True)
 
 
-# The headline (issue 36): each RealFormer row against the fair bases, all
+# The headline (issue 36): each RealFormer row against its fair bases, all
 # rows of one call on one device. bert_fixed is keras-hub's BERT with the
-# same scatter-free embeddings as ours, so its ratio is the architecture's.
-HEADLINE_ROWS = ("sum_pallas", "xla_realformer-default")
-HEADLINE_BASES = ("bert_fixed", "xla_bert", "xt_residual")
+# same scatter-free embeddings as ours, so its ratio is the architecture's;
+# a row run another way (steps_per_execution, a bare jax.jit loop) is
+# compared with the same way's BERT where there is one, with the default
+# sum_pallas (what the way buys) and with the peer.
+HEADLINE = (
+    ("sum_pallas", ("bert_fixed", "xla_bert", "xt_residual")),
+    ("sum_pallas_spe", ("bert_fixed_spe", "sum_pallas", "xt_residual")),
+    ("sum_pallas_jit", ("sum_pallas", "xt_residual")),
+    ("bert_fixed_spe", ("bert_fixed",)),
+    ("xla_realformer-default", ("bert_fixed", "xla_bert", "xt_residual")),
+)
 
 
 def headline(results):
   """Rows of (row, base, pipelined ratio, waited ratio) that both ran."""
   out = []
-  for name in HEADLINE_ROWS:
-    for base in HEADLINE_BASES:
+  for name, bases in HEADLINE:
+    for base in bases:
       r, b = results.get(name) or {}, results.get(base) or {}
       if "pipelined_ms" in r and "pipelined_ms" in b:
         out.append((name, base, r["pipelined_ms"] / b["pipelined_ms"],

@@ -2,7 +2,7 @@ r"""Where a Keras 3 training step's time goes, from its XLA program (JAX).
 
 Lowers the step Keras' `fit` jit-compiles (`model.train_step(state, data)`:
 forward, backward, AdamW, metrics) of the benchmark's MLM model
-(`keras3_step.build_mlm_model`) and counts what XLA is given: `dot_general`s
+(`keras3_fit.build_mlm_model`) and counts what XLA is given: `dot_general`s
 by operand and result dtype, converts by (from, to), transposes, random-bit
 ops (`rng_bit_generator` and its algorithm, or calls of JAX's threefry2x32),
 and XLA's cost analysis of the compiled step (flops, bytes accessed) on this
@@ -27,7 +27,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import keras3_step  # pylint: disable=g-import-not-at-top,wrong-import-position
+import keras3_fit  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # "name": (arch, backbone kwargs, build_mlm_model kwargs)
 MODELS = {
@@ -138,7 +138,7 @@ def cost_of(compiled):
 def train_step_args(model, seq, batch):
   """(state, data): what `fit` hands `model.train_step` for the benchmark's
   batch (the model built on it first)."""
-  ids, mask, labels = keras3_step._inputs(seq, batch)  # pylint: disable=protected-access
+  ids, mask, labels = keras3_fit.mlm_inputs(seq, batch)
   x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
   model._symbolic_build(data_batch=(x, labels))  # pylint: disable=protected-access
   state = model._get_jax_state(  # pylint: disable=protected-access
@@ -166,7 +166,7 @@ def analyze_model(name, *, layers=2, hidden=128, heads=2, inner=512, seq=128,
                   extra_backbone_kwargs=None, platform=None):
   """Counts (and optionally the CPU cost analysis) of one model's step."""
   arch, backbone_kwargs, build_kwargs = MODELS[name]
-  model = keras3_step.build_mlm_model(
+  model = keras3_fit.build_mlm_model(
       arch, layers=layers, hidden=hidden, heads=heads, inner=inner, seq=seq,
       dropout=dropout, policy=policy,
       backbone_kwargs={**backbone_kwargs, **(extra_backbone_kwargs or {})},

@@ -11,7 +11,7 @@ the same step, so the Keras 3 face can be compared with the Model Garden one.
 
 Steps run in Keras' own loop, as users run it: `model.fit` on in-memory
 arrays (the same batch repeated, `steps_per_epoch`), with a callback that
-waits for each step's results before stopping its clock (`make_step_timer`).
+waits for each step's results before stopping its clock (`keras3_fit.make_step_timer`).
 (`train_on_batch` syncs the model state every call on JAX, so it measured
 114.8 ms where `fit` takes 105.4 ms for keras-hub BERT on an H200.) After a
 `--warmup` `fit` per model (compiling), each of `--repeats` blocks runs one
@@ -39,7 +39,6 @@ Usage:
 """
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -47,12 +46,13 @@ import subprocess
 import sys
 import time
 
+import keras3_fit
+
 SIZES = {  # layers, hidden, heads, intermediate (as encoder_step.py)
     "small": (4, 512, 8, 2048),
     "base": (12, 768, 12, 3072),
     "large": (24, 1024, 16, 4096),
 }
-VOCAB = 30522
 
 
 def _parser():
@@ -86,201 +86,16 @@ def _proc_status_bytes(key):
   raise RuntimeError(f"{key} not in /proc/self/status")
 
 
-def _inputs(seq, batch):
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  rng = np.random.default_rng(0)
-  ids = rng.integers(1000, VOCAB - 1, size=(batch, seq)).astype("int32")
-  mask = np.ones_like(ids)
-  mask[:, seq - seq // 8:] = 0
-  labels = rng.integers(0, VOCAB, size=(batch, len(range(0, seq, 8))))
-  return ids * mask, mask, labels.astype("int32")
-
-
-def make_step_timer(every_step=True):
-  """A Keras callback that times `fit` steps until their results are ready.
-
-  On JAX, Keras' `fit` dispatches a step and moves on; the timer waits for
-  the state that step returned (`model._jax_state`, what Keras' own
-  callbacks sync from). Elsewhere it converts the logs to NumPy, which waits
-  for the step as well.
-
-  Args:
-    every_step: True: wait at the end of every step; its `times` (seconds)
-      are whole steps, dispatch included, none overlapping the next. False:
-      wait only after the first and the last step, so the steps between run
-      as `fit` runs them, the host dispatching ahead of the device; its
-      `pipelined` is their seconds per step (what a user's epoch takes).
-  """
-  import keras  # pylint: disable=g-import-not-at-top
-
-  def wait(model, logs):
-    if keras.backend.backend() == "jax":
-      import jax  # pylint: disable=g-import-not-at-top
-      state = getattr(model, "_jax_state", None)
-      jax.block_until_ready(state if state is not None else logs)
-    else:
-      keras.tree.map_structure(keras.ops.convert_to_numpy, logs or {})
-
-  class StepTimer(keras.callbacks.Callback):
-
-    def __init__(self):
-      super().__init__()
-      self.times, self.pipelined = [], None
-      self._start = self._first_end = None
-
-    def on_train_batch_begin(self, batch, logs=None):
-      if every_step:
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-      last = batch == self.params["steps"] - 1
-      if every_step:
-        wait(self.model, logs)
-        self.times.append(time.perf_counter() - self._start)
-      elif batch == 0 or last:
-        wait(self.model, logs)
-        if batch == 0:
-          self._first_end = time.perf_counter()
-        else:
-          self.pipelined = (time.perf_counter() - self._first_end) / batch
-
-  return StepTimer()
-
-
-@contextlib.contextmanager
-def embedding_layers(kind):
-  """Within: both backbones build their token and segment embeddings from
-  `kind`'s classes ("keras": Keras' `ReversibleEmbedding` / `Embedding`;
-  "scatter_free": `realformer_tf.keras3.embeddings`; None: unchanged).
-
-  For benchmarks only: it swaps the names the two backbone modules look
-  the classes up by (keras_hub/src/models/bert/bert_backbone.py imports
-  `ReversibleEmbedding` and calls `keras.layers.Embedding`) while the
-  backbone is built; weights and names are the same either way.
-  """
-  if kind is None:
-    yield
-    return
-  import keras  # pylint: disable=g-import-not-at-top
-  from keras_hub.src.models.bert import bert_backbone  # pylint: disable=g-import-not-at-top
-  from realformer_tf.keras3 import embeddings  # pylint: disable=g-import-not-at-top
-  if kind not in ("keras", "scatter_free"):
-    raise ValueError(f"embeddings={kind!r}: 'keras' or 'scatter_free'")
-  token, segment = ((keras.layers.ReversibleEmbedding, keras.layers.Embedding)
-                    if kind == "keras" else
-                    (embeddings.ReversibleEmbedding, embeddings.Embedding))
-  saved = (bert_backbone.ReversibleEmbedding, keras.layers.Embedding,
-           embeddings.ReversibleEmbedding, embeddings.Embedding)
-  bert_backbone.ReversibleEmbedding, keras.layers.Embedding = token, segment
-  embeddings.ReversibleEmbedding, embeddings.Embedding = token, segment
-  try:
-    yield
-  finally:
-    (bert_backbone.ReversibleEmbedding, keras.layers.Embedding,
-     embeddings.ReversibleEmbedding, embeddings.Embedding) = saved
-
-
-def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
-                    policy="mixed_bfloat16", logits_dtype=None,
-                    backbone_kwargs=None, jit_compile=True, embeddings=None):
-  """The benchmark's MLM model on a Keras 3 backbone, compiled for `fit`.
-
-  Args:
-    arch: "bert" (keras-hub's `BertBackbone`) or "realformer"
-      (`RealFormerBackbone`; `backbone_kwargs` picks its mode etc.).
-    layers, hidden, heads, inner: The encoder's shape.
-    seq: Sequence length (the position table is at least 512).
-    dropout: The backbone's dropout rate.
-    policy: Keras dtype policy the model is built under.
-    logits_dtype: dtype of the tied-embedding logits' GEMM: None keeps the
-      backbone's `sequence_output` dtype (what `token_embedding(x,
-      reverse=True)` gives a user), else the hidden states are cast to it
-      ("bfloat16", "float32") before the reverse embedding.
-    backbone_kwargs: More arguments of the backbone.
-    jit_compile: `compile(jit_compile=...)`.
-    embeddings: None: the backbone's own token and segment embedding layers
-      (keras-hub's: Keras' `ReversibleEmbedding` and `Embedding`, whose
-      gradients are bfloat16 scatter-adds under a mixed policy; ours:
-      `realformer_tf.keras3.embeddings`, scatter-free). "keras" or
-      "scatter_free" builds either backbone with those instead
-      (`embedding_layers`), so a row can compare the architectures with the
-      same embeddings (`bert_fixed`) or show what ours fixed.
-
-  Returns:
-    A compiled `keras.Model` from the backbone's inputs to float32 logits of
-    every 8th position against the tied token embedding (sparse
-    cross-entropy, AdamW), as keras-hub's masked LM heads tie them.
-  """
-  import keras  # pylint: disable=g-import-not-at-top
-  keras.config.set_dtype_policy(policy)
-  keras.utils.set_random_seed(0)
-  try:
-    kwargs = dict(vocabulary_size=VOCAB, num_layers=layers, num_heads=heads,
-                  hidden_dim=hidden, intermediate_dim=inner, dropout=dropout,
-                  max_sequence_length=max(512, seq), **(backbone_kwargs or {}))
-    with embedding_layers(embeddings):
-      if arch == "bert":
-        import keras_hub  # pylint: disable=g-import-not-at-top
-        backbone = keras_hub.models.BertBackbone(**kwargs)
-      else:
-        from realformer_tf import keras3  # pylint: disable=g-import-not-at-top
-        backbone = keras3.RealFormerBackbone(**kwargs)
-    every_8th = backbone.output["sequence_output"][:, ::8]
-    if logits_dtype is not None:
-      every_8th = keras.ops.cast(every_8th, logits_dtype)
-    logits = backbone.token_embedding(every_8th, reverse=True)
-    model = keras.Model(backbone.input, keras.layers.Activation(
-        "linear", dtype="float32")(logits))
-    model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01),
-                  loss=keras.losses.SparseCategoricalCrossentropy(
-                      from_logits=True), jit_compile=jit_compile)
-  finally:
-    keras.config.set_dtype_policy("float32")
-  return model
-
-
-class FitSteps:
-  """Runs `fit` on a repeated in-memory batch and times its steps.
-
-  Each call is one `fit` of `steps` steps (`steps_per_epoch`, one epoch) over
-  the same batch tiled `steps` times, as a user's in-memory arrays; the
-  first call compiles. Returns the per-step seconds of that call.
-  """
-
-  def __init__(self, model, seq, batch):
-    import numpy as np  # pylint: disable=g-import-not-at-top
-    ids, mask, labels = _inputs(seq, batch)
-    self._batch = batch
-    self._arrays = (ids, mask, labels)
-    self._tile = lambda a, n: np.concatenate([a] * n)
-    self.model = model
-
-  def __call__(self, steps, every_step=True):
-    """Per-step seconds of one `fit` of `steps` steps (`every_step`), or,
-    with `every_step=False`, the pipelined seconds per step of steps 2 to
-    `steps` (at least 3), as `make_step_timer` says."""
-    if not every_step and steps < 3:
-      raise ValueError(f"steps={steps}: pipelined timing needs >= 3")
-    ids, mask, labels = (self._tile(a, steps) for a in self._arrays)
-    timer = make_step_timer(every_step)
-    x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
-    history = self.model.fit(x, labels, batch_size=self._batch, epochs=1,
-                             steps_per_epoch=steps, shuffle=False, verbose=0,
-                             callbacks=[timer])
-    self.last_loss = float(history.history["loss"][-1])
-    return timer.times if every_step else timer.pipelined
-
-
 class _Keras3Step:
   """`fit` steps of a `RealFormerBackbone` MLM model (one step per call)."""
 
   def __init__(self, mode, size, seq, dtype, batch, score_dtype="float32"):
     layers, hidden, heads, inner = SIZES[size]
-    self._model = build_mlm_model(
+    self._model = keras3_fit.build_mlm_model(
         "realformer", layers=layers, hidden=hidden, heads=heads, inner=inner,
         seq=seq, policy=dtype, backbone_kwargs=dict(
             residual_attention=mode, score_dtype=score_dtype))
-    self._fit = FitSteps(self._model, seq, batch)
+    self._fit = keras3_fit.FitSteps(self._model, seq, batch)
 
   def run(self, steps):
     """Per-step seconds of one `fit` of `steps` steps."""
@@ -297,10 +112,10 @@ class _TfKerasStep:
     tf_keras.mixed_precision.set_global_policy(dtype)
     layers, hidden, heads, inner = SIZES[size]
     encoder = encoder_lib.RealFormerEncoder(
-        vocab_size=VOCAB, hidden_size=hidden, num_layers=layers,
+        vocab_size=keras3_fit.VOCAB, hidden_size=hidden, num_layers=layers,
         num_attention_heads=heads, inner_dim=inner, type_vocab_size=2,
         max_sequence_length=max(512, seq), residual_attention="sum")
-    ids, mask, labels = _inputs(seq, batch)
+    ids, mask, labels = keras3_fit.mlm_inputs(seq, batch)
     inputs = dict(input_word_ids=tf.constant(ids), input_mask=tf.constant(mask),
                   input_type_ids=tf.zeros_like(tf.constant(ids)))
     encoder({k: v[:1, :8] for k, v in inputs.items()})
@@ -354,7 +169,7 @@ def _xla_cost_child(args, size, seq, dtype):
     model = _Keras3Step(mode, size, seq, dtype, batch,
                         args.score_dtype)._model  # pylint: disable=protected-access
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    ids, mask, labels = _inputs(seq, batch)
+    ids, mask, labels = keras3_fit.mlm_inputs(seq, batch)
     x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
 
     def loss(trainable, non_trainable, x, y, model=model, loss_fn=loss_fn):

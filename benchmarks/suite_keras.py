@@ -3,7 +3,7 @@ r"""gpu_suite's Keras groups: Keras 3 `fit` on JAX, one process per group.
 `KERAS_ROWS` names every Keras row (keras-hub's `BertBackbone`, our
 `RealFormerBackbone` variants, the leads of issue 29, the long-sequence
 rows); `keras_child` builds, compiles and times them, interleaved, with
-`keras3_step.FitSteps` (Keras' own `fit`), and traces the rows asked for
+`keras3_fit.FitSteps` (Keras' own `fit`), and traces the rows asked for
 with `gpu_profile`.
 """
 
@@ -14,13 +14,20 @@ import time
 
 import gpu_profile
 import jax_hlo
-import keras3_step
+import keras3_fit
 
 # "auto" picks the Pallas kernel on a JAX GPU, so rows meant to measure the
 # keras.ops reference say "reference".
 _SUM = dict(residual_attention="sum", attention_implementation="reference")
 _AUTO = dict(_SUM, score_dtype="auto")
 _PALLAS = dict(_AUTO, attention_implementation="pallas")
+# The `*_spe` rows' `compile(steps_per_execution=...)`: Keras' `fit` runs
+# the callbacks and its loop's bookkeeping once per 8 steps (the compiled
+# step is the same: `keras3_fit.FitSteps`). Their rows time `steps` x 8
+# steps a call, so they hold as many executions as the others hold steps,
+# and trace whole executions (`profile_steps`).
+STEPS_PER_EXECUTION = 8
+_SPE = dict(steps_per_execution=STEPS_PER_EXECUTION)
 # name: (group, arch, backbone kwargs, build_mlm_model kwargs, what).
 # Within a group the order is the priority when the budget runs short.
 KERAS_ROWS = {
@@ -30,6 +37,18 @@ KERAS_ROWS = {
                    "(benchmark only): the fair base"),
     "sum_pallas": ("keras", "realformer", _PALLAS, {},
                    '"sum", defaults on a JAX GPU (auto: bf16 scores, Pallas)'),
+    # Issue 36: the GPU idles 30-38% of sum_pallas' pipelined step; these
+    # split the host's share between `fit` and JAX's dispatch.
+    "sum_pallas_jit": ("keras", "realformer", _PALLAS, dict(loop="jit"),
+                       '"sum", Pallas, its train_step in a bare jax.jit '
+                       "loop (no fit)"),
+    "sum_pallas_spe": ("keras", "realformer", _PALLAS, _SPE,
+                       '"sum", Pallas, fit with steps_per_execution='
+                       f"{STEPS_PER_EXECUTION}"),
+    "bert_fixed_spe": ("keras", "bert", {},
+                       dict(_SPE, embeddings="scatter_free"),
+                       "bert_fixed, fit with steps_per_execution="
+                       f"{STEPS_PER_EXECUTION}"),
     "sum_pallas_scatter": ("keras", "realformer", _PALLAS,
                            dict(embeddings="keras"),
                            '"sum", Pallas, Keras\' embeddings (bf16 '
@@ -117,8 +136,10 @@ class JitSteps:
   `jax.jit`), on one batch already on the device. Against the same model's
   `fit` row it splits a step's time between Keras' loop (data adapter,
   callbacks, state bookkeeping) and the program with JAX's dispatch.
-  Same call as `keras3_step.FitSteps`.
+  Same call as `keras3_fit.FitSteps`.
   """
+
+  steps_per_execution = 1  # a dispatch per step, as `FitSteps`' default
 
   def __init__(self, model, seq, batch):
     import jax  # pylint: disable=g-import-not-at-top
@@ -201,12 +222,23 @@ def missing_feature(name, features):
   return None
 
 
+def profile_steps(steps, per_execution):
+  """Steps to trace: whole executions, at least `steps` and two executions
+  (the pipelined time needs a second one), since the profile's figures are
+  its kernels and wall time divided by the steps it traced."""
+  return per_execution * max(2, -(-steps // per_execution))
+
+
 def keras_child(names, shape, deadline, profile=()):
   """Builds, compiles and times Keras rows in this process; prints JSON.
 
   Per row: `ms`, the median of `fit` steps each waited for; `pipelined_ms`,
   the median over rounds of one `fit`'s steps run as `fit` runs them;
-  with the row in `profile`, its `gpu_profile` summary.
+  with the row in `profile`, its `gpu_profile` summary. A row compiled with
+  `steps_per_execution=N` runs N times the steps (`shape["steps"]`
+  executions), its `ms` the median over executions of each one's seconds
+  per step, traces whole executions (`profile_steps`) and says
+  `steps_per_execution`; `steps` counts steps either way.
   """
   import jax  # pylint: disable=g-import-not-at-top
   features = backbone_features()
@@ -235,16 +267,16 @@ def keras_child(names, shape, deadline, profile=()):
     build = dict(build)
     prng = build.pop("prng", None)
     steps_class = JitSteps if build.pop("loop", "fit") == "jit" else (
-        keras3_step.FitSteps)
+        keras3_fit.FitSteps)
     try:
       start = time.time()
       with _DropoutBitsFrom(prng) if prng else _nothing():
-        model = keras3_step.build_mlm_model(
+        model = keras3_fit.build_mlm_model(
             arch, layers=shape["layers"], hidden=shape["hidden"],
             heads=shape["heads"], inner=shape["inner"], seq=seq,
             backbone_kwargs=kwargs, **build)
         fit = steps_class(model, seq, batch)
-        fit(2)  # compiles, then one warm step
+        fit(2 * fit.steps_per_execution)  # compiles, then a warm execution
       compile_s = time.time() - start
       compile_estimate = max(compile_estimate or 0, compile_s)
       fits[name], times[name], pipelined[name] = fit, [], []
@@ -262,24 +294,29 @@ def keras_child(names, shape, deadline, profile=()):
     if r and step_estimate and time.time() + step_estimate > deadline:
       break
     for name in order:
+      steps = shape["steps"] * fits[name].steps_per_execution
       try:
-        times[name] += fits[name](shape["steps"])
-        pipelined[name].append(fits[name](shape["steps"], every_step=False))
+        times[name] += fits[name](steps)
+        pipelined[name].append(fits[name](steps, every_step=False))
       except Exception as e:  # pylint: disable=broad-except
         results[name] = dict(error=f"{type(e).__name__}: {e}"[:300])
         fits.pop(name)
     step_estimate = time.time() - round_start
   for name, fit in fits.items():
+    per_execution = fit.steps_per_execution
     if times[name]:
       results[name].update(
-          ms=1000 * statistics.median(times[name]), steps=len(times[name]),
+          ms=1000 * statistics.median(times[name]),
+          steps=len(times[name]) * per_execution,
           pipelined_ms=1000 * statistics.median(pipelined[name]),
           loss=fit.last_loss)
+      if per_execution > 1:
+        results[name]["steps_per_execution"] = per_execution
     if name in profile and time.time() < deadline - 5:
       try:
         results[name]["profile"] = gpu_profile.profile_jax(
             lambda n, fit=fit: fit(n, every_step=False),
-            shape["profile_steps"],
+            profile_steps(shape["profile_steps"], per_execution),
             gpu_profile.save_path(name))
       except Exception as e:  # pylint: disable=broad-except
         results[name]["profile_error"] = f"{type(e).__name__}: {e}"[:300]

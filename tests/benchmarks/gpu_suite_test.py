@@ -42,7 +42,8 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
   out = watchdog.run(
       [sys.executable, os.path.join(_ROOT, "benchmarks", "gpu_suite.py"),
-       "--smoke", "--profile=bert,xla_tiny", f"--profile_dir={tmp_path}"],
+       "--smoke", "--profile=bert,sum_pallas_spe,xla_tiny",
+       f"--profile_dir={tmp_path}"],
       env=env, cwd=_ROOT)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "(no time budget)" in out.stderr, out.stderr[-3000:]
@@ -58,9 +59,36 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
         assert re.fullmatch(r"\d+\.\d\d", rows[name][column]), (
             name, rows[name])
         assert float(rows[name][column]) > 0
-      # The smoke's fixed steps: steps each waited for in its one round.
-      assert f"steps {gpu_suite.SMOKE['steps']}" in rows[name]["note"], (
-          name, rows[name])
+      # The smoke's fixed steps: steps each waited for in its one round;
+      # a steps_per_execution row runs as many executions of N steps.
+      per_execution = gpu_suite.KERAS_ROWS[name][3].get(
+          "steps_per_execution", 1)
+      steps = f"steps {gpu_suite.SMOKE['steps'] * per_execution}"
+      assert steps in rows[name]["note"], (name, rows[name])
+      assert ("steps_per_execution" in rows[name]["note"]) == (
+          per_execution > 1), (name, rows[name])
+  # Issue 36's rows: steps_per_execution, and a bare jax.jit loop.
+  spe = gpu_suite.suite_keras.STEPS_PER_EXECUTION
+  assert spe > 1
+  for name in ("bert_fixed_spe", "sum_pallas_spe"):
+    assert rows[name]["note"] == (f"steps {gpu_suite.SMOKE['steps'] * spe}, "
+                                  f"steps_per_execution {spe}"), rows[name]
+  assert rows["sum_pallas_jit"]["note"] == (
+      f"steps {gpu_suite.SMOKE['steps']}"), rows["sum_pallas_jit"]
+  # The headline: each row against its fair bases, the ratio of the table's
+  # pipelined and waited times.
+  headline = dict(((m[0], m[1]), (float(m[2]), float(m[3]))) for m in
+                  re.findall(r"^  (\w+) / (\w+): ([\d.]+) \(([\d.]+)\)$",
+                             out.stdout, re.M))
+  assert sorted(headline) == sorted([
+      ("sum_pallas", "bert_fixed"), ("sum_pallas_spe", "bert_fixed_spe"),
+      ("sum_pallas_spe", "sum_pallas"), ("sum_pallas_jit", "sum_pallas"),
+      ("bert_fixed_spe", "bert_fixed")]), out.stdout
+  for (name, base), (piped, waited) in headline.items():
+    assert piped == pytest.approx(float(rows[name]["pipelined"]) / float(
+        rows[base]["pipelined"]), abs=2e-3), (name, base)
+    assert waited == pytest.approx(float(rows[name]["ms"]) / float(
+        rows[base]["ms"]), abs=2e-3), (name, base)
   # Keras rows' ratios are against `bert_fixed` (keras-hub BERT on our
   # scatter-free embeddings), the fair base; `bert` only when it did not run.
   assert float(rows["bert_fixed"]["ratio"]) == 1.0, rows["bert_fixed"]
@@ -73,28 +101,62 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   # --profile: a line of figures for each row asked for, then its kernels.
   profiled = re.findall(r"^\| (\w+) \| ([\d.]+) \| ([\d.]+) \| (\d+)% \|",
                         out.stdout, re.M)
-  assert sorted(p[0] for p in profiled) == ["bert", "xla_tiny"], out.stdout
+  assert sorted(p[0] for p in profiled) == [
+      "bert", "sum_pallas_spe", "xla_tiny"], out.stdout
   for _, wall, device, _ in profiled:
     assert float(wall) > 0 and float(device) > 0, profiled
   assert "bert: top kernels (cpu)" in out.stdout, out.stdout
   # --profile_dir: every kernel of each profiled row, as JSON.
-  assert sorted(os.listdir(tmp_path)) == ["bert.json", "xla_tiny.json"]
+  assert sorted(os.listdir(tmp_path)) == [
+      "bert.json", "sum_pallas_spe.json", "xla_tiny.json"]
   with open(tmp_path / "bert.json") as f:
     full = json.load(f)
   assert len(full["top"]) > 15 and full["steps"] == 3, full
+  # steps_per_execution: the trace holds whole executions, its figures are
+  # per step (the profile's steps, N per execution).
+  with open(tmp_path / "sum_pallas_spe.json") as f:
+    full = json.load(f)
+  assert full["steps"] == 2 * spe > gpu_suite.SMOKE["profile_steps"], full
+  assert full["kernels"] > 0 and full["device_ms"] > 0, full
+
+
+def test_profile_steps_are_whole_executions():
+  profile_steps = gpu_suite.suite_keras.profile_steps
+  assert profile_steps(4, 1) == 4 and profile_steps(1, 1) == 2
+  assert profile_steps(4, 8) == 16 and profile_steps(17, 8) == 24
+
+
+def test_headline_pairs_each_row_with_its_fair_bases():
+  times = lambda piped, waited: dict(pipelined_ms=piped, ms=waited)
+  results = dict(sum_pallas=times(45.0, 50.0), bert_fixed=times(50.0, 50.0),
+                 xt_residual=times(40.0, 40.0),
+                 sum_pallas_spe=times(36.0, 40.0),
+                 bert_fixed_spe=times(40.0, 40.0),
+                 sum_pallas_jit=dict(pipelined_ms=30.0),
+                 xla_bert=dict(error="rc 1"))
+  assert gpu_suite.headline(results) == [
+      ("sum_pallas", "bert_fixed", 0.9, 1.0),
+      ("sum_pallas", "xt_residual", 45 / 40, 50 / 40),
+      ("sum_pallas_spe", "bert_fixed_spe", 0.9, 1.0),
+      ("sum_pallas_spe", "sum_pallas", 0.8, 0.8),
+      ("sum_pallas_spe", "xt_residual", 0.9, 1.0),
+      ("sum_pallas_jit", "sum_pallas", 30 / 45, None),
+      ("sum_pallas_jit", "xt_residual", 0.75, None),
+      ("bert_fixed_spe", "bert_fixed", 0.8, 0.8)]
 
 
 def test_group_budgets_of_the_next_gpu_call():
-  # benchmarks/README.md's next call: --budget_s=420, two keras rows, three
-  # TF-XLA modules, two torch rows. The xla group's cap grows per module.
-  scale = 420 / 400
-  assert gpu_suite.group_budget("keras", 2, 420, ["xla", "torch"],
-                                420) == pytest.approx(190 * scale)
+  # benchmarks/README.md's next call: --budget_s=370, five keras rows, two
+  # TF-XLA modules, one torch row. The xla group's cap grows per module.
+  scale = 370 / 400
+  assert gpu_suite.group_budget("keras", 5, 370, ["xla", "torch"],
+                                370) == pytest.approx(190 * scale)
   # 50 s a module: a BERT-Base module compiles in 35-36 s on an H200.
+  assert gpu_suite.group_budget("xla", 2, 190, ["torch"],
+                                370) == pytest.approx(100 * scale)
   assert gpu_suite.group_budget("xla", 3, 300, ["torch"],
-                                420) == pytest.approx(150 * scale)
-  assert gpu_suite.group_budget("xla", 2, 300, ["torch"],
-                                420) == pytest.approx(100 * scale)
+                                370) == pytest.approx(150 * scale)
   # Later groups keep their minimum; the last group takes what remains.
-  assert gpu_suite.group_budget("xla", 3, 100, ["torch"], 420) == 55
-  assert gpu_suite.group_budget("torch", 2, 123, [], 420) == 123
+  assert gpu_suite.group_budget("xla", 3, 100, ["torch"], 370) == 55
+  assert gpu_suite.group_budget("torch", 1, 123, [], 370) == 123
+

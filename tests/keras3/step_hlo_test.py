@@ -59,7 +59,7 @@ def _dots(model, x, y):
 
 
 def _tied_logits_model(backbone):
-  """The benchmark's head (benchmarks/keras3_step.py) on `backbone`."""
+  """The benchmark's head (benchmarks/keras3_fit.py) on `backbone`."""
   every_8th = backbone.output["sequence_output"][:, ::8]
   logits = backbone.token_embedding(every_8th, reverse=True)
   return keras.Model(backbone.input, keras.layers.Activation(
@@ -103,7 +103,7 @@ def test_keras_hub_bert_masked_lm_ties_logits_in_float32():
 
 
 def test_backbone_tied_logits_step_has_no_float32_gemm_but_the_segment_lookup():
-  # The benchmark's head (benchmarks/keras3_step.py): the backbone's
+  # The benchmark's head (benchmarks/keras3_fit.py): the backbone's
   # `sequence_output` straight into `token_embedding(x, reverse=True)`, as a
   # user ties a head by hand. A float32 `sequence_output` under a bfloat16
   # policy (Model Garden's rule) promotes that GEMM and its gradients to

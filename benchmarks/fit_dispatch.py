@@ -1,0 +1,160 @@
+r"""What Keras' `fit` runs per step with `steps_per_execution`, on any machine.
+
+Issue 36: `sum_pallas` keeps an H200 busy 62-70% of its pipelined step, so
+the host sets its pace. `compile(steps_per_execution=N)` is Keras' knob for
+that; this shows, without a GPU, what it changes. For one `fit` of `--steps`
+steps of the benchmark's MLM model (`keras3_fit.build_mlm_model`) at each N
+of `--steps_per_execution`, it counts, by wrapping the `jit` Keras' JAX
+trainer compiles `train_step` with (keras/src/backend/jax/trainer.py:275):
+
+  programs    executables that jitted step compiled (its `_cache_size()`)
+  dispatches  calls of the compiled step (one per dispatch to the device)
+  callbacks   `on_train_batch_end` calls (once per execution)
+  module      the first 12 hex digits of sha256 of the step's StableHLO
+              (`jax_hlo.lower_train_step`): the same text is the same program
+  cache hits  with JAX's persistent compilation cache on
+              (`JAX_COMPILATION_CACHE_DIR`), the compiles it answered during
+              the first `fit`: a later N's step is the first one's program
+
+and times `fit`'s pipelined seconds per step (`keras3_fit.FitSteps`) beside
+the same step in a bare `jax.jit` loop (`suite_keras.JitSteps`). At a tiny
+size on a CPU the step's compute is small, so those times are mostly host
+work: Keras' loop per step against JAX's dispatch alone. They say where the
+host's time goes, not what a GPU step takes.
+
+Usage (CPU):
+  KERAS_BACKEND=jax JAX_PLATFORMS=cpu python benchmarks/fit_dispatch.py \
+      --models=bert,sum --steps=64 --steps_per_execution=1,8
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax_hlo  # pylint: disable=g-import-not-at-top,wrong-import-position
+import keras3_fit  # pylint: disable=g-import-not-at-top,wrong-import-position
+import suite_keras  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+class _CountingJit:
+  """Within: Keras' JAX trainer's `jit` hands back the jitted function
+  wrapped to count its calls; `jitted` keeps each (function, calls)."""
+
+  def __enter__(self):
+    from keras.src.backend.jax import trainer as jax_trainer  # pylint: disable=g-import-not-at-top
+    self._module, self._jit = jax_trainer, jax_trainer.jit
+    self.jitted = []
+    real_jit, jitted = self._jit, self.jitted
+
+    def counting_jit(fn, *args, **kwargs):
+      compiled, calls = real_jit(fn, *args, **kwargs), [0]
+      jitted.append((compiled, calls))
+
+      def call(*call_args, **call_kwargs):
+        calls[0] += 1
+        return compiled(*call_args, **call_kwargs)
+
+      return call
+
+    jax_trainer.jit = counting_jit
+    return self
+
+  def __exit__(self, *exc):
+    self._module.jit = self._jit
+
+
+def fit_dispatches(model, seq, batch, steps):
+  """Counts of one `fit` of `steps` steps of a compiled `model` (its first:
+  it compiles): programs, dispatches, callbacks (see the module doc)."""
+  from jax._src import monitoring  # pylint: disable=g-import-not-at-top
+  fit = keras3_fit.FitSteps(model, seq, batch)
+  hits = []
+  listener = lambda event, **_: hits.append(event) if event.endswith(
+      "/compilation_cache/cache_hits") else None
+  monitoring.register_event_listener(listener)
+  try:
+    with _CountingJit() as jit:
+      per_execution = fit(steps)  # a timer entry per end-of-execution call
+  finally:
+    monitoring.unregister_event_listener(listener)
+  (compiled, calls), = jit.jitted  # fit compiles train_step alone
+  return dict(programs=compiled._cache_size(),  # pylint: disable=protected-access
+              dispatches=calls[0], callbacks=len(per_execution),
+              cache_hits=len(hits))
+
+
+def analyze(arch, backbone_kwargs, per_executions, *, steps, layers, hidden,
+            heads, inner, seq, batch, rounds=3):
+  """One row per N (and one of the bare `jax.jit` loop) for one model."""
+  rows = []
+  build = lambda n: keras3_fit.build_mlm_model(
+      arch, layers=layers, hidden=hidden, heads=heads, inner=inner, seq=seq,
+      backbone_kwargs=backbone_kwargs, steps_per_execution=n)
+  for n in per_executions:
+    if steps % n:
+      raise ValueError(f"--steps={steps} is not a multiple of "
+                       f"--steps_per_execution={n}")
+    model = build(n)
+    row = dict(way=f"fit, steps_per_execution={n}", **fit_dispatches(
+        model, seq, batch, steps))
+    text = jax_hlo.lower_train_step(model, seq, batch).as_text()
+    row["module"] = hashlib.sha256(text.encode()).hexdigest()[:12]
+    fit = keras3_fit.FitSteps(model, seq, batch)
+    row["pipelined_ms"] = 1000 * statistics.median(
+        fit(steps, every_step=False) for _ in range(rounds))
+    rows.append(row)
+  jit = suite_keras.JitSteps(build(1), seq, batch)
+  jit(2)  # compiles
+  rows.append(dict(way="train_step in a bare jax.jit loop", programs=1,
+                   dispatches=steps, callbacks=0, module="-", cache_hits="-",
+                   pipelined_ms=1000 * statistics.median(
+                       jit(steps, every_step=False) for _ in range(rounds))))
+  return rows
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  p.add_argument("--models", default="bert,sum",
+                 help="bert (keras-hub BertBackbone) and/or sum "
+                 "(RealFormerBackbone('sum'), reference attention).")
+  p.add_argument("--steps", type=int, default=64)
+  p.add_argument("--steps_per_execution", default="1,8")
+  p.add_argument("--layers", type=int, default=1)
+  p.add_argument("--hidden", type=int, default=32)
+  p.add_argument("--heads", type=int, default=2)
+  p.add_argument("--inner", type=int, default=64)
+  p.add_argument("--seq", type=int, default=32)
+  p.add_argument("--batch", type=int, default=2)
+  p.add_argument("--rounds", type=int, default=3)
+  args = p.parse_args()
+  models = dict(bert=("bert", {}),
+                sum=("realformer", dict(residual_attention="sum",
+                                        attention_implementation="reference")))
+  per_executions = [int(n) for n in args.steps_per_execution.split(",")]
+  print(f"one fit of {args.steps} steps; {args.layers} x {args.hidden}, "
+        f"seq {args.seq}, batch {args.batch}, mixed_bfloat16; pipelined: "
+        f"median of {args.rounds}\n| model | way | programs | dispatches | "
+        "callbacks | module | cache hits | pipelined ms / step |\n"
+        "|---|---|---|---|---|---|---|---|")
+  for name in args.models.split(","):
+    if name not in models:
+      sys.exit(f"--models: unknown {name!r}; known: {sorted(models)}")
+    for r in analyze(*models[name], per_executions, steps=args.steps,
+                     layers=args.layers, hidden=args.hidden, heads=args.heads,
+                     inner=args.inner, seq=args.seq, batch=args.batch,
+                     rounds=args.rounds):
+      print(f"| {name} | {r['way']} | {r['programs']} | {r['dispatches']} | "
+            f"{r['callbacks']} | {r['module']} | {r['cache_hits']} | "
+            f"{r['pipelined_ms']:.2f} |",
+            flush=True)
+      print(json.dumps(dict(model=name, **r)), file=sys.stderr)
+
+
+if __name__ == "__main__":
+  main()

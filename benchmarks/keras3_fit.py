@@ -1,0 +1,238 @@
+r"""The benchmarks' Keras 3 MLM model and Keras' own `fit`, timed.
+
+`build_mlm_model` builds the training step every Keras 3 benchmark times
+(keras-hub's `BertBackbone` or our `RealFormerBackbone`, an MLM loss on
+every 8th position through the tied token embedding, AdamW); `FitSteps`
+runs it in `model.fit` as a user does and `make_step_timer` times the steps.
+`keras3_step.py` (per backend), `gpu_suite.py` (`suite_keras`),
+`jax_hlo.py` and `gpu_aot.py` all use them. Split out of `keras3_step.py`,
+whose command line stays there.
+"""
+
+import contextlib
+import time
+
+VOCAB = 30522
+
+
+def mlm_inputs(seq, batch):
+  """Token ids, padding mask (the last 1/8 padded) and labels of every 8th
+  position: one batch of `batch` x `seq`, the same on every call."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  ids = rng.integers(1000, VOCAB - 1, size=(batch, seq)).astype("int32")
+  mask = np.ones_like(ids)
+  mask[:, seq - seq // 8:] = 0
+  labels = rng.integers(0, VOCAB, size=(batch, len(range(0, seq, 8))))
+  return ids * mask, mask, labels.astype("int32")
+
+
+def make_step_timer(every_step=True):
+  """A Keras callback that times `fit` steps until their results are ready.
+
+  On JAX, Keras' `fit` dispatches a step and moves on; the timer waits for
+  the state that step returned (`model._jax_state`, what Keras' own
+  callbacks sync from). Elsewhere it converts the logs to NumPy, which waits
+  for the step as well.
+
+  With `compile(steps_per_execution=N)` Keras calls the batch callbacks once
+  per execution of N steps, `on_train_batch_begin` with its first step's
+  index and `on_train_batch_end` with its last
+  (keras/src/backend/jax/trainer.py:448 and :479, the indices from
+  keras/src/trainers/epoch_iterator.py:113-122), so the timer counts steps
+  by those indices, never by calls: every figure is seconds per step.
+
+  Args:
+    every_step: True: wait at the end of every execution (a step, or N); its
+      `times` hold one entry per execution, its seconds over its steps
+      (dispatch included, none overlapping the next). False: wait only after
+      the first and the last execution, so the ones between run as `fit`
+      runs them, the host dispatching ahead of the device; its `pipelined`
+      is their seconds per step (whole executions: steps N+1 to the last;
+      what a user's epoch takes).
+  """
+  import keras  # pylint: disable=g-import-not-at-top
+
+  def wait(model, logs):
+    if keras.backend.backend() == "jax":
+      import jax  # pylint: disable=g-import-not-at-top
+      state = getattr(model, "_jax_state", None)
+      jax.block_until_ready(state if state is not None else logs)
+    else:
+      keras.tree.map_structure(keras.ops.convert_to_numpy, logs or {})
+
+  class StepTimer(keras.callbacks.Callback):
+
+    def __init__(self):
+      super().__init__()
+      self.times, self.pipelined = [], None
+      self._start = self._begin = self._first = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+      self._begin = batch
+      if every_step:
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+      last = batch == self.params["steps"] - 1
+      if every_step:
+        wait(self.model, logs)
+        self.times.append((time.perf_counter() - self._start)
+                          / (batch - self._begin + 1))
+      elif self._first is None or last:
+        wait(self.model, logs)
+        if self._first is None:  # the end of the first execution
+          self._first = (batch, time.perf_counter())
+        else:
+          first_batch, first_end = self._first
+          self.pipelined = ((time.perf_counter() - first_end)
+                            / (batch - first_batch))
+
+  return StepTimer()
+
+
+@contextlib.contextmanager
+def embedding_layers(kind):
+  """Within: both backbones build their token and segment embeddings from
+  `kind`'s classes ("keras": Keras' `ReversibleEmbedding` / `Embedding`;
+  "scatter_free": `realformer_tf.keras3.embeddings`; None: unchanged).
+
+  For benchmarks only: it swaps the names the two backbone modules look
+  the classes up by (keras_hub/src/models/bert/bert_backbone.py imports
+  `ReversibleEmbedding` and calls `keras.layers.Embedding`) while the
+  backbone is built; weights and names are the same either way.
+  """
+  if kind is None:
+    yield
+    return
+  import keras  # pylint: disable=g-import-not-at-top
+  from keras_hub.src.models.bert import bert_backbone  # pylint: disable=g-import-not-at-top
+  from realformer_tf.keras3 import embeddings  # pylint: disable=g-import-not-at-top
+  if kind not in ("keras", "scatter_free"):
+    raise ValueError(f"embeddings={kind!r}: 'keras' or 'scatter_free'")
+  token, segment = ((keras.layers.ReversibleEmbedding, keras.layers.Embedding)
+                    if kind == "keras" else
+                    (embeddings.ReversibleEmbedding, embeddings.Embedding))
+  saved = (bert_backbone.ReversibleEmbedding, keras.layers.Embedding,
+           embeddings.ReversibleEmbedding, embeddings.Embedding)
+  bert_backbone.ReversibleEmbedding, keras.layers.Embedding = token, segment
+  embeddings.ReversibleEmbedding, embeddings.Embedding = token, segment
+  try:
+    yield
+  finally:
+    (bert_backbone.ReversibleEmbedding, keras.layers.Embedding,
+     embeddings.ReversibleEmbedding, embeddings.Embedding) = saved
+
+
+def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
+                    policy="mixed_bfloat16", logits_dtype=None,
+                    backbone_kwargs=None, jit_compile=True, embeddings=None,
+                    steps_per_execution=1):
+  """The benchmark's MLM model on a Keras 3 backbone, compiled for `fit`.
+
+  Args:
+    arch: "bert" (keras-hub's `BertBackbone`) or "realformer"
+      (`RealFormerBackbone`; `backbone_kwargs` picks its mode etc.).
+    layers, hidden, heads, inner: The encoder's shape.
+    seq: Sequence length (the position table is at least 512).
+    dropout: The backbone's dropout rate.
+    policy: Keras dtype policy the model is built under.
+    logits_dtype: dtype of the tied-embedding logits' GEMM: None keeps the
+      backbone's `sequence_output` dtype (what `token_embedding(x,
+      reverse=True)` gives a user), else the hidden states are cast to it
+      ("bfloat16", "float32") before the reverse embedding.
+    backbone_kwargs: More arguments of the backbone.
+    jit_compile: `compile(jit_compile=...)`.
+    embeddings: None: the backbone's own token and segment embedding layers
+      (keras-hub's: Keras' `ReversibleEmbedding` and `Embedding`, whose
+      gradients are bfloat16 scatter-adds under a mixed policy; ours:
+      `realformer_tf.keras3.embeddings`, scatter-free). "keras" or
+      "scatter_free" builds either backbone with those instead
+      (`embedding_layers`), so a row can compare the architectures with the
+      same embeddings (`bert_fixed`) or show what ours fixed.
+    steps_per_execution: `compile(steps_per_execution=...)`: `fit` runs
+      this many steps per execution, its callbacks once per execution
+      (`FitSteps`).
+
+  Returns:
+    A compiled `keras.Model` from the backbone's inputs to float32 logits of
+    every 8th position against the tied token embedding (sparse
+    cross-entropy, AdamW), as keras-hub's masked LM heads tie them.
+  """
+  import keras  # pylint: disable=g-import-not-at-top
+  keras.config.set_dtype_policy(policy)
+  keras.utils.set_random_seed(0)
+  try:
+    kwargs = dict(vocabulary_size=VOCAB, num_layers=layers, num_heads=heads,
+                  hidden_dim=hidden, intermediate_dim=inner, dropout=dropout,
+                  max_sequence_length=max(512, seq), **(backbone_kwargs or {}))
+    with embedding_layers(embeddings):
+      if arch == "bert":
+        import keras_hub  # pylint: disable=g-import-not-at-top
+        backbone = keras_hub.models.BertBackbone(**kwargs)
+      else:
+        from realformer_tf import keras3  # pylint: disable=g-import-not-at-top
+        backbone = keras3.RealFormerBackbone(**kwargs)
+    every_8th = backbone.output["sequence_output"][:, ::8]
+    if logits_dtype is not None:
+      every_8th = keras.ops.cast(every_8th, logits_dtype)
+    logits = backbone.token_embedding(every_8th, reverse=True)
+    model = keras.Model(backbone.input, keras.layers.Activation(
+        "linear", dtype="float32")(logits))
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01),
+                  loss=keras.losses.SparseCategoricalCrossentropy(
+                      from_logits=True), jit_compile=jit_compile,
+                  steps_per_execution=steps_per_execution)
+  finally:
+    keras.config.set_dtype_policy("float32")
+  return model
+
+
+class FitSteps:
+  """Runs `fit` on a repeated in-memory batch and times its steps.
+
+  Each call is one `fit` of `steps` steps (`steps_per_epoch`, one epoch) over
+  the same batch tiled `steps` times, as a user's in-memory arrays; the
+  first call compiles. Returns the per-step seconds of that call.
+
+  A model compiled with `steps_per_execution=N` runs `steps` (a multiple
+  of N) as `steps / N` executions: Keras 3.15's JAX trainer calls the same
+  jitted one-step program N times in a Python loop per execution
+  (`_make_function`, keras/src/backend/jax/trainer.py:210-258; the `jit`
+  of `train_step` at :275-279), and runs the callbacks and its own
+  bookkeeping (the `_jax_state` dict, the epoch iterator) once per
+  execution instead of once per step. So N changes the host's work between
+  steps, not the compiled program (`fit_dispatch.py` counts both).
+  """
+
+  def __init__(self, model, seq, batch):
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    ids, mask, labels = mlm_inputs(seq, batch)
+    self._batch = batch
+    self._arrays = (ids, mask, labels)
+    self._tile = lambda a, n: np.concatenate([a] * n)
+    self.model = model
+    # Keras' Trainer.compile keeps it as an int attribute (1 by default).
+    self.steps_per_execution = int(getattr(model, "steps_per_execution", 1))
+
+  def __call__(self, steps, every_step=True):
+    """Per-step seconds of one `fit` of `steps` steps (`every_step`: one
+    entry per execution), or, with `every_step=False`, the pipelined
+    seconds per step after the first execution (at least 3 steps and 2
+    executions), as `make_step_timer` says."""
+    n = self.steps_per_execution
+    if steps % n:
+      raise ValueError(f"steps={steps}: not a multiple of the model's "
+                       f"steps_per_execution={n} (a partial last execution "
+                       "would be timed as a whole one)")
+    if not every_step and steps < max(3, 2 * n):
+      raise ValueError(f"steps={steps}: pipelined timing needs >= "
+                       f"{max(3, 2 * n)} (two executions of {n})")
+    ids, mask, labels = (self._tile(a, steps) for a in self._arrays)
+    timer = make_step_timer(every_step)
+    x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
+    history = self.model.fit(x, labels, batch_size=self._batch, epochs=1,
+                             steps_per_epoch=steps, shuffle=False, verbose=0,
+                             callbacks=[timer])
+    self.last_loss = float(history.history["loss"][-1])
+    return timer.times if every_step else timer.pipelined
