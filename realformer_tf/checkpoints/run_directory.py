@@ -14,9 +14,9 @@ and `ckpt-1`). This module answers, for either:
     warning that names it and why;
   * `newest_checkpoint(model_dir)`: the newest checkpoint its state file
     names, unread (what a resumed run restores), or None;
-  * `resume_checkpoint(model_dir)`: the same, checked: a directory with
-    `ckpt-*` files is a started run, refused while its state file is
-    missing or names a checkpoint that is not whole;
+  * `checkpoint_prefixes(model_dir)`: its `ckpt-N` files' prefixes, read
+    from the files (`run_resume.resume_checkpoint` checks them for a
+    resumed run);
   * `lock_path(model_dir)`: the training lock;
   * `check_converted_output_dir(path, overwrite, keep_others)`: whether
     convert / `save_run` may write there (never over a train.py run);
@@ -283,7 +283,8 @@ def _candidates(path: str, what: str) -> List[str]:
   copy that left it out) its `ckpt-N` files are, highest N first, said in a
   warning: a reader only reads, so it takes the newest whole one where
   TensorFlow's `get_checkpoint_state` sees nothing (training refuses the
-  same directory instead, `resume_checkpoint`: it would write over them).
+  same directory instead, `run_resume.resume_checkpoint`: it would
+  write over them).
   """
   key = f"{what}={path!r}"
   if not path:
@@ -383,66 +384,6 @@ def checkpoint_prefixes(model_dir: str) -> List[str]:
     if number.isdigit() and not tf.io.gfile.isdir(path):
       prefixes.add((int(number), os.path.join(model_dir, stem)))
   return [prefix for _, prefix in sorted(prefixes, reverse=True)]
-
-
-def _state_file_fix(model_dir: str, prefix: Optional[str]) -> str:
-  """How to point `model_dir`'s state file at `prefix` (None: no whole one)."""
-  if prefix is None:
-    return ("none of them is whole (a save killed before the run's first "
-            "checkpoint was complete, or a copy still under way): remove "
-            "them to start again, or use a new --model_dir")
-  return ("to go on from the newest whole one, point the state file at it: "
-          "python -c \"import tensorflow as tf; tf.compat.v1.train."
-          f"update_checkpoint_state({model_dir!r}, {prefix!r})\"")
-
-
-def resume_checkpoint(model_dir: str) -> Optional[str]:
-  """The checkpoint a run in `model_dir` resumes from, checked; None if the
-  directory holds no `ckpt-*` file (a new run).
-
-  A directory holding any `ckpt-*` file is a started run. Model Garden
-  resumes from what the `checkpoint` state file names
-  (`tf.train.latest_checkpoint`, through `CheckpointManager`), which is None
-  when the state file is missing or names a checkpoint whose index is gone:
-  the run would then be trained again from step 0 over its checkpoints (or
-  its quickstart data rebuilt), and a damaged newest one is restored anyway
-  and fails inside the restore (`IndexError: Read less bytes than
-  requested`). Neither is resumed from an older checkpoint here: a copy may
-  still be writing the newest, so which one is whole is for the user to say.
-
-  Raises:
-    ValueError: Naming the directory, its checkpoints, what is wrong and how
-      to go on, before anything is written.
-  """
-  prefixes = checkpoint_prefixes(model_dir) if model_dir else []
-  if not prefixes:
-    return None
-  key = f"--model_dir={model_dir!r}"
-  names = ", ".join(os.path.basename(p) for p in prefixes)
-  whole = next((p for p in prefixes if check_files(p) is None), None)
-  state = tf.train.get_checkpoint_state(model_dir)
-  if state is None or not state.model_checkpoint_path:
-    raise ValueError(
-        f"{key} holds checkpoints ({names}) but no 'checkpoint' state file "
-        "naming the newest (a copy that left it out?): training would start "
-        "again from step 0 over them, so nothing was run or written. Copy "
-        "the run's 'checkpoint' file too, or " +
-        _state_file_fix(model_dir, whole) + ".")
-  newest = state.model_checkpoint_path
-  if not os.path.isabs(newest):
-    newest = os.path.join(model_dir, newest)
-  why = check_files(newest)
-  if why:
-    older = next((p for p in prefixes if p != newest and
-                  check_files(p) is None), None)
-    raise ValueError(
-        f"{key}: its newest checkpoint, {os.path.basename(newest)} (named by "
-        f"{os.path.join(model_dir, 'checkpoint')}), is not whole: {why}. "
-        "Resuming would restore it and fail, or start again from step 0, "
-        "so nothing was run or written. If a copy is still writing it, wait "
-        "for it; else " + _state_file_fix(model_dir, older) +
-        f" (its checkpoints: {names}).")
-  return newest
 
 
 def resolve_checkpoint(path: str, what: str) -> str:

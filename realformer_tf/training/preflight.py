@@ -39,6 +39,7 @@ from official.core import config_definitions as cfg
 from official.modeling import performance
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
+from realformer_tf.checkpoints import run_resume
 from realformer_tf.training import init_from_run
 from realformer_tf.training import input_checks
 from realformer_tf.training import lr_schedule
@@ -59,13 +60,13 @@ def check_model_dir_path(model_dir: str) -> None:
 
 
 def run_checkpoint(mode: str, model_dir: str) -> Optional[str]:
-  """The checkpoint this run restores (`run_directory.resume_checkpoint`,
+  """The checkpoint this run restores (`run_resume.resume_checkpoint`,
   which refuses a started run whose state file is missing or names a
   checkpoint that is not whole), or None for a new run. `continuous_eval`
   only waits for the checkpoints a training job lists: not checked."""
   if mode == "continuous_eval":
     return run_directory.newest_checkpoint(model_dir)
-  return run_directory.resume_checkpoint(model_dir)
+  return run_resume.resume_checkpoint(model_dir)
 
 
 def check_model_dir(params: cfg.ExperimentConfig, mode: str,

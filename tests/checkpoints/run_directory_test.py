@@ -147,7 +147,8 @@ def test_readers_of_a_run_without_its_state_file_take_its_newest_whole_ckpt(
   """Issue 38: a copy of `ckpt-*` without the `checkpoint` state file was
   called "a directory without a checkpoint" by every reader (export,
   analysis, load_run, an init checkpoint). Readers take its newest whole
-  `ckpt-N`, by step, and say so; training refuses it (`resume_checkpoint`)."""
+  `ckpt-N`, by step, and say so; training refuses it
+  (`run_resume_test`)."""
   d = str(tmp_path)
   first, second, third = _save(d, [5, 10, 40])
   os.remove(os.path.join(d, "checkpoint"))
@@ -158,8 +159,6 @@ def test_readers_of_a_run_without_its_state_file_take_its_newest_whole_ckpt(
   assert "no 'checkpoint' state file" in caplog.text
   assert "ckpt-40, ckpt-10, ckpt-5" in caplog.text
   assert "skipped unreadable newer checkpoints" in caplog.text
-  with pytest.raises(ValueError, match="but no 'checkpoint' state file"):
-    run_directory.resume_checkpoint(d)
   for prefix in (first, second, third):
     for f in tf.io.gfile.glob(prefix + ".*"):
       os.remove(f)
@@ -194,63 +193,6 @@ def test_errors_name_the_argument(tmp_path):
     run_directory.resolve_checkpoint(prefix, "--checkpoint")
   with pytest.raises(ValueError, match="no readable checkpoint"):
     run_directory.resolve_checkpoint(d, "--checkpoint")
-
-
-def test_resume_checkpoint_refuses_a_started_run_it_cannot_resume(tmp_path):
-  """Issue 38 items 1, 2, 9: the state file gone, or naming a checkpoint
-  whose index is gone or whose data is cut short, made Model Garden train
-  again from step 0 over `ckpt-*` (or restore the damaged one and fail).
-  Any `ckpt-*` file makes a started run; not a killed save's `_temp`."""
-  run_dir = str(tmp_path)
-  assert run_directory.resume_checkpoint(run_dir) is None
-  os.makedirs(os.path.join(run_dir, "ckpt-3_temp"))
-  assert run_directory.checkpoint_prefixes(run_dir) == []
-  assert run_directory.resume_checkpoint(run_dir) is None
-  first, second = _save(run_dir, [1, 20])
-  assert run_directory.checkpoint_prefixes(run_dir) == [second, first]
-  assert run_directory.resume_checkpoint(run_dir) == second
-  fix = ("tf.compat.v1.train.update_checkpoint_state("
-         f"{run_dir!r}, {{!r}})")
-
-  os.rename(os.path.join(run_dir, "checkpoint"),
-            os.path.join(tmp_path, "state"))
-  with pytest.raises(ValueError) as e:
-    run_directory.resume_checkpoint(run_dir)
-  assert str(e.value).startswith(
-      f"--model_dir={run_dir!r} holds checkpoints (ckpt-20, ckpt-1) but no "
-      "'checkpoint' state file naming the newest"), e.value
-  assert "nothing was run or written" in str(e.value)
-  assert fix.format(second) in str(e.value)
-  os.rename(os.path.join(tmp_path, "state"),
-            os.path.join(run_dir, "checkpoint"))
-
-  for damage, why in (
-      (lambda: os.remove(second + ".index"),
-       f"{second}.index does not exist"),
-      (lambda: open(second + ".data-00000-of-00001", "r+b").truncate(100),
-       "hold 100 bytes, less than the 264 bytes")):
-    assert _save(run_dir, [20]) == [second]  # Whole again.
-    damage()
-    with pytest.raises(ValueError) as e:
-      run_directory.resume_checkpoint(run_dir)
-    message = str(e.value)
-    assert message.startswith(
-        f"--model_dir={run_dir!r}: its newest checkpoint, ckpt-20 (named by "
-        f"{run_dir}/checkpoint), is not whole: "), message
-    assert why in message and fix.format(first) in message, message
-    # Following the message resumes from the older one.
-    tf.compat.v1.train.update_checkpoint_state(run_dir, first)
-    assert run_directory.resume_checkpoint(run_dir) == first
-
-
-def test_a_save_killed_before_the_first_checkpoint_is_whole(tmp_path):
-  """Only a data file of ckpt-5 (no index, no state file): still a started
-  run, which only the user can tell to start again."""
-  (tmp_path / "ckpt-5.data-00000-of-00001").write_bytes(b"partial")
-  with pytest.raises(ValueError, match=r"holds checkpoints \(ckpt-5\) but no "
-                     r"'checkpoint' state file.*none of them is whole .*: "
-                     r"remove them to start again, or use a new --model_dir"):
-    run_directory.resume_checkpoint(str(tmp_path))
 
 
 def test_broken_yaml_is_named_with_its_line(tmp_path):

@@ -1,0 +1,75 @@
+"""Which checkpoint a resumed train.py run restores, checked before it
+writes anything (`resume_checkpoint`).
+
+Split from `run_directory` (a run's files and how readers read them): a
+reader takes the newest whole checkpoint and says so, a resumed run must
+not (a copy may still be writing the newest), so its rule lives here.
+"""
+
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+from realformer_tf.checkpoints import run_directory
+
+
+def _state_file_fix(model_dir: str, prefix: Optional[str]) -> str:
+  """How to point `model_dir`'s state file at `prefix` (None: no whole one)."""
+  if prefix is None:
+    return ("none of them is whole (a save killed before the run's first "
+            "checkpoint was complete, or a copy still under way): remove "
+            "them to start again, or use a new --model_dir")
+  return ("to go on from the newest whole one, point the state file at it: "
+          "python -c \"import tensorflow as tf; tf.compat.v1.train."
+          f"update_checkpoint_state({model_dir!r}, {prefix!r})\"")
+
+
+def resume_checkpoint(model_dir: str) -> Optional[str]:
+  """The checkpoint a run in `model_dir` resumes from, checked; None if the
+  directory holds no `ckpt-*` file (a new run).
+
+  A directory holding any `ckpt-*` file is a started run. Model Garden
+  resumes from what the `checkpoint` state file names
+  (`tf.train.latest_checkpoint`, through `CheckpointManager`), which is None
+  when the state file is missing or names a checkpoint whose index is gone:
+  the run would then be trained again from step 0 over its checkpoints (or
+  its quickstart data rebuilt), and a damaged newest one is restored anyway
+  and fails inside the restore (`IndexError: Read less bytes than
+  requested`). Neither is resumed from an older checkpoint here: a copy may
+  still be writing the newest, so which one is whole is for the user to say.
+
+  Raises:
+    ValueError: Naming the directory, its checkpoints, what is wrong and how
+      to go on, before anything is written.
+  """
+  prefixes = run_directory.checkpoint_prefixes(model_dir) if model_dir else []
+  if not prefixes:
+    return None
+  key = f"--model_dir={model_dir!r}"
+  names = ", ".join(os.path.basename(p) for p in prefixes)
+  whole = next((p for p in prefixes
+                if run_directory.check_files(p) is None), None)
+  state = tf.train.get_checkpoint_state(model_dir)
+  if state is None or not state.model_checkpoint_path:
+    raise ValueError(
+        f"{key} holds checkpoints ({names}) but no 'checkpoint' state file "
+        "naming the newest (a copy that left it out?): training would start "
+        "again from step 0 over them, so nothing was run or written. Copy "
+        "the run's 'checkpoint' file too, or " +
+        _state_file_fix(model_dir, whole) + ".")
+  newest = state.model_checkpoint_path
+  if not os.path.isabs(newest):
+    newest = os.path.join(model_dir, newest)
+  why = run_directory.check_files(newest)
+  if why:
+    older = next((p for p in prefixes if p != newest and
+                  run_directory.check_files(p) is None), None)
+    raise ValueError(
+        f"{key}: its newest checkpoint, {os.path.basename(newest)} (named by "
+        f"{os.path.join(model_dir, 'checkpoint')}), is not whole: {why}. "
+        "Resuming would restore it and fail, or start again from step 0, "
+        "so nothing was run or written. If a copy is still writing it, wait "
+        "for it; else " + _state_file_fix(model_dir, older) +
+        f" (its checkpoints: {names}).")
+  return newest
