@@ -17,7 +17,10 @@ trainer compiles `train_step` with (keras/src/backend/jax/trainer.py:275):
               the first `fit`: a later N's step is the first one's program
 
 and times `fit`'s pipelined seconds per step (`keras3_fit.FitSteps`) beside
-the same step in a bare `jax.jit` loop (`suite_keras.JitSteps`). At a tiny
+the same step in a bare `jax.jit` loop (`suite_keras.JitSteps`) and, per
+N > 1, N steps under `jax.lax.scan` in one `jax.jit` (`JitSteps` with
+`steps_per_call=N`: one dispatch per N steps; its module holds the steps
+in a `while` loop, counted as `while`). At a tiny
 size on a CPU the step's compute is small, so those times are mostly host
 work: Keras' loop per step against JAX's dispatch alone. They say where the
 host's time goes, not what a GPU step takes.
@@ -91,7 +94,8 @@ def fit_dispatches(model, seq, batch, steps):
 
 def analyze(arch, backbone_kwargs, per_executions, *, steps, layers, hidden,
             heads, inner, seq, batch, rounds=3):
-  """One row per N (and one of the bare `jax.jit` loop) for one model."""
+  """One row per N, one of the bare `jax.jit` loop and one per N > 1 of N
+  steps under `lax.scan` in one `jax.jit`, for one model."""
   rows = []
   build = lambda n: keras3_fit.build_mlm_model(
       arch, layers=layers, hidden=hidden, heads=heads, inner=inner, seq=seq,
@@ -109,13 +113,30 @@ def analyze(arch, backbone_kwargs, per_executions, *, steps, layers, hidden,
     row["pipelined_ms"] = 1000 * statistics.median(
         fit(steps, every_step=False) for _ in range(rounds))
     rows.append(row)
-  jit = suite_keras.JitSteps(build(1), seq, batch)
-  jit(2)  # compiles
-  rows.append(dict(way="train_step in a bare jax.jit loop", programs=1,
-                   dispatches=steps, callbacks=0, module="-", cache_hits="-",
-                   pipelined_ms=1000 * statistics.median(
-                       jit(steps, every_step=False) for _ in range(rounds))))
+  for n in [1] + [n for n in per_executions if n > 1]:
+    rows.append(_jit_row(build(1), n, steps=steps, seq=seq, batch=batch,
+                         rounds=rounds))
   return rows
+
+
+def _jit_row(model, n, *, steps, seq, batch, rounds):
+  """The bare `jax.jit` loop (`n` = 1) or `n` steps under `lax.scan` per
+  call (`suite_keras.JitSteps`): its counts over one timed run of `steps`
+  steps, its module's hash and `while` loops, its pipelined time."""
+  jit = suite_keras.JitSteps(model, seq, batch, steps_per_call=n)
+  text = jit.lower().as_text()
+  jit(2 * n)  # compiles, then a warm call
+  before = jit.dispatches
+  jit(steps)
+  row = dict(way=("train_step in a bare jax.jit loop" if n == 1 else
+                  f"{n} train_steps under lax.scan in one jax.jit"),
+             programs=jit.programs(), dispatches=jit.dispatches - before,
+             callbacks=0, module=hashlib.sha256(text.encode()).hexdigest()[
+                 :12], cache_hits="-",
+             while_loops=jax_hlo.count_ops(text)["ops"].get("while", 0))
+  row["pipelined_ms"] = 1000 * statistics.median(
+      jit(steps, every_step=False) for _ in range(rounds))
+  return row
 
 
 def main():
@@ -140,8 +161,8 @@ def main():
   print(f"one fit of {args.steps} steps; {args.layers} x {args.hidden}, "
         f"seq {args.seq}, batch {args.batch}, mixed_bfloat16; pipelined: "
         f"median of {args.rounds}\n| model | way | programs | dispatches | "
-        "callbacks | module | cache hits | pipelined ms / step |\n"
-        "|---|---|---|---|---|---|---|---|")
+        "callbacks | module | while | cache hits | pipelined ms / step |\n"
+        "|---|---|---|---|---|---|---|---|---|")
   for name in args.models.split(","):
     if name not in models:
       sys.exit(f"--models: unknown {name!r}; known: {sorted(models)}")
@@ -150,7 +171,8 @@ def main():
                      inner=args.inner, seq=args.seq, batch=args.batch,
                      rounds=args.rounds):
       print(f"| {name} | {r['way']} | {r['programs']} | {r['dispatches']} | "
-            f"{r['callbacks']} | {r['module']} | {r['cache_hits']} | "
+            f"{r['callbacks']} | {r['module']} | {r.get('while_loops', '-')} "
+            f"| {r['cache_hits']} | "
             f"{r['pipelined_ms']:.2f} |",
             flush=True)
       print(json.dumps(dict(model=name, **r)), file=sys.stderr)

@@ -13,8 +13,9 @@ rounds). Groups, each its own process, run one after another:
   keras   Keras 3 on JAX: keras-hub `BertBackbone`; `RealFormerBackbone`
           "none", "sum" with float32 and "auto" scores, "sum" with the Pallas
           kernel; `fit`'s host time (issue 36): the Pallas step's
-          `train_step` in a bare `jax.jit` loop, and `fit` with
-          `steps_per_execution`; rows isolating the leads (dropout 0;
+          `train_step` in a bare `jax.jit` loop, 8 of them under
+          `lax.scan` in one `jax.jit` (one dispatch per 8 steps), and `fit`
+          with `steps_per_execution`; rows isolating the leads (dropout 0;
           float32 / bfloat16 tied logits; a float32 hidden stream where the
           backbone has a switch for it).
   long    seq 4096, batch 2: the reference attention vs the Pallas kernel,
@@ -191,7 +192,8 @@ def _print_table(results, devices, shape, args):
       value = f"{r['ms']:.2f}"
       note = ", ".join(f"{k} {r[k]}" for k in ("xla_gflops", "xla_gbytes",
                                               "temp_mb", "steps",
-                                              "steps_per_execution")
+                                              "steps_per_execution",
+                                              "steps_per_call")
                        if k in r)
     else:
       value, note = "-", "no timed steps (time budget)"
@@ -206,14 +208,17 @@ def _print_table(results, devices, shape, args):
 # The headline (issue 36): each RealFormer row against its fair bases, all
 # rows of one call on one device. bert_fixed is keras-hub's BERT with the
 # same scatter-free embeddings as ours, so its ratio is the architecture's;
-# a row run another way (steps_per_execution, a bare jax.jit loop) is
+# a row run another way (steps_per_execution, a bare jax.jit loop, steps
+# under lax.scan) is
 # compared with the same way's BERT where there is one, with the default
 # sum_pallas (what the way buys) and with the peer.
 HEADLINE = (
     ("sum_pallas", ("bert_fixed", "xla_bert", "xt_residual")),
     ("sum_pallas_spe", ("bert_fixed_spe", "sum_pallas", "xt_residual")),
     ("sum_pallas_jit", ("sum_pallas", "xt_residual")),
+    ("sum_pallas_scan", ("bert_fixed_scan", "sum_pallas", "xt_residual")),
     ("bert_fixed_spe", ("bert_fixed",)),
+    ("bert_fixed_scan", ("bert_fixed",)),
     ("xla_realformer-default", ("bert_fixed", "xla_bert", "xt_residual")),
 )
 

@@ -188,6 +188,22 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
   return model
 
 
+def check_steps(steps, per_execution, every_step):
+  """Refuses a step count the timers cannot time as whole executions of
+  `per_execution` steps: not a multiple of it (a partial last execution
+  would be timed as a whole one), or, pipelined (`every_step=False`),
+  fewer than two executions and 3 steps (the time runs from the end of the
+  first execution to the end of the last)."""
+  n = per_execution
+  if steps % n:
+    raise ValueError(f"steps={steps}: not a multiple of the model's "
+                     f"steps_per_execution={n} (a partial last execution "
+                     "would be timed as a whole one)")
+  if not every_step and steps < max(3, 2 * n):
+    raise ValueError(f"steps={steps}: pipelined timing needs >= "
+                     f"{max(3, 2 * n)} (two executions of {n})")
+
+
 class FitSteps:
   """Runs `fit` on a repeated in-memory batch and times its steps.
 
@@ -220,14 +236,7 @@ class FitSteps:
     entry per execution), or, with `every_step=False`, the pipelined
     seconds per step after the first execution (at least 3 steps and 2
     executions), as `make_step_timer` says."""
-    n = self.steps_per_execution
-    if steps % n:
-      raise ValueError(f"steps={steps}: not a multiple of the model's "
-                       f"steps_per_execution={n} (a partial last execution "
-                       "would be timed as a whole one)")
-    if not every_step and steps < max(3, 2 * n):
-      raise ValueError(f"steps={steps}: pipelined timing needs >= "
-                       f"{max(3, 2 * n)} (two executions of {n})")
+    check_steps(steps, self.steps_per_execution, every_step)
     ids, mask, labels = (self._tile(a, steps) for a in self._arrays)
     timer = make_step_timer(every_step)
     x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}

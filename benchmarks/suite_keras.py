@@ -23,9 +23,10 @@ _AUTO = dict(_SUM, score_dtype="auto")
 _PALLAS = dict(_AUTO, attention_implementation="pallas")
 # The `*_spe` rows' `compile(steps_per_execution=...)`: Keras' `fit` runs
 # the callbacks and its loop's bookkeeping once per 8 steps (the compiled
-# step is the same: `keras3_fit.FitSteps`). Their rows time `steps` x 8
-# steps a call, so they hold as many executions as the others hold steps,
-# and trace whole executions (`profile_steps`).
+# step is the same: `keras3_fit.FitSteps`); the `*_scan` rows run 8 steps
+# in one dispatch (`JitSteps(steps_per_call=8)`). Both time `steps` x 8
+# steps a call, so they hold as many calls as the others hold steps, and
+# trace whole calls (`profile_steps`).
 STEPS_PER_EXECUTION = 8
 _SPE = dict(steps_per_execution=STEPS_PER_EXECUTION)
 # name: (group, arch, backbone kwargs, build_mlm_model kwargs, what).
@@ -49,6 +50,14 @@ KERAS_ROWS = {
                        dict(_SPE, embeddings="scatter_free"),
                        "bert_fixed, fit with steps_per_execution="
                        f"{STEPS_PER_EXECUTION}"),
+    # One dispatch per 8 steps: train_step under lax.scan in one jax.jit.
+    "sum_pallas_scan": ("keras", "realformer", _PALLAS, dict(loop="scan"),
+                        f'"sum", Pallas, {STEPS_PER_EXECUTION} train_steps '
+                        "under lax.scan in one jax.jit (no fit)"),
+    "bert_fixed_scan": ("keras", "bert", {},
+                        dict(loop="scan", embeddings="scatter_free"),
+                        f"bert_fixed, {STEPS_PER_EXECUTION} train_steps "
+                        "under lax.scan in one jax.jit (no fit)"),
     "sum_pallas_scatter": ("keras", "realformer", _PALLAS,
                            dict(embeddings="keras"),
                            '"sum", Pallas, Keras\' embeddings (bf16 '
@@ -129,48 +138,85 @@ class _DropoutBitsFrom:
 
 class JitSteps:
   """`model.train_step` under `jax.jit` in a plain Python loop: `fit` less
-  its loop.
+  its loop; with `steps_per_call=N`, N steps in one dispatch.
 
   The same compiled program as `fit` runs (`jax_hlo.train_step_args`: the
   state and batch `fit` hands `train_step`; donated state, as `fit`'s
   `jax.jit`), on one batch already on the device. Against the same model's
   `fit` row it splits a step's time between Keras' loop (data adapter,
   callbacks, state bookkeeping) and the program with JAX's dispatch.
-  Same call as `keras3_fit.FitSteps`.
+
+  `steps_per_call=N > 1` runs `train_step` N times inside one `jax.jit`
+  under `jax.lax.scan` over N copies of the batch, as
+  `realformer_tf.reproduce.keras3.train.Steps` does: one dispatch per N
+  steps, which Keras 3.15's `steps_per_execution` does not give
+  (`keras3_fit.FitSteps`). The state tuple `train_step` threads holds the
+  dropout seed generators' states (non-trainable variables), so the scan
+  runs the same steps as N calls of the one-step program
+  (tests/benchmarks/suite_keras_test.py). Same call as
+  `keras3_fit.FitSteps` with `steps_per_execution=N`: `steps` a multiple
+  of N, per-step seconds (a call's over N).
   """
 
-  steps_per_execution = 1  # a dispatch per step, as `FitSteps`' default
-
-  def __init__(self, model, seq, batch):
+  def __init__(self, model, seq, batch, steps_per_call=1):
     import jax  # pylint: disable=g-import-not-at-top
+    import numpy as np  # pylint: disable=g-import-not-at-top
     state, data = jax_hlo.train_step_args(model, seq, batch)
-    self._step = jax.jit(model.train_step, donate_argnums=0)
+    n = self.steps_per_execution = steps_per_call
+    if n == 1:
+      step = model.train_step
+    else:
+      def body(state, data):
+        logs, state = model.train_step(state, data)
+        return state, logs
+
+      def step(state, batches):
+        state, logs = jax.lax.scan(body, state, batches)
+        return logs, state
+
+      data = jax.tree.map(lambda a: np.stack([a] * n), data)
+    self._step = jax.jit(step, donate_argnums=0)
+    self.model = model
     self._state, self._data = state, jax.device_put(data)
-    self.last_loss = None
+    self.dispatches, self.last_loss, self.last_losses = 0, None, None
 
   def _run(self):
     logs, self._state = self._step(self._state, self._data)
+    self.dispatches += 1
     return logs
 
+  def lower(self):
+    """The jitted call lowered for this state and data (not run)."""
+    return self._step.lower(self._state, self._data)
+
+  def programs(self):
+    """Executables the jitted call compiled so far."""
+    return self._step._cache_size()  # pylint: disable=protected-access
+
   def __call__(self, steps, every_step=True):
-    """Per-step seconds, or (`every_step=False`) the pipelined seconds per
-    step of steps 2 to `steps`, as `FitSteps`."""
+    """Per-step seconds, one entry per call, or (`every_step=False`) the
+    pipelined seconds per step after the first call, as `FitSteps`;
+    `last_losses` holds the last call's `loss` log of each step."""
     import jax  # pylint: disable=g-import-not-at-top
-    if not every_step and steps < 3:
-      raise ValueError(f"steps={steps}: pipelined timing needs >= 3")
+    n = self.steps_per_execution
+    keras3_fit.check_steps(steps, n, every_step)
     times = []
-    for _ in range(steps if every_step else 1):
+    for _ in range(steps // n if every_step else 1):
       start = time.perf_counter()
       logs = self._run()
       jax.block_until_ready(self._state)
-      times.append(time.perf_counter() - start)
+      times.append((time.perf_counter() - start) / n)
     if not every_step:
       start = time.perf_counter()
-      for _ in range(steps - 1):
+      for _ in range(steps // n - 1):
         logs = self._run()
       jax.block_until_ready(self._state)
-      times = (time.perf_counter() - start) / (steps - 1)
-    self.last_loss = float(logs["loss"])
+      times = (time.perf_counter() - start) / (steps - n)
+    # Keras' loss log is its loss tracker's running mean (the state's
+    # metrics variables), so a step's entry averages it with the steps
+    # before since the last `reset_metrics`.
+    self.last_losses = [float(v) for v in jax.numpy.ravel(logs["loss"])]
+    self.last_loss = self.last_losses[-1]
     return times
 
 
@@ -222,6 +268,15 @@ def missing_feature(name, features):
   return None
 
 
+def steps_per_call(name):
+  """Steps a row's timed call runs: `steps_per_execution` for `fit` rows,
+  `STEPS_PER_EXECUTION` for the scan rows, else 1."""
+  _, _, _, build, _ = KERAS_ROWS[name]
+  if build.get("loop") == "scan":
+    return STEPS_PER_EXECUTION
+  return build.get("steps_per_execution", 1)
+
+
 def profile_steps(steps, per_execution):
   """Steps to trace: whole executions, at least `steps` and two executions
   (the pipelined time needs a second one), since the profile's figures are
@@ -235,10 +290,11 @@ def keras_child(names, shape, deadline, profile=()):
   Per row: `ms`, the median of `fit` steps each waited for; `pipelined_ms`,
   the median over rounds of one `fit`'s steps run as `fit` runs them;
   with the row in `profile`, its `gpu_profile` summary. A row compiled with
-  `steps_per_execution=N` runs N times the steps (`shape["steps"]`
-  executions), its `ms` the median over executions of each one's seconds
-  per step, traces whole executions (`profile_steps`) and says
-  `steps_per_execution`; `steps` counts steps either way.
+  `steps_per_execution=N`, or a scan row of N steps a call
+  (`steps_per_call`), runs N times the steps (`shape["steps"]` calls), its
+  `ms` the median over calls of each one's seconds per step, traces whole
+  calls (`profile_steps`) and says `steps_per_execution` or
+  `steps_per_call`; `steps` counts steps either way.
   """
   import jax  # pylint: disable=g-import-not-at-top
   features = backbone_features()
@@ -266,8 +322,7 @@ def keras_child(names, shape, deadline, profile=()):
       kwargs.pop("attention_implementation", None)  # the reference, then
     build = dict(build)
     prng = build.pop("prng", None)
-    steps_class = JitSteps if build.pop("loop", "fit") == "jit" else (
-        keras3_fit.FitSteps)
+    loop = build.pop("loop", "fit")
     try:
       start = time.time()
       with _DropoutBitsFrom(prng) if prng else _nothing():
@@ -275,7 +330,8 @@ def keras_child(names, shape, deadline, profile=()):
             arch, layers=shape["layers"], hidden=shape["hidden"],
             heads=shape["heads"], inner=shape["inner"], seq=seq,
             backbone_kwargs=kwargs, **build)
-        fit = steps_class(model, seq, batch)
+        fit = (keras3_fit.FitSteps(model, seq, batch) if loop == "fit" else
+               JitSteps(model, seq, batch, steps_per_call(name)))
         fit(2 * fit.steps_per_execution)  # compiles, then a warm execution
       compile_s = time.time() - start
       compile_estimate = max(compile_estimate or 0, compile_s)
@@ -311,7 +367,8 @@ def keras_child(names, shape, deadline, profile=()):
           pipelined_ms=1000 * statistics.median(pipelined[name]),
           loss=fit.last_loss)
       if per_execution > 1:
-        results[name]["steps_per_execution"] = per_execution
+        results[name]["steps_per_call" if isinstance(fit, JitSteps) else
+                      "steps_per_execution"] = per_execution
     if name in profile and time.time() < deadline - 5:
       try:
         results[name]["profile"] = gpu_profile.profile_jax(

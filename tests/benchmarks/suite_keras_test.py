@@ -1,27 +1,18 @@
 """`suite_keras.JitSteps` and `fit` with `steps_per_execution` run what `fit`
-runs: the same losses; the timer counts steps, not executions.
-
-On JAX, in a subprocess: Keras reads `KERAS_BACKEND` once, at import, and
-the suite runs on TensorFlow.
-"""
-
-import json
-import os
-import sys
+runs: the same losses; the timer counts steps, not executions. `JitSteps`
+with `steps_per_call=N` runs N steps a dispatch under `lax.scan`: the same
+steps (dropout seeds included) as N one-step calls."""
 
 import pytest
 
-from tests.helpers import watchdog
+from tests.helpers import jax_subprocess
 
 pytest.importorskip("jax")
 pytest.importorskip("keras_hub")
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-
 _CHILD = """
-import json, sys
-sys.path.insert(0, "benchmarks")
+import json
+import jax, numpy as np
 import keras3_fit, suite_keras
 
 def model(**kwargs):
@@ -47,15 +38,40 @@ for steps, every_step in ((4, True), (3, False)):
     spe(steps, every_step=every_step)
   except ValueError as e:
     out.setdefault("spe_refusals", []).append(str(e))
+# lax.scan of 3 steps a call against 6 one-step calls from the same model.
+one, scan = (suite_keras.JitSteps(model(), 16, 2, steps_per_call=n)
+             for n in (1, 3))
+one_losses = []
+for _ in range(6):
+  one(1)
+  one_losses.append(one.last_loss)
+out.update(one_losses=one_losses, scan_times=scan(6),
+           scan_losses=scan.last_losses, scan_dispatches=scan.dispatches,
+           scan_programs=scan.programs())
+seeds = lambda steps: [np.asarray(v).tolist() for v, var in zip(
+    steps._state[1], steps.model.non_trainable_variables)
+    if "seed_generator" in var.path]
+out.update(one_seeds=seeds(one), scan_seeds=seeds(scan),
+           max_param_diff=max(float(np.max(np.abs(
+               np.asarray(a, np.float32) - np.asarray(b, np.float32))))
+               for a, b in zip(jax.tree.leaves(one._state[0]),
+                               jax.tree.leaves(scan._state[0]))))
+out["scan_pipelined"] = scan(6, every_step=False)
+for steps, every_step in ((4, True), (3, False)):
+  try:
+    scan(steps, every_step=every_step)
+  except ValueError as e:
+    out.setdefault("scan_refusals", []).append(str(e))
 print(json.dumps(out))
 """
 
 
-def test_jit_steps_match_fit_steps():
-  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-  result = watchdog.run([sys.executable, "-c", _CHILD], cwd=_ROOT, env=env)
-  assert result.returncode == 0, result.stderr[-3000:]
-  out = json.loads(result.stdout.strip().splitlines()[-1])
+@pytest.fixture(scope="module", name="out")
+def _out():
+  return jax_subprocess.snippet_json(_CHILD)
+
+
+def test_jit_steps_match_fit_steps(out):
   assert len(out["jit_times"]) == 3 and min(out["jit_times"]) > 0, out
   # Three steps of one program from one state (dropout's seed included).
   assert out["jit_loss"] == pytest.approx(out["fit_loss"], rel=1e-5), out
@@ -71,3 +87,23 @@ def test_jit_steps_match_fit_steps():
   not_multiple, one_execution = out["spe_refusals"]
   assert "steps=4: not a multiple" in not_multiple, out
   assert "steps=3: pipelined timing needs >= 6" in one_execution, out
+
+
+def test_scan_runs_the_one_step_calls_steps(out):
+  # Two calls of 3 steps: one time per call (seconds per step), 2 dispatches
+  # of one compiled program.
+  assert len(out["scan_times"]) == 2 and min(out["scan_times"]) > 0, out
+  assert (out["scan_dispatches"], out["scan_programs"]) == (2, 1), out
+  assert out["scan_pipelined"] > 0, out
+  # The second call's 3 steps are steps 4-6 of the one-step calls: the loss
+  # log (Keras' running mean since step 1) of each step, the same state.
+  assert out["scan_losses"] == pytest.approx(out["one_losses"][3:],
+                                             rel=1e-6), out
+  assert len(set(out["one_losses"])) == 6, out  # the steps differ
+  # The dropout seed generators' states ride in the state tuple: the scan
+  # advanced them as the 6 one-step calls did; the weights agree too.
+  assert out["scan_seeds"] == out["one_seeds"] and out["one_seeds"], out
+  assert out["max_param_diff"] < 1e-6, out
+  not_multiple, one_call = out["scan_refusals"]
+  assert "steps=4: not a multiple" in not_multiple, out
+  assert "steps=3: pipelined timing needs >= 6" in one_call, out
