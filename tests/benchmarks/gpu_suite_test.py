@@ -13,14 +13,12 @@ import sys
 
 import pytest
 
-from tests.helpers import watchdog
+from tests.helpers import jax_subprocess
 
 pytest.importorskip("jax")
 pytest.importorskip("keras_hub")
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
+sys.path.insert(0, os.path.join(jax_subprocess.REPO_ROOT, "benchmarks"))
 
 import gpu_suite  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -39,12 +37,10 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   """The smoke runs its steps with no time budget (a loaded machine made it
   skip `sum_stream_f32`'s timed steps, issue 39): every row it can build
   has its `steps` timed steps, however slow the machine."""
-  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-  out = watchdog.run(
-      [sys.executable, os.path.join(_ROOT, "benchmarks", "gpu_suite.py"),
-       "--smoke", "--profile=bert,sum_pallas_spe,xla_tiny",
-       f"--profile_dir={tmp_path}"],
-      env=env, cwd=_ROOT)
+  out = jax_subprocess.run(
+      [sys.executable, os.path.join("benchmarks", "gpu_suite.py"),
+       "--smoke", "--profile=bert,sum_pallas_spe,sum_pallas_scan,xla_tiny",
+       f"--profile_dir={tmp_path}"])
   assert out.returncode == 0, out.stderr[-3000:]
   assert "(no time budget)" in out.stderr, out.stderr[-3000:]
   rows = _table(out.stdout)
@@ -60,19 +56,21 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
             name, rows[name])
         assert float(rows[name][column]) > 0
       # The smoke's fixed steps: steps each waited for in its one round;
-      # a steps_per_execution row runs as many executions of N steps.
-      per_execution = gpu_suite.KERAS_ROWS[name][3].get(
-          "steps_per_execution", 1)
-      steps = f"steps {gpu_suite.SMOKE['steps'] * per_execution}"
+      # a steps_per_execution or scan row runs as many calls of N steps.
+      per_call = gpu_suite.suite_keras.steps_per_call(name)
+      steps = f"steps {gpu_suite.SMOKE['steps'] * per_call}"
       assert steps in rows[name]["note"], (name, rows[name])
-      assert ("steps_per_execution" in rows[name]["note"]) == (
-          per_execution > 1), (name, rows[name])
-  # Issue 36's rows: steps_per_execution, and a bare jax.jit loop.
+      assert ("steps_per_" in rows[name]["note"]) == (per_call > 1), (
+          name, rows[name])
+  # Issue 36's rows: steps_per_execution, a bare jax.jit loop, lax.scan.
   spe = gpu_suite.suite_keras.STEPS_PER_EXECUTION
   assert spe > 1
-  for name in ("bert_fixed_spe", "sum_pallas_spe"):
+  for name, way in (("bert_fixed_spe", "steps_per_execution"),
+                    ("sum_pallas_spe", "steps_per_execution"),
+                    ("bert_fixed_scan", "steps_per_call"),
+                    ("sum_pallas_scan", "steps_per_call")):
     assert rows[name]["note"] == (f"steps {gpu_suite.SMOKE['steps'] * spe}, "
-                                  f"steps_per_execution {spe}"), rows[name]
+                                  f"{way} {spe}"), rows[name]
   assert rows["sum_pallas_jit"]["note"] == (
       f"steps {gpu_suite.SMOKE['steps']}"), rows["sum_pallas_jit"]
   # The headline: each row against its fair bases, the ratio of the table's
@@ -83,7 +81,9 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   assert sorted(headline) == sorted([
       ("sum_pallas", "bert_fixed"), ("sum_pallas_spe", "bert_fixed_spe"),
       ("sum_pallas_spe", "sum_pallas"), ("sum_pallas_jit", "sum_pallas"),
-      ("bert_fixed_spe", "bert_fixed")]), out.stdout
+      ("sum_pallas_scan", "bert_fixed_scan"),
+      ("sum_pallas_scan", "sum_pallas"), ("bert_fixed_spe", "bert_fixed"),
+      ("bert_fixed_scan", "bert_fixed")]), out.stdout
   for (name, base), (piped, waited) in headline.items():
     assert piped == pytest.approx(float(rows[name]["pipelined"]) / float(
         rows[base]["pipelined"]), abs=2e-3), (name, base)
@@ -102,22 +102,24 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   profiled = re.findall(r"^\| (\w+) \| ([\d.]+) \| ([\d.]+) \| (\d+)% \|",
                         out.stdout, re.M)
   assert sorted(p[0] for p in profiled) == [
-      "bert", "sum_pallas_spe", "xla_tiny"], out.stdout
+      "bert", "sum_pallas_scan", "sum_pallas_spe", "xla_tiny"], out.stdout
   for _, wall, device, _ in profiled:
     assert float(wall) > 0 and float(device) > 0, profiled
   assert "bert: top kernels (cpu)" in out.stdout, out.stdout
   # --profile_dir: every kernel of each profiled row, as JSON.
   assert sorted(os.listdir(tmp_path)) == [
-      "bert.json", "sum_pallas_spe.json", "xla_tiny.json"]
+      "bert.json", "sum_pallas_scan.json", "sum_pallas_spe.json",
+      "xla_tiny.json"]
   with open(tmp_path / "bert.json") as f:
     full = json.load(f)
   assert len(full["top"]) > 15 and full["steps"] == 3, full
-  # steps_per_execution: the trace holds whole executions, its figures are
-  # per step (the profile's steps, N per execution).
-  with open(tmp_path / "sum_pallas_spe.json") as f:
-    full = json.load(f)
-  assert full["steps"] == 2 * spe > gpu_suite.SMOKE["profile_steps"], full
-  assert full["kernels"] > 0 and full["device_ms"] > 0, full
+  # steps_per_execution and lax.scan: the trace holds whole calls, its
+  # figures are per step (the profile's steps, N per call).
+  for name in ("sum_pallas_spe", "sum_pallas_scan"):
+    with open(tmp_path / f"{name}.json") as f:
+      full = json.load(f)
+    assert full["steps"] == 2 * spe > gpu_suite.SMOKE["profile_steps"], full
+    assert full["kernels"] > 0 and full["device_ms"] > 0, full
 
 
 def test_profile_steps_are_whole_executions():
@@ -133,6 +135,8 @@ def test_headline_pairs_each_row_with_its_fair_bases():
                  sum_pallas_spe=times(36.0, 40.0),
                  bert_fixed_spe=times(40.0, 40.0),
                  sum_pallas_jit=dict(pipelined_ms=30.0),
+                 sum_pallas_scan=times(33.0, 36.0),
+                 bert_fixed_scan=times(44.0, 45.0),
                  xla_bert=dict(error="rc 1"))
   assert gpu_suite.headline(results) == [
       ("sum_pallas", "bert_fixed", 0.9, 1.0),
@@ -142,21 +146,25 @@ def test_headline_pairs_each_row_with_its_fair_bases():
       ("sum_pallas_spe", "xt_residual", 0.9, 1.0),
       ("sum_pallas_jit", "sum_pallas", 30 / 45, None),
       ("sum_pallas_jit", "xt_residual", 0.75, None),
-      ("bert_fixed_spe", "bert_fixed", 0.8, 0.8)]
+      ("sum_pallas_scan", "bert_fixed_scan", 0.75, 0.8),
+      ("sum_pallas_scan", "sum_pallas", 33 / 45, 36 / 50),
+      ("sum_pallas_scan", "xt_residual", 33 / 40, 0.9),
+      ("bert_fixed_spe", "bert_fixed", 0.8, 0.8),
+      ("bert_fixed_scan", "bert_fixed", 0.88, 0.9)]
 
 
 def test_group_budgets_of_the_next_gpu_call():
-  # benchmarks/README.md's next call: --budget_s=370, five keras rows, two
+  # benchmarks/README.md's next call: --budget_s=380, five keras rows, two
   # TF-XLA modules, one torch row. The xla group's cap grows per module.
-  scale = 370 / 400
-  assert gpu_suite.group_budget("keras", 5, 370, ["xla", "torch"],
-                                370) == pytest.approx(190 * scale)
+  scale = 380 / 400
+  assert gpu_suite.group_budget("keras", 5, 380, ["xla", "torch"],
+                                380) == pytest.approx(190 * scale)
   # 50 s a module: a BERT-Base module compiles in 35-36 s on an H200.
-  assert gpu_suite.group_budget("xla", 2, 190, ["torch"],
-                                370) == pytest.approx(100 * scale)
+  assert gpu_suite.group_budget("xla", 2, 200, ["torch"],
+                                380) == pytest.approx(100 * scale)
   assert gpu_suite.group_budget("xla", 3, 300, ["torch"],
-                                370) == pytest.approx(150 * scale)
+                                380) == pytest.approx(150 * scale)
   # Later groups keep their minimum; the last group takes what remains.
-  assert gpu_suite.group_budget("xla", 3, 100, ["torch"], 370) == 55
-  assert gpu_suite.group_budget("torch", 1, 123, [], 370) == 123
+  assert gpu_suite.group_budget("xla", 3, 100, ["torch"], 380) == 55
+  assert gpu_suite.group_budget("torch", 1, 123, [], 380) == 123
 
