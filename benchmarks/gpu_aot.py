@@ -31,6 +31,7 @@ import collections
 import os
 import re
 import sys
+import time
 from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -208,23 +209,27 @@ def compile_only_device(target):
   return topology.devices[0]
 
 
-def compile_keras_step(name, device, seq=512, batch=32):
-  """The optimized HLO of a Keras 3 model's `train_step`, as `fit` jits it."""
+def compile_keras_step(name, device, seq=512, batch=32, steps_per_call=1):
+  """The optimized HLO of a Keras 3 model's `train_step`, as `fit` jits it,
+  or of `steps_per_call` of them under `lax.scan` in one `jax.jit`, as
+  gpu_suite's `_scan` rows run them (`suite_keras.train_steps`)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax_hlo  # pylint: disable=g-import-not-at-top
   import keras3_fit  # pylint: disable=g-import-not-at-top
+  import suite_keras  # pylint: disable=g-import-not-at-top
   arch, backbone_kwargs, *build = MODELS[name]
   model = keras3_fit.build_mlm_model(
       arch, layers=12, hidden=768, heads=12, inner=3072, seq=seq,
       backbone_kwargs=backbone_kwargs, **(build[0] if build else {}))
   state, data = jax_hlo.train_step_args(model, seq, batch)
+  step, data = suite_keras.train_steps(model, data, steps_per_call)
   sharding = jax.sharding.SingleDeviceSharding(device)
   spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding)
   # The Pallas kernel picks Triton or interpret mode by jax's default
   # backend (core/pallas_attention.py), which is this CPU: tell it "gpu"
   # while tracing, so that the step holds the Triton kernel a GPU runs.
   with mock.patch.object(jax, "default_backend", lambda: "gpu"):
-    traced = jax.jit(model.train_step, donate_argnums=0).trace(
+    traced = jax.jit(step, donate_argnums=0).trace(
         jax.tree.map(spec, state), jax.tree.map(spec, data))
     return traced.lower(lowering_platforms=("cuda",)).compile().as_text()
 
@@ -243,6 +248,11 @@ def compile_mlir(path, device):
         ir.Module.parse(text), xla_client.DeviceList((device,)),
         compiler.get_compile_options(num_replicas=1, num_partitions=1))
   return executable.hlo_modules()[0].to_string()
+
+
+# A `while` whose trip count XLA proved says so in its backend config:
+# "known_trip_count":{"n":"8"}.
+_KNOWN_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 
 
 def print_table(rows, bandwidth):
@@ -264,19 +274,30 @@ def main():
   p.add_argument("--target", default="h200", choices=sorted(TARGETS))
   p.add_argument("--dump_dir", default="",
                  help="Write each optimized module there (<step>.hlo).")
+  p.add_argument("--steps_per_call", type=int, default=1,
+                 help="Keras steps: N train_steps under lax.scan in one "
+                 "module (gpu_suite's _scan rows: 8); its kernels are the "
+                 "loop body's, once, and stderr says the loop's trip count.")
   args = p.parse_args()
   if "--xla_gpu_autotune_level=0" not in os.environ.get("XLA_FLAGS", ""):
     sys.exit("Set XLA_FLAGS=--xla_gpu_autotune_level=0: autotuning needs a "
              "GPU, and there is none here.")
   device = compile_only_device(args.target)
-  steps = [(m, lambda m=m: compile_keras_step(m, device))
+  n = args.steps_per_call
+  steps = [(m if n == 1 else f"{m} x{n} scan",
+            lambda m=m: compile_keras_step(m, device, steps_per_call=n))
            for m in filter(None, args.models.split(","))]
   steps += [(os.path.basename(path).split("_")[0] + " (TF-XLA)",
              lambda path=path: compile_mlir(path, device))
             for path in filter(None, args.mlir.split(","))]
   rows = {}
   for name, build in steps:
+    start = time.time()
     text = build()
+    trips = _KNOWN_TRIPS.findall(text)
+    print(f"{name}: built and compiled in {time.time() - start:.0f} s; "
+          f"while loops' known trip counts: {trips}", file=sys.stderr,
+          flush=True)
     if args.dump_dir:
       os.makedirs(args.dump_dir, exist_ok=True)
       # "bert" and "bert (TF-XLA)" must not share a file.

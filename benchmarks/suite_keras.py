@@ -138,6 +138,27 @@ class _DropoutBitsFrom:
 
 
 
+def train_steps(model, data, n):
+  """(step, its data): `model.train_step` and `data` (n = 1), or a step of
+  n `train_step`s under `jax.lax.scan`, `(state, batches) -> (logs,
+  state)`, and `data` stacked n deep (n copies; each log gets a leading
+  axis of n)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  if n == 1:
+    return model.train_step, data
+
+  def body(state, batch):
+    logs, state = model.train_step(state, batch)
+    return state, logs
+
+  def step(state, batches):
+    state, logs = jax.lax.scan(body, state, batches)
+    return logs, state
+
+  return step, jax.tree.map(lambda a: np.stack([a] * n), data)
+
+
 class JitSteps:
   """`model.train_step` under `jax.jit` in a plain Python loop: `fit` less
   its loop; with `steps_per_call=N`, N steps in one dispatch.
@@ -162,21 +183,9 @@ class JitSteps:
 
   def __init__(self, model, seq, batch, steps_per_call=1):
     import jax  # pylint: disable=g-import-not-at-top
-    import numpy as np  # pylint: disable=g-import-not-at-top
     state, data = jax_hlo.train_step_args(model, seq, batch)
     n = self.steps_per_execution = steps_per_call
-    if n == 1:
-      step = model.train_step
-    else:
-      def body(state, data):
-        logs, state = model.train_step(state, data)
-        return state, logs
-
-      def step(state, batches):
-        state, logs = jax.lax.scan(body, state, batches)
-        return logs, state
-
-      data = jax.tree.map(lambda a: np.stack([a] * n), data)
+    step, data = train_steps(model, data, n)
     self._step = jax.jit(step, donate_argnums=0)
     self.model = model
     self._state, self._data = state, jax.device_put(data)
