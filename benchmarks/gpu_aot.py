@@ -250,9 +250,11 @@ def compile_mlir(path, device):
   return executable.hlo_modules()[0].to_string()
 
 
-# A `while` whose trip count XLA proved says so in its backend config:
-# "known_trip_count":{"n":"8"}.
-_KNOWN_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+def known_trip_counts(hlo_text):
+  """The trip counts XLA proved for the module's `while` loops (a loop says
+  so in its backend config: "known_trip_count":{"n":"8"})."""
+  return [int(n) for n in re.findall(r'"known_trip_count":\{"n":"(\d+)"\}',
+                                     hlo_text)]
 
 
 def print_table(rows, bandwidth):
@@ -294,7 +296,7 @@ def main():
   for name, build in steps:
     start = time.time()
     text = build()
-    trips = _KNOWN_TRIPS.findall(text)
+    trips = known_trip_counts(text)
     print(f"{name}: built and compiled in {time.time() - start:.0f} s; "
           f"while loops' known trip counts: {trips}", file=sys.stderr,
           flush=True)

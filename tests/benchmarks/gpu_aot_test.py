@@ -80,3 +80,14 @@ def test_shape_bytes_and_errors():
   assert gpu_aot.shape_bytes("(f32[2,3]{1,0}, bf16[4]{0}, pred[])") == 33
   with pytest.raises(ValueError, match="no ENTRY"):
     gpu_aot.kernels("HloModule m\n")
+
+
+def test_known_trip_counts_of_a_scans_loop():
+  # The loop line of `--steps_per_call=8`'s H200 compile (operands cut).
+  loop = ('%while.1 = (s32[], f32[768]{0}) while(%tuple.5), '
+          'condition=%region_cond, body=%region_body, backend_config='
+          '{"known_trip_count":{"n":"8"},"known_init_step":{"init":"0",'
+          '"step":"1"},"known_induction_variable":{"tuple_index":"0"},'
+          '"dynamic_variables":[]}')
+  assert gpu_aot.known_trip_counts(loop) == [8]
+  assert gpu_aot.known_trip_counts(_MODULE) == []
