@@ -18,7 +18,7 @@ import json
 import os
 import struct
 import zlib
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from absl import app
 from absl import flags
@@ -190,22 +190,33 @@ def link_or_copy(source: str, target: str) -> None:
     tf.io.gfile.copy(source, target, overwrite=True)
 
 
+def existing_ancestor(path: str) -> Optional[str]:
+  """`path` if it exists, else its nearest ancestor that does ("." for a
+  relative path none of whose folders exists); None on an object store
+  (gs://) where none of it exists yet."""
+  path = path.rstrip("/") or "/"
+  while not tf.io.gfile.exists(path):
+    parent = os.path.dirname(path)
+    if not parent:
+      return "."
+    if parent == path or parent.endswith(":/"):
+      return None
+    path = parent
+  return path
+
+
 def check_directory_path(path: str, what: str, instead: str) -> None:
   """Raises a ValueError naming `what` (e.g. "--model_dir") when `path`
   cannot be made a directory: it is a file, or under one. TensorFlow's
   `makedirs` would raise a bare FailedPreconditionError at the first write.
   `instead`: what to pass, the end of the message."""
   path = path.rstrip("/") or "/"
-  found = path
-  while not tf.io.gfile.exists(found):
-    parent = os.path.dirname(found)
-    if parent in (found, "") or parent.endswith(":/"):
-      return  # Nothing of it exists yet (a relative path, or a bucket).
-    found = parent
-  if not tf.io.gfile.isdir(found):
-    where = ("is a file" if found == path else
-             f"is under {found!r}, which is a file")
-    raise ValueError(f"{what}={path!r} {where}, not a directory: {instead}.")
+  found = existing_ancestor(path)
+  if found is None or tf.io.gfile.isdir(found):
+    return
+  where = ("is a file" if found == path else
+           f"is under {found!r}, which is a file")
+  raise ValueError(f"{what}={path!r} {where}, not a directory: {instead}.")
 
 
 def write_text_atomically(path: str, text: str) -> None:

@@ -69,9 +69,10 @@ def check_output_dir(output_dir: str) -> None:
                              f"{', '.join(OUTPUT_FILES)}")
   if not tf.io.gfile.isdir(output_dir):
     return
+  own = ours(output_dir)  # Reads the manifests, hashes: once.
   theirs = [name for name in OUTPUT_FILES
             if tf.io.gfile.exists(os.path.join(output_dir, name))
-            and name not in ours(output_dir)]
+            and name not in own]
   if theirs:
     raise ValueError(
         f"--output_dir={output_dir} holds {', '.join(theirs)}, which no "

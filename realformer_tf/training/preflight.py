@@ -118,10 +118,8 @@ def check_eval_writes(params: cfg.ExperimentConfig, mode: str,
   summaries = os.path.join(model_dir,
                            params.trainer.validation_summary_subdir)
   for target in dict.fromkeys((model_dir, summaries)):
-    path = target
-    while "://" not in path and not os.path.exists(path):
-      path = os.path.dirname(path.rstrip("/")) or "."
-    if "://" in path or os.access(path, os.W_OK):
+    path = None if "://" in target else utils.existing_ancestor(target)
+    if path is None or os.access(path, os.W_OK):
       continue
     way_out = ("evaluate a copy of the run in a writable folder" if
                target == model_dir else
