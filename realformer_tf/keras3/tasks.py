@@ -35,6 +35,8 @@ decorator checks that nothing between the class and `Task` defines them.
   keras-hub's BERT tasks, it gives `BertMaskedLM`, `BertTextClassifier`.
   It writes the whole preset beside `preset_dir` and swaps it in
   (`saving.save_preset`), so a failed save leaves the old preset whole.
+- `fit` with `steps_per_execution=N` on JAX runs the N steps in one
+  dispatch (`fused_steps`); Keras' JAX trainer dispatches each step.
 - `save` (a `.keras` path) and `export` (a SavedModel) are `keras.Model`'s,
   written whole or not at all (`saving.WritesWhole`, our backbones' too):
   Keras writes both in place, so a killed save left a truncated file, a
@@ -52,6 +54,7 @@ import keras_hub
 from keras_hub.src.utils import preset_utils
 
 from realformer_tf.core import arguments
+from realformer_tf.keras3 import fused_steps
 from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import saving
 
@@ -250,6 +253,16 @@ class RealFormerTask:
     self._check_data(x)
     return input_checks.keeping_variables(
         self, lambda: keras_hub.models.Task.predict(self, x, *args, **kwargs))
+
+  def make_train_function(self, force=False):
+    """Keras' train function; on JAX with `steps_per_execution=N > 1`,
+    N steps in one dispatch (`fused_steps`: Keras' own loop dispatches
+    each step)."""
+    if self.train_function is not None and not force:
+      return
+    keras_hub.models.Task.make_train_function(self, force=force)
+    if fused_steps.applies(self):
+      self.train_function = fused_steps.FusedTrainFunction(self)
 
   def _check_data(self, x):
     if self.preprocessor is None and isinstance(x, dict):

@@ -29,8 +29,10 @@ def data():
   return x, labels
 
 
-def loss_curve(distribution):
-  """Per-step losses of a seeded fit under `distribution` (None: one device)."""
+def loss_curve(distribution, steps_per_execution=1):
+  """Losses the callbacks see (every `steps_per_execution`-th step) of a
+  seeded fit under `distribution` (None: one device), the devices holding
+  the weights and the fused train function's dispatches (None unfused)."""
   keras.distribution.set_distribution(distribution)
   keras.utils.set_random_seed(0)
   backbone = backbone_lib.RealFormerBackbone(
@@ -40,7 +42,8 @@ def loss_curve(distribution):
       backbone, num_classes=3, dropout=0.0)
   model.compile(optimizer=keras.optimizers.Adam(3e-2),
                 loss=keras.losses.SparseCategoricalCrossentropy(
-                    from_logits=True))
+                    from_logits=True),
+                steps_per_execution=steps_per_execution)
   losses = []
   record = keras.callbacks.LambdaCallback(
       on_train_batch_end=lambda batch, logs: losses.append(
@@ -50,7 +53,7 @@ def loss_curve(distribution):
             verbose=0, callbacks=[record])
   # Devices holding the (replicated) weights.
   devices = len(model.trainable_variables[0].value.sharding.device_set)
-  return losses, devices
+  return losses, devices, getattr(model.train_function, "dispatches", None)
 
 
 def main():
@@ -59,11 +62,17 @@ def main():
     sys.exit(f"needs KERAS_BACKEND=jax and 2 devices (XLA_FLAGS="
              f"{os.environ.get('XLA_FLAGS')!r}); got backend "
              f"{keras.config.backend()} with {jax.devices()}")
-  one, one_devices = loss_curve(None)
-  two, two_devices = loss_curve(
+  one, one_devices, _ = loss_curve(None)
+  two, two_devices, _ = loss_curve(
       keras.distribution.DataParallel(devices=jax.devices()))
+  # Three steps a dispatch (`fused_steps`) on the same two devices.
+  fused, fused_devices, dispatches = loss_curve(
+      keras.distribution.DataParallel(devices=jax.devices()),
+      steps_per_execution=3)
   print(json.dumps({"one_device": one, "data_parallel": two,
-                    "devices": [one_devices, two_devices]}))
+                    "data_parallel_fused": fused,
+                    "fused_dispatches": dispatches,
+                    "devices": [one_devices, two_devices, fused_devices]}))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """`keras.distribution.DataParallel` over 2 host devices on JAX gives the
-one-device loss curve (issue 22, item 5)."""
+one-device loss curve (issue 22, item 5), with each step dispatched or three
+steps a dispatch (`fused_steps`)."""
 
 import json
 import os
@@ -29,8 +30,12 @@ def test_data_parallel_matches_one_device():
       env=env, capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
   curves = json.loads(result.stdout.strip().splitlines()[-1])
-  assert curves["devices"] == [1, 2]
+  assert curves["devices"] == [1, 2, 2]
   one, two = curves["one_device"], curves["data_parallel"]
   assert len(one) == len(two) == 6
   np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6)
+  # Fused: the callbacks see steps 3 and 6, from two dispatches.
+  assert curves["fused_dispatches"] == 2
+  np.testing.assert_allclose(curves["data_parallel_fused"],
+                             [one[2], one[5]], rtol=1e-5, atol=1e-6)
   assert one[-1] < 0.9 * one[0], one  # It trained (1.10 -> 0.78 here).

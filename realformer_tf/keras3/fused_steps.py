@@ -1,0 +1,129 @@
+"""`steps_per_execution=N` as one dispatch of N training steps on JAX.
+
+Keras 3's JAX trainer jit-compiles `train_step` alone and, for
+`steps_per_execution=N`, calls that program N times from a Python loop
+(keras/src/backend/jax/trainer.py, `make_train_function` and
+`_make_function`, Keras 3.15.1 lines 210-279). N then saves `fit`'s
+callbacks and bookkeeping, not the host's dispatch of each step. On a GPU
+that dispatch is what a BERT-Base step waits on once its kernels are fast:
+on one H200 our `RealFormerBackbone("sum")` step ran 37.6 ms of kernels in
+44-47 ms of wall time, the GPU idle 30-38% of it (benchmarks/README.md,
+"Embedding gradients and fair baselines").
+
+`FusedTrainFunction(model)` is Keras' train function with the N steps under
+`jax.lax.scan` inside one `jax.jit`: it takes N batches from `fit`'s
+iterator, stacks them on the device inside the program and runs
+`model.train_step` N times, the state donated and sharded as Keras does.
+The steps are Keras' own (`train_step` threads the whole state, the dropout
+seed generators' included), so losses, metrics, weights and the callbacks'
+schedule are those of Keras' unfused loop (tests/keras3/fused_steps_test.py).
+What cannot be stacked runs one step at a time through the one-step program,
+as Keras would: an execution cut short by the end of the data or of
+`steps_per_epoch`, and a batch of another shape (a last partial batch).
+
+Our tasks use it whenever it applies (`applies`): `RealFormerTask.
+make_train_function`. For any other Keras model on JAX, after `compile`::
+
+    model.compile(..., steps_per_execution=8)
+    model.train_function = fused_steps.FusedTrainFunction(model)
+    model.fit(...)
+"""
+
+try:
+  import jax
+except ImportError:  # The TensorFlow and PyTorch backends run without jax.
+  jax = None
+
+import keras
+
+
+def applies(model) -> bool:
+  """Whether `model.fit` runs fused steps: Keras on JAX, compiled with
+  `jit_compile` (Keras' default on JAX), not `run_eagerly`, and
+  `steps_per_execution` above 1."""
+  return (keras.config.backend() == "jax" and model.steps_per_execution > 1
+          and model.jit_compile and not model.run_eagerly)
+
+
+def _step_function(model):
+  # As Keras' `make_train_function`: under Flax NNX the unbound method.
+  if keras.config.is_nnx_enabled():
+    return lambda state, data: type(model).train_step(model, state, data)
+  return model.train_step
+
+
+def _state_shardings(model):
+  """Keras' `out_shardings` for a train function, None without a
+  distribution (trainer.py, `make_train_function`)."""
+  if keras.distribution.distribution() is None:
+    return None
+  return (None, model._get_state_sharding_spec())  # pylint: disable=protected-access
+
+
+def _scan_steps(step_function):
+  """(state, batches) -> (last logs, state): the batches (a tuple) stacked
+  inside the program, then `step_function` over them under `lax.scan`."""
+
+  def body(state, batch):
+    logs, state = step_function(state, batch)
+    return state, logs
+
+  def steps(state, batches):
+    stacked = jax.tree.map(lambda *leaves: jax.numpy.stack(leaves), *batches)
+    state, logs = jax.lax.scan(body, state, stacked)
+    # Keras' unfused loop returns the last step's logs.
+    return jax.tree.map(lambda log: log[-1], logs), state
+
+  return steps
+
+
+def _signature(batch):
+  """A batch's structure with each array's shape and dtype: batches stack
+  only if theirs are equal."""
+  leaves, treedef = jax.tree.flatten(batch)
+  return treedef, tuple((getattr(leaf, "shape", None),
+                         getattr(leaf, "dtype", type(leaf)))
+                        for leaf in leaves)
+
+
+class FusedTrainFunction:
+  """Keras' `train_function(state, iterator) -> (logs, state)`, N steps
+  one dispatch. `dispatches` and `single_steps` count the program calls:
+  fused executions, and steps run one at a time."""
+
+  def __init__(self, model):
+    if not applies(model):
+      raise ValueError(
+          "fused steps need Keras on JAX compiled with jit_compile, "
+          "run_eagerly=False and steps_per_execution > 1; got backend "
+          f"{keras.config.backend()!r}, jit_compile={model.jit_compile}, "
+          f"run_eagerly={model.run_eagerly}, steps_per_execution="
+          f"{model.steps_per_execution}")
+    self.steps_per_execution = model.steps_per_execution
+    step_function = _step_function(model)
+    shardings = _state_shardings(model)
+    self._one = jax.jit(step_function, donate_argnums=0,
+                        out_shardings=shardings)
+    self._fused = jax.jit(_scan_steps(step_function), donate_argnums=0,
+                          out_shardings=shardings)
+    self.dispatches = self.single_steps = 0
+
+  def __call__(self, state, iterator):
+    # As Keras' `_make_function`: the first batch's StopIteration ends the
+    # epoch (`fit` catches it); a later one cuts the execution short.
+    batches = [next(iterator)]
+    try:
+      while len(batches) < self.steps_per_execution:
+        batches.append(next(iterator))
+    except StopIteration:
+      pass
+    first = _signature(batches[0])
+    if (len(batches) == self.steps_per_execution
+        and all(_signature(b) == first for b in batches[1:])):
+      self.dispatches += 1
+      return self._fused(state, tuple(batches))
+    for batch in batches:
+      self.single_steps += 1
+      logs, state = self._one(state, batch)
+    return logs, state
+
