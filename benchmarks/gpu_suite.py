@@ -193,7 +193,9 @@ def _print_table(results, devices, shape, args):
       note = ", ".join(f"{k} {r[k]}" for k in ("xla_gflops", "xla_gbytes",
                                               "temp_mb", "steps",
                                               "steps_per_execution",
-                                              "steps_per_call")
+                                              "steps_per_call",
+                                              "fused_dispatches",
+                                              "single_steps")
                        if k in r)
     else:
       value, note = "-", "no timed steps (time budget)"
@@ -214,9 +216,11 @@ def _print_table(results, devices, shape, args):
 # sum_pallas (what the way buys) and with the peer.
 HEADLINE = (
     ("sum_pallas", ("bert_fixed", "xla_bert", "xt_residual")),
+    ("sum_pallas_fused", ("bert_fixed_fused", "sum_pallas", "xt_residual")),
     ("sum_pallas_spe", ("bert_fixed_spe", "sum_pallas", "xt_residual")),
     ("sum_pallas_jit", ("sum_pallas", "xt_residual")),
     ("sum_pallas_scan", ("bert_fixed_scan", "sum_pallas", "xt_residual")),
+    ("bert_fixed_fused", ("bert_fixed",)),
     ("bert_fixed_spe", ("bert_fixed",)),
     ("bert_fixed_scan", ("bert_fixed",)),
     ("xla_realformer-default", ("bert_fixed", "xla_bert", "xt_residual")),

@@ -127,7 +127,7 @@ def embedding_layers(kind):
 def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
                     policy="mixed_bfloat16", logits_dtype=None,
                     backbone_kwargs=None, jit_compile=True, embeddings=None,
-                    steps_per_execution=1):
+                    steps_per_execution=1, fused_steps=False):
   """The benchmark's MLM model on a Keras 3 backbone, compiled for `fit`.
 
   Args:
@@ -153,6 +153,10 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
     steps_per_execution: `compile(steps_per_execution=...)`: `fit` runs
       this many steps per execution, its callbacks once per execution
       (`FitSteps`).
+    fused_steps: With `steps_per_execution` > 1 on JAX, `fit` runs each
+      execution's steps in one dispatch
+      (`realformer_tf.keras3.fused_steps`, what our tasks do), not Keras'
+      dispatch a step.
 
   Returns:
     A compiled `keras.Model` from the backbone's inputs to float32 logits of
@@ -183,6 +187,9 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
                   loss=keras.losses.SparseCategoricalCrossentropy(
                       from_logits=True), jit_compile=jit_compile,
                   steps_per_execution=steps_per_execution)
+    if fused_steps:
+      from realformer_tf.keras3 import fused_steps as fused  # pylint: disable=g-import-not-at-top
+      model.train_function = fused.FusedTrainFunction(model)
   finally:
     keras.config.set_dtype_policy("float32")
   return model

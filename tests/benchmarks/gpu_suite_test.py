@@ -71,6 +71,14 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
                     ("sum_pallas_scan", "steps_per_call")):
     assert rows[name]["note"] == (f"steps {gpu_suite.SMOKE['steps'] * spe}, "
                                   f"{way} {spe}"), rows[name]
+  # The fused rows (`realformer_tf.keras3.fused_steps`): one dispatch an
+  # execution, over the compile's 2 executions and the round's waited and
+  # pipelined fits of `steps` executions each; no step run alone.
+  dispatches = 2 + gpu_suite.SMOKE["rounds"] * 2 * gpu_suite.SMOKE["steps"]
+  for name in ("bert_fixed_fused", "sum_pallas_fused"):
+    assert rows[name]["note"] == (
+        f"steps {gpu_suite.SMOKE['steps'] * spe}, steps_per_execution {spe}, "
+        f"fused_dispatches {dispatches}, single_steps 0"), rows[name]
   assert rows["sum_pallas_jit"]["note"] == (
       f"steps {gpu_suite.SMOKE['steps']}"), rows["sum_pallas_jit"]
   # The headline: each row against its fair bases, the ratio of the table's
@@ -80,6 +88,8 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
                              out.stdout, re.M))
   assert sorted(headline) == sorted([
       ("sum_pallas", "bert_fixed"), ("sum_pallas_spe", "bert_fixed_spe"),
+      ("sum_pallas_fused", "bert_fixed_fused"),
+      ("sum_pallas_fused", "sum_pallas"), ("bert_fixed_fused", "bert_fixed"),
       ("sum_pallas_spe", "sum_pallas"), ("sum_pallas_jit", "sum_pallas"),
       ("sum_pallas_scan", "bert_fixed_scan"),
       ("sum_pallas_scan", "sum_pallas"), ("bert_fixed_spe", "bert_fixed"),
@@ -132,6 +142,8 @@ def test_headline_pairs_each_row_with_its_fair_bases():
   times = lambda piped, waited: dict(pipelined_ms=piped, ms=waited)
   results = dict(sum_pallas=times(45.0, 50.0), bert_fixed=times(50.0, 50.0),
                  xt_residual=times(40.0, 40.0),
+                 sum_pallas_fused=times(32.0, 40.0),
+                 bert_fixed_fused=times(40.0, 50.0),
                  sum_pallas_spe=times(36.0, 40.0),
                  bert_fixed_spe=times(40.0, 40.0),
                  sum_pallas_jit=dict(pipelined_ms=30.0),
@@ -141,6 +153,9 @@ def test_headline_pairs_each_row_with_its_fair_bases():
   assert gpu_suite.headline(results) == [
       ("sum_pallas", "bert_fixed", 0.9, 1.0),
       ("sum_pallas", "xt_residual", 45 / 40, 50 / 40),
+      ("sum_pallas_fused", "bert_fixed_fused", 0.8, 0.8),
+      ("sum_pallas_fused", "sum_pallas", 32 / 45, 0.8),
+      ("sum_pallas_fused", "xt_residual", 0.8, 1.0),
       ("sum_pallas_spe", "bert_fixed_spe", 0.9, 1.0),
       ("sum_pallas_spe", "sum_pallas", 0.8, 0.8),
       ("sum_pallas_spe", "xt_residual", 0.9, 1.0),
@@ -149,6 +164,7 @@ def test_headline_pairs_each_row_with_its_fair_bases():
       ("sum_pallas_scan", "bert_fixed_scan", 0.75, 0.8),
       ("sum_pallas_scan", "sum_pallas", 33 / 45, 36 / 50),
       ("sum_pallas_scan", "xt_residual", 33 / 40, 0.9),
+      ("bert_fixed_fused", "bert_fixed", 0.8, 1.0),
       ("bert_fixed_spe", "bert_fixed", 0.8, 0.8),
       ("bert_fixed_scan", "bert_fixed", 0.88, 0.9)]
 
