@@ -18,9 +18,11 @@ trainer compiles `train_step` with (keras/src/backend/jax/trainer.py:275):
 
 and times `fit`'s pipelined seconds per step (`keras3_fit.FitSteps`) beside
 the same step in a bare `jax.jit` loop (`suite_keras.JitSteps`) and, per
-N > 1, N steps under `jax.lax.scan` in one `jax.jit` (`JitSteps` with
-`steps_per_call=N`: one dispatch per N steps; its module holds the steps
-in a `while` loop, counted as `while`). At a tiny
+N > 1, `fit` through our fused train function
+(`realformer_tf.keras3.fused_steps`, what our tasks run: N steps under
+`jax.lax.scan`, one dispatch per execution) and N steps under `jax.lax.scan`
+in one `jax.jit` without `fit` (`JitSteps` with `steps_per_call=N`); their
+modules hold the steps in a `while` loop, counted as `while`. At a tiny
 size on a CPU the step's compute is small, so those times are mostly host
 work: Keras' loop per step against JAX's dispatch alone. They say where the
 host's time goes, not what a GPU step takes.
@@ -113,10 +115,39 @@ def analyze(arch, backbone_kwargs, per_executions, *, steps, layers, hidden,
     row["pipelined_ms"] = 1000 * statistics.median(
         fit(steps, every_step=False) for _ in range(rounds))
     rows.append(row)
+  for n in [n for n in per_executions if n > 1]:
+    rows.append(_fused_row(keras3_fit.build_mlm_model(
+        arch, layers=layers, hidden=hidden, heads=heads, inner=inner,
+        seq=seq, backbone_kwargs=backbone_kwargs, steps_per_execution=n,
+        fused_steps=True), n, steps=steps, seq=seq, batch=batch,
+                           rounds=rounds))
   for n in [1] + [n for n in per_executions if n > 1]:
     rows.append(_jit_row(build(1), n, steps=steps, seq=seq, batch=batch,
                          rounds=rounds))
   return rows
+
+
+def _fused_row(model, n, *, steps, seq, batch, rounds):
+  """`fit` with `steps_per_execution=n` through our fused train function
+  (`realformer_tf.keras3.fused_steps`, what our tasks run): its program
+  calls and compiles over the first `fit`, its module (the `n` steps'
+  `lax.scan`) and pipelined time."""
+  fit = keras3_fit.FitSteps(model, seq, batch)
+  callbacks = len(fit(steps))
+  function = model.train_function
+  state, data = jax_hlo.train_step_args(model, seq, batch)
+  text = function._fused.lower(state, (data,) * n).as_text()  # pylint: disable=protected-access
+  row = dict(way=f"fit, steps_per_execution={n}, fused",
+             programs=(function._fused._cache_size()  # pylint: disable=protected-access
+                       + function._one._cache_size()),  # pylint: disable=protected-access
+             dispatches=function.dispatches + function.single_steps,
+             callbacks=callbacks,
+             module=hashlib.sha256(text.encode()).hexdigest()[:12],
+             cache_hits="-",
+             while_loops=jax_hlo.count_ops(text)["ops"].get("while", 0))
+  row["pipelined_ms"] = 1000 * statistics.median(
+      fit(steps, every_step=False) for _ in range(rounds))
+  return row
 
 
 def _jit_row(model, n, *, steps, seq, batch, rounds):

@@ -1,5 +1,6 @@
 """`benchmarks/fit_dispatch.py`: what `fit` runs per step with
-`steps_per_execution`, and N steps under `lax.scan`, counted on this CPU."""
+`steps_per_execution`, Keras' and fused, and N steps under `lax.scan`,
+counted on this CPU."""
 
 import pytest
 
@@ -23,7 +24,7 @@ print(json.dumps(rows))
 
 
 def test_steps_per_execution_changes_callbacks_not_the_program():
-  one, four, jit, scan, refusal = jax_subprocess.snippet_json(_CHILD)
+  one, four, fused, jit, scan, refusal = jax_subprocess.snippet_json(_CHILD)
   # Keras 3.15's JAX trainer: one compiled step, dispatched once per step
   # whatever N; the callbacks (and its loop's bookkeeping) once per N.
   assert (one["programs"], one["dispatches"], one["callbacks"]) == (1, 8, 8)
@@ -39,6 +40,12 @@ def test_steps_per_execution_changes_callbacks_not_the_program():
   assert scan["while_loops"] == jit["while_loops"] + 1, (jit, scan)
   assert scan["module"] != jit["module"], scan
   assert "4 train_steps under lax.scan" in scan["way"], scan
-  for row in (one, four, jit, scan):
+  # Our fused train function: `fit`'s callbacks once per execution, its 4
+  # steps one dispatch, one program (no step run alone).
+  assert (fused["programs"], fused["dispatches"], fused["callbacks"]) == (
+      1, 2, 2), fused
+  assert fused["while_loops"] == scan["while_loops"], (fused, scan)
+  assert fused["way"] == "fit, steps_per_execution=4, fused", fused
+  for row in (one, four, fused, jit, scan):
     assert row["pipelined_ms"] > 0, row
   assert "--steps=8 is not a multiple of --steps_per_execution=3" in refusal
