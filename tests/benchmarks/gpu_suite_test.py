@@ -184,3 +184,18 @@ def test_group_budgets_of_the_next_gpu_call():
   assert gpu_suite.group_budget("xla", 3, 100, ["torch"], 380) == 55
   assert gpu_suite.group_budget("torch", 1, 123, [], 380) == 123
 
+
+
+def test_the_next_gpu_call_names_rows_the_suite_has():
+  """The prepared call in benchmarks/README.md runs: every row it names
+  exists, and it holds the five keras rows its budget above assumes."""
+  readme = os.path.join(os.path.dirname(gpu_suite.__file__), "README.md")
+  with open(readme) as f:
+    text = f.read()
+  section = text[text.index("**The next GPU call**"):]
+  rows = re.search(r"gpu_suite\.py --budget_s=380 --rows=([\w,.-]+) ",
+                   section).group(1).split(",")
+  known = gpu_suite._row_names(None)  # pylint: disable=protected-access
+  assert not [r for r in rows if r not in known], rows
+  assert [known[r][0] for r in rows].count("keras") == 5, rows
+  assert "sum_pallas_fused" in rows and "bert_fixed_fused" in rows, rows
