@@ -23,6 +23,7 @@ from keras_hub.src.models.bert import bert_backbone
 from realformer_tf.core import arguments
 from realformer_tf.keras3 import embeddings
 from realformer_tf.keras3 import encoder_block
+from realformer_tf.keras3 import hashed_dropout
 from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import tasks
@@ -174,7 +175,7 @@ class RealFormerBackbone(BackboneConfig, keras_hub.models.Backbone):
     self.embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
     self.embeddings_layer_norm = keras.layers.LayerNormalization(
         axis=-1, epsilon=1e-12, dtype=dtype, name="embeddings_layer_norm")
-    self.embeddings_dropout = keras.layers.Dropout(
+    self.embeddings_dropout = hashed_dropout.HashedDropout(
         dropout, dtype=dtype, name="embeddings_dropout")
     self.transformer_layers = [
         encoder_block.RealFormerEncoderBlock(

@@ -8,6 +8,7 @@ from realformer_tf.core import arguments
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import decoder_block
 from realformer_tf.keras3 import embeddings
+from realformer_tf.keras3 import hashed_dropout
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
@@ -87,7 +88,7 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneConfig,
         dtype=dtype, name="position_embedding")
     self.embeddings_add = keras.layers.Add(dtype=dtype,
                                            name="embeddings_add")
-    self.embeddings_dropout = keras.layers.Dropout(
+    self.embeddings_dropout = hashed_dropout.HashedDropout(
         dropout, dtype=dtype, name="embeddings_dropout")
     self.transformer_layers = [
         decoder_block.RealFormerDecoderBlock(

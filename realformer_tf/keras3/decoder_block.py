@@ -19,6 +19,7 @@ from realformer_tf.core import arguments
 from realformer_tf.core import block as core_block
 from realformer_tf.core import options
 from realformer_tf.keras3 import encoder_block
+from realformer_tf.keras3 import hashed_dropout
 from realformer_tf.keras3 import residual_attention as ra
 
 
@@ -101,7 +102,8 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
                                 c["num_attention_heads"])
     if c["cross_attention"] and memory_shape is None:
       memory_shape = hidden_shape  # Rebuilt without memory's shape: as wide.
-    dropout = lambda rate: keras.layers.Dropout(rate, dtype=self.dtype_policy)
+    dropout = lambda rate: hashed_dropout.HashedDropout(
+        rate, dtype=self.dtype_policy)
     self.self_attention = encoder_block.attention_layer(
         self, "self_attention", hidden_shape, hidden_shape,
         c["self_residual"])

@@ -17,6 +17,7 @@ from keras_hub.src.utils import keras_utils
 from realformer_tf.core import arguments
 from realformer_tf.core import block as core_block
 from realformer_tf.core import options
+from realformer_tf.keras3 import hashed_dropout
 from realformer_tf.keras3 import residual_attention as ra
 
 # keras-hub's BERT (bert_backbone.py, `activation=gelu_approximate`) and our
@@ -152,7 +153,7 @@ class RealFormerEncoderBlock(SpecConfig, ra.KeepsArgumentDtypes,
     options.block_width(self.name, input_shape, c["num_attention_heads"])
     self._attention_layer = attention_layer(self, "self_attention",
                                             input_shape, input_shape)
-    dropout = lambda name: keras.layers.Dropout(
+    dropout = lambda name: hashed_dropout.HashedDropout(
         c["output_dropout"], dtype=self.dtype_policy, name=name)
     self._attention_dropout = dropout("self_attention_dropout")
     self._attention_layer_norm = layer_norm(self, "self_attention_layer_norm",

@@ -1,0 +1,78 @@
+"""Hidden-state dropout whose mask is a hash on JAX: `keras.layers.Dropout`
+with `core.dropout_hash` in place of JAX's threefry bits.
+
+Keras' `Dropout` on JAX draws its mask with `jax.random.bernoulli`, which
+XLA compiles to threefry2x32 in integer ops (about sixty per element). On
+one H200 the 25 hidden-state dropouts of our BERT-Base training step
+(embeddings, and each layer's attention-output and FFN-output dropouts) ran
+as `input_compare_transpose_fusion` kernels: the threefry bits, the compare
+with the rate, the scaled select, 3.4 ms of the step's 37.6 ms of kernels,
+about ten times what their bytes take (benchmarks/README.md, "Where the
+Keras 3 step's time goes"). Integer work, which a deviceless compile does
+not time.
+
+`HashedDropout` keeps an element where Murmur3's finalizer of (seed,
+position) passes the rate's threshold (`core.dropout_hash`: about ten
+integer ops per element, fused by XLA into the kernel that applies it), the
+hash the attention probabilities' dropout already uses on JAX
+(`residual_attention.hashed_probs_dropout`, the Pallas kernels) and the
+tf_keras face's `layers.HashedDropout` uses under XLA: positions read as
+`[L, R, C]` (`C` the last axis, `R` the one before, `L` the rest), one
+int32 seed word per call from the layer's own `SeedGenerator`.
+
+Elsewhere (TensorFlow, PyTorch, `noise_shape`) it is Keras' `Dropout`, for
+the reasons `residual_attention.hashes_dropout` gives. Same arguments,
+config, weights (none) and seed generator as Keras' layer, so presets and
+checkpoints are unchanged.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from realformer_tf.core import pallas_attention
+from realformer_tf.keras3 import residual_attention
+
+
+def hashed_dropout(inputs, seed, rate):
+  """`inputs` with the hashed keep mask of `seed` (an int32 scalar) applied
+  and the kept values scaled by 1 / (1 - `rate`); positions as `[L, R, C]`
+  (the module docstring)."""
+  shape = tuple(ops.shape(inputs))
+  cols = shape[-1]
+  rows = shape[-2] if len(shape) >= 2 else 1
+  lead = math.prod(shape[:-2])
+  keep = ops.reshape(pallas_attention.dropout_keep_mask(
+      seed, lead, 1, rows, cols, rate), shape)
+  kept = ops.multiply(inputs, ops.cast(1.0 / (1.0 - rate), inputs.dtype))
+  return ops.where(keep, kept, ops.zeros_like(inputs))
+
+
+@keras.saving.register_keras_serializable(package="realformer_tf")
+class HashedDropout(keras.layers.Dropout):
+  """`keras.layers.Dropout` with a hashed mask on JAX (module docstring).
+
+  Example:
+
+  ```python
+  import numpy as np
+  from realformer_tf.keras3 import hashed_dropout
+
+  layer = hashed_dropout.HashedDropout(0.1, seed=0)
+  y = layer(np.ones((2, 8, 16), "float32"), training=True)
+  # About 10% zeros, the rest 1 / 0.9; the identity when not training.
+  ```
+  """
+
+  def call(self, inputs, training=False):
+    # Shapes are concrete under `jax.jit`; a symbolic one (shape inference
+    # with a free batch dimension) takes Keras' path, which gives the same
+    # output spec.
+    if not (training and self.rate > 0 and self.noise_shape is None
+            and residual_attention.hashes_dropout()
+            and all(isinstance(d, int) for d in ops.shape(inputs))):
+      return super().call(inputs, training=training)
+    seed = keras.random.randint((), 0, 2**31 - 1, dtype="int32",
+                                seed=self.seed_generator)
+    return hashed_dropout(inputs, seed, self.rate)
