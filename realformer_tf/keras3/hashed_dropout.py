@@ -17,8 +17,9 @@ integer ops per element, fused by XLA into the kernel that applies it), the
 hash the attention probabilities' dropout already uses on JAX
 (`residual_attention.hashed_probs_dropout`, the Pallas kernels) and the
 tf_keras face's `layers.HashedDropout` uses under XLA: positions read as
-`[L, R, C]` (`C` the last axis, `R` the one before, `L` the rest), one
-int32 seed word per call from the layer's own `SeedGenerator`.
+`[L, R, C]` (`C` the last axis, `R` the one before, `L` the rest), the
+seed the two words of the layer's own `SeedGenerator` state, which Keras
+advances per call.
 
 Elsewhere (TensorFlow, PyTorch, `noise_shape`) it is Keras' `Dropout`, for
 the reasons `residual_attention.hashes_dropout` gives. Same arguments,
@@ -36,7 +37,8 @@ from realformer_tf.keras3 import residual_attention
 
 
 def hashed_dropout(inputs, seed, rate):
-  """`inputs` with the hashed keep mask of `seed` (an int32 scalar) applied
+  """`inputs` with the hashed keep mask of `seed` (an integer scalar or
+  vector, every word folded in: `core.pallas_attention.row_keys`) applied
   and the kept values scaled by 1 / (1 - `rate`); positions as `[L, R, C]`
   (the module docstring)."""
   shape = tuple(ops.shape(inputs))
@@ -73,6 +75,7 @@ class HashedDropout(keras.layers.Dropout):
             and residual_attention.hashes_dropout()
             and all(isinstance(d, int) for d in ops.shape(inputs))):
       return super().call(inputs, training=training)
-    seed = keras.random.randint((), 0, 2**31 - 1, dtype="int32",
-                                seed=self.seed_generator)
-    return hashed_dropout(inputs, seed, self.rate)
+    # The generator's state words themselves (Keras' seed and a counter it
+    # advances per draw), hashed into the keys: no random draw of a seed,
+    # whose scalar threefry XLA would launch as small kernels of its own.
+    return hashed_dropout(inputs, self.seed_generator.next(), self.rate)

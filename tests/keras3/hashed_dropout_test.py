@@ -35,6 +35,16 @@ def test_mask_is_numpy_reference_hash(shape):
 
 
 @only_hashed
+def test_layer_hashes_its_seed_generator_state():
+  layer = hashed_dropout.HashedDropout(0.2, seed=11)
+  words = [int(w) for w in _numpy(layer.seed_generator.state.value)]
+  out = _numpy(layer(keras.ops.ones((3, 4, 9)), training=True))
+  keep = numpy_reference.hashed_keep_mask(words, (3, 4, 9), 0.2)
+  np.testing.assert_array_equal(
+      out, np.where(keep, 1 / 0.8, 0.0).astype("float32"))
+
+
+@only_hashed
 def test_rate_scale_and_a_new_mask_per_call():
   layer = hashed_dropout.HashedDropout(0.1, seed=3)
   x = keras.ops.ones((8, 128, 256))
