@@ -38,6 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))
 
+import keras3_fit  # pylint: disable=g-import-not-at-top,wrong-import-position  (imports no Keras)
+
 # An H100 SXM as XLA's own GPU tests describe one (their `kGpuSpec`); an
 # H200 is the same GH100 die (132 SMs, sm_90) with HBM3e: 4.8 TB/s, 141 GB.
 H100 = """gpu_device_info {
@@ -79,7 +81,7 @@ TARGETS = {
 # keras3_fit.build_mlm_model.
 MODELS = {
     "bert": ("bert", {}),
-    "bert_fixed": ("bert", {}, dict(embeddings="scatter_free")),
+    "bert_fixed": ("bert", {}, keras3_fit.FAIR_BASE),
     "pallas_scatter": ("realformer", dict(residual_attention="sum",
                                           attention_implementation="pallas"),
                        dict(embeddings="keras")),
@@ -215,7 +217,6 @@ def compile_keras_step(name, device, seq=512, batch=32, steps_per_call=1):
   gpu_suite's `_scan` rows run them (`suite_keras.train_steps`)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax_hlo  # pylint: disable=g-import-not-at-top
-  import keras3_fit  # pylint: disable=g-import-not-at-top
   import suite_keras  # pylint: disable=g-import-not-at-top
   arch, backbone_kwargs, *build = MODELS[name]
   model = keras3_fit.build_mlm_model(

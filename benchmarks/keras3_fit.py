@@ -124,10 +124,51 @@ def embedding_layers(kind):
      embeddings.ReversibleEmbedding, embeddings.Embedding) = saved
 
 
+# The fair base's build (gpu_suite's and gpu_aot's `bert_fixed`): keras-hub's
+# BERT with our scatter-free embeddings and hashed dropouts, the benchmark
+# only, so its ratio to ours is the architecture's. Until the hashed hidden
+# dropouts (issue 36), `bert_fixed` had the embeddings only.
+FAIR_BASE = dict(embeddings="scatter_free", dropouts="hashed")
+
+
+@contextlib.contextmanager
+def dropout_layers(kind):
+  """Within: both backbones build their dropouts from `kind`'s class
+  ("keras": Keras' `Dropout`; "hashed": `realformer_tf.keras3.
+  hashed_dropout.HashedDropout`, hashed masks on JAX; None: unchanged).
+
+  For benchmarks only, as `embedding_layers`: keras-hub's BERT calls
+  `keras.layers.Dropout` (bert_backbone.py, transformer_encoder.py) and
+  Keras' `MultiHeadAttention` its module's `Dropout` for the attention
+  probabilities (keras/src/layers/attention/multi_head_attention.py); our
+  blocks call `hashed_dropout.HashedDropout`. Our attention probabilities
+  hash on JAX either way (`residual_attention.hashes_dropout`).
+  """
+  if kind is None:
+    yield
+    return
+  import keras  # pylint: disable=g-import-not-at-top
+  from keras.src.layers.attention import multi_head_attention  # pylint: disable=g-import-not-at-top
+  from realformer_tf.keras3 import hashed_dropout  # pylint: disable=g-import-not-at-top
+  if kind not in ("keras", "hashed"):
+    raise ValueError(f"dropouts={kind!r}: 'keras' or 'hashed'")
+  saved = (keras.layers.Dropout, multi_head_attention.Dropout,
+           hashed_dropout.HashedDropout)
+  layer = saved[0] if kind == "keras" else saved[2]
+  (keras.layers.Dropout, multi_head_attention.Dropout,
+   hashed_dropout.HashedDropout) = layer, layer, layer
+  try:
+    yield
+  finally:
+    (keras.layers.Dropout, multi_head_attention.Dropout,
+     hashed_dropout.HashedDropout) = saved
+
+
 def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
                     policy="mixed_bfloat16", logits_dtype=None,
                     backbone_kwargs=None, jit_compile=True, embeddings=None,
-                    steps_per_execution=1, fused_steps=False):
+                    steps_per_execution=1, fused_steps=False,
+                    dropouts=None):
   """The benchmark's MLM model on a Keras 3 backbone, compiled for `fit`.
 
   Args:
@@ -150,6 +191,9 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
       "scatter_free" builds either backbone with those instead
       (`embedding_layers`), so a row can compare the architectures with the
       same embeddings (`bert_fixed`) or show what ours fixed.
+    dropouts: None: the backbone's own dropout layers (keras-hub's: Keras'
+      `Dropout`, threefry bits on JAX; ours: `HashedDropout`). "keras" or
+      "hashed" builds either backbone with those instead (`dropout_layers`).
     steps_per_execution: `compile(steps_per_execution=...)`: `fit` runs
       this many steps per execution, its callbacks once per execution
       (`FitSteps`).
@@ -170,7 +214,7 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
     kwargs = dict(vocabulary_size=VOCAB, num_layers=layers, num_heads=heads,
                   hidden_dim=hidden, intermediate_dim=inner, dropout=dropout,
                   max_sequence_length=max(512, seq), **(backbone_kwargs or {}))
-    with embedding_layers(embeddings):
+    with embedding_layers(embeddings), dropout_layers(dropouts):
       if arch == "bert":
         import keras_hub  # pylint: disable=g-import-not-at-top
         backbone = keras_hub.models.BertBackbone(**kwargs)

@@ -31,13 +31,14 @@ _PALLAS = dict(_AUTO, attention_implementation="pallas")
 # trace whole calls (`profile_steps`).
 STEPS_PER_EXECUTION = 8
 _SPE = dict(steps_per_execution=STEPS_PER_EXECUTION)
+_FAIR = keras3_fit.FAIR_BASE
 # name: (group, arch, backbone kwargs, build_mlm_model kwargs, what).
 # Within a group the order is the priority when the budget runs short.
 KERAS_ROWS = {
     "bert": ("keras", "bert", {}, {}, "keras-hub BertBackbone"),
-    "bert_fixed": ("keras", "bert", {}, dict(embeddings="scatter_free"),
-                   "keras-hub BertBackbone, our scatter-free embeddings "
-                   "(benchmark only): the fair base"),
+    "bert_fixed": ("keras", "bert", {}, _FAIR,
+                   "keras-hub BertBackbone, our scatter-free embeddings and "
+                   "hashed dropouts (benchmark only): the fair base"),
     "sum_pallas": ("keras", "realformer", _PALLAS, {},
                    '"sum", defaults on a JAX GPU (auto: bf16 scores, Pallas)'),
     # The product's way to one dispatch per 8 steps: our tasks' `fit` with
@@ -48,8 +49,7 @@ KERAS_ROWS = {
                          '"sum", Pallas, fit with steps_per_execution='
                          f"{STEPS_PER_EXECUTION}, fused (one dispatch)"),
     "bert_fixed_fused": ("keras", "bert", {},
-                         dict(_SPE, fused_steps=True,
-                              embeddings="scatter_free"),
+                         dict(_SPE, fused_steps=True, **_FAIR),
                          "bert_fixed, fit with steps_per_execution="
                          f"{STEPS_PER_EXECUTION}, fused (one dispatch)"),
     # Issue 36: the GPU idles 30-38% of sum_pallas' pipelined step; these
@@ -64,16 +64,21 @@ KERAS_ROWS = {
                         f'"sum", Pallas, {STEPS_PER_EXECUTION} train_steps '
                         "under lax.scan in one jax.jit (no fit)"),
     "bert_fixed_scan": ("keras", "bert", {},
-                        dict(loop="scan", embeddings="scatter_free"),
+                        dict(loop="scan", **_FAIR),
                         f"bert_fixed, {STEPS_PER_EXECUTION} train_steps "
                         "under lax.scan in one jax.jit (no fit)"),
     "sum_pallas_spe": ("keras", "realformer", _PALLAS, _SPE,
                        '"sum", Pallas, fit with steps_per_execution='
                        f"{STEPS_PER_EXECUTION}"),
     "bert_fixed_spe": ("keras", "bert", {},
-                       dict(_SPE, embeddings="scatter_free"),
+                       dict(_SPE, **_FAIR),
                        "bert_fixed, fit with steps_per_execution="
                        f"{STEPS_PER_EXECUTION}"),
+    "sum_pallas_kerasdropout": ("keras", "realformer", _PALLAS,
+                                dict(dropouts="keras"),
+                                '"sum", Pallas, Keras\' Dropout for the '
+                                "hidden states (threefry bits: before "
+                                "HashedDropout)"),
     "sum_pallas_scatter": ("keras", "realformer", _PALLAS,
                            dict(embeddings="keras"),
                            '"sum", Pallas, Keras\' embeddings (bf16 '

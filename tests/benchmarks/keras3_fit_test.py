@@ -67,3 +67,39 @@ def test_pipelined_time_is_per_step_over_whole_executions(
   _drive(timer, 4 * per_execution, per_execution)
   assert timer.pipelined == 8 / (3 * per_execution)
   assert not clock.unread
+
+
+def _layer_classes(model):
+  return {type(layer).__name__ for layer in model._flatten_layers()}  # pylint: disable=protected-access
+
+
+def _tiny(arch, **build):
+  return keras3_fit.build_mlm_model(
+      arch, layers=1, hidden=8, heads=2, inner=16, seq=8,
+      policy="float32", **build)
+
+
+def test_fair_base_builds_bert_with_our_embeddings_and_dropouts():
+  import keras  # pylint: disable=g-import-not-at-top
+  from keras.src.layers.attention import multi_head_attention  # pylint: disable=g-import-not-at-top
+  from realformer_tf.keras3 import hashed_dropout  # pylint: disable=g-import-not-at-top
+  saved = (keras.layers.Dropout, multi_head_attention.Dropout,
+           hashed_dropout.HashedDropout)
+  bert = _tiny("bert")
+  fair = _tiny("bert", **keras3_fit.FAIR_BASE)
+  assert "HashedDropout" not in _layer_classes(bert)
+  assert "Dropout" in _layer_classes(bert)
+  # Every dropout of the fair base, the attention probabilities' included.
+  dropouts = [layer for layer in fair._flatten_layers()  # pylint: disable=protected-access
+              if isinstance(layer, keras.layers.Dropout)]
+  assert len(dropouts) == 4, dropouts  # embeddings, probs, 2 hidden
+  assert all(isinstance(d, hashed_dropout.HashedDropout) for d in dropouts)
+  # Ours, with Keras' dropout for the hidden states (the before row).
+  ours = _tiny("realformer", dropouts="keras")
+  assert "HashedDropout" not in _layer_classes(ours)
+  assert "HashedDropout" in _layer_classes(_tiny("realformer"))
+  # The names are restored on the way out.
+  assert (keras.layers.Dropout, multi_head_attention.Dropout,
+          hashed_dropout.HashedDropout) == saved
+  with pytest.raises(ValueError, match="dropouts='threefry'"):
+    _tiny("bert", dropouts="threefry")
