@@ -21,6 +21,9 @@ What cannot be stacked runs one step at a time through the one-step program,
 as Keras would: an execution cut short by the end of the data or of
 `steps_per_epoch`, and a batch of another shape (a last partial batch).
 
+JAX only, so it imports jax, the backend itself (as `core.pallas_attention`
+does); on the other backends `applies` is False and nothing here runs.
+
 Our tasks use it whenever it applies (`applies`): `RealFormerTask.
 make_train_function`. For any other Keras model on JAX, after `compile`::
 

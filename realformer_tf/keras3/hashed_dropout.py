@@ -2,18 +2,19 @@
 with `core.dropout_hash` in place of JAX's threefry bits.
 
 Keras' `Dropout` on JAX draws its mask with `jax.random.bernoulli`, which
-XLA compiles to threefry2x32 in integer ops (about sixty per element). On
-one H200 the 25 hidden-state dropouts of our BERT-Base training step
-(embeddings, and each layer's attention-output and FFN-output dropouts) ran
-as `input_compare_transpose_fusion` kernels: the threefry bits, the compare
-with the rate, the scaled select, 3.4 ms of the step's 37.6 ms of kernels,
-about ten times what their bytes take (benchmarks/README.md, "Where the
-Keras 3 step's time goes"). Integer work, which a deviceless compile does
-not time.
+XLA compiles to threefry2x32 in integer ops (about 130 adds, shifts, ors and
+xors per element in the fused kernel). On one H200 the 25 hidden-state
+dropouts of our BERT-Base training step (embeddings, and each layer's
+attention-output and FFN-output dropouts) ran as
+`input_compare_transpose_fusion` kernels: the threefry bits, the compare
+with the rate, the scaled select, about 3.6 ms of the step's 37.6 ms of
+kernels, about ten times what their bytes take (benchmarks/README.md,
+"Hidden-state dropout on JAX"). Integer work, which a deviceless compile
+does not time.
 
 `HashedDropout` keeps an element where Murmur3's finalizer of (seed,
-position) passes the rate's threshold (`core.dropout_hash`: about ten
-integer ops per element, fused by XLA into the kernel that applies it), the
+position) passes the rate's threshold (`core.dropout_hash`: about thirty
+integer ops per element in the same fused kernel), the
 hash the attention probabilities' dropout already uses on JAX
 (`residual_attention.hashed_probs_dropout`, the Pallas kernels) and the
 tf_keras face's `layers.HashedDropout` uses under XLA: positions read as
