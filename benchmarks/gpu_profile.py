@@ -240,6 +240,9 @@ _SHORT = {"attention kernel": "attn", "GEMM": "GEMM",
 def print_tables(rows, out):
   """Markdown: one line per profiled row, then each row's top kernels."""
   profiled = {n: r["profile"] for n, r in rows.items() if "profile" in r}
+  # TF-XLA rows also trace their waited steps (`suite_xla`): a summary line.
+  waited = {f"{n} (waited)": r["profile_waited"] for n, r in rows.items()
+            if "profile_waited" in r}
   failed = {n: r["profile_error"] for n, r in rows.items()
             if "profile_error" in r}
   if not profiled and not failed:
@@ -249,7 +252,7 @@ def print_tables(rows, out):
   print("| row | wall | device | busy | kernels | "
         + " | ".join(_SHORT[c] for c in CATEGORY_NAMES) + " |", file=out)
   print("|---" * (5 + len(CATEGORY_NAMES)) + "|", file=out)
-  for name, p in profiled.items():
+  for name, p in {**profiled, **waited}.items():
     cells = [f"{p['wall_ms']:.2f}", f"{p['device_ms']:.2f}",
              f"{100 * p['busy']:.0f}%", f"{p['kernels']:.0f}"]
     cells += [f"{p['categories'][c]:.2f}" for c in CATEGORY_NAMES]

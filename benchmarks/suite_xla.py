@@ -53,9 +53,10 @@ def row_name(module):
   return "xla_" + module.split("_")[0]
 
 
-# Seconds a profiled row's trace takes on a GPU (4 steps of a BERT-Base
-# module, the trace's read-back included), kept free of the timing rounds.
-PROFILE_RESERVE_S = 8
+# Seconds a profiled row's two traces take on a GPU (4 pipelined and 4
+# waited steps of a BERT-Base module, each trace's read-back included),
+# kept free of the timing rounds.
+PROFILE_RESERVE_S = 12
 
 
 def xla_child(names, shape, deadline, profile=()):
@@ -114,6 +115,13 @@ def xla_child(names, shape, deadline, profile=()):
             lambda n, name=name: _xla_steps(*loaded[name][:3], n),
             shape["profile_steps"],
             gpu_profile.save_path(name))
+        # Issue 36 item 4: what the waited time adds. The same steps each
+        # waited for, as `ms` times them: the wall time the device spends
+        # idle per step (wall - device) is the host's part of a waited step.
+        results[name]["profile_waited"] = gpu_profile.profile_jax(
+            lambda n, name=name: _waited_steps(loaded[name][:3], n),
+            shape["profile_steps"],
+            gpu_profile.save_path(name + "_waited"))
       except Exception as e:  # pylint: disable=broad-except
         results[name]["profile_error"] = f"{type(e).__name__}: {e}"[:300]
   return dict(device=device.device_kind, rows=results)
@@ -201,6 +209,12 @@ def _xla_steps(exe, args, aliases, steps):
       args[param] = outs[out]
   for o in outs:
     o.block_until_ready()
+
+
+def _waited_steps(step, steps):
+  """`steps` steps, each waited for before the next (the `ms` timing)."""
+  for _ in range(steps):
+    _xla_steps(*step, 1)
 
 
 def to_stablehlo(src, dst):

@@ -119,7 +119,13 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   # --profile_dir: every kernel of each profiled row, as JSON.
   assert sorted(os.listdir(tmp_path)) == [
       "bert.json", "sum_pallas_scan.json", "sum_pallas_spe.json",
-      "xla_tiny.json"]
+      "xla_tiny.json", "xla_tiny_waited.json"]
+  # A TF-XLA row also traces its waited steps: a summary line of its own.
+  waited = re.findall(r"^\| xla_tiny \(waited\) \| ([\d.]+) \| ([\d.]+) \|",
+                      out.stdout, re.M)
+  assert len(waited) == 1 and float(waited[0][1]) > 0, out.stdout
+  with open(tmp_path / "xla_tiny_waited.json") as f:
+    assert json.load(f)["steps"] == gpu_suite.SMOKE["profile_steps"]
   with open(tmp_path / "bert.json") as f:
     full = json.load(f)
   assert len(full["top"]) > 15 and full["steps"] == 3, full
@@ -195,7 +201,22 @@ def test_the_next_gpu_call_names_rows_the_suite_has():
   section = text[text.index("**The next GPU call**"):]
   rows = re.search(r"gpu_suite\.py --budget_s=380 --rows=([\w,.-]+) ",
                    section).group(1).split(",")
-  known = gpu_suite._row_names(None)  # pylint: disable=protected-access
+  known = {n: group for n, (group, _) in
+           gpu_suite._row_names(None).items()}  # pylint: disable=protected-access
+  # TF-XLA rows exist once gpu_prepare.sh has dumped their modules into the
+  # ignored .gpu_hlo/ (a clean clone has none): named from its specs
+  # (model:score_dtype:dropout -> `xla_bert`, `xla_realformer-<score
+  # dtype>[-librarydropout]`, as encoder_step.py names the dumps).
+  with open(os.path.join(os.path.dirname(readme), "gpu_prepare.sh")) as f:
+    specs = [s for s in re.search(r"for spec in ([^;]+);", f.read()).group(
+        1).split() if ":" in s]
+  for spec in specs:
+    model, score_dtype, dropout = spec.split(":")
+    name = "xla_bert" if model == "bert" else (
+        f"xla_realformer-{score_dtype}"
+        + ("-librarydropout" if dropout == "library" else ""))
+    known.setdefault(name, "xla")
   assert not [r for r in rows if r not in known], rows
-  assert [known[r][0] for r in rows].count("keras") == 5, rows
+  assert [known[r] for r in rows].count("keras") == 5, rows
+  assert [known[r] for r in rows].count("xla") == 2, rows
   assert "sum_pallas_fused" in rows and "bert_fixed_fused" in rows, rows
