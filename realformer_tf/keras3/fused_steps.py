@@ -102,7 +102,7 @@ class FusedTrainFunction:
           f"{keras.config.backend()!r}, jit_compile={model.jit_compile}, "
           f"run_eagerly={model.run_eagerly}, steps_per_execution="
           f"{model.steps_per_execution}")
-    self.steps_per_execution = model.steps_per_execution
+    self._model = model
     step_function = _step_function(model)
     shardings = _state_shardings(model)
     self._one = jax.jit(step_function, donate_argnums=0,
@@ -112,16 +112,20 @@ class FusedTrainFunction:
     self.dispatches = self.single_steps = 0
 
   def __call__(self, state, iterator):
-    # As Keras' `_make_function`: the first batch's StopIteration ends the
-    # epoch (`fit` catches it); a later one cuts the execution short.
+    # N read per call, as Keras' `_make_function` reads it: `fit`'s epoch
+    # iterator counts its steps by the model's current value. Another N is
+    # another scan length, compiled on first use.
+    n = self._model.steps_per_execution
+    # As Keras': the first batch's StopIteration ends the epoch (`fit`
+    # catches it); a later one cuts the execution short.
     batches = [next(iterator)]
     try:
-      while len(batches) < self.steps_per_execution:
+      while len(batches) < n:
         batches.append(next(iterator))
     except StopIteration:
       pass
     first = _signature(batches[0])
-    if (len(batches) == self.steps_per_execution
+    if (len(batches) == n
         and all(_signature(b) == first for b in batches[1:])):
       self.dispatches += 1
       return self._fused(state, tuple(batches))

@@ -166,6 +166,26 @@ def test_one_dispatch_per_execution_and_one_program():
   assert function._one._cache_size() == 0  # pylint: disable=protected-access
 
 
+def test_steps_per_execution_changed_after_compile():
+  # Keras' loop reads N per call; so does the fused function (a new scan
+  # length compiles anew).
+  x, y = _data(8)
+  fused = _classifier(4)
+  reference = _classifier(4, fused=False)
+  _fit(fused, x, y, epochs=1)
+  _fit(reference, x, y, epochs=1)
+  fused.steps_per_execution = reference.steps_per_execution = 2
+  fused_record, _ = _fit(fused, x, y, epochs=1)
+  ref_record, _ = _fit(reference, x, y, epochs=1)
+  assert fused_record.batches == ref_record.batches == [1, 3, 5, 7]
+  np.testing.assert_allclose(fused_record.losses, ref_record.losses,
+                             rtol=1e-5)
+  function = fused.train_function
+  assert (function.dispatches, function.single_steps) == (2 + 4, 0)
+  assert function._fused._cache_size() == 2  # pylint: disable=protected-access
+  _assert_same_model(fused, reference)
+
+
 def test_applies_only_where_it_should():
   model = _classifier(1)
   assert not fused_steps.applies(model)
