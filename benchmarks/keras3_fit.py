@@ -233,7 +233,7 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
                   steps_per_execution=steps_per_execution)
     if fused_steps:
       from realformer_tf.keras3 import fused_steps as fused  # pylint: disable=g-import-not-at-top
-      model.train_function = fused.FusedTrainFunction(model)
+      model.train_function = fused.FusedSteps(model)
   finally:
     keras.config.set_dtype_policy("float32")
   return model

@@ -10,7 +10,7 @@ on one H200 our `RealFormerBackbone("sum")` step ran 37.6 ms of kernels in
 44-47 ms of wall time, the GPU idle 30-38% of it (benchmarks/README.md,
 "Embedding gradients and fair baselines").
 
-`FusedTrainFunction(model)` is Keras' train function with the N steps under
+`FusedSteps(model)` is Keras' train function with the N steps under
 `jax.lax.scan` inside one `jax.jit`: it takes N batches from `fit`'s
 iterator, stacks them on the device inside the program and runs
 `model.train_step` N times, the state donated and sharded as Keras does.
@@ -24,11 +24,18 @@ as Keras would: an execution cut short by the end of the data or of
 JAX only, so it imports jax, the backend itself (as `core.pallas_attention`
 does); on the other backends `applies` is False and nothing here runs.
 
-Our tasks use it whenever it applies (`applies`): `RealFormerTask.
-make_train_function`. For any other Keras model on JAX, after `compile`::
+`FusedSteps(model, step="test")` does the same for `test_step`
+(`evaluate`, and `fit`'s validation), which Keras dispatches per step too.
+`predict` keeps Keras' loop: it concatenates each step's outputs on the
+host anyway.
+
+Our tasks use them whenever they apply (`applies`): `RealFormerTask.
+make_train_function` and `make_test_function`. For any other Keras model on
+JAX, after `compile`::
 
     model.compile(..., steps_per_execution=8)
-    model.train_function = fused_steps.FusedTrainFunction(model)
+    model.train_function = fused_steps.FusedSteps(model)
+    model.test_function = fused_steps.FusedSteps(model, "test")
     model.fit(...)
 """
 
@@ -48,19 +55,30 @@ def applies(model) -> bool:
           and model.jit_compile and not model.run_eagerly)
 
 
-def _step_function(model):
-  # As Keras' `make_train_function`: under Flax NNX the unbound method.
+# The step each kind of function runs (`Trainer.train_step`, `test_step`).
+_STEPS = ("train", "test")
+
+
+def _step_function(model, step):
+  # As Keras' `make_train_function` / `make_test_function`: under Flax NNX
+  # the unbound method.
+  name = step + "_step"
   if keras.config.is_nnx_enabled():
-    return lambda state, data: type(model).train_step(model, state, data)
-  return model.train_step
+    return lambda state, data: getattr(type(model), name)(model, state, data)
+  return getattr(model, name)
 
 
-def _state_shardings(model):
-  """Keras' `out_shardings` for a train function, None without a
-  distribution (trainer.py, `make_train_function`)."""
+def _state_shardings(model, step):
+  """Keras' `out_shardings` for a train or test function, None without a
+  distribution (trainer.py, `make_train_function`, `make_test_function`:
+  a test step's state has no optimizer variables)."""
   if keras.distribution.distribution() is None:
     return None
-  return (None, model._get_state_sharding_spec())  # pylint: disable=protected-access
+  trainable, non_trainable, optimizer, metrics = (
+      model._get_state_sharding_spec())  # pylint: disable=protected-access
+  if step == "train":
+    return (None, (trainable, non_trainable, optimizer, metrics))
+  return (None, (trainable, non_trainable, metrics))
 
 
 def _scan_steps(step_function):
@@ -89,12 +107,15 @@ def _signature(batch):
                         for leaf in leaves)
 
 
-class FusedTrainFunction:
+class FusedSteps:
   """Keras' `train_function(state, iterator) -> (logs, state)`, N steps
-  one dispatch. `dispatches` and `single_steps` count the program calls:
-  fused executions, and steps run one at a time."""
+  one dispatch; with `step="test"`, its `test_function` (`evaluate`, and
+  `fit`'s validation). `dispatches` and `single_steps` count the program
+  calls: fused executions, and steps run one at a time."""
 
-  def __init__(self, model):
+  def __init__(self, model, step="train"):
+    if step not in _STEPS:
+      raise ValueError(f"step={step!r}: one of {_STEPS}")
     if not applies(model):
       raise ValueError(
           "fused steps need Keras on JAX compiled with jit_compile, "
@@ -103,8 +124,8 @@ class FusedTrainFunction:
           f"run_eagerly={model.run_eagerly}, steps_per_execution="
           f"{model.steps_per_execution}")
     self._model = model
-    step_function = _step_function(model)
-    shardings = _state_shardings(model)
+    step_function = _step_function(model, step)
+    shardings = _state_shardings(model, step)
     self._one = jax.jit(step_function, donate_argnums=0,
                         out_shardings=shardings)
     self._fused = jax.jit(_scan_steps(step_function), donate_argnums=0,

@@ -35,8 +35,8 @@ decorator checks that nothing between the class and `Task` defines them.
   keras-hub's BERT tasks, it gives `BertMaskedLM`, `BertTextClassifier`.
   It writes the whole preset beside `preset_dir` and swaps it in
   (`saving.save_preset`), so a failed save leaves the old preset whole.
-- `fit` with `steps_per_execution=N` on JAX runs the N steps in one
-  dispatch (`fused_steps`); Keras' JAX trainer dispatches each step.
+- `fit` and `evaluate` with `steps_per_execution=N` on JAX run the N steps
+  in one dispatch (`fused_steps`); Keras' JAX trainer dispatches each step.
 - `save` (a `.keras` path) and `export` (a SavedModel) are `keras.Model`'s,
   written whole or not at all (`saving.WritesWhole`, our backbones' too):
   Keras writes both in place, so a killed save left a truncated file, a
@@ -262,7 +262,16 @@ class RealFormerTask:
       return
     keras_hub.models.Task.make_train_function(self, force=force)
     if fused_steps.applies(self):
-      self.train_function = fused_steps.FusedTrainFunction(self)
+      self.train_function = fused_steps.FusedSteps(self)
+
+  def make_test_function(self, force=False):
+    """Keras' test function; on JAX with `steps_per_execution=N > 1`, N
+    steps in one dispatch, as `make_train_function`."""
+    if self.test_function is not None and not force:
+      return
+    keras_hub.models.Task.make_test_function(self, force=force)
+    if fused_steps.applies(self):
+      self.test_function = fused_steps.FusedSteps(self, "test")
 
   def _check_data(self, x):
     if self.preprocessor is None and isinstance(x, dict):

@@ -31,8 +31,9 @@ def data():
 
 def loss_curve(distribution, steps_per_execution=1):
   """Losses the callbacks see (every `steps_per_execution`-th step) of a
-  seeded fit under `distribution` (None: one device), the devices holding
-  the weights and the fused train function's dispatches (None unfused)."""
+  seeded fit under `distribution` (None: one device) then `evaluate`'s, the
+  devices holding the weights and the fused train function's dispatches
+  (None unfused)."""
   keras.distribution.set_distribution(distribution)
   keras.utils.set_random_seed(0)
   backbone = backbone_lib.RealFormerBackbone(
@@ -53,6 +54,10 @@ def loss_curve(distribution, steps_per_execution=1):
             verbose=0, callbacks=[record])
   # Devices holding the (replicated) weights.
   devices = len(model.trainable_variables[0].value.sharding.device_set)
+  # The trained model's loss on the data (its test function: fused too at
+  # steps_per_execution > 1).
+  losses.append(float(model.evaluate(x, y, batch_size=GLOBAL_BATCH,
+                                     verbose=0, return_dict=True)["loss"]))
   return losses, devices, getattr(model.train_function, "dispatches", None)
 
 

@@ -32,10 +32,11 @@ def test_data_parallel_matches_one_device():
   curves = json.loads(result.stdout.strip().splitlines()[-1])
   assert curves["devices"] == [1, 2, 2]
   one, two = curves["one_device"], curves["data_parallel"]
-  assert len(one) == len(two) == 6
+  assert len(one) == len(two) == 6 + 1  # 6 steps, then evaluate's loss
   np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6)
-  # Fused: the callbacks see steps 3 and 6, from two dispatches.
+  # Fused: the callbacks see steps 3 and 6, from two dispatches; then the
+  # fused evaluate.
   assert curves["fused_dispatches"] == 2
   np.testing.assert_allclose(curves["data_parallel_fused"],
-                             [one[2], one[5]], rtol=1e-5, atol=1e-6)
+                             [one[2], one[5], one[6]], rtol=1e-5, atol=1e-6)
   assert one[-1] < 0.9 * one[0], one  # It trained (1.10 -> 0.78 here).

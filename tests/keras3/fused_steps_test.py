@@ -58,6 +58,11 @@ def keras_train_function(model, force):
     keras.Model.make_train_function(model, force=force)
 
 
+def keras_test_function(model, force):
+  if model.test_function is None or force:
+    keras.Model.make_test_function(model, force=force)
+
+
 class _Record(keras.callbacks.Callback):
 
   def __init__(self):
@@ -105,9 +110,9 @@ def test_fused_fit_equals_keras_loop(steps_per_execution):
   one_record, _ = _fit(one_step, x, y, epochs=2)
 
   function = fused.train_function
-  assert isinstance(function, fused_steps.FusedTrainFunction)
+  assert isinstance(function, fused_steps.FusedSteps)
   assert not isinstance(reference.train_function,
-                        fused_steps.FusedTrainFunction)
+                        fused_steps.FusedSteps)
   executions = 2 * 12 // steps_per_execution
   assert (function.dispatches, function.single_steps) == (executions, 0)
   assert int(fused.optimizer.iterations.value) == 24
@@ -186,18 +191,49 @@ def test_steps_per_execution_changed_after_compile():
   _assert_same_model(fused, reference)
 
 
+def test_fused_evaluate_and_validation_equal_keras():
+  # evaluate with N = 4 (3 executions) and fit's validation: the same
+  # metrics as Keras' loop, one dispatch per execution.
+  x, y = _data(12)
+  fused = _classifier(4)
+  reference = _classifier(4, fused=False)
+  reference.make_test_function = lambda force=False: (
+      keras_test_function(reference, force))
+  _, fused_history = _fit(fused, x, y, epochs=2, validation_data=(x, y))
+  _, ref_history = _fit(reference, x, y, epochs=2, validation_data=(x, y))
+  for key in ("val_loss", "val_sparse_categorical_accuracy"):
+    np.testing.assert_allclose(fused_history.history[key],
+                               ref_history.history[key], rtol=1e-5,
+                               err_msg=key)
+  test = fused.test_function
+  assert isinstance(test, fused_steps.FusedSteps)
+  assert not isinstance(reference.test_function, fused_steps.FusedSteps)
+  assert (test.dispatches, test.single_steps) == (2 * 3, 0)
+  fused_eval = fused.evaluate(x, y, batch_size=BATCH, return_dict=True,
+                              verbose=0)
+  ref_eval = reference.evaluate(x, y, batch_size=BATCH, return_dict=True,
+                                verbose=0)
+  assert fused_eval.keys() == ref_eval.keys()
+  for key, value in ref_eval.items():
+    np.testing.assert_allclose(fused_eval[key], value, rtol=1e-5,
+                               err_msg=key)
+  assert test.dispatches == 2 * 3 + 3
+  with pytest.raises(ValueError, match="step='predict'"):
+    fused_steps.FusedSteps(fused, "predict")
+
+
 def test_applies_only_where_it_should():
   model = _classifier(1)
   assert not fused_steps.applies(model)
   with pytest.raises(ValueError, match="steps_per_execution=1"):
-    fused_steps.FusedTrainFunction(model)
+    fused_steps.FusedSteps(model)
   model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
                 steps_per_execution=4, run_eagerly=True)
   assert not fused_steps.applies(model)
   x, y = _data(4)
   _fit(model, x, y, epochs=1)
   assert not isinstance(model.train_function,
-                        fused_steps.FusedTrainFunction)
+                        fused_steps.FusedSteps)
   model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
                 steps_per_execution=4)
   assert fused_steps.applies(model)
@@ -212,7 +248,7 @@ def test_any_keras_model_after_compile():
   reference.set_weights(model.get_weights())
   reference.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse",
                     steps_per_execution=2)
-  model.train_function = fused_steps.FusedTrainFunction(model)
+  model.train_function = fused_steps.FusedSteps(model)
   rng = np.random.default_rng(1)
   x, y = rng.normal(size=(16, 3)), rng.normal(size=(16, 1))
   model.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False)
