@@ -142,7 +142,7 @@ def dropout_layers(kind):
   Keras' `MultiHeadAttention` its module's `Dropout` for the attention
   probabilities (keras/src/layers/attention/multi_head_attention.py); our
   blocks call `hashed_dropout.HashedDropout`. Our attention probabilities
-  hash on JAX either way (`residual_attention.hashes_dropout`).
+  hash on JAX either way (`hashed_dropout.hashes_dropout`).
   """
   if kind is None:
     yield

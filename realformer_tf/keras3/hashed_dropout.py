@@ -16,14 +16,14 @@ does not time.
 position) passes the rate's threshold (`core.dropout_hash`: about thirty
 integer ops per element in the same fused kernel), the
 hash the attention probabilities' dropout already uses on JAX
-(`residual_attention.hashed_probs_dropout`, the Pallas kernels) and the
+(`residual_attention`'s reference path, the Pallas kernels) and the
 tf_keras face's `layers.HashedDropout` uses under XLA: positions read as
 `[L, R, C]` (`C` the last axis, `R` the one before, `L` the rest), the
 seed the two words of the layer's own `SeedGenerator` state, which Keras
 advances per call.
 
 Elsewhere (TensorFlow, PyTorch, `noise_shape`) it is Keras' `Dropout`, for
-the reasons `residual_attention.hashes_dropout` gives. Same arguments,
+the reasons `hashes_dropout` gives. Same arguments,
 config, weights (none) and seed generator as Keras' layer, so presets and
 checkpoints are unchanged.
 """
@@ -34,14 +34,29 @@ import keras
 from keras import ops
 
 from realformer_tf.core import pallas_attention
-from realformer_tf.keras3 import residual_attention
+
+
+def hashes_dropout():
+  """Whether dropout hashes its mask: on JAX (with the kernels' module
+  importable), which compiles every training step with XLA. TensorFlow runs
+  a `fit` without XLA op by op, where a full-size tensor per hash op (and
+  uint32 kernels TF lacks on GPUs) would cost more than its dropout; torch's
+  uint32 ops are incomplete."""
+  return keras.backend.backend() == "jax" and pallas_attention.available()
 
 
 def hashed_dropout(inputs, seed, rate):
   """`inputs` with the hashed keep mask of `seed` (an integer scalar or
   vector, every word folded in: `core.pallas_attention.row_keys`) applied
   and the kept values scaled by 1 / (1 - `rate`); positions as `[L, R, C]`
-  (the module docstring)."""
+  (the module docstring); JAX.
+
+  For attention probabilities `[B, N, T, S]` that is the fused kernel's
+  mask (`core.pallas_attention.dropout_keep_mask`, as the kernel computes
+  it per tile): the reference path and the kernel drop the same
+  probabilities for the same seed. Elementwise on iotas, so XLA fuses it
+  into the ops that use the mask (no random words in memory).
+  """
   shape = tuple(ops.shape(inputs))
   cols = shape[-1]
   rows = shape[-2] if len(shape) >= 2 else 1
@@ -73,7 +88,7 @@ class HashedDropout(keras.layers.Dropout):
     # with a free batch dimension) takes Keras' path, which gives the same
     # output spec.
     if not (training and self.rate > 0 and self.noise_shape is None
-            and residual_attention.hashes_dropout()
+            and hashes_dropout()
             and all(isinstance(d, int) for d in ops.shape(inputs))):
       return super().call(inputs, training=training)
     # The generator's state words themselves (Keras' seed and a counter it

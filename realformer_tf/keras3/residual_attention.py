@@ -21,6 +21,7 @@ from realformer_tf.core import arguments
 from realformer_tf.core import attention as core_attention
 from realformer_tf.core import options
 from realformer_tf.core import pallas_attention
+from realformer_tf.keras3 import hashed_dropout
 
 RESIDUAL_MODES = options.RESIDUAL_MODES  # Public: realformer_tf.keras3.
 def resolve_score_dtype(score_dtype, compute_dtype):
@@ -33,30 +34,6 @@ def attention_bias_from_mask(mask, dtype):
   """0/1 (or bool) attention mask, 1 = attend -> additive bias of `dtype`."""
   dtype = keras.backend.standardize_dtype(dtype)
   return core_attention.mask_bias(ops, mask, dtype, options.mask_adder(dtype))
-
-
-def hashes_dropout():
-  """Whether the reference path hashes its attention dropout: on JAX (with
-  the kernels' module importable), which compiles every training step with
-  XLA. TensorFlow runs a `fit` without XLA op by op, where a full-size tensor
-  per hash op (and uint32 kernels TF lacks on GPUs) would cost more than its
-  dropout; torch's uint32 ops are incomplete."""
-  return keras.backend.backend() == "jax" and pallas_attention.available()
-
-
-def hashed_probs_dropout(probs, seed, rate):
-  """Dropout of attention probabilities `[B, N, T, S]` with the fused
-  kernel's mask for `seed` (a non-negative int32 scalar; JAX).
-
-  `core.pallas_attention.dropout_keep_mask` (`core.dropout_hash`, as the
-  kernel computes it per tile): the reference and the kernel drop the same
-  probabilities for the same draw. Elementwise on iotas, so XLA fuses it into
-  the ops that use the mask (no random words in memory), and about ten
-  integer ops per element where JAX's threefry takes about sixty.
-  """
-  keep = pallas_attention.dropout_keep_mask(seed, *ops.shape(probs), rate)
-  kept = ops.multiply(probs, ops.cast(1.0 / (1.0 - rate), probs.dtype))
-  return ops.where(keep, kept, ops.zeros_like(probs))
 
 
 def uses_pallas(implementation, wants_probs_or_cache=False):
@@ -371,9 +348,9 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
       probs = None
     else:
       dropout = lambda p: self._dropout_layer(p, training=training)
-      if training and self._dropout and hashes_dropout():
+      if training and self._dropout and hashed_dropout.hashes_dropout():
         seed, rate = self._draw_seed(), self._dropout
-        dropout = lambda p: hashed_probs_dropout(p, seed, rate)
+        dropout = lambda p: hashed_dropout.hashed_dropout(p, seed, rate)
       output, scores, probs = core_attention.residual_dot_product_attention(
           ops, projected_query, projected_key, projected_value, prev_scores,
           bias, mode=self.residual_attention, layer_index=self.layer_index,
@@ -402,7 +379,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
 
     Its dropout mask is a hash of a seed drawn from the dropout layer's
     `SeedGenerator`: on JAX the reference path draws the same seed and drops
-    the same probabilities (`hashed_probs_dropout`).
+    the same probabilities (`hashed_dropout.hashed_dropout`).
     """
     rate = self._dropout if training else 0.0
     seed = self._draw_seed() if rate else None

@@ -11,11 +11,10 @@ import pytest
 
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import hashed_dropout
-from realformer_tf.keras3 import residual_attention as ra
 from tests.helpers import keras3_layer_checks as layer_checks
 from tests.helpers import numpy_reference
 
-HASHES = ra.hashes_dropout()
+HASHES = hashed_dropout.hashes_dropout()
 only_hashed = pytest.mark.skipif(
     not HASHES, reason="Keras' own dropout on this backend")
 

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 
+from realformer_tf.keras3 import hashed_dropout
 from realformer_tf.keras3 import residual_attention as ra
 from tests.helpers import numpy_reference
 from tests.helpers import keras3_layer_checks as layer_checks
@@ -223,11 +224,11 @@ def test_functional_model_and_keras_file_round_trip(inputs, tmp_path):
                                             str(tmp_path / "attention.keras"))
 
 
-@pytest.mark.skipif(not ra.hashes_dropout(),
+@pytest.mark.skipif(not hashed_dropout.hashes_dropout(),
                     reason="keras' own dropout on this backend")
-def test_hashed_probs_dropout_is_the_reference_hash():
+def test_probs_dropout_is_the_reference_hash():
   probs = keras.ops.ones((2, 3, 17, 33))
-  out = _numpy(ra.hashed_probs_dropout(probs, keras.ops.convert_to_tensor(
+  out = _numpy(hashed_dropout.hashed_dropout(probs, keras.ops.convert_to_tensor(
       np.int32(12345)), 0.25))
   keep = numpy_reference.hashed_keep_mask([12345], (2, 3, 17, 33), 0.25)
   np.testing.assert_array_equal(np.where(keep, 1 / 0.75, 0.0).astype("float32"),
