@@ -81,17 +81,31 @@ def _state_shardings(model, step):
   return (None, (trainable, non_trainable, metrics))
 
 
-def _scan_steps(step_function):
-  """(state, batches) -> (last logs, state): the batches (a tuple) stacked
-  inside the program, then `step_function` over them under `lax.scan`."""
+def scan_steps(step_function):
+  """`step_function(state, batch) -> (logs, state)` over stacked batches
+  under `lax.scan`: `(state, stacked) -> (logs, state)`, each log with a
+  leading axis of one entry per step. (gpu_suite's `_scan` rows run it on
+  batches stacked on the host.)"""
 
   def body(state, batch):
     logs, state = step_function(state, batch)
     return state, logs
 
+  def step(state, batches):
+    state, logs = jax.lax.scan(body, state, batches)
+    return logs, state
+
+  return step
+
+
+def _stacked_steps(step_function):
+  """(state, batches) -> (last logs, state): the batches (a tuple) stacked
+  inside the program, then `scan_steps`."""
+  scan = scan_steps(step_function)
+
   def steps(state, batches):
-    stacked = jax.tree.map(lambda *leaves: jax.numpy.stack(leaves), *batches)
-    state, logs = jax.lax.scan(body, state, stacked)
+    logs, state = scan(state, jax.tree.map(
+        lambda *leaves: jax.numpy.stack(leaves), *batches))
     # Keras' unfused loop returns the last step's logs.
     return jax.tree.map(lambda log: log[-1], logs), state
 
@@ -128,7 +142,7 @@ class FusedSteps:
     shardings = _state_shardings(model, step)
     self._one = jax.jit(step_function, donate_argnums=0,
                         out_shardings=shardings)
-    self._fused = jax.jit(_scan_steps(step_function), donate_argnums=0,
+    self._fused = jax.jit(_stacked_steps(step_function), donate_argnums=0,
                           out_shardings=shardings)
     self.dispatches = self.single_steps = 0
 
