@@ -92,6 +92,21 @@ def make_step_timer(every_step=True):
 
 
 @contextlib.contextmanager
+def _bound(bindings):
+  """Within: each `(namespace, name, value)` of `bindings` bound as
+  `namespace.name = value`; the previous values restored on the way out."""
+  saved = [(namespace, name, getattr(namespace, name))
+           for namespace, name, _ in bindings]
+  for namespace, name, value in bindings:
+    setattr(namespace, name, value)
+  try:
+    yield
+  finally:
+    for namespace, name, value in saved:
+      setattr(namespace, name, value)
+
+
+@contextlib.contextmanager
 def embedding_layers(kind):
   """Within: both backbones build their token and segment embeddings from
   `kind`'s classes ("keras": Keras' `ReversibleEmbedding` / `Embedding`;
@@ -113,15 +128,11 @@ def embedding_layers(kind):
   token, segment = ((keras.layers.ReversibleEmbedding, keras.layers.Embedding)
                     if kind == "keras" else
                     (embeddings.ReversibleEmbedding, embeddings.Embedding))
-  saved = (bert_backbone.ReversibleEmbedding, keras.layers.Embedding,
-           embeddings.ReversibleEmbedding, embeddings.Embedding)
-  bert_backbone.ReversibleEmbedding, keras.layers.Embedding = token, segment
-  embeddings.ReversibleEmbedding, embeddings.Embedding = token, segment
-  try:
+  with _bound([(bert_backbone, "ReversibleEmbedding", token),
+               (keras.layers, "Embedding", segment),
+               (embeddings, "ReversibleEmbedding", token),
+               (embeddings, "Embedding", segment)]):
     yield
-  finally:
-    (bert_backbone.ReversibleEmbedding, keras.layers.Embedding,
-     embeddings.ReversibleEmbedding, embeddings.Embedding) = saved
 
 
 # The fair base's build (gpu_suite's and gpu_aot's `bert_fixed`): keras-hub's
@@ -152,16 +163,12 @@ def dropout_layers(kind):
   from realformer_tf.keras3 import hashed_dropout  # pylint: disable=g-import-not-at-top
   if kind not in ("keras", "hashed"):
     raise ValueError(f"dropouts={kind!r}: 'keras' or 'hashed'")
-  saved = (keras.layers.Dropout, multi_head_attention.Dropout,
+  layer = (keras.layers.Dropout if kind == "keras" else
            hashed_dropout.HashedDropout)
-  layer = saved[0] if kind == "keras" else saved[2]
-  (keras.layers.Dropout, multi_head_attention.Dropout,
-   hashed_dropout.HashedDropout) = layer, layer, layer
-  try:
+  with _bound([(keras.layers, "Dropout", layer),
+               (multi_head_attention, "Dropout", layer),
+               (hashed_dropout, "HashedDropout", layer)]):
     yield
-  finally:
-    (keras.layers.Dropout, multi_head_attention.Dropout,
-     hashed_dropout.HashedDropout) = saved
 
 
 def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
