@@ -99,9 +99,9 @@ def analyze(arch, backbone_kwargs, per_executions, *, steps, layers, hidden,
   """One row per N, one of the bare `jax.jit` loop and one per N > 1 of N
   steps under `lax.scan` in one `jax.jit`, for one model."""
   rows = []
-  build = lambda n: keras3_fit.build_mlm_model(
+  build = lambda n, **more: keras3_fit.build_mlm_model(
       arch, layers=layers, hidden=hidden, heads=heads, inner=inner, seq=seq,
-      backbone_kwargs=backbone_kwargs, steps_per_execution=n)
+      backbone_kwargs=backbone_kwargs, steps_per_execution=n, **more)
   for n in per_executions:
     if steps % n:
       raise ValueError(f"--steps={steps} is not a multiple of "
@@ -109,18 +109,14 @@ def analyze(arch, backbone_kwargs, per_executions, *, steps, layers, hidden,
     model = build(n)
     row = dict(way=f"fit, steps_per_execution={n}", **fit_dispatches(
         model, seq, batch, steps))
-    text = jax_hlo.lower_train_step(model, seq, batch).as_text()
-    row["module"] = hashlib.sha256(text.encode()).hexdigest()[:12]
-    fit = keras3_fit.FitSteps(model, seq, batch)
-    row["pipelined_ms"] = 1000 * statistics.median(
-        fit(steps, every_step=False) for _ in range(rounds))
+    row["module"] = _module_hash(
+        jax_hlo.lower_train_step(model, seq, batch).as_text())
+    row["pipelined_ms"] = _pipelined_ms(
+        keras3_fit.FitSteps(model, seq, batch), steps, rounds)
     rows.append(row)
   for n in [n for n in per_executions if n > 1]:
-    rows.append(_fused_row(keras3_fit.build_mlm_model(
-        arch, layers=layers, hidden=hidden, heads=heads, inner=inner,
-        seq=seq, backbone_kwargs=backbone_kwargs, steps_per_execution=n,
-        fused_steps=True), n, steps=steps, seq=seq, batch=batch,
-                           rounds=rounds))
+    rows.append(_fused_row(build(n, fused_steps=True), n, steps=steps,
+                           seq=seq, batch=batch, rounds=rounds))
   for n in [1] + [n for n in per_executions if n > 1]:
     rows.append(_jit_row(build(1), n, steps=steps, seq=seq, batch=batch,
                          rounds=rounds))
@@ -141,12 +137,9 @@ def _fused_row(model, n, *, steps, seq, batch, rounds):
              programs=(function._fused._cache_size()  # pylint: disable=protected-access
                        + function._one._cache_size()),  # pylint: disable=protected-access
              dispatches=function.dispatches + function.single_steps,
-             callbacks=callbacks,
-             module=hashlib.sha256(text.encode()).hexdigest()[:12],
-             cache_hits="-",
-             while_loops=jax_hlo.count_ops(text)["ops"].get("while", 0))
-  row["pipelined_ms"] = 1000 * statistics.median(
-      fit(steps, every_step=False) for _ in range(rounds))
+             callbacks=callbacks, module=_module_hash(text), cache_hits="-",
+             while_loops=_while_loops(text),
+             pipelined_ms=_pipelined_ms(fit, steps, rounds))
   return row
 
 
@@ -162,12 +155,26 @@ def _jit_row(model, n, *, steps, seq, batch, rounds):
   row = dict(way=("train_step in a bare jax.jit loop" if n == 1 else
                   f"{n} train_steps under lax.scan in one jax.jit"),
              programs=jit.programs(), dispatches=jit.dispatches - before,
-             callbacks=0, module=hashlib.sha256(text.encode()).hexdigest()[
-                 :12], cache_hits="-",
-             while_loops=jax_hlo.count_ops(text)["ops"].get("while", 0))
-  row["pipelined_ms"] = 1000 * statistics.median(
-      jit(steps, every_step=False) for _ in range(rounds))
+             callbacks=0, module=_module_hash(text), cache_hits="-",
+             while_loops=_while_loops(text),
+             pipelined_ms=_pipelined_ms(jit, steps, rounds))
   return row
+
+
+def _module_hash(text):
+  """The first 12 hex digits of sha256 of a module's StableHLO text."""
+  return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _while_loops(text):
+  return jax_hlo.count_ops(text)["ops"].get("while", 0)
+
+
+def _pipelined_ms(run, steps, rounds):
+  """Median over `rounds` of `run`'s pipelined ms per step (`FitSteps`,
+  `JitSteps`)."""
+  return 1000 * statistics.median(
+      run(steps, every_step=False) for _ in range(rounds))
 
 
 def main():
