@@ -135,6 +135,38 @@ def _union_ns(intervals):
   return total
 
 
+# Idle stretches of the device between its first and last kernel, by
+# length: many short ones are launch latency inside a step; one long one
+# per step (or per N steps) is the host's turn (a sync, `fit`'s loop).
+GAP_BUCKETS_US = ((0, 10), (10, 100), (100, 1000), (1000, float("inf")))
+
+
+def _gap_label(low, high):
+  unit = lambda us: f"{us / 1000:g} ms" if us >= 1000 else f"{us:g} us"
+  return f">= {unit(low)}" if high == float("inf") else f"< {unit(high)}" \
+      if low == 0 else f"{unit(low)}-{unit(high)}"
+
+
+GAP_LABELS = tuple(_gap_label(*b) for b in GAP_BUCKETS_US)
+
+
+def idle_gaps(intervals):
+  """{label: [count, ns]} of the idle stretches between merged kernel
+  intervals (none before the first kernel or after the last)."""
+  gaps = {label: [0, 0.0] for label in GAP_LABELS}
+  end = None
+  for start, stop in sorted(intervals):
+    if end is not None and start > end:
+      us = (start - end) / 1e3
+      for (low, high), label in zip(GAP_BUCKETS_US, GAP_LABELS):
+        if low <= us < high:
+          gaps[label][0] += 1
+          gaps[label][1] += start - end
+          break
+    end = stop if end is None else max(end, stop)
+  return gaps
+
+
 def summarize(events, steps, wall_s, on_device=True, top=15):
   """The per-step figures of one traced row.
 
@@ -148,7 +180,8 @@ def summarize(events, steps, wall_s, on_device=True, top=15):
   Returns:
     A JSON-able dict: `wall_ms`, `device_ms` (per step), `busy` (device
     time over wall time), `kernels` (per step), `categories` (ms per step,
-    every name of `CATEGORY_NAMES`), `top` ([name, category, ms per step,
+    every name of `CATEGORY_NAMES`), `gaps` (per step, for each of
+    `GAP_LABELS`: [how many idle stretches between kernels, their ms]), `top` ([name, category, ms per step,
     calls per step, hlo op, source op]) and `source` ("device" or "cpu").
   """
   if not events:
@@ -165,6 +198,7 @@ def summarize(events, steps, wall_s, on_device=True, top=15):
     per_category[category(kernel, hlo_op, op_name)] += stop - start
   device_ns = _union_ns((s, e) for s, e, *_ in events)
   ms = lambda ns: round(ns / 1e6 / steps, 3)
+  gaps = idle_gaps((s, e) for s, e, *_ in events)
   ranked = sorted(per_kernel.items(), key=lambda kv: -kv[1][0])
   return dict(
       source="device" if on_device else "cpu",
@@ -174,6 +208,9 @@ def summarize(events, steps, wall_s, on_device=True, top=15):
       busy=round(device_ns / 1e9 / wall_s, 3),
       kernels=round(len(events) / steps, 1),
       categories={c: ms(v) for c, v in per_category.items()},
+      # Per step: [idle stretches, their ms], by length.
+      gaps={label: [round(n / steps, 1), ms(ns)]
+            for label, (n, ns) in gaps.items()},
       top=[[name, category(name, h, o), ms(t), round(n / steps, 1), h,
             o[-120:]] for name, (t, n, h, o) in ranked[:top]])
 
@@ -259,6 +296,17 @@ def print_tables(rows, out):
     print(f"| {name} | " + " | ".join(cells) + " |", file=out)
   for name, error in failed.items():
     print(f"| {name} | error: {error} |", file=out)
+  with_gaps = {n: p for n, p in {**profiled, **waited}.items() if "gaps" in p}
+  if with_gaps:
+    print("\nidle device between kernels, per step (stretches / ms; "
+          "wall - device also holds the time before the first kernel)",
+          file=out)
+    print("| row | " + " | ".join(GAP_LABELS) + " |", file=out)
+    print("|---" * (1 + len(GAP_LABELS)) + "|", file=out)
+    for name, p in with_gaps.items():
+      cells = [f"{p['gaps'][g][0]:g} / {p['gaps'][g][1]:.2f}"
+               for g in GAP_LABELS]
+      print(f"| {name} | " + " | ".join(cells) + " |", file=out)
   for name, p in profiled.items():
     print(f"\n{name}: top kernels ({p['source']})", file=out)
     print("| ms | calls | category | kernel | hlo op | source op |",

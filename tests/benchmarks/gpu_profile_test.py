@@ -74,6 +74,30 @@ class SummarizeTest(parameterized.TestCase):
     with self.assertRaises(ValueError):
       gpu_profile.summarize(events, steps, wall_s)
 
+  def test_idle_gaps_by_length(self):
+    # Merged busy stretches [0, 200], [205, 300], [50_300, 60_000],
+    # [2_000_000, 2_000_100] ns: idle 5 ns, 50 us and 1.94 ms between them;
+    # nothing counted before the first kernel or after the last.
+    gaps = gpu_profile.idle_gaps([(2_000_000, 2_000_100), (50, 200),
+                                  (0, 100), (205, 300), (50_300, 60_000)])
+    self.assertEqual(gaps, {"< 10 us": [1, 5.0], "10 us-100 us": [1, 50e3],
+                            "100 us-1 ms": [0, 0.0],
+                            ">= 1 ms": [1, 1.94e6]})
+
+  def test_gaps_per_step_in_summary_and_table(self):
+    events = [(0, 1e6, "loop_add_fusion", "", ""),
+              (1.005e6, 2e6, "loop_add_fusion", "", ""),  # 5 us idle
+              (4e6, 5e6, "gemm_fusion_dot_1", "", "")]      # 2 ms idle
+    s = gpu_profile.summarize(events, steps=2, wall_s=0.01)
+    self.assertEqual(s["gaps"], {"< 10 us": [0.5, 0.003],
+                                 "10 us-100 us": [0.0, 0.0],
+                                 "100 us-1 ms": [0.0, 0.0],
+                                 ">= 1 ms": [0.5, 1.0]})
+    out = io.StringIO()
+    gpu_profile.print_tables({"r": dict(profile=s)}, out)
+    self.assertIn("| r | 0.5 / 0.00 | 0 / 0.00 | 0 / 0.00 | 0.5 / 1.00 |",
+                  out.getvalue())
+
   def test_union_counts_overlap_once(self):
     self.assertEqual(
         gpu_profile._union_ns([(20, 30), (0, 10), (5, 15), (6, 7)]), 25)  # pylint: disable=protected-access
