@@ -54,11 +54,14 @@ def make_step_timer(every_step=True):
   import keras  # pylint: disable=g-import-not-at-top
 
   def wait(model, logs):
-    if keras.backend.backend() == "jax":
+    if keras.backend.backend() == "jax" and every_step:
       import jax  # pylint: disable=g-import-not-at-top
       state = getattr(model, "_jax_state", None)
       jax.block_until_ready(state if state is not None else logs)
     else:
+      # The logs are outputs of the execution that just ran: converting
+      # them waits for it alone (pipelined: `model._jax_state` may already
+      # be a later execution's by the time this runs in Keras' thread).
       keras.tree.map_structure(keras.ops.convert_to_numpy, logs or {})
 
   class StepTimer(keras.callbacks.Callback):
@@ -66,6 +69,16 @@ def make_step_timer(every_step=True):
     def __init__(self):
       super().__init__()
       self.times, self.pipelined = [], None
+      # Pipelined: let Keras run the batch-end callbacks in its thread pool,
+      # as it does for a user's `fit` without batch-end callbacks of their
+      # own (keras/src/callbacks/callback_list.py:59-84: any callback that
+      # overrides `on_train_batch_end` without `async_safe` turns that off,
+      # and then every execution's logs become Python floats on the main
+      # thread, a wait for the device before the next dispatch:
+      # :194-198 and `_on_train_batch_end`'s `pythonify_logs`). Measured on
+      # an H200 (2026-11-28) that wait was most of the fused `fit`'s gap to
+      # the scan without `fit`.
+      self.async_safe = not every_step
       self._start = self._begin = self._first = None
 
     def on_train_batch_begin(self, batch, logs=None):
