@@ -25,14 +25,16 @@ fi
 
 if [[ $WHAT == hlo || $WHAT == all ]]; then
   mkdir -p .gpu_hlo/hlo
-  # model:score_dtype:dropout; "default" is whatever RealFormerEncoder defaults to when this
-  # runs; "library" dropout is tf_keras' (BertEncoderV2's) instead of HashedDropout.
+  # model:score_dtype:dropout[:softmax]; "default" is whatever RealFormerEncoder defaults to
+  # when this runs; "library" dropout is tf_keras' (BertEncoderV2's) instead of HashedDropout;
+  # "keptprobs" is kept_probs.py's candidate softmax (issue 36 item 4).
   for spec in bert:float32:hashed realformer:default:hashed realformer:float32:hashed \
-      realformer:default:library; do
-    IFS=: read -r model score_dtype dropout <<< "$spec"
+      realformer:default:library realformer:default:hashed:keptprobs; do
+    IFS=: read -r model score_dtype dropout softmax <<< "$spec"
     start=$(date +%s)
     TF_CPP_MIN_LOG_LEVEL=2 "$PYTHON" benchmarks/encoder_step.py --dump_hlo=.gpu_hlo/hlo \
-      --dump_models="$model" --score_dtype="$score_dtype" --dropout="$dropout" --sizes=base \
+      --dump_models="$model" --score_dtype="$score_dtype" --dropout="$dropout" \
+      --softmax="${softmax:-xla}" --sizes=base \
       --seq_lengths=512 --dtypes=mixed_bfloat16 --tokens_per_batch=16384
     echo "$spec: $(( $(date +%s) - start )) s"
   done

@@ -176,10 +176,10 @@ def test_headline_pairs_each_row_with_its_fair_bases():
 
 
 def test_group_budgets_of_the_next_gpu_call():
-  # benchmarks/README.md's next call: --budget_s=380, five keras rows, two
+  # benchmarks/README.md's next call: --budget_s=380, four keras rows, three
   # TF-XLA modules, one torch row. The xla group's cap grows per module.
   scale = 380 / 400
-  assert gpu_suite.group_budget("keras", 5, 380, ["xla", "torch"],
+  assert gpu_suite.group_budget("keras", 4, 380, ["xla", "torch"],
                                 380) == pytest.approx(190 * scale)
   # 50 s a module: a BERT-Base module compiles in 35-36 s on an H200.
   assert gpu_suite.group_budget("xla", 2, 200, ["torch"],
@@ -194,7 +194,8 @@ def test_group_budgets_of_the_next_gpu_call():
 
 def test_the_next_gpu_call_names_rows_the_suite_has():
   """The prepared call in benchmarks/README.md runs: every row it names
-  exists, and it holds the five keras rows its budget above assumes."""
+  exists, and it holds the four keras and three TF-XLA rows its budget
+  above assumes."""
   readme = os.path.join(os.path.dirname(gpu_suite.__file__), "README.md")
   with open(readme) as f:
     text = f.read()
@@ -205,18 +206,21 @@ def test_the_next_gpu_call_names_rows_the_suite_has():
            gpu_suite._row_names(None).items()}  # pylint: disable=protected-access
   # TF-XLA rows exist once gpu_prepare.sh has dumped their modules into the
   # ignored .gpu_hlo/ (a clean clone has none): named from its specs
-  # (model:score_dtype:dropout -> `xla_bert`, `xla_realformer-<score
-  # dtype>[-librarydropout]`, as encoder_step.py names the dumps).
+  # (model:score_dtype:dropout[:softmax] -> `xla_bert`,
+  # `xla_realformer-<score dtype>[-librarydropout][-keptprobs]`, as
+  # encoder_step.py names the dumps).
   with open(os.path.join(os.path.dirname(readme), "gpu_prepare.sh")) as f:
     specs = [s for s in re.search(r"for spec in ([^;]+);", f.read()).group(
         1).split() if ":" in s]
   for spec in specs:
-    model, score_dtype, dropout = spec.split(":")
+    model, score_dtype, dropout, *softmax = spec.split(":")
     name = "xla_bert" if model == "bert" else (
         f"xla_realformer-{score_dtype}"
-        + ("-librarydropout" if dropout == "library" else ""))
+        + ("-librarydropout" if dropout == "library" else "")
+        + ("-keptprobs" if softmax == ["keptprobs"] else ""))
     known.setdefault(name, "xla")
   assert not [r for r in rows if r not in known], rows
-  assert [known[r] for r in rows].count("keras") == 5, rows
-  assert [known[r] for r in rows].count("xla") == 2, rows
+  assert [known[r] for r in rows].count("keras") == 4, rows
+  assert [known[r] for r in rows].count("xla") == 3, rows
+  assert "xla_realformer-default-keptprobs" in rows, rows
   assert "sum_pallas_fused" in rows and "bert_fixed_fused" in rows, rows
