@@ -53,15 +53,18 @@ def make_step_timer(every_step=True):
   """
   import keras  # pylint: disable=g-import-not-at-top
 
-  def wait(model, logs):
+  def wait(callback, logs):
     if keras.backend.backend() == "jax" and every_step:
       import jax  # pylint: disable=g-import-not-at-top
-      state = getattr(model, "_jax_state", None)
+      state = getattr(callback.model, "_jax_state", None)
       jax.block_until_ready(state if state is not None else logs)
     else:
       # The logs are outputs of the execution that just ran: converting
-      # them waits for it alone (pipelined: `model._jax_state` may already
-      # be a later execution's by the time this runs in Keras' thread).
+      # them waits for it alone. Pipelined, this runs in Keras' thread pool
+      # and must not touch `callback.model`: on JAX that property syncs the
+      # state into the model's variables (`Callback.model`,
+      # keras/src/callbacks/callback.py:92-99), which from another thread
+      # hands `fit`'s next step buffers its last step donated.
       keras.tree.map_structure(keras.ops.convert_to_numpy, logs or {})
 
   class StepTimer(keras.callbacks.Callback):
@@ -89,11 +92,11 @@ def make_step_timer(every_step=True):
     def on_train_batch_end(self, batch, logs=None):
       last = batch == self.params["steps"] - 1
       if every_step:
-        wait(self.model, logs)
+        wait(self, logs)
         self.times.append((time.perf_counter() - self._start)
                           / (batch - self._begin + 1))
       elif self._first is None or last:
-        wait(self.model, logs)
+        wait(self, logs)
         if self._first is None:  # the end of the first execution
           self._first = (batch, time.perf_counter())
         else:

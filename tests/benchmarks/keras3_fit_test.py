@@ -69,21 +69,6 @@ def test_pipelined_time_is_per_step_over_whole_executions(
   assert not clock.unread
 
 
-@pytest.mark.parametrize("every_step", [True, False])
-def test_only_the_pipelined_timer_lets_keras_dispatch_callbacks_async(
-    every_step):
-  # A callback that overrides on_train_batch_end turns Keras' async batch
-  # callbacks off unless it says async_safe: every execution's logs then
-  # become floats on the main thread, a wait before the next dispatch
-  # (the 2026-11-28 H200 fused rows). Pipelined must not wait; waited must.
-  import keras  # pylint: disable=g-import-not-at-top
-  timer = keras3_fit.make_step_timer(every_step=every_step)
-  callbacks = keras.callbacks.CallbackList([timer], model=None)
-  if not keras.src.backend.IS_THREAD_SAFE:
-    pytest.skip("this backend runs callbacks on the main thread anyway")
-  assert callbacks._async_train is not every_step  # pylint: disable=protected-access
-
-
 def _layer_classes(model):
   return {type(layer).__name__ for layer in model._flatten_layers()}  # pylint: disable=protected-access
 

@@ -25,6 +25,14 @@ out = dict(jit_times=jit(3))
 fit(3)
 out.update(fit_loss=fit.last_loss, jit_loss=jit.last_loss,
            pipelined=jit(4, every_step=False))
+# Pipelined, the timer lets Keras run batch-end callbacks in its thread
+# pool (as in a user's fit); it must not sync the model's state from there
+# (that handed fit donated buffers). Three fits of 8 steps in a row.
+import keras
+out["async_train"] = [keras.callbacks.CallbackList(
+    [keras3_fit.make_step_timer(every_step=e)])._async_train
+    for e in (False, True)]
+out["fit_pipelined"] = [fit(8, every_step=False) for _ in range(3)]
 try:
   jit(2, every_step=False)
 except ValueError as e:
@@ -69,6 +77,12 @@ print(json.dumps(out))
 @pytest.fixture(scope="module", name="out")
 def _out():
   return jax_subprocess.snippet_json(_CHILD)
+
+
+def test_pipelined_fit_runs_callbacks_async_and_keeps_running(out):
+  assert out["async_train"] == [True, False], out
+  assert len(out["fit_pipelined"]) == 3, out
+  assert min(out["fit_pipelined"]) > 0, out
 
 
 def test_jit_steps_match_fit_steps(out):
