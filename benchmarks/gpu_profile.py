@@ -143,8 +143,11 @@ GAP_BUCKETS_US = ((0, 10), (10, 100), (100, 1000), (1000, float("inf")))
 
 def _gap_label(low, high):
   unit = lambda us: f"{us / 1000:g} ms" if us >= 1000 else f"{us:g} us"
-  return f">= {unit(low)}" if high == float("inf") else f"< {unit(high)}" \
-      if low == 0 else f"{unit(low)}-{unit(high)}"
+  if high == float("inf"):
+    return f">= {unit(low)}"
+  if low == 0:
+    return f"< {unit(high)}"
+  return f"{unit(low)}-{unit(high)}"
 
 
 GAP_LABELS = tuple(_gap_label(*b) for b in GAP_BUCKETS_US)
@@ -181,8 +184,9 @@ def summarize(events, steps, wall_s, on_device=True, top=15):
     A JSON-able dict: `wall_ms`, `device_ms` (per step), `busy` (device
     time over wall time), `kernels` (per step), `categories` (ms per step,
     every name of `CATEGORY_NAMES`), `gaps` (per step, for each of
-    `GAP_LABELS`: [how many idle stretches between kernels, their ms]), `top` ([name, category, ms per step,
-    calls per step, hlo op, source op]) and `source` ("device" or "cpu").
+    `GAP_LABELS`: [how many idle stretches between kernels, their ms]),
+    `top` ([name, category, ms per step, calls per step, hlo op, source
+    op]) and `source` ("device" or "cpu").
   """
   if not events:
     raise ValueError("the trace holds no kernel events")
