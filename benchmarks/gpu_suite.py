@@ -224,6 +224,9 @@ HEADLINE = (
     ("bert_fixed_spe", ("bert_fixed",)),
     ("bert_fixed_scan", ("bert_fixed",)),
     ("xla_realformer-default", ("bert_fixed", "xla_bert", "xt_residual")),
+    # Issue 36 item 4's candidate (benchmarks/kept_probs.py).
+    ("xla_realformer-default-keptprobs", ("xla_realformer-default",
+                                          "xla_bert")),
 )
 
 

@@ -155,7 +155,9 @@ def test_headline_pairs_each_row_with_its_fair_bases():
                  sum_pallas_jit=dict(pipelined_ms=30.0),
                  sum_pallas_scan=times(33.0, 36.0),
                  bert_fixed_scan=times(44.0, 45.0),
-                 xla_bert=dict(error="rc 1"))
+                 xla_bert=dict(error="rc 1"),
+                 **{"xla_realformer-default": times(40.0, 50.0),
+                    "xla_realformer-default-keptprobs": times(36.0, 45.0)})
   assert gpu_suite.headline(results) == [
       ("sum_pallas", "bert_fixed", 0.9, 1.0),
       ("sum_pallas", "xt_residual", 45 / 40, 50 / 40),
@@ -172,7 +174,11 @@ def test_headline_pairs_each_row_with_its_fair_bases():
       ("sum_pallas_scan", "xt_residual", 33 / 40, 0.9),
       ("bert_fixed_fused", "bert_fixed", 0.8, 1.0),
       ("bert_fixed_spe", "bert_fixed", 0.8, 0.8),
-      ("bert_fixed_scan", "bert_fixed", 0.88, 0.9)]
+      ("bert_fixed_scan", "bert_fixed", 0.88, 0.9),
+      ("xla_realformer-default", "bert_fixed", 0.8, 1.0),
+      ("xla_realformer-default", "xt_residual", 1.0, 1.25),
+      ("xla_realformer-default-keptprobs", "xla_realformer-default",
+       36 / 40, 45 / 50)]
 
 
 def test_group_budgets_of_the_next_gpu_call():
