@@ -133,14 +133,13 @@ def _fused_row(model, n, *, steps, seq, batch, rounds):
   function = model.train_function
   state, data = jax_hlo.train_step_args(model, seq, batch)
   text = function._fused.lower(state, (data,) * n).as_text()  # pylint: disable=protected-access
-  row = dict(way=f"fit, steps_per_execution={n}, fused",
-             programs=(function._fused._cache_size()  # pylint: disable=protected-access
-                       + function._one._cache_size()),  # pylint: disable=protected-access
-             dispatches=function.dispatches + function.single_steps,
-             callbacks=callbacks, module=_module_hash(text), cache_hits="-",
-             while_loops=_while_loops(text),
-             pipelined_ms=_pipelined_ms(fit, steps, rounds))
-  return row
+  return dict(way=f"fit, steps_per_execution={n}, fused",
+              programs=(function._fused._cache_size()  # pylint: disable=protected-access
+                        + function._one._cache_size()),  # pylint: disable=protected-access
+              dispatches=function.dispatches + function.single_steps,
+              callbacks=callbacks, module=_module_hash(text), cache_hits="-",
+              while_loops=_while_loops(text),
+              pipelined_ms=_pipelined_ms(fit, steps, rounds))
 
 
 def _jit_row(model, n, *, steps, seq, batch, rounds):

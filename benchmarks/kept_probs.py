@@ -27,7 +27,7 @@ Outside XLA it is `tf.nn.softmax` (there is no barrier to keep anything
 behind, and TF's own kernel is faster).
 """
 
-import contextlib
+from unittest import mock
 
 import tensorflow as tf
 # TF's XLA ops; `optimization_barrier` has no public alias in TF 2.20.
@@ -57,13 +57,8 @@ def kept_probs_softmax(logits, axis=-1):
   return tf.nn.softmax(logits, axis=axis)
 
 
-@contextlib.contextmanager
 def in_encoder():
   """Within: the tf_keras face's attention softmax is `kept_probs_softmax`
   (the core's ops namespace of `residual_attention`); restored after."""
-  saved = residual_attention.TF_OPS.softmax
-  residual_attention.TF_OPS.softmax = kept_probs_softmax
-  try:
-    yield
-  finally:
-    residual_attention.TF_OPS.softmax = saved
+  return mock.patch.object(residual_attention.TF_OPS, "softmax",
+                           kept_probs_softmax)

@@ -11,6 +11,7 @@ whose command line stays there.
 
 import contextlib
 import time
+from unittest import mock
 
 VOCAB = 30522
 
@@ -110,16 +111,12 @@ def make_step_timer(every_step=True):
 @contextlib.contextmanager
 def _bound(bindings):
   """Within: each `(namespace, name, value)` of `bindings` bound as
-  `namespace.name = value`; the previous values restored on the way out."""
-  saved = [(namespace, name, getattr(namespace, name))
-           for namespace, name, _ in bindings]
-  for namespace, name, value in bindings:
-    setattr(namespace, name, value)
-  try:
+  `namespace.name = value` (`mock.patch.object`, which restores the
+  previous values on the way out)."""
+  with contextlib.ExitStack() as stack:
+    for namespace, name, value in bindings:
+      stack.enter_context(mock.patch.object(namespace, name, value))
     yield
-  finally:
-    for namespace, name, value in saved:
-      setattr(namespace, name, value)
 
 
 @contextlib.contextmanager
