@@ -31,10 +31,16 @@ def mlm_inputs(seq, batch):
 def make_step_timer(every_step=True):
   """A Keras callback that times `fit` steps until their results are ready.
 
-  On JAX, Keras' `fit` dispatches a step and moves on; the timer waits for
-  the state that step returned (`model._jax_state`, what Keras' own
-  callbacks sync from). Elsewhere it converts the logs to NumPy, which waits
-  for the step as well.
+  It waits for an execution by converting its logs to NumPy: they are
+  outputs of the executable that just ran, so they are ready when it is.
+  It never reads `Callback.model`: on JAX that property syncs the training
+  state into the model's variables (keras/src/callbacks/callback.py:92-99,
+  `jax_state_sync`, a Python loop over every variable) and the next step
+  gathers it back (keras/src/backend/jax/trainer.py:451-460): host work a
+  user's `fit` does not do once per step. The timer did that each waited
+  step until 2026-11-28: waited `fit` figures from before then include it.
+  Pipelined, the read would also run in Keras' thread pool and hand `fit`'s
+  next step buffers its last step donated.
 
   With `compile(steps_per_execution=N)` Keras calls the batch callbacks once
   per execution of N steps, `on_train_batch_begin` with its first step's
@@ -54,19 +60,8 @@ def make_step_timer(every_step=True):
   """
   import keras  # pylint: disable=g-import-not-at-top
 
-  def wait(callback, logs):
-    if keras.backend.backend() == "jax" and every_step:
-      import jax  # pylint: disable=g-import-not-at-top
-      state = getattr(callback.model, "_jax_state", None)
-      jax.block_until_ready(state if state is not None else logs)
-    else:
-      # The logs are outputs of the execution that just ran: converting
-      # them waits for it alone. Pipelined, this runs in Keras' thread pool
-      # and must not touch `callback.model`: on JAX that property syncs the
-      # state into the model's variables (`Callback.model`,
-      # keras/src/callbacks/callback.py:92-99), which from another thread
-      # hands `fit`'s next step buffers its last step donated.
-      keras.tree.map_structure(keras.ops.convert_to_numpy, logs or {})
+  def wait(logs):
+    keras.tree.map_structure(keras.ops.convert_to_numpy, logs or {})
 
   class StepTimer(keras.callbacks.Callback):
 
@@ -93,11 +88,11 @@ def make_step_timer(every_step=True):
     def on_train_batch_end(self, batch, logs=None):
       last = batch == self.params["steps"] - 1
       if every_step:
-        wait(self, logs)
+        wait(logs)
         self.times.append((time.perf_counter() - self._start)
                           / (batch - self._begin + 1))
       elif self._first is None or last:
-        wait(self, logs)
+        wait(logs)
         if self._first is None:  # the end of the first execution
           self._first = (batch, time.perf_counter())
         else:

@@ -33,6 +33,17 @@ out["async_train"] = [keras.callbacks.CallbackList(
     [keras3_fit.make_step_timer(every_step=e)])._async_train
     for e in (False, True)]
 out["fit_pipelined"] = [fit(8, every_step=False) for _ in range(3)]
+# Waited, the timer waits on the logs and never reads `callback.model`
+# (which syncs the state into the variables each step): Keras' own syncs
+# per fit, whatever the step count.
+syncs = []
+sync = fit.model.jax_state_sync
+fit.model.jax_state_sync = lambda: (syncs.append(1), sync())[1]
+out["syncs_per_fit"] = []
+for steps in (2, 6):
+  del syncs[:]
+  fit(steps)
+  out["syncs_per_fit"].append(len(syncs))
 try:
   jit(2, every_step=False)
 except ValueError as e:
@@ -83,6 +94,11 @@ def test_pipelined_fit_runs_callbacks_async_and_keeps_running(out):
   assert out["async_train"] == [True, False], out
   assert len(out["fit_pipelined"]) == 3, out
   assert min(out["fit_pipelined"]) > 0, out
+
+
+def test_waited_fit_does_not_sync_the_state_each_step(out):
+  two_steps, six_steps = out["syncs_per_fit"]
+  assert two_steps == six_steps and two_steps >= 1, out
 
 
 def test_jit_steps_match_fit_steps(out):
