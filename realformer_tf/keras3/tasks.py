@@ -258,20 +258,22 @@ class RealFormerTask:
     """Keras' train function; on JAX with `steps_per_execution=N > 1`,
     N steps in one dispatch (`fused_steps`: Keras' own loop dispatches
     each step)."""
-    if self.train_function is not None and not force:
-      return
-    keras_hub.models.Task.make_train_function(self, force=force)
-    if fused_steps.applies(self):
-      self.train_function = fused_steps.FusedSteps(self)
+    self._make_fused_or_keras_function("train", force)
 
   def make_test_function(self, force=False):
     """Keras' test function; on JAX with `steps_per_execution=N > 1`, N
     steps in one dispatch, as `make_train_function`."""
-    if self.test_function is not None and not force:
+    self._make_fused_or_keras_function("test", force)
+
+  def _make_fused_or_keras_function(self, step, force):
+    """Keras' `make_{step}_function`, then the fused form where it
+    applies; `force=False` keeps a function already made, as Keras does."""
+    name = f"{step}_function"
+    if getattr(self, name) is not None and not force:
       return
-    keras_hub.models.Task.make_test_function(self, force=force)
+    getattr(keras_hub.models.Task, f"make_{name}")(self, force=force)
     if fused_steps.applies(self):
-      self.test_function = fused_steps.FusedSteps(self, "test")
+      setattr(self, name, fused_steps.FusedSteps(self, step))
 
   def _check_data(self, x):
     if self.preprocessor is None and isinstance(x, dict):
