@@ -97,6 +97,28 @@ def save_model(model: keras.Model, path: str, overwrite: bool = True,
 SAVED_MODEL_FORMAT = "tf_saved_model"
 
 
+def check_saved_model_backend(model: keras.Model) -> None:
+  """Refuses a SavedModel export on the PyTorch backend, naming the way out.
+
+  Keras 3.15's PyTorch exporter reads each input spec's `.shape`
+  (keras/src/backend/torch/export.py:70-72), so a model with named inputs,
+  as every backbone and task of ours has, fails there with
+  `AttributeError: 'dict' object has no attribute 'shape'`; past that it
+  needs `torch_xla` (:84-90). A `.keras` file saved on PyTorch loads under
+  TensorFlow or JAX, which export it.
+
+  Raises:
+    NotImplementedError: On the PyTorch backend.
+  """
+  if keras.config.backend() == "torch":
+    raise NotImplementedError(
+        f"export() of {model.name} to a SavedModel needs the TensorFlow or "
+        "JAX backend: Keras' PyTorch exporter takes no named inputs "
+        "(keras/src/backend/torch/export.py) and needs torch_xla. Save it "
+        "(model.save('model.keras')), then load and export it under "
+        "KERAS_BACKEND=tensorflow or jax.")
+
+
 def export_model(model: keras.Model, path: str,
                  format: str = SAVED_MODEL_FORMAT,  # pylint: disable=redefined-builtin
                  **kwargs) -> str:
@@ -119,7 +141,11 @@ def export_model(model: keras.Model, path: str,
   Raises:
     FileExistsError: Before anything is written, if `path` is a file or a
       directory that is not a SavedModel (naming what it holds).
+    NotImplementedError: Before anything is written, for a SavedModel on
+      the PyTorch backend (`check_saved_model_backend`).
   """
+  if format == SAVED_MODEL_FORMAT:
+    check_saved_model_backend(model)
   if format != SAVED_MODEL_FORMAT:
     keras.Model.export(model, path, format=format, **kwargs)
     return path

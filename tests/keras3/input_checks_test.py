@@ -17,6 +17,7 @@ from realformer_tf.keras3 import decoder_backbone
 from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import text_classifier
 from tests.helpers import keras3_encoders as utils
+from tests.helpers import keras3_tasks
 
 # TINY: 50 ids, 2 segments, 12 positions.
 _INPUTS = utils.backbone_inputs(batch=2, seq=8)
@@ -149,6 +150,7 @@ def test_traced_values_are_not_read():
   assert input_checks.concrete(keras.Input((None,), dtype="int32")) is None
 
 
+@keras3_tasks.EXPORT_BACKENDS
 @pytest.mark.parametrize("what", ["task", "backbone"])
 def test_export_at_a_length_past_the_positions_names_input_and_length(
     backbone, what, tmp_path):

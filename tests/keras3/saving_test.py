@@ -24,6 +24,7 @@ from realformer_tf.keras3 import tasks
 from realformer_tf.keras3 import text_classifier
 from tests.helpers import file_trees
 from tests.helpers import keras3_encoders as utils
+from tests.helpers import keras3_tasks
 from tests.helpers import kill_writer
 from tests.keras3 import text_classifier_test
 
@@ -448,6 +449,7 @@ def export_killed_before_its_graph(path, seed, kind):
   _export(_tiny(kind, seed), path)
 
 
+@keras3_tasks.EXPORT_BACKENDS
 @pytest.mark.parametrize("kind", ["classifier", "backbone"])
 def test_an_export_killed_mid_write_leaves_the_previous_export(
     tmp_path, kind):
@@ -487,3 +489,20 @@ def test_an_export_killed_mid_write_leaves_the_previous_export(
       r"notes is not a SavedModel: todo.txt is not part of a SavedModel")):
     _export(model, str(not_ours))
   assert os.listdir(not_ours) == ["todo.txt"]
+
+
+@pytest.mark.parametrize("kind", ["classifier", "backbone"])
+def test_a_saved_model_export_on_pytorch_is_refused_before_writing(
+    tmp_path, monkeypatch, kind):
+  """Keras' PyTorch exporter fails on named inputs with a bare
+  AttributeError (keras/src/backend/torch/export.py:72): refused first,
+  naming the backends that export, and nothing is written. Runs for real
+  under KERAS_BACKEND=torch; elsewhere on a patched backend name."""
+  model = _tiny(kind, seed=2)
+  if keras.config.backend() != "torch":
+    monkeypatch.setattr(saving.keras.config, "backend", lambda: "torch")
+  with pytest.raises(NotImplementedError, match=(
+      r"export\(\) of .+ to a SavedModel needs the TensorFlow or JAX "
+      r"backend: .+KERAS_BACKEND=tensorflow or jax")):
+    _export(model, str(tmp_path / "export"))
+  assert not os.listdir(tmp_path)
