@@ -75,6 +75,10 @@ def passes(plan: plan_lib.Plan, sequences: data_lib.Sequences) -> float:
 def passes_line(plan: plan_lib.Plan, sequences: data_lib.Sequences) -> str:
   """What the number of passes over the corpus makes of the numbers."""
   n = passes(plan, sequences)
+  if n < 0.95:  # "seen about 0.0 times" says nothing
+    return (f"Data passes: {plan.train_steps * plan.size.batch_size} "
+            f"sequences of the {len(sequences.train)} training sequences, "
+            f"{100 * n:.1f}% of one pass.")
   line = (f"Data passes: each of the {len(sequences.train)} training "
           f"sequences was seen about {n:.1f} times (new masks each time).")
   if n > 2:

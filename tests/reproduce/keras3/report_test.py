@@ -69,6 +69,14 @@ def test_results_md_says_how_often_the_corpus_was_seen():
   assert report.passes_line(plan, big) == (
       "Data passes: each of the 256000 training sequences was seen about "
       "1.0 times (new masks each time).")
+  # Under one pass, the share of a pass (the tiny size: 24 x 8 of 10348).
+  tiny = plan_lib.make_plan(plan_lib.Options(output_dir="o", size="tiny"))
+  many = data.Sequences(train=np.zeros((10348, 32), np.int32),
+                        eval=sequences.eval, vocab=sequences.vocab,
+                        source="the corpus")
+  assert report.passes_line(tiny, many) == (
+      "Data passes: 192 sequences of the 10348 training sequences, 1.9% of "
+      "one pass.")
 
 
 def test_a_tiny_run_says_it_is_a_check_not_findings():
