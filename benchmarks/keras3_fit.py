@@ -38,7 +38,8 @@ def make_step_timer(every_step=True):
   `jax_state_sync`, a Python loop over every variable) and the next step
   gathers it back (keras/src/backend/jax/trainer.py:451-460): host work a
   user's `fit` does not do once per step. The timer did that each waited
-  step until 2026-11-28: waited `fit` figures from before then include it.
+  step before: the waited `fit` figures of the H200 calls of 2026-11-27 and
+  -28 (benchmarks/README.md) include it.
   Pipelined, the read would also run in Keras' thread pool and hand `fit`'s
   next step buffers its last step donated.
 

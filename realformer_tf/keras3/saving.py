@@ -144,11 +144,10 @@ def export_model(model: keras.Model, path: str,
     NotImplementedError: Before anything is written, for a SavedModel on
       the PyTorch backend (`check_saved_model_backend`).
   """
-  if format == SAVED_MODEL_FORMAT:
-    check_saved_model_backend(model)
   if format != SAVED_MODEL_FORMAT:
     keras.Model.export(model, path, format=format, **kwargs)
     return path
+  check_saved_model_backend(model)
   def write(directory):
     # Keras' SavedModel, then ours: the same with its input lengths checked
     # (`export_checks`), both inside the directory being written.
