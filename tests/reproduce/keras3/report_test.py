@@ -63,18 +63,15 @@ def test_results_md_says_how_often_the_corpus_was_seen():
   assert report.passes_line(plan, sequences).startswith(
       "Data passes: each of the 2044 training sequences was seen about "
       "125.2 times (new masks each time). A corpus this small is memorized")
-  big = data.Sequences(train=np.zeros((256000, 128), np.int32),
-                       eval=sequences.eval, vocab=sequences.vocab,
-                       source="the corpus")
-  assert report.passes_line(plan, big) == (
+  with_train = lambda n, length: data.Sequences(
+      train=np.zeros((n, length), np.int32), eval=sequences.eval,
+      vocab=sequences.vocab, source="the corpus")
+  assert report.passes_line(plan, with_train(256000, 128)) == (
       "Data passes: each of the 256000 training sequences was seen about "
       "1.0 times (new masks each time).")
   # Under one pass, the share of a pass (the tiny size: 24 x 8 of 10348).
   tiny = plan_lib.make_plan(plan_lib.Options(output_dir="o", size="tiny"))
-  many = data.Sequences(train=np.zeros((10348, 32), np.int32),
-                        eval=sequences.eval, vocab=sequences.vocab,
-                        source="the corpus")
-  assert report.passes_line(tiny, many) == (
+  assert report.passes_line(tiny, with_train(10348, 32)) == (
       "Data passes: 192 sequences of the 10348 training sequences, 1.9% of "
       "one pass.")
 
