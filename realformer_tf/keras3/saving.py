@@ -108,10 +108,12 @@ def check_saved_model_backend(model: keras.Model) -> None:
   TensorFlow or JAX, which export it.
 
   Raises:
-    NotImplementedError: On the PyTorch backend.
+    ValueError: On the PyTorch backend, naming the setting (a refusal, as
+      every bad setting's: `realformer_tf.cli.REFUSALS`).
   """
   if keras.config.backend() == "torch":
-    raise NotImplementedError(
+    raise ValueError(
+        "KERAS_BACKEND='torch': "
         f"export() of {model.name} to a SavedModel needs the TensorFlow or "
         "JAX backend: Keras' PyTorch exporter takes no named inputs "
         "(keras/src/backend/torch/export.py) and needs torch_xla. Save it "
@@ -141,8 +143,8 @@ def export_model(model: keras.Model, path: str,
   Raises:
     FileExistsError: Before anything is written, if `path` is a file or a
       directory that is not a SavedModel (naming what it holds).
-    NotImplementedError: Before anything is written, for a SavedModel on
-      the PyTorch backend (`check_saved_model_backend`).
+    ValueError: Before anything is written, for a SavedModel on the
+      PyTorch backend (`check_saved_model_backend`).
   """
   if format != SAVED_MODEL_FORMAT:
     keras.Model.export(model, path, format=format, **kwargs)

@@ -501,8 +501,8 @@ def test_a_saved_model_export_on_pytorch_is_refused_before_writing(
   model = _tiny(kind, seed=2)
   if keras.config.backend() != "torch":
     monkeypatch.setattr(saving.keras.config, "backend", lambda: "torch")
-  with pytest.raises(NotImplementedError, match=(
-      r"export\(\) of .+ to a SavedModel needs the TensorFlow or JAX "
+  with pytest.raises(ValueError, match=(
+      r"KERAS_BACKEND='torch': export\(\) of .+ to a SavedModel needs the TensorFlow or JAX "
       r"backend: .+KERAS_BACKEND=tensorflow or jax")):
     _export(model, str(tmp_path / "export"))
   assert not os.listdir(tmp_path)
