@@ -36,6 +36,7 @@ import orbit
 import tensorflow as tf
 
 from realformer_tf.training import run_summary
+from realformer_tf.training import stop_signals
 
 
 class CheckpointSaveError(RuntimeError):
@@ -64,8 +65,12 @@ def _cause(error: Optional[BaseException]) -> str:
   if error is None:
     return "the write ended without completing"
   message = getattr(error, "message", None) or str(error)
-  lines = message.strip().splitlines()
-  cause = f"{type(error).__name__}: {lines[0] if lines else ''}"
+  lines = [line.strip() for line in message.strip().splitlines()]
+  if lines and lines[0] == "in user code:":
+    # AutoGraph's message: the frames, then the original "Type: message".
+    cause = lines[-1]
+  else:
+    cause = f"{type(error).__name__}: {lines[0] if lines else ''}"
   if (isinstance(error, tf.errors.ResourceExhaustedError) or
       "No space left" in message):
     cause += " (the disk is full?)"
@@ -127,18 +132,21 @@ class Controller(orbit.Controller):
     path = os.path.join(manager.directory, f"ckpt-{step}")
     options = copy.copy(self._checkpoint_options)
     options.experimental_write_callbacks = [self._written]
-    try:
-      saved = manager.save(checkpoint_number=step,
-                           check_interval=check_interval, options=options)
-    except (tf.errors.OpError, OSError, ValueError, RuntimeError) as e:
-      # A synchronous write failed, or an async one surfaced the previous
-      # save's failure before starting.
-      self._fail(self._unconfirmed_save or path, e)
-    if saved is None:
-      return False
-    if self._enable_async_checkpoint_saving:
-      self._unconfirmed_save = saved
-    return True
+    # A stop signal waits for the save to be handed over (`stop_signals`:
+    # its `Stopped` broke TensorFlow's trace of the async copy function).
+    with stop_signals.held():
+      try:
+        saved = manager.save(checkpoint_number=step,
+                             check_interval=check_interval, options=options)
+      except (tf.errors.OpError, OSError, ValueError, RuntimeError) as e:
+        # A synchronous write failed, or an async one surfaced the previous
+        # save's failure before starting.
+        unconfirmed = self._unconfirmed_save
+        self._fail(unconfirmed if unconfirmed not in (
+            None, self._last_written) else path, e)
+      if saved is not None and self._enable_async_checkpoint_saving:
+        self._unconfirmed_save = saved
+    return saved is not None
 
   def _sync_on_async_checkpointing(self) -> None:
     super()._sync_on_async_checkpointing()

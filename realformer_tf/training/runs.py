@@ -149,6 +149,7 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
         continue
       start = time.time()
       try:
+        stop_signals.raise_if_stopped()  # One held back in the last run.
         result = run.make_result(runner(run), time.time() - start)
         utils.write_json_atomically(run.result_path, result)
       except stop_signals.Stopped as stop:

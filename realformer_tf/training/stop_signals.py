@@ -22,11 +22,25 @@ resetting it to the default, as before, made CPython drop a second signal
 that arrived while the main thread was still inside TensorFlow, with
 `OSError: Signal 15 ignored due to race condition`
 (Modules/signalmodule.c, `_PyErr_CheckSignalsTstate`).
+
+The handler holds the first signal back, instead of raising, where an
+exception between two bytecodes breaks TensorFlow: while the main thread
+builds a graph (traces a `tf.function`; `tf.inside_function()`), and in
+`held()` blocks (a checkpoint's save, `controller.Controller`). A `Stopped`
+raised while TensorFlow traced the async checkpoint's copy function (the
+second save) surfaced as `SystemError: ... bad argument to internal
+function` (tensorflow/python/framework/auto_control_deps.py:430) or a
+`RuntimeError: in user code:`: exit 1, not the stop line. A held signal is
+raised as `Stopped` when the `held()` block ends, at the next
+`raise_if_stopped()` (a train loop's start and end, a sweep's next run), or
+when the `raised_on_signals` block ends; the watcher thread has ended the
+train loop meanwhile.
 """
 
 import contextlib
 import os
 import signal
+import sys
 import threading
 import weakref
 from typing import Callable, Iterator, List, Optional
@@ -76,6 +90,10 @@ class _Watcher:
   def __init__(self):
     self.received = 0
     self.first: Optional[int] = None  # The first signal's number.
+    # Main thread only (the handler, `held`, `raise_if_stopped`):
+    self.raised = False  # `Stopped` was raised for the first signal.
+    self.held_back: Optional[int] = None  # A signal the handler held back.
+    self.hold_depth = 0  # Nesting of `held()` blocks.
     self._callbacks: List[Callable[[], Optional[Callable[[], None]]]] = []
     self._lock = threading.Lock()
     self._read, self.write_fd = os.pipe()
@@ -146,12 +164,55 @@ def on_stop(callback: Callable[[], None]) -> None:
 
 def raise_if_stopped() -> None:
   """Raises `Stopped` if a stop signal arrived in the current block. For
-  the places a run goes on from (a train loop's start and end): the
-  handler's `Stopped` can be caught on its way (TensorFlow's coordinator
-  takes it when it lands in a `MirroredStrategy` trace), and Orbit would
-  then run loop after loop, each ended at once by the stop check."""
-  if _watcher is not None and _watcher.first is not None:
-    raise Stopped(_watcher.first)
+  the places a run goes on from (a train loop's start and end, a sweep's
+  next run): the handler's `Stopped` can be caught on its way (TensorFlow's
+  coordinator takes it when it lands in a `MirroredStrategy` trace) or held
+  back (module docstring), and Orbit would then run loop after loop, each
+  ended at once by the stop check."""
+  watcher = _watcher
+  if watcher is None:
+    return
+  signum = watcher.first if watcher.first is not None else watcher.held_back
+  if signum is not None:
+    watcher.raised = True
+    raise Stopped(signum)
+
+
+def _building_graph() -> bool:
+  """Whether the main thread traces a `tf.function` (TensorFlow loaded)."""
+  tf = sys.modules.get("tensorflow")
+  return bool(tf is not None and tf.inside_function())
+
+
+def _raise_held_back(watcher: _Watcher) -> None:
+  """`Stopped` for a signal the handler held back, once it may be raised."""
+  if (watcher.held_back is not None and not watcher.raised and
+      not watcher.hold_depth and not _building_graph()):
+    watcher.raised = True
+    raise Stopped(watcher.held_back)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+  """A stop signal within the block is raised as `Stopped` at its end.
+
+  For code that an exception between two bytecodes leaves broken or half
+  done (a checkpoint's save: TensorFlow's async checkpoint traces its copy
+  function, then lists and deletes checkpoints). A `Stopped` already on its
+  way is not raised again; a second signal still ends the process at once.
+  Outside a `raised_on_signals` block, or off the main thread, a no-op.
+  """
+  watcher = _watcher
+  if watcher is None or threading.current_thread() is not (
+      threading.main_thread()):
+    yield
+    return
+  watcher.hold_depth += 1
+  try:
+    yield
+  finally:
+    watcher.hold_depth -= 1
+  _raise_held_back(watcher)
 
 
 @contextlib.contextmanager
@@ -167,16 +228,18 @@ def raised_on_signals() -> Iterator[None]:
     yield
     return
   previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
-  raised = []
+  watcher = _Watcher()
 
   def handler(signum, frame):
     del frame
-    if raised:
+    if watcher.raised or watcher.held_back is not None:
       return  # A later signal: the watcher thread acts on it.
-    raised.append(signum)
+    if watcher.hold_depth or _building_graph():
+      watcher.held_back = signum  # Raised later (module docstring).
+      return
+    watcher.raised = True
     raise Stopped(signum)
 
-  watcher = _Watcher()
   for signum in SIGNALS:
     signal.signal(signum, handler)
   previous_fd = signal.set_wakeup_fd(watcher.write_fd,
@@ -185,6 +248,7 @@ def raised_on_signals() -> Iterator[None]:
   _watcher = watcher
   try:
     yield
+    _raise_held_back(watcher)  # Held back to the end of the block.
   finally:
     _watcher = None
     signal.set_wakeup_fd(previous_fd)

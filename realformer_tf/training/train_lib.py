@@ -235,20 +235,21 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   # at its own next step left the chief's checkpoint collective without it.
   signals = (contextlib.nullcontext() if clustered else
              stop_signals.raised_on_signals())
-  with signals:
-    try:
+  try:
+    # A signal held back to the block's end (`stop_signals`) is caught too.
+    with signals:
       with preflight.checked_run(params, mode, model_dir,
                                  quickstart_input_files) as run:
         return _run_checked(run.params, mode, model_dir, run.strategy,
                             run.chief, enable_async_checkpointing)
-    except stop_signals.Stopped as stop:
-      # The lock is released by now; the checkpoint is complete (synced).
-      latest = run_directory.newest_checkpoint(model_dir)
-      step = checkpoint_step(latest) if latest else None
-      _log(stop_signals.stop_line(
-          stop, stop.step if stop.step is not None else step or 0, latest,
-          step))
-      raise
+  except stop_signals.Stopped as stop:
+    # The lock is released by now; the checkpoint is complete (synced).
+    latest = run_directory.newest_checkpoint(model_dir)
+    step = checkpoint_step(latest) if latest else None
+    _log(stop_signals.stop_line(
+        stop, stop.step if stop.step is not None else step or 0, latest,
+        step))
+    raise
 
 
 def _save_at_stop(controllers, strategy: tf.distribute.Strategy,

@@ -117,3 +117,72 @@ def test_a_stopped_run_saves_the_step_it_stopped_at(
           "(step 4).") in out
   assert train_lib.checkpoint_step(saved) == 4
   assert run_directory.LOCK_FILE not in os.listdir(model_dir)
+
+
+def _run_params(tmp_path, **overrides):
+  run = utils.make_tiny_run(tmp_path, num_train=32, num_eval=8, **overrides)
+  return train_lib.parse_configuration(train_utils.ParseConfigOptions(
+      experiment=experiments.PRETRAINING, config_file=[run["config_file"]],
+      params_override="", tpu=None))
+
+
+def test_a_signal_inside_a_save_waits_for_the_save(tmp_path, monkeypatch,
+                                                   capsys):
+  """Issue 36 CI: SIGTERM during the periodic save of step 8 raised
+  `Stopped` inside TensorFlow's trace of the async copy function, which
+  came out as `RuntimeError: in user code:` (exit 1, "Saving checkpoint
+  ckpt-2 failed"). Now the save runs to its end, then the run stops."""
+  params = _run_params(tmp_path, train_steps=12, checkpoint_interval=6)
+  model_dir = str(tmp_path / "model")
+  real_save = tf.train.CheckpointManager.save
+  events = []
+
+  def save(self, *args, **kwargs):
+    if int(self._step_counter.numpy()) == 8 and not events:  # pylint: disable=protected-access
+      os.kill(os.getpid(), signal.SIGTERM)
+      for _ in range(10 ** 6):  # The handler would run between these.
+        pass
+      events.append("the save went on")
+    return real_save(self, *args, **kwargs)
+
+  monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
+  with pytest.raises(stop_signals.Stopped) as e:
+    train_lib.run_experiment(params, "train", model_dir,
+                             enable_async_checkpointing=True)
+  assert events == ["the save went on"]
+  assert e.value.step == 8
+  saved = f"{model_dir}/ckpt-8"
+  out = capsys.readouterr().out
+  assert f"saved checkpoint to {saved}." in out
+  assert (f"stopped at step 8 by SIGTERM; latest checkpoint: {saved} "
+          "(step 8).") in out
+  assert tf.train.latest_checkpoint(model_dir) == saved
+
+
+def test_a_failed_save_names_its_own_checkpoint_and_the_original_error(
+    tmp_path, monkeypatch):
+  """The CI failure above also named the wrong checkpoint (ckpt-2, saved
+  and confirmed, not the ckpt-8 that failed) and only AutoGraph's first
+  line ("in user code:") for the cause."""
+  params = _run_params(tmp_path, train_steps=12, checkpoint_interval=6)
+  model_dir = str(tmp_path / "model")
+  real_save = tf.train.CheckpointManager.save
+
+  def save(self, *args, **kwargs):
+    if int(self._step_counter.numpy()) == 8:  # pylint: disable=protected-access
+      raise RuntimeError(
+          "in user code:\n\n    File \"helper.py\", line 430, in copy\n"
+          "        any(output.consumers() for output in op.outputs)\n\n"
+          "    SystemError: bad argument to internal function\n")
+    return real_save(self, *args, **kwargs)
+
+  monkeypatch.setattr(tf.train.CheckpointManager, "save", save)
+  with pytest.raises(controller_lib.CheckpointSaveError) as e:
+    train_lib.run_experiment(params, "train", model_dir,
+                             enable_async_checkpointing=True)
+  bad, good = f"{model_dir}/ckpt-8", f"{model_dir}/ckpt-2"
+  assert e.value.path == bad
+  assert str(e.value).startswith(
+      f"Saving checkpoint {bad} failed: SystemError: bad argument to "
+      "internal function. Training stopped at step 8. The last good "
+      f"checkpoint, {good}, is kept as it was."), str(e.value)

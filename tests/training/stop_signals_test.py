@@ -144,3 +144,91 @@ def test_on_stop_outside_a_block_is_never_called():
       for _ in range(10 ** 6):
         pass
   assert not called
+
+
+def _spin():
+  """Bytecodes, between which Python runs a pending signal's handler."""
+  for _ in range(10 ** 6):
+    pass
+
+
+def test_a_signal_in_a_held_block_is_raised_at_its_end():
+  """Issue 36 CI: a `Stopped` raised inside a checkpoint's save broke
+  TensorFlow's trace of the async copy function (exit 1, no stop line).
+  Within `held()` the code runs to the block's end, then `Stopped`."""
+  done = []
+  with pytest.raises(stop_signals.Stopped) as e:
+    with stop_signals.raised_on_signals():
+      with stop_signals.held():
+        with stop_signals.held():  # Nested: the outer block's end raises.
+          os.kill(os.getpid(), signal.SIGTERM)
+          _spin()
+          done.append("inner")
+        _spin()
+        done.append("outer")
+      done.append("after the block")
+  assert e.value.name == "SIGTERM"
+  assert done == ["inner", "outer"]
+
+
+def test_a_stopped_on_its_way_is_not_raised_again_by_a_held_block():
+  """`train_lib` saves the stopped step (a held save) while the handler's
+  `Stopped` unwinds the run: that save must run to its end."""
+  saved = []
+  with pytest.raises(stop_signals.Stopped):
+    with stop_signals.raised_on_signals():
+      try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        _spin()
+      except stop_signals.Stopped:
+        with stop_signals.held():
+          _spin()
+          saved.append(True)
+        saved.append("after")
+        raise
+  assert saved == [True, "after"]
+
+
+def test_a_signal_while_tracing_is_raised_after_the_trace(tmp_path):
+  """A signal while a `tf.function` is traced (the async checkpoint's copy
+  function at the second save) is held back: the trace completes, and
+  `raise_if_stopped` (a train loop's end) or the block's end raises it."""
+  script = tmp_path / "trace.py"  # A file: AutoGraph reads the source.
+  script.write_text(r'''
+import os, signal, sys
+import tensorflow as tf
+from realformer_tf.training import stop_signals
+
+events = []
+
+@tf.function
+def traced(x):
+  os.kill(os.getpid(), signal.SIGTERM)
+  for _ in range(10 ** 5):  # Python bytecodes inside the trace.
+    pass
+  events.append("trace went on")
+  return x + 1
+
+where = sys.argv[1]
+try:
+  with stop_signals.raised_on_signals():
+    y = traced(tf.constant(1))
+    events.append(f"returned {int(y)}")
+    if where == "raise_if_stopped":
+      stop_signals.raise_if_stopped()
+    events.append("block end")
+except stop_signals.Stopped as e:
+  events.append(f"stopped by {e.name}")
+print("; ".join(events))
+''')
+  expected = {
+      "raise_if_stopped": "trace went on; returned 2; stopped by SIGTERM",
+      "block_end": "trace went on; returned 2; block end; stopped by SIGTERM",
+  }
+  for where, line in expected.items():
+    proc = subprocess.run(
+        [sys.executable, str(script), where], cwd=REPO_ROOT,
+        env=dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2",
+                 CUDA_VISIBLE_DEVICES=""),
+        capture_output=True, text=True, timeout=240, check=False)
+    assert (proc.returncode, proc.stdout) == (0, line + "\n"), proc.stderr
