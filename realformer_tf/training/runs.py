@@ -149,9 +149,10 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
         continue
       start = time.time()
       try:
-        stop_signals.raise_if_stopped()  # One held back in the last run.
         result = run.make_result(runner(run), time.time() - start)
         utils.write_json_atomically(run.result_path, result)
+        # A signal the run held back to its end (`stop_signals`).
+        stop_signals.raise_if_stopped()
       except stop_signals.Stopped as stop:
         run_summary.console(stopped_line(stop, runs, i))
         raise

@@ -118,3 +118,37 @@ def test_a_stop_signal_stops_the_current_run_and_skips_the_rest(tmp_path):
       "later run not started. Rerun the same command to go on: finished "
       "runs are kept, this one resumes from its latest checkpoint.")
   assert {s: signal.getsignal(s) for s in stop_signals.SIGNALS} == handlers
+
+
+def test_a_signal_held_back_to_the_end_of_a_run_skips_the_rest(tmp_path):
+  """A signal while a run traces a `tf.function` is held back
+  (`stop_signals`); if the run then ends, its result is kept and the sweep
+  stops there, not one run later."""
+  tf = pytest.importorskip("tensorflow")
+  specs = _runs(str(tmp_path))
+  ran = []
+
+  @tf.function
+  def traced(x):
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(10 ** 5):  # Bytecodes inside the trace.
+      pass
+    return x + 1
+
+  def runner(run):
+    ran.append(run.seed)
+    with stop_signals.raised_on_signals():
+      if run.seed == 1:
+        traced(tf.constant(1))
+    return {"value": 0.5}
+
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed), pytest.raises(
+      stop_signals.Stopped) as e:
+    runs.execute(specs, runner)
+  assert e.value.name == "SIGTERM"
+  assert ran == [0, 1]
+  assert [runs.status(r) for r in specs] == ["done", "done", "new"]
+  assert printed.getvalue().splitlines()[-1].startswith(
+      f"sweep stopped by SIGTERM during run 2/3 ({specs[1].model_dir}); 1 "
+      "later run not started."), printed.getvalue()
