@@ -32,7 +32,7 @@ second save) surfaced as `SystemError: ... bad argument to internal
 function` (tensorflow/python/framework/auto_control_deps.py:430) or a
 `RuntimeError: in user code:`: exit 1, not the stop line. A held signal is
 raised as `Stopped` when the `held()` block ends, at the next
-`raise_if_stopped()` (a train loop's start and end, a sweep's next run), or
+`raise_if_stopped()` (a train loop's start and end, a sweep run's end), or
 when the `raised_on_signals` block ends; the watcher thread has ended the
 train loop meanwhile.
 """
@@ -164,8 +164,8 @@ def on_stop(callback: Callable[[], None]) -> None:
 
 def raise_if_stopped() -> None:
   """Raises `Stopped` if a stop signal arrived in the current block. For
-  the places a run goes on from (a train loop's start and end, a sweep's
-  next run): the handler's `Stopped` can be caught on its way (TensorFlow's
+  the places a run goes on from (a train loop's start and end, a sweep
+  run's end): the handler's `Stopped` can be caught on its way (TensorFlow's
   coordinator takes it when it lands in a `MirroredStrategy` trace) or held
   back (module docstring), and Orbit would then run loop after loop, each
   ended at once by the stop check."""
