@@ -37,14 +37,24 @@ TF 2.20; docs/pretraining_at_scale.md):
   starts the service (`MultiWorkerMirroredStrategy` configures it only when
   nothing has, tensorflow/python/distribute/
   collective_all_reduce_strategy.py:551-567): a killed worker is still seen
-  at once (its connections reset), a frozen one within that time.
+  at once (its connections reset), a frozen one within that time.- The survivor's last line was, now and then, not ours but the end of a
+  traceback: TensorFlow's preemption watcher threads
+  (`PeerTerminationWatcher`, `WorkerTerminationSignalWatcher`,
+  failure_handling.py:630, 679) die with the same lost-peer error when the
+  peer goes, and Python printed their traceback while the main thread
+  printed the one line. `configure_coordination` installs a
+  `threading.excepthook` that keeps those two threads' lost-peer errors to
+  `--v=1` (the main thread's line says it); any other error of any thread
+  is printed as before.
 """
 
 import os
 import signal
 import tempfile
+import threading
 from typing import Iterable, Optional
 
+from absl import logging
 import orbit
 import tensorflow as tf
 
@@ -91,7 +101,37 @@ def configure_coordination(distribution_strategy: str,
       coordinated_jobs=[coordination_config_pb2.CoordinatedJob(
           name=job, num_tasks=spec.num_tasks(job))
                         for job in _COORDINATED_JOBS if job in spec.jobs])
+  quiet_lost_peer_watchers()
   return True
+
+
+# TensorFlow's preemption watcher threads (failure_handling.py:630, 679).
+_WATCHER_THREADS = ("PeerTerminationWatcher-",
+                    "WorkerTerminationSignalWatcher-")
+
+
+_default_excepthook = threading.excepthook  # Replaced when installed.
+
+
+def _watcher_excepthook(args: threading.ExceptHookArgs) -> None:
+  thread = args.thread
+  if (thread is not None and thread.name.startswith(_WATCHER_THREADS) and
+      isinstance(args.exc_value, LOST_WORKER_ERRORS)):
+    first_line = (str(args.exc_value).strip().splitlines() or [""])[0]
+    logging.vlog(1, "%s ended: %s: %s", thread.name, args.exc_type.__name__,
+                 first_line)
+    return
+  _default_excepthook(args)
+
+
+def quiet_lost_peer_watchers() -> None:
+  """TensorFlow's preemption watcher threads that die of a lost peer do so
+  quietly (module docstring); other threads' errors are printed as
+  before."""
+  global _default_excepthook
+  if threading.excepthook is not _watcher_excepthook:
+    _default_excepthook = threading.excepthook
+    threading.excepthook = _watcher_excepthook
 
 
 def align_checkpoint_interval(manager: Optional[tf.train.CheckpointManager],

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -259,3 +260,38 @@ def test_configure_coordination_sets_the_heartbeat_timeout():
   assert result.stdout.split("\n")[-2] == (
       f"{multi_worker.HEARTBEAT_TIMEOUT_S * 1000} /job:worker/replica:0/"
       "task:0 [('worker', 2)]")
+
+
+@pytest.mark.parametrize("thread_name, error, printed", [
+    ("PeerTerminationWatcher-1",
+     tf.errors.UnavailableError(None, None, "Connection reset by peer"),
+     False),
+    ("WorkerTerminationSignalWatcher-0",
+     tf.errors.AbortedError(None, None, "cluster aborted"), False),
+    # Another error of the watcher, or a lost peer in another thread: as
+    # Python prints it.
+    ("PeerTerminationWatcher-1", ValueError("a bug"), True),
+    ("Thread-7", tf.errors.UnavailableError(None, None, "reset"), True),
+])
+def test_watcher_threads_that_lose_a_peer_end_quietly(
+    monkeypatch, capsys, thread_name, error, printed):
+  """The survivor's last line was now and then the end of TensorFlow's
+  PeerTerminationWatcher traceback, printed while the main thread printed
+  `lost_worker_exit`'s line."""
+  # Python's own hook (pytest's, installed for the test, keeps the errors).
+  monkeypatch.setattr(threading, "excepthook", threading.__excepthook__)
+  monkeypatch.setattr(multi_worker, "_default_excepthook",
+                      multi_worker._default_excepthook)
+  multi_worker.quiet_lost_peer_watchers()
+  multi_worker.quiet_lost_peer_watchers()  # Installed once.
+
+  def die():
+    raise error
+
+  thread = threading.Thread(target=die, name=thread_name)
+  thread.start()
+  thread.join()
+  err = capsys.readouterr().err
+  assert (f"Exception in thread {thread_name}" in err) == printed, err
+  if printed:
+    assert f"{type(error).__name__}: " in err and err.count("Traceback") == 1
