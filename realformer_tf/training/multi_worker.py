@@ -37,7 +37,8 @@ TF 2.20; docs/pretraining_at_scale.md):
   starts the service (`MultiWorkerMirroredStrategy` configures it only when
   nothing has, tensorflow/python/distribute/
   collective_all_reduce_strategy.py:551-567): a killed worker is still seen
-  at once (its connections reset), a frozen one within that time.- The survivor's last line was, now and then, not ours but the end of a
+  at once (its connections reset), a frozen one within that time.
+- The survivor's last line was, now and then, not ours but the end of a
   traceback: TensorFlow's preemption watcher threads
   (`PeerTerminationWatcher`, `WorkerTerminationSignalWatcher`,
   failure_handling.py:630, 679) die with the same lost-peer error when the
