@@ -109,11 +109,16 @@ class Controller(orbit.Controller):
         ". Fix the cause (e.g. free disk space), then rerun the same command "
         "to resume from it.", path) from error
 
+  def _pending_save(self) -> Optional[str]:
+    """The last async save's path, until its write callback confirmed it."""
+    path = self._unconfirmed_save
+    return None if path == self._last_written else path
+
   def _check_saves(self, synced: bool) -> None:
     """Raises `CheckpointSaveError` if the unconfirmed async save failed;
     `synced`: it has ended (so it must have been confirmed)."""
-    path = self._unconfirmed_save
-    if path is None or path == self._last_written:
+    path = self._pending_save()
+    if path is None:
       return
     error = _async_error(self.checkpoint_manager.checkpoint)
     if error is not None or synced:
@@ -141,9 +146,7 @@ class Controller(orbit.Controller):
       except (tf.errors.OpError, OSError, ValueError, RuntimeError) as e:
         # A synchronous write failed, or an async one surfaced the previous
         # save's failure before starting.
-        unconfirmed = self._unconfirmed_save
-        self._fail(unconfirmed if unconfirmed not in (
-            None, self._last_written) else path, e)
+        self._fail(self._pending_save() or path, e)
       if saved is not None and self._enable_async_checkpoint_saving:
         self._unconfirmed_save = saved
     return saved is not None
