@@ -177,14 +177,16 @@ def test_records_without_meta_data_are_checked_as_far_as_possible(tmp_path,
   assert re.search(
       rf"task.train_data.input_path: {re.escape(fits)} has no converter "
       rf"meta data .* could not be verified against {re.escape(vocab)} \(48 "
-      r"tokens\).*largest token id in the first 1000 records of each is "
-      r"40, which fits", caplog.text)
+      r"tokens\).*largest token id is 40, which fits", caplog.text)
   (tmp_path / "past").mkdir()
+  # The id past the vocabulary in record 1200: every record is read.
   past = _write(tmp_path / "past" / "mrpc_train.tf_record",
-                _pair_examples(5, max_id=VOCAB - 1))
+                [dict(example, input_ids=[2, 40] + [7] * (SEQ - 3) + [3])
+                 for example in _pair_examples(1199)] +
+                _pair_examples(1, max_id=VOCAB - 1))
   params.task.train_data.input_path = past
   with pytest.raises(ValueError, match=(
-      rf"{re.escape(past)}' holds token id {VOCAB - 1} \(in its first 1000 "
+      rf"{re.escape(past)}' holds token id {VOCAB - 1} \(the largest in its "
       rf"records\), but task.init_checkpoint=.*pretrain' was trained with "
       rf"{re.escape(vocab)} \(48 tokens.*--vocab_file=")):
     input_checks.check_records_vocabulary(params, "train")

@@ -1,0 +1,182 @@
+"""What a full read of a TFRecord file of `tf.train.Example`s proves, read once.
+
+The input checks need, per record file: its record count, the lengths of its
+first record's features (the sequence length the config must match) and the
+smallest and largest value of each int64 feature (token ids inside the
+vocabulary). Reading every record for them took an hour per worker per start
+on a 16 GB corpus, and a sweep read them again for each of its runs.
+
+So the facts are read once: the converters put them in their set's manifest
+under `records` when they write the data (`listing`), and a reader trusts
+that entry while the file matches the manifest by size and identity
+(`output_sets.file_mismatch`: size, mtime and inode; no read of the file).
+A file no manifest of ours describes is read once (`scan`), and its facts
+are kept in a cache file beside the run (`cache_path`, e.g.
+`<model_dir>/data_scan.json`, keyed by the file's path, size, mtime and
+inode), which a restart, and the other runs of a sweep given the same cache,
+reuse. The manifest entry of a file, and each cache entry:
+
+  {"count": records, "lengths": {feature: values in the first record},
+   "min": {int64 feature: smallest value}, "max": {feature: largest value}}
+"""
+
+import dataclasses
+import os
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from realformer_tf import utils
+from realformer_tf.data import output_sets
+
+# The manifest key listing each record file's facts, by file name.
+RECORDS_KEY = "records"
+# Records parsed at a time by `scan`.
+BATCH = 4096
+
+ManifestOf = Callable[[str], Optional[Tuple[str, Dict[str, Any]]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordFacts:
+  """See the module docstring; `source`: "manifest", "cache" or "scan"."""
+  count: int
+  lengths: Dict[str, int]
+  min: Dict[str, int]
+  max: Dict[str, int]
+  source: str = "scan"
+
+  def as_dict(self) -> Dict[str, Any]:
+    return dict(count=self.count, lengths=self.lengths, min=self.min,
+                max=self.max)
+
+  @classmethod
+  def from_dict(cls, entry: Mapping[str, Any], source: str) -> "RecordFacts":
+    return cls(int(entry["count"]), dict(entry["lengths"]),
+               dict(entry["min"]), dict(entry["max"]), source)
+
+
+class UnreadableRecords(ValueError):
+  """A record file that cannot be read to its end as `tf.train.Example`s;
+  `first`: the index of the first record of the batch that failed."""
+
+  def __init__(self, path: str, first: int, error: Exception):
+    message = getattr(error, "message", str(error)).splitlines()[0]
+    super().__init__(f"{path}: {type(error).__name__}: {message}")
+    self.path, self.first, self.error = path, first, error
+    self.reason = f"{type(error).__name__}: {message}"
+
+
+def _first_example(path: str) -> tf.train.Example:
+  record = tf.data.TFRecordDataset(path).take(1).get_single_element()
+  return tf.train.Example.FromString(record.numpy())
+
+
+def scan(path: str) -> RecordFacts:
+  """Reads every record of `path`; raises `UnreadableRecords`."""
+  try:
+    example = _first_example(path)
+  except Exception as e:  # pylint: disable=broad-except
+    raise UnreadableRecords(path, 0, e) from None
+  features = example.features.feature
+  lengths = {name: sum(len(value.value) for _, value in feature.ListFields())
+             for name, feature in features.items()}
+  spec = {name: tf.io.VarLenFeature(tf.int64)
+          for name, feature in features.items()
+          if feature.WhichOneof("kind") == "int64_list"}
+
+  def reduce(records):
+    parsed = tf.io.parse_example(records, spec)
+    return tf.shape(records)[0], {
+        name: (tf.size(ids.values), tf.reduce_min(ids.values),
+               tf.reduce_max(ids.values)) for name, ids in parsed.items()}
+
+  count, low, high = 0, {}, {}
+  try:
+    for n, found in tf.data.TFRecordDataset(path).batch(BATCH).map(reduce):
+      for name, (size, smallest, largest) in found.items():
+        if size:
+          low[name] = min(low.get(name, int(smallest)), int(smallest))
+          high[name] = max(high.get(name, int(largest)), int(largest))
+      count += int(n)
+  except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+    raise UnreadableRecords(path, count, e) from None
+  return RecordFacts(count, lengths, low, high)
+
+
+def listing(staged: Mapping[str, str]) -> Dict[str, Dict[str, Any]]:
+  """A manifest's `records` entry: the facts of each record file (named
+  `*.tfrecord` or `*.tf_record`) of `staged` ({final path: the path
+  written}), by final file name."""
+  return {os.path.basename(final): scan(written).as_dict()
+          for final, written in staged.items()
+          if final.endswith((".tfrecord", ".tf_record"))}
+
+
+def _read_cache(cache_path: Optional[str]) -> Dict[str, Dict[str, Any]]:
+  cache = output_sets.read_manifest(cache_path) if cache_path else None
+  for key in ("files", "verified"):
+    if not isinstance((cache or {}).get(key), dict):
+      cache = dict(cache or {}, **{key: {}})
+  return cache
+
+
+def _write_cache(cache_path: Optional[str], cache, before: str) -> None:
+  if cache_path and repr(cache) != before:
+    tf.io.gfile.makedirs(os.path.dirname(cache_path) or ".")
+    utils.write_json_atomically(cache_path, cache)
+
+
+def _listed(path: str, manifest_of: ManifestOf,
+            verified: Dict[str, Any]) -> Optional[RecordFacts]:
+  """`path`'s facts from its manifest, if it lists them and the file is
+  still the one it lists."""
+  meta_path, meta = manifest_of(path) or (None, {})
+  name = os.path.basename(path)
+  entry = (meta.get(RECORDS_KEY) or {}).get(name)
+  expected = (meta.get(output_sets.FILES_KEY) or {}).get(name)
+  if meta_path is None or not entry or not expected:
+    return None
+  if output_sets.file_mismatch(path, expected, verified):
+    return None  # `check_records_manifest` names it.
+  return RecordFacts.from_dict(entry, "manifest")
+
+
+def facts(files: Sequence[str], manifest_of: ManifestOf,
+          cache_path: Optional[str] = None, read: bool = True
+         ) -> Dict[str, RecordFacts]:
+  """The facts of each of `files`: from its manifest (`manifest_of(path)`:
+  (path, contents) of the manifest listing it, or None), else from the
+  cache at `cache_path`, else read (`scan`, kept in the cache) when `read`;
+  a file left unread is left out. Raises `UnreadableRecords`."""
+  cache = _read_cache(cache_path)
+  before = repr(cache)
+  found = {}
+  try:
+    for path in files:
+      known = _listed(path, manifest_of, cache["verified"])
+      identity = output_sets.file_identity(path)
+      entry = cache["files"].get(path)
+      if known is None and entry and entry.get("identity") == identity:
+        known = RecordFacts.from_dict(entry[RECORDS_KEY], "cache")
+      if known is None and read:
+        known = scan(path)
+        cache["files"][path] = {"identity": identity,
+                                RECORDS_KEY: known.as_dict()}
+      if known is not None:
+        found[path] = known
+  finally:
+    _write_cache(cache_path, cache, before)
+  return found
+
+
+def check_set(manifest_path: str, manifest: Dict[str, Any],
+              cache_path: Optional[str] = None) -> None:
+  """`output_sets.check_set`, remembering in the cache which copied files
+  were verified (a restart reads none of them again)."""
+  cache = _read_cache(cache_path)
+  before = repr(cache)
+  try:
+    output_sets.check_set(manifest_path, manifest, cache["verified"])
+  finally:
+    _write_cache(cache_path, cache, before)
