@@ -93,7 +93,8 @@ def scan(path: str) -> RecordFacts:
 
   count, low, high = 0, {}, {}
   try:
-    for n, found in tf.data.TFRecordDataset(path).batch(BATCH).map(reduce):
+    for n, found in tf.data.TFRecordDataset(path).batch(BATCH).map(
+        reduce, num_parallel_calls=tf.data.AUTOTUNE):
       for name, (size, smallest, largest) in found.items():
         if size:
           low[name] = min(low.get(name, int(smallest)), int(smallest))
