@@ -234,12 +234,10 @@ def find_mismatch(manifest_path: str, manifest: Dict[str, Any],
   first such file and what differs), or None when they all match
   (`file_mismatch`)."""
   directory = os.path.dirname(manifest_path)
-  for name, expected in sorted((manifest.get(FILES_KEY) or {}).items()):
-    mismatch = file_mismatch(os.path.join(directory, name), expected,
-                             verified)
-    if mismatch:
-      return mismatch
-  return None
+  return next(filter(None, (
+      file_mismatch(os.path.join(directory, name), expected, verified)
+      for name, expected in sorted((manifest.get(FILES_KEY) or {}).items()))),
+              None)
 
 
 def check_set(manifest_path: str, manifest: Dict[str, Any],

@@ -20,9 +20,11 @@ reuse. The manifest entry of a file, and each cache entry:
    "min": {int64 feature: smallest value}, "max": {feature: largest value}}
 """
 
+import contextlib
 import dataclasses
 import os
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, Iterator, Mapping, Optional, Sequence,
+                    Tuple)
 
 import tensorflow as tf
 
@@ -114,18 +116,19 @@ def listing(staged: Mapping[str, str]) -> Dict[str, Dict[str, Any]]:
           if final.endswith((".tfrecord", ".tf_record"))}
 
 
-def _read_cache(cache_path: Optional[str]) -> Dict[str, Dict[str, Any]]:
-  cache = output_sets.read_manifest(cache_path) if cache_path else None
-  for key in ("files", "verified"):
-    if not isinstance((cache or {}).get(key), dict):
-      cache = dict(cache or {}, **{key: {}})
-  return cache
-
-
-def _write_cache(cache_path: Optional[str], cache, before: str) -> None:
-  if cache_path and repr(cache) != before:
-    tf.io.gfile.makedirs(os.path.dirname(cache_path) or ".")
-    utils.write_json_atomically(cache_path, cache)
+@contextlib.contextmanager
+def _cache(cache_path: Optional[str]) -> Iterator[Dict[str, Dict[str, Any]]]:
+  """The cache at `cache_path` ({"files": ..., "verified": ...}; empty when
+  it is None or unreadable), written back if the block changed it."""
+  read = (output_sets.read_manifest(cache_path) if cache_path else None) or {}
+  cache = {key: dict(read.get(key) or {}) for key in ("files", "verified")}
+  before = repr(cache)
+  try:
+    yield cache
+  finally:
+    if cache_path and repr(cache) != before:
+      tf.io.gfile.makedirs(os.path.dirname(cache_path) or ".")
+      utils.write_json_atomically(cache_path, cache)
 
 
 def _listed(path: str, manifest_of: ManifestOf,
@@ -150,10 +153,8 @@ def facts(files: Sequence[str], manifest_of: ManifestOf,
   (path, contents) of the manifest listing it, or None), else from the
   cache at `cache_path`, else read (`scan`, kept in the cache) when `read`;
   a file left unread is left out. Raises `UnreadableRecords`."""
-  cache = _read_cache(cache_path)
-  before = repr(cache)
   found = {}
-  try:
+  with _cache(cache_path) as cache:
     for path in files:
       known = _listed(path, manifest_of, cache["verified"])
       identity = output_sets.file_identity(path)
@@ -166,8 +167,6 @@ def facts(files: Sequence[str], manifest_of: ManifestOf,
                                 RECORDS_KEY: known.as_dict()}
       if known is not None:
         found[path] = known
-  finally:
-    _write_cache(cache_path, cache, before)
   return found
 
 
@@ -175,9 +174,5 @@ def check_set(manifest_path: str, manifest: Dict[str, Any],
               cache_path: Optional[str] = None) -> None:
   """`output_sets.check_set`, remembering in the cache which copied files
   were verified (a restart reads none of them again)."""
-  cache = _read_cache(cache_path)
-  before = repr(cache)
-  try:
+  with _cache(cache_path) as cache:
     output_sets.check_set(manifest_path, manifest, cache["verified"])
-  finally:
-    _write_cache(cache_path, cache, before)
