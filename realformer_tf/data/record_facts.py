@@ -69,20 +69,26 @@ class UnreadableRecords(ValueError):
     self.reason = f"{type(error).__name__}: {message}"
 
 
-def _first_example(path: str) -> tf.train.Example:
-  record = tf.data.TFRecordDataset(path).take(1).get_single_element()
-  return tf.train.Example.FromString(record.numpy())
+def first_example(path: str) -> tf.train.Example:
+  """The first record of `path`; raises `UnreadableRecords` (its `error` an
+  `OpError` for a file that is not TFRecords, or without records)."""
+  try:
+    record = tf.data.TFRecordDataset(path).take(1).get_single_element()
+    return tf.train.Example.FromString(record.numpy())
+  except Exception as e:  # pylint: disable=broad-except
+    raise UnreadableRecords(path, 0, e) from None
+
+
+def lengths_of(example: tf.train.Example) -> Dict[str, int]:
+  """The number of values of each feature of `example`."""
+  return {name: sum(len(value.value) for _, value in feature.ListFields())
+          for name, feature in example.features.feature.items()}
 
 
 def scan(path: str) -> RecordFacts:
   """Reads every record of `path`; raises `UnreadableRecords`."""
-  try:
-    example = _first_example(path)
-  except Exception as e:  # pylint: disable=broad-except
-    raise UnreadableRecords(path, 0, e) from None
+  example = first_example(path)
   features = example.features.feature
-  lengths = {name: sum(len(value.value) for _, value in feature.ListFields())
-             for name, feature in features.items()}
   spec = {name: tf.io.VarLenFeature(tf.int64)
           for name, feature in features.items()
           if feature.WhichOneof("kind") == "int64_list"}
@@ -104,7 +110,7 @@ def scan(path: str) -> RecordFacts:
       count += int(n)
   except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
     raise UnreadableRecords(path, count, e) from None
-  return RecordFacts(count, lengths, low, high)
+  return RecordFacts(count, lengths_of(example), low, high)
 
 
 def listing(staged: Mapping[str, str]) -> Dict[str, Dict[str, Any]]:

@@ -102,19 +102,13 @@ def _check_first_record(key: str, path: str, expected, record_format: str,
   `lengths`: its features' lengths, when known (`record_facts`): not read."""
   if lengths is None:
     try:
-      record = tf.data.TFRecordDataset(path).take(1).get_single_element()
-    except tf.errors.OpError as e:  # Also a file without records.
+      lengths = record_facts.lengths_of(record_facts.first_example(path))
+    except record_facts.UnreadableRecords as e:
       raise ValueError(
           f"{key}.input_path: {path!r} is not a readable TFRecord file "
-          f"({type(e).__name__}: {e.message.splitlines()[0]}).") from None
-    try:
-      example = tf.train.Example.FromString(record.numpy())
-    except Exception as e:  # pylint: disable=broad-except
-      raise ValueError(
+          f"({e.reason})." if isinstance(e.error, tf.errors.OpError) else
           f"{key}.input_path: the first record of {path!r} is not a "
-          f"tf.train.Example ({e}).") from None
-    lengths = {name: sum(len(value.value) for _, value in feature.ListFields())
-               for name, feature in example.features.feature.items()}
+          f"tf.train.Example ({e.error}).") from None
   # Missing features first: records of another kind are named as such
   # rather than as records of another length.
   for feature in expected:

@@ -218,3 +218,17 @@ def test_a_shard_set_is_checked_whole_before_training(tmp_path):
   assert ("task.train_data.input_path: the shard set "
           f"{tmp_path}/train-?????-of-00003.tfrecord is incomplete: 2 of 3 "
           "shards, missing train-00002-of-00003.tfrecord") in str(e.value)
+
+
+def test_a_file_of_other_bytes_or_other_records_is_named(tmp_path):
+  text = tmp_path / "train.tf_record"
+  text.write_text("not records\n")
+  with pytest.raises(ValueError, match=rf"{re.escape(str(text))}' is not a "
+                     r"readable TFRecord file \(DataLossError: "):
+    _check(_config("realformer/glue", str(text)), "train")
+  other = tmp_path / "other.tf_record"
+  with tf.io.TFRecordWriter(str(other)) as writer:
+    writer.write(b"\xff not an Example")
+  with pytest.raises(ValueError, match=rf"the first record of "
+                     rf"{re.escape(repr(str(other)))} is not a tf.train.Example"):
+    _check(_config("realformer/glue", str(other)), "train")
