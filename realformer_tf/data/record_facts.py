@@ -36,6 +36,10 @@ RECORDS_KEY = "records"
 # Records parsed at a time by `scan`.
 BATCH = 4096
 
+# The cache entries of the files this process read or looked up: without a
+# cache file (the checks of a sweep's runs in one process) each is read once.
+_READ: Dict[str, Dict[str, Any]] = {}
+
 ManifestOf = Callable[[str], Optional[Tuple[str, Dict[str, Any]]]]
 
 
@@ -157,20 +161,23 @@ def facts(files: Sequence[str], manifest_of: ManifestOf,
          ) -> Dict[str, RecordFacts]:
   """The facts of each of `files`: from its manifest (`manifest_of(path)`:
   (path, contents) of the manifest listing it, or None), else from the
-  cache at `cache_path`, else read (`scan`, kept in the cache) when `read`;
-  a file left unread is left out. Raises `UnreadableRecords`."""
+  cache at `cache_path` (or of this process), else read (`scan`, kept in the
+  cache) when `read`; a file left unread is left out. Raises
+  `UnreadableRecords`."""
   found = {}
   with _cache(cache_path) as cache:
     for path in files:
       known = _listed(path, manifest_of, cache["verified"])
       identity = output_sets.file_identity(path)
-      entry = cache["files"].get(path)
-      if known is None and entry and entry.get("identity") == identity:
+      entry = next((e for e in (cache["files"].get(path), _READ.get(path))
+                    if e and e.get("identity") == identity), None)
+      if known is None and entry:
         known = RecordFacts.from_dict(entry[RECORDS_KEY], "cache")
       if known is None and read:
         known = scan(path)
-        cache["files"][path] = {"identity": identity,
-                                RECORDS_KEY: known.as_dict()}
+        entry = {"identity": identity, RECORDS_KEY: known.as_dict()}
+      if entry:
+        cache["files"][path] = _READ[path] = entry
       if known is not None:
         found[path] = known
   return found

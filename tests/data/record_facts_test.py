@@ -101,9 +101,15 @@ def test_unlisted_records_are_read_once_then_cached(tmp_path, monkeypatch):
   assert found[files[0]].source == "scan" and found[files[0]].count == 2
   assert found[files[1]].source == "cache"
   # Without `read`, only what is known.
-  os.remove(cache)
-  assert record_facts.facts(files, input_checks.meta_data_of, cache,
-                            read=False) == {}
+  other = str(tmp_path / "other.tfrecord")
+  train_runs.write_pretraining_records(other, 3)
+  assert list(record_facts.facts([files[1], other], input_checks.meta_data_of,
+                                 cache, read=False)) == [files[1]]
+  # Without a cache file, this process reads each file once.
+  with monkeypatch.context() as patch:
+    _no_reads(patch)
+    assert record_facts.facts(files, input_checks.meta_data_of)[
+        files[2]].source == "cache"
 
 
 def test_a_copied_set_is_sampled_once_then_remembered(tmp_path, monkeypatch):
