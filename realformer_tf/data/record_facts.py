@@ -53,13 +53,14 @@ class RecordFacts:
   source: str = "scan"
 
   def as_dict(self) -> Dict[str, Any]:
-    return dict(count=self.count, lengths=self.lengths, min=self.min,
-                max=self.max)
+    return {key: getattr(self, key) for key in _KEYS}
 
   @classmethod
   def from_dict(cls, entry: Mapping[str, Any], source: str) -> "RecordFacts":
-    return cls(int(entry["count"]), dict(entry["lengths"]),
-               dict(entry["min"]), dict(entry["max"]), source)
+    return cls(**{key: entry[key] for key in _KEYS}, source=source)
+
+
+_KEYS = ("count", "lengths", "min", "max")
 
 
 class UnreadableRecords(ValueError):
@@ -67,10 +68,10 @@ class UnreadableRecords(ValueError):
   `first`: the index of the first record of the batch that failed."""
 
   def __init__(self, path: str, first: int, error: Exception):
-    message = getattr(error, "message", str(error)).splitlines()[0]
-    super().__init__(f"{path}: {type(error).__name__}: {message}")
+    message = getattr(error, "message", str(error)).splitlines()
+    self.reason = f"{type(error).__name__}: {message[0] if message else ''}"
+    super().__init__(f"{path}: {self.reason}")
     self.path, self.first, self.error = path, first, error
-    self.reason = f"{type(error).__name__}: {message}"
 
 
 def first_example(path: str) -> tf.train.Example:
