@@ -58,6 +58,7 @@ from realformer_tf import utils
 from realformer_tf.core import swap
 from realformer_tf.data import create_pretraining_data
 from realformer_tf.data import output_sets
+from realformer_tf.data import record_facts
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import shards
 from realformer_tf.data import tokenization
@@ -159,7 +160,8 @@ class WriteShard(beam.DoFn):
     pretraining_data.write_records(path, examples)
     # Plain writes: the staging folder is discarded whole if anything fails.
     with tf.io.gfile.GFile(path + _COUNT_SUFFIX, "w") as f:
-      json.dump(dict(examples=len(examples), documents=len(documents)), f)
+      json.dump(dict(examples=len(examples), documents=len(documents),
+                     records=record_facts.scan(path).as_dict()), f)
     yield shard, len(examples)
 
 
@@ -244,7 +246,7 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
           | "WriteShards" >> beam.ParDo(WriteShard(
               staging, stem, num_shards, vocab_file, do_lower_case,
               random_seed, options))))
-      count = 0
+      count, records = 0, {}
       for final in final_paths:
         written = os.path.join(staging, os.path.basename(final))
         counts = output_sets.read_manifest(written + _COUNT_SUFFIX)
@@ -254,12 +256,14 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
               f"{'example' if counts else 'document'}: the corpus has too "
               f"few documents for {num_shards} shards; use fewer.")
         count += counts["examples"]
+        records[os.path.basename(final)] = counts["records"]
         tf.io.gfile.rename(written, outputs.stage(final), overwrite=True)
       meta = pretraining_data.meta_data(
           input_files, vocab_file, count, do_lower_case=do_lower_case,
           random_seed=random_seed, num_shards=num_shards,
           shard_pattern=os.path.basename(shards.pattern(stem, num_shards,
-                                                        SUFFIX)), **options)
+                                                        SUFFIX)),
+          records=records, **options)
       if learned_path in outputs.staged:
         meta.update(vocab_file=learned_path,
                     vocab_sample_documents=vocab_sample_documents)

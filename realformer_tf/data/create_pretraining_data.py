@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from realformer_tf import cli
 from realformer_tf.data import output_sets
+from realformer_tf.data import record_facts
 from realformer_tf import utils
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
@@ -102,7 +103,8 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
     outputs.commit(dict(
         pretraining_data.meta_data(input_files, learned, count,
                                    do_lower_case=do_lower_case, **options),
-        vocab_file=os.path.abspath(vocab_file)))
+        vocab_file=os.path.abspath(vocab_file),
+        records=record_facts.listing(outputs.staged)))
   return count
 
 

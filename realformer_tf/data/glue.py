@@ -58,6 +58,7 @@ import tensorflow_datasets as tfds
 from official.nlp.data import classifier_data_lib
 from realformer_tf import cli
 from realformer_tf.data import output_sets
+from realformer_tf.data import record_facts
 from realformer_tf import utils
 from realformer_tf.data import tokenization
 
@@ -406,6 +407,7 @@ def convert(task: str,
         "eval_data_size": {s: split_meta[s]["num_examples"]
                            for s, _ in spec.dev_splits},
         "splits": split_meta,
+        "records": record_facts.listing(outputs.staged),
     })
   logging.info("Wrote the %s set %s.", spec.name,
                meta_data_path(output_dir, spec.name))

@@ -9,8 +9,10 @@ after the first rename leaves new records beside the old meta data.
 Design. The paths stay those configs and the README name; a versioned
 directory with one pointer would change them, or need symbolic links, which
 object stores (gs://) lack. Instead the set's manifest is the converter's
-meta data JSON, extended by `files` (name -> size, mtime and SHA-256) and
-`writer` (the module to run again):
+meta data JSON, extended by `files` (name -> size, mtime, inode and
+SHA-256), `writer` (the module to run again) and, by the converters of
+records, `records` (each record file's count, lengths and id range:
+`record_facts`):
 
   1. every file of the set is written as `<name>.tmp-PID` beside its final
      path (a kill here leaves the previous set byte-identical; the next
@@ -24,16 +26,21 @@ not match its manifest: `check_set` refuses it, naming the file, what
 differs and the command to run again. Training calls it before anything is
 written (`training.input_checks.check_records_manifest`).
 
-Hashing: a check compares each file's size, mtime and inode with those
-recorded (a rename keeps both; a file renamed in by a later writer is another
-inode). A file of at most `ALWAYS_HASH_BYTES` is always hashed: an in-place
-edit that keeps size and mtime (a vocabulary fixed by hand, then `touch -d` or
-`os.utime`, or a copy with `cp -p` over it) changes what the records' ids
-mean, and nothing downstream checks a vocabulary or schedule file. A bigger
-file (TFRecords) is hashed only when its mtime or inode changed (copied;
-renamed on an object store, which has no inodes): hashing gigabytes before
-every run would cost minutes, and its records carry CRC32C checksums that the
-reader checks. Either passes if its SHA-256 is still the recorded one.
+Checking: a file is the one its manifest lists while its size, mtime and
+inode are those recorded (a rename keeps them; a file renamed in by a later
+writer is another inode): a restart reads no byte of its records. On an
+object store `tf.io.gfile.stat` gives the size and a whole-second mtime (no
+inode, nor the object's CRC or generation), so there the identity is size +
+mtime: the cheapest one that every upload changes. A file of at most
+`ALWAYS_HASH_BYTES` is always hashed too: an in-place edit that keeps size
+and mtime (a vocabulary fixed by hand, then `touch -d` or `os.utime`, or a
+copy with `cp -p` over it) changes what the records' ids mean. A bigger file
+(TFRecords) whose mtime or inode changed (copied) is checked by the SHA-256
+of its first and last MiB (`sample_sha256`), not by reading gigabytes: a
+kill between the renames leaves a file of another size or other leading
+bytes, and the records carry CRC32C checksums that the reader checks.
+`verified` (kept by `record_facts` beside the run) remembers the copies so
+checked, so a restart does not read them again.
 """
 
 import contextlib
@@ -66,7 +73,7 @@ def file_sha256(path: str) -> str:
   return digest.hexdigest()
 
 
-def _stat(path: str) -> Dict[str, int]:
+def file_identity(path: str) -> Dict[str, int]:
   """A file's size, mtime (ns) and inode (0 on object stores, whose
   `tf.io.gfile.stat` has whole-second mtimes and no inode)."""
   if "://" not in path:
@@ -77,9 +84,27 @@ def _stat(path: str) -> Dict[str, int]:
   return dict(size=int(stat.length), mtime_ns=int(stat.mtime_nsec), inode=0)
 
 
+# Bytes read at each end of a big file for its `sample_sha256`.
+SAMPLE_BYTES = 1 << 20
+
+
+def _sample_sha256(path: str, size: int) -> str:
+  """Hex SHA-256 of a file's size and its first and last `SAMPLE_BYTES`."""
+  digest = hashlib.sha256(str(size).encode())
+  with tf.io.gfile.GFile(path, "rb") as f:
+    digest.update(f.read(SAMPLE_BYTES))
+    f.seek(max(0, size - SAMPLE_BYTES))
+    digest.update(f.read(SAMPLE_BYTES))
+  return digest.hexdigest()
+
+
 def fingerprint(path: str) -> Dict[str, Any]:
-  """A file's size, mtime (ns), inode and SHA-256, as a manifest lists it."""
-  return dict(_stat(path), sha256=file_sha256(path))
+  """A file's size, mtime (ns), inode and SHA-256 (a big file's:
+  `sample_sha256`), as a manifest lists it."""
+  stat = file_identity(path)
+  if stat["size"] > ALWAYS_HASH_BYTES:
+    return dict(stat, sample_sha256=_sample_sha256(path, stat["size"]))
+  return dict(stat, sha256=file_sha256(path))
 
 
 class OutputSet:
@@ -173,31 +198,53 @@ def read_manifest(path: str) -> Optional[Dict[str, Any]]:
   return manifest if isinstance(manifest, dict) else None
 
 
-def find_mismatch(manifest_path: str, manifest: Dict[str, Any]
-                 ) -> Optional[str]:
-  """Why the files `manifest` lists are not those it was written with (the
-  first such file and what differs), or None when they all match."""
-  directory = os.path.dirname(manifest_path)
-  for name, expected in sorted((manifest.get(FILES_KEY) or {}).items()):
-    path = os.path.join(directory, name)
-    if not tf.io.gfile.exists(path):
-      return f"{path} is missing"
-    stat = _stat(path)
-    if stat["size"] != expected["size"]:
-      return (f"{path} has {stat['size']} bytes, the manifest "
-              f"{expected['size']}")
-    if stat["size"] <= ALWAYS_HASH_BYTES or any(
-        stat[key] != expected.get(key) for key in ("mtime_ns", "inode")):
-      sha = file_sha256(path)
-      if sha != expected["sha256"]:
-        return (f"{path} has SHA-256 {sha[:12]}..., the manifest "
-                f"{expected['sha256'][:12]}...")
+def file_mismatch(path: str, expected: Dict[str, Any],
+                  verified: Optional[Dict[str, Any]] = None) -> Optional[str]:
+  """What differs between the file `path` and its manifest entry `expected`
+  (None: nothing). `verified`: {path: identity} of big files whose bytes
+  were checked against `expected` since they changed identity (read, and
+  updated)."""
+  if not tf.io.gfile.exists(path):
+    return f"{path} is missing"
+  stat = file_identity(path)
+  if stat["size"] != expected["size"]:
+    return (f"{path} has {stat['size']} bytes, the manifest "
+            f"{expected['size']}")
+  big = stat["size"] > ALWAYS_HASH_BYTES
+  same = all(stat[key] == expected.get(key) for key in ("mtime_ns", "inode"))
+  seen = dict(stat, expected=expected)
+  if big and (same or (verified or {}).get(path) == seen):
+    return None
+  if big and "sample_sha256" in expected:
+    key, sha = "sample_sha256", _sample_sha256(path, stat["size"])
+  else:
+    key, sha = "sha256", file_sha256(path)
+  if sha != expected[key]:
+    return (f"{path} has SHA-256 {sha[:12]}..., the manifest "
+            f"{expected[key][:12]}...")
+  if big and verified is not None:
+    verified[path] = seen
   return None
 
 
-def check_set(manifest_path: str, manifest: Dict[str, Any]) -> None:
+def find_mismatch(manifest_path: str, manifest: Dict[str, Any],
+                  verified: Optional[Dict[str, Any]] = None
+                 ) -> Optional[str]:
+  """Why the files `manifest` lists are not those it was written with (the
+  first such file and what differs), or None when they all match
+  (`file_mismatch`)."""
+  directory = os.path.dirname(manifest_path)
+  return next(filter(None, (
+      file_mismatch(os.path.join(directory, name), expected, verified)
+      for name, expected in sorted((manifest.get(FILES_KEY) or {}).items()))),
+              None)
+
+
+def check_set(manifest_path: str, manifest: Dict[str, Any],
+              verified: Optional[Dict[str, Any]] = None) -> None:
   """Raises ValueError when the files `manifest` (read from `manifest_path`)
-  lists do not match it, naming the file, what differs and what to do.
+  lists do not match it, naming the file, what differs and what to do
+  (`file_mismatch`, with `verified`).
 
   A manifest without `files` (written before manifests were) is accepted with
   a warning: it cannot be checked.
@@ -208,7 +255,7 @@ def check_set(manifest_path: str, manifest: Dict[str, Any]) -> None:
         "records next to it cannot be checked against it. Convert the data "
         "again to get the check.", manifest_path)
     return
-  mismatch = find_mismatch(manifest_path, manifest)
+  mismatch = find_mismatch(manifest_path, manifest, verified)
   if mismatch:
     raise ValueError(
         f"{mismatch}: it is not the file {manifest_path} was written with. "

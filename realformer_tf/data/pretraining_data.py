@@ -46,6 +46,7 @@ from absl import logging
 import tensorflow as tf
 
 from realformer_tf.data import output_sets
+from realformer_tf.data import record_facts
 from realformer_tf.data import tokenization
 
 # Lines handed to the tokenizer per call.
@@ -410,7 +411,8 @@ def create_pretraining_data(
           do_lower_case=do_lower_case, max_seq_length=max_seq_length,
           max_predictions_per_seq=max_predictions_per_seq,
           masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
-          short_seq_prob=short_seq_prob, random_seed=random_seed))
+          short_seq_prob=short_seq_prob, random_seed=random_seed,
+          records=record_facts.listing(outputs.staged)))
   logging.info("Wrote %d examples to %s", len(examples), output_file)
   return len(examples)
 

@@ -47,6 +47,7 @@ import tensorflow as tf
 from realformer_tf import cli
 from realformer_tf.data import corpus_text
 from realformer_tf.data import output_sets
+from realformer_tf.data import record_facts
 from realformer_tf import utils
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
@@ -391,7 +392,8 @@ def prepare_quickstart_data(
               max_seq_length, max_predictions_per_seq,
               dupe_factor=split_dupes, random_seed=split_seed,
               output_set=outputs))
-    outputs.commit(dict(key=key, counts=counts))
+    outputs.commit(dict(key=key, counts=counts,
+                        records=record_facts.listing(outputs.staged)))
   logging.info("Quickstart data written to %s: %s", data_dir, counts)
   return _result(data_dir, key, counts)
 

@@ -13,9 +13,17 @@ Here the records a stopped run consumed are skipped instead. Model Garden's
 `InputReader` reads the files (shuffled, sharded per worker, repeated),
 shuffles the records with the data config's `seed`, then decodes, parses
 and batches (official/core/input_reader.py, `_decode_and_parse_dataset`).
-With a seed that stream is the same in every process, so skipping
-`step * records per step` of it, after the record shuffle and before the
-decoding, continues it exactly: `BertPretrainDataLoader` with the decoding
+With a seed that stream is the same in every process, and the same for any
+batch size (the records are shuffled one by one, then batched), so skipping
+the records the stopped run consumed, after the record shuffle and before
+the decoding, continues it exactly, with this run's batch size too: the
+trainer keeps their count in the checkpoint (`Trainer`, `input_records`:
+each step adds the global batch size it trained with). Each input pipeline
+(worker) reads its own files (`InputReader` shards them by the input
+context) and gave `1 / num_input_pipelines` of every global batch, so it
+skips that share (`pipeline_records`); with another number of input
+pipelines than the stopped run's the files are shared out otherwise and the
+stream is not continued. This is `BertPretrainDataLoader` with the decoding
 moved from `decoder_fn` into `sample_fn`, behind the skip (with nothing to
 skip, the same dataset as Model Garden's). Skipped records are read, not
 decoded: the cost is reading them.
@@ -31,45 +39,43 @@ from official.core import input_reader
 from official.nlp.data import pretrain_dataloader
 
 
-def records_per_step(global_batch_size: int,
+def pipeline_records(records: int,
                      input_context: Optional[tf.distribute.InputContext]
                     ) -> int:
-  """Records one input pipeline gives per training step: its replicas'
-  per-replica batches (each replica takes one batch a step)."""
+  """The share of `records` (read by all input pipelines together) that one
+  input pipeline read."""
   if input_context is None:
-    return global_batch_size
-  replicas = (input_context.num_replicas_in_sync //
-              input_context.num_input_pipelines)
-  return input_context.get_per_replica_batch_size(global_batch_size) * replicas
+    return records
+  return records // input_context.num_input_pipelines
 
 
 class ResumablePretrainDataLoader(pretrain_dataloader.BertPretrainDataLoader):
-  """Model Garden's BERT pre-training loader, started `skip_steps` steps in.
+  """Model Garden's BERT pre-training loader, started `skip_records` in.
 
   Args:
     params: A `BertPretrainDataConfig` (training, with a `seed`, when
-      `skip_steps > 0`).
-    skip_steps: The steps a stopped run trained: their records are skipped.
+      `skip_records > 0`).
+    skip_records: The records a stopped run trained on (all its input
+      pipelines together): they are skipped.
   """
 
-  def __init__(self, params, skip_steps: int = 0):
+  def __init__(self, params, skip_records: int = 0):
     super().__init__(params)
-    if skip_steps < 0:
-      raise ValueError(f"skip_steps={skip_steps} is negative.")
-    if skip_steps and not (params.is_training and params.seed is not None
-                           and params.drop_remainder):
+    if skip_records < 0:
+      raise ValueError(f"skip_records={skip_records} is negative.")
+    if skip_records and not (params.is_training and params.seed is not None
+                             and params.drop_remainder):
       raise ValueError(
-          f"skip_steps={skip_steps} needs a training data config with a seed "
-          "and drop_remainder (else the records' order is not the stopped "
-          f"run's): is_training={params.is_training}, seed={params.seed}, "
-          f"drop_remainder={params.drop_remainder}.")
-    self._skip_steps = skip_steps
+          f"skip_records={skip_records} needs a training data config with a "
+          "seed and drop_remainder (else the records' order is not the "
+          f"stopped run's): is_training={params.is_training}, "
+          f"seed={params.seed}, drop_remainder={params.drop_remainder}.")
+    self._skip_records = skip_records
 
   def load(self, input_context: Optional[tf.distribute.InputContext] = None):
-    """The dataset, its first `skip_steps * records_per_step` records
-    (after the shuffle) skipped."""
-    skip = self._skip_steps * records_per_step(self._params.global_batch_size,
-                                               input_context)
+    """The dataset, this pipeline's share of `skip_records` (after the
+    shuffle) skipped."""
+    skip = pipeline_records(self._skip_records, input_context)
 
     def skip_then_decode(records):
       if skip:
@@ -85,8 +91,9 @@ class ResumablePretrainDataLoader(pretrain_dataloader.BertPretrainDataLoader):
     dataset = reader.read(input_context)
     if skip:
       logging.info(
-          "Resuming the input at step %d: the first %d records of this input "
-          "pipeline (%d a step; read, not decoded, as its first batch is "
-          "made) are skipped, so the batches continue the stopped run's.",
-          self._skip_steps, skip, skip // self._skip_steps)
+          "Resuming the input after the %d records the stopped run trained "
+          "on: the first %d records of this input pipeline are skipped (read, "
+          "not decoded, as its first batch is made), so its records continue "
+          "the stopped run's, in batches of %d.", self._skip_records, skip,
+          self._params.global_batch_size)
     return dataset

@@ -40,6 +40,7 @@ import yaml
 from official.nlp.data import squad_lib
 from realformer_tf import cli
 from realformer_tf.data import output_sets
+from realformer_tf.data import record_facts
 from realformer_tf import utils
 from realformer_tf.data import schedule
 from realformer_tf.data import squad_json
@@ -352,6 +353,7 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
       schedule_path = outputs.stage(os.path.join(output_dir, TRAIN_SCHEDULE))
       utils.write_text_atomically(schedule_path, train_schedule_yaml(
           record, meta["train_data_size"], epochs, train_batch_size))
+    meta[record_facts.RECORDS_KEY] = record_facts.listing(outputs.staged)
     meta = outputs.commit(meta)
   return meta
 

@@ -105,26 +105,26 @@ class MaskedLMTask(masked_lm.MaskedLMTask):
   workers share a file-shuffle seed and whose training input resumes where
   a stopped run was (`resume_input_at`)."""
 
-  # The steps a stopped run trained, whose records the training input skips.
-  _input_resume_step = 0
+  # The records a stopped run trained on, which the training input skips.
+  _input_resume_records = 0
 
-  def resume_input_at(self, step: int) -> None:
-    """Makes `build_inputs` start the training records `step` steps in
-    (`resumable_pretraining`): the trainer calls it with the step of the
-    checkpoint it restores, before it builds the datasets."""
-    self._input_resume_step = step
+  def resume_input_at(self, records: int) -> None:
+    """Makes `build_inputs` start the training records `records` in
+    (`resumable_pretraining`): the trainer calls it with the count the
+    checkpoint it restores holds, before it builds the datasets."""
+    self._input_resume_records = records
 
   def build_inputs(self, params, input_context=None):
     params = with_shared_seed(params, input_context)
     if (params.input_path == "dummy" or
         type(params) is not pretrain_dataloader.BertPretrainDataConfig):  # pylint: disable=unidiomatic-typecheck
       return super().build_inputs(params, input_context)
-    skip = self._input_resume_step if params.is_training else 0
+    skip = self._input_resume_records if params.is_training else 0
     if skip and params.seed is None:
       logging.warning(
           "task.train_data.seed is unset, so the records are shuffled anew "
-          "in every process: this run resumed at step %d reads a new order, "
-          "not the one the stopped run would have read. Set "
+          "in every process: this run resumed after %d records reads a new "
+          "order, not the one the stopped run would have read. Set "
           "task.train_data.seed for a run whose resumed batches are the "
           "uninterrupted run's.", skip)
       skip = 0

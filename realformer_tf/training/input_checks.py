@@ -7,7 +7,10 @@ were written), a token id beyond the embedding table inside the graph (or, on
 TPU, silently as zeros). Here each is an error naming the config key, the
 value and the file; so are records that are not the set their converter's
 meta data lists (a killed conversion), and records or vocabularies of
-another vocabulary than the run `task.init_checkpoint` names. Reads only.
+another vocabulary than the run `task.init_checkpoint` names. What takes a
+read of every record is read once (`data.record_facts`: from the records'
+manifest, else one read kept in `cache_path`, e.g. `<model_dir>/
+data_scan.json`). Writes only that cache.
 """
 
 import json
@@ -26,6 +29,7 @@ from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import registry
 from realformer_tf.data import output_sets
+from realformer_tf.data import record_facts
 from realformer_tf.data import shards
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
@@ -92,23 +96,19 @@ def _record_spec(data):
   return expected, ["input_ids"], what
 
 
-def _check_first_record(key: str, path: str, expected,
-                        record_format: str) -> None:
-  """The first record of `path` has each expected feature, of its length."""
-  try:
-    record = tf.data.TFRecordDataset(path).take(1).get_single_element()
-  except tf.errors.OpError as e:  # Also a file without records.
-    raise ValueError(
-        f"{key}.input_path: {path!r} is not a readable TFRecord file "
-        f"({type(e).__name__}: {e.message.splitlines()[0]}).") from None
-  try:
-    example = tf.train.Example.FromString(record.numpy())
-  except Exception as e:  # pylint: disable=broad-except
-    raise ValueError(
-        f"{key}.input_path: the first record of {path!r} is not a "
-        f"tf.train.Example ({e}).") from None
-  lengths = {name: sum(len(value.value) for _, value in feature.ListFields())
-             for name, feature in example.features.feature.items()}
+def _check_first_record(key: str, path: str, expected, record_format: str,
+                        lengths: Optional[Dict[str, int]] = None) -> None:
+  """The first record of `path` has each expected feature, of its length.
+  `lengths`: its features' lengths, when known (`record_facts`): not read."""
+  if lengths is None:
+    try:
+      lengths = record_facts.lengths_of(record_facts.first_example(path))
+    except record_facts.UnreadableRecords as e:
+      raise ValueError(
+          f"{key}.input_path: {path!r} is not a readable TFRecord file "
+          f"({e.reason})." if isinstance(e.error, tf.errors.OpError) else
+          f"{key}.input_path: the first record of {path!r} is not a "
+          f"tf.train.Example ({e.error}).") from None
   # Missing features first: records of another kind are named as such
   # rather than as records of another length.
   for feature in expected:
@@ -126,41 +126,39 @@ def _check_first_record(key: str, path: str, expected,
           "config agree.")
 
 
+def _record_facts(key: str, files: Sequence[str],
+                  cache_path: Optional[str] = None
+                 ) -> Dict[str, record_facts.RecordFacts]:
+  """`record_facts.facts` of `files`; an unreadable one is a ValueError."""
+  try:
+    return record_facts.facts(files, meta_data_of, cache_path)
+  except record_facts.UnreadableRecords as e:
+    raise ValueError(
+        f"{key}.input_path: {e.path!r} cannot be read to the end (records "
+        f"{e.first}-{e.first + record_facts.BATCH - 1}: {e.reason}): a "
+        "truncated or corrupt file; write it again.") from None
+
+
 def _check_token_ids(key: str, files: Sequence[str],
                      id_features: Sequence[str], vocab_size: int,
-                     vocab_key: str, batch_size: int = 4096) -> None:
-  """Every token id in every record of `files` is in [0, vocab_size).
-
-  One pass (a few seconds per million sequences); it also names a truncated
-  or corrupt file.
+                     vocab_key: str, *, cache_path: Optional[str] = None
+                    ) -> None:
+  """Every token id in every record of `files` is in [0, vocab_size), as
+  their manifest records it, or one read of each file (`record_facts`;
+  kept in `cache_path`), which also names a truncated or corrupt file.
   """
-  spec = {name: tf.io.VarLenFeature(tf.int64) for name in id_features}
-
-  def out_of_range(records):
-    parsed = tf.io.parse_example(records, spec)
-    return {name: tf.boolean_mask(ids.values, (ids.values < 0) |
-                                  (ids.values >= vocab_size))[:1]
-            for name, ids in parsed.items()}
-
-  for path in files:
-    count = 0
-    try:
-      for batch in tf.data.TFRecordDataset(path).batch(batch_size).map(
-          out_of_range):
-        count += 1
-        for name, bad in batch.items():
-          if bad.shape[0]:
-            raise ValueError(
-                f"{vocab_key}={vocab_size}, but the records in {path!r} hold "
-                f"token id {int(bad[0])} in feature {name!r}: made with "
-                "another vocabulary (convert the data with the model's "
-                "vocabulary, or use a model whose vocab_size covers it).")
-    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-      raise ValueError(
-          f"{key}.input_path: {path!r} cannot be read to the end (records "
-          f"{count * batch_size}-{(count + 1) * batch_size - 1}: "
-          f"{type(e).__name__}: {e.message.splitlines()[0]}): a truncated or "
-          "corrupt file; write it again.") from None
+  for path, found in _record_facts(key, files, cache_path).items():
+    for name in id_features:
+      if name not in found.max:
+        continue
+      bad = (found.max[name] if found.max[name] >= vocab_size else
+             found.min[name] if found.min[name] < 0 else None)
+      if bad is not None:
+        raise ValueError(
+            f"{vocab_key}={vocab_size}, but the records in {path!r} hold "
+            f"token id {bad} in feature {name!r}: made with "
+            "another vocabulary (convert the data with the model's "
+            "vocabulary, or use a model whose vocab_size covers it).")
 
 
 def meta_data_of(record_path: str) -> Optional[Tuple[str, Dict[str, Any]]]:
@@ -188,12 +186,14 @@ def _describe(path: str, size: Any, sha: str) -> str:
   return f"{path} ({size} tokens, sha256 {sha[:12]})"
 
 
-def check_records_manifest(params: cfg.ExperimentConfig, mode: str) -> None:
+def check_records_manifest(params: cfg.ExperimentConfig, mode: str, *,
+                           cache_path: Optional[str] = None) -> None:
   """Records `mode` reads must be those their converter's meta data lists
   (`output_sets.check_set`: a killed conversion leaves new records beside
   old meta data); else a ValueError names the data key, the file, what
   differs and the command to run again. Each set is checked once; records
-  without meta data (not ours) are not checked. Records of a smaller
+  without meta data (not ours) are not checked; `cache_path`
+  (`record_facts`) remembers copied files checked. Records of a smaller
   vocabulary than the encoder's `vocab_size` are allowed, with a warning
   (`tokenization.warn_padded_vocabulary`)."""
   checked = set()
@@ -214,49 +214,43 @@ def check_records_manifest(params: cfg.ExperimentConfig, mode: str) -> None:
             f"{meta.get('vocab_file')} (the records' vocabulary, "
             f"{meta_path})", tokens, vocab_size)
       try:
-        output_sets.check_set(meta_path, meta)
+        record_facts.check_set(meta_path, meta, cache_path)
       except ValueError as e:
         raise ValueError(f"{key}.input_path={input_path!r}: {e}") from None
 
 
-# Records read for the largest token id of records without meta data.
-SAMPLE_RECORDS = 1000
-
-
-def largest_token_id(path: str, id_features: Sequence[str],
-                     count: int = SAMPLE_RECORDS) -> Optional[int]:
-  """The largest id in `id_features` of the first `count` records of
-  `path`; None if none is read (`check_data_sets` names unreadable files)."""
-  spec = {name: tf.io.VarLenFeature(tf.int64) for name in id_features}
-  largest = None
+def largest_token_id(path: str, id_features: Sequence[str], *,
+                     cache_path: Optional[str] = None) -> Optional[int]:
+  """The largest id in `id_features` of the records of `path`
+  (`record_facts`); None if it holds none or cannot be read
+  (`check_data_sets` names unreadable files)."""
   try:
-    for batch in tf.data.TFRecordDataset(path).take(count).batch(count):
-      for ids in tf.io.parse_example(batch, spec).values():
-        if tf.size(ids.values):
-          found = int(tf.reduce_max(ids.values))
-          largest = found if largest is None else max(largest, found)
-  except tf.errors.OpError:
-    return largest
-  return largest
+    found = record_facts.facts([path], meta_data_of, cache_path)[path]
+  except record_facts.UnreadableRecords:
+    return None
+  ids = [found.max[name] for name in id_features if name in found.max]
+  return max(ids) if ids else None
 
 
 def _check_unlisted_records(key: str, files: Sequence[str], data,
                             run_vocab: str, run_size: int,
-                            init_checkpoint: str) -> None:
+                            init_checkpoint: str, *,
+                            cache_path: Optional[str] = None) -> None:
   """Records no converter meta data lists (copied without it): their
   vocabulary cannot be compared with the run's. What can be checked is:
-  the largest id in a sample of each file must be below the run's
-  vocabulary size (its embedding rows), else a ValueError; otherwise a
-  warning says the vocabulary could not be verified."""
+  the largest id of each file must be below the run's vocabulary size (its
+  embedding rows), else a ValueError; otherwise a warning says the
+  vocabulary could not be verified."""
   spec = _record_spec(data)
   if not files or not spec:
     return
-  largest = {path: largest_token_id(path, spec[1]) for path in files}
+  largest = {path: largest_token_id(path, spec[1], cache_path=cache_path)
+             for path in files}
   for path, found in largest.items():
     if found is not None and found >= run_size:
       raise ValueError(
-          f"{key}.input_path: {path!r} holds token id {found} (in its first "
-          f"{SAMPLE_RECORDS} records), but task.init_checkpoint="
+          f"{key}.input_path: {path!r} holds token id {found} (the largest "
+          f"in its records), but task.init_checkpoint="
           f"{init_checkpoint!r} was trained with {run_vocab} ({run_size} "
           "tokens, one embedding row each): the records were made with "
           "another vocabulary. Convert them again with "
@@ -266,17 +260,16 @@ def _check_unlisted_records(key: str, files: Sequence[str], data,
       "%s.input_path: %s %s no converter meta data (no *meta_data.json "
       "beside them lists them), so their vocabulary could not be verified "
       "against %s (%d tokens), the vocabulary of task.init_checkpoint=%s. "
-      "Their largest token id in the first %d records of each is %s, which "
+      "Their largest token id is %s, which "
       "fits the embedding table; records of another vocabulary would still "
       "train silently on wrong tokens. Convert them with --vocab_file=%s "
       "(python -m realformer_tf.data.glue, ...) to have this checked.", key,
       ", ".join(files), "has" if len(files) == 1 else "have", run_vocab,
-      run_size, init_checkpoint, SAMPLE_RECORDS,
-      max(read) if read else "unknown", run_vocab)
+      run_size, init_checkpoint, max(read) if read else "unknown", run_vocab)
 
 
-def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
-                            ) -> None:
+def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str, *,
+                             cache_path: Optional[str] = None) -> None:
   """Records `mode` reads that were converted with another vocabulary than
   the run `task.init_checkpoint` names are an error naming both and the fix.
   Records without meta data: `_check_unlisted_records`.
@@ -314,7 +307,8 @@ def check_records_vocabulary(params: cfg.ExperimentConfig, mode: str
             f"{_describe(run_vocab, run_size, run_sha)}: convert the data "
             f"again with --vocab_file={run_vocab}.")
     _check_unlisted_records(key, unlisted, data, run_vocab, run_size,
-                            params.task.init_checkpoint)
+                            params.task.init_checkpoint,
+                            cache_path=cache_path)
 
 
 def _vocab_key(params: cfg.ExperimentConfig):
@@ -322,9 +316,12 @@ def _vocab_key(params: cfg.ExperimentConfig):
   return f"{encoder_key}.vocab_size", getattr(encoder, "vocab_size", None)
 
 
-def check_data_sets(params: cfg.ExperimentConfig, mode: str) -> None:
+def check_data_sets(params: cfg.ExperimentConfig, mode: str, *,
+                    cache_path: Optional[str] = None) -> None:
   """Checks the records `params` names for running `mode` (of
-  `modes.MODES`): files, first record, token ids within the vocabulary."""
+  `modes.MODES`): files, first record, token ids within the vocabulary;
+  from the records' manifest, else read once and kept in `cache_path`
+  (`record_facts`)."""
   vocab_key, vocab_size = _vocab_key(params)
   for key, data in modes.data_configs(params, mode):
     input_path = getattr(data, "input_path", None)
@@ -335,9 +332,13 @@ def check_data_sets(params: cfg.ExperimentConfig, mode: str) -> None:
     spec = _record_spec(data)
     if spec:
       expected, id_features, record_format = spec
-      _check_first_record(key, files[0], expected, record_format)
+      known = record_facts.facts(files[:1], meta_data_of, cache_path,
+                                 read=False).get(files[0])
+      _check_first_record(key, files[0], expected, record_format,
+                          known.lengths if known else None)
       if vocab_size is not None:
-        _check_token_ids(key, files, id_features, vocab_size, vocab_key)
+        _check_token_ids(key, files, id_features, vocab_size, vocab_key,
+                         cache_path=cache_path)
 
 
 def vocab_files(params: cfg.ExperimentConfig,
@@ -349,7 +350,8 @@ def vocab_files(params: cfg.ExperimentConfig,
   return [(key, path) for key, path in found if path]
 
 
-def check_vocabularies(params: cfg.ExperimentConfig, mode: str) -> None:
+def check_vocabularies(params: cfg.ExperimentConfig, mode: str, *,
+                       cache_path: Optional[str] = None) -> None:
   """Each vocabulary `mode` uses is valid and fits the encoder; records are
   of the vocabulary of the run `task.init_checkpoint` names."""
   vocab_key, vocab_size = _vocab_key(params)
@@ -362,4 +364,4 @@ def check_vocabularies(params: cfg.ExperimentConfig, mode: str) -> None:
   if hasattr(params.task, "sentencepiece_model_path"):  # Translation.
     translation_data.check_sentencepiece_model(
         params.task.sentencepiece_model_path)
-  check_records_vocabulary(params, mode)
+  check_records_vocabulary(params, mode, cache_path=cache_path)

@@ -14,7 +14,7 @@ leaves the roll-back to Model Garden's recovery action.
 
 import math
 import time
-from typing import Optional
+from typing import Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -101,6 +101,29 @@ class _EvalOnlyCheckpoint(tf.train.Checkpoint):
     return super().restore(save_path, options=options).expect_partial()
 
 
+# The checkpoint key of the records a pre-training run trained on.
+_INPUT_RECORDS_KEY = "input_records/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _input_position(checkpoint: Optional[str], batch_size: int
+                   ) -> Tuple[int, int]:
+  """(step, records trained on) of the checkpoint a run resumes ((0, 0):
+  none). A checkpoint without the count (written before it was kept) is
+  taken to have trained at `batch_size`, as said in the log."""
+  step = run_directory.checkpoint_step(checkpoint)
+  if not checkpoint:
+    return step, 0
+  reader = tf.train.load_checkpoint(checkpoint)
+  if reader.has_tensor(_INPUT_RECORDS_KEY):
+    return step, int(reader.get_tensor(_INPUT_RECORDS_KEY))
+  logging.warning(
+      "%s does not record how many records the stopped run trained on: "
+      "taken as %d steps of this run's global batch size %d. If it trained "
+      "with another one, the batches from here are not the ones it would "
+      "have read next.", checkpoint, step, batch_size)
+  return step, step * batch_size
+
+
 class Trainer(base_trainer.Trainer):
   """See the module docstring. Built with `train=False`, it restores the
   model without the optimizer; `model_dir`: where the non-finite loss error
@@ -108,19 +131,26 @@ class Trainer(base_trainer.Trainer):
 
   def __init__(self, config, task, *args, model_dir: Optional[str] = None,
                **kwargs):
-    # A resumed pre-training run's input skips what the stopped run read
-    # (`MaskedLMTask.resume_input_at`); set before the base class builds the
-    # datasets, from the checkpoint the run restores (the chief's, on every
-    # worker).
-    resume_step = 0
+    # A resumed pre-training run's input skips the records the stopped run
+    # trained on (`MaskedLMTask.resume_input_at`), counted in its checkpoint
+    # (`input_records`: whatever batch sizes it trained with); set before the
+    # base class builds the datasets, from the checkpoint the run restores
+    # (the chief's, on every worker).
+    resume_step = records = None
     if kwargs.get("train", True) and isinstance(task,
                                                 masked_lm_task.MaskedLMTask):
-      resume_step = run_directory.checkpoint_step(
-          run_directory.newest_checkpoint(model_dir))
-      task.resume_input_at(resume_step)
+      resume_step, records = _input_position(
+          run_directory.newest_checkpoint(model_dir),
+          config.task.train_data.global_batch_size)
+      task.resume_input_at(records)
     super().__init__(config, task, *args, **kwargs)
     self._model_dir = model_dir
     self._input_resume_step = resume_step
+    self._input_records = None
+    if records is not None:
+      self._input_records = tf.Variable(
+          records, dtype=tf.int64, trainable=False, name="input_records")
+      self._checkpoint.input_records = self._input_records
     if not kwargs.get("train", True):
       self._checkpoint = _EvalOnlyCheckpoint(
           global_step=self.global_step, model=self.model,
@@ -210,7 +240,12 @@ class Trainer(base_trainer.Trainer):
 
   def train_loop_end(self):
     """Raises on a non-finite loss, else the base logs + examples_per_second;
-    `Stopped` if the loop ended for a stop signal."""
+    `Stopped` if the loop ended for a stop signal. Counts the loop's records
+    in `input_records` (saved with the step)."""
+    if self._input_records is not None:
+      self._input_records.assign_add(
+          (int(self.global_step.numpy()) - self._loop_start_step) *
+          self.config.task.train_data.global_batch_size)
     stop_signals.raise_if_stopped()
     self.join()
     end_step = int(self.global_step.numpy())

@@ -17,6 +17,7 @@ import tensorflow as tf
 from realformer_tf.data import beam_pretraining_data as beam_data
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
+from realformer_tf.data import record_facts
 from realformer_tf.data import shards
 from realformer_tf.data import tokenization
 from realformer_tf.training import input_checks
@@ -169,9 +170,15 @@ def test_a_killed_run_leaves_a_set_that_training_refuses(corpus, tmp_path):
   assert sorted(os.listdir(prefix.parent)) == [
       "train-00000-of-00003.tfrecord", "train-00001-of-00003.tfrecord",
       "train-00002-of-00003.tfrecord", "train_pretraining_meta_data.json"]
-  assert len(input_checks.match_input_files("task.train_data", pattern)) == 3
+  files = input_checks.match_input_files("task.train_data", pattern)
+  assert len(files) == 3
   meta_path = str(tmp_path / "out" / "train_pretraining_meta_data.json")
   output_sets.check_set(meta_path, output_sets.read_manifest(meta_path))
+  # Each shard's facts, from its writer (`record_facts`), as a read finds.
+  records = output_sets.read_manifest(meta_path)["records"]
+  assert records == {os.path.basename(f): record_facts.scan(f).as_dict()
+                     for f in files}
+  assert sum(r["count"] for r in records.values()) == count
   # Killed again, other seed: new shard 0 beside the old manifest.
   kill_writer.run_killed(2, "realformer_tf.data.beam_pretraining_data", "run",
                          **dict(kwargs, random_seed=6))

@@ -11,6 +11,7 @@ import tensorflow as tf
 from official.nlp.data import sentence_prediction_dataloader as sp_loader
 from realformer_tf.data import output_sets
 from realformer_tf.data import glue
+from realformer_tf.data import record_facts
 from realformer_tf.data import tokenization
 from tests.helpers import kill_writer
 from tests.helpers import numpy_reference
@@ -124,6 +125,15 @@ def test_convert_sst2_and_mrpc_slices(tmp_path):
     assert json.load(f) == meta
   assert sorted(os.listdir(out)) == [
       "sst2_dev.tf_record", "sst2_meta_data.json", "sst2_train.tf_record"]
+  # What a read of every record proves, written with them (`record_facts`).
+  train_facts = meta["records"]["sst2_train.tf_record"]
+  assert train_facts == record_facts.scan(
+      os.path.join(out, "sst2_train.tf_record")).as_dict()
+  assert train_facts["count"] == 20 and meta["records"]["sst2_dev.tf_record"][
+      "count"] == 6
+  assert train_facts["lengths"]["input_ids"] == 16
+  assert 1000 < train_facts["max"]["input_ids"] < 30522
+  assert train_facts["min"]["input_ids"] == 0  # Padding.
 
   data = _load(os.path.join(out, "sst2_train.tf_record"), 16)
   vocab = _vocab_ids(vocab_file)

@@ -80,23 +80,33 @@ def test_a_mixed_set_is_refused_naming_the_file(tmp_path, change, message):
     output_sets.check_set(manifest_path, manifest)
 
 
-def test_big_files_are_hashed_only_when_their_mtime_changed(tmp_path,
-                                                           monkeypatch):
-  # Files over the threshold (here 4 bytes) keep the fast path.
+def test_big_files_are_checked_by_identity_and_copies_by_a_sample(
+    tmp_path, monkeypatch):
+  """Files over the threshold (here 4 bytes) are never hashed whole: while
+  size, mtime and inode are those listed, nothing is read; a copy (new mtime)
+  is checked once by the SHA-256 of its ends, remembered in `verified`."""
   monkeypatch.setattr(output_sets, "ALWAYS_HASH_BYTES", 4)
   manifest_path = _write_set(str(tmp_path), {"a.rec": b"old a",
                                              "b.rec": b"old b"})
   manifest = output_sets.read_manifest(manifest_path)
-  hashed = []
-  sha256 = output_sets.file_sha256
+  assert "sha256" not in manifest["files"]["b.rec"]
+  hashed, sampled = [], []
+  sha256, sample = output_sets.file_sha256, output_sets._sample_sha256
   monkeypatch.setattr(output_sets, "file_sha256",
                       lambda path: hashed.append(path) or sha256(path))
+  monkeypatch.setattr(output_sets, "_sample_sha256", lambda path, size: (
+      sampled.append(path) or sample(path, size)))
   output_sets.check_set(manifest_path, manifest)
-  assert not hashed
-  # Same bytes, new mtime (a copy): hashed, and accepted.
-  os.utime(tmp_path / "b.rec", ns=(1, 1))
-  output_sets.check_set(manifest_path, manifest)
-  assert hashed == [str(tmp_path / "b.rec")]
+  assert not hashed and not sampled
+  os.utime(tmp_path / "b.rec", ns=(1, 1))  # Same bytes, new mtime: a copy.
+  verified = {}
+  output_sets.check_set(manifest_path, manifest, verified)
+  output_sets.check_set(manifest_path, manifest, verified)
+  assert not hashed and sampled == [str(tmp_path / "b.rec")]
+  assert list(verified) == [str(tmp_path / "b.rec")]
+  _rename_in(b"new b")(str(tmp_path / "b.rec"))  # Same size, other bytes.
+  with pytest.raises(ValueError, match=r"b\.rec has SHA-256 .*, the manifest"):
+    output_sets.check_set(manifest_path, manifest, verified)
 
 
 def test_small_file_changed_in_place_with_its_mtime_restored_is_caught(

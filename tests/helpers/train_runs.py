@@ -23,6 +23,7 @@ from realformer_tf.configs import experiments
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
+from realformer_tf.data import record_facts
 from realformer_tf.data import shards
 from realformer_tf.training import train_lib
 from tests.helpers import watchdog
@@ -174,7 +175,8 @@ def write_pretraining_shards(stem: str, count: int, per_shard: int,
     for i, path in enumerate(paths):
       write_pretraining_records(outputs.stage(path), per_shard,
                                 seed=seed * 1000 + i)
-    outputs.commit({"task": "pretraining", "num_examples": count * per_shard})
+    outputs.commit({"task": "pretraining", "num_examples": count * per_shard,
+                    "records": record_facts.listing(outputs.staged)})
   return shards.pattern(stem, count, ".tfrecord")
 
 

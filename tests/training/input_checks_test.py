@@ -177,14 +177,16 @@ def test_records_without_meta_data_are_checked_as_far_as_possible(tmp_path,
   assert re.search(
       rf"task.train_data.input_path: {re.escape(fits)} has no converter "
       rf"meta data .* could not be verified against {re.escape(vocab)} \(48 "
-      r"tokens\).*largest token id in the first 1000 records of each is "
-      r"40, which fits", caplog.text)
+      r"tokens\).*largest token id is 40, which fits", caplog.text)
   (tmp_path / "past").mkdir()
+  # The id past the vocabulary in record 1200: every record is read.
   past = _write(tmp_path / "past" / "mrpc_train.tf_record",
-                _pair_examples(5, max_id=VOCAB - 1))
+                [dict(example, input_ids=[2, 40] + [7] * (SEQ - 3) + [3])
+                 for example in _pair_examples(1199)] +
+                _pair_examples(1, max_id=VOCAB - 1))
   params.task.train_data.input_path = past
   with pytest.raises(ValueError, match=(
-      rf"{re.escape(past)}' holds token id {VOCAB - 1} \(in its first 1000 "
+      rf"{re.escape(past)}' holds token id {VOCAB - 1} \(the largest in its "
       rf"records\), but task.init_checkpoint=.*pretrain' was trained with "
       rf"{re.escape(vocab)} \(48 tokens.*--vocab_file=")):
     input_checks.check_records_vocabulary(params, "train")
@@ -216,3 +218,17 @@ def test_a_shard_set_is_checked_whole_before_training(tmp_path):
   assert ("task.train_data.input_path: the shard set "
           f"{tmp_path}/train-?????-of-00003.tfrecord is incomplete: 2 of 3 "
           "shards, missing train-00002-of-00003.tfrecord") in str(e.value)
+
+
+def test_a_file_of_other_bytes_or_other_records_is_named(tmp_path):
+  text = tmp_path / "train.tf_record"
+  text.write_text("not records\n")
+  with pytest.raises(ValueError, match=rf"{re.escape(str(text))}' is not a "
+                     r"readable TFRecord file \(DataLossError: "):
+    _check(_config("realformer/glue", str(text)), "train")
+  other = tmp_path / "other.tf_record"
+  with tf.io.TFRecordWriter(str(other)) as writer:
+    writer.write(b"\xff not an Example")
+  with pytest.raises(ValueError, match=rf"the first record of "
+                     rf"{re.escape(repr(str(other)))} is not a tf.train.Example"):
+    _check(_config("realformer/glue", str(other)), "train")

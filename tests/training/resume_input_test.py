@@ -8,7 +8,10 @@ ops, whose state is not in the checkpoint, so with dropout the losses after
 a resume differ by its noise (docs/pretraining_at_scale.md).
 """
 
+import logging
+
 import numpy as np
+import tensorflow as tf
 
 from realformer_tf.reproduce import report
 from tests.helpers import train_runs
@@ -51,3 +54,30 @@ def test_a_resumed_run_trains_on_the_uninterrupted_runs_batches(tmp_path):
                              rtol=1e-6, atol=0)
   # The test can fail: the batches differ from step to step.
   assert len({round(whole[s], 6) for s in range(1, STEPS + 1)}) == STEPS
+
+
+def test_a_resume_with_another_batch_size_skips_the_records_trained_on(
+    tmp_path, caplog):
+  """3 steps of 4 records, then resumed with batches of 2 to step 5: the
+  input skips the 12 records trained on (not 3 batches of 2), and the
+  checkpoint counts 12 + 2 * 2 of them (`resumable_pretraining` tests that
+  skipping them continues the stream)."""
+  config = _config(tmp_path)
+  run = tmp_path / "run"
+  train_runs.run_in_process(run, [config],
+                            params_override=_DATA + ",trainer.train_steps=3")
+  assert _records(run) == (3, 12)
+  with caplog.at_level(logging.INFO):
+    train_runs.run_in_process(
+        run, [config], params_override=_DATA + ",trainer.train_steps=5,"
+        "task.train_data.global_batch_size=2")
+  assert _records(run) == (5, 16)
+  assert ("Resuming the input after the 12 records the stopped run trained "
+          "on: the first 12 records of this input pipeline are skipped"
+          in caplog.text), caplog.text
+
+
+def _records(model_dir):
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir)))
+  return (int(reader.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE")),
+          int(reader.get_tensor("input_records/.ATTRIBUTES/VARIABLE_VALUE")))
