@@ -16,7 +16,9 @@ and `ckpt-1`). This module answers, for either:
     names, unread (what a resumed run restores), or None;
   * `checkpoint_prefixes(model_dir)`: its `ckpt-N` files' prefixes, read
     from the files (`run_resume.resume_checkpoint` checks them for a
-    resumed run);
+    resumed run); `check_files(prefix)`: whether a checkpoint's files are
+    whole, by its index; `older_whole_checkpoint(prefix)`: the one to use
+    when `prefix` is damaged;
   * `lock_path(model_dir)`: the training lock;
   * `check_converted_output_dir(path, overwrite, keep_others)`: whether
     convert / `save_run` may write there (never over a train.py run);
@@ -30,11 +32,13 @@ and `ckpt-1`). This module answers, for either:
 
 import dataclasses
 import os
-from typing import Any, Callable, List, Optional, Tuple, TypeVar
+import struct
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Tuple,
+                    TypeVar)
 
 from absl import logging
-import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import tensor_bundle_pb2
 import yaml
 
 from official.core import config_definitions as cfg
@@ -245,20 +249,60 @@ def encoder_config(path: str) -> Tuple[str, Any]:
       f"config of {path!r} is unknown: pass encoder_config=.")
 
 
+def _varint(data: bytes, i: int) -> Tuple[int, int]:
+  value = shift = 0
+  while True:
+    byte, i = data[i], i + 1
+    value, shift = value | (byte & 0x7F) << shift, shift + 7
+    if byte < 0x80:
+      return value, i
+
+
+def _block(data: bytes, offset: int, size: int) -> Iterator[bytes]:
+  """The values of one uncompressed block of a LevelDB-format table."""
+  block = data[offset:offset + size]
+  end = len(block) - 4 - 4 * struct.unpack("<I", block[-4:])[0]
+  i = 0
+  while i < end:
+    _, i = _varint(block, i)  # Bytes shared with the previous key.
+    unshared, i = _varint(block, i)
+    length, i = _varint(block, i)
+    i += unshared
+    yield block[i:i + length]
+    i += length
+
+
+def _data_ends(index: bytes) -> Dict[int, int]:
+  """{shard: where its last tensor ends} from a checkpoint's `.index`: the
+  table TensorFlow's `BundleWriter` writes (uncompressed), whose values are
+  `BundleEntryProto`s (the header's, keyed "", has no size)."""
+  _, i = _varint(index, len(index) - 48)  # Footer: meta index, then index.
+  _, i = _varint(index, i)
+  offset, i = _varint(index, i)
+  ends = {}
+  for handle in _block(index, offset, _varint(index, i)[0]):
+    block_offset, j = _varint(handle, 0)
+    for value in _block(index, block_offset, _varint(handle, j)[0]):
+      entry = tensor_bundle_pb2.BundleEntryProto.FromString(value)
+      ends[entry.shard_id] = max(ends.get(entry.shard_id, 0),
+                                 entry.offset + entry.size)
+  return ends
+
+
 def check_files(prefix: str) -> Optional[str]:
   """None if `prefix`'s index reads and its data files are whole; else why.
 
-  Cheap (no tensor is read): every `data-K-of-N` shard the index's name
-  promises exists, and together they hold at least the bytes of the index's
-  fixed-size tensors, so a checkpoint cut short (disk full, a copy killed)
-  is caught here, not inside a restore.
+  Cheap (only the index is read): every `data-K-of-N` shard the index's
+  name promises exists and reaches the end of the last tensor the index
+  places in it, so a checkpoint cut short by any byte (disk full, a copy
+  killed) is caught here, not inside a restore.
   """
   if not tf.io.gfile.exists(prefix + ".index"):
     return f"{prefix}.index does not exist"
   try:
-    reader = tf.train.load_checkpoint(prefix)
-    shapes = reader.get_variable_to_shape_map()
-    dtypes = reader.get_variable_to_dtype_map()
+    tf.train.load_checkpoint(prefix)
+    with tf.io.gfile.GFile(prefix + ".index", "rb") as f:
+      ends = _data_ends(f.read())
   except _UNREADABLE as e:
     return f"{prefix}.index: {type(e).__name__}: {e}"
   shards = tf.io.gfile.glob(prefix + ".data-*-of-*")
@@ -267,13 +311,23 @@ def check_files(prefix: str) -> Optional[str]:
   total = int(shards[0].rsplit("-of-", 1)[1])
   if len(shards) != total:
     return f"{prefix} has {len(shards)} of its {total} .data files"
-  needed = sum(int(np.prod(shapes[k], dtype=np.int64)) * dtypes[k].size
-               for k in shapes if dtypes[k] != tf.string)
-  held = sum(tf.io.gfile.stat(s).length for s in shards)
-  if held < needed:
-    return (f"{prefix}.data-* hold {held} bytes, less than the {needed} "
-            "bytes of tensors its index lists (truncated)")
+  held = {shard: tf.io.gfile.stat(
+      f"{prefix}.data-{shard:05d}-of-{total:05d}").length for shard in ends}
+  if any(held[shard] < end for shard, end in ends.items()):
+    return (f"{prefix}.data-* hold {sum(held.values())} bytes, less than the "
+            f"{sum(ends.values())} bytes of tensors its index lists "
+            "(truncated)")
   return None
+
+
+def older_whole_checkpoint(prefix: str) -> Optional[str]:
+  """The newest checkpoint of `prefix`'s directory older than `prefix` whose
+  files are whole (`check_files`), or None: the one to go on from when
+  `prefix` is damaged."""
+  prefixes = checkpoint_prefixes(directory_of(prefix))
+  if prefix in prefixes:
+    prefixes = prefixes[prefixes.index(prefix) + 1:]
+  return next((p for p in prefixes if check_files(p) is None), None)
 
 
 def _candidates(path: str, what: str) -> List[str]:

@@ -25,16 +25,20 @@ Here (`Controller`, given to Model Garden's `train_lib.run_experiment` as
 
 So an async failure stops the run at the end of the train loop
 (`trainer.steps_per_loop` steps) in which it happened, with nothing of it
-left behind.
+left behind. A restore that finds a tensor's checksum wrong (a damaged byte:
+TensorFlow's `DataLossError`) is refused in one line naming the checkpoint
+and the newest older whole one (`restore_checkpoint`).
 """
 
 import copy
 import os
+import re
 from typing import Optional
 
 import orbit
 import tensorflow as tf
 
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 
@@ -85,6 +89,26 @@ class Controller(orbit.Controller):
     self._unconfirmed_save = None  # An async save not yet known complete.
     self._last_written = None  # Set by `_written` (a background thread).
     super().__init__(*args, **kwargs)
+
+  def restore_checkpoint(self, checkpoint_path: Optional[str] = None):
+    """Orbit's; a damaged checkpoint (`DataLossError`) is a ValueError
+    naming it and the newest older whole one, not TensorFlow's traceback."""
+    try:
+      return super().restore_checkpoint(checkpoint_path)
+    except tf.errors.DataLossError as e:
+      path = checkpoint_path or self.checkpoint_manager.latest_checkpoint
+      older = run_directory.older_whole_checkpoint(path)
+      why = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:\w+\]$", "",
+                   e.message.strip().splitlines()[0])
+      raise ValueError(
+          f"Checkpoint {path} is damaged ({why}): stopped before restoring "
+          "it. " + (
+              f"Its newest older whole checkpoint is {older}: to go on from "
+              "it, point the run's state file at it (tf.compat.v1.train."
+              f"update_checkpoint_state({os.path.dirname(path)!r}, "
+              f"{older!r})) and rerun." if older else
+              "No older checkpoint of the run is whole: restore the run "
+              "from a copy, or start again in a new --model_dir.")) from None
 
   def _written(self, save_path: str) -> None:
     """Write callback: `save_path` is complete on disk."""

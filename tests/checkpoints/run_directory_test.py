@@ -128,12 +128,12 @@ def test_prefix_and_directory(tmp_path):
 def test_falls_back_past_deleted_truncated_and_short_data(tmp_path, caplog):
   first, second, third, fourth = _save(str(tmp_path), [1, 2, 3, 4])
   with open(fourth + ".data-00000-of-00001", "r+b") as f:
-    f.truncate(100)  # 64 floats and the int64 save counter: 264 bytes.
+    f.truncate(100)  # 64 floats, the save counter, the object graph: 444.
   os.remove(third + ".index")
   with open(second + ".index", "r+b") as f:
     f.truncate(10)
   assert run_directory.check_files(fourth).endswith(
-      "hold 100 bytes, less than the 264 bytes of tensors its index lists "
+      "hold 100 bytes, less than the 444 bytes of tensors its index lists "
       "(truncated)")
   with caplog.at_level("WARNING"):
     assert run_directory.resolve_checkpoint(str(tmp_path), "x") == first
