@@ -101,8 +101,8 @@ class Controller(orbit.Controller):
       why = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:\w+\]$", "",
                    e.message.strip().splitlines()[0])
       raise ValueError(
-          f"Checkpoint {path} is damaged ({why}): stopped before restoring "
-          "it. " + (
+          f"Checkpoint {path} is damaged ({why}): nothing was trained or "
+          "evaluated from it. " + (
               f"Its newest older whole checkpoint is {older}: to go on from "
               "it, point the run's state file at it (tf.compat.v1.train."
               f"update_checkpoint_state({os.path.dirname(path)!r}, "

@@ -142,6 +142,56 @@ def test_falls_back_past_deleted_truncated_and_short_data(tmp_path, caplog):
     assert name in caplog.text
 
 
+def _save_many(directory, steps):
+  """Checkpoints of 300 variables: an object graph of about 30 kB, the
+  string tensor a sum of the fixed-size tensors leaves out."""
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(
+      vs=[tf.Variable(tf.ones([4])) for _ in range(300)]), directory,
+      max_to_keep=5)
+  return [manager.save(checkpoint_number=s) for s in steps]
+
+
+@pytest.mark.parametrize("cut", [1, 20_000])
+def test_a_cut_shorter_than_the_object_graph_is_caught(tmp_path, cut):
+  """Issue 46 item 5: the fixed-size tensors' bytes (300 x 16 and the save
+  counter) fit in what is left, so a sum of them passed a data file cut by
+  less than the object graph; each tensor's offset and size in the index
+  do not."""
+  older, newest = _save_many(str(tmp_path), [2, 4])
+  data = newest + ".data-00000-of-00001"
+  size = os.path.getsize(data)
+  assert size - cut > 300 * 16 + 8
+  with open(data, "r+b") as f:
+    f.truncate(size - cut)
+  assert run_directory.check_files(newest) == (
+      f"{newest}.data-* hold {size - cut} bytes, less than the {size} bytes "
+      "of tensors its index lists (truncated)")
+  assert run_directory.check_files(older) is None
+  assert run_directory.older_whole_checkpoint(newest) == older
+  assert run_directory.older_whole_checkpoint(older) is None
+  assert run_directory.resolve_checkpoint(str(tmp_path), "x") == older
+
+
+def test_every_shard_is_checked_against_its_own_tensors(tmp_path):
+  """A checkpoint written in two shards (a sharding policy of one tensor a
+  shard): cutting either is caught."""
+  variables = [tf.Variable(tf.ones([64]) * i) for i in range(2)]
+  options = tf.train.CheckpointOptions(
+      experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(
+          max_shard_size=300))
+  prefix = tf.train.Checkpoint(vs=variables).write(
+      str(tmp_path / "ckpt-1"), options=options)
+  shards = sorted(tf.io.gfile.glob(prefix + ".data-*"))
+  assert len(shards) > 1 and run_directory.check_files(prefix) is None
+  for shard in shards:
+    content = open(shard, "rb").read()
+    with open(shard, "wb") as f:
+      f.write(content[:-1])
+    assert run_directory.check_files(prefix).endswith("(truncated)"), shard
+    with open(shard, "wb") as f:
+      f.write(content)
+
+
 def test_readers_of_a_run_without_its_state_file_take_its_newest_whole_ckpt(
     tmp_path, caplog):
   """Issue 38: a copy of `ckpt-*` without the `checkpoint` state file was
