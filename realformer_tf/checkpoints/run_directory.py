@@ -16,9 +16,8 @@ and `ckpt-1`). This module answers, for either:
     names, unread (what a resumed run restores), or None;
   * `checkpoint_prefixes(model_dir)`: its `ckpt-N` files' prefixes, read
     from the files (`run_resume.resume_checkpoint` checks them for a
-    resumed run); `check_files(prefix)`: whether a checkpoint's files are
-    whole, by its index; `older_whole_checkpoint(prefix)`: the one to use
-    when `prefix` is damaged;
+    resumed run); whether one is whole, by its index (`check_files`), and
+    the one to use when it is not (`older_whole_checkpoint`);
   * `lock_path(model_dir)`: the training lock;
   * `check_converted_output_dir(path, overwrite, keep_others)`: whether
     convert / `save_run` may write there (never over a train.py run);
@@ -249,40 +248,38 @@ def encoder_config(path: str) -> Tuple[str, Any]:
       f"config of {path!r} is unknown: pass encoder_config=.")
 
 
-def _varint(data: bytes, i: int) -> Tuple[int, int]:
-  value = shift = 0
-  while True:
-    byte, i = data[i], i + 1
-    value, shift = value | (byte & 0x7F) << shift, shift + 7
-    if byte < 0x80:
-      return value, i
+def _varints(data: bytes, i: int, count: int) -> Tuple[List[int], int]:
+  """`count` varints of `data` from `i`, and where they end."""
+  values = []
+  for _ in range(count):
+    value = shift = 0
+    while data[i] & 0x80:
+      value, shift, i = value | (data[i] & 0x7F) << shift, shift + 7, i + 1
+    values.append(value | data[i] << shift)
+    i += 1
+  return values, i
 
 
-def _block(data: bytes, offset: int, size: int) -> Iterator[bytes]:
-  """The values of one uncompressed block of a LevelDB-format table."""
-  block = data[offset:offset + size]
-  end = len(block) - 4 - 4 * struct.unpack("<I", block[-4:])[0]
-  i = 0
+def _block(table: bytes, handle: bytes) -> Iterator[bytes]:
+  """The values of the (uncompressed) block of a LevelDB-format table that
+  `handle` (offset, size) points at."""
+  (offset, size), _ = _varints(handle, 0, 2)
+  block = table[offset:offset + size]
+  end, i = size - 4 - 4 * struct.unpack("<I", block[-4:])[0], 0
   while i < end:
-    _, i = _varint(block, i)  # Bytes shared with the previous key.
-    unshared, i = _varint(block, i)
-    length, i = _varint(block, i)
-    i += unshared
-    yield block[i:i + length]
-    i += length
+    (_, unshared, length), i = _varints(block, i, 3)  # Keys unneeded.
+    yield block[i + unshared:i + unshared + length]
+    i += unshared + length
 
 
 def _data_ends(index: bytes) -> Dict[int, int]:
-  """{shard: where its last tensor ends} from a checkpoint's `.index`: the
-  table TensorFlow's `BundleWriter` writes (uncompressed), whose values are
-  `BundleEntryProto`s (the header's, keyed "", has no size)."""
-  _, i = _varint(index, len(index) - 48)  # Footer: meta index, then index.
-  _, i = _varint(index, i)
-  offset, i = _varint(index, i)
+  """{shard: where its last tensor ends}, from a checkpoint's `.index`: the
+  table TensorFlow's `BundleWriter` writes, of `BundleEntryProto`s (the
+  header's has no size). Its 48-byte footer: meta index, index handles."""
+  _, i = _varints(index, len(index) - 48, 2)
   ends = {}
-  for handle in _block(index, offset, _varint(index, i)[0]):
-    block_offset, j = _varint(handle, 0)
-    for value in _block(index, block_offset, _varint(handle, j)[0]):
+  for handle in _block(index, index[i:]):
+    for value in _block(index, handle):
       entry = tensor_bundle_pb2.BundleEntryProto.FromString(value)
       ends[entry.shard_id] = max(ends.get(entry.shard_id, 0),
                                  entry.offset + entry.size)

@@ -25,9 +25,8 @@ Here (`Controller`, given to Model Garden's `train_lib.run_experiment` as
 
 So an async failure stops the run at the end of the train loop
 (`trainer.steps_per_loop` steps) in which it happened, with nothing of it
-left behind. A restore that finds a tensor's checksum wrong (a damaged byte:
-TensorFlow's `DataLossError`) is refused in one line naming the checkpoint
-and the newest older whole one (`restore_checkpoint`).
+left behind. A restore that finds a damaged byte (`DataLossError`) names the
+checkpoint and the newest older whole one (`restore_checkpoint`).
 """
 
 import copy
@@ -73,8 +72,9 @@ def _cause(error: Optional[BaseException]) -> str:
   if lines and lines[0] == "in user code:":
     # AutoGraph's message: the frames, then the original "Type: message".
     cause = lines[-1]
-  else:
-    cause = f"{type(error).__name__}: {lines[0] if lines else ''}"
+  else:  # Without an op error's "{{function_node ...}}" and "[Op:...]".
+    cause = f"{type(error).__name__}: " + re.sub(
+        r"^\{\{.*?\}\} *| *\[Op:\w+\]$", "", lines[0] if lines else "")
   if (isinstance(error, tf.errors.ResourceExhaustedError) or
       "No space left" in message):
     cause += " (the disk is full?)"
@@ -98,13 +98,11 @@ class Controller(orbit.Controller):
     except tf.errors.DataLossError as e:
       path = checkpoint_path or self.checkpoint_manager.latest_checkpoint
       older = run_directory.older_whole_checkpoint(path)
-      why = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:\w+\]$", "",
-                   e.message.strip().splitlines()[0])
       raise ValueError(
-          f"Checkpoint {path} is damaged ({why}): nothing was trained or "
+          f"Checkpoint {path} is damaged ({_cause(e)}): nothing was trained or "
           "evaluated from it. " + (
-              f"Its newest older whole checkpoint is {older}: to go on from "
-              "it, point the run's state file at it (tf.compat.v1.train."
+              f"Its newest older whole checkpoint is {older}: point the "
+              "run's state file at it (tf.compat.v1.train."
               f"update_checkpoint_state({os.path.dirname(path)!r}, "
               f"{older!r})) and rerun." if older else
               "No older checkpoint of the run is whole: restore the run "

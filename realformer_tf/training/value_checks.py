@@ -1,21 +1,14 @@
 """Config values no run can mean, refused before anything is read or written.
 
 Model Garden's configs are typed, not ranged: `initial_learning_rate=-0.001`
-trains as gradient ascent to rc 0, a dropout rate of 1.5 or a warm-up longer
-than the run train without a word, `hidden_size=0`, `global_batch_size=0` or
-a learning rate of 1e300 (inf in float32) fail inside Keras, and a negative
-`max_to_keep` makes TensorFlow's `CheckpointManager` delete every checkpoint,
-the newest too; Orbit and Model Garden check a few keys, but only once
-`params.yaml` and the quickstart data are written.
-
-`check_values` looks at every number of the config: each must be finite (in
-float32 for a float), and each numeric leaf is checked by the first rule of
-`_RULES` its dotted key matches (by name: `*_size`, `*_steps`, `num_*` are
-positive, dropout rates in [0, 1), ...), then a few rules between keys (a
-warm-up ends within the run). Ranges are the ones the libraries give their
-arguments (Keras optimizers: betas in [0, 1), momentum in [0, 1]; dropout:
-rate in [0, 1)) or follow from what a key means. One error names every bad
-key and value, one a line.
+trains as gradient ascent to rc 0, `hidden_size=0` or a learning rate of
+1e300 (inf in float32) fail inside Keras once `params.yaml` and the
+quickstart data are written, a negative `max_to_keep` makes TensorFlow's
+`CheckpointManager` delete every checkpoint. `check_values` looks at every
+number: each finite (in float32 for a float), each checked by the first of
+`_RULES` its dotted key matches (`*_size`, `*_steps`, `num_*` positive,
+dropout rates in [0, 1), the ranges Keras gives its optimizers' arguments),
+then the rules between keys; one error names every bad key, one a line.
 
 Also here, as the same stage of the checks before a run (`preflight`):
 values of the wrong type (`validate_field_types`, at parse time), the
@@ -42,27 +35,33 @@ from realformer_tf.training import modes
 # `performance.set_mixed_precision_policy` accepts (float16 and bfloat16 set
 # the mixed_float16 / mixed_bfloat16 Keras policies); unset means float32.
 MIXED_PRECISION_DTYPES = ("float32", "float16", "bfloat16")
-_OPTIMIZER_KEY = "trainer.optimizer_config"
 
 
-def _leaves(config, prefix: str) -> Iterator[Tuple[str, object]]:
-  """(dotted key, value) of every leaf of `config`; a one-of config only
-  through its chosen branch, list items as `key[i]`."""
-  if isinstance(config, hyperparams.OneOfConfig):
-    if config.type:
-      yield from _leaves(config.get(), f"{prefix}{config.type}.")
-    return
-  for name in config.as_dict():
-    value, key = getattr(config, name), prefix + name
-    if isinstance(value, hyperparams.Config):
+def _leaves(config: hyperparams.Config, prefix: str
+           ) -> Iterator[Tuple[str, object, Optional[type]]]:
+  """(dotted key, value, declared type) of every leaf of `config`: a one-of
+  config through its chosen branch only, list items as `key[i]`, a mapping
+  given to a scalar field (`train_steps.x=1`) as a leaf."""
+  for field in dataclasses.fields(config):
+    value, key = getattr(config, field.name, None), prefix + field.name
+    expected = field.type
+    if typing.get_origin(expected) is typing.Union:  # Optional[int] etc.
+      args = [a for a in typing.get_args(expected) if a is not type(None)]
+      expected = args[0] if len(args) == 1 else None
+    if isinstance(value, hyperparams.OneOfConfig):
+      if value.type:
+        yield from _leaves(value.get(), f"{key}.{value.type}.")
+    elif isinstance(value, hyperparams.Config) and expected not in (
+        int, float, bool, str):
       yield from _leaves(value, key + ".")
-    elif isinstance(value, (list, tuple)) and any(
-        isinstance(item, hyperparams.Config) for item in value):
+    elif isinstance(value, (list, tuple)):
       for i, item in enumerate(value):
         if isinstance(item, hyperparams.Config):
           yield from _leaves(item, f"{key}[{i}].")
+        else:
+          yield f"{key}[{i}]", item, None
     else:
-      yield key, value
+      yield key, value, expected
 
 
 def _number(value) -> bool:
@@ -76,9 +75,8 @@ _FRACTION = (lambda v: 0 <= v < 1, "in [0, 1)")
 _UNIT = (lambda v: 0 <= v <= 1, "in [0, 1]")
 _AUTOTUNE = (lambda v: v >= -1, ">= -1 (-1: tf.data.AUTOTUNE)")
 
-# (pattern searched in the dotted key, (test, what it must be), note): the
-# first that matches a numeric leaf checks it; a float is tested as the
-# float32 the model computes with (1e-50 is 0 there).
+# (pattern searched in the dotted key, (test, what it must be), note); a
+# float is tested as the float32 the model computes with (1e-50 is 0).
 _RULES = tuple((re.compile(pattern), rule, note) for pattern, rule, note in (
     (r"^trainer\.train_steps$", _POSITIVE, " to train"),
     (r"^trainer\.validation_steps$", (lambda v: v == -1 or v > 0,
@@ -93,7 +91,8 @@ _RULES = tuple((re.compile(pattern), rule, note) for pattern, rule, note in (
      " (a negative rate trains as gradient ascent, zero not at all)"),
     (r"(warmup_steps|recovery_begin_steps|learning_rate|^runtime\.num_gpus|"
      r"weight_decay(_rate)?|epsilon(_?\d)?|clip(norm|value)|clip_norm|"
-     r"initializer_range|inner_dim|_count|_timeout|_idx)$", _NON_NEGATIVE, ""),
+     r"initializer_range|inner_dim|_count|_timeout|_idx|\.values\[\d+\])$",
+     _NON_NEGATIVE, ""),
     (r"(prefetch_buffer_size|cycle_length)$", _AUTOTUNE, ""),
     (r"(dropout(_rate)?|label_smoothing|_prob|beta_[12])$", _FRACTION, ""),
     (r"(alpha|linear_decay_fraction|momentum)$", _UNIT, ""),
@@ -135,13 +134,11 @@ def _cross_key_errors(trainer: cfg.TrainerConfig) -> Iterator[str]:
     yield (f"trainer.summary_interval={trainer.summary_interval} must be a "
            f"multiple of trainer.steps_per_loop={trainer.steps_per_loop}")
   lr_config = trainer.optimizer_config.learning_rate
-  lr, key = lr_config.get(), f"{_OPTIMIZER_KEY}.learning_rate.{lr_config.type}"
+  lr = lr_config.get()
+  key = f"trainer.optimizer_config.learning_rate.{lr_config.type}"
   if lr_config.type == "polynomial" and lr.decay_steps is None:
     yield (f"{key}.decay_steps is not set (usually = trainer.train_steps="
            f"{trainer.train_steps})")
-  values = getattr(lr, "values", None)
-  if values and (any(v < 0 for v in values) or not any(v > 0 for v in values)):
-    yield f"{key}.values={list(values)} must be >= 0, and not all 0"
   initial = getattr(lr, "initial_learning_rate", None)
   end = getattr(lr, "end_learning_rate", None)
   if _number(end) and _number(initial) and initial > 0 and end > initial:
@@ -150,9 +147,9 @@ def _cross_key_errors(trainer: cfg.TrainerConfig) -> Iterator[str]:
   warmup = trainer.optimizer_config.warmup
   steps = getattr(warmup.get(), "warmup_steps", None) if warmup.type else None
   if _number(steps) and steps > trainer.train_steps > 0:
-    yield (f"{_OPTIMIZER_KEY}.warmup.{warmup.type}.warmup_steps={steps} is "
-           f"longer than the run (trainer.train_steps={trainer.train_steps}):"
-           " the rate would never reach its peak")
+    yield (f"trainer.optimizer_config.warmup.{warmup.type}.warmup_steps="
+           f"{steps} is longer than the run (trainer.train_steps="
+           f"{trainer.train_steps}): the rate would never reach its peak")
 
 
 def _runtime_errors(runtime: cfg.RuntimeConfig) -> Iterator[str]:
@@ -176,19 +173,16 @@ def _value_errors(params: cfg.ExperimentConfig, trains: bool,
   unread = tuple(f"task.{name}." for name in params.task.as_dict()
                  if isinstance(getattr(params.task, name), cfg.DataConfig) and
                  f"task.{name}" not in data_keys)
-  for key, value in _leaves(params, ""):
-    if isinstance(value, (list, tuple)):
-      errors = [_finite_error(f"{key}[{i}]", item)
-                for i, item in enumerate(value) if _number(item)]
-    elif _number(value):
-      errors = [_finite_error(key, value)]
-      if not errors[0] and not key.startswith(unread) and (
-          evaluates if key == "trainer.validation_steps" else
-          trains or not key.startswith("trainer.")):
-        errors = [_rule_error(key, value)]
-    else:
+  for key, value, _ in _leaves(params, ""):
+    if not _number(value):
       continue
-    yield from filter(None, errors)
+    error = _finite_error(key, value)
+    if not error and not key.startswith(unread) and (
+        evaluates if key == "trainer.validation_steps" else
+        trains or not key.startswith("trainer.")):
+      error = _rule_error(key, value)
+    if error:
+      yield error
   if trains:
     yield from _cross_key_errors(params.trainer)
   yield from _runtime_errors(params.runtime)
@@ -214,43 +208,29 @@ def check_values(params: cfg.ExperimentConfig, trains: bool,
     raise _refusal("out of range", errors)
 
 
-def _type_errors(config: hyperparams.Config, prefix: str) -> Iterator[str]:
-  for field in dataclasses.fields(config):
-    value, key = getattr(config, field.name, None), prefix + field.name
-    expected = field.type
-    if typing.get_origin(expected) is typing.Union:  # Optional[int] etc.
-      args = [a for a in typing.get_args(expected) if a is not type(None)]
-      expected = args[0] if len(args) == 1 else None
-    article = "an" if expected is int else "a"
-    if isinstance(value, hyperparams.OneOfConfig):  # Its chosen branch only.
-      key, value = f"{key}.{value.type}", value.get()
-    if isinstance(value, hyperparams.Config):
-      if expected in (int, float, bool, str):  # e.g. `train_steps.x=1`
-        yield (f"{key} must be {article} {expected.__name__}, not the "
-               f"mapping {value.as_dict()}")
-      else:
-        yield from _type_errors(value, key + ".")
-    elif isinstance(value, (list, tuple)):
-      for i, item in enumerate(value):
-        if isinstance(item, hyperparams.Config):
-          yield from _type_errors(item, f"{key}[{i}].")
-    elif value is not None and expected in (int, float, bool) and (
-        # A bool is an int to isinstance; an int is a fine float.
-        isinstance(value, bool) != (expected is bool) or not isinstance(
-            value, (int, float) if expected is float else expected)):
-      yield (f"{key}={value!r} must be {article} {expected.__name__}, not "
-             f"{type(value).__name__}")
+def _type_error(key: str, value, expected: Optional[type]) -> Optional[str]:
+  article = "an" if expected is int else "a"
+  if isinstance(value, hyperparams.Config):  # e.g. `train_steps.x=1`
+    return (f"{key} must be {article} {expected.__name__}, not the mapping "
+            f"{value.as_dict()}")
+  if value is not None and expected in (int, float, bool) and (
+      # A bool is an int to isinstance; an int is a fine float.
+      isinstance(value, bool) != (expected is bool) or not isinstance(
+          value, (int, float) if expected is float else expected)):
+    return (f"{key}={value!r} must be {article} {expected.__name__}, not "
+            f"{type(value).__name__}")
+  return None
 
 
 def validate_field_types(params: cfg.ExperimentConfig) -> None:
   """Every int, float and bool field of `params` holds a value of that type.
 
   Model Garden's `Config.override` stores what YAML or `--params_override`
-  gives unconverted (`official/modeling/hyperparams/base_config.py:225`):
-  `train_steps=1.5` makes Orbit loop at step 1 forever, `train_steps=abc` a
-  `TypeError` deep in the trainer. The error names every mistyped key.
+  gives unconverted: `train_steps=1.5` makes Orbit loop at step 1 forever,
+  `train_steps=abc` a `TypeError` deep in the trainer.
   """
-  errors = list(_type_errors(params, ""))
+  errors = [e for e in (_type_error(*leaf) for leaf in _leaves(params, ""))
+            if e]
   if errors:
     raise _refusal("of the wrong type", errors)
 

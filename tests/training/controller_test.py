@@ -221,13 +221,13 @@ def test_a_damaged_byte_is_named_with_the_checkpoint_to_use(tmp_path,
             max_to_keep=5))
   message = str(e.value)
   assert "\n" not in message
-  assert message.startswith(f"Checkpoint {newest} is damaged (TensorBundle "
-                            f"at {newest} shard 0 "), message
+  assert message.startswith(f"Checkpoint {newest} is damaged (DataLossError: "
+                            f"TensorBundle at {newest} shard 0 "), message
   assert "Checksum does not match" in message
   if with_older:
     assert message.endswith(
-        f"Its newest older whole checkpoint is {older}: to go on from it, "
-        "point the run's state file at it (tf.compat.v1.train."
+        f"Its newest older whole checkpoint is {older}: point the run's "
+        "state file at it (tf.compat.v1.train."
         f"update_checkpoint_state({d!r}, {older!r})) and rerun."), message
   else:
     assert "No older checkpoint of the run is whole" in message
