@@ -101,12 +101,10 @@ class Controller(orbit.Controller):
       raise ValueError(
           f"Checkpoint {path} is damaged ({_cause(e)}): nothing was trained or "
           "evaluated from it. " + (
-              f"Its newest older whole checkpoint is {older}: point the "
-              "run's state file at it (tf.compat.v1.train."
-              f"update_checkpoint_state({os.path.dirname(path)!r}, "
-              f"{older!r})) and rerun." if older else
-              "No older checkpoint of the run is whole: restore the run "
-              "from a copy, or start again in a new --model_dir.")) from None
+              f"To go on from the newest older whole one, {older}: "
+              "tf.compat.v1.train.update_checkpoint_state("
+              f"{os.path.dirname(path)!r}, {older!r})." if older else
+              "No older checkpoint of the run is whole.")) from None
 
   def _written(self, save_path: str) -> None:
     """Write callback: `save_path` is complete on disk."""

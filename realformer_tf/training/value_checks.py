@@ -101,21 +101,18 @@ _RULES = tuple((re.compile(pattern), rule, note) for pattern, rule, note in (
 ))
 
 
-def _finite_error(key: str, value) -> Optional[str]:
-  """Every number must be one the graph holds: YAML's `.nan` and `.inf`
-  pass every comparison (`nan <= 0` is False), 1e300 is inf in float32."""
-  if isinstance(value, int):
-    return None if abs(value) < 2**63 else f"{key}={value} must fit in int64"
-  if not math.isfinite(value):
+def _value_error(key: str, value, ranged: bool) -> Optional[str]:
+  """Any number must be one the graph holds (YAML's `.nan` and `.inf` pass
+  every comparison, 1e300 is inf in float32); a `ranged` one, the first of
+  `_RULES` its key matches."""
+  if isinstance(value, int) and abs(value) >= 2**63:
+    return f"{key}={value} must fit in int64"
+  if isinstance(value, float) and not math.isfinite(value):
     return f"{key}={value!r} must be a finite number"
-  if abs(value) > _FLOAT32_MAX:
+  if isinstance(value, float) and abs(value) > _FLOAT32_MAX:
     return (f"{key}={value!r} must be a finite number in float32 (at most "
             f"{_FLOAT32_MAX:.3g})")
-  return None
-
-
-def _rule_error(key: str, value) -> Optional[str]:
-  for pattern, (test, bound), note in _RULES:
+  for pattern, (test, bound), note in _RULES if ranged else ():
     if pattern.search(key):
       tested = float(np.float32(value)) if isinstance(value, float) else value
       if test(tested):
@@ -174,13 +171,10 @@ def _value_errors(params: cfg.ExperimentConfig, trains: bool,
                  if isinstance(getattr(params.task, name), cfg.DataConfig) and
                  f"task.{name}" not in data_keys)
   for key, value, _ in _leaves(params, ""):
-    if not _number(value):
-      continue
-    error = _finite_error(key, value)
-    if not error and not key.startswith(unread) and (
-        evaluates if key == "trainer.validation_steps" else
-        trains or not key.startswith("trainer.")):
-      error = _rule_error(key, value)
+    error = _number(value) and _value_error(
+        key, value, not key.startswith(unread) and (
+            evaluates if key == "trainer.validation_steps" else
+            trains or not key.startswith("trainer.")))
     if error:
       yield error
   if trains:
