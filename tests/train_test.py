@@ -455,7 +455,8 @@ def test_a_damaged_checkpoint_names_the_one_to_use(tmp_path):
       del content[-int(damage.split()[1]):]
     data.write_bytes(bytes(content))
     proc = utils.run_train(str(copy), [small], mode=mode,
-                           experiment=experiments.QUICKSTART)
+                           experiment=experiments.QUICKSTART,
+                           extra=[f"--quickstart_input_files={text}"])
     line = _refusal_line(proc)
     assert f"{copy}/ckpt-4" in line and (
         "is damaged" if damage == "flip" else "is not whole") in line, line
