@@ -462,3 +462,11 @@ def test_a_damaged_checkpoint_names_the_one_to_use(tmp_path):
         "is damaged" if damage == "flip" else "is not whole") in line, line
     older = str(copy / "ckpt-2")
     assert f"update_checkpoint_state({str(copy)!r}, {older!r})" in line, line
+  # Export from the run reads the same checkpoint: the same answer.
+  proc = subprocess.run(
+      [sys.executable, "-m", "realformer_tf.serving.export",
+       f"--model_dir={copy}", f"--export_dir={tmp_path / 'export'}"],
+      cwd=utils.REPO_ROOT, env=utils.subprocess_env(), capture_output=True,
+      text=True, timeout=600, check=False)
+  assert _refusal_line(proc) == line
+  assert not (tmp_path / "export").exists()

@@ -17,7 +17,7 @@ and `ckpt-1`). This module answers, for either:
   * `checkpoint_prefixes(model_dir)`: its `ckpt-N` files' prefixes, read
     from the files (`run_resume.resume_checkpoint` checks them for a
     resumed run); whether one is whole, by its index (`check_files`), and
-    the one to use when it is not (`older_whole_checkpoint`);
+    which to use when a restore finds it damaged (`damaged_checkpoint_error`);
   * `lock_path(model_dir)`: the training lock;
   * `check_converted_output_dir(path, overwrite, keep_others)`: whether
     convert / `save_run` may write there (never over a train.py run);
@@ -31,6 +31,7 @@ and `ckpt-1`). This module answers, for either:
 
 import dataclasses
 import os
+import re
 import struct
 from typing import (Any, Callable, Dict, Iterator, List, Optional, Tuple,
                     TypeVar)
@@ -317,14 +318,24 @@ def check_files(prefix: str) -> Optional[str]:
   return None
 
 
-def older_whole_checkpoint(prefix: str) -> Optional[str]:
-  """The newest checkpoint of `prefix`'s directory older than `prefix` whose
-  files are whole (`check_files`), or None: the one to go on from when
-  `prefix` is damaged."""
+def damaged_checkpoint_error(prefix: str,
+                             error: tf.errors.DataLossError) -> ValueError:
+  """The refusal for a checkpoint whose restore found a damaged byte (a
+  tensor's checksum): names it and the newest older one whose files are
+  whole (`check_files`), to go on from."""
   prefixes = checkpoint_prefixes(directory_of(prefix))
   if prefix in prefixes:
     prefixes = prefixes[prefixes.index(prefix) + 1:]
-  return next((p for p in prefixes if check_files(p) is None), None)
+  older = next((p for p in prefixes if check_files(p) is None), None)
+  why = re.sub(r"^\{\{.*?\}\} *| *\[Op:\w+\]$", "",  # TensorFlow's frame.
+               error.message.split("\n")[0])
+  return ValueError(
+      f"Checkpoint {prefix} is damaged (DataLossError: {why}), so nothing "
+      "was run. " + (
+          f"Its newest older whole checkpoint is {older}: point the run's "
+          "state file at it with tf.compat.v1.train.update_checkpoint_state("
+          f"{os.path.dirname(prefix)!r}, {older!r})." if older else
+          "No older checkpoint of the run is whole."))
 
 
 def _candidates(path: str, what: str) -> List[str]:

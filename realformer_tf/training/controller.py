@@ -31,7 +31,6 @@ checkpoint and the newest older whole one (`restore_checkpoint`).
 
 import copy
 import os
-import re
 from typing import Optional
 
 import orbit
@@ -72,9 +71,8 @@ def _cause(error: Optional[BaseException]) -> str:
   if lines and lines[0] == "in user code:":
     # AutoGraph's message: the frames, then the original "Type: message".
     cause = lines[-1]
-  else:  # Without an op error's "{{function_node ...}}" and "[Op:...]".
-    cause = f"{type(error).__name__}: " + re.sub(
-        r"^\{\{.*?\}\} *| *\[Op:\w+\]$", "", lines[0] if lines else "")
+  else:
+    cause = f"{type(error).__name__}: {lines[0] if lines else ''}"
   if (isinstance(error, tf.errors.ResourceExhaustedError) or
       "No space left" in message):
     cause += " (the disk is full?)"
@@ -96,15 +94,9 @@ class Controller(orbit.Controller):
     try:
       return super().restore_checkpoint(checkpoint_path)
     except tf.errors.DataLossError as e:
-      path = checkpoint_path or self.checkpoint_manager.latest_checkpoint
-      older = run_directory.older_whole_checkpoint(path)
-      raise ValueError(
-          f"Checkpoint {path} is damaged ({_cause(e)}): nothing was trained or "
-          "evaluated from it. " + (
-              f"To go on from the newest older whole one, {older}: "
-              "tf.compat.v1.train.update_checkpoint_state("
-              f"{os.path.dirname(path)!r}, {older!r})." if older else
-              "No older checkpoint of the run is whole.")) from None
+      raise run_directory.damaged_checkpoint_error(
+          checkpoint_path or self.checkpoint_manager.latest_checkpoint,
+          e) from None
 
   def _written(self, save_path: str) -> None:
     """Write callback: `save_path` is complete on disk."""

@@ -226,7 +226,8 @@ def test_a_damaged_byte_is_named_with_the_checkpoint_to_use(tmp_path,
   assert "Checksum does not match" in message
   if with_older:
     assert message.endswith(
-        f"To go on from the newest older whole one, {older}: tf.compat.v1."
-        f"train.update_checkpoint_state({d!r}, {older!r})."), message
+        f"Its newest older whole checkpoint is {older}: point the run's state "
+        "file at it with tf.compat.v1.train.update_checkpoint_state("
+        f"{d!r}, {older!r})."), message
   else:
     assert "No older checkpoint of the run is whole" in message
