@@ -18,6 +18,7 @@ and `ckpt-1`). This module answers, for either:
     from the files (`run_resume.resume_checkpoint` checks them for a
     resumed run); whether one is whole, by its index (`check_files`), and
     which to use when a restore finds it damaged (`damaged_checkpoint_error`);
+    `restore_model(model, prefix)`: a trainer checkpoint into its model;
   * `lock_path(model_dir)`: the training lock;
   * `check_converted_output_dir(path, overwrite, keep_others)`: whether
     convert / `save_run` may write there (never over a train.py run);
@@ -316,6 +317,29 @@ def check_files(prefix: str) -> Optional[str]:
             f"{sum(ends.values())} bytes of tensors its index lists "
             "(truncated)")
   return None
+
+
+def restore_model(model: tf.Module, checkpoint: str) -> None:
+  """Restores `model` (all its variables) from a trainer checkpoint.
+
+  Raises:
+    ValueError: If the checkpoint is damaged (`damaged_checkpoint_error`),
+      unreadable or lacks model variables.
+  """
+  try:
+    # As export_base.export: the optimizer and the rest are left over.
+    tf.train.Checkpoint(model=model).read(
+        checkpoint).assert_existing_objects_matched().expect_partial()
+  except tf.errors.DataLossError as e:
+    # Not the failed read's "Value in checkpoint could not be found"
+    # warnings, hundreds of lines at exit, after the refusal.
+    tf.get_logger().setLevel("ERROR")
+    raise damaged_checkpoint_error(checkpoint, e) from None
+  except (AssertionError, tf.errors.OpError, ValueError) as e:
+    raise ValueError(
+        f"Checkpoint {checkpoint!r} does not hold the variables of the model "
+        "built from params.yaml (was it written by another run or "
+        f"experiment?): {e}") from e
 
 
 def damaged_checkpoint_error(prefix: str,

@@ -190,16 +190,7 @@ def build_model(task_config: cfg.TaskConfig, checkpoint: str, dummy_inputs):
   """The task's Keras model, built on `dummy_inputs` and restored."""
   model = task_factory.get_task(task_config).build_model()
   model(dummy_inputs, training=False)  # Creates every variable.
-  try:
-    utils.restore_checkpoint(model, checkpoint)
-  except ValueError as e:
-    if isinstance(e.__cause__, tf.errors.DataLossError):
-      # Not the read's "Value in checkpoint could not be found" warnings,
-      # hundreds of lines at exit, after the refusal.
-      tf.get_logger().setLevel("ERROR")
-      raise run_directory.damaged_checkpoint_error(checkpoint,
-                                                   e.__cause__) from None
-    raise
+  run_directory.restore_model(model, checkpoint)
   return model
 
 
