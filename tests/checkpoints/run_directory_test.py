@@ -167,8 +167,14 @@ def test_a_cut_shorter_than_the_object_graph_is_caught(tmp_path, cut):
       f"{newest}.data-* hold {size - cut} bytes, less than the {size} bytes "
       "of tensors its index lists (truncated)")
   assert run_directory.check_files(older) is None
-  assert run_directory.older_whole_checkpoint(newest) == older
-  assert run_directory.older_whole_checkpoint(older) is None
+  error = tf.errors.DataLossError(None, None, "Checksum does not match")
+  assert str(run_directory.damaged_checkpoint_error(newest, error)) == (
+      f"Checkpoint {newest} is damaged (DataLossError: Checksum does not "
+      f"match), so nothing was run. Its newest older whole checkpoint is "
+      f"{older}: point the run's state file at it with tf.compat.v1.train."
+      f"update_checkpoint_state({str(tmp_path)!r}, {older!r}).")
+  assert str(run_directory.damaged_checkpoint_error(older, error)).endswith(
+      "No older checkpoint of the run is whole.")
   assert run_directory.resolve_checkpoint(str(tmp_path), "x") == older
 
 
