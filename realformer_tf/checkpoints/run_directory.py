@@ -16,12 +16,9 @@ and `ckpt-1`). This module answers, for either:
     names, unread (what a resumed run restores), or None;
   * `checkpoint_prefixes(model_dir)`: its `ckpt-N` files' prefixes, read
     from the files (`run_resume.resume_checkpoint` checks them for a
-    resumed run); whether one is whole, by its index (`check_files`), and
-    which to use when a restore finds it damaged (`damaged_checkpoint_error`);
-    `restore_model(model, prefix)`: a trainer checkpoint into its model;
+    resumed run); `check_files(prefix)`: whether one is whole, by its index;
+    `restore_model(model, prefix)`, naming a damaged one and the one to use;
   * `lock_path(model_dir)`: the training lock;
-  * `check_converted_output_dir(path, overwrite, keep_others)`: whether
-    convert / `save_run` may write there (never over a train.py run);
   * `relocated_path(recorded, run_dir)`: a file params.yaml records, found
     again under a moved run directory;
   * `interrupted_swap(path)` / `recover_interrupted_swap(path)`: the backup a
@@ -263,8 +260,7 @@ def _varints(data: bytes, i: int, count: int) -> Tuple[List[int], int]:
 
 
 def _block(table: bytes, handle: bytes) -> Iterator[bytes]:
-  """The values of the (uncompressed) block of a LevelDB-format table that
-  `handle` (offset, size) points at."""
+  """The values of a LevelDB table's block `handle` (offset, size) names."""
   (offset, size), _ = _varints(handle, 0, 2)
   block = table[offset:offset + size]
   end, i = size - 4 - 4 * struct.unpack("<I", block[-4:])[0], 0
@@ -275,10 +271,9 @@ def _block(table: bytes, handle: bytes) -> Iterator[bytes]:
 
 
 def _data_ends(index: bytes) -> Dict[int, int]:
-  """{shard: where its last tensor ends}, from a checkpoint's `.index`: the
-  table TensorFlow's `BundleWriter` writes, of `BundleEntryProto`s (the
-  header's has no size). Its 48-byte footer: meta index, index handles."""
-  _, i = _varints(index, len(index) - 48, 2)
+  """{shard: where its last tensor ends}, from a checkpoint's `.index`
+  (`BundleWriter`'s uncompressed table of `BundleEntryProto`s)."""
+  _, i = _varints(index, len(index) - 48, 2)  # Footer: meta index, index.
   ends = {}
   for handle in _block(index, index[i:]):
     for value in _block(index, handle):
@@ -323,17 +318,14 @@ def restore_model(model: tf.Module, checkpoint: str) -> None:
   """Restores `model` (all its variables) from a trainer checkpoint.
 
   Raises:
-    ValueError: If the checkpoint is damaged (`damaged_checkpoint_error`),
-      unreadable or lacks model variables.
+    ValueError: If it is damaged, unreadable or lacks model variables.
   """
   try:
     # As export_base.export: the optimizer and the rest are left over.
     tf.train.Checkpoint(model=model).read(
         checkpoint).assert_existing_objects_matched().expect_partial()
   except tf.errors.DataLossError as e:
-    # Not the failed read's "Value in checkpoint could not be found"
-    # warnings, hundreds of lines at exit, after the refusal.
-    tf.get_logger().setLevel("ERROR")
+    tf.get_logger().setLevel("ERROR")  # Not its hundreds of warnings at exit.
     raise damaged_checkpoint_error(checkpoint, e) from None
   except (AssertionError, tf.errors.OpError, ValueError) as e:
     raise ValueError(
@@ -344,9 +336,8 @@ def restore_model(model: tf.Module, checkpoint: str) -> None:
 
 def damaged_checkpoint_error(prefix: str,
                              error: tf.errors.DataLossError) -> ValueError:
-  """The refusal for a checkpoint whose restore found a damaged byte (a
-  tensor's checksum): names it and the newest older one whose files are
-  whole (`check_files`), to go on from."""
+  """The refusal for a checkpoint a restore found damaged (a checksum):
+  names it and the newest older whole one (`check_files`), to go on from."""
   prefixes = checkpoint_prefixes(directory_of(prefix))
   if prefix in prefixes:
     prefixes = prefixes[prefixes.index(prefix) + 1:]

@@ -25,8 +25,7 @@ Here (`Controller`, given to Model Garden's `train_lib.run_experiment` as
 
 So an async failure stops the run at the end of the train loop
 (`trainer.steps_per_loop` steps) in which it happened, with nothing of it
-left behind. A restore that finds a damaged byte (`DataLossError`) names the
-checkpoint and the newest older whole one (`restore_checkpoint`).
+left behind. A damaged checkpoint is named in one line (`restore_checkpoint`).
 """
 
 import copy
@@ -89,8 +88,7 @@ class Controller(orbit.Controller):
     super().__init__(*args, **kwargs)
 
   def restore_checkpoint(self, checkpoint_path: Optional[str] = None):
-    """Orbit's; a damaged checkpoint (`DataLossError`) is a ValueError
-    naming it and the newest older whole one, not TensorFlow's traceback."""
+    """Orbit's; a damaged byte: `run_directory.damaged_checkpoint_error`."""
     try:
       return super().restore_checkpoint(checkpoint_path)
     except tf.errors.DataLossError as e:

@@ -2,18 +2,14 @@
 
 Model Garden's configs are typed, not ranged: `initial_learning_rate=-0.001`
 trains as gradient ascent to rc 0, `hidden_size=0` or a learning rate of
-1e300 (inf in float32) fail inside Keras once `params.yaml` and the
-quickstart data are written, a negative `max_to_keep` makes TensorFlow's
-`CheckpointManager` delete every checkpoint. `check_values` looks at every
-number: each finite (in float32 for a float), each checked by the first of
-`_RULES` its dotted key matches (`*_size`, `*_steps`, `num_*` positive,
-dropout rates in [0, 1), the ranges Keras gives its optimizers' arguments),
-then the rules between keys; one error names every bad key, one a line.
-
-Also here, as the same stage of the checks before a run (`preflight`):
-values of the wrong type (`validate_field_types`, at parse time), the
-encoder config's own `validate`, sequence lengths against the position
-table, the GPUs asked for and the batches' split over the replicas.
+1e300 (inf in float32) fail inside Keras once `params.yaml` and the data are
+written. `check_values` looks at every number: each finite (in float32 for a
+float), each checked by the first of `_RULES` its dotted key matches
+(`*_size`, `*_steps`, `num_*` positive, dropout rates in [0, 1), the ranges
+Keras gives its optimizers' arguments), then the rules between keys; one
+error names every bad key, one a line. Also here: values of the wrong type
+(`validate_field_types`, at parse time), the encoder config's `validate`,
+sequence lengths, the GPUs asked for and the batches' split over replicas.
 """
 
 import dataclasses
@@ -39,9 +35,8 @@ MIXED_PRECISION_DTYPES = ("float32", "float16", "bfloat16")
 
 def _leaves(config: hyperparams.Config, prefix: str
            ) -> Iterator[Tuple[str, object, Optional[type]]]:
-  """(dotted key, value, declared type) of every leaf of `config`: a one-of
-  config through its chosen branch only, list items as `key[i]`, a mapping
-  given to a scalar field (`train_steps.x=1`) as a leaf."""
+  """(dotted key, value, declared type) of each leaf: a one-of's chosen
+  branch only, list items as `key[i]`, a mapping given to a scalar field."""
   for field in dataclasses.fields(config):
     value, key = getattr(config, field.name, None), prefix + field.name
     expected = field.type
@@ -124,15 +119,29 @@ def _value_error(key: str, value, ranged: bool) -> Optional[str]:
   return None
 
 
-def _cross_key_errors(trainer: cfg.TrainerConfig) -> Iterator[str]:
-  """Rules between keys of a training run: its schedule and warm-up."""
+def _other_errors(params: cfg.ExperimentConfig,
+                  trains: bool) -> Iterator[str]:
+  """The rules between keys (a training run's schedule), and the runtime's
+  non-numeric keys."""
+  dtype, scale = params.runtime.mixed_precision_dtype, params.runtime.loss_scale
+  if dtype and dtype not in MIXED_PRECISION_DTYPES:
+    yield (f"runtime.mixed_precision_dtype={dtype!r} is not one of "
+           f"{', '.join(MIXED_PRECISION_DTYPES)} (float16 and bfloat16 give "
+           "Keras's mixed_float16 / mixed_bfloat16 policies)")
+  if scale is not None and scale != "dynamic" and not (
+      _number(scale) and scale > 0):
+    yield (f"runtime.loss_scale={scale!r} must be 'dynamic' or a positive "
+           "number")
+  if not trains:
+    return
+  trainer = params.trainer
   if (trainer.summary_interval and trainer.steps_per_loop > 0 and
       trainer.summary_interval % trainer.steps_per_loop):
     yield (f"trainer.summary_interval={trainer.summary_interval} must be a "
            f"multiple of trainer.steps_per_loop={trainer.steps_per_loop}")
   lr_config = trainer.optimizer_config.learning_rate
-  lr = lr_config.get()
-  key = f"trainer.optimizer_config.learning_rate.{lr_config.type}"
+  lr, key = lr_config.get(), (
+      f"trainer.optimizer_config.learning_rate.{lr_config.type}")
   if lr_config.type == "polynomial" and lr.decay_steps is None:
     yield (f"{key}.decay_steps is not set (usually = trainer.train_steps="
            f"{trainer.train_steps})")
@@ -147,19 +156,6 @@ def _cross_key_errors(trainer: cfg.TrainerConfig) -> Iterator[str]:
     yield (f"trainer.optimizer_config.warmup.{warmup.type}.warmup_steps="
            f"{steps} is longer than the run (trainer.train_steps="
            f"{trainer.train_steps}): the rate would never reach its peak")
-
-
-def _runtime_errors(runtime: cfg.RuntimeConfig) -> Iterator[str]:
-  dtype = runtime.mixed_precision_dtype
-  if dtype and dtype not in MIXED_PRECISION_DTYPES:
-    yield (f"runtime.mixed_precision_dtype={dtype!r} is not one of "
-           f"{', '.join(MIXED_PRECISION_DTYPES)} (float16 and bfloat16 give "
-           "Keras's mixed_float16 / mixed_bfloat16 policies)")
-  scale = runtime.loss_scale
-  if scale is not None and scale != "dynamic" and not (
-      _number(scale) and scale > 0):
-    yield (f"runtime.loss_scale={scale!r} must be 'dynamic' or a positive "
-           "number")
 
 
 def _value_errors(params: cfg.ExperimentConfig, trains: bool,
@@ -177,9 +173,7 @@ def _value_errors(params: cfg.ExperimentConfig, trains: bool,
             trains or not key.startswith("trainer.")))
     if error:
       yield error
-  if trains:
-    yield from _cross_key_errors(params.trainer)
-  yield from _runtime_errors(params.runtime)
+  yield from _other_errors(params, trains)
 
 
 def _refusal(what: str, errors: List[str]) -> ValueError:
@@ -258,9 +252,8 @@ def _length_errors(key: str, data, encoder_key: Optional[str],
 
 
 def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
-  """The checks of `params`' values for `mode` that read no input file
-  (`check_values` and the sequence lengths, in one error; then the visible
-  GPUs)."""
+  """The checks of `params` for `mode` that read no input file: its values
+  and sequence lengths in one error (`check_values`), then the GPUs."""
   data_configs = modes.data_configs(params, mode)
   errors = list(_value_errors(params, mode in modes.TRAIN_MODES,
                               mode in modes.EVAL_MODES,
