@@ -30,19 +30,17 @@ and `ckpt-1`). This module answers, for either:
 import dataclasses
 import os
 import re
-import struct
-from typing import (Any, Callable, Dict, Iterator, List, Optional, Tuple,
-                    TypeVar)
+from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
 from absl import logging
 import tensorflow as tf
-from tensorflow.core.protobuf import tensor_bundle_pb2
 import yaml
 
 from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.modeling import hyperparams
 from realformer_tf import utils
+from realformer_tf.checkpoints import bundle_index
 from realformer_tf.checkpoints import errors
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
@@ -247,42 +245,6 @@ def encoder_config(path: str) -> Tuple[str, Any]:
       f"config of {path!r} is unknown: pass encoder_config=.")
 
 
-def _varints(data: bytes, i: int, count: int) -> Tuple[List[int], int]:
-  """`count` varints of `data` from `i`, and where they end."""
-  values = []
-  for _ in range(count):
-    value = shift = 0
-    while data[i] & 0x80:
-      value, shift, i = value | (data[i] & 0x7F) << shift, shift + 7, i + 1
-    values.append(value | data[i] << shift)
-    i += 1
-  return values, i
-
-
-def _block(table: bytes, handle: bytes) -> Iterator[bytes]:
-  """The values of a LevelDB table's block `handle` (offset, size) names."""
-  (offset, size), _ = _varints(handle, 0, 2)
-  block = table[offset:offset + size]
-  end, i = size - 4 - 4 * struct.unpack("<I", block[-4:])[0], 0
-  while i < end:
-    (_, unshared, length), i = _varints(block, i, 3)  # Keys unneeded.
-    yield block[i + unshared:i + unshared + length]
-    i += unshared + length
-
-
-def _data_ends(index: bytes) -> Dict[int, int]:
-  """{shard: where its last tensor ends}, from a checkpoint's `.index`
-  (`BundleWriter`'s uncompressed table of `BundleEntryProto`s)."""
-  _, i = _varints(index, len(index) - 48, 2)  # Footer: meta index, index.
-  ends = {}
-  for handle in _block(index, index[i:]):
-    for value in _block(index, handle):
-      entry = tensor_bundle_pb2.BundleEntryProto.FromString(value)
-      ends[entry.shard_id] = max(ends.get(entry.shard_id, 0),
-                                 entry.offset + entry.size)
-  return ends
-
-
 def check_files(prefix: str) -> Optional[str]:
   """None if `prefix`'s index reads and its data files are whole; else why.
 
@@ -296,7 +258,7 @@ def check_files(prefix: str) -> Optional[str]:
   try:
     tf.train.load_checkpoint(prefix)
     with tf.io.gfile.GFile(prefix + ".index", "rb") as f:
-      ends = _data_ends(f.read())
+      ends = bundle_index.data_ends(f.read())
   except _UNREADABLE as e:
     return f"{prefix}.index: {type(e).__name__}: {e}"
   shards = tf.io.gfile.glob(prefix + ".data-*-of-*")
