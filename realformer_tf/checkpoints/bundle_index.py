@@ -1,8 +1,5 @@
-"""Where each shard's tensors of a TensorFlow checkpoint end, from its index.
-
-Its readers give shapes and dtypes, not offsets (string tensors, the object
-graph among them, have no fixed size); the `.index` is a LevelDB-format
-table of `BundleEntryProto`s (shard, offset, size), read here.
+"""Where each shard's tensors of a TensorFlow checkpoint end, read from its
+`.index` (TensorFlow's readers give shapes, and strings have no fixed size).
 """
 
 import struct
@@ -35,8 +32,8 @@ def _block(table: bytes, handle: bytes) -> Iterator[bytes]:
 
 
 def data_ends(index: bytes) -> Dict[int, int]:
-  """{shard: where its last tensor ends}, from a checkpoint's `.index`
-  (`BundleWriter`'s uncompressed table of `BundleEntryProto`s)."""
+  """{shard: where its last tensor ends}: `BundleWriter`'s uncompressed
+  LevelDB table of `BundleEntryProto`s (shard, offset, size) in `index`."""
   _, i = _varints(index, len(index) - 48, 2)  # Footer: meta index, index.
   ends = {}
   for handle in _block(index, index[i:]):

@@ -277,11 +277,8 @@ def check_files(prefix: str) -> Optional[str]:
 
 
 def restore_model(model: tf.Module, checkpoint: str) -> None:
-  """Restores `model` (all its variables) from a trainer checkpoint.
-
-  Raises:
-    ValueError: If it is damaged, unreadable or lacks model variables.
-  """
+  """Restores `model` (all its variables) from a trainer checkpoint; a
+  ValueError if it is damaged, unreadable or lacks model variables."""
   try:
     # As export_base.export: the optimizer and the rest are left over.
     tf.train.Checkpoint(model=model).read(
@@ -298,8 +295,7 @@ def restore_model(model: tf.Module, checkpoint: str) -> None:
 
 def damaged_checkpoint_error(prefix: str,
                              error: tf.errors.DataLossError) -> ValueError:
-  """The refusal for a checkpoint a restore found damaged (a checksum):
-  names it and the newest older whole one (`check_files`), to go on from."""
+  """Names a checkpoint a restore found damaged and the one to go on from."""
   prefixes = checkpoint_prefixes(directory_of(prefix))
   if prefix in prefixes:
     prefixes = prefixes[prefixes.index(prefix) + 1:]

@@ -25,7 +25,7 @@ Here (`Controller`, given to Model Garden's `train_lib.run_experiment` as
 
 So an async failure stops the run at the end of the train loop
 (`trainer.steps_per_loop` steps) in which it happened, with nothing of it
-left behind. A damaged checkpoint is named in one line (`restore_checkpoint`).
+left behind.
 """
 
 import copy

@@ -66,9 +66,6 @@ def _number(value) -> bool:
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _POSITIVE = (lambda v: v > 0, "positive")
 _NON_NEGATIVE = (lambda v: v >= 0, ">= 0")
-_FRACTION = (lambda v: 0 <= v < 1, "in [0, 1)")
-_UNIT = (lambda v: 0 <= v <= 1, "in [0, 1]")
-_AUTOTUNE = (lambda v: v >= -1, ">= -1 (-1: tf.data.AUTOTUNE)")
 
 # (pattern searched in the dotted key, (test, what it must be), note); a
 # float is tested as the float32 the model computes with (1e-50 is 0).
@@ -88,25 +85,24 @@ _RULES = tuple((re.compile(pattern), rule, note) for pattern, rule, note in (
      r"weight_decay(_rate)?|epsilon(_?\d)?|clip(norm|value)|clip_norm|"
      r"initializer_range|inner_dim|_count|_timeout|_idx|\.values\[\d+\])$",
      _NON_NEGATIVE, ""),
-    (r"(prefetch_buffer_size|cycle_length)$", _AUTOTUNE, ""),
-    (r"(dropout(_rate)?|label_smoothing|_prob|beta_[12])$", _FRACTION, ""),
-    (r"(alpha|linear_decay_fraction|momentum)$", _UNIT, ""),
+    (r"(prefetch_buffer_size|cycle_length)$", (lambda v: v >= -1, ">= -1"),
+     " (-1: tf.data.AUTOTUNE)"),
+    (r"(dropout(_rate)?|label_smoothing|_prob|beta_[12])$",
+     (lambda v: 0 <= v < 1, "in [0, 1)"), ""),
+    (r"(alpha|linear_decay_fraction|momentum)$",
+     (lambda v: 0 <= v <= 1, "in [0, 1]"), ""),
     (r"(_size|_steps|_length|_interval|_per_seq|_per_loop|_width|\.num_\w+|"
      r"\.max_\w+|\.decay_rate|doc_stride|loss_upper_bound)$", _POSITIVE, ""),
 ))
 
 
 def _value_error(key: str, value, ranged: bool) -> Optional[str]:
-  """Any number must be one the graph holds (YAML's `.nan` and `.inf` pass
-  every comparison, 1e300 is inf in float32); a `ranged` one, the first of
-  `_RULES` its key matches."""
-  if isinstance(value, int) and abs(value) >= 2**63:
-    return f"{key}={value} must fit in int64"
-  if isinstance(value, float) and not math.isfinite(value):
-    return f"{key}={value!r} must be a finite number"
-  if isinstance(value, float) and abs(value) > _FLOAT32_MAX:
-    return (f"{key}={value!r} must be a finite number in float32 (at most "
-            f"{_FLOAT32_MAX:.3g})")
+  """A float must be one the graph holds (YAML's `.nan` and `.inf` pass every
+  comparison, 1e300 is inf in float32); a `ranged` number, `_RULES`."""
+  if isinstance(value, float) and not abs(value) <= _FLOAT32_MAX:  # NaN too.
+    return f"{key}={value!r} must be a finite number" + (
+        f" in float32 (at most {_FLOAT32_MAX:.3g})" if math.isfinite(value)
+        else "")
   for pattern, (test, bound), note in _RULES if ranged else ():
     if pattern.search(key):
       tested = float(np.float32(value)) if isinstance(value, float) else value
@@ -121,8 +117,7 @@ def _value_error(key: str, value, ranged: bool) -> Optional[str]:
 
 def _other_errors(params: cfg.ExperimentConfig,
                   trains: bool) -> Iterator[str]:
-  """The rules between keys (a training run's schedule), and the runtime's
-  non-numeric keys."""
+  """The runtime's non-numeric keys, a training run's rules between keys."""
   dtype, scale = params.runtime.mixed_precision_dtype, params.runtime.loss_scale
   if dtype and dtype not in MIXED_PRECISION_DTYPES:
     yield (f"runtime.mixed_precision_dtype={dtype!r} is not one of "
@@ -160,9 +155,8 @@ def _other_errors(params: cfg.ExperimentConfig,
 
 def _value_errors(params: cfg.ExperimentConfig, trains: bool,
                   evaluates: bool, data_keys: List[str]) -> Iterator[str]:
-  """Every number of `params` finite; every numeric leaf `_RULES` checks
-  (the trainer's when the mode trains, its `validation_steps` when it
-  evaluates, the data configs it reads); then the rules between keys."""
+  """`check_values`' problems: every number, `_RULES`, the rules between
+  keys."""
   unread = tuple(f"task.{name}." for name in params.task.as_dict()
                  if isinstance(getattr(params.task, name), cfg.DataConfig) and
                  f"task.{name}" not in data_keys)
@@ -183,14 +177,9 @@ def _refusal(what: str, errors: List[str]) -> ValueError:
 
 def check_values(params: cfg.ExperimentConfig, trains: bool,
                  evaluates: bool, data_keys: List[str]) -> None:
-  """Raises ValueError naming every out-of-range key and value of `params`.
-
-  Args:
-    params: The parsed (type-checked) experiment config.
-    trains: Whether the mode trains (the trainer and optimizer keys apply).
-    evaluates: Whether the mode evaluates.
-    data_keys: The data configs the mode reads ("task.train_data", ...).
-  """
+  """Raises ValueError naming every out-of-range key and value of `params`
+  (type-checked): the trainer's keys if the mode `trains`, its
+  `validation_steps` if it `evaluates`, the data configs of `data_keys`."""
   errors = list(_value_errors(params, trains, evaluates, data_keys))
   if errors:
     raise _refusal("out of range", errors)
