@@ -251,23 +251,6 @@ def gzip_bytes(data: bytes) -> bytes:
           struct.pack("<LL", zlib.crc32(data), len(data) & 0xffffffff))
 
 
-def restore_checkpoint(model: tf.Module, checkpoint: str) -> None:
-  """Restores `model` (all its variables) from a trainer checkpoint.
-
-  Raises:
-    ValueError: If the checkpoint is unreadable or lacks model variables.
-  """
-  try:
-    # As export_base.export: the optimizer and the rest are left over.
-    tf.train.Checkpoint(model=model).read(
-        checkpoint).assert_existing_objects_matched().expect_partial()
-  except (AssertionError, tf.errors.OpError, ValueError) as e:
-    raise ValueError(
-        f"Checkpoint {checkpoint!r} does not hold the variables of the model "
-        "built from params.yaml (was it written by another run or "
-        f"experiment?): {e}") from e
-
-
 def dummy_inputs(masked_positions: int = 0) -> Dict[str, tf.Tensor]:
   """A one-example BERT input batch (ids 1) that creates a model's variables."""
   ids = tf.ones([1, 2], tf.int32)

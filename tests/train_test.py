@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -386,3 +387,86 @@ def test_multi_worker_mirrored_matches_one_device(one_device_and_mirrored):
     assert worker["num_replicas"] == 2
     assert worker["global_step"] == 3
     np.testing.assert_allclose(worker["losses"], one["losses"], rtol=1e-4)
+
+
+# --------------------------------------------------------------------------
+# Bad values and damaged checkpoints: one line, exit 1 (issue 46).
+# --------------------------------------------------------------------------
+
+
+def _refusal_line(proc):
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+  return proc.stderr.rstrip("\n").splitlines()[-1]
+
+
+@pytest.mark.parametrize("override, line", [
+    ("trainer.optimizer_config.learning_rate.polynomial."
+     "initial_learning_rate=1e300",
+     "Config values out of range: trainer.optimizer_config.learning_rate."
+     "polynomial.initial_learning_rate=1e+300 must be a finite number in "
+     "float32 (at most 3.4e+38)."),
+    ("task.model.encoder.any.hidden_size=0",
+     "Config values out of range: task.model.encoder.any.hidden_size=0 must "
+     "be positive."),
+])
+def test_a_bad_value_is_refused_before_anything_is_written(tmp_path, override,
+                                                           line):
+  """Before: the quickstart's data was built and params.yaml written, then
+  Keras failed ("Can't convert Python sequence ...", "hidden_size must be a
+  positive int")."""
+  model_dir = tmp_path / "model"
+  proc = utils.run_train(str(model_dir), experiment=experiments.QUICKSTART,
+                         extra=[f"--params_override={override}"])
+  assert _refusal_line(proc) == line
+  assert not model_dir.exists()
+
+
+def test_a_damaged_checkpoint_names_the_one_to_use(tmp_path):
+  """A data file cut by 1 byte or 20 kB (less than the object graph, which
+  the length check left out: a 214-line `IndexError: Read less bytes than
+  requested`), or a flipped byte in a weight (a raw DataLossError)."""
+  text = _quickstart_text(str(tmp_path / "text.txt"), max_lines=100)
+  small = utils.write_quickstart_yaml(
+      str(tmp_path / "small.yaml"), vocab_size=300, width=32, seq_length=32,
+      max_predictions=5, batch=8, trainer={
+          "train_steps": 4, "steps_per_loop": 2, "summary_interval": 2,
+          "checkpoint_interval": 2, "validation_interval": 4,
+          "max_to_keep": 5, "optimizer_config": {
+              "learning_rate": {"polynomial": {"decay_steps": 4}},
+              "warmup": {"polynomial": {"warmup_steps": 1}}}})
+  run = tmp_path / "run"
+  proc = utils.run_train(str(run), [small], experiment=experiments.QUICKSTART,
+                         extra=[f"--quickstart_input_files={text}"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  reader = tf.train.load_checkpoint(str(run / "ckpt-4"))
+  weight = reader.get_tensor(
+      "encoder/_transformer_layers/0/_intermediate_dense/kernel/"
+      ".ATTRIBUTES/VARIABLE_VALUE").tobytes()
+  for damage, mode in (("cut 1", "eval"), ("cut 20000", "train"),
+                       ("flip", "eval")):
+    copy = tmp_path / damage.replace(" ", "_")
+    shutil.copytree(run, copy)
+    data = copy / "ckpt-4.data-00000-of-00001"
+    content = bytearray(data.read_bytes())
+    if damage == "flip":
+      content[content.find(weight) + 10] ^= 0xFF
+    else:
+      del content[-int(damage.split()[1]):]
+    data.write_bytes(bytes(content))
+    proc = utils.run_train(str(copy), [small], mode=mode,
+                           experiment=experiments.QUICKSTART,
+                           extra=[f"--quickstart_input_files={text}"])
+    line = _refusal_line(proc)
+    assert f"{copy}/ckpt-4" in line and (
+        "is damaged" if damage == "flip" else "is not whole") in line, line
+    older = str(copy / "ckpt-2")
+    assert f"update_checkpoint_state({str(copy)!r}, {older!r})" in line, line
+  # Export from the run reads the same checkpoint: the same answer.
+  proc = subprocess.run(
+      [sys.executable, "-m", "realformer_tf.serving.export",
+       f"--model_dir={copy}", f"--export_dir={tmp_path / 'export'}"],
+      cwd=utils.REPO_ROOT, env=utils.subprocess_env(), capture_output=True,
+      text=True, timeout=600, check=False)
+  assert _refusal_line(proc) == line
+  assert not (tmp_path / "export").exists()

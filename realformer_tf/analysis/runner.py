@@ -27,7 +27,6 @@ import tensorflow as tf
 from tqdm import auto as tqdm
 
 from official.core import task_factory
-from realformer_tf import utils
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import output_files
 from realformer_tf.analysis import plots
@@ -79,7 +78,7 @@ def load_model(model_dir: str) -> LoadedModel:
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   model = task.build_model()
   checkpoint = run_directory.resolve_checkpoint(model_dir, "--model_dir")
-  utils.restore_checkpoint(model, checkpoint)
+  run_directory.restore_model(model, checkpoint)
   # BertPretrainerV2, BertClassifier and BertSpanLabeler all checkpoint their
   # encoder as `encoder`.
   encoder = model.checkpoint_items.get("encoder")

@@ -16,10 +16,9 @@ and `ckpt-1`). This module answers, for either:
     names, unread (what a resumed run restores), or None;
   * `checkpoint_prefixes(model_dir)`: its `ckpt-N` files' prefixes, read
     from the files (`run_resume.resume_checkpoint` checks them for a
-    resumed run);
+    resumed run); `check_files(prefix)`: whether one is whole, by its index;
+    `restore_model(model, prefix)`, naming a damaged one and the one to use;
   * `lock_path(model_dir)`: the training lock;
-  * `check_converted_output_dir(path, overwrite, keep_others)`: whether
-    convert / `save_run` may write there (never over a train.py run);
   * `relocated_path(recorded, run_dir)`: a file params.yaml records, found
     again under a moved run directory;
   * `interrupted_swap(path)` / `recover_interrupted_swap(path)`: the backup a
@@ -30,10 +29,10 @@ and `ckpt-1`). This module answers, for either:
 
 import dataclasses
 import os
+import re
 from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
 from absl import logging
-import numpy as np
 import tensorflow as tf
 import yaml
 
@@ -41,6 +40,7 @@ from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.modeling import hyperparams
 from realformer_tf import utils
+from realformer_tf.checkpoints import bundle_index
 from realformer_tf.checkpoints import errors
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
@@ -248,17 +248,17 @@ def encoder_config(path: str) -> Tuple[str, Any]:
 def check_files(prefix: str) -> Optional[str]:
   """None if `prefix`'s index reads and its data files are whole; else why.
 
-  Cheap (no tensor is read): every `data-K-of-N` shard the index's name
-  promises exists, and together they hold at least the bytes of the index's
-  fixed-size tensors, so a checkpoint cut short (disk full, a copy killed)
-  is caught here, not inside a restore.
+  Cheap (only the index is read): every `data-K-of-N` shard the index's
+  name promises exists and reaches the end of the last tensor the index
+  places in it, so a checkpoint cut short by any byte (disk full, a copy
+  killed) is caught here, not inside a restore.
   """
   if not tf.io.gfile.exists(prefix + ".index"):
     return f"{prefix}.index does not exist"
   try:
-    reader = tf.train.load_checkpoint(prefix)
-    shapes = reader.get_variable_to_shape_map()
-    dtypes = reader.get_variable_to_dtype_map()
+    tf.train.load_checkpoint(prefix)
+    with tf.io.gfile.GFile(prefix + ".index", "rb") as f:
+      ends = bundle_index.data_ends(f.read())
   except _UNREADABLE as e:
     return f"{prefix}.index: {type(e).__name__}: {e}"
   shards = tf.io.gfile.glob(prefix + ".data-*-of-*")
@@ -267,13 +267,48 @@ def check_files(prefix: str) -> Optional[str]:
   total = int(shards[0].rsplit("-of-", 1)[1])
   if len(shards) != total:
     return f"{prefix} has {len(shards)} of its {total} .data files"
-  needed = sum(int(np.prod(shapes[k], dtype=np.int64)) * dtypes[k].size
-               for k in shapes if dtypes[k] != tf.string)
-  held = sum(tf.io.gfile.stat(s).length for s in shards)
-  if held < needed:
-    return (f"{prefix}.data-* hold {held} bytes, less than the {needed} "
-            "bytes of tensors its index lists (truncated)")
+  held = {shard: tf.io.gfile.stat(
+      f"{prefix}.data-{shard:05d}-of-{total:05d}").length for shard in ends}
+  if any(held[shard] < end for shard, end in ends.items()):
+    return (f"{prefix}.data-* hold {sum(held.values())} bytes, less than the "
+            f"{sum(ends.values())} bytes of tensors its index lists "
+            "(truncated)")
   return None
+
+
+def restore_model(model: tf.Module, checkpoint: str) -> None:
+  """Restores `model` (all its variables) from a trainer checkpoint; a
+  ValueError if it is damaged, unreadable or lacks model variables."""
+  try:
+    # As export_base.export: the optimizer and the rest are left over.
+    tf.train.Checkpoint(model=model).read(
+        checkpoint).assert_existing_objects_matched().expect_partial()
+  except tf.errors.DataLossError as e:
+    tf.get_logger().setLevel("ERROR")  # Not its hundreds of warnings at exit.
+    raise damaged_checkpoint_error(checkpoint, e) from None
+  except (AssertionError, tf.errors.OpError, ValueError) as e:
+    raise ValueError(
+        f"Checkpoint {checkpoint!r} does not hold the variables of the model "
+        "built from params.yaml (was it written by another run or "
+        f"experiment?): {e}") from e
+
+
+def damaged_checkpoint_error(prefix: str,
+                             error: tf.errors.DataLossError) -> ValueError:
+  """Names a checkpoint a restore found damaged and the one to go on from."""
+  prefixes = checkpoint_prefixes(directory_of(prefix))
+  if prefix in prefixes:
+    prefixes = prefixes[prefixes.index(prefix) + 1:]
+  older = next((p for p in prefixes if check_files(p) is None), None)
+  why = re.sub(r"^\{\{.*?\}\} *| *\[Op:\w+\]$", "",  # TensorFlow's frame.
+               error.message.split("\n")[0])
+  return ValueError(
+      f"Checkpoint {prefix} is damaged (DataLossError: {why}), so nothing "
+      "was run. " + (
+          f"Its newest older whole checkpoint is {older}: point the run's "
+          "state file at it with tf.compat.v1.train.update_checkpoint_state("
+          f"{os.path.dirname(prefix)!r}, {older!r})." if older else
+          "No older checkpoint of the run is whole."))
 
 
 def _candidates(path: str, what: str) -> List[str]:

@@ -43,7 +43,7 @@ class RealFormerEncoderConfig(encoders.BertEncoderConfig):
   def validate(self):
     ra.validate_residual_attention(self.residual_attention)
     ra.validate_score_dtype(self.score_dtype)
-    if self.hidden_size % self.num_attention_heads:
+    if self.num_attention_heads and self.hidden_size % self.num_attention_heads:
       raise ValueError(
           f"encoder.hidden_size={self.hidden_size} is not divisible by "
           f"encoder.num_attention_heads={self.num_attention_heads}.")

@@ -190,7 +190,7 @@ def build_model(task_config: cfg.TaskConfig, checkpoint: str, dummy_inputs):
   """The task's Keras model, built on `dummy_inputs` and restored."""
   model = task_factory.get_task(task_config).build_model()
   model(dummy_inputs, training=False)  # Creates every variable.
-  utils.restore_checkpoint(model, checkpoint)
+  run_directory.restore_model(model, checkpoint)
   return model
 
 

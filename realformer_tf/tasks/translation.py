@@ -37,9 +37,6 @@ class RealFormerSeq2SeqEncoderConfig(base_config.Config):
   def validate(self):
     super().validate()
     ra.validate_residual_attention(self.residual_attention)
-    for name in ("num_layers", "num_attention_heads", "intermediate_size"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"{name}={getattr(self, name)} must be positive.")
 
 
 @dataclasses.dataclass

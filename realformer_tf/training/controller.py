@@ -35,6 +35,7 @@ from typing import Optional
 import orbit
 import tensorflow as tf
 
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 
@@ -85,6 +86,15 @@ class Controller(orbit.Controller):
     self._unconfirmed_save = None  # An async save not yet known complete.
     self._last_written = None  # Set by `_written` (a background thread).
     super().__init__(*args, **kwargs)
+
+  def restore_checkpoint(self, checkpoint_path: Optional[str] = None):
+    """Orbit's; a damaged byte: `run_directory.damaged_checkpoint_error`."""
+    try:
+      return super().restore_checkpoint(checkpoint_path)
+    except tf.errors.DataLossError as e:
+      raise run_directory.damaged_checkpoint_error(
+          checkpoint_path or self.checkpoint_manager.latest_checkpoint,
+          e) from None
 
   def _written(self, save_path: str) -> None:
     """Write callback: `save_path` is complete on disk."""

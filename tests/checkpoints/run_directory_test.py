@@ -128,18 +128,74 @@ def test_prefix_and_directory(tmp_path):
 def test_falls_back_past_deleted_truncated_and_short_data(tmp_path, caplog):
   first, second, third, fourth = _save(str(tmp_path), [1, 2, 3, 4])
   with open(fourth + ".data-00000-of-00001", "r+b") as f:
-    f.truncate(100)  # 64 floats and the int64 save counter: 264 bytes.
+    f.truncate(100)  # 64 floats, the save counter, the object graph: 444.
   os.remove(third + ".index")
   with open(second + ".index", "r+b") as f:
     f.truncate(10)
   assert run_directory.check_files(fourth).endswith(
-      "hold 100 bytes, less than the 264 bytes of tensors its index lists "
+      "hold 100 bytes, less than the 444 bytes of tensors its index lists "
       "(truncated)")
   with caplog.at_level("WARNING"):
     assert run_directory.resolve_checkpoint(str(tmp_path), "x") == first
   assert "skipped unreadable newer checkpoints" in caplog.text
   for name in (fourth, third, second):
     assert name in caplog.text
+
+
+def _save_many(directory, steps):
+  """Checkpoints of 300 variables: an object graph of about 30 kB, the
+  string tensor a sum of the fixed-size tensors leaves out."""
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(
+      vs=[tf.Variable(tf.ones([4])) for _ in range(300)]), directory,
+      max_to_keep=5)
+  return [manager.save(checkpoint_number=s) for s in steps]
+
+
+@pytest.mark.parametrize("cut", [1, 20_000])
+def test_a_cut_shorter_than_the_object_graph_is_caught(tmp_path, cut):
+  """Issue 46 item 5: the fixed-size tensors' bytes (300 x 16 and the save
+  counter) fit in what is left, so a sum of them passed a data file cut by
+  less than the object graph; each tensor's offset and size in the index
+  do not."""
+  older, newest = _save_many(str(tmp_path), [2, 4])
+  data = newest + ".data-00000-of-00001"
+  size = os.path.getsize(data)
+  assert size - cut > 300 * 16 + 8
+  with open(data, "r+b") as f:
+    f.truncate(size - cut)
+  assert run_directory.check_files(newest) == (
+      f"{newest}.data-* hold {size - cut} bytes, less than the {size} bytes "
+      "of tensors its index lists (truncated)")
+  assert run_directory.check_files(older) is None
+  error = tf.errors.DataLossError(None, None, "Checksum does not match")
+  assert str(run_directory.damaged_checkpoint_error(newest, error)) == (
+      f"Checkpoint {newest} is damaged (DataLossError: Checksum does not "
+      f"match), so nothing was run. Its newest older whole checkpoint is "
+      f"{older}: point the run's state file at it with tf.compat.v1.train."
+      f"update_checkpoint_state({str(tmp_path)!r}, {older!r}).")
+  assert str(run_directory.damaged_checkpoint_error(older, error)).endswith(
+      "No older checkpoint of the run is whole.")
+  assert run_directory.resolve_checkpoint(str(tmp_path), "x") == older
+
+
+def test_every_shard_is_checked_against_its_own_tensors(tmp_path):
+  """A checkpoint written in two shards (a sharding policy of one tensor a
+  shard): cutting either is caught."""
+  variables = [tf.Variable(tf.ones([64]) * i) for i in range(2)]
+  options = tf.train.CheckpointOptions(
+      experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(
+          max_shard_size=300))
+  prefix = tf.train.Checkpoint(vs=variables).write(
+      str(tmp_path / "ckpt-1"), options=options)
+  shards = sorted(tf.io.gfile.glob(prefix + ".data-*"))
+  assert len(shards) > 1 and run_directory.check_files(prefix) is None
+  for shard in shards:
+    content = open(shard, "rb").read()
+    with open(shard, "wb") as f:
+      f.write(content[:-1])
+    assert run_directory.check_files(prefix).endswith("(truncated)"), shard
+    with open(shard, "wb") as f:
+      f.write(content)
 
 
 def test_readers_of_a_run_without_its_state_file_take_its_newest_whole_ckpt(

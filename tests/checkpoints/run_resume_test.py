@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import run_resume
-# 64 floats and the save counter: 264 bytes of tensors a checkpoint.
+# 64 floats, the save counter and the object graph: 444 bytes a checkpoint.
 from tests.checkpoints.run_directory_test import _save
 
 
@@ -57,7 +57,7 @@ def test_resume_checkpoint_refuses_a_started_run_it_cannot_resume(tmp_path):
       (lambda: os.remove(second + ".index"),
        f"{second}.index does not exist"),
       (lambda: open(second + ".data-00000-of-00001", "r+b").truncate(100),
-       "hold 100 bytes, less than the 264 bytes")):
+       "hold 100 bytes, less than the 444 bytes")):
     assert _save(run_dir, [20]) == [second]  # Whole again.
     damage()
     with pytest.raises(ValueError) as e:

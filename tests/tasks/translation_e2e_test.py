@@ -21,7 +21,6 @@ import numpy as np
 import tensorflow as tf
 
 from official.core import task_factory
-from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.data import translation as translation_data
 from realformer_tf.serving import export
@@ -119,7 +118,7 @@ class TranslationEndToEndTest(tf.test.TestCase):
     model = task.build_model()
     ids = task._sp_tokenizer.tokenize(dev_sources).to_tensor(0)  # pylint: disable=protected-access
     model({"inputs": ids, "targets": ids})
-    utils.restore_checkpoint(
+    run_directory.restore_model(
         model, run_directory.resolve_checkpoint(model_dir, "model_dir"))
     outputs = model({"inputs": ids})["outputs"].numpy()
     want = []

@@ -9,6 +9,7 @@ background thread of an async save (train.py's default) and in a plain one.
 import os
 import signal
 
+import orbit
 import pytest
 import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint
@@ -186,3 +187,47 @@ def test_a_failed_save_names_its_own_checkpoint_and_the_original_error(
       f"Saving checkpoint {bad} failed: SystemError: bad argument to "
       "internal function. Training stopped at step 8. The last good "
       f"checkpoint, {good}, is kept as it was."), str(e.value)
+
+
+class _Evaluator(orbit.runner.AbstractEvaluator):
+
+  def evaluate(self, num_steps):
+    return {}
+
+
+@pytest.mark.parametrize("with_older", [True, False])
+def test_a_damaged_byte_is_named_with_the_checkpoint_to_use(tmp_path,
+                                                            with_older):
+  """Issue 46 item 5: a flipped byte inside a tensor keeps the file's length
+  (`check_files` passes) and made the restore end in TensorFlow's raw
+  DataLossError traceback."""
+  d = str(tmp_path)
+  checkpoint = tf.train.Checkpoint(v=tf.Variable(tf.ones([1024])))
+  manager = tf.train.CheckpointManager(checkpoint, d, max_to_keep=5)
+  older, newest = [manager.save(checkpoint_number=s) for s in (2, 4)]
+  if not with_older:
+    os.remove(older + ".index")
+  with open(newest + ".data-00000-of-00001", "r+b") as f:
+    f.seek(2048)  # Inside `v`'s 4096 bytes, at offset 0.
+    byte = f.read(1)
+    f.seek(2048)
+    f.write(bytes([byte[0] ^ 0xFF]))
+  assert run_directory.check_files(newest) is None
+  with pytest.raises(ValueError) as e:
+    controller_lib.Controller(
+        evaluator=_Evaluator(), global_step=tf.Variable(0, dtype=tf.int64),
+        checkpoint_manager=tf.train.CheckpointManager(
+            tf.train.Checkpoint(v=tf.Variable(tf.zeros([1024]))), d,
+            max_to_keep=5))
+  message = str(e.value)
+  assert "\n" not in message
+  assert message.startswith(f"Checkpoint {newest} is damaged (DataLossError: "
+                            f"TensorBundle at {newest} shard 0 "), message
+  assert "Checksum does not match" in message
+  if with_older:
+    assert message.endswith(
+        f"Its newest older whole checkpoint is {older}: point the run's state "
+        "file at it with tf.compat.v1.train.update_checkpoint_state("
+        f"{d!r}, {older!r})."), message
+  else:
+    assert "No older checkpoint of the run is whole" in message
