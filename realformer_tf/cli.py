@@ -1,19 +1,9 @@
 """How our command-line programs end: a refusal is its message alone.
 
-absl's `app.run` calls `main` (`_run_main`: `sys.exit(main(argv))`,
-absl/app.py:254 in absl-py 1.4.0) and re-raises whatever it raises but an
-`app.UsageError` (app.py:327 and 330), so Python prints the exception's
-traceback: some 25 lines through app.py before the one line that says what
-is wrong. Our checks refuse a bad value, file or directory before anything
-is written, with a message that names the flag, file and way out; the
-traceback only shows where the check is. `run` prints such a refusal's
-message alone, as the last line, with exit status 1, and the traceback
-before it only with `--traceback`. Anything else is a crash and keeps its
-traceback; `app.UsageError` and `sys.exit` end the program as absl and
-Python make them.
-
-This module imports absl only: every command imports it, from `data/` up
-(train.py through `training/process_exit.py`).
+absl's `app.run` re-raises what `main` raises (but `app.UsageError`), so a
+refusal came out under some 25 lines of traceback. `run` prints its message
+as the last line, exit status 1 (the traceback with `--traceback`); a crash
+keeps its traceback. Imports absl only: every command imports it.
 """
 
 import sys
@@ -54,7 +44,8 @@ def run(main: Callable[[Any], Any],
         **run_kwargs) -> None:
   """`app.run(main, **run_kwargs)`; an exception of a `refusals` type ends
   the program with `print_refusal` and exit status 1 (`SystemExit(1)`), any
-  other as `app.run` ends it (see the module docstring)."""
+  other as `app.run` ends it (a crash keeps its traceback; `app.UsageError`
+  and `sys.exit` end the program as absl and Python make them)."""
   try:
     app.run(main, **run_kwargs)
   except refusals as e:  # pylint: disable=catching-non-exception

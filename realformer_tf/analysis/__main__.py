@@ -1,15 +1,9 @@
 r"""Attention entropy / adjacent-head JSD analysis of trained RealFormer models.
 
-Usage:
-
   python -m realformer_tf.analysis --model_dir=runs/realformer \
       --compare_model_dir=runs/bert --output_dir=/tmp/attention
 
-Reads `params.yaml` and the latest checkpoint of each model dir, streams
-`--num_examples` held-out examples (by default the run's
-`task.validation_data`) through the encoders and writes `entropy.png`,
-`jsd.png` and `summary.json` to `--output_dir`. Entropy is in nats, JSD in
-bits (so it lies in [0, 1]).
+Writes `entropy.png` (nats), `jsd.png` (bits, in [0, 1]) and `summary.json`.
 """
 
 from absl import app

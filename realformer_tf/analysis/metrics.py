@@ -1,21 +1,9 @@
-"""Per-token attention metrics: entropy, Jensen-Shannon divergence (JSD).
+"""Per-token attention metrics in TensorFlow ops: entropy (nats), JSD (bits).
 
-Entropy is in nats: uniform attention over 128 tokens has ln(128) = 4.85
-nats, against the paper's 4.5 / 1.5 thresholds. The JSD is in bits, so it
-lies in [0, 1]: the paper's thresholds (0.25 / 0.75) need a bounded scale (in
-nats the maximum is ln 2 = 0.69 and "red" could never occur).
-
-`probs` is `[batch, heads, query, key]` softmax probabilities and `mask` a
-`[batch, seq]` 0/1 `input_mask`. Padded keys are dropped and each row is
-renormalised over the unpadded keys: a no-op for RealFormer encoders (their
--1e9 float32 mask gives padded keys exactly zero probability), but needed for
-probabilities from a weaker additive mask. Padded query rows stay in the
-`[batch, heads, query]` outputs; `query_mask(mask)` selects the valid ones.
-
-These are TensorFlow ops (usable in `tf.function`) rather than scipy's
-`entropy`/`jensenshannon`, which the tests check them against: they run per
-batch inside the encoder's graph. They compute in float64 when given float64,
-float32 otherwise.
+The JSD is in bits so it lies in [0, 1], the scale of the paper's thresholds.
+`probs` is `[batch, heads, query, key]`, `mask` a `[batch, seq]` input mask:
+padded keys are dropped and each row renormalised. TF ops rather than scipy's,
+so they run per batch inside the encoder's graph.
 """
 
 import math

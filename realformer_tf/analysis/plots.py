@@ -1,15 +1,8 @@
 """Violin plots of per-head attention statistics in the paper's colours.
 
-`violin_figure`: one figure per metric. Each model is a column of panels; each panel row is
-one layer (for JSD: one pair of adjacent layers) with one violin per head,
-heads sorted by their median (ascending). A violin's colour encodes its
-median against the paper's thresholds:
-
-* entropy (nats): red > 4.5, yellow 1.5-4.5, blue < 1.5;
-* JSD (bits, in [0, 1]): red > 0.75, yellow 0.25-0.75, blue < 0.25.
-
-`summary_figure` draws several models' `summary.json` side by side;
-`curves_figure` the reproduction's train and eval MLM accuracy curves.
+`violin_figure`: a panel per layer, a violin per head, coloured by its median
+against the paper's thresholds; `summary_figure` compares several models'
+`summary.json`, `curves_figure` draws the train and eval MLM accuracy curves.
 """
 
 import dataclasses

@@ -1,18 +1,9 @@
-"""Bounded-memory streaming statistics for per-(layer, head) attention metrics.
+"""Bounded-memory streaming statistics per (layer, head) attention stream.
 
-Exact quantiles need the whole stream (8192 examples x 128 tokens = 1M values
-per head, times every layer and head), and neither numpy nor scipy has a
-streaming quantile. A `StreamStats` keeps, per stream of a fixed array of
-streams: exact `count`, `mean`, `min` and `max` (float64 sums), and a seeded
-uniform sample of at most `capacity` values (reservoir sampling, Vitter's
-Algorithm R) for medians, quartiles and violins.
-
-The streams advance together (one value each per token) and share the
-reservoir's choice of kept tokens: each sample is still uniform, and an
-update is a few vectorised ops per batch instead of one per head. Up to
-`capacity` values the quantiles are exact (`numpy.percentile` on the
-stream); beyond, with 20,000 samples the median's standard error is about
-0.35% in quantile units (sqrt(0.25 / n)).
+Exact count, mean, min and max, and a seeded reservoir sample (Vitter's
+Algorithm R) for quantiles: exact quantiles need every value (1M per head)
+and numpy/scipy have no streaming quantile. The streams share the reservoir's
+choice of kept tokens, so an update is a few vectorised ops per batch.
 """
 
 from typing import Dict, Optional, Sequence, Tuple, Union

@@ -1,10 +1,8 @@
-"""Checkpoints and run directories: TF1 RealFormer/BERT and Model Garden TF2
-BERT checkpoints, a run directory's files (`run_directory`), and the weight
-bridge to the Keras 3 face (`keras3_bridge`, `keras3_weight_map`).
+"""Checkpoints and run directories: TF1/TF2 BERT checkpoints, a run's files,
+and the weight bridge to the Keras 3 face.
 
-The names below load their (TensorFlow) modules on first access, so that
-`errors` and `keras3_weight_map` import without TensorFlow (the Keras 3
-weight map raises its `CheckpointMismatchError` on JAX or PyTorch too).
+The names load their TensorFlow modules on first access, so `errors` and
+`keras3_weight_map` import without TensorFlow (on JAX or PyTorch).
 """
 import importlib
 

@@ -1,10 +1,7 @@
 """Config translation between our tf_keras runs and the Keras 3 face.
 
-A tf_keras `RealFormerEncoderConfig` (what train.py's `params.yaml`,
-`convert`'s and `save_run`'s `encoder.yaml` record) and the
-`RealFormerBackbone` arguments that build the same model, both ways, and
-the run's recorded choices the Keras 3 models need (its encoder config, its
-MLM head's activation). `keras3_bridge` moves the weights.
+A run's `RealFormerEncoderConfig` to and from `RealFormerBackbone` arguments,
+and the run's choices the Keras 3 models need; `keras3_bridge` moves weights.
 """
 
 import os

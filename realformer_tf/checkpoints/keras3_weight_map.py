@@ -1,30 +1,10 @@
 """One name per weight of a BERT-shaped encoder, on each model that holds one.
 
-The same encoder weights live in three models with three layouts:
-`RealFormerBackbone` (Keras 3), keras-hub's `BertBackbone` (Keras 3) and our
-tf_keras `RealFormerEncoder` (Model Garden's `BertEncoderV2` layout; its
-slots are in `keras3_bridge.py`, which imports TensorFlow). Each `*_slots`
-function maps the names below to that model's variables; `copy_slots` checks
-two such maps against each other (every missing, unused or mis-shaped
-weight, named with both shapes, in one `CheckpointMismatchError` before
-anything is assigned) and copies. Names follow the tf_keras encoder's
-checkpoint:
-
-  word_embeddings/embeddings, position_embedding/embeddings,
-  type_embeddings/embeddings, embeddings/layer_norm/{gamma,beta},
-  transformer/layer_{i}/self_attention/{query,key,value,attention_output}/
-    {kernel,bias},
-  transformer/layer_{i}/{self_attention_layer_norm,output_layer_norm}/
-    {gamma,beta},
-  transformer/layer_{i}/{intermediate,output}/{kernel,bias},
-  final_layer_norm/{gamma,beta} (Pre-LN only), pooler_transform/{kernel,bias}
-
-Every layout stores kernels the same way (Keras' `MultiHeadAttention`
-`[hidden, heads, head_dim]` query/key/value kernels and `[heads, head_dim,
-hidden]` output kernel, `[in, out]` dense kernels), so no weight is reshaped.
-Keras-only; keras-hub has no converter between its own backbones. This
-module imports no TensorFlow (nor does `checkpoints/__init__`, whose names
-load lazily), so `load_bert_backbone` runs on JAX or PyTorch alone.
+`*_slots` map the tf_keras encoder's checkpoint names (e.g.
+`transformer/layer_{i}/self_attention/query/kernel`) to the variables of one
+layout; `copy_slots` checks two maps (every mismatch in one
+`CheckpointMismatchError`, before any assignment) and copies; no kernel is
+reshaped. No TensorFlow here: `load_bert_backbone` runs on JAX or PyTorch.
 """
 
 from typing import Any, Callable, Dict, Mapping, Tuple

@@ -1,9 +1,8 @@
 """Which checkpoint a resumed train.py run restores, checked before it
 writes anything (`resume_checkpoint`).
 
-Split from `run_directory` (a run's files and how readers read them): a
-reader takes the newest whole checkpoint and says so, a resumed run must
-not (a copy may still be writing the newest), so its rule lives here.
+Not `run_directory`'s rule: a reader takes the newest whole checkpoint, a
+resumed run must not (a copy may still be writing it).
 """
 
 import os

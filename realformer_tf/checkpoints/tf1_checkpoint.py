@@ -1,25 +1,10 @@
 """Loads official RealFormer / Google BERT TF1 checkpoints into TF2 models.
 
-The TF1 code (google-research/realformer `realformer.py`, a fork of Google
-BERT's `modeling.py`) stores name-based variables (`bert/encoder/layer_0/...`,
-`cls/predictions/...`). This module maps every one of them onto a
-`RealFormerEncoder` and, optionally, the `BertPretrainerV2` (MLM head +
-"next_sentence" `ClassificationHead`) that Model Garden's `MaskedLMTask` builds.
-
-Why not Model Garden's converter (`official/nlp/tools/
-tf1_bert_checkpoint_converter_lib.py`, `convert` + `create_v2_checkpoint`)? It
-writes a renamed TF1 checkpoint and loads it into a `tf_keras.Model` (our
-encoder is a Layer) by Keras variable name, and neither reports unused
-checkpoint variables nor more than the first shape mismatch. The tables below
-are its `BERT_V2_NAME_REPLACEMENTS`, attention reshapes (`_get_new_shape`) and
-NSP transpose (`BERT_V2_PERMUTATIONS`) per variable; the whole checkpoint is
-checked against the whole model before anything is assigned.
-
-The NSP head: TF1 computes `pooled = tanh(W_p h_cls + b_p)` once (the
-encoder's pooler) and `logits = pooled W_nsp^T + b_nsp`. `BertPretrainerV2`
-feeds the sequence output to a `ClassificationHead` with its own dense+tanh
-pooler on [CLS] (`inner_dim` must be H), so TF1's `bert/pooler/dense` is
-copied into both the encoder's pooler and the head's `pooler_dense`.
+Maps every TF1 variable (`bert/encoder/layer_0/...`, `cls/...`) onto a
+`RealFormerEncoder` and optionally a `BertPretrainerV2`, checking the whole
+checkpoint against the whole model before anything is assigned: Model
+Garden's `tf1_bert_checkpoint_converter_lib` reports neither unused
+variables nor more than the first shape mismatch.
 """
 
 import json
@@ -280,6 +265,8 @@ def pretrainer_variable_map(pretrainer: mg_models.BertPretrainerV2
   _add_layer(table, "cls/predictions/transform/LayerNorm", mlm.layer_norm)
   _add(table, "cls/predictions/output_bias", mlm.bias)
   (head,) = pretrainer.classification_heads
+  # TF1's one pooler feeds the NSP logits; `ClassificationHead` pools [CLS]
+  # with its own dense+tanh, so TF1's pooler fills both.
   _add_layer(table, "bert/pooler/dense", head.dense)
   _add(table, "cls/seq_relationship/output_weights", head.out_proj.kernel,
        (2, head.inner_dim), np.transpose)

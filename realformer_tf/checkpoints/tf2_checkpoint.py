@@ -1,19 +1,9 @@
 """Loads Model Garden TF2 (object-based) BERT checkpoints into RealFormer.
 
-Model Garden writes encoders with `tf.train.Checkpoint(encoder=...)` (e.g.
-`tf2_bert_encoder_checkpoint_converter`, `BertPretrainerV2.checkpoint_items`)
-or `tf.train.Checkpoint(model=...)` where the model is the encoder itself, a
-`BertPretrainerV2` (`model.encoder_network`) or a `BertClassifier` /
-`BertSpanLabeler` (`model._network`). `RealFormerEncoder` keeps
-`BertEncoderV2`'s attribute names, so both `BertEncoderV2` and the functional
-`BertEncoder` restore into it object by object.
-
-`tf.train.Checkpoint(...).read(...)` does the matching. Checks read into an
-encoder built in a throwaway `tf.Graph`, where `read` only builds restore ops,
-so every missing, unused or mis-shaped variable is reported at once
-(`CheckpointMismatchError`) and nothing is assigned; an eager `read` assigns
-as it goes and stops at the first shape error. Loads then read eagerly, with
-`assert_existing_objects_matched()`. Nothing outside the encoder is read.
+Reads `tf.train.Checkpoint(encoder=...)` or `(model=...)` of an encoder, a
+`BertPretrainerV2`, `BertClassifier` or `BertSpanLabeler`: `RealFormerEncoder`
+keeps `BertEncoderV2`'s attribute names. Every missing, unused or mis-shaped
+variable is reported at once (`CheckpointMismatchError`) before any load.
 """
 
 import contextlib
@@ -55,10 +45,9 @@ def shapes_only_graph() -> Iterator[List[Any]]:
   Yields a list: append each model built inside. On exit their classes get
   their eager (v2) bases back. tf_keras picks a class's v1 or v2 base when
   an instance is constructed, by rewriting `cls.__bases__`
-  (tf_keras/src/utils/version_utils.py, `swap_class`), so a class built in
-  a graph keeps the v1 base, and every eager instance of it made before
-  failed its next call ("Your Layer or Model is in an invalid state") until
-  another was constructed eagerly: `load_run` broke the user's own encoders.
+  (tf_keras/src/utils/version_utils.py, `swap_class`): a class built in a
+  graph keeps the v1 base, and its eager instances fail their next call
+  ("Your Layer or Model is in an invalid state").
   """
   built = []
   try:
@@ -136,8 +125,7 @@ def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str],
       raise ValueError(f"TF2 checkpoint {path!r} is not readable "
                        f"({type(e).__name__}: {e}).") from None
     # TF has no public accessor for which checkpoint node each object matched
-    # (tensorflow/python/checkpoint/checkpoint.py:280, the restore
-    # coordinator's `object_by_proto_id`).
+    # (the restore coordinator's `object_by_proto_id`).
     coordinator = status._checkpoint  # pylint: disable=protected-access
     matched = {id(obj): node_id for node_id, obj in
                coordinator.object_by_proto_id.items()}
@@ -243,7 +231,9 @@ def encoder_from_tf2_checkpoint(
   `check_encoder_checkpoint`.
   """
   config = realformer_config_from(encoder_config_or_kwargs, residual_attention)
-  with shapes_only_graph() as built:  # Reports every problem, assigns nothing.
+  # In a graph `read` only builds restore ops: every problem is reported and
+  # nothing assigned (an eager `read` assigns and stops at the first error).
+  with shapes_only_graph() as built:
     shadow = encoders.build_realformer_encoder(config)
     built.append(shadow)
     _ = shadow(utils.dummy_inputs())

@@ -1,24 +1,9 @@
 """`realformer/glue`: GLUE fine-tuning with the RealFormer paper's recipe.
 
-The task is `tasks/sentence_prediction.py`'s. One YAML per task in
-`official_configs/experiments/glue/<task>.yaml` sets the task, the number of
-classes, the metrics' validation files and the schedule of one grid point
-(3 epochs, learning rate 2e-5). Data paths start with the placeholder
-`GLUE_DATA_DIR`; replace it, e.g.
-
-  python train.py --experiment=realformer/glue --mode=train_and_eval \
-    --config_file=official_configs/experiments/glue/mrpc.yaml \
-    --params_override="task.train_data.input_path=/data/glue/mrpc_train.tf_record,\
-task.validation_data.input_path=/data/glue/mrpc_dev.tf_record,\
-task.init_checkpoint=/runs/pretrain" --model_dir=/runs/mrpc
-
-Paper recipe (RealFormer, GLUE): batch 32, `recipe.paper_optimizer` over
-`recipe.train_steps` with 10% warm-up, the learning rates and epochs below,
-dropout 0.1 (encoder and classifier head), best median over 5 seeds per
-task. Model Garden's warm-up ramps up to the decay line's value at the end
-of warm-up (0.9 x peak for 10%), where BERT's TF1 optimizer ramps to the
-peak and then drops to that value. `recipe.apply_paper_schedule` sets one
-grid point, and `python -m realformer_tf.training.sweep` runs the grid.
+One YAML per task in `official_configs/experiments/glue/` sets one grid
+point (data paths start with the placeholder `GLUE_DATA_DIR`; docs/ show a
+command). `recipe.apply_paper_schedule` sets a point and `python -m
+realformer_tf.training.sweep` runs the paper's grid.
 """
 
 import os

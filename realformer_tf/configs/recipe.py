@@ -1,9 +1,7 @@
 """The paper's optimizer and fine-tuning schedule on experiment configs.
 
-Fine-tuning runs last `train_steps(num_examples, epochs, batch_size)` =
-ceil(epochs * num_examples / batch_size) steps and warm up over int(10% of
-them), as BERT's `run_classifier` (`data.schedule`, which the SQuAD converter
-uses too); `apply_paper_schedule` sets both on a config.
+Fine-tuning runs ceil(epochs * num_examples / batch_size) steps and warms up
+over int(10%) of them, as BERT's `run_classifier`: `apply_paper_schedule`.
 """
 
 from official.core import config_definitions as cfg
@@ -17,7 +15,7 @@ warmup_steps = steps_lib.warmup_steps
 schedule_override = steps_lib.schedule_override
 
 # Every data config says whether it trains, as Model Garden's BERT
-# experiments require (official/nlp/configs/pretraining_experiments.py:63).
+# experiments require (Model Garden's `pretraining_experiments`).
 DATA_RESTRICTIONS = ("task.train_data.is_training != None",
                      "task.validation_data.is_training != None")
 
@@ -29,7 +27,7 @@ def paper_optimizer(learning_rate: float = 1e-4,
   """The paper's (BERT's) optimizer, as Model Garden's `bert/pretraining`.
 
   AdamW with weight decay 0.01 (not on LayerNorm or biases), linear warm-up,
-  linear decay to 0 (official/nlp/configs/pretraining_experiments.py:27).
+  linear decay to 0 (`pretraining_experiments.bert_pretraining`).
 
   Args:
     learning_rate: Peak learning rate (reached after the warm-up).
@@ -54,7 +52,9 @@ def apply_paper_schedule(config: cfg.ExperimentConfig, num_train_examples: int,
                          ) -> cfg.ExperimentConfig:
   """Sets steps, 10% warm-up, decay length and peak rate of one grid point.
 
-  The batch size is `task.train_data.global_batch_size`.
+  The batch size is `task.train_data.global_batch_size`. Model Garden's
+  warm-up ramps to the decay line's value at its end (0.9 x peak for 10%),
+  where BERT's TF1 optimizer ramps to the peak.
 
   Args:
     config: A config with the paper's optimizer, changed in place.

@@ -1,10 +1,7 @@
 """Every `realformer/*` experiment, registered with Model Garden's exp_factory.
 
-Import this module wherever an experiment is looked up by name (train.py,
-export, analysis). `EXPERIMENTS` lists their names (Model Garden has no
-public listing of its registry); `task_encoder` finds a config's encoder.
-Configs are declarative: reading a run's `params.yaml` back is
-`checkpoints.run_directory.load_experiment_config`'s.
+Import it wherever an experiment is looked up by name. `EXPERIMENTS` lists
+the names (Model Garden has no public listing of its registry).
 """
 
 

@@ -1,14 +1,8 @@
 """`realformer/squad`: SQuAD v1.1 / v2.0 fine-tuning with the paper's recipe.
 
-The task is `realformer_tf.tasks.question_answering.RealFormerQATask`, a
-`BertSpanLabeler` over the RealFormer encoder in the `type: any` slot.
-
-Paper recipe (RealFormer, SQuAD): batch {32, 48}, epochs {2, 3, 4}, learning
-rate {2e-5, 3e-5, 4e-5, 5e-5}, max_seq_length 384, doc_stride 128,
-max_query_length 64, AdamW with 10% warm-up and linear decay. The defaults
-(batch 32, 3 epochs, 5e-5 for v1.1) are the grid point BERT reports for v1.1;
-`official_configs/experiments/squad/v2.0.yaml` uses BERT's v2.0 point (batch
-48, 2 epochs, 5e-5).
+`RealFormerQATask`: a `BertSpanLabeler` over the RealFormer encoder. The
+defaults (batch 32, 3 epochs, 5e-5, seq 384, stride 128) are BERT's v1.1
+grid point; `official_configs/experiments/squad/v2.0.yaml` its v2.0 point.
 """
 
 from official.core import config_definitions as cfg

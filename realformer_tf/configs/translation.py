@@ -1,18 +1,9 @@
 """`realformer/translation`: WMT'14 translation with RealFormer (paper Section 3).
 
-Model Garden's `TranslationTask` with the RealFormer encoder-decoder
-(`realformer_tf.tasks.translation`): three residual attention paths (encoder
-self-attention, decoder self-attention, encoder-decoder attention). The
-factory's defaults are Transformer-Base (6+6 layers, width 512, 8 heads,
-2048 feed-forward, Post-LN) on TFDS `wmt14_translate/de-en` (en->de) with
-Model Garden's WMT recipe (token batches, Adam beta2 0.997, rsqrt schedule);
-`official_configs/experiments/translation/wmt14_en_de_{base,big}.yaml` set
-the paper's sizes and point at the data layout the README describes;
-`small_own_data.yaml` a small model on the output of `python -m
-realformer_tf.data.translation` (one's own parallel text). Set
-`task.sentencepiece_model_path` (a sentencepiece model with pad=0, eos=1,
-from that command or official/nlp/data/train_sentencepiece.py; other ids are
-refused, `data.translation.check_sentencepiece_model`).
+Model Garden's `TranslationTask` with the RealFormer encoder-decoder (three
+residual attention paths); defaults are Transformer-Base on TFDS
+`wmt14_translate/de-en` with Model Garden's WMT recipe, and the YAMLs in
+`official_configs/experiments/translation/` set the paper's sizes.
 """
 
 from official.core import config_definitions as cfg

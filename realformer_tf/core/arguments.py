@@ -1,13 +1,9 @@
 """The constructor arguments of every layer of both faces, declared once.
 
-An `Argument` has one name per face: Model Garden's on the tf_keras face,
-keras-hub's on the Keras 3 face (docs/names.md is the table), a default, a
-check that normalizes and validates, and the old names a face still takes.
-A `Spec` binds a call's arguments (defaults filled, checked, old names
-mapped) and writes the config back in the face's names: each layer's
-`get_config` and `from_config`, instead of a hand-written config per layer.
-Values are kept under the argument's `key` (its Model Garden name), so both
-faces' layers read one vocabulary inside.
+An `Argument` has one name per face (Model Garden's, keras-hub's:
+docs/names.md), a default, a check and the old names still taken; a `Spec`
+binds a call's arguments and writes the config back in the face's names.
+Values are kept under the Model Garden name (`key`) on both faces.
 """
 
 import dataclasses

@@ -1,22 +1,10 @@
 """The paper's Eq. 5, written once over an ops namespace both faces pass in.
 
-RealFormer (He et al., 2020, https://arxiv.org/abs/2012.11747) adds one skip
-edge to Post-LN BERT: each attention layer adds the previous layer's raw,
-pre-softmax scores to its own, softmaxes the sum and hands the sum on:
+    S_l = Q_l K_l^T / sqrt(d) + S_{l-1},  P_l = softmax(S_l + mask)  ("sum");
+    "mean": softmax(S_l / (l + 1) + mask); "none": S_l = Q_l K_l^T / sqrt(d).
 
-    S_l = Q_l K_l^T / sqrt(d) + S_{l-1}
-    P_l = softmax(S_l + mask)                 # "sum"  (paper Eq. 5)
-    P_l = softmax(S_l / (l + 1) + mask)       # "mean" (the sum is passed on)
-    P_l = softmax(Q_l K_l^T / sqrt(d) + mask) # "none" (own scores passed on)
-
-The mask only enters the softmax; `S_l` is passed on unmasked, as in the
-authors' TF1 code. `ops` is `keras.ops` (the Keras 3 face) or the tf_keras
-face's TensorFlow adapter (`layers/residual_attention.TF_OPS`): the names
-below are `keras.ops`' (`multiply`, `add`, `subtract`, `divide`, `cast`,
-`einsum`, `max`, `stop_gradient`, `softmax`, `arange`, `expand_dims`,
-`less_equal`) plus `dtype(x)`, a tensor's dtype name. An adapter may add
-`query_key_scores(query, key, score_dtype)`, a faster form of the scores'
-GEMM (the tf_keras face's XLA float32-output dot).
+`S_l` is passed on unmasked, as in the authors' TF1 code. `ops` is `keras.ops`
+or `layers.residual_attention.TF_OPS`: `keras.ops`' names plus `dtype(x)`.
 """
 
 import math

@@ -1,8 +1,6 @@
 """The Post-LN / Pre-LN body of a Transformer block, written once.
 
-Every block of both faces (encoder; decoder with and without cross
-attention) is a chain of sub-layers (attention, cross attention,
-feed-forward), each wrapped the same way:
+Every block of both faces is a chain of sub-layers, each wrapped the same way:
 
     Post-LN (BERT, RealFormer):  hidden = norm(hidden + sublayer(hidden))
     Pre-LN:                      hidden = hidden + sublayer(norm(hidden))

@@ -1,13 +1,10 @@
 """Deprecated aliases of moved names: one PEP 562 `__getattr__` rule.
 
-A module whose names moved keeps them reachable for one release with
-
     _MOVED = {"old_name": "realformer_tf.new.module"}
     __getattr__ = deprecation.moved_names(__name__, _MOVED)
 
-The new module is imported on first use only, so a module may alias names
-that now live above it in the layer order (`tests/package_layout_test.py`
-reads `_MOVED` tables and allows only those it lists as deprecated aliases).
+The new module is imported on first use, so an alias may point above its
+module in the layer order (tests/package_layout_test.py reads `_MOVED`).
 """
 import importlib
 import warnings

@@ -1,26 +1,10 @@
 """Hashed dropout: the keep mask is a hash of (seed, batch, head, row, column).
 
-Counter-based like the Philox dropout of cuDNN's and FlashAttention's fused
-attention, but cheaper: Murmur3's 32-bit finalizer (`fmix32`), about ten
-integer ops per element. Nothing needs storing: whoever needs the mask again
-(a backward pass, a fused kernel's tile) recomputes it from the seed. The
-Pallas kernels (`pallas_attention_common`) and the tf_keras face's
-`layers.hashed_dropout` both call this module, so one seed drops the same
-probabilities on both faces.
-
-Why the tf_keras face needs it: TensorFlow's dropout under XLA draws its bits
-with `RngBitGenerator` (Philox), whose output XLA writes to memory whole and
-reads back to make the mask: per BERT-Base attention layer at seq 512 and
-batch 32, 403 MB of uint32 written and read for a 100 MB mask; with the
-hidden states' dropouts, 13.7 GB of the 128 GB a training step moves
-(benchmarks/README.md, "Hashed dropout (TF-XLA)").
-A hash of iotas is elementwise, so XLA fuses it into the ops that use it.
-
-`ops` holds what differs between array libraries: `word(value)` (a uint32
-value as the library's 32-bit integer scalar), `srl(x, bits)` (logical shift
-right), `iota(n)` (0..n-1 as 32-bit integers) and `reshape(x, shape)`. The
-rest is Python operators, with wrapping 32-bit `+` and `*`: uint32 tensors in
-TensorFlow, int32 bit patterns in jax (Triton has no unsigned ops).
+Murmur3's 32-bit finalizer, about ten integer ops per element: nothing is
+stored (a backward pass or kernel tile recomputes the mask) and XLA fuses it
+into its users. The Pallas kernels and `layers.hashed_dropout` share it, so
+one seed drops the same elements on both faces. `ops` gives `word`, `srl`,
+`iota` and `reshape`; `+` and `*` wrap at 32 bits.
 """
 
 # Murmur3's fmix32 constants and the golden ratio (and a second odd constant)

@@ -1,25 +1,10 @@
 """Fused residual attention (RealFormer, paper Eq. 5) as Pallas kernels.
 
-    S_l = Q K^T / sqrt(d) + S_{l-1}          (written once, passed on unmasked)
-    logits = S_l ("sum") | S_l / (l + 1) ("mean") | Q K^T / sqrt(d) ("none")
-    P = softmax(logits + bias);  context = dropout(P) V
-
-Per (query tile, batch, head) the forward streams key tiles: it adds the
-previous score sum, stores the new sum once in the score dtype, and runs an
-online softmax in float32 (FlashAttention-2); P never reaches HBM. The
-backward (`pallas_attention_backward`) recomputes P from the stored sums and
-the saved row logsumexp, and streams dQ (writing the gradient into S_{l-1})
-and dK, dV in two kernels. Dropout draws its mask from a counter-based hash
-of (seed, batch, head, row, column), so the backward regenerates it and
-nothing is stored; `dropout_keep_mask` reproduces it in plain jnp.
-
-The softmax sees the scores as stored (rounded to the score dtype), exactly
-as a reference that computes `scores` first and `softmax(scores)` after, and
-the backward reads them back instead of recomputing Q K^T.
-
-On a GPU Pallas lowers to Triton; elsewhere it runs in interpret mode.
-Importing this module without jax works; `available()` says whether the
-kernel can run.
+The forward streams key tiles per (query tile, batch, head), stores the score
+sum S_l once and runs an online float32 softmax (FlashAttention-2): P never
+reaches HBM. The backward (`pallas_attention_backward`) recomputes P from the
+stored sums; dropout is a hash, regenerated. Triton on a GPU, interpret mode
+elsewhere; imports without jax (`available()`).
 """
 import functools
 import math
@@ -86,6 +71,8 @@ def _forward_kernel(*refs, cfg):
       s = s + prev_ref[:, kx].astype(jnp.float32)
     stored = s.astype(s_ref.dtype)
     s_ref[:, kx] = stored
+    # The softmax sees the scores as stored (as a reference computing
+    # `scores`, then `softmax(scores)`), and the backward reads them back.
     if s_ref.dtype != jnp.float32:
       s = stored.astype(jnp.float32)
     u = common.logits2(
@@ -223,7 +210,7 @@ def fused_residual_attention(query, key, value, prev_scores=None, bias=None,
       None (first layer). Ignored for mode "none".
     bias: additive mask bias `[B or 1, 1, T or 1, S]` (0 or very negative),
       or None. Not differentiated.
-    mode: "sum", "mean" or "none" (see the module docstring).
+    mode: "sum", "mean" or "none" (`core.attention`'s Eq. 5 modes).
     layer_index: 0-based index of this layer ("mean" divides by it plus 1).
     score_dtype: dtype of the returned scores; default the query's. The
       softmax and accumulators run in float32 regardless.

@@ -1,20 +1,9 @@
 """Backward of the fused residual attention: a dQ kernel and a dK, dV kernel.
 
-With P recomputed from the stored score sums and the forward's row
-logsumexp, and the dropout mask M (scale 1/(1-rate) folded in) regenerated
-from its hash:
-
-    dP     = (dO V^T) * M                D = rowsum(dO * O)
-    dlogit = P * (dP - D)
-    dS     = g_S + dlogit * c            (c = 1/(l+1) for "mean", else 1)
-    d S_{l-1} = dS,  dQ = dS K / sqrt(d),  dK = dS^T Q / sqrt(d),
-    dV = (P * M)^T dO
-
-`g_S` is the cotangent of the passed-on scores (the next layer's gradient
-into S_l); in mode "none" the scores are this layer's own, so g_S still
-reaches Q and K and nothing reaches S_{l-1}. As in FlashAttention-2 the dQ
-kernel walks key tiles per query tile (and writes d S_{l-1} once, row tile
-by row tile); the dK, dV kernel walks query tiles per key tile.
+P is recomputed from the stored score sums and the forward's logsumexp, the
+dropout mask from its hash. dS = g_S + P * (dP - D) * c (c = 1/(l+1) for
+"mean"), written into S_{l-1}; as in FlashAttention-2 the dQ kernel walks key
+tiles per query tile and the dK, dV kernel query tiles per key tile.
 """
 import functools
 
@@ -37,7 +26,13 @@ def _unpack(refs, cfg, n_in, has_dprev):
 
 
 def _ds_tile(cfg, s, bias, p_lse, do, v, delta, g, keys, start_k):
-  """(P, dropped P, dS) of one tile, all float32."""
+  """(P, dropped P, dS) of one tile, all float32.
+
+  dP = (dO V^T) * M (M the dropout mask, 1/(1-rate) folded in), D =
+  rowsum(dO * O), dS = g_S + P * (dP - D) * c; then dQ = dS K / sqrt(d),
+  dK = dS^T Q / sqrt(d), dV = (P * M)^T dO. `g` (g_S) is the next layer's
+  gradient into S_l; in mode "none" it still reaches Q and K.
+  """
   u = common.logits2(cfg, s, bias, start_k)
   p = jnp.exp2(u - p_lse[:, None])
   keep = common.dropout_keep(cfg, keys, start_k, s.shape[1])

@@ -1,12 +1,8 @@
 """What the fused residual-attention kernels share: configuration and tile math.
 
-The forward kernel (`pallas_attention`) and the two backward kernels
-(`pallas_attention_backward`) recompute the same attention probabilities from
-the same stored scores, with the same padding mask and the same dropout mask;
-that math lives here once so the passes cannot drift apart.
-
-Importing this module without jax works: `HAVE_PALLAS` says whether jax and
-Pallas imported.
+The forward and both backward kernels recompute the same probabilities from
+the same stored scores and masks; that math lives here once so the passes
+cannot drift apart. Imports without jax (`HAVE_PALLAS`).
 """
 import dataclasses
 import math

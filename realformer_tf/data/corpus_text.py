@@ -1,11 +1,8 @@
 """Pre-training text without TensorFlow: BERT-format files, the shipped
-quickstart corpus, the quickstart's held-out split.
+quickstart corpus and its held-out split.
 
-Plain Python, shared by the quickstart's records (`quickstart_corpus`: the
-shipped corpus and the split) and by the Keras 3 reproduction, which runs
-where TensorFlow is not installed (`python -m realformer_tf.reproduce.keras3`;
-`pretraining_data` reads files through `tf.io.gfile` instead, and streams
-them).
+Plain Python, so the Keras 3 reproduction (`realformer_tf.reproduce.keras3`)
+reads the same text where TensorFlow is not installed.
 """
 
 import gzip

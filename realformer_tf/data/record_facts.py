@@ -1,23 +1,10 @@
 """What a full read of a TFRecord file of `tf.train.Example`s proves, read once.
 
-The input checks need, per record file: its record count, the lengths of its
-first record's features (the sequence length the config must match) and the
-smallest and largest value of each int64 feature (token ids inside the
-vocabulary). Reading every record for them took an hour per worker per start
-on a 16 GB corpus, and a sweep read them again for each of its runs.
-
-So the facts are read once: the converters put them in their set's manifest
-under `records` when they write the data (`listing`), and a reader trusts
-that entry while the file matches the manifest by size and identity
-(`output_sets.file_mismatch`: size, mtime and inode; no read of the file).
-A file no manifest of ours describes is read once (`scan`), and its facts
-are kept in a cache file beside the run (`cache_path`, e.g.
-`<model_dir>/data_scan.json`, keyed by the file's path, size, mtime and
-inode), which a restart, and the other runs of a sweep given the same cache,
-reuse. The manifest entry of a file, and each cache entry:
-
-  {"count": records, "lengths": {feature: values in the first record},
-   "min": {int64 feature: smallest value}, "max": {feature: largest value}}
+Per file: the record count, the first record's feature lengths and each int64
+feature's min and max. Converters put them in their manifest (`listing`),
+trusted while the file matches it by size, mtime and inode; another file is
+read once (`scan`), its facts kept in a cache file (`cache_path`). An entry:
+`{"count": n, "lengths": {...}, "min": {...}, "max": {...}}`.
 """
 
 import contextlib

@@ -1,32 +1,10 @@
 """Pre-training input that goes on, after a resume, where the stopped run was.
 
-Model Garden checkpoints the model, the optimizer and the step, not the
-input iterator (`official/core/base_trainer.py`, `Trainer.checkpoint`;
-Orbit makes the iterator at the first `train()`), so a resumed run read its
-records from the start of the shuffled stream again: the step count was
-exact, the batches after it were not the uninterrupted run's. TF's own
-iterator checkpointing does not help: a strategy's distributed iterator
-(`tensorflow/python/distribute/input_lib.py`, `DistributedIterator`) is not
-checkpointable.
-
-Here the records a stopped run consumed are skipped instead. Model Garden's
-`InputReader` reads the files (shuffled, sharded per worker, repeated),
-shuffles the records with the data config's `seed`, then decodes, parses
-and batches (official/core/input_reader.py, `_decode_and_parse_dataset`).
-With a seed that stream is the same in every process, and the same for any
-batch size (the records are shuffled one by one, then batched), so skipping
-the records the stopped run consumed, after the record shuffle and before
-the decoding, continues it exactly, with this run's batch size too: the
-trainer keeps their count in the checkpoint (`Trainer`, `input_records`:
-each step adds the global batch size it trained with). Each input pipeline
-(worker) reads its own files (`InputReader` shards them by the input
-context) and gave `1 / num_input_pipelines` of every global batch, so it
-skips that share (`pipeline_records`); with another number of input
-pipelines than the stopped run's the files are shared out otherwise and the
-stream is not continued. This is `BertPretrainDataLoader` with the decoding
-moved from `decoder_fn` into `sample_fn`, behind the skip (with nothing to
-skip, the same dataset as Model Garden's). Skipped records are read, not
-decoded: the cost is reading them.
+Model Garden checkpoints no input iterator, so a resumed run read its records
+from the start again. With a seed, `InputReader`'s record stream is the same
+in every process and for any batch size, so skipping the records the stopped
+run consumed (each pipeline its share, `pipeline_records`), after the record
+shuffle and before decoding, continues it exactly.
 """
 
 from typing import Optional
@@ -77,6 +55,11 @@ class ResumablePretrainDataLoader(pretrain_dataloader.BertPretrainDataLoader):
     shuffle) skipped."""
     skip = pipeline_records(self._skip_records, input_context)
 
+    # `BertPretrainDataLoader` with the decoding moved from `decoder_fn`
+    # into `sample_fn`, behind the skip: after `InputReader`'s record
+    # shuffle (one by one, so any batch size continues the stream), before
+    # decoding. Another number of input pipelines shares the files out
+    # otherwise and does not continue it.
     def skip_then_decode(records):
       if skip:
         records = records.skip(skip)

@@ -1,15 +1,9 @@
 """Sharded record sets: `<stem>-SSSSS-of-NNNNN<suffix>` names, and whole sets.
 
-The names are Beam's default shard template (`apache_beam.io.filebasedsink`,
-`DEFAULT_SHARD_NAME_TEMPLATE = '-SSSSS-of-NNNNN'`) and TFDS's, so a set
-written by either, by hand or by `data.beam_pretraining_data` reads the same.
-A set is whole when all N of its shards are present and no shard of another
-count shares its stem: a writer killed while renaming shards into place (Beam
-renames them one by one when it finalizes) leaves fewer, and a set rewritten
-with another count beside an old one leaves two. Model Garden's
-`input_reader.match_files` globs whatever is there (official/core/
-input_reader.py:60-66) and trains on it silently; `check_whole` refuses it
-before training, naming the missing shards.
+The names are Beam's and TFDS's shard template. A set is whole when all N
+shards are there and no shard of another count shares its stem; Model
+Garden's `input_reader.match_files` trains on whatever is there, and
+`check_whole` refuses a partial set first, naming the missing shards.
 """
 
 import collections

@@ -1,19 +1,10 @@
 """Reading and checking SQuAD v1.1 / v2.0 JSON into `squad_lib` examples.
 
-`read_squad_examples` is Model Garden's `squad_lib.read_squad_examples`
-behind checks that turn bad input into clear errors or counted skips,
-following the official tools:
-  * An answer whose text is not at its `answer_start` in the context is a
-    counted, logged skip in training, as in BERT's / Model Garden's
-    `read_squad_examples` ("Could not find answer"); the count is in
-    `train_meta_data.json`. Evaluation never uses `answer_start`; the
-    official evaluators score against the answer texts.
-  * Malformed input (missing or mistyped fields, duplicate question ids, an
-    answerable training question without answers, a v1.1 evaluation question
-    without gold answers, a v2.0 training question without `is_impossible`)
-    raises `ValueError` naming the file and the question id.
-  * A training question with several answers (dev files) trains on the first;
-    the official training files have exactly one.
+Model Garden's `squad_lib.read_squad_examples` behind checks: an answer not
+at its `answer_start` is a counted, logged training skip (as BERT's
+"Could not find answer"); malformed input raises `ValueError` naming the
+file and question id; a training question with several answers trains on
+the first.
 """
 
 import dataclasses
@@ -144,8 +135,8 @@ def read_squad_examples(
   """`squad_lib.read_squad_examples` behind the checks of the module docstring.
 
   squad_lib indexes the JSON unchecked (a bare `KeyError`), raises on a
-  training question with several answers (official/nlp/data/squad_lib.py:211)
-  and indexes past the context for an answer running outside it (line 218).
+  training question with several answers and indexes past the context for
+  an answer running outside it (both in its `read_squad_examples`).
 
   Args:
     input_file: SQuAD v1.1 or v2.0 JSON file.

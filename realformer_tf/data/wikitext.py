@@ -1,17 +1,10 @@
-"""WikiText (tokenized: a paragraph a line under ` = Title = ` headings) as
-BERT pre-training text (a sentence a line, a blank line between documents).
+r"""WikiText (a paragraph a line under ` = Title = ` headings) as BERT
+pre-training text: an article a document, a sentence a line.
 
-Fed as it is, WikiText reads as documents of one "sentence" (a whole
-paragraph, cut to the sequence length) each, so almost every next-sentence
-pair is random. Here an article is a document of sentences, as BERT's
-Wikipedia articles are:
+Fed as it is, each paragraph is a one-sentence document (random NSP pairs).
 
   python -m realformer_tf.data.wikitext \
-    --input_files=$DATA/corpus/wikitext-2/valid.txt,$DATA/corpus/wikitext-2/test.txt \
-    --output_file=/tmp/wikitext/documents.txt
-
-then `train.py --quickstart_input_files=` or `create_pretraining_data
---input_files=` that file (docs/training.md).
+    --input_files=$DATA/wikitext-2/valid.txt --output_file=/tmp/documents.txt
 """
 
 import os

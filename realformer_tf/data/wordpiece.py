@@ -1,29 +1,10 @@
-"""BERT's WordPiece without TensorFlow: word splitting, vocabulary learning,
-tokenization, in pure Python.
+"""BERT's WordPiece in pure Python: word splitting, vocabulary learning,
+tokenization.
 
-What `tokenization.learn_vocab` and `tokenization.make_tokenizer` do with
-tensorflow-text, for machines that have no TensorFlow (a JAX GPU machine
-running `python -m realformer_tf.reproduce.keras3`). Hand-written because
-the libraries that do it need TensorFlow: tensorflow-text itself, and
-keras-hub's `compute_word_piece_vocabulary` and `WordPieceTokenizer`
-(keras_hub/src/tokenizers/word_piece_tokenizer.py imports tensorflow_text).
-Each piece follows the tensorflow-text code it replaces, so the same text
-gives the same vocabulary and the same ids (tests/data/wordpiece_test.py
-checks both against tensorflow-text):
-
-* `basic_words`: `BasicTokenizer(lower_case=True)`
-  (tensorflow_text/python/ops/bert_tokenizer.py, `_DELIM_REGEX` and
-  `lower_case`): NFKC case folding (ICU's NFKC_Casefold, format characters
-  dropped), NFD, accents (Mn) dropped, control and format characters (Cc,
-  Cf) as spaces, split on RE2's `\\s` (ASCII whitespace) and
-  around each punctuation or CJK character.
-* `learn_vocab`: `bert_vocab_from_dataset` and its
-  `wordpiece_tokenizer_learner_lib.learn` (same parameters and defaults):
-  a binary search over a minimum count, each candidate vocabulary built by
-  four passes of sub-word counting.
-* `WordPieceTokenizer`: `WordpieceTokenizer` with `BertTokenizer`'s
-  settings: greedy longest match first, `##` suffixes, a word of more than
-  100 UTF-8 bytes or with an uncovered piece is one `[UNK]`.
+What `tokenization.learn_vocab` and `make_tokenizer` do with tensorflow-text,
+for machines without TensorFlow (keras-hub's WordPiece needs tensorflow-text
+too). Each piece follows the tensorflow-text code it replaces, so the same
+text gives the same vocabulary and ids (tests/data/wordpiece_test.py).
 """
 
 import collections
@@ -76,7 +57,9 @@ def _word_pattern() -> "re.Pattern":
 
 
 def basic_words(text: str, lower_case: bool = True) -> List[str]:
-  """Words and punctuation of `text`, as tensorflow-text's BasicTokenizer."""
+  """Words and punctuation of `text`, as tensorflow-text's BasicTokenizer:
+  NFKC case folding, accents dropped, Cc/Cf as spaces, split on RE2's `\\s`
+  and around each punctuation or CJK character."""
   if text.isascii():  # Most text: the same result, ten times faster.
     return _word_pattern().findall(
         (text.lower() if lower_case else text).translate(_ASCII_CONTROLS))

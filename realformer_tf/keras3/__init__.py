@@ -1,11 +1,8 @@
 """RealFormer in Keras 3: layers and models on the TensorFlow, JAX and PyTorch backends.
 
-Written with `keras`, `keras.ops` and keras-hub's public API only; nothing
-here imports TensorFlow, tf_keras or Model Garden (a test imports it with
-them blocked). The tf_keras face is `realformer_tf.layers`; the bridge
-between the two faces' weights (TF checkpoints, train.py runs, keras-hub's
-`BertBackbone`) is `realformer_tf.checkpoints.keras3_bridge` and
-`realformer_tf.checkpoints.keras3_weight_map`.
+Written with `keras`, `keras.ops` and keras-hub's public API only: nothing
+here imports TensorFlow, tf_keras or Model Garden. The weight bridge to the
+tf_keras face is `realformer_tf.checkpoints.keras3_bridge`.
 """
 
 from realformer_tf.core import deprecation

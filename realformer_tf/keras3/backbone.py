@@ -1,18 +1,10 @@
 """`RealFormerBackbone`: keras-hub's `BertBackbone` with residual attention.
 
-Same constructor arguments, inputs (`token_ids`, `segment_ids`,
-`padding_mask`), outputs (`sequence_output`, `pooled_output`), embedding and
-pooler layers (names included) as keras-hub's `BertBackbone`
-(keras_hub/src/models/bert/bert_backbone.py), so keras-hub's `BertTokenizer`,
-`BertMaskedLMPreprocessor` and `BertTextClassifierPreprocessor` feed it
-unchanged. What `BertBackbone` cannot do, and is written here: its
-`TransformerEncoder` blocks return the hidden states only
-(keras_hub/src/layers/modeling/transformer_encoder.py, `call`), so no
-attention scores can pass from one block to the next; the blocks here are
-our Keras 3 `RealFormerEncoderBlock`s, threading the running score sum.
-
-Written with `keras`, `keras.ops` and `keras_hub` only: runs under the
-TensorFlow, JAX and PyTorch backends.
+Same arguments, inputs, outputs and embedding and pooler layers as
+`BertBackbone`, so keras-hub's BERT tokenizer and preprocessors feed it
+unchanged; its blocks are our `RealFormerEncoderBlock`s, which pass the
+running score sum on (keras-hub's `TransformerEncoder` returns hidden states
+only).
 """
 
 import keras

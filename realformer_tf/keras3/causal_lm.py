@@ -1,11 +1,8 @@
 """RealFormer causal language model on keras-hub: `fit()` and `generate()`.
 
 `RealFormerCausalLM` is a `keras_hub.models.CausalLM`, so keras-hub's
-`compile(sampler=...)`, `generate()` (XLA-compiled on TensorFlow, `jax.jit`
-on JAX) and samplers (`"greedy"`, `"top_k"`, `BeamSampler`, ...) run
-unchanged; `RealFormerCausalLMPreprocessor` is keras-hub's
-`CausalLMPreprocessor` with a `BertTokenizer` (a WordPiece vocabulary file,
-no download), e.g. this project's pre-training vocabulary.
+samplers and `generate()` run unchanged; `RealFormerCausalLMPreprocessor` is
+its `CausalLMPreprocessor` with a `BertTokenizer` (a WordPiece vocabulary).
 """
 
 import numbers

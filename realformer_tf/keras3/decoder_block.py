@@ -1,15 +1,9 @@
 """RealFormer decoder block for Keras 3 (TensorFlow, JAX and PyTorch backends).
 
-The Keras 3 face of `realformer_tf.layers.decoder_block`: same
-constructor arguments, sub-layer attribute names and semantics. Causal
-self-attention and encoder-decoder (cross) attention each carry their own
-residual score path (He et al., 2020, Section 3); the masks enter the softmax
-only, the running sums are passed on unmasked.
-
-Incremental decoding uses keras-hub's key/value cache format (`[batch, 2,
-max_len, num_heads, key_dim]`, updated functionally at `cache_update_index`,
-as `keras_hub.layers.CachedMultiHeadAttention`), so a causal LM built from
-these blocks runs keras-hub's `generate()` and samplers unchanged.
+The Keras 3 face of `realformer_tf.layers.decoder_block`. Self and cross
+attention each carry their own residual score path. The key/value cache is
+keras-hub's (`[batch, 2, max_len, num_heads, key_dim]`), so a causal LM of
+these blocks runs keras-hub's `generate()` unchanged.
 """
 
 import keras

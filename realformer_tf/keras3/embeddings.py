@@ -1,46 +1,10 @@
 """Embedding lookups whose table gradient is a sort, not a scatter-add.
 
-Why this exists (measured on an H200, issue 36; benchmarks/README.md,
-"Embedding gradients"): the gradient of a table lookup (`ops.take`) is a
-scatter-add of the rows' gradients into the table. Under a mixed policy
-Keras reads the table in the compute dtype, so on JAX that scatter-add is
-bfloat16, which a GPU runs as a compare-and-swap loop per element under
-index contention: 55-68 ms of a 117 ms BERT-Base step when every segment id
-is 0, 17 ms for two segments and about 6 ms for the token table on real text.
-And an atomic scatter-add in any dtype sums in the order threads arrive, so
-two runs of one step differ in the last bits.
-
-Why Keras reads the table in bfloat16 although `keras.layers.Embedding` sets
-`self.autocast = False`: `Layer.__call__` (keras/src/layers/layer.py,
-lines 983-997 in Keras 3.15.1) honours `autocast=False` only inside another
-layer's autocast scope; a layer called with no scope active (every layer of
-a functional model that `fit`'s `stateless_call` runs) enters
-`AutocastScope(compute_dtype)` because its compute and variable dtypes
-differ, whatever `self.autocast` says. Inside a custom layer's `call` the
-same table reads in float32. The smallest reproduction is
-benchmarks/keras_autocast_repro.py.
-
-What is done instead, on every backend, with `keras.ops` only:
-- The table is created with `autocast=False` (a variable Keras never casts,
-  keras/src/backend/common/variables.py, `_maybe_autocast`), so lookups read
-  and differentiate it in its own dtype (float32) and cast the rows to the
-  compute dtype afterwards; the reverse (tied logits) projection casts the
-  table to `reverse_dtype` or the compute dtype, as `ReversibleEmbedding`
-  documents.
-- Tables of fewer than `ONE_HOT_BELOW_ROWS` rows (segment / type ids): a one-hot
-  GEMM, as Model Garden's `OnDeviceEmbedding(use_one_hot=True)`
-  (official/nlp/modeling/layers/on_device_embedding.py). Its gradient is a
-  GEMM: no scatter, deterministic.
-- Larger tables (tokens), on JAX and PyTorch: the forward pass is
-  `ops.take`; the gradient sorts the ids, sums each id's rows by a
-  segmented scan (a tree of adds in a fixed order) and gathers each table
-  row's sum at the end of its segment (found by sorting:
-  `_last_position_at_most`). No scatter, no atomics: deterministic, and its
-  cost does not depend on how the ids are distributed. On TensorFlow,
-  `take`'s own float32 gradient (see `lookup`).
-
-Weights, names, checkpoints and presets are those of the Keras layers these
-subclass; only how the gradient is computed changes.
+A lookup's gradient is a scatter-add, which a GPU runs slowly in bfloat16
+under index contention and in a nondeterministic order. Here tables are read
+in float32 (`autocast=False`); tables under `ONE_HOT_BELOW_ROWS` rows are a
+one-hot GEMM; larger ones, on JAX and PyTorch, sum each id's rows by a sort
+and a segmented scan. Weights, names and presets are the Keras layers'.
 """
 
 import keras
@@ -162,7 +126,13 @@ def lookup(table, ids):
 
 
 class TableInVariableDtype:
-  """Mixin: the `embeddings` table is never autocast (see module doc)."""
+  """Mixin: the `embeddings` table is never autocast.
+
+  `keras.layers.Embedding`'s `self.autocast = False` does not do it: a layer
+  called outside another layer's autocast scope (each layer of a functional
+  model under `fit`) enters `AutocastScope(compute_dtype)` anyway, and the
+  table's bfloat16 gradient is a slow, nondeterministic scatter-add.
+  """
 
   def add_weight(self, *args, **kwargs):
     if kwargs.get("name") == "embeddings":

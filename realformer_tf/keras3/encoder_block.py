@@ -1,13 +1,9 @@
 """Keras 3 RealFormer encoder block: `(hidden, scores) -> (hidden, scores)`.
 
-The Keras 3 face of `realformer_tf.layers.encoder_block.RealFormerEncoderBlock`
-(same sub-layer attributes and weight names, the body of `core.block`), with
-`keras` and `keras.ops` only, in keras-hub's argument names (docs/names.md)
-and dtype rules: under a mixed policy the hidden stream, LayerNorm and
-activation run in the compute dtype, as keras-hub's `TransformerEncoder`
-(keras_hub/src/layers/modeling/transformer_encoder.py builds them all with
-`dtype=self.dtype_policy`); the tf_keras face keeps Model Garden's float32
-LayerNorm and activation.
+The Keras 3 face of `layers.encoder_block.RealFormerEncoderBlock` (same
+sub-layers and weight names), in keras-hub's argument names and dtype rules:
+under a mixed policy LayerNorm and activation run in the compute dtype, as in
+keras-hub's `TransformerEncoder`.
 """
 
 import keras

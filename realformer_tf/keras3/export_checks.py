@@ -1,23 +1,13 @@
 """An exported SavedModel that names the input whose length it cannot take.
 
-A SavedModel from `keras.Model.export` takes its inputs at the exported
-lengths only (our tasks export at the preprocessor's `sequence_length`:
-`tasks.RealFormerTask.serving_input_signature`). TensorFlow does not check
-a served tensor against the signature's static shape, so another length
-went on into the graph: on the JAX backend it failed inside `XlaCallModule`
-("Error refining argument shapes ...") with about 30 lines of the StableHLO
-module's text, on TensorFlow somewhere in the model (issue 39 item 7).
-
-`add_length_checks(source, directory)` writes the SavedModel Keras wrote
-again, every signature now one that asserts each input's static dimensions
-first,
-naming the input, the axis, the length served and the length exported, then
-calls Keras' function unchanged (same outputs, same names; the `serve`
-attribute too). TensorFlow is reached through Keras' own lazy module, as
-Keras' exporter does (keras/src/export/saved_model.py), so this face still
-imports no TensorFlow unless an export asks for it.
+`keras.Model.export` signatures take the exported lengths only, and
+TensorFlow does not check a served tensor's static shape, so another length
+failed deep in the graph. `add_length_checks` rewrites the SavedModel with
+signatures that check each input's dimensions first, then call Keras' own.
 """
 
+# Keras' lazy TensorFlow module, as its exporter uses: no TensorFlow import
+# unless an export asks for it.
 from keras.src.utils.module_utils import tensorflow as tf
 
 # Keras' endpoint, also an attribute of the loaded SavedModel
@@ -51,8 +41,9 @@ def _checked(function, specs):
 
 def add_length_checks(source: str, directory: str) -> None:
   """Writes the SavedModel at `source` into `directory` with its inputs'
-  static shapes checked by every signature (see the module docstring).
-  `source` may lie inside `directory` (it is read whole first)."""
+  static shapes checked by every signature, each then calling Keras' own
+  function unchanged (same outputs and names, `serve` too). `source` may lie
+  inside `directory` (it is read whole first)."""
   loaded = tf.saved_model.load(source)
   module = tf.Module()
   module.unchecked = loaded  # Its variables and assets.

@@ -1,42 +1,10 @@
 """`steps_per_execution=N` as one dispatch of N training steps on JAX.
 
-Keras 3's JAX trainer jit-compiles `train_step` alone and, for
-`steps_per_execution=N`, calls that program N times from a Python loop
-(keras/src/backend/jax/trainer.py, `make_train_function` and
-`_make_function`, Keras 3.15.1 lines 210-279). N then saves `fit`'s
-callbacks and bookkeeping, not the host's dispatch of each step. On a GPU
-that dispatch is what a BERT-Base step waits on once its kernels are fast:
-on one H200 our `RealFormerBackbone("sum")` step ran 37.6 ms of kernels in
-44-47 ms of wall time, the GPU idle 30-38% of it (benchmarks/README.md,
-"Embedding gradients and fair baselines").
-
-`FusedSteps(model)` is Keras' train function with the N steps under
-`jax.lax.scan` inside one `jax.jit`: it takes N batches from `fit`'s
-iterator, stacks them on the device inside the program and runs
-`model.train_step` N times, the state donated and sharded as Keras does.
-The steps are Keras' own (`train_step` threads the whole state, the dropout
-seed generators' included), so losses, metrics, weights and the callbacks'
-schedule are those of Keras' unfused loop (tests/keras3/fused_steps_test.py).
-What cannot be stacked runs one step at a time through the one-step program,
-as Keras would: an execution cut short by the end of the data or of
-`steps_per_epoch`, and a batch of another shape (a last partial batch).
-
-JAX only, so it imports jax, the backend itself (as `core.pallas_attention`
-does); on the other backends `applies` is False and nothing here runs.
-
-`FusedSteps(model, step="test")` does the same for `test_step`
-(`evaluate`, and `fit`'s validation), which Keras dispatches per step too.
-`predict` keeps Keras' loop: it concatenates each step's outputs on the
-host anyway.
-
-Our tasks use them whenever they apply (`applies`): `RealFormerTask.
-make_train_function` and `make_test_function`. For any other Keras model on
-JAX, after `compile`::
-
-    model.compile(..., steps_per_execution=8)
-    model.train_function = fused_steps.FusedSteps(model)
-    model.test_function = fused_steps.FusedSteps(model, "test")
-    model.fit(...)
+Keras' JAX trainer calls its one-step program N times from Python, and on a
+GPU a BERT-Base step waits on that dispatch. `FusedSteps(model)` (or
+`FusedSteps(model, "test")`) runs Keras' own `train_step` N times under
+`jax.lax.scan` in one `jax.jit`, so losses, metrics and callbacks are Keras'.
+Use it as `model.train_function = FusedSteps(model)` after `compile`.
 """
 
 try:

@@ -1,31 +1,10 @@
 """Hidden-state dropout whose mask is a hash on JAX: `keras.layers.Dropout`
 with `core.dropout_hash` in place of JAX's threefry bits.
 
-Keras' `Dropout` on JAX draws its mask with `jax.random.bernoulli`, which
-XLA compiles to threefry2x32 in integer ops (about 130 adds, shifts, ors and
-xors per element in the fused kernel). On one H200 the 25 hidden-state
-dropouts of our BERT-Base training step (embeddings, and each layer's
-attention-output and FFN-output dropouts) ran as
-`input_compare_transpose_fusion` kernels: the threefry bits, the compare
-with the rate, the scaled select, about 3.6 ms of the step's 37.6 ms of
-kernels, about ten times what their bytes take (benchmarks/README.md,
-"Hidden-state dropout on JAX"). Integer work, which a deviceless compile
-does not time.
-
-`HashedDropout` keeps an element where Murmur3's finalizer of (seed,
-position) passes the rate's threshold (`core.dropout_hash`: about thirty
-integer ops per element in the same fused kernel), the
-hash the attention probabilities' dropout already uses on JAX
-(`residual_attention`'s reference path, the Pallas kernels) and the
-tf_keras face's `layers.HashedDropout` uses under XLA: positions read as
-`[L, R, C]` (`C` the last axis, `R` the one before, `L` the rest), the
-seed the two words of the layer's own `SeedGenerator` state, which Keras
-advances per call.
-
-Elsewhere (TensorFlow, PyTorch, `noise_shape`) it is Keras' `Dropout`, for
-the reasons `hashes_dropout` gives. Same arguments,
-config, weights (none) and seed generator as Keras' layer, so presets and
-checkpoints are unchanged.
+Threefry costs about 130 integer ops per element; the hash about thirty, and
+it is the one the attention dropout and the tf_keras face use. Elsewhere
+(TensorFlow, PyTorch, `noise_shape`) it is Keras' `Dropout`; same arguments,
+config and seed generator, so presets and checkpoints are unchanged.
 """
 
 import math
@@ -49,7 +28,7 @@ def hashed_dropout(inputs, seed, rate):
   """`inputs` with the hashed keep mask of `seed` (an integer scalar or
   vector, every word folded in: `core.pallas_attention.row_keys`) applied
   and the kept values scaled by 1 / (1 - `rate`); positions as `[L, R, C]`
-  (the module docstring); JAX.
+  (`C` the last axis, `R` the one before, `L` the rest); JAX.
 
   For attention probabilities `[B, N, T, S]` that is the fused kernel's
   mask (`core.pallas_attention.dropout_keep_mask`, as the kernel computes
@@ -69,7 +48,7 @@ def hashed_dropout(inputs, seed, rate):
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class HashedDropout(keras.layers.Dropout):
-  """`keras.layers.Dropout` with a hashed mask on JAX (module docstring).
+  """`keras.layers.Dropout` with a hashed mask on JAX (`hashes_dropout`).
 
   Example:
 

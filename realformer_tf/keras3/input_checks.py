@@ -1,27 +1,10 @@
 """What our Keras 3 backbones check of their inputs, and where.
 
-keras-hub's backbones check nothing (keras_hub/src/models/bert/
-bert_backbone.py): on JAX an id past a table gives NaN (`jnp.take` fills
-out-of-range rows), a sequence past the position table fails inside
-`PositionEmbedding` ("slice_sizes ..."), a padding mask of another shape
-fails deep in attention ("add got incompatible shapes") or, `[1, seq]`
-against a larger batch, is broadcast over it without a word; and once an
-error is raised inside `predict()`'s traced function, Keras' JAX trainer
-leaves the model unusable for every later `predict()`. So:
-
-- Shapes, always (`check_shapes`; static shapes, known at trace time under
-  `jit` and `tf.function` as well): every input `[batch, sequence]`, every
-  input the shape of `token_ids` (the mask included: no broadcasting), the
-  sequence at most `max_sequence_length`.
-- Id ranges, wherever the values are concrete (`check_ids`): an eager call
-  (NumPy, eager tensors), and the NumPy data handed to `fit`, `evaluate`,
-  `predict` and the `*_on_batch` methods, which `ChecksInputs` checks on the
-  host before Keras traces anything (so a refused batch leaves the model
-  working). Inside a traced function the values are tracers and cannot be
-  read without a device-to-host copy per step: not checked there (nor a
-  `tf.data.Dataset`'s values); docs/keras3.md says so.
-
-Each message names the input, the value (or shape) and the limit.
+keras-hub's backbones check nothing: on JAX an id past a table gives NaN and
+a wrong shape fails deep inside, or broadcasts. `check_shapes` checks static
+shapes always; `check_ids` checks id ranges where values are concrete (eager
+calls, NumPy data given to `fit`/`predict`, via `ChecksInputs`), never inside
+a traced function. Each message names the input, the value and the limit.
 """
 
 import keras
@@ -103,7 +86,7 @@ def check_shapes(owner, inputs, max_sequence_length):
 
 def check_ids(owner, inputs, limits):
   """Raises ValueError for a concrete id outside its table; traced inputs
-  are skipped (see the module docstring).
+  are skipped (reading them would copy device to host each step).
 
   Args:
     owner: The backbone's class name, for the message.

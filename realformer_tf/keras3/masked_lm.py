@@ -1,29 +1,9 @@
 """`RealFormerMaskedLM`: keras-hub's `BertMaskedLM` on a `RealFormerBackbone`.
 
-`BertMaskedLM` (keras_hub/src/models/bert/bert_masked_lm.py) builds its
-`MaskedLMHead` from what `RealFormerBackbone` has as `BertBackbone` does
-(`vocabulary_size`, `token_embedding`, the three inputs and
-`sequence_output`), and its base `MaskedLM` supplies `compile`'s defaults; so
-only the classes it is bound to change (and `tasks.realformer_task` adds
-its checks, export signature and preset names). `backbone_cls` is what
-keras-hub's `from_preset`/`save_to_preset` dispatch on (`Task.from_preset`,
-keras_hub/src/models/task.py); with it, `BertMaskedLM.from_preset` of a saved
-RealFormer preset also finds this class.
-
-The head's transform is keras-hub's by default (Keras' exact "gelu", LayerNorm
-epsilon 1e-5, as `BertMaskedLM`'s); `head_activation` and
-`head_layer_norm_epsilon` set it as Model Garden's `layers.MaskedLM` has it
-(the tanh "gelu_approximate", epsilon 1e-12: official/nlp/modeling/layers/
-masked_lm.py, `build`), which is what a train.py run's pre-trained head was
-trained with (`checkpoints.keras3_bridge.load_masked_lm` sets both).
-`BertMaskedLM.__init__` hard-codes the head's arguments
-(keras_hub/src/models/bert/bert_masked_lm.py, `MaskedLMHead(...,
-intermediate_activation="gelu")`), so `__init__` is its own, with the same
-layers and names. The head's
-tied logits (`token_embedding(x, reverse=True)`) and their gradients run in
-the compute dtype: the backbone's `embeddings.ReversibleEmbedding` computes
-the reverse projection in it when `reverse_dtype` is unset (keras-hub's own
-`BertMaskedLM` runs those three GEMMs in float32).
+`BertMaskedLM` builds its head from what the backbone has, so only the bound
+classes change (`backbone_cls` is what `from_preset` dispatches on).
+`head_activation` and `head_layer_norm_epsilon` let the head match Model
+Garden's `layers.MaskedLM` (a train.py run's head).
 """
 
 import keras
@@ -78,7 +58,8 @@ class RealFormerMaskedLM(keras_hub.models.BertMaskedLM):
 
   def __init__(self, backbone, preprocessor=None, head_activation="gelu",
                head_layer_norm_epsilon=1e-5, **kwargs):
-    # As `BertMaskedLM.__init__`, but the head's transform as asked.
+    # As `BertMaskedLM.__init__` (which hard-codes the head's "gelu"), but
+    # the head's transform as asked.
     self.backbone = backbone
     self.preprocessor = preprocessor
     self.masked_lm_head = keras_hub.layers.MaskedLMHead(

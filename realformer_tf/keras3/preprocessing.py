@@ -1,14 +1,8 @@
 """keras-hub's BERT tokenizer and preprocessors, bound to `RealFormerBackbone`.
 
-`RealFormerBackbone` takes `BertBackbone`'s inputs, so keras-hub's
-`BertTokenizer`, `BertMaskedLMPreprocessor` and
-`BertTextClassifierPreprocessor` feed it unchanged: pass them as they are.
-The subclasses here change two things. `backbone_cls`: keras-hub's
-`from_preset` picks a tokenizer or preprocessor class by the backbone class
-a preset was saved with (keras_hub/src/models/preprocessor.py and
-keras_hub/src/tokenizers/tokenizer.py, `from_preset`: `find_subclass`), so a
-`RealFormerMaskedLM.save_to_preset(...)` directory loads back only when
-these exist.
+keras-hub's own feed it unchanged; these subclasses exist for `backbone_cls`,
+by which `from_preset` picks a tokenizer or preprocessor class, so a saved
+RealFormer preset loads back.
 """
 
 import keras

@@ -1,13 +1,8 @@
 """Keras 3 multi-head attention with RealFormer's residual attention scores.
 
-The Keras 3 face of `realformer_tf.layers.residual_attention` (same
-semantics, same defaults), written with `keras` and `keras.ops` only, so it
-runs on the TensorFlow, JAX and PyTorch backends. The math, the paper's
-Eq. 5, is `realformer_tf.core.attention`'s, run here on `keras.ops`; on a
-JAX GPU (`attention_implementation="auto"` or "pallas") the fused Pallas
-kernel `core.pallas_attention` computes the same in one pass. The mask
-(padding, causal, Keras' implicit masks) enters the softmax only: the scores
-handed on are never masked.
+The Keras 3 face of `layers.residual_attention`: `core.attention`'s Eq. 5 on
+`keras.ops`, or on a JAX GPU the fused Pallas kernel. The mask (padding,
+causal, Keras' implicit masks) enters the softmax only.
 """
 
 import keras

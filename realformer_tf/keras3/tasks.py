@@ -1,47 +1,9 @@
 """What our keras-hub tasks add to keras-hub's: checks, export, preset names.
 
-`@realformer_task` gives each of our task classes (`RealFormerMaskedLM`,
-`RealFormerTextClassifier`, `RealFormerCausalLM`) the members of
-`RealFormerTask`, in the class itself. Not a base class: a mixin listed first
-would become the class's `__base__`, which keras-hub's preset saver takes as
-the task's name (see below); listed after the keras-hub task it would come
-after `Task` in the method order unless it subclassed `Task`, and that
-diamond breaks Keras' functional-class injection (`inject_functional_model_
-class`, keras/src/models/model.py: "a __bases__ item causes an inheritance
-cycle"). So the members call `Task`'s (or `keras.Model`'s) by name; the
-decorator checks that nothing between the class and `Task` defines them.
-
-- A preprocessor whose tokenizer has more ids than the backbone's token
-  embedding has rows, or whose sequence length exceeds the backbone's
-  positions, is refused when it is attached (the constructor, `from_config`,
-  `from_preset`, `task.preprocessor = ...`) and again when it is used (`fit`,
-  `evaluate`, `predict`: `preprocess_samples`; `RealFormerCausalLM.generate`),
-  naming both sizes. Without it an id past the embedding gives NaN on JAX
-  (`jnp.take` fills out-of-range rows with NaN, no error) and a bare
-  `InvalidArgumentError` on TensorFlow. The second check is for
-  vocabularies that arrive after the constructor: keras-hub's preset loader
-  and `keras.saving.load_model` set a tokenizer's vocabulary from its assets
-  only after the task is built
-  (keras_hub/src/utils/preset_utils.py, `KerasPresetLoader.load_task`).
-- `export()` passes a named `input_signature` at the preprocessor's lengths
-  (`token_ids`, `segment_ids`, `padding_mask`, ...): Keras' default has a
-  free sequence dimension, which JAX's exporter (jax2tf) cannot compare with
-  `PositionEmbedding`'s table (`InconclusiveDimensionOperation`), and an
-  unnamed signature serves as `args_0`, `args_0_1`, ...
-- `save_to_preset` records our task classes in `metadata.json`: keras-hub's
-  saver lists `task.__base__.__name__` for every task of the backbone's
-  class (preset_utils.py, `KerasPresetSaver._save_metadata`), meant to give
-  the generic task (`MaskedLM` for `BertMaskedLM`); for ours, which subclass
-  keras-hub's BERT tasks, it gives `BertMaskedLM`, `BertTextClassifier`.
-  It writes the whole preset beside `preset_dir` and swaps it in
-  (`saving.save_preset`), so a failed save leaves the old preset whole.
-- `fit` and `evaluate` with `steps_per_execution=N` on JAX run the N steps
-  in one dispatch (`fused_steps`); Keras' JAX trainer dispatches each step.
-- `save` (a `.keras` path) and `export` (a SavedModel) are `keras.Model`'s,
-  written whole or not at all (`saving.WritesWhole`, our backbones' too):
-  Keras writes both in place, so a killed save left a truncated file, a
-  killed export over an earlier one a mix of both. `from_preset` of a
-  preset a killed save set aside names the backup.
+`@realformer_task` copies `RealFormerTask`'s members into each task class: it
+refuses a preprocessor larger than the backbone, exports a named signature at
+the preprocessor's lengths, records our class names in a preset, fuses
+`steps_per_execution` on JAX, and saves and exports whole or not at all.
 """
 
 import functools
@@ -167,12 +129,17 @@ def write_preset_task_names(preset_dir, backbone):
   path = os.path.join(preset_dir, preset_utils.METADATA_FILE)
   with open(path, encoding="utf-8") as f:
     metadata = json.load(f)
+  # keras-hub's saver lists `task.__base__.__name__`: `BertMaskedLM` for ours.
   metadata["tasks"] = preset_task_names(backbone)
   # As keras-hub writes it (`_save_metadata`): indent 4.
   with open(path, "w", encoding="utf-8") as f:
     f.write(json.dumps(metadata, indent=4))
 
 
+# A decorator, not a base class: a mixin listed first becomes the class's
+# `__base__` (keras-hub's preset saver's task name); listed after the task it
+# must subclass `Task`, a diamond that breaks Keras' functional-class
+# injection ("a __bases__ item causes an inheritance cycle").
 def realformer_task(cls):
   """Class decorator: puts `RealFormerTask`'s members on task class `cls`.
 
@@ -216,7 +183,7 @@ def _refuse_unknown_keywords(cls):
 
 
 class RealFormerTask:
-  """The members `@realformer_task` copies: see the module docstring."""
+  """The members `@realformer_task` copies (not a base class: see there)."""
 
   @property
   def preprocessor(self):
@@ -230,9 +197,9 @@ class RealFormerTask:
     self._preprocessor = value
 
   def preprocess_samples(self, x, y=None, sample_weight=None):
-    # Runs once per traced batch function in `fit`/`evaluate`/`predict`
-    # (keras_hub/src/utils/pipeline_model.py): a Python check, no cost per
-    # step.
+    # Checked again here: keras-hub's preset loader and `load_model` set a
+    # tokenizer's vocabulary only after the task is built. Runs once per
+    # traced batch function (keras-hub's `PipelineModel`): no cost per step.
     check_preprocessor(self.backbone, self.preprocessor)
     return keras_hub.models.Task.preprocess_samples(self, x, y=y,
                                             sample_weight=sample_weight)
@@ -282,6 +249,9 @@ class RealFormerTask:
 
   def serving_input_signature(self):
     """The named `keras.InputSpec`s `export()` uses by default.
+
+    Keras' default has a free sequence dimension, which jax2tf cannot compare
+    with `PositionEmbedding`'s table, and serves unnamed (`args_0`, ...).
 
     Returns:
       `{input name: keras.InputSpec([None, length], int32)}`, length the

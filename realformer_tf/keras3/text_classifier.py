@@ -1,13 +1,8 @@
 """`RealFormerTextClassifier`: keras-hub's `BertTextClassifier` on a
 `RealFormerBackbone`.
 
-`BertTextClassifier` (keras_hub/src/models/bert/bert_text_classifier.py)
-puts dropout and a `Dense` on the backbone's `pooled_output`, which
-`RealFormerBackbone` has as `BertBackbone` does; its base `TextClassifier`
-supplies `compile`'s defaults. So only the classes it is bound to change
-(`backbone_cls`, `preprocessor_cls`: keras-hub's `from_preset` dispatches on
-them, keras_hub/src/models/task.py). `tasks.realformer_task` adds its checks,
-export signature and preset names.
+Only the bound classes change (`backbone_cls`, `preprocessor_cls`, on which
+`from_preset` dispatches); `tasks.realformer_task` adds checks and export.
 """
 
 import keras

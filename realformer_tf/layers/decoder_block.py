@@ -1,11 +1,8 @@
 """A Transformer decoder block with one RealFormer residual path per attention.
 
-The paper (He et al., 2020, Section 3) gives each attention type its own
-direct path: decoder self-attention scores are summed over the decoder's
-layers, encoder-decoder (cross) attention scores over the decoder's layers
-too, and never mixed. Along each path the mask is the same in every layer
-(causal + target padding for self-attention, source padding for cross
-attention), which is what makes the sum meaningful.
+Self-attention scores and cross-attention scores are each summed over the
+decoder's layers and never mixed (He et al., 2020, Section 3): along each
+path the mask is the same in every layer, which makes the sum meaningful.
 """
 
 import tensorflow as tf

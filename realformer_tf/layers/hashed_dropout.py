@@ -1,31 +1,10 @@
 """Dropout whose mask costs no memory traffic: `core.dropout_hash` in TF ops.
 
-tf_keras' `Dropout` under XLA draws uniform floats from `RngBitGenerator`
-(Philox). XLA does not fuse that op into its users: one kernel writes the
-random words out whole and a second reads them back to compare them with the
-rate. For one BERT-Base attention layer at seq 512 and batch 32 that is 403
-MB of uint32 written and read for a 100 MB mask. XLA's GPU program for a
-BERT-Base training step (benchmarks/gpu_aot.py) moves 127.8 GB with it and
-105.3 GB with this layer (benchmarks/README.md, "Hashed dropout (TF-XLA)").
-
-`HashedDropout` is a `tf_keras.layers.Dropout` (same arguments, config and
-seed rules) that, inside an XLA cluster, draws two 32-bit seed words per call
-from the layer's own random generator and keeps an element where
-`core.dropout_hash` of (seed, position) passes the rate's threshold. That is
-integer arithmetic on iotas: XLA makes the mask in one kernel of its own
-(attention probabilities) or inside the kernel that uses it (hidden states),
-and nothing but the mask is written. Elsewhere it is tf_keras' `Dropout` as
-is:
-- outside XLA (eager, `tf.function` without `jit_compile`), where every op of
-  the hash would be a kernel writing a tensor of the input's size;
-- under a `TPUStrategy`: unmeasured there (TPUs' own random bits may be
-  cheaper than on a GPU), so TPU training keeps the library's dropout.
-
-Positions: the input is read as `[L, R, C]`, `C` its last axis, `R` the one
-before (1 for a vector) and `L` the rest flattened. For attention
-probabilities `[batch, heads, from, to]` that is the Pallas kernels' own
-indexing (`core.pallas_attention_common.dropout_keep_mask`): one seed drops
-the same probabilities on both faces.
+tf_keras' `Dropout` under XLA writes its Philox bits out whole and reads them
+back. `HashedDropout` (same arguments, config and seed rules) keeps an element
+where the hash of (seed, position) passes the rate inside an XLA cluster,
+which fuses it; elsewhere, and under `TPUStrategy`, it is tf_keras' `Dropout`.
+Positions index as the Pallas kernels', so one seed drops alike on both faces.
 """
 
 import numbers
@@ -83,7 +62,11 @@ _TPU_STRATEGIES = (tf.distribute.TPUStrategy,
 
 
 def hashes_here() -> bool:
-  """Whether `HashedDropout` hashes in the graph being built now."""
+  """Whether `HashedDropout` hashes in the graph being built now.
+
+  Not outside XLA (each hash op would be a kernel writing a full tensor) nor
+  on TPUs (unmeasured there; their random bits may be cheaper).
+  """
   return (xla_kernels.in_xla_context() and
           not isinstance(tf.distribute.get_strategy(), _TPU_STRATEGIES))
 

@@ -1,11 +1,7 @@
 """The error at the seam between Keras 3 (`tf.keras`, `keras`) and tf_keras.
 
-Since TensorFlow 2.16, `tf.keras` is Keras 3, while `realformer_tf.layers`
-and `realformer_tf.networks` are tf_keras (Keras 2) layers, as Model Garden
-is. Handed a Keras 3 symbolic tensor (`tf.keras.Input`, `keras.Input`) or
-variable, they failed deep inside `EinsumDense` ("A KerasTensor cannot be
-used as input to a TensorFlow function"); `reject_keras3_arguments` says
-what happened instead, and which Keras 3 class to use.
+Our layers are tf_keras ones, as Model Garden's; a Keras 3 tensor or variable
+failed deep inside `EinsumDense`. `reject_keras3_arguments` says so first.
 """
 
 # tf_keras class name -> its Keras 3 counterpart in realformer_tf.keras3.

@@ -1,11 +1,7 @@
 """Multi-head attention with RealFormer's residual attention scores.
 
-The tf_keras face of the paper's Eq. 5 (`realformer_tf.core.attention`,
-written once for both faces): this module hands the core TensorFlow ops
-(`TF_OPS`), whose score GEMM is `xla_kernels.query_key_scores` (a faster
-form under XLA). `score_dtype` picks the dtype of `S_l` under mixed
-precision: "auto" (default: the compute dtype under bfloat16, float32 under
-float16 and float32), "float32" or "compute"; see docs/layers.md.
+The tf_keras face of `core.attention`'s Eq. 5, on TensorFlow ops (`TF_OPS`).
+`score_dtype` picks the dtype of `S_l` under mixed precision (docs/layers.md).
 """
 
 import types

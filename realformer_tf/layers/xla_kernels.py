@@ -1,9 +1,7 @@
 """XLA-only fast forms of two steps of residual attention.
 
-Each computes what its reference form computes (same sums and gradients; the
-tests pin both to the NumPy reference), and only inside an XLA cluster
-(`jit_compile=True`), where it fuses; outside XLA the reference form is faster
-or the only one TF has a kernel for. Numbers: benchmarks/README.md, "Issue 12".
+Each computes what its reference form computes (same sums and gradients),
+only inside an XLA cluster, where it fuses; outside, the reference is used.
 """
 
 from typing import Sequence

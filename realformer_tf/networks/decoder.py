@@ -1,15 +1,8 @@
 """RealFormer decoder stack: a drop-in for Model Garden's `TransformerDecoder`.
 
-`RealFormerDecoder` has the constructor arguments, call signature and
-attribute names (`decoder_layers`, `output_normalization`, `num_layers`,
-`num_attention_heads`) of `official.nlp.modeling.models.seq2seq_transformer.
-TransformerDecoder`, so it fills `Seq2SeqTransformer`'s `decoder_layer` slot:
-Model Garden's teacher-forced training, beam search (its key/value cache,
-`{str(layer): {"key", "value"}}`) and padded decoding run unchanged. Each
-attention type carries its own residual path through the stack.
-
-With `cross_attention=False` the same class is a decoder-only (causal
-language model) stack: call it with `memory=None`.
+Same arguments, call and attribute names, so it fills `Seq2SeqTransformer`'s
+`decoder_layer` slot (teacher forcing, beam search, padded decoding). With
+`cross_attention=False` it is a decoder-only stack: call with `memory=None`.
 """
 
 import tf_keras

@@ -1,9 +1,7 @@
 """The layer-to-layer score loop of every RealFormer stack, and the seq2seq stacks' base.
 
-RealFormer (He et al., 2020, Eq. 5) hands each block's pre-softmax scores to
-the next one. `chain_blocks` is that loop, written once, for the BERT
-encoder (one path), the seq2seq encoder (one path) and the decoder (two
-paths: self- and encoder-decoder attention, never mixed).
+`chain_blocks` hands each block's pre-softmax scores to the next (Eq. 5), for
+the encoders (one path) and the decoder (self and cross paths, never mixed).
 """
 
 import abc

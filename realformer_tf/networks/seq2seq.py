@@ -1,13 +1,8 @@
 """RealFormer encoder-decoder on Model Garden's `Seq2SeqTransformer`.
 
-Model Garden's `Seq2SeqTransformer` (official/nlp/modeling/models/
-seq2seq_transformer.py) owns the shared embedding, sinusoidal positions, the
-output projection, teacher forcing, beam search and padded decoding; it takes
-the encoder and decoder stacks as `encoder_layer` / `decoder_layer`. This
-module fills the encoder slot with a stack of `RealFormerEncoderBlock`s
-(encoder self-attention path) and the decoder slot with `RealFormerDecoder`
-(decoder self-attention and encoder-decoder paths): three residual paths,
-one per attention type, as the paper's Section 3 prescribes.
+Model Garden's model owns embeddings, output projection and decoding; this
+fills its encoder slot with `RealFormerEncoderBlock`s and its decoder slot
+with `RealFormerDecoder`: one residual path per attention type.
 """
 
 from typing import Optional

@@ -1,21 +1,9 @@
-"""Export modules, one per head, subclassing Model Garden's.
+"""Export modules, one per head, subclassing Model Garden's `serving_modules`.
 
-`MaskedLMServing`, `SentencePredictionServing` and `QuestionAnsweringServing`
-subclass `official.nlp.serving.serving_modules.{MaskedLM, SentencePrediction,
-QuestionAnswering}` (Model Garden saves them and builds `serve` and
-`serve_examples`), changing only what it lacks or gets wrong: `serve` checks
-its inputs (`inputs`) and returns all heads' outputs (Model Garden's MaskedLM
-returns only the NSP logits) and optionally every layer's attention;
-`serve_examples` parses this project's records at any length; `serve_text` /
-`preprocess_text` take raw strings, tokenized and packed in the graph (Model
-Garden's `serve_text_examples` reads text from `tf.Example`s only, with no
-[MASK] handling, SQuAD windows or answers: `squad_answers`).
-
-The serving functions are `tf.function(autograph=False)`: nothing in them
-branches on a tensor in Python, and AutoGraph transpiled every layer and
-tensorflow-text helper they call at each trace (the text signatures are
-traced once per input structure): the quickstart's export took 47.8 s with
-it, 40.1 s without (one run each, 2 idle cores).
+Only what Model Garden lacks changes: `serve` checks its inputs and returns
+every head's outputs (optionally attention), `serve_examples` parses our
+records at any length, and `serve_text` takes raw strings, tokenized in the
+graph. Serving functions use `autograph=False`: nothing branches on tensors.
 """
 
 import os
@@ -130,8 +118,7 @@ class _RealFormerServingMixin:
   def serve_examples(self, inputs) -> Dict[str, tf.Tensor]:
     """`serve` on serialized `tf.Example`s of this project's records, of any
     length (`inputs.parse_examples`); `segment_ids` are the type ids (Model
-    Garden's `MaskedLM.serve_examples`, serving_modules.py:237, feeds the
-    word ids)."""
+    Garden's `MaskedLM.serve_examples` feeds the word ids)."""
     names = {"input_word_ids": self.input_word_ids_field,
              "input_mask": "input_mask",
              "input_type_ids": self.input_type_ids_field,
@@ -142,10 +129,8 @@ class _RealFormerServingMixin:
   def get_inference_signatures(self, function_keys: Dict[Text, Text]):
     """Model Garden's `serve` / `serve_examples` signatures plus text ones.
 
-    Tracing them is most of an export's time (a 180k-parameter pre-training
-    run on 2 loaded CPU cores, profiled: 68 s here, then 97 s in
-    `tf.saved_model.save`, which traces each signature again to serialize
-    it; 203 s in all), so each step is announced on stderr."""
+    Tracing them is most of an export's time (and `tf.saved_model.save`
+    traces each again), so each step is announced on stderr."""
     start = time.monotonic()
     plain = {k: v for k, v in function_keys.items()
              if k not in self.TEXT_SIGNATURES}  # Model Garden rejects bad keys.

@@ -1,18 +1,9 @@
 """In-graph text preprocessing for the exported signatures (tensorflow-text).
 
-A client sends raw UTF-8 text; the ids are the ones the training data code
-produces for it: the same tensorflow-text `BertTokenizer` (in Model Garden's
-layer, its table read from the vocabulary file, a SavedModel asset) and
-`tokenization.pack_inputs`, as for the GLUE records. Pre-training records
-were truncated from a random end (`pretraining_data.truncate_seq_pair`),
-which a server cannot reproduce; serving cuts from the end. SQuAD: `tokenize_context`
-and `squad_windows` rebuild `squad_lib`'s doc-stride features.
-
-What the model never sees is counted for the client: `num_truncated_tokens`
-(cut by packing) and `unknown_word_counts` (words that became one [UNK]: not
-spelt by the vocabulary's pieces, or longer than WordPiece's
-`MAX_BYTES_PER_WORD`, e.g. a 100,000-character word without spaces, which is
-one [UNK] token and so no truncation at all).
+Raw UTF-8 text becomes the ids the training data code makes (the same
+`BertTokenizer` and `tokenization.pack_inputs`; serving truncates from the
+end). SQuAD windows rebuild `squad_lib`'s features. What the model never
+sees is counted: `num_truncated_tokens`, `unknown_word_counts`.
 """
 
 from typing import Dict, List, Sequence, Tuple

@@ -1,19 +1,10 @@
 r"""Exports a `realformer/translation` run as a SavedModel with `translate`.
 
   python -m realformer_tf.serving.translation_export --model_dir=/runs/ende \
-      --export_dir=/serving/ende/1 [--checkpoint_path=...] \
-      [--max_source_length=100] [--overwrite]
+      --export_dir=/serving/ende/1
 
-Signature `translate`: `text` (string `[batch]`, raw source sentences) ->
-`translations` (string `[batch]`). Tokenization (the run's sentencepiece
-model, embedded in the graph), Model Garden's beam search and
-detokenization all run in the graph; a server needs tensorflow-text's ops.
-The module is Model Garden's `serving_modules.Translation` with input
-checks: a sentence that is not valid UTF-8 (sentencepiece would translate
-its bytes), an empty sentence or one longer than `max_source_length` tokens
-(default: `task.validation_data.max_seq_length`) fails with an
-`InvalidArgumentError` naming `text` (and, for UTF-8, the batch positions),
-and tokens after the first EOS are dropped before detokenization.
+`translate`: raw source `text` to `translations`, tokenization, beam search
+and detokenization in the graph; bad input fails naming `text`.
 """
 
 from typing import Dict, Optional

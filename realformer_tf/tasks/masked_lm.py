@@ -1,33 +1,10 @@
 """Model Garden's `MaskedLMTask` with the float16 loss scaling it lacks.
 
-`official/nlp/tasks/masked_lm.py` `MaskedLMTask.train_step` computes the
-gradients of the raw loss and hands them to the optimizer, even when Model
-Garden's trainer wrapped it in a `LossScaleOptimizer` (runtime
-`mixed_precision_dtype: float16`, `official/core/base_trainer.py` via
-`performance.configure_optimizer`): the loss is never scaled (Keras warns
-"You forgot to call LossScaleOptimizer.get_scaled_loss()"), so small float16
-gradients underflow to zero. `official/core/base_task.py` `Task.train_step`
-does it right; this is that handling applied to the masked-LM step, which
-otherwise is Model Garden's, line for line (including `task.scale_loss`).
-
-Sharded input (a file pattern of shards, `data.shards`) is Model Garden's
-`InputReader`: files shuffled every epoch, sharded per worker by the
-strategy's input context, interleaved (official/core/input_reader.py:104-147).
-One thing it gets wrong: with `seed` unset it shuffles the file list with a
-seed each worker draws for itself (line 124-125, "We need a seed ... so that
-... the files do not overlap", then `_get_random_integer()` per process), so
-two workers' shards of the shuffled list overlap and some files go unread in
-an epoch. `build_inputs` gives the workers one seed (`SHARED_FILE_SEED`)
-when there are several input pipelines and none is set. A resumed run's
-training records skip what the stopped run read (`resumable_pretraining`:
-Model Garden does not checkpoint the input iterator).
-
-Variables the loss does not reach are left out of the optimizer's update,
-and said once, in words: the encoder's pooler is one (Model Garden's NSP
-head has its own dense layer, which GLUE fine-tuning takes:
-`init_cls_pooler`). Left in, tf_keras warns at every trace of the step
-(`tf_keras/src/optimizers/utils.py:82`, "Gradients do not exist ... did you
-forget to provide a `loss` argument?": four times in the quickstart's run).
+Its `train_step` never scales the loss under a `LossScaleOptimizer`, so
+small float16 gradients underflow; this is `Task.train_step`'s handling on
+the masked-LM step. Also: workers share one file-shuffle seed, a resumed run
+skips the records already read, and variables without a gradient are left
+out of the update (said once).
 """
 
 import dataclasses
@@ -57,14 +34,16 @@ class RealFormerMaskedLMConfig(masked_lm.MaskedLMConfig):
   vocab_file: str = ""
 
 
-# The file-shuffle seed every worker uses when `train_data.seed` is unset.
+# The file-shuffle seed every worker uses when `train_data.seed` is unset:
+# Model Garden's `InputReader` then shuffles the file list with a seed each
+# worker draws for itself, so the workers' shards overlap and files go unread.
 SHARED_FILE_SEED = 20201228  # RealFormer's arXiv date.
 
 
 def with_shared_seed(params, input_context=None):
   """`params` (a data config) with `SHARED_FILE_SEED` as its seed when it
-  reads several files for several input pipelines and sets none (see the
-  module docstring); else `params` unchanged."""
+  reads several files for several input pipelines and sets none; else
+  `params` unchanged."""
   pipelines = input_context.num_input_pipelines if input_context else 1
   if (pipelines > 1 and params.is_training and params.seed is None and
       params.input_path != "dummy"):
@@ -153,6 +132,8 @@ class MaskedLMTask(masked_lm.MaskedLMTask):
     grads = tape.gradient(scaled_loss, tvars)
     if scales:
       grads = optimizer.get_unscaled_gradients(grads)
+    # Left out of the update: tf_keras warns at every trace otherwise
+    # ("Gradients do not exist ...").
     report_untrained(v.name for g, v in zip(grads, tvars) if g is None)
     optimizer.apply_gradients(
         [(g, v) for g, v in zip(grads, tvars) if g is not None])

@@ -1,34 +1,10 @@
 """The quickstart's CPU numerics, pinned so command 1 prints the same numbers
 on every x86-64 CPU.
 
-The quickstart's held-out MLM accuracy depends on when the tiny model leaves
-its early plateau, so the last bit of a float32 sum moves it by points: the
-same seeded run printed 0.2567, 0.2959 and 0.3142 on three CPUs (issue 39).
-What made the bits differ, each measured on one machine (Xeon, AVX-512,
-2 cores) by hashing the weights after 300 steps:
-
-- oneDNN picks its kernels for the CPU it finds at run time (AVX-512, AVX2,
-  ...). TensorFlow calls it for its oneDNN graph rewrites
-  (`TF_ENABLE_ONEDNN_OPTS`, on by default on x86 Linux) and, even with those
-  off, for every float32 matrix product: Eigen's contraction kernel is
-  oneDNN's sgemm (tensorflow/core/kernels/eigen_contraction_kernel.h).
-  Capping it (`ONEDNN_MAX_CPU_ISA=AVX2`) changed the weights in both cases.
-- Eigen splits sums over its thread pool, whose size is the number of cores
-  (1, 2 and 4 intra-op threads gave three different sets of weights).
-
-So a quickstart run (train.py's `--experiment=realformer/quickstart`) sets,
-before TensorFlow loads: the oneDNN graph rewrites off; oneDNN's kernels
-capped at AVX, which every CPU TensorFlow's wheels run on has (their
-baseline); 2 intra-op and 2 inter-op threads, whatever the core count. With
-these, 1 core (`taskset -c 0`) and 2 cores gave the same weights, as did the
-ISA caps AVX2 and AVX-512 above it. A variable already set in the
-environment is left as it is (the closing summary then says the README's
-numbers may not hold). One dependence is left that could not be varied
-here: Eigen sizes its blocks of a matrix product's inner dimension from the
-L1 data cache it reads from the CPU, which can split the weight gradients'
-2,048-term sums differently on CPUs with another L1 size.
-
-This module imports no TensorFlow: train.py calls `pin` first.
+Its MLM accuracy moves with the last bit of float32 sums, which oneDNN's
+kernel choice and Eigen's thread count change. `pin` turns oneDNN's graph
+rewrites off, caps its ISA at AVX and uses 2 intra- and inter-op threads,
+keeping a variable already set. No TensorFlow import: train.py calls it first.
 """
 
 import os
@@ -37,6 +13,9 @@ from typing import Dict, List, MutableMapping, Optional, Sequence
 QUICKSTART = "realformer/quickstart"  # configs/experiments.py's name
 
 # Each variable, its pinned value, and what it means (for the summary).
+# oneDNN picks kernels by the CPU found (Eigen's float32 matmul is oneDNN's
+# sgemm too) and Eigen splits sums over its threads: both moved the weights.
+# AVX is the baseline of TensorFlow's wheels. Left: Eigen's L1-sized blocks.
 PINNED = {
     "TF_ENABLE_ONEDNN_OPTS": ("0", "oneDNN graph rewrites off"),
     "ONEDNN_MAX_CPU_ISA": ("AVX", "oneDNN kernels capped at AVX"),

@@ -1,52 +1,10 @@
 """A multi-worker run that loses a worker ends in words, on every worker.
 
-Measured on two `train.py` workers (`MultiWorkerMirroredStrategy`, CPU,
-TF 2.20; docs/pretraining_at_scale.md):
-
-- SIGKILL of one worker in a step: the other's collective fails within a
-  second (TensorFlow's coordination service and the gRPC connection reset
-  abort it, `UnavailableError: Collective ops is aborted by: ...`), and the
-  process ended on a 60-line traceback. `lost_worker_exit` turns it into
-  one line naming the cluster, the step, the latest checkpoint and the fix
-  (restart every worker with the same command), exit status 1.
-- SIGTERM (a preemption notice) of one worker: Model Garden adds Orbit's
-  `SaveCheckpointIfPreempted` whenever the strategy has a cluster resolver
-  (official/core/actions.py:225-234). Its `PreemptionCheckpointHandler`
-  takes SIGTERM over (tensorflow/python/distribute/failure_handling/
-  failure_handling.py:675), and every worker saves a checkpoint at the same
-  step; but Model Garden builds it with `keep_running_after_save=True`,
-  whose exit function does nothing (orbit/actions/
-  save_checkpoint_if_preempted.py:47-50; meant for an in-process restart by
-  `PreemptionWatcher`, which the open-source trainer leaves off): the
-  workers logged "checkpoint saved. Exiting." and trained on, the notice
-  lost, until the scheduler's SIGKILL. `stop_after_preemption_checkpoint`
-  makes that exit function raise `stop_signals.Stopped(SIGTERM)` instead:
-  every worker stops at the saved step with train.py's stop line and exit
-  status 143, and a restart resumes from that checkpoint.
-- A restarted cluster could not resume: its non-chief workers initialized
-  while the chief restored (fixed in `trainer.Trainer.initialize`), and,
-  restored, they counted `trainer.checkpoint_interval` from no checkpoint
-  while the chief counted from the restored one, so one worker saved (a
-  collective) while the other trained ("Collective instance ... expected
-  type 1 ... but got type 0"): `align_checkpoint_interval`.
-- Two workers on 2 cores loaded 7x over (other jobs): a worker starved for
-  10 s, TensorFlow's default heartbeat timeout, was declared dead by the
-  coordination service ("The following tasks are unhealthy (stopped
-  sending heartbeats)") and the cluster aborted while restoring.
-  `configure_coordination` sets `HEARTBEAT_TIMEOUT_S` before the strategy
-  starts the service (`MultiWorkerMirroredStrategy` configures it only when
-  nothing has, tensorflow/python/distribute/
-  collective_all_reduce_strategy.py:551-567): a killed worker is still seen
-  at once (its connections reset), a frozen one within that time.
-- The survivor's last line was, now and then, not ours but the end of a
-  traceback: TensorFlow's preemption watcher threads
-  (`PeerTerminationWatcher`, `WorkerTerminationSignalWatcher`,
-  failure_handling.py:630, 679) die with the same lost-peer error when the
-  peer goes, and Python printed their traceback while the main thread
-  printed the one line. `configure_coordination` installs a
-  `threading.excepthook` that keeps those two threads' lost-peer errors to
-  `--v=1` (the main thread's line says it); any other error of any thread
-  is printed as before.
+`lost_worker_exit` turns a lost peer's collective error into one line (exit
+1); `stop_after_preemption_checkpoint` stops every worker after Orbit's
+preemption checkpoint (Model Garden's trains on); `align_checkpoint_interval`
+makes a restarted cluster save at the same steps; `configure_coordination`
+sets a longer heartbeat timeout and quiets TF's dying watcher threads.
 """
 
 import os
@@ -76,7 +34,9 @@ LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
 
 
 # How long the coordination service waits for a worker's heartbeat before
-# it aborts the cluster (TensorFlow's default: 10 s).
+# it aborts the cluster (TensorFlow's default, 10 s, aborted loaded machines'
+# clusters: a starved worker was declared dead). A killed worker is still
+# seen at once (its connections reset).
 HEARTBEAT_TIMEOUT_S = 60
 _COORDINATED_JOBS = ("chief", "worker")
 
@@ -87,7 +47,8 @@ def configure_coordination(distribution_strategy: str,
   """For a `multi_worker_mirrored` run with a TF_CONFIG cluster, configures
   the coordination service as the strategy would, with
   `heartbeat_timeout_s`; returns whether it did. Call before the strategy
-  is built."""
+  is built (`MultiWorkerMirroredStrategy` configures it only when nothing
+  has)."""
   if distribution_strategy != "multi_worker_mirrored":
     return False
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -106,7 +67,8 @@ def configure_coordination(distribution_strategy: str,
   return True
 
 
-# TensorFlow's preemption watcher threads (failure_handling.py:630, 679).
+# TensorFlow's preemption watcher threads (`failure_handling`): they die of
+# the lost-peer error too, and their traceback came after our one line.
 _WATCHER_THREADS = ("PeerTerminationWatcher-",
                     "WorkerTerminationSignalWatcher-")
 
@@ -127,8 +89,8 @@ def _watcher_excepthook(args: threading.ExceptHookArgs) -> None:
 
 def quiet_lost_peer_watchers() -> None:
   """TensorFlow's preemption watcher threads that die of a lost peer do so
-  quietly (module docstring); other threads' errors are printed as
-  before."""
+  quietly (to `--v=1`: the main thread's line says it); other threads'
+  errors are printed as before."""
   global _default_excepthook
   if threading.excepthook is not _watcher_excepthook:
     _default_excepthook = threading.excepthook
@@ -141,8 +103,8 @@ def align_checkpoint_interval(manager: Optional[tf.train.CheckpointManager],
   """A non-chief worker's checkpoint manager counts its save interval from
   the chief's restored checkpoint (of step `latest_step`), as the chief's
   does (`CheckpointManager.restore_or_initialize` sets the count only when
-  it restores from its own folder, and Model Garden gives a non-chief an
-  empty one, official/core/train_lib.py:170-180). Saves are collective:
+  it restores from its own folder, and Model Garden's `train_lib` gives a
+  non-chief an empty one). Saves are collective:
   every worker must save at the same steps."""
   if (manager is None or latest_step is None or
       strategy.extended.should_checkpoint):
@@ -153,7 +115,7 @@ def align_checkpoint_interval(manager: Optional[tf.train.CheckpointManager],
 def remove_worker_checkpoints(controllers: Iterable,
                               strategy: tf.distribute.Strategy) -> None:
   """Deletes a non-chief worker's checkpoint folder: Model Garden makes it
-  with `tempfile.mkdtemp()` (official/core/train_lib.py:179) and never
+  with `tempfile.mkdtemp()` (its `train_lib`) and never
   removes it, so every run of every worker left one, a model's size, in the
   system's temporary folder. Only a folder there is deleted."""
   if strategy.extended.should_checkpoint:
@@ -182,7 +144,9 @@ def _raise_preempted() -> None:
 def stop_after_preemption_checkpoint(train_actions: Optional[Iterable]
                                     ) -> None:
   """Makes each Orbit `SaveCheckpointIfPreempted` in `train_actions` stop
-  the run after its checkpoint (module docstring) instead of training on."""
+  the run after its checkpoint (`Stopped(SIGTERM)`, exit 143) instead of
+  training on: Model Garden builds it with `keep_running_after_save=True`,
+  whose exit function does nothing, so the preemption notice was lost."""
   for action in train_actions or ():
     if isinstance(action, orbit.actions.SaveCheckpointIfPreempted):
       # The handler's only hook for it: TerminationConfig's exit_fn, which

@@ -1,14 +1,8 @@
 """train.py's process ends with its closing summary, not a minute later.
 
-After the summary, Python's interpreter finalization (the garbage collection
-of the whole module graph: TensorFlow's eager context, tf.functions,
-datasets with their iterators and thread pools, whose destructors wait on
-their worker threads) kept the process alive at low or no CPU for 10 s (tiny
-runs) to 83 s (the quickstart). Everything a run writes is complete before
-it: checkpoints synced and checked (`controller.Controller`), summaries
-flushed by Orbit after each write, JSON written atomically. absl's
-`app.run` has no way to skip it, hence `run_and_exit`, around `cli.run` (a
-refusal: its message alone, as every command of ours ends one).
+Interpreter finalization (TensorFlow's destructors waiting on their threads)
+kept the process alive a minute after everything was written; absl's
+`app.run` cannot skip it, hence `run_and_exit`, around `cli.run`.
 """
 
 import atexit
@@ -31,6 +25,8 @@ def end_process(exit_code: int) -> None:
       stream.flush()
     except (OSError, ValueError):  # A closed pipe: nothing more to say.
       pass
+  # Safe: a run's files are complete by now (checkpoints synced and checked,
+  # summaries flushed after each write, JSON written atomically).
   os._exit(exit_code)  # pylint: disable=protected-access
 
 
@@ -48,13 +44,8 @@ def run_and_exit(main: Callable[..., None],
   """`cli.run(main, refusals)`, then `end_process` with the status Python
   would give: 0, `sys.exit`'s, 128 + the signal for a run stopped by
   SIGTERM/SIGINT (`stop_signals`: 143, 130, as the shell reports a signal),
-  or 1 after printing an uncaught exception as Python does.
-
-  An exception of a `refusals` type is a refusal (bad input, a busy or
-  damaged run directory), whose message names the key, file and way out:
-  `cli.run` prints it alone, as the last line, exit status 1; its traceback
-  (which only shows where the check is) too with --traceback. Anything else
-  is a crash: its traceback is printed.
+  or 1 after printing an uncaught exception as Python does (a `refusals`
+  exception: its message alone, as `cli.run` prints it).
   """
   try:
     cli.run(main, refusals)

@@ -1,24 +1,10 @@
 """One writer per run directory: a lock file naming the run that holds it.
 
-Model Garden and Orbit take no lock on `model_dir` (`official/core/
-train_lib.py`, `orbit/controller.py`): two trainers on one directory both
-"succeed", writing the same `ckpt-N`, `params.yaml` and `final_eval.json`
-names, and one run's results vanish without a word. `hold(model_dir)` makes
-the second one fail at once, naming the first (pid, host, start time).
-
-The lock is `model_dir/train.lock` (`checkpoints.run_directory.lock_path`,
-where readers of a run look for it), JSON {pid, host, since, process_start,
-token, command}, made whole in a temporary file and then linked to its name:
-`os.link` fails if the name exists, atomically (as `open(O_CREAT | O_EXCL)`,
-also over NFS) and a reader never sees a half-written lock. `tf.io.gfile` has
-no exclusive create, so a remote `model_dir` (`gs://...`) runs unlocked, with
-a warning.
-
-A SIGKILLed run cannot remove its lock: a lock whose process is gone from
-this host (no such pid, or a pid reused by a process started later:
-`psutil`) is taken over, with a warning. A lock from another host is never
-taken over (its process cannot be checked from here): the error says which
-file to remove once that run is known to be gone.
+Model Garden and Orbit take no lock on `model_dir`, so two trainers on one
+directory overwrote each other. `hold(model_dir)` fails the second at once,
+naming the first. The lock (`model_dir/train.lock`) is linked into place
+(`os.link`, atomic); a remote `model_dir` runs unlocked; a dead local run's
+lock is taken over, another host's never.
 """
 
 import contextlib
@@ -155,6 +141,8 @@ def _try_create(path: str, holder: dict) -> bool:
       f.write("\n")
       f.flush()
       os.fsync(f.fileno())
+    # Fails if the name exists, atomically (also over NFS), and a reader
+    # never sees a half-written lock.
     os.link(tmp, path)
     return True
   except FileExistsError:
@@ -237,7 +225,7 @@ def release(model_dir: str, holder: Optional[dict]) -> None:
 
 @contextlib.contextmanager
 def hold(model_dir: str, enabled: bool = True) -> Iterator[Optional[dict]]:
-  """Holds `model_dir`'s lock for the block (see the module docstring).
+  """Holds `model_dir`'s lock for the block (`acquire`, then `release`).
 
   A `model_dir` that did not exist before and is left empty (the block
   failed before writing anything) is removed again. `enabled=False`: no

@@ -1,40 +1,9 @@
 """SIGTERM and SIGINT end a run in words: step, latest checkpoint, lock freed.
 
-A scheduler (or `kill`) sends SIGTERM, whose default ends the process at
-once: exit 143, not a word, the run's lock left behind. Model Garden's
-open-source train.py leaves its preemption watcher off, and Orbit has no
-signal handling. Here, while a run is held (`raised_on_signals`), the first
-SIGTERM or SIGINT raises `Stopped` in the main thread, as Python's own
-SIGINT raises `KeyboardInterrupt`: it unwinds the run, whose `finally`
-blocks release the lock and leave every file whole (each is written
-atomically). `train_lib` logs `stop_line`; `process_exit` ends with 128 +
-the signal (143, 130), the shell's convention.
-
-Python runs a signal handler only when the main thread is back in Python,
-and a training loop of `trainer.steps_per_loop` steps is one TensorFlow
-call (65 s on a small run). So a watcher thread also reads each signal as
-it arrives (`signal.set_wakeup_fd`, which CPython's C-level handler writes
-to at once): at the first it calls the `on_stop` callbacks (the trainer's
-loop then ends at its next step boundary, `trainer.Trainer`); at a second
-one it ends the process at once (exit 128 + that signal), however busy the
-main thread is. The handler stays a Python one after the first signal:
-resetting it to the default, as before, made CPython drop a second signal
-that arrived while the main thread was still inside TensorFlow, with
-`OSError: Signal 15 ignored due to race condition`
-(Modules/signalmodule.c, `_PyErr_CheckSignalsTstate`).
-
-The handler holds the first signal back, instead of raising, where an
-exception between two bytecodes breaks TensorFlow: while the main thread
-builds a graph (traces a `tf.function`; `tf.inside_function()`), and in
-`held()` blocks (a checkpoint's save, `controller.Controller`). A `Stopped`
-raised while TensorFlow traced the async checkpoint's copy function (the
-second save) surfaced as `SystemError: ... bad argument to internal
-function` (tensorflow/python/framework/auto_control_deps.py:430) or a
-`RuntimeError: in user code:`: exit 1, not the stop line. A held signal is
-raised as `Stopped` when the `held()` block ends, at the next
-`raise_if_stopped()` (a train loop's start and end, a sweep run's end), or
-when the `raised_on_signals` block ends; the watcher thread has ended the
-train loop meanwhile.
+In a `raised_on_signals` block the first signal raises `Stopped` in the main
+thread (held back while TensorFlow traces and in `held()` blocks); a watcher
+thread calls the `on_stop` callbacks at once, and ends the process at a
+second signal. `process_exit` then ends with 128 + the signal.
 """
 
 import contextlib
@@ -167,8 +136,8 @@ def raise_if_stopped() -> None:
   the places a run goes on from (a train loop's start and end, a sweep
   run's end): the handler's `Stopped` can be caught on its way (TensorFlow's
   coordinator takes it when it lands in a `MirroredStrategy` trace) or held
-  back (module docstring), and Orbit would then run loop after loop, each
-  ended at once by the stop check."""
+  back (while tracing, in `held()`), and Orbit would then run loop after
+  loop, each ended at once by the stop check."""
   watcher = _watcher
   if watcher is None:
     return
@@ -218,7 +187,7 @@ def held() -> Iterator[None]:
 @contextlib.contextmanager
 def raised_on_signals() -> Iterator[None]:
   """`Stopped` is raised on the first SIGTERM/SIGINT within the block, a
-  second ends the process at once (module docstring); the previous
+  second ends the process at once (the watcher thread); the previous
   handlers come back after it. A block within a block is the outer one's
   (a sweep's runs). Only the main thread can handle signals: elsewhere (a
   test's worker thread) the block runs without."""
@@ -232,16 +201,24 @@ def raised_on_signals() -> Iterator[None]:
 
   def handler(signum, frame):
     del frame
+    # Stays a Python handler after the first signal: resetting it to the
+    # default made CPython drop a second signal that came while the main
+    # thread was inside TensorFlow ("Signal 15 ignored due to race condition").
     if watcher.raised or watcher.held_back is not None:
       return  # A later signal: the watcher thread acts on it.
+    # An exception between two bytecodes of a trace or a checkpoint's save
+    # breaks TensorFlow (a `SystemError` in `auto_control_deps`): held back.
     if watcher.hold_depth or _building_graph():
-      watcher.held_back = signum  # Raised later (module docstring).
+      watcher.held_back = signum  # Raised when that ends.
       return
     watcher.raised = True
     raise Stopped(signum)
 
   for signum in SIGNALS:
     signal.signal(signum, handler)
+  # Python runs the handler only once the main thread is back in Python (a
+  # train loop is one TensorFlow call); the C-level handler writes the wakeup
+  # fd at once, so the watcher thread acts on each signal as it arrives.
   previous_fd = signal.set_wakeup_fd(watcher.write_fd,
                                      warn_on_full_buffer=False)
   watcher.start()
