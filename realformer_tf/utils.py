@@ -16,11 +16,11 @@ from typing import Any, Callable, Dict, Optional
 
 from absl import app
 from absl import flags
-from absl import logging
 import tensorflow as tf
 
 from realformer_tf.core import deprecation
 from realformer_tf.core import writes
+
 
 def _read_text(path: str) -> Optional[str]:
   try:

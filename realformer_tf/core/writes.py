@@ -32,7 +32,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import secrets
 import shutil
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional,
                     Sequence, Set, Tuple)

@@ -17,7 +17,6 @@ import shutil
 import threading
 import zipfile
 
-from absl import logging
 import keras
 
 from realformer_tf.core import ownership

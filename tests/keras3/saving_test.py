@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from realformer_tf.core import ownership
-from realformer_tf.core import writes
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import decoder_backbone
