@@ -11,6 +11,7 @@ import pytest
 
 from realformer_tf.core import ownership
 from realformer_tf.core import writes
+from tests.helpers import kill_writer
 
 
 def _records(*leftovers):
@@ -174,7 +175,6 @@ def test_a_file_and_a_folder_are_replaced_whole(tmp_path):
 
 
 def test_sweep_restores_a_folder_set_aside_and_keeps_a_users(tmp_path):
-  from tests.helpers import kill_writer  # pylint: disable=g-import-not-at-top
   dead = kill_writer.dead_pid()
   backup = tmp_path / f"out.old-{dead}"
   backup.mkdir()
