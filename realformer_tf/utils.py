@@ -1,78 +1,28 @@
 """The package's one helper per job: atomic writes, checkpoint restoring,
 dummy inputs, the width/heads check and reproducible gzip bytes.
 
-Every writer of ours goes through `atomic_path`, so a killed run leaves at most
-a `*.tmp-PID` leftover (removed once its process is gone by
-`remove_stale_temps` or `recover_interrupted_swap`, which remove only what
-an owner file proves ours: `core.swap`) and never a half-written output; a
-directory is swapped in (old one renamed aside, new one renamed in,
-old one deleted), and a kill between the two renames is undone by the next
-writer of that path (`recover_interrupted_swap`). Sets of files that must
-change together use `data.output_sets`. What a run directory holds (its
-config, latest readable checkpoint, lock) is `checkpoints.run_directory`'s.
+Every writer of ours goes through `core.writes` with `GFILE_OPS`, this
+face's file operations (`tf.io.gfile`: local paths, gs://, ram://). What a
+run directory holds (its config, latest readable checkpoint, lock) is
+`checkpoints.run_directory`'s.
 """
 
-import contextlib
 import inspect
 import json
 import os
 import struct
 import zlib
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 from absl import app
 from absl import flags
-from absl import logging
-import psutil
 import tensorflow as tf
 
 from realformer_tf.core import deprecation
-from realformer_tf.core import swap
-
-TMP_INFIX = swap.TMP_INFIX  # `<path>.tmp-PID`: being written by PID.
-BACKUP_INFIX = swap.BACKUP_INFIX  # `<path>.old-PID`: set aside by PID.
+from realformer_tf.core import writes
 
 
-@contextlib.contextmanager
-def atomic_path(path: str) -> Iterator[str]:
-  """Yields a temporary name for `path` (file or dir); renames it on success.
-
-  On an exception the temporary is removed and `path` is left untouched. A
-  directory cannot be renamed over an existing one: the old one is renamed
-  to `<path>.old-PID` first and deleted once the new one is in place, so
-  `path` is whole (old or new) at every moment but between two renames; a
-  kill there is undone by `recover_interrupted_swap`, which the directory
-  writers (serving export, checkpoint convert) call before their checks.
-
-  >>> with atomic_path("/tmp/realformer_doc.txt") as tmp:
-  ...   with tf.io.gfile.GFile(tmp, "w") as f:
-  ...     _ = f.write("x")
-  """
-  path = path.rstrip("/")
-  parent = os.path.dirname(path)
-  if parent:
-    tf.io.gfile.makedirs(parent)
-  tmp = f"{path}{TMP_INFIX}{os.getpid()}"
-  swap.claim(tmp, GFILE_OPS)
-  try:
-    yield tmp
-  except BaseException:
-    remove(tmp)
-    swap.release(tmp, GFILE_OPS)
-    raise
-  if tf.io.gfile.isdir(tmp) and tf.io.gfile.exists(path):
-    backup = f"{path}{BACKUP_INFIX}{os.getpid()}"
-    swap.claim(backup, GFILE_OPS)
-    tf.io.gfile.rename(path, backup)
-    tf.io.gfile.rename(tmp, path)
-    remove(backup)
-    swap.release(backup, GFILE_OPS)
-  else:
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-  swap.release(tmp, GFILE_OPS)
-
-
-def _read_text(path: str):
+def _read_text(path: str) -> Optional[str]:
   try:
     with tf.io.gfile.GFile(path, "r") as f:
       return f.read()
@@ -85,83 +35,6 @@ def _write_text(path: str, text: str) -> None:
     f.write(text)
 
 
-def _live(pid: int, _) -> bool:
-  return psutil.pid_exists(pid)
-
-
-def _scan(folder: str, infix: str, name=None) -> swap.Found:
-  folder = folder or "."
-  if not tf.io.gfile.isdir(folder):
-    return swap.Found([], [], [])
-  return swap.scan(folder, infix, tf.io.gfile.listdir(folder), _live,
-                   _read_text, name)
-
-
-def swap_leftovers(path: str, infix: str) -> List[Tuple[str, int]]:
-  """(`<path><infix>PID`, PID) for each such entry whose process is gone
-  and that its owner file proves ours (`core.swap`; `infix`: `TMP_INFIX` or
-  `BACKUP_INFIX`), sorted."""
-  return _scan(os.path.dirname(path), infix, os.path.basename(path)).stale
-
-
-def _log_unclaimed(found: swap.Found) -> None:
-  for entry in found.unclaimed:
-    logging.info("Kept %s: named like a leftover of ours but without our "
-                 "%s record (not written by realformer_tf).", entry,
-                 swap.OWNER_SUFFIX)
-
-
-def remove_stale_temps(folder: str) -> List[str]:
-  """Removes the `*.tmp-PID` files and folders in `folder` that a killed
-  writer of ours left (its owner file proves it, `core.swap`; PID gone);
-  returns their paths. Those of live processes (another writer at work) and
-  look-alikes we did not write (a user's `data.tmp-20240102`) are kept."""
-  found = _scan(folder, TMP_INFIX)
-  removed = []
-  for tmp, _ in found.stale:
-    remove(tmp)
-    swap.release(tmp, GFILE_OPS)
-    removed.append(tmp)
-  for record in found.orphans:
-    remove(record)
-  _log_unclaimed(found)
-  return sorted(removed)
-
-
-def recover_interrupted_swap(path: str) -> None:
-  """Undoes what a killed `atomic_path(path)` left, logging each step.
-
-  A `<path>.old-PID` of a dead process that its owner file proves ours is
-  the previous `path`: restored when `path` is missing (the kill fell
-  between the two renames), else deleted (the swap had finished). Our
-  `<path>.tmp-PID` of dead processes are deleted. Look-alikes without our
-  owner file (a user's `path.old-20240101`) are kept.
-  """
-  parent, name = os.path.dirname(path), os.path.basename(path)
-  backups = _scan(parent, BACKUP_INFIX, name)
-  for backup, pid in backups.stale:
-    if tf.io.gfile.exists(path):
-      remove(backup)
-      logging.warning("Removed %s, the previous %s set aside by process %d, "
-                      "which was killed after replacing it.", backup, path,
-                      pid)
-    else:
-      tf.io.gfile.rename(backup, path)
-      logging.warning("Restored %s from %s: process %d was killed while "
-                      "replacing it.", path, backup, pid)
-    swap.release(backup, GFILE_OPS)
-  temps = _scan(parent, TMP_INFIX, name)
-  for tmp, pid in temps.stale:
-    remove(tmp)
-    swap.release(tmp, GFILE_OPS)
-    logging.warning("Removed %s, left unfinished by killed process %d.", tmp,
-                    pid)
-  for record in backups.orphans + temps.orphans:
-    remove(record)
-  _log_unclaimed(backups)
-  _log_unclaimed(temps)
-
-
 def remove(path: str) -> None:
   """Deletes a file or a folder tree; nothing if `path` does not exist."""
   if tf.io.gfile.isdir(path):
@@ -170,8 +43,14 @@ def remove(path: str) -> None:
     tf.io.gfile.remove(path)
 
 
-GFILE_OPS = swap.FileOps(read=_read_text, write=_write_text,
-                         exists=tf.io.gfile.exists, remove=remove)
+# The tf_keras face's files for `core.writes`: the only renames besides it.
+GFILE_OPS = writes.FileOps(
+    read=_read_text, write=_write_text, exists=tf.io.gfile.exists,
+    remove=remove,
+    rename=lambda source, target: tf.io.gfile.rename(source, target,
+                                                     overwrite=True),
+    isdir=tf.io.gfile.isdir, listdir=tf.io.gfile.listdir,
+    makedirs=tf.io.gfile.makedirs)
 
 
 def link_or_copy(source: str, target: str) -> None:
@@ -217,20 +96,6 @@ def check_directory_path(path: str, what: str, instead: str) -> None:
   where = ("is a file" if found == path else
            f"is under {found!r}, which is a file")
   raise ValueError(f"{what}={path!r} {where}, not a directory: {instead}.")
-
-
-def write_text_atomically(path: str, text: str) -> None:
-  with atomic_path(path) as tmp, tf.io.gfile.GFile(tmp, "w") as f:
-    f.write(text)
-
-
-def write_lines_atomically(path: str, lines: Iterable[str]) -> None:
-  """Writes `lines` (one per line, UTF-8) to `path`."""
-  write_text_atomically(path, "".join(line + "\n" for line in lines))
-
-
-def write_json_atomically(path: str, data: Any) -> None:
-  write_text_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 # The gzip header of our files (RFC 1952, 2.3): magic, deflate, no flags,

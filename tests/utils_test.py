@@ -10,30 +10,32 @@ from absl.testing import parameterized
 import tensorflow as tf
 
 from realformer_tf import utils
+from realformer_tf.core import writes
 from tests.helpers import file_trees
 from tests.helpers import kill_writer
 
 
-class AtomicWriteTest(tf.test.TestCase):
+class GfileWritesTest(tf.test.TestCase):
+  """`core.writes` on this face's `GFILE_OPS`."""
 
   def test_writes_and_replaces(self):
     path = os.path.join(self.get_temp_dir(), "sub", "a.json")
-    utils.write_json_atomically(path, {"a": 1})
-    utils.write_json_atomically(path, {"a": 2})
+    writes.replace_json(path, {"a": 1}, utils.GFILE_OPS)
+    writes.replace_json(path, {"a": 2}, utils.GFILE_OPS)
     with open(path) as f:
       self.assertEqual(json.load(f), {"a": 2})
     self.assertEqual(os.listdir(os.path.dirname(path)), ["a.json"])
 
   def test_failure_leaves_old_file_and_no_temp(self):
     path = os.path.join(self.get_temp_dir(), "b.txt")
-    utils.write_lines_atomically(path, ["old"])
+    writes.replace_lines(path, ["old"], utils.GFILE_OPS)
 
     def lines():
       yield "new"
       raise RuntimeError("killed")
 
     with self.assertRaisesRegex(RuntimeError, "killed"):
-      utils.write_lines_atomically(path, lines())
+      writes.replace_lines(path, lines(), utils.GFILE_OPS)
     with open(path) as f:
       self.assertEqual(f.read(), "old\n")
     self.assertEqual(os.listdir(self.get_temp_dir()), ["b.txt"])
@@ -41,7 +43,7 @@ class AtomicWriteTest(tf.test.TestCase):
   def test_directory_replaces_existing(self):
     path = os.path.join(self.get_temp_dir(), "export")
     for name in ("first", "second"):
-      with utils.atomic_path(path) as tmp:
+      with writes.staged(path, utils.GFILE_OPS) as tmp:
         os.makedirs(tmp)
         open(os.path.join(tmp, name), "w").close()
     self.assertEqual(os.listdir(path), ["second"])
@@ -49,7 +51,7 @@ class AtomicWriteTest(tf.test.TestCase):
 
   def test_directory_swap_keeps_the_old_one_until_the_new_is_in(self):
     path = os.path.join(self.get_temp_dir(), "swap")
-    with utils.atomic_path(path) as tmp:
+    with writes.staged(path, utils.GFILE_OPS) as tmp:
       os.makedirs(tmp)
       open(os.path.join(tmp, "old"), "w").close()
     seen = []
@@ -63,7 +65,7 @@ class AtomicWriteTest(tf.test.TestCase):
 
     self.enter_context(tf.compat.v1.test.mock.patch.object(
         tf.io.gfile, "rename", watching_rename))
-    with utils.atomic_path(path) as tmp:
+    with writes.staged(path, utils.GFILE_OPS) as tmp:
       os.makedirs(tmp)
       open(os.path.join(tmp, "new"), "w").close()
     self.assertEqual(seen, [["old"], ["old"]])
@@ -88,7 +90,7 @@ class LeftoversTest(tf.test.TestCase):
     self._dir(f"{path}.old-{pid}", "saved_model.pb", pid=pid)
     self._dir(f"{path}.tmp-{pid}", "half", pid=pid)
     with self.assertLogs(level="WARNING") as logs:
-      utils.recover_interrupted_swap(path)
+      writes.recover(path, utils.GFILE_OPS)
     self.assertIn("Restored", "".join(logs.output))
     self.assertEqual(os.listdir(path), ["saved_model.pb"])
     self.assertEqual(os.listdir(self.get_temp_dir()), ["export"])
@@ -99,7 +101,7 @@ class LeftoversTest(tf.test.TestCase):
     self._dir(f"{path}.old-{dead}", "old", pid=dead)
     live = self._dir(f"{path}.old-{os.getppid()}", "another writer's",
                      pid=os.getppid())
-    utils.recover_interrupted_swap(path)
+    writes.recover(path, utils.GFILE_OPS)
     self.assertEqual(os.listdir(path), ["new"])
     self.assertEqual(sorted(os.listdir(self.get_temp_dir())),
                      ["export", os.path.basename(live),
@@ -123,44 +125,43 @@ class LeftoversTest(tf.test.TestCase):
     before = {p: file_trees.files_under(p) for p in kept if os.path.isdir(p)}
     # absl's logger, at INFO here whatever verbosity earlier tests left.
     with self.assertLogs(logger="absl", level="INFO") as logs:
-      utils.recover_interrupted_swap(path)
-      removed = utils.remove_stale_temps(folder)
+      writes.recover(path, utils.GFILE_OPS)
+      removed = writes.sweep(folder, utils.GFILE_OPS)
     self.assertEqual(removed, [])
     self.assertEqual(sorted(os.listdir(folder)), sorted(
         ["mymodel"] + [os.path.basename(p) for p in kept]))
     self.assertEqual({p: file_trees.files_under(p) for p in before}, before)
     output = "\n".join(logs.output)
-    self.assertIn(f"WARNING:absl:Removed {ours}, the previous", output)
+    self.assertIn(f"WARNING:absl:Removed {ours}, left by process", output)
     for leftover in kept:
       self.assertIn(f"INFO:absl:Kept {leftover}: named like a leftover of "
                     "ours but without our .owner record", output)
 
-  def test_atomic_path_leaves_no_owner_record_and_refuses_a_foreign_temp(
+  def test_staged_leaves_no_owner_record_and_refuses_a_foreign_temp(
       self):
     folder = self._dir(os.path.join(self.get_temp_dir(), "atomic"))
     path = os.path.join(folder, "out.txt")
-    utils.write_text_atomically(path, "new")
+    writes.replace_file(path, "new", utils.GFILE_OPS)
     self.assertEqual(os.listdir(folder), ["out.txt"])
     foreign = f"{path}.tmp-{os.getpid()}"
     with open(foreign, "w") as f:
       f.write("a user's")
     with self.assertRaisesRegex(FileExistsError, "out.txt.tmp-.* exists and "
                                 "was not written by realformer_tf"):
-      utils.write_text_atomically(path, "newer")
+      writes.replace_file(path, "newer", utils.GFILE_OPS)
     with open(foreign) as f, open(path) as g:
       self.assertEqual((f.read(), g.read()), ("a user's", "new"))
 
-  def test_swap_leftovers_lists_dead_writers_only(self):
+  def test_scan_lists_dead_writers_only(self):
     path = os.path.join(self.get_temp_dir(), "run")
     dead = kill_writer.dead_pid()
     backup = self._dir(f"{path}.old-{dead}", pid=dead)
     self._dir(f"{path}.old-{os.getppid()}", pid=os.getppid())  # Live.
     self._dir(f"{path}.tmp-{dead}", pid=dead)
     self._dir(f"{path}.old-{dead + 1}")  # No owner record: not ours.
-    self.assertEqual(utils.swap_leftovers(path, utils.BACKUP_INFIX),
-                     [(backup, dead)])
+    self.assertEqual(writes.interrupted_swap(path, utils.GFILE_OPS), backup)
 
-  def test_remove_stale_temps(self):
+  def test_sweep_removes_dead_temps_only(self):
     folder = self.get_temp_dir()
     dead = kill_writer.dead_pid()
     self._dir(os.path.join(folder, f"export.tmp-{dead}"), "x", pid=dead)
@@ -172,7 +173,7 @@ class LeftoversTest(tf.test.TestCase):
         file_trees.claim_as_ours(os.path.join(folder, name), pid)
     # An orphan record: a writer killed after its rename, before cleaning.
     file_trees.claim_as_ours(os.path.join(folder, f"e.tmp-{dead}"), dead)
-    self.assertEqual(utils.remove_stale_temps(folder), [
+    self.assertEqual(writes.sweep(folder, utils.GFILE_OPS), [
         os.path.join(folder, f"a.json.tmp-{dead}"),
         os.path.join(folder, f"export.tmp-{dead}")])
     self.assertEqual(sorted(os.listdir(folder)), [

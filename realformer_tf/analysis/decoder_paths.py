@@ -19,6 +19,7 @@ import tensorflow as tf
 from realformer_tf import utils
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
+from realformer_tf.core import writes
 
 PATHS = ("encoder_self", "decoder_self", "cross")
 
@@ -85,7 +86,7 @@ def _per_layer_and_head(values) -> List[List[np.ndarray]]:
 def write_path_figures(statistics, output_dir: str) -> List[str]:
   """`<path>_entropy.png` and `<path>_jsd.png` per path; returns the files.
 
-  Each is drawn beside its name and renamed in (`utils.atomic_path`):
+  Each is drawn beside its name and renamed in (`core.writes.staged`):
   matplotlib writes in place, so a kill part way left a truncated figure.
   """
   os.makedirs(output_dir, exist_ok=True)
@@ -99,7 +100,7 @@ def write_path_figures(statistics, output_dir: str) -> List[str]:
           (f"layer {i + offset}" + (f" vs {i}" if offset else ""), heads)
           for i, heads in enumerate(layers)])
       file = os.path.join(output_dir, f"{path}_{metric}.png")
-      with utils.atomic_path(file) as tmp:
+      with writes.staged(file, utils.GFILE_OPS) as tmp:
         plots.violin_figure([panel], tmp, metric)
       written.append(file)
   return written

@@ -39,6 +39,7 @@ from realformer_tf.checkpoints import converted_output
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.configs import encoders
+from realformer_tf.core import writes
 from realformer_tf.layers import residual_attention as ra
 
 ENCODER_YAML = run_directory.ENCODER_YAML
@@ -83,13 +84,13 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   (`converted_output.check_converted_output_dir`).
 
   The new outputs (and links to, or copies of, the other files) are written
-  to `<output_dir>.tmp-PID` and swapped in by `utils.atomic_path`: the
+  to `<output_dir>.tmp-PID` and swapped in by `core.writes.staged`: the
   previous `output_dir` stays whole until the new one is complete; a kill
   between the swap's two renames is undone by the next run.
   """
   output_dir = (output_dir or "").rstrip("/")
   if output_dir:
-    run_directory.recover_interrupted_swap(output_dir)
+    writes.recover(output_dir, utils.GFILE_OPS)
   run_directory.resolve_checkpoint(tf1_checkpoint_path, "tf1_checkpoint")
   bert_config = tf1_checkpoint.read_bert_config(bert_config_file)
   if not output_dir:
@@ -122,10 +123,9 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
   yaml_files = {ENCODER_YAML: dict(encoder=encoder_params)}
   if with_pretraining_heads:
     yaml_files[PRETRAINER_YAML] = model_config.as_dict()
-  # Written beside output_dir, then swapped in whole (`utils.atomic_path`):
+  # Written beside output_dir, then swapped in whole (`core.writes.staged`):
   # the previous outputs stay readable until the new ones are complete.
-  with utils.atomic_path(output_dir) as staging:
-    tf.io.gfile.makedirs(staging)
+  with writes.staged(output_dir, utils.GFILE_OPS, folder=True) as staging:
     name = os.path.basename(tf.train.Checkpoint(**items).save(
         os.path.join(staging, CHECKPOINT_PREFIX)))
     for yaml_name, model_params in yaml_files.items():

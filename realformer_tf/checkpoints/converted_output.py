@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
-from realformer_tf.core import swap
+from realformer_tf.core import ownership
 
 CHECKPOINT_PREFIX = run_directory.CHECKPOINT_PREFIX
 ENCODER_YAML = run_directory.ENCODER_YAML
@@ -62,16 +62,17 @@ def check_converted_output_dir(output_dir: str, overwrite: bool,
   def holds_run(entry):
     path = os.path.join(output_dir, entry)
     return tf.io.gfile.isdir(path) and any(
-        tf.io.gfile.exists(os.path.join(path, name)) for name in swap.RUN_FILES)
+        tf.io.gfile.exists(os.path.join(path, name))
+        for name in ownership.RUN_FILES)
 
   def is_kept(entry):
     if is_converted_output(entry):
       return True
-    if not keep_others or entry in swap.RUN_FILES or holds_run(entry):
+    if not keep_others or entry in ownership.RUN_FILES or holds_run(entry):
       return False
     return not entry.startswith(f"{CHECKPOINT_PREFIX}-")
 
-  swap.check_replaceable(
+  ownership.check_replaceable(
       output_dir, entries, is_kept, "converted checkpoint",
       "write to a new or empty directory (a converted checkpoint holds "
       "encoder.yaml, the 'checkpoint' state file and ckpt-1)")

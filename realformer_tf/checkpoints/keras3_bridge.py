@@ -47,6 +47,7 @@ from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
+from realformer_tf.core import writes
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import masked_lm as masked_lm_lib
 from realformer_tf.keras3 import saving
@@ -354,7 +355,7 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
   output_dir = (output_dir or "").rstrip("/")
   if not output_dir:
     raise ValueError("output_dir is empty.")
-  run_directory.recover_interrupted_swap(output_dir)
+  writes.recover(output_dir, utils.GFILE_OPS)
   # Only a directory save_run / convert wrote is replaced: never a train.py
   # run (`save_run(load_run(D), D, overwrite=True)` would drop its heads,
   # optimizer and vocabulary) or anything else.
@@ -367,8 +368,7 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
            f"{tf1_checkpoint.NSP_HEAD_NAME}.pooler_dense": tf.train.Checkpoint(
                kernel=tf.Variable(pooler.kernel),
                bias=tf.Variable(pooler.bias))}
-  with utils.atomic_path(output_dir) as tmp:
-    tf.io.gfile.makedirs(tmp)
+  with writes.staged(output_dir, utils.GFILE_OPS, folder=True) as tmp:
     # Checkpoint.save records the prefix relative to its directory, so the
     # state file stays right after the rename.
     prefix = tf.train.Checkpoint(**items).save(

@@ -21,10 +21,9 @@ and `ckpt-1`). This module answers, for either:
   * `lock_path(model_dir)`: the training lock;
   * `relocated_path(recorded, run_dir)`: a file params.yaml records, found
     again under a moved run directory;
-  * `interrupted_swap(path)` / `recover_interrupted_swap(path)`: the backup a
-    writer killed mid-swap leaves (`X.old-PID` beside `X.tmp-PID`, see
-    `utils.atomic_path`). Readers name it in their error (a reader does not
-    write); writers restore it before their checks.
+  * `check_not_set_aside(path, what)`: names the backup a writer killed
+    mid-swap leaves (`core.writes.interrupted_swap`; a reader does not
+    write, writers restore it first: `core.writes.recover`).
 """
 
 import dataclasses
@@ -44,11 +43,13 @@ from realformer_tf.checkpoints import bundle_index
 from realformer_tf.checkpoints import errors
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
+from realformer_tf.core import run_lock
+from realformer_tf.core import writes
 
 PARAMS_YAML = "params.yaml"  # train.py's experiment config.
 ENCODER_YAML = "encoder.yaml"  # `task.model.encoder` of convert / save_run.
 PRETRAINER_YAML = "pretrainer.yaml"  # convert --with_pretraining_heads.
-LOCK_FILE = "train.lock"  # training/run_lock.py's lock.
+LOCK_FILE = run_lock.LOCK_FILE
 CHECKPOINT_PREFIX = "ckpt"
 
 T = TypeVar("T")
@@ -64,7 +65,7 @@ def params_path(model_dir: str) -> str:
 
 
 def lock_path(model_dir: str) -> str:
-  """The training lock of `model_dir` (`training/run_lock.py` takes it)."""
+  """The training lock of `model_dir` (`core.run_lock` takes it)."""
   return os.path.join(model_dir, LOCK_FILE)
 
 
@@ -72,23 +73,6 @@ def directory_of(path: str) -> str:
   """The run directory of a checkpoint prefix, or `path` if a directory."""
   path = path.rstrip("/")
   return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
-
-
-def interrupted_swap(path: str) -> Optional[str]:
-  """The `<path>.old-PID` backup holding `path`'s data, when `path` is
-  missing because a writer (process PID, gone) was killed between the two
-  renames of its swap; else None."""
-  path = path.rstrip("/")
-  if not path or tf.io.gfile.exists(path):
-    return None
-  backups = utils.swap_leftovers(path, utils.BACKUP_INFIX)
-  return backups[-1][0] if backups else None
-
-
-def recover_interrupted_swap(path: str) -> None:
-  """What every writer of a run directory calls before its checks: restores
-  a backup a killed swap left, removes dead writers' temporaries."""
-  utils.recover_interrupted_swap(path.rstrip("/"))
 
 
 def relocated_path(recorded: str, run_dir: str) -> Optional[str]:
@@ -109,15 +93,14 @@ def relocated_path(recorded: str, run_dir: str) -> Optional[str]:
 
 def check_not_set_aside(path: str, what: str) -> None:
   """Raises ValueError naming the backup when `path` was set aside by a
-  killed swap (`interrupted_swap`); `what` names the argument."""
-  backup = interrupted_swap(path)
+  killed swap (`core.writes.interrupted_swap`); `what` names the argument."""
+  backup = writes.interrupted_swap(path, utils.GFILE_OPS)
   if backup:
     raise ValueError(
         f"{what}={path!r} does not exist, but {backup} holds it as it was "
         "before a killed writer (an --overwrite run, save_run) set it aside: "
-        "run that writer again (it restores the directory first), call "
-        "realformer_tf.checkpoints.run_directory.recover_interrupted_swap("
-        f"{path!r}), or rename it back.")
+        "run that writer again (it restores the directory first), or rename "
+        "it back.")
 
 
 def not_valid_yaml(path: str, error: yaml.YAMLError) -> ValueError:

@@ -55,7 +55,7 @@ import tensorflow as tf
 
 from realformer_tf import cli
 from realformer_tf import utils
-from realformer_tf.core import swap
+from realformer_tf.core import writes
 from realformer_tf.data import create_pretraining_data
 from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
@@ -194,10 +194,12 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
         do_lower_case: bool, max_seq_length: int,
         max_predictions_per_seq: int, masked_lm_prob: float, dupe_factor: int,
         short_seq_prob: float, random_seed: int,
-        pipeline_args: Sequence[str] = ()) -> int:
-  """Checks every argument (ValueError naming it), runs the pipelines and
-  swaps the shard set in; returns the number of examples. The arguments are
-  the flags' values; `pipeline_args`, Beam's (e.g. `--runner=...`)."""
+        pipeline_args: Sequence[str] = (), overwrite: bool = False) -> int:
+  """Checks every argument (ValueError naming it) and every output path (a
+  file there that no manifest of ours lists is refused, unless `overwrite`:
+  `core.writes`), runs the pipelines and publishes the shard set; returns
+  the number of examples. The arguments are the flags' values;
+  `pipeline_args`, Beam's (e.g. `--runner=...`)."""
   options = dict(max_seq_length=max_seq_length,
                  max_predictions_per_seq=max_predictions_per_seq,
                  masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
@@ -220,16 +222,19 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
   if not vocab_file and learned_path in map(os.path.abspath, input_files):
     raise ValueError(f"The learned vocabulary would overwrite input file "
                      f"{learned_path!r}.")
+  if not vocab_file and not overwrite:
+    create_pretraining_data.check_vocab_target(
+        learned_path, os.path.join(directory, stem + SUFFIX))
   final_paths = shards.shard_paths(os.path.join(directory, stem), num_shards,
                                    SUFFIX)
-  with output_sets.output_set(pretraining_data.meta_data_path(
-      os.path.join(directory, stem + SUFFIX)), WRITER) as outputs:
-    staging = os.path.join(directory, f"{stem}{utils.TMP_INFIX}{os.getpid()}")
-    # Recorded as ours (core/swap.py), so a later run may remove it if this
-    # one is killed; an unrecorded look-alike is a user's and is kept.
-    swap.claim(staging, utils.GFILE_OPS)
-    tf.io.gfile.makedirs(staging)
-    try:
+  with output_sets.output_set(
+      pretraining_data.meta_data_path(os.path.join(directory, stem + SUFFIX)),
+      WRITER, final_paths + ([] if vocab_file else [learned_path]),
+      "--overwrite", overwrite) as outputs:
+    # A claimed temp of the layer: a later run removes it if this one is
+    # killed; an unclaimed look-alike is a user's and is kept.
+    with writes.scratch(os.path.join(directory, stem),
+                        utils.GFILE_OPS) as staging:
       if not vocab_file:
         vocab_file = outputs.stage(learned_path)
         _run_pipeline(pipeline_args, lambda root: (
@@ -257,7 +262,7 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
               f"few documents for {num_shards} shards; use fewer.")
         count += counts["examples"]
         records[os.path.basename(final)] = counts["records"]
-        tf.io.gfile.rename(written, outputs.stage(final), overwrite=True)
+        utils.GFILE_OPS.rename(written, outputs.stage(final))
       meta = pretraining_data.meta_data(
           input_files, vocab_file, count, do_lower_case=do_lower_case,
           random_seed=random_seed, num_shards=num_shards,
@@ -268,9 +273,6 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
         meta.update(vocab_file=learned_path,
                     vocab_sample_documents=vocab_sample_documents)
       outputs.commit(meta)
-    finally:
-      utils.remove(staging)
-      swap.release(staging, utils.GFILE_OPS)
   logging.info("Wrote %d examples in %d shards: %s", count, num_shards,
                shards.pattern(os.path.join(directory, stem), num_shards,
                               SUFFIX))
@@ -299,7 +301,7 @@ def main(argv):
            "max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
            "dupe_factor", "short_seq_prob", "random_seed")
   count = run(**{name: flags.FLAGS[name].value for name in names},
-              pipeline_args=argv[1:])
+              pipeline_args=argv[1:], overwrite=flags.FLAGS.overwrite)
   print(json.dumps(count))
 
 

@@ -19,12 +19,12 @@ records, their meta data and a learned vocabulary change as one set
 import os
 
 from absl import flags
-import tensorflow as tf
 
 from realformer_tf import cli
-from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
 from realformer_tf import utils
+from realformer_tf.core import ownership
+from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 
@@ -60,8 +60,8 @@ def define_instance_flags():
                      "shorter than max_seq_length.")
   flags.DEFINE_integer("random_seed", 12345, "Seed for all random choices.")
   flags.DEFINE_bool("overwrite", False, "Without --vocab_file: replace a "
-                    "vocab.txt next to --output_file that this command did "
-                    "not write (one it wrote is replaced anyway).")
+                    "vocab.txt (and records) at the output paths that this "
+                    "command did not write (its own are replaced anyway).")
 
 
 def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
@@ -91,7 +91,8 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
     check_vocab_target(vocab_file, output_file)
   # The vocabulary is part of the records' set: both change together.
   with output_sets.output_set(pretraining_data.meta_data_path(output_file),
-                              pretraining_data.WRITER) as outputs:
+                              pretraining_data.WRITER, [output_file],
+                              "--overwrite", overwrite) as outputs:
     learned = outputs.stage(vocab_file)
     tokenization.learn_vocab(
         [line for path in input_files
@@ -109,20 +110,16 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
 
 
 def check_vocab_target(vocab_file: str, output_file: str) -> None:
-  """Refuses to learn a vocabulary over a `vocab.txt` this command did not
-  write: one is ours when the meta data of `output_file`'s records (their
-  set's manifest, `output_sets`) was written by this command and lists it.
+  """Refuses to learn a vocabulary over a `vocab.txt` we did not write: one
+  is ours when the meta data of `output_file`'s records (their set's
+  manifest, written by this command or the Beam pipeline) lists it
+  (`core.ownership.foreign`, the rule of every writer).
 
   Raises:
     ValueError: Naming the file, --vocab_file (to use it) and --overwrite.
   """
-  if not tf.io.gfile.exists(vocab_file):
-    return
   meta_path = pretraining_data.meta_data_path(output_file)
-  manifest = output_sets.read_manifest(meta_path) or {}
-  if (manifest.get(output_sets.WRITER_KEY) == pretraining_data.WRITER and
-      os.path.basename(vocab_file) in (manifest.get(output_sets.FILES_KEY)
-                                       or {})):
+  if not ownership.foreign([vocab_file], meta_path, utils.GFILE_OPS):
     return
   raise ValueError(
       f"{vocab_file} exists and was not written by this command for "

@@ -376,8 +376,10 @@ def convert(task: str,
     splits = read_tfds(spec, tfds_data_dir)
   tokenizer = tokenization.make_tokenizer(vocab_file, lower_case=lower_case)
   split_meta = {}
-  with output_sets.output_set(meta_data_path(output_dir, spec.name),
-                              WRITER) as outputs:
+  with output_sets.output_set(
+      meta_data_path(output_dir, spec.name), WRITER,
+      [record_path(output_dir, spec.name, split) for split in splits]
+  ) as outputs:
     for split, examples in splits.items():
       *packed, truncated = encode_examples(examples, tokenizer, cls_id,
                                            sep_id, max_seq_length)

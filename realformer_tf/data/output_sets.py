@@ -6,25 +6,14 @@ A converter's outputs are read together (GLUE's records and
 records and vocabulary). Replacing each file atomically is not enough: a kill
 after the first rename leaves new records beside the old meta data.
 
-Design. The paths stay those configs and the README name; a versioned
-directory with one pointer would change them, or need symbolic links, which
-object stores (gs://) lack. Instead the set's manifest is the converter's
-meta data JSON, extended by `files` (name -> size, mtime, inode and
-SHA-256), `writer` (the module to run again) and, by the converters of
-records, `records` (each record file's count, lengths and id range:
-`record_facts`):
-
-  1. every file of the set is written as `<name>.tmp-PID` beside its final
-     path (a kill here leaves the previous set byte-identical; the next
-     writer in that folder removes the temporaries, `utils.remove_stale_temps`);
-  2. the staged files are fingerprinted into the manifest, staged too;
-  3. the files are renamed into place, the manifest last, and files of the
-     previous set that the new one lacks are deleted.
-
-Only a kill during step 3 (a few renames) leaves a mixed set, and it does
-not match its manifest: `check_set` refuses it, naming the file, what
-differs and the command to run again. Training calls it before anything is
-written (`training.input_checks.check_records_manifest`).
+Writing: `output_set` binds the writer layer's published sets
+(`core.writes.OutputSet`: every file staged whole, then renamed in through a
+journal, the manifest last, foreign files at our paths refused) to this
+face's files. The manifest is the converter's meta data JSON, extended by
+`files` (name -> identity and hash), `writer` (the module to run again) and,
+from converters of records, `records` (`record_facts`). A kill during the
+renames leaves a set that does not match its manifest: `check_set` refuses
+it, naming the file and the command to run again.
 
 Checking: a file is the one its manifest lists while its size, mtime and
 inode are those recorded (a rename keeps them; a file renamed in by a later
@@ -43,17 +32,16 @@ bytes, and the records carry CRC32C checksums that the reader checks.
 checked, so a restart does not read them again.
 """
 
-import contextlib
 import hashlib
 import json
 import os
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, ContextManager, Dict, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
 
 from realformer_tf import utils
-from realformer_tf.core import swap
+from realformer_tf.core import writes
 
 # 16 MiB: above every vocabulary (BERT's is 0.2 MB, a 250k-piece
 # SentencePiece model about 5 MB), meta data and schedule file; below the
@@ -107,85 +95,18 @@ def fingerprint(path: str) -> Dict[str, Any]:
   return dict(stat, sha256=file_sha256(path))
 
 
-class OutputSet:
-  """The files of one conversion, staged beside their final paths.
-
-  Made by `output_set`; `stage` each file, then `commit` the manifest.
-  """
-
-  def __init__(self, manifest_path: str, writer: str):
-    self.manifest_path = manifest_path
-    self.directory = os.path.dirname(manifest_path)
-    self.writer = writer
-    self.staged: Dict[str, str] = {}  # Final path -> temporary path.
-    self.committed = False
-
-  def stage(self, path: str) -> str:
-    """The temporary name to write `path` (a file of the set) under."""
-    if os.path.dirname(path) != self.directory:
-      raise ValueError(f"{path} is not in {self.directory}, the folder of "
-                       f"the set's manifest {self.manifest_path}.")
-    tmp = f"{path}{utils.TMP_INFIX}{os.getpid()}"
-    swap.claim(tmp, utils.GFILE_OPS)  # Proof for `remove_stale_temps`.
-    self.staged[path] = tmp
-    return tmp
-
-  def commit(self, manifest: Dict[str, Any]) -> Dict[str, Any]:
-    """Writes `manifest` (plus `files` and `writer`) and swaps the set in;
-    returns the manifest written."""
-    files = {}
-    for path, tmp in self.staged.items():
-      if not tf.io.gfile.exists(tmp):
-        raise RuntimeError(f"{path} was staged as {tmp} but not written.")
-      files[os.path.basename(path)] = fingerprint(tmp)
-    manifest = dict(manifest, **{FILES_KEY: files, WRITER_KEY: self.writer})
-    old_files = set((read_manifest(self.manifest_path) or {}).get(
-        FILES_KEY) or ())
-    utils.write_json_atomically(self.stage(self.manifest_path), manifest)
-    for path, tmp in self.staged.items():  # The manifest last.
-      tf.io.gfile.rename(tmp, path, overwrite=True)
-      swap.release(tmp, utils.GFILE_OPS)
-    self.committed = True
-    for name in sorted(old_files - set(files)):
-      stale = os.path.join(self.directory, name)
-      if name != os.path.basename(self.manifest_path):
-        utils.remove(stale)
-        logging.info("Removed %s: not part of the new set %s.", stale,
-                     self.manifest_path)
-    return manifest
-
-  def discard(self) -> None:
-    for tmp in self.staged.values():
-      utils.remove(tmp)
-      swap.release(tmp, utils.GFILE_OPS)
-
-
-@contextlib.contextmanager
-def output_set(manifest_path: str, writer: str) -> Iterator[OutputSet]:
-  """Yields an `OutputSet` whose manifest is `manifest_path`.
-
-  Creates its folder (a file there is a ValueError naming it) and removes
-  the temporaries killed writers of ours left there.
-  On an exception the staged files are removed and the previous set is left
-  as it was; the block must end with `commit`.
-  """
+def output_set(manifest_path: str, writer: str, targets: Sequence[str] = (),
+               overwrite_flag: Optional[str] = None, overwrite: bool = False
+               ) -> ContextManager[writes.OutputSet]:
+  """`core.writes.output_set` on `tf.io.gfile`, fingerprinted as `check_set`
+  checks. Refuses a file at the manifest's folder first (naming it)."""
   directory = os.path.dirname(manifest_path)
   utils.check_directory_path(directory or ".", "--output_dir",
                              "pass the directory to write "
                              f"{os.path.basename(manifest_path)} and its "
                              "set's files in")
-  tf.io.gfile.makedirs(directory or ".")
-  for path in utils.remove_stale_temps(directory or "."):
-    logging.warning("Removed %s, left by a killed writer.", path)
-  outputs = OutputSet(manifest_path, writer)
-  try:
-    yield outputs
-  except BaseException:
-    outputs.discard()
-    raise
-  if not outputs.committed:
-    outputs.discard()
-    raise RuntimeError(f"The set of {manifest_path} was never committed.")
+  return writes.output_set(manifest_path, writer, utils.GFILE_OPS,
+                           fingerprint, targets, overwrite_flag, overwrite)
 
 
 def read_manifest(path: str) -> Optional[Dict[str, Any]]:

@@ -45,6 +45,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from realformer_tf.core import writes
 from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
 from realformer_tf.data import tokenization
@@ -349,7 +350,7 @@ def create_pretraining_data(
     masked_lm_prob: float = 0.15, dupe_factor: int = 1,
     short_seq_prob: float = 0.1, random_seed: int = 12345,
     do_lower_case: bool = True,
-    output_set: Optional[output_sets.OutputSet] = None) -> int:
+    output_set: Optional[writes.OutputSet] = None) -> int:
   """Writes BERT MLM/NSP pre-training TFRecords from raw text files.
 
   Every argument (and the vocabulary) is checked before anything is written,
@@ -403,7 +404,7 @@ def create_pretraining_data(
 
   with contextlib.ExitStack() as stack:
     outputs = output_set or stack.enter_context(output_sets.output_set(
-        meta_data_path(output_file), WRITER))
+        meta_data_path(output_file), WRITER, [output_file]))
     write_records(outputs.stage(output_file), examples)
     if output_set is None:
       outputs.commit(meta_data(

@@ -45,6 +45,7 @@ from absl import logging
 import tensorflow as tf
 
 from realformer_tf import cli
+from realformer_tf.core import writes
 from realformer_tf.data import corpus_text
 from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
@@ -203,8 +204,8 @@ def stdlib_documents() -> List[List[str]]:
 
 def write_documents(path: str, documents: List[List[str]]) -> None:
   """Writes documents in BERT's format: a line a sentence, a blank after each."""
-  utils.write_lines_atomically(
-      path, [line for document in documents for line in document + [""]])
+  writes.replace_lines(path, [line for document in documents
+                               for line in document + [""]], utils.GFILE_OPS)
 
 
 def write_stdlib_corpus(path: str) -> int:
@@ -217,10 +218,8 @@ def write_stdlib_corpus(path: str) -> int:
   text = "".join(line + "\n" for document in documents
                  for line in document + [""])
   data = utils.gzip_bytes(text.encode("utf-8"))
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "wb") as f:
+  with writes.staged(path, writes.OS_OPS) as tmp, open(tmp, "wb") as f:
     f.write(data)
-  os.replace(tmp, path)
   logging.info("Wrote %s: %d documents, %d bytes, from Python %s.", path,
                len(documents), len(data), "%d.%d.%d" % sys.version_info[:3])
   return len(data)
@@ -372,8 +371,10 @@ def prepare_quickstart_data(
                num_chars / 1e6, num_eval)
 
   names = (_TRAIN_TEXT, _EVAL_TEXT, _VOCAB)
-  with output_sets.output_set(os.path.join(data_dir, _MANIFEST),
-                              WRITER) as outputs:
+  with output_sets.output_set(
+      os.path.join(data_dir, _MANIFEST), WRITER,
+      [os.path.join(data_dir, name)
+       for name in names + (_TRAIN_RECORDS, _EVAL_RECORDS)]) as outputs:
     train_text, eval_text, vocab_file = (
         outputs.stage(os.path.join(data_dir, name)) for name in names)
     write_documents(train_text, train_docs)

@@ -16,6 +16,7 @@ from typing import (Any, Callable, Dict, Iterator, Mapping, Optional, Sequence,
 import tensorflow as tf
 
 from realformer_tf import utils
+from realformer_tf.core import writes
 from realformer_tf.data import output_sets
 
 # The manifest key listing each record file's facts, by file name.
@@ -126,7 +127,7 @@ def _cache(cache_path: Optional[str]) -> Iterator[Dict[str, Dict[str, Any]]]:
   finally:
     if cache_path and repr(cache) != before:
       tf.io.gfile.makedirs(os.path.dirname(cache_path) or ".")
-      utils.write_json_atomically(cache_path, cache)
+      writes.replace_json(cache_path, cache, utils.GFILE_OPS)
 
 
 def _listed(path: str, manifest_of: ManifestOf,

@@ -39,6 +39,7 @@ import yaml
 
 from official.nlp.data import squad_lib
 from realformer_tf import cli
+from realformer_tf.core import writes
 from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
 from realformer_tf import utils
@@ -215,7 +216,7 @@ def write_features(
         "answers skipped).")
   features = []
   counts = collections.Counter()
-  with utils.atomic_path(output_path) as tmp_path:
+  with writes.staged(output_path, utils.GFILE_OPS) as tmp_path:
     writer = squad_lib.FeatureWriter(filename=tmp_path, is_training=is_training)
 
     def _write(feature):
@@ -341,17 +342,18 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
   tokenizer = SquadTokenizer(vocab_file, do_lower_case=do_lower_case)
   record = os.path.join(output_dir, TRAIN_RECORD if is_training
                         else EVAL_RECORD)
+  schedule_path = os.path.join(output_dir, TRAIN_SCHEDULE)
   with output_sets.output_set(
       os.path.join(output_dir, TRAIN_META if is_training else EVAL_META),
-      WRITER) as outputs:
+      WRITER, [record] + ([schedule_path] if is_training and epochs is not None
+                          else [])) as outputs:
     _, _, meta = write_features(
         input_json, tokenizer, outputs.stage(record), max_seq_length,
         doc_stride, max_query_length, version_2_with_negative, is_training,
         eval_batch_size)
     meta.update(tokenization.vocab_meta(vocab_file))
     if is_training and epochs is not None:
-      schedule_path = outputs.stage(os.path.join(output_dir, TRAIN_SCHEDULE))
-      utils.write_text_atomically(schedule_path, train_schedule_yaml(
+      utils.GFILE_OPS.write(outputs.stage(schedule_path), train_schedule_yaml(
           record, meta["train_data_size"], epochs, train_batch_size))
     meta[record_facts.RECORDS_KEY] = record_facts.listing(outputs.staged)
     meta = outputs.commit(meta)

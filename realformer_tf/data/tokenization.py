@@ -25,6 +25,7 @@ from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from official.nlp.modeling.layers import text_layers
 from realformer_tf import utils
+from realformer_tf.core import writes
 from realformer_tf.data import output_sets
 
 PAD = "[PAD]"
@@ -225,7 +226,7 @@ def learn_vocab(text_lines: Iterable[str],
       reserved_tokens=list(RESERVED_TOKENS),
       bert_tokenizer_params={"lower_case": lower_case},
       learn_params=learn_params)
-  utils.write_lines_atomically(output_file, vocab)
+  writes.replace_lines(output_file, vocab, utils.GFILE_OPS)
   logging.info("Wrote %d WordPiece tokens to %s", len(vocab), output_file)
   return list(vocab)
 

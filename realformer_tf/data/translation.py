@@ -11,7 +11,7 @@ checked first; a line without exactly one tab, an empty side, invalid UTF-8
 or parallel files of different lengths is an error naming `file:line`,
 before anything is written. A UTF-8 BOM and CRLF line ends are accepted.
 
-Writes in `output_dir` (each file atomically, `utils.atomic_path`):
+Writes in `output_dir` (each file whole, `core.writes.staged`):
   * `sentencepiece.model` / `.vocab`, trained on both sides of the train
     pairs with Model Garden's special ids, pad 0, eos 1, unk 2 and no bos
     (official/nlp/data/train_sentencepiece.py), the ids `TranslationTask`
@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from realformer_tf import cli
 from realformer_tf import utils
+from realformer_tf.core import writes
 
 # Model Garden's reserved ids (official/nlp/data/train_sentencepiece.py):
 # `TranslationTask`'s loss ignores label 0 (`_padded_cross_entropy_loss`) and
@@ -185,7 +186,7 @@ def train_sentencepiece(pairs: Sequence[Pair], model_path: str,
           "--vocab_size.") from None
     vocab_path = os.path.splitext(model_path)[0] + ".vocab"
     for suffix, path in ((".model", model_path), (".vocab", vocab_path)):
-      with utils.atomic_path(path) as tmp:
+      with writes.staged(path, utils.GFILE_OPS) as tmp:
         tf.io.gfile.copy(prefix + suffix, tmp, overwrite=True)
 
 
@@ -193,7 +194,8 @@ def write_records(path: str, pairs: Sequence[Pair], src_lang: str,
                   tgt_lang: str) -> None:
   """`pairs` as `tf.train.Example`s of bytes features `src_lang`,
   `tgt_lang` (what `WMTDataLoader._decode` parses), atomically."""
-  with utils.atomic_path(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+  with writes.staged(path, utils.GFILE_OPS) as tmp, tf.io.TFRecordWriter(
+      tmp) as writer:
     for source, target in pairs:
       writer.write(tf.train.Example(features=tf.train.Features(feature={
           src_lang: tf.train.Feature(bytes_list=tf.train.BytesList(
@@ -230,7 +232,7 @@ def convert(train_files: Sequence[str], output_dir: str,
   model_path = os.path.join(output_dir, MODEL_NAME)
   if sentencepiece_model:
     if os.path.abspath(sentencepiece_model) != os.path.abspath(model_path):
-      with utils.atomic_path(model_path) as tmp:
+      with writes.staged(model_path, utils.GFILE_OPS) as tmp:
         tf.io.gfile.copy(sentencepiece_model, tmp, overwrite=True)
   else:
     train_sentencepiece(splits["train"], model_path, vocab_size, model_type,

@@ -7,8 +7,8 @@ as "File not found" (it only asks `zipfile.is_zipfile`). `save_model`
 writes beside the path and renames when complete; `load_model` says what a
 missing, empty or half-written file is before Keras opens it.
 `save_preset` does the same for a preset directory (our backbones' and
-tasks' `save_to_preset`), and `export_model` for a SavedModel:
-`write_directory` is their one swap. `WritesWhole` makes them our backbones'
+tasks' `save_to_preset`), and `export_model` for a SavedModel, all through
+the writer layer (`core.writes`). `WritesWhole` makes them our backbones'
 and tasks' `save` and `export`.
 """
 
@@ -17,10 +17,10 @@ import shutil
 import threading
 import zipfile
 
-from absl import logging
 import keras
 
-from realformer_tf.core import swap
+from realformer_tf.core import ownership
+from realformer_tf.core import writes
 from realformer_tf.keras3 import export_checks
 
 KERAS_SUFFIX = ".keras"
@@ -68,14 +68,15 @@ def load_model(path: str, **kwargs) -> keras.Model:
 
 def save_model(model: keras.Model, path: str, overwrite: bool = True,
                **kwargs) -> str:
-  """`keras.Model.save(model, path)`, written to `<stem>.tmp-PID.keras` and
-  renamed over `path` once complete, so `path` is always the old file or the
-  new one; returns `path`. Without `overwrite` an existing `path` is
+  """`keras.Model.save(model, path)`, written whole beside `path` (inside a
+  claimed `<path>.tmp-PID/`, under its own name: Keras needs the suffix)
+  and renamed over it once complete, so `path` is always the old file or
+  the new one; returns `path`. Without `overwrite` an existing `path` is
   refused (Keras would ask on stdin).
 
   Raises:
     ValueError: If `path` does not end in `.keras`.
-    FileExistsError: If `path` exists and not `overwrite`.
+    FileExistsError: If `path` exists and not `overwrite`, or is a folder.
   """
   path = os.fspath(path)
   if not path.endswith(KERAS_SUFFIX):
@@ -83,14 +84,12 @@ def save_model(model: keras.Model, path: str, overwrite: bool = True,
   if not overwrite and os.path.lexists(path):
     raise FileExistsError(f"{path} exists; pass overwrite=True to replace "
                           "it.")
-  tmp = f"{path[:-len(KERAS_SUFFIX)]}.tmp-{os.getpid()}{KERAS_SUFFIX}"
-  try:
+  if os.path.isdir(path):
+    raise FileExistsError(f"{path} is a directory, not a {KERAS_SUFFIX} "
+                          "file; not replaced. Move it or save elsewhere.")
+  with writes.staged(path, writes.OS_OPS, inner=True) as tmp:
     # keras.Model's, not the model's own `save` (ours calls this function).
     keras.Model.save(model, tmp, **kwargs)
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
   return path
 
 
@@ -131,9 +130,9 @@ def export_model(model: keras.Model, path: str,
   calls `tf.saved_model.save(path)`), so an export over an earlier one
   killed between `variables/` and `saved_model.pb` leaves a mix of both.
   Here the SavedModel is written beside `path` and swapped in
-  (`write_directory`); only a SavedModel (or an empty directory) at `path`
-  is replaced. Its signatures check their inputs' lengths and name the one
-  that does not fit (`export_checks`: without, TensorFlow served another
+  (`core.writes.replace_folder`); only a SavedModel (or an empty directory) at
+  `path` is replaced. Its signatures check their inputs' lengths and name the
+  one that does not fit (`export_checks`: without, TensorFlow served another
   length into the graph, and a JAX export failed with its StableHLO text).
   Other formats (one file each) go to Keras unchanged.
 
@@ -157,8 +156,7 @@ def export_model(model: keras.Model, path: str,
     keras.Model.export(model, unchecked, format=format, **kwargs)
     export_checks.add_length_checks(unchecked, directory)
     shutil.rmtree(unchecked)
-  return write_directory(path, write, _check_saved_model_target,
-                         "SavedModel")
+  return _write_directory(path, write, _check_saved_model_target)
 
 
 class WritesWhole:
@@ -197,10 +195,6 @@ class WritesWhole:
 # either is a preset that `save_preset` may replace.
 PRESET_FILES = ("config.json", "metadata.json")
 _LOCK = threading.RLock()
-_WRITING = set()  # The temp directories this process is writing.
-
-
-OS_OPS = swap.OS_OPS
 
 
 def save_preset(preset_dir, write):
@@ -209,8 +203,9 @@ def save_preset(preset_dir, write):
   keras-hub's `save_to_preset` writes each file into `preset_dir` in place
   (keras_hub/src/utils/preset_utils.py, `KerasPresetSaver`), so a save that
   fails part way (an exception, a full disk, a kill) leaves a preset half
-  new, half old. Here it is `write_directory(preset_dir, write, ...)`, the
-  target checked as a preset (below).
+  new, half old. Here it is written beside and swapped in whole
+  (`core.writes.replace_folder`), the target checked as a preset (below).
+  A folder set aside by a killed save is restored first.
 
   A `save_preset` called from inside `write` for the directory being
   written (keras-hub's task saver calls the backbone's `save_to_preset` on
@@ -225,53 +220,22 @@ def save_preset(preset_dir, write):
 
   Raises:
     FileExistsError: Before anything is written, if `preset_dir` is a file,
-      a non-empty directory without `config.json` or `metadata.json` (not a
-      preset: never replaced), or is missing while a backup left by a killed
-      save (the last complete preset) is beside it.
+      or a non-empty directory without `config.json` or `metadata.json` (not
+      a preset: never replaced).
   """
-  return write_directory(preset_dir, write, _check_preset_target)
+  return _write_directory(preset_dir, write, _check_preset_target)
 
 
-def write_directory(directory, write, check_target, kind="preset"):
-  """`write(temp)` into a fresh sibling of `directory`, then swapped in.
-
-  `check_target(path)` first (it raises to refuse what is at `path`). Then
-  `write` fills `<directory>.tmp-PID`; once it returns, the old `directory`
-  (if any) is renamed to `<directory>.old-PID`, the temp renamed into place
-  and the old one removed. On any failure the temp is removed and
-  `directory` is as it was. A kill between the two renames leaves only
-  `<directory>.old-PID`: the next write names it rather than deleting it.
-  Leftovers of killed writes are removed (and logged) only when their owner
-  file proves them ours (`core.swap`): a user's `preset.old-20240101` is
-  kept. Replacing a directory replaces it whole. `kind` names what is
-  written ("preset", "SavedModel") in errors.
-
-  Returns:
-    `directory`.
-  """
+def _write_directory(directory, write, check_target):
+  """`core.writes.replace_folder` of the real path of `directory`; a write
+  nested in `write` for the folder being written (keras-hub's task saver
+  saves its backbone's preset into its own directory) writes there."""
   path = os.path.realpath(os.fspath(directory))
   with _LOCK:
-    if path in _WRITING:
+    if writes.is_writing(path):
       write(path)
-      return directory
-    check_target(path)
-    for leftover in _stale_siblings(path, kind):
-      OS_OPS.remove(leftover)
-      swap.release(leftover, OS_OPS)
-      logging.warning("Removed %s, left by a killed save of %s.", leftover,
-                      path)
-    temp = f"{path}{swap.TMP_INFIX}{os.getpid()}"
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    swap.claim(temp, OS_OPS)
-    os.mkdir(temp)
-    _WRITING.add(temp)
-    try:
-      write(temp)
-      _swap_in(temp, path)
-    finally:
-      _WRITING.discard(temp)
-      shutil.rmtree(temp, ignore_errors=True)  # Gone already if swapped in.
-      swap.release(temp, OS_OPS)
+    else:
+      writes.replace_folder(path, write, writes.OS_OPS, check_target)
   return directory
 
 
@@ -306,89 +270,21 @@ def _check_saved_model_target(path):
     raise FileExistsError(f"{path} is a file, not a SavedModel directory; "
                           "not replaced. Export to another path.")
   if os.path.isdir(path):
-    swap.check_replaceable(path, os.listdir(path), swap.is_saved_model_entry,
-                           "SavedModel", "export to a new or empty directory")
-
-
-def backup_of(preset_dir):
-  """The backup a save killed mid-swap left of `preset_dir` (missing), which
-  holds the last complete preset; None if there is none."""
-  path = os.path.realpath(os.fspath(preset_dir))
-  if os.path.lexists(path) or not os.path.isdir(os.path.dirname(path)):
-    return None
-  backups = swap.leftovers(path, swap.BACKUP_INFIX,
-                           os.listdir(os.path.dirname(path)), _save_running,
-                           OS_OPS.read)
-  return backups[-1][0] if backups else None
+    ownership.check_replaceable(path, os.listdir(path),
+                             ownership.is_saved_model_entry, "SavedModel",
+                             "export to a new or empty directory")
 
 
 def check_not_set_aside(preset_dir):
   """Raises `FileNotFoundError` naming the backup when `preset_dir` is
   missing because a save was killed while swapping it (`from_preset` would
   say only that the preset is unknown)."""
-  backup = backup_of(preset_dir) if isinstance(preset_dir, (str, os.PathLike)
-                                                ) else None
+  backup = writes.interrupted_swap(
+      os.path.realpath(os.fspath(preset_dir)), writes.OS_OPS) if isinstance(
+          preset_dir, (str, os.PathLike)) else None
   if backup:
     raise FileNotFoundError(
         f"{os.fspath(preset_dir)} does not exist: a save was killed while "
         f"swapping a new preset in, and {backup} holds the last complete "
         f"preset. Rename it back to {os.fspath(preset_dir)} (or save the "
-        "preset again, which names it too).")
-
-
-def _stale_siblings(path, kind):
-  """The temps and backups of `path` left by saves no longer running, that
-  their owner files prove ours.
-
-  Raises:
-    FileExistsError: If `path` is missing and such a backup is beside it:
-      that backup is the last complete preset (a save was killed between
-      its two renames).
-  """
-  parent, name = os.path.split(path)
-  entries = os.listdir(parent) if os.path.isdir(parent) else []
-
-  def dead(infix):
-    return swap.scan(parent, infix, entries, _save_running, OS_OPS.read,
-                     name)
-
-  temps, backups = dead(swap.TMP_INFIX), dead(swap.BACKUP_INFIX)
-  if backups.stale and not os.path.lexists(path):
-    raise FileExistsError(
-        f"{path} is missing and "
-        f"{', '.join(backup for backup, _ in backups.stale)} is beside it: "
-        f"a save was killed while swapping the new {kind} in, and that "
-        f"backup is the last complete {kind}. Rename it back to {path} (or "
-        "delete it) and save again.")
-  for record in temps.orphans + backups.orphans:
-    os.remove(record)
-  for kept in temps.unclaimed + backups.unclaimed:
-    logging.info("Kept %s: named like a leftover of ours but without our "
-                 "%s record.", kept, swap.OWNER_SUFFIX)
-  return ([leftover for leftover, _ in temps.stale] +
-          [leftover for leftover, _ in backups.stale])
-
-
-def _save_running(pid, leftover):
-  """Whether the save that made `leftover` (process `pid`) may still run."""
-  if pid == os.getpid():
-    return leftover in _WRITING
-  return swap.process_alive(pid)
-
-
-def _swap_in(temp, path):
-  """Renames `temp` to `path`, the old `path` aside first and then removed."""
-  if not os.path.lexists(path):
-    os.rename(temp, path)
-    return
-  backup = f"{path}{swap.BACKUP_INFIX}{os.getpid()}"
-  swap.claim(backup, OS_OPS)
-  os.rename(path, backup)
-  try:
-    os.rename(temp, path)
-  except BaseException:
-    os.rename(backup, path)
-    swap.release(backup, OS_OPS)
-    raise
-  shutil.rmtree(backup, ignore_errors=True)
-  swap.release(backup, OS_OPS)
+        "preset again, which restores it first).")

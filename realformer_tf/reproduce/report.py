@@ -11,6 +11,7 @@ from tqdm import auto as tqdm
 from tensorboard.backend.event_processing import event_accumulator
 from realformer_tf import utils
 from realformer_tf.analysis import plots
+from realformer_tf.core import writes
 from realformer_tf.data import glue as glue_data
 from realformer_tf.reproduce import plan as plan_lib
 from realformer_tf.reproduce import tables
@@ -230,14 +231,18 @@ def write_results(plan: plan_lib.Plan, pretrain_results: Dict[str, List[Dict]],
              "pretraining": pretraining,
              "pretraining_runs": pretrain_results,
              "glue": glue, "curves": curves, "analysis": analyses}
-  utils.write_json_atomically(os.path.join(o.output_dir, RESULTS_JSON),
-                              results)
+  writes.replace_json(os.path.join(o.output_dir, RESULTS_JSON), results,
+                      utils.GFILE_OPS)
   text = format_results(plan, pretraining, glue,
                         majority_class_lines(glue_results))
-  utils.write_text_atomically(os.path.join(o.output_dir, RESULTS_MD), text)
-  tables.curves_figure(curves, {a: plan_lib.ARCHS[a][0] for a in curves},
-                       os.path.join(o.output_dir, CURVES_PNG),
-                       note=scale_note(plan))
-  plot_attention(analyses, os.path.join(o.output_dir, ATTENTION_PNG), plan)
+  writes.replace_file(os.path.join(o.output_dir, RESULTS_MD), text,
+                      utils.GFILE_OPS)
+  with writes.staged(os.path.join(o.output_dir, CURVES_PNG), utils.GFILE_OPS,
+                     inner=True) as tmp:
+    tables.curves_figure(curves, {a: plan_lib.ARCHS[a][0] for a in curves},
+                         tmp, note=scale_note(plan))
+  with writes.staged(os.path.join(o.output_dir, ATTENTION_PNG),
+                     utils.GFILE_OPS, inner=True) as tmp:
+    plot_attention(analyses, tmp, plan)
   print(text, flush=True)
   return results

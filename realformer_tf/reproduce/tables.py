@@ -10,7 +10,8 @@ table, ordering line and `curves.png` with these.
 from typing import Dict, Iterable, List, Optional
 
 from realformer_tf.analysis import plots
-from realformer_tf.core import swap
+from realformer_tf.core import ownership
+from realformer_tf.core import writes
 from realformer_tf.training import seed_stats
 
 PRETRAIN_METRICS = ("masked_lm_accuracy", "lm_example_loss")
@@ -43,10 +44,10 @@ def check_output_dir(output_dir: str, entries: Optional[Iterable[str]],
   own = set(own)
   names = sorted(entry.rstrip("/") for entry in entries)
   foreign = [name for name in names
-             if name.split(swap.TMP_INFIX, 1)[0] not in own]
+             if name.split(writes.TMP_INFIX, 1)[0] not in own]
   if not foreign:
     return
-  run = [name for name in names if name in swap.RUN_FILES]
+  run = [name for name in names if name in ownership.RUN_FILES]
   shown = ", ".join(foreign[:8]) + (", ..." if len(foreign) > 8 else "")
   raise ValueError(
       f"--output_dir={output_dir!r} holds {shown}, which a reproduction does "

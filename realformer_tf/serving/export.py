@@ -12,7 +12,7 @@ Garden's `export_savedmodel.py` rebuilds configs from YAML alone and loses the
 the run's checkpoint restores it. Everything (config, checkpoint, vocabulary,
 lengths) is checked before anything is written; the SavedModel is written
 next to `--export_dir` (`<export_dir>.tmp-PID`) and swapped into place by
-`utils.atomic_path`, so with `--overwrite` the previous export stays whole
+`core.writes.staged`, so with `--overwrite` the previous export stays whole
 until the new one is complete. What a killed export left is cleaned up by
 the next one: its temporary directory removed, a previous export set aside
 mid-swap restored. The head's class in `heads` (its options in
@@ -39,7 +39,8 @@ from official.nlp.serving import export_savedmodel_util
 from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
-from realformer_tf.core import swap
+from realformer_tf.core import ownership
+from realformer_tf.core import writes
 from realformer_tf.data import tokenization
 from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import heads
@@ -160,7 +161,7 @@ def run_to_export(model_dir: str, export_dir: str,
                              "name a directory for the SavedModel")
   # What a killed export left: the previous SavedModel set aside (restored)
   # and `<export_dir>.tmp-PID` of dead processes (removed).
-  run_directory.recover_interrupted_swap(export_dir)
+  writes.recover(export_dir, utils.GFILE_OPS)
   if tf.io.gfile.exists(export_dir):
     entries = tf.io.gfile.listdir(export_dir)
     if entries and not overwrite:
@@ -169,8 +170,9 @@ def run_to_export(model_dir: str, export_dir: str,
     # --overwrite replaces a SavedModel, never a run (or a folder of runs)
     # that a mistyped --export_dir names.
     try:
-      swap.check_replaceable(export_dir, entries, swap.is_saved_model_entry,
-                             "SavedModel", "pass another --export_dir")
+      ownership.check_replaceable(export_dir, entries,
+                               ownership.is_saved_model_entry, "SavedModel",
+                               "pass another --export_dir")
     except FileExistsError as e:
       raise ValueError(f"--export_dir: {e}") from None
   return config, checkpoint
@@ -198,7 +200,7 @@ def write_saved_model(module: export_base.ExportModule, function_keys,
                       export_dir: str) -> None:
   """Model Garden's export, into a temporary directory swapped into place
   (the previous export, if any, stays whole until then)."""
-  with utils.atomic_path(export_dir) as tmp_dir:
+  with writes.staged(export_dir, utils.GFILE_OPS) as tmp_dir:
     # Restored already: no checkpoint_path here.
     export_savedmodel_util.export(
         module, function_keys=function_keys, export_savedmodel_dir=tmp_dir,
@@ -279,7 +281,7 @@ def export_model(model_dir: str,
     if vocab:
       # The validated tokens, one per line (no "\r"), become the asset.
       asset_path = os.path.join(staging, VOCAB_ASSET_NAME)
-      utils.write_lines_atomically(asset_path, vocab)
+      writes.replace_lines(asset_path, vocab, utils.GFILE_OPS)
     module = head(model, options, asset_path, lower_case)
     if vocab:
       function_keys.update({k: k for k in module.TEXT_SIGNATURES})

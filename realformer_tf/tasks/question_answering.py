@@ -33,6 +33,7 @@ from official.nlp.tasks import question_answering
 from official.nlp.tools import squad_evaluate_v1_1
 from official.nlp.tools import squad_evaluate_v2_0
 from realformer_tf import utils
+from realformer_tf.core import writes
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import squad_json
 
@@ -133,11 +134,13 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
     if not out_dir:
       raise ValueError("Set task.predictions_dir (or create the task with a "
                        "logging_dir) to write the SQuAD predictions.")
-    utils.write_json_atomically(
-        os.path.join(out_dir, squad_data.PREDICTIONS_FILE), predictions)
+    writes.replace_json(
+        os.path.join(out_dir, squad_data.PREDICTIONS_FILE), predictions,
+        utils.GFILE_OPS)
     if v2:
-      utils.write_json_atomically(
-          os.path.join(out_dir, squad_data.NULL_ODDS_FILE), null_odds)
+      writes.replace_json(
+          os.path.join(out_dir, squad_data.NULL_ODDS_FILE), null_odds,
+          utils.GFILE_OPS)
     metrics = squad_metrics(self._eval_dataset, predictions,
                             null_odds if v2 else None, v2)
     step = (None if global_step is None else

@@ -40,12 +40,12 @@ from official.modeling import performance
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import run_resume
+from realformer_tf.core import run_lock
 from realformer_tf.training import init_from_run
 from realformer_tf.training import input_checks
 from realformer_tf.training import lr_schedule
 from realformer_tf.training import modes
 from realformer_tf.training import quickstart_run
-from realformer_tf.training import run_lock
 from realformer_tf.training import value_checks
 
 

@@ -22,6 +22,7 @@ from tqdm import auto as tqdm
 
 from official.core import config_definitions as cfg
 from realformer_tf import utils
+from realformer_tf.core import writes
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 from realformer_tf.training import train_lib
@@ -150,7 +151,7 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
       start = time.time()
       try:
         result = run.make_result(runner(run), time.time() - start)
-        utils.write_json_atomically(run.result_path, result)
+        writes.replace_json(run.result_path, result, utils.GFILE_OPS)
         # A signal the run held back to its end (`stop_signals`).
         stop_signals.raise_if_stopped()
       except stop_signals.Stopped as stop:

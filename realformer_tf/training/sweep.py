@@ -33,6 +33,7 @@ from official.core import config_definitions as cfg
 from realformer_tf import utils
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import recipe
+from realformer_tf.core import writes
 from realformer_tf.data import glue as glue_data
 from realformer_tf.tasks import sentence_prediction as rf_sp
 from realformer_tf.training import init_from_run
@@ -255,8 +256,8 @@ def format_summary(summary: Dict) -> str:
 def write_summary(model_dir_root: str) -> Dict:
   summary = summarize(load_results(model_dir_root))
   if summary["tasks"]:
-    utils.write_json_atomically(os.path.join(model_dir_root, SUMMARY_FILE),
-                                summary)
+    writes.replace_json(os.path.join(model_dir_root, SUMMARY_FILE),
+                                summary, utils.GFILE_OPS)
   return summary
 
 

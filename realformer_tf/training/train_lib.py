@@ -34,6 +34,8 @@ from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import registry
+from realformer_tf.core import run_lock
+from realformer_tf.core import writes
 from realformer_tf.training import controller as controller_lib
 from realformer_tf.training import init_from_run
 from realformer_tf.training import lr_schedule
@@ -41,7 +43,6 @@ from realformer_tf.training import modes
 from realformer_tf.training import multi_worker
 from realformer_tf.training import preflight
 from realformer_tf.training import quickstart_run
-from realformer_tf.training import run_lock
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 from realformer_tf.training import trainer as trainer_lib
@@ -156,14 +157,15 @@ FINAL_EVAL_FILE = "final_eval.json"
 
 
 def clean_stale_temps(model_dir: str) -> List[str]:
-  """Removes what a killed train.py left behind in `model_dir`; returns it.
+  """Removes what a killed train.py left behind in `model_dir`; returns
+  the paths of TensorFlow's leftovers and what the sweep said of ours.
 
   * `ckpt-N_temp*` folders: TensorFlow's checkpoint saver writes the shards
     there and renames them; a kill mid-save leaves them. Only a training
     run's chief calls this, holding `model_dir` (`run_lock`), so no live save
     is touched.
-  * `*.tmp-PID` files of our atomic writers (`utils.atomic_path`) in
-    `model_dir` and its quickstart `data/` folder, whose process PID is gone.
+  * what our killed writers left in `model_dir` and its quickstart `data/`
+    folder (`core.writes.sweep`).
   """
   removed = []
   for path in tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*_temp*")):
@@ -172,10 +174,9 @@ def clean_stale_temps(model_dir: str) -> List[str]:
     else:
       tf.io.gfile.remove(path)
     removed.append(path)
-  for folder in (model_dir, quickstart_run.quickstart_data_dir(model_dir)):
-    removed.extend(utils.remove_stale_temps(folder))
-  for path in removed:
     logging.warning("Removed %s, left by an interrupted run.", path)
+  for folder in (model_dir, quickstart_run.quickstart_data_dir(model_dir)):
+    removed.extend(writes.sweep(folder, utils.GFILE_OPS))
   return removed
 
 
@@ -186,10 +187,10 @@ def write_params_yaml(params: cfg.ExperimentConfig, model_dir: str) -> None:
   `hyperparams.save_params_dict_to_yaml`, params_dict.py:339), and a run
   rewrites it at every start: a kill during that write left a truncated
   `params.yaml`, the file that resume, export and `load_run` read. Written
-  beside it and renamed over it here (`utils.atomic_path`).
+  beside it and renamed over it here (`core.writes.staged`).
   """
-  tf.io.gfile.makedirs(model_dir)
-  with utils.atomic_path(run_directory.params_path(model_dir)) as tmp:
+  with writes.staged(run_directory.params_path(model_dir),
+                     utils.GFILE_OPS) as tmp:
     hyperparams.save_params_dict_to_yaml(params, tmp)
   logging.info("Saved the experiment configuration to %s.",
                run_directory.params_path(model_dir))
@@ -295,8 +296,8 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   trains = mode in modes.TRAIN_MODES and not completed
   # Written by the chief only; pure eval modes do not write it, so that a
   # continuous eval job does not race the train job (as official/nlp/train.py).
-  writes = chief and mode in modes.TRAIN_MODES
-  if writes:
+  writer = chief and mode in modes.TRAIN_MODES
+  if writer:
     clean_stale_temps(model_dir)
     write_params_yaml(params, model_dir)
 
@@ -342,7 +343,7 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     # An async save in flight completes (and is listed) before the report.
     trainer.checkpoint.sync()
     stop.step = int(trainer.global_step.numpy())
-    _save_at_stop(controllers, strategy, trains and writes)
+    _save_at_stop(controllers, strategy, trains and writer)
     raise
   except multi_worker.LOST_WORKER_ERRORS as e:
     latest = run_directory.newest_checkpoint(model_dir)
@@ -360,9 +361,9 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   if final:
     _log(f"final eval | step: {step} | " +
          " | ".join(f"{k}: {v:.4f}" for k, v in values.items()))
-    if writes and step >= params.trainer.train_steps:
-      utils.write_json_atomically(os.path.join(model_dir, FINAL_EVAL_FILE),
-                                  {"step": step, "metrics": values})
+    if writer and step >= params.trainer.train_steps:
+      writes.replace_json(os.path.join(model_dir, FINAL_EVAL_FILE),
+                          {"step": step, "metrics": values}, utils.GFILE_OPS)
   for line in run_summary.summary_lines(
       params, model_dir, values, step, step - start_step if trains else 0,
       time.time() - start_time):

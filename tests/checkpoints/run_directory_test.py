@@ -9,9 +9,11 @@ import tensorflow as tf
 import yaml
 
 from official.core import train_utils
+from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
+from realformer_tf.core import writes
 from tests.helpers import file_trees
 from tests.helpers import kill_writer
 
@@ -107,16 +109,16 @@ def test_a_directory_set_aside_by_a_killed_swap_is_named(tmp_path):
   backup = f"{path}.old-{pid}"
   os.makedirs(backup)
   file_trees.claim_as_ours(backup, pid)
-  assert run_directory.interrupted_swap(path) == backup
+  assert writes.interrupted_swap(path, utils.GFILE_OPS) == backup
   for read in (lambda: run_directory.resolve_checkpoint(path, "init"),
                lambda: run_directory.encoder_config(path),
                lambda: run_directory.load_experiment_config(path)):
     with pytest.raises(ValueError, match=f"does not exist, but {backup} "
                        "holds it"):
       read()
-  run_directory.recover_interrupted_swap(path)  # What writers do.
+  writes.recover(path, utils.GFILE_OPS)  # What writers do.
   assert os.listdir(tmp_path) == ["converted"]
-  assert run_directory.interrupted_swap(path) is None
+  assert writes.interrupted_swap(path, utils.GFILE_OPS) is None
 
 
 def test_prefix_and_directory(tmp_path):

@@ -214,8 +214,10 @@ def test_bad_rows_fail_before_writing(tmp_path, dev_rows, message):
 
 
 def _files(directory):
+  """The set's files, without a killed writer's temps and journal."""
   return {name: open(os.path.join(directory, name), "rb").read()
-          for name in os.listdir(directory) if ".tmp-" not in name}
+          for name in os.listdir(directory)
+          if ".tmp-" not in name and ".pending-" not in name}
 
 
 @pytest.mark.parametrize("kill_at", [1, 2])
@@ -224,7 +226,8 @@ def test_killed_conversion_leaves_the_old_set_or_a_refused_one(tmp_path,
   """Reconverting with --nolower_case, SIGKILLed before its first rename:
   the previous set is byte-identical; before its second (new train records
   beside the old dev records and meta data): the set is refused, naming the
-  file and the command. The next conversion completes the set."""
+  file and the command. The next conversion finishes the killed one's
+  publish from its journal, then writes its own set whole."""
   glue_dir = str(tmp_path / "glue")
   _tiny_rte(glue_dir, GOOD_ROWS, GOOD_ROWS)
   out = str(tmp_path / "out")
@@ -235,6 +238,7 @@ def test_killed_conversion_leaves_the_old_set_or_a_refused_one(tmp_path,
   kill_writer.run_killed(kill_at, "realformer_tf.data.glue", "convert",
                          lower_case=False, **options)
   assert [n for n in os.listdir(out) if ".tmp-" in n]  # The killed writer's.
+  assert [n for n in os.listdir(out) if ".pending-" in n]  # Its journal.
   meta_path = glue.meta_data_path(out, "rte")
   meta = output_sets.read_manifest(meta_path)
   left = _files(out)

@@ -3,6 +3,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import random
 import runpy
 import sys
@@ -132,16 +133,24 @@ def test_damaged_or_unfinished_cache_is_rebuilt(tmp_path):
       data_dir, input_files=[corpus], **SMALL) == result
   assert open(result["train_file"], "rb").read() == good
 
-  # A run killed before it wrote the manifest leaves temporaries and no
-  # manifest: the next call rebuilds (same bytes) instead of reusing them.
+  # Without our manifest, files at its paths are nobody's we know (a killed
+  # build leaves its journal, and the next one finishes it): refused, named,
+  # kept, as is a look-alike of our temporaries; once moved, rebuilt.
   os.remove(os.path.join(data_dir, "manifest.json"))
   with open(result["train_file"] + ".tmp-999", "wb") as f:
     f.write(b"partial")
-  with open(result["train_file"], "wb") as f:
-    f.write(good[:100])
+  with pytest.raises(FileExistsError, match=re.escape(
+      f"{result['train_file']}, ") + ".* exist and no manifest of "
+                     "realformer_tf lists them"):
+    quickstart_corpus.prepare_quickstart_data(data_dir, input_files=[corpus],
+                                              **SMALL)
+  for name in os.listdir(data_dir):
+    if ".tmp-" not in name:
+      os.remove(os.path.join(data_dir, name))
   assert quickstart_corpus.prepare_quickstart_data(
       data_dir, input_files=[corpus], **SMALL) == result
   assert open(result["train_file"], "rb").read() == good
+  assert open(result["train_file"] + ".tmp-999", "rb").read() == b"partial"
 
 
 def test_a_failed_rebuild_leaves_the_previous_cache_whole(tmp_path,

@@ -3,7 +3,7 @@ it as it was; a killed writer's leftovers, faked."""
 
 import os
 
-from realformer_tf.core import swap
+from realformer_tf.core import ownership
 
 
 def files_under(directory):
@@ -21,7 +21,7 @@ def files_under(directory):
 
 def claim_as_ours(leftover, pid):
   """Writes the owner record a writer of ours (process `pid`) puts beside a
-  temp or backup it makes (`core.swap.claim`): a test's stand-in for what a
+  temp or backup it makes (`core.ownership.claim`): a test's stand-in for what a
   killed writer leaves. A leftover without one is a user's, never removed."""
-  with open(swap.owner_path(os.fspath(leftover)), "w") as f:
-    f.write(swap.owner_record(os.fspath(leftover), pid))
+  with open(ownership.owner_path(os.fspath(leftover)), "w") as f:
+    f.write(ownership.owner_record(os.fspath(leftover), pid))

@@ -1,6 +1,7 @@
 r"""Kill tests' subprocess: runs one of our writers and SIGKILLs it before
-its K-th rename (`tf.io.gfile.rename` or `os.rename`) into a final path (one
-whose name has neither `.tmp-` nor `.old-`), the moments at which a writer's
+its K-th rename (`tf.io.gfile.rename`, `os.rename` or `os.replace`) into a
+final path (one whose name has none of `.tmp-`, `.old-` and `.pending-`: not
+a leftover or journal of `core.writes`), the moments at which a writer's
 outputs change.
 
   python -m tests.helpers.kill_writer K MODULE FUNCTION JSON_KWARGS
@@ -49,12 +50,12 @@ def run_killed(kill_at: int, module: str, function: str, **kwargs) -> None:
 def main():
   kill_at, module, function, kwargs = sys.argv[1:]
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  rename, os_rename = tf.io.gfile.rename, os.rename
+  rename, os_rename, os_replace = tf.io.gfile.rename, os.rename, os.replace
   count = [0]
 
   def count_or_kill(target):
     name = os.path.basename(os.fspath(target).rstrip("/"))
-    if ".tmp-" not in name and ".old-" not in name:
+    if not any(infix in name for infix in (".tmp-", ".old-", ".pending-")):
       count[0] += 1
       if count[0] == int(kill_at):
         os.kill(os.getpid(), signal.SIGKILL)
@@ -67,8 +68,13 @@ def main():
     count_or_kill(target)
     return os_rename(source, target, **kwargs)
 
+  def killing_os_replace(source, target, **kwargs):
+    count_or_kill(target)
+    return os_replace(source, target, **kwargs)
+
   tf.io.gfile.rename = killing_rename
-  os.rename = killing_os_rename  # keras3.saving.save_preset's swap.
+  os.rename = killing_os_rename
+  os.replace = killing_os_replace  # core.writes.OS_OPS.
   getattr(importlib.import_module(module), function)(**json.loads(kwargs))
   sys.exit(f"Not killed: {count[0]} renames into final paths.")
 

@@ -17,8 +17,8 @@ import tensorflow as tf
 
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
+from realformer_tf.core import run_lock
 from realformer_tf.training import preflight
-from realformer_tf.training import run_lock
 from realformer_tf.training import train_lib
 from tests.helpers import file_trees
 from tests.helpers import train_runs as utils

@@ -12,6 +12,7 @@ from absl import app
 from absl import flags
 
 from realformer_tf import cli
+from realformer_tf.core import run_lock
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 from realformer_tf.reproduce.keras3 import run
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -66,4 +67,4 @@ if __name__ == "__main__":
   flags.mark_flags_as_required(["output_dir"])
   # A refusal (a bad flag value, input, or an output dir another process
   # writes to) is its message alone.
-  cli.run(main, cli.REFUSALS + (run.OutputDirBusy,))
+  cli.run(main, cli.REFUSALS + (run_lock.ModelDirBusyError,))

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from realformer_tf.core import swap
+from realformer_tf.core import writes
 from realformer_tf.data import corpus_text
 from realformer_tf.data import wordpiece
 
@@ -79,41 +79,6 @@ def pack(documents: Sequence[List[str]], tokenizer: wordpiece.WordPieceTokenizer
   for r, row in enumerate(rows):
     packed[r, :len(row)] = row
   return packed
-
-
-def write_atomically(path: str, write) -> None:
-  """`write(file)` into `path.tmp-PID`, then renamed over `path`: a reader
-  (or a killed writer) sees the old file whole or the new one whole. The
-  temporary is claimed first (`core.swap`: an owner record beside it), so
-  that `remove_own_temps` can prove it ours."""
-  tmp = f"{path}{swap.TMP_INFIX}{os.getpid()}"
-  swap.claim(tmp, swap.OS_OPS)
-  with open(tmp, "wb") as f:
-    write(f)
-    f.flush()
-    os.fsync(f.fileno())
-  os.rename(tmp, path)
-  swap.release(tmp, swap.OS_OPS)
-
-
-def remove_own_temps(folder: str, name: str) -> List[str]:
-  """Deletes the `name.tmp-PID` a killed writer of ours left in `folder`
-  (its owner record proves it ours and process PID is gone), says so, and
-  returns them. Look-alikes without our record (a user's
-  `results.md.tmp-20240102`) are kept, whatever their name."""
-  if not os.path.isdir(folder):
-    return []
-  found = swap.scan(folder, swap.TMP_INFIX, os.listdir(folder),
-                    lambda pid, _: swap.process_alive(pid),
-                    swap.OS_OPS.read, name)
-  for tmp, pid in found.stale:
-    swap.OS_OPS.remove(tmp)
-    swap.release(tmp, swap.OS_OPS)
-    print(f"Removed {tmp}, left by process {pid}, which was killed while "
-          "writing it.", flush=True)
-  for record in found.orphans:
-    os.remove(record)
-  return [tmp for tmp, _ in found.stale]
 
 
 def _load(path: str, key: Dict) -> Optional[Sequences]:
@@ -182,13 +147,11 @@ def prepare(data_dir: str, corpus: Sequence[str], vocab_size: int,
     if not len(getattr(sequences, split)):
       raise ValueError(f"{source}: no {split} text after the split.")
   os.makedirs(data_dir, exist_ok=True)
-  for name in (VOCAB_FILE, SEQUENCES_FILE):
-    remove_own_temps(data_dir, name)
-  write_atomically(os.path.join(data_dir, VOCAB_FILE), lambda f: f.write(
-      "".join(t + "\n" for t in vocab).encode("utf-8")))
-  write_atomically(path, lambda f: np.savez(
-      f, train=sequences.train, eval=sequences.eval, vocab=_bytes(vocab),
-      source=_bytes(source), key=_bytes(key)))
+  writes.replace_lines(os.path.join(data_dir, VOCAB_FILE), vocab,
+                       writes.OS_OPS)
+  with writes.staged(path, writes.OS_OPS) as tmp, open(tmp, "wb") as f:
+    np.savez(f, train=sequences.train, eval=sequences.eval,
+             vocab=_bytes(vocab), source=_bytes(source), key=_bytes(key))
   print(f"Data: {len(vocab)} WordPiece tokens, {len(sequences.train)} train "
         f"and {len(sequences.eval)} held-out sequences of {seq_length} in "
         f"{path}.", flush=True)

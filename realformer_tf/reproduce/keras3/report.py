@@ -5,6 +5,7 @@ import json
 import os
 from typing import Dict, List, Optional
 
+from realformer_tf.core import writes
 from realformer_tf.reproduce import tables
 from realformer_tf.reproduce.keras3 import data as data_lib
 from realformer_tf.reproduce.keras3 import plan as plan_lib
@@ -110,8 +111,6 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
                   results: Dict[str, List[Dict]]) -> Dict:
   """Writes results.json, results.md and curves.png; prints results.md."""
   o = plan.options
-  for name in (RESULTS_JSON, RESULTS_MD, CURVES_PNG):
-    data_lib.remove_own_temps(o.output_dir, name)  # A killed writer's.
   pretraining = tables.summarize_pretraining(results)
   curves = {a: {r["seed"]: r["curves"] for r in runs}
             for a, runs in results.items()}
@@ -122,18 +121,17 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
                       "train_sequences": len(sequences.train),
                       "eval_sequences": len(sequences.eval)},
              "pretraining": pretraining, "pretraining_runs": results}
-  data_lib.write_atomically(
-      os.path.join(o.output_dir, RESULTS_JSON),
-      lambda f: f.write(json.dumps(summary, indent=2).encode("utf-8")))
+  writes.replace_file(os.path.join(o.output_dir, RESULTS_JSON),
+                      json.dumps(summary, indent=2), writes.OS_OPS)
   text = format_results(plan, sequences, results, pretraining)
-  data_lib.write_atomically(os.path.join(o.output_dir, RESULTS_MD),
-                            lambda f: f.write(text.encode("utf-8")))
+  writes.replace_file(os.path.join(o.output_dir, RESULTS_MD), text,
+                      writes.OS_OPS)
   n = passes(plan, sequences)
   memorized = (f"{n:.0f} passes over {len(sequences.train)} training "
                "sequences: a small corpus, memorized" if n > 2 else None)
-  data_lib.write_atomically(
-      os.path.join(o.output_dir, CURVES_PNG),
-      lambda f: tables.curves_figure(curves, plan.labels, f, note=" ".join(
-          filter(None, [scale_note(plan), memorized])) or None))
+  with writes.staged(os.path.join(o.output_dir, CURVES_PNG),
+                     writes.OS_OPS) as tmp, open(tmp, "wb") as f:
+    tables.curves_figure(curves, plan.labels, f, note=" ".join(
+        filter(None, [scale_note(plan), memorized])) or None)
   print(text, flush=True)
   return summary

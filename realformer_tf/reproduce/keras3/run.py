@@ -1,42 +1,20 @@
-"""The Keras 3 reproduction's execution: one writer per output dir, the data
+"""The Keras 3 reproduction's execution: one writer per output dir
+(`core.run_lock`), the data
 once, every run not done yet (resumed from its checkpoint), the report."""
 
-import contextlib
-import fcntl
 import json
 import os
 import time
-from typing import Dict, Iterator, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
+from realformer_tf.core import run_lock
+from realformer_tf.core import writes
 from realformer_tf.reproduce.keras3 import data as data_lib
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 from realformer_tf.reproduce.keras3 import report
 from realformer_tf.reproduce.keras3 import train
 
 LOCK_FILE = plan_lib.LOCK_FILE
-
-
-class OutputDirBusy(RuntimeError):
-  """Another process is writing to the output dir."""
-
-
-@contextlib.contextmanager
-def sole_writer(output_dir: str) -> Iterator[None]:
-  """Holds an exclusive lock on `output_dir/.lock` (released when the
-  process ends, killed or not).
-
-  Raises:
-    OutputDirBusy: Another process is writing to `output_dir`.
-  """
-  os.makedirs(output_dir, exist_ok=True)
-  with open(os.path.join(output_dir, LOCK_FILE), "a") as lock:
-    try:
-      fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-      raise OutputDirBusy(
-          f"Another process is writing to {output_dir} (it holds "
-          f"{lock.name}); wait for it or use another --output_dir.") from None
-    yield
 
 
 def read_result(path: str) -> Optional[Dict]:
@@ -52,7 +30,7 @@ def execute(plan: plan_lib.Plan) -> Dict:
   o = plan.options
   train.check_backend()
   start = time.time()
-  with sole_writer(o.output_dir):
+  with run_lock.hold(o.output_dir, name=LOCK_FILE, flag="--output_dir"):
     sequences = data_lib.prepare(
         os.path.join(o.output_dir, "data"), o.corpus, plan.size.vocab_size,
         plan.size.seq_length)
@@ -64,9 +42,8 @@ def execute(plan: plan_lib.Plan) -> Dict:
       if result is None or result.get("config") != train.run_config(
           plan, train.resolve_policy(o.dtype_policy)):
         result = train.train_run(plan, run, sequences)
-        data_lib.remove_own_temps(run.run_dir, plan_lib.RESULT_FILE)
-        data_lib.write_atomically(path, lambda f, r=result: f.write(
-            json.dumps(r, indent=2).encode("utf-8")))
+        writes.replace_file(path, json.dumps(result, indent=2),
+                            writes.OS_OPS)
       else:
         print(f"{run.arch} seed {run.seed}: done ({path}).", flush=True)
       results.setdefault(run.arch, []).append(result)

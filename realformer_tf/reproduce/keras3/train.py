@@ -27,6 +27,7 @@ import keras
 import numpy as np
 
 from realformer_tf import keras3 as realformer_keras3
+from realformer_tf.core import writes
 from realformer_tf.reproduce.keras3 import data as data_lib
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 
@@ -189,7 +190,8 @@ def save_checkpoint(path: str, state, meta: Dict) -> None:
             for group, values in zip("tno", state)
             for i, value in enumerate(values)}
   arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
-  data_lib.write_atomically(path, lambda f: np.savez(f, **arrays))
+  with writes.staged(path, writes.OS_OPS) as tmp, open(tmp, "wb") as f:
+    np.savez(f, **arrays)
 
 
 def load_checkpoint(path: str, state) -> Tuple[list, Dict]:
@@ -235,7 +237,6 @@ def train_run(plan: plan_lib.Plan, run: plan_lib.Run,
   eval_batches = batches.eval_batches(size.eval_sequences)
   checkpoint = os.path.join(run.run_dir, plan_lib.CHECKPOINT_FILE)
   os.makedirs(run.run_dir, exist_ok=True)
-  data_lib.remove_own_temps(run.run_dir, plan_lib.CHECKPOINT_FILE)
   state = steps.state()
   config = run_config(plan, policy)
   meta = dict(step=0, digest="", train=[], validation=[], seconds=0.0,

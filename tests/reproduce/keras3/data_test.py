@@ -1,11 +1,13 @@
 """The Keras 3 reproduction's data: packing, BERT's masking in numbers, the
 same batch for a step in any process, the cached sequences file."""
+import logging
 import os
 
 import numpy as np
 import pytest
 
-from realformer_tf.core import swap
+from realformer_tf.core import ownership
+from realformer_tf.core import writes
 from realformer_tf.data import wordpiece
 from realformer_tf.reproduce.keras3 import data
 from tests.helpers import keras3_reproduction
@@ -127,12 +129,12 @@ def test_sequences_are_cached_and_rebuilt_for_other_arguments(tmp_path):
 
 
 def test_writes_are_whole_and_only_own_temporaries_are_removed(tmp_path,
-                                                               capsys):
+                                                               caplog):
   """Issue 38 item 4: any `name.tmp-*` was deleted, a user's dated copy
   (`sequences.npz.tmp-20240102`) too. Only a temporary its owner record
   proves ours, of a process that is gone, is removed, and said."""
   path = str(tmp_path / "sequences.npz")
-  data.write_atomically(path, lambda f: f.write(b"new"))
+  writes.replace_file(path, "new", writes.OS_OPS)
   assert os.listdir(tmp_path) == ["sequences.npz"]
   killed = f"{path}.tmp-{kill_writer.dead_pid()}"
   for name in ("sequences.npz.tmp-20240102", "sequences.npz.tmp-123",
@@ -140,9 +142,12 @@ def test_writes_are_whole_and_only_own_temporaries_are_removed(tmp_path,
                os.path.basename(killed)):
     (tmp_path / name).write_bytes(b"user's")
   pid = int(killed.rsplit("-", 1)[1])
-  swap.OS_OPS.write(swap.owner_path(killed), swap.owner_record(killed, pid))
-  assert data.remove_own_temps(str(tmp_path), "sequences.npz") == [killed]
-  assert f"Removed {killed}, left by process {pid}" in capsys.readouterr().out
+  writes.OS_OPS.write(ownership.owner_path(killed),
+                      ownership.owner_record(killed, pid))
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    assert writes.sweep(str(tmp_path), writes.OS_OPS,
+                        "sequences.npz") == [killed]
+  assert f"Removed {killed}, left by process {pid}" in caplog.text
   assert sorted(os.listdir(tmp_path)) == [
       "mine.tmp-1", "sequences.npz", "sequences.npz.tmp-123",
       "sequences.npz.tmp-20240102", "sequences.npz.x", "vocab.txt.tmp-9"]

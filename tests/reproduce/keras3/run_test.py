@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from realformer_tf.core import run_lock
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 from realformer_tf.reproduce.keras3 import run
 from tests.helpers import keras3_reproduction
@@ -53,11 +54,17 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
 
 
 def test_a_second_writer_is_refused(tmp_path):
-  with run.sole_writer(str(tmp_path)):
-    with pytest.raises(run.OutputDirBusy,
-                       match="Another process is writing to"):
-      with run.sole_writer(str(tmp_path)):
+  """The one lock (`core.run_lock`): the holder named, released after."""
+  def hold():
+    return run_lock.hold(str(tmp_path), name=run.LOCK_FILE,
+                         flag="--output_dir")
+  with hold():
+    with pytest.raises(run_lock.ModelDirBusyError,
+                       match=f"--output_dir={tmp_path} is in use by another "
+                       rf"run: pid {os.getpid()} on host"):
+      with hold():
         pass
-  assert os.listdir(tmp_path) == [run.LOCK_FILE]
-  with run.sole_writer(str(tmp_path)):  # Released.
+    assert os.listdir(tmp_path) == [run.LOCK_FILE]
+  assert os.listdir(tmp_path) == []
+  with hold():  # Released.
     pass

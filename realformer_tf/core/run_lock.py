@@ -1,10 +1,12 @@
-"""One writer per run directory: a lock file naming the run that holds it.
+"""One writer per run directory or output folder: a lock file naming the
+run that holds it (train.py's `--model_dir`, a reproduction's `--output_dir`).
 
 Model Garden and Orbit take no lock on `model_dir`, so two trainers on one
-directory overwrote each other. `hold(model_dir)` fails the second at once,
-naming the first. The lock (`model_dir/train.lock`) is linked into place
-(`os.link`, atomic); a remote `model_dir` runs unlocked; a dead local run's
-lock is taken over, another host's never.
+directory overwrote each other. `hold(folder)` fails the second at once,
+naming the first. The lock (`model_dir/train.lock`) is linked into place:
+`os.link`, not `flock`, fails atomically also over NFS (where `flock` may be
+local to one client) and names its holder. A remote folder runs unlocked; a
+dead local run's lock is taken over, another host's never.
 """
 
 import contextlib
@@ -19,18 +21,17 @@ from typing import Iterator, Optional
 from absl import logging
 import psutil
 
-from realformer_tf.checkpoints import run_directory
+from realformer_tf.core import ownership
+from realformer_tf.core import writes
 
 # A lock's process must have started within this many seconds of the
 # recorded start time to be the one that wrote it (not a reused pid).
 _START_TIME_SLACK_S = 1.0
-# The largest pid any platform gives (Linux's pid_max limit, 2**22); a
-# lock's pid beyond it was not written by train.py.
-_MAX_PID = 2 ** 22
+LOCK_FILE = "train.lock"  # train.py's, in its --model_dir.
 
 
 class ModelDirBusyError(RuntimeError):
-  """Another live run holds the run directory."""
+  """Another live run holds the run directory or output folder."""
 
 
 def _is_remote(path: str) -> bool:
@@ -80,9 +81,9 @@ def _read(path: str) -> Optional[dict]:
   except (ValueError, KeyError, TypeError):
     raise _not_a_lock(path, f"content {text[:200]!r}") from None
   if not isinstance(pid, int) or isinstance(pid, bool) or not (
-      0 < pid <= _MAX_PID):
+      0 < pid <= ownership.PID_MAX_LIMIT):
     raise _not_a_lock(path, f"its pid {pid!r} is not a process id (1 to "
-                      f"{_MAX_PID})")
+                      f"{ownership.PID_MAX_LIMIT})")
   return holder
 
 
@@ -104,7 +105,7 @@ def _take_over(path: str, stale: dict) -> None:
   (another run took it over first): then that new lock is put back."""
   aside = f"{path}.stale-{os.getpid()}"
   try:
-    os.rename(path, aside)
+    writes.OS_OPS.rename(path, aside)  # The layer's one rename.
   except FileNotFoundError:
     return  # Another run removed it first.
   try:
@@ -125,7 +126,7 @@ def _take_over(path: str, stale: dict) -> None:
   os.remove(aside)
 
 
-def _try_create(path: str, holder: dict) -> bool:
+def _try_create(path: str, holder: dict, flag: str) -> bool:
   """Creates the lock with `holder`'s content; False if one exists.
 
   Raises:
@@ -149,9 +150,9 @@ def _try_create(path: str, holder: dict) -> bool:
     return False
   except OSError as e:
     raise ValueError(
-        f"--model_dir={os.path.dirname(path)}: cannot write its lock {path} "
+        f"{flag}={os.path.dirname(path)}: cannot write its lock {path} "
         f"({e.strerror or e}; a read-only file system or a full disk?). "
-        "Nothing was written; free space or use a writable --model_dir."
+        f"Nothing was written; free space or use a writable {flag}."
     ) from None
   finally:
     # Only what this call made: removing a name that open() could not
@@ -165,25 +166,27 @@ def _try_create(path: str, holder: dict) -> bool:
                         "(%s).", tmp, e.strerror or e)
 
 
-def acquire(model_dir: str) -> Optional[dict]:
-  """Takes `model_dir`'s lock (creating the directory); returns what it
-  wrote, or None for a remote directory (not locked).
+def acquire(model_dir: str, name: str = LOCK_FILE,
+            flag: str = "--model_dir") -> Optional[dict]:
+  """Takes the lock `model_dir/name` (creating the directory); returns what
+  it wrote, or None for a remote directory (not locked). `flag` names the
+  folder in messages.
 
   Raises:
     ModelDirBusyError: naming the live run that holds it.
   """
   if _is_remote(model_dir):
     logging.warning(
-        "--model_dir=%s is not on a local filesystem: it is not locked "
-        "against a second train.py writing to it at the same time.",
+        "%s=%s is not on a local filesystem: it is not locked "
+        "against a second writer writing to it at the same time.", flag,
         model_dir)
     return None
   try:
     os.makedirs(model_dir, exist_ok=True)
   except OSError as e:
-    raise ValueError(f"--model_dir={model_dir}: cannot create it "
+    raise ValueError(f"{flag}={model_dir}: cannot create it "
                      f"({e.strerror}: {e.filename}).") from None
-  path = run_directory.lock_path(model_dir)
+  path = os.path.join(model_dir, name)
   pid = os.getpid()
   holder = {
       "pid": pid, "host": socket.gethostname(),
@@ -193,26 +196,27 @@ def acquire(model_dir: str) -> Optional[dict]:
       "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
                  if sys.argv and sys.argv[0] else "python"}
   for _ in range(10):  # Retries only after a stale lock was removed.
-    if _try_create(path, holder):
+    if _try_create(path, holder, flag):
       return holder
     current = _read(path)
     if current is None:
       continue  # Released meanwhile.
     if not _is_gone(current):
       raise ModelDirBusyError(
-          f"--model_dir={model_dir} is in use by another run: "
+          f"{flag}={model_dir} is in use by another run: "
           f"{_describe(current)}. Wait for it to end, or use another "
-          f"--model_dir. (If that run is gone, e.g. its machine died, "
+          f"{flag}. (If that run is gone, e.g. its machine died, "
           f"remove {path}.)")
     _take_over(path, current)
   raise ModelDirBusyError(f"Could not take {path}: other runs keep taking it.")
 
 
-def release(model_dir: str, holder: Optional[dict]) -> None:
+def release(model_dir: str, holder: Optional[dict],
+            name: str = LOCK_FILE) -> None:
   """Removes the lock `acquire` returned, if it is still this one's."""
   if holder is None:
     return
-  path = run_directory.lock_path(model_dir)
+  path = os.path.join(model_dir, name)
   try:
     current = _read(path)
   except ModelDirBusyError:
@@ -224,8 +228,10 @@ def release(model_dir: str, holder: Optional[dict]) -> None:
 
 
 @contextlib.contextmanager
-def hold(model_dir: str, enabled: bool = True) -> Iterator[Optional[dict]]:
-  """Holds `model_dir`'s lock for the block (`acquire`, then `release`).
+def hold(model_dir: str, enabled: bool = True, name: str = LOCK_FILE,
+         flag: str = "--model_dir") -> Iterator[Optional[dict]]:
+  """Holds the lock `model_dir/name` for the block (see the module
+  docstring; `flag` names the folder in messages).
 
   A `model_dir` that did not exist before and is left empty (the block
   failed before writing anything) is removed again. `enabled=False`: no
@@ -237,10 +243,10 @@ def hold(model_dir: str, enabled: bool = True) -> Iterator[Optional[dict]]:
   existed = _is_remote(model_dir) or os.path.isdir(model_dir)
   holder = None
   try:
-    holder = acquire(model_dir)
+    holder = acquire(model_dir, name, flag)
     yield holder
   finally:
-    release(model_dir, holder)
+    release(model_dir, holder, name)
     if not existed:
       try:
         os.rmdir(model_dir)  # Only if empty.

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from realformer_tf.checkpoints import run_directory
-from realformer_tf.training import run_lock
+from realformer_tf.core import run_lock
 from tests.helpers import kill_writer
 
 
