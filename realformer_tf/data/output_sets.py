@@ -22,7 +22,7 @@ meta data JSON, extended by `files` (name -> size, mtime and SHA-256) and
 Only a kill during step 3 (a few renames) leaves a mixed set, and it does
 not match its manifest: `check_set` refuses it, naming the file, what
 differs and the command to run again. Training calls it before anything is
-written (`training.input_checks.check_records_manifest`).
+written (`training.plan_facts.Reader`, a run plan's manifest check).
 
 Hashing: a check compares each file's size, mtime and inode with those
 recorded (a rename keeps both; a file renamed in by a later writer is another

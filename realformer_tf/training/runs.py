@@ -22,6 +22,7 @@ from tqdm import auto as tqdm
 
 from official.core import config_definitions as cfg
 from realformer_tf import utils
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 from realformer_tf.training import train_lib
@@ -84,7 +85,7 @@ def status(run: RunSpec) -> str:
   """"done" (its result file exists), "resume" (a checkpoint) or "new"."""
   if tf.io.gfile.exists(run.result_path):
     return "done"
-  if tf.train.latest_checkpoint(run.model_dir):
+  if run_directory.newest_checkpoint(run.model_dir):
     return "resume"
   return "new"
 

@@ -104,10 +104,11 @@ class _EvalOnlyCheckpoint(tf.train.Checkpoint):
 class Trainer(base_trainer.Trainer):
   """See the module docstring. Built with `train=False`, it restores the
   model without the optimizer; `model_dir`: where the non-finite loss error
-  finds the latest checkpoint."""
+  finds the latest checkpoint; `resume`: the checkpoint the run restores (its
+  plan's, `run_plan.RunPlan.resume`; None for a new run)."""
 
   def __init__(self, config, task, *args, model_dir: Optional[str] = None,
-               **kwargs):
+               resume: Optional[str] = None, **kwargs):
     # A resumed pre-training run's input skips what the stopped run read
     # (`MaskedLMTask.resume_input_at`); set before the base class builds the
     # datasets, from the checkpoint the run restores (the chief's, on every
@@ -115,8 +116,7 @@ class Trainer(base_trainer.Trainer):
     resume_step = 0
     if kwargs.get("train", True) and isinstance(task,
                                                 masked_lm_task.MaskedLMTask):
-      resume_step = run_directory.checkpoint_step(
-          run_directory.newest_checkpoint(model_dir))
+      resume_step = run_directory.checkpoint_step(resume)
       task.resume_input_at(resume_step)
     super().__init__(config, task, *args, **kwargs)
     self._model_dir = model_dir

@@ -15,7 +15,7 @@ Ranges are the ones the libraries give their arguments (Keras optimizers:
 betas in [0, 1), momentum in [0, 1]; `tf.keras` dropout: rate in [0, 1)) or
 that follow from what a key means (a warm-up ends within the run).
 
-Also here, as the same stage of the checks before a run (`preflight`):
+Also here, the value rules of a run plan (`plan_rules.values`):
 values of the wrong type (`validate_field_types`, at parse time), the
 encoder config's own `validate`, sequence lengths against the position
 table, the GPUs asked for and the batches' split over the replicas.
@@ -33,7 +33,7 @@ import tensorflow as tf
 from official.core import config_definitions as cfg
 from official.modeling import hyperparams
 from realformer_tf.configs import registry
-from realformer_tf.training import modes
+from realformer_tf.training import run_plan
 
 # `runtime.mixed_precision_dtype` values Model Garden's
 # `performance.set_mixed_precision_policy` accepts (float16 and bfloat16 set
@@ -315,11 +315,11 @@ def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
   """The checks of `params`' values for `mode` that read no input file
   (`check_values`, then lengths and the visible GPUs)."""
   check_values(
-      params, trains=mode in modes.TRAIN_MODES,
-      evaluates=mode in modes.EVAL_MODES,
-      data_keys=[key for key, _ in modes.data_configs(params, mode)])
+      params, trains=mode in run_plan.TRAIN_MODES,
+      evaluates=mode in run_plan.EVAL_MODES,
+      data_keys=[key for key, _ in run_plan.data_configs(params, mode)])
   encoder_key, encoder = registry.task_encoder(params)
-  for key, data in modes.data_configs(params, mode):
+  for key, data in run_plan.data_configs(params, mode):
     _check_lengths(key, data, encoder_key, encoder)
   validate_runtime(params)
 
@@ -328,7 +328,7 @@ def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
                          num_replicas: int) -> None:
   """Each global batch must split evenly over the replicas (positive:
   `check_values`)."""
-  for key, data in modes.data_configs(params, mode):
+  for key, data in run_plan.data_configs(params, mode):
     batch = data.global_batch_size
     if batch % num_replicas:
       raise ValueError(
