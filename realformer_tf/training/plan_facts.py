@@ -1,13 +1,10 @@
-"""The facts of a run plan, each file read once (`Reader`).
+"""The facts of a run plan, each read once by a `Reader`, which keeps them.
 
-A `Reader` reads what `run_plan.derive` asks for and keeps it: a data
-split's files (globbed once, shard sets checked whole), their first record,
-a scan of their token ids, their converter meta data (each directory's read
-once) and manifest check; each vocabulary's tokens and SHA-256; a run
-directory's `params.yaml`; a checkpoint's embedding shape and whether the
-configured encoder restores from it. A problem found is kept as a fact (its
-message), for `plan_rules`; a sweep shares one `Reader` between its runs,
-so its data is read once in all.
+A data split's files (globbed once, shard sets checked whole), first record,
+token-id scan, converter meta data and manifest check; each vocabulary's
+tokens and SHA-256; a run's params.yaml; a checkpoint's embedding shape and
+whether the configured encoder restores from it. A problem found is a fact
+(its message) for `plan_rules`; a sweep's runs share one `Reader`.
 """
 
 import dataclasses
@@ -67,11 +64,9 @@ Meta = Optional[Tuple[str, Dict[str, Any]]]
 @dataclasses.dataclass(frozen=True)
 class Split:
   """A data split a run reads (`key`: e.g. "task.train_data"): its files,
-  their meta data, and the problems the data checks found, in check order
-  (files, first record, token ids, manifest: records must be those their
-  converter's meta data lists, `output_sets.check_set`, else a killed
-  conversion left new records beside old meta data); `unlisted`: the problem of
-  its records no meta data lists, against the init run's vocabulary."""
+  their meta data and the problems its checks found (files, first record,
+  token ids, the manifest: `output_sets.check_set`); `unlisted`: that of its
+  records no meta data lists, against the init run's vocabulary."""
   key: str
   data: Any
   input_path: str
@@ -94,11 +89,10 @@ class Vocab:
 
 @dataclasses.dataclass(frozen=True)
 class InitRun:
-  """What `task.init_checkpoint` (`value`) names: the run of ours it lies in
-  (None if not one), that run's vocabulary and the SHA-256 its records were
-  converted with; for a training run that starts, the prefix the
-  configured encoder restores from (or `problem`), and its word embedding
-  (prefix, rows, variable; None if it has none known)."""
+  """`task.init_checkpoint` (`value`): the run of ours it lies in (or None),
+  its vocabulary and the SHA-256 its records were converted with; for a
+  training run that starts, the prefix the encoder restores from (or
+  `problem`) and its word embedding (prefix, rows, variable; or None)."""
   value: str
   run: Optional[run_directory.Run]
   vocab: Optional[Vocab]
@@ -160,32 +154,19 @@ class Reader:
     return next(((meta_path, meta) for meta_path, meta, listed
                  in self._metas[directory] if name in listed), None)
 
-  def _tokens(self, path: str) -> Tuple[str, ...]:
-    tokens, error = self._once(
-        ("vocab", path), lambda: tuple(tokenization.load_vocab(path)))
-    if error:
-      raise error
-    return tokens
-
-  def sha256(self, path: str) -> str:
-    return self._once(("sha", path), lambda: output_sets.file_sha256(path))[0]
-
   def vocab(self, key: str, path: str, vocab_key: Optional[str] = None,
             vocab_size: Optional[int] = None) -> Vocab:
-    """The vocabulary at `path`, checked against `vocab_size` (set by
-    `vocab_key`) when given."""
-    try:
-      tokens = self._tokens(path)
-      error = self._once(("size", path, vocab_size), lambda: tokenization.
-                         check_vocab_size(path, len(tokens), vocab_size))[1]
-      if error:
-        raise error
-    except ValueError as e:
-      if vocab_key is None:
-        return Vocab(key, path, problem=str(e))
-      return Vocab(key, path, problem=f"{key}={path!r} ({vocab_key}="
-                   f"{vocab_size}): {e}")
-    return Vocab(key, path, tokens, self.sha256(path))
+    """The vocabulary at `path` (set by `key`), checked against the model's
+    `vocab_size` (set by `vocab_key`) when given."""
+    tokens, error = self._once(
+        ("vocab", path), lambda: tuple(tokenization.load_vocab(path)))
+    error = error or self._once(("size", path, vocab_size), lambda: (
+        tokenization.check_vocab_size(path, len(tokens), vocab_size)))[1]
+    if error:
+      return Vocab(key, path, problem=str(error) if vocab_key is None else
+                   f"{key}={path!r} ({vocab_key}={vocab_size}): {error}")
+    sha = self._once(("sha", path), lambda: output_sets.file_sha256(path))[0]
+    return Vocab(key, path, tokens, sha)
 
   def embedding(self, checkpoint: str) -> Optional[Tuple[str, int, str]]:
     """(checkpoint prefix, rows, key) of the word embedding in `checkpoint`
@@ -253,12 +234,11 @@ class Reader:
     if not tf.io.gfile.exists(run_directory.params_path(model_dir)):
       return None
     config, error = self._once(
-        ("run", model_dir),
-        lambda: run_directory.Run(
-            model_dir, run_directory.load_experiment_config(model_dir)))
+        ("previous", model_dir),
+        lambda: run_directory.load_experiment_config(model_dir))
     if error:
       raise error
-    return config.config
+    return config
 
   def trained_vocab_sha256(self, config: cfg.ExperimentConfig
                           ) -> Optional[str]:

@@ -1,14 +1,13 @@
-"""The rules a run plan must pass: functions of the plan that yield problems.
+"""The rules a run plan must pass: functions of the plan yielding problems.
 
 Every rule runs; `check` raises one refusal listing every problem (a lone
-problem is raised as it is: its message, and its type, e.g.
-`errors.CheckpointMismatchError`). Rules read no file: the facts they judge
-are the plan's (`run_plan.derive`, `plan_facts`), so train.py, the sweep and
+one as it is: its message and type, e.g. `errors.CheckpointMismatchError`).
+Rules read no file (the facts are the plan's), so train.py, the sweep and
 export judge the same facts the same way.
 """
 
 import os
-from typing import Callable, Iterator, Optional, Tuple, Union
+from typing import Iterator, Optional, Tuple, Union
 
 from absl import logging
 
@@ -23,21 +22,18 @@ Problem = Union[str, Exception]
 INIT_KEY = plan_facts.INIT_KEY
 
 
-def _raised(check: Callable[[], None]) -> Iterator[Problem]:
-  try:
-    check()
-  except ValueError as e:
-    yield e
-
-
 def values(plan: run_plan.RunPlan) -> Iterator[Problem]:
   """Config values (`value_checks`: ranges, lengths, GPUs, the encoder
   config's own `validate`, the batches' split over the replicas)."""
   params, mode = plan.params, plan.mode
-  yield from _raised(lambda: value_checks.validate_config(params, mode))
-  yield from _raised(lambda: value_checks.validate_model(params))
-  yield from _raised(lambda: value_checks.validate_batch_sizes(
-      params, mode, plan.num_replicas))
+  for check in (lambda: value_checks.validate_config(params, mode),
+                lambda: value_checks.validate_model(params),
+                lambda: value_checks.validate_batch_sizes(
+                    params, mode, plan.num_replicas)):
+    try:
+      check()
+    except ValueError as e:
+      yield e
 
 
 def derivation(plan: run_plan.RunPlan) -> Iterator[Problem]:
@@ -102,9 +98,7 @@ def data_sets(plan: run_plan.RunPlan) -> Iterator[Problem]:
   vocabulary valid and within the encoder's."""
   for split in plan.splits:
     yield from split.problems
-  for vocab in plan.vocabs:
-    if vocab.problem:
-      yield vocab.problem
+  yield from (vocab.problem for vocab in plan.vocabs if vocab.problem)
 
 
 def _describe(path: str, size, sha: str) -> str:

@@ -1,21 +1,17 @@
 """A run's plan: every fact a train.py run depends on, read once, frozen.
 
-`derive` reads the files a run reads (each data split's files, globbed once,
-shard sets checked whole, their first record, token ids, manifests; every
-vocabulary; the init checkpoint's run, `params.yaml` and embedding shape;
-`model_dir`'s previous `params.yaml` and the one checkpoint it resumes) and
-applies every derivation of the config in one place (the schedule follows a
-lone `trainer.train_steps`; the encoder of a run of ours named by
-`task.init_checkpoint`; the quickstart's data paths; the init checkpoint's
-checked prefix), on a copy. It raises nothing about the inputs: what is
-wrong is a fact too, and `plan_rules` turns the facts into one refusal that
-lists every problem. Reads go through a `Reader`, which reads each file
-once: one per train.py process, one for all of a sweep's runs.
+`derive` reads what a run reads (`plan_facts`: data files, vocabularies, the
+init checkpoint's run and embedding, `model_dir`'s previous params.yaml and
+the one checkpoint it resumes) and applies every derivation of the config in
+one place, on a copy: the schedule follows a lone `trainer.train_steps`, the
+encoder comes from a run of ours in `task.init_checkpoint`, the quickstart's
+data paths, the init checkpoint's checked prefix. What is wrong is a fact
+too: `plan_rules` turns the facts into one refusal listing every problem.
 """
 
 import dataclasses
 import os
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -35,7 +31,7 @@ EVAL_MODES = ("eval", "train_and_eval", "continuous_eval",
               "train_and_post_eval")
 MODES = TRAIN_MODES + ("eval", "continuous_eval")
 TRAIN_STEPS_KEY = "trainer.train_steps"
-INIT_KEY = "task.init_checkpoint"
+INIT_KEY = plan_facts.INIT_KEY
 # Dotted config key -> (position of the last source that set it, its name).
 ExplicitKeys = Dict[str, Tuple[int, str]]
 # Encoder fields that define a checkpoint's variables or the function it
@@ -95,7 +91,6 @@ class RunPlan:
   params: cfg.ExperimentConfig
   mode: str
   model_dir: str
-  explicit: ExplicitKeys
   num_replicas: int
   splits: Tuple[plan_facts.Split, ...]
   vocabs: Tuple[plan_facts.Vocab, ...]
@@ -103,7 +98,6 @@ class RunPlan:
   resume: Optional[str]
   previous: Optional[cfg.ExperimentConfig]
   quickstart: Optional[Quickstart]
-  quickstart_input_files: Tuple[str, ...]
   derived: Tuple[str, ...]
   problems: Tuple[Exception, ...]
 
@@ -270,14 +264,21 @@ def point_at_quickstart_data(params: cfg.ExperimentConfig, data) -> None:
   task.model.encoder.get().vocab_size = int(data["vocab_size"])
 
 
-def _resume(mode: str, model_dir: str) -> Optional[str]:
-  """The checkpoint this run restores (`run_resume.resume_checkpoint`,
-  which refuses a started run whose state file is missing or names a
-  checkpoint that is not whole), or None for a new run. `continuous_eval`
-  only waits for the checkpoints a training job lists: not checked."""
-  if mode == "continuous_eval":
-    return run_directory.newest_checkpoint(model_dir)
-  return run_resume.resume_checkpoint(model_dir)
+def _derive_config(params: cfg.ExperimentConfig, explicit: ExplicitKeys,
+                   init_run: Optional[run_directory.Run]) -> list:
+  """The schedule and the init run's encoder, applied to `params`, then
+  Model Garden's restrictions checked; returns what changed."""
+  derived = [_follow_train_steps(params, explicit),
+             *_inherit_encoder(params, explicit, init_run)]
+  try:
+    params.validate()
+  except KeyError as e:
+    # Model Garden's restriction check raises KeyError("Found inconsistency
+    # between key `a` and key `b`.").
+    raise ValueError(
+        f"{e.args[0] if e.args else e} Set them to agree (setting only "
+        "trainer.train_steps moves the schedule with it).") from None
+  return derived
 
 
 def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
@@ -301,43 +302,31 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
   explicit = dict(explicit or {})
   params = params.replace()
   problems, derived = [], []
-  try:
-    resume = _resume(mode, model_dir)
-  except ValueError as e:
-    resume, problems = None, [e]
-  try:
-    previous = reader.previous(model_dir)
-  except (ValueError, FileNotFoundError) as e:
-    previous = None
-    problems.append(e)
+
+  def caught(read: Callable[[], Any]) -> Any:
+    """`read()`, or None with its ValueError kept in `problems`."""
+    try:
+      return read()
+    except ValueError as e:
+      problems.append(e)
+      return None
+
+  # `resume_checkpoint` refuses a started run whose state file is missing or
+  # names a checkpoint that is not whole; `continuous_eval` only waits for
+  # the checkpoints a training job lists.
+  resume = caught(lambda: run_directory.newest_checkpoint(model_dir) if mode
+                  == "continuous_eval" else run_resume.resume_checkpoint(
+                      model_dir))
+  previous = caught(lambda: reader.previous(model_dir))
   init_value = getattr(params.task, "init_checkpoint", "") or ""
-  try:
-    init_run = reader.run(init_value) if init_value else None
-  except ValueError as e:
-    init_run = None
-    problems.append(e)
+  init_run = caught(lambda: reader.run(init_value) if init_value else None)
   # Model Garden reads the init checkpoint only when a training run starts
   # without a checkpoint of its own.
   restores = mode in TRAIN_MODES and resume is None and not problems
-  try:
-    derived.append(_follow_train_steps(params, explicit))
-    derived.extend(_inherit_encoder(params, explicit, init_run))
-    try:
-      params.validate()
-    except KeyError as e:
-      # Model Garden's restriction check raises KeyError("Found inconsistency
-      # between key `a` and key `b`.").
-      raise ValueError(
-          f"{e.args[0] if e.args else e} Set them to agree (setting only "
-          "trainer.train_steps moves the schedule with it).") from None
-  except ValueError as e:
-    problems.append(e)
-    restores = False
-  try:
-    quickstart = _quickstart(params, model_dir, quickstart_input_files or ())
-  except ValueError as e:
-    quickstart = None
-    problems.append(e)
+  derived = caught(lambda: _derive_config(params, explicit, init_run))
+  restores = restores and derived is not None
+  quickstart = caught(lambda: _quickstart(params, model_dir,
+                                          quickstart_input_files or ()))
   init = (reader.init_run(init_value, init_run, params, restores)
           if init_value else None)
   if init and init.prefix:
@@ -360,19 +349,15 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
     vocabs = tuple(reader.vocab(key, path, vocab_key, vocab_size)
                    for key, path in found if path)
     if hasattr(params.task, "sentencepiece_model_path"):  # Translation.
-      try:
-        translation_data.check_sentencepiece_model(
-            params.task.sentencepiece_model_path)
-      except ValueError as e:
-        problems.append(e)
-  derived = tuple(line for line in derived if line)
+      caught(lambda: translation_data.check_sentencepiece_model(
+          params.task.sentencepiece_model_path))
+  derived = tuple(line for line in derived or () if line)
   for line in derived:
     logging.info("%s.", line)
   return RunPlan(
-      params=params, mode=mode, model_dir=model_dir, explicit=explicit,
+      params=params, mode=mode, model_dir=model_dir,
       num_replicas=num_replicas, splits=splits, vocabs=vocabs, init=init,
       resume=resume, previous=previous, quickstart=quickstart,
-      quickstart_input_files=tuple(quickstart_input_files or ()),
       derived=derived, problems=tuple(problems))
 
 
@@ -399,7 +384,7 @@ def describe(plan: RunPlan) -> str:
             if plan.init.embedding else "")
     vocab = plan.init.vocab
     if vocab and vocab.tokens:
-      rows += f"; its run's vocabulary {vocab.path} ({len(vocab.tokens)} tokens)"
+      rows += f"; its run's vocabulary {vocab.path} ({len(vocab.tokens)})"
     lines.append(f"  init checkpoint: {plan.init.prefix or plan.init.value}"
                  f"{rows}")
   lines.append(f"  resumes: {plan.resume or 'nothing (a new run)'}")

@@ -73,7 +73,8 @@ def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
                train_lib.run_experiment(config, mode, model_dir).items()}
   return {"eval_logs": {k: float(v) if v.size == 1 else v.tolist()
                         for k, v in eval_logs.items()},
-          "global_step": train_lib.checkpoint_step(model_dir)}
+          "global_step": run_directory.checkpoint_step(
+              run_directory.newest_checkpoint(model_dir))}
 
 
 def train_run(run: RunSpec) -> Dict:

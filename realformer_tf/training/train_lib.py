@@ -181,12 +181,6 @@ def write_params_yaml(params: cfg.ExperimentConfig, model_dir: str) -> None:
                run_directory.params_path(model_dir))
 
 
-def checkpoint_step(path: str) -> int:
-  """Global step of a checkpoint (or of a model dir's newest readable one)."""
-  return int(train_utils.read_global_step_from_checkpoint(
-      run_directory.resolve_checkpoint(path, "checkpoint")))
-
-
 _log = run_summary.console
 
 
@@ -315,7 +309,7 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   except stop_signals.Stopped as stop:
     # The lock is released by now; the checkpoint is complete (synced).
     latest = run_directory.newest_checkpoint(model_dir)
-    step = checkpoint_step(latest) if latest else None
+    step = run_directory.checkpoint_step(latest) if latest else None
     _log(stop_signals.stop_line(
         stop, stop.step if stop.step is not None else step or 0, latest,
         step))
@@ -418,7 +412,8 @@ def _run_checked(plan: run_plan.RunPlan, strategy: tf.distribute.Strategy,
   except multi_worker.LOST_WORKER_ERRORS as e:
     latest = run_directory.newest_checkpoint(model_dir)
     lost = multi_worker.lost_worker_exit(
-        e, strategy, latest, checkpoint_step(latest) if latest else None)
+        e, strategy, latest,
+        run_directory.checkpoint_step(latest) if latest else None)
     if lost is None:
       raise
     raise lost from e

@@ -32,9 +32,9 @@ def _fit(vocab_file, vocab_key, checkpoint, checkpoint_key, trained=None):
 def _plan(mode="train", **facts):
   """A hand-built plan of the quickstart's config: no file behind it."""
   params = exp_factory.get_exp_config(experiments.QUICKSTART)
-  fields = dict(params=params, mode=mode, model_dir="/runs/x", explicit={},
+  fields = dict(params=params, mode=mode, model_dir="/runs/x",
                 num_replicas=1, splits=(), vocabs=(), init=None, resume=None,
-                previous=None, quickstart=None, quickstart_input_files=(),
+                previous=None, quickstart=None,
                 derived=(), problems=())
   fields.update(facts)
   return run_plan.RunPlan(**fields)

@@ -241,7 +241,7 @@ def test_train_then_eval_and_continuous_eval(tmp_path, caplog):
   assert not _restore_warnings(caplog)
   # Eval modes leave params.yaml alone (no race with a train job).
   assert params_yaml.stat().st_mtime_ns == written
-  assert train_lib.checkpoint_step(
+  assert run_directory.checkpoint_step(
       tf.train.latest_checkpoint(str(model_dir))) == 4
 
   # Issue 38 item 9: the newest checkpoint cut short. Resume and --mode=eval
@@ -306,7 +306,7 @@ def test_reruns_final_eval_refuses_other_model(tmp_path, capsys, caplog):
   np.testing.assert_allclose(float(again["masked_lm_accuracy"]),
                              float(first["masked_lm_accuracy"]), rtol=1e-6)
   assert record_path.exists()
-  assert train_lib.checkpoint_step(
+  assert run_directory.checkpoint_step(
       tf.train.latest_checkpoint(str(model_dir))) == 4
 
   # Nothing left to do: says so, returns the recorded metrics.
