@@ -190,6 +190,12 @@ class Run:
     """The vocabulary the run's data was tokenized with ("" if unrecorded)."""
     return getattr(self.config.task, "vocab_file", "") or ""
 
+  @property
+  def lock_path(self) -> str:
+    return lock_path(self.directory)
+
+  def latest_checkpoint(self, what: str = "model_dir") -> str:
+    return resolve_checkpoint(self.directory, what)
 
 
 def find_run(path: str) -> Optional[Run]:

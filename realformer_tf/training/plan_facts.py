@@ -195,17 +195,18 @@ class Reader:
     if error:
       return Split(key, data, text, problems=(str(error),))
     problems = []
-    spec = input_checks._record_spec(data)  # pylint: disable=protected-access
+    checks = input_checks  # Its scans keep their (private) names.
+    spec = checks._record_spec(data)  # pylint: disable=protected-access
     if spec:
       expected, id_features, record_format = spec
       problem = self._problem(
           ("first", key, files[0], repr(expected)),
-          lambda: input_checks._check_first_record(  # pylint: disable=protected-access
+          lambda: input_checks.check_first_record(
               key, files[0], expected, record_format))
       if not problem and vocab_size is not None:
         problem = self._problem(
             ("tokens", key, files, tuple(id_features), vocab_size, vocab_key),
-            lambda: input_checks._check_token_ids(  # pylint: disable=protected-access
+            lambda: checks._check_token_ids(  # pylint: disable=protected-access
                 key, files, id_features, vocab_size, vocab_key))
       problems += [problem] if problem else []
     meta = tuple((path, self.meta_data(path)) for path in files)
@@ -224,7 +225,7 @@ class Reader:
       unlisted_files = [path for path, m in meta if m is None]
       unlisted = self._problem(
           ("unlisted", key, tuple(unlisted_files), init.vocab.path),
-          lambda: input_checks._check_unlisted_records(  # pylint: disable=protected-access
+          lambda: checks._check_unlisted_records(  # pylint: disable=protected-access
               key, unlisted_files, data, init.vocab.path,
               len(init.vocab.tokens), init.value))
     return Split(key, data, text, files, meta, tuple(problems), unlisted)

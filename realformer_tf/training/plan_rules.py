@@ -56,7 +56,8 @@ def quickstart(plan: run_plan.RunPlan) -> Iterator[Problem]:
   `model_dir` is named as such, and once the run has a checkpoint, only data
   built from the same inputs (`quickstart_corpus.data_key`) is used (or
   rebuilt, if damaged)."""
-  data, model_dir, name = plan.quickstart, plan.model_dir, experiments.QUICKSTART
+  data, model_dir = plan.quickstart, plan.model_dir
+  name = experiments.QUICKSTART
   if data is None:
     return
   if plan.previous is not None and plan.previous.task.name != name:
@@ -126,9 +127,11 @@ def records_vocabulary(plan: run_plan.RunPlan) -> Iterator[Problem]:
     for path, meta in split.meta:
       sha = meta[1].get("vocab_sha256") if meta else None
       if sha and sha != run_sha:
+        records_vocab = _describe(meta[1].get("vocab_file"),
+                                  meta[1].get("vocab_size"), sha)
         yield (
             f"{split.key}.input_path: {path!r} was converted with vocabulary "
-            f"{_describe(meta[1].get('vocab_file'), meta[1].get('vocab_size'), sha)}"
+            f"{records_vocab}"
             f" (see {meta[0]}), but {INIT_KEY}={init_value!r} was trained "
             f"with {_describe(run_vocab.path, run_size, run_sha)}: convert "
             f"the data again with --vocab_file={run_vocab.path}.")

@@ -222,17 +222,22 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   The quickstart's data, when it must be built, is built under the lock;
   the plan is then derived again and checked over it.
   """
+  # The strategy first, as official/nlp/train.py: a multi-worker one
+  # configures TensorFlow's collective ops, allowed only before its first op
+  # (reading the data is one). Runtime values it cannot be built from are
+  # left to the rules to name.
+  try:
+    value_checks.validate_runtime(params)
+    sound = not list(value_checks._runtime_errors(params.runtime))  # pylint: disable=protected-access
+  except ValueError:
+    sound = False
+  strategy = make_strategy(params) if sound else None
   derive = functools.partial(
       run_plan.derive, params, mode, model_dir, explicit=explicit,
-      quickstart_input_files=quickstart_input_files)
+      quickstart_input_files=quickstart_input_files,
+      num_replicas=strategy.num_replicas_in_sync if strategy else 1)
   plan = derive()
   plan_rules.check(plan)
-  # Built once the values are known good (a bad dtype is named, not failed
-  # on); the batches must split over its replicas.
-  strategy = make_strategy(plan.params)
-  plan = dataclasses.replace(plan,
-                             num_replicas=strategy.num_replicas_in_sync)
-  plan_rules.check(plan, (plan_rules.values,))
   chief = strategy.extended.should_checkpoint
   with run_lock.hold(model_dir,
                      enabled=chief and mode in run_plan.TRAIN_MODES):
@@ -243,7 +248,7 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
           vocab_size=key["vocab_size"], max_seq_length=key["max_seq_length"],
           max_predictions_per_seq=key["max_predictions_per_seq"],
           dupe_factor=key["dupe_factor"])
-      plan = derive(num_replicas=strategy.num_replicas_in_sync)
+      plan = derive()
       plan_rules.check(plan)
     plan.params.validate()
     plan.params.lock()
