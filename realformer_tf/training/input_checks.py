@@ -81,7 +81,7 @@ def _record_spec(data):
   return expected, ["input_ids"], what
 
 
-def check_first_record(key: str, path: str, expected,
+def _check_first_record(key: str, path: str, expected,
                         record_format: str) -> None:
   """The first record of `path` has each expected feature, of its length."""
   try:

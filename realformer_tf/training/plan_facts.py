@@ -201,7 +201,7 @@ class Reader:
       expected, id_features, record_format = spec
       problem = self._problem(
           ("first", key, files[0], repr(expected)),
-          lambda: input_checks.check_first_record(
+          lambda: checks._check_first_record(  # pylint: disable=protected-access
               key, files[0], expected, record_format))
       if not problem and vocab_size is not None:
         problem = self._problem(
