@@ -18,7 +18,8 @@ Flags are Model Garden's (`official.common.flags`): --experiment, --mode
 (train, eval, train_and_eval, continuous_eval, train_and_post_eval),
 --model_dir, --config_file (repeatable; later files override earlier ones),
 --params_override (applied last), --tpu, --gin_file, --gin_params; plus
---quickstart_input_files and --enable_async_checkpointing.
+--quickstart_input_files, --enable_async_checkpointing and --dry_run (print
+the run's plan, `training/run_plan.py`, check it, and write nothing).
 
 A rerun of the same command resumes from the latest checkpoint in
 --model_dir and stops at trainer.train_steps. SIGTERM or SIGINT ends a run
@@ -66,6 +67,10 @@ flags.DEFINE_list(
     "line, blank line between documents) to build the corpus from, instead "
     "of the Python standard library docstrings.")
 flags.DEFINE_bool(
+    "dry_run", False,
+    "Print the run's plan (mode, files per split, vocabularies, init and "
+    "resumed checkpoints, derived settings), check it, and write nothing.")
+flags.DEFINE_bool(
     "enable_async_checkpointing", True,
     "Save checkpoints in a background thread (as official/nlp/train.py).")
 
@@ -73,6 +78,9 @@ flags.DEFINE_bool(
 def main(_):
   logging.set_verbosity(logging.INFO)
   gin.parse_config_files_and_bindings(FLAGS.gin_file, FLAGS.gin_params)
+  if FLAGS.dry_run:
+    train_lib.dry_run(FLAGS)
+    return
   train_lib.run(FLAGS)
   train_utils.save_gin_config(FLAGS.mode, FLAGS.model_dir)
 

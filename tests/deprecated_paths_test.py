@@ -18,8 +18,6 @@ RENAMED = {
         ("realformer_tf.networks.seq2seq", "RealFormerSeq2SeqEncoder"),
     "realformer_tf.serving.serving_modules":
         ("realformer_tf.serving.heads", "MaskedLMServing"),
-    "realformer_tf.training.schedule":
-        ("realformer_tf.training.lr_schedule", "follow_train_steps"),
 }
 
 

@@ -127,7 +127,7 @@ def test_quickstart_builds_its_data_and_trains(tmp_path):
   assert tf.io.gfile.glob(str(model_dir / "train" / "events.out.tfevents.*"))
   assert tf.io.gfile.glob(
       str(model_dir / "validation" / "events.out.tfevents.*"))
-  assert train_lib.checkpoint_step(tf.train.latest_checkpoint(
+  assert run_directory.checkpoint_step(tf.train.latest_checkpoint(
       str(model_dir))) == 8
   # Each progress block once (Orbit logs and prints it; the absl copy goes).
   assert len(progress.findall(proc.stdout + proc.stderr)) == 1
@@ -147,7 +147,7 @@ def test_quickstart_builds_its_data_and_trains(tmp_path):
 
 def _latest_step(model_dir) -> int:
   latest = tf.train.latest_checkpoint(str(model_dir))
-  return train_lib.checkpoint_step(latest) if latest else 0
+  return run_directory.checkpoint_step(latest) if latest else 0
 
 
 def _start(model_dir, config):
@@ -218,7 +218,7 @@ def test_sigkill_then_rerun_resumes_and_stops_at_train_steps(tmp_path):
     reader = tf.train.load_checkpoint(path)
     for name in reader.get_variable_to_shape_map():
       reader.get_tensor(name)
-    assert int(path.rsplit("-", 1)[1]) == train_lib.checkpoint_step(path)
+    assert int(path.rsplit("-", 1)[1]) == run_directory.checkpoint_step(path)
 
   # A rerun after completion trains no further (with a --gin_file, which
   # train.py parses and records as Model Garden's train.py does).
@@ -266,7 +266,7 @@ def test_sigterm_ends_the_run_in_one_line_and_a_rerun_resumes(tmp_path):
   output = proc.communicate(timeout=240)[0]
   assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
   latest = tf.train.latest_checkpoint(str(model_dir))
-  step = train_lib.checkpoint_step(latest)
+  step = run_directory.checkpoint_step(latest)
   (line,) = [l for l in output.splitlines() if l.startswith("stopped at ")]
   match = re.fullmatch(r"stopped at step (\d+) by SIGTERM; latest "
                        r"checkpoint: (\S+) \(step (\d+)\)\.", line)

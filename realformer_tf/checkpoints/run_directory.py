@@ -370,9 +370,11 @@ def newest_checkpoint(model_dir: str) -> Optional[str]:
   """The newest checkpoint prefix `model_dir`'s state file names, or None.
 
   Not read (TensorFlow's `latest_checkpoint`: only its index must exist):
-  this is the one a resumed run restores, so training asks it whether a
-  run has started; readers wanting one that reads call
-  `resolve_checkpoint`.
+  the one definition of the checkpoint a run resumes, which Model Garden's
+  `CheckpointManager` restores (a run's plan checks it first,
+  `run_resume.resume_checkpoint`), and of a run's latest for the trainer,
+  the run summary and the sweep's run states; readers wanting one that
+  reads call `resolve_checkpoint`.
   """
   return tf.train.latest_checkpoint(model_dir) if model_dir else None
 

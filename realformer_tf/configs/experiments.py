@@ -18,8 +18,8 @@ from realformer_tf.tasks import masked_lm as rf_masked_lm
 PRETRAINING = "realformer/pretraining"
 QUICKSTART = "realformer/quickstart"
 
-# `training.quickstart_run` builds the quickstart corpus in this subfolder
-# of model_dir (`quickstart_run.quickstart_data_dir`), with this many
+# train.py builds the quickstart corpus in this subfolder
+# of model_dir (`run_plan.quickstart_data_dir`), with this many
 # differently masked copies of it.
 QUICKSTART_DATA_SUBDIR = "data"
 QUICKSTART_DUPE_FACTOR = 10

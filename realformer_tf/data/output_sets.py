@@ -16,20 +16,11 @@ renames leaves a set that does not match its manifest: `check_set` refuses
 it, naming the file and the command to run again.
 
 Checking: a file is the one its manifest lists while its size, mtime and
-inode are those recorded (a rename keeps them; a file renamed in by a later
-writer is another inode): a restart reads no byte of its records. On an
-object store `tf.io.gfile.stat` gives the size and a whole-second mtime (no
-inode, nor the object's CRC or generation), so there the identity is size +
-mtime: the cheapest one that every upload changes. A file of at most
-`ALWAYS_HASH_BYTES` is always hashed too: an in-place edit that keeps size
-and mtime (a vocabulary fixed by hand, then `touch -d` or `os.utime`, or a
-copy with `cp -p` over it) changes what the records' ids mean. A bigger file
-(TFRecords) whose mtime or inode changed (copied) is checked by the SHA-256
-of its first and last MiB (`sample_sha256`), not by reading gigabytes: a
-kill between the renames leaves a file of another size or other leading
-bytes, and the records carry CRC32C checksums that the reader checks.
-`verified` (kept by `record_facts` beside the run) remembers the copies so
-checked, so a restart does not read them again.
+inode are those recorded (on an object store: size and mtime), so a restart
+reads no byte of its records; small files (vocabularies) are always hashed,
+and a big file that was copied is checked by the SHA-256 of its ends
+(`sample_sha256`). Training checks sets through its run plan
+(`training.plan_facts.Reader`).
 """
 
 import hashlib

@@ -27,6 +27,9 @@ BATCH = 4096
 # The cache entries of the files this process read or looked up: without a
 # cache file (the checks of a sweep's runs in one process) each is read once.
 _READ: Dict[str, Dict[str, Any]] = {}
+# {path: identity} of copied big files whose sampled bytes this process
+# checked against their manifest (`output_sets.file_mismatch`).
+_VERIFIED: Dict[str, Any] = {}
 
 ManifestOf = Callable[[str], Optional[Tuple[str, Dict[str, Any]]]]
 
@@ -118,16 +121,29 @@ def listing(staged: Mapping[str, str]) -> Dict[str, Dict[str, Any]]:
 @contextlib.contextmanager
 def _cache(cache_path: Optional[str]) -> Iterator[Dict[str, Dict[str, Any]]]:
   """The cache at `cache_path` ({"files": ..., "verified": ...}; empty when
-  it is None or unreadable), written back if the block changed it."""
+  it is None or unreadable) over what this process learnt; read only: only
+  `keep` writes it (checks run before a run holds its folder)."""
   read = (output_sets.read_manifest(cache_path) if cache_path else None) or {}
   cache = {key: dict(read.get(key) or {}) for key in ("files", "verified")}
+  cache["verified"].update(_VERIFIED)
+  yield cache
+  _VERIFIED.update(cache["verified"])
+
+
+def keep(cache_path: str, files: Sequence[str]) -> None:
+  """Writes what this process learnt of `files` (read or verified) into the
+  cache at `cache_path`, for a restart; the caller holds its folder."""
+  read = output_sets.read_manifest(cache_path) or {}
+  cache = {key: dict(read.get(key) or {}) for key in ("files", "verified")}
   before = repr(cache)
-  try:
-    yield cache
-  finally:
-    if cache_path and repr(cache) != before:
-      tf.io.gfile.makedirs(os.path.dirname(cache_path) or ".")
-      writes.replace_json(cache_path, cache, utils.GFILE_OPS)
+  for path in files:
+    if path in _READ:
+      cache["files"][path] = _READ[path]
+    if path in _VERIFIED:
+      cache["verified"][path] = _VERIFIED[path]
+  if repr(cache) != before:
+    tf.io.gfile.makedirs(os.path.dirname(cache_path) or ".")
+    writes.replace_json(cache_path, cache, utils.GFILE_OPS)
 
 
 def _listed(path: str, manifest_of: ManifestOf,
@@ -141,7 +157,7 @@ def _listed(path: str, manifest_of: ManifestOf,
   if meta_path is None or not entry or not expected:
     return None
   if output_sets.file_mismatch(path, expected, verified):
-    return None  # `check_records_manifest` names it.
+    return None  # The manifest check names it.
   return RecordFacts.from_dict(entry, "manifest")
 
 

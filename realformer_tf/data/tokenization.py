@@ -89,14 +89,21 @@ def load_vocab(path: str, vocab_size: Optional[int] = None) -> List[str]:
         f"Vocabulary file {path!r} is not a BERT WordPiece vocabulary: it "
         f"lacks the special token(s) {' '.join(missing)} (needs all of "
         f"{' '.join(RESERVED_TOKENS)}).")
-  if vocab_size is not None and len(seen) > vocab_size:
+  check_vocab_size(path, len(seen), vocab_size)
+  return list(seen)
+
+
+def check_vocab_size(path: str, tokens: int,
+                     vocab_size: Optional[int]) -> None:
+  """A vocabulary of `tokens` tokens fits a model of `vocab_size` embedding
+  rows (None: no model): a larger one is refused, a smaller one logged."""
+  if vocab_size is not None and tokens > vocab_size:
     raise ValueError(
-        f"Vocabulary file {path!r} has {len(seen)} tokens, more than the "
+        f"Vocabulary file {path!r} has {tokens} tokens, more than the "
         f"model's vocab_size={vocab_size}: it is not the vocabulary this model "
         "was trained with.")
-  if vocab_size is not None and len(seen) != vocab_size:
-    warn_padded_vocabulary(path, len(seen), vocab_size)
-  return list(seen)
+  if vocab_size is not None and tokens != vocab_size:
+    warn_padded_vocabulary(path, tokens, vocab_size)
 
 
 def warn_padded_vocabulary(vocabulary: str, tokens: int,
@@ -104,7 +111,7 @@ def warn_padded_vocabulary(vocabulary: str, tokens: int,
   """Warns that a model's word embedding has more rows (`vocab_size`) than
   its vocabulary has tokens: allowed (a padded embedding), but rows past
   the vocabulary are never looked up, nor trained. Fine-tuning and export
-  accept the run with this vocabulary (training/vocab_fit.py's rule)."""
+  accept the run with this vocabulary (`plan_rules.vocab_fit_problem`)."""
   logging.warning(
       "Vocabulary %s has %d tokens, but the model's vocab_size is %d: word "
       "embedding rows %d-%d are never looked up (a padded vocabulary). If "

@@ -44,7 +44,8 @@ from realformer_tf.core import writes
 from realformer_tf.data import tokenization
 from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import heads
-from realformer_tf.training import vocab_fit
+from realformer_tf.training import plan_facts
+from realformer_tf.training import plan_rules
 
 HEADS = (heads.MaskedLMServing,
          heads.SentencePredictionServing,
@@ -147,11 +148,15 @@ def recorded_vocab_file(task: cfg.TaskConfig, head: Head,
 
 
 def run_to_export(model_dir: str, export_dir: str,
-                  checkpoint_path: Optional[str],
-                  overwrite: bool) -> Tuple[cfg.ExperimentConfig, str]:
-  """A run's config and checkpoint (`run_directory`: params.yaml, the newest
-  readable checkpoint), once `export_dir` is known to be usable."""
-  config = run_directory.load_experiment_config(model_dir)
+                  checkpoint_path: Optional[str], overwrite: bool,
+                  reader: Optional[plan_facts.Reader] = None
+                 ) -> Tuple[cfg.ExperimentConfig, str]:
+  """A run's config and checkpoint (its params.yaml, read as a run plan
+  reads it, `plan_facts.Reader`; the newest readable checkpoint), once
+  `export_dir` is known to be usable."""
+  if not tf.io.gfile.exists(run_directory.params_path(model_dir)):
+    run_directory.load_experiment_config(model_dir)  # Names what is missing.
+  config = (reader or plan_facts.Reader()).previous(model_dir)
   checkpoint = run_directory.resolve_checkpoint(
       checkpoint_path or model_dir,
       "--checkpoint_path" if checkpoint_path else "--model_dir")
@@ -235,8 +240,9 @@ def export_model(model_dir: str,
     ValueError: On a missing or mismatched checkpoint, vocabulary or length,
       before anything is written.
   """
+  reader = plan_facts.Reader()
   config, checkpoint = run_to_export(model_dir, export_dir, checkpoint_path,
-                                     overwrite)
+                                     overwrite, reader)
   task = config.task
   head = head_of(task)
   encoder = task.model.encoder.get()
@@ -259,12 +265,16 @@ def export_model(model_dir: str,
     vocab, lower_case = load_vocab(task, head, options.vocab_size, vocab_file,
                                    lower_case)
     # One token per word-embedding row, or fewer for the run's own
-    # vocabulary (a padded embedding): `vocab_fit`'s rule, as training's.
-    vocab_fit.check_vocab_fits(
-        vocab_file or head.recorded_vocab(task)[0],
+    # vocabulary (a padded embedding): training's rule.
+    used = reader.vocab(
         "--vocab_file" if vocab_file else head.recorded_vocab(task)[2],
-        checkpoint, "--checkpoint_path" if checkpoint_path else "--model_dir",
-        trained_sha256=vocab_fit.trained_vocab_sha256(config))
+        vocab_file or head.recorded_vocab(task)[0])
+    problem = plan_rules.vocab_fit_problem(
+        used, checkpoint,
+        "--checkpoint_path" if checkpoint_path else "--model_dir",
+        reader.embedding(checkpoint), reader.trained_vocab_sha256(config))
+    if problem:
+      raise ValueError(problem)
 
   if return_attention != "none":
     encoder.return_attention_scores = True

@@ -110,7 +110,8 @@ class Controller(orbit.Controller):
         tf.io.gfile.remove(temp)
       removed.append(temp)
     self._unconfirmed_save = None
-    latest = tf.train.latest_checkpoint(self.checkpoint_manager.directory)
+    latest = run_directory.newest_checkpoint(
+        self.checkpoint_manager.directory)
     raise CheckpointSaveError(
         f"Saving checkpoint {path} failed: {_cause(error)}. Training stopped "
         f"at step {int(self.global_step.numpy())}. The last good checkpoint, "

@@ -22,6 +22,7 @@ import tensorflow as tf
 from official.core import config_definitions as cfg
 from official.core import input_reader
 from official.nlp.data import pretrain_dataloader
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.data import tokenization
 from realformer_tf.training import cpu_numerics
 
@@ -176,7 +177,7 @@ def summary_lines(params: cfg.ExperimentConfig, model_dir: str,
         f"{steps_run / seconds:.1f} steps/s, "
         f"{steps_run * batch / seconds:.0f} examples/s (including "
         "evaluation and checkpointing).")
-  latest = tf.train.latest_checkpoint(model_dir)
+  latest = run_directory.newest_checkpoint(model_dir)
   lines.append(f"Step {step}. Checkpoint: {latest or 'none'}; config: "
                f"{os.path.join(model_dir, 'params.yaml')}; TensorBoard: "
                f"tensorboard --logdir {model_dir}")

@@ -23,6 +23,7 @@ from tqdm import auto as tqdm
 from official.core import config_definitions as cfg
 from realformer_tf import utils
 from realformer_tf.core import writes
+from realformer_tf.checkpoints import run_directory
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 from realformer_tf.training import train_lib
@@ -73,7 +74,8 @@ def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
                train_lib.run_experiment(config, mode, model_dir).items()}
   return {"eval_logs": {k: float(v) if v.size == 1 else v.tolist()
                         for k, v in eval_logs.items()},
-          "global_step": train_lib.checkpoint_step(model_dir)}
+          "global_step": run_directory.checkpoint_step(
+              run_directory.newest_checkpoint(model_dir))}
 
 
 def train_run(run: RunSpec) -> Dict:
@@ -85,7 +87,7 @@ def status(run: RunSpec) -> str:
   """"done" (its result file exists), "resume" (a checkpoint) or "new"."""
   if tf.io.gfile.exists(run.result_path):
     return "done"
-  if tf.train.latest_checkpoint(run.model_dir):
+  if run_directory.newest_checkpoint(run.model_dir):
     return "resume"
   return "new"
 

@@ -36,12 +36,12 @@ from realformer_tf.configs import recipe
 from realformer_tf.core import writes
 from realformer_tf.data import glue as glue_data
 from realformer_tf.tasks import sentence_prediction as rf_sp
-from realformer_tf.training import init_from_run
-from realformer_tf.training import input_checks
+from realformer_tf.training import plan_facts
+from realformer_tf.training import plan_rules
 from realformer_tf.training import process_exit
+from realformer_tf.training import run_plan
 from realformer_tf.training import runs
 from realformer_tf.training import train_lib
-from realformer_tf.training import value_checks
 
 RESULT_FILE = "glue_result.json"
 SUMMARY_FILE = "glue_summary.json"
@@ -144,20 +144,14 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
 
 
 def check_runs(planned: Sequence[GlueRun]) -> None:
-  """What each run checks before it writes (training/preflight.py, steps 1,
-  3-5), for every run's values and, once, for the data, vocabulary and init
-  checkpoint they share: a plan that `--dry_run` prints would start. Reads
-  only; raises the run's own ValueError (records of another sequence length,
-  a missing file, a vocabulary or checkpoint that does not fit)."""
+  """Each run's plan (`run_plan.derive`) passes every rule (`plan_rules`),
+  as the run will check itself: the sweep accepts what train.py accepts.
+  One `plan_facts.Reader` for all runs: their data, vocabulary and init
+  checkpoint are read once in all. Writes nothing."""
+  reader = plan_facts.Reader()
   for run in planned:
-    value_checks.validate_config(run.config.replace(), run.MODE)
-  config, mode = planned[0].config.replace(), planned[0].MODE
-  input_checks.check_data_sets(config, mode)
-  input_checks.check_records_manifest(config, mode)
-  input_checks.check_vocabularies(config, mode)
-  if config.task.init_checkpoint:
-    config.task.init_checkpoint = init_from_run.check_init_checkpoint(config)
-    init_from_run.check_vocab_fits(config, mode)
+    plan_rules.check(run_plan.derive(run.config, run.MODE, run.model_dir,
+                                     reader=reader))
 
 
 def init_warning(config: cfg.ExperimentConfig) -> Optional[str]:

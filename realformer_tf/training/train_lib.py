@@ -2,9 +2,9 @@
 
 The flow is `official/nlp/train.py`'s, plus: parse errors naming the unknown
 experiment, config file or dotted key (`ExperimentParser`); before anything
-is written, every check in one pass (`preflight.checked_run`: config values,
-data sets, vocabularies, init checkpoint, model_dir, then its lock; the
-quickstart's own data built under it);
+is written, the run's plan derived once and every rule checked over it
+(`checked_run`: `run_plan.derive`, `plan_rules.check`, then model_dir's
+lock; the quickstart's own data built under it);
 `training/trainer.py`'s trainer (examples/s, non-finite loss stop);
 `training/controller.py`'s controller (a checkpoint is "saved" once written;
 a failed write stops the run); SIGTERM/SIGINT ending the run with one
@@ -12,6 +12,7 @@ line (`stop_signals`); a final-evaluation record and a closing summary. Strategi
 """
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -29,7 +30,9 @@ from official.core import exp_factory
 from official.core import task_factory
 from official.core import train_lib
 from official.core import train_utils
+from official.common import distribute_utils
 from official.modeling import hyperparams
+from official.modeling import performance
 from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
@@ -37,12 +40,12 @@ from realformer_tf.configs import registry
 from realformer_tf.core import run_lock
 from realformer_tf.core import writes
 from realformer_tf.training import controller as controller_lib
-from realformer_tf.training import init_from_run
-from realformer_tf.training import lr_schedule
-from realformer_tf.training import modes
+from realformer_tf.data import quickstart_corpus
+from realformer_tf.data import record_facts
 from realformer_tf.training import multi_worker
-from realformer_tf.training import preflight
-from realformer_tf.training import quickstart_run
+from realformer_tf.training import plan_facts
+from realformer_tf.training import plan_rules
+from realformer_tf.training import run_plan
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 from realformer_tf.training import trainer as trainer_lib
@@ -51,7 +54,7 @@ from realformer_tf.training import value_checks
 
 def _unknown_key(config, overrides: Mapping[str, Any]) -> Optional[str]:
   """The dotted path of the first key in `overrides` that `config` lacks."""
-  for key in lr_schedule.dotted_items(overrides):
+  for key in run_plan.dotted_items(overrides):
     node, path = config, ""
     for part in key.split("."):
       fields = node.as_dict() if hasattr(node, "as_dict") else {}
@@ -65,7 +68,7 @@ def _unknown_key(config, overrides: Mapping[str, Any]) -> Optional[str]:
 class ExperimentParser(train_utils.ExperimentParser):
   """Model Garden's flag parser (same order) with errors naming the flag, file
   and key; `sources` lists each config file's and the override's nested dict,
-  in order, for `lr_schedule.explicit_keys`."""
+  in order, for `run_plan.explicit_keys`."""
 
   def __init__(self, flags_obj):
     super().__init__(flags_obj)
@@ -119,25 +122,13 @@ def parse_configuration(flags_obj) -> cfg.ExperimentConfig:
 
 
 def parse_configuration_and_sources(flags_obj):
-  """(`parse_configuration`, the keys the user set), with the schedule moved
-  to a lone `trainer.train_steps` and the encoder config of a run of ours named
-  by `task.init_checkpoint` taken, before the config is checked."""
+  """(`parse_configuration`, the keys the user set: `run_plan.explicit_keys`),
+  every value of its field's type; the config's derivations (the schedule,
+  the init run's encoder) are `run_plan.derive`'s."""
   parser = ExperimentParser(flags_obj)
   params = parser.parse()
   value_checks.validate_field_types(params)
-  explicit = lr_schedule.explicit_keys(parser.sources)
-  lr_schedule.follow_train_steps(params, explicit)
-  init_from_run.inherit_encoder(params, explicit)
-  try:
-    params.validate()
-  except KeyError as e:
-    # Model Garden's restriction check raises KeyError("Found inconsistency
-    # between key `a` and key `b`.").
-    raise ValueError(
-        f"{e.args[0] if e.args else e} Set them to agree (setting only "
-        "trainer.train_steps moves the schedule with it).") from None
-  value_checks.validate_model(params)
-  return params, explicit
+  return params, run_plan.explicit_keys(parser.sources)
 
 
 # The errors train.py prints as a message alone (`process_exit.run_and_exit`):
@@ -151,9 +142,8 @@ REFUSALS = cli.REFUSALS + (run_lock.ModelDirBusyError,
 # train_and_post_eval run: {"step": N, "metrics": {...}}. Its absence at
 # step trainer.train_steps means the final evaluation never finished.
 FINAL_EVAL_FILE = "final_eval.json"
-
-
-# For callers that check a config without running it.
+# What a full read of the records without our manifest proved (`record_facts`).
+DATA_SCAN_FILE = "data_scan.json"
 
 
 def clean_stale_temps(model_dir: str) -> List[str]:
@@ -175,7 +165,7 @@ def clean_stale_temps(model_dir: str) -> List[str]:
       tf.io.gfile.remove(path)
     removed.append(path)
     logging.warning("Removed %s, left by an interrupted run.", path)
-  for folder in (model_dir, quickstart_run.quickstart_data_dir(model_dir)):
+  for folder in (model_dir, run_plan.quickstart_data_dir(model_dir)):
     removed.extend(writes.sweep(folder, utils.GFILE_OPS))
   return removed
 
@@ -196,32 +186,121 @@ def write_params_yaml(params: cfg.ExperimentConfig, model_dir: str) -> None:
                run_directory.params_path(model_dir))
 
 
-def checkpoint_step(path: str) -> int:
-  """Global step of a checkpoint (or of a model dir's newest readable one)."""
-  return int(train_utils.read_global_step_from_checkpoint(
-      run_directory.resolve_checkpoint(path, "checkpoint")))
-
-
 _log = run_summary.console
+
+
+def make_strategy(params: cfg.ExperimentConfig) -> tf.distribute.Strategy:
+  """Model Garden's strategy for `params.runtime`, with its precision policy
+  set first, as official/nlp/train.py ('mixed_float16'/'mixed_bfloat16'; the
+  loss scale applies with float16 only)."""
+  if params.runtime.mixed_precision_dtype:
+    performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
+  return distribute_utils.get_distribution_strategy(
+      distribution_strategy=params.runtime.distribution_strategy,
+      all_reduce_alg=params.runtime.all_reduce_alg,
+      num_gpus=params.runtime.num_gpus,
+      tpu_address=params.runtime.tpu,
+      **params.runtime.model_parallelism())
+
+
+@dataclasses.dataclass
+class Checked:
+  """A checked run: its `plan` (the locked config is `plan.params`), its
+  `strategy`, and whether this worker is the chief (Model Garden's
+  `should_checkpoint`: it writes `model_dir`)."""
+  plan: run_plan.RunPlan
+  strategy: tf.distribute.Strategy
+  chief: bool
+
+
+@contextlib.contextmanager
+def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
+                quickstart_input_files: Optional[Sequence[str]] = None,
+                explicit: Optional[run_plan.ExplicitKeys] = None):
+  """Derives the run's plan and checks every rule over it (one refusal
+  lists every problem, before anything is written), then holds
+  `model_dir`'s lock for the block; yields `Checked`.
+
+  A training run's chief holds `model_dir` (`run_lock.hold`) from its first
+  write to its end. Eval modes take no lock: they write only `validation/`
+  event files, beside a training run by design (as official/nlp/train.py).
+  The quickstart's data, when it must be built, is built under the lock;
+  the plan is then derived again and checked over it.
+  """
+  # The strategy first, as official/nlp/train.py: a multi-worker one
+  # configures TensorFlow's collective ops, allowed only before its first op
+  # (reading the data is one). Runtime values it cannot be built from are
+  # left to the rules to name.
+  try:
+    value_checks.validate_runtime(params)
+    sound = not value_checks.runtime_errors(params)
+  except ValueError:
+    sound = False
+  strategy = make_strategy(params) if sound else None
+  # What a read of the records proves, kept beside the run for a restart.
+  scans = os.path.join(model_dir, DATA_SCAN_FILE)
+  derive = functools.partial(
+      run_plan.derive, params, mode, model_dir, explicit=explicit,
+      reader=plan_facts.Reader(cache_path=scans),
+      quickstart_input_files=quickstart_input_files,
+      num_replicas=strategy.num_replicas_in_sync if strategy else 1)
+  plan = derive()
+  plan_rules.check(plan)
+  chief = strategy.extended.should_checkpoint
+  with run_lock.hold(model_dir,
+                     enabled=chief and mode in run_plan.TRAIN_MODES):
+    if plan.builds:
+      key = plan.quickstart.key
+      quickstart_corpus.prepare_quickstart_data(
+          plan.quickstart.data_dir, input_files=plan.quickstart.input_files,
+          vocab_size=key["vocab_size"], max_seq_length=key["max_seq_length"],
+          max_predictions_per_seq=key["max_predictions_per_seq"],
+          dupe_factor=key["dupe_factor"])
+      plan = derive()
+      plan_rules.check(plan)
+    if chief and plan.trains:
+      record_facts.keep(scans, [f for split in plan.splits
+                                for f in split.files])
+    plan.params.validate()
+    plan.params.lock()
+    logging.info("Checks passed for --mode=%s --model_dir=%s.", mode,
+                 model_dir)
+    yield Checked(plan=plan, strategy=strategy, chief=chief)
+
+
+def dry_run(flags_obj) -> run_plan.RunPlan:
+  """train.py --dry_run: derives and prints the plan, then checks it (a
+  refusal as a run's); writes nothing."""
+  params, explicit = parse_configuration_and_sources(flags_obj)
+  plan = run_plan.derive(
+      params, flags_obj.mode, flags_obj.model_dir, explicit=explicit,
+      quickstart_input_files=getattr(flags_obj, "quickstart_input_files",
+                                     None))
+  print(run_plan.describe(plan), flush=True)
+  plan_rules.check(plan)
+  return plan
 
 
 def run(flags_obj) -> Mapping[str, Any]:
   """Parses train.py's flags, then `run_experiment`."""
+  params, explicit = parse_configuration_and_sources(flags_obj)
   return run_experiment(
-      parse_configuration(flags_obj), flags_obj.mode, flags_obj.model_dir,
+      params, flags_obj.mode, flags_obj.model_dir,
       getattr(flags_obj, "quickstart_input_files", None),
-      getattr(flags_obj, "enable_async_checkpointing", False))
+      getattr(flags_obj, "enable_async_checkpointing", False), explicit)
 
 
 def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                    quickstart_input_files: Optional[Sequence[str]] = None,
-                   enable_async_checkpointing: bool = False
+                   enable_async_checkpointing: bool = False,
+                   explicit: Optional[run_plan.ExplicitKeys] = None
                   ) -> Mapping[str, Any]:
   """Checks, then trains and/or evaluates a parsed (unlocked) config as `mode`
-  says; train.py and the GLUE sweep both run through here. Returns the last
-  evaluation's metrics (empty if the mode does not evaluate).
+  says; train.py, the GLUE sweep and the reproduction all run through here.
+  Returns the last evaluation's metrics (empty if the mode does not
+  evaluate). `explicit`: the keys the user set (`run_plan.explicit_keys`).
 
-  Every check runs first, once (`preflight.checked_run`, which also holds
+  Every check runs first, once (`checked_run`, which also holds
   `model_dir`'s lock for the run: a second writer fails at once, naming it).
   Only the chief takes it: the worker that Model Garden lets write
   `model_dir`'s checkpoints (`strategy.extended.should_checkpoint`,
@@ -239,14 +318,14 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   try:
     # A signal held back to the block's end (`stop_signals`) is caught too.
     with signals:
-      with preflight.checked_run(params, mode, model_dir,
-                                 quickstart_input_files) as run:
-        return _run_checked(run.params, mode, model_dir, run.strategy,
-                            run.chief, enable_async_checkpointing)
+      with checked_run(params, mode, model_dir, quickstart_input_files,
+                       explicit) as run:
+        return _run_checked(run.plan, run.strategy, run.chief,
+                            enable_async_checkpointing)
   except stop_signals.Stopped as stop:
     # The lock is released by now; the checkpoint is complete (synced).
     latest = run_directory.newest_checkpoint(model_dir)
-    step = checkpoint_step(latest) if latest else None
+    step = run_directory.checkpoint_step(latest) if latest else None
     _log(stop_signals.stop_line(
         stop, stop.step if stop.step is not None else step or 0, latest,
         step))
@@ -269,15 +348,15 @@ def _save_at_stop(controllers, strategy: tf.distribute.Strategy,
     _log(f"could not save the stopped run's step: {e}")
 
 
-def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
-                 strategy: tf.distribute.Strategy, chief: bool,
-                 enable_async_checkpointing: bool) -> Mapping[str, Any]:
-  """`run_experiment` after the checks (`params` locked)."""
+def _run_checked(plan: run_plan.RunPlan, strategy: tf.distribute.Strategy,
+                 chief: bool, enable_async_checkpointing: bool
+                ) -> Mapping[str, Any]:
+  """`run_experiment` after the checks (`plan.params` locked)."""
+  params, mode, model_dir = plan.params, plan.mode, plan.model_dir
   logging.info("Final experiment parameters:\n%s",
                pprint.pformat(params.as_dict()))
-  start_step = (checkpoint_step(model_dir)
-                if run_directory.newest_checkpoint(model_dir) else 0)
-  completed = (mode in modes.TRAIN_MODES and
+  start_step = run_directory.checkpoint_step(plan.resume)
+  completed = (mode in run_plan.TRAIN_MODES and
                start_step >= params.trainer.train_steps)
   if completed:
     try:
@@ -293,10 +372,10 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     _log(f"Training is already complete at step {start_step}, but its final "
          "evaluation never finished: running it now.")
 
-  trains = mode in modes.TRAIN_MODES and not completed
+  trains = mode in run_plan.TRAIN_MODES and not completed
   # Written by the chief only; pure eval modes do not write it, so that a
   # continuous eval job does not race the train job (as official/nlp/train.py).
-  writer = chief and mode in modes.TRAIN_MODES
+  writer = chief and mode in run_plan.TRAIN_MODES
   if writer:
     clean_stale_temps(model_dir)
     write_params_yaml(params, model_dir)
@@ -310,11 +389,12 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     task = task_factory.get_task(params.task, logging_dir=model_dir)
     trainer = train_utils.create_trainer(
         params, task, train=trains,
-        evaluate=mode in modes.EVAL_MODES,
+        evaluate=mode in run_plan.EVAL_MODES,
         checkpoint_exporter=train_lib.maybe_create_best_ckpt_exporter(
             params, model_dir),
         trainer_cls=functools.partial(trainer_lib.Trainer,
-                                      model_dir=model_dir))
+                                      model_dir=model_dir,
+                                      resume=plan.resume))
   eval_outputs = []  # Orbit eval action: run_experiment returns only post-eval.
   run_summary.drop_duplicate_progress()
   start_time = time.time()
@@ -327,7 +407,7 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     multi_worker.stop_after_preemption_checkpoint(kwargs.get("train_actions"))
     multi_worker.align_checkpoint_interval(
         kwargs.get("checkpoint_manager"), strategy,
-        start_step if run_directory.newest_checkpoint(model_dir) else None)
+        start_step if plan.resume else None)
     controllers.append(controller_lib.Controller(*args, **kwargs))
     return controllers[-1]
 
@@ -348,7 +428,8 @@ def _run_checked(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   except multi_worker.LOST_WORKER_ERRORS as e:
     latest = run_directory.newest_checkpoint(model_dir)
     lost = multi_worker.lost_worker_exit(
-        e, strategy, latest, checkpoint_step(latest) if latest else None)
+        e, strategy, latest,
+        run_directory.checkpoint_step(latest) if latest else None)
     if lost is None:
       raise
     raise lost from e

@@ -127,21 +127,21 @@ def _input_position(checkpoint: Optional[str], batch_size: int
 class Trainer(base_trainer.Trainer):
   """See the module docstring. Built with `train=False`, it restores the
   model without the optimizer; `model_dir`: where the non-finite loss error
-  finds the latest checkpoint."""
+  finds the latest checkpoint; `resume`: the checkpoint the run restores (its
+  plan's, `run_plan.RunPlan.resume`; None for a new run)."""
 
   def __init__(self, config, task, *args, model_dir: Optional[str] = None,
-               **kwargs):
+               resume: Optional[str] = None, **kwargs):
     # A resumed pre-training run's input skips the records the stopped run
     # trained on (`MaskedLMTask.resume_input_at`), counted in its checkpoint
     # (`input_records`: whatever batch sizes it trained with); set before the
     # base class builds the datasets, from the checkpoint the run restores
-    # (the chief's, on every worker).
+    # (`resume`, the plan's: the chief's, on every worker).
     resume_step = records = None
     if kwargs.get("train", True) and isinstance(task,
                                                 masked_lm_task.MaskedLMTask):
       resume_step, records = _input_position(
-          run_directory.newest_checkpoint(model_dir),
-          config.task.train_data.global_batch_size)
+          resume, config.task.train_data.global_batch_size)
       task.resume_input_at(records)
     super().__init__(config, task, *args, **kwargs)
     self._model_dir = model_dir

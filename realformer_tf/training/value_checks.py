@@ -25,7 +25,7 @@ import tensorflow as tf
 from official.core import config_definitions as cfg
 from official.modeling import hyperparams
 from realformer_tf.configs import registry
-from realformer_tf.training import modes
+from realformer_tf.training import run_plan
 
 # `runtime.mixed_precision_dtype` values Model Garden's
 # `performance.set_mixed_precision_policy` accepts (float16 and bfloat16 set
@@ -170,6 +170,13 @@ def _value_errors(params: cfg.ExperimentConfig, trains: bool,
   yield from _other_errors(params, trains)
 
 
+def runtime_errors(params: cfg.ExperimentConfig) -> List[str]:
+  """The problems of `params.runtime`'s values (a strategy is built from
+  them before the plan is derived)."""
+  return [error for error in _value_errors(params, False, False, [])
+          if error.startswith("runtime.")]
+
+
 def _refusal(what: str, errors: List[str]) -> ValueError:
   """One error for every problem found, one a line."""
   return ValueError(f"Config values {what}: " + ";\n  ".join(errors) + ".")
@@ -243,9 +250,9 @@ def _length_errors(key: str, data, encoder_key: Optional[str],
 def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
   """The checks of `params` for `mode` that read no input file: its values
   and sequence lengths in one error (`check_values`), then the GPUs."""
-  data_configs = modes.data_configs(params, mode)
-  errors = list(_value_errors(params, mode in modes.TRAIN_MODES,
-                              mode in modes.EVAL_MODES,
+  data_configs = run_plan.data_configs(params, mode)
+  errors = list(_value_errors(params, mode in run_plan.TRAIN_MODES,
+                              mode in run_plan.EVAL_MODES,
                               [key for key, _ in data_configs]))
   encoder_key, encoder = registry.task_encoder(params)
   for key, data in data_configs:
@@ -259,7 +266,7 @@ def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
                          num_replicas: int) -> None:
   """Each global batch must split evenly over the replicas (positive:
   `check_values`)."""
-  for key, data in modes.data_configs(params, mode):
+  for key, data in run_plan.data_configs(params, mode):
     batch = data.global_batch_size
     if batch % num_replicas:
       raise ValueError(

@@ -12,7 +12,8 @@ from official.core import train_utils
 from realformer_tf.configs import translation
 from realformer_tf.data import translation as translation_data
 from realformer_tf.tasks import translation as rf_translation
-from realformer_tf.training import preflight
+from realformer_tf.training import plan_rules
+from realformer_tf.training import run_plan
 from realformer_tf.training import train_lib
 from tests.helpers import train_runs as utils
 from tests.helpers import translation as ttu
@@ -23,6 +24,12 @@ YAML_DIR = os.path.join(utils.REPO_ROOT, "official_configs", "experiments",
 SIZES = {"wmt14_en_de_base.yaml": (512, 8, 2048, 0.1),
          "wmt14_en_de_big.yaml": (1024, 16, 4096, 0.3)}
 OWN_DATA_YAML = os.path.join(YAML_DIR, "small_own_data.yaml")
+
+
+def _checked(params, mode, model_dir):
+  """The checked run's locked config (every rule, the data built)."""
+  with train_lib.checked_run(params, mode, model_dir) as run:
+    return run.plan.params
 
 
 def _parse(*config_files, params_override=""):
@@ -67,7 +74,7 @@ class TranslationConfigTest(tf.test.TestCase, parameterized.TestCase):
                                   params.task.model.encoder.num_layers,
                                   params.task.model.decoder.num_layers))
     model_dir = f"{d}/run"
-    preflight.prepare_and_validate(params, "train_and_eval", model_dir)
+    _checked(params, "train_and_eval", model_dir)
     self.assertFalse(os.path.exists(model_dir))
     task = task_factory.get_task(params.task)
     batch = next(iter(task.build_inputs(params.task.train_data)))
@@ -122,7 +129,9 @@ class TranslationConfigTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_residual_attention_names_the_key(self):
     with self.assertRaisesRegex(ValueError,
                                 "task.model.encoder.*residual_attention"):
-      _parse(params_override="task.model.encoder.residual_attention=avg")
+      plan_rules.check(run_plan.derive(
+          _parse(params_override="task.model.encoder.residual_attention=avg"),
+          "train", tempfile.mkdtemp()), (plan_rules.values,))
 
 
 if __name__ == "__main__":

@@ -13,8 +13,13 @@ import tensorflow as tf
 
 from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
-from realformer_tf.training import input_checks
+from realformer_tf.training import plan_facts
 from tests.helpers import train_runs
+
+
+def manifest_of(path):
+  """The manifest listing `path`, as a run plan's reader finds it."""
+  return plan_facts.Reader().meta_data(path)
 
 
 def _shards(tmp_path, count=3, per_shard=6):
@@ -73,13 +78,13 @@ def test_the_manifest_entry_is_trusted_while_the_file_matches(tmp_path,
   monkeypatch.setattr(output_sets, "ALWAYS_HASH_BYTES", 100)  # "Big" shards.
   with monkeypatch.context() as patch:
     _no_reads(patch)
-    found = record_facts.facts(files, input_checks.meta_data_of)
+    found = record_facts.facts(files, manifest_of)
   assert {f: (x.source, x.as_dict()) for f, x in found.items()} == {
       f: ("manifest", x.as_dict()) for f, x in written.items()}
   # A file renamed in by another writer is not the one listed: read.
   train_runs.write_pretraining_records(files[1] + ".new", 4, seed=9)
   os.replace(files[1] + ".new", files[1])
-  found = record_facts.facts(files, input_checks.meta_data_of)
+  found = record_facts.facts(files, manifest_of)
   assert found[files[1]].source == "scan" and found[files[1]].count == 4
 
 
@@ -87,28 +92,32 @@ def test_unlisted_records_are_read_once_then_cached(tmp_path, monkeypatch):
   _, files = _shards(tmp_path)
   os.remove(str(tmp_path / "train_pretraining_meta_data.json"))
   cache = str(tmp_path / "run" / "data_scan.json")
-  first = record_facts.facts(files, input_checks.meta_data_of, cache)
+  first = record_facts.facts(files, manifest_of, cache)
   assert {x.source for x in first.values()} == {"scan"}
+  assert not os.path.exists(cache)  # Checks write nothing; `keep` does.
+  record_facts.keep(cache, files)
   with monkeypatch.context() as patch:
     _no_reads(patch)
-    again = record_facts.facts(files, input_checks.meta_data_of, cache)
+    patch.setattr(record_facts, "_READ", {})  # As a restarted process.
+    again = record_facts.facts(files, manifest_of, cache)
   assert {x.source for x in again.values()} == {"cache"}
   assert ({f: x.as_dict() for f, x in again.items()} ==
           {f: x.as_dict() for f, x in first.items()})
   # Rewritten (other size or mtime): read again.
   train_runs.write_pretraining_records(files[0], 2, seed=5)
-  found = record_facts.facts(files, input_checks.meta_data_of, cache)
+  found = record_facts.facts(files, manifest_of, cache)
   assert found[files[0]].source == "scan" and found[files[0]].count == 2
   assert found[files[1]].source == "cache"
+  record_facts.keep(cache, files)
   # Without `read`, only what is known.
   other = str(tmp_path / "other.tfrecord")
   train_runs.write_pretraining_records(other, 3)
-  assert list(record_facts.facts([files[1], other], input_checks.meta_data_of,
+  assert list(record_facts.facts([files[1], other], manifest_of,
                                  cache, read=False)) == [files[1]]
   # Without a cache file, this process reads each file once.
   with monkeypatch.context() as patch:
     _no_reads(patch)
-    assert record_facts.facts(files, input_checks.meta_data_of)[
+    assert record_facts.facts(files, manifest_of)[
         files[2]].source == "cache"
 
 
@@ -127,18 +136,24 @@ def test_a_copied_set_is_sampled_once_then_remembered(tmp_path, monkeypatch):
   record_facts.check_set(manifest_path, manifest, cache)
   assert sorted(sampled) == [f"train-0000{i}-of-00003.tfrecord"
                              for i in range(3)]
+  files = sorted(tf.io.gfile.glob(str(tmp_path / "b" / "train-*")))
+  record_facts.keep(cache, files)
+  monkeypatch.setattr(record_facts, "_VERIFIED", {})  # A restarted process.
   record_facts.check_set(manifest_path, manifest, cache)
-  record_facts.facts(sorted(tf.io.gfile.glob(str(tmp_path / "b" / "train-*"))),
-                     input_checks.meta_data_of, cache)
+  record_facts.facts(files, manifest_of, cache)
   assert len(sampled) == 3  # Neither a restart nor the facts read again.
 
 
 _RESTART = textwrap.dedent("""\
+    import os
     import sys
     from official.core import exp_factory
     from realformer_tf.configs import registry
     from realformer_tf.data import output_sets
-    from realformer_tf.training import input_checks
+    from realformer_tf.data import record_facts
+    from realformer_tf.training import plan_facts
+    from realformer_tf.training import plan_rules
+    from realformer_tf.training import run_plan
     from tests.helpers import train_runs
     # The shards (a few kB) count as big, as real ones over 16 MiB are.
     output_sets.ALWAYS_HASH_BYTES = 1000
@@ -146,10 +161,11 @@ _RESTART = textwrap.dedent("""\
     params = exp_factory.get_exp_config("realformer/pretraining")
     params.override(train_runs.tiny_overrides(pattern, "dummy"))
     open(cache + ".start", "w").close()  # Marks where the checks begin.
-    # What preflight checks before training, in its order.
-    input_checks.check_data_sets(params, "train", cache_path=cache)
-    input_checks.check_records_manifest(params, "train", cache_path=cache)
-    input_checks.check_vocabularies(params, "train", cache_path=cache)
+    # What train.py does before training: the plan, its rules, the cache.
+    plan = run_plan.derive(params, "train", os.path.dirname(cache),
+                           reader=plan_facts.Reader(cache_path=cache))
+    plan_rules.check(plan)
+    record_facts.keep(cache, [f for s in plan.splits for f in s.files])
     open(cache + ".end", "w").close()
     """)
 

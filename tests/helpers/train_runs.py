@@ -19,6 +19,7 @@ import yaml
 
 from official.core import exp_factory
 from official.core import train_utils
+from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.data import output_sets
@@ -106,6 +107,19 @@ def write_quickstart_yaml(path: str, *, vocab_size: int, width: int,
                              "dropout_rate": 0.1, "name": "next_sentence"}]},
           "train_data": data, "validation_data": dict(data)},
       "trainer": trainer})
+
+
+def save_encoder_checkpoint(run_dir: str, number: int, **encoder) -> str:
+  """Saves a RealFormer encoder of `encoder` (config fields) in `run_dir` as
+  a fine-tuning run's init checkpoint `ckpt-<number>`; returns its prefix."""
+  model = encoders.build_realformer_encoder(
+      encoders.RealFormerEncoderConfig(**encoder))
+  ids = tf.zeros([1, 4], tf.int32)
+  model(dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
+             input_type_ids=ids))
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(encoder=model),
+                                       run_dir, max_to_keep=1)
+  return manager.save(checkpoint_number=number)
 
 
 def _int_feature(values):

@@ -152,7 +152,7 @@ def test_task_rejects_inconsistent_configs():
 
 
 def test_init_checkpoint_must_exist(tmp_path):
-  """Outside train.py (whose checks name these first, `init_from_run`), the
+  """Outside train.py (whose checks name these first, `run_plan`), the
   task still names the key and the path."""
   for path in (str(tmp_path), str(tmp_path / "ckpt-1")):
     task = _task("rte", init_checkpoint=path)

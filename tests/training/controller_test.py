@@ -71,7 +71,7 @@ def test_failed_checkpoint_write_stops_the_run_naming_it(
   assert f"saved checkpoint to {good}." in out
   assert "saved checkpoint to " + bad not in out
   assert tf.train.latest_checkpoint(model_dir) == good
-  assert train_lib.checkpoint_step(good) == 2
+  assert run_directory.checkpoint_step(good) == 2
   assert not tf.io.gfile.glob(f"{bad}*")
   assert sorted(os.listdir(model_dir)) == [
       "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
@@ -116,7 +116,7 @@ def test_a_stopped_run_saves_the_step_it_stopped_at(
   assert f"saved checkpoint to {saved}." in out
   assert (f"stopped at step 4 by SIGTERM; latest checkpoint: {saved} "
           "(step 4).") in out
-  assert train_lib.checkpoint_step(saved) == 4
+  assert run_directory.checkpoint_step(saved) == 4
   assert run_directory.LOCK_FILE not in os.listdir(model_dir)
 
 

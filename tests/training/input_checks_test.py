@@ -1,5 +1,6 @@
-"""Tests for realformer_tf/training/input_checks.py: record kinds and token
-ids of GLUE/SQuAD/pre-training records, unreadable files.
+"""Tests for realformer_tf/training/input_checks.py, as a run plan's data
+rules use them: record kinds and token ids of GLUE/SQuAD/pre-training
+records, unreadable files.
 
 (The pre-training input checks are also exercised end to end, through
 train_lib, in tests/training/train_lib_test.py.)"""
@@ -7,6 +8,7 @@ train_lib, in tests/training/train_lib_test.py.)"""
 import logging
 import os
 import re
+import tempfile
 
 import numpy as np
 import pytest
@@ -15,17 +17,17 @@ import tensorflow as tf
 from official.core import exp_factory
 from official.core import train_utils
 from realformer_tf.configs import registry  # pylint: disable=unused-import
-from realformer_tf.training import input_checks
+from realformer_tf.training import plan_rules
+from realformer_tf.training import run_plan
 from tests.helpers import train_runs as utils
 
 SEQ = 16
 VOCAB = 64
 
 
-def _check(params, mode):
-  """The data-set checks, then the vocabulary checks (preflight's order)."""
-  input_checks.check_data_sets(params, mode)
-  input_checks.check_vocabularies(params, mode)
+def _check(params, mode, rules=(plan_rules.data_sets,)):
+  """The plan's data-set and vocabulary rules (or `rules`)."""
+  plan_rules.check(run_plan.derive(params, mode, tempfile.mkdtemp()), rules)
 
 
 def _int(values):
@@ -173,7 +175,7 @@ def test_records_without_meta_data_are_checked_as_far_as_possible(tmp_path,
   params = _config("realformer/glue", fits)
   params.task.init_checkpoint = run_dir
   with caplog.at_level(logging.WARNING):
-    input_checks.check_records_vocabulary(params, "train")
+    _check(params, "train", (plan_rules.records_vocabulary,))
   assert re.search(
       rf"task.train_data.input_path: {re.escape(fits)} has no converter "
       rf"meta data .* could not be verified against {re.escape(vocab)} \(48 "
@@ -189,7 +191,7 @@ def test_records_without_meta_data_are_checked_as_far_as_possible(tmp_path,
       rf"{re.escape(past)}' holds token id {VOCAB - 1} \(the largest in its "
       rf"records\), but task.init_checkpoint=.*pretrain' was trained with "
       rf"{re.escape(vocab)} \(48 tokens.*--vocab_file=")):
-    input_checks.check_records_vocabulary(params, "train")
+    _check(params, "train", (plan_rules.records_vocabulary,))
 
 
 def _pretraining_params(input_path):
@@ -201,20 +203,19 @@ def _pretraining_params(input_path):
 def test_a_shard_set_is_checked_whole_before_training(tmp_path):
   pattern = utils.write_pretraining_shards(str(tmp_path / "train"), 3, 4)
   params = _pretraining_params(pattern)
-  input_checks.check_data_sets(params, "train")
-  input_checks.check_records_manifest(params, "train")
+  _check(params, "train")
   # A shard rewritten by another conversion: not the set its manifest lists.
   shard = str(tmp_path / "train-00002-of-00003.tfrecord")
   utils.write_pretraining_records(shard, 4, seed=99)
   with pytest.raises(ValueError) as e:
-    input_checks.check_records_manifest(params, "train")
+    _check(params, "train")
   assert f"task.train_data.input_path={pattern!r}: {shard}" in str(e.value)
   # A set missing a shard (a killed writer), even without its manifest.
   os.remove(shard)
   os.remove(str(tmp_path / "train_pretraining_meta_data.json"))
   params = _pretraining_params(str(tmp_path / "train-*"))
   with pytest.raises(ValueError) as e:
-    input_checks.check_data_sets(params, "train")
+    _check(params, "train")
   assert ("task.train_data.input_path: the shard set "
           f"{tmp_path}/train-?????-of-00003.tfrecord is incomplete: 2 of 3 "
           "shards, missing train-00002-of-00003.tfrecord") in str(e.value)

@@ -18,10 +18,15 @@ import tensorflow as tf
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
 from realformer_tf.core import run_lock
-from realformer_tf.training import preflight
 from realformer_tf.training import train_lib
 from tests.helpers import file_trees
 from tests.helpers import train_runs as utils
+
+
+def _checked(params, mode, model_dir):
+  """The checked run's locked config (every rule, the data built)."""
+  with train_lib.checked_run(params, mode, model_dir) as run:
+    return run.plan.params
 
 
 # --------------------------------------------------------------------------
@@ -159,14 +164,14 @@ def test_bad_quickstart_config_fails_before_its_data_is_built(tmp_path):
                             "validation_data": {"seq_length": 128}}})
   with pytest.raises(ValueError, match=r"task.train_data.seq_length=128 "
                      r"exceeds .*max_position_embeddings=64"):
-    preflight.prepare_and_validate(params, "train", str(model_dir))
+    _checked(params, "train", str(model_dir))
   assert not model_dir.exists()  # No data cache built (or overwritten).
   params = experiments.realformer_quickstart()
   params.override({"task": {"validation_data": {"seq_length": 16}}})
   with pytest.raises(ValueError, match=r"one set of records, but "
                      r"task.train_data.seq_length=32 != "
                      r"task.validation_data.seq_length=16"):
-    preflight.prepare_and_validate(params, "train", str(model_dir))
+    _checked(params, "train", str(model_dir))
   assert not model_dir.exists()
   params = experiments.realformer_quickstart()
   params.override({"task": {"train_data": {"global_batch_size": 0}}})
@@ -236,7 +241,7 @@ def test_train_then_eval_and_continuous_eval(tmp_path, caplog):
   assert not _restore_warnings(caplog)
   # Eval modes leave params.yaml alone (no race with a train job).
   assert params_yaml.stat().st_mtime_ns == written
-  assert train_lib.checkpoint_step(
+  assert run_directory.checkpoint_step(
       tf.train.latest_checkpoint(str(model_dir))) == 4
 
   # Issue 38 item 9: the newest checkpoint cut short. Resume and --mode=eval
@@ -301,7 +306,7 @@ def test_reruns_final_eval_refuses_other_model(tmp_path, capsys, caplog):
   np.testing.assert_allclose(float(again["masked_lm_accuracy"]),
                              float(first["masked_lm_accuracy"]), rtol=1e-6)
   assert record_path.exists()
-  assert train_lib.checkpoint_step(
+  assert run_directory.checkpoint_step(
       tf.train.latest_checkpoint(str(model_dir))) == 4
 
   # Nothing left to do: says so, returns the recorded metrics.
@@ -387,3 +392,29 @@ def test_params_yaml_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
   with open(path, "rb") as f:
     assert f.read() == before
   assert os.listdir(model_dir) == ["params.yaml"]
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
+  run = utils.make_tiny_run(tmp_path)
+  fresh = tmp_path / "fresh"
+  flags = dict(experiment="realformer/pretraining",
+               config_file=[run["config_file"]], params_override="",
+               tpu=None, mode="train")
+  train_lib.dry_run(utils.Flags(model_dir=str(fresh), **flags))
+  assert not fresh.exists()  # A new run: nothing created.
+  text = capsys.readouterr().out
+  assert f"Plan for --mode=train --model_dir={fresh}:" in text
+  assert f"  task.train_data: 1 file(s) ({run['train_file']})" in text
+  assert f"  task.vocab_file: {run['vocab_file']} (64 tokens, sha256 " in text
+  assert "  resumes: nothing (a new run)" in text
+  model_dir = tmp_path / "run"
+  utils.run_in_process(model_dir, [run["config_file"]])
+  before = file_trees.files_under(str(model_dir))
+  train_lib.dry_run(utils.Flags(model_dir=str(model_dir), **flags))
+  assert file_trees.files_under(str(model_dir)) == before  # Byte for byte.
+  assert f"  resumes: {model_dir}/ckpt-6" in capsys.readouterr().out
+  with pytest.raises(ValueError, match="must be positive"):
+    train_lib.dry_run(utils.Flags(
+        model_dir=str(model_dir), **dict(
+            flags, params_override="task.train_data.global_batch_size=0")))
+  assert file_trees.files_under(str(model_dir)) == before

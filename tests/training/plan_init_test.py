@@ -1,4 +1,5 @@
-"""Fine-tuning from a run of ours: encoder config inherited, checks before writing."""
+"""Fine-tuning from a run of ours (run_plan.derive, plan_rules): encoder
+config inherited, checks before writing."""
 
 import json
 import os
@@ -10,15 +11,14 @@ import tensorflow as tf
 from official.core import exp_factory
 from official.core import train_utils
 from realformer_tf.checkpoints import errors
-from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
 from realformer_tf.data import glue
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
-from realformer_tf.training import init_from_run
-from realformer_tf.training import input_checks
-from realformer_tf.training import preflight
+from realformer_tf.training import plan_facts
+from realformer_tf.training import plan_rules
+from realformer_tf.training import run_plan
 from realformer_tf.training import train_lib
 from tests.helpers import shared_data
 from tests.helpers import train_runs as utils
@@ -39,14 +39,7 @@ def _write_run(run_dir, vocab_file, with_nsp=True, nsp_width=16):
     params.task.model.cls_heads = []
   os.makedirs(run_dir, exist_ok=True)
   train_utils.serialize_config(params, run_dir)
-  encoder = encoders.build_realformer_encoder(
-      encoders.RealFormerEncoderConfig(**_ENCODER))
-  ids = tf.zeros([1, 4], tf.int32)
-  encoder(dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
-               input_type_ids=ids))
-  manager = tf.train.CheckpointManager(tf.train.Checkpoint(encoder=encoder),
-                                       run_dir, max_to_keep=1)
-  return manager.save(checkpoint_number=7)
+  return utils.save_encoder_checkpoint(run_dir, 7, **_ENCODER)
 
 
 def _glue_records(directory, seq_length=16):
@@ -72,6 +65,12 @@ def _glue_flags(init_checkpoint, extra=""):
       params_override=override + extra, tpu=None)
 
 
+def _checked(params, mode, model_dir):
+  """The checked run's locked config (every rule, the data built)."""
+  with train_lib.checked_run(params, mode, model_dir) as run:
+    return run.plan.params
+
+
 class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
 
   def setUp(self):
@@ -84,35 +83,45 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     return train_lib.parse_configuration_and_sources(
         _glue_flags(init_checkpoint, extra))
 
+  def _derive(self, init_checkpoint, extra="", mode="train"):
+    params, explicit = self._parse(init_checkpoint, extra)
+    return run_plan.derive(params, mode, os.path.join(self.tmp, "mrpc"),
+                           explicit=explicit)
+
   @parameterized.named_parameters(("model_dir", False), ("ckpt_prefix", True))
   def test_encoder_config_comes_from_the_run(self, use_prefix):
     prefix = _write_run(self.run_dir, self.vocab, with_nsp=False)
-    params, explicit = self._parse(prefix if use_prefix else self.run_dir)
-    run_config = init_from_run.inherit_encoder(params, explicit)
-    self.assertIsNotNone(run_config)
+    plan = self._derive(prefix if use_prefix else self.run_dir)
+    self.assertIn("is a realformer/pretraining run: its encoder config",
+                  plan.derived[0])
+    params = plan.params
     encoder = params.task.model.encoder.any
     for key, value in _ENCODER.items():
       self.assertEqual(getattr(encoder, key), value, key)
     self.assertEqual(encoder.dropout_rate, finetuning.PAPER_DROPOUT)
     # No NSP head in the run: no pooler to restore.
     self.assertFalse(params.task.init_cls_pooler)
-    self.assertEqual(init_from_run.check_init_checkpoint(params), prefix)
+    self.assertEqual(plan.init.prefix, prefix)
+    self.assertEqual(params.task.init_checkpoint, prefix)
 
   def test_nsp_pooler_of_another_width_is_not_restored(self):
     # The quickstart's NSP head can be wider than a resized encoder; GLUE's
     # pooler is hidden_size wide, so restoring it would fail mid-build.
     _write_run(self.run_dir, self.vocab, nsp_width=128)
-    params, _ = self._parse(self.run_dir)  # Inherits the run's encoder.
-    self.assertFalse(params.task.init_cls_pooler)
+    plan = self._derive(self.run_dir)  # Inherits the run's encoder.
+    self.assertFalse(plan.params.task.init_cls_pooler)
     with self.assertRaisesRegex(ValueError, "init_cls_pooler=true .* width "
                                 "128, not the encoder's hidden_size=16"):
-      self._parse(self.run_dir, ",task.init_cls_pooler=true")
+      plan_rules.check(self._derive(self.run_dir, ",task.init_cls_pooler=true"),
+                       (plan_rules.derivation,))
 
   def test_explicit_conflicting_size_names_both_values(self):
     _write_run(self.run_dir, self.vocab)
     with self.assertRaisesRegex(ValueError, r"hidden_size=32 .*--params_override"
                                 r".*run has hidden_size=16"):
-      self._parse(self.run_dir, ",task.model.encoder.any.hidden_size=32")
+      plan_rules.check(
+          self._derive(self.run_dir, ",task.model.encoder.any.hidden_size=32"),
+          (plan_rules.derivation,))
 
   def test_shape_mismatch_named_before_building(self):
     # A checkpoint outside a model dir: the configured encoder is used as is.
@@ -121,7 +130,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     os.makedirs(other)
     for name in tf.io.gfile.glob(prefix + "*"):
       tf.io.gfile.copy(name, os.path.join(other, os.path.basename(name)))
-    params, explicit = self._parse(
+    plan = self._derive(
         os.path.join(other, os.path.basename(prefix)),
         ",task.model.encoder.any.hidden_size=16,"
         "task.model.encoder.any.num_layers=1,"
@@ -131,9 +140,9 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
         "task.model.encoder.any.max_position_embeddings=32,"
         "task.model.encoder.any.norm_first=true,"
         "task.model.encoder.any.residual_attention=mean")
-    self.assertIsNone(init_from_run.inherit_encoder(params, explicit))
+    self.assertEqual(plan.derived, ())  # Not a run of ours.
     with self.assertRaises(errors.CheckpointMismatchError) as e:
-      init_from_run.check_init_checkpoint(params)
+      plan_rules.check(plan, (plan_rules.init_checkpoint,))
     message = str(e.exception)
     self.assertIn("task.init_checkpoint", message)
     self.assertIn("intermediate", message)
@@ -144,10 +153,9 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     data = tf.io.gfile.glob(prefix + ".data-*")[0]
     with open(data, "r+b") as f:
       f.truncate(10)
-    params, explicit = self._parse(self.run_dir)
-    init_from_run.inherit_encoder(params, explicit)
     with self.assertRaisesRegex(ValueError, "task.init_checkpoint"):
-      init_from_run.check_init_checkpoint(params)
+      plan_rules.check(self._derive(self.run_dir),
+                       (plan_rules.init_checkpoint,))
 
   def test_a_damaged_newest_checkpoint_is_skipped_and_the_older_used(self):
     """A run directory's newest checkpoint whose encoder fails its checksum:
@@ -170,8 +178,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
         self.run_dir, ",task.train_data.seq_length=16,"
         f"task.train_data.input_path={_glue_records(self.tmp)}")
     with self.assertLogs(level="WARNING") as logs:
-      checked = preflight.prepare_and_validate(
-          params, "train", os.path.join(self.tmp, "mrpc"))
+      checked = _checked(params, "train", os.path.join(self.tmp, "mrpc"))
     self.assertEqual(checked.task.init_checkpoint, older)
     self.assertIn(f"{newer}: ", "\n".join(logs.output))
 
@@ -189,19 +196,19 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
                         "dev": {"file": "mrpc_dev.tf_record"}})
     with open(os.path.join(data_dir, "mrpc_meta_data.json"), "w") as f:
       json.dump(meta, f)
-    params, explicit = self._parse(
-        self.run_dir,
+    overrides = (
         f",task.train_data.input_path={data_dir}/mrpc_train.tf_record"
         f",task.validation_data.input_path={data_dir}/mrpc_dev.tf_record")
-    del explicit
     with self.assertRaisesRegex(
         ValueError, r"mrpc_train.tf_record.*other.txt \(40 tokens.*"
         r"mrpc_meta_data.json.*vocab.txt \(64 tokens.*--vocab_file="):
-      input_checks.check_records_vocabulary(params, "train")
+      plan_rules.check(self._derive(self.run_dir, overrides),
+                       (plan_rules.records_vocabulary,))
     # Same vocabulary: fine.
     with open(os.path.join(data_dir, "mrpc_meta_data.json"), "w") as f:
       json.dump(dict(meta, **tokenization.vocab_meta(self.vocab)), f)
-    input_checks.check_records_vocabulary(params, "train")
+    plan_rules.check(self._derive(self.run_dir, overrides),
+                     (plan_rules.records_vocabulary,))
 
   def test_prepare_and_validate_writes_nothing_on_mismatch(self):
     prefix = _write_run(self.run_dir, self.vocab)
@@ -214,7 +221,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     model_dir = os.path.join(self.tmp, "mrpc")
     with self.assertRaisesRegex(errors.CheckpointMismatchError,
                                 "checkpoint .*, model .*32"):
-      preflight.prepare_and_validate(params, "train", model_dir)
+      _checked(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
 
   def test_vocabulary_of_another_size_than_the_embedding_is_refused(self):
@@ -237,7 +244,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
         ValueError, r"mrpc_train.tf_record.*rebuilt.txt' of 40 tokens \(see "
         r".*mrpc_meta_data.json\), but the word embedding of "
         r"task.init_checkpoint=.*pretrain.*ckpt-7.*has 64 rows"):
-      preflight.prepare_and_validate(params, "train", model_dir)
+      _checked(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
     params.task.validation_data.input_path = records
     params.task.validation_data.seq_length = 16
@@ -246,7 +253,8 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     with open(os.path.join(self.tmp, "mrpc_meta_data.json"), "w") as f:
       json.dump(dict(tokenization.vocab_meta(self.vocab), task="mrpc",
                      splits={"train": {"file": "mrpc_train.tf_record"}}), f)
-    init_from_run.check_vocab_fits(params, "train_and_eval")
+    plan_rules.check(run_plan.derive(params, "train_and_eval", model_dir),
+                     (plan_rules.init_checkpoint,))
 
   def test_mixed_record_set_is_refused_before_writing(self):
     """Issue 23: new --nolower_case train records beside the old dev records
@@ -266,7 +274,8 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
                 f"task.train_data.input_path={data_dir}/mrpc_train.tf_record,"
                 "task.validation_data.input_path="
                 f"{data_dir}/mrpc_dev.tf_record"), tpu=None))
-    input_checks.check_records_manifest(params, "train")  # A whole set.
+    plan_rules.check(run_plan.derive(params, "train", self.tmp),
+                     (plan_rules.data_sets,))  # A whole set.
 
     train = glue.record_path(data_dir, "mrpc", "train")
     other = glue.record_path(other_dir, "mrpc", "train")
@@ -277,7 +286,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(
         ValueError, "task.train_data.input_path=.*: " + train +
         " has .*mrpc_meta_data.json.*python -m realformer_tf.data.glue"):
-      preflight.prepare_and_validate(params, "train", model_dir)
+      _checked(params, "train", model_dir)
     self.assertFalse(os.path.exists(model_dir))
 
   def test_pretraining_records_find_their_set_manifest(self):
@@ -288,7 +297,7 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
     meta_path = pretraining_data.meta_data_path(record)
     with open(meta_path, "w") as f:
       json.dump({"files": {"train.tfrecord": {}}}, f)
-    self.assertEqual(input_checks.meta_data_of(record)[0], meta_path)
+    self.assertEqual(plan_facts.Reader().meta_data(record)[0], meta_path)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Tests for realformer_tf/training/preflight.py: one pass of checks, none
-of which refuses after a write; a quickstart run's data is never rebuilt
+"""Tests for train_lib.checked_run (the run plan derived, every rule checked,
+then the lock): no check refuses after a write; a quickstart run's data is never rebuilt
 from other inputs (issue 30 item 0)."""
 
 import os
@@ -11,7 +11,7 @@ import tensorflow as tf
 from official.core import exp_factory
 from official.core import train_utils
 from realformer_tf.configs import finetuning
-from realformer_tf.training import preflight
+from realformer_tf.training import train_lib
 from tests.helpers import file_trees
 from tests.helpers import train_runs
 
@@ -39,6 +39,14 @@ def _quickstart():
       max_position_embeddings=32)
 
 
+def _checked(params, mode, model_dir, quickstart_input_files=None):
+  """The checked run's locked config (every rule; the quickstart's data
+  built)."""
+  with train_lib.checked_run(params, mode, model_dir,
+                             quickstart_input_files) as run:
+    return run.plan.params
+
+
 @pytest.fixture(scope="module")
 def quickstart_run(tmp_path_factory):
   """A quickstart run's directory (its data from corpus "a", params.yaml and
@@ -46,7 +54,7 @@ def quickstart_run(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("run")
   corpus_a = _corpus(tmp / "a.txt", _WORDS["a"])
   model_dir = str(tmp / "run")
-  params = preflight.prepare_and_validate(_quickstart(), "train", model_dir,
+  params = _checked(_quickstart(), "train", model_dir,
                                           [corpus_a])
   train_utils.serialize_config(params, model_dir)
   tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)),
@@ -63,7 +71,7 @@ def test_a_runs_data_is_not_rebuilt_from_another_corpus(quickstart_run):
   corpus_b = _corpus(tmp / "b.txt", _WORDS["b"])
   before = file_trees.files_under(os.path.join(model_dir, "data"))
   with pytest.raises(ValueError) as e:
-    preflight.prepare_and_validate(_quickstart(), "train_and_eval", model_dir,
+    _checked(_quickstart(), "train_and_eval", model_dir,
                                    [corpus_b])
   message = str(e.value)
   for fragment in (f"--model_dir={model_dir!r} holds a quickstart run",
@@ -77,17 +85,17 @@ def test_a_runs_data_is_not_rebuilt_from_another_corpus(quickstart_run):
   other.task.model.encoder.any.vocab_size = 200
   with pytest.raises(ValueError, match=r"vocab_size: 300 in .*manifest.json, "
                      r"200 now"):
-    preflight.prepare_and_validate(other, "eval", model_dir, [corpus_a])
+    _checked(other, "eval", model_dir, [corpus_a])
   with pytest.raises(ValueError, match=r"corpus: files .*a.txt .* the Python "
                      r"[0-9.]+ standard library's docstrings now"):
-    preflight.prepare_and_validate(_quickstart(), "train", model_dir)
+    _checked(_quickstart(), "train", model_dir)
   assert file_trees.files_under(os.path.join(model_dir, "data")) == before
 
 
 def test_a_runs_own_corpus_resumes_on_its_data_unwritten(quickstart_run):
   _, model_dir, corpus_a, first = quickstart_run
   before = file_trees.files_under(model_dir)
-  params = preflight.prepare_and_validate(_quickstart(), "train_and_eval",
+  params = _checked(_quickstart(), "train_and_eval",
                                           model_dir, [corpus_a])
   assert params.task.vocab_file == first.task.vocab_file
   assert (params.task.model.encoder.any.vocab_size ==
@@ -105,7 +113,7 @@ def test_a_runs_damaged_data_is_rebuilt_from_the_same_inputs(quickstart_run,
     tokens = f.read()
   with open(os.path.join(copy, "data", "eval.tfrecord"), "ab") as f:
     f.write(b"x")  # No longer what its manifest lists.
-  params = preflight.prepare_and_validate(_quickstart(), "train", copy,
+  params = _checked(_quickstart(), "train", copy,
                                           [corpus_a])
   with open(vocab, "rb") as f:
     assert f.read() == tokens
@@ -122,7 +130,7 @@ def test_a_run_without_its_data_manifest_is_refused(quickstart_run, tmp_path):
       os.link(os.path.join(model_dir, name), os.path.join(bare, name))
   with pytest.raises(ValueError, match=r"holds a quickstart run .* no "
                      r"readable .*data/manifest.json"):
-    preflight.prepare_and_validate(_quickstart(), "train", bare, [corpus_a])
+    _checked(_quickstart(), "train", bare, [corpus_a])
   assert not os.path.exists(os.path.join(bare, "data"))
 
 
@@ -133,11 +141,11 @@ def test_config_values_are_checked_before_the_run_dir(tmp_path):
   model_dir.write_text("x")
   # The model_dir's path is checked first (cheapest, names the flag) ...
   with pytest.raises(ValueError, match="is a file"):
-    preflight.prepare_and_validate(params, "train", str(model_dir))
+    _checked(params, "train", str(model_dir))
   # ... then values, before any data is planned or written.
   with pytest.raises(ValueError, match=r"trainer.train_steps=-1 must be "
                      "positive"):
-    preflight.prepare_and_validate(params, "train", str(tmp_path / "new"))
+    _checked(params, "train", str(tmp_path / "new"))
   assert not (tmp_path / "new").exists()
 
 
@@ -155,7 +163,7 @@ def _refused_unwritten(copy, corpora, fragments):
   before = file_trees.files_under(copy)
   for corpus, mode in zip(corpora, ("train", "train_and_eval", "eval")):
     with pytest.raises(ValueError) as e:
-      preflight.prepare_and_validate(_quickstart(), mode, copy, [corpus])
+      _checked(_quickstart(), mode, copy, [corpus])
     for fragment in fragments:
       assert fragment in str(e.value), (mode, str(e.value))
   assert file_trees.files_under(copy) == before
@@ -215,7 +223,7 @@ def test_another_experiments_run_is_named_not_called_a_quickstart(
   train_utils.serialize_config(glue, copy)
   before = file_trees.files_under(copy)
   with pytest.raises(ValueError) as e:
-    preflight.prepare_and_validate(_quickstart(), "train", copy, [corpus_a])
+    _checked(_quickstart(), "train", copy, [corpus_a])
   assert str(e.value).startswith(
       f"--model_dir={copy!r} holds a run of another experiment (task.name="
       f"{glue.task.name!r} in {copy}/params.yaml), not a "
@@ -227,14 +235,14 @@ def test_another_experiments_run_is_named_not_called_a_quickstart(
   train_utils.serialize_config(glue, str(fresh))
   fresh_files = file_trees.files_under(str(fresh))
   with pytest.raises(ValueError, match="holds a run of another experiment"):
-    preflight.prepare_and_validate(_quickstart(), "train", str(fresh),
+    _checked(_quickstart(), "train", str(fresh),
                                    [corpus_a])
   assert file_trees.files_under(str(fresh)) == fresh_files
   with open(os.path.join(copy, "params.yaml"), "a") as f:
     f.write("task: [unclosed\n")
   with pytest.raises(ValueError, match=rf"^{copy}/params.yaml:\d+:\d+: not "
                      "valid YAML"):
-    preflight.prepare_and_validate(_quickstart(), "train", copy, [corpus_a])
+    _checked(_quickstart(), "train", copy, [corpus_a])
   del before["params.yaml"]
   after = file_trees.files_under(copy)
   del after["params.yaml"]
@@ -261,7 +269,7 @@ def test_an_eval_of_a_read_only_run_is_refused_before_it_runs(
   before = file_trees.files_under(copy)
   for mode in ("eval", "continuous_eval"):
     with pytest.raises(ValueError) as e:
-      preflight.prepare_and_validate(_quickstart(), mode, copy, [corpus_a])
+      _checked(_quickstart(), mode, copy, [corpus_a])
     assert (f"--mode={mode} writes its summaries to {copy}/validation and "
             f"operative_config.{mode}.gin to --model_dir={copy!r}, but "
             f"{blocked} is not writable") in str(e.value)
@@ -269,4 +277,4 @@ def test_an_eval_of_a_read_only_run_is_refused_before_it_runs(
             "trainer.validation_summary_subdir=") in str(e.value)
   assert file_trees.files_under(copy) == before
   monkeypatch.setattr(os, "access", access)
-  preflight.prepare_and_validate(_quickstart(), "eval", copy, [corpus_a])
+  _checked(_quickstart(), "eval", copy, [corpus_a])
