@@ -110,7 +110,7 @@ STDLIB_MODULES = (
 STDLIB_CORPUS_FILE = corpus_text.STDLIB_CORPUS_FILE
 STDLIB_CORPUS_PYTHON = corpus_text.STDLIB_CORPUS_PYTHON
 
-_MANIFEST = "manifest.json"
+MANIFEST = "manifest.json"
 _TRAIN_TEXT = "corpus_train.txt"
 _EVAL_TEXT = "corpus_eval.txt"
 _VOCAB = "vocab.txt"
@@ -227,7 +227,7 @@ def write_stdlib_corpus(path: str) -> int:
 
 def _cached_manifest(data_dir: str, key: dict) -> Optional[dict]:
   """`data_dir`'s manifest if it is for `key` and its outputs are unchanged."""
-  manifest_path = os.path.join(data_dir, _MANIFEST)
+  manifest_path = os.path.join(data_dir, MANIFEST)
   manifest = output_sets.read_manifest(manifest_path)
   if (not isinstance(manifest, dict) or manifest.get("key") != key or
       output_sets.FILES_KEY not in manifest):
@@ -295,7 +295,7 @@ def data_key(data_dir: str, input_files: Optional[Sequence[str]] = None,
 def recorded_key(data_dir: str) -> Tuple[str, Optional[dict]]:
   """(manifest path, the key the data in `data_dir` was built for), the key
   None when there is no readable manifest; writes nothing."""
-  path = os.path.join(data_dir, _MANIFEST)
+  path = os.path.join(data_dir, MANIFEST)
   manifest = output_sets.read_manifest(path)
   key = manifest.get("key") if manifest else None
   return path, key if isinstance(key, dict) else None
@@ -372,7 +372,7 @@ def prepare_quickstart_data(
 
   names = (_TRAIN_TEXT, _EVAL_TEXT, _VOCAB)
   with output_sets.output_set(
-      os.path.join(data_dir, _MANIFEST), WRITER,
+      os.path.join(data_dir, MANIFEST), WRITER,
       [os.path.join(data_dir, name)
        for name in names + (_TRAIN_RECORDS, _EVAL_RECORDS)]) as outputs:
     train_text, eval_text, vocab_file = (

@@ -30,6 +30,9 @@ _READ: Dict[str, Dict[str, Any]] = {}
 # {path: identity} of copied big files whose sampled bytes this process
 # checked against their manifest (`output_sets.file_mismatch`).
 _VERIFIED: Dict[str, Any] = {}
+# {path: (identity, manifest entry)} of files this process matched to their
+# manifest entry: a sweep's runs hash a small file once, not once a run.
+_MATCHED: Dict[str, Any] = {}
 
 ManifestOf = Callable[[str], Optional[Tuple[str, Dict[str, Any]]]]
 
@@ -156,8 +159,11 @@ def _listed(path: str, manifest_of: ManifestOf,
   expected = (meta.get(output_sets.FILES_KEY) or {}).get(name)
   if meta_path is None or not entry or not expected:
     return None
-  if output_sets.file_mismatch(path, expected, verified):
-    return None  # The manifest check names it.
+  seen = (repr(output_sets.file_identity(path)), repr(expected))
+  if _MATCHED.get(path) != seen:  # Else matched in this process: not hashed.
+    if output_sets.file_mismatch(path, expected, verified):
+      return None  # The manifest check names it.
+    _MATCHED[path] = seen
   return RecordFacts.from_dict(entry, "manifest")
 
 

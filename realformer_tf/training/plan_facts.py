@@ -23,6 +23,7 @@ from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import registry
 from realformer_tf.data import output_sets
+from realformer_tf.data import quickstart_corpus
 from realformer_tf.data import record_facts
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
@@ -136,13 +137,14 @@ class Reader:
   def meta_data(self, record_path: str) -> Meta:
     """The converter meta data listing `record_path`: GLUE's
     `<task>_meta_data.json` under `splits`, SQuAD's next to its records,
-    any set manifest's under `files` (`output_sets`). Each directory's are
-    read once."""
+    any set manifest's under `files` (`output_sets`; the quickstart's
+    `manifest.json` when ours). Each directory's are read once."""
     directory, name = os.path.split(record_path)
     if directory not in self._metas:
       found = []
-      for meta_path in sorted(tf.io.gfile.glob(
-          os.path.join(directory, "*meta_data.json"))):
+      for meta_path in sorted(tf.io.gfile.glob(os.path.join(
+          directory, "*meta_data.json"))) + tf.io.gfile.glob(os.path.join(
+              directory, quickstart_corpus.MANIFEST)):
         try:
           with tf.io.gfile.GFile(meta_path, "r") as f:
             meta = json.load(f)
@@ -150,6 +152,9 @@ class Reader:
           listed |= set(meta.get(output_sets.FILES_KEY) or {})
         except (ValueError, OSError, AttributeError, KeyError, TypeError):
           continue  # Not a converter's meta data.
+        if (meta_path.endswith(quickstart_corpus.MANIFEST) and
+            meta.get(output_sets.WRITER_KEY) != quickstart_corpus.WRITER):
+          continue  # A manifest.json of someone else's.
         squad_file = {squad_data.TRAIN_META: squad_data.TRAIN_RECORD,
                       squad_data.EVAL_META: squad_data.EVAL_RECORD}.get(
                           os.path.basename(meta_path))

@@ -75,7 +75,8 @@ def test_failed_checkpoint_write_stops_the_run_naming_it(
   assert not tf.io.gfile.glob(f"{bad}*")
   assert sorted(os.listdir(model_dir)) == [
       "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
-      "params.yaml", "train"]  # The lock is released too.
+      # The records' scan (they have no manifest), kept for a restart.
+      "data_scan.json", "params.yaml", "train"]  # The lock is released too.
   assert run_directory.LOCK_FILE not in os.listdir(model_dir)
 
 
