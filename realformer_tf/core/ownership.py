@@ -106,14 +106,18 @@ def read_json(path: str, ops) -> Optional[Dict[str, Any]]:
   return data if isinstance(data, dict) else None
 
 
+def is_ours(manifest: Optional[Dict[str, Any]],
+            writer: Optional[str] = None) -> bool:
+  """Whether a manifest was written by us (by `writer`, if given)."""
+  who = (manifest or {}).get(WRITER_KEY)
+  return isinstance(who, str) and (
+      who == writer if writer else who.startswith(PACKAGE))
+
+
 def listed_by_ours(manifest: Optional[Dict[str, Any]],
                    writer: Optional[str] = None) -> Dict[str, Any]:
   """The files a manifest written by us (by `writer`, if given) lists."""
-  who = (manifest or {}).get(WRITER_KEY)
-  if not isinstance(who, str) or not (
-      who == writer if writer else who.startswith(PACKAGE)):
-    return {}
-  return manifest.get(FILES_KEY) or {}
+  return (manifest.get(FILES_KEY) or {}) if is_ours(manifest, writer) else {}
 
 
 def foreign(targets: Iterable[str], manifest_path: str, ops,
@@ -121,11 +125,20 @@ def foreign(targets: Iterable[str], manifest_path: str, ops,
   """The `targets` that exist and that the manifest of ours at
   `manifest_path` does not list (the manifest itself counts as listed when
   it is ours): what a writer must not replace."""
-  listed = listed_by_ours(read_json(manifest_path, ops), writer)
-  own = {os.path.join(os.path.dirname(manifest_path), name) for name in listed}
-  if listed:
+  manifest = read_json(manifest_path, ops)
+  own = {os.path.join(os.path.dirname(manifest_path), name)
+         for name in listed_by_ours(manifest, writer)}
+  if is_ours(manifest, writer):
     own.add(manifest_path)
   return [path for path in targets if path not in own and ops.exists(path)]
+
+
+def check_ours(targets: Iterable[str], manifest_path: str, ops,
+               flag: Optional[str] = None) -> None:
+  """Refuses (`refuse_foreign`, naming `flag`) the `targets` (the manifest
+  at `manifest_path` included) that the manifest of ours does not list:
+  every writer of a set runs it before it writes anything."""
+  refuse_foreign(foreign([*targets, manifest_path], manifest_path, ops), flag)
 
 
 def refuse_foreign(paths: Sequence[str], flag: Optional[str] = None) -> None:

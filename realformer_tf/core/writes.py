@@ -347,9 +347,7 @@ class OutputSet:
         raise ValueError(f"{path} is not in {self.directory}, the folder of "
                          f"the set's manifest {self.manifest_path}.")
     if not self.overwrite:
-      ownership.refuse_foreign(ownership.foreign(
-          [*paths, self.manifest_path], self.manifest_path, self.ops),
-                               self.flag)
+      ownership.check_ours(paths, self.manifest_path, self.ops, self.flag)
 
   def stage(self, path: str) -> str:
     """The claimed temporary name to write `path` (a file of the set) as."""
