@@ -138,7 +138,8 @@ def check_ours(targets: Iterable[str], manifest_path: str, ops,
   """Refuses (`refuse_foreign`, naming `flag`) the `targets` (the manifest
   at `manifest_path` included) that the manifest of ours does not list:
   every writer of a set runs it before it writes anything."""
-  refuse_foreign(foreign([*targets, manifest_path], manifest_path, ops), flag)
+  refuse_foreign(foreign(dict.fromkeys([*targets, manifest_path]),
+                         manifest_path, ops), flag)
 
 
 def refuse_foreign(paths: Sequence[str], flag: Optional[str] = None) -> None:

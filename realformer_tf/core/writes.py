@@ -395,6 +395,11 @@ class OutputSet:
       ownership.release(tmp, self.ops)
 
 
+def size_of(path: str) -> Dict[str, int]:
+  """A local file's fingerprint in a manifest of the Keras 3 face."""
+  return {"size": os.path.getsize(path)}
+
+
 @contextlib.contextmanager
 def output_set(manifest_path: str, writer: str, ops: FileOps,
                fingerprint: Callable[[str], Dict[str, Any]],
@@ -419,3 +424,11 @@ def output_set(manifest_path: str, writer: str, ops: FileOps,
   if not outputs.committed:
     outputs.discard()
     raise RuntimeError(f"The set of {manifest_path} was never committed.")
+
+
+def publish_json(path: str, data: Dict[str, Any], writer: str,
+                 ops: FileOps) -> Dict[str, Any]:
+  """Writes `data` (plus `writer`) to `path` whole, as a set of no other
+  file: a file at `path` that we did not write is refused. Returns it."""
+  with output_set(path, writer, ops, size_of) as outputs:
+    return outputs.commit(data)

@@ -1,7 +1,6 @@
 """The Keras 3 reproduction's outputs: results.md (the tf_keras
 reproduction's Table 2 and ordering, `tables`), results.json, curves.png."""
 
-import json
 import os
 from typing import Dict, List, Optional
 
@@ -11,6 +10,7 @@ from realformer_tf.reproduce.keras3 import data as data_lib
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 
 RESULTS_JSON = plan_lib.RESULTS_JSON
+WRITER = "realformer_tf.reproduce.keras3"
 RESULTS_MD = plan_lib.RESULTS_MD
 CURVES_PNG = plan_lib.CURVES_PNG
 
@@ -109,7 +109,8 @@ def batches_line(results: Dict[str, List[Dict]]) -> str:
 
 def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
                   results: Dict[str, List[Dict]]) -> Dict:
-  """Writes results.json, results.md and curves.png; prints results.md."""
+  """Publishes results.json, the manifest of results.md and curves.png (one
+  output set: a user's file at those paths is refused); prints results.md."""
   o = plan.options
   pretraining = tables.summarize_pretraining(results)
   curves = {a: {r["seed"]: r["curves"] for r in runs}
@@ -121,17 +122,19 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
                       "train_sequences": len(sequences.train),
                       "eval_sequences": len(sequences.eval)},
              "pretraining": pretraining, "pretraining_runs": results}
-  writes.replace_file(os.path.join(o.output_dir, RESULTS_JSON),
-                      json.dumps(summary, indent=2), writes.OS_OPS)
   text = format_results(plan, sequences, results, pretraining)
-  writes.replace_file(os.path.join(o.output_dir, RESULTS_MD), text,
-                      writes.OS_OPS)
   n = passes(plan, sequences)
   memorized = (f"{n:.0f} passes over {len(sequences.train)} training "
                "sequences: a small corpus, memorized" if n > 2 else None)
-  with writes.staged(os.path.join(o.output_dir, CURVES_PNG),
-                     writes.OS_OPS) as tmp, open(tmp, "wb") as f:
-    tables.curves_figure(curves, plan.labels, f, note=" ".join(
-        filter(None, [scale_note(plan), memorized])) or None)
+  out = lambda name: os.path.join(o.output_dir, name)
+  with writes.output_set(out(RESULTS_JSON), WRITER, writes.OS_OPS,
+                         writes.size_of, [out(name) for name in plan_lib.REPORT]
+                         ) as outputs:
+    with open(outputs.stage(out(RESULTS_MD)), "w", encoding="utf-8") as f:
+      f.write(text)
+    with open(outputs.stage(out(CURVES_PNG)), "wb") as f:
+      tables.curves_figure(curves, plan.labels, f, note=" ".join(
+          filter(None, [scale_note(plan), memorized])) or None)
+    summary = outputs.commit(summary)
   print(text, flush=True)
   return summary

@@ -7,6 +7,7 @@ import os
 import time
 from typing import Dict, Optional, Sequence
 
+from realformer_tf.core import ownership
 from realformer_tf.core import run_lock
 from realformer_tf.core import writes
 from realformer_tf.reproduce.keras3 import data as data_lib
@@ -30,6 +31,9 @@ def execute(plan: plan_lib.Plan) -> Dict:
   o = plan.options
   train.check_backend()
   start = time.time()
+  for run in plan.runs:  # A user's result.json is refused before a write.
+    ownership.check_ours((), os.path.join(run.run_dir, plan_lib.RESULT_FILE),
+                         writes.OS_OPS)
   with run_lock.hold(o.output_dir, name=LOCK_FILE, flag="--output_dir"):
     sequences = data_lib.prepare(
         os.path.join(o.output_dir, "data"), o.corpus, plan.size.vocab_size,
@@ -42,8 +46,8 @@ def execute(plan: plan_lib.Plan) -> Dict:
       if result is None or result.get("config") != train.run_config(
           plan, train.resolve_policy(o.dtype_policy)):
         result = train.train_run(plan, run, sequences)
-        writes.replace_file(path, json.dumps(result, indent=2),
-                            writes.OS_OPS)
+        result = writes.publish_json(path, result, report.WRITER,
+                                     writes.OS_OPS)
       else:
         print(f"{run.arch} seed {run.seed}: done ({path}).", flush=True)
       results.setdefault(run.arch, []).append(result)
