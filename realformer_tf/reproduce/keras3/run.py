@@ -29,11 +29,11 @@ def execute(plan: plan_lib.Plan) -> Dict:
   """Runs the plan (see the package docstring); returns results.json's
   content."""
   o = plan.options
-  train.check_backend()
-  start = time.time()
   for run in plan.runs:  # A user's result.json is refused before a write.
     ownership.check_ours((), os.path.join(run.run_dir, plan_lib.RESULT_FILE),
                          writes.OS_OPS)
+  train.check_backend()
+  start = time.time()
   with run_lock.hold(o.output_dir, name=LOCK_FILE, flag="--output_dir"):
     sequences = data_lib.prepare(
         os.path.join(o.output_dir, "data"), o.corpus, plan.size.vocab_size,
