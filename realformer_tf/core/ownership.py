@@ -1,13 +1,9 @@
 """What proves a file ours, and what a writer may replace: a leftover its
 owner record names, what a manifest of ours lists, or a folder of only the
-names a writer of that kind writes.
-
-A name is no proof that we wrote a file (a user's `vocab.txt` or
-`train-00000-of-00004.tfrecord` has one of our names), so every writer asks
-`foreign` for its target paths before it writes anything, and refuses what
-it returns (`refuse_foreign`, naming the files and the flag that allows
-replacing them). Used by `writes.OutputSet` and by the folder writers
-(export, convert, presets: `check_replaceable`). `ops`: a
+names a writer of that kind writes. A name is no proof (a user's `vocab.txt`
+has one of ours), so every writer refuses the foreign files at its target
+paths before it writes anything (`check_ours`, `check_replaceable`),
+naming them and the flag that allows replacing them. `ops`: a
 `writes.FileOps` (this module lies below `writes`).
 """
 
@@ -135,9 +131,8 @@ def foreign(targets: Iterable[str], manifest_path: str, ops,
 
 def check_ours(targets: Iterable[str], manifest_path: str, ops,
                flag: Optional[str] = None) -> None:
-  """Refuses (`refuse_foreign`, naming `flag`) the `targets` (the manifest
-  at `manifest_path` included) that the manifest of ours does not list:
-  every writer of a set runs it before it writes anything."""
+  """Refuses (`refuse_foreign`, naming `flag`) the `targets` and the manifest
+  `manifest_path` unless the manifest is ours and lists them."""
   refuse_foreign(foreign(dict.fromkeys([*targets, manifest_path]),
                          manifest_path, ops), flag)
 

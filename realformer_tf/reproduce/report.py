@@ -18,12 +18,7 @@ from realformer_tf.reproduce import tables
 from realformer_tf.training import runs
 from realformer_tf.training import sweep
 
-RESULTS_JSON = plan_lib.RESULTS_JSON
 WRITER = "realformer_tf.reproduce"
-RESULTS_MD = plan_lib.RESULTS_MD
-CURVES_PNG = plan_lib.CURVES_PNG
-ATTENTION_PNG = plan_lib.ATTENTION_PNG
-PRETRAIN_METRICS = tables.PRETRAIN_METRICS
 
 # The paper's own GLUE dev numbers for RealFormer (BERT-Large, Table 3), for
 # `--scale=large`; per task, the metrics the sweep reports (as fractions).
@@ -208,8 +203,9 @@ def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict,
   for task, why in plan.skipped_tasks.items():
     lines.append(f"- {task} not fine-tuned: {why}.")
   lines += [
-      "", f"Curves: `{CURVES_PNG}`; attention entropy and JSD of seed 0: "
-      f"`{ATTENTION_PNG}` (per architecture: `analysis/<arch>/`).",
+      "", f"Curves: `{plan_lib.CURVES_PNG}`; attention entropy and JSD of "
+      f"seed 0: `{plan_lib.ATTENTION_PNG}` (per architecture: "
+      "`analysis/<arch>/`).",
       "", "The paper's numbers are BERT-sized models pre-trained for 1M steps "
       "on Wikipedia + BooksCorpus; at a smaller scale the ordering of the "
       "architectures need not be the paper's."]
@@ -236,15 +232,16 @@ def write_results(plan: plan_lib.Plan, pretrain_results: Dict[str, List[Dict]],
              "glue": glue, "curves": curves, "analysis": analyses}
   text = format_results(plan, pretraining, glue,
                         majority_class_lines(glue_results))
-  out = lambda name: os.path.join(o.output_dir, name)
-  with output_sets.output_set(out(RESULTS_JSON), WRITER, [
-      out(name) for name in plan_lib.REPORT]) as outputs:
-    with tf.io.gfile.GFile(outputs.stage(out(RESULTS_MD)), "w") as f:
+  out = {name: os.path.join(o.output_dir, name) for name in plan_lib.REPORT}
+  with output_sets.output_set(out[plan_lib.RESULTS_JSON], WRITER,
+                              list(out.values())) as outputs:
+    with tf.io.gfile.GFile(outputs.stage(out[plan_lib.RESULTS_MD]), "w") as f:
       f.write(text)
-    with tf.io.gfile.GFile(outputs.stage(out(CURVES_PNG)), "wb") as f:
+    with tf.io.gfile.GFile(outputs.stage(out[plan_lib.CURVES_PNG]), "wb") as f:
       tables.curves_figure(curves, {a: plan_lib.ARCHS[a][0] for a in curves},
                            f, note=scale_note(plan))
-    with tf.io.gfile.GFile(outputs.stage(out(ATTENTION_PNG)), "wb") as f:
+    with tf.io.gfile.GFile(outputs.stage(out[plan_lib.ATTENTION_PNG]),
+                           "wb") as f:
       plot_attention(analyses, f, plan)
     results = outputs.commit(results)
   print(text, flush=True)

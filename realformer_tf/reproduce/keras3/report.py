@@ -9,10 +9,7 @@ from realformer_tf.reproduce import tables
 from realformer_tf.reproduce.keras3 import data as data_lib
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 
-RESULTS_JSON = plan_lib.RESULTS_JSON
 WRITER = "realformer_tf.reproduce.keras3"
-RESULTS_MD = plan_lib.RESULTS_MD
-CURVES_PNG = plan_lib.CURVES_PNG
 
 
 def scale_note(plan: plan_lib.Plan) -> Optional[str]:
@@ -60,8 +57,8 @@ def format_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
       "", "## Pre-training (paper Table 2): held-out masked LM", ""]
   lines += tables.pretraining_table(plan.labels, pretraining)
   lines += [
-      "", f"Curves: `{CURVES_PNG}` (training accuracy averaged over each "
-      "device call's steps; held-out accuracy at each evaluation).", "",
+      "", f"Curves: `{plan_lib.CURVES_PNG}` (training accuracy averaged over "
+      "each device call's steps; held-out accuracy at each evaluation).", "",
       "The paper's numbers are BERT-sized models pre-trained for 1M steps "
       "on Wikipedia + BooksCorpus; at a smaller scale the ordering of the "
       "architectures need not be the paper's."]
@@ -126,13 +123,13 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
   n = passes(plan, sequences)
   memorized = (f"{n:.0f} passes over {len(sequences.train)} training "
                "sequences: a small corpus, memorized" if n > 2 else None)
-  out = lambda name: os.path.join(o.output_dir, name)
-  with writes.output_set(out(RESULTS_JSON), WRITER, writes.OS_OPS,
-                         writes.size_of, [out(name) for name in plan_lib.REPORT]
-                         ) as outputs:
-    with open(outputs.stage(out(RESULTS_MD)), "w", encoding="utf-8") as f:
+  out = {name: os.path.join(o.output_dir, name) for name in plan_lib.REPORT}
+  with writes.output_set(out[plan_lib.RESULTS_JSON], WRITER, writes.OS_OPS,
+                         writes.size_of, list(out.values())) as outputs:
+    with open(outputs.stage(out[plan_lib.RESULTS_MD]), "w",
+              encoding="utf-8") as f:
       f.write(text)
-    with open(outputs.stage(out(CURVES_PNG)), "wb") as f:
+    with open(outputs.stage(out[plan_lib.CURVES_PNG]), "wb") as f:
       tables.curves_figure(curves, plan.labels, f, note=" ".join(
           filter(None, [scale_note(plan), memorized])) or None)
     summary = outputs.commit(summary)

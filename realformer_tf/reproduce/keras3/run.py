@@ -2,10 +2,9 @@
 (`core.run_lock`), the data
 once, every run not done yet (resumed from its checkpoint), the report."""
 
-import json
 import os
 import time
-from typing import Dict, Optional, Sequence
+from typing import Dict, Sequence
 
 from realformer_tf.core import ownership
 from realformer_tf.core import run_lock
@@ -16,13 +15,6 @@ from realformer_tf.reproduce.keras3 import report
 from realformer_tf.reproduce.keras3 import train
 
 LOCK_FILE = plan_lib.LOCK_FILE
-
-
-def read_result(path: str) -> Optional[Dict]:
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
 
 
 def execute(plan: plan_lib.Plan) -> Dict:
@@ -42,7 +34,7 @@ def execute(plan: plan_lib.Plan) -> Dict:
     results = {}
     for run in plan.runs:
       path = os.path.join(run.run_dir, plan_lib.RESULT_FILE)
-      result = read_result(path)
+      result = ownership.read_json(path, writes.OS_OPS)
       if result is None or result.get("config") != train.run_config(
           plan, train.resolve_policy(o.dtype_policy)):
         result = train.train_run(plan, run, sequences)
