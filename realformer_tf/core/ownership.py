@@ -1,13 +1,9 @@
 """What proves a file ours, and what a writer may replace: a leftover its
 owner record names, what a manifest of ours lists, or a folder of only the
-names a writer of that kind writes.
-
-A name is no proof that we wrote a file (a user's `vocab.txt` or
-`train-00000-of-00004.tfrecord` has one of our names), so every writer asks
-`foreign` for its target paths before it writes anything, and refuses what
-it returns (`refuse_foreign`, naming the files and the flag that allows
-replacing them). Used by `writes.OutputSet` and by the folder writers
-(export, convert, presets: `check_replaceable`). `ops`: a
+names a writer of that kind writes. A name is no proof (a user's `vocab.txt`
+has one of ours), so every writer refuses the foreign files at its target
+paths before it writes anything (`check_ours`, `check_replaceable`),
+naming them and the flag that allows replacing them. `ops`: a
 `writes.FileOps` (this module lies below `writes`).
 """
 
@@ -106,14 +102,18 @@ def read_json(path: str, ops) -> Optional[Dict[str, Any]]:
   return data if isinstance(data, dict) else None
 
 
+def is_ours(manifest: Optional[Dict[str, Any]],
+            writer: Optional[str] = None) -> bool:
+  """Whether a manifest was written by us (by `writer`, if given)."""
+  who = (manifest or {}).get(WRITER_KEY)
+  return isinstance(who, str) and (
+      who == writer if writer else who.startswith(PACKAGE))
+
+
 def listed_by_ours(manifest: Optional[Dict[str, Any]],
                    writer: Optional[str] = None) -> Dict[str, Any]:
   """The files a manifest written by us (by `writer`, if given) lists."""
-  who = (manifest or {}).get(WRITER_KEY)
-  if not isinstance(who, str) or not (
-      who == writer if writer else who.startswith(PACKAGE)):
-    return {}
-  return manifest.get(FILES_KEY) or {}
+  return (manifest.get(FILES_KEY) or {}) if is_ours(manifest, writer) else {}
 
 
 def foreign(targets: Iterable[str], manifest_path: str, ops,
@@ -121,11 +121,20 @@ def foreign(targets: Iterable[str], manifest_path: str, ops,
   """The `targets` that exist and that the manifest of ours at
   `manifest_path` does not list (the manifest itself counts as listed when
   it is ours): what a writer must not replace."""
-  listed = listed_by_ours(read_json(manifest_path, ops), writer)
-  own = {os.path.join(os.path.dirname(manifest_path), name) for name in listed}
-  if listed:
+  manifest = read_json(manifest_path, ops)
+  own = {os.path.join(os.path.dirname(manifest_path), name)
+         for name in listed_by_ours(manifest, writer)}
+  if is_ours(manifest, writer):
     own.add(manifest_path)
   return [path for path in targets if path not in own and ops.exists(path)]
+
+
+def check_ours(targets: Iterable[str], manifest_path: str, ops,
+               flag: Optional[str] = None) -> None:
+  """Refuses (`refuse_foreign`, naming `flag`) the `targets` and the manifest
+  `manifest_path` unless the manifest is ours and lists them."""
+  refuse_foreign(foreign(dict.fromkeys([*targets, manifest_path]),
+                         manifest_path, ops), flag)
 
 
 def refuse_foreign(paths: Sequence[str], flag: Optional[str] = None) -> None:

@@ -1,31 +1,22 @@
 """The one writer layer of both faces: outputs replaced whole, sets published
 whole, only our own files replaced, and what killed writers left swept.
 
-Every writer fills a claimed temporary `<path>.tmp-PID` and renames it over
-`path` (`staged`); a folder already at `path` is first renamed to
-`<path>.old-PID` and removed once the new one is in. A name is no proof (a
-user's `model.old-20240101/` fits the pattern): before it creates a temp or
-sets a folder aside, a writer records it in `<leftover>.owner` (JSON naming
-the leftover, the pid and a token; `claim`), and only leftovers so proven,
-of writers no longer running, are removed (`sweep`, which every writer runs
-first: one rule for every leftover).
+A file is written as a claimed temp `<path>.tmp-PID` renamed over `path`
+(`staged`); a folder at `path` is first set aside as `<path>.old-PID`. A
+name is no proof (a user's `model.old-20240101/` fits it): a writer records
+each leftover in `<leftover>.owner` first (`claim`), and `sweep`, which every
+writer runs first, removes only leftovers so proven, of dead writers.
 
-An output set (several files read together: records, meta data, vocabulary)
-is published through a journal (`OutputSet.commit`): every file is staged
-whole, the journal `<manifest>.pending-PID` names the staged -> final
-renames (the manifest last), and only then are the files renamed. A kill
-during the renames leaves the journal, and the next writer rolls the
-publish forward from it (all staged files are whole), so a set is the old
-one or the new one; until then the manifest (renamed last) does not match
-the new files and readers refuse them, naming the command. The final paths
-stay those configs and the README name: a versioned folder with a pointer
-would change them, and object stores (gs://) have no symbolic links.
-
-A file at a target path of a set is replaced only when a manifest of ours
-lists it; anything else refuses the write before anything is written,
-naming the file (`ownership.refuse_foreign`).
-All file access goes through a `FileOps` adapter: `OS_OPS` here (the Keras 3
-face, without TensorFlow), `utils.GFILE_OPS` on the tf_keras face (gs://).
+An output set (files read together: records, meta data, vocabulary) is
+staged whole, then renamed in through a journal `<manifest>.pending-PID`
+(the manifest last; `OutputSet.commit`): a kill during the renames leaves the
+journal, and the next writer rolls the publish forward, so a set is the old
+one or the new one (until then readers refuse the mix, the manifest not
+matching). The final paths stay those configs name: object stores have no
+symbolic links for a versioned folder and a pointer. A file at a set's
+target path is replaced only when a manifest of ours lists it
+(`ownership.check_ours`). Files are reached through a `FileOps`: `OS_OPS`
+(the Keras 3 face, no TensorFlow) or `utils.GFILE_OPS` (gs://).
 """
 
 import contextlib
@@ -91,6 +82,13 @@ OS_OPS = FileOps(read=_read_text, write=_write_text,
                  makedirs=lambda path: os.makedirs(path, exist_ok=True))
 
 
+def target_of(name: str) -> str:
+  """The output a leftover `<name><infix>PID[.owner]` is of (else `name`)."""
+  for infix in (TMP_INFIX, BACKUP_INFIX, JOURNAL_INFIX):
+    name = name.split(infix, 1)[0]
+  return name
+
+
 def _live(pid: int, unused_leftover: str) -> bool:
   """Whether a leftover's writer may still be at it (this process's own are
   removed by `claim` when it writes them again)."""
@@ -105,9 +103,8 @@ def is_writing(path: str) -> bool:
 @dataclasses.dataclass(frozen=True)
 class Found:
   """A folder's leftovers of one infix: `stale` (leftover, pid) of dead
-  writers, proven ours; `orphans`, owner files of ours whose leftover is
-  gone (a kill after the rename); `unclaimed`, entries that only look like
-  leftovers (kept)."""
+  writers, proven ours; `orphans`, our owner files of gone leftovers;
+  `unclaimed`, look-alikes (kept)."""
   stale: List[Tuple[str, int]]
   orphans: List[str]
   unclaimed: List[str]
@@ -185,13 +182,10 @@ def _roll_forward(journal: str, pid: int, ops: FileOps) -> List[str]:
 def sweep(folder: str, ops: FileOps, name: Optional[str] = None
           ) -> List[str]:
   """Undoes or finishes what killed writers of ours left in `folder` (of
-  `name` only, if given), logging what it did and kept; returns the
-  leftovers it removed, restored or finished.
-
+  `name` only, if given), saying what it did; returns those leftovers.
   Journals are rolled forward; a backup `<path>.old-PID` is restored when
-  `path` is missing (the kill fell between the two renames of a swap), else
-  removed; temps are removed. Leftovers of live writers, and look-alikes
-  without our owner record (a user's `data.tmp-20240102`), are kept.
+  `path` is missing, else removed; temps are removed. Leftovers of live
+  writers and look-alikes without our owner record are kept.
   """
   folder = folder or "."
   if not ops.isdir(folder):
@@ -254,12 +248,10 @@ def _install(tmp: str, path: str, ops: FileOps) -> None:
 @contextlib.contextmanager
 def staged(path: str, ops: FileOps, inner: bool = False,
            folder: bool = False) -> Iterator[str]:
-  """Yields the claimed temp to write `path` under; on success it replaces
-  `path` whole (a folder: `folder`, created empty), on an exception it is
-  removed and `path` is left as it was. `inner`: the temp is a folder and
-  the file is written inside it under `path`'s own name (for writers that
-  need its suffix, as Keras' `.keras`). Sweeps `path`'s leftovers first.
-  """
+  """Yields the claimed temp for `path` (a folder: `folder`, made empty):
+  on success it replaces `path` whole, on an exception it is removed.
+  `inner`: the file is written as `path`'s name in a temp folder (a suffix
+  Keras needs). Sweeps `path`'s leftovers first."""
   path = path.rstrip("/")
   if os.path.dirname(path):
     ops.makedirs(os.path.dirname(path))
@@ -347,9 +339,7 @@ class OutputSet:
         raise ValueError(f"{path} is not in {self.directory}, the folder of "
                          f"the set's manifest {self.manifest_path}.")
     if not self.overwrite:
-      ownership.refuse_foreign(ownership.foreign(
-          [*paths, self.manifest_path], self.manifest_path, self.ops),
-                               self.flag)
+      ownership.check_ours(paths, self.manifest_path, self.ops, self.flag)
 
   def stage(self, path: str) -> str:
     """The claimed temporary name to write `path` (a file of the set) as."""
@@ -397,16 +387,19 @@ class OutputSet:
       ownership.release(tmp, self.ops)
 
 
+def size_of(path: str) -> Dict[str, int]:  # The Keras 3 face's fingerprint.
+  return {"size": os.path.getsize(path)}
+
+
 @contextlib.contextmanager
 def output_set(manifest_path: str, writer: str, ops: FileOps,
                fingerprint: Callable[[str], Dict[str, Any]],
                targets: Sequence[str] = (),
                overwrite_flag: Optional[str] = None,
                overwrite: bool = False) -> Iterator[OutputSet]:
-  """Yields an `OutputSet` whose manifest is `manifest_path`, after sweeping
-  its folder and refusing foreign files at `targets` (and at every staged
-  path). On an exception the staged files are removed and the previous set
-  is left as it was; the block must end with `commit`."""
+  """Yields an `OutputSet` of `manifest_path`, after sweeping its folder and
+  refusing foreign files at `targets` (and each staged path); the block
+  ends with `commit`, or on an exception the staged files are removed."""
   directory = os.path.dirname(manifest_path) or "."
   ops.makedirs(directory)
   sweep(directory, ops)
@@ -421,3 +414,11 @@ def output_set(manifest_path: str, writer: str, ops: FileOps,
   if not outputs.committed:
     outputs.discard()
     raise RuntimeError(f"The set of {manifest_path} was never committed.")
+
+
+def publish_json(path: str, data: Dict[str, Any], writer: str,
+                 ops: FileOps) -> Dict[str, Any]:
+  """Writes `data` (and `writer`) to `path` whole, as a set of no other file
+  (a file at `path` that we did not write is refused); returns it."""
+  with output_set(path, writer, ops, size_of) as outputs:
+    return outputs.commit(data)

@@ -5,30 +5,24 @@ loader reads, for `realformer/translation` on one's own data.
     --dev_files=dev.tsv --output_dir=/data/my_mt --vocab_size=8000
 
 `--train_files` / `--dev_files` each name a TSV (`source<TAB>target` per
-line) or two parallel text files (`train.en,train.de`: line i of one is the
-translation of line i of the other). Every line of every file is read and
-checked first; a line without exactly one tab, an empty side, invalid UTF-8
-or parallel files of different lengths is an error naming `file:line`,
-before anything is written. A UTF-8 BOM and CRLF line ends are accepted.
+line) or two parallel text files (`train.en,train.de`). Every line is
+checked first (one tab, no empty side, UTF-8, parallel files of one length;
+a BOM and CRLF are accepted): an error names `file:line`, before any write.
 
-Writes in `output_dir` (each file whole, `core.writes.staged`):
+Publishes in `output_dir` one set whose manifest `META_DATA` lists its files
+(a file there that no manifest of ours lists is refused, `data.output_sets`):
   * `sentencepiece.model` / `.vocab`, trained on both sides of the train
-    pairs with Model Garden's special ids, pad 0, eos 1, unk 2 and no bos
-    (official/nlp/data/train_sentencepiece.py), the ids `TranslationTask`
-    needs (`check_sentencepiece_model`). `--sentencepiece_model=PATH` uses an
-    existing model instead (checked, copied), e.g. to add a test set.
-  * `train.tf_record`, `dev.tf_record`: one `tf.train.Example` per pair
-    with the raw sentences as bytes features named `--src_lang` and
-    `--tgt_lang` (default `src`, `tgt`), as `wmt_dataloader.WMTDataLoader`
-    decodes them (it tokenizes while loading, so the records do not depend
-    on the SentencePiece model).
-Then train with official_configs/experiments/translation/small_own_data.yaml
-(README, "Translation / decoders").
+    pairs with Model Garden's special ids (pad 0, eos 1, unk 2, no bos), as
+    `TranslationTask` needs (`check_sentencepiece_model`); or the checked
+    copy of `--sentencepiece_model=PATH` (e.g. to add a test set).
+  * `train.tf_record`, `dev.tf_record`: one `tf.train.Example` per pair, the
+    raw sentences as bytes features `--src_lang` and `--tgt_lang` (default
+    `src`, `tgt`), as `wmt_dataloader.WMTDataLoader` decodes them (it
+    tokenizes while loading).
+Then train with official_configs/experiments/translation/small_own_data.yaml.
 
-Model Garden's `train_sentencepiece.py` is not imported: it reads TFDS only
-and, at import, defines its flags and marks `--output_model_path` required
-(official/nlp/data/train_sentencepiece.py:35), which would break this CLI;
-its `SentencePieceTrainer` call (line 108) is repeated with the same ids.
+Model Garden's `train_sentencepiece.py` is not imported (it reads TFDS only
+and defines required flags at import); its trainer call is repeated.
 """
 
 import os
@@ -41,7 +35,7 @@ import tensorflow as tf
 
 from realformer_tf import cli
 from realformer_tf import utils
-from realformer_tf.core import writes
+from realformer_tf.data import output_sets
 
 # Model Garden's reserved ids (official/nlp/data/train_sentencepiece.py):
 # `TranslationTask`'s loss ignores label 0 (`_padded_cross_entropy_loss`) and
@@ -49,28 +43,19 @@ from realformer_tf.core import writes
 # (`wmt_dataloader._maybe_truncate`).
 SPECIAL_IDS = {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}
 MODEL_NAME = "sentencepiece.model"
-SPLITS = ("train", "dev")
+# The set's manifest: `convert`'s result, and the files it wrote.
+META_DATA = "translation_meta_data.json"
 
 Pair = Tuple[str, str]
-
-
-def record_path(output_dir: str, split: str) -> str:
-  return os.path.join(output_dir, f"{split}.tf_record")
 
 
 def check_sentencepiece_model(path: str,
                               key: str = "task.sentencepiece_model_path"
                               ) -> Dict[str, int]:
-  """The model's special ids, if `TranslationTask` can train with it.
-
-  A model trained with SentencePiece's defaults (unk 0, bos 1, eos 2, no
-  pad) trains without an error and learns nothing useful: its unk tokens
-  are dropped from the loss as padding and the loader's truncation marker is
-  a bos. Returns {pad_id, eos_id, unk_id, bos_id}.
-
-  Raises:
-    ValueError: Naming `key`, the path and, for wrong ids, the ids found.
-  """
+  """The model's {pad_id, eos_id, unk_id, bos_id}, if `TranslationTask` can
+  train with it (SentencePiece's defaults, unk 0 and eos 2, train without an
+  error and learn nothing: unk is dropped from the loss as padding); else a
+  ValueError naming `key`, the path and the ids found."""
   if not path:
     raise ValueError(f"{key} is empty: set it to a SentencePiece model (pad "
                      "id 0, eos id 1), e.g. from python -m "
@@ -158,44 +143,33 @@ def read_pairs(files: Sequence[str]) -> List[Pair]:
                    f"(source,target); got {len(files)}: {list(files)}.")
 
 
-def train_sentencepiece(pairs: Sequence[Pair], model_path: str,
-                        vocab_size: int, model_type: str = "unigram",
+def train_sentencepiece(pairs: Sequence[Pair], prefix: str, vocab_size: int,
+                        model_type: str = "unigram",
                         character_coverage: float = 1.0) -> None:
   """Trains a SentencePiece model on both sides of `pairs` with
-  `SPECIAL_IDS`; writes `model_path` and its `.vocab` beside it atomically.
-
-  Raises:
-    ValueError: If SentencePiece refuses the settings (e.g. a vocabulary
-      larger than the text allows), naming them.
+  `SPECIAL_IDS` as `<prefix>.model` and `.vocab`; a ValueError names the
+  settings SentencePiece refuses (a vocabulary larger than the text allows).
   """
-  with tempfile.TemporaryDirectory() as work:
-    text = os.path.join(work, "sentences.txt")
-    with open(text, "w", encoding="utf-8") as f:
-      for source, target in pairs:
-        f.write(f"{source}\n{target}\n")
-    prefix = os.path.join(work, "sp")
-    try:
-      spm.SentencePieceTrainer.Train(
-          input=text, model_prefix=prefix, vocab_size=vocab_size,
-          model_type=model_type, character_coverage=character_coverage,
-          minloglevel=2, **SPECIAL_IDS)
-    except RuntimeError as e:
-      raise ValueError(
-          f"SentencePiece training failed (vocab_size={vocab_size}, "
-          f"model_type={model_type!r}): {e}. A small corpus needs a small "
-          "--vocab_size.") from None
-    vocab_path = os.path.splitext(model_path)[0] + ".vocab"
-    for suffix, path in ((".model", model_path), (".vocab", vocab_path)):
-      with writes.staged(path, utils.GFILE_OPS) as tmp:
-        tf.io.gfile.copy(prefix + suffix, tmp, overwrite=True)
+  text = prefix + ".txt"
+  with open(text, "w", encoding="utf-8") as f:
+    for source, target in pairs:
+      f.write(f"{source}\n{target}\n")
+  try:
+    spm.SentencePieceTrainer.Train(
+        input=text, model_prefix=prefix, vocab_size=vocab_size,
+        model_type=model_type, character_coverage=character_coverage,
+        minloglevel=2, **SPECIAL_IDS)
+  except RuntimeError as e:
+    raise ValueError(
+        f"SentencePiece training failed (vocab_size={vocab_size}, "
+        f"model_type={model_type!r}): {e}. A small corpus needs a small "
+        "--vocab_size.") from None
 
 
 def write_records(path: str, pairs: Sequence[Pair], src_lang: str,
                   tgt_lang: str) -> None:
-  """`pairs` as `tf.train.Example`s of bytes features `src_lang`,
-  `tgt_lang` (what `WMTDataLoader._decode` parses), atomically."""
-  with writes.staged(path, utils.GFILE_OPS) as tmp, tf.io.TFRecordWriter(
-      tmp) as writer:
+  """`pairs` as `tf.train.Example`s (`WMTDataLoader._decode`'s features)."""
+  with tf.io.TFRecordWriter(path) as writer:
     for source, target in pairs:
       writer.write(tf.train.Example(features=tf.train.Features(feature={
           src_lang: tf.train.Feature(bytes_list=tf.train.BytesList(
@@ -210,12 +184,9 @@ def convert(train_files: Sequence[str], output_dir: str,
             character_coverage: float = 1.0, src_lang: str = "src",
             tgt_lang: str = "tgt",
             sentencepiece_model: Optional[str] = None) -> Dict[str, object]:
-  """Reads and checks every split, then writes the model and the records.
-
-  Returns:
-    {sentencepiece_model, special_ids, <split>_file, <split>_examples,
-    <split>_max_tokens}.
-  """
+  """Reads and checks every split, then publishes the model and the records
+  as one set; returns its manifest's {sentencepiece_model, special_ids,
+  <split>_file, <split>_examples, <split>_max_tokens}."""
   if not output_dir:
     raise ValueError("--output_dir is required.")
   if not src_lang or src_lang == tgt_lang:
@@ -230,21 +201,34 @@ def convert(train_files: Sequence[str], output_dir: str,
   if dev_files:
     splits["dev"] = read_pairs(dev_files)
   model_path = os.path.join(output_dir, MODEL_NAME)
-  if sentencepiece_model:
-    if os.path.abspath(sentencepiece_model) != os.path.abspath(model_path):
-      with writes.staged(model_path, utils.GFILE_OPS) as tmp:
-        tf.io.gfile.copy(sentencepiece_model, tmp, overwrite=True)
-  else:
-    train_sentencepiece(splits["train"], model_path, vocab_size, model_type,
-                        character_coverage)
-  result = {"sentencepiece_model": model_path,
-            "special_ids": check_sentencepiece_model(model_path, model_path)}
-  processor = spm.SentencePieceProcessor(model_file=model_path)
-  for split, pairs in splits.items():
-    path = record_path(output_dir, split)
-    write_records(path, pairs, src_lang, tgt_lang)
-    result.update({f"{split}_file": path, f"{split}_examples": len(pairs),
-                   f"{split}_max_tokens": max_tokens(processor, pairs)})
+  records = {split: os.path.join(output_dir, f"{split}.tf_record")
+             for split in splits}
+  with tempfile.TemporaryDirectory() as work:
+    sources = {}  # Final path -> the file copied there.
+    if not sentencepiece_model:
+      train_sentencepiece(splits["train"], os.path.join(work, "sp"),
+                          vocab_size, model_type, character_coverage)
+      sources = {model_path: os.path.join(work, "sp.model"),
+                 os.path.splitext(model_path)[0] + ".vocab": os.path.join(
+                     work, "sp.vocab")}
+    elif os.path.abspath(sentencepiece_model) != os.path.abspath(model_path):
+      sources = {model_path: sentencepiece_model}
+    model = sources.get(model_path, model_path)
+    result = {"sentencepiece_model": model_path,
+              "special_ids": check_sentencepiece_model(model, model_path)}
+    processor = spm.SentencePieceProcessor(model_file=model)
+    with output_sets.output_set(os.path.join(output_dir, META_DATA),
+                                "realformer_tf.data.translation",
+                                [*sources, *records.values()]) as outputs:
+      for path, source in sources.items():
+        tf.io.gfile.copy(source, outputs.stage(path), overwrite=True)
+      for split, pairs in splits.items():
+        write_records(outputs.stage(records[split]), pairs, src_lang,
+                      tgt_lang)
+        result.update({f"{split}_file": records[split],
+                       f"{split}_examples": len(pairs),
+                       f"{split}_max_tokens": max_tokens(processor, pairs)})
+      outputs.commit(result)
   return result
 
 

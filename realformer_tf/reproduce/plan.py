@@ -14,6 +14,7 @@ import tensorflow as tf
 from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.modeling import hyperparams
+from realformer_tf import utils
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import registry  # pylint: disable=unused-import
@@ -37,8 +38,10 @@ RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 CURVES_PNG = "curves.png"
 ATTENTION_PNG = "attention.png"
-OUTPUT_ENTRIES = (RESULTS_JSON, RESULTS_MD, CURVES_PNG, ATTENTION_PNG, "data",
-                  "glue_data", "pretrain", "finetune", "analysis")
+# The report: results.json, the manifest of the others (one output set).
+REPORT = (RESULTS_JSON, RESULTS_MD, CURVES_PNG, ATTENTION_PNG)
+OUTPUT_ENTRIES = (*REPORT, "data", "glue_data", "pretrain", "finetune",
+                  "analysis")
 ARCHS = {
     "post_ln": (tables.ARCH_LABELS["post_ln"], "arch_post_ln.yaml", 1.0),
     "pre_ln": (tables.ARCH_LABELS["pre_ln"], "arch_pre_ln.yaml", 1.0),
@@ -200,7 +203,8 @@ def check_options(options: Options) -> Scale:
   if tf.io.gfile.exists(options.output_dir):
     tables.check_output_dir(
         options.output_dir, tf.io.gfile.listdir(options.output_dir)
-        if tf.io.gfile.isdir(options.output_dir) else None, OUTPUT_ENTRIES)
+        if tf.io.gfile.isdir(options.output_dir) else None, OUTPUT_ENTRIES,
+        REPORT, utils.GFILE_OPS)
   tables.check_choice("scale", options.scale, SCALES)
   tables.check_archs(options.archs, ARCHS)
   if options.seeds is None:  # `check_positive` lets None pass.

@@ -11,18 +11,14 @@ from tqdm import auto as tqdm
 from tensorboard.backend.event_processing import event_accumulator
 from realformer_tf import utils
 from realformer_tf.analysis import plots
-from realformer_tf.core import writes
+from realformer_tf.data import output_sets
 from realformer_tf.data import glue as glue_data
 from realformer_tf.reproduce import plan as plan_lib
 from realformer_tf.reproduce import tables
 from realformer_tf.training import runs
 from realformer_tf.training import sweep
 
-RESULTS_JSON = plan_lib.RESULTS_JSON
-RESULTS_MD = plan_lib.RESULTS_MD
-CURVES_PNG = plan_lib.CURVES_PNG
-ATTENTION_PNG = plan_lib.ATTENTION_PNG
-PRETRAIN_METRICS = tables.PRETRAIN_METRICS
+WRITER = "realformer_tf.reproduce"
 
 # The paper's own GLUE dev numbers for RealFormer (BERT-Large, Table 3), for
 # `--scale=large`; per task, the metrics the sweep reports (as fractions).
@@ -207,8 +203,9 @@ def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict,
   for task, why in plan.skipped_tasks.items():
     lines.append(f"- {task} not fine-tuned: {why}.")
   lines += [
-      "", f"Curves: `{CURVES_PNG}`; attention entropy and JSD of seed 0: "
-      f"`{ATTENTION_PNG}` (per architecture: `analysis/<arch>/`).",
+      "", f"Curves: `{plan_lib.CURVES_PNG}`; attention entropy and JSD of "
+      f"seed 0: `{plan_lib.ATTENTION_PNG}` (per architecture: "
+      "`analysis/<arch>/`).",
       "", "The paper's numbers are BERT-sized models pre-trained for 1M steps "
       "on Wikipedia + BooksCorpus; at a smaller scale the ordering of the "
       "architectures need not be the paper's."]
@@ -218,7 +215,9 @@ def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict,
 def write_results(plan: plan_lib.Plan, pretrain_results: Dict[str, List[Dict]],
                   glue_results: Dict[str, Dict[str, List[Dict]]],
                   analyses: Dict[str, str]) -> Dict:
-  """Writes results.json, results.md, curves.png and attention.png."""
+  """Publishes results.json, the manifest of results.md, curves.png and
+  attention.png (one output set: a user's file at one of those paths is
+  refused, `tables.check_output_dir`); returns results.json's content."""
   o = plan.options
   pretraining = summarize_pretraining(pretrain_results)
   glue = {arch: sweep.summarize(by_task)
@@ -231,18 +230,19 @@ def write_results(plan: plan_lib.Plan, pretrain_results: Dict[str, List[Dict]],
              "pretraining": pretraining,
              "pretraining_runs": pretrain_results,
              "glue": glue, "curves": curves, "analysis": analyses}
-  writes.replace_json(os.path.join(o.output_dir, RESULTS_JSON), results,
-                      utils.GFILE_OPS)
   text = format_results(plan, pretraining, glue,
                         majority_class_lines(glue_results))
-  writes.replace_file(os.path.join(o.output_dir, RESULTS_MD), text,
-                      utils.GFILE_OPS)
-  with writes.staged(os.path.join(o.output_dir, CURVES_PNG), utils.GFILE_OPS,
-                     inner=True) as tmp:
-    tables.curves_figure(curves, {a: plan_lib.ARCHS[a][0] for a in curves},
-                         tmp, note=scale_note(plan))
-  with writes.staged(os.path.join(o.output_dir, ATTENTION_PNG),
-                     utils.GFILE_OPS, inner=True) as tmp:
-    plot_attention(analyses, tmp, plan)
+  out = {name: os.path.join(o.output_dir, name) for name in plan_lib.REPORT}
+  with output_sets.output_set(out[plan_lib.RESULTS_JSON], WRITER,
+                              list(out.values())) as outputs:
+    with tf.io.gfile.GFile(outputs.stage(out[plan_lib.RESULTS_MD]), "w") as f:
+      f.write(text)
+    with tf.io.gfile.GFile(outputs.stage(out[plan_lib.CURVES_PNG]), "wb") as f:
+      tables.curves_figure(curves, {a: plan_lib.ARCHS[a][0] for a in curves},
+                           f, note=scale_note(plan))
+    with tf.io.gfile.GFile(outputs.stage(out[plan_lib.ATTENTION_PNG]),
+                           "wb") as f:
+      plot_attention(analyses, f, plan)
+    results = outputs.commit(results)
   print(text, flush=True)
   return results

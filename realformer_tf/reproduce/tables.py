@@ -7,7 +7,8 @@ which runs where TensorFlow is not installed) both write their results.md
 table, ordering line and `curves.png` with these.
 """
 
-from typing import Dict, Iterable, List, Optional
+import os
+from typing import Dict, Iterable, List, Optional, Sequence
 
 from realformer_tf.analysis import plots
 from realformer_tf.core import ownership
@@ -30,21 +31,21 @@ def check_choice(flag: str, value, choices) -> None:
 
 
 def check_output_dir(output_dir: str, entries: Optional[Iterable[str]],
-                     own: Iterable[str]) -> None:
-  """Raises a ValueError naming --output_dir when it holds anything a
-  reproduction does not write (`own`, and our temporaries of those), before
-  anything is written: a reproduction writes results.md, results.json and
-  its figures there over files of those names, and its runs beside them, so
-  a mistyped --output_dir (a train.py run, a folder of the user's) is never
-  written into. `entries`: its names; None if it is a file.
-  """
+                     own: Iterable[str], report: Sequence[str] = (),
+                     ops: Optional[writes.FileOps] = None) -> None:
+  """Refuses (ValueError) an --output_dir whose `entries` (None: a file)
+  are not `own` or our leftovers of those (a train.py run, a user's folder),
+  and a file at the `report` paths (its manifest first) that the manifest of
+  ours does not list (`ownership.check_ours`, through `ops`)."""
   if entries is None:
     raise ValueError(f"--output_dir={output_dir!r} is a file, not a "
                      "directory.")
   own = set(own)
   names = sorted(entry.rstrip("/") for entry in entries)
-  foreign = [name for name in names
-             if name.split(writes.TMP_INFIX, 1)[0] not in own]
+  foreign = [name for name in names if writes.target_of(name) not in own]
+  if not foreign and report:
+    ownership.check_ours([os.path.join(output_dir, name) for name in report],
+                         os.path.join(output_dir, report[0]), ops)
   if not foreign:
     return
   run = [name for name in names if name in ownership.RUN_FILES]

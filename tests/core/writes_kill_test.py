@@ -9,7 +9,9 @@ The real writers' kills at their renames are in their own tests
 beam_pretraining_data_test.py, tests/serving/export_errors_test.py,
 tests/checkpoints/convert_test.py and keras3_bridge_test.py,
 tests/keras3/saving_test.py, tests/analysis/output_files_test.py,
-tests/reproduce/keras3/run_test.py); `params.yaml` is here.
+tests/reproduce/keras3/run_test.py); the translation converter and the
+reproductions' reports in tests/core/writes_foreign_test.py; `params.yaml`
+is here.
 """
 
 import logging

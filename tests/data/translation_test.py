@@ -7,6 +7,7 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from official.nlp.data import wmt_dataloader
+from realformer_tf.data import output_sets
 from realformer_tf.data import translation
 from tests.helpers import translation as ttu
 
@@ -55,8 +56,12 @@ def test_tsv_and_parallel_files_give_records_the_wmt_loader_reads(tmp_path):
   assert (result["train_examples"], result["dev_examples"]) == (200, 6)
   longest = max(len(s.split()) for s in dev_sources) + 1  # + EOS
   assert result["dev_max_tokens"] == {"source": longest, "target": longest}
-  assert sorted(os.listdir(out)) == ["dev.tf_record", "sentencepiece.model",
-                                     "sentencepiece.vocab", "train.tf_record"]
+  assert sorted(os.listdir(out)) == [
+      "dev.tf_record", "sentencepiece.model", "sentencepiece.vocab",
+      "train.tf_record", translation.META_DATA]
+  meta = os.path.join(out, translation.META_DATA)
+  output_sets.check_set(meta, output_sets.read_manifest(meta))
+  assert output_sets.read_manifest(meta)["train_examples"] == 200
   assert _load(result) == (dev_sources, dev_targets)
   first = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(
       result["train_file"]))).numpy())

@@ -4,6 +4,7 @@ import dataclasses
 import os
 from typing import Dict, List, Optional, Sequence
 
+from realformer_tf.core import writes
 from realformer_tf.reproduce import tables
 
 # Architecture -> `RealFormerBackbone` arguments (Post-LN with no residual
@@ -22,8 +23,9 @@ LOCK_FILE = ".lock"
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 CURVES_PNG = "curves.png"
-OUTPUT_ENTRIES = (LOCK_FILE, "data", *ARCHS, RESULTS_JSON, RESULTS_MD,
-                  CURVES_PNG)
+# The report: results.json, the manifest of the others (one output set).
+REPORT = (RESULTS_JSON, RESULTS_MD, CURVES_PNG)
+OUTPUT_ENTRIES = (LOCK_FILE, "data", *ARCHS, *REPORT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +128,8 @@ def make_plan(options: Options) -> Plan:
   if os.path.lexists(options.output_dir):
     tables.check_output_dir(
         options.output_dir, os.listdir(options.output_dir)
-        if os.path.isdir(options.output_dir) else None, OUTPUT_ENTRIES)
+        if os.path.isdir(options.output_dir) else None, OUTPUT_ENTRIES,
+        REPORT, writes.OS_OPS)
   tables.check_choice("size", options.size, SIZES)
   tables.check_archs(options.archs, ARCHS)
   for name in ("seeds", "train_steps", "checkpoint_steps",

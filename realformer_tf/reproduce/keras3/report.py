@@ -1,7 +1,6 @@
 """The Keras 3 reproduction's outputs: results.md (the tf_keras
 reproduction's Table 2 and ordering, `tables`), results.json, curves.png."""
 
-import json
 import os
 from typing import Dict, List, Optional
 
@@ -10,9 +9,7 @@ from realformer_tf.reproduce import tables
 from realformer_tf.reproduce.keras3 import data as data_lib
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 
-RESULTS_JSON = plan_lib.RESULTS_JSON
-RESULTS_MD = plan_lib.RESULTS_MD
-CURVES_PNG = plan_lib.CURVES_PNG
+WRITER = "realformer_tf.reproduce.keras3"
 
 
 def scale_note(plan: plan_lib.Plan) -> Optional[str]:
@@ -60,8 +57,8 @@ def format_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
       "", "## Pre-training (paper Table 2): held-out masked LM", ""]
   lines += tables.pretraining_table(plan.labels, pretraining)
   lines += [
-      "", f"Curves: `{CURVES_PNG}` (training accuracy averaged over each "
-      "device call's steps; held-out accuracy at each evaluation).", "",
+      "", f"Curves: `{plan_lib.CURVES_PNG}` (training accuracy averaged over "
+      "each device call's steps; held-out accuracy at each evaluation).", "",
       "The paper's numbers are BERT-sized models pre-trained for 1M steps "
       "on Wikipedia + BooksCorpus; at a smaller scale the ordering of the "
       "architectures need not be the paper's."]
@@ -109,7 +106,8 @@ def batches_line(results: Dict[str, List[Dict]]) -> str:
 
 def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
                   results: Dict[str, List[Dict]]) -> Dict:
-  """Writes results.json, results.md and curves.png; prints results.md."""
+  """Publishes results.json, the manifest of results.md and curves.png (one
+  output set: a user's file at those paths is refused); prints results.md."""
   o = plan.options
   pretraining = tables.summarize_pretraining(results)
   curves = {a: {r["seed"]: r["curves"] for r in runs}
@@ -121,17 +119,19 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
                       "train_sequences": len(sequences.train),
                       "eval_sequences": len(sequences.eval)},
              "pretraining": pretraining, "pretraining_runs": results}
-  writes.replace_file(os.path.join(o.output_dir, RESULTS_JSON),
-                      json.dumps(summary, indent=2), writes.OS_OPS)
   text = format_results(plan, sequences, results, pretraining)
-  writes.replace_file(os.path.join(o.output_dir, RESULTS_MD), text,
-                      writes.OS_OPS)
   n = passes(plan, sequences)
   memorized = (f"{n:.0f} passes over {len(sequences.train)} training "
                "sequences: a small corpus, memorized" if n > 2 else None)
-  with writes.staged(os.path.join(o.output_dir, CURVES_PNG),
-                     writes.OS_OPS) as tmp, open(tmp, "wb") as f:
-    tables.curves_figure(curves, plan.labels, f, note=" ".join(
-        filter(None, [scale_note(plan), memorized])) or None)
+  out = {name: os.path.join(o.output_dir, name) for name in plan_lib.REPORT}
+  with writes.output_set(out[plan_lib.RESULTS_JSON], WRITER, writes.OS_OPS,
+                         writes.size_of, list(out.values())) as outputs:
+    with open(outputs.stage(out[plan_lib.RESULTS_MD]), "w",
+              encoding="utf-8") as f:
+      f.write(text)
+    with open(outputs.stage(out[plan_lib.CURVES_PNG]), "wb") as f:
+      tables.curves_figure(curves, plan.labels, f, note=" ".join(
+          filter(None, [scale_note(plan), memorized])) or None)
+    summary = outputs.commit(summary)
   print(text, flush=True)
   return summary

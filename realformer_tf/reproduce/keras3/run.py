@@ -2,11 +2,11 @@
 (`core.run_lock`), the data
 once, every run not done yet (resumed from its checkpoint), the report."""
 
-import json
 import os
 import time
-from typing import Dict, Optional, Sequence
+from typing import Dict, Sequence
 
+from realformer_tf.core import ownership
 from realformer_tf.core import run_lock
 from realformer_tf.core import writes
 from realformer_tf.reproduce.keras3 import data as data_lib
@@ -17,17 +17,13 @@ from realformer_tf.reproduce.keras3 import train
 LOCK_FILE = plan_lib.LOCK_FILE
 
 
-def read_result(path: str) -> Optional[Dict]:
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
 def execute(plan: plan_lib.Plan) -> Dict:
   """Runs the plan (see the package docstring); returns results.json's
   content."""
   o = plan.options
+  for run in plan.runs:  # A user's result.json is refused before a write.
+    ownership.check_ours((), os.path.join(run.run_dir, plan_lib.RESULT_FILE),
+                         writes.OS_OPS)
   train.check_backend()
   start = time.time()
   with run_lock.hold(o.output_dir, name=LOCK_FILE, flag="--output_dir"):
@@ -38,12 +34,12 @@ def execute(plan: plan_lib.Plan) -> Dict:
     results = {}
     for run in plan.runs:
       path = os.path.join(run.run_dir, plan_lib.RESULT_FILE)
-      result = read_result(path)
+      result = ownership.read_json(path, writes.OS_OPS)
       if result is None or result.get("config") != train.run_config(
           plan, train.resolve_policy(o.dtype_policy)):
         result = train.train_run(plan, run, sequences)
-        writes.replace_file(path, json.dumps(result, indent=2),
-                            writes.OS_OPS)
+        result = writes.publish_json(path, result, report.WRITER,
+                                     writes.OS_OPS)
       else:
         print(f"{run.arch} seed {run.seed}: done ({path}).", flush=True)
       results.setdefault(run.arch, []).append(result)

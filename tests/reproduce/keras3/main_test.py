@@ -9,7 +9,6 @@ from matplotlib import image
 from realformer_tf.reproduce import tables
 from realformer_tf.reproduce.keras3 import data
 from realformer_tf.reproduce.keras3 import plan as plan_lib
-from realformer_tf.reproduce.keras3 import report
 from tests.helpers import keras3_reproduction
 
 STEPS = keras3_reproduction.TRAIN_STEPS
@@ -17,7 +16,7 @@ ARCHS = ("post_ln", "pre_ln", "realformer")
 
 
 def _results(output_dir):
-  with open(os.path.join(output_dir, report.RESULTS_JSON)) as f:
+  with open(os.path.join(output_dir, plan_lib.RESULTS_JSON)) as f:
     return json.load(f)
 
 
@@ -66,7 +65,7 @@ def test_initial_weights_are_shared_where_shapes_allow(tiny_reproduction):
 def test_the_report_reads_as_table_2(tiny_reproduction):
   output_dir, corpus, result = tiny_reproduction
   results = _results(output_dir)
-  with open(os.path.join(output_dir, report.RESULTS_MD)) as f:
+  with open(os.path.join(output_dir, plan_lib.RESULTS_MD)) as f:
     text = f.read()
   assert text in result.stdout  # Printed as written.
   assert text.startswith("# Post-LN vs Pre-LN vs RealFormer on Keras 3 (JAX)"
@@ -90,7 +89,7 @@ def test_the_report_reads_as_table_2(tiny_reproduction):
   best = max(ARCHS, key=lambda a: (accuracy[a], -ARCHS.index(a)))
   assert (f"Ordering by held-out MLM accuracy: {tables.ARCH_LABELS[best]} "
           f"{100 * accuracy[best]:.2f} ") in text
-  png = image.imread(os.path.join(output_dir, report.CURVES_PNG))
+  png = image.imread(os.path.join(output_dir, plan_lib.CURVES_PNG))
   assert png.shape[:2] == (450, 1100)  # plots.curves_figure: 11 x 4.5 in.
   assert not [n for n in os.listdir(output_dir) if ".tmp-" in n]
 

@@ -4,7 +4,9 @@ import re
 
 import pytest
 
+from realformer_tf.core import writes
 from realformer_tf.reproduce.keras3 import plan as plan_lib
+from realformer_tf.reproduce.keras3 import report
 
 
 def test_the_small_size_is_the_papers_bert_small_on_one_gpu():
@@ -76,6 +78,15 @@ def test_an_output_dir_holding_what_it_does_not_write_is_refused(tmp_path):
                                      "train.lock"]
   ours = tmp_path / "ours"
   ours.mkdir()
-  for name in plan_lib.OUTPUT_ENTRIES:
+  for name in set(plan_lib.OUTPUT_ENTRIES) - set(plan_lib.REPORT):
     (ours / name).write_text("")
+  writes.publish_json(str(ours / plan_lib.RESULTS_JSON), {}, report.WRITER,
+                      writes.OS_OPS)
   plan_lib.make_plan(plan_lib.Options(output_dir=str(ours), size="tiny"))
+  # A user's file with a report's name: kept, and the refusal names it.
+  (ours / plan_lib.RESULTS_MD).write_text("my notes")
+  with pytest.raises(FileExistsError, match=re.escape(
+      f"{ours / plan_lib.RESULTS_MD} exists and no manifest of realformer_tf "
+      "lists it (not written by us), so nothing was written: move it away")):
+    plan_lib.make_plan(plan_lib.Options(output_dir=str(ours), size="tiny"))
+  assert (ours / plan_lib.RESULTS_MD).read_text() == "my notes"
