@@ -18,7 +18,6 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from realformer_tf.core import deprecation
 from realformer_tf.core import writes
 
 
@@ -147,10 +146,3 @@ def flags_main(fn: Callable[..., Any],
                    for name in inspect.signature(fn).parameters})
     print(json.dumps(to_json(result), indent=2))
   return main
-
-
-# Moved names -> their new module; each warns once used (removed in 0.2).
-_MOVED = {"resolve_checkpoint": "realformer_tf.checkpoints.run_directory"}
-
-
-__getattr__ = deprecation.moved_names(__name__, _MOVED)
