@@ -1,27 +1,11 @@
 r"""Converts a TF1 RealFormer / Google BERT checkpoint for Model Garden tasks.
 
-Writes to `--output_dir`:
-  ckpt-1.*, checkpoint  A TF2 checkpoint: `encoder` (the RealFormerEncoder
-      fine-tuning tasks restore from `task.init_checkpoint`) and
-      `next_sentence.pooler_dense` (TF1's `bert/pooler/dense`, where a Model
-      Garden pre-training checkpoint keeps it: SentencePrediction with
-      `init_cls_pooler=true`, realformer/glue's default, requires it). With
-      --with_pretraining_heads also `masked_lm` (MaskedLMTask restores
-      `BertPretrainerV2.checkpoint_items`) and `model`, the whole pretrainer
-      with the NSP logits layer (`tf.train.Checkpoint(model=pretrainer)`).
-  encoder.yaml      `task.model.encoder` (type: any), for `--config_file`.
-  pretrainer.yaml   With --with_pretraining_heads: `task.model` of a
-                    pre-training experiment (encoder, NSP head, MLM).
+  python -m realformer_tf.checkpoints.convert --tf1_checkpoint=DIR/model.ckpt \
+    --bert_config_file=DIR/bert_config.json --output_dir=DIR_TF2
 
-Example:
-
-  python -m realformer_tf.checkpoints.convert \
-    --tf1_checkpoint=/path/realformer_base/model.ckpt-1000000 \
-    --bert_config_file=/path/realformer_base/bert_config.json \
-    --output_dir=/path/realformer_base_tf2
-
-  then fine-tune with `--config_file=/path/realformer_base_tf2/encoder.yaml
-  --params_override=task.init_checkpoint=/path/realformer_base_tf2`.
+Writes `ckpt-1` (the encoder, the pooler `init_cls_pooler` needs and, with
+--with_pretraining_heads, the MLM head), `encoder.yaml` and, with the heads,
+`pretrainer.yaml`.
 """
 
 import os

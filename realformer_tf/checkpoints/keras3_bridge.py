@@ -1,30 +1,10 @@
 """Weights both ways between our tf_keras runs and `RealFormerBackbone`.
 
-The Keras 3 face's bridge to TensorFlow checkpoints (it was
-`realformer_tf.keras3.weights`): it reads and writes TF checkpoints and
-builds the tf_keras `RealFormerEncoder`, so it lives here, above the Keras 3
-face, which imports no TensorFlow. TensorFlow is used beside Keras 3, not as
-its backend, so it works under any `KERAS_BACKEND` as long as TensorFlow is
-installed.
-
-In:  `load_run(model_dir or ckpt-N)`: a run of train.py (its `params.yaml`),
-     or a directory of `realformer_tf.checkpoints.convert` / `save_run` (its
-     `encoder.yaml`), hence also converted TF1 RealFormer/BERT checkpoints;
-     `load_masked_lm(...)`: the same with the run's pre-trained MLM head, as
-     a `RealFormerMaskedLM`; `from_tf_keras_encoder(encoder)` for a model in
-     memory.
-Out: `to_tf_keras_encoder(backbone)` (a tf_keras `RealFormerEncoder` with the
-     weights) and `save_run(backbone, output_dir)`, which writes what
-     `convert` writes, so Model Garden fine-tuning continues from it:
-     `--config_file=output_dir/encoder.yaml
-      --params_override=task.init_checkpoint=output_dir`.
-
-The configs both ways are `keras3_configs`'; the run directory (config,
-newest readable checkpoint, a killed swap's backup) is `run_directory`'s; the checkpoint side is
-`tf2_checkpoint.check_encoder_checkpoint` (it finds the encoder in the
-checkpoint and names every missing, unused or mis-shaped variable); the
-weights are then matched by name (`keras3_weight_map`), again checked all at
-once before any is assigned.
+In: `load_run`, `load_masked_lm`, `from_tf_keras_encoder`; out:
+`to_tf_keras_encoder`, `save_run` (what `convert` writes, so Model Garden
+fine-tuning continues from it). It imports TensorFlow (beside Keras 3, any
+backend), so it lives here, above the TF-free Keras 3 face; every mismatch
+is named before any weight is assigned.
 """
 
 import os
