@@ -1,14 +1,8 @@
-"""What proves a file ours, and what a writer may replace: a leftover its
-owner record names, what a manifest of ours lists, or a folder of only the
-names a writer of that kind writes.
+"""What proves a file ours, and what a writer may replace.
 
-A name is no proof that we wrote a file (a user's `vocab.txt` or
-`train-00000-of-00004.tfrecord` has one of our names), so every writer asks
-`foreign` for its target paths before it writes anything, and refuses what
-it returns (`refuse_foreign`, naming the files and the flag that allows
-replacing them). Used by `writes.OutputSet` and by the folder writers
-(export, convert, presets: `check_replaceable`). `ops`: a
-`writes.FileOps` (this module lies below `writes`).
+A name is no proof (a user's `vocab.txt` has one of our names): every
+writer asks `foreign` for its target paths first and refuses what it
+returns (`refuse_foreign`). `ops` is a `writes.FileOps`.
 """
 
 import json

@@ -1,31 +1,10 @@
 """The one writer layer of both faces: outputs replaced whole, sets published
 whole, only our own files replaced, and what killed writers left swept.
 
-Every writer fills a claimed temporary `<path>.tmp-PID` and renames it over
-`path` (`staged`); a folder already at `path` is first renamed to
-`<path>.old-PID` and removed once the new one is in. A name is no proof (a
-user's `model.old-20240101/` fits the pattern): before it creates a temp or
-sets a folder aside, a writer records it in `<leftover>.owner` (JSON naming
-the leftover, the pid and a token; `claim`), and only leftovers so proven,
-of writers no longer running, are removed (`sweep`, which every writer runs
-first: one rule for every leftover).
-
-An output set (several files read together: records, meta data, vocabulary)
-is published through a journal (`OutputSet.commit`): every file is staged
-whole, the journal `<manifest>.pending-PID` names the staged -> final
-renames (the manifest last), and only then are the files renamed. A kill
-during the renames leaves the journal, and the next writer rolls the
-publish forward from it (all staged files are whole), so a set is the old
-one or the new one; until then the manifest (renamed last) does not match
-the new files and readers refuse them, naming the command. The final paths
-stay those configs and the README name: a versioned folder with a pointer
-would change them, and object stores (gs://) have no symbolic links.
-
-A file at a target path of a set is replaced only when a manifest of ours
-lists it; anything else refuses the write before anything is written,
-naming the file (`ownership.refuse_foreign`).
-All file access goes through a `FileOps` adapter: `OS_OPS` here (the Keras 3
-face, without TensorFlow), `utils.GFILE_OPS` on the tf_keras face (gs://).
+A writer fills a claimed `<path>.tmp-PID` and renames it over `path`
+(`staged`); a set goes in through a journal the next writer rolls forward
+after a kill (`OutputSet.commit`); only leftovers a `.owner` file proves
+ours are removed (`sweep`). `OS_OPS` here, `utils.GFILE_OPS` for gs://.
 """
 
 import contextlib
