@@ -1,15 +1,10 @@
 """`.keras` files and keras-hub presets of our models: written whole or not
 at all, and a damaged `.keras` file named for what it is.
 
-`keras.Model.save` writes its zip archive in place, so a save killed part
-way leaves a half-written file, which `keras.saving.load_model` then reports
-as "File not found" (it only asks `zipfile.is_zipfile`). `save_model`
-writes beside the path and renames when complete; `load_model` says what a
-missing, empty or half-written file is before Keras opens it.
-`save_preset` does the same for a preset directory (our backbones' and
-tasks' `save_to_preset`), and `export_model` for a SavedModel, all through
-the writer layer (`core.writes`). `WritesWhole` makes them our backbones'
-and tasks' `save` and `export`.
+`keras.Model.save` writes its zip in place, and `keras.saving.load_model`
+calls a half-written one "File not found". `save_model`, `save_preset` and
+`export_model` write through `core.writes`; `WritesWhole` makes them our
+models' `save` and `export`.
 """
 
 import os
@@ -99,12 +94,10 @@ SAVED_MODEL_FORMAT = "tf_saved_model"
 def check_saved_model_backend(model: keras.Model) -> None:
   """Refuses a SavedModel export on the PyTorch backend, naming the way out.
 
-  Keras 3.15's PyTorch exporter reads each input spec's `.shape`
-  (keras/src/backend/torch/export.py:70-72), so a model with named inputs,
-  as every backbone and task of ours has, fails there with
-  `AttributeError: 'dict' object has no attribute 'shape'`; past that it
-  needs `torch_xla` (:84-90). A `.keras` file saved on PyTorch loads under
-  TensorFlow or JAX, which export it.
+  Keras' PyTorch exporter (`TorchExportArchive.track`) reads each input
+  spec's `.shape`, so our models' named inputs fail there, and past that it
+  needs `torch_xla`. A `.keras` file saved on PyTorch exports under
+  TensorFlow or JAX.
 
   Raises:
     ValueError: On the PyTorch backend, naming the setting (a refusal, as
