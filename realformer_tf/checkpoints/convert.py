@@ -60,17 +60,11 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
                            overwrite: bool = False) -> str:
   """Converts a TF1 checkpoint (see the module docstring); returns its prefix.
 
-  Every input is checked, and the whole checkpoint loaded and matched, before
-  anything is written. `residual_attention`: None (from `use_running_mean`),
-  "sum", "mean" or "none". `overwrite`: allow a non-empty `output_dir`; this
-  tool's earlier outputs there are replaced, other files are kept; a
-  train.py run directory (or a folder holding one) is refused
-  (`converted_output.check_converted_output_dir`).
-
-  The new outputs (and links to, or copies of, the other files) are written
-  to `<output_dir>.tmp-PID` and swapped in by `core.writes.staged`: the
-  previous `output_dir` stays whole until the new one is complete; a kill
-  between the swap's two renames is undone by the next run.
+  Everything is checked before anything is written; the new directory is
+  swapped in whole (`core.writes.staged`). `residual_attention`: None (from
+  `use_running_mean`), "sum", "mean" or "none". `overwrite`: replace this
+  tool's earlier outputs in `output_dir`, keeping other files; a train.py
+  run directory is refused.
   """
   output_dir = (output_dir or "").rstrip("/")
   if output_dir:

@@ -111,9 +111,8 @@ def _read_run(checkpoint_path, config, encoder_path, with_head):
   with tf2_checkpoint.shapes_only_graph() as built:
     shadow = encoders.build_realformer_encoder(config)
     built.append(shadow)
-    # tf_keras converts each subclassed layer's `call` with AutoGraph in a
-    # graph (base_layer_v1.py `__call__`, unless the status is DISABLED):
-    # ~20 s of transpiling on first use, for Python-only control flow.
+    # AutoGraph off: tf_keras would transpile every layer's `call` (slow on
+    # first use) for Python-only control flow.
     with ag_ctx.ControlStatusCtx(status=ag_ctx.Status.DISABLED):
       outputs = shadow(utils.dummy_inputs())
       head = None
@@ -323,14 +322,9 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
 
   `output_dir` gets `ckpt-1` (`encoder` and the pooler at
   `next_sentence.pooler_dense`, where GLUE's `init_cls_pooler` finds it),
-  its `checkpoint` state file and `encoder.yaml`. The directory is written
-  under a temporary name and renamed when complete; an existing one is
-  refused unless `overwrite` (then replaced whole), and with it too unless
-  it is one `save_run` or convert wrote (a train.py run is refused:
-  `converted_output.check_converted_output_dir`). What a killed earlier
-  `save_run` left is undone first, as `convert` and export do: a previous
-  directory set aside mid-swap is restored, dead temporaries removed.
-  Returns the prefix.
+  its `checkpoint` state file and `encoder.yaml`, swapped in whole. An
+  existing directory is replaced only with `overwrite` and only if `save_run`
+  or convert wrote it. Returns the prefix.
   """
   output_dir = (output_dir or "").rstrip("/")
   if not output_dir:

@@ -1,10 +1,7 @@
 """Loads official RealFormer / Google BERT TF1 checkpoints into TF2 models.
 
-Maps every TF1 variable (`bert/encoder/layer_0/...`, `cls/...`) onto a
-`RealFormerEncoder` and optionally a `BertPretrainerV2`, checking the whole
-checkpoint against the whole model before anything is assigned: Model
-Garden's `tf1_bert_checkpoint_converter_lib` reports neither unused
-variables nor more than the first shape mismatch.
+Every TF1 variable is mapped onto a `RealFormerEncoder` (and optionally a
+`BertPretrainerV2`), the whole checkpoint checked before any assignment.
 """
 
 import json
