@@ -1,4 +1,4 @@
-r"""GLUE TSV (or a local TFDS `glue/<task>`) -> `SentencePredictionDataLoader` records.
+r"""GLUE TSV (or local TFDS) -> `SentencePredictionDataLoader` records.
 
   python -m realformer_tf.data.glue --task=mrpc --glue_dir=$DATA/glue \
     --vocab_file=vocab.txt --output_dir=/tmp/glue --max_seq_length=128

@@ -1,10 +1,8 @@
 """Pre-training input that goes on, after a resume, where the stopped run was.
 
-Model Garden checkpoints no input iterator, so a resumed run read its records
-from the start again. With a seed, `InputReader`'s record stream is the same
-in every process and for any batch size, so skipping the records the stopped
-run consumed (each pipeline its share, `pipeline_records`), after the record
-shuffle and before decoding, continues it exactly.
+Model Garden checkpoints no input iterator. With a seed the record stream
+is the same in every process, so skipping the records already consumed
+(`pipeline_records`), before decoding, continues it exactly.
 """
 
 from typing import Optional

@@ -1,10 +1,10 @@
-r"""SQuAD v1.1 / v2.0 JSON -> Model Garden's `QuestionAnsweringDataLoader` records.
+r"""SQuAD v1.1 / v2.0 JSON -> `QuestionAnsweringDataLoader` records.
 
   python -m realformer_tf.data.squad --input_json=train-v2.0.json \
       --vocab_file=vocab.txt --output_dir=/tmp/squad_v2 \
       --version_2_with_negative --is_training --epochs=2 --train_batch_size=48
 
-Model Garden's `squad_lib` does the work; ours: input checks, tokenizer, padding.
+Model Garden's `squad_lib` does the work; ours: checks, tokenizer, padding.
 """
 
 import collections
@@ -44,13 +44,10 @@ _TOKENIZE_BATCH = 4096
 class SquadTokenizer:
   """tensorflow-text WordPiece behind the interface `squad_lib` calls.
 
-  `squad_lib.convert_examples_to_features` was written for Model Garden's
-  `FullTokenizer` and calls `tokenize(text) -> list[str]` and
-  `convert_tokens_to_ids(tokens)`; both are answered here by
-  `tokenization.make_tokenizer` (a `tensorflow_text.BertTokenizer`), its ids
-  mapped back to vocab strings. squad_lib re-tokenizes a paragraph's words
-  for every question, so results are cached per string and `prime` fills the
-  cache in large batches (one tensorflow-text call per string is slow).
+  `tokenize` and `convert_tokens_to_ids`, as `FullTokenizer`'s, answered by
+  `tokenization.make_tokenizer`. squad_lib re-tokenizes a paragraph for
+  every question, so results are cached per string; `prime` fills the cache
+  in batches.
   """
 
   def __init__(self, vocab_file: str, do_lower_case: bool = True):

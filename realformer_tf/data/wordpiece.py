@@ -1,10 +1,7 @@
-"""BERT's WordPiece in pure Python: word splitting, vocabulary learning,
-tokenization.
+"""BERT's WordPiece in pure Python, for machines without TensorFlow.
 
 What `tokenization.learn_vocab` and `make_tokenizer` do with tensorflow-text,
-for machines without TensorFlow (keras-hub's WordPiece needs tensorflow-text
-too). Each piece follows the tensorflow-text code it replaces, so the same
-text gives the same vocabulary and ids (tests/data/wordpiece_test.py).
+giving the same vocabulary and ids.
 """
 
 import collections
