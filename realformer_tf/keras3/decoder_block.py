@@ -24,26 +24,11 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
 
   Causal self-attention on one residual path, encoder-decoder attention on
   another, then the feed-forward layer; Post-LN (default) or Pre-LN
-  (`normalize_first=True`), the body of `core.block`. Sub-layer attribute
-  names (`self_attention`, `self_attention_layer_norm`, `encdec_attention`,
-  `encdec_attention_layer_norm`, `intermediate_dense`, `output_dense`,
-  `output_layer_norm`) are those of the tf_keras
-  `realformer_tf.layers.decoder_block.RealFormerDecoderBlock` (itself Model
-  Garden's `TransformerDecoderBlock`'s); arguments and dtype rules are
-  keras-hub's, as the encoder block's. keras-hub's `TransformerDecoder`
-  cannot be reused: its attention neither takes the previous scores nor
-  returns its own.
-
-  With `cross_attention=False` the block has no encoder-decoder attention (a
-  GPT-style block for decoder-only language models) and returns `(hidden,
-  self_scores)`: a Keras 3 functional graph cannot carry a None output
-  (keras/src/ops/node.py rejects it), so there is no third value, as
-  keras-hub's `TransformerDecoder` also returns what its configuration has.
-
-  Keras 3 would cast every floating argument to the compute dtype at the
-  block's boundary under a mixed policy, rounding float32 running sums;
-  `KeepsArgumentDtypes` (see `residual_attention`) switches that off and the
-  block casts `hidden` and `memory` itself.
+  (`normalize_first=True`), the body of `core.block`, with the tf_keras
+  block's sub-layer names and keras-hub's arguments and dtype rules (float32
+  running sums are not cast: `KeepsArgumentDtypes`). With
+  `cross_attention=False` (GPT-style) it returns `(hidden, self_scores)`: a
+  Keras 3 functional graph cannot carry a None output.
 
   Args: the encoder block's (keras-hub's names; `activation` defaults to
     "relu"), and use_bias, intermediate_dropout, attention_initializer,
