@@ -70,10 +70,8 @@ def residual_dot_product_attention(
 class ResidualMultiHeadAttention(mg_attention.CachedAttention):
   """`MultiHeadAttention` that takes and returns pre-softmax attention scores.
 
-  Model Garden's `CachedAttention` (Keras' `MultiHeadAttention` with a cache
-  update for incremental decoding) whose attention is
-  `residual_dot_product_attention`; same weight names (`query`, `key`,
-  `value`, `attention_output`), so checkpoints of either load as is.
+  Model Garden's `CachedAttention` with `residual_dot_product_attention`;
+  same weight names, so checkpoints of either load as is.
 
   Args:
     num_heads, key_dim, **kwargs: As `tf_keras.layers.MultiHeadAttention`,

@@ -65,12 +65,9 @@ def fused_projection(inputs, dense_layers: Sequence[tf_keras.layers.Layer],
   """The outputs of `EinsumDense` layers of one equation, from one einsum.
 
   For self-attention's Q, K and V: the `[dim, N, H]` kernels (and biases) are
-  concatenated along the head size at call time, so one `[dim, N, 2 * key_dim
-  + value_dim]` GEMM (and one per gradient) runs instead of three, as
-  PyTorch's `nn.Linear(dim, 3 * dim)`, while checkpoints keep the three
-  layers' weight names. In BERT-Base's step: dots 296 -> 224, copies 754 ->
-  550. Under XLA only: in TF the concat and the split are weight-sized copies
-  (without XLA they moved Small/128's peak-memory ratio from 0.98 to 1.08).
+  concatenated along the head size at call time, so one GEMM runs instead
+  of three while checkpoints keep the three layers' weight names. Under XLA
+  only: without it the concat and split are weight-sized copies.
   """
   outputs = tf.einsum(dense_layers[0].equation, inputs,
                       tf.concat([layer.kernel for layer in dense_layers], -1))
