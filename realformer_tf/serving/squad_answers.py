@@ -20,11 +20,11 @@ def best_answers(options: options_lib.QuestionAnsweringOptions,
 
   The `n_best_size` best starts and ends of each window, spans inside the
   context, starting in their max-context window, at most `max_answer_length`
-  tokens; the best start + end logit sum wins (ties: the first window, then
-  the best-ranked start, then end, as squad_lib). v2.0: "" when the null score
-  (min over windows of the [CLS] start + end logits) minus the best span score
-  exceeds `null_score_diff_threshold`. `windows` and `context_tokens` are
-  `BertTextPacker.squad_windows` and `.tokenize_context`; `logits` their
+  tokens; the best start + end logit sum wins (ties as squad_lib). v2.0: ""
+  when the null score (min over windows of the [CLS] start + end logits)
+  minus the best span score exceeds `null_score_diff_threshold`. `windows`
+  and `context_tokens` are `BertTextPacker.squad_windows` and
+  `.tokenize_context`; `logits` their
   `start_logits`, `end_logits` `[windows, max_seq_length]`.
 
   Returns:

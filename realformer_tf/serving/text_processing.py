@@ -40,14 +40,9 @@ def assert_has_tokens(tokens: tf.RaggedTensor, name: str) -> tf.Operation:
 def assert_valid_utf8(texts: tf.Tensor, name: str) -> tf.Operation:
   """Asserts that every string of `texts` is valid UTF-8, naming the bad rows.
 
-  The tokenizers take any bytes: tensorflow-text's WordPiece and
-  sentencepiece turn an invalid sequence into [UNK] or pieces of its own,
-  so a client sending Latin-1 or a cut multi-byte character would get an
-  answer about other text. A string is valid iff transcoding it UTF-8 to
-  UTF-8 with replacement changes nothing (`tf.strings.unicode_transcode`
-  replaces each invalid sequence, surrogates and overlong forms included).
-  The message names positions only: it never quotes the bytes, which the
-  Python client could not decode.
+  The tokenizers turn invalid bytes into [UNK] or pieces, answering about
+  other text. Valid iff a UTF-8 -> UTF-8 transcode with replacement changes
+  nothing; the message names positions only, never the undecodable bytes.
   """
   valid = tf.equal(tf.strings.unicode_transcode(
       texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD),
