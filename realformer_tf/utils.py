@@ -1,10 +1,5 @@
-"""The package's one helper per job: atomic writes, checkpoint restoring,
-dummy inputs, the width/heads check and reproducible gzip bytes.
-
-Every writer of ours goes through `core.writes` with `GFILE_OPS`, this
-face's file operations (`tf.io.gfile`: local paths, gs://, ram://). What a
-run directory holds (its config, latest readable checkpoint, lock) is
-`checkpoints.run_directory`'s.
+"""The package's small helpers: atomic writes (`GFILE_OPS`), checkpoint
+restoring, dummy inputs, the width/heads check and reproducible gzip bytes.
 """
 
 import inspect
