@@ -279,11 +279,9 @@ def shuffled_examples(documents: List[List[List[str]]], vocab: Sequence[str],
                       max_predictions_per_seq: int, masked_lm_prob: float,
                       dupe_factor: int, short_seq_prob: float) -> List[bytes]:
   """The serialized examples of `documents` (shuffled in place), as Model
-  Garden's `create_training_instances` (lines 220-269) makes them without its
-  file reading: shuffle the documents, `dupe_factor` passes of
-  `document_examples`, shuffle the examples; one `random.Random(random_seed)`
-  draws everything. The single-process command calls it on the whole corpus,
-  the Beam pipeline on each shard's documents."""
+  Garden's `create_training_instances` makes them without its file reading;
+  one `random.Random(random_seed)` draws everything. Also the Beam
+  pipeline's, per shard."""
   rng = random.Random(random_seed)
   rng.shuffle(documents)
   token_ids = {token: i for i, token in enumerate(vocab)}

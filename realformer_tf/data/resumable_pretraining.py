@@ -53,11 +53,8 @@ class ResumablePretrainDataLoader(pretrain_dataloader.BertPretrainDataLoader):
     shuffle) skipped."""
     skip = pipeline_records(self._skip_records, input_context)
 
-    # `BertPretrainDataLoader` with the decoding moved from `decoder_fn`
-    # into `sample_fn`, behind the skip: after `InputReader`'s record
-    # shuffle (one by one, so any batch size continues the stream), before
-    # decoding. Another number of input pipelines shares the files out
-    # otherwise and does not continue it.
+    # Decoding moved from `decoder_fn` into `sample_fn`, behind the skip:
+    # after `InputReader`'s record shuffle, before decoding.
     def skip_then_decode(records):
       if skip:
         records = records.skip(skip)
