@@ -95,13 +95,9 @@ def lookup(table, ids):
     # TensorFlow's CPU); both faces' input checks refuse them first.
     return ops.matmul(ops.one_hot(ids, rows, dtype=table.dtype), table)
   if keras.backend.backend() == "tensorflow":
-    # TensorFlow differentiates `take` into `IndexedSlices` that the
-    # optimizer sums with `unsorted_segment_sum`, here in float32 (the
-    # bfloat16 read was the defect), deterministic under TensorFlow's own
-    # `tf.config.experimental.enable_op_determinism`. Its graphs have
-    # dynamic batch sizes, which Keras' TensorFlow `associative_scan`
-    # cannot trace, and a custom gradient would have to be traced into
-    # every SavedModel.
+    # TensorFlow sums `take`'s `IndexedSlices` gradient in float32 here
+    # (deterministic under `enable_op_determinism`); its dynamic batch sizes
+    # rule out Keras' `associative_scan`.
     return ops.take(table, ids, axis=0)
 
   # `ids` goes in as an argument, not a closure: JAX's shape-polymorphic
