@@ -68,9 +68,8 @@ class BertTextPacker(tf.Module):
   """WordPiece tokenization and BERT input packing from a vocabulary asset.
 
   Tokens, offsets and special ids come from Model Garden's
-  `text_layers.BertTokenizer` (official/nlp/modeling/layers/text_layers.py:
-  61; its table is read from the file, a SavedModel asset). Ours: the [MASK]
-  literal, ids back to tokens (it has no reverse table), SQuAD windows.
+  `text_layers.BertTokenizer` (its table a SavedModel asset). Ours: the
+  [MASK] literal, ids back to tokens, SQuAD windows.
   """
 
   def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int):
@@ -119,9 +118,8 @@ class BertTextPacker(tf.Module):
     """Like `tokenize`, but each literal "[MASK]" becomes the [MASK] id.
 
     The basic tokenizer would split "[MASK]" into "[", "mask", "]", so the
-    text is split on the literal first and the pieces are tokenized on their
-    own (splitting at "[MASK]" never changes the tokens around it: the basic
-    tokenizer splits on "[" and "]" anyway).
+    text is split on the literal first (which never changes the tokens
+    around it).
     """
     pieces = tf.strings.split(texts, sep=tokenization.MASK)  # [batch, pieces]
     piece_ids = self.tokenize(pieces.flat_values)  # [pieces, tokens]
@@ -168,11 +166,7 @@ class BertTextPacker(tf.Module):
       `MAX_BYTES_PER_WORD`, to one [UNK]); `num_unknown_chars`: their
       characters (after lower-casing and accent stripping), which the model
       never sees; `num_overlong_words`: those of the words over the byte
-      limit. With `split_masks`, each literal "[MASK]" is left out, as
-      `tokenize_with_masks` does.
-
-    This tokenizes the texts a second time (the packed ids do not keep word
-    boundaries); WordPiece costs little beside the encoder.
+      limit. With `split_masks`, each literal "[MASK]" is left out.
     """
     if split_masks:
       pieces = tf.strings.split(texts, sep=tokenization.MASK)
