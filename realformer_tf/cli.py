@@ -18,12 +18,8 @@ _TRACEBACK = flags.DEFINE_bool(
     "Print a refusal's Python traceback too (a bad value, file or "
     "directory); by default only its message, the last line printed.")
 
-# What our checks raise: ValueError (a bad value, a damaged file),
-# FileNotFoundError (a missing input), FileExistsError (an output that
-# would replace what is not ours); and what the OS raises, naming the path,
-# for a file where a directory must be or the reverse (an --output_dir
-# under a file, a directory given as --vocab_file). A library's ValueError
-# is printed the same way: --traceback shows where it came from.
+# What our checks raise, and what the OS raises naming a path (a file where
+# a directory must be, or the reverse); --traceback shows where it came from.
 REFUSALS: Tuple[Type[BaseException], ...] = (
     ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
     IsADirectoryError)

@@ -92,12 +92,9 @@ def check_directory_path(path: str, what: str, instead: str) -> None:
   raise ValueError(f"{what}={path!r} {where}, not a directory: {instead}.")
 
 
-# The gzip header of our files (RFC 1952, 2.3): magic, deflate, no flags,
-# mtime 0, XFL 2 (best compression), OS 3 (Unix). `gzip.compress(mtime=0)`
-# wrote these through zlib on CPython 3.11 and 3.12, but 3.13 writes its own
-# header with OS 255 (Lib/gzip.py, `_create_simple_gzip_header`), so the
-# header is written here: the same bytes give the same file on every
-# Python (the quickstart's shipped corpus relies on it).
+# The gzip header (RFC 1952): magic, deflate, no flags, mtime 0, XFL 2, OS 3
+# (Unix). Python 3.13's `gzip.compress` writes OS 255, so it is written here:
+# the same bytes give the same file on every Python.
 _GZIP_HEADER = bytes([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 3])
 
 
