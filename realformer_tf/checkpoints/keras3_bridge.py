@@ -219,11 +219,8 @@ def load_masked_lm(checkpoint_path: str,
                    **overrides) -> masked_lm_lib.RealFormerMaskedLM:
   """A `RealFormerMaskedLM` with a run's encoder and pre-trained MLM head.
 
-  The head is Model Garden's (`layers.MaskedLM`): its transform's
-  activation is the run's (`run_mlm_activation`; tanh GELU for train.py
-  runs) and its LayerNorm epsilon 1e-12, so the logits are the tf_keras
-  pre-trainer's; its output projection is the tied token embedding, as in
-  keras-hub's head. Encoder and head come from the same checkpoint.
+  The head's activation and epsilon are the run's, so the logits are the
+  tf_keras pre-trainer's; its output projection is the tied embedding.
 
   Example (after the README's command 1):
 

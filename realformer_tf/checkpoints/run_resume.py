@@ -1,8 +1,6 @@
-"""Which checkpoint a resumed train.py run restores, checked before it
-writes anything (`resume_checkpoint`).
-
-Not `run_directory`'s rule: a reader takes the newest whole checkpoint, a
-resumed run must not (a copy may still be writing it).
+"""Which checkpoint a resumed train.py run restores, checked before it writes
+anything (`resume_checkpoint`): not the reader's newest whole one, since a
+copy may still be writing it.
 """
 
 import os
