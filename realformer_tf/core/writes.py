@@ -168,9 +168,8 @@ def sweep(folder: str, ops: FileOps, name: Optional[str] = None
   leftovers it removed, restored or finished.
 
   Journals are rolled forward; a backup `<path>.old-PID` is restored when
-  `path` is missing (the kill fell between the two renames of a swap), else
-  removed; temps are removed. Leftovers of live writers, and look-alikes
-  without our owner record (a user's `data.tmp-20240102`), are kept.
+  `path` is missing, else removed; temps are removed. Leftovers of live
+  writers, and look-alikes without our owner record, are kept.
   """
   folder = folder or "."
   if not ops.isdir(folder):
