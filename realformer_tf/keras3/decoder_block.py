@@ -37,12 +37,9 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
   Call arguments: those of the tf_keras block (masks may also be
     `[batch, 1, keys]`; `memory` may be narrower than `hidden`), but:
     cache: Incremental decoding: the self-attention's key/value cache
-      `[batch, 2, max_len, heads, key_dim]` (keras-hub's format); keys are
-      then the `max_len` cache positions and the causal mask lets query `i`
-      see positions `<= cache_update_index + i`. The score paths need no
-      cache: row `t` of `S_l` depends only on row `t` of `S_{l-1}`, so a step
-      hands its `[batch, heads, new_len, max_len]` rows on. Encoder-decoder
-      keys and values are recomputed from `memory` at each step.
+      `[batch, 2, max_len, heads, key_dim]` (keras-hub's format); query `i`
+      sees positions `<= cache_update_index + i`. The score paths need no
+      cache: a step hands its `[batch, heads, new_len, max_len]` rows on.
     cache_update_index: With `cache`: the position of `hidden`'s first row
       (`hidden` then holds the new positions only), where its keys and
       values are written into the cache.

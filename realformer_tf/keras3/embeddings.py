@@ -164,8 +164,7 @@ class ReversibleEmbedding(TableInVariableDtype,
   """`keras.layers.ReversibleEmbedding` with a scatter-free gradient.
 
   The lookup as `Embedding`'s. `reverse=True` (tied logits) computes in
-  `reverse_dtype`, or in the compute dtype when that is unset, as Keras'
-  docstring promises (its autocast gave that only at the top level).
+  `reverse_dtype`, or in the compute dtype when that is unset.
 
   Example:
 

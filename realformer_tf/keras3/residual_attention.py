@@ -134,11 +134,9 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
       `i` is position `cache_update_index + i`.
     cache: Optional keras-hub cache `[batch, 2, max_len, num_heads, key_dim]`
       (keys, values). With `cache_update_index`, this call's keys and values
-      are written at that index (`ops.slice_update`, functionally) and the
-      new cache is returned; without it, the cache is used as is (e.g.
-      cross-attention). Scores then span the whole cache: `[batch, num_heads,
-      from_len, max_len]`. The residual needs no score cache across steps:
-      row `t` of `S_l` depends only on row `t` of `S_{l-1}`.
+      are written at that index and the new cache is returned; without it,
+      the cache is used as is. Scores then span the whole cache:
+      `[batch, num_heads, from_len, max_len]`.
     cache_update_index: int or int tensor, see `cache`.
     training: Whether dropout is active.
     return_attention_probs: Also return the softmax probabilities.
