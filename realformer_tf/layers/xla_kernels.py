@@ -26,11 +26,8 @@ def query_key_scores(query, key, score_dtype) -> tf.Tensor:
   """`query @ key^T` `[B, N, T, S]` in `score_dtype`, of `[B, *, N, H]` heads.
 
   The reference form is `cast(einsum(...))`. Under XLA with low-precision
-  operands and float32 scores, one dot with a float32 result instead: the
-  float32 running sum is then added in the dot's own output type, which
-  XLA's GPU GEMM rewriter folds into the GEMM as its C operand (cuBLAS
-  `beta = 1`), where the reference form writes bfloat16 scores and converts
-  them in a separate elementwise pass.
+  operands and float32 scores, one dot with a float32 result instead, so
+  XLA folds the running sum's add into the GEMM (no separate convert).
   """
   if score_dtype == query.dtype:
     return tf.einsum(SCORES_EQUATION, key, query)
