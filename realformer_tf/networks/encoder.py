@@ -46,8 +46,7 @@ class RealFormerEncoder(encoder_block.SpecLayer):
       "auto" (default: the compute dtype under mixed_bfloat16, else
       float32), "float32" or "compute"; docs/layers.md says why.
     recompute: Recompute each block's forward pass during backprop
-      (`RealFormerEncoderBlock(recompute=True)`): activation memory of one
-      block instead of all, for long sequences, at one extra forward.
+      (`RealFormerEncoderBlock(recompute=True)`), for long sequences.
 
   The three architectures of the paper from one class:
     Post-LN BERT: `residual_attention="none"`
