@@ -1,8 +1,6 @@
-"""`squad_lib.postprocess_output`'s answer choice as graph ops, for a SavedModel.
-
-squad_lib (official/nlp/data/squad_lib.py) is Python over numpy: it cannot
-run in `serve_text`. Where it predicts its nonce "empty" (no valid span in
-v1.1), this answers "" with `has_answer` False.
+"""`squad_lib.postprocess_output`'s answer choice as graph ops, for `serve_text`
+(squad_lib is Python over numpy). Where it predicts its nonce "empty", this
+answers "" with `has_answer` False.
 """
 
 from typing import Dict, Mapping
