@@ -1,9 +1,7 @@
 """How our command-line programs end: a refusal is its message alone.
 
-absl's `app.run` re-raises what `main` raises (but `app.UsageError`), so a
-refusal came out under some 25 lines of traceback. `run` prints its message
-as the last line, exit status 1 (the traceback with `--traceback`); a crash
-keeps its traceback. Imports absl only: every command imports it.
+`run` prints a refusal's message as the last line, exit status 1 (the
+traceback with `--traceback`); a crash keeps its traceback. absl only.
 """
 
 import sys
