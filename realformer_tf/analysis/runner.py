@@ -171,11 +171,9 @@ class AttentionStats:
   """Streaming per-(layer, head) statistics of one model.
 
   Attributes:
-    entropy: `StreamStats` of shape `[layers, heads]`: stream `(l, h)` holds
-      the per-token entropies of head h in layer l (0-based; layer l is
-      `transformer/layer_l`).
-    jsd: `StreamStats` of shape `[layers - 1, heads]`: stream `(l - 1, h)`
-      holds the per-token JSD between head h of layers l-1 and l.
+    entropy: `StreamStats` `[layers, heads]` of per-token entropies.
+    jsd: `StreamStats` `[layers - 1, heads]`: stream `(l - 1, h)` holds the
+      per-token JSD between head h of layers l-1 and l.
     num_examples, num_tokens: examples and unpadded tokens seen.
   """
 
