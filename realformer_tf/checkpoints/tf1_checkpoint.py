@@ -82,9 +82,8 @@ _VALUE_CHECKS = (
 def read_bert_config(bert_config_file: str) -> Dict[str, Any]:
   """Reads and validates a TF1 `bert_config.json`.
 
-  Parsed as `official.legacy.bert.configs.BertConfig.from_json_file` does
-  (`json.loads`, then `BertConfig.from_dict` for the defaults), with errors
-  that name the file and the key.
+  Parsed as `BertConfig.from_json_file` does, with errors naming the file
+  and the key.
 
   Returns:
     The config with TF1 `BertConfig` defaults filled in for optional keys.
@@ -208,9 +207,8 @@ def encoder_variable_map(encoder: encoder_lib.RealFormerEncoder
                         ) -> VariableTable:
   """TF1 variable name -> (TF1 shape, TF2 targets) for a built encoder.
 
-  The encoder is TF1 BERT's shape, as `encoder_config_from_bert_config`
-  makes it: Post-LN, no embedding projection (an embedding projection shows
-  as a shape mismatch of the word embeddings).
+  The encoder is TF1 BERT's shape (`encoder_config_from_bert_config`):
+  Post-LN, no embedding projection.
 
   Raises:
     ValueError: A Pre-LN encoder: its variables have TF1's names and shapes,
