@@ -105,9 +105,8 @@ def convert_examples_to_features(
     max_seq_length: int, doc_stride: int, max_query_length: int,
     is_training: bool,
     output_fn: Callable[[squad_lib.InputFeatures], None]) -> int:
-  """squad_lib's feature conversion of `read_squad_examples`' `examples`
-  with a `SquadTokenizer`; calls `output_fn` with each feature (no padding
-  features: see `pad_to_batch`) and returns their number."""
+  """squad_lib's features of `examples` with a `SquadTokenizer`, each
+  passed to `output_fn` (no padding: `pad_to_batch`); returns their number."""
   validate_lengths(max_seq_length, doc_stride, max_query_length)
   _prime_for(tokenizer, examples)
   # squad_lib's `convert_examples_to_features` logs every field of its
