@@ -248,9 +248,6 @@ class RealFormerTask:
   def serving_input_signature(self):
     """The named `keras.InputSpec`s `export()` uses by default.
 
-    Keras' default has a free sequence dimension, which jax2tf cannot compare
-    with `PositionEmbedding`'s table, and serves unnamed (`args_0`, ...).
-
     Returns:
       `{input name: keras.InputSpec([None, length], int32)}`, length the
       preprocessor's `sequence_length` (`mask_selection_length` for
@@ -278,9 +275,7 @@ class RealFormerTask:
       format: `keras.Model.export`'s format.
       verbose: Whether to print the signature.
       input_signature: None (default): `[self.serving_input_signature()]`,
-        so the served function takes `token_ids=`, `segment_ids=`,
-        `padding_mask=` (and `mask_positions=` for the masked LM) of the
-        preprocessor's length, on every backend.
+        named inputs of the preprocessor's length, on every backend.
       **kwargs: `keras.Model.export`'s other arguments.
     """
     if input_signature is None:
