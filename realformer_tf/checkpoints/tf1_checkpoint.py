@@ -157,12 +157,8 @@ def encoder_config_from_bert_config(
 def pretrainer_config_from_bert_config(
     bert_config: Mapping[str, Any],
     residual_attention: Optional[str] = None) -> bert_configs.PretrainerConfig:
-  """A Model Garden `PretrainerConfig` matching TF1 BERT's pre-training heads.
-
-  The RealFormer encoder, the MLM head with the TF1 hidden activation and a
-  "next_sentence" `ClassificationHead` with a tanh pooler of width H and, as
-  TF1, no dropout before the NSP logits.
-  """
+  """A Model Garden `PretrainerConfig` matching TF1 BERT's pre-training heads
+  (MLM with the TF1 activation; NSP with a tanh pooler, no dropout)."""
   return bert_configs.PretrainerConfig(
       encoder=encoders.encoder_config(**encoder_config_from_bert_config(
           bert_config, residual_attention).as_dict()),
@@ -353,9 +349,8 @@ def pretrainer_from_tf1_checkpoint(
     residual_attention: Optional[str] = None) -> mg_models.BertPretrainerV2:
   """A `BertPretrainerV2` (RealFormer encoder, MLM, NSP) from a TF1 checkpoint.
 
-  The checkpoint must hold both pre-training heads. `residual_attention`: see
-  `encoder_from_tf1_checkpoint`. The result's `encoder_network` is the
-  `RealFormerEncoder`, `classification_heads[0]` the "next_sentence" head.
+  The checkpoint must hold both heads; `classification_heads[0]` is the
+  "next_sentence" head. `residual_attention`: as `encoder_from_tf1_checkpoint`.
   """
   config = pretrainer_config_from_bert_config(
       read_bert_config(bert_config_file), residual_attention)
