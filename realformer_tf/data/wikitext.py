@@ -1,4 +1,4 @@
-r"""WikiText as BERT pre-training text: a document an article, a line a sentence.
+r"""WikiText as BERT pre-training text (a document per article).
 
   python -m realformer_tf.data.wikitext \
     --input_files=$DATA/wikitext-2/valid.txt --output_file=/tmp/documents.txt
