@@ -1,8 +1,7 @@
 r"""BERT pre-training records from a corpus, on Apache Beam (CLI; `beam` extra).
 
   python -m realformer_tf.data.beam_pretraining_data --num_shards=64 \
-      --input_files='corpus/*.txt' --output_prefix=out/train \
-      --vocab_file=vocab.txt
+      --input_files='corpus/*.txt' --output_prefix=out/train
 
 The records of `data.pretraining_data`, whatever the number of workers: a
 document's SHA-256 key picks its shard and its order there.
