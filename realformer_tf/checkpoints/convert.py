@@ -3,8 +3,8 @@ r"""Converts a TF1 RealFormer / Google BERT checkpoint for Model Garden tasks.
   python -m realformer_tf.checkpoints.convert --tf1_checkpoint=DIR/model.ckpt \
     --bert_config_file=DIR/bert_config.json --output_dir=DIR_TF2
 
-Writes `ckpt-1` (encoder, the pooler `init_cls_pooler` needs and, with
---with_pretraining_heads, the MLM head), `encoder.yaml` and `pretrainer.yaml`.
+Writes `ckpt-1` (encoder, the pooler `init_cls_pooler` needs) and
+`encoder.yaml`; --with_pretraining_heads adds the MLM head, `pretrainer.yaml`.
 """
 
 import os
