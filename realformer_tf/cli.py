@@ -1,9 +1,7 @@
 """How our command-line programs end: a refusal is its message alone.
 
-absl's `app.run` re-raises what `main` raises (but `app.UsageError`), so a
-refusal came out under some 25 lines of traceback. `run` prints its message
-as the last line, exit status 1 (the traceback with `--traceback`); a crash
-keeps its traceback. Imports absl only: every command imports it.
+`run` prints a refusal's message as the last line, exit status 1 (the
+traceback with `--traceback`); a crash keeps its traceback. absl only.
 """
 
 import sys
@@ -18,12 +16,8 @@ _TRACEBACK = flags.DEFINE_bool(
     "Print a refusal's Python traceback too (a bad value, file or "
     "directory); by default only its message, the last line printed.")
 
-# What our checks raise: ValueError (a bad value, a damaged file),
-# FileNotFoundError (a missing input), FileExistsError (an output that
-# would replace what is not ours); and what the OS raises, naming the path,
-# for a file where a directory must be or the reverse (an --output_dir
-# under a file, a directory given as --vocab_file). A library's ValueError
-# is printed the same way: --traceback shows where it came from.
+# What our checks raise, and what the OS raises naming a path (a file where
+# a directory must be, or the reverse); --traceback shows where it came from.
 REFUSALS: Tuple[Type[BaseException], ...] = (
     ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
     IsADirectoryError)

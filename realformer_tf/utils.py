@@ -1,10 +1,5 @@
-"""The package's one helper per job: atomic writes, checkpoint restoring,
-dummy inputs, the width/heads check and reproducible gzip bytes.
-
-Every writer of ours goes through `core.writes` with `GFILE_OPS`, this
-face's file operations (`tf.io.gfile`: local paths, gs://, ram://). What a
-run directory holds (its config, latest readable checkpoint, lock) is
-`checkpoints.run_directory`'s.
+"""The package's small helpers: atomic writes (`GFILE_OPS`), checkpoint
+restoring, dummy inputs, the width/heads check and reproducible gzip bytes.
 """
 
 import inspect
@@ -18,7 +13,6 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from realformer_tf.core import deprecation
 from realformer_tf.core import writes
 
 
@@ -98,12 +92,9 @@ def check_directory_path(path: str, what: str, instead: str) -> None:
   raise ValueError(f"{what}={path!r} {where}, not a directory: {instead}.")
 
 
-# The gzip header of our files (RFC 1952, 2.3): magic, deflate, no flags,
-# mtime 0, XFL 2 (best compression), OS 3 (Unix). `gzip.compress(mtime=0)`
-# wrote these through zlib on CPython 3.11 and 3.12, but 3.13 writes its own
-# header with OS 255 (Lib/gzip.py, `_create_simple_gzip_header`), so the
-# header is written here: the same bytes give the same file on every
-# Python (the quickstart's shipped corpus relies on it).
+# The gzip header (RFC 1952): magic, deflate, no flags, mtime 0, XFL 2, OS 3
+# (Unix). Python 3.13's `gzip.compress` writes OS 255, so it is written here:
+# the same bytes give the same file on every Python.
 _GZIP_HEADER = bytes([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 3])
 
 
@@ -147,10 +138,3 @@ def flags_main(fn: Callable[..., Any],
                    for name in inspect.signature(fn).parameters})
     print(json.dumps(to_json(result), indent=2))
   return main
-
-
-# Moved names -> their new module; each warns once used (removed in 0.2).
-_MOVED = {"resolve_checkpoint": "realformer_tf.checkpoints.run_directory"}
-
-
-__getattr__ = deprecation.moved_names(__name__, _MOVED)

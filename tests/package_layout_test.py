@@ -4,14 +4,10 @@ and the Keras 3 face stands without TensorFlow.
 The layer order is the README's Layout block, bottom first. A module may
 import its own package and any package below it, never one above; imports of
 our own modules sit at module level (no function-level imports), so the
-order can be read off the top of each file. The only upward imports are the
-deprecated aliases of moved names (`DEPRECATED_ALIASES`), each with the
-release that removes it.
+order can be read off the top of each file.
 """
 import ast
-import importlib
 import os
-import re
 import sys
 import textwrap
 
@@ -33,15 +29,6 @@ LAYER_ORDER = ("core", "keras3", "cli", "utils", "layers", "networks",
 # ours outside this tuple.
 PORTABLE_LAYERS = ("core", "keras3")
 NON_PORTABLE_PACKAGES = ("tensorflow", "tf_keras", "official")
-# Module -> (the layer above it that it may import, the release removing
-# it): old paths of moved names, kept for one release.
-DEPRECATED_ALIASES = {
-    "keras3/weights.py": ("checkpoints", "0.2"),
-    "keras3/weight_map.py": ("checkpoints", "0.2"),
-    "keras3/__init__.py": ("checkpoints", "0.2"),  # load_bert_backbone
-    "utils.py": ("checkpoints", "0.2"),  # resolve_checkpoint
-    "configs/registry.py": ("checkpoints", "0.2"),  # load_experiment_config
-}
 # Private modules the portable face still imports, each because its library
 # exposes no public name for what is used (keras-hub's public API is
 # `keras_hub.models`, `.layers`, `.tokenizers`).
@@ -99,29 +86,11 @@ def _imported_names(tree: ast.Module):
       elif isinstance(arg, ast.JoinedStr) and arg.values and isinstance(
           arg.values[0], ast.Constant):
         yield node, arg.values[0].value
-      elif isinstance(arg, ast.Subscript):  # _MOVED[name]: see its values.
-        yield node, "<table>"
-
-
-def _moved_targets(tree: ast.Module):
-  """The module names a `_MOVED = {...}` table maps to."""
-  for node in tree.body:
-    if (isinstance(node, ast.Assign) and
-        getattr(node.targets[0], "id", None) == "_MOVED"):
-      yield from (v.value for v in node.value.values)
 
 
 def _own_layers(tree: ast.Module):
-  """(node, imported layer) for each import of a realformer_tf module; a
-  `_MOVED` table (`core.deprecation.moved_names`) counts as importing each
-  module it names."""
-  found = [(node, name) for node, name in _imported_names(tree)
-           if name != "<table>"]
-  found += [(node, name) for node in tree.body
-            if isinstance(node, ast.Assign) and
-            getattr(node.targets[0], "id", None) == "_MOVED"
-            for name in _moved_targets(tree)]
-  for node, name in found:
+  """(node, imported layer) for each import of a realformer_tf module."""
+  for node, name in _imported_names(tree):
     parts = name.split(".")
     if parts[0] == "realformer_tf" and len(parts) > 1 and parts[1]:
       yield node, parts[1]
@@ -137,13 +106,10 @@ def test_imports_go_down_the_layer_order(module):
   tree = _tree(module)
   own = _layer(module)
   top_level = set(map(id, tree.body))
-  allowed_up, _ = DEPRECATED_ALIASES.get(module, (None, None))
   for node, imported in _own_layers(tree):
     assert isinstance(node, ast.Call) or id(node) in top_level, (
         f"{module}:{node.lineno} imports realformer_tf inside a function")
     if own not in LAYER_ORDER or imported not in LAYER_ORDER:
-      continue
-    if imported == allowed_up:
       continue
     assert LAYER_ORDER.index(imported) <= LAYER_ORDER.index(own), (
         f"{module}:{node.lineno} ({own}) imports {imported}, which is above "
@@ -154,41 +120,21 @@ def test_imports_go_down_the_layer_order(module):
     m for m in _modules() if _layer(m) in PORTABLE_LAYERS))
 def test_the_portable_layers_import_no_tensorflow(module):
   tree = _tree(module)
-  aliased = module in DEPRECATED_ALIASES
   for node, name in _imported_names(tree):
     top = name.split(".")[0]
     assert top not in NON_PORTABLE_PACKAGES, (
         f"{module}:{node.lineno} imports {name}: {PORTABLE_LAYERS} run "
         "without TensorFlow, tf_keras and Model Garden")
-    if top == "realformer_tf" and not aliased:
+    if top == "realformer_tf":
       assert name.split(".")[1] in PORTABLE_LAYERS, (
           f"{module}:{node.lineno} imports {name}: {PORTABLE_LAYERS} import "
           f"only each other")
-    if (".src" in name and not aliased and
+    if (".src" in name and
         (module.replace(os.sep, "/"), name) not in PRIVATE_IMPORTS):
       raise AssertionError(
           f"{module}:{node.lineno} imports {name}, a private module: use "
           "keras' / keras_hub's public name, or list it in PRIVATE_IMPORTS "
           "with why there is none")
-
-
-def test_deprecated_aliases_warn_and_name_their_removal():
-  for module, (_, version) in DEPRECATED_ALIASES.items():
-    moved = list(_moved_targets(_tree(module)))
-    if moved:  # A `_MOVED` table: each name warns when used.
-      name = "realformer_tf." + module.removesuffix(".py").removesuffix(
-          "/__init__").replace("/", ".")
-      table = importlib.import_module(name)._MOVED  # pylint: disable=protected-access
-      for alias in table:
-        with pytest.warns(DeprecationWarning,
-                          match=f"goes in realformer_tf {version}"):
-          getattr(importlib.import_module(name), alias)
-      continue
-    with open(os.path.join(PACKAGE_ROOT, module), encoding="utf-8") as f:
-      # Adjacent string literals joined, as Python joins them.
-      source = re.sub(r'"\s*\n\s*f?"', "", f.read())
-    assert "DeprecationWarning" in source, module
-    assert f"goes in realformer_tf {version}" in source, module
 
 
 @pytest.mark.parametrize("module", sorted(_modules()))
@@ -209,11 +155,11 @@ _WITHOUT_TENSORFLOW = textwrap.dedent("""
     import sys
     for name in ("tensorflow", "tf_keras", "official", "tensorflow_text"):
       sys.modules[name] = None
-    import warnings
     import keras
     import keras_hub
     import numpy as np
     import realformer_tf.keras3 as k3
+    from realformer_tf.checkpoints import keras3_weight_map
     assert keras.config.backend() == "jax", keras.config.backend()
     rng = np.random.default_rng(0)
     x = rng.normal(size=(2, 5, 16)).astype("float32")
@@ -258,12 +204,8 @@ _WITHOUT_TENSORFLOW = textwrap.dedent("""
             ["the cat"]))
     generated = lm.generate(prompt, stop_token_ids=None)
     assert generated["token_ids"].shape == (1, 8)
-    with warnings.catch_warnings(record=True) as caught:
-      warnings.simplefilter("always")
-      bert = keras_hub.models.BertBackbone(**sizes, num_segments=2)
-      copied = k3.load_bert_backbone(bert)  # Moved; works without TF.
-    assert any("keras3_weight_map.load_bert_backbone" in str(w.message)
-               for w in caught), [str(w.message) for w in caught]
+    bert = keras_hub.models.BertBackbone(**sizes, num_segments=2)
+    copied = keras3_weight_map.load_bert_backbone(bert)  # Works without TF.
     ids = {"token_ids": np.array([[2, 5, 6, 3]]),
            "segment_ids": np.zeros((1, 4), "int32"),
            "padding_mask": np.ones((1, 4), "int32")}

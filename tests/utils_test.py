@@ -206,18 +206,6 @@ class GzipBytesTest(tf.test.TestCase):
                      zlib.compress(data, level=9, wbits=31))
 
 
-class MovedNamesTest(tf.test.TestCase):
-
-  def test_resolve_checkpoint_moved_to_run_directory_and_warns(self):
-    with self.assertWarnsRegex(DeprecationWarning,
-                               "checkpoints.run_directory.resolve_checkpoint"):
-      moved = utils.resolve_checkpoint
-    self.assertEqual(moved.__module__,
-                     "realformer_tf.checkpoints.run_directory")
-    with self.assertRaisesRegex(AttributeError, "no attribute 'nothing'"):
-      utils.nothing  # pylint: disable=pointless-statement
-
-
 class SmallHelpersTest(parameterized.TestCase, tf.test.TestCase):
 
   def test_dummy_inputs(self):

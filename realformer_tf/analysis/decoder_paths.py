@@ -1,13 +1,8 @@
 """Attention analysis per residual path of a RealFormer encoder-decoder.
 
-The encoder analysis (`runner.py`) covers one path; a translation model has
-three (paper Section 3): encoder self-attention, decoder self-attention
-(causal) and encoder-decoder attention. `path_statistics` runs the
-`Seq2SeqTransformer` teacher-forced, as Model Garden's training does, and
-returns per path, layer and head the attention entropy of every unpadded
-query and the JSD to the same head one layer below (`metrics.py`);
-`write_path_figures` draws one entropy and one JSD figure per path with the
-paper's violin plots (`plots.py`).
+The three paths of paper Section 3 (encoder self, decoder causal self,
+encoder-decoder), run teacher-forced: per layer and head, entropy and JSD to
+the layer below (`path_statistics`), and the paper's violin plots.
 """
 
 import os

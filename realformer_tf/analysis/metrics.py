@@ -1,9 +1,7 @@
 """Per-token attention metrics in TensorFlow ops: entropy (nats), JSD (bits).
 
-The JSD is in bits so it lies in [0, 1], the scale of the paper's thresholds.
-`probs` is `[batch, heads, query, key]`, `mask` a `[batch, seq]` input mask:
-padded keys are dropped and each row renormalised. TF ops rather than scipy's,
-so they run per batch inside the encoder's graph.
+Bits keep the JSD in [0, 1], the paper's scale. Padded keys are dropped and
+each row renormalised; TF ops, so they run inside the encoder's graph.
 """
 
 import math

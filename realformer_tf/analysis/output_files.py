@@ -1,13 +1,5 @@
 """The attention analysis' outputs as one set: `entropy.png`, `jsd.png` and
-`summary.json` change together, and only ours are replaced.
-
-They are read together (the figures draw what the summary lists), so
-`write_set` publishes them as one output set whose manifest is
-`summary.json` (`core.writes`: staged whole, renamed in through a journal,
-the summary last). An analysis writes into a folder that may hold anything
-(`--output_dir`): before anything is written, `check_output_dir` refuses
-the folder when it holds one of the three names that our `summary.json`
-does not list (a user's `entropy.png`), naming it.
+`summary.json` (the manifest) change together, and only ours are replaced.
 """
 
 import os

@@ -186,8 +186,7 @@ def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str,
   A column per model, a row per metric; along x the layers (JSD: the upper
   layer of each adjacent pair), in each layer one mark per head, heads
   sorted by median: the median (coloured by the paper's thresholds) and the
-  quartiles. The compact companion of the per-model `violin_figure`s, with
-  fonts at the figure's own size (not images pasted and scaled down).
+  quartiles.
 
   Args:
     summaries: {model title: one model of `summary.json["models"]`}.

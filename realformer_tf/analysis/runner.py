@@ -1,21 +1,9 @@
 """Restores encoders from model dirs and streams attention statistics over data.
 
-Pipeline (`run_analysis`):
-
-1. `load_model`: the run's `ExperimentConfig` from `params.yaml`, the task's
-   model with `return_attention_scores=True` on the encoder, and the latest
-   checkpoint restored as the Model Garden trainer wrote it.
-2. `build_dataset`: held-out batches, by default the run's
-   `task.validation_data`; `input_data` replaces its `input_path`;
-   `input_text` reads plain text instead (`text_dataset`). All models see the
-   same examples, in one pass over the data.
-3. Per batch and model, a `tf.function` (`make_batch_fn`) gives every
-   unpadded query token's attention entropy per layer and head, the JSD to the
-   same head one layer below (`metrics.py`), and each layer's |S_l|.
-4. `AttentionStats` folds these into bounded-memory `StreamStats`, so memory
-   is bounded by the batch and reservoir sizes, not by the examples.
-5. `write_outputs`: `entropy.png`, `jsd.png` and `summary.json`, one set
-   (`output_files`), and a per-layer table on stdout.
+`run_analysis`: `load_model` (the run's config, attention scores returned,
+latest checkpoint), `build_dataset` (held-out batches, one pass for all
+models), `make_batch_fn` (per-token entropy, JSD to the layer below, |S_l|),
+`AttentionStats` (bounded memory) and `write_outputs` (one output set).
 """
 
 import dataclasses
@@ -183,11 +171,9 @@ class AttentionStats:
   """Streaming per-(layer, head) statistics of one model.
 
   Attributes:
-    entropy: `StreamStats` of shape `[layers, heads]`: stream `(l, h)` holds
-      the per-token entropies of head h in layer l (0-based; layer l is
-      `transformer/layer_l`).
-    jsd: `StreamStats` of shape `[layers - 1, heads]`: stream `(l - 1, h)`
-      holds the per-token JSD between head h of layers l-1 and l.
+    entropy: `StreamStats` `[layers, heads]` of per-token entropies.
+    jsd: `StreamStats` `[layers - 1, heads]`: stream `(l - 1, h)` holds the
+      per-token JSD between head h of layers l-1 and l.
     num_examples, num_tokens: examples and unpadded tokens seen.
   """
 

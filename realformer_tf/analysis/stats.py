@@ -1,9 +1,7 @@
 """Bounded-memory streaming statistics per (layer, head) attention stream.
 
 Exact count, mean, min and max, and a seeded reservoir sample (Vitter's
-Algorithm R) for quantiles: exact quantiles need every value (1M per head)
-and numpy/scipy have no streaming quantile. The streams share the reservoir's
-choice of kept tokens, so an update is a few vectorised ops per batch.
+Algorithm R) for quantiles, the kept tokens shared by all streams.
 """
 
 from typing import Dict, Optional, Sequence, Tuple, Union

@@ -1,8 +1,6 @@
 """Checkpoints and run directories: TF1/TF2 BERT checkpoints, a run's files,
-and the weight bridge to the Keras 3 face.
-
-The names load their TensorFlow modules on first access, so `errors` and
-`keras3_weight_map` import without TensorFlow (on JAX or PyTorch).
+and the weight bridge to the Keras 3 face. Names load on first access, so
+`errors` and `keras3_weight_map` import without TensorFlow.
 """
 import importlib
 

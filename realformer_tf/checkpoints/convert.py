@@ -1,27 +1,10 @@
 r"""Converts a TF1 RealFormer / Google BERT checkpoint for Model Garden tasks.
 
-Writes to `--output_dir`:
-  ckpt-1.*, checkpoint  A TF2 checkpoint: `encoder` (the RealFormerEncoder
-      fine-tuning tasks restore from `task.init_checkpoint`) and
-      `next_sentence.pooler_dense` (TF1's `bert/pooler/dense`, where a Model
-      Garden pre-training checkpoint keeps it: SentencePrediction with
-      `init_cls_pooler=true`, realformer/glue's default, requires it). With
-      --with_pretraining_heads also `masked_lm` (MaskedLMTask restores
-      `BertPretrainerV2.checkpoint_items`) and `model`, the whole pretrainer
-      with the NSP logits layer (`tf.train.Checkpoint(model=pretrainer)`).
-  encoder.yaml      `task.model.encoder` (type: any), for `--config_file`.
-  pretrainer.yaml   With --with_pretraining_heads: `task.model` of a
-                    pre-training experiment (encoder, NSP head, MLM).
+  python -m realformer_tf.checkpoints.convert --tf1_checkpoint=DIR/model.ckpt \
+    --bert_config_file=DIR/bert_config.json --output_dir=DIR_TF2
 
-Example:
-
-  python -m realformer_tf.checkpoints.convert \
-    --tf1_checkpoint=/path/realformer_base/model.ckpt-1000000 \
-    --bert_config_file=/path/realformer_base/bert_config.json \
-    --output_dir=/path/realformer_base_tf2
-
-  then fine-tune with `--config_file=/path/realformer_base_tf2/encoder.yaml
-  --params_override=task.init_checkpoint=/path/realformer_base_tf2`.
+Writes `ckpt-1` (encoder, the pooler `init_cls_pooler` needs) and
+`encoder.yaml`; --with_pretraining_heads adds the MLM head, `pretrainer.yaml`.
 """
 
 import os
@@ -76,17 +59,11 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
                            overwrite: bool = False) -> str:
   """Converts a TF1 checkpoint (see the module docstring); returns its prefix.
 
-  Every input is checked, and the whole checkpoint loaded and matched, before
-  anything is written. `residual_attention`: None (from `use_running_mean`),
-  "sum", "mean" or "none". `overwrite`: allow a non-empty `output_dir`; this
-  tool's earlier outputs there are replaced, other files are kept; a
-  train.py run directory (or a folder holding one) is refused
-  (`converted_output.check_converted_output_dir`).
-
-  The new outputs (and links to, or copies of, the other files) are written
-  to `<output_dir>.tmp-PID` and swapped in by `core.writes.staged`: the
-  previous `output_dir` stays whole until the new one is complete; a kill
-  between the swap's two renames is undone by the next run.
+  Everything is checked before anything is written; the new directory is
+  swapped in whole (`core.writes.staged`). `residual_attention`: None (from
+  `use_running_mean`), "sum", "mean" or "none". `overwrite`: replace this
+  tool's earlier outputs in `output_dir`, keeping other files; a train.py
+  run directory is refused.
   """
   output_dir = (output_dir or "").rstrip("/")
   if output_dir:

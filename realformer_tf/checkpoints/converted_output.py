@@ -1,10 +1,7 @@
 """What convert and `save_run` may write over: their own output only.
 
-One rule for both writers (issue 38, item 3): a directory is replaced only
-when it holds a converted checkpoint (`encoder.yaml`, the state file,
-`ckpt-1`), never a train.py run (`params.yaml`, `train.lock`, `ckpt-N`) or a
-folder holding one. Split from `run_directory` (the run's files and their
-reading) to keep each module to one job.
+A directory is replaced only when it holds a converted checkpoint
+(`encoder.yaml`, the state file, `ckpt-1`), never a train.py run.
 """
 
 import os

@@ -1,30 +1,10 @@
 """Weights both ways between our tf_keras runs and `RealFormerBackbone`.
 
-The Keras 3 face's bridge to TensorFlow checkpoints (it was
-`realformer_tf.keras3.weights`): it reads and writes TF checkpoints and
-builds the tf_keras `RealFormerEncoder`, so it lives here, above the Keras 3
-face, which imports no TensorFlow. TensorFlow is used beside Keras 3, not as
-its backend, so it works under any `KERAS_BACKEND` as long as TensorFlow is
-installed.
-
-In:  `load_run(model_dir or ckpt-N)`: a run of train.py (its `params.yaml`),
-     or a directory of `realformer_tf.checkpoints.convert` / `save_run` (its
-     `encoder.yaml`), hence also converted TF1 RealFormer/BERT checkpoints;
-     `load_masked_lm(...)`: the same with the run's pre-trained MLM head, as
-     a `RealFormerMaskedLM`; `from_tf_keras_encoder(encoder)` for a model in
-     memory.
-Out: `to_tf_keras_encoder(backbone)` (a tf_keras `RealFormerEncoder` with the
-     weights) and `save_run(backbone, output_dir)`, which writes what
-     `convert` writes, so Model Garden fine-tuning continues from it:
-     `--config_file=output_dir/encoder.yaml
-      --params_override=task.init_checkpoint=output_dir`.
-
-The configs both ways are `keras3_configs`'; the run directory (config,
-newest readable checkpoint, a killed swap's backup) is `run_directory`'s; the checkpoint side is
-`tf2_checkpoint.check_encoder_checkpoint` (it finds the encoder in the
-checkpoint and names every missing, unused or mis-shaped variable); the
-weights are then matched by name (`keras3_weight_map`), again checked all at
-once before any is assigned.
+In: `load_run`, `load_masked_lm`, `from_tf_keras_encoder`; out:
+`to_tf_keras_encoder`, `save_run` (what `convert` writes, so Model Garden
+fine-tuning continues from it). It imports TensorFlow (beside Keras 3, any
+backend), so it lives here, above the TF-free Keras 3 face; every mismatch
+is named before any weight is assigned.
 """
 
 import os
@@ -131,9 +111,8 @@ def _read_run(checkpoint_path, config, encoder_path, with_head):
   with tf2_checkpoint.shapes_only_graph() as built:
     shadow = encoders.build_realformer_encoder(config)
     built.append(shadow)
-    # tf_keras converts each subclassed layer's `call` with AutoGraph in a
-    # graph (base_layer_v1.py `__call__`, unless the status is DISABLED):
-    # ~20 s of transpiling on first use, for Python-only control flow.
+    # AutoGraph off: tf_keras would transpile every layer's `call` (slow on
+    # first use) for Python-only control flow.
     with ag_ctx.ControlStatusCtx(status=ag_ctx.Status.DISABLED):
       outputs = shadow(utils.dummy_inputs())
       head = None
@@ -240,11 +219,8 @@ def load_masked_lm(checkpoint_path: str,
                    **overrides) -> masked_lm_lib.RealFormerMaskedLM:
   """A `RealFormerMaskedLM` with a run's encoder and pre-trained MLM head.
 
-  The head is Model Garden's (`layers.MaskedLM`): its transform's
-  activation is the run's (`run_mlm_activation`; tanh GELU for train.py
-  runs) and its LayerNorm epsilon 1e-12, so the logits are the tf_keras
-  pre-trainer's; its output projection is the tied token embedding, as in
-  keras-hub's head. Encoder and head come from the same checkpoint.
+  The head's activation and epsilon are the run's, so the logits are the
+  tf_keras pre-trainer's; its output projection is the tied embedding.
 
   Example (after the README's command 1):
 
@@ -343,14 +319,9 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
 
   `output_dir` gets `ckpt-1` (`encoder` and the pooler at
   `next_sentence.pooler_dense`, where GLUE's `init_cls_pooler` finds it),
-  its `checkpoint` state file and `encoder.yaml`. The directory is written
-  under a temporary name and renamed when complete; an existing one is
-  refused unless `overwrite` (then replaced whole), and with it too unless
-  it is one `save_run` or convert wrote (a train.py run is refused:
-  `converted_output.check_converted_output_dir`). What a killed earlier
-  `save_run` left is undone first, as `convert` and export do: a previous
-  directory set aside mid-swap is restored, dead temporaries removed.
-  Returns the prefix.
+  its `checkpoint` state file and `encoder.yaml`, swapped in whole. An
+  existing directory is replaced only with `overwrite` and only if `save_run`
+  or convert wrote it. Returns the prefix.
   """
   output_dir = (output_dir or "").rstrip("/")
   if not output_dir:

@@ -99,9 +99,8 @@ def run_mlm_activation(checkpoint_path: str,
   train.py's `params.yaml` or convert's `pretrainer.yaml`
   (`task.model.mlm_activation`, Model Garden's default "gelu"), else the
   encoder's hidden activation (what `convert` gives the head of a TF1
-  checkpoint: `tf1_checkpoint.pretrainer_config_from_bert_config`). Model
-  Garden's "gelu" is the tanh form (official/modeling/activations/gelu.py,
-  `approximate=True`): Keras 3's "gelu_approximate".
+  checkpoint). Model Garden's "gelu" is the tanh form: Keras 3's
+  "gelu_approximate".
   """
   run_dir = run_directory.directory_of(checkpoint_path)
   name = None

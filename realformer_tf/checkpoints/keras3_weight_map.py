@@ -1,10 +1,8 @@
 """One name per weight of a BERT-shaped encoder, on each model that holds one.
 
-`*_slots` map the tf_keras encoder's checkpoint names (e.g.
-`transformer/layer_{i}/self_attention/query/kernel`) to the variables of one
-layout; `copy_slots` checks two maps (every mismatch in one
-`CheckpointMismatchError`, before any assignment) and copies; no kernel is
-reshaped. No TensorFlow here: `load_bert_backbone` runs on JAX or PyTorch.
+`*_slots` map the tf_keras checkpoint names to one layout's variables;
+`copy_slots` checks two maps (every mismatch at once) and copies. No
+TensorFlow here: `load_bert_backbone` runs on JAX or PyTorch.
 """
 
 from typing import Any, Callable, Dict, Mapping, Tuple

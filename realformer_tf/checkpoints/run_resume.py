@@ -1,8 +1,6 @@
-"""Which checkpoint a resumed train.py run restores, checked before it
-writes anything (`resume_checkpoint`).
-
-Not `run_directory`'s rule: a reader takes the newest whole checkpoint, a
-resumed run must not (a copy may still be writing it).
+"""Which checkpoint a resumed train.py run restores, checked before it writes
+anything (`resume_checkpoint`): not the reader's newest whole one, since a
+copy may still be writing it.
 """
 
 import os
@@ -28,15 +26,10 @@ def resume_checkpoint(model_dir: str) -> Optional[str]:
   """The checkpoint a run in `model_dir` resumes from, checked; None if the
   directory holds no `ckpt-*` file (a new run).
 
-  A directory holding any `ckpt-*` file is a started run. Model Garden
-  resumes from what the `checkpoint` state file names
-  (`tf.train.latest_checkpoint`, through `CheckpointManager`), which is None
-  when the state file is missing or names a checkpoint whose index is gone:
-  the run would then be trained again from step 0 over its checkpoints (or
-  its quickstart data rebuilt), and a damaged newest one is restored anyway
-  and fails inside the restore (`IndexError: Read less bytes than
-  requested`). Neither is resumed from an older checkpoint here: a copy may
-  still be writing the newest, so which one is whole is for the user to say.
+  Model Garden resumes from what the `checkpoint` state file names: with it
+  missing or stale the run restarts from step 0 over its checkpoints, and a
+  damaged newest one fails inside the restore. Neither falls back to an
+  older checkpoint here: which one is whole is for the user to say.
 
   Raises:
     ValueError: Naming the directory, its checkpoints, what is wrong and how

@@ -1,10 +1,7 @@
 """Loads official RealFormer / Google BERT TF1 checkpoints into TF2 models.
 
-Maps every TF1 variable (`bert/encoder/layer_0/...`, `cls/...`) onto a
-`RealFormerEncoder` and optionally a `BertPretrainerV2`, checking the whole
-checkpoint against the whole model before anything is assigned: Model
-Garden's `tf1_bert_checkpoint_converter_lib` reports neither unused
-variables nor more than the first shape mismatch.
+Every TF1 variable is mapped onto a `RealFormerEncoder` (and optionally a
+`BertPretrainerV2`), the whole checkpoint checked before any assignment.
 """
 
 import json
@@ -85,9 +82,8 @@ _VALUE_CHECKS = (
 def read_bert_config(bert_config_file: str) -> Dict[str, Any]:
   """Reads and validates a TF1 `bert_config.json`.
 
-  Parsed as `official.legacy.bert.configs.BertConfig.from_json_file` does
-  (`json.loads`, then `BertConfig.from_dict` for the defaults), with errors
-  that name the file and the key.
+  Parsed as `BertConfig.from_json_file` does, with errors naming the file
+  and the key.
 
   Returns:
     The config with TF1 `BertConfig` defaults filled in for optional keys.
@@ -161,12 +157,8 @@ def encoder_config_from_bert_config(
 def pretrainer_config_from_bert_config(
     bert_config: Mapping[str, Any],
     residual_attention: Optional[str] = None) -> bert_configs.PretrainerConfig:
-  """A Model Garden `PretrainerConfig` matching TF1 BERT's pre-training heads.
-
-  The RealFormer encoder, the MLM head with the TF1 hidden activation and a
-  "next_sentence" `ClassificationHead` with a tanh pooler of width H and, as
-  TF1, no dropout before the NSP logits.
-  """
+  """A Model Garden `PretrainerConfig` matching TF1 BERT's pre-training heads
+  (MLM with the TF1 activation; NSP with a tanh pooler, no dropout)."""
   return bert_configs.PretrainerConfig(
       encoder=encoders.encoder_config(**encoder_config_from_bert_config(
           bert_config, residual_attention).as_dict()),
@@ -211,9 +203,8 @@ def encoder_variable_map(encoder: encoder_lib.RealFormerEncoder
                         ) -> VariableTable:
   """TF1 variable name -> (TF1 shape, TF2 targets) for a built encoder.
 
-  The encoder is TF1 BERT's shape, as `encoder_config_from_bert_config`
-  makes it: Post-LN, no embedding projection (an embedding projection shows
-  as a shape mismatch of the word embeddings).
+  The encoder is TF1 BERT's shape (`encoder_config_from_bert_config`):
+  Post-LN, no embedding projection.
 
   Raises:
     ValueError: A Pre-LN encoder: its variables have TF1's names and shapes,
@@ -358,9 +349,8 @@ def pretrainer_from_tf1_checkpoint(
     residual_attention: Optional[str] = None) -> mg_models.BertPretrainerV2:
   """A `BertPretrainerV2` (RealFormer encoder, MLM, NSP) from a TF1 checkpoint.
 
-  The checkpoint must hold both pre-training heads. `residual_attention`: see
-  `encoder_from_tf1_checkpoint`. The result's `encoder_network` is the
-  `RealFormerEncoder`, `classification_heads[0]` the "next_sentence" head.
+  The checkpoint must hold both heads; `classification_heads[0]` is the
+  "next_sentence" head. `residual_attention`: as `encoder_from_tf1_checkpoint`.
   """
   config = pretrainer_config_from_bert_config(
       read_bert_config(bert_config_file), residual_attention)

@@ -43,11 +43,8 @@ def shapes_only_graph() -> Iterator[List[Any]]:
   """A throwaway `tf.Graph` for tf_keras models built for their shapes.
 
   Yields a list: append each model built inside. On exit their classes get
-  their eager (v2) bases back. tf_keras picks a class's v1 or v2 base when
-  an instance is constructed, by rewriting `cls.__bases__`
-  (tf_keras/src/utils/version_utils.py, `swap_class`): a class built in a
-  graph keeps the v1 base, and its eager instances fail their next call
-  ("Your Layer or Model is in an invalid state").
+  their eager (v2) bases back, which tf_keras' `version_utils.swap_class`
+  left as v1 (eager instances would then fail their next call).
   """
   built = []
   try:

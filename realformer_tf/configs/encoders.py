@@ -1,12 +1,7 @@
 """RealFormer encoder config, bound to Model Garden's `type: any` encoder slot.
 
-Model Garden tasks build their encoder with `encoders.build_encoder(cfg)`; for
-`type: any` that calls `cfg.any.BUILDER(cfg.any)`. Binding our config class
-plugs `RealFormerEncoder` into every task (MaskedLMTask,
-SentencePredictionTask, QuestionAnsweringTask) without copying them.
-
-In YAML and `--params_override` the encoder lives at
-`task.model.encoder.any.<field>`, e.g.
+`encoders.build_encoder(cfg)` calls `cfg.any.BUILDER(cfg.any)`, so every
+Model Garden task builds `RealFormerEncoder` without a copy. In YAML:
 `task.model.encoder.any.residual_attention=none`.
 """
 
@@ -65,7 +60,7 @@ def build_realformer_encoder(
       max_sequence_length=config.max_position_embeddings,
       inner_dim=config.intermediate_size,
       # "gelu" is the tanh approximation, as BERT's TF1 code
-      # (official/modeling/activations/gelu.py:33).
+      # (official.modeling.activations.gelu).
       inner_activation=tf_utils.get_activation(config.hidden_activation),
       output_dropout=config.dropout_rate,
       attention_dropout=config.attention_dropout_rate,

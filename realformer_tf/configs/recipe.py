@@ -53,8 +53,7 @@ def apply_paper_schedule(config: cfg.ExperimentConfig, num_train_examples: int,
   """Sets steps, 10% warm-up, decay length and peak rate of one grid point.
 
   The batch size is `task.train_data.global_batch_size`. Model Garden's
-  warm-up ramps to the decay line's value at its end (0.9 x peak for 10%),
-  where BERT's TF1 optimizer ramps to the peak.
+  warm-up ramps to the decay line's value at its end, not the peak.
 
   Args:
     config: A config with the paper's optimizer, changed in place.

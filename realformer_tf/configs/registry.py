@@ -6,7 +6,6 @@ the names (Model Garden has no public listing of its registry).
 
 
 from official.core import config_definitions as cfg
-from realformer_tf.core import deprecation
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import squad
@@ -22,10 +21,3 @@ def task_encoder(params: cfg.ExperimentConfig):
   if hasattr(encoder, "get") and getattr(encoder, "type", None):
     return f"task.model.encoder.{encoder.type}", encoder.get()
   return ("task.model.encoder" if encoder is not None else None), encoder
-
-
-# Moved names -> their new module; each warns once used (removed in 0.2).
-_MOVED = {"load_experiment_config": "realformer_tf.checkpoints.run_directory"}
-
-
-__getattr__ = deprecation.moved_names(__name__, _MOVED)

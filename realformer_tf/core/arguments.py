@@ -203,10 +203,8 @@ def refuse_unknown(owner: str, kwargs: Dict[str, Any], base: Iterable[str],
                    own: Iterable[str] = ()):
   """Raises TypeError for a keyword in `kwargs` that is not in `base`.
 
-  Keras' layers raise a ValueError listing the unknown keywords, and its
-  functional models (our backbones, keras-hub's tasks) drop them without a
-  word (keras/src/models/functional.py, `Functional.__init__` passes only
-  `name` and `trainable` on): `droput=0.3` trained with the default dropout.
+  Keras' functional models (`Functional.__init__`) drop unknown keywords
+  silently: `droput=0.3` trained with the default dropout.
 
   Args:
     owner: The class name, for the message.

@@ -1,10 +1,8 @@
 """Hashed dropout: the keep mask is a hash of (seed, batch, head, row, column).
 
-Murmur3's 32-bit finalizer, about ten integer ops per element: nothing is
-stored (a backward pass or kernel tile recomputes the mask) and XLA fuses it
-into its users. The Pallas kernels and `layers.hashed_dropout` share it, so
-one seed drops the same elements on both faces. `ops` gives `word`, `srl`,
-`iota` and `reshape`; `+` and `*` wrap at 32 bits.
+Murmur3's 32-bit finalizer: nothing is stored (a backward pass recomputes
+the mask) and XLA fuses it. The Pallas kernels and both faces share it, so
+one seed drops the same elements. `ops` gives `word`, `srl`, `iota`, `reshape`.
 """
 
 # Murmur3's fmix32 constants and the golden ratio (and a second odd constant)

@@ -1,10 +1,9 @@
-"""What proves a file ours, and what a writer may replace: a leftover its
-owner record names, what a manifest of ours lists, or a folder of only the
-names a writer of that kind writes. A name is no proof (a user's `vocab.txt`
-has one of ours), so every writer refuses the foreign files at its target
-paths before it writes anything (`check_ours`, `check_replaceable`),
-naming them and the flag that allows replacing them. `ops`: a
-`writes.FileOps` (this module lies below `writes`).
+"""What proves a file ours, and what a writer may replace.
+
+A name is no proof (a user's `vocab.txt` has one of our names): every
+writer refuses the foreign files at its target paths before it writes
+anything (`check_ours`, `check_replaceable`), naming them and the flag that
+allows replacing them. `ops` is a `writes.FileOps`.
 """
 
 import json

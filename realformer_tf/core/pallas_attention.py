@@ -1,10 +1,8 @@
 """Fused residual attention (RealFormer, paper Eq. 5) as Pallas kernels.
 
-The forward streams key tiles per (query tile, batch, head), stores the score
-sum S_l once and runs an online float32 softmax (FlashAttention-2): P never
-reaches HBM. The backward (`pallas_attention_backward`) recomputes P from the
-stored sums; dropout is a hash, regenerated. Triton on a GPU, interpret mode
-elsewhere; imports without jax (`available()`).
+The forward stores the score sum S_l once and runs an online float32
+softmax (FlashAttention-2), so P never reaches HBM; the backward
+(`pallas_attention_backward`) recomputes P. Imports without jax (`available()`).
 """
 import functools
 import math

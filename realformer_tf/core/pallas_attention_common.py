@@ -1,8 +1,6 @@
-"""What the fused residual-attention kernels share: configuration and tile math.
-
-The forward and both backward kernels recompute the same probabilities from
-the same stored scores and masks; that math lives here once so the passes
-cannot drift apart. Imports without jax (`HAVE_PALLAS`).
+"""What the fused residual-attention kernels share: configuration and tile math,
+once, so the forward and backward passes cannot drift apart. Imports
+without jax (`HAVE_PALLAS`).
 """
 import dataclasses
 import math
@@ -112,8 +110,7 @@ def _seed_words(seed):
 def row_keys(seed, batch, heads, rows):
   """Per-(batch, head, row) dropout keys, `[batch, heads, rows]` int32.
 
-  Computed by XLA outside the kernels (a few KB), so the kernels load a
-  vector per query tile instead of a scalar seed (`dropout_hash.row_keys`).
+  Computed by XLA outside the kernels (`dropout_hash.row_keys`).
 
   Args:
     seed: integer scalar or small vector (e.g. a JAX PRNG key's uint32[2]

@@ -1,12 +1,8 @@
-"""One writer per run directory or output folder: a lock file naming the
-run that holds it (train.py's `--model_dir`, a reproduction's `--output_dir`).
+"""One writer per run directory or output folder: a lock file naming its holder.
 
-Model Garden and Orbit take no lock on `model_dir`, so two trainers on one
-directory overwrote each other. `hold(folder)` fails the second at once,
-naming the first. The lock (`model_dir/train.lock`) is linked into place:
-`os.link`, not `flock`, fails atomically also over NFS (where `flock` may be
-local to one client) and names its holder. A remote folder runs unlocked; a
-dead local run's lock is taken over, another host's never.
+Model Garden and Orbit take no lock on `model_dir`. `hold(folder)` links
+the lock into place (`os.link` is atomic also over NFS, where `flock` may
+be local to one client); a dead local run's lock is taken over.
 """
 
 import contextlib

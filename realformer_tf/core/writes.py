@@ -1,22 +1,10 @@
 """The one writer layer of both faces: outputs replaced whole, sets published
 whole, only our own files replaced, and what killed writers left swept.
 
-A file is written as a claimed temp `<path>.tmp-PID` renamed over `path`
-(`staged`); a folder at `path` is first set aside as `<path>.old-PID`. A
-name is no proof (a user's `model.old-20240101/` fits it): a writer records
-each leftover in `<leftover>.owner` first (`claim`), and `sweep`, which every
-writer runs first, removes only leftovers so proven, of dead writers.
-
-An output set (files read together: records, meta data, vocabulary) is
-staged whole, then renamed in through a journal `<manifest>.pending-PID`
-(the manifest last; `OutputSet.commit`): a kill during the renames leaves the
-journal, and the next writer rolls the publish forward, so a set is the old
-one or the new one (until then readers refuse the mix, the manifest not
-matching). The final paths stay those configs name: object stores have no
-symbolic links for a versioned folder and a pointer. A file at a set's
-target path is replaced only when a manifest of ours lists it
-(`ownership.check_ours`). Files are reached through a `FileOps`: `OS_OPS`
-(the Keras 3 face, no TensorFlow) or `utils.GFILE_OPS` (gs://).
+A writer fills a claimed `<path>.tmp-PID` and renames it over `path`
+(`staged`); a set goes in through a journal the next writer rolls forward
+after a kill (`OutputSet.commit`); only leftovers a `.owner` file proves
+ours are removed (`sweep`). `OS_OPS` here, `utils.GFILE_OPS` for gs://.
 """
 
 import contextlib
@@ -185,7 +173,7 @@ def sweep(folder: str, ops: FileOps, name: Optional[str] = None
   `name` only, if given), saying what it did; returns those leftovers.
   Journals are rolled forward; a backup `<path>.old-PID` is restored when
   `path` is missing, else removed; temps are removed. Leftovers of live
-  writers and look-alikes without our owner record are kept.
+  writers, and look-alikes without our owner record, are kept.
   """
   folder = folder or "."
   if not ops.isdir(folder):

@@ -1,44 +1,10 @@
-r"""BERT pre-training records from a corpus, on Apache Beam (CLI).
+r"""BERT pre-training records from a corpus, on Apache Beam (CLI; `beam` extra).
 
-Locally on 4 processes:
+  python -m realformer_tf.data.beam_pretraining_data --num_shards=64 \
+      --input_files='corpus/*.txt' --output_prefix=out/train
 
-  python -m realformer_tf.data.beam_pretraining_data \
-      --input_files='corpus/*.txt' --output_prefix=out/train \
-      --num_shards=64 --vocab_file=vocab.txt \
-      --runner=DirectRunner --direct_num_workers=4 \
-      --direct_running_mode=multi_processing
-
-Flags this module does not define are Beam's pipeline options (the runner
-and its flags: docs/pretraining_at_scale.md names Dataflow's, Flink's and
-Spark's). Needs the `beam` extra (`pip install -e ".[beam]"`).
-
-It writes `<output_prefix>-SSSSS-of-NNNNN.tfrecord` (`data.shards`) and
-`<output_prefix>_pretraining_meta_data.json`: the single-process command's
-records (`data.pretraining_data`: same features, masking and share of random
-next sentences), meta data and output-set rule (`data.output_sets`: the
-shards, a learned vocabulary and the meta data change as one set; training
-refuses a partial one).
-
-How (and why it is deterministic whatever the number of workers):
-  1. Each input file is streamed a document at a time (memory: one
-     document); each document gets a key, the SHA-256 of the seed, its
-     position (file index, document index) and its text: the key alone picks
-     its shard, so no worker order enters.
-  2. Without `--vocab_file`, a WordPiece vocabulary is learned from the
-     `--vocab_sample_documents` documents of smallest key (a deterministic
-     sample: `beam.combiners.Top`), in a worker.
-  3. A shard's documents are grouped on one worker, sorted by key and made
-     into examples by `pretraining_data.shuffled_examples`, the
-     single-process command's function, seeded from (seed, shard index):
-     random next sentences come from the shard's own documents. Memory per
-     worker is one shard's text: choose `--num_shards` so a shard holds some
-     tens of MB (16 GB of text: 512 shards or more).
-  4. The workers write the shards into a staging folder; the launching
-     process then swaps them into place as one output set. Beam's own
-     `WriteToTFRecord` is not used: it deals a bundle's records
-     round-robin from a random shard (apache_beam/io/iobase.py,
-     `_RoundRobinKeyFn`), so shard contents depend on the run, and it renames
-     shards into place one by one.
+The records of `data.pretraining_data`, whatever the number of workers: a
+document's SHA-256 key picks its shard and its order there.
 """
 
 import hashlib
@@ -122,7 +88,11 @@ def learn_sampled_vocab(sample: List[Tuple[bytes, List[str]]], path: str,
 
 
 class WriteShard(beam.DoFn):
-  """Makes one shard's examples and writes them, with their count."""
+  """Makes one shard's examples and writes them, with their count.
+
+  Not Beam's `WriteToTFRecord`: its `_RoundRobinKeyFn` deals records from a
+  random shard, so shard contents would depend on the run.
+  """
 
   def __init__(self, staging_dir: str, stem: str, num_shards: int,
                vocab_file: str, do_lower_case: bool, random_seed: int,
@@ -171,8 +141,8 @@ def _run_pipeline(pipeline_args: Sequence[str], build) -> None:
   Without `--runner`, on the `FnApiRunner`, where Beam's `DirectRunner`
   lands for these transforms (it honours `--direct_num_workers` and
   `--direct_running_mode`) after first trying to download the Prism runner
-  from GitHub (apache_beam/runners/direct/direct_runner.py:207-227): a
-  network call a cluster without internet access waits on.
+  from GitHub (`DirectRunner.run_pipeline`): a network call a cluster
+  without internet access waits on.
   """
   options = pipeline_options.PipelineOptions(list(pipeline_args))
   runner = None

@@ -1,8 +1,5 @@
 """Pre-training text without TensorFlow: BERT-format files, the shipped
-quickstart corpus and its held-out split.
-
-Plain Python, so the Keras 3 reproduction (`realformer_tf.reproduce.keras3`)
-reads the same text where TensorFlow is not installed.
+quickstart corpus and its held-out split (for the Keras 3 reproduction).
 """
 
 import gzip

@@ -1,19 +1,10 @@
 r"""Writes BERT MLM/NSP pre-training TFRecords from raw text (CLI).
 
-Usage:
+  python -m realformer_tf.data.create_pretraining_data --input_files=a.txt \
+      --vocab_file=vocab.txt --output_file=out/train.tfrecord
 
-  python -m realformer_tf.data.create_pretraining_data \
-      --input_files=a.txt,b.txt --vocab_file=vocab.txt \
-      --output_file=out/train.tfrecord --max_seq_length=128
-
-Input: one sentence per line, a blank line between documents. Without
-`--vocab_file`, a WordPiece vocabulary of up to `--vocab_size` tokens is
-learned from the input with tensorflow-text and written next to the output as
-`vocab.txt` (a `vocab.txt` there that this command did not write is refused
-unless `--overwrite`). Every flag is checked before anything is written. The
-record format is described in `realformer_tf.data.pretraining_data`; the
-records, their meta data and a learned vocabulary change as one set
-(`data.output_sets`).
+One sentence per line, a blank line between documents; without
+`--vocab_file` a WordPiece vocabulary is learned.
 """
 
 import os

@@ -1,45 +1,10 @@
-r"""GLUE TSV (or TFDS `glue/<task>`) -> `SentencePredictionDataLoader` records.
+r"""GLUE TSV (or local TFDS) -> `SentencePredictionDataLoader` records.
 
-Usage (GLUE's layout, one directory per task, as its download script writes
-it; the vocabulary from BERT-Base uncased; the README's Data section):
+  python -m realformer_tf.data.glue --task=mrpc --glue_dir=$DATA/glue \
+    --vocab_file=vocab.txt --output_dir=/tmp/glue --max_seq_length=128
 
-  python -m realformer_tf.data.glue --task=mrpc \
-    --glue_dir=$DATA/glue --vocab_file=$DATA/vocab/bert-base-uncased-vocab.txt \
-    --output_dir=/tmp/glue_tfrecords --max_seq_length=128
-
-or from a locally prepared TensorFlow Datasets copy (nothing is downloaded):
-
-  python -m realformer_tf.data.glue --task=mnli \
-    --tfds_data_dir=~/tensorflow_datasets --vocab_file=... --output_dir=... \
-    --max_seq_length=128
-
-Writes, in `output_dir`:
-  * `<task>_train.tf_record` and `<task>_dev.tf_record` (MNLI:
-    `mnli_dev_matched.tf_record` and `mnli_dev_mismatched.tf_record`), one
-    `tf.train.Example` per row with `input_ids`, `input_mask`, `segment_ids`
-    (int64, `max_seq_length` long), `label_ids` (int64 class id; float for
-    STS-B), `example_id` (row index in its split) and `is_real_example`,
-    the features Model Garden's `SentencePredictionDataLoader` reads;
-  * `<task>_meta_data.json`: label list, example counts per split, sequence
-    length, vocabulary (the sweep reads the train size from it), and each
-    record file's size, mtime and SHA-256.
-
-The files change as one set (`data.output_sets`): all are written
-under temporary names first and renamed into place, the meta data last, so a
-killed conversion leaves the previous set whole, or (killed during the
-renames) records that do not match their meta data, which training refuses
-naming the file.
-
-Texts are tokenized by `tokenization.make_tokenizer` and packed by
-`tokenization.pack_inputs`, as serving's text signatures pack them; Model
-Garden's `file_based_convert_examples_to_features` writes the records. The
-GLUE test splits (no labels) are not converted: the paper reports dev.
-
-Model Garden's `classifier_data_lib` GLUE processors are not reused: in
-tf-models-official 2.20 they read only through `tfds.load(..., try_gcs=True)`
-(official/nlp/data/classifier_data_lib.py:221 for CoLA, likewise for the
-others) and cannot read the TSV files; its `TfdsProcessor` (line 663) may
-download and knows one dev split (MNLI has two).
+Writes `<task>_{train,dev}.tf_record` and `<task>_meta_data.json` as one
+output set. Model Garden's GLUE processors read only through `tfds.load`.
 """
 
 import csv

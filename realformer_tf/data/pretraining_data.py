@@ -1,37 +1,10 @@
 """BERT pre-training (masked LM + next sentence) TFRecords from raw text.
 
-The records are Google BERT's, as Model Garden's
-`write_instance_to_example_files` writes them (`use_v2_feature_names=False`)
-and `official.nlp.data.pretrain_dataloader.BertPretrainDataLoader` reads them:
-`input_ids`, `input_mask`, `segment_ids` 0-padded to `max_seq_length`;
-`masked_lm_positions`, `masked_lm_ids` and (float) `masked_lm_weights`
-0-padded to `max_predictions_per_seq`; `next_sentence_labels` 1 = random B.
-
-Static records rather than masking on the fly: it is the paper's recipe, the
-evaluation set is fixed (deterministic, comparable numbers) and TPU input hosts
-need no tensorflow-text ops.
-
-Instances (segment pairs A/B, 50% random next, 80/10/10 masking) come from
-Model Garden's `official/nlp/data/create_pretraining_data.py`
-(`create_instances_from_document`), driven by one seeded `random.Random` (its
-n-gram size draw, line 524, uses the global `random` but is always 1 for
-token masking, so the records depend on the seed alone).
-Ours around it, each where that module does not fit:
-- It defines 16 absl flags on the global FLAGS when imported (lines 30-99),
-  names our CLIs define too (`DuplicateFlagError`): it is imported with its
-  flags on a private `FlagValues`.
-- Reading: it decodes with `errors="ignore"` (official/nlp/tools/
-  tokenization.py:90), silently dropping bytes, and tokenizes line by line in
-  Python (create_pretraining_data.py:242-252); here non-UTF-8 text is an
-  error naming file:line, lines are tokenized in batches by tensorflow-text,
-  over-long lines are counted in a warning, and a document never continues
-  into the next file.
-- Writing: its `SerializeToString()` (line 185) orders features (hence bytes)
-  by the Python hash seed, and it writes in place; here records are
-  byte-identical for a seed in any process, and they and their meta data
-  `<stem>_pretraining_meta_data.json` (options, vocabulary, count, the
-  record's fingerprint) change as one set (`output_sets`), which training
-  checks.
+Google BERT's records (`BertPretrainDataLoader` reads them), built by Model
+Garden's `create_instances_from_document` from one seeded `random.Random`.
+Around it: non-UTF-8 text is an error naming file:line, lines are tokenized
+in batches, records are byte-identical for a seed in any process, and they
+and their meta data change as one output set.
 """
 
 import contextlib
@@ -306,11 +279,9 @@ def shuffled_examples(documents: List[List[List[str]]], vocab: Sequence[str],
                       max_predictions_per_seq: int, masked_lm_prob: float,
                       dupe_factor: int, short_seq_prob: float) -> List[bytes]:
   """The serialized examples of `documents` (shuffled in place), as Model
-  Garden's `create_training_instances` (lines 220-269) makes them without its
-  file reading: shuffle the documents, `dupe_factor` passes of
-  `document_examples`, shuffle the examples; one `random.Random(random_seed)`
-  draws everything. The single-process command calls it on the whole corpus,
-  the Beam pipeline on each shard's documents."""
+  Garden's `create_training_instances` makes them without its file reading;
+  one `random.Random(random_seed)` draws everything. Also the Beam
+  pipeline's, per shard."""
   rng = random.Random(random_seed)
   rng.shuffle(documents)
   token_ids = {token: i for i, token in enumerate(vocab)}

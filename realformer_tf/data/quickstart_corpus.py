@@ -1,34 +1,10 @@
 r"""A small, self-contained pre-training set for the quickstart experiment.
 
-`prepare_quickstart_data(data_dir)` writes under `data_dir`: corpus_train.txt
-and corpus_eval.txt (BERT's text format), vocab.txt (WordPiece, learned by
-tensorflow-text from the train text), train.tfrecord and eval.tfrecord
-(`pretraining_data`'s MLM/NSP records) and manifest.json (arguments, input
-fingerprints, counts).
-
-With no `input_files`, the text is the docstrings of a fixed, sorted list of
-standard library modules (`STDLIB_MODULES`), so the quickstart needs no
-download. A module is one document: its docstring, then those of its public
-classes (and their public methods) and functions, in name order, split into
-sentences, doctest examples dropped. Each Python build has other docstrings
-(CPython 3.12's corpus gave another vocabulary and held-out MLM 0.276 where
-3.11's gave 0.257), so the corpus is built once, by CPython
-`STDLIB_CORPUS_PYTHON`, and shipped in the package as `STDLIB_CORPUS_FILE`
-(212 documents, 12.9k sentences, 1.0 MB of text, 287 KB gzipped; the
-docstrings are the PSF-licensed Python's): every supported Python trains on
-the same text. `python -m realformer_tf.data.quickstart_corpus
---write_stdlib_corpus=PATH` rebuilds it from the running Python.
-
-The learned vocabulary can be well under target on a corpus this small
-(2,334 tokens of 4,000 on the stdlib corpus): use the returned `vocab_size`.
-
-The result is cached: a call whose arguments (and Python version, and inputs'
-SHA-256) match the manifest, whose outputs are present and unchanged, reuses
-them; otherwise all is rebuilt. The files are one set (`output_sets`):
-written under temporary names, then renamed into place with the manifest
-(which lists each file's size, mtime and SHA-256) last, so a killed rebuild
-leaves the previous cache whole, or files that do not match the manifest,
-which the next call rebuilds.
+`prepare_quickstart_data(data_dir)` writes the corpus, a learned WordPiece
+vocabulary (use the returned `vocab_size`: it can be under target), MLM/NSP
+records and a manifest, as one cached output set. The default text is the
+shipped docstrings of standard library modules (`STDLIB_CORPUS_FILE`, built
+once: each Python build has other docstrings), so nothing is downloaded.
 """
 
 import importlib

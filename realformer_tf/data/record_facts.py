@@ -1,10 +1,8 @@
 """What a full read of a TFRecord file of `tf.train.Example`s proves, read once.
 
 Per file: the record count, the first record's feature lengths and each int64
-feature's min and max. Converters put them in their manifest (`listing`),
-trusted while the file matches it by size, mtime and inode; another file is
-read once (`scan`), its facts kept in a cache file (`cache_path`). An entry:
-`{"count": n, "lengths": {...}, "min": {...}, "max": {...}}`.
+feature's min and max, from the converter's manifest (`listing`) or one read
+kept in a cache file (`scan`).
 """
 
 import contextlib

@@ -1,10 +1,8 @@
 """Pre-training input that goes on, after a resume, where the stopped run was.
 
-Model Garden checkpoints no input iterator, so a resumed run read its records
-from the start again. With a seed, `InputReader`'s record stream is the same
-in every process and for any batch size, so skipping the records the stopped
-run consumed (each pipeline its share, `pipeline_records`), after the record
-shuffle and before decoding, continues it exactly.
+Model Garden checkpoints no input iterator. With a seed the record stream
+is the same in every process, so skipping the records already consumed
+(`pipeline_records`), before decoding, continues it exactly.
 """
 
 from typing import Optional
@@ -55,11 +53,8 @@ class ResumablePretrainDataLoader(pretrain_dataloader.BertPretrainDataLoader):
     shuffle) skipped."""
     skip = pipeline_records(self._skip_records, input_context)
 
-    # `BertPretrainDataLoader` with the decoding moved from `decoder_fn`
-    # into `sample_fn`, behind the skip: after `InputReader`'s record
-    # shuffle (one by one, so any batch size continues the stream), before
-    # decoding. Another number of input pipelines shares the files out
-    # otherwise and does not continue it.
+    # Decoding moved from `decoder_fn` into `sample_fn`, behind the skip:
+    # after `InputReader`'s record shuffle, before decoding.
     def skip_then_decode(records):
       if skip:
         records = records.skip(skip)

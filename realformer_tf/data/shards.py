@@ -1,8 +1,6 @@
 """Sharded record sets: `<stem>-SSSSS-of-NNNNN<suffix>` names, and whole sets.
 
-The names are Beam's and TFDS's shard template. A set is whole when all N
-shards are there and no shard of another count shares its stem; Model
-Garden's `input_reader.match_files` trains on whatever is there, and
+Model Garden's `input_reader.match_files` trains on whatever is there;
 `check_whole` refuses a partial set first, naming the missing shards.
 """
 

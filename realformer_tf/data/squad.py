@@ -1,30 +1,10 @@
-r"""SQuAD v1.1 / v2.0 data for Model Garden's `QuestionAnsweringTask`.
-
-Converts a SQuAD JSON file into the TFRecords that Model Garden's
-`QuestionAnsweringDataLoader` reads, tokenizing with tensorflow-text only:
+r"""SQuAD v1.1 / v2.0 JSON -> `QuestionAnsweringDataLoader` records.
 
   python -m realformer_tf.data.squad --input_json=train-v2.0.json \
       --vocab_file=vocab.txt --output_dir=/tmp/squad_v2 \
-      --version_2_with_negative --max_seq_length=384 --doc_stride=128 \
-      --max_query_length=64 --is_training --epochs=2 --train_batch_size=48
+      --version_2_with_negative --is_training --epochs=2 --train_batch_size=48
 
-Training (`--is_training`) writes `train.tf_record`, `train_meta_data.json`
-(counts) and, with `--epochs` and `--train_batch_size`,
-`train_schedule.yaml`: a `--config_file` setting `trainer.train_steps` (and
-the matching warm-up and decay) from the exact number of features.
-Evaluation writes `eval.tf_record` (padded to whole batches of
-`--eval_batch_size`) and `eval_meta_data.json`; the record is byte-identical
-to the one the `realformer/squad` task writes from the raw JSON when it
-starts, which is what its evaluation reads.
-
-Model Garden's `squad_lib` does the work; ours are the input checks
-(`squad_json`), the tensorflow-text tokenizer adapter and the eval padding
-(`pad_to_batch`).
-
-Bad input: `squad_json` checks the JSON (its docstring lists the rules,
-which follow the official tools); a training answer without WordPieces
-(only zero-width characters) is a counted, logged skip (squad_lib would
-label it end < start).
+Model Garden's `squad_lib` does the work; ours: checks, tokenizer, padding.
 """
 
 import collections
@@ -64,13 +44,10 @@ _TOKENIZE_BATCH = 4096
 class SquadTokenizer:
   """tensorflow-text WordPiece behind the interface `squad_lib` calls.
 
-  `squad_lib.convert_examples_to_features` was written for Model Garden's
-  `FullTokenizer` and calls `tokenize(text) -> list[str]` and
-  `convert_tokens_to_ids(tokens)`; both are answered here by
-  `tokenization.make_tokenizer` (a `tensorflow_text.BertTokenizer`), its ids
-  mapped back to vocab strings. squad_lib re-tokenizes a paragraph's words
-  for every question, so results are cached per string and `prime` fills the
-  cache in large batches (one tensorflow-text call per string is slow).
+  `tokenize` and `convert_tokens_to_ids`, as `FullTokenizer`'s, answered by
+  `tokenization.make_tokenizer`. squad_lib re-tokenizes a paragraph for
+  every question, so results are cached per string; `prime` fills the cache
+  in batches.
   """
 
   def __init__(self, vocab_file: str, do_lower_case: bool = True):
@@ -128,18 +105,17 @@ def convert_examples_to_features(
     max_seq_length: int, doc_stride: int, max_query_length: int,
     is_training: bool,
     output_fn: Callable[[squad_lib.InputFeatures], None]) -> int:
-  """squad_lib's feature conversion of `read_squad_examples`' `examples`
-  with a `SquadTokenizer`; calls `output_fn` with each feature (no padding
-  features: see `pad_to_batch`) and returns their number."""
+  """squad_lib's features of `examples` with a `SquadTokenizer`, each
+  passed to `output_fn` (no padding: `pad_to_batch`); returns their number."""
   validate_lengths(max_seq_length, doc_stride, max_query_length)
   _prime_for(tokenizer, examples)
-  # squad_lib logs every field of its first 20 examples at INFO (thousands
-  # of lines, official/nlp/data/squad_lib.py:404): quiet it for this call.
+  # squad_lib's `convert_examples_to_features` logs every field of its
+  # first 20 examples at INFO: quiet it for this call.
   verbosity = logging.get_verbosity()
   logging.set_verbosity(max(verbosity, logging.WARNING))
   try:
-    # With batch_size=1 squad_lib's eval padding (`unique_id % batch_size`,
-    # official/nlp/data/squad_lib.py:463) adds no feature.
+    # With batch_size=1 squad_lib's eval padding (`unique_id % batch_size`)
+    # adds no feature.
     return squad_lib.convert_examples_to_features(
         examples, tokenizer, max_seq_length, doc_stride, max_query_length,
         is_training, lambda feature, is_padding=False: output_fn(feature),
@@ -153,9 +129,9 @@ def pad_to_batch(writer: squad_lib.FeatureWriter,
                  batch_size: int) -> int:
   """Writes copies of the last feature (new unique ids) up to whole batches.
 
-  Replaces squad_lib's padding, which can leave a partial batch (its test
-  uses the unique id, whose base is 10**9, not the feature count:
-  official/nlp/data/squad_lib.py:463) that `drop_remainder` then drops.
+  Replaces squad_lib's padding, which tests the unique id (base 10**9), not
+  the feature count, so it can leave a partial batch that
+  `drop_remainder` then drops.
   Padding features are not in `features`, so post-processing ignores them.
 
   Returns:
@@ -176,7 +152,7 @@ def drop_answers_without_tokens(
 
   An answer of zero-width characters only (U+200B, a soft hyphen) is a word
   to squad_lib's whitespace split but no WordPiece, and squad_lib labels it
-  end = start - 1 (official/nlp/data/squad_lib.py:288-290).
+  end = start - 1 (`squad_lib.convert_examples_to_features`).
 
   Returns:
     The kept examples and how many were dropped (a logged warning names them).
@@ -283,9 +259,8 @@ def postprocess_output(
   """`squad_lib.postprocess_output` (BERT format) for `tokenizer`'s features.
 
   squad_lib projects answers onto the context with Model Garden's
-  `BasicTokenizer` (official/nlp/data/squad_lib.py:836), not the
-  tensorflow-text one that made the WordPieces; on dev-v1.1 with random
-  logits the two differ on 4 of 10,570 questions (ß, ², Greek accents).
+  `BasicTokenizer` (`squad_lib.get_final_text`), not the tensorflow-text
+  one that made the WordPieces; they differ on rare characters (ß, ²).
 
   Args:
     examples: The eval examples.

@@ -1,10 +1,7 @@
 """Reading and checking SQuAD v1.1 / v2.0 JSON into `squad_lib` examples.
 
-Model Garden's `squad_lib.read_squad_examples` behind checks: an answer not
-at its `answer_start` is a counted, logged training skip (as BERT's
-"Could not find answer"); malformed input raises `ValueError` naming the
-file and question id; a training question with several answers trains on
-the first.
+Malformed input raises `ValueError` naming the file and question id; an
+answer not at its `answer_start` is a counted, logged training skip.
 """
 
 import dataclasses
@@ -133,10 +130,6 @@ def read_squad_examples(
     version_2_with_negative: bool) -> Tuple[List[squad_lib.SquadExample],
                                             ReadStats]:
   """`squad_lib.read_squad_examples` behind the checks of the module docstring.
-
-  squad_lib indexes the JSON unchecked (a bare `KeyError`), raises on a
-  training question with several answers and indexes past the context for
-  an answer running outside it (both in its `read_squad_examples`).
 
   Args:
     input_file: SQuAD v1.1 or v2.0 JSON file.

@@ -1,7 +1,4 @@
-r"""WikiText (a paragraph a line under ` = Title = ` headings) as BERT
-pre-training text: an article a document, a sentence a line.
-
-Fed as it is, each paragraph is a one-sentence document (random NSP pairs).
+r"""WikiText as BERT pre-training text (a document per article).
 
   python -m realformer_tf.data.wikitext \
     --input_files=$DATA/wikitext-2/valid.txt --output_file=/tmp/documents.txt

@@ -1,10 +1,7 @@
-"""BERT's WordPiece in pure Python: word splitting, vocabulary learning,
-tokenization.
+"""BERT's WordPiece in pure Python, for machines without TensorFlow.
 
 What `tokenization.learn_vocab` and `make_tokenizer` do with tensorflow-text,
-for machines without TensorFlow (keras-hub's WordPiece needs tensorflow-text
-too). Each piece follows the tensorflow-text code it replaces, so the same
-text gives the same vocabulary and ids (tests/data/wordpiece_test.py).
+giving the same vocabulary and ids.
 """
 
 import collections
@@ -19,10 +16,8 @@ RESERVED_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 JOINER = "##"
 MAX_BYTES_PER_WORD = 100  # BertTokenizer's max_bytes_per_word.
 # The quickstart's upper end of the learner's binary search over the minimum
-# count. tensorflow-text starts it at the count of the most frequent word
-# (14k for "the" in the stdlib corpus); a few-MB corpus with a vocabulary of
-# thousands needs a threshold far below 500, and starting there halves the
-# learning time with the same vocabulary (checked on the stdlib corpus).
+# count (tensorflow-text starts at the top word's count): the same vocabulary
+# on a small corpus, in less time.
 QUICKSTART_UPPER_THRESH = 500
 
 # bert_tokenizer.py `_DELIM_REGEX`, less `\p{P}` (see `_punctuation`).

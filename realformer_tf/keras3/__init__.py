@@ -5,7 +5,6 @@ here imports TensorFlow, tf_keras or Model Garden. The weight bridge to the
 tf_keras face is `realformer_tf.checkpoints.keras3_bridge`.
 """
 
-from realformer_tf.core import deprecation
 from realformer_tf.keras3.residual_attention import RESIDUAL_MODES
 from realformer_tf.keras3.residual_attention import ResidualMultiHeadAttention
 from realformer_tf.keras3.encoder_block import RealFormerEncoderBlock
@@ -21,13 +20,3 @@ from realformer_tf.keras3.preprocessing import RealFormerTextClassifierPreproces
 from realformer_tf.keras3.preprocessing import RealFormerTokenizer
 from realformer_tf.keras3.saving import load_model
 from realformer_tf.keras3.saving import save_model
-
-# Names that moved to the bridge (it copies weights with the checkpoints'
-# `CheckpointMismatchError` and `copy_slots`, shared with the TF bridge, and
-# the Keras 3 face may not import `checkpoints/`): still reachable here, on
-# first use, for one release (removed in 0.2). The new home imports no
-# TensorFlow, so they keep working on JAX without it.
-_MOVED = {"load_bert_backbone": "realformer_tf.checkpoints.keras3_weight_map"}
-
-
-__getattr__ = deprecation.moved_names(__name__, _MOVED)

@@ -1,10 +1,7 @@
 """`RealFormerBackbone`: keras-hub's `BertBackbone` with residual attention.
 
-Same arguments, inputs, outputs and embedding and pooler layers as
-`BertBackbone`, so keras-hub's BERT tokenizer and preprocessors feed it
-unchanged; its blocks are our `RealFormerEncoderBlock`s, which pass the
-running score sum on (keras-hub's `TransformerEncoder` returns hidden states
-only).
+Same arguments, inputs, outputs and embedding layers, so keras-hub's BERT
+preprocessors feed it; its blocks pass the running score sum on.
 """
 
 import keras
@@ -36,12 +33,9 @@ class BackboneConfig(saving.WritesWhole, input_checks.ChecksInputs,
   input checks (`input_checks.ChecksInputs`), and their `save` and `export`
   written whole or not at all (`saving.WritesWhole`).
 
-  keras-hub's backbones keep each constructor argument as an attribute of
-  its name and return them all from `get_config`
-  (keras_hub/src/models/bert/bert_backbone.py); `_set_attributes` sets them
-  (`_renamed` names the attribute of an argument whose own name is a
-  layer's). The activation stays a name, as keras-hub's configs write it.
-  List it before the keras-hub base class.
+  As keras-hub's backbones, each argument is an attribute of its name
+  (`_renamed`: where that name is a layer's) and in `get_config`. List it
+  before the keras-hub base class.
   """
   _renamed = {}
   # keras-hub's `Backbone` takes `dtype` (named in our `__init__`s), its
@@ -101,8 +95,8 @@ class RealFormerBackbone(BackboneConfig, keras_hub.models.Backbone):
       dropout, max_sequence_length, num_segments, dtype: as `BertBackbone`.
     residual_attention: "sum" (RealFormer), "mean" (running mean, for models
       deeper than ~24 layers) or "none": then, with the default activation,
-      this is `BertBackbone` exactly (`weights.load_bert_backbone` copies
-      one's weights in).
+      this is `BertBackbone` exactly (`keras3_weight_map.load_bert_backbone`
+      copies one's weights in).
     normalize_first: False = Post-LN (BERT, RealFormer), True = Pre-LN.
     final_layer_norm: LayerNorm the last block's output; None =
       `normalize_first` (as our tf_keras `RealFormerEncoder`).

@@ -37,22 +37,10 @@ class RealFormerCausalLMPreprocessor(tasks.PresetSequenceLength,
 class RealFormerCausalLM(keras_hub.models.CausalLM):
   """A decoder-only RealFormer language model with keras-hub's `generate()`.
 
-  Mirrors keras-hub's `GPT2CausalLM` (keras_hub/src/models/gpt2/
-  gpt2_causal_lm.py): logits are the backbone's output times the transposed
-  token embedding; `generate_step` and `_build_cache` are `GPT2CausalLM`'s
-  own functions (they only use `call_with_cache` and the backbone's
-  `num_layers`, `num_heads`, `hidden_dim`, which `RealFormerDecoderBackbone`
-  shares). `call_with_cache` is written here because GPT-2's calls
-  `TransformerDecoder`s; ours chains each block's self-attention scores into
-  the next, with keras-hub's key/value cache `[batch, num_layers, 2,
-  max_len, num_heads, head_dim]`. The scores need no cache of their own: the
-  rows of the new positions depend only on the same rows one layer down.
-
-  `@tasks.realformer_task`: a preprocessor with more ids or positions than
-  the backbone is refused, naming both sizes; `export()` serves the
-  preprocessor's input names at its lengths on TensorFlow and JAX; presets'
-  `metadata.json` names this class; `generate()` refuses lengths it would
-  mishandle (see `generate`).
+  Mirrors keras-hub's `GPT2CausalLM`, whose `generate_step` and
+  `_build_cache` it reuses; `call_with_cache` chains each block's scores
+  into the next (keras-hub's key/value cache; the scores need none).
+  `@tasks.realformer_task` checks the preprocessor against the backbone.
 
   Args:
     backbone: A `RealFormerDecoderBackbone`.
@@ -123,13 +111,9 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
                strip_prompt=False):
     """keras-hub's `CausalLM.generate`, refusing lengths it would mishandle.
 
-    keras-hub cuts a prompt longer than `max_length` to `max_length` tokens
-    (the preprocessor's `StartEndPacker`) and then generates nothing (its
-    docstring defines no behaviour for it; a prompt of exactly `max_length`
-    tokens generates nothing either, and is refused too), and
-    does not compare `max_length` with the model's positions (the error
-    comes from inside `PositionEmbedding`). Here both raise first, before
-    anything is tokenized for generation or compiled.
+    keras-hub cuts a prompt of `max_length` tokens or more and generates
+    nothing, and fails inside `PositionEmbedding` for a `max_length` past
+    the model's positions; both are refused here first.
 
     Args:
       inputs: Prompts (strings, or a `tf.data.Dataset` of them) with a

@@ -16,16 +16,10 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneConfig,
                                 keras_hub.models.Backbone):
   """GPT-2's backbone with RealFormer's residual self-attention scores.
 
-  keras-hub's `GPT2Backbone` (keras_hub/src/models/gpt2/gpt2_backbone.py)
-  with its inputs (`token_ids`, `padding_mask`), output (the normalized
-  sequence `[batch, seq, hidden_dim]`), layer attribute names
-  (`token_embedding`: a `ReversibleEmbedding` whose transpose gives the
-  logits, `position_embedding`, `embeddings_add`, `embeddings_dropout`,
-  `transformer_layers`, `layer_norm`) and initializers; its blocks are
-  `RealFormerDecoderBlock(cross_attention=False)` chained through their
-  self-attention scores instead of keras-hub's `TransformerDecoder`, whose
-  attention neither takes nor returns scores. The padding mask masks keys
-  (inside the softmax only), as `GPT2Backbone`'s `decoder_padding_mask`.
+  keras-hub's `GPT2Backbone` with its inputs, output, layer attribute names
+  and initializers; its blocks are `RealFormerDecoderBlock(cross_attention=
+  False)` chained through their self-attention scores (keras-hub's
+  `TransformerDecoder` takes no scores). The padding mask masks keys.
 
   Args:
     vocabulary_size: Number of tokens.

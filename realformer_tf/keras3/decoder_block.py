@@ -24,26 +24,11 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
 
   Causal self-attention on one residual path, encoder-decoder attention on
   another, then the feed-forward layer; Post-LN (default) or Pre-LN
-  (`normalize_first=True`), the body of `core.block`. Sub-layer attribute
-  names (`self_attention`, `self_attention_layer_norm`, `encdec_attention`,
-  `encdec_attention_layer_norm`, `intermediate_dense`, `output_dense`,
-  `output_layer_norm`) are those of the tf_keras
-  `realformer_tf.layers.decoder_block.RealFormerDecoderBlock` (itself Model
-  Garden's `TransformerDecoderBlock`'s); arguments and dtype rules are
-  keras-hub's, as the encoder block's. keras-hub's `TransformerDecoder`
-  cannot be reused: its attention neither takes the previous scores nor
-  returns its own.
-
-  With `cross_attention=False` the block has no encoder-decoder attention (a
-  GPT-style block for decoder-only language models) and returns `(hidden,
-  self_scores)`: a Keras 3 functional graph cannot carry a None output
-  (keras/src/ops/node.py rejects it), so there is no third value, as
-  keras-hub's `TransformerDecoder` also returns what its configuration has.
-
-  Keras 3 would cast every floating argument to the compute dtype at the
-  block's boundary under a mixed policy, rounding float32 running sums;
-  `KeepsArgumentDtypes` (see `residual_attention`) switches that off and the
-  block casts `hidden` and `memory` itself.
+  (`normalize_first=True`), the body of `core.block`, with the tf_keras
+  block's sub-layer names and keras-hub's arguments and dtype rules (float32
+  running sums are not cast: `KeepsArgumentDtypes`). With
+  `cross_attention=False` (GPT-style) it returns `(hidden, self_scores)`: a
+  Keras 3 functional graph cannot carry a None output.
 
   Args: the encoder block's (keras-hub's names; `activation` defaults to
     "relu"), and use_bias, intermediate_dropout, attention_initializer,
@@ -52,12 +37,9 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
   Call arguments: those of the tf_keras block (masks may also be
     `[batch, 1, keys]`; `memory` may be narrower than `hidden`), but:
     cache: Incremental decoding: the self-attention's key/value cache
-      `[batch, 2, max_len, heads, key_dim]` (keras-hub's format); keys are
-      then the `max_len` cache positions and the causal mask lets query `i`
-      see positions `<= cache_update_index + i`. The score paths need no
-      cache: row `t` of `S_l` depends only on row `t` of `S_{l-1}`, so a step
-      hands its `[batch, heads, new_len, max_len]` rows on. Encoder-decoder
-      keys and values are recomputed from `memory` at each step.
+      `[batch, 2, max_len, heads, key_dim]` (keras-hub's format); query `i`
+      sees positions `<= cache_update_index + i`. The score paths need no
+      cache: a step hands its `[batch, heads, new_len, max_len]` rows on.
     cache_update_index: With `cache`: the position of `hidden`'s first row
       (`hidden` then holds the new positions only), where its keys and
       values are written into the cache.

@@ -1,19 +1,15 @@
 """Embedding lookups whose table gradient is a sort, not a scatter-add.
 
-A lookup's gradient is a scatter-add, which a GPU runs slowly in bfloat16
-under index contention and in a nondeterministic order. Here tables are read
-in float32 (`autocast=False`); tables under `ONE_HOT_BELOW_ROWS` rows are a
-one-hot GEMM; larger ones, on JAX and PyTorch, sum each id's rows by a sort
-and a segmented scan. Weights, names and presets are the Keras layers'.
+A scatter-add is slow in bfloat16 under index contention and
+nondeterministic. Tables are read in float32; small ones are a one-hot GEMM,
+larger ones (JAX, PyTorch) a sort and segmented scan. Weights are Keras'.
 """
 
 import keras
 from keras import ops
 
-# Tables with fewer rows are looked up by a one-hot GEMM (segment/type
-# tables have 2): on an H200 (benchmarks/embedding_gradient_check.py) its
-# gradient took 0.09-0.11 ms for 2 rows and 6.7 ms for 30,522, where the
-# sorted path takes 0.54-0.60 ms.
+# Tables with fewer rows (segment/type tables) are looked up by a one-hot
+# GEMM, faster than the sort there and slower for a vocabulary.
 ONE_HOT_BELOW_ROWS = 64
 
 
@@ -99,13 +95,9 @@ def lookup(table, ids):
     # TensorFlow's CPU); both faces' input checks refuse them first.
     return ops.matmul(ops.one_hot(ids, rows, dtype=table.dtype), table)
   if keras.backend.backend() == "tensorflow":
-    # TensorFlow differentiates `take` into `IndexedSlices` that the
-    # optimizer sums with `unsorted_segment_sum`, here in float32 (the
-    # bfloat16 read was the defect), deterministic under TensorFlow's own
-    # `tf.config.experimental.enable_op_determinism`. Its graphs have
-    # dynamic batch sizes, which Keras' TensorFlow `associative_scan`
-    # cannot trace, and a custom gradient would have to be traced into
-    # every SavedModel.
+    # TensorFlow sums `take`'s `IndexedSlices` gradient in float32 here
+    # (deterministic under `enable_op_determinism`); its dynamic batch sizes
+    # rule out Keras' `associative_scan`.
     return ops.take(table, ids, axis=0)
 
   # `ids` goes in as an argument, not a closure: JAX's shape-polymorphic
@@ -172,8 +164,7 @@ class ReversibleEmbedding(TableInVariableDtype,
   """`keras.layers.ReversibleEmbedding` with a scatter-free gradient.
 
   The lookup as `Embedding`'s. `reverse=True` (tied logits) computes in
-  `reverse_dtype`, or in the compute dtype when that is unset, as Keras'
-  docstring promises (its autocast gave that only at the top level).
+  `reverse_dtype`, or in the compute dtype when that is unset.
 
   Example:
 

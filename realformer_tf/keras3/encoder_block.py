@@ -44,14 +44,10 @@ def clone_initializer(initializer):
 class SpecConfig:
   """Layer mixin: the Keras 3 side of `core.arguments`.
 
-  `_bind(args, kwargs)` binds the constructor's arguments, `ARGUMENTS`, in
-  keras-hub's names (the tf_keras names still taken, with a
-  DeprecationWarning) into values by key, and refuses any keyword neither
-  they nor the base class (`_BASE_KEYWORDS`) take, naming the closest
-  (`arguments.refuse_unknown`); `get_config` writes `self._config` back in
-  keras-hub's names. The class' signature (`help()`, IDEs) is its
-  arguments' (`Spec.signature`), with `_KEYWORD_ONLY` after them. List it
-  before the Keras base.
+  `_bind(args, kwargs)` binds `ARGUMENTS` in keras-hub's names and refuses
+  any other keyword, naming the closest; `get_config` writes them back. The
+  class' signature is its arguments' (`Spec.signature`). List it before the
+  Keras base.
   """
   ARGUMENTS = arguments.Spec()
   _BASE_KEYWORDS = ra.LAYER_KEYWORDS
@@ -111,11 +107,8 @@ class RealFormerEncoderBlock(SpecConfig, ra.KeepsArgumentDtypes,
   Post-LN (BERT, the paper's backbone) by default, Pre-LN with
   `normalize_first=True`; `residual_attention` picks RealFormer
   ("sum"/"mean") or plain attention ("none"). Sub-layers carry the tf_keras
-  block's attribute and weight names (`_attention_layer` "self_attention",
-  `_attention_layer_norm`, `_intermediate_dense` "intermediate",
-  `_output_dense` "output", `_output_layer_norm`), so weights map one to
-  one. keras-hub's `TransformerEncoder` has no place for the scores, and
-  its sub-layer names differ; hence a block of its own.
+  block's names, so weights map one to one (keras-hub's
+  `TransformerEncoder` has no place for the scores).
 
   Args (keras-hub's names; docs/names.md maps them to the tf_keras block's):
     num_heads, intermediate_dim, activation, dropout (after the attention

@@ -1,10 +1,7 @@
 """`steps_per_execution=N` as one dispatch of N training steps on JAX.
 
-Keras' JAX trainer calls its one-step program N times from Python, and on a
-GPU a BERT-Base step waits on that dispatch. `FusedSteps(model)` (or
-`FusedSteps(model, "test")`) runs Keras' own `train_step` N times under
-`jax.lax.scan` in one `jax.jit`, so losses, metrics and callbacks are Keras'.
-Use it as `model.train_function = FusedSteps(model)` after `compile`.
+`model.train_function = FusedSteps(model)` after `compile` runs Keras' own
+`train_step` N times under `jax.lax.scan` in one `jax.jit`.
 """
 
 try:

@@ -1,10 +1,7 @@
-"""Hidden-state dropout whose mask is a hash on JAX: `keras.layers.Dropout`
-with `core.dropout_hash` in place of JAX's threefry bits.
+"""`keras.layers.Dropout` with a `core.dropout_hash` mask on JAX.
 
-Threefry costs about 130 integer ops per element; the hash about thirty, and
-it is the one the attention dropout and the tf_keras face use. Elsewhere
-(TensorFlow, PyTorch, `noise_shape`) it is Keras' `Dropout`; same arguments,
-config and seed generator, so presets and checkpoints are unchanged.
+Cheaper than threefry, and the mask the attention dropout and the tf_keras
+face use. Elsewhere it is Keras' `Dropout`; same arguments and config.
 """
 
 import math
@@ -30,11 +27,8 @@ def hashed_dropout(inputs, seed, rate):
   and the kept values scaled by 1 / (1 - `rate`); positions as `[L, R, C]`
   (`C` the last axis, `R` the one before, `L` the rest); JAX.
 
-  For attention probabilities `[B, N, T, S]` that is the fused kernel's
-  mask (`core.pallas_attention.dropout_keep_mask`, as the kernel computes
-  it per tile): the reference path and the kernel drop the same
-  probabilities for the same seed. Elementwise on iotas, so XLA fuses it
-  into the ops that use the mask (no random words in memory).
+  For attention probabilities `[B, N, T, S]` it is the fused kernel's mask
+  (`core.pallas_attention.dropout_keep_mask`), so both paths drop alike.
   """
   shape = tuple(ops.shape(inputs))
   cols = shape[-1]

@@ -1,10 +1,8 @@
 """What our Keras 3 backbones check of their inputs, and where.
 
-keras-hub's backbones check nothing: on JAX an id past a table gives NaN and
-a wrong shape fails deep inside, or broadcasts. `check_shapes` checks static
-shapes always; `check_ids` checks id ranges where values are concrete (eager
-calls, NumPy data given to `fit`/`predict`, via `ChecksInputs`), never inside
-a traced function. Each message names the input, the value and the limit.
+keras-hub's check nothing (on JAX an id past a table gives NaN).
+`check_shapes` checks static shapes always; `check_ids` id ranges where
+values are concrete, never inside a traced function.
 """
 
 import keras
@@ -119,14 +117,10 @@ def check_inputs(backbone, inputs):
 def keeping_variables(model, run):
   """`run()`; if it raises, the model's variables keep their values.
 
-  Keras' JAX trainer detaches every variable's value before the first
-  traced step of `predict` and `evaluate` and puts them back only after
-  the loop (keras/src/backend/jax/trainer.py, `_purge_model_variables` and
-  `jax_state_sync`): an error raised while tracing (an input check on a
-  `tf.data.Dataset`'s batch) left every later call failing with
-  "'NoneType' object is not callable". The values are JAX's immutable
-  arrays, so holding them costs no memory. Not for `fit`, whose updates
-  would be held twice: its data is checked on the host before it starts.
+  Keras' JAX trainer detaches the variables during `predict`/`evaluate`
+  (`JAXTrainer._purge_model_variables`) and restores them only after the
+  loop, so an error while tracing broke every later call. JAX arrays are
+  immutable, so holding them costs no memory. Not for `fit`.
   """
   saved = [(v, v._value) for v in model.variables]  # pylint: disable=protected-access
   try:

@@ -19,10 +19,7 @@ from realformer_tf.keras3 import tasks
 class RealFormerMaskedLM(keras_hub.models.BertMaskedLM):
   """Masked language model on a `RealFormerBackbone`.
 
-  `@tasks.realformer_task`: a preprocessor with more ids or positions than
-  the backbone is refused, naming both sizes; `export()` serves the
-  preprocessor's input names at its lengths on TensorFlow and JAX; presets'
-  `metadata.json` names our task classes.
+  `@tasks.realformer_task` checks the preprocessor against the backbone.
 
   Args:
     backbone: A `RealFormerBackbone`.

@@ -72,15 +72,11 @@ _MHA_KEYWORDS = arguments.keyword_names(
 class KeepsArgumentDtypes:
   """Layer mixin: Keras 3 does not cast this layer's arguments on call.
 
-  Keras 3's `Layer.__call__` casts every floating argument, positional or
-  keyword, to the compute dtype under a mixed policy
-  (keras/src/layers/layer.py, `Layer.__call__`, step 1, `maybe_convert`):
-  the float32 running score sum would be rounded to bfloat16 at each layer
-  boundary. Keras' own preprocessing layers switch that step off with the
-  same flag (keras/src/layers/preprocessing/hashing.py); what it did besides
-  casting, NumPy arrays to tensors (so that `build` sees their shapes), is
-  done here, and the layer's `call` casts its arguments itself
-  (`to_dtype_if_float`). List it before the Keras base class.
+  Keras 3's `Layer.__call__` casts every floating argument to the compute
+  dtype under a mixed policy, rounding the float32 running score sum. The
+  flag is the one Keras' `Hashing` layer uses; NumPy arrays still become
+  tensors here, and `call` casts its arguments itself. List it before the
+  Keras base class.
   """
 
   def __init__(self, *args, **kwargs):
@@ -112,13 +108,9 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
                                  keras.layers.MultiHeadAttention):
   """`keras.layers.MultiHeadAttention` that takes and returns pre-softmax scores.
 
-  Weights keep Keras' names (`query`, `key`, `value`, `attention_output`),
-  so a `MultiHeadAttention`'s weights load as they are. Written by hand
-  because Keras' `_compute_attention(query, key, value, attention_mask, ...)`
-  has no place for the previous scores and returns the probabilities only;
-  the projections, equations, mask helpers and `build` are the base class'.
-  The key/value cache follows keras-hub's `CachedMultiHeadAttention.call`
-  (keras_hub/src/layers/modeling/cached_multi_head_attention.py).
+  Weights keep Keras' names, so a `MultiHeadAttention`'s weights load as
+  they are; only `_compute_attention` (no place for the previous scores) is
+  replaced. The cache follows keras-hub's `CachedMultiHeadAttention.call`.
 
   Args:
     num_heads, key_dim, residual_attention, layer_index, score_dtype: as
@@ -142,11 +134,9 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
       `i` is position `cache_update_index + i`.
     cache: Optional keras-hub cache `[batch, 2, max_len, num_heads, key_dim]`
       (keys, values). With `cache_update_index`, this call's keys and values
-      are written at that index (`ops.slice_update`, functionally) and the
-      new cache is returned; without it, the cache is used as is (e.g.
-      cross-attention). Scores then span the whole cache: `[batch, num_heads,
-      from_len, max_len]`. The residual needs no score cache across steps:
-      row `t` of `S_l` depends only on row `t` of `S_{l-1}`.
+      are written at that index and the new cache is returned; without it,
+      the cache is used as is. Scores then span the whole cache:
+      `[batch, num_heads, from_len, max_len]`.
     cache_update_index: int or int tensor, see `cache`.
     training: Whether dropout is active.
     return_attention_probs: Also return the softmax probabilities.

@@ -1,15 +1,10 @@
 """`.keras` files and keras-hub presets of our models: written whole or not
 at all, and a damaged `.keras` file named for what it is.
 
-`keras.Model.save` writes its zip archive in place, so a save killed part
-way leaves a half-written file, which `keras.saving.load_model` then reports
-as "File not found" (it only asks `zipfile.is_zipfile`). `save_model`
-writes beside the path and renames when complete; `load_model` says what a
-missing, empty or half-written file is before Keras opens it.
-`save_preset` does the same for a preset directory (our backbones' and
-tasks' `save_to_preset`), and `export_model` for a SavedModel, all through
-the writer layer (`core.writes`). `WritesWhole` makes them our backbones'
-and tasks' `save` and `export`.
+`keras.Model.save` writes its zip in place, and `keras.saving.load_model`
+calls a half-written one "File not found". `save_model`, `save_preset` and
+`export_model` write through `core.writes`; `WritesWhole` makes them our
+models' `save` and `export`.
 """
 
 import os
@@ -68,11 +63,9 @@ def load_model(path: str, **kwargs) -> keras.Model:
 
 def save_model(model: keras.Model, path: str, overwrite: bool = True,
                **kwargs) -> str:
-  """`keras.Model.save(model, path)`, written whole beside `path` (inside a
-  claimed `<path>.tmp-PID/`, under its own name: Keras needs the suffix)
-  and renamed over it once complete, so `path` is always the old file or
-  the new one; returns `path`. Without `overwrite` an existing `path` is
-  refused (Keras would ask on stdin).
+  """`keras.Model.save(model, path)`, written beside `path` and renamed over
+  it once complete; returns `path`. Without `overwrite` an existing `path`
+  is refused (Keras would ask on stdin).
 
   Raises:
     ValueError: If `path` does not end in `.keras`.
@@ -99,16 +92,11 @@ SAVED_MODEL_FORMAT = "tf_saved_model"
 def check_saved_model_backend(model: keras.Model) -> None:
   """Refuses a SavedModel export on the PyTorch backend, naming the way out.
 
-  Keras 3.15's PyTorch exporter reads each input spec's `.shape`
-  (keras/src/backend/torch/export.py:70-72), so a model with named inputs,
-  as every backbone and task of ours has, fails there with
-  `AttributeError: 'dict' object has no attribute 'shape'`; past that it
-  needs `torch_xla` (:84-90). A `.keras` file saved on PyTorch loads under
-  TensorFlow or JAX, which export it.
+  Keras' PyTorch exporter (`TorchExportArchive.track`) takes no named
+  inputs and needs `torch_xla`.
 
   Raises:
-    ValueError: On the PyTorch backend, naming the setting (a refusal, as
-      every bad setting's: `realformer_tf.cli.REFUSALS`).
+    ValueError: On the PyTorch backend.
   """
   if keras.config.backend() == "torch":
     raise ValueError(
@@ -126,15 +114,10 @@ def export_model(model: keras.Model, path: str,
   """`keras.Model.export(model, path, format, **kwargs)`, a SavedModel
   written whole or not at all.
 
-  Keras writes a SavedModel into `path` in place (`ExportArchive.write_out`
-  calls `tf.saved_model.save(path)`), so an export over an earlier one
-  killed between `variables/` and `saved_model.pb` leaves a mix of both.
-  Here the SavedModel is written beside `path` and swapped in
-  (`core.writes.replace_folder`); only a SavedModel (or an empty directory) at
-  `path` is replaced. Its signatures check their inputs' lengths and name the
-  one that does not fit (`export_checks`: without, TensorFlow served another
-  length into the graph, and a JAX export failed with its StableHLO text).
-  Other formats (one file each) go to Keras unchanged.
+  Keras' `ExportArchive.write_out` writes in place; here the SavedModel is
+  written beside `path` and swapped in, replacing only a SavedModel or an
+  empty directory, with its inputs' lengths checked (`export_checks`).
+  Other formats go to Keras unchanged.
 
   Returns:
     `path`.
@@ -160,22 +143,14 @@ def export_model(model: keras.Model, path: str,
 
 
 class WritesWhole:
-  """`keras.Model`'s `save` and `export`, written whole or not at all: the
-  one implementation of our backbones' (a base class of theirs) and our
-  tasks' (copied by `tasks.realformer_task`, whose `export` adds a default
-  `input_signature` and calls this one).
+  """`keras.Model`'s `save` and `export`, written whole or not at all.
 
-  Keras writes both in place (keras/src/saving/saving_lib.py, `save_model`;
-  keras/src/export/saved_model.py, `ExportArchive.write_out`), so
-  `backbone.save("b.keras")` killed part way left a truncated file where the
-  previous model was, and an export killed over an earlier one a mix of
-  both. Keras' signatures; other paths and formats go to Keras unchanged.
+  A base class of our backbones; our tasks copy it (`tasks.realformer_task`).
+  Other paths and formats go to Keras unchanged.
   """
 
   def save(self, filepath, overwrite=True, zipped=None, **kwargs):
-    """`keras.Model.save`; a `.keras` path (zipped) through `save_model`:
-    written beside it and renamed over it once complete. Other paths
-    (`.h5`, `zipped=False`) to Keras."""
+    """`keras.Model.save`; a zipped `.keras` path through `save_model`."""
     if str(filepath).endswith(KERAS_SUFFIX) and zipped is not False:
       return save_model(self, filepath, overwrite=overwrite, **kwargs)
     return keras.Model.save(self, filepath, overwrite=overwrite,
@@ -183,16 +158,13 @@ class WritesWhole:
 
   def export(self, filepath, format=SAVED_MODEL_FORMAT,  # pylint: disable=redefined-builtin
              verbose=None, input_signature=None, **kwargs):
-    """`keras.Model.export` through `export_model`: a SavedModel written
-    beside `filepath` and swapped in, replacing only a SavedModel (or an
-    empty directory); other formats to Keras. Returns `filepath`."""
+    """`keras.Model.export` through `export_model`; returns `filepath`."""
     return export_model(self, filepath, format=format, verbose=verbose,
                         input_signature=input_signature, **kwargs)
 
 
-# keras-hub's preset files (keras_hub/src/utils/preset_utils.py, CONFIG_FILE
-# and METADATA_FILE; a private module, so named here): a directory holding
-# either is a preset that `save_preset` may replace.
+# keras-hub's CONFIG_FILE and METADATA_FILE (private `preset_utils`): a
+# directory holding either is a preset that `save_preset` may replace.
 PRESET_FILES = ("config.json", "metadata.json")
 _LOCK = threading.RLock()
 
@@ -200,16 +172,9 @@ _LOCK = threading.RLock()
 def save_preset(preset_dir, write):
   """`write(directory)` into a fresh sibling of `preset_dir`, then swapped in.
 
-  keras-hub's `save_to_preset` writes each file into `preset_dir` in place
-  (keras_hub/src/utils/preset_utils.py, `KerasPresetSaver`), so a save that
-  fails part way (an exception, a full disk, a kill) leaves a preset half
-  new, half old. Here it is written beside and swapped in whole
-  (`core.writes.replace_folder`), the target checked as a preset (below).
-  A folder set aside by a killed save is restored first.
-
-  A `save_preset` called from inside `write` for the directory being
-  written (keras-hub's task saver calls the backbone's `save_to_preset` on
-  its own directory: `KerasPresetSaver.save_task`) writes there directly.
+  keras-hub's `KerasPresetSaver` writes in place. A `save_preset` nested in
+  `write` for the directory being written (`KerasPresetSaver.save_task`
+  saves the backbone there) writes there directly.
 
   Args:
     preset_dir: The preset directory; created with its parents if missing.
@@ -227,9 +192,8 @@ def save_preset(preset_dir, write):
 
 
 def _write_directory(directory, write, check_target):
-  """`core.writes.replace_folder` of the real path of `directory`; a write
-  nested in `write` for the folder being written (keras-hub's task saver
-  saves its backbone's preset into its own directory) writes there."""
+  """`core.writes.replace_folder` of the real path of `directory`, or a
+  direct write when nested in a write of that folder."""
   path = os.path.realpath(os.fspath(directory))
   with _LOCK:
     if writes.is_writing(path):
@@ -264,8 +228,7 @@ def _check_preset_target(path):
 
 def _check_saved_model_target(path):
   """Raises `FileExistsError` unless `path` is missing, empty or a
-  SavedModel (`export` replaces nothing else: a mistyped path naming a run
-  or a folder of them is refused)."""
+  SavedModel."""
   if os.path.lexists(path) and not os.path.isdir(path):
     raise FileExistsError(f"{path} is a file, not a SavedModel directory; "
                           "not replaced. Export to another path.")
@@ -276,9 +239,8 @@ def _check_saved_model_target(path):
 
 
 def check_not_set_aside(preset_dir):
-  """Raises `FileNotFoundError` naming the backup when `preset_dir` is
-  missing because a save was killed while swapping it (`from_preset` would
-  say only that the preset is unknown)."""
+  """Raises `FileNotFoundError` naming the backup when a save killed while
+  swapping `preset_dir` left it missing."""
   backup = writes.interrupted_swap(
       os.path.realpath(os.fspath(preset_dir)), writes.OS_OPS) if isinstance(
           preset_dir, (str, os.PathLike)) else None

@@ -34,7 +34,7 @@ def _vocabulary_size(tokenizer):
   """The tokenizer's number of ids, or None while it has no vocabulary.
 
   keras-hub's tokenizers raise from `vocabulary_size()` until their
-  vocabulary is set (word_piece_tokenizer.py, `_check_vocabulary`).
+  vocabulary is set (`WordPieceTokenizer._check_vocabulary`).
   """
   # WordPiece keeps `vocabulary` (None until set); a tokenizer without the
   # attribute is asked directly.
@@ -81,11 +81,9 @@ def add_preset_sequence_length(preprocessor_cls, loader, kwargs):
   """Defaults `sequence_length` to the preset backbone's positions if fewer.
 
   For a preprocessor keras-hub builds from a preset that holds none of its
-  class (`MaskedLM.from_preset` of a classifier's preset): keras-hub passes
-  only the tokenizer (`Preprocessor._add_missing_kwargs`,
-  keras_hub/src/models/preprocessor.py), so the class default (512 for
-  BERT's, 1024 for `CausalLMPreprocessor`) would exceed a small model's
-  positions (the quickstart's 64) and be refused by `check_preprocessor`.
+  class: keras-hub passes only the tokenizer
+  (`Preprocessor._add_missing_kwargs`), and the class default (512) would
+  exceed a small model's positions.
 
   Args:
     preprocessor_cls: The preprocessor class being built.
@@ -250,9 +248,6 @@ class RealFormerTask:
   def serving_input_signature(self):
     """The named `keras.InputSpec`s `export()` uses by default.
 
-    Keras' default has a free sequence dimension, which jax2tf cannot compare
-    with `PositionEmbedding`'s table, and serves unnamed (`args_0`, ...).
-
     Returns:
       `{input name: keras.InputSpec([None, length], int32)}`, length the
       preprocessor's `sequence_length` (`mask_selection_length` for
@@ -273,18 +268,14 @@ class RealFormerTask:
   def export(self, filepath, format="tf_saved_model",  # pylint: disable=redefined-builtin
              verbose=None, input_signature=None, **kwargs):
     """`keras.Model.export` with our named default `input_signature`, a
-    SavedModel written whole or not at all (`saving.WritesWhole.export`:
-    Keras writes into `filepath` in place, so a killed export over an
-    earlier one left a mix of both).
+    SavedModel written whole or not at all (`saving.WritesWhole.export`).
 
     Args:
       filepath: Where to write the artifact.
       format: `keras.Model.export`'s format.
       verbose: Whether to print the signature.
       input_signature: None (default): `[self.serving_input_signature()]`,
-        so the served function takes `token_ids=`, `segment_ids=`,
-        `padding_mask=` (and `mask_positions=` for the masked LM) of the
-        preprocessor's length, on every backend.
+        named inputs of the preprocessor's length, on every backend.
       **kwargs: `keras.Model.export`'s other arguments.
     """
     if input_signature is None:
@@ -311,9 +302,7 @@ class RealFormerTask:
 
   def save_to_preset(self, preset_dir, max_shard_size=10):
     """keras-hub's `Task.save_to_preset`, `metadata.json` naming our tasks,
-    written whole or not at all (`saving.save_preset`: the backbone's
-    `save_to_preset`, which keras-hub's task saver calls, writes into the
-    same temp directory).
+    written whole or not at all (`saving.save_preset`).
 
     Args:
       preset_dir: The preset directory.

@@ -1,8 +1,5 @@
 """`RealFormerTextClassifier`: keras-hub's `BertTextClassifier` on a
-`RealFormerBackbone`.
-
-Only the bound classes change (`backbone_cls`, `preprocessor_cls`, on which
-`from_preset` dispatches); `tasks.realformer_task` adds checks and export.
+`RealFormerBackbone` (only the bound classes change).
 """
 
 import keras

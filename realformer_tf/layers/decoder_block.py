@@ -21,21 +21,10 @@ class RealFormerDecoderBlock(encoder_block.SpecLayer):
 
   Causal self-attention on one residual path, encoder-decoder attention on
   another, then the feed-forward layer; Post-LN (default) or Pre-LN
-  (`norm_first=True`) exactly as Model Garden's `TransformerDecoderBlock`
-  (official/nlp/modeling/layers/transformer.py), whose constructor argument
-  names and sub-layer attribute and weight names it keeps (`self_attention`,
-  `self_attention_layer_norm`, `encdec_attention` = "attention/encdec",
-  `encdec_attention_layer_norm`, `intermediate_dense`, `output_dense`,
-  `output_layer_norm`), so a `tf.train.Checkpoint` of one restores into the
-  other. We cannot plug into that block's `self_attention_cls` /
-  `cross_attention_cls` slots: its `call` neither passes scores in nor takes
-  them out. Its constructor names are the encoder block's (Model Garden's
-  `TransformerEncoderBlock`'s: `inner_dim`, `inner_activation`,
-  `output_dropout`, `attention_dropout`), one vocabulary for both blocks;
-  `TransformerDecoderBlock`'s (`intermediate_size`, `intermediate_activation`,
-  `dropout_rate`, `attention_dropout_rate`) are accepted too.
-
-  With `cross_attention=False` the block has no encoder-decoder attention: a
+  (`norm_first=True`) as Model Garden's `TransformerDecoderBlock`, whose
+  sub-layer and weight names it keeps, so a checkpoint of one restores into
+  the other (that block's attention slots pass no scores in or out).
+  Constructor names are the encoder block's. With `cross_attention=False`: a
   causal (GPT-style) block for decoder-only language models.
 
   Args:

@@ -148,9 +148,8 @@ class RealFormerEncoderBlock(SpecLayer):
     score_dtype: "auto" (default), "float32" or "compute"; see
       `ResidualMultiHeadAttention`.
     recompute: Recompute the block's forward pass during backprop, keeping
-      only its inputs, so long sequences fit: Model Garden's XLA-compatible
-      `official/projects/bigbird/recompute_grad.py` with its stateless
-      `RecomputingDropout`, whose masks repeat in the recomputation.
+      only its inputs (Model Garden's bigbird `recompute_grad`, with the
+      stateless `RecomputingDropout`).
 
   Example:
 

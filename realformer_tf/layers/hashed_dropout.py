@@ -1,10 +1,7 @@
 """Dropout whose mask costs no memory traffic: `core.dropout_hash` in TF ops.
 
-tf_keras' `Dropout` under XLA writes its Philox bits out whole and reads them
-back. `HashedDropout` (same arguments, config and seed rules) keeps an element
-where the hash of (seed, position) passes the rate inside an XLA cluster,
-which fuses it; elsewhere, and under `TPUStrategy`, it is tf_keras' `Dropout`.
-Positions index as the Pallas kernels', so one seed drops alike on both faces.
+Inside an XLA cluster the hash fuses (tf_keras' `Dropout` writes its bits
+out); elsewhere, and under `TPUStrategy`, it is tf_keras' `Dropout`.
 """
 
 import numbers

@@ -70,10 +70,8 @@ def residual_dot_product_attention(
 class ResidualMultiHeadAttention(mg_attention.CachedAttention):
   """`MultiHeadAttention` that takes and returns pre-softmax attention scores.
 
-  Model Garden's `CachedAttention` (Keras' `MultiHeadAttention` with a cache
-  update for incremental decoding) whose attention is
-  `residual_dot_product_attention`; same weight names (`query`, `key`,
-  `value`, `attention_output`), so checkpoints of either load as is.
+  Model Garden's `CachedAttention` with `residual_dot_product_attention`;
+  same weight names, so checkpoints of either load as is.
 
   Args:
     num_heads, key_dim, **kwargs: As `tf_keras.layers.MultiHeadAttention`,
@@ -95,11 +93,9 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
     return_attention_probs: Also return the softmax probabilities.
     attention_bias: Additive bias broadcastable to `[batch, num_heads,
       from_len, to_len]` (`attention_bias_from_mask`, built once per stack).
-    cache, decode_loop_step: As `CachedAttention` ("key"/"value" `[batch,
-      cached_len, num_heads, key_dim]`, updated in place). The scores need no
-      cache: row `t` of `S_l` depends only on row `t` of `S_{l-1}`, so a step
-      passes a `[batch, num_heads, 1, t + 1]` score row (`max_len` columns
-      with `decode_loop_step`).
+    cache, decode_loop_step: As `CachedAttention` (updated in place). The
+      scores need no cache: row `t` of `S_l` depends only on row `t` of
+      `S_{l-1}`, so a step passes its score row on.
   Masks (padding, causal, bias) enter the softmax only. Self-attention
   (`value` None) under XLA projects Q, K, V in one matmul
   (`xla_kernels.fused_projection`).

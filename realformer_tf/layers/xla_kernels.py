@@ -26,11 +26,8 @@ def query_key_scores(query, key, score_dtype) -> tf.Tensor:
   """`query @ key^T` `[B, N, T, S]` in `score_dtype`, of `[B, *, N, H]` heads.
 
   The reference form is `cast(einsum(...))`. Under XLA with low-precision
-  operands and float32 scores, one dot with a float32 result instead: the
-  float32 running sum is then added in the dot's own output type, which
-  XLA's GPU GEMM rewriter folds into the GEMM as its C operand (cuBLAS
-  `beta = 1`), where the reference form writes bfloat16 scores and converts
-  them in a separate elementwise pass.
+  operands and float32 scores, one dot with a float32 result instead, so
+  XLA folds the running sum's add into the GEMM (no separate convert).
   """
   if score_dtype == query.dtype:
     return tf.einsum(SCORES_EQUATION, key, query)
@@ -65,12 +62,9 @@ def fused_projection(inputs, dense_layers: Sequence[tf_keras.layers.Layer],
   """The outputs of `EinsumDense` layers of one equation, from one einsum.
 
   For self-attention's Q, K and V: the `[dim, N, H]` kernels (and biases) are
-  concatenated along the head size at call time, so one `[dim, N, 2 * key_dim
-  + value_dim]` GEMM (and one per gradient) runs instead of three, as
-  PyTorch's `nn.Linear(dim, 3 * dim)`, while checkpoints keep the three
-  layers' weight names. In BERT-Base's step: dots 296 -> 224, copies 754 ->
-  550. Under XLA only: in TF the concat and the split are weight-sized copies
-  (without XLA they moved Small/128's peak-memory ratio from 0.98 to 1.08).
+  concatenated along the head size at call time, so one GEMM runs instead
+  of three while checkpoints keep the three layers' weight names. Under XLA
+  only: without it the concat and split are weight-sized copies.
   """
   outputs = tf.einsum(dense_layers[0].equation, inputs,
                       tf.concat([layer.kernel for layer in dense_layers], -1))

@@ -25,14 +25,9 @@ class RealFormerEncoder(encoder_block.SpecLayer):
   Same constructor arguments (its aliases `intermediate_size`, `activation`,
   `dropout_rate`, `attention_dropout_rate` included), inputs, outputs and
   checkpoint layout as Model Garden's `networks.BertEncoderV2`, plus the
-  arguments below. Not built on
-  Model Garden's `EncoderScaffold` (official/nlp/modeling/networks/
-  encoder_scaffold.py): its `recursive=True` threads a state through the
-  layers (line 228) but only the last layer's output leaves the model (lines
-  256-265), so neither the per-layer scores nor probabilities can be output;
-  its layers get a `[batch, seq, seq]` mask each (line 196), not one additive
-  bias per call; and its attribute names (`_hidden_layers`, `cls_transform`)
-  are not BertEncoderV2's, whose checkpoints must restore here.
+  arguments below. Not built on `EncoderScaffold`: only its last layer's
+  output leaves the model (no per-layer scores) and its attribute names are
+  not BertEncoderV2's, whose checkpoints must restore here.
 
   Args:
     residual_attention: "sum" (RealFormer), "mean" (running mean, for models
@@ -51,8 +46,7 @@ class RealFormerEncoder(encoder_block.SpecLayer):
       "auto" (default: the compute dtype under mixed_bfloat16, else
       float32), "float32" or "compute"; docs/layers.md says why.
     recompute: Recompute each block's forward pass during backprop
-      (`RealFormerEncoderBlock(recompute=True)`): activation memory of one
-      block instead of all, for long sequences, at one extra forward.
+      (`RealFormerEncoderBlock(recompute=True)`), for long sequences.
 
   The three architectures of the paper from one class:
     Post-LN BERT: `residual_attention="none"`
@@ -168,8 +162,8 @@ class RealFormerEncoder(encoder_block.SpecLayer):
                                       dtype=tf.float32, name="dense_inputs"),
           dense_mask=ids("dense_mask"), dense_type_ids=ids("dense_type_ids"))
     # A plain dict, not Keras-tracked: a tracked `_DictWrapper` of Inputs
-    # breaks `tf_keras.Model(encoder.inputs, ...).save()` with TF 2.20 (it
-    # does for BertEncoderV2 too).
+    # breaks `tf_keras.Model(encoder.inputs, ...).save()` (BertEncoderV2's
+    # too).
     object.__setattr__(self, "_plain_inputs", inputs)
 
   def call(self, inputs, training=None):

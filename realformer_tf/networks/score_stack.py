@@ -53,11 +53,8 @@ class BlockStack(encoder_block.SpecLayer,
                  metaclass=abc.ABCMeta):
   """`num_layers` blocks and a final LayerNorm: what both seq2seq stacks share.
 
-  Model Garden's seq2seq constructor and attribute names (`num_layers`,
-  `num_attention_heads`, `intermediate_size`, `activation`, `dropout_rate`,
-  `attention_dropout_rate`, `output_normalization`); the blocks go to
-  `self.<_blocks_attribute>`, built by the subclass' `_block(index, width)`
-  from `_block_arguments`.
+  Model Garden's seq2seq constructor and attribute names; the subclass'
+  `_block(index, width)` builds the blocks into `self.<_blocks_attribute>`.
 
   Args:
     num_layers: Number of blocks.

@@ -211,10 +211,8 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
 
     Outputs are per masked position (`masked_lm_positions`, ascending,
     zero-padded to the most masks in the batch; `masked_lm_weights` is 0 on
-    padding). A [MASK] cut off by the truncation to `max_seq_length` is an
-    error; `num_truncated_tokens` says how many tokens of each example were
-    cut. `text_a` and `text_b` (signature `serve_text_pair`) are packed as
-    `[CLS] a [SEP] b [SEP]`, where the NSP logits are meaningful.
+    padding). A [MASK] cut off by truncation is an error. `text_a` and
+    `text_b` (`serve_text_pair`) are packed as `[CLS] a [SEP] b [SEP]`.
     """
     features, num_truncated = self._pack_masked(text, text_a, text_b)
     weights = features.pop("masked_lm_weights")

@@ -73,11 +73,9 @@ def parse_examples(serialized: tf.Tensor,
   """int32 `{key: feature names[key]}` of serialized `tf.Example`s, zero-padded
   to the longest (`input_mask` and `input_type_ids` as long as the word ids).
 
-  Model Garden's `serve_examples` needs a fixed `parse_sequence_length`;
-  `tf.io.parse_example` has no per-record status and its error quotes raw
-  bytes that TensorFlow's Python client fails to decode: each record is
-  parsed in a `tf.data` pipeline that drops failures, whose batch positions
-  are reported.
+  Each record is parsed in a `tf.data` pipeline that drops failures and
+  reports their batch positions (`tf.io.parse_example`'s error quotes raw
+  bytes the Python client cannot decode).
   """
   spec = {f: tf.io.RaggedFeature(tf.int64) for f in names.values()}
 

@@ -1,7 +1,4 @@
-r"""`saved_model_cli` with the tensorflow-text ops registered.
-
-TensorFlow's tool cannot load our `serve_text` signatures ("Op type not
-registered 'CaseFoldUTF8'"); this runs it after `import tensorflow_text`:
+r"""`saved_model_cli` with the tensorflow-text ops registered (`serve_text`).
 
   python -m realformer_tf.serving.saved_model_cli show --dir=OUT --all
 """

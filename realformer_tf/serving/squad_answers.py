@@ -1,8 +1,6 @@
-"""`squad_lib.postprocess_output`'s answer choice as graph ops, for a SavedModel.
-
-squad_lib (official/nlp/data/squad_lib.py) is Python over numpy: it cannot
-run in `serve_text`. Where it predicts its nonce "empty" (no valid span in
-v1.1), this answers "" with `has_answer` False.
+"""`squad_lib.postprocess_output`'s answer choice as graph ops, for `serve_text`
+(squad_lib is Python over numpy). Where it predicts its nonce "empty", this
+answers "" with `has_answer` False.
 """
 
 from typing import Dict, Mapping
@@ -20,11 +18,11 @@ def best_answers(options: options_lib.QuestionAnsweringOptions,
 
   The `n_best_size` best starts and ends of each window, spans inside the
   context, starting in their max-context window, at most `max_answer_length`
-  tokens; the best start + end logit sum wins (ties: the first window, then
-  the best-ranked start, then end, as squad_lib). v2.0: "" when the null score
-  (min over windows of the [CLS] start + end logits) minus the best span score
-  exceeds `null_score_diff_threshold`. `windows` and `context_tokens` are
-  `BertTextPacker.squad_windows` and `.tokenize_context`; `logits` their
+  tokens; the best start + end logit sum wins (ties as squad_lib). v2.0: ""
+  when the null score (min over windows of the [CLS] start + end logits)
+  minus the best span score exceeds `null_score_diff_threshold`. `windows`
+  and `context_tokens` are `BertTextPacker.squad_windows` and
+  `.tokenize_context`; `logits` their
   `start_logits`, `end_logits` `[windows, max_seq_length]`.
 
   Returns:

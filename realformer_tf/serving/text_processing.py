@@ -40,14 +40,9 @@ def assert_has_tokens(tokens: tf.RaggedTensor, name: str) -> tf.Operation:
 def assert_valid_utf8(texts: tf.Tensor, name: str) -> tf.Operation:
   """Asserts that every string of `texts` is valid UTF-8, naming the bad rows.
 
-  The tokenizers take any bytes: tensorflow-text's WordPiece and
-  sentencepiece turn an invalid sequence into [UNK] or pieces of its own,
-  so a client sending Latin-1 or a cut multi-byte character would get an
-  answer about other text. A string is valid iff transcoding it UTF-8 to
-  UTF-8 with replacement changes nothing (`tf.strings.unicode_transcode`
-  replaces each invalid sequence, surrogates and overlong forms included).
-  The message names positions only: it never quotes the bytes, which the
-  Python client could not decode.
+  The tokenizers turn invalid bytes into [UNK] or pieces, answering about
+  other text. Valid iff a UTF-8 -> UTF-8 transcode with replacement changes
+  nothing; the message names positions only, never the undecodable bytes.
   """
   valid = tf.equal(tf.strings.unicode_transcode(
       texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD),
@@ -73,9 +68,8 @@ class BertTextPacker(tf.Module):
   """WordPiece tokenization and BERT input packing from a vocabulary asset.
 
   Tokens, offsets and special ids come from Model Garden's
-  `text_layers.BertTokenizer` (official/nlp/modeling/layers/text_layers.py:
-  61; its table is read from the file, a SavedModel asset). Ours: the [MASK]
-  literal, ids back to tokens (it has no reverse table), SQuAD windows.
+  `text_layers.BertTokenizer` (its table a SavedModel asset). Ours: the
+  [MASK] literal, ids back to tokens, SQuAD windows.
   """
 
   def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int):
@@ -124,9 +118,8 @@ class BertTextPacker(tf.Module):
     """Like `tokenize`, but each literal "[MASK]" becomes the [MASK] id.
 
     The basic tokenizer would split "[MASK]" into "[", "mask", "]", so the
-    text is split on the literal first and the pieces are tokenized on their
-    own (splitting at "[MASK]" never changes the tokens around it: the basic
-    tokenizer splits on "[" and "]" anyway).
+    text is split on the literal first (which never changes the tokens
+    around it).
     """
     pieces = tf.strings.split(texts, sep=tokenization.MASK)  # [batch, pieces]
     piece_ids = self.tokenize(pieces.flat_values)  # [pieces, tokens]
@@ -173,11 +166,7 @@ class BertTextPacker(tf.Module):
       `MAX_BYTES_PER_WORD`, to one [UNK]); `num_unknown_chars`: their
       characters (after lower-casing and accent stripping), which the model
       never sees; `num_overlong_words`: those of the words over the byte
-      limit. With `split_masks`, each literal "[MASK]" is left out, as
-      `tokenize_with_masks` does.
-
-    This tokenizes the texts a second time (the packed ids do not keep word
-    boundaries); WordPiece costs little beside the encoder.
+      limit. With `split_masks`, each literal "[MASK]" is left out.
     """
     if split_masks:
       pieces = tf.strings.split(texts, sep=tokenization.MASK)

@@ -1,10 +1,7 @@
 """Model Garden's `MaskedLMTask` with the float16 loss scaling it lacks.
 
-Its `train_step` never scales the loss under a `LossScaleOptimizer`, so
-small float16 gradients underflow; this is `Task.train_step`'s handling on
-the masked-LM step. Also: workers share one file-shuffle seed, a resumed run
-skips the records already read, and variables without a gradient are left
-out of the update (said once).
+Also: workers share one file-shuffle seed, a resumed run skips the records
+already read, and variables without a gradient are left out of the update.
 """
 
 import dataclasses

@@ -1,24 +1,10 @@
 """SQuAD v1.1 / v2.0 fine-tuning: Model Garden's `QuestionAnsweringTask` with
 tensorflow-text features and the official scripts' metrics.
 
-`RealFormerQATask` overrides two things:
-
-* Evaluation features. Model Garden's task builds them from the raw JSON
-  (`_preprocess_eval_data`) with its `FullTokenizer`; here the same
-  `squad_lib` code gets `squad_data.SquadTokenizer`, the tokenizer of the
-  training TFRecords, and the eval record is padded to whole batches
-  correctly (`squad_data.pad_to_batch`).
-* Predictions and metrics. `predictions.json` (and `null_odds.json` for
-  v2.0) go to `predictions_dir` (default the model dir) and are scored on the
-  official scripts' 0-100 scale and key names (v2.0 with the null odds: what
-  `evaluate-v2.0.py data.json predictions.json --na-prob-file null_odds.json`
-  prints). Model Garden's task reports v1.1 as fractions and renames and
-  rescales the v2.0 keys (official/nlp/tasks/question_answering.py:306-319).
-
-`task.init_checkpoint` is a checkpoint (or model_dir) of a
-`realformer/pretraining` run: the inherited `Task.initialize` restores
-`BertSpanLabeler.checkpoint_items` (`{encoder: ...}`) from the root of
-Model Garden's `BertPretrainerV2` checkpoint; the span head starts fresh.
+Evaluation features come from the training records' tokenizer
+(`squad_data.SquadTokenizer`), padded to whole batches; predictions are
+scored on the official scripts' 0-100 scale and key names (Model Garden's
+`QuestionAnsweringTask.reduce_aggregated_logs` rescales and renames them).
 """
 
 import dataclasses

@@ -1,11 +1,7 @@
 """Translation with RealFormer: Model Garden's `TranslationTask`, RealFormer stacks.
 
-Model Garden's `TranslationTask` (official/nlp/tasks/translation.py) does the
-sentencepiece tokenization (tensorflow-text), the WMT data loader, the label
-smoothed loss, beam search evaluation and SacreBLEU; only its `build_model`
-is replaced, to put `RealFormerSeq2SeqEncoder` and `RealFormerDecoder` into
-Model Garden's `Seq2SeqTransformer`. The model config gains the residual
-attention switches; everything else is Model Garden's `ModelConfig`.
+Only `build_model` is replaced, putting `RealFormerSeq2SeqEncoder` and
+`RealFormerDecoder` into Model Garden's `Seq2SeqTransformer`.
 """
 
 import dataclasses

@@ -1,8 +1,5 @@
-"""Quiets TensorFlow's start-up notices on a machine without a GPU driver.
-
-There `quiet` sets `TF_CPP_MIN_LOG_LEVEL=1` (a value you set is kept): INFO
-lines go, every warning and error stays. No TensorFlow import here: train.py
-calls `quiet` before TensorFlow loads.
+"""Quiets TensorFlow's start-up notices on a machine without a GPU driver
+(`TF_CPP_MIN_LOG_LEVEL=1` unless set). No TensorFlow import here.
 """
 
 import os

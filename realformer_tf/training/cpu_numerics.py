@@ -1,10 +1,7 @@
 """The quickstart's CPU numerics, pinned so command 1 prints the same numbers
-on every x86-64 CPU.
+on every x86-64 CPU (oneDNN rewrites off, ISA capped, 2 threads).
 
-Its MLM accuracy moves with the last bit of float32 sums, which oneDNN's
-kernel choice and Eigen's thread count change. `pin` turns oneDNN's graph
-rewrites off, caps its ISA at AVX and uses 2 intra- and inter-op threads,
-keeping a variable already set. No TensorFlow import: train.py calls it first.
+No TensorFlow import: train.py calls `pin` first.
 """
 
 import os

@@ -1,10 +1,7 @@
 """A multi-worker run that loses a worker ends in words, on every worker.
 
-`lost_worker_exit` turns a lost peer's collective error into one line (exit
-1); `stop_after_preemption_checkpoint` stops every worker after Orbit's
-preemption checkpoint (Model Garden's trains on); `align_checkpoint_interval`
-makes a restarted cluster save at the same steps; `configure_coordination`
-sets a longer heartbeat timeout and quiets TF's dying watcher threads.
+A lost peer's collective error becomes one line; every worker stops after
+Orbit's preemption checkpoint; a restarted cluster saves at the same steps.
 """
 
 import os

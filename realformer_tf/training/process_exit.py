@@ -1,8 +1,6 @@
-"""train.py's process ends with its closing summary, not a minute later.
-
-Interpreter finalization (TensorFlow's destructors waiting on their threads)
-kept the process alive a minute after everything was written; absl's
-`app.run` cannot skip it, hence `run_and_exit`, around `cli.run`.
+"""train.py's process ends with its closing summary: `run_and_exit`, around
+`cli.run`, skips interpreter finalization (TensorFlow's destructors wait on
+their threads), which absl's `app.run` cannot.
 """
 
 import atexit

@@ -165,11 +165,9 @@ def _raise_held_back(watcher: _Watcher) -> None:
 def held() -> Iterator[None]:
   """A stop signal within the block is raised as `Stopped` at its end.
 
-  For code that an exception between two bytecodes leaves broken or half
-  done (a checkpoint's save: TensorFlow's async checkpoint traces its copy
-  function, then lists and deletes checkpoints). A `Stopped` already on its
-  way is not raised again; a second signal still ends the process at once.
-  Outside a `raised_on_signals` block, or off the main thread, a no-op.
+  For code an exception would leave half done (a checkpoint's save). A
+  second signal still ends the process at once. Outside a
+  `raised_on_signals` block, or off the main thread, a no-op.
   """
   watcher = _watcher
   if watcher is None or threading.current_thread() is not (

@@ -1,7 +1,6 @@
 """tf_keras RealFormerEncoder runs <-> RealFormerBackbone (keras3_bridge.py):
 round trips, runs and their damaged or half-swapped directories."""
 
-import importlib
 import os
 import re
 import shutil
@@ -255,15 +254,6 @@ def test_a_keras_file_is_named_for_what_it_is(tmp_path):
   with pytest.raises(ValueError, match=r"model.keras \(104 bytes\) is not a "
                      r"complete \.keras file.*killed part way"):
     bridge.load_run(path)
-
-
-def test_the_old_path_warns_and_names_the_new_one():
-  # pylint: disable-next=g-import-not-at-top
-  import realformer_tf.keras3.weights as old
-  with pytest.warns(DeprecationWarning,
-                    match="import realformer_tf.checkpoints.keras3_bridge"):
-    importlib.reload(old)
-  assert old.load_run is bridge.load_run and old.save_run is bridge.save_run
 
 
 # Items 6 and 7 of issue 30 on the JAX backend: the bridge reads and writes

@@ -1,6 +1,5 @@
 """keras-hub BertBackbone <-> RealFormerBackbone weights, by name."""
 
-import importlib
 
 import keras
 import keras_hub
@@ -62,19 +61,3 @@ def test_mismatch_names_every_weight_and_assigns_nothing():
     np.testing.assert_array_equal(v.numpy(), value)
   with pytest.raises(TypeError, match="got Dense"):
     weight_map.slots_of(keras.layers.Dense(2))
-
-
-def test_the_old_paths_warn_and_name_the_new_ones():
-  # pylint: disable=g-import-not-at-top
-  import realformer_tf.keras3 as keras3
-  import realformer_tf.keras3.weight_map as old
-  # pylint: enable=g-import-not-at-top
-  with pytest.warns(DeprecationWarning,
-                    match="import realformer_tf.checkpoints.keras3_weight_map"):
-    importlib.reload(old)
-  assert old.copy_weights is weight_map.copy_weights
-  with pytest.warns(DeprecationWarning, match="realformer_tf.checkpoints."
-                    "keras3_weight_map.load_bert_backbone"):
-    assert keras3.load_bert_backbone is weight_map.load_bert_backbone
-  with pytest.raises(AttributeError, match="no attribute 'weightz'"):
-    keras3.weightz  # pylint: disable=pointless-statement

@@ -14,13 +14,6 @@ def test_each_experiment_records_its_own_name(name):
   assert exp_factory.get_exp_config(name).task.name == name
 
 
-def test_load_experiment_config_moved_to_run_directory_and_warns():
-  with pytest.warns(DeprecationWarning,
-                    match="run_directory.load_experiment_config"):
-    moved = registry.load_experiment_config
-  assert moved.__module__ == "realformer_tf.checkpoints.run_directory"
-
-
 def test_task_encoder():
   config = experiments.realformer_quickstart()
   key, encoder = registry.task_encoder(config)
