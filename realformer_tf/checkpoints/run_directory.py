@@ -1,29 +1,9 @@
 """One home for a run directory: what it holds and where each thing is.
 
-A run directory is a `--model_dir` of train.py (`params.yaml`, the Model
-Garden experiment it ran, and `ckpt-N` checkpoints), or what
-`checkpoints.convert` / the Keras 3 bridge's `save_run` write (`encoder.yaml`
-and `ckpt-1`). This module answers, for either:
-
-  * `load_experiment_config(model_dir)`: the experiment `params.yaml` holds;
-  * `encoder_config(path)`: the encoder config recorded beside a checkpoint;
-  * `find_run(path)`: the train.py run a checkpoint is or lies in, and its
-    vocabulary (`Run.vocab_file`);
-  * `resolve_checkpoint(path, what)` / `read_latest(path, what, read)`: the
-    newest READABLE checkpoint, each unreadable newer one skipped with a
-    warning that names it and why;
-  * `newest_checkpoint(model_dir)`: the newest checkpoint its state file
-    names, unread (what a resumed run restores), or None;
-  * `checkpoint_prefixes(model_dir)`: its `ckpt-N` files' prefixes, read
-    from the files (`run_resume.resume_checkpoint` checks them for a
-    resumed run); `check_files(prefix)`: whether one is whole, by its index;
-    `restore_model(model, prefix)`, naming a damaged one and the one to use;
-  * `lock_path(model_dir)`: the training lock;
-  * `relocated_path(recorded, run_dir)`: a file params.yaml records, found
-    again under a moved run directory;
-  * `check_not_set_aside(path, what)`: names the backup a writer killed
-    mid-swap leaves (`core.writes.interrupted_swap`; a reader does not
-    write, writers restore it first: `core.writes.recover`).
+A run directory is a train.py `--model_dir` (`params.yaml`, `ckpt-N`) or what
+`checkpoints.convert` / the Keras 3 bridge's `save_run` write (`encoder.yaml`,
+`ckpt-1`). Readers here find its config, its run and vocabulary, and its newest
+readable checkpoint, naming every unreadable one they skip and why.
 """
 
 import dataclasses

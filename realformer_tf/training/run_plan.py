@@ -1,12 +1,8 @@
 """A run's plan: every fact a train.py run depends on, read once, frozen.
 
-`derive` reads what a run reads (`plan_facts`: data files, vocabularies, the
-init checkpoint's run and embedding, `model_dir`'s previous params.yaml and
-the one checkpoint it resumes) and applies every derivation of the config in
-one place, on a copy: the schedule follows a lone `trainer.train_steps`, the
-encoder comes from a run of ours in `task.init_checkpoint`, the quickstart's
-data paths, the init checkpoint's checked prefix. What is wrong is a fact
-too: `plan_rules` turns the facts into one refusal listing every problem.
+`derive` reads what a run reads (`plan_facts`) and applies every derivation of
+the config in one place, on a copy; `plan_rules` turns the facts into one
+refusal listing every problem.
 """
 
 import dataclasses

@@ -1,15 +1,8 @@
 """What train.py prints at the end of a run, and its console progress.
 
-`summary_lines`: after the final evaluation, what was reached against what it
-compares with (masked-LM accuracy against chance and the most frequent masked
-token; next-sentence accuracy against the eval set's majority label; GLUE's
-majority-class baselines; SQuAD's 0-100 scale), for the quickstart the CPU
-numerics in effect (`cpu_numerics`), this invocation's speed (a slow machine
-told from a hung run), and where the
-checkpoint, `params.yaml` and summaries are. `drop_duplicate_progress`:
-Orbit's controller both logs and prints each progress block
-(`orbit/controller.py:38`, `_log`); the absl copy is dropped, stdout keeps it.
-`console`: our own lines, printed beside Orbit's.
+`summary_lines`: what was reached against its baselines, the speed, and where
+the checkpoint, `params.yaml` and summaries are; `drop_duplicate_progress`
+drops Orbit's absl copy of each progress block; `console`: our own lines.
 """
 
 import os

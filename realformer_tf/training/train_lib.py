@@ -1,14 +1,8 @@
 """What train.py runs: Model Garden's parse -> check -> `train_lib.run_experiment`.
 
-The flow is `official/nlp/train.py`'s, plus: parse errors naming the unknown
-experiment, config file or dotted key (`ExperimentParser`); before anything
-is written, the run's plan derived once and every rule checked over it
-(`checked_run`: `run_plan.derive`, `plan_rules.check`, then model_dir's
-lock; the quickstart's own data built under it);
-`training/trainer.py`'s trainer (examples/s, non-finite loss stop);
-`training/controller.py`'s controller (a checkpoint is "saved" once written;
-a failed write stops the run); SIGTERM/SIGINT ending the run with one
-line (`stop_signals`); a final-evaluation record and a closing summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
+Added to `official/nlp/train.py`'s flow: parse errors naming the bad key, the
+run's plan derived and checked before anything is written, our trainer and
+controller, one-line stops on signals, and a closing summary.
 """
 
 import contextlib
@@ -173,11 +167,8 @@ def clean_stale_temps(model_dir: str) -> List[str]:
 def write_params_yaml(params: cfg.ExperimentConfig, model_dir: str) -> None:
   """Model Garden's `train_utils.serialize_config`, whole or old.
 
-  It writes `params.yaml` in place (official/core/train_utils.py:394,
-  `hyperparams.save_params_dict_to_yaml`, params_dict.py:339), and a run
-  rewrites it at every start: a kill during that write left a truncated
-  `params.yaml`, the file that resume, export and `load_run` read. Written
-  beside it and renamed over it here (`core.writes.staged`).
+  It writes `params.yaml` in place (`hyperparams.save_params_dict_to_yaml`),
+  so a kill left it truncated; staged and renamed over it here.
   """
   with writes.staged(run_directory.params_path(model_dir),
                      utils.GFILE_OPS) as tmp:
@@ -300,12 +291,8 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   Returns the last evaluation's metrics (empty if the mode does not
   evaluate). `explicit`: the keys the user set (`run_plan.explicit_keys`).
 
-  Every check runs first, once (`checked_run`, which also holds
-  `model_dir`'s lock for the run: a second writer fails at once, naming it).
-  Only the chief takes it: the worker that Model Garden lets write
-  `model_dir`'s checkpoints (`strategy.extended.should_checkpoint`,
-  official/core/train_lib.py:170; the others save theirs to a temporary
-  directory and write nothing else here but their own event files).
+  Every check runs first, once (`checked_run`, which also holds `model_dir`'s
+  lock; only the chief, `strategy.extended.should_checkpoint`, takes it).
   """
   clustered = multi_worker.configure_coordination(
       params.runtime.distribution_strategy)

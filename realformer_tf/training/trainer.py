@@ -1,15 +1,9 @@
 """Model Garden's `Trainer`, + `examples_per_second`, a diverged loss stop
 and a stop signal acted on at the next step (`create_train_loop_fn`).
 
-Why not Model Garden's own blow-up handling: `actions.RecoveryCondition`
-(`official/core/actions.py:158`) looks at the loop's *mean* loss after
-the loop and, with the default `recovery_max_trials=0`, raises "The loss value
-is NaN after training loop" without a step. Here every step's all-reduced loss
-is checked (NaN/Inf, or above `trainer.loss_upper_bound`), and after the loop,
-on the host (so on TPU too), `NonFiniteLossError` names the first bad step
-before Orbit's actions and checkpointing run: no checkpoint holds diverged
-weights. With `trainer.recovery_max_trials > 0` it only logs the step and
-leaves the roll-back to Model Garden's recovery action.
+Every step's loss is checked, and `NonFiniteLossError` names the first bad step
+before any checkpoint holds diverged weights (Model Garden's recovery checks
+only the loop's mean loss).
 """
 
 import math
@@ -202,12 +196,9 @@ class Trainer(base_trainer.Trainer):
   def initialize(self):
     """The checkpoint manager's `init_fn` (no checkpoint of its own).
 
-    A non-chief worker of a multi-worker run restores the chief's latest
-    checkpoint in `model_dir` here: Model Garden gives it a manager over a
-    fresh `tempfile.mkdtemp()` (official/core/train_lib.py:170-180), so a
-    restarted cluster's chief restored while the other workers initialized,
-    and their variable creation disagreed in the collectives ("Shape
-    mismatch in the collective instance ...": the run could not resume).
+    A non-chief worker restores the chief's latest checkpoint here: Model
+    Garden's `run_experiment` gives it a manager over a temporary directory,
+    and workers that initialized disagreed with a restored chief.
     """
     latest = (None if self.strategy.extended.should_checkpoint else
               run_directory.newest_checkpoint(self._model_dir))

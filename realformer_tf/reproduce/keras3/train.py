@@ -1,19 +1,9 @@
 """One architecture's pre-training on JAX: the model, a jitted multi-step
 device loop, held-out evaluation, checkpoints and resume.
 
-Not `fit`: keras-hub's `Task.fit` batches through keras-hub's data pipeline,
-which needs TensorFlow or grain (keras_hub/src/utils/pipeline_model.py,
-`fit` -> `_build_dataset`). The loop here is Keras' stateless API under
-`jax.jit` (`model.stateless_call`, `optimizer.stateless_apply`, as Keras'
-own JAX trainer, keras/src/backend/jax/trainer.py), `steps_per_execution`
-steps per call under `jax.lax.scan`, its state donated; the host masks the
-next steps' batches while the device runs.
-
-A checkpoint (`checkpoint.npz`, written whole or not at all) holds every
-model, optimizer and RNG-state value with the step, the curves so far and
-the running digest of the batches seen; a resumed run continues at that
-step exactly, with the batches and dropout masks an uninterrupted run would
-have used.
+Not `fit`: keras-hub's `Task.fit` needs TensorFlow or grain for its data. The
+loop is Keras' stateless API under `jax.jit`; a checkpoint holds every model,
+optimizer and RNG value, so a resumed run continues exactly.
 """
 
 import contextlib
