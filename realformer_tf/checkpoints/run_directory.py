@@ -33,9 +33,7 @@ LOCK_FILE = run_lock.LOCK_FILE
 CHECKPOINT_PREFIX = "ckpt"
 
 T = TypeVar("T")
-# What a damaged checkpoint raises when read: TensorFlow's errors, the bare
-# `IndexError: Read less bytes than requested` of a truncated file, and
-# ValueError (but not a `CheckpointMismatchError`, which is about the model).
+# What a damaged checkpoint raises when read (IndexError: a truncated file).
 _UNREADABLE = (tf.errors.OpError, IndexError, ValueError)
 
 
@@ -175,10 +173,7 @@ def find_run(path: str) -> Optional[Run]:
 
 def encoder_config(path: str) -> Tuple[str, Any]:
   """(where, config) of the encoder recorded beside a checkpoint (or in a
-  directory): train.py's `params.yaml` (its task's encoder, as
-  `registry.task_encoder` finds it), else convert's / save_run's
-  `encoder.yaml` (an `encoders.encoder_config()`). `where` names the file
-  and key, for errors.
+  directory): `params.yaml`'s task encoder, else `encoder.yaml`.
 
   Raises:
     ValueError: Naming the file, a killed swap's backup, or both files when
@@ -211,10 +206,8 @@ def encoder_config(path: str) -> Tuple[str, Any]:
 def check_files(prefix: str) -> Optional[str]:
   """None if `prefix`'s index reads and its data files are whole; else why.
 
-  Cheap (only the index is read): every `data-K-of-N` shard the index's
-  name promises exists and reaches the end of the last tensor the index
-  places in it, so a checkpoint cut short by any byte (disk full, a copy
-  killed) is caught here, not inside a restore.
+  Only the index is read: each data shard must reach the end of its last
+  tensor, so a truncated checkpoint is caught here, not inside a restore.
   """
   if not tf.io.gfile.exists(prefix + ".index"):
     return f"{prefix}.index does not exist"
@@ -277,12 +270,8 @@ def damaged_checkpoint_error(prefix: str,
 def _candidates(path: str, what: str) -> List[str]:
   """Checkpoint prefixes `path` names, newest first (a prefix: itself).
 
-  A directory's are those its `checkpoint` state file lists. Without one (a
-  copy that left it out) its `ckpt-N` files are, highest N first, said in a
-  warning: a reader only reads, so it takes the newest whole one where
-  TensorFlow's `get_checkpoint_state` sees nothing (training refuses the
-  same directory instead, `run_resume.resume_checkpoint`: it would
-  write over them).
+  A directory's are those its `checkpoint` state file lists, else (with a
+  warning) its `ckpt-N` files, highest N first.
   """
   key = f"{what}={path!r}"
   if not path:
@@ -310,12 +299,9 @@ def read_latest(path: str, what: str,
                 read: Callable[[str], T]) -> Tuple[str, T]:
   """(prefix, read(prefix)) of the newest checkpoint `read` gets through.
 
-  A directory's checkpoints (its `checkpoint` state file) are tried newest
-  first: one whose files are damaged (`check_files`) or whose `read` raises
-  a read error is skipped, with a warning naming it and why, once an older
-  one reads. A `CheckpointMismatchError` (the model does not fit, which an
-  older checkpoint of the run will not change) is raised at once. A prefix
-  is only itself: `read`'s errors pass unchanged.
+  A directory's checkpoints are tried newest first, a damaged or unreadable
+  one skipped with a warning; a `CheckpointMismatchError` is raised at once.
+  A prefix is only itself: `read`'s errors pass unchanged.
 
   Raises:
     ValueError: Naming `what`, the path and why nothing there is readable.
@@ -349,12 +335,8 @@ def read_latest(path: str, what: str,
 def newest_checkpoint(model_dir: str) -> Optional[str]:
   """The newest checkpoint prefix `model_dir`'s state file names, or None.
 
-  Not read (TensorFlow's `latest_checkpoint`: only its index must exist):
-  the one definition of the checkpoint a run resumes, which Model Garden's
-  `CheckpointManager` restores (a run's plan checks it first,
-  `run_resume.resume_checkpoint`), and of a run's latest for the trainer,
-  the run summary and the sweep's run states; readers wanting one that
-  reads call `resolve_checkpoint`.
+  Not read (as `tf.train.latest_checkpoint`): the checkpoint a run resumes;
+  readers wanting one that reads call `resolve_checkpoint`.
   """
   return tf.train.latest_checkpoint(model_dir) if model_dir else None
 

@@ -19,9 +19,7 @@ import tensorflow as tf
 from realformer_tf import utils
 from realformer_tf.core import writes
 
-# 16 MiB: above every vocabulary (BERT's is 0.2 MB, a 250k-piece
-# SentencePiece model about 5 MB), meta data and schedule file; below the
-# records of any real conversion. Hashing it takes ~30 ms.
+# Above every vocabulary and meta data file, below any real records.
 ALWAYS_HASH_BYTES = 16 << 20
 
 FILES_KEY = "files"

@@ -115,11 +115,8 @@ def make_tokenizer(vocab_file: str,
                    lower_case: bool = True) -> tf_text.BertTokenizer:
   """Builds a `tensorflow_text.BertTokenizer` over a validated vocabulary.
 
-  Not Model Garden's `text_layers.BertTokenizer` (serving's): its table,
-  read from the file, is shared in a process with any other table of that
-  path (tensorflow/python/ops/lookup_ops.py, `TextFileInitializer.
-  _shared_name`), so a vocabulary rewritten in place (a rebuilt quickstart
-  cache) would be tokenized with the old one. This table is private.
+  Not Model Garden's `text_layers.BertTokenizer`: its file table is shared
+  per path (`TextFileInitializer`), so a rewritten vocabulary would be stale.
 
   Args:
     vocab_file: WordPiece vocabulary file (see `load_vocab`).

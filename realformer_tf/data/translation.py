@@ -20,10 +20,8 @@ from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.data import output_sets
 
-# Model Garden's reserved ids (official/nlp/data/train_sentencepiece.py):
-# `TranslationTask`'s loss ignores label 0 (`_padded_cross_entropy_loss`) and
-# the WMT loader pads with 0 and ends a truncated sentence with 1
-# (`wmt_dataloader._maybe_truncate`).
+# Model Garden's reserved ids: `TranslationTask`'s loss ignores 0 and the WMT
+# loader pads with 0 and ends a truncated sentence with 1.
 SPECIAL_IDS = {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}
 MODEL_NAME = "sentencepiece.model"
 # The set's manifest: `convert`'s result, and the files it wrote.

@@ -227,10 +227,8 @@ class RealFormerSentencePredictionTask(
   def initialize(self, model):
     """Restores the encoder (and NSP pooler) from `task.init_checkpoint`.
 
-    Training's run plan has already set it to the newest readable prefix of
-    a run directory (`checkpoints.run_directory`, which this layer, below
-    `checkpoints`, cannot import); a directory given otherwise is read as
-    Model Garden reads it (its newest checkpoint).
+    Training's run plan has already resolved it to a readable prefix; a
+    directory given otherwise is read as Model Garden reads it.
     """
     path = self.task_config.init_checkpoint
     if not path:

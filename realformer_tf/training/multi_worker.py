@@ -30,10 +30,8 @@ LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                       tf.errors.CancelledError)
 
 
-# How long the coordination service waits for a worker's heartbeat before
-# it aborts the cluster (TensorFlow's default, 10 s, aborted loaded machines'
-# clusters: a starved worker was declared dead). A killed worker is still
-# seen at once (its connections reset).
+# The coordination service's heartbeat timeout: TensorFlow's default declared
+# starved workers of loaded machines dead.
 HEARTBEAT_TIMEOUT_S = 60
 _COORDINATED_JOBS = ("chief", "worker")
 

@@ -30,11 +30,8 @@ from realformer_tf.data import tokenization
 from realformer_tf.training import input_checks
 
 INIT_KEY = "task.init_checkpoint"
-# Checkpoint keys of a word-embedding table, best first: a TF2 object-based
-# checkpoint of Model Garden's BERT encoders (`_embedding_layer`, i.e.
-# `OnDeviceEmbedding(name="word_embeddings")`); the masked-LM head's tied
-# `embedding_table`, under which a pre-training checkpoint saves the shared
-# variable; TF1 BERT's `bert/embeddings/word_embeddings`.
+# Checkpoint keys of a word-embedding table, best first: Model Garden's
+# encoders, the masked-LM head's tied table, TF1 BERT.
 _WORD_EMBEDDING_KEYS = (
     re.compile(r"(^|/)_embedding_layer/embeddings/\.ATTRIBUTES/"
                r"VARIABLE_VALUE$"),
@@ -331,10 +328,8 @@ def _check_init_checkpoint(init_checkpoint: str, encoder_config) -> str:
     encoder(utils.dummy_inputs())
 
     def read_encoder(prefix: str) -> None:
-      # "encoder": where the fine-tuning tasks' `initialize` finds it. Its
-      # weights are read once: a truncated file fails here (and an older
-      # checkpoint of the run is tried), not inside the restore after
-      # params.yaml is written.
+      # Read once here, so a truncated file fails before params.yaml is
+      # written.
       reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
           prefix, encoder, "encoder")
       for _, name in pairs:

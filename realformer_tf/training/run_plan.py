@@ -30,9 +30,7 @@ TRAIN_STEPS_KEY = "trainer.train_steps"
 INIT_KEY = plan_facts.INIT_KEY
 # Dotted config key -> (position of the last source that set it, its name).
 ExplicitKeys = Dict[str, Tuple[int, str]]
-# Encoder fields that define a checkpoint's variables or the function it
-# computes; the others (dropout, initializer, outputs) are the fine-tuning
-# run's own.
+# Encoder fields that define a checkpoint's variables or its function.
 ARCHITECTURE_FIELDS = (
     "vocab_size", "hidden_size", "num_layers", "num_attention_heads",
     "hidden_activation", "intermediate_size", "max_position_embeddings",
@@ -307,9 +305,7 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
       problems.append(e)
       return None
 
-  # `resume_checkpoint` refuses a started run whose state file is missing or
-  # names a checkpoint that is not whole; `continuous_eval` only waits for
-  # the checkpoints a training job lists.
+  # `continuous_eval` only waits for the checkpoints a training job lists.
   resume = caught(lambda: run_directory.newest_checkpoint(model_dir) if mode
                   == "continuous_eval" else run_resume.resume_checkpoint(
                       model_dir))
@@ -327,8 +323,7 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
           if init_value else None)
   if init and init.prefix:
     # The prefix checked, not its directory: the task restores what was
-    # checked (Model Garden's `initialize` takes a directory's newest, even
-    # a damaged one), and params.yaml records which checkpoint it was.
+    # checked, and params.yaml records it.
     params.task.init_checkpoint = init.prefix
   splits, vocabs = (), ()
   if not (quickstart and not quickstart.cached):

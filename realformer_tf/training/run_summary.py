@@ -76,9 +76,6 @@ def majority_next_sentence_label(files: List[str]) -> Optional[tuple]:
   """(label, fraction of pairs holding it, number of pairs) of the
   next-sentence labels in MLM/NSP records (their first 10,000; 1 = random
   B): what always answering that label scores. None without labels.
-
-  Chance (0.5) is no baseline: the quickstart's short documents give few
-  true next sentences (392 of its 454 eval pairs are random).
   """
   _, _, labels = _read_eval_records(files)
   if not labels.size:

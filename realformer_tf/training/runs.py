@@ -135,10 +135,8 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
             ) -> List[Dict]:
   """Runs every run without a result; returns all results in `runs` order.
 
-  SIGTERM or SIGINT (`stop_signals`, held for the whole sweep: also between
-  runs) stops the current run as train.py does (at its next step, that step
-  saved), skips the rest and says so (`stopped_line`), then raises
-  `Stopped`; a second signal ends the process at once.
+  SIGTERM or SIGINT stops the current run as train.py does, skips the rest
+  (`stopped_line`) and raises `Stopped`; a second one ends the process.
   """
   statuses = [status(run) for run in runs]
   results = []

@@ -199,9 +199,8 @@ def raised_on_signals() -> Iterator[None]:
 
   def handler(signum, frame):
     del frame
-    # Stays a Python handler after the first signal: resetting it to the
-    # default made CPython drop a second signal that came while the main
-    # thread was inside TensorFlow ("Signal 15 ignored due to race condition").
+    # Stays a Python handler: the default one made CPython drop a second
+    # signal arriving while the main thread was inside TensorFlow.
     if watcher.raised or watcher.held_back is not None:
       return  # A later signal: the watcher thread acts on it.
     # An exception between two bytecodes of a trace or a checkpoint's save
@@ -214,9 +213,8 @@ def raised_on_signals() -> Iterator[None]:
 
   for signum in SIGNALS:
     signal.signal(signum, handler)
-  # Python runs the handler only once the main thread is back in Python (a
-  # train loop is one TensorFlow call); the C-level handler writes the wakeup
-  # fd at once, so the watcher thread acts on each signal as it arrives.
+  # The wakeup fd is written at once, so the watcher acts on each signal
+  # while the main thread is inside TensorFlow.
   previous_fd = signal.set_wakeup_fd(watcher.write_fd,
                                      warn_on_full_buffer=False)
   watcher.start()

@@ -126,11 +126,8 @@ class Trainer(base_trainer.Trainer):
 
   def __init__(self, config, task, *args, model_dir: Optional[str] = None,
                resume: Optional[str] = None, **kwargs):
-    # A resumed pre-training run's input skips the records the stopped run
-    # trained on (`MaskedLMTask.resume_input_at`), counted in its checkpoint
-    # (`input_records`: whatever batch sizes it trained with); set before the
-    # base class builds the datasets, from the checkpoint the run restores
-    # (`resume`, the plan's: the chief's, on every worker).
+    # A resumed pre-training run skips the records its checkpoint counts
+    # (`MaskedLMTask.resume_input_at`), set before the datasets are built.
     resume_step = records = None
     if kwargs.get("train", True) and isinstance(task,
                                                 masked_lm_task.MaskedLMTask):
@@ -149,17 +146,13 @@ class Trainer(base_trainer.Trainer):
       self._checkpoint = _EvalOnlyCheckpoint(
           global_step=self.global_step, model=self.model,
           **getattr(self.model, "checkpoint_items", {}))
-    # Replaces the plain `Mean` built by the base class (same name, same
-    # logged value); created here, inside the strategy scope, like it.
-    # Asynchronous (parameter server) training has no per-step all-reduce:
-    # there only Model Garden's loop-level recovery check applies.
+    # Replaces the base class's `Mean` (same name and value), in its scope.
+    # Parameter-server training has no per-step all-reduce to check.
     self._check_steps = not self._is_async
     if self._check_steps:
       self._train_loss = LossMeanWithNonFiniteTracking()
-    # A stop signal ends the train loop at its next step, not after
-    # `steps_per_loop` of them (`create_train_loop_fn`). Not on a cluster
-    # (TPU, multi-worker: there Model Garden's preemption handling saves,
-    # every worker taking part) nor with parameter servers.
+    # A stop signal ends the train loop at its next step; not on a cluster,
+    # where Model Garden's preemption handling saves.
     self._stop_requested = None
     if not (self._is_async or self.strategy.cluster_resolver):
       self._stop_requested = tf.Variable(

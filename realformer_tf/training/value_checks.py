@@ -20,9 +20,7 @@ from official.modeling import hyperparams
 from realformer_tf.configs import registry
 from realformer_tf.training import run_plan
 
-# `runtime.mixed_precision_dtype` values Model Garden's
-# `performance.set_mixed_precision_policy` accepts (float16 and bfloat16 set
-# the mixed_float16 / mixed_bfloat16 Keras policies); unset means float32.
+# `runtime.mixed_precision_dtype` values `set_mixed_precision_policy` accepts.
 MIXED_PRECISION_DTYPES = ("float32", "float16", "bfloat16")
 
 

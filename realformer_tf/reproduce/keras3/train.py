@@ -69,10 +69,8 @@ def build_models(size: plan_lib.Size, arch: str, vocab_size: int, policy: str,
                  seed: int) -> Tuple[keras.Model, Dict[str, List[str]]]:
   """`arch`'s model with the reference initialisation where shapes allow.
 
-  Every architecture starts from the same values: those of a fresh
-  `REFERENCE_ARCH` model of this seed, copied by variable path (the
-  backbones share names); a variable the reference lacks (Pre-LN's final
-  LayerNorm) keeps its own initialisation.
+  Values of a fresh `REFERENCE_ARCH` model of this seed, copied by variable
+  path; a variable the reference lacks keeps its own initialisation.
 
   Returns:
     (model, {"shared": paths copied, "own": paths not}).
