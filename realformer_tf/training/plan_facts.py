@@ -256,9 +256,7 @@ class Reader:
   def trained_vocab_sha256(self, config: cfg.ExperimentConfig
                           ) -> Optional[str]:
     """The SHA-256 of the vocabulary a run's training records were
-    converted with, as their converter recorded it then
-    (`tokenization.vocab_meta`); None if unrecorded. Unlike the vocabulary
-    file the run names, it cannot have been rebuilt since."""
+    converted with (`tokenization.vocab_meta`); None if unrecorded."""
     data = getattr(config.task, "train_data", None)
     input_path = getattr(data, "input_path", "") if data else ""
     if not input_path or input_path == "dummy":
@@ -314,9 +312,8 @@ def _embedding_rows(checkpoint: str) -> Optional[Tuple[str, int, str]]:
 
 def _check_init_checkpoint(init_checkpoint: str, encoder_config) -> str:
   """The newest checkpoint prefix of `init_checkpoint` from which an encoder
-  of `encoder_config` restores (a run directory's damaged newer ones
-  skipped, with a warning); a `CheckpointMismatchError` names each variable
-  and both shapes. Without a RealFormer encoder, the newest readable one."""
+  of `encoder_config` restores (without a RealFormer encoder, the newest
+  readable one)."""
   key = INIT_KEY
   if encoder_config is None:
     return run_directory.resolve_checkpoint(init_checkpoint, key)

@@ -108,10 +108,8 @@ class RunPlan:
 def _follow_train_steps(params: cfg.ExperimentConfig,
                         explicit: ExplicitKeys) -> Optional[str]:
   """Fits decay length and warm-up to a `trainer.train_steps` that
-  `explicit` says was set, unless the same or a later source set them:
-  Model Garden's parser applies overrides blindly, and SQuAD's restriction
-  `decay_steps == trainer.train_steps` would fail, the others decay over
-  the old length. Returns what changed."""
+  `explicit` says was set, unless the same or a later source set them
+  (Model Garden's parser would keep the old length). Returns what changed."""
   if TRAIN_STEPS_KEY not in explicit:
     return None
   index, source = explicit[TRAIN_STEPS_KEY]

@@ -3,8 +3,7 @@
 A run is a `RunSpec` subclass: where it trains, its config and seed, its
 result file and how the runner's output becomes that result. `execute`
 trains in this process every run without a result file and reads back the
-others, so a repeated command carries on where it stopped (a killed run
-resumes from its checkpoint: Model Garden's `train_lib` restores it).
+others, so a repeated command carries on where it stopped.
 """
 
 import abc

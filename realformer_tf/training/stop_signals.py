@@ -132,12 +132,9 @@ def on_stop(callback: Callable[[], None]) -> None:
 
 
 def raise_if_stopped() -> None:
-  """Raises `Stopped` if a stop signal arrived in the current block. For
-  the places a run goes on from (a train loop's start and end, a sweep
-  run's end): the handler's `Stopped` can be caught on its way (TensorFlow's
-  coordinator takes it when it lands in a `MirroredStrategy` trace) or held
-  back (while tracing, in `held()`), and Orbit would then run loop after
-  loop, each ended at once by the stop check."""
+  """Raises `Stopped` if a stop signal arrived in the current block: the
+  handler's own can be caught on its way (a `MirroredStrategy` trace) or held
+  back (`held()`)."""
   watcher = _watcher
   if watcher is None:
     return
@@ -186,9 +183,8 @@ def held() -> Iterator[None]:
 def raised_on_signals() -> Iterator[None]:
   """`Stopped` is raised on the first SIGTERM/SIGINT within the block, a
   second ends the process at once (the watcher thread); the previous
-  handlers come back after it. A block within a block is the outer one's
-  (a sweep's runs). Only the main thread can handle signals: elsewhere (a
-  test's worker thread) the block runs without."""
+  handlers come back after it. A nested block is the outer one's; off the
+  main thread the block runs without."""
   global _watcher
   if (threading.current_thread() is not threading.main_thread() or
       _watcher is not None):

@@ -306,8 +306,7 @@ def _save_at_stop(controllers, strategy: tf.distribute.Strategy,
                   trains_here: bool) -> None:
   """A stopped training run keeps its steps: `Controller.save_at_stop`.
 
-  One worker only: with a cluster resolver (TPU, multi-worker) Model
-  Garden's own preemption action saves, with every worker taking part; a
+  One worker only (on a cluster Model Garden's preemption action saves); a
   save that failed is said, and the stop goes on.
   """
   if not (trains_here and controllers) or strategy.cluster_resolver:

@@ -165,12 +165,9 @@ class Trainer(base_trainer.Trainer):
     self._stop_requested.assign(True)
 
   def create_train_loop_fn(self):
-    """Orbit's `tf.while_loop` of `steps_per_loop` steps
-    (`orbit/utils/loop_fns.py`, `create_tf_while_loop_fn`) with a stop check
-    before each step: one scalar read. Orbit runs the whole loop as one
-    TensorFlow call, during which Python's signal handler cannot run; a
-    SIGTERM waited for the loop's end (65 s on a small run). The other loop
-    kinds are Orbit's: a Python loop returns to Python between steps."""
+    """Orbit's `create_tf_while_loop_fn` with a stop check (one scalar read)
+    before each step: the loop is one TensorFlow call, during which Python's
+    signal handler cannot run. The other loop kinds are Orbit's."""
     options = self._train_options
     if (self._stop_requested is None or not options.use_tf_while_loop or
         options.use_tpu_summary_optimization):
