@@ -108,14 +108,12 @@ def read_yaml(path: str) -> Any:
 def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   """Rebuilds the experiment config a run recorded in `model_dir/params.yaml`.
 
-  The registered factory named by `task.name` supplies the config classes
-  (including the bound RealFormer encoder); the YAML supplies the values.
+  The factory registered as `task.name` supplies the config classes.
 
   Raises:
     FileNotFoundError: Without params.yaml.
     ValueError: If params.yaml is not valid YAML (naming its line), names no
-      experiment, or `model_dir` was set
-      aside by a killed swap (naming the backup).
+      experiment, or `model_dir` was set aside by a killed swap.
   """
   check_not_set_aside(model_dir, "model_dir")
   path = os.path.join(model_dir, PARAMS_YAML)

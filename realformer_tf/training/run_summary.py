@@ -73,9 +73,8 @@ def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
 
 
 def majority_next_sentence_label(files: List[str]) -> Optional[tuple]:
-  """(label, fraction of pairs holding it, number of pairs) of the
-  next-sentence labels in MLM/NSP records (their first 10,000; 1 = random
-  B): what always answering that label scores. None without labels.
+  """(label, fraction, pairs) of the most frequent next-sentence label in the
+  first 10,000 MLM/NSP records; None without labels.
   """
   _, _, labels = _read_eval_records(files)
   if not labels.size:
