@@ -1,29 +1,9 @@
 """One home for a run directory: what it holds and where each thing is.
 
-A run directory is a `--model_dir` of train.py (`params.yaml`, the Model
-Garden experiment it ran, and `ckpt-N` checkpoints), or what
-`checkpoints.convert` / the Keras 3 bridge's `save_run` write (`encoder.yaml`
-and `ckpt-1`). This module answers, for either:
-
-  * `load_experiment_config(model_dir)`: the experiment `params.yaml` holds;
-  * `encoder_config(path)`: the encoder config recorded beside a checkpoint;
-  * `find_run(path)`: the train.py run a checkpoint is or lies in, and its
-    vocabulary (`Run.vocab_file`);
-  * `resolve_checkpoint(path, what)` / `read_latest(path, what, read)`: the
-    newest READABLE checkpoint, each unreadable newer one skipped with a
-    warning that names it and why;
-  * `newest_checkpoint(model_dir)`: the newest checkpoint its state file
-    names, unread (what a resumed run restores), or None;
-  * `checkpoint_prefixes(model_dir)`: its `ckpt-N` files' prefixes, read
-    from the files (`run_resume.resume_checkpoint` checks them for a
-    resumed run); `check_files(prefix)`: whether one is whole, by its index;
-    `restore_model(model, prefix)`, naming a damaged one and the one to use;
-  * `lock_path(model_dir)`: the training lock;
-  * `relocated_path(recorded, run_dir)`: a file params.yaml records, found
-    again under a moved run directory;
-  * `check_not_set_aside(path, what)`: names the backup a writer killed
-    mid-swap leaves (`core.writes.interrupted_swap`; a reader does not
-    write, writers restore it first: `core.writes.recover`).
+A run directory is a train.py `--model_dir` (`params.yaml`, `ckpt-N`) or what
+`checkpoints.convert` / the Keras 3 bridge's `save_run` write (`encoder.yaml`,
+`ckpt-1`). Readers here find its config, its run and vocabulary, and its newest
+readable checkpoint, naming every unreadable one they skip and why.
 """
 
 import dataclasses
@@ -53,9 +33,7 @@ LOCK_FILE = run_lock.LOCK_FILE
 CHECKPOINT_PREFIX = "ckpt"
 
 T = TypeVar("T")
-# What a damaged checkpoint raises when read: TensorFlow's errors, the bare
-# `IndexError: Read less bytes than requested` of a truncated file, and
-# ValueError (but not a `CheckpointMismatchError`, which is about the model).
+# What a damaged checkpoint raises when read (IndexError: a truncated file).
 _UNREADABLE = (tf.errors.OpError, IndexError, ValueError)
 
 
@@ -130,14 +108,12 @@ def read_yaml(path: str) -> Any:
 def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   """Rebuilds the experiment config a run recorded in `model_dir/params.yaml`.
 
-  The registered factory named by `task.name` supplies the config classes
-  (including the bound RealFormer encoder); the YAML supplies the values.
+  The factory registered as `task.name` supplies the config classes.
 
   Raises:
     FileNotFoundError: Without params.yaml.
     ValueError: If params.yaml is not valid YAML (naming its line), names no
-      experiment, or `model_dir` was set
-      aside by a killed swap (naming the backup).
+      experiment, or `model_dir` was set aside by a killed swap.
   """
   check_not_set_aside(model_dir, "model_dir")
   path = os.path.join(model_dir, PARAMS_YAML)
@@ -195,10 +171,7 @@ def find_run(path: str) -> Optional[Run]:
 
 def encoder_config(path: str) -> Tuple[str, Any]:
   """(where, config) of the encoder recorded beside a checkpoint (or in a
-  directory): train.py's `params.yaml` (its task's encoder, as
-  `registry.task_encoder` finds it), else convert's / save_run's
-  `encoder.yaml` (an `encoders.encoder_config()`). `where` names the file
-  and key, for errors.
+  directory): `params.yaml`'s task encoder, else `encoder.yaml`.
 
   Raises:
     ValueError: Naming the file, a killed swap's backup, or both files when
@@ -231,10 +204,8 @@ def encoder_config(path: str) -> Tuple[str, Any]:
 def check_files(prefix: str) -> Optional[str]:
   """None if `prefix`'s index reads and its data files are whole; else why.
 
-  Cheap (only the index is read): every `data-K-of-N` shard the index's
-  name promises exists and reaches the end of the last tensor the index
-  places in it, so a checkpoint cut short by any byte (disk full, a copy
-  killed) is caught here, not inside a restore.
+  Only the index is read: each data shard must reach the end of its last
+  tensor, so a truncated checkpoint is caught here, not inside a restore.
   """
   if not tf.io.gfile.exists(prefix + ".index"):
     return f"{prefix}.index does not exist"
@@ -297,12 +268,8 @@ def damaged_checkpoint_error(prefix: str,
 def _candidates(path: str, what: str) -> List[str]:
   """Checkpoint prefixes `path` names, newest first (a prefix: itself).
 
-  A directory's are those its `checkpoint` state file lists. Without one (a
-  copy that left it out) its `ckpt-N` files are, highest N first, said in a
-  warning: a reader only reads, so it takes the newest whole one where
-  TensorFlow's `get_checkpoint_state` sees nothing (training refuses the
-  same directory instead, `run_resume.resume_checkpoint`: it would
-  write over them).
+  A directory's are those its `checkpoint` state file lists, else (with a
+  warning) its `ckpt-N` files, highest N first.
   """
   key = f"{what}={path!r}"
   if not path:
@@ -330,12 +297,9 @@ def read_latest(path: str, what: str,
                 read: Callable[[str], T]) -> Tuple[str, T]:
   """(prefix, read(prefix)) of the newest checkpoint `read` gets through.
 
-  A directory's checkpoints (its `checkpoint` state file) are tried newest
-  first: one whose files are damaged (`check_files`) or whose `read` raises
-  a read error is skipped, with a warning naming it and why, once an older
-  one reads. A `CheckpointMismatchError` (the model does not fit, which an
-  older checkpoint of the run will not change) is raised at once. A prefix
-  is only itself: `read`'s errors pass unchanged.
+  A directory's checkpoints are tried newest first, a damaged or unreadable
+  one skipped with a warning; a `CheckpointMismatchError` is raised at once.
+  A prefix is only itself: `read`'s errors pass unchanged.
 
   Raises:
     ValueError: Naming `what`, the path and why nothing there is readable.
@@ -369,12 +333,8 @@ def read_latest(path: str, what: str,
 def newest_checkpoint(model_dir: str) -> Optional[str]:
   """The newest checkpoint prefix `model_dir`'s state file names, or None.
 
-  Not read (TensorFlow's `latest_checkpoint`: only its index must exist):
-  the one definition of the checkpoint a run resumes, which Model Garden's
-  `CheckpointManager` restores (a run's plan checks it first,
-  `run_resume.resume_checkpoint`), and of a run's latest for the trainer,
-  the run summary and the sweep's run states; readers wanting one that
-  reads call `resolve_checkpoint`.
+  Not read (as `tf.train.latest_checkpoint`): the checkpoint a run resumes;
+  readers wanting one that reads call `resolve_checkpoint`.
   """
   return tf.train.latest_checkpoint(model_dir) if model_dir else None
 

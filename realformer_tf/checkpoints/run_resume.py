@@ -26,10 +26,8 @@ def resume_checkpoint(model_dir: str) -> Optional[str]:
   """The checkpoint a run in `model_dir` resumes from, checked; None if the
   directory holds no `ckpt-*` file (a new run).
 
-  Model Garden resumes from what the `checkpoint` state file names: with it
-  missing or stale the run restarts from step 0 over its checkpoints, and a
-  damaged newest one fails inside the restore. Neither falls back to an
-  older checkpoint here: which one is whole is for the user to say.
+  No fall-back to an older checkpoint: which one is whole is for the user
+  to say.
 
   Raises:
     ValueError: Naming the directory, its checkpoints, what is wrong and how

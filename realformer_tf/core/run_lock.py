@@ -55,10 +55,8 @@ def _not_a_lock(path: str, what: str) -> ModelDirBusyError:
 def _read(path: str) -> Optional[dict]:
   """The lock's content; None if there is no lock.
 
-  A lock train.py did not write (not UTF-8, not JSON, no host or token, a pid
-  that no process can have) is an error naming the file and what is wrong
-  in it, not a stale lock: who wrote it, and whether that run is alive,
-  cannot be told, and taking it over could let two runs write one directory.
+  A lock train.py did not write is an error naming the file, not a stale
+  lock: taking it over could let two runs write one directory.
   """
   try:
     with open(path, "rb") as f:
@@ -151,9 +149,7 @@ def _try_create(path: str, holder: dict, flag: str) -> bool:
         f"Nothing was written; free space or use a writable {flag}."
     ) from None
   finally:
-    # Only what this call made: removing a name that open() could not
-    # create raises again (EROFS on a read-only file system), and that
-    # OSError would be printed after the ValueError above.
+    # Only what this call made: removing what open() could not create raises.
     if created:
       try:
         os.remove(tmp)

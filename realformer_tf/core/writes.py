@@ -171,9 +171,7 @@ def sweep(folder: str, ops: FileOps, name: Optional[str] = None
           ) -> List[str]:
   """Undoes or finishes what killed writers of ours left in `folder` (of
   `name` only, if given), saying what it did; returns those leftovers.
-  Journals are rolled forward; a backup `<path>.old-PID` is restored when
-  `path` is missing, else removed; temps are removed. Leftovers of live
-  writers, and look-alikes without our owner record, are kept.
+  Leftovers of live writers and look-alikes not recorded ours are kept.
   """
   folder = folder or "."
   if not ops.isdir(folder):

@@ -1,26 +1,11 @@
 """Output sets: the files of one conversion change together, and a reader
 tells a whole set from a mixed one.
 
-A converter's outputs are read together (GLUE's records and
-`<task>_meta_data.json`; SQuAD's record, meta data and schedule; pre-training
-records and vocabulary). Replacing each file atomically is not enough: a kill
-after the first rename leaves new records beside the old meta data.
-
-Writing: `output_set` binds the writer layer's published sets
-(`core.writes.OutputSet`: every file staged whole, then renamed in through a
-journal, the manifest last, foreign files at our paths refused) to this
-face's files. The manifest is the converter's meta data JSON, extended by
-`files` (name -> identity and hash), `writer` (the module to run again) and,
-from converters of records, `records` (`record_facts`). A kill during the
-renames leaves a set that does not match its manifest: `check_set` refuses
-it, naming the file and the command to run again.
-
-Checking: a file is the one its manifest lists while its size, mtime and
-inode are those recorded (on an object store: size and mtime), so a restart
-reads no byte of its records; small files (vocabularies) are always hashed,
-and a big file that was copied is checked by the SHA-256 of its ends
-(`sample_sha256`). Training checks sets through its run plan
-(`training.plan_facts.Reader`).
+`output_set` publishes a converter's files through `core.writes.OutputSet`, its
+manifest (the meta data JSON, plus `files`, `writer`, `records`) last;
+`check_set` refuses a set that does not match its manifest, naming the file and
+the command to run again. A file is checked by its recorded size, mtime and
+inode, so a restart reads no byte of its records.
 """
 
 import hashlib
@@ -34,9 +19,7 @@ import tensorflow as tf
 from realformer_tf import utils
 from realformer_tf.core import writes
 
-# 16 MiB: above every vocabulary (BERT's is 0.2 MB, a 250k-piece
-# SentencePiece model about 5 MB), meta data and schedule file; below the
-# records of any real conversion. Hashing it takes ~30 ms.
+# Above every vocabulary and meta data file, below any real records.
 ALWAYS_HASH_BYTES = 16 << 20
 
 FILES_KEY = "files"

@@ -1,18 +1,9 @@
 """WordPiece vocabularies, BERT tokenizers and the one BERT input packer.
 
-Nothing here tokenizes or packs by hand: `make_tokenizer` returns a
-`tensorflow_text.BertTokenizer` (basic splitting, lower-casing and accent
-stripping, then greedy longest-match WordPiece; serving uses Model Garden's
-layer around the same tokenizer), `pack_inputs` is Model Garden's
-`BertPackInputs.bert_pack_inputs`, and `learn_vocab` runs
-`tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`, which splits
-words with the same basic tokenizer before learning sub-words.
-
-A vocabulary file is one token per line; the token id is the line number. It
-must hold the five BERT special tokens (`RESERVED_TOKENS`). Vocabularies
-learned here put them first, so `[PAD]` is id 0 as the padding in the
-pre-training records assumes; the published BERT vocabularies also have
-`[PAD]` at 0 (and `[UNK]`=100, `[CLS]`=101, `[SEP]`=102, `[MASK]`=103).
+Nothing here tokenizes or packs by hand: `make_tokenizer` is tensorflow-text's
+`BertTokenizer`, `pack_inputs` Model Garden's `BertPackInputs`, `learn_vocab`
+tensorflow-text's `bert_vocab_from_dataset`. A vocabulary is one token per
+line (id = line number) holding the five `RESERVED_TOKENS`, `[PAD]` at id 0.
 """
 
 import os
@@ -124,11 +115,8 @@ def make_tokenizer(vocab_file: str,
                    lower_case: bool = True) -> tf_text.BertTokenizer:
   """Builds a `tensorflow_text.BertTokenizer` over a validated vocabulary.
 
-  Not Model Garden's `text_layers.BertTokenizer` (serving's): its table,
-  read from the file, is shared in a process with any other table of that
-  path (tensorflow/python/ops/lookup_ops.py, `TextFileInitializer.
-  _shared_name`), so a vocabulary rewritten in place (a rebuilt quickstart
-  cache) would be tokenized with the old one. This table is private.
+  Not Model Garden's `text_layers.BertTokenizer`: its file table is shared
+  per path (`TextFileInitializer`), so a rewritten vocabulary would be stale.
 
   Args:
     vocab_file: WordPiece vocabulary file (see `load_vocab`).
@@ -143,9 +131,7 @@ def make_tokenizer(vocab_file: str,
     ValueError: If `vocab_file` is not a valid vocabulary.
   """
   vocab = load_vocab(vocab_file)
-  # The table tensorflow-text builds from a path, over the validated tokens
-  # (tensorflow_text/python/ops/wordpiece_tokenizer.py:143-148): one OOV
-  # bucket, never looked up (BertTokenizer emits [UNK] itself).
+  # `WordpieceTokenizer`'s table for a path; its OOV bucket is never looked up.
   table = tf.lookup.StaticVocabularyTable(tf.lookup.KeyValueTensorInitializer(
       vocab, tf.range(len(vocab), dtype=tf.int64)), num_oov_buckets=1)
   return tf_text.BertTokenizer(
@@ -157,14 +143,8 @@ def pack_inputs(segments: Sequence[tf.RaggedTensor], seq_length: int,
                 cls_id: int, sep_id: int) -> Dict[str, tf.Tensor]:
   """Packs one or two tokenized segments as BERT inputs.
 
-  The one packer of the GLUE records, serving's text signatures and the
-  analysis CLI's `--input_text`: Model Garden's
-  `BertPackInputs.bert_pack_inputs` (official/nlp/modeling/layers/
-  text_layers.py:552). `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, type ids 0
-  then 1, padded with id 0 to `seq_length`. A single segment keeps its first
-  `seq_length - 2` tokens; a pair is cut by `RoundRobinTrimmer`, which keeps
-  the lengths of BERT's `truncate_seq_pair` (the longer side loses its last
-  token first, b on ties).
+  Model Garden's `BertPackInputs.bert_pack_inputs`: `[CLS] a [SEP] b [SEP]`,
+  type ids 0 then 1, padded with id 0; a pair is cut by `RoundRobinTrimmer`.
 
   Args:
     segments: One or two int ragged `[batch, tokens]`.
@@ -190,15 +170,9 @@ def learn_vocab(text_lines: Iterable[str],
                 learn_params: Optional[Dict[str, Any]] = None) -> List[str]:
   """Learns a WordPiece vocabulary with tensorflow-text and writes it.
 
-  Uses `tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`; the
-  reserved tokens [PAD] [UNK] [CLS] [SEP] [MASK] come first ([PAD] = 0;
-  wordpiece_tokenizer_learner_lib.py:250), then every single character seen,
-  then the learned sub-words by falling count (they include every character
-  as a `##` suffix). The learner searches an integer minimum count (>= 10)
-  whose vocabulary is within 5% below `vocab_size`; the search can end
-  outside that range, so the real size can be well under `vocab_size` on a
-  small corpus and slightly over it when the characters alone nearly fill
-  it. Use `len()` of the result.
+  The reserved tokens come first ([PAD] = 0), then the characters, then the
+  learned sub-words. The real size can differ from `vocab_size` (the
+  learner's search of a minimum count); use `len()` of the result.
 
   Args:
     text_lines: Lines of raw text (blank lines are ignored).

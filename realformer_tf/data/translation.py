@@ -4,25 +4,8 @@ loader reads, for `realformer/translation` on one's own data.
   python -m realformer_tf.data.translation --train_files=train.tsv \
     --dev_files=dev.tsv --output_dir=/data/my_mt --vocab_size=8000
 
-`--train_files` / `--dev_files` each name a TSV (`source<TAB>target` per
-line) or two parallel text files (`train.en,train.de`). Every line is
-checked first (one tab, no empty side, UTF-8, parallel files of one length;
-a BOM and CRLF are accepted): an error names `file:line`, before any write.
-
-Publishes in `output_dir` one set whose manifest `META_DATA` lists its files
-(a file there that no manifest of ours lists is refused, `data.output_sets`):
-  * `sentencepiece.model` / `.vocab`, trained on both sides of the train
-    pairs with Model Garden's special ids (pad 0, eos 1, unk 2, no bos), as
-    `TranslationTask` needs (`check_sentencepiece_model`); or the checked
-    copy of `--sentencepiece_model=PATH` (e.g. to add a test set).
-  * `train.tf_record`, `dev.tf_record`: one `tf.train.Example` per pair, the
-    raw sentences as bytes features `--src_lang` and `--tgt_lang` (default
-    `src`, `tgt`), as `wmt_dataloader.WMTDataLoader` decodes them (it
-    tokenizes while loading).
-Then train with official_configs/experiments/translation/small_own_data.yaml.
-
-Model Garden's `train_sentencepiece.py` is not imported (it reads TFDS only
-and defines required flags at import); its trainer call is repeated.
+Every line is checked (errors name `file:line`) before one output set is
+published: `sentencepiece.model`/`.vocab` and `train`/`dev.tf_record`.
 """
 
 import os
@@ -37,10 +20,8 @@ from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.data import output_sets
 
-# Model Garden's reserved ids (official/nlp/data/train_sentencepiece.py):
-# `TranslationTask`'s loss ignores label 0 (`_padded_cross_entropy_loss`) and
-# the WMT loader pads with 0 and ends a truncated sentence with 1
-# (`wmt_dataloader._maybe_truncate`).
+# Model Garden's reserved ids: `TranslationTask`'s loss ignores 0 and the WMT
+# loader pads with 0 and ends a truncated sentence with 1.
 SPECIAL_IDS = {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}
 MODEL_NAME = "sentencepiece.model"
 # The set's manifest: `convert`'s result, and the files it wrote.

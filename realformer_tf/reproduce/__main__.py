@@ -67,7 +67,5 @@ def main(argv):
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["output_dir"])
-  # SIGTERM/SIGINT: the run in progress stops at its next step, saved, the
-  # rest are skipped, exit 143/130 (`runs.execute`); a refusal (a bad
-  # flag value or input, a run's as train.py's) is its message alone.
+  # A signal stops the run at its next step, saved (exit 143/130).
   process_exit.run_and_exit(main, train_lib.REFUSALS)

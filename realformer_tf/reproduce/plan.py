@@ -29,11 +29,7 @@ from realformer_tf.training import sweep
 _EXPERIMENTS_DIR = os.path.dirname(finetuning.GLUE_YAML_DIR)
 _MODELS_DIR = os.path.join(os.path.dirname(_EXPERIMENTS_DIR), "models")
 
-# Architecture -> (label, `official_configs/models` file, learning-rate
-# multiplier). "realformer_2xlr" is the paper's RealFormer with a larger
-# learning rate (its Table 2 row "RealFormer, lr 2e-4" at BERT-Base).
-# What a reproduction writes in --output_dir (`check_options` refuses one
-# holding anything else): the report (`report.py`) and its folders.
+# What a reproduction writes in --output_dir (`check_options` refuses others).
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 CURVES_PNG = "curves.png"
@@ -42,6 +38,8 @@ ATTENTION_PNG = "attention.png"
 REPORT = (RESULTS_JSON, RESULTS_MD, CURVES_PNG, ATTENTION_PNG)
 OUTPUT_ENTRIES = (*REPORT, "data", "glue_data", "pretrain", "finetune",
                   "analysis")
+# Architecture -> (label, models file, learning-rate multiplier); the paper's
+# "RealFormer, lr 2e-4" row is "realformer_2xlr".
 ARCHS = {
     "post_ln": (tables.ARCH_LABELS["post_ln"], "arch_post_ln.yaml", 1.0),
     "pre_ln": (tables.ARCH_LABELS["pre_ln"], "arch_pre_ln.yaml", 1.0),
@@ -57,13 +55,8 @@ DEFAULT_GLUE_TASKS = ("mrpc", "stsb", "cola")
 class Scale:
   """Model size and budget of one `--scale`.
 
-  `size_yaml` (`official_configs/models`; None: `encoder` only), then
-  `recipe_yaml` (`official_configs/experiments`), then `encoder` overrides;
-  the pre-training data shape and schedule (paper's AdamW, linear warm-up and
-  decay); `vocab_size`: the target of a learned vocabulary; `evals`: points
-  of the eval curve; the GLUE grid (fewer points at the small scales);
-  `cpu_cost`: what `--dry_run`'s estimate counts on 2 CPU cores (tiny
-  only; `CpuCost`).
+  `size_yaml` (None: `encoder` only), then `recipe_yaml`, then `encoder`
+  overrides; `cpu_cost`: what `--dry_run`'s estimate counts (tiny only).
   """
   size_yaml: Optional[str]
   recipe_yaml: Optional[str]
@@ -85,17 +78,9 @@ class Scale:
 
 @dataclasses.dataclass(frozen=True)
 class CpuCost:
-  """Seconds of a reproduction's parts on 2 CPU cores, measured (tiny
-  scale, 2026-11-28, `--archs=realformer --seeds=1 --train_steps=300
-  --glue_tasks=mrpc` on WikiText-2, a 490 s run, on 2 cores shared with
-  other work at a load average of about 16): the data (vocabulary and
-  records, the process's start included); each run's start (graph
-  building, evaluations, checkpoints) and its steps at their steady rate;
-  the attention analysis of each architecture. The same day the quickstart
-  ran 3.5 times faster on those cores unloaded (20.2 steps/s against 5.4),
-  so `FREE_MACHINE_SPEEDUP` gives the low end of the estimate. The
-  estimate before, 0.05 s a step and 15 s a run, counted neither the data
-  nor the analysis and gave 3 min for a 16 min 43 s run (issue 39)."""
+  """Measured seconds of a reproduction's parts on 2 loaded CPU cores: the
+  data, each run's start and steps, the attention analysis of each
+  architecture; `FREE_MACHINE_SPEEDUP` gives the estimate's low end."""
   data: float = 110.0
   pretrain_start: float = 55.0
   pretrain_step: float = 0.32

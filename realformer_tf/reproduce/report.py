@@ -91,10 +91,8 @@ def read_curves(model_dir: str, tag: str = "masked_lm_accuracy"
                 ) -> Dict[str, List[List[float]]]:
   """{"train": [[step, value], ...], "validation": [...]} from TensorBoard.
 
-  A resumed run writes a new event file and may log a step again (an
-  evaluation or summary written before the kill, repeated after the
-  resume): one point per step, the last written (by wall time) wins.
-  `EventAccumulator` keeps every event (size 0) and purges nothing.
+  One point per step, the last written (by wall time) wins: a resumed run
+  may log a step again.
   """
   curves = {}
   for split in ("train", "validation"):

@@ -71,9 +71,7 @@ def execute(plan: plan_lib.Plan, runner: runs.Runner = runs.train_run,
   analyses = {}
   for arch in plan.options.archs:
     out_dir = os.path.join(plan.options.output_dir, "analysis", arch)
-    # summary.json is renamed in last (analysis.output_files): if it is
-    # there, the set is whole; if not, the analysis runs again and replaces
-    # what a killed one left.
+    # summary.json is renamed in last: if it is there, the set is whole.
     finished = tf.io.gfile.exists(os.path.join(out_dir, "summary.json"))
     line = f"attention analysis of {arch} seed 0: " + (
         "done" if finished else f"{plan.scale.analysis_examples} examples")

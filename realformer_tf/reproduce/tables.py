@@ -1,10 +1,6 @@
-"""What both reproductions share, without TensorFlow: the architectures'
-names and the check of `--archs`, Table 2 (held-out masked LM per
-architecture, the ordering) and the curves figure.
-
-`report` (the tf_keras reproduction) and `keras3.report` (the Keras 3 one,
-which runs where TensorFlow is not installed) both write their results.md
-table, ordering line and `curves.png` with these.
+"""What both reproductions' reports share, without TensorFlow: the
+architectures' names and the check of `--archs`, Table 2 (held-out masked LM
+per architecture, the ordering) and the curves figure.
 """
 
 import os

@@ -1,24 +1,11 @@
 r"""Exports a trained RealFormer run (any head) as a SavedModel for serving.
 
   python -m realformer_tf.serving.export --model_dir=/runs/mrpc \
-      --export_dir=/serving/mrpc/1 [--checkpoint_path=/runs/mrpc/ckpt-345] \
-      [--vocab_file=vocab.txt] [--max_seq_length=128] \
-      [--return_attention=none|scores|probs]
+      --export_dir=/serving/mrpc/1 [--checkpoint_path=/runs/mrpc/ckpt-345]
 
-The config comes from `model_dir/params.yaml` through the registered
-experiment named in `task.name` (`run_directory.load_experiment_config`; Model
-Garden's `export_savedmodel.py` rebuilds configs from YAML alone and loses the
-`type: any` encoder builder); the task's `build_model()` makes the model and
-the run's checkpoint restores it. Everything (config, checkpoint, vocabulary,
-lengths) is checked before anything is written; the SavedModel is written
-next to `--export_dir` (`<export_dir>.tmp-PID`) and swapped into place by
-`core.writes.staged`, so with `--overwrite` the previous export stays whole
-until the new one is complete. What a killed export left is cleaned up by
-the next one: its temporary directory removed, a previous export set aside
-mid-swap restored. The head's class in `heads` (its options in
-`options`) gives `serving_default`, `serve_examples` and, unless
-`--noserve_text`, the text signatures (tensorflow-text ops; the run's
-vocabulary becomes a SavedModel asset).
+The config comes from the run's `params.yaml` through its registered
+experiment; everything is checked before anything is written, and the export
+is staged and swapped into place, so a previous export stays whole.
 """
 
 import dataclasses

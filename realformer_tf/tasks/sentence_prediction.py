@@ -1,24 +1,9 @@
 """GLUE fine-tuning: Model Garden's `SentencePredictionTask`, paper metrics.
 
-`RealFormerSentencePredictionTask` (for `RealFormerSentencePredictionConfig`)
-is Model Garden's task with three changes:
-
-* Metrics. Model Garden's `reduce_aggregated_logs` reports one `metric_type`,
-  none for accuracy and Pearson/Spearman only averaged
-  (official/nlp/tasks/sentence_prediction.py:205-227); `task.metric_type` is
-  not used here. Every evaluation reports all the paper's metrics of
-  `task.glue_task` as fractions: accuracy (SST-2, QNLI, RTE, MNLI), F1 and
-  accuracy (MRPC, QQP), Matthews correlation (CoLA), Pearson and Spearman
-  (STS-B), from `sklearn.metrics` and `scipy.stats` as Model Garden's; next
-  to them `majority_class_<metric>`, the score of predicting the most
-  frequent label, to tell a model that learned nothing from one that learned.
-* Several named validation files (`GlueDataConfig.split_names`): MNLI
-  evaluates `accuracy_matched` and `accuracy_mismatched` in one pass.
-* Initialization. The inherited `initialize` reads the encoder (and with
-  `init_cls_pooler` the NSP pooler) from the root of a `realformer/pretraining`
-  checkpoint, where Model Garden's trainer saves
-  `BertPretrainerV2.checkpoint_items`; here a missing checkpoint or one
-  without those objects is an error instead of a silent fresh start.
+Changes: every evaluation reports all the paper's metrics of `task.glue_task`
+(and majority-class baselines), several named validation files evaluate in one
+pass (MNLI), and a missing or foreign init checkpoint is an error instead of a
+silent fresh start.
 """
 
 import dataclasses
@@ -197,9 +182,8 @@ class RealFormerSentencePredictionTask(
       if label_type != wanted:
         raise ValueError(f"task.{field}.label_type={label_type!r}, but "
                          f"{spec.name} labels are {wanted!r}.")
-    # Model Garden aggregates outputs for any metric_type but "accuracy" and
-    # logs argmax ids for "matthews_corrcoef"
-    # (official/nlp/tasks/sentence_prediction.py:179,194): "f1" keeps logits.
+    # `SentencePredictionTask` aggregates outputs unless "accuracy" and
+    # keeps logits for "f1".
     self.metric_type = "f1"
 
   def build_inputs(self, params, input_context=None):
@@ -243,10 +227,8 @@ class RealFormerSentencePredictionTask(
   def initialize(self, model):
     """Restores the encoder (and NSP pooler) from `task.init_checkpoint`.
 
-    Training's run plan has already set it to the newest readable prefix of
-    a run directory (`checkpoints.run_directory`, which this layer, below
-    `checkpoints`, cannot import); a directory given otherwise is read as
-    Model Garden reads it (its newest checkpoint).
+    Training's run plan has already resolved it to a readable prefix; a
+    directory given otherwise is read as Model Garden reads it.
     """
     path = self.task_config.init_checkpoint
     if not path:

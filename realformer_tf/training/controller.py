@@ -1,31 +1,9 @@
 """Orbit's `Controller`, that calls a checkpoint saved only once it is.
 
-Orbit prints "saved checkpoint to X" as soon as `CheckpointManager.save`
-returns (`orbit/controller.py:565`, `_maybe_save_checkpoint`); with
-asynchronous checkpointing (train.py's default) that is when the background
-write *starts*. A failed write (a full disk) is kept by TensorFlow's async
-helper (`tensorflow/python/checkpoint/async_checkpoint_helper.py:379`,
-`_async_error`) until the *next* save raises it raw, a loop later, leaving
-`ckpt-N_temp/`; `sync()` (same file, line 625) waits but does not raise it, so
-a failed *last* save surfaces only in an atexit hook, after an rc-0 run.
-
-Here (`Controller`, given to Model Garden's `train_lib.run_experiment` as
-`controller_cls`):
-
-* "saved checkpoint to X." is printed by a write callback
-  (`CheckpointOptions.experimental_write_callbacks`), which TensorFlow runs
-  only after the write completed (`tensorflow/python/checkpoint/
-  checkpoint.py:2374`), in the background thread for an async save;
-* after every train loop (Orbit calls `_maybe_save_checkpoint` after each)
-  and at every sync (end of `train`, before each evaluation), a failed write
-  raises `CheckpointSaveError` naming the checkpoint, the cause and the last
-  good checkpoint. That one stays as it was: TensorFlow lists a checkpoint in
-  the `checkpoint` state file, and deletes older ones, only after its write
-  succeeded. The failed save's `X_temp*` leftovers are removed.
-
-So an async failure stops the run at the end of the train loop
-(`trainer.steps_per_loop` steps) in which it happened, with nothing of it
-left behind.
+Orbit prints "saved checkpoint" when an async save starts, and TensorFlow
+raises a failed write only at the next save (or not at all for the last one).
+Here the line is printed by a write callback, and after every train loop and
+sync a failed write raises `CheckpointSaveError`, its leftovers removed.
 """
 
 import copy
@@ -51,9 +29,8 @@ class CheckpointSaveError(RuntimeError):
 def _async_error(checkpoint: tf.train.Checkpoint) -> Optional[Exception]:
   """Takes the error of `checkpoint`'s failed async write, if any.
 
-  TensorFlow keeps it privately (`async_checkpoint_helper.py:379`) and
-  raises it only at the next save or at exit; taken here (and cleared, so
-  that the exit hook does not raise it again) as soon as the write failed.
+  TensorFlow's `AsyncCheckpointHelper` keeps it privately until the next save
+  or exit; cleared here so that the exit hook does not raise it again.
   """
   helper = getattr(checkpoint, "_async_checkpointer_impl", None)
   error = getattr(helper, "_async_error", None)
@@ -143,8 +120,7 @@ class Controller(orbit.Controller):
       return False
     self._check_saves(synced=False)
     step = int(self.global_step.numpy())
-    # Model Garden's manager keeps the default checkpoint name "ckpt"
-    # (official/core/train_lib.py:181).
+    # Model Garden's `run_experiment` keeps the default checkpoint name.
     path = os.path.join(manager.directory, f"ckpt-{step}")
     options = copy.copy(self._checkpoint_options)
     options.experimental_write_callbacks = [self._written]
@@ -169,13 +145,8 @@ class Controller(orbit.Controller):
   def save_at_stop(self) -> None:
     """At a stop signal: the current step saved, unless a checkpoint holds it.
 
-    Orbit saves every `checkpoint_interval` steps only, so a run stopped
-    between two saves lost the steps since the last one; Model Garden saves
-    on preemption only under a cluster resolver (`SaveCheckpointIfPreempted`,
-    official/core/actions.py:226), i.e. on TPUs and multi-worker clusters.
-    Waits for an async save in flight first; nothing to save at step 0 or
-    without a checkpoint manager. A failed write raises
-    `CheckpointSaveError`, as any save here.
+    Model Garden saves on preemption only under a cluster resolver
+    (`SaveCheckpointIfPreempted`). A failed write raises `CheckpointSaveError`.
     """
     manager = self.checkpoint_manager
     if manager is None:
@@ -185,10 +156,8 @@ class Controller(orbit.Controller):
     latest = manager.latest_checkpoint
     if step == 0 or (latest and latest.endswith(f"-{step}")):
       return
-    # The signal may have cut short this step's periodic save: `Stopped` is
-    # raised between bytecodes, often inside `CheckpointManager.save`, which
-    # marks the step saved before it writes (tensorflow/python/checkpoint/
-    # checkpoint_management.py:797) and would then skip it as done.
+    # A cut-short save has marked the step saved before writing
+    # (`CheckpointManager.save`) and would skip it as done.
     manager._last_checkpoint_step = None  # pylint: disable=protected-access
     if self._maybe_save_checkpoint(check_interval=False):
       self._sync_on_async_checkpointing()

@@ -9,10 +9,8 @@ from typing import Dict, List, MutableMapping, Optional, Sequence
 
 QUICKSTART = "realformer/quickstart"  # configs/experiments.py's name
 
-# Each variable, its pinned value, and what it means (for the summary).
-# oneDNN picks kernels by the CPU found (Eigen's float32 matmul is oneDNN's
-# sgemm too) and Eigen splits sums over its threads: both moved the weights.
-# AVX is the baseline of TensorFlow's wheels. Left: Eigen's L1-sized blocks.
+# Each variable, its pinned value, and what it means (for the summary):
+# oneDNN's CPU-dependent kernels and Eigen's threaded sums moved the weights.
 PINNED = {
     "TF_ENABLE_ONEDNN_OPTS": ("0", "oneDNN graph rewrites off"),
     "ONEDNN_MAX_CPU_ISA": ("AVX", "oneDNN kernels capped at AVX"),

@@ -1,13 +1,8 @@
 """The data-set checks of a run plan's facts (`plan_facts.Reader`).
 
-Model Garden finds a bad input only once the pipeline or the model runs: a
-glob matching nothing inside `InputReader`, an empty file or records of
-another sequence length at the first step (after `params.yaml` and summaries
-were written), a token id beyond the embedding table inside the graph (or, on
-TPU, silently as zeros). Here each is an error naming the config key, the
-value and the file, raised by the checks `plan_facts` keeps as facts. What
-takes a read of every record is read once (`data.record_facts`: from the
-records' manifest, else one read kept in a cache beside the run).
+Model Garden finds a bad input only once the pipeline or the model runs; here
+each is an error naming the config key, the value and the file, before
+anything is written.
 """
 
 from typing import Dict, List, Optional, Sequence

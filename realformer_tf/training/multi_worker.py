@@ -30,10 +30,8 @@ LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                       tf.errors.CancelledError)
 
 
-# How long the coordination service waits for a worker's heartbeat before
-# it aborts the cluster (TensorFlow's default, 10 s, aborted loaded machines'
-# clusters: a starved worker was declared dead). A killed worker is still
-# seen at once (its connections reset).
+# The coordination service's heartbeat timeout: TensorFlow's default declared
+# starved workers of loaded machines dead.
 HEARTBEAT_TIMEOUT_S = 60
 _COORDINATED_JOBS = ("chief", "worker")
 
@@ -42,10 +40,8 @@ def configure_coordination(distribution_strategy: str,
                            heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S
                           ) -> bool:
   """For a `multi_worker_mirrored` run with a TF_CONFIG cluster, configures
-  the coordination service as the strategy would, with
-  `heartbeat_timeout_s`; returns whether it did. Call before the strategy
-  is built (`MultiWorkerMirroredStrategy` configures it only when nothing
-  has)."""
+  the coordination service with `heartbeat_timeout_s` (before the strategy
+  is built); returns whether it did."""
   if distribution_strategy != "multi_worker_mirrored":
     return False
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -98,11 +94,8 @@ def align_checkpoint_interval(manager: Optional[tf.train.CheckpointManager],
                               strategy: tf.distribute.Strategy,
                               latest_step: Optional[int]) -> None:
   """A non-chief worker's checkpoint manager counts its save interval from
-  the chief's restored checkpoint (of step `latest_step`), as the chief's
-  does (`CheckpointManager.restore_or_initialize` sets the count only when
-  it restores from its own folder, and Model Garden's `train_lib` gives a
-  non-chief an empty one). Saves are collective:
-  every worker must save at the same steps."""
+  the chief's restored checkpoint (of step `latest_step`): saves are
+  collective, every worker must save at the same steps."""
   if (manager is None or latest_step is None or
       strategy.extended.should_checkpoint):
     return
@@ -111,10 +104,9 @@ def align_checkpoint_interval(manager: Optional[tf.train.CheckpointManager],
 
 def remove_worker_checkpoints(controllers: Iterable,
                               strategy: tf.distribute.Strategy) -> None:
-  """Deletes a non-chief worker's checkpoint folder: Model Garden makes it
-  with `tempfile.mkdtemp()` (its `train_lib`) and never
-  removes it, so every run of every worker left one, a model's size, in the
-  system's temporary folder. Only a folder there is deleted."""
+  """Deletes a non-chief worker's checkpoint folder, which Model Garden's
+  `train_lib` makes in the temporary folder and never removes (only a folder
+  there is deleted)."""
   if strategy.extended.should_checkpoint:
     return
   for controller in controllers:
@@ -142,8 +134,7 @@ def stop_after_preemption_checkpoint(train_actions: Optional[Iterable]
                                     ) -> None:
   """Makes each Orbit `SaveCheckpointIfPreempted` in `train_actions` stop
   the run after its checkpoint (`Stopped(SIGTERM)`, exit 143) instead of
-  training on: Model Garden builds it with `keep_running_after_save=True`,
-  whose exit function does nothing, so the preemption notice was lost."""
+  training on (Model Garden's `keep_running_after_save=True` lost it)."""
   for action in train_actions or ():
     if isinstance(action, orbit.actions.SaveCheckpointIfPreempted):
       # The handler's only hook for it: TerminationConfig's exit_fn, which

@@ -30,11 +30,8 @@ from realformer_tf.data import tokenization
 from realformer_tf.training import input_checks
 
 INIT_KEY = "task.init_checkpoint"
-# Checkpoint keys of a word-embedding table, best first: a TF2 object-based
-# checkpoint of Model Garden's BERT encoders (`_embedding_layer`, i.e.
-# `OnDeviceEmbedding(name="word_embeddings")`); the masked-LM head's tied
-# `embedding_table`, under which a pre-training checkpoint saves the shared
-# variable; TF1 BERT's `bert/embeddings/word_embeddings`.
+# Checkpoint keys of a word-embedding table, best first: Model Garden's
+# encoders, the masked-LM head's tied table, TF1 BERT.
 _WORD_EMBEDDING_KEYS = (
     re.compile(r"(^|/)_embedding_layer/embeddings/\.ATTRIBUTES/"
                r"VARIABLE_VALUE$"),
@@ -259,9 +256,7 @@ class Reader:
   def trained_vocab_sha256(self, config: cfg.ExperimentConfig
                           ) -> Optional[str]:
     """The SHA-256 of the vocabulary a run's training records were
-    converted with, as their converter recorded it then
-    (`tokenization.vocab_meta`); None if unrecorded. Unlike the vocabulary
-    file the run names, it cannot have been rebuilt since."""
+    converted with (`tokenization.vocab_meta`); None if unrecorded."""
     data = getattr(config.task, "train_data", None)
     input_path = getattr(data, "input_path", "") if data else ""
     if not input_path or input_path == "dummy":
@@ -317,9 +312,8 @@ def _embedding_rows(checkpoint: str) -> Optional[Tuple[str, int, str]]:
 
 def _check_init_checkpoint(init_checkpoint: str, encoder_config) -> str:
   """The newest checkpoint prefix of `init_checkpoint` from which an encoder
-  of `encoder_config` restores (a run directory's damaged newer ones
-  skipped, with a warning); a `CheckpointMismatchError` names each variable
-  and both shapes. Without a RealFormer encoder, the newest readable one."""
+  of `encoder_config` restores (without a RealFormer encoder, the newest
+  readable one)."""
   key = INIT_KEY
   if encoder_config is None:
     return run_directory.resolve_checkpoint(init_checkpoint, key)
@@ -331,10 +325,8 @@ def _check_init_checkpoint(init_checkpoint: str, encoder_config) -> str:
     encoder(utils.dummy_inputs())
 
     def read_encoder(prefix: str) -> None:
-      # "encoder": where the fine-tuning tasks' `initialize` finds it. Its
-      # weights are read once: a truncated file fails here (and an older
-      # checkpoint of the run is tried), not inside the restore after
-      # params.yaml is written.
+      # Read once here, so a truncated file fails before params.yaml is
+      # written.
       reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
           prefix, encoder, "encoder")
       for _, name in pairs:

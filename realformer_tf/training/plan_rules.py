@@ -145,14 +145,9 @@ def vocab_fit_problem(vocab: plan_facts.Vocab, checkpoint: str,
                       embedding: Optional[Tuple[str, int, str]],
                       trained_sha256: Optional[str]) -> Optional[str]:
   """Why the vocabulary `vocab` does not fit `checkpoint` (set by
-  `checkpoint_key`, its word embedding `embedding`), or None. The one rule,
-  for fine-tuning and export alike: one token per word-embedding row; or
-  fewer tokens when `vocab` is the vocabulary the checkpoint was trained
-  with (SHA-256 `trained_sha256`, as its records' converter recorded it): a
-  padded embedding, whose rows past the vocabulary no id reaches. Any other
-  smaller vocabulary (one rebuilt beside the checkpoint) is refused: its ids
-  would not be the ones the model learned; the same size, an id a row, is
-  what Model Garden's restore by shape cannot tell apart."""
+  `checkpoint_key`, its word embedding `embedding`), or None: one token per
+  embedding row, or fewer when `vocab` is the one it was trained with
+  (SHA-256 `trained_sha256`: a padded embedding)."""
   if embedding is None:
     logging.warning("%s=%s: no word embedding found among its variables; "
                     "its size is not compared with %s=%s.", checkpoint_key,
@@ -224,9 +219,7 @@ def model_dir(plan: run_plan.RunPlan) -> Iterator[Problem]:
   if (not plan.trains or not plan.resume or plan.previous is None or
       plan.builds or (plan.quickstart and plan.previous.task.name !=
                       experiments.QUICKSTART)):
-    # A run's damaged data, rebuilt from the same inputs, has its
-    # vocabulary's size only once built: compared then. A run of another
-    # experiment is named by `quickstart`.
+    # Rebuilt data has its vocabulary's size only once built: compared then.
     return
   old, new = (run_plan.dotted_items({"task": {"name": p.task.name,
                                               "model": p.task.model.as_dict()}})

@@ -1,12 +1,8 @@
 """A run's plan: every fact a train.py run depends on, read once, frozen.
 
-`derive` reads what a run reads (`plan_facts`: data files, vocabularies, the
-init checkpoint's run and embedding, `model_dir`'s previous params.yaml and
-the one checkpoint it resumes) and applies every derivation of the config in
-one place, on a copy: the schedule follows a lone `trainer.train_steps`, the
-encoder comes from a run of ours in `task.init_checkpoint`, the quickstart's
-data paths, the init checkpoint's checked prefix. What is wrong is a fact
-too: `plan_rules` turns the facts into one refusal listing every problem.
+`derive` reads what a run reads (`plan_facts`) and applies every derivation of
+the config in one place, on a copy; `plan_rules` turns the facts into one
+refusal listing every problem.
 """
 
 import dataclasses
@@ -34,9 +30,7 @@ TRAIN_STEPS_KEY = "trainer.train_steps"
 INIT_KEY = plan_facts.INIT_KEY
 # Dotted config key -> (position of the last source that set it, its name).
 ExplicitKeys = Dict[str, Tuple[int, str]]
-# Encoder fields that define a checkpoint's variables or the function it
-# computes; the others (dropout, initializer, outputs) are the fine-tuning
-# run's own.
+# Encoder fields that define a checkpoint's variables or its function.
 ARCHITECTURE_FIELDS = (
     "vocab_size", "hidden_size", "num_layers", "num_attention_heads",
     "hidden_activation", "intermediate_size", "max_position_embeddings",
@@ -114,10 +108,8 @@ class RunPlan:
 def _follow_train_steps(params: cfg.ExperimentConfig,
                         explicit: ExplicitKeys) -> Optional[str]:
   """Fits decay length and warm-up to a `trainer.train_steps` that
-  `explicit` says was set, unless the same or a later source set them:
-  Model Garden's parser applies overrides blindly, and SQuAD's restriction
-  `decay_steps == trainer.train_steps` would fail, the others decay over
-  the old length. Returns what changed."""
+  `explicit` says was set, unless the same or a later source set them
+  (Model Garden's parser would keep the old length). Returns what changed."""
   if TRAIN_STEPS_KEY not in explicit:
     return None
   index, source = explicit[TRAIN_STEPS_KEY]
@@ -311,9 +303,7 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
       problems.append(e)
       return None
 
-  # `resume_checkpoint` refuses a started run whose state file is missing or
-  # names a checkpoint that is not whole; `continuous_eval` only waits for
-  # the checkpoints a training job lists.
+  # `continuous_eval` only waits for the checkpoints a training job lists.
   resume = caught(lambda: run_directory.newest_checkpoint(model_dir) if mode
                   == "continuous_eval" else run_resume.resume_checkpoint(
                       model_dir))
@@ -331,8 +321,7 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
           if init_value else None)
   if init and init.prefix:
     # The prefix checked, not its directory: the task restores what was
-    # checked (Model Garden's `initialize` takes a directory's newest, even
-    # a damaged one), and params.yaml records which checkpoint it was.
+    # checked, and params.yaml records it.
     params.task.init_checkpoint = init.prefix
   splits, vocabs = (), ()
   if not (quickstart and not quickstart.cached):

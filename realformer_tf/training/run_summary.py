@@ -1,15 +1,8 @@
 """What train.py prints at the end of a run, and its console progress.
 
-`summary_lines`: after the final evaluation, what was reached against what it
-compares with (masked-LM accuracy against chance and the most frequent masked
-token; next-sentence accuracy against the eval set's majority label; GLUE's
-majority-class baselines; SQuAD's 0-100 scale), for the quickstart the CPU
-numerics in effect (`cpu_numerics`), this invocation's speed (a slow machine
-told from a hung run), and where the
-checkpoint, `params.yaml` and summaries are. `drop_duplicate_progress`:
-Orbit's controller both logs and prints each progress block
-(`orbit/controller.py:38`, `_log`); the absl copy is dropped, stdout keeps it.
-`console`: our own lines, printed beside Orbit's.
+`summary_lines`: what was reached against its baselines, the speed, and where
+the checkpoint, `params.yaml` and summaries are; `drop_duplicate_progress`
+drops Orbit's absl copy of each progress block; `console`: our own lines.
 """
 
 import os
@@ -80,12 +73,8 @@ def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
 
 
 def majority_next_sentence_label(files: List[str]) -> Optional[tuple]:
-  """(label, fraction of pairs holding it, number of pairs) of the
-  next-sentence labels in MLM/NSP records (their first 10,000; 1 = random
-  B): what always answering that label scores. None without labels.
-
-  Chance (0.5) is no baseline: the quickstart's short documents give few
-  true next sentences (392 of its 454 eval pairs are random).
+  """(label, fraction, pairs) of the most frequent next-sentence label in the
+  first 10,000 MLM/NSP records; None without labels.
   """
   _, _, labels = _read_eval_records(files)
   if not labels.size:

@@ -3,8 +3,7 @@
 A run is a `RunSpec` subclass: where it trains, its config and seed, its
 result file and how the runner's output becomes that result. `execute`
 trains in this process every run without a result file and reads back the
-others, so a repeated command carries on where it stopped (a killed run
-resumes from its checkpoint: Model Garden's `train_lib` restores it).
+others, so a repeated command carries on where it stopped.
 """
 
 import abc
@@ -135,10 +134,8 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
             ) -> List[Dict]:
   """Runs every run without a result; returns all results in `runs` order.
 
-  SIGTERM or SIGINT (`stop_signals`, held for the whole sweep: also between
-  runs) stops the current run as train.py does (at its next step, that step
-  saved), skips the rest and says so (`stopped_line`), then raises
-  `Stopped`; a second signal ends the process at once.
+  SIGTERM or SIGINT stops the current run as train.py does, skips the rest
+  (`stopped_line`) and raises `Stopped`; a second one ends the process.
   """
   statuses = [status(run) for run in runs]
   results = []

@@ -132,12 +132,9 @@ def on_stop(callback: Callable[[], None]) -> None:
 
 
 def raise_if_stopped() -> None:
-  """Raises `Stopped` if a stop signal arrived in the current block. For
-  the places a run goes on from (a train loop's start and end, a sweep
-  run's end): the handler's `Stopped` can be caught on its way (TensorFlow's
-  coordinator takes it when it lands in a `MirroredStrategy` trace) or held
-  back (while tracing, in `held()`), and Orbit would then run loop after
-  loop, each ended at once by the stop check."""
+  """Raises `Stopped` if a stop signal arrived in the current block: the
+  handler's own can be caught on its way (a `MirroredStrategy` trace) or held
+  back (`held()`)."""
   watcher = _watcher
   if watcher is None:
     return
@@ -186,9 +183,8 @@ def held() -> Iterator[None]:
 def raised_on_signals() -> Iterator[None]:
   """`Stopped` is raised on the first SIGTERM/SIGINT within the block, a
   second ends the process at once (the watcher thread); the previous
-  handlers come back after it. A block within a block is the outer one's
-  (a sweep's runs). Only the main thread can handle signals: elsewhere (a
-  test's worker thread) the block runs without."""
+  handlers come back after it. A nested block is the outer one's; off the
+  main thread the block runs without."""
   global _watcher
   if (threading.current_thread() is not threading.main_thread() or
       _watcher is not None):
@@ -199,9 +195,8 @@ def raised_on_signals() -> Iterator[None]:
 
   def handler(signum, frame):
     del frame
-    # Stays a Python handler after the first signal: resetting it to the
-    # default made CPython drop a second signal that came while the main
-    # thread was inside TensorFlow ("Signal 15 ignored due to race condition").
+    # Stays a Python handler: the default one made CPython drop a second
+    # signal arriving while the main thread was inside TensorFlow.
     if watcher.raised or watcher.held_back is not None:
       return  # A later signal: the watcher thread acts on it.
     # An exception between two bytecodes of a trace or a checkpoint's save
@@ -214,9 +209,8 @@ def raised_on_signals() -> Iterator[None]:
 
   for signum in SIGNALS:
     signal.signal(signum, handler)
-  # Python runs the handler only once the main thread is back in Python (a
-  # train loop is one TensorFlow call); the C-level handler writes the wakeup
-  # fd at once, so the watcher thread acts on each signal as it arrives.
+  # The wakeup fd is written at once, so the watcher acts on each signal
+  # while the main thread is inside TensorFlow.
   previous_fd = signal.set_wakeup_fd(watcher.write_fd,
                                      warn_on_full_buffer=False)
   watcher.start()

@@ -1,21 +1,11 @@
 r"""The paper's GLUE protocol: a learning-rate x epochs grid, N seeds, best median.
 
   python -m realformer_tf.training.sweep --task=mrpc --model_dir_root=/runs/glue \
-    --data_dir=/data/glue_tfrecords --seeds=5 \
-    [--epochs=2,3,4] [--learning_rates=6e-6,8e-6,1e-5,2e-5,3e-5,4e-5,5e-5] \
-    [--config_file=more.yaml ...] [--params_override=task.init_checkpoint=...] \
-    [--dry_run]
+    --data_dir=/data/glue_tfrecords --seeds=5 [--dry_run]
 
-Each run (`GlueRun`) is `realformer/glue` + `official_configs/experiments/
-glue/<task>.yaml` + `--config_file`s + `--params_override`, then the grid
-point's schedule (`recipe.apply_paper_schedule`, steps from
-`<task>_meta_data.json`) and seed, in `<model_dir_root>/<task>/ep<E>_lr<LR>/
-seed<S>/`; the run executor (`training/runs.py`) trains it and writes
-`glue_result.json` there, skipping finished runs on a rerun. Summary (also
-`--summarize_only`, in `glue_summary.json`): per task, the grid point of the
-highest median over seeds of the task's `main_metric`, each metric's median
-and std (ddof=0); task score: the mean of its metrics' medians; GLUE
-"Overall": the mean of the task scores present (WNLI excluded). x100.
+Each grid point and seed is one run under `<model_dir_root>/<task>/`, skipped
+when finished; the summary (`glue_summary.json`) keeps per task the grid point
+of the highest median over seeds, and GLUE's overall score.
 """
 
 import dataclasses
@@ -324,7 +314,5 @@ def main(argv):
 if __name__ == "__main__":
   define_flags()
   flags.mark_flags_as_required(["model_dir_root"])
-  # SIGTERM/SIGINT: the run in progress stops at its next step, saved, the
-  # rest are skipped, exit 143/130 (`runs.execute`); a refusal (a bad
-  # flag value or input, a run's as train.py's) is its message alone.
+  # A signal stops the run at its next step, saved (exit 143/130).
   process_exit.run_and_exit(main, train_lib.REFUSALS)

@@ -1,14 +1,8 @@
 """What train.py runs: Model Garden's parse -> check -> `train_lib.run_experiment`.
 
-The flow is `official/nlp/train.py`'s, plus: parse errors naming the unknown
-experiment, config file or dotted key (`ExperimentParser`); before anything
-is written, the run's plan derived once and every rule checked over it
-(`checked_run`: `run_plan.derive`, `plan_rules.check`, then model_dir's
-lock; the quickstart's own data built under it);
-`training/trainer.py`'s trainer (examples/s, non-finite loss stop);
-`training/controller.py`'s controller (a checkpoint is "saved" once written;
-a failed write stops the run); SIGTERM/SIGINT ending the run with one
-line (`stop_signals`); a final-evaluation record and a closing summary. Strategies, checkpoints, summaries and modes stay Model Garden's.
+Added to `official/nlp/train.py`'s flow: parse errors naming the bad key, the
+run's plan derived and checked before anything is written, our trainer and
+controller, one-line stops on signals, and a closing summary.
 """
 
 import contextlib
@@ -131,16 +125,12 @@ def parse_configuration_and_sources(flags_obj):
   return params, run_plan.explicit_keys(parser.sources)
 
 
-# The errors train.py prints as a message alone (`process_exit.run_and_exit`):
-# every command's refusals (`cli.REFUSALS`) and the stops whose message says
-# what to do.
+# The errors train.py prints as a message alone (`process_exit.run_and_exit`).
 REFUSALS = cli.REFUSALS + (run_lock.ModelDirBusyError,
                            controller_lib.CheckpointSaveError,
                            trainer_lib.NonFiniteLossError)
 
-# Written by `run` after the final evaluation of a train_and_eval or
-# train_and_post_eval run: {"step": N, "metrics": {...}}. Its absence at
-# step trainer.train_steps means the final evaluation never finished.
+# {"step": N, "metrics": {...}}, written after a final evaluation finished.
 FINAL_EVAL_FILE = "final_eval.json"
 # What a full read of the records without our manifest proved (`record_facts`).
 DATA_SCAN_FILE = "data_scan.json"
@@ -150,12 +140,7 @@ def clean_stale_temps(model_dir: str) -> List[str]:
   """Removes what a killed train.py left behind in `model_dir`; returns
   the paths of TensorFlow's leftovers and what the sweep said of ours.
 
-  * `ckpt-N_temp*` folders: TensorFlow's checkpoint saver writes the shards
-    there and renames them; a kill mid-save leaves them. Only a training
-    run's chief calls this, holding `model_dir` (`run_lock`), so no live save
-    is touched.
-  * what our killed writers left in `model_dir` and its quickstart `data/`
-    folder (`core.writes.sweep`).
+  Only a chief holding `model_dir`'s lock calls this: no live save is touched.
   """
   removed = []
   for path in tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*_temp*")):
@@ -173,11 +158,8 @@ def clean_stale_temps(model_dir: str) -> List[str]:
 def write_params_yaml(params: cfg.ExperimentConfig, model_dir: str) -> None:
   """Model Garden's `train_utils.serialize_config`, whole or old.
 
-  It writes `params.yaml` in place (official/core/train_utils.py:394,
-  `hyperparams.save_params_dict_to_yaml`, params_dict.py:339), and a run
-  rewrites it at every start: a kill during that write left a truncated
-  `params.yaml`, the file that resume, export and `load_run` read. Written
-  beside it and renamed over it here (`core.writes.staged`).
+  It writes `params.yaml` in place (`hyperparams.save_params_dict_to_yaml`),
+  so a kill left it truncated; staged and renamed over it here.
   """
   with writes.staged(run_directory.params_path(model_dir),
                      utils.GFILE_OPS) as tmp:
@@ -221,16 +203,10 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   lists every problem, before anything is written), then holds
   `model_dir`'s lock for the block; yields `Checked`.
 
-  A training run's chief holds `model_dir` (`run_lock.hold`) from its first
-  write to its end. Eval modes take no lock: they write only `validation/`
-  event files, beside a training run by design (as official/nlp/train.py).
-  The quickstart's data, when it must be built, is built under the lock;
-  the plan is then derived again and checked over it.
+  Eval modes take no lock (they write only `validation/` event files). The
+  quickstart's data is built under the lock, then the plan derived again.
   """
-  # The strategy first, as official/nlp/train.py: a multi-worker one
-  # configures TensorFlow's collective ops, allowed only before its first op
-  # (reading the data is one). Runtime values it cannot be built from are
-  # left to the rules to name.
+  # The strategy first: a multi-worker one must precede TensorFlow's first op.
   try:
     value_checks.validate_runtime(params)
     sound = not value_checks.runtime_errors(params)
@@ -300,19 +276,13 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   Returns the last evaluation's metrics (empty if the mode does not
   evaluate). `explicit`: the keys the user set (`run_plan.explicit_keys`).
 
-  Every check runs first, once (`checked_run`, which also holds
-  `model_dir`'s lock for the run: a second writer fails at once, naming it).
-  Only the chief takes it: the worker that Model Garden lets write
-  `model_dir`'s checkpoints (`strategy.extended.should_checkpoint`,
-  official/core/train_lib.py:170; the others save theirs to a temporary
-  directory and write nothing else here but their own event files).
+  Every check runs first, once (`checked_run`, which also holds `model_dir`'s
+  lock; only the chief, `strategy.extended.should_checkpoint`, takes it).
   """
   clustered = multi_worker.configure_coordination(
       params.runtime.distribution_strategy)
-  # On a multi-worker cluster SIGTERM belongs to Model Garden's preemption
-  # handler: every worker saves at one step, then stops
-  # (`multi_worker.stop_after_preemption_checkpoint`). A worker that ended
-  # at its own next step left the chief's checkpoint collective without it.
+  # On a cluster SIGTERM belongs to Model Garden's preemption handler, so
+  # that every worker saves at one step.
   signals = (contextlib.nullcontext() if clustered else
              stop_signals.raised_on_signals())
   try:
@@ -336,8 +306,7 @@ def _save_at_stop(controllers, strategy: tf.distribute.Strategy,
                   trains_here: bool) -> None:
   """A stopped training run keeps its steps: `Controller.save_at_stop`.
 
-  One worker only: with a cluster resolver (TPU, multi-worker) Model
-  Garden's own preemption action saves, with every worker taking part; a
+  One worker only (on a cluster Model Garden's preemption action saves); a
   save that failed is said, and the stop goes on.
   """
   if not (trains_here and controllers) or strategy.cluster_resolver:
@@ -380,9 +349,8 @@ def _run_checked(plan: run_plan.RunPlan, strategy: tf.distribute.Strategy,
     clean_stale_temps(model_dir)
     write_params_yaml(params, model_dir)
 
-  # Model Garden uses `task.train_data.seed` for the input pipeline only
-  # (official/core/input_reader.py); the weights' initialisation and dropout
-  # take it too, so that a seeded run repeats (up to thread order on CPU/GPU).
+  # Model Garden seeds only the input pipeline; initialisation and dropout
+  # take the seed too, so that a seeded run repeats.
   if params.task.train_data.seed is not None:
     tf_keras.utils.set_random_seed(params.task.train_data.seed)
   with strategy.scope():
@@ -398,9 +366,8 @@ def _run_checked(plan: run_plan.RunPlan, strategy: tf.distribute.Strategy,
   eval_outputs = []  # Orbit eval action: run_experiment returns only post-eval.
   run_summary.drop_duplicate_progress()
   start_time = time.time()
-  # official/nlp/train.py retries here after a TPU preemption through a
-  # preemption watcher that its open-source build leaves disabled; a rerun of
-  # the same command resumes from the latest checkpoint instead.
+  # No preemption retry (official/nlp/train.py's is disabled open-source):
+  # a rerun resumes from the latest checkpoint.
   controllers = []
 
   def make_controller(*args, **kwargs):

@@ -1,15 +1,9 @@
 """Model Garden's `Trainer`, + `examples_per_second`, a diverged loss stop
 and a stop signal acted on at the next step (`create_train_loop_fn`).
 
-Why not Model Garden's own blow-up handling: `actions.RecoveryCondition`
-(`official/core/actions.py:158`) looks at the loop's *mean* loss after
-the loop and, with the default `recovery_max_trials=0`, raises "The loss value
-is NaN after training loop" without a step. Here every step's all-reduced loss
-is checked (NaN/Inf, or above `trainer.loss_upper_bound`), and after the loop,
-on the host (so on TPU too), `NonFiniteLossError` names the first bad step
-before Orbit's actions and checkpointing run: no checkpoint holds diverged
-weights. With `trainer.recovery_max_trials > 0` it only logs the step and
-leaves the roll-back to Model Garden's recovery action.
+Every step's loss is checked, and `NonFiniteLossError` names the first bad step
+before any checkpoint holds diverged weights (Model Garden's recovery checks
+only the loop's mean loss).
 """
 
 import math
@@ -132,11 +126,8 @@ class Trainer(base_trainer.Trainer):
 
   def __init__(self, config, task, *args, model_dir: Optional[str] = None,
                resume: Optional[str] = None, **kwargs):
-    # A resumed pre-training run's input skips the records the stopped run
-    # trained on (`MaskedLMTask.resume_input_at`), counted in its checkpoint
-    # (`input_records`: whatever batch sizes it trained with); set before the
-    # base class builds the datasets, from the checkpoint the run restores
-    # (`resume`, the plan's: the chief's, on every worker).
+    # A resumed pre-training run skips the records its checkpoint counts
+    # (`MaskedLMTask.resume_input_at`), set before the datasets are built.
     resume_step = records = None
     if kwargs.get("train", True) and isinstance(task,
                                                 masked_lm_task.MaskedLMTask):
@@ -155,17 +146,13 @@ class Trainer(base_trainer.Trainer):
       self._checkpoint = _EvalOnlyCheckpoint(
           global_step=self.global_step, model=self.model,
           **getattr(self.model, "checkpoint_items", {}))
-    # Replaces the plain `Mean` built by the base class (same name, same
-    # logged value); created here, inside the strategy scope, like it.
-    # Asynchronous (parameter server) training has no per-step all-reduce:
-    # there only Model Garden's loop-level recovery check applies.
+    # Replaces the base class's `Mean` (same name and value), in its scope.
+    # Parameter-server training has no per-step all-reduce to check.
     self._check_steps = not self._is_async
     if self._check_steps:
       self._train_loss = LossMeanWithNonFiniteTracking()
-    # A stop signal ends the train loop at its next step, not after
-    # `steps_per_loop` of them (`create_train_loop_fn`). Not on a cluster
-    # (TPU, multi-worker: there Model Garden's preemption handling saves,
-    # every worker taking part) nor with parameter servers.
+    # A stop signal ends the train loop at its next step; not on a cluster,
+    # where Model Garden's preemption handling saves.
     self._stop_requested = None
     if not (self._is_async or self.strategy.cluster_resolver):
       self._stop_requested = tf.Variable(
@@ -178,12 +165,9 @@ class Trainer(base_trainer.Trainer):
     self._stop_requested.assign(True)
 
   def create_train_loop_fn(self):
-    """Orbit's `tf.while_loop` of `steps_per_loop` steps
-    (`orbit/utils/loop_fns.py`, `create_tf_while_loop_fn`) with a stop check
-    before each step: one scalar read. Orbit runs the whole loop as one
-    TensorFlow call, during which Python's signal handler cannot run; a
-    SIGTERM waited for the loop's end (65 s on a small run). The other loop
-    kinds are Orbit's: a Python loop returns to Python between steps."""
+    """Orbit's `create_tf_while_loop_fn` with a stop check (one scalar read)
+    before each step: the loop is one TensorFlow call, during which Python's
+    signal handler cannot run. The other loop kinds are Orbit's."""
     options = self._train_options
     if (self._stop_requested is None or not options.use_tf_while_loop or
         options.use_tpu_summary_optimization):
@@ -202,12 +186,9 @@ class Trainer(base_trainer.Trainer):
   def initialize(self):
     """The checkpoint manager's `init_fn` (no checkpoint of its own).
 
-    A non-chief worker of a multi-worker run restores the chief's latest
-    checkpoint in `model_dir` here: Model Garden gives it a manager over a
-    fresh `tempfile.mkdtemp()` (official/core/train_lib.py:170-180), so a
-    restarted cluster's chief restored while the other workers initialized,
-    and their variable creation disagreed in the collectives ("Shape
-    mismatch in the collective instance ...": the run could not resume).
+    A non-chief worker restores the chief's latest checkpoint here: Model
+    Garden's `run_experiment` gives it a manager over a temporary directory,
+    and workers that initialized disagreed with a restored chief.
     """
     latest = (None if self.strategy.extended.should_checkpoint else
               run_directory.newest_checkpoint(self._model_dir))

@@ -1,15 +1,8 @@
 """Config values no run can mean, refused before anything is read or written.
 
-Model Garden's configs are typed, not ranged: `initial_learning_rate=-0.001`
-trains as gradient ascent to rc 0, `hidden_size=0` or a learning rate of
-1e300 (inf in float32) fail inside Keras once `params.yaml` and the data are
-written. `check_values` looks at every number: each finite (in float32 for a
-float), each checked by the first of `_RULES` its dotted key matches
-(`*_size`, `*_steps`, `num_*` positive, dropout rates in [0, 1), the ranges
-Keras gives its optimizers' arguments), then the rules between keys; one
-error names every bad key, one a line. Also here: values of the wrong type
-(`validate_field_types`, at parse time), the encoder config's `validate`,
-sequence lengths, the GPUs asked for and the batches' split over replicas.
+Model Garden's configs are typed, not ranged (a negative learning rate trains
+to rc 0). `check_values` checks every number against `_RULES` and the rules
+between keys, in one error naming every bad key.
 """
 
 import dataclasses
@@ -27,9 +20,7 @@ from official.modeling import hyperparams
 from realformer_tf.configs import registry
 from realformer_tf.training import run_plan
 
-# `runtime.mixed_precision_dtype` values Model Garden's
-# `performance.set_mixed_precision_policy` accepts (float16 and bfloat16 set
-# the mixed_float16 / mixed_bfloat16 Keras policies); unset means float32.
+# `runtime.mixed_precision_dtype` values `set_mixed_precision_policy` accepts.
 MIXED_PRECISION_DTYPES = ("float32", "float16", "bfloat16")
 
 

@@ -1,18 +1,9 @@
 """The Keras 3 reproduction's data, in pure Python and NumPy: sequences once,
 then each step's masked batch as a function of (seed, step).
 
-`prepare` splits the corpus as the quickstart does
-(`corpus_text.split_documents`, 5% of the documents held out), learns a
-WordPiece vocabulary from the train text as the quickstart does
-(`wordpiece.learn_vocab`, tensorflow-text's algorithm, with the quickstart's
-search bound), and packs each document's ids into `[CLS] ... [SEP]`
-sequences padded with `[PAD]` (id 0). Everything is kept in one file,
-`OUT/data/sequences.npz` (written whole or not at all, with the key it was
-built for), and `vocab.txt` beside it for people.
-
-`train_batch(step)` is the same for every architecture and every process:
-the epoch's order and the step's masks come from NumPy generators seeded
-with (seed, epoch) and (seed, step), so a resumed run sees the batches an
+`prepare` splits and tokenizes the corpus as the quickstart does and keeps the
+packed sequences in one file written whole; `train_batch(step)` is the same for
+every architecture and process, so a resumed run sees the batches an
 uninterrupted one would have.
 """
 

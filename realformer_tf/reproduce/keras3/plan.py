@@ -16,9 +16,7 @@ ARCHS = {
 }
 # The reference initialisation every architecture copies where shapes allow.
 REFERENCE_ARCH = "post_ln"
-# What a reproduction writes in --output_dir (`make_plan` refuses one holding
-# anything else): its lock (`run.py`), the data, a folder per architecture
-# and the report (`report.py`).
+# What a reproduction writes in --output_dir (`make_plan` refuses others).
 LOCK_FILE = ".lock"
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"

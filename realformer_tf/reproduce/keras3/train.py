@@ -1,19 +1,9 @@
 """One architecture's pre-training on JAX: the model, a jitted multi-step
 device loop, held-out evaluation, checkpoints and resume.
 
-Not `fit`: keras-hub's `Task.fit` batches through keras-hub's data pipeline,
-which needs TensorFlow or grain (keras_hub/src/utils/pipeline_model.py,
-`fit` -> `_build_dataset`). The loop here is Keras' stateless API under
-`jax.jit` (`model.stateless_call`, `optimizer.stateless_apply`, as Keras'
-own JAX trainer, keras/src/backend/jax/trainer.py), `steps_per_execution`
-steps per call under `jax.lax.scan`, its state donated; the host masks the
-next steps' batches while the device runs.
-
-A checkpoint (`checkpoint.npz`, written whole or not at all) holds every
-model, optimizer and RNG-state value with the step, the curves so far and
-the running digest of the batches seen; a resumed run continues at that
-step exactly, with the batches and dropout masks an uninterrupted run would
-have used.
+Not `fit`: keras-hub's `Task.fit` needs TensorFlow or grain for its data. The
+loop is Keras' stateless API under `jax.jit`; a checkpoint holds every model,
+optimizer and RNG value, so a resumed run continues exactly.
 """
 
 import contextlib
@@ -79,10 +69,8 @@ def build_models(size: plan_lib.Size, arch: str, vocab_size: int, policy: str,
                  seed: int) -> Tuple[keras.Model, Dict[str, List[str]]]:
   """`arch`'s model with the reference initialisation where shapes allow.
 
-  Every architecture starts from the same values: those of a fresh
-  `REFERENCE_ARCH` model of this seed, copied by variable path (the
-  backbones share names); a variable the reference lacks (Pre-LN's final
-  LayerNorm) keeps its own initialisation.
+  Values of a fresh `REFERENCE_ARCH` model of this seed, copied by variable
+  path; a variable the reference lacks keeps its own initialisation.
 
   Returns:
     (model, {"shared": paths copied, "own": paths not}).
