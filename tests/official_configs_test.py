@@ -7,6 +7,8 @@ import pytest
 
 from official.core import train_utils
 from realformer_tf.configs import experiments
+from realformer_tf.training import plan_rules
+from realformer_tf.training import run_plan
 from realformer_tf.training import train_lib
 from tests.helpers import train_runs as utils
 
@@ -189,8 +191,10 @@ def test_bad_value_names_file(tmp_path):
   bad = utils.write_yaml(str(tmp_path / "bad_value.yaml"), {
       "task": {"model": {"encoder": {"type": "any", "any": {
           "residual_attention": "sometimes"}}}}})
-  with pytest.raises(Exception, match="sometimes"):
-    parse(bad)
+  params = parse(bad)  # Parsed as given; the run plan's value rules refuse it.
+  with pytest.raises(ValueError, match="sometimes"):
+    plan_rules.check(run_plan.derive(params, "train", str(tmp_path / "run")))
+  assert not os.path.exists(tmp_path / "run")
 
 
 def test_unknown_experiment_lists_registered_ones():
