@@ -76,6 +76,12 @@ def load_glue_config(task: str, *config_files: str,
     if override:  # A YAML path or a params_override string.
       config = hyperparams.override_params_dict(config, override,
                                                 is_strict=True)
+  return check_glue_task(config, task)
+
+
+def check_glue_task(config: cfg.ExperimentConfig,
+                    task: str) -> cfg.ExperimentConfig:
+  """Refuses a config whose `task.glue_task` is not `task`; validates it."""
   spec = glue_data.get_task(task)
   if config.task.glue_task != spec.name:
     raise ValueError(f"task.glue_task={config.task.glue_task!r} after the "

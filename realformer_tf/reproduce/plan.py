@@ -349,8 +349,8 @@ def finetune_runs(options: Options, scale: Scale, run: PretrainRun, task: str,
   The fine-tuning seed is the pre-training seed, so the sweep's median over
   seeds is the median over pre-training runs.
   """
-  config = sweep.base_config(task,
-                             data_dir=glue_records_dir(options.output_dir))
+  config, _ = sweep.base_config(
+      task, data_dir=glue_records_dir(options.output_dir))
   config.override({"task": {
       "init_checkpoint": run.model_dir,
       "model": {"encoder": run.config.task.model.encoder.as_dict()},

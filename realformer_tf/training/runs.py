@@ -11,7 +11,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Callable, ClassVar, Dict, List, Sequence
+from typing import Callable, ClassVar, Dict, List, Optional, Sequence
 
 from absl import logging
 import numpy as np
@@ -23,6 +23,7 @@ from official.core import config_definitions as cfg
 from realformer_tf import utils
 from realformer_tf.core import writes
 from realformer_tf.checkpoints import run_directory
+from realformer_tf.training import run_plan
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 from realformer_tf.training import train_lib
@@ -35,6 +36,10 @@ class RunSpec(abc.ABC):
   model_dir: str
   config: cfg.ExperimentConfig
   seed: int
+  # The keys the user set (`run_plan.explicit_keys`): the run's plan refuses
+  # what contradicts its init run among them, as train.py's does.
+  explicit: run_plan.ExplicitKeys = dataclasses.field(
+      default_factory=dict, kw_only=True)
 
   RESULT_FILE: ClassVar[str] = "result.json"
   MODE: ClassVar[str] = "train_and_post_eval"  # `train_lib` mode.
@@ -59,7 +64,9 @@ Runner = Callable[[RunSpec], Dict]
 
 
 def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
-                       seed: int, mode: str = "train_and_post_eval") -> Dict:
+                       seed: int, mode: str = "train_and_post_eval",
+                       explicit: Optional[run_plan.ExplicitKeys] = None
+                      ) -> Dict:
   """Trains (or resumes) one run in this process, then evaluates it once
   (`train_and_eval`: also every `trainer.validation_interval` steps).
 
@@ -70,7 +77,8 @@ def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
   # One place seeds a run: `run_experiment`, from this key.
   config.task.train_data.seed = seed
   eval_logs = {k: np.asarray(v) for k, v in
-               train_lib.run_experiment(config, mode, model_dir).items()}
+               train_lib.run_experiment(config, mode, model_dir,
+                                                explicit=explicit).items()}
   return {"eval_logs": {k: float(v) if v.size == 1 else v.tolist()
                         for k, v in eval_logs.items()},
           "global_step": run_directory.checkpoint_step(
@@ -79,7 +87,8 @@ def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
 
 def train_run(run: RunSpec) -> Dict:
   """The default runner: `train_and_evaluate` in the run's mode."""
-  return train_and_evaluate(run.config, run.model_dir, run.seed, run.MODE)
+  return train_and_evaluate(run.config, run.model_dir, run.seed, run.MODE,
+                            run.explicit)
 
 
 def status(run: RunSpec) -> str:

@@ -12,7 +12,7 @@ import dataclasses
 import itertools
 import math
 import os
-from typing import ClassVar, Dict, List, Optional, Sequence
+from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
+from official.core import train_utils
 from realformer_tf import utils
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import recipe
@@ -82,14 +83,21 @@ def replace_data_dir(config: cfg.ExperimentConfig, data_dir: str) -> None:
 
 
 def base_config(task: str, config_files: Sequence[str] = (),
-                params_override: str = "",
-                data_dir: Optional[str] = None) -> cfg.ExperimentConfig:
-  config = finetuning.load_glue_config(task, *config_files,
-                                       params_override=params_override)
+                params_override: str = "", data_dir: Optional[str] = None
+               ) -> Tuple[cfg.ExperimentConfig, run_plan.ExplicitKeys]:
+  """The task's config, parsed as train.py parses `--experiment=realformer/glue
+  --config_file=<the task's YAML> --config_file=... --params_override=...`,
+  and the keys those set (`run_plan.explicit_keys`)."""
+  config, explicit = train_lib.parse_configuration_and_sources(
+      train_utils.ParseConfigOptions(
+          experiment=finetuning.GLUE, tpu=None,
+          config_file=[finetuning.glue_yaml_path(task), *config_files],
+          params_override=params_override))
+  finetuning.check_glue_task(config, task)
   if data_dir:
     replace_data_dir(config, data_dir)
   rf_sp.check_data_paths(config.task)
-  return config
+  return config, explicit
 
 
 def num_train_examples(config: cfg.ExperimentConfig,
@@ -112,10 +120,32 @@ def num_train_examples(config: cfg.ExperimentConfig,
   return meta["train_data_size"]
 
 
+# What the grid sets in each run (`recipe.apply_paper_schedule`, the seed).
+GRID_KEYS = ("trainer.train_steps",
+             "trainer.optimizer_config.learning_rate.polynomial.decay_steps",
+             "trainer.optimizer_config.learning_rate.polynomial."
+             "initial_learning_rate",
+             "trainer.optimizer_config.warmup.polynomial.warmup_steps",
+             "task.train_data.seed")
+
+
 def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
               learning_rates: Sequence[float], seeds: Sequence[int],
-              config: cfg.ExperimentConfig, train_size: int) -> List[GlueRun]:
-  """Every (epochs, learning rate, seed) run with its own config."""
+              config: cfg.ExperimentConfig, train_size: int,
+              explicit: Optional[run_plan.ExplicitKeys] = None
+             ) -> List[GlueRun]:
+  """Every (epochs, learning rate, seed) run with its own config; `explicit`
+  (`base_config`'s keys) must leave the grid's keys to the grid, but for the
+  task's YAML (source 0), whose one grid point the grid replaces."""
+  explicit = dict(explicit or {})
+  set_by_user = [f"{key} (set by {explicit[key][1]})" for key in GRID_KEYS
+                 if explicit.get(key, (0,))[0] > 0]
+  if set_by_user:
+    one = len(set_by_user) == 1
+    raise ValueError(
+        f"{', '.join(set_by_user)}: the sweep sets {'it' if one else 'them'} "
+        "for each run from --epochs, --learning_rates and --seeds; drop the "
+        "setting and choose the grid with those flags.")
   if not seeds:
     raise ValueError("--seeds must be at least 1, got no seed.")
   if not epochs or not learning_rates:
@@ -129,7 +159,8 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
     model_dir = os.path.join(model_dir_root, glue_data.get_task(task).name,
                              f"ep{e:g}_lr{lr:g}", f"seed{seed}")
     planned.append(GlueRun(task=task, epochs=e, learning_rate=lr, seed=seed,
-                           model_dir=model_dir, config=run_config))
+                           model_dir=model_dir, config=run_config,
+                           explicit=explicit))
   return planned
 
 
@@ -141,7 +172,7 @@ def check_runs(planned: Sequence[GlueRun]) -> None:
   reader = plan_facts.Reader()
   for run in planned:
     plan_rules.check(run_plan.derive(run.config, run.MODE, run.model_dir,
-                                     reader=reader))
+                                     explicit=run.explicit, reader=reader))
 
 
 def init_warning(config: cfg.ExperimentConfig) -> Optional[str]:
@@ -289,12 +320,12 @@ def main(argv):
     return
   if not FLAGS.task:
     raise app.UsageError("--task is required.")
-  config = base_config(FLAGS.task, FLAGS.config_file or (),
-                       FLAGS.params_override, FLAGS.data_dir)
+  config, explicit = base_config(FLAGS.task, FLAGS.config_file or (),
+                                 FLAGS.params_override, FLAGS.data_dir)
   train_size = num_train_examples(config, FLAGS.meta_data_file)
   planned = plan_runs(FLAGS.task, FLAGS.model_dir_root, _floats("epochs"),
                       _floats("learning_rates"), range(FLAGS.seeds), config,
-                      train_size)
+                      train_size, explicit)
   # The runs' own checks, before a plan is printed or a run starts.
   check_runs(planned)
   warning = init_warning(config)

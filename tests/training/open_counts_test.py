@@ -104,7 +104,7 @@ def test_the_sweep_accepts_the_init_run_that_train_py_accepts(our_run,
   ours and refused it ("Check that the encoder config belongs to this
   checkpoint"), while train.py took the run's encoder and trained."""
   run_dir, _, records = our_run
-  config = sweep.base_config(
+  config, _ = sweep.base_config(
       "mrpc", params_override=f"task.init_checkpoint={run_dir},"
       f"{_lengths(records)}", data_dir=records)
   planned = sweep.plan_runs("mrpc", str(tmp_path / "runs"), [2, 3],

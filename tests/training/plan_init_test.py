@@ -19,6 +19,7 @@ from realformer_tf.data import tokenization
 from realformer_tf.training import plan_facts
 from realformer_tf.training import plan_rules
 from realformer_tf.training import run_plan
+from realformer_tf.training import sweep
 from realformer_tf.training import train_lib
 from tests.helpers import shared_data
 from tests.helpers import train_runs as utils
@@ -122,6 +123,34 @@ class InitFromRunTest(tf.test.TestCase, parameterized.TestCase):
       plan_rules.check(
           self._derive(self.run_dir, ",task.model.encoder.any.hidden_size=32"),
           (plan_rules.derivation,))
+
+  def test_the_sweep_refuses_what_train_py_refuses(self):
+    """Issue 46: the sweep's runs carry the keys the user set, so an encoder
+    setting that contradicts the init run is refused, not replaced."""
+    _write_run(self.run_dir, self.vocab)
+    train = _glue_records(self.tmp)
+    records = os.path.dirname(train)
+    tf.io.gfile.copy(train, os.path.join(records, "mrpc_dev.tf_record"))
+
+    def planned(extra):
+      config, explicit = sweep.base_config(
+          "mrpc", data_dir=records,
+          params_override=f"task.init_checkpoint={self.run_dir},"
+          "task.train_data.seq_length=16,task.validation_data.seq_length=16"
+          + extra)
+      return sweep.plan_runs("mrpc", os.path.join(self.tmp, "runs"), [1],
+                             [2e-5], [0], config, 1, explicit)
+
+    runs = planned("")
+    sweep.check_runs(runs)  # The run's encoder, inherited.
+    self.assertEqual(runs[0].explicit["task.init_checkpoint"][0], 1)
+    with self.assertRaisesRegex(ValueError, r"hidden_size=32 \(set by "
+                                r"--params_override=.*run has hidden_size=16"):
+      sweep.check_runs(planned(",task.model.encoder.any.hidden_size=32"))
+    with self.assertRaisesRegex(ValueError, r"^trainer.train_steps \(set by "
+                                r"--params_override=.*\): the sweep sets it"):
+      planned(",trainer.train_steps=5")
+    self.assertFalse(os.path.exists(os.path.join(self.tmp, "runs")))
 
   def test_shape_mismatch_named_before_building(self):
     # A checkpoint outside a model dir: the configured encoder is used as is.

@@ -106,7 +106,7 @@ def _fake_metrics(run):
 
 def test_plan_kill_and_resume(tmp_path):
   root = str(tmp_path / "runs")
-  config = sweep.base_config("mrpc", data_dir=_data_dir(tmp_path))
+  config, _ = sweep.base_config("mrpc", data_dir=_data_dir(tmp_path))
   assert config.task.train_data.input_path.endswith(
       "records/mrpc_train.tf_record")
   train_size = sweep.num_train_examples(config)
@@ -171,7 +171,7 @@ def test_plan_kill_and_resume(tmp_path):
 
 
 def test_errors(tmp_path):
-  config = sweep.base_config("mrpc", data_dir=str(tmp_path))
+  config, _ = sweep.base_config("mrpc", data_dir=str(tmp_path))
   with pytest.raises(ValueError, match=r"mrpc_meta_data\.json: meta data not "
                      "found"):
     sweep.num_train_examples(config)
@@ -209,12 +209,12 @@ def test_plan_is_checked_as_its_runs_check_themselves(tmp_path):
   """Issue 39: the README's sweep promised 105 runs that each stopped at
   once: its records (length 64) were not of the config's length (128)."""
   records = _mrpc_records(tmp_path, 64)
-  config = sweep.base_config("mrpc", data_dir=records)
+  config, _ = sweep.base_config("mrpc", data_dir=records)
   planned = sweep.plan_runs("mrpc", str(tmp_path / "runs"), [2], [2e-5],
                             range(2), config, 40)
   with pytest.raises(ValueError, match=r"seq_length.*128.*64|64.*128"):
     sweep.check_runs(planned)
-  config = sweep.base_config(
+  config, _ = sweep.base_config(
       "mrpc", params_override="task.train_data.seq_length=64,"
       "task.validation_data.seq_length=64", data_dir=records)
   sweep.check_runs(sweep.plan_runs("mrpc", str(tmp_path / "runs"), [2],
@@ -223,7 +223,7 @@ def test_plan_is_checked_as_its_runs_check_themselves(tmp_path):
 
 
 def test_init_warning_names_the_random_encoder(tmp_path):
-  config = sweep.base_config("mrpc", data_dir=_data_dir(tmp_path))
+  config, _ = sweep.base_config("mrpc", data_dir=_data_dir(tmp_path))
   warning = sweep.init_warning(config)
   assert warning.startswith(
       "WARNING: no task.init_checkpoint: every run fine-tunes a randomly "
