@@ -1,9 +1,13 @@
-"""What our Keras 3 backbones check of their inputs, and where.
+"""What our Keras 3 models check of their inputs, and where.
 
-keras-hub's check nothing (on JAX an id past a table gives NaN).
-`check_shapes` checks static shapes always; `check_ids` id ranges where
-values are concrete, never inside a traced function.
+keras-hub's check nothing (on JAX an id past a table gives NaN, a float id
+is truncated, a label past `num_classes` trains with a finite loss).
+`check_shapes` checks static shapes and dtypes always; `check_ids` and
+`check_labels` values where they are concrete, never inside a traced
+function; `check_preset` that a preset is local (nothing downloads here).
 """
+
+import os
 
 import keras
 from keras import ops
@@ -83,8 +87,9 @@ def check_shapes(owner, inputs, max_sequence_length):
 
 
 def check_ids(owner, inputs, limits):
-  """Raises ValueError for a concrete id outside its table; traced inputs
-  are skipped (reading them would copy device to host each step).
+  """Raises ValueError for an id input of a float dtype (Keras would
+  truncate 3.7 to id 3), or a concrete id outside its table; traced values
+  are not read (that would copy device to host each step).
 
   Args:
     owner: The backbone's class name, for the message.
@@ -92,6 +97,12 @@ def check_ids(owner, inputs, limits):
     limits: `id_limits(backbone)`.
   """
   for name, limit in limits.items():
+    dtype = getattr(inputs.get(name), "dtype", None)
+    if dtype is not None and "float" in str(dtype):
+      raise ValueError(
+          f"{owner}: {name} has dtype {keras.backend.standardize_dtype(dtype)}"
+          ", but ids must be integers (Keras would truncate each value to an "
+          f"id: 3.7 to 3); pass {name} as int32.")
     values = concrete(inputs.get(name)) if name in inputs else None
     if values is None or not values.size:
       continue
@@ -103,6 +114,42 @@ def check_ids(owner, inputs, limits):
           f"{values[where]}, outside [0, {limit}) (the backbone's "
           f"{dict(_ID_LIMITS)[name]}={limit}); {len(bad)} id(s) out of "
           "range. On JAX such an id would give NaN, silently.")
+
+
+def check_labels(owner, labels, num_classes):
+  """Raises ValueError for concrete class labels (one per example) that are
+  not whole numbers in [0, num_classes); one-hot labels are not checked."""
+  values = None if labels is None else concrete(labels)
+  if values is None or not values.size or (
+      values.ndim > 1 and values.shape[-1] != 1):
+    return
+  bad = np.argwhere((values < 0) | (values >= num_classes) |
+                    (values != np.floor(values)))
+  if len(bad):
+    where = tuple(int(i) for i in bad[0])
+    raise ValueError(
+        f"{owner}: label[{', '.join(map(str, where))}] is {values[where]}, "
+        f"not a class id in [0, {num_classes}) (num_classes={num_classes}); "
+        f"{len(bad)} label(s) out of range.")
+
+
+# keras-hub's model hubs, which `from_preset` would download from.
+_HUBS = ("kaggle://", "hf://", "modelscope://")
+
+
+def check_preset(preset):
+  """Raises ValueError for a preset that is not a local directory or file
+  (or one on a file system such as gs://): nothing here downloads."""
+  if not isinstance(preset, str) or os.path.exists(preset) or (
+      "://" in preset and not preset.startswith(_HUBS)):
+    return
+  raise ValueError(
+      f"{preset!r} is not a preset directory: our presets are folders "
+      "written by `save_to_preset`, and nothing here downloads. A keras-hub "
+      "BERT preset becomes a RealFormerBackbone with "
+      "realformer_tf.checkpoints.keras3_weight_map.load_bert_backbone("
+      f"keras_hub.models.BertBackbone.from_preset({preset!r})), which "
+      "downloads it through keras-hub.")
 
 
 def check_inputs(backbone, inputs):

@@ -206,11 +206,11 @@ class RealFormerTask:
   # host before Keras traces (`input_checks`), and `predict`/`evaluate`
   # keep the variables if a traced batch fails (`keeping_variables`).
   def fit(self, x=None, *args, **kwargs):
-    self._check_data(x)
+    self._check_data(x, args[0] if args else kwargs.get("y"))
     return keras_hub.models.Task.fit(self, x, *args, **kwargs)
 
   def evaluate(self, x=None, *args, **kwargs):
-    self._check_data(x)
+    self._check_data(x, args[0] if args else kwargs.get("y"))
     return input_checks.keeping_variables(
         self, lambda: keras_hub.models.Task.evaluate(self, x, *args, **kwargs))
 
@@ -240,10 +240,14 @@ class RealFormerTask:
     if fused_steps.applies(self):
       setattr(self, name, fused_steps.FusedSteps(self, step))
 
-  def _check_data(self, x):
+  def _check_data(self, x, y=None):
     if self.preprocessor is None and isinstance(x, dict):
       input_checks.check_inputs(
           self.backbone, {k: v for k, v in x.items() if k in self.backbone.input})
+    loss = getattr(self, "loss", None)
+    loss = loss if isinstance(loss, str) else getattr(loss, "name", "")
+    if hasattr(self, "num_classes") and "sparse_categorical" in str(loss):
+      input_checks.check_labels(type(self).__name__, y, self.num_classes)
 
   def serving_input_signature(self):
     """The named `keras.InputSpec`s `export()` uses by default.
@@ -296,6 +300,7 @@ class RealFormerTask:
     """keras-hub's `Task.from_preset`; a preset directory that a killed
     save left set aside is named with its backup
     (`saving.check_not_set_aside`), not called an unknown preset."""
+    input_checks.check_preset(preset)
     saving.check_not_set_aside(preset)
     return keras_hub.models.Task.from_preset.__func__(
         cls, preset, load_weights=load_weights, **kwargs)

@@ -168,3 +168,54 @@ def test_export_at_a_length_past_the_positions_names_input_and_length(
   assert "func.func" not in str(error.value) and "stablehlo" not in str(
       error.value).lower()
   assert not (tmp_path / "export").exists()
+
+
+@pytest.mark.parametrize("token_ids", [
+    np.full((2, 8), 3.7, "float32"),
+    np.random.default_rng(0).random((2, 8))])
+def test_float_ids_are_refused_not_truncated(backbone, token_ids):
+  """Issue 47: Keras' int32 input truncated 3.7 to id 3 and every random
+  float in [0, 1) to id 0, silently."""
+  with pytest.raises(ValueError, match=r"RealFormerBackbone: token_ids has "
+                     r"dtype float\d+, but ids must be integers .*pass "
+                     "token_ids as int32"):
+    backbone(dict(_INPUTS, token_ids=token_ids))
+
+
+def test_labels_outside_the_classes_are_refused(backbone):
+  """Issue 47: a label past num_classes trained with a finite loss."""
+  classifier = text_classifier.RealFormerTextClassifier(backbone, 2)
+  classifier.compile(loss=keras.losses.SparseCategoricalCrossentropy(
+      from_logits=True), optimizer="adam")
+  before = [np.array(w) for w in classifier.get_weights()]
+  for labels, message in [
+      ([0, 2], r"label\[1\] is 2, not a class id in \[0, 2\) "
+       r"\(num_classes=2\); 1 label\(s\) out of range"),
+      ([-1, 0], r"label\[0\] is -1, not a class id in \[0, 2\)"),
+      ([0.5, 1.0], r"label\[0\] is 0.5, not a class id")]:
+    for run in (classifier.fit, classifier.evaluate):
+      with pytest.raises(ValueError,
+                         match="RealFormerTextClassifier: " + message):
+        run(_INPUTS, y=np.array(labels), verbose=0)
+  for old, new in zip(before, classifier.get_weights()):
+    np.testing.assert_array_equal(old, new)  # Nothing trained.
+  classifier.fit(_INPUTS, np.array([0, 1]), verbose=0)  # Good labels train.
+  assert any(not np.array_equal(old, new)
+             for old, new in zip(before, classifier.get_weights()))
+  # A regression head (num_classes=1, mean squared error) takes any float.
+  regression = text_classifier.RealFormerTextClassifier(backbone, 1)
+  regression.compile(loss="mean_squared_error", optimizer="adam")
+  regression.fit(_INPUTS, np.array([3.2, 4.9]), verbose=0)
+
+
+@pytest.mark.parametrize("preset", ["bert_tiny_en_uncased",
+                                    "kaggle://keras/bert/keras/bert_tiny_en_uncased",
+                                    "hf://google/bert"])
+def test_a_hub_preset_is_refused_naming_the_converter(preset):
+  """Issue 47: keras-hub's preset names ended in a raw ConnectionError."""
+  for load in (backbone_lib.RealFormerBackbone.from_preset,
+               text_classifier.RealFormerTextClassifier.from_preset):
+    with pytest.raises(ValueError, match=(
+        f"'{preset}' is not a preset directory: .* nothing here downloads. "
+        r".*load_bert_backbone\(keras_hub.models.BertBackbone.from_preset")):
+      load(preset)
