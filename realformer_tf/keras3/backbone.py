@@ -65,8 +65,8 @@ class BackboneConfig(saving.WritesWhole, input_checks.ChecksInputs,
   def from_preset(cls, preset, load_weights=True, **kwargs):
     """keras-hub's `Backbone.from_preset`; a preset that a killed save left
     set aside is named with its backup (`saving.check_not_set_aside`)."""
-    input_checks.check_preset(preset)
     saving.check_not_set_aside(preset)
+    input_checks.check_preset(preset)
     return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
   _serialize = dict(encoder_block.SpecConfig._serialize,

@@ -143,6 +143,9 @@ def check_preset(preset):
   if not isinstance(preset, str) or os.path.exists(preset) or (
       "://" in preset and not preset.startswith(_HUBS)):
     return
+  if not preset.startswith(_HUBS) and (
+      os.sep in preset or preset.startswith((".", "~"))):
+    raise FileNotFoundError(f"{preset}: no such preset directory.")
   raise ValueError(
       f"{preset!r} is not a preset directory: our presets are folders "
       "written by `save_to_preset`, and nothing here downloads. A keras-hub "

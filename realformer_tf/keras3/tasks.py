@@ -300,8 +300,8 @@ class RealFormerTask:
     """keras-hub's `Task.from_preset`; a preset directory that a killed
     save left set aside is named with its backup
     (`saving.check_not_set_aside`), not called an unknown preset."""
-    input_checks.check_preset(preset)
     saving.check_not_set_aside(preset)
+    input_checks.check_preset(preset)
     return keras_hub.models.Task.from_preset.__func__(
         cls, preset, load_weights=load_weights, **kwargs)
 

@@ -219,3 +219,5 @@ def test_a_hub_preset_is_refused_naming_the_converter(preset):
         f"'{preset}' is not a preset directory: .* nothing here downloads. "
         r".*load_bert_backbone\(keras_hub.models.BertBackbone.from_preset")):
       load(preset)
+  with pytest.raises(FileNotFoundError, match="/nowhere/preset: no such "):
+    backbone_lib.RealFormerBackbone.from_preset("/nowhere/preset")
