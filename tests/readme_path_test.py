@@ -1,4 +1,4 @@
-"""The README's "From the quickstart to a served model" commands, run as written.
+"""The README's "Fine-tuning and serving, from the quickstart" commands, run as written.
 
 The shell blocks are read from README.md, so the test follows the README:
 command 1 of "Two commands" runs first (the block starts from its run and
@@ -21,7 +21,7 @@ from tests.helpers import train_runs as utils
 from tests.helpers import watchdog
 
 README = os.path.join(utils.REPO_ROOT, "README.md")
-SECTION = "### From the quickstart to a served model"
+SECTION = "## Fine-tuning and serving, from the quickstart"
 COMMAND_ONE = "pip install -e . && "
 
 # The quickstart at test size; the sequence length and positions stay the
