@@ -1,5 +1,6 @@
 """Pre-training text without TensorFlow: BERT-format files, the shipped
-quickstart corpus and its held-out split (for the Keras 3 reproduction).
+quickstart corpus and its held-out split (for the Keras 3 reproduction),
+and where the real data sets are (`default_data_dir`).
 """
 
 import gzip
@@ -82,3 +83,12 @@ def split_documents(documents: Sequence[List[str]], eval_fraction: float,
   random.Random(seed).shuffle(order)
   return ([documents[i] for i in sorted(order[num_eval:])],
           [documents[i] for i in sorted(order[:num_eval])])
+
+
+def default_data_dir() -> str:
+  """`$REALFORMER_DATA_DIR`, else `<repo root>/../shared/data`."""
+  repo_root = os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))))
+  return os.environ.get(
+      "REALFORMER_DATA_DIR",
+      os.path.join(os.path.dirname(repo_root), "shared", "data"))

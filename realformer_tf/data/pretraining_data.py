@@ -387,12 +387,3 @@ def create_pretraining_data(
           records=record_facts.listing(outputs.staged)))
   logging.info("Wrote %d examples to %s", len(examples), output_file)
   return len(examples)
-
-
-def default_data_dir() -> str:
-  """`$REALFORMER_DATA_DIR`, else `<repo root>/../shared/data`."""
-  repo_root = os.path.dirname(os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__))))
-  return os.environ.get(
-      "REALFORMER_DATA_DIR",
-      os.path.join(os.path.dirname(repo_root), "shared", "data"))

@@ -13,6 +13,7 @@ from absl import logging
 import tensorflow as tf
 
 from realformer_tf import cli
+from realformer_tf.data import corpus_text
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import quickstart_corpus
 
@@ -45,7 +46,7 @@ def read_documents(path: str) -> List[List[str]]:
 
 def default_files() -> List[str]:
   """WikiText-2 valid and test files in the shared data dir, or []."""
-  wikitext_dir = os.path.join(pretraining_data.default_data_dir(), "corpus",
+  wikitext_dir = os.path.join(corpus_text.default_data_dir(), "corpus",
                               "wikitext-2")
   files = [os.path.join(wikitext_dir, name)
            for name in ("valid.txt", "test.txt")]

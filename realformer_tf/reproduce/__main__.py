@@ -6,7 +6,7 @@ import os
 from absl import app
 from absl import flags
 
-from realformer_tf.data import pretraining_data
+from realformer_tf.data import corpus_text
 from realformer_tf.reproduce import plan as plan_lib
 from realformer_tf.reproduce import report
 from realformer_tf.reproduce import run
@@ -48,7 +48,7 @@ def options_from_flags() -> plan_lib.Options:
   values = {k: tuple(v) if isinstance(v, list) else v
             for k, v in values.items()}
   if values["glue_dir"] is None:
-    values["glue_dir"] = os.path.join(pretraining_data.default_data_dir(),
+    values["glue_dir"] = os.path.join(corpus_text.default_data_dir(),
                                       "glue")
   return plan_lib.Options(config_files=tuple(FLAGS.config_file or ()),
                           **values)

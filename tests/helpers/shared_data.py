@@ -1,7 +1,7 @@
 """The real data tests may use, and the handmade stand-ins shipped with them.
 
 Real data is found only through `REALFORMER_DATA_DIR` (default
-`<repo>/../shared/data`, `pretraining_data.default_data_dir`). A test that is
+`<repo>/../shared/data`, `corpus_text.default_data_dir`). A test that is
 *about* a real file (its row count, BERT's ids) calls `real(...)` and is
 skipped, naming the path, when the file is absent. A test that only needs
 *some* file of that kind calls `real_or_fixture(...)`: the real file when it is
@@ -22,9 +22,9 @@ from typing import Tuple
 
 import pytest
 
-from realformer_tf.data import pretraining_data
+from realformer_tf.data import corpus_text
 
-DATA_DIR = pretraining_data.default_data_dir()
+DATA_DIR = corpus_text.default_data_dir()
 FIXTURE_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
 

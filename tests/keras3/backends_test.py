@@ -6,9 +6,12 @@ backend needs a process of its own: one `pytest` subprocess per backend,
 with `REALFORMER_KERAS3_BACKEND_RERUN=1` so that tests which spawn their own
 processes, and this module, do not run twice. JAX is a test dependency
 (setup.py); PyTorch is optional: without it the torch case skips, and the
-same run is `KERAS_BACKEND=torch python -m pytest tests/keras3`.
+same run is `KERAS_BACKEND=torch python -m pytest tests/keras3`. The JAX
+re-run has TensorFlow unimportable (`tests/helpers/no_tensorflow.py`): what
+needs TensorFlow itself (tf.data, jax2tf export) skips there, naming it.
 """
 
+import importlib
 import importlib.util
 import os
 import pathlib
@@ -19,6 +22,7 @@ import keras
 import pytest
 
 from tests.helpers import keras3_layer_checks as layer_checks
+from tests.helpers import no_tensorflow
 
 _KERAS3_TESTS = pathlib.Path(__file__).resolve().parent
 _REPO_ROOT = _KERAS3_TESTS.parent.parent
@@ -34,6 +38,8 @@ def test_keras3_tests_pass_under(backend):
                 "tests/keras3)")
   env = dict(os.environ, KERAS_BACKEND=backend,
              **{layer_checks.BACKEND_RERUN_ENV: "1"})
+  if backend == "jax":  # The face and its tests need no TensorFlow (issue 47).
+    env[no_tensorflow.ENV] = "1"
   # JAX compiles every op and step it meets; for these tiny shapes LLVM's
   # optimizations cost more than they save (JAX re-run: 44 s -> 24 s of CPU).
   env["XLA_FLAGS"] = " ".join(
@@ -54,3 +60,14 @@ def test_keras3_tests_pass_under(backend):
                     reason="checks the backend of a re-run")
 def test_rerun_uses_the_requested_backend():
   assert keras.config.backend() == os.environ["KERAS_BACKEND"]
+
+
+@pytest.mark.skipif(not no_tensorflow.active(),
+                    reason="checks the re-run without TensorFlow")
+def test_the_face_and_the_keras3_reproduction_import_without_tensorflow():
+  modules = ["realformer_tf.keras3", "realformer_tf.reproduce.keras3.run",
+             "realformer_tf.checkpoints.keras3_weight_map"]
+  for module in modules:
+    importlib.import_module(module)
+  assert not [m for m in sys.modules
+              if m.split(".")[0] in no_tensorflow.BLOCKED]

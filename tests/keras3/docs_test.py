@@ -28,6 +28,9 @@ import keras
 import numpy as np
 import pytest
 
+pytest.importorskip("tensorflow", reason="the pages' blocks move weights to "
+                    "train.py runs (TensorFlow)")
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from realformer_tf.checkpoints import keras3_bridge as weights
 from realformer_tf.keras3 import backbone as backbone_lib
 from tests.helpers import doc_blocks

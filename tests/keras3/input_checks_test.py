@@ -10,7 +10,6 @@ runs under (TensorFlow; JAX in `backends_test`'s re-run and by hand).
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import decoder_backbone
@@ -18,6 +17,9 @@ from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import text_classifier
 from tests.helpers import keras3_encoders as utils
 from tests.helpers import keras3_tasks
+from tests.helpers import no_tensorflow
+
+tf = no_tensorflow.tensorflow_or_none()
 
 # TINY: 50 ids, 2 segments, 12 positions.
 _INPUTS = utils.backbone_inputs(batch=2, seq=8)
@@ -84,6 +86,7 @@ def _traced_error(message):
   return pytest.raises(ValueError, match=message)
 
 
+@no_tensorflow.needs_tensorflow
 def test_a_traced_batch_too_long_fails_by_name_and_predict_still_works(
     backbone):
   """A dataset's values are not read on the host: its batch fails when
@@ -100,6 +103,7 @@ def test_a_traced_batch_too_long_fails_by_name_and_predict_still_works(
       atol=1e-6)
 
 
+@no_tensorflow.needs_tensorflow
 def test_a_task_without_preprocessor_checks_its_backbone_inputs(backbone):
   classifier = text_classifier.RealFormerTextClassifier(backbone, 2)
   expected = classifier.predict(_INPUTS, verbose=0)
