@@ -13,7 +13,6 @@ import sys
 import time
 
 import gpu_profile
-import jax_hlo
 import keras3_fit
 
 # "auto" picks the Pallas kernel on a JAX GPU, so rows meant to measure the
@@ -31,14 +30,10 @@ _PALLAS = dict(_AUTO, attention_implementation="pallas")
 # trace whole calls (`profile_steps`).
 STEPS_PER_EXECUTION = 8
 _SPE = dict(steps_per_execution=STEPS_PER_EXECUTION)
-_FAIR = keras3_fit.FAIR_BASE
 # name: (group, arch, backbone kwargs, build_mlm_model kwargs, what).
 # Within a group the order is the priority when the budget runs short.
 KERAS_ROWS = {
     "bert": ("keras", "bert", {}, {}, "keras-hub BertBackbone"),
-    "bert_fixed": ("keras", "bert", {}, _FAIR,
-                   "keras-hub BertBackbone, our scatter-free embeddings and "
-                   "hashed dropouts (benchmark only): the fair base"),
     "sum_pallas": ("keras", "realformer", _PALLAS, {},
                    '"sum", defaults on a JAX GPU (auto: bf16 scores, Pallas)'),
     # The product's way to one dispatch per 8 steps: our tasks' `fit` with
@@ -48,10 +43,9 @@ KERAS_ROWS = {
                          dict(_SPE, fused_steps=True),
                          '"sum", Pallas, fit with steps_per_execution='
                          f"{STEPS_PER_EXECUTION}, fused (one dispatch)"),
-    "bert_fixed_fused": ("keras", "bert", {},
-                         dict(_SPE, fused_steps=True, **_FAIR),
-                         "bert_fixed, fit with steps_per_execution="
-                         f"{STEPS_PER_EXECUTION}, fused (one dispatch)"),
+    "bert_fused": ("keras", "bert", {}, dict(_SPE, fused_steps=True),
+                   "keras-hub BertBackbone, fit with steps_per_execution="
+                   f"{STEPS_PER_EXECUTION}, fused (one dispatch)"),
     # Issue 36: the GPU idles 30-38% of sum_pallas' pipelined step; these
     # split the host's share between `fit` and JAX's dispatch.
     "sum_pallas_jit": ("keras", "realformer", _PALLAS, dict(loop="jit"),
@@ -63,26 +57,15 @@ KERAS_ROWS = {
     "sum_pallas_scan": ("keras", "realformer", _PALLAS, dict(loop="scan"),
                         f'"sum", Pallas, {STEPS_PER_EXECUTION} train_steps '
                         "under lax.scan in one jax.jit (no fit)"),
-    "bert_fixed_scan": ("keras", "bert", {},
-                        dict(loop="scan", **_FAIR),
-                        f"bert_fixed, {STEPS_PER_EXECUTION} train_steps "
-                        "under lax.scan in one jax.jit (no fit)"),
+    "bert_scan": ("keras", "bert", {}, dict(loop="scan"),
+                  f"keras-hub BertBackbone, {STEPS_PER_EXECUTION} train_steps "
+                  "under lax.scan in one jax.jit (no fit)"),
     "sum_pallas_spe": ("keras", "realformer", _PALLAS, _SPE,
                        '"sum", Pallas, fit with steps_per_execution='
                        f"{STEPS_PER_EXECUTION}"),
-    "bert_fixed_spe": ("keras", "bert", {},
-                       dict(_SPE, **_FAIR),
-                       "bert_fixed, fit with steps_per_execution="
-                       f"{STEPS_PER_EXECUTION}"),
-    "sum_pallas_kerasdropout": ("keras", "realformer", _PALLAS,
-                                dict(dropouts="keras"),
-                                '"sum", Pallas, Keras\' Dropout for the '
-                                "hidden states (threefry bits: before "
-                                "HashedDropout)"),
-    "sum_pallas_scatter": ("keras", "realformer", _PALLAS,
-                           dict(embeddings="keras"),
-                           '"sum", Pallas, Keras\' embeddings (bf16 '
-                           'scatter-add gradients: before issue 36)'),
+    "bert_spe": ("keras", "bert", {}, _SPE,
+                 "keras-hub BertBackbone, fit with steps_per_execution="
+                 f"{STEPS_PER_EXECUTION}"),
     "bert_jit": ("keras", "bert", {}, dict(loop="jit"),
                  "keras-hub BertBackbone, its train_step in a bare jax.jit "
                  "loop (no fit)"),
@@ -172,11 +155,23 @@ def train_steps(model, data, n):
           jax.tree.map(lambda a: np.stack([a] * n), data))
 
 
+def train_step_args(model, seq, batch):
+  """(state, data): what `fit` hands `model.train_step` for the benchmark's
+  batch (the model built on it first)."""
+  ids, mask, labels = keras3_fit.mlm_inputs(seq, batch)
+  x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
+  model._symbolic_build(data_batch=(x, labels))  # pylint: disable=protected-access
+  state = model._get_jax_state(  # pylint: disable=protected-access
+      trainable_variables=True, non_trainable_variables=True,
+      optimizer_variables=True, metrics_variables=True)
+  return state, (x, labels)
+
+
 class JitSteps:
   """`model.train_step` under `jax.jit` in a plain Python loop: `fit` less
   its loop; with `steps_per_call=N`, N steps in one dispatch.
 
-  The same compiled program as `fit` runs (`jax_hlo.train_step_args`: the
+  The same compiled program as `fit` runs (`train_step_args`: the
   state and batch `fit` hands `train_step`; donated state, as `fit`'s
   `jax.jit`), on one batch already on the device. Against the same model's
   `fit` row it splits a step's time between Keras' loop (data adapter,
@@ -196,7 +191,7 @@ class JitSteps:
 
   def __init__(self, model, seq, batch, steps_per_call=1):
     import jax  # pylint: disable=g-import-not-at-top
-    state, data = jax_hlo.train_step_args(model, seq, batch)
+    state, data = train_step_args(model, seq, batch)
     n = self.steps_per_execution = steps_per_call
     step, data = train_steps(model, data, n)
     self._step = jax.jit(step, donate_argnums=0)

@@ -65,9 +65,9 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   # Issue 36's rows: steps_per_execution, a bare jax.jit loop, lax.scan.
   spe = gpu_suite.suite_keras.STEPS_PER_EXECUTION
   assert spe > 1
-  for name, way in (("bert_fixed_spe", "steps_per_execution"),
+  for name, way in (("bert_spe", "steps_per_execution"),
                     ("sum_pallas_spe", "steps_per_execution"),
-                    ("bert_fixed_scan", "steps_per_call"),
+                    ("bert_scan", "steps_per_call"),
                     ("sum_pallas_scan", "steps_per_call")):
     assert rows[name]["note"] == (f"steps {gpu_suite.SMOKE['steps'] * spe}, "
                                   f"{way} {spe}"), rows[name]
@@ -75,35 +75,34 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   # execution, over the compile's 2 executions and the round's waited and
   # pipelined fits of `steps` executions each; no step run alone.
   dispatches = 2 + gpu_suite.SMOKE["rounds"] * 2 * gpu_suite.SMOKE["steps"]
-  for name in ("bert_fixed_fused", "sum_pallas_fused"):
+  for name in ("bert_fused", "sum_pallas_fused"):
     assert rows[name]["note"] == (
         f"steps {gpu_suite.SMOKE['steps'] * spe}, steps_per_execution {spe}, "
         f"fused_dispatches {dispatches}, single_steps 0"), rows[name]
   assert rows["sum_pallas_jit"]["note"] == (
       f"steps {gpu_suite.SMOKE['steps']}"), rows["sum_pallas_jit"]
-  # The headline: each row against its fair bases, the ratio of the table's
+  # The headline: each row against its peers, the ratio of the table's
   # pipelined and waited times.
   headline = dict(((m[0], m[1]), (float(m[2]), float(m[3]))) for m in
                   re.findall(r"^  (\w+) / (\w+): ([\d.]+) \(([\d.]+)\)$",
                              out.stdout, re.M))
   assert sorted(headline) == sorted([
-      ("sum_pallas", "bert_fixed"), ("sum_pallas_spe", "bert_fixed_spe"),
-      ("sum_pallas_fused", "bert_fixed_fused"),
-      ("sum_pallas_fused", "sum_pallas"), ("bert_fixed_fused", "bert_fixed"),
+      ("sum_pallas", "bert"), ("sum_pallas_spe", "bert_spe"),
+      ("sum_pallas_fused", "bert_fused"),
+      ("sum_pallas_fused", "sum_pallas"), ("bert_fused", "bert"),
       ("sum_pallas_spe", "sum_pallas"), ("sum_pallas_jit", "sum_pallas"),
-      ("sum_pallas_scan", "bert_fixed_scan"),
-      ("sum_pallas_scan", "sum_pallas"), ("bert_fixed_spe", "bert_fixed"),
-      ("bert_fixed_scan", "bert_fixed")]), out.stdout
+      ("sum_pallas_scan", "bert_scan"),
+      ("sum_pallas_scan", "sum_pallas"), ("bert_spe", "bert"),
+      ("bert_scan", "bert")]), out.stdout
   for (name, base), (piped, waited) in headline.items():
     assert piped == pytest.approx(float(rows[name]["pipelined"]) / float(
         rows[base]["pipelined"]), abs=2e-3), (name, base)
     assert waited == pytest.approx(float(rows[name]["ms"]) / float(
         rows[base]["ms"]), abs=2e-3), (name, base)
-  # Keras rows' ratios are against `bert_fixed` (keras-hub BERT on our
-  # scatter-free embeddings), the fair base; `bert` only when it did not run.
-  assert float(rows["bert_fixed"]["ratio"]) == 1.0, rows["bert_fixed"]
-  assert float(rows["bert"]["ratio"]) == pytest.approx(
-      float(rows["bert"]["ms"]) / float(rows["bert_fixed"]["ms"]), abs=2e-3)
+  # Keras rows' ratios are against `bert` (keras-hub's BertBackbone).
+  assert float(rows["bert"]["ratio"]) == 1.0, rows["bert"]
+  assert float(rows["sum_pallas"]["ratio"]) == pytest.approx(
+      float(rows["sum_pallas"]["ms"]) / float(rows["bert"]["ms"]), abs=2e-3)
   assert re.fullmatch(r"\d+\.\d\d", rows["xla_tiny"]["ms"]), rows["xla_tiny"]
   for name in gpu_suite.TORCH_ROWS:  # no CUDA here: never a time
     assert rows[name]["note"].startswith("skipped: "), rows[name]
@@ -144,38 +143,38 @@ def test_profile_steps_are_whole_executions():
   assert profile_steps(4, 8) == 16 and profile_steps(17, 8) == 24
 
 
-def test_headline_pairs_each_row_with_its_fair_bases():
+def test_headline_pairs_each_row_with_its_peers():
   times = lambda piped, waited: dict(pipelined_ms=piped, ms=waited)
-  results = dict(sum_pallas=times(45.0, 50.0), bert_fixed=times(50.0, 50.0),
+  results = dict(sum_pallas=times(45.0, 50.0), bert=times(50.0, 50.0),
                  xt_residual=times(40.0, 40.0),
                  sum_pallas_fused=times(32.0, 40.0),
-                 bert_fixed_fused=times(40.0, 50.0),
+                 bert_fused=times(40.0, 50.0),
                  sum_pallas_spe=times(36.0, 40.0),
-                 bert_fixed_spe=times(40.0, 40.0),
+                 bert_spe=times(40.0, 40.0),
                  sum_pallas_jit=dict(pipelined_ms=30.0),
                  sum_pallas_scan=times(33.0, 36.0),
-                 bert_fixed_scan=times(44.0, 45.0),
+                 bert_scan=times(44.0, 45.0),
                  xla_bert=dict(error="rc 1"),
                  **{"xla_realformer-default": times(40.0, 50.0),
                     "xla_realformer-default-keptprobs": times(36.0, 45.0)})
   assert gpu_suite.headline(results) == [
-      ("sum_pallas", "bert_fixed", 0.9, 1.0),
+      ("sum_pallas", "bert", 0.9, 1.0),
       ("sum_pallas", "xt_residual", 45 / 40, 50 / 40),
-      ("sum_pallas_fused", "bert_fixed_fused", 0.8, 0.8),
+      ("sum_pallas_fused", "bert_fused", 0.8, 0.8),
       ("sum_pallas_fused", "sum_pallas", 32 / 45, 0.8),
       ("sum_pallas_fused", "xt_residual", 0.8, 1.0),
-      ("sum_pallas_spe", "bert_fixed_spe", 0.9, 1.0),
+      ("sum_pallas_spe", "bert_spe", 0.9, 1.0),
       ("sum_pallas_spe", "sum_pallas", 0.8, 0.8),
       ("sum_pallas_spe", "xt_residual", 0.9, 1.0),
       ("sum_pallas_jit", "sum_pallas", 30 / 45, None),
       ("sum_pallas_jit", "xt_residual", 0.75, None),
-      ("sum_pallas_scan", "bert_fixed_scan", 0.75, 0.8),
+      ("sum_pallas_scan", "bert_scan", 0.75, 0.8),
       ("sum_pallas_scan", "sum_pallas", 33 / 45, 36 / 50),
       ("sum_pallas_scan", "xt_residual", 33 / 40, 0.9),
-      ("bert_fixed_fused", "bert_fixed", 0.8, 1.0),
-      ("bert_fixed_spe", "bert_fixed", 0.8, 0.8),
-      ("bert_fixed_scan", "bert_fixed", 0.88, 0.9),
-      ("xla_realformer-default", "bert_fixed", 0.8, 1.0),
+      ("bert_fused", "bert", 0.8, 1.0),
+      ("bert_spe", "bert", 0.8, 0.8),
+      ("bert_scan", "bert", 0.88, 0.9),
+      ("xla_realformer-default", "bert", 0.8, 1.0),
       ("xla_realformer-default", "xt_residual", 1.0, 1.25),
       ("xla_realformer-default-keptprobs", "xla_realformer-default",
        36 / 40, 45 / 50)]
@@ -229,4 +228,4 @@ def test_the_next_gpu_call_names_rows_the_suite_has():
   assert [known[r] for r in rows].count("keras") == 4, rows
   assert [known[r] for r in rows].count("xla") == 3, rows
   assert "xla_realformer-default-keptprobs" in rows, rows
-  assert "sum_pallas_fused" in rows and "bert_fixed_fused" in rows, rows
+  assert "sum_pallas_fused" in rows and "bert_fused" in rows, rows
