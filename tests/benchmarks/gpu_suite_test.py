@@ -180,8 +180,8 @@ def test_headline_pairs_each_row_with_its_peers():
        36 / 40, 45 / 50)]
 
 
-def test_group_budgets_of_the_next_gpu_call():
-  # benchmarks/README.md's next call: --budget_s=380, four keras rows, three
+def test_group_budgets_of_the_prepared_gpu_call():
+  # benchmarks/README.md's prepared call: --budget_s=380, four keras rows, three
   # TF-XLA modules, one torch row. The xla group's cap grows per module.
   scale = 380 / 400
   assert gpu_suite.group_budget("keras", 4, 380, ["xla", "torch"],
@@ -197,14 +197,14 @@ def test_group_budgets_of_the_next_gpu_call():
 
 
 
-def test_the_next_gpu_call_names_rows_the_suite_has():
+def test_the_prepared_gpu_call_names_rows_the_suite_has():
   """The prepared call in benchmarks/README.md runs: every row it names
   exists, and it holds the four keras and three TF-XLA rows its budget
   above assumes."""
   readme = os.path.join(os.path.dirname(gpu_suite.__file__), "README.md")
   with open(readme) as f:
     text = f.read()
-  section = text[text.index("**The next GPU call**"):]
+  section = text[text.index("### The prepared GPU call"):]
   rows = re.search(r"gpu_suite\.py --budget_s=380 --rows=([\w,.-]+) ",
                    section).group(1).split(",")
   known = {n: group for n, (group, _) in
@@ -229,3 +229,4 @@ def test_the_next_gpu_call_names_rows_the_suite_has():
   assert [known[r] for r in rows].count("xla") == 3, rows
   assert "xla_realformer-default-keptprobs" in rows, rows
   assert "sum_pallas_fused" in rows and "bert_fused" in rows, rows
+  assert "bert" in rows and "xt_residual" in rows, rows
