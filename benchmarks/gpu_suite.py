@@ -16,8 +16,7 @@ rounds). Groups, each its own process, run one after another:
           `train_step` in a bare `jax.jit` loop, 8 of them under
           `lax.scan` in one `jax.jit` (one dispatch per 8 steps), and `fit`
           with `steps_per_execution`; rows isolating the leads (dropout 0;
-          float32 / bfloat16 tied logits; a float32 hidden stream where the
-          backbone has a switch for it).
+          float32 / bfloat16 tied logits).
   long    seq 4096, batch 2: the reference attention vs the Pallas kernel,
           with the allocator's peak (one process per row, so each peak is
           its own).
@@ -68,8 +67,6 @@ SMOKE = dict(layers=1, hidden=32, heads=2, inner=64, seq=32, batch=2,
              torch_steps=2, profile_steps=3, smoke=True)
 
 KERAS_ROWS = suite_keras.KERAS_ROWS
-missing_feature = suite_keras.missing_feature
-_backbone_features = suite_keras.backbone_features
 TORCH_ROWS = suite_torch.TORCH_ROWS
 # Seconds each group may take at most in a 400 s run (scaled with --budget_s;
 # a group with none after it takes all that is left), and what a group needs
