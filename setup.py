@@ -10,8 +10,6 @@ INSTALL_REQUIRES = [
     "tensorflow-text~=2.20.0",
     "tensorflow-datasets",
     "absl-py",
-    "numpy",
-    "pyyaml",
     "matplotlib",  # attention analysis figures
     "tqdm",        # analysis progress bar
     "scikit-learn",  # GLUE metrics (as Model Garden's sentence_prediction)
@@ -34,13 +32,25 @@ INSTALL_REQUIRES = [
     # train.py run and test session. Python 3.12+ venvs have no setuptools,
     # so pip would take the newest (found on 3.13).
     "setuptools<80.9",
+    # Apache Beam's caps (the test and beam extras) on what the lines above
+    # install, here too, so that `pip install -e .` already resolves to the
+    # versions `.[test]` keeps (tests/install_requires_test.py).
+    "numpy<2.5",
+    "protobuf<7",
+    "pillow<13",
+    "pyarrow<26",
+    "python-dateutil<3",
+    "pyyaml<7",
+    "cryptography<51",
+    "grpcio<2",
+    "httplib2<1",
+    "proto-plus<2",
+    "requests<3",
 ]
 
 # Apache Beam 2.77 (2026-10, the newest) installs beside the TF family:
-# it needs protobuf<7 (TF 2.20: >=5.28; google-api-core, a Model Garden
-# dependency: >=6.33.5), so pip settles on protobuf 6.33.x; and pyarrow<26,
-# pillow<13, python-dateutil<3, which nothing here pins. Checked in a venv of
-# this package: `pip check` clean, TensorFlow imports and trains.
+# protobuf<7 (TF 2.20: >=5.28; google-api-core, a Model Garden dependency:
+# >=6.33.5) leaves protobuf 6.33.x; its other caps are in INSTALL_REQUIRES.
 BEAM = ["apache-beam~=2.77.0"]
 
 setuptools.setup(

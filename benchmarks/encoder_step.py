@@ -32,14 +32,9 @@ optimized HLO that XLA compiles for this machine (`.opcounts.json` beside it).
 `--dropout=library` runs RealFormerEncoder with tf_keras' `Dropout` where
 its `HashedDropout` would hash (inside XLA), as BertEncoderV2 does: the
 dropout's own share of a step (dump names get "-librarydropout").
-
-`--softmax=keptprobs` runs RealFormerEncoder with `kept_probs.py`'s
-candidate softmax (under XLA the probabilities are kept for the backward
-pass instead of recomputed; dump names get "-keptprobs").
 """
 
 import collections
-import contextlib
 import gc
 import itertools
 import json
@@ -58,8 +53,6 @@ import tf_keras
 from official.nlp.modeling import networks
 from realformer_tf.layers import hashed_dropout
 from realformer_tf.networks import encoder as encoder_lib
-
-import kept_probs  # pylint: disable=g-bad-import-order  (benchmarks/, beside this file)
 
 SIZES = {  # layers, hidden, heads, intermediate (paper Table 1)
     "small": (4, 512, 8, 2048),
@@ -87,10 +80,6 @@ flags.DEFINE_enum("dropout", "hashed", ["hashed", "library"],
                   "RealFormerEncoder's dropout under XLA: 'hashed' (its "
                   "HashedDropout) or 'library' (tf_keras' Dropout, as "
                   "BertEncoderV2 and this encoder before HashedDropout).")
-flags.DEFINE_enum("softmax", "xla", ["xla", "keptprobs"],
-                  "RealFormerEncoder's attention softmax: 'xla' (the "
-                  "encoder's own) or 'keptprobs' (kept_probs.py's candidate: "
-                  "P kept for the backward pass under XLA).")
 flags.DEFINE_string("dump_hlo", None,
                     "Write each model's jit-compiled step as HLO here "
                     "instead of timing.")
@@ -191,7 +180,7 @@ def _run_row(size, seq, dtype, xla):
   row = dict(size=size, seq=seq, dtype=dtype, xla=xla, batch=batch,
              device="GPU" if _gpu() else "CPU",
              score_dtype=FLAGS.score_dtype, recompute=FLAGS.recompute,
-             dropout=FLAGS.dropout, softmax=FLAGS.softmax)
+             dropout=FLAGS.dropout)
   for name in times:
     row[f"{name}_ms"] = 1000 * statistics.median(times[name])
   row["time_ratio"] = row["realformer_ms"] / row["bert_ms"]
@@ -212,7 +201,7 @@ def _memory_in_subprocess(name, size, seq, dtype, xla):
        f"--tokens_per_batch={FLAGS.tokens_per_batch}",
        f"--warmup={FLAGS.warmup}", f"--score_dtype={FLAGS.score_dtype}",
        f"--recompute={str(FLAGS.recompute).lower()}",
-       f"--dropout={FLAGS.dropout}", f"--softmax={FLAGS.softmax}"],
+       f"--dropout={FLAGS.dropout}"],
       capture_output=True, text=True, check=True,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   return int(out.stdout.strip().splitlines()[-1])
@@ -238,8 +227,7 @@ def _dump_hlo(size, seq, dtype):
     step = _make_step(encoder, optimizer, inputs, True)
     if name == "realformer":
       name += (f"-{FLAGS.score_dtype}" + ("-recompute" if FLAGS.recompute else "")
-               + ("-librarydropout" if FLAGS.dropout == "library" else "")
-               + ("-keptprobs" if FLAGS.softmax == "keptprobs" else ""))
+               + ("-librarydropout" if FLAGS.dropout == "library" else ""))
     stem = os.path.join(FLAGS.dump_hlo, f"{name}_{size}_s{seq}_b{batch}_{dtype}")
     with open(stem + ".hlo.pb", "wb") as f:
       f.write(step.experimental_get_compiler_ir()(stage="hlo_serialized"))
@@ -289,13 +277,7 @@ def _print_table(rows):
           f"{r['time_ratio']:.3f} | {mem} |", flush=True)
 
 
-def main(argv):
-  with (kept_probs.in_encoder() if FLAGS.softmax == "keptprobs"
-        else contextlib.nullcontext()):
-    _main(argv)
-
-
-def _main(_):
+def main(_):
   if FLAGS.dropout == "library":  # once, for every model this process builds
     _library_dropout()
   if FLAGS._memory_child:  # pylint: disable=protected-access
@@ -322,8 +304,7 @@ def _main(_):
   print(f"\ndevice: {rows[0]['device']}; median of {FLAGS.steps} interleaved "
         f"steps after {FLAGS.warmup} warm-up steps; ratio = RealFormer / BERT; "
         f"RealFormer score_dtype={FLAGS.score_dtype}, "
-        f"recompute={FLAGS.recompute}, dropout={FLAGS.dropout}, "
-        f"softmax={FLAGS.softmax}")
+        f"recompute={FLAGS.recompute}, dropout={FLAGS.dropout}")
   _print_table(rows)
   if FLAGS.json_output:
     with open(FLAGS.json_output, "w") as f:

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prepares what benchmarks/gpu_suite.py needs on a GPU machine that has no TensorFlow and no Keras.
 #
-# Run here, from the repository root, with the project's Python (TF 2.20, tf_keras, Model Garden,
-# jax 0.10.2 for the HLO -> StableHLO conversion):
-#   PYTHON=/work/venv/bin/python bash benchmarks/gpu_prepare.sh [wheels|hlo|all]
+# Run here, from the repository root, in the project's environment (`pip install -e ".[test]"`:
+# TF 2.20, tf_keras, Model Garden, jax 0.10.2 for the HLO -> StableHLO conversion); $PYTHON, if
+# set, names another interpreter:
+#   bash benchmarks/gpu_prepare.sh [wheels|hlo|all]
 # Writes (both ignored by git, both carried to the GPU machine):
 #   .whl/      the wheels of benchmarks/gpu_wheels.txt (Python 3.12, manylinux x86-64), ~5 MB
 #   .gpu_hlo/  the TF-XLA training steps of BertEncoderV2 and RealFormerEncoder at the suite's
@@ -16,7 +17,7 @@ WHAT=${1:-all}
 
 if [[ $WHAT == wheels || $WHAT == all ]]; then
   mkdir -p .whl
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform manylinux1_x86_64 -d .whl $(grep -v '^#' benchmarks/gpu_wheels.txt)
@@ -27,14 +28,15 @@ if [[ $WHAT == hlo || $WHAT == all ]]; then
   mkdir -p .gpu_hlo/hlo
   # model:score_dtype:dropout[:softmax]; "default" is whatever RealFormerEncoder defaults to
   # when this runs; "library" dropout is tf_keras' (BertEncoderV2's) instead of HashedDropout;
-  # "keptprobs" is kept_probs.py's candidate softmax (issue 36 item 4).
+  # "keptprobs": kept_probs.py, the softmax candidate issue 49 measures.
   for spec in bert:float32:hashed realformer:default:hashed realformer:float32:hashed \
       realformer:default:library realformer:default:hashed:keptprobs; do
     IFS=: read -r model score_dtype dropout softmax <<< "$spec"
     start=$(date +%s)
-    TF_CPP_MIN_LOG_LEVEL=2 "$PYTHON" benchmarks/encoder_step.py --dump_hlo=.gpu_hlo/hlo \
-      --dump_models="$model" --score_dtype="$score_dtype" --dropout="$dropout" \
-      --softmax="${softmax:-xla}" --sizes=base \
+    script=benchmarks/encoder_step.py
+    [[ ${softmax:-} == keptprobs ]] && script=benchmarks/kept_probs.py
+    TF_CPP_MIN_LOG_LEVEL=2 "$PYTHON" "$script" --dump_hlo=.gpu_hlo/hlo \
+      --dump_models="$model" --score_dtype="$score_dtype" --dropout="$dropout" --sizes=base \
       --seq_lengths=512 --dtypes=mixed_bfloat16 --tokens_per_batch=16384
     echo "$spec: $(( $(date +%s) - start )) s"
   done

@@ -16,8 +16,7 @@ rounds). Groups, each its own process, run one after another:
           `train_step` in a bare `jax.jit` loop, 8 of them under
           `lax.scan` in one `jax.jit` (one dispatch per 8 steps), and `fit`
           with `steps_per_execution`; rows isolating the leads (dropout 0;
-          float32 / bfloat16 tied logits; a float32 hidden stream where the
-          backbone has a switch for it).
+          float32 / bfloat16 tied logits).
   long    seq 4096, batch 2: the reference attention vs the Pallas kernel,
           with the allocator's peak (one process per row, so each peak is
           its own).
@@ -68,8 +67,6 @@ SMOKE = dict(layers=1, hidden=32, heads=2, inner=64, seq=32, batch=2,
              torch_steps=2, profile_steps=3, smoke=True)
 
 KERAS_ROWS = suite_keras.KERAS_ROWS
-missing_feature = suite_keras.missing_feature
-_backbone_features = suite_keras.backbone_features
 TORCH_ROWS = suite_torch.TORCH_ROWS
 # Seconds each group may take at most in a 400 s run (scaled with --budget_s;
 # a group with none after it takes all that is left), and what a group needs
@@ -169,12 +166,12 @@ def _print_table(results, devices, shape, args):
         " (tied embedding), last 1/8 padded. ms / step: median of steps"
         " each waited for; pipelined: median over rounds of steps run back"
         " to back with one wait at the end (what a training loop gets)."
-        " ratio: against bert_fixed for the Keras rows (bert if it did not"
-        " run), long_ref for long_*, xla_bert for xla_*, xt_plain for xt_*")
+        " ratio: against bert for the Keras rows, long_ref for long_*,"
+        " xla_bert for xla_*, xt_plain for xt_*")
   print("| row | model | ms / step | ratio | pipelined ms / step | ratio | "
         "peak MB | compile s | note |")
   print("|---|---|---|---|---|---|---|---|---|")
-  bases = {"keras": results.get("bert_fixed") or results.get("bert"),
+  bases = {"keras": results.get("bert"),
            "long": results.get("long_ref"),
            "xla": results.get("xla_bert"), "torch": results.get("xt_plain")}
   names = _row_names(args)
@@ -207,24 +204,22 @@ def _print_table(results, devices, shape, args):
           f"| {r.get('compile_s', '-')} | {note} |", flush=True)
 
 
-# The headline (issue 36): each RealFormer row against its fair bases, all
-# rows of one call on one device. bert_fixed is keras-hub's BERT with the
-# same scatter-free embeddings as ours, so its ratio is the architecture's;
-# a row run another way (steps_per_execution, a bare jax.jit loop, steps
-# under lax.scan) is
-# compared with the same way's BERT where there is one, with the default
-# sum_pallas (what the way buys) and with the peer.
+# The headline: each RealFormer row against its peers (keras-hub's BERT,
+# Model Garden's BertEncoderV2, x-transformers' residual attention), all rows
+# of one call on one device; a row run another way (steps_per_execution, a
+# bare jax.jit loop, steps under lax.scan) is compared with the same way's
+# BERT where there is one and with the default sum_pallas (what the way buys).
 HEADLINE = (
-    ("sum_pallas", ("bert_fixed", "xla_bert", "xt_residual")),
-    ("sum_pallas_fused", ("bert_fixed_fused", "sum_pallas", "xt_residual")),
-    ("sum_pallas_spe", ("bert_fixed_spe", "sum_pallas", "xt_residual")),
+    ("sum_pallas", ("bert", "xla_bert", "xt_residual")),
+    ("sum_pallas_fused", ("bert_fused", "sum_pallas", "xt_residual")),
+    ("sum_pallas_spe", ("bert_spe", "sum_pallas", "xt_residual")),
     ("sum_pallas_jit", ("sum_pallas", "xt_residual")),
-    ("sum_pallas_scan", ("bert_fixed_scan", "sum_pallas", "xt_residual")),
-    ("bert_fixed_fused", ("bert_fixed",)),
-    ("bert_fixed_spe", ("bert_fixed",)),
-    ("bert_fixed_scan", ("bert_fixed",)),
-    ("xla_realformer-default", ("bert_fixed", "xla_bert", "xt_residual")),
-    # Issue 36 item 4's candidate (benchmarks/kept_probs.py).
+    ("sum_pallas_scan", ("bert_scan", "sum_pallas", "xt_residual")),
+    ("bert_fused", ("bert",)),
+    ("bert_spe", ("bert",)),
+    ("bert_scan", ("bert",)),
+    ("xla_realformer-default", ("bert", "xla_bert", "xt_residual")),
+    # The TF-XLA softmax candidate (benchmarks/kept_probs.py, issue 49).
     ("xla_realformer-default-keptprobs", ("xla_realformer-default",
                                           "xla_bert")),
 )

@@ -1,33 +1,31 @@
-"""A candidate for the TF-XLA encoder's softmax: probabilities kept, not recomputed.
+r"""A TF-XLA softmax candidate: the attention probabilities kept, not recomputed.
 
-Issue 36 item 4 (TF-XLA `RealFormerEncoder` at or below `BertEncoderV2` in
-the waited time). On an H200 (2026-11-28, benchmarks/README.md) our step
-spends 46.3 ms in kernels against BERT's 44.7; 8.2 ms of ours are twelve
-Triton fusions (0.68 ms each), the softmax's backward. The deviceless H200
-compile (`gpu_aot.py --dump_dir`) says why: the forward fuses the softmax
-with the dropout and writes only the dropped probabilities, so XLA's
-backward fusion recomputes `P` from `QK^T + S_{l-1} + mask` (max, exp, sum,
-divide: 2 x 201 MB read and two more row reductions) before the gradient's
-own row sum. BertEncoderV2's forward writes `P` (a `triton_softmax`
-fusion) and its backward reads it (about 0.4 ms a layer).
+Under XLA the TF-XLA `RealFormerEncoder`'s backward pass recomputes the
+softmax's `P` from its logits; BertEncoderV2's keeps it. `kept_probs_softmax`
+puts `P` behind an XLA optimization barrier and takes its gradient from that
+kept `P` (TF's `SoftmaxGrad`), so the compiled step has BERT's structure. It
+moves more bytes, so only a GPU can say whether it is faster (issue 49): it
+is one variant of `gpu_suite.py`, row `xla_realformer-default-keptprobs`.
 
-`kept_probs_softmax` puts `P` behind an XLA optimization barrier and takes
-its gradient from that kept `P` (`(dP - sum(dP * P)) * P`, TF's
-`SoftmaxGrad`), so the backward cannot recompute it: the compiled step then
-has BERT's structure (a `triton_softmax` forward, an elementwise backward
-and one row sum). It moves more bytes (deviceless: 113.8 GB against 105.3,
-1,189 kernels against 1,178), so only a GPU can say whether it is faster;
-`encoder_step.py --softmax=keptprobs` builds the step with it and
-`gpu_prepare.sh` dumps it as `xla_realformer-default-keptprobs`, the row the
-next GPU call runs beside `xla_realformer-default` and `xla_bert`. If it
-wins there, it moves into `realformer_tf/layers/xla_kernels.py`, an XLA-only
-fast form like the others; until then the encoder is unchanged.
+This script is `encoder_step.py`'s command line with the candidate in the
+encoder; `--dump_hlo` names its dumps `realformer-<score dtype>-keptprobs_*`
+(`gpu_prepare.sh` dumps it beside the others):
+
+  python benchmarks/kept_probs.py --dump_hlo=.gpu_hlo/hlo --dump_models=realformer \
+      --score_dtype=default --sizes=base --seq_lengths=512 \
+      --dtypes=mixed_bfloat16 --tokens_per_batch=16384
 
 Outside XLA it is `tf.nn.softmax` (there is no barrier to keep anything
 behind, and TF's own kernel is faster).
 """
 
+import os
+import shutil
+import tempfile
 from unittest import mock
+
+from absl import app
+from absl import flags
 
 import tensorflow as tf
 # TF's XLA ops; `optimization_barrier` has no public alias in TF 2.20.
@@ -35,6 +33,10 @@ from tensorflow.compiler.tf2xla.python import xla
 
 from realformer_tf.layers import residual_attention
 from realformer_tf.layers import xla_kernels
+
+import encoder_step  # pylint: disable=g-bad-import-order  (benchmarks/, beside this file)
+
+FLAGS = flags.FLAGS
 
 
 @tf.custom_gradient
@@ -62,3 +64,18 @@ def in_encoder():
   (the core's ops namespace of `residual_attention`); restored after."""
   return mock.patch.object(residual_attention.TF_OPS, "softmax",
                            kept_probs_softmax)
+
+
+def main(argv):
+  """`encoder_step.main` with the candidate; dumps get "-keptprobs"."""
+  with tempfile.TemporaryDirectory() as tmp, in_encoder():
+    final, FLAGS.dump_hlo = FLAGS.dump_hlo, (tmp if FLAGS.dump_hlo else None)
+    encoder_step.main(argv)
+    for name in os.listdir(tmp):
+      model, rest = name.split("_", 1)
+      shutil.move(os.path.join(tmp, name),
+                  os.path.join(final, f"{model}-keptprobs_{rest}"))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -4,14 +4,10 @@ r"""The benchmarks' Keras 3 MLM model and Keras' own `fit`, timed.
 (keras-hub's `BertBackbone` or our `RealFormerBackbone`, an MLM loss on
 every 8th position through the tied token embedding, AdamW); `FitSteps`
 runs it in `model.fit` as a user does and `make_step_timer` times the steps.
-`keras3_step.py` (per backend), `gpu_suite.py` (`suite_keras`),
-`jax_hlo.py` and `gpu_aot.py` all use them. Split out of `keras3_step.py`,
-whose command line stays there.
+`keras3_step.py` (per backend) and `gpu_suite.py` (`suite_keras`) use them.
 """
 
-import contextlib
 import time
-from unittest import mock
 
 VOCAB = 30522
 
@@ -104,87 +100,10 @@ def make_step_timer(every_step=True):
   return StepTimer()
 
 
-@contextlib.contextmanager
-def _bound(bindings):
-  """Within: each `(namespace, name, value)` of `bindings` bound as
-  `namespace.name = value` (`mock.patch.object`, which restores the
-  previous values on the way out)."""
-  with contextlib.ExitStack() as stack:
-    for namespace, name, value in bindings:
-      stack.enter_context(mock.patch.object(namespace, name, value))
-    yield
-
-
-@contextlib.contextmanager
-def embedding_layers(kind):
-  """Within: both backbones build their token and segment embeddings from
-  `kind`'s classes ("keras": Keras' `ReversibleEmbedding` / `Embedding`;
-  "scatter_free": `realformer_tf.keras3.embeddings`; None: unchanged).
-
-  For benchmarks only: it swaps the names the two backbone modules look
-  the classes up by (keras_hub/src/models/bert/bert_backbone.py imports
-  `ReversibleEmbedding` and calls `keras.layers.Embedding`) while the
-  backbone is built; weights and names are the same either way.
-  """
-  if kind is None:
-    yield
-    return
-  import keras  # pylint: disable=g-import-not-at-top
-  from keras_hub.src.models.bert import bert_backbone  # pylint: disable=g-import-not-at-top
-  from realformer_tf.keras3 import embeddings  # pylint: disable=g-import-not-at-top
-  if kind not in ("keras", "scatter_free"):
-    raise ValueError(f"embeddings={kind!r}: 'keras' or 'scatter_free'")
-  token, segment = ((keras.layers.ReversibleEmbedding, keras.layers.Embedding)
-                    if kind == "keras" else
-                    (embeddings.ReversibleEmbedding, embeddings.Embedding))
-  with _bound([(bert_backbone, "ReversibleEmbedding", token),
-               (keras.layers, "Embedding", segment),
-               (embeddings, "ReversibleEmbedding", token),
-               (embeddings, "Embedding", segment)]):
-    yield
-
-
-# The fair base's build (gpu_suite's and gpu_aot's `bert_fixed`): keras-hub's
-# BERT with our scatter-free embeddings and hashed dropouts, the benchmark
-# only, so its ratio to ours is the architecture's. Until the hashed hidden
-# dropouts (issue 36), `bert_fixed` had the embeddings only.
-FAIR_BASE = dict(embeddings="scatter_free", dropouts="hashed")
-
-
-@contextlib.contextmanager
-def dropout_layers(kind):
-  """Within: both backbones build their dropouts from `kind`'s class
-  ("keras": Keras' `Dropout`; "hashed": `realformer_tf.keras3.
-  hashed_dropout.HashedDropout`, hashed masks on JAX; None: unchanged).
-
-  For benchmarks only, as `embedding_layers`: keras-hub's BERT calls
-  `keras.layers.Dropout` (bert_backbone.py, transformer_encoder.py) and
-  Keras' `MultiHeadAttention` its module's `Dropout` for the attention
-  probabilities (keras/src/layers/attention/multi_head_attention.py); our
-  blocks call `hashed_dropout.HashedDropout`. Our attention probabilities
-  hash on JAX either way (`hashed_dropout.hashes_dropout`).
-  """
-  if kind is None:
-    yield
-    return
-  import keras  # pylint: disable=g-import-not-at-top
-  from keras.src.layers.attention import multi_head_attention  # pylint: disable=g-import-not-at-top
-  from realformer_tf.keras3 import hashed_dropout  # pylint: disable=g-import-not-at-top
-  if kind not in ("keras", "hashed"):
-    raise ValueError(f"dropouts={kind!r}: 'keras' or 'hashed'")
-  layer = (keras.layers.Dropout if kind == "keras" else
-           hashed_dropout.HashedDropout)
-  with _bound([(keras.layers, "Dropout", layer),
-               (multi_head_attention, "Dropout", layer),
-               (hashed_dropout, "HashedDropout", layer)]):
-    yield
-
-
 def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
                     policy="mixed_bfloat16", logits_dtype=None,
-                    backbone_kwargs=None, jit_compile=True, embeddings=None,
-                    steps_per_execution=1, fused_steps=False,
-                    dropouts=None):
+                    backbone_kwargs=None, jit_compile=True,
+                    steps_per_execution=1, fused_steps=False):
   """The benchmark's MLM model on a Keras 3 backbone, compiled for `fit`.
 
   Args:
@@ -200,16 +119,6 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
       ("bfloat16", "float32") before the reverse embedding.
     backbone_kwargs: More arguments of the backbone.
     jit_compile: `compile(jit_compile=...)`.
-    embeddings: None: the backbone's own token and segment embedding layers
-      (keras-hub's: Keras' `ReversibleEmbedding` and `Embedding`, whose
-      gradients are bfloat16 scatter-adds under a mixed policy; ours:
-      `realformer_tf.keras3.embeddings`, scatter-free). "keras" or
-      "scatter_free" builds either backbone with those instead
-      (`embedding_layers`), so a row can compare the architectures with the
-      same embeddings (`bert_fixed`) or show what ours fixed.
-    dropouts: None: the backbone's own dropout layers (keras-hub's: Keras'
-      `Dropout`, threefry bits on JAX; ours: `HashedDropout`). "keras" or
-      "hashed" builds either backbone with those instead (`dropout_layers`).
     steps_per_execution: `compile(steps_per_execution=...)`: `fit` runs
       this many steps per execution, its callbacks once per execution
       (`FitSteps`).
@@ -230,13 +139,12 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
     kwargs = dict(vocabulary_size=VOCAB, num_layers=layers, num_heads=heads,
                   hidden_dim=hidden, intermediate_dim=inner, dropout=dropout,
                   max_sequence_length=max(512, seq), **(backbone_kwargs or {}))
-    with embedding_layers(embeddings), dropout_layers(dropouts):
-      if arch == "bert":
-        import keras_hub  # pylint: disable=g-import-not-at-top
-        backbone = keras_hub.models.BertBackbone(**kwargs)
-      else:
-        from realformer_tf import keras3  # pylint: disable=g-import-not-at-top
-        backbone = keras3.RealFormerBackbone(**kwargs)
+    if arch == "bert":
+      import keras_hub  # pylint: disable=g-import-not-at-top
+      backbone = keras_hub.models.BertBackbone(**kwargs)
+    else:
+      from realformer_tf import keras3  # pylint: disable=g-import-not-at-top
+      backbone = keras3.RealFormerBackbone(**kwargs)
     every_8th = backbone.output["sequence_output"][:, ::8]
     if logits_dtype is not None:
       every_8th = keras.ops.cast(every_8th, logits_dtype)
@@ -285,7 +193,7 @@ class FitSteps:
   of `train_step` at :275-279), and runs the callbacks and its own
   bookkeeping (the `_jax_state` dict, the epoch iterator) once per
   execution instead of once per step. So N changes the host's work between
-  steps, not the compiled program (`fit_dispatch.py` counts both).
+  steps, not the compiled program.
   """
 
   def __init__(self, model, seq, batch):

@@ -13,7 +13,6 @@ import sys
 import time
 
 import gpu_profile
-import jax_hlo
 import keras3_fit
 
 # "auto" picks the Pallas kernel on a JAX GPU, so rows meant to measure the
@@ -31,14 +30,10 @@ _PALLAS = dict(_AUTO, attention_implementation="pallas")
 # trace whole calls (`profile_steps`).
 STEPS_PER_EXECUTION = 8
 _SPE = dict(steps_per_execution=STEPS_PER_EXECUTION)
-_FAIR = keras3_fit.FAIR_BASE
 # name: (group, arch, backbone kwargs, build_mlm_model kwargs, what).
 # Within a group the order is the priority when the budget runs short.
 KERAS_ROWS = {
     "bert": ("keras", "bert", {}, {}, "keras-hub BertBackbone"),
-    "bert_fixed": ("keras", "bert", {}, _FAIR,
-                   "keras-hub BertBackbone, our scatter-free embeddings and "
-                   "hashed dropouts (benchmark only): the fair base"),
     "sum_pallas": ("keras", "realformer", _PALLAS, {},
                    '"sum", defaults on a JAX GPU (auto: bf16 scores, Pallas)'),
     # The product's way to one dispatch per 8 steps: our tasks' `fit` with
@@ -48,10 +43,9 @@ KERAS_ROWS = {
                          dict(_SPE, fused_steps=True),
                          '"sum", Pallas, fit with steps_per_execution='
                          f"{STEPS_PER_EXECUTION}, fused (one dispatch)"),
-    "bert_fixed_fused": ("keras", "bert", {},
-                         dict(_SPE, fused_steps=True, **_FAIR),
-                         "bert_fixed, fit with steps_per_execution="
-                         f"{STEPS_PER_EXECUTION}, fused (one dispatch)"),
+    "bert_fused": ("keras", "bert", {}, dict(_SPE, fused_steps=True),
+                   "keras-hub BertBackbone, fit with steps_per_execution="
+                   f"{STEPS_PER_EXECUTION}, fused (one dispatch)"),
     # Issue 36: the GPU idles 30-38% of sum_pallas' pipelined step; these
     # split the host's share between `fit` and JAX's dispatch.
     "sum_pallas_jit": ("keras", "realformer", _PALLAS, dict(loop="jit"),
@@ -63,26 +57,15 @@ KERAS_ROWS = {
     "sum_pallas_scan": ("keras", "realformer", _PALLAS, dict(loop="scan"),
                         f'"sum", Pallas, {STEPS_PER_EXECUTION} train_steps '
                         "under lax.scan in one jax.jit (no fit)"),
-    "bert_fixed_scan": ("keras", "bert", {},
-                        dict(loop="scan", **_FAIR),
-                        f"bert_fixed, {STEPS_PER_EXECUTION} train_steps "
-                        "under lax.scan in one jax.jit (no fit)"),
+    "bert_scan": ("keras", "bert", {}, dict(loop="scan"),
+                  f"keras-hub BertBackbone, {STEPS_PER_EXECUTION} train_steps "
+                  "under lax.scan in one jax.jit (no fit)"),
     "sum_pallas_spe": ("keras", "realformer", _PALLAS, _SPE,
                        '"sum", Pallas, fit with steps_per_execution='
                        f"{STEPS_PER_EXECUTION}"),
-    "bert_fixed_spe": ("keras", "bert", {},
-                       dict(_SPE, **_FAIR),
-                       "bert_fixed, fit with steps_per_execution="
-                       f"{STEPS_PER_EXECUTION}"),
-    "sum_pallas_kerasdropout": ("keras", "realformer", _PALLAS,
-                                dict(dropouts="keras"),
-                                '"sum", Pallas, Keras\' Dropout for the '
-                                "hidden states (threefry bits: before "
-                                "HashedDropout)"),
-    "sum_pallas_scatter": ("keras", "realformer", _PALLAS,
-                           dict(embeddings="keras"),
-                           '"sum", Pallas, Keras\' embeddings (bf16 '
-                           'scatter-add gradients: before issue 36)'),
+    "bert_spe": ("keras", "bert", {}, _SPE,
+                 "keras-hub BertBackbone, fit with steps_per_execution="
+                 f"{STEPS_PER_EXECUTION}"),
     "bert_jit": ("keras", "bert", {}, dict(loop="jit"),
                  "keras-hub BertBackbone, its train_step in a bare jax.jit "
                  "loop (no fit)"),
@@ -94,12 +77,6 @@ KERAS_ROWS = {
              dict(residual_attention="none",
                   attention_implementation="reference"), {},
              'RealFormerBackbone("none"), reference'),
-    "bert_rbg": ("keras", "bert", {}, dict(prng="unsafe_rbg"),
-                 "keras-hub BertBackbone, dropout bits from XLA's RNG"),
-    "sum_pallas_rbg": ("keras", "realformer", _PALLAS, dict(prng="unsafe_rbg"),
-                       '"sum", Pallas, dropout bits from XLA\'s RNG'),
-    "sum_rbg": ("keras", "realformer", _AUTO, dict(prng="unsafe_rbg"),
-                '"sum", "auto", reference, dropout bits from XLA\'s RNG'),
     "sum_logits_f32": ("keras", "realformer", _AUTO,
                        dict(logits_dtype="float32"),
                        '"sum", "auto", reference, float32 tied logits'),
@@ -110,53 +87,11 @@ KERAS_ROWS = {
     "sum_logits_bf16": ("keras", "realformer", _AUTO,
                         dict(logits_dtype="bfloat16"),
                         '"sum", "auto", reference, bfloat16 tied logits'),
-    "sum_stream_f32": ("keras", "realformer", _AUTO,
-                       {}, '"sum", "auto", reference, float32 hidden stream'),
     "long_ref": ("long", "realformer", _AUTO, {},
                  '"sum", "auto", reference attention, seq 4096 x 2'),
     "long_pallas": ("long", "realformer", _PALLAS, {},
                     '"sum", "auto", Pallas kernel, seq 4096 x 2'),
 }
-# A float32 hidden stream can only be asked for where the backbone has an
-# argument for it; the first of these names it has is used.
-STREAM_ARGS = ("hidden_dtype", "stream_dtype", "residual_dtype")
-
-
-class _DropoutBitsFrom:
-  """Within: Keras' JAX dropout draws its bits with another PRNG impl.
-
-  Keras keeps a 2-word threefry seed and hands it to `jax.random.bernoulli`,
-  whose threefry2x32 becomes ~100 integer HLO ops per 32 random bits.
-  "unsafe_rbg" makes them with XLA's `rng_bit_generator` (Philox on a GPU),
-  as TF-XLA's dropout does. Only tracing needs the patch: each model's step
-  is traced (and compiled) inside, and reused after.
-  """
-
-  def __init__(self, impl):
-    self._impl = impl
-
-  def __enter__(self):
-    import jax  # pylint: disable=g-import-not-at-top
-    import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-    from keras.src.backend.jax import random as jax_random  # pylint: disable=g-import-not-at-top
-    self._module, self._draw = jax_random, jax_random.jax_draw_seed
-    draw, impl = self._draw, self._impl
-
-    def draw_seed(seed):
-      data = jnp.asarray(draw(seed), jnp.uint32)
-      if getattr(data, "shape", None) != (2,):
-        return data
-      data = jnp.concatenate([data, data ^ jnp.uint32(0x9E3779B9)])
-      return jax.random.wrap_key_data(data, impl=impl)
-
-    jax_random.jax_draw_seed = draw_seed
-    return self
-
-  def __exit__(self, *exc):
-    self._module.jax_draw_seed = self._draw
-
-
-
 def train_steps(model, data, n):
   """(step, its data): `model.train_step` and `data` (n = 1), or a step of
   n `train_step`s under `jax.lax.scan`, `(state, batches) -> (logs,
@@ -172,11 +107,23 @@ def train_steps(model, data, n):
           jax.tree.map(lambda a: np.stack([a] * n), data))
 
 
+def train_step_args(model, seq, batch):
+  """(state, data): what `fit` hands `model.train_step` for the benchmark's
+  batch (the model built on it first)."""
+  ids, mask, labels = keras3_fit.mlm_inputs(seq, batch)
+  x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
+  model._symbolic_build(data_batch=(x, labels))  # pylint: disable=protected-access
+  state = model._get_jax_state(  # pylint: disable=protected-access
+      trainable_variables=True, non_trainable_variables=True,
+      optimizer_variables=True, metrics_variables=True)
+  return state, (x, labels)
+
+
 class JitSteps:
   """`model.train_step` under `jax.jit` in a plain Python loop: `fit` less
   its loop; with `steps_per_call=N`, N steps in one dispatch.
 
-  The same compiled program as `fit` runs (`jax_hlo.train_step_args`: the
+  The same compiled program as `fit` runs (`train_step_args`: the
   state and batch `fit` hands `train_step`; donated state, as `fit`'s
   `jax.jit`), on one batch already on the device. Against the same model's
   `fit` row it splits a step's time between Keras' loop (data adapter,
@@ -196,7 +143,7 @@ class JitSteps:
 
   def __init__(self, model, seq, batch, steps_per_call=1):
     import jax  # pylint: disable=g-import-not-at-top
-    state, data = jax_hlo.train_step_args(model, seq, batch)
+    state, data = train_step_args(model, seq, batch)
     n = self.steps_per_execution = steps_per_call
     step, data = train_steps(model, data, n)
     self._step = jax.jit(step, donate_argnums=0)
@@ -244,54 +191,6 @@ class JitSteps:
     return times
 
 
-class _nothing:  # pylint: disable=invalid-name
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *exc):
-    pass
-
-
-def backbone_features():
-  """Which optional `RealFormerBackbone` arguments this checkout takes.
-
-  Probed by building a tiny backbone: the backbone's signature is its
-  arguments spec (`core.arguments`), not a Python signature.
-  """
-  from realformer_tf.keras3 import backbone  # pylint: disable=g-import-not-at-top
-
-  def takes(**kwargs):
-    try:
-      backbone.RealFormerBackbone(
-          vocabulary_size=8, num_layers=1, num_heads=1, hidden_dim=4,
-          intermediate_dim=4, max_sequence_length=4, **kwargs)
-      return True
-    except (ValueError, TypeError):
-      return False
-
-  return {"attention_implementation": takes(
-              attention_implementation="reference"),
-          "stream": next((a for a in STREAM_ARGS if takes(**{a: "float32"})),
-                         None),
-          "score_dtype_auto": takes(score_dtype="auto")}
-
-
-def missing_feature(name, features):
-  """Why a Keras row cannot run on this checkout, or None if it can."""
-  _, _, kwargs, _, _ = KERAS_ROWS[name]
-  if ("attention_implementation" in kwargs
-      and not features["attention_implementation"]):
-    return "RealFormerBackbone has no attention_implementation argument"
-  if kwargs.get("score_dtype") == "auto" and not features["score_dtype_auto"]:
-    return 'RealFormerBackbone does not take score_dtype="auto"'
-  if name == "sum_stream_f32" and not features["stream"]:
-    return (f"RealFormerBackbone has no hidden-stream dtype argument "
-            f"({'/'.join(STREAM_ARGS)}): compare runs before and after the "
-            "compute-dtype stream instead")
-  return None
-
-
 def steps_per_call(name):
   """Steps a row's timed call runs: `steps_per_execution` for `fit` rows,
   `STEPS_PER_EXECUTION` for the scan rows, else 1."""
@@ -321,7 +220,6 @@ def keras_child(names, shape, deadline, profile=()):
   `steps_per_call`; `steps` counts steps either way.
   """
   import jax  # pylint: disable=g-import-not-at-top
-  features = backbone_features()
   device = jax.devices()[0]
   results, fits, times, pipelined = {}, {}, {}, {}
   long_rows = all(KERAS_ROWS[n][0] == "long" for n in names)
@@ -330,33 +228,22 @@ def keras_child(names, shape, deadline, profile=()):
     group, arch, kwargs, build, _ = KERAS_ROWS[name]
     seq, batch = ((shape["long_seq"], shape["long_batch"]) if group == "long"
                   else (shape["seq"], shape["batch"]))
-    reason = missing_feature(name, features)
-    if reason:
-      results[name] = dict(skipped=reason)
-      continue
     remaining = deadline - time.time()
     reserve = 3 if shape["smoke"] else 25  # the timed rounds
     if compile_estimate and remaining < 1.3 * compile_estimate + reserve:
       results[name] = dict(skipped="time budget")
       continue
-    kwargs = dict(kwargs)
-    if name == "sum_stream_f32":
-      kwargs[features["stream"]] = "float32"
-    if not features["attention_implementation"]:
-      kwargs.pop("attention_implementation", None)  # the reference, then
     build = dict(build)
-    prng = build.pop("prng", None)
     loop = build.pop("loop", "fit")
     try:
       start = time.time()
-      with _DropoutBitsFrom(prng) if prng else _nothing():
-        model = keras3_fit.build_mlm_model(
-            arch, layers=shape["layers"], hidden=shape["hidden"],
-            heads=shape["heads"], inner=shape["inner"], seq=seq,
-            backbone_kwargs=kwargs, **build)
-        fit = (keras3_fit.FitSteps(model, seq, batch) if loop == "fit" else
-               JitSteps(model, seq, batch, steps_per_call(name)))
-        fit(2 * fit.steps_per_execution)  # compiles, then a warm execution
+      model = keras3_fit.build_mlm_model(
+          arch, layers=shape["layers"], hidden=shape["hidden"],
+          heads=shape["heads"], inner=shape["inner"], seq=seq,
+          backbone_kwargs=kwargs, **build)
+      fit = (keras3_fit.FitSteps(model, seq, batch) if loop == "fit" else
+             JitSteps(model, seq, batch, steps_per_call(name)))
+      fit(2 * fit.steps_per_execution)  # compiles, then a warm execution
       compile_s = time.time() - start
       compile_estimate = max(compile_estimate or 0, compile_s)
       fits[name], times[name], pipelined[name] = fit, [], []

@@ -1,9 +1,8 @@
 """`benchmarks/gpu_suite.py --smoke`: every row runs at a tiny size on the CPU.
 
-One subprocess (KERAS_BACKEND=jax; the suite spawns its groups itself). Each
-Keras row this checkout can build must print a time, the TF-XLA stand-in
-too; rows that need code this checkout lacks (the Pallas kernel, score_dtype
-"auto") or packages it lacks (torch, x-transformers) print why they skip.
+One subprocess (KERAS_BACKEND=jax; the suite spawns its groups itself). Every
+Keras row must print a time, the TF-XLA stand-in too; the torch rows, without
+CUDA, print why they skip.
 """
 
 import json
@@ -34,9 +33,8 @@ def _table(stdout):
 
 
 def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
-  """The smoke runs its steps with no time budget (a loaded machine made it
-  skip `sum_stream_f32`'s timed steps, issue 39): every row it can build
-  has its `steps` timed steps, however slow the machine."""
+  """The smoke runs its steps with no time budget: every row has its
+  `steps` timed steps, however slow the machine."""
   out = jax_subprocess.run(
       [sys.executable, os.path.join("benchmarks", "gpu_suite.py"),
        "--smoke", "--profile=bert,sum_pallas_spe,sum_pallas_scan,xla_tiny",
@@ -44,30 +42,25 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   assert out.returncode == 0, out.stderr[-3000:]
   assert "(no time budget)" in out.stderr, out.stderr[-3000:]
   rows = _table(out.stdout)
-  features = gpu_suite._backbone_features()  # pylint: disable=protected-access
   for name in gpu_suite.KERAS_ROWS:
     assert name in rows, (name, out.stdout)
-    reason = gpu_suite.missing_feature(name, features)
-    if reason:
-      assert rows[name]["note"] == "skipped: " + reason, rows[name]
-    else:
-      for column in ("ms", "pipelined"):
-        assert re.fullmatch(r"\d+\.\d\d", rows[name][column]), (
-            name, rows[name])
-        assert float(rows[name][column]) > 0
-      # The smoke's fixed steps: steps each waited for in its one round;
-      # a steps_per_execution or scan row runs as many calls of N steps.
-      per_call = gpu_suite.suite_keras.steps_per_call(name)
-      steps = f"steps {gpu_suite.SMOKE['steps'] * per_call}"
-      assert steps in rows[name]["note"], (name, rows[name])
-      assert ("steps_per_" in rows[name]["note"]) == (per_call > 1), (
+    for column in ("ms", "pipelined"):
+      assert re.fullmatch(r"\d+\.\d\d", rows[name][column]), (
           name, rows[name])
+      assert float(rows[name][column]) > 0
+    # The smoke's fixed steps: steps each waited for in its one round;
+    # a steps_per_execution or scan row runs as many calls of N steps.
+    per_call = gpu_suite.suite_keras.steps_per_call(name)
+    steps = f"steps {gpu_suite.SMOKE['steps'] * per_call}"
+    assert steps in rows[name]["note"], (name, rows[name])
+    assert ("steps_per_" in rows[name]["note"]) == (per_call > 1), (
+        name, rows[name])
   # Issue 36's rows: steps_per_execution, a bare jax.jit loop, lax.scan.
   spe = gpu_suite.suite_keras.STEPS_PER_EXECUTION
   assert spe > 1
-  for name, way in (("bert_fixed_spe", "steps_per_execution"),
+  for name, way in (("bert_spe", "steps_per_execution"),
                     ("sum_pallas_spe", "steps_per_execution"),
-                    ("bert_fixed_scan", "steps_per_call"),
+                    ("bert_scan", "steps_per_call"),
                     ("sum_pallas_scan", "steps_per_call")):
     assert rows[name]["note"] == (f"steps {gpu_suite.SMOKE['steps'] * spe}, "
                                   f"{way} {spe}"), rows[name]
@@ -75,35 +68,34 @@ def test_smoke_prints_a_time_for_every_row_it_can_run(tmp_path):
   # execution, over the compile's 2 executions and the round's waited and
   # pipelined fits of `steps` executions each; no step run alone.
   dispatches = 2 + gpu_suite.SMOKE["rounds"] * 2 * gpu_suite.SMOKE["steps"]
-  for name in ("bert_fixed_fused", "sum_pallas_fused"):
+  for name in ("bert_fused", "sum_pallas_fused"):
     assert rows[name]["note"] == (
         f"steps {gpu_suite.SMOKE['steps'] * spe}, steps_per_execution {spe}, "
         f"fused_dispatches {dispatches}, single_steps 0"), rows[name]
   assert rows["sum_pallas_jit"]["note"] == (
       f"steps {gpu_suite.SMOKE['steps']}"), rows["sum_pallas_jit"]
-  # The headline: each row against its fair bases, the ratio of the table's
+  # The headline: each row against its peers, the ratio of the table's
   # pipelined and waited times.
   headline = dict(((m[0], m[1]), (float(m[2]), float(m[3]))) for m in
                   re.findall(r"^  (\w+) / (\w+): ([\d.]+) \(([\d.]+)\)$",
                              out.stdout, re.M))
   assert sorted(headline) == sorted([
-      ("sum_pallas", "bert_fixed"), ("sum_pallas_spe", "bert_fixed_spe"),
-      ("sum_pallas_fused", "bert_fixed_fused"),
-      ("sum_pallas_fused", "sum_pallas"), ("bert_fixed_fused", "bert_fixed"),
+      ("sum_pallas", "bert"), ("sum_pallas_spe", "bert_spe"),
+      ("sum_pallas_fused", "bert_fused"),
+      ("sum_pallas_fused", "sum_pallas"), ("bert_fused", "bert"),
       ("sum_pallas_spe", "sum_pallas"), ("sum_pallas_jit", "sum_pallas"),
-      ("sum_pallas_scan", "bert_fixed_scan"),
-      ("sum_pallas_scan", "sum_pallas"), ("bert_fixed_spe", "bert_fixed"),
-      ("bert_fixed_scan", "bert_fixed")]), out.stdout
+      ("sum_pallas_scan", "bert_scan"),
+      ("sum_pallas_scan", "sum_pallas"), ("bert_spe", "bert"),
+      ("bert_scan", "bert")]), out.stdout
   for (name, base), (piped, waited) in headline.items():
     assert piped == pytest.approx(float(rows[name]["pipelined"]) / float(
         rows[base]["pipelined"]), abs=2e-3), (name, base)
     assert waited == pytest.approx(float(rows[name]["ms"]) / float(
         rows[base]["ms"]), abs=2e-3), (name, base)
-  # Keras rows' ratios are against `bert_fixed` (keras-hub BERT on our
-  # scatter-free embeddings), the fair base; `bert` only when it did not run.
-  assert float(rows["bert_fixed"]["ratio"]) == 1.0, rows["bert_fixed"]
-  assert float(rows["bert"]["ratio"]) == pytest.approx(
-      float(rows["bert"]["ms"]) / float(rows["bert_fixed"]["ms"]), abs=2e-3)
+  # Keras rows' ratios are against `bert` (keras-hub's BertBackbone).
+  assert float(rows["bert"]["ratio"]) == 1.0, rows["bert"]
+  assert float(rows["sum_pallas"]["ratio"]) == pytest.approx(
+      float(rows["sum_pallas"]["ms"]) / float(rows["bert"]["ms"]), abs=2e-3)
   assert re.fullmatch(r"\d+\.\d\d", rows["xla_tiny"]["ms"]), rows["xla_tiny"]
   for name in gpu_suite.TORCH_ROWS:  # no CUDA here: never a time
     assert rows[name]["note"].startswith("skipped: "), rows[name]
@@ -144,45 +136,45 @@ def test_profile_steps_are_whole_executions():
   assert profile_steps(4, 8) == 16 and profile_steps(17, 8) == 24
 
 
-def test_headline_pairs_each_row_with_its_fair_bases():
+def test_headline_pairs_each_row_with_its_peers():
   times = lambda piped, waited: dict(pipelined_ms=piped, ms=waited)
-  results = dict(sum_pallas=times(45.0, 50.0), bert_fixed=times(50.0, 50.0),
+  results = dict(sum_pallas=times(45.0, 50.0), bert=times(50.0, 50.0),
                  xt_residual=times(40.0, 40.0),
                  sum_pallas_fused=times(32.0, 40.0),
-                 bert_fixed_fused=times(40.0, 50.0),
+                 bert_fused=times(40.0, 50.0),
                  sum_pallas_spe=times(36.0, 40.0),
-                 bert_fixed_spe=times(40.0, 40.0),
+                 bert_spe=times(40.0, 40.0),
                  sum_pallas_jit=dict(pipelined_ms=30.0),
                  sum_pallas_scan=times(33.0, 36.0),
-                 bert_fixed_scan=times(44.0, 45.0),
+                 bert_scan=times(44.0, 45.0),
                  xla_bert=dict(error="rc 1"),
                  **{"xla_realformer-default": times(40.0, 50.0),
                     "xla_realformer-default-keptprobs": times(36.0, 45.0)})
   assert gpu_suite.headline(results) == [
-      ("sum_pallas", "bert_fixed", 0.9, 1.0),
+      ("sum_pallas", "bert", 0.9, 1.0),
       ("sum_pallas", "xt_residual", 45 / 40, 50 / 40),
-      ("sum_pallas_fused", "bert_fixed_fused", 0.8, 0.8),
+      ("sum_pallas_fused", "bert_fused", 0.8, 0.8),
       ("sum_pallas_fused", "sum_pallas", 32 / 45, 0.8),
       ("sum_pallas_fused", "xt_residual", 0.8, 1.0),
-      ("sum_pallas_spe", "bert_fixed_spe", 0.9, 1.0),
+      ("sum_pallas_spe", "bert_spe", 0.9, 1.0),
       ("sum_pallas_spe", "sum_pallas", 0.8, 0.8),
       ("sum_pallas_spe", "xt_residual", 0.9, 1.0),
       ("sum_pallas_jit", "sum_pallas", 30 / 45, None),
       ("sum_pallas_jit", "xt_residual", 0.75, None),
-      ("sum_pallas_scan", "bert_fixed_scan", 0.75, 0.8),
+      ("sum_pallas_scan", "bert_scan", 0.75, 0.8),
       ("sum_pallas_scan", "sum_pallas", 33 / 45, 36 / 50),
       ("sum_pallas_scan", "xt_residual", 33 / 40, 0.9),
-      ("bert_fixed_fused", "bert_fixed", 0.8, 1.0),
-      ("bert_fixed_spe", "bert_fixed", 0.8, 0.8),
-      ("bert_fixed_scan", "bert_fixed", 0.88, 0.9),
-      ("xla_realformer-default", "bert_fixed", 0.8, 1.0),
+      ("bert_fused", "bert", 0.8, 1.0),
+      ("bert_spe", "bert", 0.8, 0.8),
+      ("bert_scan", "bert", 0.88, 0.9),
+      ("xla_realformer-default", "bert", 0.8, 1.0),
       ("xla_realformer-default", "xt_residual", 1.0, 1.25),
       ("xla_realformer-default-keptprobs", "xla_realformer-default",
        36 / 40, 45 / 50)]
 
 
-def test_group_budgets_of_the_next_gpu_call():
-  # benchmarks/README.md's next call: --budget_s=380, four keras rows, three
+def test_group_budgets_of_the_prepared_gpu_call():
+  # benchmarks/README.md's prepared call: --budget_s=380, four keras rows, three
   # TF-XLA modules, one torch row. The xla group's cap grows per module.
   scale = 380 / 400
   assert gpu_suite.group_budget("keras", 4, 380, ["xla", "torch"],
@@ -198,14 +190,14 @@ def test_group_budgets_of_the_next_gpu_call():
 
 
 
-def test_the_next_gpu_call_names_rows_the_suite_has():
+def test_the_prepared_gpu_call_names_rows_the_suite_has():
   """The prepared call in benchmarks/README.md runs: every row it names
   exists, and it holds the four keras and three TF-XLA rows its budget
   above assumes."""
   readme = os.path.join(os.path.dirname(gpu_suite.__file__), "README.md")
   with open(readme) as f:
     text = f.read()
-  section = text[text.index("**The next GPU call**"):]
+  section = text[text.index("### The prepared GPU call"):]
   rows = re.search(r"gpu_suite\.py --budget_s=380 --rows=([\w,.-]+) ",
                    section).group(1).split(",")
   known = {n: group for n, (group, _) in
@@ -229,4 +221,5 @@ def test_the_next_gpu_call_names_rows_the_suite_has():
   assert [known[r] for r in rows].count("keras") == 4, rows
   assert [known[r] for r in rows].count("xla") == 3, rows
   assert "xla_realformer-default-keptprobs" in rows, rows
-  assert "sum_pallas_fused" in rows and "bert_fixed_fused" in rows, rows
+  assert "sum_pallas_fused" in rows and "bert_fused" in rows, rows
+  assert "bert" in rows and "xt_residual" in rows, rows

@@ -79,38 +79,14 @@ def _tiny(arch, **build):
       policy="float32", **build)
 
 
-def test_fair_base_builds_bert_with_our_embeddings_and_dropouts():
-  import keras  # pylint: disable=g-import-not-at-top
-  from keras.src.layers.attention import multi_head_attention  # pylint: disable=g-import-not-at-top
-  from realformer_tf.keras3 import hashed_dropout  # pylint: disable=g-import-not-at-top
+def test_bert_is_keras_hubs_own_and_ours_is_ours():
+  # The peer is keras-hub's BertBackbone as a user builds it: Keras' dropout
+  # and embeddings, none of ours.
   from realformer_tf.keras3 import embeddings  # pylint: disable=g-import-not-at-top
-  saved = (keras.layers.Dropout, multi_head_attention.Dropout,
-           hashed_dropout.HashedDropout, keras.layers.Embedding,
-           embeddings.Embedding)
   bert = _tiny("bert")
-  fair = _tiny("bert", **keras3_fit.FAIR_BASE)
   assert "HashedDropout" not in _layer_classes(bert)
   assert "Dropout" in _layer_classes(bert)
-  # Every dropout of the fair base, the attention probabilities' included.
-  dropouts = [layer for layer in fair._flatten_layers()  # pylint: disable=protected-access
-              if isinstance(layer, keras.layers.Dropout)]
-  assert len(dropouts) == 4, dropouts  # embeddings, probs, 2 hidden
-  assert all(isinstance(d, hashed_dropout.HashedDropout) for d in dropouts)
-  # ... and its embeddings ours (scatter-free), where keras-hub's are Keras'.
-  ours_embeddings = [layer for layer in fair._flatten_layers()  # pylint: disable=protected-access
-                     if isinstance(layer, (embeddings.Embedding,
-                                           embeddings.ReversibleEmbedding))]
-  assert len(ours_embeddings) == 2, ours_embeddings  # token and segment
   assert not any(isinstance(layer, (embeddings.Embedding,
                                     embeddings.ReversibleEmbedding))
                  for layer in bert._flatten_layers())  # pylint: disable=protected-access
-  # Ours, with Keras' dropout for the hidden states (the before row).
-  ours = _tiny("realformer", dropouts="keras")
-  assert "HashedDropout" not in _layer_classes(ours)
   assert "HashedDropout" in _layer_classes(_tiny("realformer"))
-  # The names are restored on the way out.
-  assert (keras.layers.Dropout, multi_head_attention.Dropout,
-          hashed_dropout.HashedDropout, keras.layers.Embedding,
-          embeddings.Embedding) == saved
-  with pytest.raises(ValueError, match="dropouts='threefry'"):
-    _tiny("bert", dropouts="threefry")

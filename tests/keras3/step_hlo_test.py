@@ -1,11 +1,10 @@
 """The Keras 3 training step's XLA program under mixed_bfloat16 (JAX only).
 
 Lowers (does not compile) the step Keras' `fit` jit-compiles, `train_step`,
-of a tiny model and counts its `dot_general`s by dtype with
-`benchmarks/jax_hlo.py`: under a bfloat16 policy every GEMM should take
-bfloat16 operands (the dot accumulates in float32 itself); a float32 GEMM
-is a GEMM at a fraction of the tensor cores' rate. See benchmarks/README.md,
-"Where the Keras 3 step's time goes".
+of a tiny model and counts its `dot_general`s by dtype
+(`tests/helpers/stablehlo.py`): under a bfloat16 policy every GEMM should
+take bfloat16 operands (the dot accumulates in float32 itself); a float32
+GEMM is a GEMM at a fraction of the tensor cores' rate.
 """
 
 import keras
@@ -13,10 +12,10 @@ import keras_hub
 import numpy as np
 import pytest
 
-from benchmarks import jax_hlo
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import decoder_backbone
 from realformer_tf.keras3 import masked_lm
+from tests.helpers import stablehlo
 
 pytestmark = pytest.mark.skipif(
     keras.config.backend() != "jax",
@@ -51,7 +50,7 @@ def _counts(model, x, y):
       optimizer_variables=True, metrics_variables=True)
   import jax  # pylint: disable=g-import-not-at-top
   text = jax.jit(model.train_step).lower(state, (x, y)).as_text()
-  return jax_hlo.count_ops(text)
+  return stablehlo.count_ops(text)
 
 
 def _dots(model, x, y):
@@ -142,7 +141,7 @@ def test_keras_hub_bert_scatters_its_embedding_gradients_in_bfloat16():
   # keras-hub 0.32 / Keras 3.15.1 (keras/src/layers/layer.py:995-997): the
   # tables read in bfloat16 at the top level of a functional model, so both
   # lookups' gradients are bfloat16 scatter-adds. If this fails, Keras or
-  # keras-hub changed: update benchmarks/README.md, "Embedding gradients".
+  # keras-hub changed: update docs/keras3.md.
   keras.config.set_dtype_policy("mixed_bfloat16")
   model = _tied_logits_model(keras_hub.models.BertBackbone(**_kwargs()))
   counts = _counts(model, _inputs(), np.zeros((BATCH, SEQ // 8), "int32"))
