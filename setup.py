@@ -80,7 +80,9 @@ setuptools.setup(
         # jax: tests/keras3/backends_test.py re-runs the Keras 3 tests on
         # KERAS_BACKEND=jax (CPU). Beam: tests/data/beam_pretraining_data_test.py
         # runs the pipeline in CI.
-        "test": ["pytest", "pytest-xdist", "jax[cpu]~=0.10.2", *BEAM],
+        # grain: keras-hub's data pipelines in the JAX re-run without TensorFlow.
+        "test": ["pytest", "pytest-xdist", "jax[cpu]~=0.10.2", "grain~=0.2.18",
+                 *BEAM],
         # Corpus-scale pre-training data (data/beam_pretraining_data.py).
         "beam": BEAM,
         # Keras 3 on JAX (CPU; on an accelerator install JAX's own wheel).

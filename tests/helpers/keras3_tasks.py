@@ -6,11 +6,15 @@ import keras
 import numpy as np
 import pytest
 
+from tests.helpers import no_tensorflow
+
 # `model.export()` writes a TF SavedModel from TensorFlow and JAX (jax2tf);
 # PyTorch's is experimental in Keras and not what our docs promise.
 EXPORT_BACKENDS = pytest.mark.skipif(
-    keras.config.backend() not in ("tensorflow", "jax"),
-    reason="export() to a SavedModel: TensorFlow and JAX backends")
+    keras.config.backend() not in ("tensorflow", "jax") or
+    no_tensorflow.active(),
+    reason="export() to a SavedModel: TensorFlow and JAX backends, with "
+    "TensorFlow installed")
 
 
 def export_and_load(model, path):
