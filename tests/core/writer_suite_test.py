@@ -26,17 +26,21 @@ from tests.helpers import killed_ops
 from tests.helpers import layer_writers
 from tests.helpers import writer_rows
 
-INFIXES = (writes.TMP_INFIX, writes.BACKUP_INFIX, writes.JOURNAL_INFIX)
+INFIXES = killed_ops.INFIXES
 
 
-def _leftovers(tmp):
-  """The layer's leftovers under `tmp` (not inside a leftover folder)."""
+def _leftovers(folder):
+  """The layer's leftovers in and beside `folder` (not inside a leftover
+  folder)."""
   found = []
-  for root, folders, names in os.walk(tmp):
-    for name in names + folders:
-      if any(infix in name for infix in INFIXES):
-        found.append(os.path.join(root, name))
-    folders[:] = [f for f in folders if not any(i in f for i in INFIXES)]
+  for top in killed_ops.state_paths(folder):
+    if top != folder:
+      found.append(top)
+      continue
+    for root, folders, names in os.walk(top):
+      found += [os.path.join(root, name) for name in names + folders
+                if any(infix in name for infix in INFIXES)]
+      folders[:] = [f for f in folders if not any(i in f for i in INFIXES)]
   return sorted(found)
 
 
@@ -48,105 +52,109 @@ def _pidless(tree, pid):
   return {mask(name.encode()): mask(data) for name, (data, _) in tree.items()}
 
 
-def test_the_emulated_kill_leaves_what_a_real_sigkill_leaves(tmp_path):
-  """A publish of the layer's output set, killed at each of its writes and
-  renames (the subprocess' points) in a subprocess (SIGKILL) and
-  in-process: the same files, byte for byte (owner records hold a random
-  token), and the same next sweep."""
+def _tree(folder):
+  """`folder`'s files with the pid of the writer that left them masked."""
+  pids = {match[1] for name in os.listdir(folder) for match in re.finditer(
+      r"\.(?:tmp|old|pending)-(\d+)", name)}
+  assert len(pids) <= 1, pids
+  return _pidless(file_trees.files_under(folder), next(iter(pids), "none"))
+
+
+def test_a_recorded_point_holds_what_a_real_sigkill_leaves(tmp_path):
+  """A publish of the layer's output set, SIGKILLed at each of its writes
+  and renames in a subprocess, leaves the files recorded before that call
+  in-process, byte for byte (owner records hold a random token); the next
+  sweep of each does the same."""
   real, emulated = str(tmp_path / "real"), str(tmp_path / "emulated")
-  kinds = ("write", "rename")
   for folder in (real, emulated):
     os.makedirs(folder)
     layer_writers.publish_set(folder, 1)
-  points = killed_ops.count_points(
-      lambda: layer_writers.publish_set(emulated, 2), kinds).points
-  assert points == layer_writers.count_points("set", real, 2) >= 12
-  for kill_at in range(1, points + 1):
-    for folder in (real, emulated):
-      shutil.rmtree(folder)
-      os.makedirs(folder)
-      layer_writers.publish_set(folder, 1)
+  points = [state for op, _, state in killed_ops.record_points(
+      lambda: layer_writers.publish_set(emulated, 2), emulated,
+      str(tmp_path / "states")) if op in ("write", "rename")]
+  assert len(points) == layer_writers.count_points("set", real, 2) >= 12
+  for kill_at, state in enumerate(points, 1):
+    shutil.rmtree(real)
+    os.makedirs(real)
+    layer_writers.publish_set(real, 1)
     layer_writers.run_killed("set", kill_at, real, 2)
-    run = killed_ops.run_killed(
-        lambda: layer_writers.publish_set(emulated, 2), kill_at, kinds)
-    assert run.dead
-    real_pid = {match[1] for name in os.listdir(real) for match in re.finditer(
-        r"\.(?:tmp|old|pending)-(\d+)", name)}
-    assert len(real_pid) <= 1, real_pid
-    left = [_pidless(file_trees.files_under(folder), pid) for folder, pid in (
-        (real, next(iter(real_pid), "none")),
-        (emulated, killed_ops.dead_pid()))]
-    assert left[0] == left[1], kill_at
-    swept = [sorted(os.path.basename(p) for p in writes.sweep(
-        folder, writes.OS_OPS)) for folder in (real, emulated)]
-    assert [len(s) for s in swept] == [len(s) for s in swept[::-1]]
-    assert (_pidless(file_trees.files_under(real), "x") ==
-            _pidless(file_trees.files_under(emulated), "x")), kill_at
+    killed_ops.restore(state, emulated)
+    assert _tree(real) == _tree(emulated), kill_at
+    swept = [len(writes.sweep(folder, writes.OS_OPS))
+             for folder in (real, emulated)]
+    assert swept[0] == swept[1] and _tree(real) == _tree(emulated), kill_at
 
 
-def _restore(snapshot, tmp):
-  out = writer_rows.out_dir(tmp)
-  for leftover in _leftovers(tmp):
-    if os.path.lexists(leftover):
-      writes.OS_OPS.remove(leftover)
-  shutil.rmtree(out, ignore_errors=True)
-  shutil.copytree(snapshot, out, symlinks=True)
-
-
-def _check_named(tmp, leftovers, text, kill_at, call):
+def _check_named(leftovers, text, point):
   """Every leftover of the killed writer (not its owner records) is named in
-  what the next run logged: removed, restored or finished."""
+  what the next run logged: removed, restored, or renamed in by the
+  journal it finished."""
+  journals = [p for p in leftovers if writes.JOURNAL_INFIX in p and
+              writes.TMP_INFIX not in os.path.basename(p)]
   for leftover in leftovers:
-    if leftover.endswith(".owner") or writes.TMP_INFIX in os.path.dirname(
-        os.path.relpath(leftover, tmp)):
+    if leftover.endswith(".owner"):
       continue
-    assert leftover in text, (
-        f"killed at point {kill_at} ({call}): the next run did not say what "
-        f"it did with {leftover}:\n{text}")
+    target = os.path.basename(writes.target_of(leftover))
+    assert leftover in text or (writes.TMP_INFIX in leftover and any(
+        f"{journal} lists" in text and target in text
+        for journal in journals)), (
+            f"killed at {point}: the next run did not say what it did with "
+            f"{leftover}:\n{text}")
 
 
-ROWS = [pytest.param(row, id=row.name) for row in writer_rows.ROWS]
+def _signature(folder, leftovers):
+  """Which kinds of leftovers a kill left (and whether `folder` is gone)."""
+  return (os.path.exists(folder), frozenset(
+      (infix, path.endswith(".owner")) for path in leftovers
+      for infix in INFIXES if infix in os.path.basename(path)))
+
+
+ROWS = [pytest.param(row, id=row.name, marks=[pytest.mark.xfail(
+    strict=True, reason=row.kill_xfail)] if row.kill_xfail else [])
+        for row in writer_rows.ROWS]
 
 
 @pytest.mark.parametrize("row", ROWS)
 def test_a_writer_killed_at_every_point_leaves_old_or_new_whole(
     tmp_path, row, caplog):
-  tmp = str(tmp_path)
+  """The next run is the writer itself at the first point of each kind of
+  leftovers, and at the others the layer's sweep that it runs first."""
+  tmp, out = str(tmp_path), writer_rows.out_dir(str(tmp_path))
   row.write(tmp, 1)
   assert row.read(tmp) == 1
-  snapshot = str(tmp_path / "version1")
-  shutil.copytree(writer_rows.out_dir(tmp), snapshot, symlinks=True)
-  counted = killed_ops.count_points(lambda: row.write(tmp, 2))
-  assert row.read(tmp) == 2 and not _leftovers(tmp), _leftovers(tmp)
-  assert counted.points >= 3, counted.calls
-  seen = set()
-  for kill_at in range(1, counted.points + 1):
-    _restore(snapshot, tmp)
-    call = counted.calls[kill_at - 1]
-    killed_ops.run_killed(lambda: row.write(tmp, 2), kill_at)
-    left = _leftovers(tmp)
+  points = killed_ops.record_points(lambda: row.write(tmp, 2), out,
+                                    str(tmp_path / "states"))
+  assert row.read(tmp) == 2 and not _leftovers(out), _leftovers(out)
+  assert len(points) >= 3, points
+  seen, rerun = set(), set()
+  for kill_at, (op, args, state) in enumerate(points, 1):
+    point = f"point {kill_at}, {op} {args[0]}"
+    killed_ops.restore(state, out)
+    left = _leftovers(out)
     pending = any(writes.JOURNAL_INFIX in name for name in left)
     try:
       found = row.read(tmp)
     except (AssertionError, ValueError) as e:
       # A mix, refused by its readers: only while a journal is pending.
-      assert pending, (f"killed at point {kill_at} ({call}): a mix with no "
-                       f"journal to finish it: {e}")
+      assert pending, f"killed at {point}: a mix with no journal: {e}"
       found = "refused"
     else:
-      assert found in (1, 2) or (
-          found is None and writes.interrupted_swap(
-              writer_rows.out_dir(tmp), writes.OS_OPS)), (kill_at, call, found)
+      assert found in (1, 2) or (found is None and writes.interrupted_swap(
+          out, writes.OS_OPS)), (point, found)
     seen.add(found)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="absl"):
-      row.write(tmp, 2)
-    _check_named(tmp, left, caplog.text, kill_at, call)
-    assert row.read(tmp) == 2, (kill_at, call)
-    assert not _leftovers(tmp), (kill_at, call, _leftovers(tmp))
+      if _signature(out, left) in rerun:
+        for folder in {os.path.dirname(path) for path in left}:
+          writes.sweep(folder, writes.OS_OPS)
+        assert row.read(tmp) in (1, 2), point
+      else:
+        rerun.add(_signature(out, left))
+        row.write(tmp, 2)
+        assert row.read(tmp) == 2, point
+    _check_named(left, caplog.text, point)
+    assert not _leftovers(out), (point, _leftovers(out))
   assert 1 in seen, seen  # Killed before its point of no return.
-
-
 def _foreign_cases():
   for row in writer_rows.ROWS:
     for target in row.targets:
@@ -172,4 +180,4 @@ def test_a_users_file_at_a_target_path_is_kept_and_named(tmp_path, row,
   if row.flag:
     assert row.flag in message, message
   assert file_trees.files_under(out) == before
-  assert sorted(os.listdir(tmp)) in (["out"], ["inputs", "out"])
+  assert not _leftovers(out), _leftovers(out)

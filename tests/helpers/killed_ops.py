@@ -1,27 +1,24 @@
-"""A SIGKILL emulated in-process for the writer kill suite: the K-th call of
-the writer layer's file operations that changes the file system (write,
-rename, remove, makedirs) raises `Killed`, and from then on every file
-operation raises again, so no cleanup (`finally`, `except`) touches the
-disk, as after a real SIGKILL.
+"""A SIGKILL at every point of a writer, emulated in-process by recording
+what it would leave: a SIGKILL at one of the writer layer's file operations
+that change the file system (write, rename, remove, makedirs) leaves the
+disk exactly as it is just before that call, since nothing of the process
+runs after it (no `finally`, no cleanup). So the writer runs once, and the
+output folder is copied before each such call; each copy is what a kill
+there leaves.
 
 Both faces' `FileOps` (`core.writes.OS_OPS`, `utils.GFILE_OPS`) are patched
-field by field (so a reference kept anywhere sees it), and the direct
-mutators a writer could call outside them (`os.remove`/`rename`/`replace`,
-`shutil.rmtree`/`move`, `tf.io.gfile.remove`/`rmtree`/`rename`) are frozen
-once dead. The killed writer runs as another process would: `os.getpid` is
-a pid that has ended, alive to the layer until the kill, dead after it, so
-the next writer treats its leftovers as a killed writer's.
-`tests/core/writer_suite_test.py` checks against a real SIGKILL that this
-leaves the same files.
+field by field (so a reference kept anywhere sees it). The writer runs as
+another process would: `os.getpid` is a pid that has ended (alive to the
+layer while it runs, dead after), so the next writer treats its leftovers
+as a killed writer's. `tests/core/writer_suite_test.py` checks against a
+real SIGKILL that a copy holds what the kill leaves.
 """
 
 import contextlib
 import dataclasses
 import os
 import shutil
-from typing import Callable, Iterator, List, Optional, Tuple
-
-import tensorflow as tf
+from typing import Callable, Iterator, List, Tuple
 
 from realformer_tf import utils
 from realformer_tf.core import ownership
@@ -29,33 +26,15 @@ from realformer_tf.core import writes
 from tests.helpers import kill_writer
 
 MUTATING = ("write", "rename", "remove", "makedirs")
-_DIRECT = ((os, ("remove", "unlink", "rename", "replace", "rmdir")),
-           (shutil, ("rmtree", "move")),
-           (tf.io.gfile, ("remove", "rmtree", "rename")))
+INFIXES = (writes.TMP_INFIX, writes.BACKUP_INFIX, writes.JOURNAL_INFIX)
 _DEAD_PID: List[int] = []
 
 
-class Killed(BaseException):
-  """The emulated SIGKILL (a BaseException: no `except Exception` stops it)."""
-
-
 def dead_pid() -> int:
-  """One pid of an ended process for the session's killed writers."""
+  """One pid of an ended process for the session's emulated writers."""
   if not _DEAD_PID:
     _DEAD_PID.append(kill_writer.dead_pid())
   return _DEAD_PID[0]
-
-
-@dataclasses.dataclass
-class Run:
-  """One patched run: `points`, the mutating calls seen; `kill_at` (None:
-  count only); `dead` once killed; `calls`, each mutating call's op name
-  and first path, in order; `kinds`, the ops that are points."""
-  kill_at: Optional[int] = None
-  kinds: Tuple[str, ...] = MUTATING
-  points: int = 0
-  dead: bool = False
-  calls: List = dataclasses.field(default_factory=list)
 
 
 def _set(ops: writes.FileOps, name: str, fn: Callable) -> None:
@@ -63,83 +42,78 @@ def _set(ops: writes.FileOps, name: str, fn: Callable) -> None:
 
 
 @contextlib.contextmanager
-def patched(run: Run, as_other_process: bool = True) -> Iterator[Run]:
-  """Patches both faces' ops (and the direct mutators) for `run`; the block
-  ends with `Killed` swallowed if `run` was killed in it."""
+def patched(before_point: Callable[[str, tuple], None]) -> Iterator[None]:
+  """Both faces' ops call `before_point(op name, args)` before each call
+  that changes the file system; the block runs as the ended `dead_pid()`."""
   saved = []
-  depth = [0]
+  alive = [True]
 
   def wrap(name, fn):
     def call(*args):
-      if run.dead:
-        raise Killed(f"{name} after the kill")
-      if name in run.kinds:
-        run.points += 1
-        run.calls.append((name, args[0] if args else None))
-        if run.points == run.kill_at:
-          run.dead = True
-          raise Killed(f"killed at {name} {args}")
-      depth[0] += 1
-      try:
-        return fn(*args)
-      finally:
-        depth[0] -= 1
-    return call
-
-  def freeze(fn):
-    def call(*args, **kwargs):
-      if run.dead:
-        raise Killed("a direct change after the kill")
-      return fn(*args, **kwargs)
+      if name in MUTATING:
+        before_point(name, args)
+      return fn(*args)
     return call
 
   for ops in (writes.OS_OPS, utils.GFILE_OPS):
     for field in dataclasses.fields(ops):
       fn = getattr(ops, field.name)
-      saved.append((ops, field.name, fn, True))
-      _set(ops, field.name, wrap(field.name, fn))
-  for module, names in _DIRECT:
-    for name in names:
-      fn = getattr(module, name)
-      saved.append((module, name, fn, False))
-      setattr(module, name, freeze(fn))
-  if as_other_process:
-    pid, alive, real_getpid = dead_pid(), ownership.process_alive, os.getpid
-    saved += [(os, "getpid", real_getpid, False),
-              (ownership, "process_alive", alive, False)]
-    os.getpid = lambda: pid
-    ownership.process_alive = lambda p: (not run.dead) if p == pid else (
-        alive(p))
+      saved.append((ops, field.name, fn))
+      if field.name in MUTATING:
+        _set(ops, field.name, wrap(field.name, fn))
+  pid, process_alive, getpid = dead_pid(), ownership.process_alive, os.getpid
+  os.getpid = lambda: pid
+  ownership.process_alive = lambda p: alive[0] if p == pid else (
+      process_alive(p))
   try:
-    yield run
-  except BaseException:  # pylint: disable=broad-except
-    if not run.dead:  # What a writer raises after the kill is not seen.
-      raise
+    yield
   finally:
-    for owner, name, fn, is_ops in reversed(saved):
-      if is_ops:
-        _set(owner, name, fn)
-      else:
-        setattr(owner, name, fn)
-  if run.kill_at is not None and not run.dead:
-    raise AssertionError(f"Not killed: {run.points} points, kill_at "
-                         f"{run.kill_at}.")
+    alive[0] = False
+    os.getpid, ownership.process_alive = getpid, process_alive
+    for ops, name, fn in saved:
+      _set(ops, name, fn)
 
 
-def count_points(write: Callable[[], object],
-                 kinds: Tuple[str, ...] = MUTATING) -> Run:
-  """`write()` run whole with its calls of `kinds` counted."""
-  run = Run(kinds=kinds)
-  with patched(run, as_other_process=False):
+def _copy(source: str, target: str) -> None:
+  if os.path.isdir(source) and not os.path.islink(source):
+    shutil.copytree(source, target, symlinks=True)
+  elif os.path.lexists(source):
+    shutil.copy2(source, target, follow_symlinks=False)
+
+
+def state_paths(folder: str) -> List[str]:
+  """`folder` and the layer's leftovers beside it (a folder's temp and
+  backup, their owner records): what a writer of `folder` changes."""
+  parent, name = os.path.split(folder)
+  return [folder] * os.path.lexists(folder) + [os.path.join(parent, entry)
+                     for entry in sorted(os.listdir(parent))
+                     if entry.startswith(name) and entry != name and any(
+                         infix in entry for infix in INFIXES)]
+
+
+def restore(state: str, folder: str) -> None:
+  """Puts the copy `state` (of `record_points`) back at `folder`."""
+  for path in state_paths(folder):
+    writes.OS_OPS.remove(path)
+  parent = os.path.dirname(folder)
+  for entry in os.listdir(state):
+    _copy(os.path.join(state, entry), os.path.join(parent, entry))
+
+
+def record_points(write: Callable[[], object], folder: str, states: str
+                  ) -> List[Tuple[str, tuple, str]]:
+  """Runs `write()` whole (as another process), copying `folder` (and its
+  leftovers beside it) into a new folder under `states` before each call
+  that changes the file system; returns (op, args, copy) per call."""
+  points = []
+
+  def before_point(name, args):
+    copy = os.path.join(states, str(len(points) + 1))
+    os.makedirs(copy)
+    for path in state_paths(folder):
+      _copy(path, os.path.join(copy, os.path.basename(path)))
+    points.append((name, args, copy))
+
+  with patched(before_point):
     write()
-  return run
-
-
-def run_killed(write: Callable[[], object], kill_at: int,
-               kinds: Tuple[str, ...] = MUTATING) -> Run:
-  """`write()` killed at its `kill_at`-th call of `kinds`, as another
-  process."""
-  run = Run(kill_at=kill_at, kinds=kinds)
-  with patched(run):
-    write()
-  return run
+  return points
