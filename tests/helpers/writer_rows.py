@@ -12,12 +12,15 @@ replacing such a file, where there is one.
 import dataclasses
 import json
 import os
+import zipfile
 from typing import Any, Callable, Optional, Sequence
 
+import keras
 import numpy as np
 
 from realformer_tf.analysis import decoder_paths
 from realformer_tf.analysis import output_files
+from realformer_tf.checkpoints import keras3_bridge
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
 from realformer_tf.core import writes
@@ -29,10 +32,12 @@ from realformer_tf.data import quickstart_corpus
 from realformer_tf.data import squad
 from realformer_tf.data import tokenization
 from realformer_tf.data import translation
+from realformer_tf.keras3 import backbone as keras3_backbone
 from realformer_tf.reproduce.keras3 import data as keras3_data
 from realformer_tf.reproduce.keras3 import plan as keras3_plan
 from realformer_tf.reproduce.keras3 import report as keras3_report
 from realformer_tf.training import train_lib
+from tests.helpers import keras3_encoders
 from tests.helpers import shared_data
 from tests.helpers import squad as squad_inputs
 
@@ -317,6 +322,59 @@ def _read_decoder_paths(tmp):
   return _by_reference(tmp, _decoder_paths, "self_entropy.png")
 
 
+# --- Keras 3 models and the bridge to the tf_keras face ---
+
+def _backbone(version, **kwargs):
+  keras.utils.set_random_seed(version)
+  return keras3_backbone.RealFormerBackbone(
+      **keras3_encoders.TINY, name=f"version{version}", **kwargs)
+
+
+def _keras_file(tmp, version):
+  os.makedirs(out_dir(tmp), exist_ok=True)
+  _backbone(version).save(os.path.join(out_dir(tmp), "model.keras"))
+
+
+def _read_keras_file(tmp):
+  path = os.path.join(out_dir(tmp), "model.keras")
+  if not os.path.exists(path):
+    return None
+  with zipfile.ZipFile(path) as archive:
+    assert archive.testzip() is None
+    name = json.loads(archive.read("config.json"))["config"]["name"]
+  return {"version1": 1, "version2": 2}[name]
+
+
+def _preset(tmp, version):
+  _backbone(version).save_to_preset(os.path.join(out_dir(tmp), "preset"))
+
+
+def _read_preset(tmp):
+  path = os.path.join(out_dir(tmp), "preset")
+  if not os.path.exists(path):
+    return None
+  with open(os.path.join(path, "config.json")) as f:
+    name = json.load(f)["config"]["name"]
+  keras3_backbone.RealFormerBackbone.from_preset(path)  # Whole.
+  return {"version1": 1, "version2": 2}[name]
+
+
+def _save_run(tmp, version):
+  keras3_bridge.save_run(
+      _backbone(version, residual_attention=("none", "mean")[version - 1]),
+      os.path.join(out_dir(tmp), "k3"), overwrite=True)
+
+
+def _read_save_run(tmp):
+  path = os.path.join(out_dir(tmp), "k3")
+  if not os.path.exists(path):
+    return None
+  keras3_bridge.load_run(path)  # Whole.
+  with open(os.path.join(path, run_directory.ENCODER_YAML)) as f:
+    text = f.read()
+  return 1 if "residual_attention: none" in text else 2
+
+
 ROWS = [
     Row("params_yaml", _params, _read_params, ["params.yaml"],
         foreign_xfail=["params.yaml"]),
@@ -350,4 +408,9 @@ ROWS = [
     Row("analysis", _analysis, _read_analysis, list(output_files.OUTPUT_FILES)),
     Row("decoder_paths", _decoder_paths, _read_decoder_paths,
         ["self_entropy.png"], foreign_xfail=["self_entropy.png"]),
+    Row("keras3_save_model", _keras_file, _read_keras_file,
+        ["model.keras"]),
+    Row("keras3_preset", _preset, _read_preset, ["preset"]),
+    Row("keras3_bridge_save_run", _save_run, _read_save_run, ["k3"],
+        flag="overwrite=True"),
 ]
