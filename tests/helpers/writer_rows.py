@@ -5,7 +5,8 @@ inputs, through the writer's public entry point, and reads it back whole.
 `write(tmp, version)` writes; `read(tmp)` is the version whole at `out`
 (None: nothing yet) and raises (AssertionError, ValueError) for a mix, as
 the output's readers do; `targets` are its paths relative to `out`, each
-refused when a user's file is there; `flag` is the option that allows
+refused when a user's file is there (a folder's, ending in "/": when a user's
+file is in it); `flag` is the option that allows
 replacing such a file, where there is one.
 """
 
@@ -17,6 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from realformer_tf.analysis import decoder_paths
 from realformer_tf.analysis import output_files
@@ -345,6 +347,9 @@ def _read_keras_file(tmp):
   return {"version1": 1, "version2": 2}[name]
 
 
+PRESET_FILES = ["config.json", "metadata.json", "model.weights.h5"]
+
+
 def _preset(tmp, version):
   _backbone(version).save_to_preset(os.path.join(out_dir(tmp), "preset"))
 
@@ -355,7 +360,7 @@ def _read_preset(tmp):
     return None
   with open(os.path.join(path, "config.json")) as f:
     name = json.load(f)["config"]["name"]
-  keras3_backbone.RealFormerBackbone.from_preset(path)  # Whole.
+  assert sorted(os.listdir(path)) == PRESET_FILES, os.listdir(path)
   return {"version1": 1, "version2": 2}[name]
 
 
@@ -369,7 +374,7 @@ def _read_save_run(tmp):
   path = os.path.join(out_dir(tmp), "k3")
   if not os.path.exists(path):
     return None
-  keras3_bridge.load_run(path)  # Whole.
+  assert tf.train.list_variables(os.path.join(path, "ckpt-1"))  # Whole.
   with open(os.path.join(path, run_directory.ENCODER_YAML)) as f:
     text = f.read()
   return 1 if "residual_attention: none" in text else 2
@@ -409,8 +414,8 @@ ROWS = [
     Row("decoder_paths", _decoder_paths, _read_decoder_paths,
         ["self_entropy.png"], foreign_xfail=["self_entropy.png"]),
     Row("keras3_save_model", _keras_file, _read_keras_file,
-        ["model.keras"]),
-    Row("keras3_preset", _preset, _read_preset, ["preset"]),
-    Row("keras3_bridge_save_run", _save_run, _read_save_run, ["k3"],
-        flag="overwrite=True"),
+        ["model.keras", "model.keras/"], foreign_xfail=["model.keras"]),
+    Row("keras3_preset", _preset, _read_preset, ["preset/"]),
+    Row("keras3_bridge_save_run", _save_run, _read_save_run, ["k3/"],
+        flag="--overwrite"),
 ]
