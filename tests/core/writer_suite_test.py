@@ -185,5 +185,7 @@ def test_a_users_file_at_a_target_path_is_kept_and_named(tmp_path, row,
   assert named in message or (name in message and folder in message), message
   if row.flag:
     assert row.flag in message, message
+  if row.refusal:
+    assert message == row.refusal.format(path=path)
   assert file_trees.files_under(out) == before
   assert not _leftovers(out), _leftovers(out)

@@ -44,6 +44,10 @@ from tests.helpers import shared_data
 from tests.helpers import squad as squad_inputs
 
 OWN = "foreign files: branch own"  # Fixed by another branch (xfail there).
+# `core.ownership.refuse_foreign`'s message, without a flag.
+MOVE_IT = ("{path} exists and no manifest of realformer_tf lists it (not "
+           "written by us), so nothing was written: move it away, or write "
+           "elsewhere.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Row:
   flag: Optional[str] = None
   foreign_xfail: Sequence[str] = ()  # Targets the branch `own` fixes.
   kill_xfail: Optional[str] = None  # Why a kill leaves a mix (a finding).
+  refusal: Optional[str] = None  # The message, with {path}, word for word.
 
 
 def out_dir(tmp: str) -> str:
@@ -354,10 +359,24 @@ def _preset(tmp, version):
   _backbone(version).save_to_preset(os.path.join(out_dir(tmp), "preset"))
 
 
+def _missing(path: str, load: Callable[[str], Any], error: type) -> None:
+  """`path` is missing: if a killed swap set it aside, `load` names the
+  backup that holds it (and writes nothing)."""
+  backup = writes.interrupted_swap(path, writes.OS_OPS)
+  if backup:
+    try:
+      load(path)
+    except error as e:
+      assert f"{backup} holds" in str(e), e
+    else:
+      raise AssertionError(f"{path} loaded while missing")
+
+
 def _read_preset(tmp):
   path = os.path.join(out_dir(tmp), "preset")
   if not os.path.exists(path):
-    return None
+    return _missing(path, keras3_backbone.RealFormerBackbone.from_preset,
+                    FileNotFoundError)
   with open(os.path.join(path, "config.json")) as f:
     name = json.load(f)["config"]["name"]
   assert sorted(os.listdir(path)) == PRESET_FILES, os.listdir(path)
@@ -373,7 +392,7 @@ def _save_run(tmp, version):
 def _read_save_run(tmp):
   path = os.path.join(out_dir(tmp), "k3")
   if not os.path.exists(path):
-    return None
+    return _missing(path, keras3_bridge.load_run, ValueError)
   assert tf.train.list_variables(os.path.join(path, "ckpt-1"))  # Whole.
   with open(os.path.join(path, run_directory.ENCODER_YAML)) as f:
     text = f.read()
@@ -384,12 +403,15 @@ ROWS = [
     Row("params_yaml", _params, _read_params, ["params.yaml"],
         foreign_xfail=["params.yaml"]),
     Row("glue", _glue, _read_glue,
-        ["rte_train.tf_record", "rte_dev.tf_record", "rte_meta_data.json"]),
+        ["rte_train.tf_record", "rte_dev.tf_record", "rte_meta_data.json"],
+        refusal=MOVE_IT),
     Row("squad", _squad, _read_squad,
-        [squad.TRAIN_RECORD, squad.TRAIN_META, squad.TRAIN_SCHEDULE]),
+        [squad.TRAIN_RECORD, squad.TRAIN_META, squad.TRAIN_SCHEDULE],
+        refusal=MOVE_IT),
     Row("translation", _translation, _read_translation,
         ["sentencepiece.model", "sentencepiece.vocab", "train.tf_record",
-         "dev.tf_record", translation.META_DATA]),
+         "dev.tf_record", translation.META_DATA],
+        refusal=MOVE_IT),
     Row("create_pretraining_data", _pretraining, _read_pretraining,
         ["train.tfrecord", "train_pretraining_meta_data.json", "vocab.txt"],
         flag="--overwrite"),
@@ -400,7 +422,8 @@ ROWS = [
         flag="--overwrite"),
     Row("quickstart_corpus", _quickstart, _read_quickstart,
         [quickstart_corpus.MANIFEST, "corpus_train.txt", "corpus_eval.txt",
-         "vocab.txt", "train.tfrecord", "eval.tfrecord"]),
+         "vocab.txt", "train.tfrecord", "eval.tfrecord"],
+        refusal=MOVE_IT),
     Row("learn_vocab", _learn_vocab, _read_vocab, ["vocab.txt"],
         foreign_xfail=["vocab.txt"]),
     Row("keras3_data", _keras3_data, _read_keras3_data,
@@ -412,7 +435,8 @@ ROWS = [
         list(keras3_plan.REPORT)),
     Row("analysis", _analysis, _read_analysis, list(output_files.OUTPUT_FILES)),
     Row("decoder_paths", _decoder_paths, _read_decoder_paths,
-        ["self_entropy.png"], foreign_xfail=["self_entropy.png"]),
+        ["self_entropy.png"], foreign_xfail=["self_entropy.png"],
+        refusal=MOVE_IT),
     Row("keras3_save_model", _keras_file, _read_keras_file,
         ["model.keras", "model.keras/"], foreign_xfail=["model.keras"]),
     Row("keras3_preset", _preset, _read_preset, ["preset/"]),
