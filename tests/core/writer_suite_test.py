@@ -108,9 +108,13 @@ def _signature(leftovers):
                    if infix in os.path.basename(path))
 
 
-ROWS = [pytest.param(row, id=row.name, marks=[pytest.mark.xfail(
-    strict=True, reason=row.kill_xfail)] if row.kill_xfail else [])
-        for row in writer_rows.ROWS]
+def _skip(row):
+  return [pytest.mark.skip(reason=row.skip)] if row.skip else []
+
+
+ROWS = [pytest.param(row, id=row.name, marks=_skip(row) + (
+    [pytest.mark.xfail(strict=True, reason=row.kill_xfail)]
+    if row.kill_xfail else [])) for row in writer_rows.ROWS]
 
 
 @pytest.mark.parametrize("row", ROWS)
@@ -159,8 +163,9 @@ def test_a_writer_killed_at_every_point_leaves_old_or_new_whole(
 def _foreign_cases():
   for row in writer_rows.ROWS:
     for target in row.targets:
-      marks = ([pytest.mark.xfail(strict=True, reason=writer_rows.OWN)]
-               if target in row.foreign_xfail else [])
+      marks = _skip(row) + (
+          [pytest.mark.xfail(strict=True, reason=writer_rows.OWN)]
+          if target in row.foreign_xfail else [])
       yield pytest.param(row, target, id=f"{row.name}-{target}", marks=marks)
 
 
