@@ -319,6 +319,7 @@ def prepare_quickstart_data(
   key = data_key(data_dir, input_files, vocab_size, max_seq_length,
                  max_predictions_per_seq, dupe_factor, eval_fraction, seed)
   input_files = [f["path"] for f in key["inputs"] or []]
+  writes.sweep(data_dir, utils.GFILE_OPS)  # Before the cache: a killed run.
   manifest = _cached_manifest(data_dir, key)
   if manifest:
     logging.info("Quickstart data in %s is up to date (cache hit).", data_dir)

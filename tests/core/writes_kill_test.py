@@ -4,14 +4,8 @@ renames leaves the old output or the new one whole, and the next writer
 says what it removed, restored or finished; a user's file at a target path
 of a writer is kept, and the refusal names it.
 
-The real writers' kills at their renames are in their own tests
-(tests/data/glue_test.py, pretraining_data_test.py, squad_test.py,
-beam_pretraining_data_test.py, tests/serving/export_errors_test.py,
-tests/checkpoints/convert_test.py and keras3_bridge_test.py,
-tests/keras3/saving_test.py, tests/analysis/output_files_test.py,
-tests/reproduce/keras3/run_test.py); the translation converter and the
-reproductions' reports in tests/core/writes_foreign_test.py; `params.yaml`
-is here.
+The real writers' kills and users' files at their target paths are in one
+table, tests/core/writer_suite_test.py.
 """
 
 import logging
@@ -21,17 +15,12 @@ import re
 import pytest
 
 from realformer_tf import utils
-from realformer_tf.checkpoints import run_directory
-from realformer_tf.configs import experiments
 from realformer_tf.core import writes
 from realformer_tf.data import create_pretraining_data
-from realformer_tf.data import glue
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.keras3 import saving
-from realformer_tf.training import train_lib
 from tests.helpers import file_trees
-from tests.helpers import kill_writer
 from tests.helpers import layer_writers
 from tests.helpers import shared_data
 
@@ -99,28 +88,6 @@ def test_a_set_killed_in_its_renames_is_refused_until_finished(tmp_path):
   assert layer_writers.read_whole("set", folder) == 2
 
 
-def write_params(model_dir):
-  """`kill_writer`'s target: train.py's params.yaml write."""
-  train_lib.write_params_yaml(experiments.realformer_quickstart(), model_dir)
-
-
-def test_params_yaml_killed_at_its_rename_is_old_and_swept(tmp_path, caplog):
-  model_dir = str(tmp_path)
-  write_params(model_dir)
-  before = file_trees.files_under(tmp_path)
-  kill_writer.run_killed(1, "tests.core.writes_kill_test", "write_params",
-                         model_dir=model_dir)
-  assert file_trees.files_under(tmp_path)["params.yaml"] == before[
-      "params.yaml"]
-  (temp,) = [n for n in _leftovers(model_dir) if not n.endswith(".owner")]
-  with caplog.at_level(logging.WARNING, logger="absl"):
-    train_lib.clean_stale_temps(model_dir)
-  assert f"Removed {os.path.join(model_dir, temp)}, left by process" in (
-      caplog.text)
-  assert sorted(os.listdir(tmp_path)) == ["params.yaml"]
-  run_directory.load_experiment_config(model_dir)
-
-
 # --- A user's file at a target path: kept, and the refusal names it ---
 
 
@@ -134,26 +101,6 @@ def _refused(path, call, error=FileExistsError, match=None):
       f"{path} exists and no manifest of realformer_tf lists it")):
     call()
   assert file_trees.files_under(os.path.dirname(path)) == before
-
-
-def test_a_glue_conversion_keeps_a_users_records(tmp_path):
-  glue_dir = tmp_path / "glue" / "RTE"
-  glue_dir.mkdir(parents=True)
-  for split in ("train", "dev"):
-    (glue_dir / f"{split}.tsv").write_text(
-        "index\tsentence1\tsentence2\tlabel\n" + GOOD_ROWS)
-  out = tmp_path / "out"
-  out.mkdir()
-  for name in ("rte_dev.tf_record", "rte_meta_data.json"):
-    (out / name).write_bytes(b"mine")
-    _refused(str(out / name), lambda: glue.convert(
-        "rte", shared_data.vocab_file(), str(out), max_seq_length=16,
-        glue_dir=str(tmp_path / "glue")))
-    (out / name).unlink()
-  glue.convert("rte", shared_data.vocab_file(), str(out), max_seq_length=16,
-               glue_dir=str(tmp_path / "glue"))
-  assert sorted(os.listdir(out)) == [
-      "rte_dev.tf_record", "rte_meta_data.json", "rte_train.tf_record"]
 
 
 def _corpus(tmp_path):

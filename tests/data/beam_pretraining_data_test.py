@@ -1,6 +1,7 @@
 """The pre-training records on Apache Beam (data/beam_pretraining_data.py):
 the single-process command's records and statistics, byte-identical shards
-with 1 and 2 DirectRunner worker processes, a killed run's set refused.
+with 1 and 2 DirectRunner worker processes (a killed run: the writer suite,
+tests/core/writer_suite_test.py).
 
 The pipeline runs on Beam's FnApiRunner (the DirectRunner's portable runner):
 in this process (`in_memory`) except for one 2-process run, whose workers
@@ -17,11 +18,8 @@ import tensorflow as tf
 from realformer_tf.data import beam_pretraining_data as beam_data
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
-from realformer_tf.data import record_facts
 from realformer_tf.data import shards
 from realformer_tf.data import tokenization
-from realformer_tf.training import input_checks
-from tests.helpers import kill_writer
 from tests.helpers import train_runs
 
 SEQ, PRED = 32, 5
@@ -148,44 +146,6 @@ def test_same_seed_same_bytes_with_one_and_two_worker_processes(
   expected = tmp_path / "expected_vocab.txt"
   beam_data.learn_sampled_vocab(sample, str(expected), 48, True)
   assert written["one"]["vocab.txt"] == expected.read_bytes()
-
-
-def test_a_killed_run_leaves_a_set_that_training_refuses(corpus, tmp_path):
-  prefix = tmp_path / "out" / "train"
-  kwargs = dict(input_files=corpus["files"], output_prefix=str(prefix),
-                vocab_file=corpus["vocab"], vocab_size=64,
-                vocab_sample_documents=20, num_shards=3, do_lower_case=True,
-                random_seed=5, pipeline_args=IN_PROCESS, **OPTIONS)
-  # Killed after the first shard was renamed into place, with no set before.
-  kill_writer.run_killed(2, "realformer_tf.data.beam_pretraining_data", "run",
-                         **kwargs)
-  left = sorted(os.listdir(prefix.parent))
-  assert "train-00000-of-00003.tfrecord" in left
-  assert "train_pretraining_meta_data.json" not in left
-  pattern = shards.pattern(str(prefix), 3, ".tfrecord")
-  with pytest.raises(ValueError, match=r"incomplete: 1 of 3 shards"):
-    input_checks.match_input_files("task.train_data", str(prefix) + "-*")
-  # The next run removes the killed one's staging folder and writes a set.
-  count = beam_data.run(**kwargs)
-  assert sorted(os.listdir(prefix.parent)) == [
-      "train-00000-of-00003.tfrecord", "train-00001-of-00003.tfrecord",
-      "train-00002-of-00003.tfrecord", "train_pretraining_meta_data.json"]
-  files = input_checks.match_input_files("task.train_data", pattern)
-  assert len(files) == 3
-  meta_path = str(tmp_path / "out" / "train_pretraining_meta_data.json")
-  output_sets.check_set(meta_path, output_sets.read_manifest(meta_path))
-  # Each shard's facts, from its writer (`record_facts`), as a read finds.
-  records = output_sets.read_manifest(meta_path)["records"]
-  assert records == {os.path.basename(f): record_facts.scan(f).as_dict()
-                     for f in files}
-  assert sum(r["count"] for r in records.values()) == count
-  # Killed again, other seed: new shard 0 beside the old manifest.
-  kill_writer.run_killed(2, "realformer_tf.data.beam_pretraining_data", "run",
-                         **dict(kwargs, random_seed=6))
-  with pytest.raises(ValueError, match=r"train-00000-of-00003\.tfrecord has "
-                     r".*beam_pretraining_data"):
-    output_sets.check_set(meta_path, output_sets.read_manifest(meta_path))
-  assert count == output_sets.read_manifest(meta_path)["num_examples"]
 
 
 @pytest.mark.parametrize("change,message", [

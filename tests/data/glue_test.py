@@ -13,7 +13,6 @@ from realformer_tf.data import output_sets
 from realformer_tf.data import glue
 from realformer_tf.data import record_facts
 from realformer_tf.data import tokenization
-from tests.helpers import kill_writer
 from tests.helpers import numpy_reference
 from tests.helpers import shared_data
 
@@ -218,46 +217,6 @@ def _files(directory):
   return {name: open(os.path.join(directory, name), "rb").read()
           for name in os.listdir(directory)
           if ".tmp-" not in name and ".pending-" not in name}
-
-
-@pytest.mark.parametrize("kill_at", [1, 2])
-def test_killed_conversion_leaves_the_old_set_or_a_refused_one(tmp_path,
-                                                               kill_at):
-  """Reconverting with --nolower_case, SIGKILLed before its first rename:
-  the previous set is byte-identical; before its second (new train records
-  beside the old dev records and meta data): the set is refused, naming the
-  file and the command. The next conversion finishes the killed one's
-  publish from its journal, then writes its own set whole."""
-  glue_dir = str(tmp_path / "glue")
-  _tiny_rte(glue_dir, GOOD_ROWS, GOOD_ROWS)
-  out = str(tmp_path / "out")
-  options = dict(task="rte", vocab_file=shared_data.vocab_file(),
-                 output_dir=out, max_seq_length=16, glue_dir=glue_dir)
-  glue.convert(**options)
-  old = _files(out)
-  kill_writer.run_killed(kill_at, "realformer_tf.data.glue", "convert",
-                         lower_case=False, **options)
-  assert [n for n in os.listdir(out) if ".tmp-" in n]  # The killed writer's.
-  assert [n for n in os.listdir(out) if ".pending-" in n]  # Its journal.
-  meta_path = glue.meta_data_path(out, "rte")
-  meta = output_sets.read_manifest(meta_path)
-  left = _files(out)
-  assert left.keys() == old.keys()
-  changed = [name for name in sorted(old) if left[name] != old[name]]
-  if kill_at == 1:
-    assert not changed
-    output_sets.check_set(meta_path, meta)
-  else:
-    assert changed == ["rte_train.tf_record"]
-    with pytest.raises(ValueError, match=r"rte_train\.tf_record has .*"
-                       r"rte_meta_data\.json.*python -m "
-                       r"realformer_tf\.data\.glue"):
-      output_sets.check_set(meta_path, meta)
-
-  meta = glue.convert(lower_case=False, **options)
-  assert not meta["lower_case"]
-  assert sorted(os.listdir(out)) == sorted(old)  # Temporaries removed.
-  output_sets.check_set(meta_path, output_sets.read_manifest(meta_path))
 
 
 def test_headerless_cola_row_with_a_tab_in_the_sentence(tmp_path):

@@ -11,12 +11,10 @@ import pytest
 import tensorflow as tf
 
 from official.nlp.data import pretrain_dataloader
-from realformer_tf.data import output_sets
 from realformer_tf.data import create_pretraining_data as cli
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 from tests.helpers import file_trees
-from tests.helpers import kill_writer
 from tests.helpers import shared_data
 from tests.helpers import watchdog
 
@@ -313,45 +311,6 @@ def test_cli_learns_vocab_next_to_output(files, tmp_path):
   assert (here.parent / "vocab.txt").read_bytes() == (
       output.parent / "vocab.txt").read_bytes()
   assert here.read_bytes() == output.read_bytes()
-
-
-def test_killed_cli_leaves_a_set_that_is_refused(files, tmp_path):
-  """The learned vocabulary is part of the records' set: SIGKILLed after the
-  new vocab.txt is renamed in (old records and meta data beside it), the set
-  is refused naming vocab.txt; the next run completes it."""
-  output = tmp_path / "cli" / "train.tfrecord"
-  args = dict(input_files=files["inputs"], output_file=str(output),
-              vocab_file=None, vocab_size=100, do_lower_case=True,
-              max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PRED,
-              masked_lm_prob=0.15, dupe_factor=1, short_seq_prob=0.1,
-              random_seed=1)
-  cli.run(**args)
-  meta_path = pretraining_data.meta_data_path(str(output))
-  assert meta_path == str(tmp_path / "cli" / "train_pretraining_meta_data.json")
-  meta = output_sets.read_manifest(meta_path)
-  assert sorted(meta["files"]) == ["train.tfrecord", "vocab.txt"]
-  assert meta["vocab_file"] == str(output.parent / "vocab.txt")
-  assert meta["num_examples"] == sum(
-      1 for _ in tf.data.TFRecordDataset(str(output)))
-  before = {p.name: p.read_bytes() for p in output.parent.iterdir()}
-  other_text = tmp_path / "other.txt"
-  other_text.write_text("".join(
-      f"zebra quokka number {i} sleeps.\nWombats dig burrow {i}.\n\n"
-      for i in range(8)), encoding="utf-8")
-  args = dict(args, input_files=[str(other_text)])
-  kill_writer.run_killed(2, "realformer_tf.data.create_pretraining_data",
-                         "run", **args)
-  after = {p.name: p.read_bytes() for p in output.parent.iterdir()
-           if ".tmp-" not in p.name}
-  assert [n for n in sorted(before) if after[n] != before[n]] == ["vocab.txt"]
-  with pytest.raises(ValueError, match=r"vocab\.txt has .*"
-                     r"train_pretraining_meta_data\.json.*"
-                     r"realformer_tf\.data\.create_pretraining_data"):
-    output_sets.check_set(meta_path, meta)
-
-  cli.run(**args)
-  assert sorted(p.name for p in output.parent.iterdir()) == sorted(before)
-  output_sets.check_set(meta_path, output_sets.read_manifest(meta_path))
 
 
 def test_real_wikitext_with_bert_vocab(tmp_path):

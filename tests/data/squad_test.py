@@ -14,7 +14,6 @@ from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.tools import tokenization as mg_tokenization
 from realformer_tf.data import output_sets
 from realformer_tf.data import squad
-from tests.helpers import kill_writer
 from tests.helpers import shared_data
 from tests.helpers import squad as common
 
@@ -116,37 +115,6 @@ def test_failed_conversion_leaves_earlier_outputs_untouched(
   with pytest.raises(ValueError):
     squad.convert(**dict(args, **bad))
   assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-
-
-def test_killed_conversion_leaves_a_set_that_is_refused(tmp_path):
-  """Reconverting at another length, SIGKILLed after the new record is
-  renamed in (beside the old schedule and meta data): the set is refused,
-  naming the record; the next conversion completes it."""
-  source = common.write_json(common.v2_dataset(), str(tmp_path / "v2.json"))
-  out = tmp_path / "out"
-  args = dict(input_json=source, vocab_file=common.vocab_file(),
-              output_dir=str(out), is_training=True,
-              version_2_with_negative=True, max_seq_length=48, doc_stride=16,
-              max_query_length=16, epochs=2, train_batch_size=4)
-  squad.convert(**args)
-  before = {p.name: p.read_bytes() for p in out.iterdir()}
-  assert sorted(before) == [squad.TRAIN_RECORD, squad.TRAIN_META,
-                            squad.TRAIN_SCHEDULE]
-  kill_writer.run_killed(2, "realformer_tf.data.squad", "convert",
-                         **dict(args, max_seq_length=40))
-  after = {p.name: p.read_bytes() for p in out.iterdir()
-           if ".tmp-" not in p.name}
-  assert [name for name in before if after[name] != before[name]] == [
-      squad.TRAIN_RECORD]
-  meta_path = str(out / squad.TRAIN_META)
-  with pytest.raises(ValueError, match=r"train\.tf_record has .*"
-                     r"train_meta_data\.json.*realformer_tf\.data\.squad"):
-    output_sets.check_set(meta_path, output_sets.read_manifest(meta_path))
-
-  meta = squad.convert(**dict(args, max_seq_length=40))
-  assert meta["max_seq_length"] == 40
-  assert sorted(p.name for p in out.iterdir()) == sorted(before)
-  output_sets.check_set(meta_path, output_sets.read_manifest(meta_path))
 
 
 def _load(record, is_training, seq_length, batch_size):

@@ -1,6 +1,7 @@
 """`.keras` files written whole (`save_model`) and damaged ones named for
 what they are (`load_model`); presets of our backbones and tasks written
-whole (`save_preset`): a failed or killed save leaves the old preset's
+whole (`save_preset`): a failed save (a killed one: the writer suite,
+tests/core/writer_suite_test.py) leaves the old preset's
 files byte-identical (and unrewritten: same mtimes), a folder that is not
 a preset is never replaced. On every backend."""
 
@@ -8,7 +9,6 @@ import logging
 import os
 import re
 import signal
-import zipfile
 
 import keras
 import keras_hub
@@ -272,46 +272,6 @@ def test_leftovers_of_ended_saves_are_removed_live_ones_left(tmp_path,
       user_files)
 
 
-def save_tiny_preset(preset_dir, seed):
-  """`kill_writer`'s target: `save_to_preset` of a tiny backbone."""
-  keras.utils.set_random_seed(seed)
-  backbone_lib.RealFormerBackbone(**utils.TINY).save_to_preset(preset_dir)
-
-
-def test_a_save_killed_mid_swap_names_the_backup_and_the_next_restores_it(
-    tmp_path, caplog):
-  tmp_path = os.path.realpath(tmp_path)  # The errors name the real path.
-  preset = os.path.join(tmp_path, "preset")
-  save_tiny_preset(preset, seed=1)
-  before = file_trees.files_under(preset)
-  # Killed before the temp's rename into place: the old preset is aside.
-  kill_writer.run_killed(1, "tests.keras3.saving_test", "save_tiny_preset",
-                         preset_dir=preset, seed=2)
-  leftovers = sorted(os.listdir(tmp_path))
-  assert [re.sub(r"-\d+", "-PID", name) for name in leftovers] == [
-      "preset.old-PID", "preset.old-PID.owner", "preset.tmp-PID",
-      "preset.tmp-PID.owner"]
-  backup = os.path.join(tmp_path, leftovers[0])
-  assert file_trees.files_under(backup) == before
-  # 38.11: from_preset names the backup (keras-hub would call the path an
-  # unknown preset), for a backbone and a task class alike.
-  for load in (lambda: backbone_lib.RealFormerBackbone.from_preset(preset),
-               lambda: text_classifier.RealFormerTextClassifier.from_preset(
-                   preset, num_classes=2)):
-    with pytest.raises(FileNotFoundError, match=(
-        rf"{re.escape(preset)} does not exist: a save was killed while "
-        rf"swapping a new preset in, and {re.escape(backup)} holds the last "
-        "complete preset")):
-      load()
-  assert sorted(os.listdir(tmp_path)) == leftovers
-  # The next save (the one rule of every writer, `core.writes.sweep`)
-  # restores the backup, says so, removes the dead temp and saves whole.
-  with caplog.at_level(logging.WARNING, logger="absl"):
-    save_tiny_preset(preset, seed=3)
-  assert f"Restored {preset} from {backup}" in caplog.text
-  assert os.listdir(tmp_path) == ["preset"]
-
-
 # --- Our tasks' and backbones' `save` and `export` (38.7): whole or old ---
 
 
@@ -348,55 +308,6 @@ def _export(model, path):
         name: keras.InputSpec(shape=(None, 8), dtype="int32", name=name)
         for name in model.input}]
   return model.export(path, verbose=False, input_signature=signature)
-
-
-def save_killed_in_zip_write(path, seed, kind):
-  """`kill_writer`'s target (K=0: it kills itself): `model.save(path)` of a
-  tiny `kind` SIGKILLed as the zip archive is closed (its members written,
-  its central directory not), the point at which Keras' in-place save left
-  a file that `load_model` calls "not found"."""
-  model = _tiny(kind, seed)
-  close = zipfile.ZipFile.close
-
-  def killing_close(self):
-    if self.mode == "w":
-      os.kill(os.getpid(), signal.SIGKILL)
-    close(self)
-
-  zipfile.ZipFile.close = killing_close
-  model.save(path)
-
-
-@pytest.mark.parametrize("kind", ["classifier", "backbone"])
-def test_a_save_killed_mid_write_leaves_the_previous_file(tmp_path, kind):
-  """`model.save("a.keras")` as docs/keras3.md shows it, of a task and of a
-  backbone, killed during the zip write: `a.keras` is the previous model
-  byte for byte (it loads and predicts as before); the killed temp is named
-  as incomplete."""
-  model = _tiny(kind, seed=2)
-  path = str(tmp_path / "a.keras")
-  assert model.save(path) == path
-  before = file_trees.files_under(tmp_path)
-  kill_writer.run_killed(0, "tests.keras3.saving_test",
-                         "save_killed_in_zip_write", path=path, seed=5,
-                         kind=kind)
-  left = file_trees.files_under(tmp_path)
-  assert left["a.keras"] == before["a.keras"]
-  (owner, temp) = sorted(set(left) - {"a.keras"})
-  assert re.fullmatch(r"a\.keras\.tmp-\d+/a\.keras", temp), temp
-  assert owner == temp.split("/")[0] + ".owner"
-  with pytest.raises(ValueError, match="is not a complete .keras file"):
-    saving.load_model(str(tmp_path / temp))
-  loaded, expected = _outputs(saving.load_model(path)), _outputs(model)
-  assert sorted(loaded) == sorted(expected)
-  for name, value in expected.items():
-    np.testing.assert_allclose(loaded[name], value, rtol=1e-5, atol=1e-6,
-                               err_msg=name)
-  with pytest.raises(FileExistsError, match="a.keras exists; pass "
-                     "overwrite=True"):
-    model.save(path, overwrite=False)
-  model.save(path)  # The next save sweeps the killed one's temp.
-  assert sorted(os.listdir(tmp_path)) == ["a.keras"]
 
 
 @pytest.mark.parametrize("kind", ["backbone", "decoder"])
