@@ -201,21 +201,20 @@ class Reader:
     if error:
       return Split(key, data, text, problems=(str(error),))
     problems = []
-    checks = input_checks  # Its scans keep their (private) names.
-    spec = checks._record_spec(data)  # pylint: disable=protected-access
+    spec = input_checks.record_spec(data)
     if spec:
       expected, id_features, record_format = spec
       known = record_facts.facts(files[:1], self.meta_data, self.cache_path,
                                  read=False).get(files[0])
       problem = self._problem(
           ("first", key, files[0], repr(expected)),
-          lambda: checks._check_first_record(  # pylint: disable=protected-access
+          lambda: input_checks.check_first_record(
               key, files[0], expected, record_format,
               known.lengths if known else None))
       if not problem and vocab_size is not None:
         problem = self._problem(
             ("tokens", key, files, tuple(id_features), vocab_size, vocab_key),
-            lambda: checks._check_token_ids(  # pylint: disable=protected-access
+            lambda: input_checks.check_token_ids(
                 key, files, id_features, vocab_size, vocab_key,
                 manifest_of=self.meta_data, cache_path=self.cache_path))
       problems += [problem] if problem else []
@@ -236,7 +235,7 @@ class Reader:
       unlisted_files = [path for path, m in meta if m is None]
       unlisted = self._problem(
           ("unlisted", key, tuple(unlisted_files), init.vocab.path),
-          lambda: checks._check_unlisted_records(  # pylint: disable=protected-access
+          lambda: input_checks.check_unlisted_records(
               key, unlisted_files, data, init.vocab.path,
               len(init.vocab.tokens), init.value,
               manifest_of=self.meta_data, cache_path=self.cache_path))
