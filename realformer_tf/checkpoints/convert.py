@@ -13,8 +13,6 @@ from typing import Optional
 from absl import app
 from absl import flags
 from absl import logging
-import tensorflow as tf
-import yaml
 
 from realformer_tf import cli
 from realformer_tf import utils
@@ -24,10 +22,6 @@ from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.core import writes
 from realformer_tf.layers import residual_attention as ra
-
-ENCODER_YAML = run_directory.ENCODER_YAML
-PRETRAINER_YAML = run_directory.PRETRAINER_YAML
-CHECKPOINT_PREFIX = run_directory.CHECKPOINT_PREFIX
 
 FLAGS = flags.FLAGS
 
@@ -48,8 +42,6 @@ flags.DEFINE_bool("overwrite", False,
                   "Allow a non-empty output_dir; replaces this tool's outputs "
                   "there.")
 
-
-is_converter_output = converted_output.is_converted_output
 
 def convert_tf1_checkpoint(tf1_checkpoint_path: str,
                            bert_config_file: str,
@@ -86,34 +78,18 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
     model_config = encoders.encoder_config(
         **tf1_checkpoint.encoder_config_from_bert_config(
             bert_config, residual_attention).as_dict())
-    encoder = tf1_checkpoint.encoder_from_tf1_checkpoint(
-        tf1_checkpoint_path, bert_config_file, residual_attention)
-    # TF1 has one pooler; Model Garden checkpoints carry the NSP head's copy
-    # (a Dense layer's checkpoint children are `kernel` and `bias`).
-    pooler = encoder.pooler_layer
-    pooler_copy = tf.train.Checkpoint(kernel=tf.Variable(pooler.kernel),
-                                      bias=tf.Variable(pooler.bias))
-    items = {"encoder": encoder,
-             f"{tf1_checkpoint.NSP_HEAD_NAME}.pooler_dense": pooler_copy}
+    items = converted_output.encoder_items(
+        tf1_checkpoint.encoder_from_tf1_checkpoint(
+            tf1_checkpoint_path, bert_config_file, residual_attention))
 
   encoder_params = getattr(model_config, "encoder", model_config).as_dict()
-  yaml_files = {ENCODER_YAML: dict(encoder=encoder_params)}
+  yaml_files = {run_directory.ENCODER_YAML: dict(encoder=encoder_params)}
   if with_pretraining_heads:
-    yaml_files[PRETRAINER_YAML] = model_config.as_dict()
-  # Written beside output_dir, then swapped in whole (`core.writes.staged`):
-  # the previous outputs stay readable until the new ones are complete.
-  with writes.staged(output_dir, utils.GFILE_OPS, folder=True) as staging:
-    name = os.path.basename(tf.train.Checkpoint(**items).save(
-        os.path.join(staging, CHECKPOINT_PREFIX)))
-    for yaml_name, model_params in yaml_files.items():
-      with tf.io.gfile.GFile(os.path.join(staging, yaml_name), "w") as f:
-        f.write(yaml.safe_dump(dict(task=dict(model=model_params)),
-                               sort_keys=False))
-    for entry in entries:  # Others' files are kept; our earlier outputs not.
-      if not is_converter_output(entry):
-        utils.link_or_copy(os.path.join(output_dir, entry),
-                           os.path.join(staging, entry))
-  path = os.path.join(output_dir, name)
+    yaml_files[run_directory.PRETRAINER_YAML] = model_config.as_dict()
+  # Others' files are kept; our earlier outputs not.
+  path = converted_output.write(output_dir, items, yaml_files, [
+      entry for entry in entries
+      if not converted_output.is_converted_output(entry)])
   logging.info(
       "Wrote %s (residual_attention=%s). Use --config_file=%s "
       "--params_override=task.init_checkpoint=%s", path,

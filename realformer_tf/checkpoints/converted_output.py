@@ -1,21 +1,57 @@
-"""What convert and `save_run` may write over: their own output only.
+"""What convert and `save_run` write, and what they may write over.
 
-A directory is replaced only when it holds a converted checkpoint
-(`encoder.yaml`, the state file, `ckpt-1`), never a train.py run.
+A converted checkpoint is `ckpt-1`, its state file and YAML (`write`), swapped
+in whole; a directory is replaced only when it holds one (`encoder.yaml`, the
+state file, `ckpt-1`), never a train.py run.
 """
 
 import os
-from typing import List
+from typing import Any, Dict, List, Mapping, Sequence
 
 import tensorflow as tf
+import yaml
 
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
+from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.core import ownership
+from realformer_tf.core import writes
 
 CHECKPOINT_PREFIX = run_directory.CHECKPOINT_PREFIX
 ENCODER_YAML = run_directory.ENCODER_YAML
 PRETRAINER_YAML = run_directory.PRETRAINER_YAML
+
+
+def encoder_items(encoder) -> Dict[str, Any]:
+  """The checkpoint items of a converted encoder: itself, and a copy of its
+  pooler where GLUE's `init_cls_pooler` finds it (Model Garden checkpoints
+  carry the NSP head's; a Dense layer's children are `kernel` and `bias`)."""
+  pooler = encoder.pooler_layer
+  return {"encoder": encoder,
+          f"{tf1_checkpoint.NSP_HEAD_NAME}.pooler_dense": tf.train.Checkpoint(
+              kernel=tf.Variable(pooler.kernel),
+              bias=tf.Variable(pooler.bias))}
+
+
+def write(output_dir: str, items: Mapping[str, Any],
+          yaml_files: Mapping[str, Any], kept: Sequence[str] = ()) -> str:
+  """Writes `items` as `ckpt-1` and each `{file name: task.model values}` of
+  `yaml_files` into a fresh `output_dir`, with the `kept` entries of the old
+  one linked in, swapped in whole (`core.writes.staged`); returns the
+  prefix."""
+  with writes.staged(output_dir, utils.GFILE_OPS, folder=True) as staging:
+    # Checkpoint.save records the prefix relative to its directory, so the
+    # state file stays right after the rename.
+    name = os.path.basename(tf.train.Checkpoint(**items).save(
+        os.path.join(staging, CHECKPOINT_PREFIX)))
+    for yaml_name, model_params in yaml_files.items():
+      with tf.io.gfile.GFile(os.path.join(staging, yaml_name), "w") as f:
+        f.write(yaml.safe_dump(dict(task=dict(model=model_params)),
+                               sort_keys=False))
+    for entry in kept:
+      utils.link_or_copy(os.path.join(output_dir, entry),
+                         os.path.join(staging, entry))
+  return os.path.join(output_dir, name)
 
 
 def is_converted_output(name: str) -> bool:

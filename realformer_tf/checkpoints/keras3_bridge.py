@@ -7,11 +7,9 @@ backend), so it lives here, above the TF-free Keras 3 face; every mismatch
 is named before any weight is assigned.
 """
 
-import os
 from typing import Any, Dict, Optional
 
 import tensorflow as tf
-import yaml
 
 from official.nlp.modeling import layers as mg_layers
 # pylint: disable=g-direct-tensorflow-import
@@ -24,7 +22,6 @@ from realformer_tf.checkpoints import errors
 from realformer_tf.checkpoints import keras3_configs
 from realformer_tf.checkpoints import keras3_weight_map as weight_map
 from realformer_tf.checkpoints import run_directory
-from realformer_tf.checkpoints import tf1_checkpoint
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.core import writes
@@ -32,12 +29,6 @@ from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import masked_lm as masked_lm_lib
 from realformer_tf.keras3 import saving
 from realformer_tf.networks import encoder as encoder_lib
-# The config translation moved to `keras3_configs`; its public names stay
-# reachable here, where callers found them.
-backbone_kwargs = keras3_configs.backbone_kwargs
-encoder_config = keras3_configs.encoder_config
-run_encoder_config = keras3_configs.run_encoder_config
-run_mlm_activation = keras3_configs.run_mlm_activation
 
 
 def tf_keras_encoder_slots(encoder: encoder_lib.RealFormerEncoder
@@ -334,19 +325,6 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
   encoder = to_tf_keras_encoder(backbone)  # Checks before writing.
   config = encoders.encoder_config(
       **keras3_configs.encoder_config(backbone).as_dict())
-  pooler = encoder.pooler_layer
-  items = {"encoder": encoder,
-           f"{tf1_checkpoint.NSP_HEAD_NAME}.pooler_dense": tf.train.Checkpoint(
-               kernel=tf.Variable(pooler.kernel),
-               bias=tf.Variable(pooler.bias))}
-  with writes.staged(output_dir, utils.GFILE_OPS, folder=True) as tmp:
-    # Checkpoint.save records the prefix relative to its directory, so the
-    # state file stays right after the rename.
-    prefix = tf.train.Checkpoint(**items).save(
-        os.path.join(tmp, run_directory.CHECKPOINT_PREFIX))
-    with tf.io.gfile.GFile(
-        os.path.join(tmp, run_directory.ENCODER_YAML), "w") as f:
-      f.write(yaml.safe_dump(
-          dict(task=dict(model=dict(encoder=config.as_dict()))),
-          sort_keys=False))
-  return os.path.join(output_dir, os.path.basename(prefix))
+  return converted_output.write(
+      output_dir, converted_output.encoder_items(encoder),
+      {run_directory.ENCODER_YAML: dict(encoder=config.as_dict())})

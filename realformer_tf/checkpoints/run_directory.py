@@ -42,11 +42,6 @@ def params_path(model_dir: str) -> str:
   return os.path.join(model_dir, PARAMS_YAML)
 
 
-def lock_path(model_dir: str) -> str:
-  """The training lock of `model_dir` (`core.run_lock` takes it)."""
-  return os.path.join(model_dir, LOCK_FILE)
-
-
 def directory_of(path: str) -> str:
   """The run directory of a checkpoint prefix, or `path` if a directory."""
   path = path.rstrip("/")
@@ -149,12 +144,6 @@ class Run:
     """The vocabulary the run's data was tokenized with ("" if unrecorded)."""
     return getattr(self.config.task, "vocab_file", "") or ""
 
-  @property
-  def lock_path(self) -> str:
-    return lock_path(self.directory)
-
-  def latest_checkpoint(self, what: str = "model_dir") -> str:
-    return resolve_checkpoint(self.directory, what)
 
 
 def find_run(path: str) -> Optional[Run]:
@@ -250,10 +239,7 @@ def restore_model(model: tf.Module, checkpoint: str) -> None:
 def damaged_checkpoint_error(prefix: str,
                              error: tf.errors.DataLossError) -> ValueError:
   """Names a checkpoint a restore found damaged and the one to go on from."""
-  prefixes = checkpoint_prefixes(directory_of(prefix))
-  if prefix in prefixes:
-    prefixes = prefixes[prefixes.index(prefix) + 1:]
-  older = next((p for p in prefixes if check_files(p) is None), None)
+  older = older_whole_checkpoint(directory_of(prefix), prefix)
   why = re.sub(r"^\{\{.*?\}\} *| *\[Op:\w+\]$", "",  # TensorFlow's frame.
                error.message.split("\n")[0])
   return ValueError(
@@ -265,52 +251,42 @@ def damaged_checkpoint_error(prefix: str,
           "No older checkpoint of the run is whole."))
 
 
-def _candidates(path: str, what: str) -> List[str]:
-  """Checkpoint prefixes `path` names, newest first (a prefix: itself).
+def read_latest(path: str, what: str,
+                read: Callable[[str], T]) -> Tuple[str, T]:
+  """(prefix, read(prefix)) of the newest checkpoint `read` gets through.
 
-  A directory's are those its `checkpoint` state file lists, else (with a
-  warning) its `ckpt-N` files, highest N first.
+  A prefix is only itself (`read`'s errors pass unchanged). A directory's
+  checkpoints are those its `checkpoint` state file lists, else (with a
+  warning) its `ckpt-N` files, tried newest first, a damaged or unreadable
+  one skipped with a warning; a `CheckpointMismatchError` is raised at once.
+
+  Raises:
+    ValueError: Naming `what`, the path and why nothing there is readable.
   """
   key = f"{what}={path!r}"
   if not path:
     raise ValueError(f"{what} is empty.")
   check_not_set_aside(path, what)
   if not tf.io.gfile.isdir(path):
-    return [path]
+    why = check_files(path)
+    if why:
+      raise ValueError(f"{key} is not a readable checkpoint: {why}.")
+    return path, read(path)
   state = tf.train.get_checkpoint_state(path)  # Its paths are absolute.
-  if state is None or not state.model_checkpoint_path:
-    found = checkpoint_prefixes(path)
-    if not found:
+  if state and state.model_checkpoint_path:
+    candidates = list(dict.fromkeys([
+        state.model_checkpoint_path,
+        *reversed(state.all_model_checkpoint_paths)]))
+  else:
+    candidates = checkpoint_prefixes(path)
+    if not candidates:
       raise ValueError(f"{key} is a directory without a checkpoint (no "
                        "'checkpoint' state file naming one, and no "
                        f"{CHECKPOINT_PREFIX}-* files).")
     logging.warning(
         "%s has no 'checkpoint' state file (a copy that left it out?): "
         "reading its %s files by step, newest first (%s).", key,
-        CHECKPOINT_PREFIX, ", ".join(os.path.basename(p) for p in found))
-    return found
-  return list(dict.fromkeys([state.model_checkpoint_path,
-                             *reversed(state.all_model_checkpoint_paths)]))
-
-
-def read_latest(path: str, what: str,
-                read: Callable[[str], T]) -> Tuple[str, T]:
-  """(prefix, read(prefix)) of the newest checkpoint `read` gets through.
-
-  A directory's checkpoints are tried newest first, a damaged or unreadable
-  one skipped with a warning; a `CheckpointMismatchError` is raised at once.
-  A prefix is only itself: `read`'s errors pass unchanged.
-
-  Raises:
-    ValueError: Naming `what`, the path and why nothing there is readable.
-  """
-  key = f"{what}={path!r}"
-  candidates = _candidates(path, what)
-  if not tf.io.gfile.isdir(path):  # A prefix: its own errors, unchanged.
-    why = check_files(path)
-    if why:
-      raise ValueError(f"{key} is not a readable checkpoint: {why}.")
-    return path, read(path)
+        CHECKPOINT_PREFIX, ", ".join(os.path.basename(p) for p in candidates))
   failures = []
   for prefix in candidates:
     why = check_files(prefix)
@@ -364,6 +340,16 @@ def checkpoint_prefixes(model_dir: str) -> List[str]:
     if number.isdigit() and not tf.io.gfile.isdir(path):
       prefixes.add((int(number), os.path.join(model_dir, stem)))
   return [prefix for _, prefix in sorted(prefixes, reverse=True)]
+
+
+def older_whole_checkpoint(model_dir: str,
+                           than: Optional[str] = None) -> Optional[str]:
+  """The newest whole (`check_files`) `ckpt-N` of `model_dir` older than the
+  prefix `than` (any, when None or not one of them); None if none is."""
+  prefixes = checkpoint_prefixes(model_dir)
+  if than in prefixes:
+    prefixes = prefixes[prefixes.index(than) + 1:]
+  return next((p for p in prefixes if check_files(p) is None), None)
 
 
 def resolve_checkpoint(path: str, what: str) -> str:

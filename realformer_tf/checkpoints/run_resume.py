@@ -38,8 +38,6 @@ def resume_checkpoint(model_dir: str) -> Optional[str]:
     return None
   key = f"--model_dir={model_dir!r}"
   names = ", ".join(os.path.basename(p) for p in prefixes)
-  whole = next((p for p in prefixes
-                if run_directory.check_files(p) is None), None)
   state = tf.train.get_checkpoint_state(model_dir)
   if state is None or not state.model_checkpoint_path:
     raise ValueError(
@@ -47,14 +45,14 @@ def resume_checkpoint(model_dir: str) -> Optional[str]:
         "naming the newest (a copy that left it out?): training would start "
         "again from step 0 over them, so nothing was run or written. Copy "
         "the run's 'checkpoint' file too, or " +
-        _state_file_fix(model_dir, whole) + ".")
+        _state_file_fix(
+            model_dir, run_directory.older_whole_checkpoint(model_dir)) + ".")
   newest = state.model_checkpoint_path
   if not os.path.isabs(newest):
     newest = os.path.join(model_dir, newest)
   why = run_directory.check_files(newest)
   if why:
-    older = next((p for p in prefixes if p != newest and
-                  run_directory.check_files(p) is None), None)
+    older = run_directory.older_whole_checkpoint(model_dir, newest)
     raise ValueError(
         f"{key}: its newest checkpoint, {os.path.basename(newest)} (named by "
         f"{os.path.join(model_dir, 'checkpoint')}), is not whole: {why}. "

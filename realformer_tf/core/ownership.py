@@ -169,18 +169,22 @@ def is_saved_model_entry(entry: str) -> bool:
   return entry in SAVED_MODEL_ENTRIES
 
 
-def check_replaceable(path: str, entries: Iterable[str],
+def check_replaceable(path: str, entries: Optional[Iterable[str]],
                       is_own: Callable[[str], bool], kind: str,
                       instead: str = "write to a new or empty directory"
                       ) -> None:
   """Refuses to replace (or write into) the directory `path`, whose names
-  are `entries`, unless each is one a writer of `kind` writes (`is_own`).
+  are `entries` (None: `path` is a file), unless each is one a writer of
+  `kind` writes (`is_own`).
 
   Raises:
     FileExistsError: Naming `path`, what it holds that is not `kind`'s (a
       train.py run directory by its `params.yaml` / `train.lock`), and what
       to do (`instead`).
   """
+  if entries is None:
+    raise FileExistsError(f"{path} is a file, not a {kind} directory; not "
+                          f"replaced: {instead}.")
   entries = sorted(entry.rstrip("/") for entry in entries)
   found = [entry for entry in entries if not is_own(entry)]
   if not found:

@@ -17,6 +17,15 @@ STDLIB_CORPUS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 STDLIB_CORPUS_PYTHON = "3.11.7"
 
 
+def not_utf8(path: str, data: bytes, error: UnicodeDecodeError,
+             line: int, offset: int = 0) -> ValueError:
+  """The error for bytes `data` (line `line`, at byte `offset` of `path`)."""
+  return ValueError(
+      f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x} at offset "
+      f"{offset + error.start}): a binary file, or text in another encoding "
+      "(convert it, e.g. iconv -f latin1 -t utf-8).")
+
+
 def decode_lines(data: bytes, path: str) -> List[str]:
   """UTF-8 bytes of `path` as stripped lines.
 
@@ -26,11 +35,7 @@ def decode_lines(data: bytes, path: str) -> List[str]:
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
-    line = data.count(b"\n", 0, e.start) + 1
-    raise ValueError(
-        f"{path}:{line}: not UTF-8 text (byte {data[e.start]:#04x} at offset "
-        f"{e.start}): a binary file, or text in another encoding (convert "
-        "it, e.g. iconv -f latin1 -t utf-8).") from None
+    raise not_utf8(path, data, e, data.count(b"\n", 0, e.start) + 1) from None
   return [line.strip() for line in text.split("\n")]
 
 

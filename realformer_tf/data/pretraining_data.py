@@ -19,6 +19,7 @@ from absl import logging
 import tensorflow as tf
 
 from realformer_tf.core import writes
+from realformer_tf.data import corpus_text
 from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
 from realformer_tf.data import tokenization
@@ -109,29 +110,11 @@ def validate_arguments(input_files: Sequence[str], output_file: str,
   return input_files
 
 
-def _not_utf8(path: str, data: bytes, error: UnicodeDecodeError,
-              line: int, offset: int) -> ValueError:
-  """The error for bytes `data` (line `line`, at byte `offset` of `path`)."""
-  return ValueError(
-      f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x} at offset "
-      f"{offset + error.start}): a binary file, or text in another encoding "
-      "(convert it, e.g. iconv -f latin1 -t utf-8).")
-
-
 def read_lines(path: str) -> List[str]:
-  """Reads a UTF-8 text file as stripped lines.
-
-  Raises:
-    ValueError: `path:line` and the byte, if `path` is not UTF-8 text.
-  """
+  """Reads a UTF-8 text file as stripped lines (`corpus_text.decode_lines`'
+  errors)."""
   with tf.io.gfile.GFile(path, "rb") as f:
-    data = f.read()
-  try:
-    text = data.decode("utf-8")
-  except UnicodeDecodeError as e:
-    raise _not_utf8(path, data, e, data.count(b"\n", 0, e.start) + 1,
-                    0) from None
-  return [line.strip() for line in text.split("\n")]
+    return corpus_text.decode_lines(f.read(), path)
 
 
 def _raw_lines(path: str, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
@@ -162,7 +145,7 @@ def stream_documents(path: str) -> Iterator[List[str]]:
     try:
       line = data.decode("utf-8").strip()
     except UnicodeDecodeError as e:
-      raise _not_utf8(path, data, e, number, offset) from None
+      raise corpus_text.not_utf8(path, data, e, number, offset) from None
     offset += len(data)
     if line:
       document.append(line)

@@ -229,13 +229,11 @@ def _check_preset_target(path):
 def _check_saved_model_target(path):
   """Raises `FileExistsError` unless `path` is missing, empty or a
   SavedModel."""
-  if os.path.lexists(path) and not os.path.isdir(path):
-    raise FileExistsError(f"{path} is a file, not a SavedModel directory; "
-                          "not replaced. Export to another path.")
-  if os.path.isdir(path):
-    ownership.check_replaceable(path, os.listdir(path),
-                             ownership.is_saved_model_entry, "SavedModel",
-                             "export to a new or empty directory")
+  if os.path.lexists(path):
+    ownership.check_replaceable(
+        path, os.listdir(path) if os.path.isdir(path) else None,
+        ownership.is_saved_model_entry, "SavedModel",
+        "export to a new or empty directory")
 
 
 def check_not_set_aside(preset_dir):

@@ -28,7 +28,6 @@ from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.core import ownership
 from realformer_tf.core import writes
-from realformer_tf.data import tokenization
 from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import heads
 from realformer_tf.training import plan_facts
@@ -78,60 +77,49 @@ def head_of(task_config: cfg.TaskConfig) -> Head:
       "question answering runs are supported.")
 
 
-def load_vocab(task: cfg.TaskConfig, head: Head, vocab_size: int,
+def text_vocab(task: cfg.TaskConfig, head: Head, model_dir: str,
+               vocab_size: int, reader: plan_facts.Reader,
                vocab_file: Optional[str] = None,
-               lower_case: Optional[bool] = None) -> Tuple[List[str], bool]:
-  """The run's validated vocabulary and lower-casing for the text signatures.
-
-  `vocab_file`, else what the run records (`head.recorded_vocab`).
-  `lower_case` overrides; default: recorded, else True.
+               lower_case: Optional[bool] = None
+              ) -> Tuple[plan_facts.Vocab, bool]:
+  """The vocabulary of the text signatures (`plan_facts.Reader.vocab`) and
+  their lower-casing: `vocab_file`, else what the run records
+  (`head.recorded_vocab`), found again under `model_dir` when the recorded
+  absolute path is gone (a moved run directory: logged). `lower_case`
+  overrides; default: recorded, else True.
 
   Raises:
-    ValueError: If no vocabulary is given or recorded, it is not valid, or it
-      is larger than the model's `vocab_size`.
+    ValueError: If no vocabulary is given or found, it is not valid, or it
+      is larger than the model's `vocab_size`, naming --vocab_file.
   """
   recorded, recorded_lower, source = head.recorded_vocab(task)
   if vocab_file:
     recorded, source = vocab_file, "--vocab_file"
+  elif recorded and not tf.io.gfile.exists(recorded):
+    found = run_directory.relocated_path(recorded, model_dir)
+    if not found:
+      raise ValueError(
+          f"{source} records the vocabulary {recorded!r}, which does not "
+          "exist (was the run directory moved?), and no file of that name is "
+          f"under --model_dir={model_dir!r}: pass --vocab_file (the "
+          "vocabulary the training data was tokenized with), or "
+          "--noserve_text.")
+    logging.warning("%s records the vocabulary %s, which does not exist; "
+                    "using %s, at the same place in --model_dir (the run was "
+                    "moved?). Pass --vocab_file to use another.", source,
+                    recorded, found)
+    recorded = found
   if not recorded:
     raise ValueError(
         f"The {head.HEAD} run records no vocabulary (looked for {source}): "
         "pass --vocab_file (the vocabulary the training data was tokenized "
         "with), or --noserve_text to export only the token-id signatures.")
+  vocab = reader.vocab(source, recorded, "vocab_size", vocab_size)
+  if vocab.problem:
+    raise ValueError(vocab.problem)
   if lower_case is None:
     lower_case = True if recorded_lower is None else bool(recorded_lower)
-  try:
-    vocab = tokenization.load_vocab(recorded, vocab_size)
-  except ValueError as e:
-    raise ValueError(f"Vocabulary from {source}: {e}") from e
   return vocab, lower_case
-
-
-def recorded_vocab_file(task: cfg.TaskConfig, head: Head,
-                        model_dir: str) -> Optional[str]:
-  """The vocabulary the run records, found again under `model_dir` when the
-  recorded absolute path is gone (a moved run directory: logged), or None
-  when the recorded one exists (or none is recorded).
-
-  Raises:
-    ValueError: If the recorded vocabulary is gone and no file of its name
-      is under `model_dir`, naming --vocab_file.
-  """
-  recorded, _, source = head.recorded_vocab(task)
-  if not recorded or tf.io.gfile.exists(recorded):
-    return None
-  found = run_directory.relocated_path(recorded, model_dir)
-  if not found:
-    raise ValueError(
-        f"{source} records the vocabulary {recorded!r}, which does not exist "
-        f"(was the run directory moved?), and no file of that name is under "
-        f"--model_dir={model_dir!r}: pass --vocab_file (the vocabulary the "
-        "training data was tokenized with), or --noserve_text.")
-  logging.warning("%s records the vocabulary %s, which does not exist; "
-                  "using %s, at the same place in --model_dir (the run was "
-                  "moved?). Pass --vocab_file to use another.", source,
-                  recorded, found)
-  return found
 
 
 def run_to_export(model_dir: str, export_dir: str,
@@ -248,14 +236,11 @@ def export_model(model_dir: str,
                  return_attention=return_attention), **head_flags)
   vocab = None
   if serve_text:
-    vocab_file = vocab_file or recorded_vocab_file(task, head, model_dir)
-    vocab, lower_case = load_vocab(task, head, options.vocab_size, vocab_file,
-                                   lower_case)
+    used, lower_case = text_vocab(task, head, model_dir, options.vocab_size,
+                                  reader, vocab_file, lower_case)
+    vocab = used.tokens
     # One token per word-embedding row, or fewer for the run's own
     # vocabulary (a padded embedding): training's rule.
-    used = reader.vocab(
-        "--vocab_file" if vocab_file else head.recorded_vocab(task)[2],
-        vocab_file or head.recorded_vocab(task)[0])
     problem = plan_rules.vocab_fit_problem(
         used, checkpoint,
         "--checkpoint_path" if checkpoint_path else "--model_dir",

@@ -13,6 +13,7 @@ from typing import Optional
 import orbit
 import tensorflow as tf
 
+from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
@@ -81,10 +82,7 @@ class Controller(orbit.Controller):
   def _fail(self, path: str, error: Optional[BaseException]) -> None:
     removed = []
     for temp in tf.io.gfile.glob(f"{path}_temp*"):
-      if tf.io.gfile.isdir(temp):
-        tf.io.gfile.rmtree(temp)
-      else:
-        tf.io.gfile.remove(temp)
+      utils.remove(temp)
       removed.append(temp)
     self._unconfirmed_save = None
     latest = run_directory.newest_checkpoint(

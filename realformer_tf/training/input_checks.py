@@ -47,7 +47,7 @@ def match_input_files(key: str, input_path) -> List[str]:
   return files
 
 
-def _record_spec(data):
+def record_spec(data):
   """None, or what the first record of `data` must hold as Model Garden's
   `BertPretrainDataLoader`, `SentencePredictionDataLoader` and (training)
   `QuestionAnsweringDataLoader` parse it: ({feature: (config field giving its
@@ -78,8 +78,8 @@ def _record_spec(data):
   return expected, ["input_ids"], what
 
 
-def _check_first_record(key: str, path: str, expected, record_format: str,
-                        lengths: Optional[Dict[str, int]] = None) -> None:
+def check_first_record(key: str, path: str, expected, record_format: str,
+                       lengths: Optional[Dict[str, int]] = None) -> None:
   """The first record of `path` has each expected feature, of its length.
   `lengths`: its features' lengths, when known (`record_facts`): not read."""
   if lengths is None:
@@ -108,28 +108,22 @@ def _check_first_record(key: str, path: str, expected, record_format: str,
           "config agree.")
 
 
-def _record_facts(key: str, files: Sequence[str], manifest_of,
-                  cache_path: Optional[str] = None
-                 ) -> Dict[str, record_facts.RecordFacts]:
-  """`record_facts.facts` of `files`; an unreadable one is a ValueError."""
+def check_token_ids(key: str, files: Sequence[str],
+                    id_features: Sequence[str], vocab_size: int,
+                    vocab_key: str, *, manifest_of,
+                    cache_path: Optional[str] = None) -> None:
+  """Every token id in every record of `files` is in [0, vocab_size), as
+  their manifest records it, or one read of each file (`record_facts`;
+  kept in `cache_path`), which also names a truncated or corrupt file.
+  """
   try:
-    return record_facts.facts(files, manifest_of, cache_path)
+    found_facts = record_facts.facts(files, manifest_of, cache_path)
   except record_facts.UnreadableRecords as e:
     raise ValueError(
         f"{key}.input_path: {e.path!r} cannot be read to the end (records "
         f"{e.first}-{e.first + record_facts.BATCH - 1}: {e.reason}): a "
         "truncated or corrupt file; write it again.") from None
-
-
-def _check_token_ids(key: str, files: Sequence[str],
-                     id_features: Sequence[str], vocab_size: int,
-                     vocab_key: str, *, manifest_of,
-                     cache_path: Optional[str] = None) -> None:
-  """Every token id in every record of `files` is in [0, vocab_size), as
-  their manifest records it, or one read of each file (`record_facts`;
-  kept in `cache_path`), which also names a truncated or corrupt file.
-  """
-  for path, found in _record_facts(key, files, manifest_of, cache_path).items():
+  for path, found in found_facts.items():
     for name in id_features:
       if name not in found.max:
         continue
@@ -143,34 +137,26 @@ def _check_token_ids(key: str, files: Sequence[str],
             "vocabulary, or use a model whose vocab_size covers it).")
 
 
-def largest_token_id(path: str, id_features: Sequence[str], *, manifest_of,
-                     cache_path: Optional[str] = None) -> Optional[int]:
-  """The largest id in `id_features` of the records of `path`
-  (`record_facts`); None if it holds none or cannot be read
-  (`_check_token_ids` names unreadable files)."""
-  try:
-    found = record_facts.facts([path], manifest_of, cache_path)[path]
-  except record_facts.UnreadableRecords:
-    return None
-  ids = [found.max[name] for name in id_features if name in found.max]
-  return max(ids) if ids else None
-
-
-def _check_unlisted_records(key: str, files: Sequence[str], data,
-                            run_vocab: str, run_size: int,
-                            init_checkpoint: str, *, manifest_of,
-                            cache_path: Optional[str] = None) -> None:
+def check_unlisted_records(key: str, files: Sequence[str], data,
+                           run_vocab: str, run_size: int,
+                           init_checkpoint: str, *, manifest_of,
+                           cache_path: Optional[str] = None) -> None:
   """Records no converter meta data lists (copied without it): their
   vocabulary cannot be compared with the run's. What can be checked is:
   the largest id of each file must be below the run's vocabulary size (its
   embedding rows), else a ValueError; otherwise a warning says the
   vocabulary could not be verified."""
-  spec = _record_spec(data)
+  spec = record_spec(data)
   if not files or not spec:
     return
-  largest = {path: largest_token_id(path, spec[1], manifest_of=manifest_of,
-                                   cache_path=cache_path)
-             for path in files}
+  largest = {}
+  for path in files:  # An unreadable file: named by `check_token_ids`.
+    try:
+      found = record_facts.facts([path], manifest_of, cache_path)[path]
+    except record_facts.UnreadableRecords:
+      found = None
+    ids = [found.max[name] for name in spec[1] if found and name in found.max]
+    largest[path] = max(ids) if ids else None
   for path, found in largest.items():
     if found is not None and found >= run_size:
       raise ValueError(

@@ -8,7 +8,6 @@ whether the configured encoder restores from it. A problem found is a fact
 """
 
 import dataclasses
-import json
 import os
 import re
 from typing import Any, Callable, Dict, Optional, Set, Tuple
@@ -124,12 +123,16 @@ class Reader:
     error = self._once(key, check)[1]
     return str(error) if error else None
 
-  def run(self, path: str) -> Optional[run_directory.Run]:
-    """The train.py run `path` names or lies in (`run_directory.find_run`)."""
-    run, error = self._once(("run", path), lambda: run_directory.find_run(path))
+  def _value(self, key, read: Callable[[], Any]) -> Any:
+    """`read()`, read once; its ValueError raised again at each call."""
+    value, error = self._once(key, read)
     if error:
       raise error
-    return run
+    return value
+
+  def run(self, path: str) -> Optional[run_directory.Run]:
+    """The train.py run `path` names or lies in (`run_directory.find_run`)."""
+    return self._value(("run", path), lambda: run_directory.find_run(path))
 
   def meta_data(self, record_path: str) -> Meta:
     """The converter meta data listing `record_path`: GLUE's
@@ -142,12 +145,11 @@ class Reader:
       for meta_path in sorted(tf.io.gfile.glob(os.path.join(
           directory, "*meta_data.json"))) + tf.io.gfile.glob(os.path.join(
               directory, quickstart_corpus.MANIFEST)):
+        meta = output_sets.read_manifest(meta_path)  # None: skipped below.
         try:
-          with tf.io.gfile.GFile(meta_path, "r") as f:
-            meta = json.load(f)
           listed = {s["file"] for s in (meta.get("splits") or {}).values()}
           listed |= set(meta.get(output_sets.FILES_KEY) or {})
-        except (ValueError, OSError, AttributeError, KeyError, TypeError):
+        except (AttributeError, KeyError, TypeError):
           continue  # Not a converter's meta data.
         if (meta_path.endswith(quickstart_corpus.MANIFEST) and
             meta.get(output_sets.WRITER_KEY) != quickstart_corpus.WRITER):
@@ -178,11 +180,8 @@ class Reader:
     """(checkpoint prefix, rows, key) of the word embedding in `checkpoint`
     (a prefix, or a directory's newest readable one); None if it has none
     that `_WORD_EMBEDDING_KEYS` knows. Reads the shape map only."""
-    found, error = self._once(("embedding", checkpoint),
-                              lambda: _embedding_rows(checkpoint))
-    if error:
-      raise error
-    return found
+    return self._value(("embedding", checkpoint),
+                       lambda: _embedding_rows(checkpoint))
 
   def split(self, key: str, data, vocab_key: Optional[str],
             vocab_size: Optional[int], init: Optional[InitRun],
@@ -201,21 +200,20 @@ class Reader:
     if error:
       return Split(key, data, text, problems=(str(error),))
     problems = []
-    checks = input_checks  # Its scans keep their (private) names.
-    spec = checks._record_spec(data)  # pylint: disable=protected-access
+    spec = input_checks.record_spec(data)
     if spec:
       expected, id_features, record_format = spec
       known = record_facts.facts(files[:1], self.meta_data, self.cache_path,
                                  read=False).get(files[0])
       problem = self._problem(
           ("first", key, files[0], repr(expected)),
-          lambda: checks._check_first_record(  # pylint: disable=protected-access
+          lambda: input_checks.check_first_record(
               key, files[0], expected, record_format,
               known.lengths if known else None))
       if not problem and vocab_size is not None:
         problem = self._problem(
             ("tokens", key, files, tuple(id_features), vocab_size, vocab_key),
-            lambda: checks._check_token_ids(  # pylint: disable=protected-access
+            lambda: input_checks.check_token_ids(
                 key, files, id_features, vocab_size, vocab_key,
                 manifest_of=self.meta_data, cache_path=self.cache_path))
       problems += [problem] if problem else []
@@ -236,7 +234,7 @@ class Reader:
       unlisted_files = [path for path, m in meta if m is None]
       unlisted = self._problem(
           ("unlisted", key, tuple(unlisted_files), init.vocab.path),
-          lambda: checks._check_unlisted_records(  # pylint: disable=protected-access
+          lambda: input_checks.check_unlisted_records(
               key, unlisted_files, data, init.vocab.path,
               len(init.vocab.tokens), init.value,
               manifest_of=self.meta_data, cache_path=self.cache_path))
@@ -246,12 +244,8 @@ class Reader:
     """The config of `model_dir`'s previous run (its params.yaml), if any."""
     if not tf.io.gfile.exists(run_directory.params_path(model_dir)):
       return None
-    config, error = self._once(
-        ("previous", model_dir),
-        lambda: run_directory.load_experiment_config(model_dir))
-    if error:
-      raise error
-    return config
+    return self._value(("previous", model_dir),
+                       lambda: run_directory.load_experiment_config(model_dir))
 
   def trained_vocab_sha256(self, config: cfg.ExperimentConfig
                           ) -> Optional[str]:

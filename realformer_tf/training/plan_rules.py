@@ -109,7 +109,7 @@ def _describe(path: str, size, sha: str) -> str:
 def records_vocabulary(plan: run_plan.RunPlan) -> Iterator[Problem]:
   """Records (and vocabularies) of another vocabulary than the run
   `task.init_checkpoint` names, named with both and the fix; records no
-  meta data lists: `input_checks._check_unlisted_records`."""
+  meta data lists: `input_checks.check_unlisted_records`."""
   run_vocab = plan.init.vocab if plan.init else None
   if not run_vocab or not run_vocab.tokens:
     return

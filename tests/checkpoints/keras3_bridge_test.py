@@ -14,6 +14,7 @@ from official.core import exp_factory
 from official.core import train_utils
 from realformer_tf.checkpoints import errors
 from realformer_tf.checkpoints import keras3_bridge as bridge
+from realformer_tf.checkpoints import keras3_configs
 from realformer_tf.checkpoints import tf2_checkpoint
 from realformer_tf.configs import encoders
 from realformer_tf.configs import experiments
@@ -80,7 +81,7 @@ def test_load_run_and_save_run(tmp_path):
       "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
       "encoder.yaml"]
   # What Model Garden fine-tuning restores (encoder + GLUE's pooler) ...
-  config = bridge.run_encoder_config(out_dir)
+  config = keras3_configs.run_encoder_config(out_dir)
   assert config.residual_attention == "mean"
   restored = encoders.build_realformer_encoder(config)
   restored(utils.tf_keras_inputs(inputs))
@@ -113,7 +114,7 @@ def test_errors_and_overwrite(tmp_path):
     bridge.load_run(bare)
   assert bridge.load_run(bare, utils.TINY_TF_KERAS).num_layers == 2
   with pytest.raises(ValueError, match="embedding projection"):
-    bridge.backbone_kwargs(encoders.RealFormerEncoderConfig(
+    keras3_configs.backbone_kwargs(encoders.RealFormerEncoderConfig(
         **utils.TINY_TF_KERAS, embedding_size=8))
   exact = backbone_lib.RealFormerBackbone(**utils.TINY,
                                           activation="gelu")
@@ -135,7 +136,8 @@ def test_errors_and_overwrite(tmp_path):
   assert sorted(os.listdir(converted)) == [
       "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
       "encoder.yaml"]
-  assert bridge.run_encoder_config(converted).residual_attention == "none"
+  assert keras3_configs.run_encoder_config(
+      converted).residual_attention == "none"
 
 
 def exact_free():
@@ -302,4 +304,4 @@ def test_save_run_keeps_a_users_look_alikes(tmp_path):
   assert {copy: file_trees.files_under(copy) for copy in copies} == before
   assert sorted(os.listdir(tmp_path)) == [
       "mymodel", "mymodel.old-20240101", "mymodel.tmp-20240102"]
-  assert bridge.run_encoder_config(out).residual_attention == "mean"
+  assert keras3_configs.run_encoder_config(out).residual_attention == "mean"

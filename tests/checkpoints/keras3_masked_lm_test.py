@@ -22,6 +22,7 @@ from official.core import train_utils
 from official.nlp.tasks import masked_lm as mg_masked_lm
 from realformer_tf.checkpoints import errors
 from realformer_tf.checkpoints import keras3_bridge as bridge
+from realformer_tf.checkpoints import keras3_configs
 from realformer_tf.configs import experiments
 from realformer_tf.keras3 import masked_lm as masked_lm_lib
 from tests.helpers import keras3_encoders as utils
@@ -102,7 +103,7 @@ def test_a_pretrainer_saved_whole_has_its_head_under_model(tmp_path):
   whole = os.path.join(tmp_path, "whole")
   prefix = tf.train.Checkpoint(model=pretrainer).write(
       os.path.join(whole, "ckpt-1"))
-  lm = bridge.load_masked_lm(prefix, bridge.run_encoder_config(run),
+  lm = bridge.load_masked_lm(prefix, keras3_configs.run_encoder_config(run),
                              encoder_path="model/encoder_network")
   # The eager pre-trainer still runs after the load (its shapes-only
   # tf_keras models, built in a `tf.Graph`, left every eager tf_keras model
@@ -137,7 +138,7 @@ def test_a_head_of_another_size_names_its_variables(tmp_path):
   with pytest.raises(errors.CheckpointMismatchError,
                      match=r"(?s)does not match the masked LM head.*"
                      r"masked_lm/dense/kernel.*\[16, 8\].*\[16, 16\]"):
-    bridge.load_masked_lm(prefix, bridge.run_encoder_config(run))
+    bridge.load_masked_lm(prefix, keras3_configs.run_encoder_config(run))
 
 
 _ON_JAX = """

@@ -60,9 +60,7 @@ def test_find_run_and_its_files(tmp_path):
     assert run.directory == str(run_dir)
   assert run.vocab_file == "/data/vocab.txt"
   assert run.params_path == str(run_dir / "params.yaml")
-  assert run.lock_path == str(run_dir / "train.lock")
-  assert run_directory.lock_path(str(run_dir)) == run.lock_path
-  assert run.latest_checkpoint() == prefix
+  assert run_directory.resolve_checkpoint(run.directory, "x") == prefix
   assert run_directory.find_run(str(tmp_path)) is None
   assert run_directory.find_run("") is None
 

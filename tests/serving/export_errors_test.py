@@ -14,6 +14,7 @@ import tensorflow as tf
 from official.core import train_utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.serving import export
+from realformer_tf.training import plan_facts
 from tests.helpers import file_trees
 from tests.helpers import kill_writer
 from tests.helpers import serving as common
@@ -174,8 +175,10 @@ def test_a_moved_run_finds_its_vocabulary_or_names_vocab_file(tmp_path):
   shutil.move(model_dir, moved)
   task = run_directory.load_experiment_config(moved).task
   head = export.head_of(task)
-  assert export.recorded_vocab_file(task, head, moved) == os.path.join(
-      moved, "data", "vocab.txt")
+  vocab, _ = export.text_vocab(task, head, moved, len(common.VOCAB),
+                               plan_facts.Reader())
+  assert vocab.path == os.path.join(moved, "data", "vocab.txt")
+  assert list(vocab.tokens) == common.VOCAB
   os.remove(os.path.join(moved, "data", "vocab.txt"))
   with pytest.raises(ValueError, match=(
       r"task.vocab_file records the vocabulary '.*/old/pretraining/data/"
