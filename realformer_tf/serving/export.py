@@ -11,7 +11,6 @@ is staged and swapped into place, so a previous export stays whole.
 import dataclasses
 import os
 import tempfile
-import warnings
 from typing import List, Optional, Tuple, Type
 
 from absl import flags
@@ -156,16 +155,6 @@ def run_to_export(model_dir: str, export_dir: str,
     except FileExistsError as e:
       raise ValueError(f"--export_dir: {e}") from None
   return config, checkpoint
-
-
-def load_run(*args, **kwargs) -> Tuple[cfg.ExperimentConfig, str]:
-  """Deprecated name of `run_to_export` (`load_run` is the Keras 3 bridge's:
-  `checkpoints.keras3_bridge.load_run`); goes in realformer_tf 0.2."""
-  warnings.warn(
-      "realformer_tf.serving.export.load_run is deprecated: use "
-      "realformer_tf.serving.export.run_to_export (this alias goes in "
-      "realformer_tf 0.2).", DeprecationWarning, stacklevel=2)
-  return run_to_export(*args, **kwargs)
 
 
 def build_model(task_config: cfg.TaskConfig, checkpoint: str, dummy_inputs):

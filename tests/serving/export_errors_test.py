@@ -42,18 +42,6 @@ def test_missing_params_yaml(tmp_path):
   assert _no_output(out)
 
 
-def test_load_run_is_a_warning_alias_of_run_to_export(tmp_path, glue_runs):
-  """`export.load_run` (renamed: `load_run` is the Keras 3 bridge's) warns,
-  naming the new name, and answers as `run_to_export`."""
-  out = str(tmp_path / "out")
-  with pytest.warns(DeprecationWarning, match="export.run_to_export"):
-    old = export.load_run(glue_runs["sst2"][0], out, None, False)
-  config, checkpoint = export.run_to_export(glue_runs["sst2"][0], out, None,
-                                            False)
-  assert old[1] == checkpoint and old[0].as_dict() == config.as_dict()
-  assert _no_output(out)
-
-
 def test_missing_checkpoint(tmp_path, glue_runs):
   model_dir = str(tmp_path / "run")
   os.makedirs(model_dir)
