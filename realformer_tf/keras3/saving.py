@@ -7,6 +7,7 @@ calls a half-written one "File not found". `save_model`, `save_preset` and
 models' `save` and `export`.
 """
 
+import json
 import os
 import shutil
 import threading
@@ -69,7 +70,8 @@ def save_model(model: keras.Model, path: str, overwrite: bool = True,
 
   Raises:
     ValueError: If `path` does not end in `.keras`.
-    FileExistsError: If `path` exists and not `overwrite`, or is a folder.
+    FileExistsError: If `path` exists and not `overwrite`, is a folder, or
+      is not a model of ours (Keras would replace any file there).
   """
   path = os.fspath(path)
   if not path.endswith(KERAS_SUFFIX):
@@ -80,10 +82,26 @@ def save_model(model: keras.Model, path: str, overwrite: bool = True,
   if os.path.isdir(path):
     raise FileExistsError(f"{path} is a directory, not a {KERAS_SUFFIX} "
                           "file; not replaced. Move it or save elsewhere.")
+  if os.path.lexists(path) and not _is_ours(path):
+    raise FileExistsError(
+        f"{path} exists and is not a model saved by realformer_tf (a "
+        f"{KERAS_SUFFIX} archive of one of its classes), so it is not "
+        "replaced: move it away or save elsewhere.")
   with writes.staged(path, writes.OS_OPS, inner=True) as tmp:
     # keras.Model's, not the model's own `save` (ours calls this function).
     keras.Model.save(model, tmp, **kwargs)
   return path
+
+
+def _is_ours(path: str) -> bool:
+  """Whether `path` is a `.keras` archive of a class of this package."""
+  try:
+    with zipfile.ZipFile(path) as archive:
+      config = json.loads(archive.read("config.json"))
+  except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+    return False
+  return isinstance(config, dict) and str(
+      config.get("registered_name") or "").startswith(ownership.PACKAGE + ">")
 
 
 SAVED_MODEL_FORMAT = "tf_saved_model"

@@ -442,7 +442,7 @@ ROWS = [
         ["self_entropy.png"], foreign_xfail=["self_entropy.png"],
         refusal=MOVE_IT),
     Row("keras3_save_model", _keras_file, _read_keras_file,
-        ["model.keras", "model.keras/"], foreign_xfail=["model.keras"]),
+        ["model.keras", "model.keras/"]),
     Row("keras3_preset", _preset, _read_preset, ["preset/"]),
     Row("keras3_bridge_save_run", _save_run, _read_save_run, ["k3/"],
         flag="--overwrite"),
