@@ -1,7 +1,7 @@
 """The kill suite's writers that prove ownership by a manifest of ours
 (issue 46, item 3): the translation converter (`translation_meta_data.json`)
 and both reproductions' reports (results.json, the manifest of the others;
-the Keras 3 runs' result.json). A user's file at each target path is kept
+the Keras 3 runs' result.json, data and checkpoints). A user's file at each target path is kept
 and the refusal names it; a SIGKILL at each rename leaves old or new whole.
 """
 
@@ -21,7 +21,9 @@ from realformer_tf.reproduce.keras3 import data
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 from realformer_tf.reproduce.keras3 import report
 from realformer_tf.reproduce.keras3 import run
+from realformer_tf.reproduce.keras3 import train
 from tests.helpers import file_trees
+from tests.helpers import keras3_reproduction
 from tests.helpers import kill_writer
 
 
@@ -116,7 +118,7 @@ def _whole_report(output_dir):
   """The version of the whole report in `output_dir`; raises if mixed."""
   path = lambda name: os.path.join(output_dir, name)
   summary = json.load(open(path(plan_lib.RESULTS_JSON)))
-  assert summary["writer"] == report.WRITER
+  assert summary["writer"] == plan_lib.WRITER
   for name, fingerprint in summary["files"].items():
     assert writes.size_of(path(name)) == fingerprint, name
   version = round(10 * summary["pretraining_runs"]["post_ln"][0][
@@ -154,3 +156,30 @@ def test_the_keras3_report_keeps_a_users_file_and_is_whole(tmp_path):
     assert _whole_report(out) == 2
     assert not [n for n in os.listdir(out) if ".tmp-" in n or
                 ".pending-" in n]
+
+
+def test_the_keras3_data_and_checkpoint_keep_a_users_file(tmp_path):
+  """vocab.txt and sequences.npz are one set (data.json, its manifest);
+  a checkpoint records its writer: a user's file at each path is refused
+  before anything is written; ours are replaced."""
+  out = str(tmp_path / "out")
+  plan = plan_lib.make_plan(plan_lib.Options(output_dir=out, size="tiny",
+                                             seeds=1, archs=["post_ln"]))
+  data_dir = os.path.join(out, "data")
+  checkpoint = os.path.join(plan.runs[0].run_dir, plan_lib.CHECKPOINT_FILE)
+  for path in (os.path.join(data_dir, data.VOCAB_FILE),
+               os.path.join(data_dir, data.SEQUENCES_FILE), checkpoint):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "w").write("mine")
+    _named(path, lambda: run.execute(plan))
+    os.remove(path)
+  corpus = keras3_reproduction.write_corpus(str(tmp_path))
+  data.prepare(data_dir, [corpus], vocab_size=200, seq_length=16)
+  data.prepare(data_dir, [corpus], vocab_size=100, seq_length=16)  # Ours.
+  data.check(data_dir)
+  assert len(open(os.path.join(data_dir, data.VOCAB_FILE)).readlines()) <= 100
+  state = ([np.zeros(2, np.float32)], [], [])
+  for step in (1, 2):  # Ours: replaced.
+    train.save_checkpoint(checkpoint, state, {"step": step})
+    train.check_checkpoint(checkpoint)
+  assert train.load_checkpoint(checkpoint, state)[1] == {"step": 2}

@@ -18,6 +18,7 @@ import tensorflow as tf
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
 from realformer_tf.core import run_lock
+from realformer_tf.training import run_plan
 from realformer_tf.training import train_lib
 from tests.helpers import file_trees
 from tests.helpers import train_runs as utils
@@ -285,7 +286,7 @@ def test_reruns_final_eval_refuses_other_model(tmp_path, capsys, caplog):
   model_dir = tmp_path / "model"
   first = utils.run_in_process(model_dir, [run["config_file"]],
                          mode="train_and_eval")
-  record_path = model_dir / train_lib.FINAL_EVAL_FILE
+  record_path = model_dir / run_plan.FINAL_EVAL_FILE
   with open(record_path) as f:
     record = json.load(f)
   assert record["step"] == 4
