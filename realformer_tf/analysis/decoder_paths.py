@@ -16,7 +16,6 @@ from realformer_tf.analysis import plots
 from realformer_tf.data import output_sets
 
 PATHS = ("encoder_self", "decoder_self", "cross")
-# The figures' manifest (`write_path_figures`), and the module that wrote it.
 MANIFEST = "decoder_paths.json"
 WRITER = "realformer_tf.analysis.decoder_paths"
 
@@ -81,12 +80,8 @@ def _per_layer_and_head(values) -> List[List[np.ndarray]]:
 
 
 def write_path_figures(statistics, output_dir: str) -> List[str]:
-  """`<path>_entropy.png` and `<path>_jsd.png` per path, one set with its
-  manifest `MANIFEST` (a file of the same name not ours is refused, before
-  anything is written); returns the figures.
-
-  matplotlib writes in place: each is drawn to the set's staged name.
-  """
+  """`<path>_entropy.png` and `<path>_jsd.png` per path, one output set
+  with `MANIFEST` (matplotlib writes in place); returns the figures."""
   panels = {}
   for path, per_metric in statistics.items():
     for metric, layers in per_metric.items():

@@ -32,8 +32,7 @@ WRITER = "realformer_tf.tasks.question_answering"
 
 
 def outputs(out_dir: str, v2: bool) -> Tuple[str, List[str]]:
-  """(manifest, the files) of the predictions set in `out_dir` (null odds
-  with SQuAD v2.0 only)."""
+  """(manifest, files) of the predictions set in `out_dir`."""
   names = (squad_data.PREDICTIONS_FILE, squad_data.NULL_ODDS_FILE)
   return os.path.join(out_dir, EVAL_MANIFEST), [
       os.path.join(out_dir, name) for name in names[:2 if v2 else 1]]

@@ -259,8 +259,7 @@ def _eval_writes(plan: run_plan.RunPlan) -> Iterator[Problem]:
 
 
 def own_files(plan: run_plan.RunPlan) -> Iterator[Problem]:
-  """The run replaces only files we wrote (`run_plan.foreign_outputs`): a
-  user's params.yaml or predictions.json is named, kept."""
+  """A user's file at a path the run writes (`run_plan.foreign_outputs`)."""
   try:
     ownership.refuse_foreign(plan.foreign)
   except FileExistsError as e:

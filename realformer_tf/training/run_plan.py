@@ -105,8 +105,7 @@ class RunPlan:
   quickstart: Optional[Quickstart]
   derived: Tuple[str, ...]
   problems: Tuple[Exception, ...]
-  # Files at paths the run writes that we cannot prove we wrote.
-  foreign: Tuple[str, ...] = ()
+  foreign: Tuple[str, ...] = ()  # `foreign_outputs`.
 
   @property
   def trains(self) -> bool:
@@ -261,9 +260,8 @@ def _quickstart(params: cfg.ExperimentConfig, model_dir: str,
 
 def foreign_outputs(params: cfg.ExperimentConfig, mode: str,
                     model_dir: str) -> Tuple[str, ...]:
-  """The files at the paths a run of `mode` writes (params.yaml and our JSON
-  files in `model_dir`; a SQuAD task's predictions) not proven ours: a
-  params.yaml without `PARAMS_HEADER`, a JSON file without our manifest."""
+  """The files at paths a run of `mode` writes (in `model_dir`; a SQuAD
+  task's predictions) not proven ours (`PARAMS_HEADER`, our manifest)."""
   ops, found = utils.GFILE_OPS, []
   if mode in TRAIN_MODES:
     yaml_path = run_directory.params_path(model_dir)
