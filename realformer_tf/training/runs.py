@@ -84,11 +84,8 @@ def train_run(run: RunSpec) -> Dict:
 
 
 def status(run: RunSpec) -> str:
-  """"done" (its result file exists), "resume" (a checkpoint) or "new".
-
-  Raises:
-    FileExistsError: The result file is not ours (`ownership.check_ours`).
-  """
+  """"done" (its result file, ours: else FileExistsError), "resume" (a
+  checkpoint) or "new"."""
   if tf.io.gfile.exists(run.result_path):
     ownership.check_ours((), run.result_path, utils.GFILE_OPS)
     return "done"
