@@ -20,8 +20,8 @@ class GfileWritesTest(tf.test.TestCase):
 
   def test_writes_and_replaces(self):
     path = os.path.join(self.get_temp_dir(), "sub", "a.json")
-    writes.replace_json(path, {"a": 1}, utils.GFILE_OPS)
-    writes.replace_json(path, {"a": 2}, utils.GFILE_OPS)
+    writes.replace_file(path, json.dumps({"a": 1}), utils.GFILE_OPS)
+    writes.replace_file(path, json.dumps({"a": 2}), utils.GFILE_OPS)
     with open(path) as f:
       self.assertEqual(json.load(f), {"a": 2})
     self.assertEqual(os.listdir(os.path.dirname(path)), ["a.json"])

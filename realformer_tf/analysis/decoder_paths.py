@@ -11,12 +11,13 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
-from realformer_tf import utils
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
-from realformer_tf.core import writes
+from realformer_tf.data import output_sets
 
 PATHS = ("encoder_self", "decoder_self", "cross")
+MANIFEST = "decoder_paths.json"
+WRITER = "realformer_tf.analysis.decoder_paths"
 
 
 def _attention(model, inputs, targets):
@@ -79,23 +80,21 @@ def _per_layer_and_head(values) -> List[List[np.ndarray]]:
 
 
 def write_path_figures(statistics, output_dir: str) -> List[str]:
-  """`<path>_entropy.png` and `<path>_jsd.png` per path; returns the files.
-
-  Each is drawn beside its name and renamed in (`core.writes.staged`):
-  matplotlib writes in place, so a kill part way left a truncated figure.
-  """
-  os.makedirs(output_dir, exist_ok=True)
-  written = []
+  """`<path>_entropy.png` and `<path>_jsd.png` per path, one output set
+  with `MANIFEST` (matplotlib writes in place); returns the figures."""
+  panels = {}
   for path, per_metric in statistics.items():
     for metric, layers in per_metric.items():
       if not layers:
         continue  # One layer: no JSD to the layer below.
       offset = 1 if metric == "jsd" else 0
-      panel = plots.Panel(title=path, rows=[
-          (f"layer {i + offset}" + (f" vs {i}" if offset else ""), heads)
-          for i, heads in enumerate(layers)])
-      file = os.path.join(output_dir, f"{path}_{metric}.png")
-      with writes.staged(file, utils.GFILE_OPS) as tmp:
-        plots.violin_figure([panel], tmp, metric)
-      written.append(file)
-  return written
+      panels[os.path.join(output_dir, f"{path}_{metric}.png")] = (
+          metric, plots.Panel(title=path, rows=[
+              (f"layer {i + offset}" + (f" vs {i}" if offset else ""), heads)
+              for i, heads in enumerate(layers)]))
+  with output_sets.output_set(os.path.join(output_dir, MANIFEST), WRITER,
+                              list(panels)) as outputs:
+    for file, (metric, panel) in panels.items():
+      plots.violin_figure([panel], outputs.stage(file), metric)
+    outputs.commit({})
+  return list(panels)

@@ -280,10 +280,6 @@ def replace_file(path: str, text: str, ops: FileOps) -> None:
     ops.write(tmp, text)
 
 
-def replace_json(path: str, data: Any, ops: FileOps) -> None:
-  replace_file(path, json.dumps(data, indent=2, sort_keys=True) + "\n", ops)
-
-
 def replace_lines(path: str, lines: Iterable[str], ops: FileOps) -> None:
   """Writes `lines` (one per line, UTF-8) to `path` whole."""
   replace_file(path, "".join(line + "\n" for line in lines), ops)

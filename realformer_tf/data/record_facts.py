@@ -14,11 +14,13 @@ from typing import (Any, Callable, Dict, Iterator, Mapping, Optional, Sequence,
 import tensorflow as tf
 
 from realformer_tf import utils
+from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.data import output_sets
 
 # The manifest key listing each record file's facts, by file name.
 RECORDS_KEY = "records"
+WRITER = "realformer_tf.data.record_facts"  # Of the cache file (`keep`).
 # Records parsed at a time by `scan`.
 BATCH = 4096
 
@@ -119,13 +121,19 @@ def listing(staged: Mapping[str, str]) -> Dict[str, Dict[str, Any]]:
           if final.endswith((".tfrecord", ".tf_record"))}
 
 
+def _read_cache(cache_path: Optional[str]) -> Dict[str, Dict[str, Any]]:
+  """The cache at `cache_path` ({"scans": ..., "verified": ...}); empty when
+  it is None, unreadable or not written by us."""
+  read = output_sets.read_manifest(cache_path) if cache_path else None
+  read = read if ownership.is_ours(read) else {}
+  return {key: dict(read.get(key) or {}) for key in ("scans", "verified")}
+
+
 @contextlib.contextmanager
 def _cache(cache_path: Optional[str]) -> Iterator[Dict[str, Dict[str, Any]]]:
-  """The cache at `cache_path` ({"files": ..., "verified": ...}; empty when
-  it is None or unreadable) over what this process learnt; read only: only
-  `keep` writes it (checks run before a run holds its folder)."""
-  read = (output_sets.read_manifest(cache_path) if cache_path else None) or {}
-  cache = {key: dict(read.get(key) or {}) for key in ("files", "verified")}
+  """`_read_cache` over what this process learnt; read only: only `keep`
+  writes it (checks run before a run holds its folder)."""
+  cache = _read_cache(cache_path)
   cache["verified"].update(_VERIFIED)
   yield cache
   _VERIFIED.update(cache["verified"])
@@ -134,17 +142,15 @@ def _cache(cache_path: Optional[str]) -> Iterator[Dict[str, Dict[str, Any]]]:
 def keep(cache_path: str, files: Sequence[str]) -> None:
   """Writes what this process learnt of `files` (read or verified) into the
   cache at `cache_path`, for a restart; the caller holds its folder."""
-  read = output_sets.read_manifest(cache_path) or {}
-  cache = {key: dict(read.get(key) or {}) for key in ("files", "verified")}
+  cache = _read_cache(cache_path)
   before = repr(cache)
   for path in files:
     if path in _READ:
-      cache["files"][path] = _READ[path]
+      cache["scans"][path] = _READ[path]
     if path in _VERIFIED:
       cache["verified"][path] = _VERIFIED[path]
   if repr(cache) != before:
-    tf.io.gfile.makedirs(os.path.dirname(cache_path) or ".")
-    writes.replace_json(cache_path, cache, utils.GFILE_OPS)
+    writes.publish_json(cache_path, cache, WRITER, utils.GFILE_OPS)
 
 
 def _listed(path: str, manifest_of: ManifestOf,
@@ -178,7 +184,7 @@ def facts(files: Sequence[str], manifest_of: ManifestOf,
     for path in files:
       known = _listed(path, manifest_of, cache["verified"])
       identity = output_sets.file_identity(path)
-      entry = next((e for e in (cache["files"].get(path), _READ.get(path))
+      entry = next((e for e in (cache["scans"].get(path), _READ.get(path))
                     if e and e.get("identity") == identity), None)
       if known is None and entry:
         known = RecordFacts.from_dict(entry[RECORDS_KEY], "cache")
@@ -186,7 +192,7 @@ def facts(files: Sequence[str], manifest_of: ManifestOf,
         known = scan(path)
         entry = {"identity": identity, RECORDS_KEY: known.as_dict()}
       if entry:
-        cache["files"][path] = _READ[path] = entry
+        cache["scans"][path] = _READ[path] = entry
       if known is not None:
         found[path] = known
   return found

@@ -16,6 +16,7 @@ from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from official.nlp.modeling.layers import text_layers
 from realformer_tf import utils
+from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.data import output_sets
 
@@ -187,6 +188,7 @@ def learn_vocab(text_lines: Iterable[str],
 
   Raises:
     ValueError: If `vocab_size` < 16 or `text_lines` holds no text.
+    FileExistsError: If `output_file` exists.
   """
   if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
     raise ValueError(f"vocab_size must be an int, got {vocab_size!r}.")
@@ -198,6 +200,10 @@ def learn_vocab(text_lines: Iterable[str],
   if not lines:
     raise ValueError(
         f"No text to learn a vocabulary from (for {output_file!r}).")
+  # A vocabulary has no proof of its writer: a new file only (our writers
+  # pass a path staged in their output set).
+  if utils.GFILE_OPS.exists(output_file):
+    ownership.refuse_foreign([output_file])
   logging.info("Learning a WordPiece vocabulary of up to %d tokens from %d "
                "lines.", vocab_size, len(lines))
   # Batches of lines go to the basic tokenizer while counting words.

@@ -8,8 +8,9 @@ scored on the official scripts' 0-100 scale and key names (Model Garden's
 """
 
 import dataclasses
+import json
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -19,9 +20,22 @@ from official.nlp.tasks import question_answering
 from official.nlp.tools import squad_evaluate_v1_1
 from official.nlp.tools import squad_evaluate_v2_0
 from realformer_tf import utils
-from realformer_tf.core import writes
+from realformer_tf.data import output_sets
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import squad_json
+
+
+# The official scripts' files take no key of ours: this manifest beside them
+# (the step, the metrics and the files) proves them ours.
+EVAL_MANIFEST = "squad_eval.json"
+WRITER = "realformer_tf.tasks.question_answering"
+
+
+def outputs(out_dir: str, v2: bool) -> Tuple[str, List[str]]:
+  """(manifest, files) of the predictions set in `out_dir`."""
+  names = (squad_data.PREDICTIONS_FILE, squad_data.NULL_ODDS_FILE)
+  return os.path.join(out_dir, EVAL_MANIFEST), [
+      os.path.join(out_dir, name) for name in names[:2 if v2 else 1]]
 
 
 @dataclasses.dataclass
@@ -120,17 +134,16 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
     if not out_dir:
       raise ValueError("Set task.predictions_dir (or create the task with a "
                        "logging_dir) to write the SQuAD predictions.")
-    writes.replace_json(
-        os.path.join(out_dir, squad_data.PREDICTIONS_FILE), predictions,
-        utils.GFILE_OPS)
-    if v2:
-      writes.replace_json(
-          os.path.join(out_dir, squad_data.NULL_ODDS_FILE), null_odds,
-          utils.GFILE_OPS)
     metrics = squad_metrics(self._eval_dataset, predictions,
                             null_odds if v2 else None, v2)
     step = (None if global_step is None else
             int(tf.convert_to_tensor(global_step)))
+    manifest, targets = outputs(out_dir, v2)
+    with output_sets.output_set(manifest, WRITER, targets) as files:
+      for path, values in zip(targets, (predictions, null_odds)):
+        utils.GFILE_OPS.write(files.stage(path), json.dumps(
+            values, indent=2, sort_keys=True) + "\n")
+      files.commit({"step": step, "metrics": metrics})
     logging.info("SQuAD %s eval at step %s (%d questions, predictions in "
                  "%s): %s", "v2.0" if v2 else "v1.1", step, len(predictions),
                  out_dir, metrics)

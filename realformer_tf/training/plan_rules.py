@@ -14,6 +14,7 @@ from absl import logging
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
+from realformer_tf.core import ownership
 from realformer_tf.training import plan_facts
 from realformer_tf.training import run_plan
 from realformer_tf.training import value_checks
@@ -257,8 +258,16 @@ def _eval_writes(plan: run_plan.RunPlan) -> Iterator[Problem]:
     return
 
 
+def own_files(plan: run_plan.RunPlan) -> Iterator[Problem]:
+  """A user's file at a path the run writes (`run_plan.foreign_outputs`)."""
+  try:
+    ownership.refuse_foreign(plan.foreign)
+  except FileExistsError as e:
+    yield e
+
+
 RULES = (values, derivation, quickstart, data_sets, records_vocabulary,
-         init_checkpoint, model_dir)
+         init_checkpoint, model_dir, own_files)
 
 
 def problems(plan: run_plan.RunPlan, rules=RULES) -> list:

@@ -7,18 +7,22 @@ refusal listing every problem.
 
 import dataclasses
 import os
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 from absl import logging
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
+from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.checkpoints import run_resume
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry
+from realformer_tf.core import ownership
 from realformer_tf.data import quickstart_corpus
 from realformer_tf.data import translation as translation_data
+from realformer_tf.tasks import question_answering
 from realformer_tf.training import plan_facts
 
 # train.py's modes (Model Garden's `train_lib` names).
@@ -36,6 +40,14 @@ ARCHITECTURE_FIELDS = (
     "hidden_activation", "intermediate_size", "max_position_embeddings",
     "type_vocab_size", "embedding_size", "residual_attention", "norm_first",
     "final_layer_norm", "norm_epsilon")
+# train.py's files in its --model_dir besides checkpoints and the lock: the
+# final evaluation's {"step", "metrics"}, and what a read of records without
+# our manifest proved (`record_facts`).
+FINAL_EVAL_FILE = "final_eval.json"
+DATA_SCAN_FILE = "data_scan.json"
+# params.yaml's first line: our proof of writing it (YAML has no writer key;
+# Model Garden's loader skips a comment).
+PARAMS_HEADER = "# realformer_tf train.py run configuration\n"
 
 
 def data_configs(params: cfg.ExperimentConfig, mode: str):
@@ -94,6 +106,7 @@ class RunPlan:
   quickstart: Optional[Quickstart]
   derived: Tuple[str, ...]
   problems: Tuple[Exception, ...]
+  foreign: Tuple[str, ...] = ()  # `foreign_outputs`.
 
   @property
   def trains(self) -> bool:
@@ -246,6 +259,33 @@ def _quickstart(params: cfg.ExperimentConfig, model_dir: str,
                     recorded=recorded)
 
 
+def foreign_params(model_dir: str) -> List[str]:
+  """`model_dir`'s params.yaml if it is there and not ours (`PARAMS_HEADER`)."""
+  path = run_directory.params_path(model_dir)
+  ops = utils.GFILE_OPS
+  return [path] if ops.exists(path) and not (ops.read(path) or "").startswith(
+      PARAMS_HEADER) else []
+
+
+def foreign_outputs(params: cfg.ExperimentConfig, mode: str,
+                    model_dir: str) -> Tuple[str, ...]:
+  """The files at paths a run of `mode` writes (in `model_dir`; a SQuAD
+  task's predictions) not proven ours (`PARAMS_HEADER`, our manifest)."""
+  ops, found = utils.GFILE_OPS, []
+  if mode in TRAIN_MODES:
+    found += foreign_params(model_dir)
+    for name in (FINAL_EVAL_FILE, DATA_SCAN_FILE):
+      path = os.path.join(model_dir, name)
+      found += ownership.foreign([path], path, ops)
+  predictions_dir = getattr(params.task, "predictions_dir", None)
+  if mode in EVAL_MODES and predictions_dir is not None:
+    manifest, targets = question_answering.outputs(
+        predictions_dir or model_dir,
+        params.task.validation_data.version_2_with_negative)
+    found += ownership.foreign(targets, manifest, ops)
+  return tuple(found)
+
+
 def point_at_quickstart_data(params: cfg.ExperimentConfig, data) -> None:
   """`params` reads `data` (`prepare_quickstart_data`'s result); the
   vocabulary size too: the closing summary's chance line reports it."""
@@ -307,7 +347,10 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
   resume = caught(lambda: run_directory.newest_checkpoint(model_dir) if mode
                   == "continuous_eval" else run_resume.resume_checkpoint(
                       model_dir))
-  previous = caught(lambda: reader.previous(model_dir))
+  foreign = foreign_outputs(params, mode, model_dir)
+  # A user's params.yaml is refused (`plan_rules`), not read as a run's.
+  previous = (None if run_directory.params_path(model_dir) in foreign else
+              caught(lambda: reader.previous(model_dir)))
   init_value = getattr(params.task, "init_checkpoint", "") or ""
   init_run = caught(lambda: reader.run(init_value) if init_value else None)
   # Model Garden reads the init checkpoint only when a training run starts
@@ -347,7 +390,7 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
       params=params, mode=mode, model_dir=model_dir,
       num_replicas=num_replicas, splits=splits, vocabs=vocabs, init=init,
       resume=resume, previous=previous, quickstart=quickstart,
-      derived=derived, problems=tuple(problems))
+      derived=derived, problems=tuple(problems), foreign=foreign)
 
 
 def describe(plan: RunPlan) -> str:

@@ -21,6 +21,7 @@ from tqdm import auto as tqdm
 
 from official.core import config_definitions as cfg
 from realformer_tf import utils
+from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.training import run_plan
@@ -92,8 +93,10 @@ def train_run(run: RunSpec) -> Dict:
 
 
 def status(run: RunSpec) -> str:
-  """"done" (its result file exists), "resume" (a checkpoint) or "new"."""
+  """"done" (its result file, ours: else FileExistsError), "resume" (a
+  checkpoint) or "new"."""
   if tf.io.gfile.exists(run.result_path):
+    ownership.check_ours((), run.result_path, utils.GFILE_OPS)
     return "done"
   if run_directory.newest_checkpoint(run.model_dir):
     return "resume"
@@ -103,10 +106,13 @@ def status(run: RunSpec) -> str:
 def read_result(path: str) -> Dict:
   with tf.io.gfile.GFile(path, "r") as f:
     try:
-      return json.load(f)
+      result = json.load(f)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); delete "
                        "it to rerun the run.") from e
+  # The keys `writes.publish_json` adds: a result is the same read back.
+  return {key: value for key, value in result.items()
+          if key not in (ownership.FILES_KEY, ownership.WRITER_KEY)}
 
 
 def plan_lines(runs: Sequence[RunSpec]) -> List[str]:
@@ -159,7 +165,8 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
       start = time.time()
       try:
         result = run.make_result(runner(run), time.time() - start)
-        writes.replace_json(run.result_path, result, utils.GFILE_OPS)
+        writes.publish_json(run.result_path, result, __name__,
+                            utils.GFILE_OPS)
         # A signal the run held back to its end (`stop_signals`).
         stop_signals.raise_if_stopped()
       except stop_signals.Stopped as stop:

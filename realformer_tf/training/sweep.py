@@ -24,6 +24,7 @@ from official.core import train_utils
 from realformer_tf import utils
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import recipe
+from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.data import glue as glue_data
 from realformer_tf.tasks import sentence_prediction as rf_sp
@@ -271,8 +272,8 @@ def format_summary(summary: Dict) -> str:
 def write_summary(model_dir_root: str) -> Dict:
   summary = summarize(load_results(model_dir_root))
   if summary["tasks"]:
-    writes.replace_json(os.path.join(model_dir_root, SUMMARY_FILE),
-                                summary, utils.GFILE_OPS)
+    writes.publish_json(os.path.join(model_dir_root, SUMMARY_FILE), summary,
+                        __name__, utils.GFILE_OPS)
   return summary
 
 
@@ -328,6 +329,9 @@ def main(argv):
                       train_size, explicit)
   # The runs' own checks, before a plan is printed or a run starts.
   check_runs(planned)
+  # A user's glue_summary.json is refused before a run starts.
+  ownership.check_ours((), os.path.join(FLAGS.model_dir_root, SUMMARY_FILE),
+                       utils.GFILE_OPS)
   warning = init_warning(config)
   if warning:
     print(warning, flush=True)

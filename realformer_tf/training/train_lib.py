@@ -8,7 +8,6 @@ controller, one-line stops on signals, and a closing summary.
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 import pprint
 import time
@@ -31,6 +30,7 @@ from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import registry
+from realformer_tf.core import ownership
 from realformer_tf.core import run_lock
 from realformer_tf.core import writes
 from realformer_tf.training import controller as controller_lib
@@ -130,10 +130,7 @@ REFUSALS = cli.REFUSALS + (run_lock.ModelDirBusyError,
                            controller_lib.CheckpointSaveError,
                            trainer_lib.NonFiniteLossError)
 
-# {"step": N, "metrics": {...}}, written after a final evaluation finished.
-FINAL_EVAL_FILE = "final_eval.json"
-# What a full read of the records without our manifest proved (`record_facts`).
-DATA_SCAN_FILE = "data_scan.json"
+WRITER = "realformer_tf.training.train_lib"
 
 
 def clean_stale_temps(model_dir: str) -> List[str]:
@@ -156,14 +153,17 @@ def clean_stale_temps(model_dir: str) -> List[str]:
 
 
 def write_params_yaml(params: cfg.ExperimentConfig, model_dir: str) -> None:
-  """Model Garden's `train_utils.serialize_config`, whole or old.
+  """Model Garden's `train_utils.serialize_config`, whole or old, headed by
+  `run_plan.PARAMS_HEADER` (our proof of writing it).
 
   It writes `params.yaml` in place (`hyperparams.save_params_dict_to_yaml`),
   so a kill left it truncated; staged and renamed over it here.
   """
-  with writes.staged(run_directory.params_path(model_dir),
-                     utils.GFILE_OPS) as tmp:
+  ops = utils.GFILE_OPS
+  ownership.refuse_foreign(run_plan.foreign_params(model_dir))
+  with writes.staged(run_directory.params_path(model_dir), ops) as tmp:
     hyperparams.save_params_dict_to_yaml(params, tmp)
+    ops.write(tmp, run_plan.PARAMS_HEADER + ops.read(tmp))
   logging.info("Saved the experiment configuration to %s.",
                run_directory.params_path(model_dir))
 
@@ -214,7 +214,7 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
     sound = False
   strategy = make_strategy(params) if sound else None
   # What a read of the records proves, kept beside the run for a restart.
-  scans = os.path.join(model_dir, DATA_SCAN_FILE)
+  scans = os.path.join(model_dir, run_plan.DATA_SCAN_FILE)
   derive = functools.partial(
       run_plan.derive, params, mode, model_dir, explicit=explicit,
       reader=plan_facts.Reader(cache_path=scans),
@@ -328,11 +328,8 @@ def _run_checked(plan: run_plan.RunPlan, strategy: tf.distribute.Strategy,
   completed = (mode in run_plan.TRAIN_MODES and
                start_step >= params.trainer.train_steps)
   if completed:
-    try:
-      with tf.io.gfile.GFile(os.path.join(model_dir, FINAL_EVAL_FILE)) as f:
-        record = json.load(f)
-    except tf.errors.NotFoundError:
-      record = None
+    record = ownership.read_json(os.path.join(
+        model_dir, run_plan.FINAL_EVAL_FILE), utils.GFILE_OPS)
     if mode == "train" or (record and record.get("step") == start_step):
       _log(f"{model_dir} is already complete at step {start_step} "
            f"(trainer.train_steps={params.trainer.train_steps}): nothing to "
@@ -410,8 +407,9 @@ def _run_checked(plan: run_plan.RunPlan, strategy: tf.distribute.Strategy,
     _log(f"final eval | step: {step} | " +
          " | ".join(f"{k}: {v:.4f}" for k, v in values.items()))
     if writer and step >= params.trainer.train_steps:
-      writes.replace_json(os.path.join(model_dir, FINAL_EVAL_FILE),
-                          {"step": step, "metrics": values}, utils.GFILE_OPS)
+      writes.publish_json(os.path.join(model_dir, run_plan.FINAL_EVAL_FILE),
+                          {"step": step, "metrics": values}, WRITER,
+                          utils.GFILE_OPS)
   for line in run_summary.summary_lines(
       params, model_dir, values, step, step - start_step if trains else 0,
       time.time() - start_time):

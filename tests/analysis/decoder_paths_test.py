@@ -1,6 +1,8 @@
 """Tests for the per-path attention analysis of RealFormer encoder-decoders."""
 
+import json
 import os
+import re
 
 from matplotlib import image as mpimg
 import numpy as np
@@ -58,6 +60,26 @@ class DecoderPathsTest(tf.test.TestCase):
       header = 1.15 + 0.22 * (3 if name.endswith("jsd") else 2)
       self.assertEqual(png.shape[:2], (
           round(100 * (header + 1.6 * max(rows, 2) + 0.55)), 700), name)
+
+  def test_figures_are_one_set_that_replaces_only_its_own(self):
+    out = os.path.join(self.get_temp_dir(), "figures")
+    statistics = {"cross": {"entropy": [[np.array([0.1, 0.5, 0.9])]],
+                            "jsd": []}}
+    file, = decoder_paths.write_path_figures(statistics, out)
+    self.assertEqual(os.path.basename(file), "cross_entropy.png")
+    decoder_paths.write_path_figures(statistics, out)  # Ours: replaced.
+    manifest = os.path.join(out, decoder_paths.MANIFEST)
+    with open(manifest) as f:
+      self.assertEqual(list(json.load(f)["files"]), ["cross_entropy.png"])
+    os.remove(manifest)  # The figure is nobody's we know now.
+    with open(file, "rb") as f:
+      before = f.read()
+    with self.assertRaisesRegex(FileExistsError, re.escape(
+        f"{file} exists and no manifest of realformer_tf lists it")):
+      decoder_paths.write_path_figures(statistics, out)
+    with open(file, "rb") as f:
+      self.assertEqual(f.read(), before)
+    self.assertEqual(os.listdir(out), ["cross_entropy.png"])
 
 
 if __name__ == "__main__":

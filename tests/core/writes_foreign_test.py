@@ -1,18 +1,23 @@
 """Writers that prove ownership by a manifest of ours (issue 46, item 3)
 outside the kill suite's table (tests/core/writer_suite_test.py): the
-tf_keras reproduction's report and the Keras 3 runs' result.json. A user's
-file at each target path is kept and the refusal names it.
+tf_keras reproduction's report, the Keras 3 runs' result.json, data and
+checkpoints. A user's file at each target path is kept and the refusal
+names it.
 """
 
 import os
 import re
 
+import numpy as np
 import pytest
 
 from realformer_tf.reproduce import plan as tf_keras_plan
+from realformer_tf.reproduce.keras3 import data
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 from realformer_tf.reproduce.keras3 import run
+from realformer_tf.reproduce.keras3 import train
 from tests.helpers import file_trees
+from tests.helpers import keras3_reproduction
 
 
 def _named(path, call):
@@ -41,3 +46,30 @@ def test_a_keras3_run_keeps_a_users_result_file(tmp_path):
   os.makedirs(os.path.dirname(result))
   open(result, "w").write("{}")
   _named(result, lambda: run.execute(plan))
+
+
+def test_the_keras3_data_and_checkpoint_keep_a_users_file(tmp_path):
+  """vocab.txt and sequences.npz are one set (data.json, its manifest);
+  a checkpoint records its writer: a user's file at each path is refused
+  before anything is written; ours are replaced."""
+  out = str(tmp_path / "out")
+  plan = plan_lib.make_plan(plan_lib.Options(output_dir=out, size="tiny",
+                                             seeds=1, archs=["post_ln"]))
+  data_dir = os.path.join(out, "data")
+  checkpoint = os.path.join(plan.runs[0].run_dir, plan_lib.CHECKPOINT_FILE)
+  for path in (os.path.join(data_dir, data.VOCAB_FILE),
+               os.path.join(data_dir, data.SEQUENCES_FILE), checkpoint):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "w").write("mine")
+    _named(path, lambda: run.execute(plan))
+    os.remove(path)
+  corpus = keras3_reproduction.write_corpus(str(tmp_path))
+  data.prepare(data_dir, [corpus], vocab_size=200, seq_length=16)
+  data.prepare(data_dir, [corpus], vocab_size=100, seq_length=16)  # Ours.
+  data.check(data_dir)
+  assert len(open(os.path.join(data_dir, data.VOCAB_FILE)).readlines()) <= 100
+  state = ([np.zeros(2, np.float32)], [], [])
+  for step in (1, 2):  # Ours: replaced.
+    train.save_checkpoint(checkpoint, state, {"step": step})
+    train.check_checkpoint(checkpoint)
+  assert train.load_checkpoint(checkpoint, state)[1] == {"step": 2}

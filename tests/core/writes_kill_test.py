@@ -177,5 +177,5 @@ def test_claimed_temps_are_the_only_names_a_writer_makes(tmp_path):
     f.write("mine")
   with pytest.raises(FileExistsError, match="was not written by "
                      "realformer_tf"):
-    writes.replace_json(path, {}, utils.GFILE_OPS)
+    writes.replace_file(path, "{}", utils.GFILE_OPS)
   assert open(tmp).read() == "mine" and not os.path.exists(path)

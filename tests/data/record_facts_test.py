@@ -2,7 +2,9 @@
 read once and cached; and (issue 46's target) a restart of a run over big
 shards opens no shard before training does."""
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,6 +121,27 @@ def test_unlisted_records_are_read_once_then_cached(tmp_path, monkeypatch):
     _no_reads(patch)
     assert record_facts.facts(files, manifest_of)[
         files[2]].source == "cache"
+
+
+def test_a_users_data_scan_json_is_neither_trusted_nor_replaced(
+    tmp_path, monkeypatch):
+  """The cache is ours by its writer key: a user's file of its name that
+  claims other facts is not read, and `keep` refuses to replace it."""
+  _, files = _shards(tmp_path)
+  os.remove(str(tmp_path / "train_pretraining_meta_data.json"))
+  monkeypatch.setattr(record_facts, "_READ", {})
+  cache = tmp_path / "data_scan.json"
+  claims = {"identity": output_sets.file_identity(files[0]),
+            record_facts.RECORDS_KEY: {"count": 999, "lengths": {},
+                                       "min": {}, "max": {}}}
+  text = json.dumps({"scans": {files[0]: claims}, "verified": {}})
+  cache.write_text(text)
+  found = record_facts.facts(files, manifest_of, str(cache))
+  assert found[files[0]].source == "scan" and found[files[0]].count != 999
+  with pytest.raises(FileExistsError, match=re.escape(
+      f"{cache} exists and no manifest of realformer_tf lists it")):
+    record_facts.keep(str(cache), files)
+  assert cache.read_text() == text
 
 
 def test_a_copied_set_is_sampled_once_then_remembered(tmp_path, monkeypatch):

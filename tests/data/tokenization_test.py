@@ -1,5 +1,6 @@
 """Tests for realformer_tf.data.tokenization (tensorflow-text WordPiece)."""
 import os
+import re
 from unittest import mock
 
 import pytest
@@ -141,3 +142,15 @@ def test_learn_vocab_rejects_bad_arguments_before_writing(tmp_path):
   with pytest.raises(ValueError, match="not one str"):
     tokenization.learn_vocab("some text", 100, str(out))
   assert not out.exists()
+
+
+def test_learn_vocab_keeps_a_file_already_at_its_path(tmp_path):
+  """A vocabulary carries no proof of its writer (issue 46): learn_vocab
+  writes a new file only, and names the one it keeps."""
+  out = tmp_path / "vocab.txt"
+  out.write_text("mine\n")
+  with pytest.raises(FileExistsError, match=re.escape(str(out)) +
+                     " exists and no manifest of realformer_tf lists it"):
+    tokenization.learn_vocab(LINES, 100, str(out))
+  assert out.read_text() == "mine\n"
+  assert sorted(os.listdir(tmp_path)) == ["vocab.txt"]

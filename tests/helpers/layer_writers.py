@@ -21,8 +21,8 @@ MANIFEST = "set.json"
 
 
 def write_file(folder, version):
-  writes.replace_json(os.path.join(folder, "result.json"),
-                      {"version": version}, writes.OS_OPS)
+  writes.replace_file(os.path.join(folder, "result.json"),
+                      json.dumps({"version": version}), writes.OS_OPS)
 
 
 def write_folder(folder, version):

@@ -1,5 +1,7 @@
 """SQuAD metrics on hand-computed cases; predictions == Model Garden's."""
 import json
+import os
+import re
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from official.nlp.tools import tokenization
 from realformer_tf.configs import squad
 from realformer_tf.data import squad as squad_data
 from realformer_tf.tasks import question_answering
+from tests.helpers import file_trees
 from tests.helpers import squad as common
 
 
@@ -206,3 +209,19 @@ def test_predictions_equal_squad_lib_and_official_evaluators(tmp_path, name):
     assert metrics == pytest.approx({
         "exact_match": 100 * official["exact_match"],
         "f1": 100 * official["final_f1"]})
+  # One set with our manifest: replaced while it is ours, else refused.
+  out = tmp_path / "predictions"
+  assert task.reduce_aggregated_logs(results, global_step=7) == metrics
+  manifest = json.loads((out / question_answering.EVAL_MANIFEST).read_text())
+  assert (manifest["step"], manifest["metrics"]) == (7, metrics)
+  names = [squad_data.PREDICTIONS_FILE] + ([squad_data.NULL_ODDS_FILE]
+                                           if v2 else [])
+  assert sorted(manifest["files"]) == sorted(names)
+  os.remove(out / question_answering.EVAL_MANIFEST)
+  before = file_trees.files_under(out)
+  with pytest.raises(FileExistsError, match=re.escape(
+      ", ".join(str(out / name) for name in names) + (
+          " exist" if v2 else " exists") + " and no manifest of "
+      "realformer_tf lists")):
+    task.reduce_aggregated_logs(results)
+  assert file_trees.files_under(out) == before

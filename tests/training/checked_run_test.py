@@ -9,7 +9,6 @@ import pytest
 import tensorflow as tf
 
 from official.core import exp_factory
-from official.core import train_utils
 from realformer_tf.configs import finetuning
 from realformer_tf.training import train_lib
 from tests.helpers import file_trees
@@ -56,7 +55,7 @@ def quickstart_run(tmp_path_factory):
   model_dir = str(tmp / "run")
   params = _checked(_quickstart(), "train", model_dir,
                                           [corpus_a])
-  train_utils.serialize_config(params, model_dir)
+  train_lib.write_params_yaml(params, model_dir)
   tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)),
                              model_dir, max_to_keep=1).save(
                                  checkpoint_number=2)
@@ -220,7 +219,7 @@ def test_another_experiments_run_is_named_not_called_a_quickstart(
   copy = str(tmp_path / "glue")
   shutil.copytree(model_dir, copy)
   glue = exp_factory.get_exp_config(finetuning.GLUE)
-  train_utils.serialize_config(glue, copy)
+  train_lib.write_params_yaml(glue, copy)
   before = file_trees.files_under(copy)
   with pytest.raises(ValueError) as e:
     _checked(_quickstart(), "train", copy, [corpus_a])
@@ -232,7 +231,7 @@ def test_another_experiments_run_is_named_not_called_a_quickstart(
   # Before its first checkpoint too: its params.yaml is not overwritten.
   fresh = tmp_path / "glue_fresh"
   fresh.mkdir()
-  train_utils.serialize_config(glue, str(fresh))
+  train_lib.write_params_yaml(glue, str(fresh))
   fresh_files = file_trees.files_under(str(fresh))
   with pytest.raises(ValueError, match="holds a run of another experiment"):
     _checked(_quickstart(), "train", str(fresh),

@@ -3,6 +3,7 @@ configs each reads, the config's derivations (the schedule following a lone
 trainer.train_steps, the quickstart's data), all on a copy, writing nothing."""
 
 import os
+import re
 import tempfile
 
 from absl.testing import parameterized
@@ -11,9 +12,11 @@ import tensorflow as tf
 
 from official.core import exp_factory
 from official.core import train_utils
+from realformer_tf import utils
 from realformer_tf.configs import experiments
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.configs import squad
+from realformer_tf.core import writes
 from realformer_tf.data import quickstart_corpus
 from realformer_tf.training import plan_rules
 from realformer_tf.training import run_plan
@@ -184,3 +187,40 @@ def test_quickstart_plan_writes_nothing_then_cached_once_built(tmp_path):
   assert f"task.train_data: 1 file(s) ({again.splits[0].files[0]})" in text
   assert f"task.vocab_file: {vocab} ({size} tokens, sha256 " in text
   assert "resumes: nothing (a new run)" in text
+
+
+def test_a_users_files_at_train_pys_paths_are_refused_ours_are_not(tmp_path):
+  """Issue 46 item 3: params.yaml (ours by its first line), final_eval.json
+  and data_scan.json (ours by our writer key) and a SQuAD task's predictions
+  (by their manifest): a user's file of one of these names is named by the
+  plan's refusal, and not read as a run's; our own are replaced."""
+  params = exp_factory.get_exp_config(experiments.QUICKSTART)
+  model_dir = str(tmp_path)
+  names = ("params.yaml", run_plan.FINAL_EVAL_FILE, run_plan.DATA_SCAN_FILE)
+  for name in names:
+    (tmp_path / name).write_text("{}\n")
+  plan = run_plan.derive(params, "train", model_dir)
+  assert plan.foreign == tuple(str(tmp_path / name) for name in names)
+  assert plan.previous is None and not plan.problems
+  with pytest.raises(FileExistsError, match="^" + re.escape(
+      f"{', '.join(plan.foreign)} exist and no manifest of realformer_tf "
+      "lists them (not written by us), so nothing was written: move them "
+      "away, or write elsewhere.") + "$"):
+    plan_rules.check(plan)
+  assert run_plan.foreign_outputs(params, "eval", model_dir) == ()
+  train_lib.write_params_yaml(params, model_dir)
+  for name in names[1:]:
+    os.remove(tmp_path / name)
+    writes.publish_json(str(tmp_path / name), {"step": 1}, train_lib.WRITER,
+                        utils.GFILE_OPS)
+  assert run_plan.derive(params, "train", model_dir).foreign == ()
+  # SQuAD: predictions.json beside no manifest of ours.
+  squad_params = exp_factory.get_exp_config(squad.SQUAD)
+  squad_params.task.predictions_dir = str(tmp_path / "predictions")
+  os.makedirs(squad_params.task.predictions_dir)
+  predictions = tmp_path / "predictions" / "predictions.json"
+  predictions.write_text("{}")
+  assert run_plan.foreign_outputs(squad_params, "eval", model_dir) == (
+      str(predictions),)
+  squad_params.task.predictions_dir = ""  # The model dir: nothing there.
+  assert run_plan.foreign_outputs(squad_params, "eval", model_dir) == ()

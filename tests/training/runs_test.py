@@ -2,7 +2,9 @@
 import contextlib
 import dataclasses
 import io
+import json
 import os
+import re
 import signal
 from typing import ClassVar, Dict
 
@@ -75,6 +77,27 @@ def test_a_failing_runner_leaves_no_result(tmp_path):
   with pytest.raises(ValueError, match="no metric"):
     runs.execute([spec], fails)
   assert runs.status(spec) == "new"
+
+
+def test_a_users_result_file_is_refused_before_any_run(tmp_path):
+  """A result file is ours by its writer key: a user's at a run's path is
+  named, kept, and no run starts; ours is read back as it was written."""
+  specs = _runs(str(tmp_path))
+  os.makedirs(specs[1].model_dir)
+  with open(specs[1].result_path, "w") as f:
+    f.write('{"seed": 1, "value": 9}')
+  ran = []
+  with pytest.raises(FileExistsError, match="^" + re.escape(
+      f"{specs[1].result_path} exists and no manifest of realformer_tf "
+      "lists it (not written by us), so nothing was written: move it away, "
+      "or write elsewhere.")):
+    runs.execute(specs, lambda run: ran.append(run.seed) or {"value": 0.5})
+  assert ran == [] and not os.path.exists(specs[0].result_path)
+  assert open(specs[1].result_path).read() == '{"seed": 1, "value": 9}'
+  os.remove(specs[1].result_path)
+  runs.execute(specs[:1], lambda run: {"value": 0.5})
+  assert json.load(open(specs[0].result_path))["writer"] == runs.__name__
+  assert runs.read_result(specs[0].result_path) == {"seed": 0, "value": 0.5}
 
 
 def test_a_corrupt_result_is_named(tmp_path):

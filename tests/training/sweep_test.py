@@ -1,6 +1,7 @@
 """The GLUE sweep: planning, resuming and the best-median / Overall math."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -168,6 +169,27 @@ def test_plan_kill_and_resume(tmp_path):
   assert best["metrics"]["f1"]["median"] == pytest.approx(0.525)
   assert best["metrics"]["f1"]["std"] == pytest.approx(0.005)
   assert os.path.exists(os.path.join(root, sweep.SUMMARY_FILE))
+
+
+def test_the_summary_replaces_only_its_own(tmp_path):
+  root = str(tmp_path)
+  for task, results in _fake_results().items():
+    for r in results:
+      path = os.path.join(root, task, f"ep{r['epochs']}_lr{r['learning_rate']}",
+                          f"seed{r['seed']}", sweep.RESULT_FILE)
+      os.makedirs(os.path.dirname(path))
+      with open(path, "w") as f:
+        json.dump(r, f)
+  summary_path = os.path.join(root, sweep.SUMMARY_FILE)
+  first = sweep.write_summary(root)
+  assert sweep.write_summary(root) == first  # Ours: replaced.
+  assert json.load(open(summary_path))["writer"] == sweep.__name__
+  with open(summary_path, "w") as f:
+    f.write("mine")
+  with pytest.raises(FileExistsError, match=re.escape(
+      f"{summary_path} exists and no manifest of realformer_tf lists it")):
+    sweep.write_summary(root)
+  assert open(summary_path).read() == "mine"
 
 
 def test_errors(tmp_path):

@@ -8,6 +8,7 @@ All models are tiny (hidden 16-32, 1-2 layers, seq 16-32); train.py itself
 import gc
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -18,6 +19,7 @@ import tensorflow as tf
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
 from realformer_tf.core import run_lock
+from realformer_tf.training import run_plan
 from realformer_tf.training import train_lib
 from tests.helpers import file_trees
 from tests.helpers import train_runs as utils
@@ -285,7 +287,7 @@ def test_reruns_final_eval_refuses_other_model(tmp_path, capsys, caplog):
   model_dir = tmp_path / "model"
   first = utils.run_in_process(model_dir, [run["config_file"]],
                          mode="train_and_eval")
-  record_path = model_dir / train_lib.FINAL_EVAL_FILE
+  record_path = model_dir / run_plan.FINAL_EVAL_FILE
   with open(record_path) as f:
     record = json.load(f)
   assert record["step"] == 4
@@ -362,6 +364,23 @@ def test_stale_temps_of_killed_runs_are_cleaned(tmp_path):
   assert not stale.exists() and not (model_dir / "ckpt-4_temp").exists()
 
 
+def test_a_users_params_yaml_is_refused_before_anything_is_written(
+    tmp_path):
+  """A name is no proof: a params.yaml without our first line
+  (`run_plan.PARAMS_HEADER`) is refused, named and kept, before a write."""
+  run = utils.make_tiny_run(tmp_path, train_steps=2)
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  (model_dir / "params.yaml").write_text("task:\n  name: mine\n")
+  before = file_trees.files_under(model_dir)
+  with pytest.raises(FileExistsError, match="^" + re.escape(
+      f"{model_dir}/params.yaml exists and no manifest of realformer_tf "
+      "lists it (not written by us), so nothing was written: move it away, "
+      "or write elsewhere.") + "$"):
+    utils.run_in_process(model_dir, [run["config_file"]])
+  assert file_trees.files_under(model_dir) == before
+
+
 def test_params_yaml_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
   """Model Garden's `serialize_config` writes params.yaml in place, at every
   run's start: a kill inside that write left it truncated, and resume,
@@ -373,6 +392,7 @@ def test_params_yaml_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
   path = run_directory.params_path(model_dir)
   with open(path, "rb") as f:
     before = f.read()
+  assert before.startswith(run_plan.PARAMS_HEADER.encode())
   assert run_directory.load_experiment_config(model_dir).as_dict() == (
       params.as_dict())
   written_to = []

@@ -15,12 +15,15 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.data import corpus_text
 from realformer_tf.data import wordpiece
+from realformer_tf.reproduce.keras3 import plan as plan_lib
 
 SEQUENCES_FILE = "sequences.npz"
 VOCAB_FILE = "vocab.txt"
+MANIFEST_FILE = "data.json"  # Lists the two: one output set of ours.
 EVAL_FRACTION = 0.05  # The quickstart's.
 MASK_RATE = 0.15
 # Bump when the way the sequences are made changes, so old ones are rebuilt.
@@ -97,6 +100,18 @@ def _bytes(value) -> np.ndarray:
   return np.frombuffer(json.dumps(value).encode("utf-8"), np.uint8)
 
 
+def _paths(data_dir: str) -> List[str]:
+  return [os.path.join(data_dir, name) for name in (VOCAB_FILE,
+                                                    SEQUENCES_FILE)]
+
+
+def check(data_dir: str) -> None:
+  """Refuses (before anything is written) a vocabulary or sequences file in
+  `data_dir` that no manifest of ours lists (`ownership.check_ours`)."""
+  ownership.check_ours(_paths(data_dir),
+                       os.path.join(data_dir, MANIFEST_FILE), writes.OS_OPS)
+
+
 def prepare(data_dir: str, corpus: Sequence[str], vocab_size: int,
             seq_length: int, seed: int = 0) -> Sequences:
   """Builds (or reuses) the vocabulary and packed sequences in `data_dir`.
@@ -114,7 +129,8 @@ def prepare(data_dir: str, corpus: Sequence[str], vocab_size: int,
       too little text for one sequence in either split.
   """
   key = _key(corpus, vocab_size, seq_length, seed)
-  path = os.path.join(data_dir, SEQUENCES_FILE)
+  vocab_path, path = _paths(data_dir)
+  writes.sweep(data_dir, writes.OS_OPS)  # Before the cache: a killed run.
   cached = _load(path, key)
   if cached is not None:
     print(f"Data: {path} is up to date.", flush=True)
@@ -137,12 +153,15 @@ def prepare(data_dir: str, corpus: Sequence[str], vocab_size: int,
   for split in ("train", "eval"):
     if not len(getattr(sequences, split)):
       raise ValueError(f"{source}: no {split} text after the split.")
-  os.makedirs(data_dir, exist_ok=True)
-  writes.replace_lines(os.path.join(data_dir, VOCAB_FILE), vocab,
-                       writes.OS_OPS)
-  with writes.staged(path, writes.OS_OPS) as tmp, open(tmp, "wb") as f:
-    np.savez(f, train=sequences.train, eval=sequences.eval,
-             vocab=_bytes(vocab), source=_bytes(source), key=_bytes(key))
+  with writes.output_set(os.path.join(data_dir, MANIFEST_FILE),
+                         plan_lib.WRITER, writes.OS_OPS, writes.size_of,
+                         _paths(data_dir)) as outputs:
+    writes.OS_OPS.write(outputs.stage(vocab_path),
+                        "".join(token + "\n" for token in vocab))
+    with open(outputs.stage(path), "wb") as f:
+      np.savez(f, train=sequences.train, eval=sequences.eval,
+               vocab=_bytes(vocab), source=_bytes(source), key=_bytes(key))
+    outputs.commit({})
   print(f"Data: {len(vocab)} WordPiece tokens, {len(sequences.train)} train "
         f"and {len(sequences.eval)} held-out sequences of {seq_length} in "
         f"{path}.", flush=True)

@@ -18,6 +18,8 @@ ARCHS = {
 REFERENCE_ARCH = "post_ln"
 # What a reproduction writes in --output_dir (`make_plan` refuses others).
 LOCK_FILE = ".lock"
+# The module to run again, in every manifest the reproduction writes.
+WRITER = "realformer_tf.reproduce.keras3"
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 CURVES_PNG = "curves.png"

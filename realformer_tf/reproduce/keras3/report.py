@@ -9,7 +9,6 @@ from realformer_tf.reproduce import tables
 from realformer_tf.reproduce.keras3 import data as data_lib
 from realformer_tf.reproduce.keras3 import plan as plan_lib
 
-WRITER = "realformer_tf.reproduce.keras3"
 
 
 def scale_note(plan: plan_lib.Plan) -> Optional[str]:
@@ -124,8 +123,9 @@ def write_results(plan: plan_lib.Plan, sequences: data_lib.Sequences,
   memorized = (f"{n:.0f} passes over {len(sequences.train)} training "
                "sequences: a small corpus, memorized" if n > 2 else None)
   out = {name: os.path.join(o.output_dir, name) for name in plan_lib.REPORT}
-  with writes.output_set(out[plan_lib.RESULTS_JSON], WRITER, writes.OS_OPS,
-                         writes.size_of, list(out.values())) as outputs:
+  with writes.output_set(out[plan_lib.RESULTS_JSON], plan_lib.WRITER,
+                         writes.OS_OPS, writes.size_of,
+                         list(out.values())) as outputs:
     with open(outputs.stage(out[plan_lib.RESULTS_MD]), "w",
               encoding="utf-8") as f:
       f.write(text)

@@ -21,15 +21,19 @@ def execute(plan: plan_lib.Plan) -> Dict:
   """Runs the plan (see the package docstring); returns results.json's
   content."""
   o = plan.options
-  for run in plan.runs:  # A user's result.json is refused before a write.
+  data_dir = os.path.join(o.output_dir, "data")
+  # A user's file at a path of ours is refused before a write.
+  data_lib.check(data_dir)
+  for run in plan.runs:
     ownership.check_ours((), os.path.join(run.run_dir, plan_lib.RESULT_FILE),
                          writes.OS_OPS)
+    train.check_checkpoint(os.path.join(run.run_dir,
+                                        plan_lib.CHECKPOINT_FILE))
   train.check_backend()
   start = time.time()
   with run_lock.hold(o.output_dir, name=LOCK_FILE, flag="--output_dir"):
-    sequences = data_lib.prepare(
-        os.path.join(o.output_dir, "data"), o.corpus, plan.size.vocab_size,
-        plan.size.seq_length)
+    sequences = data_lib.prepare(data_dir, o.corpus, plan.size.vocab_size,
+                                 plan.size.seq_length)
     data_seconds = time.time() - start
     results = {}
     for run in plan.runs:
@@ -38,7 +42,7 @@ def execute(plan: plan_lib.Plan) -> Dict:
       if result is None or result.get("config") != train.run_config(
           plan, train.resolve_policy(o.dtype_policy)):
         result = train.train_run(plan, run, sequences)
-        result = writes.publish_json(path, result, report.WRITER,
+        result = writes.publish_json(path, result, plan_lib.WRITER,
                                      writes.OS_OPS)
       else:
         print(f"{run.arch} seed {run.seed}: done ({path}).", flush=True)

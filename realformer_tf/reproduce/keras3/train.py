@@ -17,6 +17,7 @@ import keras
 import numpy as np
 
 from realformer_tf import keras3 as realformer_keras3
+from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.reproduce.keras3 import data as data_lib
 from realformer_tf.reproduce.keras3 import plan as plan_lib
@@ -178,8 +179,21 @@ def save_checkpoint(path: str, state, meta: Dict) -> None:
             for group, values in zip("tno", state)
             for i, value in enumerate(values)}
   arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
+  arrays["writer"] = np.frombuffer(plan_lib.WRITER.encode("utf-8"), np.uint8)
   with writes.staged(path, writes.OS_OPS) as tmp, open(tmp, "wb") as f:
     np.savez(f, **arrays)
+
+
+def check_checkpoint(path: str) -> None:
+  """Refuses (before anything is written) a file at `path` that is not a
+  checkpoint of ours (`save_checkpoint` records its writer in it)."""
+  try:
+    with np.load(path) as npz:
+      ours = bytes(npz["writer"]).decode("utf-8") == plan_lib.WRITER
+  except (OSError, ValueError, KeyError, TypeError):
+    ours = not os.path.exists(path)
+  if not ours:
+    ownership.refuse_foreign([path])
 
 
 def load_checkpoint(path: str, state) -> Tuple[list, Dict]:

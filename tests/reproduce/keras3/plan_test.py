@@ -80,7 +80,7 @@ def test_an_output_dir_holding_what_it_does_not_write_is_refused(tmp_path):
   ours.mkdir()
   for name in set(plan_lib.OUTPUT_ENTRIES) - set(plan_lib.REPORT):
     (ours / name).write_text("")
-  writes.publish_json(str(ours / plan_lib.RESULTS_JSON), {}, report.WRITER,
+  writes.publish_json(str(ours / plan_lib.RESULTS_JSON), {}, plan_lib.WRITER,
                       writes.OS_OPS)
   plan_lib.make_plan(plan_lib.Options(output_dir=str(ours), size="tiny"))
   # A user's file with a report's name: kept, and the refusal names it.

@@ -19,10 +19,11 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
   out = str(tmp_path / "out")
   for name, value in keras3_reproduction.jax_env().items():
     monkeypatch.setenv(name, value)
-  # Renames into place: vocab.txt, sequences.npz, the checkpoints of steps 6
-  # and 12: killed before the 4th, with step 12 trained, not saved.
+  # Renames into place: vocab.txt, sequences.npz, data.json (their set),
+  # the checkpoints of steps 6 and 12: killed before the 5th, with step 12
+  # trained, not saved.
   kill_writer.run_killed(
-      4, "realformer_tf.reproduce.keras3.run", "reproduce", output_dir=out,
+      5, "realformer_tf.reproduce.keras3.run", "reproduce", output_dir=out,
       size="tiny", archs=["realformer"], corpus=[corpus],
       train_steps=keras3_reproduction.TRAIN_STEPS, checkpoint_steps=6)
   run_dir = plan_lib.run_dir(out, "realformer", 0)
