@@ -200,7 +200,8 @@ def keyword_names(*classes) -> Tuple[str, ...]:
 
 
 def refuse_unknown(owner: str, kwargs: Dict[str, Any], base: Iterable[str],
-                   own: Iterable[str] = ()):
+                   own: Iterable[str] = (),
+                   renamed: Optional[Dict[str, Any]] = None):
   """Raises TypeError for a keyword in `kwargs` that is not in `base`.
 
   Keras' functional models (`Functional.__init__`) drop unknown keywords
@@ -211,24 +212,30 @@ def refuse_unknown(owner: str, kwargs: Dict[str, Any], base: Iterable[str],
     kwargs: The keywords left after the class' own arguments were taken.
     base: The keywords the base class takes.
     own: The class' own argument names, offered as the closest match too.
+    renamed: Other names (the other face's: docs/names.md), each pointed to
+      its valid name (of a tuple of names: the first valid one).
 
   Raises:
-    TypeError: naming the unknown keyword and the closest valid name (as
-      `difflib` finds it), or the valid names when none is close.
+    TypeError: naming the unknown keyword and the closest valid name (its
+      `renamed` one, else as `difflib` finds it), or the valid names when
+      none is close.
   """
   base = list(base)
   unknown = [name for name in kwargs if name not in base]
   if not unknown:
     return
   valid = list(dict.fromkeys(list(own) + base))
-  close = difflib.get_close_matches(unknown[0], valid, n=1)
+  other = (renamed or {}).get(unknown[0], ())
+  close = [n for n in ((other,) if isinstance(other, str) else other)
+           if n in valid][:1] or difflib.get_close_matches(unknown[0], valid,
+                                                           n=1)
   hint = (f"did you mean {close[0]!r}?" if close else
           f"it takes {', '.join(valid)}.")
   raise TypeError(f"{owner} got an unexpected keyword argument "
                   f"{unknown[0]!r}: {hint}")
 
 
-def _options(validate):
+def option(validate):
   """A check of `validate(value)`, whose message gets the owner's name."""
   def check(name, value):
     try:
@@ -254,15 +261,15 @@ BLOCK = Spec(
     Argument("kernel_initializer", None, "glorot_uniform",
              kind="initializer"),
     Argument("residual_attention", None, "sum",
-             _options(options.validate_residual_attention)),
+             option(options.validate_residual_attention)),
     Argument("layer_index", None, 0,
              lambda name, value: options.check_layer_index(value)),
     Argument("score_dtype", None, "auto",
-             _options(options.validate_score_dtype)),
+             option(options.validate_score_dtype)),
     # Model Garden's recompute_grad is TensorFlow's; the kernel is JAX's.
     Argument("recompute", None, False, flag, faces=(TF_KERAS,)),
     Argument("attention_implementation", None, "auto",
-             _options(options.validate_attention_implementation),
+             option(options.validate_attention_implementation),
              faces=(KERAS3,)))
 
 DECODER_BLOCK = BLOCK.replace(inner_activation="relu") + Spec(

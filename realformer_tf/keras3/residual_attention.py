@@ -62,11 +62,54 @@ def _array_to_tensor(x):
 
 
 # The keywords `keras.layers.Layer.__init__` takes (with the two it pops
-# from `**kwargs`, keras/src/layers/layer.py), and `MultiHeadAttention`'s.
+# from `**kwargs`), and `MultiHeadAttention`'s.
 LAYER_KEYWORDS = arguments.keyword_names(keras.layers.Layer) + (
     "input_dim", "input_shape")
 _MHA_KEYWORDS = arguments.keyword_names(
     keras.layers.MultiHeadAttention) + LAYER_KEYWORDS
+
+# Model Garden's names (the tf_keras face's, docs/names.md) -> keras-hub's.
+MODEL_GARDEN_NAMES = {
+    "num_attention_heads": "num_heads", "inner_dim": "intermediate_dim",
+    "intermediate_size": "intermediate_dim", "inner_activation": "activation",
+    "intermediate_activation": "activation", "output_dropout": "dropout",
+    "dropout_rate": "dropout",
+    # A backbone's one `dropout` is both of Model Garden's rates.
+    "attention_dropout": "dropout",
+    "attention_dropout_rate": ("attention_dropout", "dropout"),
+    "norm_first": "normalize_first", "norm_epsilon": "layer_norm_epsilon",
+    "vocab_size": "vocabulary_size", "hidden_size": "hidden_dim",
+    "type_vocab_size": "num_segments"}
+
+_POSITIVE = ("num_heads", "intermediate_dim", "vocabulary_size", "num_layers",
+             "hidden_dim", "max_sequence_length", "num_segments")
+# The checks of this face's arguments (`core.arguments`' shared ones).
+CHECKS = dict(
+    {name: arguments.positive_int for name in _POSITIVE},
+    dropout=arguments.rate, attention_dropout=arguments.rate,
+    intermediate_dropout=arguments.rate,
+    layer_norm_epsilon=arguments.positive_float,
+    residual_attention=arguments.option(options.validate_residual_attention),
+    score_dtype=arguments.option(options.validate_score_dtype),
+    attention_implementation=arguments.option(
+        options.validate_attention_implementation),
+    layer_index=lambda name, value: options.check_layer_index(value))
+
+
+def check_arguments(layer, **values):
+  """Raises a ValueError naming `layer`'s class, the argument and its value
+  for a value its `CHECKS` entry refuses (None too)."""
+  for name, value in values.items():
+    CHECKS[name](f"{type(layer).__name__}: {name}", value)
+
+
+def refuse_unknown(layer, kwargs, base=LAYER_KEYWORDS):
+  """`arguments.refuse_unknown` for `layer`'s constructor: a TypeError for a
+  keyword it does not take, naming the closest (Model Garden's names: the
+  keras-hub one)."""
+  arguments.refuse_unknown(type(layer).__name__, kwargs, base,
+                           arguments.keyword_names(type(layer)),
+                           MODEL_GARDEN_NAMES)
 
 
 class KeepsArgumentDtypes:
@@ -150,7 +193,14 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     from_len, to_len]`.
   """
 
-  def __init__(self, num_heads, key_dim, **kwargs):
+  def __init__(self,
+               num_heads,
+               key_dim,
+               residual_attention="sum",
+               layer_index=0,
+               score_dtype="auto",
+               attention_implementation="auto",
+               **kwargs):
     axes = kwargs.get("attention_axes")
     if isinstance(axes, int):
       axes = (axes,)
@@ -169,23 +219,30 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     # (`keras.config.enable_flash_attention()`) and then refuses dropout;
     # this layer never uses it, so dropout is set after the base __init__.
     dropout = kwargs.pop("dropout", 0.0)
-    self._options, kwargs = arguments.ATTENTION.bind(
-        arguments.KERAS3, type(self).__name__, (), kwargs, {},
-        base=_MHA_KEYWORDS)
+    refuse_unknown(self, kwargs, _MHA_KEYWORDS)
+    check_arguments(self, residual_attention=residual_attention,
+                    layer_index=layer_index, score_dtype=score_dtype,
+                    attention_implementation=attention_implementation)
     super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
     self._flash_attention = False
     self._dropout = dropout
-    check_attention_implementation(self._options["attention_implementation"])
+    check_attention_implementation(attention_implementation)
 
-  residual_attention = property(lambda self: self._options["residual_attention"])
-  layer_index = property(lambda self: self._options["layer_index"])
-  score_dtype = property(lambda self: self._options["score_dtype"])
-  attention_implementation = property(
-      lambda self: self._options["attention_implementation"])
+    # === Config ===
+    self.residual_attention = residual_attention
+    self.layer_index = layer_index
+    self.score_dtype = score_dtype
+    self.attention_implementation = attention_implementation
 
   def get_config(self):
-    return {**super().get_config(),
-            **arguments.ATTENTION.config(arguments.KERAS3, self._options, {})}
+    config = super().get_config()
+    config.update({
+        "residual_attention": self.residual_attention,
+        "layer_index": self.layer_index,
+        "score_dtype": self.score_dtype,
+        "attention_implementation": self.attention_implementation,
+    })
+    return config
 
   def build(self, query_shape, value_shape=None, key_shape=None):
     if len(query_shape) != 3:
