@@ -1,16 +1,16 @@
-"""The constructor arguments of every layer of both faces, declared once.
+"""Constructor arguments: the checks both faces share, the tf_keras face's specs.
 
-An `Argument` has one name per face (Model Garden's, keras-hub's:
-docs/names.md), a default, a check and the old names still taken; a `Spec`
-binds a call's arguments and writes the config back in the face's names.
-Values are kept under the Model Garden name (`key`) on both faces.
+An `Argument` has a name per face (Model Garden's, keras-hub's:
+docs/names.md), a default, a check and Model Garden's other names; a `Spec`
+binds a tf_keras layer's call and writes its config back (values under the
+Model Garden name, `key`). The Keras 3 face writes its signatures out and
+uses the checks and `refuse_unknown` only.
 """
 
 import dataclasses
 import difflib
 import inspect
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
-import warnings
 
 from realformer_tf.core import options
 
@@ -100,43 +100,29 @@ class Spec:
   def on(self, face: str):
     return [a for a in self.arguments if face in a.faces]
 
-  def signature(self, face: str, keyword_only: Iterable[str] = ()
-               ) -> inspect.Signature:
-    """The constructor's signature, for `help()` and `inspect`.
-
-    Args:
-      face: The face whose names it shows.
-      keyword_only: Keyword-only arguments (default None) after the spec's,
-        e.g. a backbone's `dtype`.
-    """
+  def signature(self, face: str) -> inspect.Signature:
+    """The constructor's signature in `face`'s names, for `help()`."""
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     return inspect.Signature(
         [inspect.Parameter(a.name(face), kind, default=a.default)
          for a in self.on(face)] +
-        [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None)
-         for name in keyword_only] +
         [inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
 
   def bind(self, face: str, owner: str, args: tuple, kwargs: Dict[str, Any],
-           deserialize: Dict[str, Callable[[Any], Any]],
-           base: Optional[Iterable[str]] = None):
+           deserialize: Dict[str, Callable[[Any], Any]]):
     """`(values by key, the other kwargs)` of a constructor call.
 
-    Old names: Model Garden's aliases on the tf_keras face; on the Keras 3
-    face, the tf_keras names and aliases with a DeprecationWarning. An
-    argument whose default is not None is checked even when None is given
-    (`score_dtype=None` is refused here, not deep inside Keras later).
+    Model Garden's aliases are taken too. An argument whose default is not
+    None is checked even when None is given (`score_dtype=None` is refused
+    here, not deep inside Keras later).
 
     Args:
       face, owner, args, kwargs, deserialize: The face, the class name (for
         messages), the call's arguments, the (de)serializers of `kind`s.
-      base: The keyword names the base class takes (`name`, `dtype`, ...);
-        with it, any other keyword is refused (`refuse_unknown`). None:
-        the other kwargs are returned unchecked.
 
     Raises:
-      TypeError: A missing required argument, one given twice, too many
-        positional ones, or (with `base`) an unknown keyword.
+      TypeError: A missing required argument, one given twice or too many
+        positional ones.
       ValueError: A value its check refuses, naming argument and value.
     """
     arguments = self.on(face)
@@ -149,17 +135,11 @@ class Spec:
       name = a.name(face)
       old = [n for n in dict.fromkeys((a.key, a.tf_keras or a.key) + a.aliases)
              if n != name and n in kwargs]
-      if old and face == KERAS3:
-        warnings.warn(f"{owner}: {old[0]!r} is deprecated, use {name!r} (the "
-                      "Keras 3 face speaks keras-hub's names; docs/names.md).",
-                      DeprecationWarning, stacklevel=4)
       for n in [name] + old:
         if n in kwargs:
           if a.key in given:
             raise TypeError(f"{owner} got {name!r} twice (as {n!r}).")
           given[a.key] = kwargs.pop(n)
-    if base is not None:
-      refuse_unknown(owner, kwargs, base, [a.name(face) for a in arguments])
     values = {}
     for a in arguments:
       value = given.get(a.key, a.default)
@@ -172,11 +152,6 @@ class Spec:
         value = a.check(f"{owner}: {a.name(face)}", value)
       values[a.key] = value
     return values, kwargs
-
-  def named(self, face: str, values: Dict[str, Any]) -> Dict[str, Any]:
-    """`values` (by key) of this spec's arguments, by the face's names."""
-    return {a.name(face): values[a.key] for a in self.on(face)
-            if a.key in values}
 
   def config(self, face: str, values: Dict[str, Any],
              serialize: Dict[str, Callable[[Any], Any]]) -> Dict[str, Any]:
@@ -267,10 +242,7 @@ BLOCK = Spec(
     Argument("score_dtype", None, "auto",
              option(options.validate_score_dtype)),
     # Model Garden's recompute_grad is TensorFlow's; the kernel is JAX's.
-    Argument("recompute", None, False, flag, faces=(TF_KERAS,)),
-    Argument("attention_implementation", None, "auto",
-             option(options.validate_attention_implementation),
-             faces=(KERAS3,)))
+    Argument("recompute", None, False, flag, faces=(TF_KERAS,)))
 
 DECODER_BLOCK = BLOCK.replace(inner_activation="relu") + Spec(
     Argument("use_bias", None, True, flag),
@@ -291,4 +263,4 @@ STACK = Spec(
 
 # The attention layers' own arguments (the rest are Keras').
 ATTENTION = BLOCK.only("residual_attention", "layer_index", "score_dtype",
-                       "recompute", "attention_implementation")
+                       "recompute")
