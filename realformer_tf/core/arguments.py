@@ -14,8 +14,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from realformer_tf.core import options
 
-TF_KERAS = "tf_keras"
-KERAS3 = "keras3"
+TF_KERAS = "tf_keras"  # The one face these specs bind.
 REQUIRED = inspect.Parameter.empty
 
 
@@ -44,12 +43,11 @@ class Argument:
 
   Attributes:
     key: Its name inside (Model Garden's block's).
-    keras3: Its Keras 3 name (keras-hub's); None = `key`.
+    keras3: Its Keras 3 name (docs/names.md), not bound here; None = `key`.
     default: `REQUIRED` or the default value.
     check: `(name, value) -> value`, normalizing; raises ValueError naming
       the argument and the value.
     kind: "initializer" or "activation": (de)serialized by the face.
-    faces: The faces that have it.
     aliases: Model Garden's other names (BertEncoderV2's, the decoder's),
       taken as they are on the tf_keras face.
     tf_keras: Its tf_keras name where a Model Garden class names it
@@ -60,13 +58,11 @@ class Argument:
   default: Any = REQUIRED
   check: Optional[Callable[[str, Any], Any]] = None
   kind: str = ""
-  faces: Tuple[str, ...] = (TF_KERAS, KERAS3)
   aliases: Tuple[str, ...] = ()
   tf_keras: Optional[str] = None
 
   def name(self, face: str) -> str:
-    if face == KERAS3:
-      return self.keras3 or self.key
+    del face  # TF_KERAS.
     return self.tf_keras or self.key
 
 
@@ -98,7 +94,8 @@ class Spec:
     return [a.key for a in self.on(face)]
 
   def on(self, face: str):
-    return [a for a in self.arguments if face in a.faces]
+    del face  # TF_KERAS.
+    return list(self.arguments)
 
   def signature(self, face: str) -> inspect.Signature:
     """The constructor's signature in `face`'s names, for `help()`."""
@@ -242,7 +239,7 @@ BLOCK = Spec(
     Argument("score_dtype", None, "auto",
              option(options.validate_score_dtype)),
     # Model Garden's recompute_grad is TensorFlow's; the kernel is JAX's.
-    Argument("recompute", None, False, flag, faces=(TF_KERAS,)))
+    Argument("recompute", None, False, flag))
 
 DECODER_BLOCK = BLOCK.replace(inner_activation="relu") + Spec(
     Argument("use_bias", None, True, flag),

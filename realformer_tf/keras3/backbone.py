@@ -92,24 +92,12 @@ class RealFormerBackbone(BackboneBase, keras_hub.models.Backbone):
   ((1, 4, 16), (1, 16))
   """
 
-  def __init__(self,
-               vocabulary_size,
-               num_layers,
-               num_heads,
-               hidden_dim,
-               intermediate_dim,
-               dropout=0.1,
-               max_sequence_length=512,
-               num_segments=2,
-               residual_attention="sum",
-               normalize_first=False,
-               final_layer_norm=None,
-               layer_norm_epsilon=1e-12,
-               score_dtype="auto",
-               activation=GELU_APPROXIMATE,
-               attention_implementation="auto",
-               dtype=None,
-               **kwargs):
+  def __init__(self, vocabulary_size, num_layers, num_heads, hidden_dim,
+               intermediate_dim, dropout=0.1, max_sequence_length=512,
+               num_segments=2, residual_attention="sum", normalize_first=False,
+               final_layer_norm=None, layer_norm_epsilon=1e-12,
+               score_dtype="auto", activation=GELU_APPROXIMATE,
+               attention_implementation="auto", dtype=None, **kwargs):
     ra.refuse_unknown(self, kwargs, BASE_KEYWORDS)
     ra.check_arguments(
         self, vocabulary_size=vocabulary_size, num_layers=num_layers,
@@ -202,8 +190,8 @@ class RealFormerBackbone(BackboneBase, keras_hub.models.Backbone):
     self.cls_token_index = 0
 
   def get_config(self):
-    config = super().get_config()
-    config.update({
+    return {
+        **super().get_config(),
         "vocabulary_size": self.vocabulary_size,
         "num_layers": self.num_layers,
         "num_heads": self.num_heads,
@@ -219,5 +207,4 @@ class RealFormerBackbone(BackboneBase, keras_hub.models.Backbone):
         "score_dtype": self.score_dtype,
         "activation": self.activation,
         "attention_implementation": self.attention_implementation,
-    })
-    return config
+    }

@@ -54,22 +54,12 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneBase,
   (1, 8, 16)
   """
 
-  def __init__(self,
-               vocabulary_size,
-               num_layers,
-               num_heads,
-               hidden_dim,
-               intermediate_dim,
-               dropout=0.1,
-               max_sequence_length=1024,
-               residual_attention="sum",
-               normalize_first=True,
+  def __init__(self, vocabulary_size, num_layers, num_heads, hidden_dim,
+               intermediate_dim, dropout=0.1, max_sequence_length=1024,
+               residual_attention="sum", normalize_first=True,
                layer_norm_epsilon=1e-5,
-               activation=backbone_lib.GELU_APPROXIMATE,
-               score_dtype="auto",
-               attention_implementation="auto",
-               dtype=None,
-               **kwargs):
+               activation=backbone_lib.GELU_APPROXIMATE, score_dtype="auto",
+               attention_implementation="auto", dtype=None, **kwargs):
     ra.refuse_unknown(self, kwargs, backbone_lib.BASE_KEYWORDS)
     ra.check_arguments(
         self, vocabulary_size=vocabulary_size, num_layers=num_layers,
@@ -142,8 +132,8 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneBase,
     self.attention_implementation = attention_implementation
 
   def get_config(self):
-    config = super().get_config()
-    config.update({
+    return {
+        **super().get_config(),
         "vocabulary_size": self.vocabulary_size,
         "num_layers": self.num_layers,
         "num_heads": self.num_heads,
@@ -157,5 +147,4 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneBase,
         "activation": self.activation,
         "score_dtype": self.score_dtype,
         "attention_implementation": self.attention_implementation,
-    })
-    return config
+    }

@@ -17,7 +17,7 @@ from realformer_tf.keras3 import residual_attention as ra
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerDecoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
+class RealFormerDecoderBlock(encoder_block.BlockBase):
   """RealFormer decoder block: `(hidden, self_scores, cross_scores)` in and out.
 
   Causal self-attention on one residual path, encoder-decoder attention on
@@ -58,76 +58,36 @@ class RealFormerDecoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
   ((2, 2, 4, 4), (2, 2, 4, 6))
   """
 
-  def __init__(self,
-               num_heads,
-               intermediate_dim,
-               activation="relu",
-               dropout=0.0,
-               attention_dropout=0.0,
-               normalize_first=False,
-               layer_norm_epsilon=1e-12,
-               kernel_initializer="glorot_uniform",
-               residual_attention="sum",
-               layer_index=0,
-               score_dtype="auto",
-               attention_implementation="auto",
-               use_bias=True,
-               intermediate_dropout=0.0,
-               attention_initializer=None,
-               self_residual=True,
-               cross_residual=True,
-               cross_attention=True,
+  def __init__(self, num_heads, intermediate_dim, activation="relu",
+               dropout=0.0, attention_dropout=0.0, normalize_first=False,
+               layer_norm_epsilon=1e-12, kernel_initializer="glorot_uniform",
+               residual_attention="sum", layer_index=0, score_dtype="auto",
+               attention_implementation="auto", use_bias=True,
+               intermediate_dropout=0.0, attention_initializer=None,
+               self_residual=True, cross_residual=True, cross_attention=True,
                **kwargs):
-    ra.refuse_unknown(self, kwargs)
-    ra.check_arguments(
-        self, num_heads=num_heads, intermediate_dim=intermediate_dim,
-        dropout=dropout, attention_dropout=attention_dropout,
+    super().__init__(
+        num_heads=num_heads, intermediate_dim=intermediate_dim,
+        activation=activation, dropout=dropout,
+        attention_dropout=attention_dropout, normalize_first=normalize_first,
         layer_norm_epsilon=layer_norm_epsilon,
+        kernel_initializer=kernel_initializer,
         residual_attention=residual_attention, layer_index=layer_index,
         score_dtype=score_dtype,
-        attention_implementation=attention_implementation,
-        intermediate_dropout=intermediate_dropout)
-    activation = encoder_block.get_activation(activation)
-    kernel_initializer = keras.initializers.get(kernel_initializer)
-    attention_initializer = keras.initializers.get(attention_initializer)
-    super().__init__(**kwargs)
+        attention_implementation=attention_implementation, **kwargs)
+    ra.check_arguments(self, intermediate_dropout=intermediate_dropout)
 
     # === Config ===
-    self.num_heads = num_heads
-    self.intermediate_dim = intermediate_dim
-    self.activation = activation
-    self.dropout = dropout
-    self.attention_dropout = attention_dropout
-    self.normalize_first = normalize_first
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.kernel_initializer = kernel_initializer
-    self.residual_attention = residual_attention
-    self.layer_index = layer_index
-    self.score_dtype = score_dtype
-    self.attention_implementation = attention_implementation
     self.use_bias = use_bias
     self.intermediate_dropout = intermediate_dropout
-    self.attention_initializer = attention_initializer
+    self.attention_initializer = keras.initializers.get(attention_initializer)
     self.self_residual = self_residual
     self.cross_residual = cross_residual
     self.cross_attention = cross_attention
 
   def get_config(self):
-    config = super().get_config()
-    config.update({
-        "num_heads": self.num_heads,
-        "intermediate_dim": self.intermediate_dim,
-        "activation": keras.activations.serialize(self.activation),
-        "dropout": self.dropout,
-        "attention_dropout": self.attention_dropout,
-        "normalize_first": self.normalize_first,
-        "layer_norm_epsilon": self.layer_norm_epsilon,
-        "kernel_initializer": keras.initializers.serialize(
-            self.kernel_initializer),
-        "residual_attention": self.residual_attention,
-        "layer_index": self.layer_index,
-        "score_dtype": self.score_dtype,
-        "attention_implementation": self.attention_implementation,
+    return {
+        **super().get_config(),
         "use_bias": self.use_bias,
         "intermediate_dropout": self.intermediate_dropout,
         "attention_initializer": self.attention_initializer and (
@@ -135,8 +95,7 @@ class RealFormerDecoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
         "self_residual": self.self_residual,
         "cross_residual": self.cross_residual,
         "cross_attention": self.cross_attention,
-    })
-    return config
+    }
 
   def build(self, hidden_shape, memory_shape=None, **unused_shapes):
     """Creates the sub-layers for `hidden` (and `memory`) of these shapes.

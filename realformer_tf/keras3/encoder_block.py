@@ -65,8 +65,60 @@ def layer_norm(block, name, shape):
   return layer
 
 
+class BlockBase(ra.KeepsArgumentDtypes, keras.layers.Layer):
+  """The arguments both blocks take (keras-hub's names; documented on
+  `RealFormerEncoderBlock`): checked, attributes of their names, and in the
+  config."""
+
+  def __init__(self, num_heads, intermediate_dim, activation="gelu",
+               dropout=0.0, attention_dropout=0.0, normalize_first=False,
+               layer_norm_epsilon=1e-12, kernel_initializer="glorot_uniform",
+               residual_attention="sum", layer_index=0, score_dtype="auto",
+               attention_implementation="auto", **kwargs):
+    ra.refuse_unknown(self, kwargs)
+    ra.check_arguments(
+        self, num_heads=num_heads, intermediate_dim=intermediate_dim,
+        dropout=dropout, attention_dropout=attention_dropout,
+        layer_norm_epsilon=layer_norm_epsilon,
+        residual_attention=residual_attention, layer_index=layer_index,
+        score_dtype=score_dtype,
+        attention_implementation=attention_implementation)
+    super().__init__(**kwargs)
+
+    # === Config ===
+    self.num_heads = num_heads
+    self.intermediate_dim = intermediate_dim
+    self.activation = get_activation(activation)
+    self.dropout = dropout
+    self.attention_dropout = attention_dropout
+    self.normalize_first = normalize_first
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.residual_attention = residual_attention
+    self.layer_index = layer_index
+    self.score_dtype = score_dtype
+    self.attention_implementation = attention_implementation
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "num_heads": self.num_heads,
+        "intermediate_dim": self.intermediate_dim,
+        "activation": keras.activations.serialize(self.activation),
+        "dropout": self.dropout,
+        "attention_dropout": self.attention_dropout,
+        "normalize_first": self.normalize_first,
+        "layer_norm_epsilon": self.layer_norm_epsilon,
+        "kernel_initializer": keras.initializers.serialize(
+            self.kernel_initializer),
+        "residual_attention": self.residual_attention,
+        "layer_index": self.layer_index,
+        "score_dtype": self.score_dtype,
+        "attention_implementation": self.attention_implementation,
+    }
+
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerEncoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
+class RealFormerEncoderBlock(BlockBase):
   """Transformer encoder block with residual attention, for Keras 3.
 
   Post-LN (BERT, the paper's backbone) by default, Pre-LN with
@@ -95,65 +147,8 @@ class RealFormerEncoderBlock(ra.KeepsArgumentDtypes, keras.layers.Layer):
     `(hidden, scores)` or `(hidden, scores, probs)`.
   """
 
-  def __init__(self,
-               num_heads,
-               intermediate_dim,
-               activation="gelu",
-               dropout=0.0,
-               attention_dropout=0.0,
-               normalize_first=False,
-               layer_norm_epsilon=1e-12,
-               kernel_initializer="glorot_uniform",
-               residual_attention="sum",
-               layer_index=0,
-               score_dtype="auto",
-               attention_implementation="auto",
-               **kwargs):
-    ra.refuse_unknown(self, kwargs)
-    ra.check_arguments(
-        self, num_heads=num_heads, intermediate_dim=intermediate_dim,
-        dropout=dropout, attention_dropout=attention_dropout,
-        layer_norm_epsilon=layer_norm_epsilon,
-        residual_attention=residual_attention, layer_index=layer_index,
-        score_dtype=score_dtype,
-        attention_implementation=attention_implementation)
-    activation = get_activation(activation)
-    kernel_initializer = keras.initializers.get(kernel_initializer)
-    super().__init__(**kwargs)
-    self.supports_masking = True
-
-    # === Config ===
-    self.num_heads = num_heads
-    self.intermediate_dim = intermediate_dim
-    self.activation = activation
-    self.dropout = dropout
-    self.attention_dropout = attention_dropout
-    self.normalize_first = normalize_first
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.kernel_initializer = kernel_initializer
-    self.residual_attention = residual_attention
-    self.layer_index = layer_index
-    self.score_dtype = score_dtype
-    self.attention_implementation = attention_implementation
-
-  def get_config(self):
-    config = super().get_config()
-    config.update({
-        "num_heads": self.num_heads,
-        "intermediate_dim": self.intermediate_dim,
-        "activation": keras.activations.serialize(self.activation),
-        "dropout": self.dropout,
-        "attention_dropout": self.attention_dropout,
-        "normalize_first": self.normalize_first,
-        "layer_norm_epsilon": self.layer_norm_epsilon,
-        "kernel_initializer": keras.initializers.serialize(
-            self.kernel_initializer),
-        "residual_attention": self.residual_attention,
-        "layer_index": self.layer_index,
-        "score_dtype": self.score_dtype,
-        "attention_implementation": self.attention_implementation,
-    })
-    return config
+  def compute_mask(self, inputs, previous_mask=None):
+    return previous_mask  # `hidden`'s Keras mask passes on.
 
   def build(self, input_shape):
     input_shape = tuple(input_shape)

@@ -193,14 +193,9 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     from_len, to_len]`.
   """
 
-  def __init__(self,
-               num_heads,
-               key_dim,
-               residual_attention="sum",
-               layer_index=0,
-               score_dtype="auto",
-               attention_implementation="auto",
-               **kwargs):
+  def __init__(self, num_heads, key_dim, residual_attention="sum",
+               layer_index=0, score_dtype="auto",
+               attention_implementation="auto", **kwargs):
     axes = kwargs.get("attention_axes")
     if isinstance(axes, int):
       axes = (axes,)
@@ -235,14 +230,13 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     self.attention_implementation = attention_implementation
 
   def get_config(self):
-    config = super().get_config()
-    config.update({
+    return {
+        **super().get_config(),
         "residual_attention": self.residual_attention,
         "layer_index": self.layer_index,
         "score_dtype": self.score_dtype,
         "attention_implementation": self.attention_implementation,
-    })
-    return config
+    }
 
   def build(self, query_shape, value_shape=None, key_shape=None):
     if len(query_shape) != 3:
