@@ -4,7 +4,7 @@ An `Argument` has a name per face (Model Garden's, keras-hub's:
 docs/names.md), a default, a check and Model Garden's other names; a `Spec`
 binds a tf_keras layer's call and writes its config back (values under the
 Model Garden name, `key`). The Keras 3 face writes its signatures out and
-uses the checks and `refuse_unknown` only.
+uses the checks by keras-hub name, `refuse_unknown` and `MODEL_GARDEN_NAMES`.
 """
 
 import dataclasses
@@ -215,6 +215,39 @@ def option(validate):
     except ValueError as e:
       raise ValueError(f"{name.split(':')[0]}: {e}") from None
   return check
+
+
+# Model Garden's names (the tf_keras face's, docs/names.md) -> keras-hub's.
+MODEL_GARDEN_NAMES = {
+    "num_attention_heads": "num_heads", "inner_dim": "intermediate_dim",
+    "intermediate_size": "intermediate_dim", "inner_activation": "activation",
+    "intermediate_activation": "activation", "output_dropout": "dropout",
+    "dropout_rate": "dropout",
+    # A backbone's one `dropout` is both of Model Garden's rates.
+    "attention_dropout": "dropout",
+    "attention_dropout_rate": ("attention_dropout", "dropout"),
+    "norm_first": "normalize_first", "norm_epsilon": "layer_norm_epsilon",
+    "vocab_size": "vocabulary_size", "hidden_size": "hidden_dim",
+    "type_vocab_size": "num_segments"}
+
+_POSITIVE = ("num_heads", "intermediate_dim", "vocabulary_size", "num_layers",
+             "hidden_dim", "max_sequence_length", "num_segments")
+# The checks of the Keras 3 face's arguments, by their (keras-hub's) names.
+KERAS_HUB_CHECKS = dict(
+    {name: positive_int for name in _POSITIVE},
+    dropout=rate, attention_dropout=rate, intermediate_dropout=rate,
+    layer_norm_epsilon=positive_float,
+    residual_attention=option(options.validate_residual_attention),
+    score_dtype=option(options.validate_score_dtype),
+    attention_implementation=option(options.validate_attention_implementation),
+    layer_index=lambda name, value: options.check_layer_index(value))
+
+
+def check_keras_hub(owner: str, **values):
+  """Raises a ValueError naming `owner`, the argument and its value for a
+  value (None too) its `KERAS_HUB_CHECKS` entry refuses."""
+  for name, value in values.items():
+    KERAS_HUB_CHECKS[name](f"{owner}: {name}", value)
 
 
 # The blocks' arguments, both faces (the networks and backbones pass them).

@@ -25,9 +25,9 @@ BASE_KEYWORDS = ("name", "trainable")
 
 
 class BackboneBase(saving.WritesWhole, input_checks.ChecksInputs):
-  """Our backbones' input checks (`input_checks.ChecksInputs`), and their
-  `save` and `export` written whole or not at all (`saving.WritesWhole`).
-  List it before the keras-hub base class.
+  """Our backbones' input checks (`input_checks.ChecksInputs`), their
+  `save` and `export` written whole or not at all (`saving.WritesWhole`) and
+  the config of the arguments both take. List it before the keras-hub base.
   """
 
   def save_to_preset(self, preset_dir, max_shard_size=10):
@@ -52,6 +52,25 @@ class BackboneBase(saving.WritesWhole, input_checks.ChecksInputs):
     saving.check_not_set_aside(preset)
     input_checks.check_preset(preset)
     return super().from_preset(preset, load_weights=load_weights, **kwargs)
+
+  def get_config(self):
+    # The arguments both backbones take (and attributes); each adds its own.
+    return {
+        **super().get_config(),
+        "vocabulary_size": self.vocabulary_size,
+        "num_layers": self.num_layers,
+        "num_heads": self.num_heads,
+        "hidden_dim": self.hidden_dim,
+        "intermediate_dim": self.intermediate_dim,
+        "dropout": self.dropout,
+        "max_sequence_length": self.max_sequence_length,
+        "residual_attention": self.residual_attention,
+        "normalize_first": self.normalize_first,
+        "layer_norm_epsilon": self.layer_norm_epsilon,
+        "score_dtype": self.score_dtype,
+        "activation": self.activation,
+        "attention_implementation": self.attention_implementation,
+    }
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerBackbone(BackboneBase, keras_hub.models.Backbone):
@@ -192,19 +211,6 @@ class RealFormerBackbone(BackboneBase, keras_hub.models.Backbone):
   def get_config(self):
     return {
         **super().get_config(),
-        "vocabulary_size": self.vocabulary_size,
-        "num_layers": self.num_layers,
-        "num_heads": self.num_heads,
-        "hidden_dim": self.hidden_dim,
-        "intermediate_dim": self.intermediate_dim,
-        "dropout": self.dropout,
-        "max_sequence_length": self.max_sequence_length,
         "num_segments": self.num_segments,
-        "residual_attention": self.residual_attention,
-        "normalize_first": self.normalize_first,
         "final_layer_norm": self.use_final_layer_norm,
-        "layer_norm_epsilon": self.layer_norm_epsilon,
-        "score_dtype": self.score_dtype,
-        "activation": self.activation,
-        "attention_implementation": self.attention_implementation,
     }

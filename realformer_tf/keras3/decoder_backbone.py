@@ -21,26 +21,18 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneBase,
   False)` chained through their self-attention scores (keras-hub's
   `TransformerDecoder` takes no scores). The padding mask masks keys.
 
-  Args:
-    vocabulary_size: Number of tokens.
-    num_layers: Number of decoder blocks.
-    num_heads: Attention heads per block; must divide `hidden_dim`.
-    hidden_dim: Width of the blocks.
-    intermediate_dim: Width of the feed-forward layers.
-    dropout: Dropout rate of embeddings, attention and feed-forward outputs
-      and attention probabilities.
-    max_sequence_length: Length of the learned position embedding (the
-      longest sequence, prompt plus generation).
+  Args (keras-hub's names; docs/names.md):
+    vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
+      dropout (also on the attention probabilities), max_sequence_length
+      (prompt plus generation), layer_norm_epsilon, dtype: as `GPT2Backbone`.
     residual_attention: "sum" (RealFormer), "mean" or "none" (GPT-2).
     normalize_first: Pre-LN (GPT-2, default) or Post-LN (the paper's BERT).
-    layer_norm_epsilon: Epsilon of every LayerNorm.
     activation: Feed-forward activation; default GPT-2's tanh GELU,
       "gelu_approximate".
     score_dtype: "auto" (default), "float32" or "compute"; see
       `ResidualMultiHeadAttention`.
     attention_implementation: "auto", "reference" or "pallas"; see
       `ResidualMultiHeadAttention`.
-    dtype: dtype policy of the layers (e.g. "mixed_bfloat16").
     **kwargs: `keras_hub.models.Backbone` arguments (name, trainable).
 
   Example:
@@ -130,21 +122,3 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneBase,
     self.activation = activation
     self.score_dtype = score_dtype
     self.attention_implementation = attention_implementation
-
-  def get_config(self):
-    return {
-        **super().get_config(),
-        "vocabulary_size": self.vocabulary_size,
-        "num_layers": self.num_layers,
-        "num_heads": self.num_heads,
-        "hidden_dim": self.hidden_dim,
-        "intermediate_dim": self.intermediate_dim,
-        "dropout": self.dropout,
-        "max_sequence_length": self.max_sequence_length,
-        "residual_attention": self.residual_attention,
-        "normalize_first": self.normalize_first,
-        "layer_norm_epsilon": self.layer_norm_epsilon,
-        "activation": self.activation,
-        "score_dtype": self.score_dtype,
-        "attention_implementation": self.attention_implementation,
-    }

@@ -68,39 +68,9 @@ LAYER_KEYWORDS = arguments.keyword_names(keras.layers.Layer) + (
 _MHA_KEYWORDS = arguments.keyword_names(
     keras.layers.MultiHeadAttention) + LAYER_KEYWORDS
 
-# Model Garden's names (the tf_keras face's, docs/names.md) -> keras-hub's.
-MODEL_GARDEN_NAMES = {
-    "num_attention_heads": "num_heads", "inner_dim": "intermediate_dim",
-    "intermediate_size": "intermediate_dim", "inner_activation": "activation",
-    "intermediate_activation": "activation", "output_dropout": "dropout",
-    "dropout_rate": "dropout",
-    # A backbone's one `dropout` is both of Model Garden's rates.
-    "attention_dropout": "dropout",
-    "attention_dropout_rate": ("attention_dropout", "dropout"),
-    "norm_first": "normalize_first", "norm_epsilon": "layer_norm_epsilon",
-    "vocab_size": "vocabulary_size", "hidden_size": "hidden_dim",
-    "type_vocab_size": "num_segments"}
-
-_POSITIVE = ("num_heads", "intermediate_dim", "vocabulary_size", "num_layers",
-             "hidden_dim", "max_sequence_length", "num_segments")
-# The checks of this face's arguments (`core.arguments`' shared ones).
-CHECKS = dict(
-    {name: arguments.positive_int for name in _POSITIVE},
-    dropout=arguments.rate, attention_dropout=arguments.rate,
-    intermediate_dropout=arguments.rate,
-    layer_norm_epsilon=arguments.positive_float,
-    residual_attention=arguments.option(options.validate_residual_attention),
-    score_dtype=arguments.option(options.validate_score_dtype),
-    attention_implementation=arguments.option(
-        options.validate_attention_implementation),
-    layer_index=lambda name, value: options.check_layer_index(value))
-
-
 def check_arguments(layer, **values):
-  """Raises a ValueError naming `layer`'s class, the argument and its value
-  for a value its `CHECKS` entry refuses (None too)."""
-  for name, value in values.items():
-    CHECKS[name](f"{type(layer).__name__}: {name}", value)
+  """`arguments.check_keras_hub` naming `layer`'s class."""
+  arguments.check_keras_hub(type(layer).__name__, **values)
 
 
 def refuse_unknown(layer, kwargs, base=LAYER_KEYWORDS):
@@ -109,7 +79,7 @@ def refuse_unknown(layer, kwargs, base=LAYER_KEYWORDS):
   keras-hub one)."""
   arguments.refuse_unknown(type(layer).__name__, kwargs, base,
                            arguments.keyword_names(type(layer)),
-                           MODEL_GARDEN_NAMES)
+                           arguments.MODEL_GARDEN_NAMES)
 
 
 class KeepsArgumentDtypes:

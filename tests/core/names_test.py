@@ -7,11 +7,11 @@ import re
 
 import pytest
 
+from realformer_tf.core import arguments
 from realformer_tf.keras3 import backbone as k3_backbone
 from realformer_tf.keras3 import decoder_backbone as k3_decoder_backbone
 from realformer_tf.keras3 import decoder_block as k3_decoder
 from realformer_tf.keras3 import encoder_block as k3_encoder
-from realformer_tf.keras3 import residual_attention as k3_attention
 from realformer_tf.layers import decoder_block as tf_decoder
 from realformer_tf.layers import encoder_block as tf_encoder
 from realformer_tf.networks import encoder as tf_network
@@ -62,7 +62,7 @@ def _pairs(rows):
 
 
 def _points_to(model_garden_name, keras_hub_name):
-  renamed = k3_attention.MODEL_GARDEN_NAMES.get(model_garden_name, ())
+  renamed = arguments.MODEL_GARDEN_NAMES.get(model_garden_name, ())
   return keras_hub_name == model_garden_name or keras_hub_name in (
       (renamed,) if isinstance(renamed, str) else renamed)
 
@@ -95,7 +95,7 @@ def test_each_model_garden_name_points_to_its_keras_hub_name(title):
   if title == "Encoder and backbones":  # Every pointer is in the tables.
     documented = {tf for tf, _ in pairs} | {
         tf for tf, _ in _pairs(_rows("Blocks"))}
-    assert set(k3_attention.MODEL_GARDEN_NAMES) <= documented
+    assert set(arguments.MODEL_GARDEN_NAMES) <= documented
 
 
 def test_a_model_garden_name_is_refused_naming_the_keras_hub_one():
