@@ -1,4 +1,4 @@
-"""Constructor arguments: the checks both faces share, the tf_keras face's specs.
+"""Constructor arguments: the checks both faces share; the tf_keras specs.
 
 An `Argument` has a name per face (Model Garden's, keras-hub's:
 docs/names.md), a default, a check and Model Garden's other names; a `Spec`

@@ -72,6 +72,7 @@ class BackboneBase(saving.WritesWhole, input_checks.ChecksInputs):
         "attention_implementation": self.attention_implementation,
     }
 
+
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerBackbone(BackboneBase, keras_hub.models.Backbone):
   """A BERT encoder with RealFormer's residual attention (He et al., 2020).

@@ -44,7 +44,8 @@ def attention_layer(block, name, query_shape, value_shape, residual=True):
   """A built `ResidualMultiHeadAttention` of `block`'s arguments."""
   layer = ra.ResidualMultiHeadAttention(
       num_heads=block.num_heads, key_dim=query_shape[-1] // block.num_heads,
-      dropout=block.attention_dropout, use_bias=getattr(block, "use_bias", True),
+      dropout=block.attention_dropout,
+      use_bias=getattr(block, "use_bias", True),
       kernel_initializer=clone_initializer(
           getattr(block, "attention_initializer", None) or
           block.kernel_initializer),
@@ -116,6 +117,7 @@ class BlockBase(ra.KeepsArgumentDtypes, keras.layers.Layer):
         "score_dtype": self.score_dtype,
         "attention_implementation": self.attention_implementation,
     }
+
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerEncoderBlock(BlockBase):
