@@ -1,4 +1,4 @@
-"""core.arguments: tf_keras binding and configs, checks, unknown names.
+"""core.arguments: tf_keras binding and configs, checks, unknown names."""
 
 import pytest
 
