@@ -168,9 +168,9 @@ _WITHOUT_TENSORFLOW = textwrap.dedent("""
         x, x, attention_mask=mask)
     assert out[0].shape == (2, 5, 16), out[0].shape
     hidden, scores = k3.RealFormerEncoderBlock(
-        num_attention_heads=2, inner_dim=24)(x, attention_mask=mask)
+        num_heads=2, intermediate_dim=24)(x, attention_mask=mask)
     assert scores.shape == (2, 2, 5, 5), scores.shape
-    decoded = k3.RealFormerDecoderBlock(num_attention_heads=2, inner_dim=24)(
+    decoded = k3.RealFormerDecoderBlock(num_heads=2, intermediate_dim=24)(
         x, memory=x)
     assert decoded[0].shape == (2, 5, 16)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat",

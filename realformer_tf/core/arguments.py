@@ -1,21 +1,20 @@
-"""The constructor arguments of every layer of both faces, declared once.
+"""Constructor arguments: the checks both faces share; the tf_keras specs.
 
-An `Argument` has one name per face (Model Garden's, keras-hub's:
-docs/names.md), a default, a check and the old names still taken; a `Spec`
-binds a call's arguments and writes the config back in the face's names.
-Values are kept under the Model Garden name (`key`) on both faces.
+An `Argument` has a name per face (Model Garden's, keras-hub's:
+docs/names.md), a default, a check and Model Garden's other names; a `Spec`
+binds a tf_keras layer's call and writes its config back (values under the
+Model Garden name, `key`). The Keras 3 face writes its signatures out and
+uses the checks by keras-hub name, `refuse_unknown` and `MODEL_GARDEN_NAMES`.
 """
 
 import dataclasses
 import difflib
 import inspect
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
-import warnings
 
 from realformer_tf.core import options
 
-TF_KERAS = "tf_keras"
-KERAS3 = "keras3"
+TF_KERAS = "tf_keras"  # The one face these specs bind.
 REQUIRED = inspect.Parameter.empty
 
 
@@ -44,12 +43,11 @@ class Argument:
 
   Attributes:
     key: Its name inside (Model Garden's block's).
-    keras3: Its Keras 3 name (keras-hub's); None = `key`.
+    keras3: Its Keras 3 name (docs/names.md), not bound here; None = `key`.
     default: `REQUIRED` or the default value.
     check: `(name, value) -> value`, normalizing; raises ValueError naming
       the argument and the value.
     kind: "initializer" or "activation": (de)serialized by the face.
-    faces: The faces that have it.
     aliases: Model Garden's other names (BertEncoderV2's, the decoder's),
       taken as they are on the tf_keras face.
     tf_keras: Its tf_keras name where a Model Garden class names it
@@ -60,13 +58,11 @@ class Argument:
   default: Any = REQUIRED
   check: Optional[Callable[[str, Any], Any]] = None
   kind: str = ""
-  faces: Tuple[str, ...] = (TF_KERAS, KERAS3)
   aliases: Tuple[str, ...] = ()
   tf_keras: Optional[str] = None
 
   def name(self, face: str) -> str:
-    if face == KERAS3:
-      return self.keras3 or self.key
+    del face  # TF_KERAS.
     return self.tf_keras or self.key
 
 
@@ -98,45 +94,32 @@ class Spec:
     return [a.key for a in self.on(face)]
 
   def on(self, face: str):
-    return [a for a in self.arguments if face in a.faces]
+    del face  # TF_KERAS.
+    return list(self.arguments)
 
-  def signature(self, face: str, keyword_only: Iterable[str] = ()
-               ) -> inspect.Signature:
-    """The constructor's signature, for `help()` and `inspect`.
-
-    Args:
-      face: The face whose names it shows.
-      keyword_only: Keyword-only arguments (default None) after the spec's,
-        e.g. a backbone's `dtype`.
-    """
+  def signature(self, face: str) -> inspect.Signature:
+    """The constructor's signature in `face`'s names, for `help()`."""
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     return inspect.Signature(
         [inspect.Parameter(a.name(face), kind, default=a.default)
          for a in self.on(face)] +
-        [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None)
-         for name in keyword_only] +
         [inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
 
   def bind(self, face: str, owner: str, args: tuple, kwargs: Dict[str, Any],
-           deserialize: Dict[str, Callable[[Any], Any]],
-           base: Optional[Iterable[str]] = None):
+           deserialize: Dict[str, Callable[[Any], Any]]):
     """`(values by key, the other kwargs)` of a constructor call.
 
-    Old names: Model Garden's aliases on the tf_keras face; on the Keras 3
-    face, the tf_keras names and aliases with a DeprecationWarning. An
-    argument whose default is not None is checked even when None is given
-    (`score_dtype=None` is refused here, not deep inside Keras later).
+    Model Garden's aliases are taken too. An argument whose default is not
+    None is checked even when None is given (`score_dtype=None` is refused
+    here, not deep inside Keras later).
 
     Args:
       face, owner, args, kwargs, deserialize: The face, the class name (for
         messages), the call's arguments, the (de)serializers of `kind`s.
-      base: The keyword names the base class takes (`name`, `dtype`, ...);
-        with it, any other keyword is refused (`refuse_unknown`). None:
-        the other kwargs are returned unchecked.
 
     Raises:
-      TypeError: A missing required argument, one given twice, too many
-        positional ones, or (with `base`) an unknown keyword.
+      TypeError: A missing required argument, one given twice or too many
+        positional ones.
       ValueError: A value its check refuses, naming argument and value.
     """
     arguments = self.on(face)
@@ -149,17 +132,11 @@ class Spec:
       name = a.name(face)
       old = [n for n in dict.fromkeys((a.key, a.tf_keras or a.key) + a.aliases)
              if n != name and n in kwargs]
-      if old and face == KERAS3:
-        warnings.warn(f"{owner}: {old[0]!r} is deprecated, use {name!r} (the "
-                      "Keras 3 face speaks keras-hub's names; docs/names.md).",
-                      DeprecationWarning, stacklevel=4)
       for n in [name] + old:
         if n in kwargs:
           if a.key in given:
             raise TypeError(f"{owner} got {name!r} twice (as {n!r}).")
           given[a.key] = kwargs.pop(n)
-    if base is not None:
-      refuse_unknown(owner, kwargs, base, [a.name(face) for a in arguments])
     values = {}
     for a in arguments:
       value = given.get(a.key, a.default)
@@ -172,11 +149,6 @@ class Spec:
         value = a.check(f"{owner}: {a.name(face)}", value)
       values[a.key] = value
     return values, kwargs
-
-  def named(self, face: str, values: Dict[str, Any]) -> Dict[str, Any]:
-    """`values` (by key) of this spec's arguments, by the face's names."""
-    return {a.name(face): values[a.key] for a in self.on(face)
-            if a.key in values}
 
   def config(self, face: str, values: Dict[str, Any],
              serialize: Dict[str, Callable[[Any], Any]]) -> Dict[str, Any]:
@@ -200,7 +172,8 @@ def keyword_names(*classes) -> Tuple[str, ...]:
 
 
 def refuse_unknown(owner: str, kwargs: Dict[str, Any], base: Iterable[str],
-                   own: Iterable[str] = ()):
+                   own: Iterable[str] = (),
+                   renamed: Optional[Dict[str, Any]] = None):
   """Raises TypeError for a keyword in `kwargs` that is not in `base`.
 
   Keras' functional models (`Functional.__init__`) drop unknown keywords
@@ -211,24 +184,30 @@ def refuse_unknown(owner: str, kwargs: Dict[str, Any], base: Iterable[str],
     kwargs: The keywords left after the class' own arguments were taken.
     base: The keywords the base class takes.
     own: The class' own argument names, offered as the closest match too.
+    renamed: Other names (the other face's: docs/names.md), each pointed to
+      its valid name (of a tuple of names: the first valid one).
 
   Raises:
-    TypeError: naming the unknown keyword and the closest valid name (as
-      `difflib` finds it), or the valid names when none is close.
+    TypeError: naming the unknown keyword and the closest valid name (its
+      `renamed` one, else as `difflib` finds it), or the valid names when
+      none is close.
   """
   base = list(base)
   unknown = [name for name in kwargs if name not in base]
   if not unknown:
     return
   valid = list(dict.fromkeys(list(own) + base))
-  close = difflib.get_close_matches(unknown[0], valid, n=1)
+  other = (renamed or {}).get(unknown[0], ())
+  close = [n for n in ((other,) if isinstance(other, str) else other)
+           if n in valid][:1] or difflib.get_close_matches(unknown[0], valid,
+                                                           n=1)
   hint = (f"did you mean {close[0]!r}?" if close else
           f"it takes {', '.join(valid)}.")
   raise TypeError(f"{owner} got an unexpected keyword argument "
                   f"{unknown[0]!r}: {hint}")
 
 
-def _options(validate):
+def option(validate):
   """A check of `validate(value)`, whose message gets the owner's name."""
   def check(name, value):
     try:
@@ -236,6 +215,39 @@ def _options(validate):
     except ValueError as e:
       raise ValueError(f"{name.split(':')[0]}: {e}") from None
   return check
+
+
+# Model Garden's names (the tf_keras face's, docs/names.md) -> keras-hub's.
+MODEL_GARDEN_NAMES = {
+    "num_attention_heads": "num_heads", "inner_dim": "intermediate_dim",
+    "intermediate_size": "intermediate_dim", "inner_activation": "activation",
+    "intermediate_activation": "activation", "output_dropout": "dropout",
+    "dropout_rate": "dropout",
+    # A backbone's one `dropout` is both of Model Garden's rates.
+    "attention_dropout": "dropout",
+    "attention_dropout_rate": ("attention_dropout", "dropout"),
+    "norm_first": "normalize_first", "norm_epsilon": "layer_norm_epsilon",
+    "vocab_size": "vocabulary_size", "hidden_size": "hidden_dim",
+    "type_vocab_size": "num_segments"}
+
+_POSITIVE = ("num_heads", "intermediate_dim", "vocabulary_size", "num_layers",
+             "hidden_dim", "max_sequence_length", "num_segments")
+# The checks of the Keras 3 face's arguments, by their (keras-hub's) names.
+KERAS_HUB_CHECKS = dict(
+    {name: positive_int for name in _POSITIVE},
+    dropout=rate, attention_dropout=rate, intermediate_dropout=rate,
+    layer_norm_epsilon=positive_float,
+    residual_attention=option(options.validate_residual_attention),
+    score_dtype=option(options.validate_score_dtype),
+    attention_implementation=option(options.validate_attention_implementation),
+    layer_index=lambda name, value: options.check_layer_index(value))
+
+
+def check_keras_hub(owner: str, **values):
+  """Raises a ValueError naming `owner`, the argument and its value for a
+  value (None too) its `KERAS_HUB_CHECKS` entry refuses."""
+  for name, value in values.items():
+    KERAS_HUB_CHECKS[name](f"{owner}: {name}", value)
 
 
 # The blocks' arguments, both faces (the networks and backbones pass them).
@@ -254,16 +266,13 @@ BLOCK = Spec(
     Argument("kernel_initializer", None, "glorot_uniform",
              kind="initializer"),
     Argument("residual_attention", None, "sum",
-             _options(options.validate_residual_attention)),
+             option(options.validate_residual_attention)),
     Argument("layer_index", None, 0,
              lambda name, value: options.check_layer_index(value)),
     Argument("score_dtype", None, "auto",
-             _options(options.validate_score_dtype)),
+             option(options.validate_score_dtype)),
     # Model Garden's recompute_grad is TensorFlow's; the kernel is JAX's.
-    Argument("recompute", None, False, flag, faces=(TF_KERAS,)),
-    Argument("attention_implementation", None, "auto",
-             _options(options.validate_attention_implementation),
-             faces=(KERAS3,)))
+    Argument("recompute", None, False, flag))
 
 DECODER_BLOCK = BLOCK.replace(inner_activation="relu") + Spec(
     Argument("use_bias", None, True, flag),
@@ -284,4 +293,4 @@ STACK = Spec(
 
 # The attention layers' own arguments (the rest are Keras').
 ATTENTION = BLOCK.only("residual_attention", "layer_index", "score_dtype",
-                       "recompute", "attention_implementation")
+                       "recompute")

@@ -9,42 +9,26 @@ from keras import ops
 import keras_hub
 from keras_hub.src.models.bert import bert_backbone
 
-from realformer_tf.core import arguments
 from realformer_tf.keras3 import embeddings
 from realformer_tf.keras3 import encoder_block
 from realformer_tf.keras3 import hashed_dropout
 from realformer_tf.keras3 import input_checks
+from realformer_tf.keras3 import residual_attention as ra
 from realformer_tf.keras3 import saving
 from realformer_tf.keras3 import tasks
 
 GELU_APPROXIMATE = encoder_block.GELU_APPROXIMATE
 get_activation = encoder_block.get_activation
+# The keywords keras-hub's `Backbone` takes besides `dtype`: its functional
+# base's (which drops any other keyword).
+BASE_KEYWORDS = ("name", "trainable")
 
 
-def backbone_spec(*keys, **defaults):
-  """A backbone's arguments (keras-hub's names), by key, in this order."""
-  both = arguments.STACK + arguments.BLOCK
-  return both.only(*keys).replace(**defaults)
-
-
-class BackboneConfig(saving.WritesWhole, input_checks.ChecksInputs,
-                     encoder_block.SpecConfig):
-  """keras-hub's config convention on `core.arguments`, our backbones'
-  input checks (`input_checks.ChecksInputs`), and their `save` and `export`
-  written whole or not at all (`saving.WritesWhole`).
-
-  As keras-hub's backbones, each argument is an attribute of its name
-  (`_renamed`: where that name is a layer's) and in `get_config`. List it
-  before the keras-hub base class.
+class BackboneBase(saving.WritesWhole, input_checks.ChecksInputs):
+  """Our backbones' input checks (`input_checks.ChecksInputs`), their
+  `save` and `export` written whole or not at all (`saving.WritesWhole`) and
+  the config of the arguments both take. List it before the keras-hub base.
   """
-  _renamed = {}
-  # keras-hub's `Backbone` takes `dtype` (named in our `__init__`s), its
-  # functional base `name` and `trainable` only (keras/src/models/
-  # functional.py drops any other keyword).
-  _BASE_KEYWORDS = ("name", "trainable", "dtype")
-  _KEYWORD_ONLY = ("dtype",)
-  _deserialize = dict(encoder_block.SpecConfig._deserialize,
-                      activation=lambda name: get_activation(name) and name)
 
   def save_to_preset(self, preset_dir, max_shard_size=10):
     """keras-hub's `Backbone.save_to_preset`, written whole or not at all
@@ -56,7 +40,7 @@ class BackboneConfig(saving.WritesWhole, input_checks.ChecksInputs,
       FileExistsError: As `saving.save_preset`, before anything is written.
     """
     def write(directory):
-      super(BackboneConfig, self).save_to_preset(
+      super(BackboneBase, self).save_to_preset(
           directory, max_shard_size=max_shard_size)
       tasks.write_preset_task_names(directory, self)
     saving.save_preset(preset_dir, write)
@@ -69,29 +53,32 @@ class BackboneConfig(saving.WritesWhole, input_checks.ChecksInputs,
     input_checks.check_preset(preset)
     return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
-  _serialize = dict(encoder_block.SpecConfig._serialize,
-                    activation=lambda name: name)
-
-  def _set_attributes(self):
-    for a in self.ARGUMENTS.on(arguments.KERAS3):
-      name = a.name(arguments.KERAS3)
-      setattr(self, self._renamed.get(name, name), self._config[a.key])
-
-  def _block_arguments(self, index):
-    """The arguments (by key) each block takes from the backbone."""
-    block_keys = arguments.BLOCK.keys(arguments.KERAS3)
-    c = self._config
-    return dict({k: v for k, v in c.items() if k in block_keys},
-                inner_activation=get_activation(c["inner_activation"]),
-                attention_dropout=c["output_dropout"], layer_index=index)
+  def get_config(self):
+    # The arguments both backbones take (and attributes); each adds its own.
+    return {
+        **super().get_config(),
+        "vocabulary_size": self.vocabulary_size,
+        "num_layers": self.num_layers,
+        "num_heads": self.num_heads,
+        "hidden_dim": self.hidden_dim,
+        "intermediate_dim": self.intermediate_dim,
+        "dropout": self.dropout,
+        "max_sequence_length": self.max_sequence_length,
+        "residual_attention": self.residual_attention,
+        "normalize_first": self.normalize_first,
+        "layer_norm_epsilon": self.layer_norm_epsilon,
+        "score_dtype": self.score_dtype,
+        "activation": self.activation,
+        "attention_implementation": self.attention_implementation,
+    }
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerBackbone(BackboneConfig, keras_hub.models.Backbone):
+class RealFormerBackbone(BackboneBase, keras_hub.models.Backbone):
   """A BERT encoder with RealFormer's residual attention (He et al., 2020).
 
   Args (keras-hub's names; docs/names.md maps them to the tf_keras
-  `RealFormerEncoder`'s, which are still taken with a DeprecationWarning):
+  `RealFormerEncoder`'s):
     vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
       dropout, max_sequence_length, num_segments, dtype: as `BertBackbone`.
     residual_attention: "sum" (RealFormer), "mean" (running mean, for models
@@ -124,27 +111,25 @@ class RealFormerBackbone(BackboneConfig, keras_hub.models.Backbone):
   >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
   ((1, 4, 16), (1, 16))
   """
-  # `final_layer_norm` is the LayerNorm layer (None without one).
-  _renamed = {"final_layer_norm": "use_final_layer_norm"}
-  ARGUMENTS = backbone_spec(
-      "vocab_size", "num_layers", "num_attention_heads", "hidden_size",
-      "inner_dim", "output_dropout", "max_sequence_length",
-      "type_vocab_size", "residual_attention", "norm_first",
-      "final_layer_norm", "norm_epsilon", "score_dtype", "inner_activation",
-      "attention_implementation",
-      # BertBackbone's defaults.
-      output_dropout=0.1, type_vocab_size=2, inner_activation=GELU_APPROXIMATE)
 
-  def __init__(self, *args, dtype=None, **kwargs):
-    self._config, kwargs = self._bind(args, kwargs)
-    c = self._config
-    if c["final_layer_norm"] is None:
-      c["final_layer_norm"] = c["norm_first"]
-    (vocabulary_size, num_heads, hidden_dim, dropout, max_sequence_length,
-     num_segments, norm_epsilon) = (
-         c[k] for k in ("vocab_size", "num_attention_heads", "hidden_size",
-                        "output_dropout", "max_sequence_length",
-                        "type_vocab_size", "norm_epsilon"))
+  def __init__(self, vocabulary_size, num_layers, num_heads, hidden_dim,
+               intermediate_dim, dropout=0.1, max_sequence_length=512,
+               num_segments=2, residual_attention="sum", normalize_first=False,
+               final_layer_norm=None, layer_norm_epsilon=1e-12,
+               score_dtype="auto", activation=GELU_APPROXIMATE,
+               attention_implementation="auto", dtype=None, **kwargs):
+    ra.refuse_unknown(self, kwargs, BASE_KEYWORDS)
+    ra.check_arguments(
+        self, vocabulary_size=vocabulary_size, num_layers=num_layers,
+        num_heads=num_heads, hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim, dropout=dropout,
+        max_sequence_length=max_sequence_length, num_segments=num_segments,
+        residual_attention=residual_attention,
+        layer_norm_epsilon=layer_norm_epsilon, score_dtype=score_dtype,
+        attention_implementation=attention_implementation)
+    get_activation(activation)  # Names an unknown one.
+    if final_layer_norm is None:
+      final_layer_norm = normalize_first
     if hidden_dim % num_heads:
       raise ValueError(f"hidden_dim={hidden_dim} is not divisible by "
                        f"num_heads={num_heads}.")
@@ -166,14 +151,20 @@ class RealFormerBackbone(BackboneConfig, keras_hub.models.Backbone):
         dropout, dtype=dtype, name="embeddings_dropout")
     self.transformer_layers = [
         encoder_block.RealFormerEncoderBlock(
-            **arguments.BLOCK.named(arguments.KERAS3, dict(
-                self._block_arguments(i), kernel_initializer=init())),
-            dtype=dtype, name=f"transformer_layer_{i}")
-        for i in range(c["num_layers"])]
+            num_heads=num_heads, intermediate_dim=intermediate_dim,
+            activation=get_activation(activation), dropout=dropout,
+            attention_dropout=dropout, normalize_first=normalize_first,
+            layer_norm_epsilon=layer_norm_epsilon, kernel_initializer=init(),
+            residual_attention=residual_attention, layer_index=i,
+            score_dtype=score_dtype,
+            attention_implementation=attention_implementation, dtype=dtype,
+            name=f"transformer_layer_{i}")
+        for i in range(num_layers)]
     self.final_layer_norm = None
-    if c["final_layer_norm"]:
+    if final_layer_norm:
       self.final_layer_norm = keras.layers.LayerNormalization(
-          axis=-1, epsilon=norm_epsilon, dtype=dtype, name="final_layer_norm")
+          axis=-1, epsilon=layer_norm_epsilon, dtype=dtype,
+          name="final_layer_norm")
     self.pooled_dense = keras.layers.Dense(
         hidden_dim, kernel_initializer=init(), activation="tanh", dtype=dtype,
         name="pooled_dense")
@@ -200,5 +191,27 @@ class RealFormerBackbone(BackboneConfig, keras_hub.models.Backbone):
                  "pooled_output": self.pooled_dense(x[:, 0, :])},
         dtype=dtype, **kwargs)
 
-    self._set_attributes()
+    # === Config ===
+    self.vocabulary_size = vocabulary_size
+    self.num_layers = num_layers
+    self.num_heads = num_heads
+    self.hidden_dim = hidden_dim
+    self.intermediate_dim = intermediate_dim
+    self.dropout = dropout
+    self.max_sequence_length = max_sequence_length
+    self.num_segments = num_segments
+    self.residual_attention = residual_attention
+    self.normalize_first = normalize_first
+    self.use_final_layer_norm = final_layer_norm  # The layer: final_layer_norm.
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.score_dtype = score_dtype
+    self.activation = activation
+    self.attention_implementation = attention_implementation
     self.cls_token_index = 0
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "num_segments": self.num_segments,
+        "final_layer_norm": self.use_final_layer_norm,
+    }

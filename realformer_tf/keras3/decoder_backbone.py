@@ -4,15 +4,15 @@ import keras
 from keras import ops
 import keras_hub
 
-from realformer_tf.core import arguments
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.keras3 import decoder_block
 from realformer_tf.keras3 import embeddings
 from realformer_tf.keras3 import hashed_dropout
+from realformer_tf.keras3 import residual_attention as ra
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerDecoderBackbone(backbone_lib.BackboneConfig,
+class RealFormerDecoderBackbone(backbone_lib.BackboneBase,
                                 keras_hub.models.Backbone):
   """GPT-2's backbone with RealFormer's residual self-attention scores.
 
@@ -21,29 +21,19 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneConfig,
   False)` chained through their self-attention scores (keras-hub's
   `TransformerDecoder` takes no scores). The padding mask masks keys.
 
-  Args:
-    vocabulary_size: Number of tokens.
-    num_layers: Number of decoder blocks.
-    num_heads: Attention heads per block; must divide `hidden_dim`.
-    hidden_dim: Width of the blocks.
-    intermediate_dim: Width of the feed-forward layers.
-    dropout: Dropout rate of embeddings, attention and feed-forward outputs
-      and attention probabilities.
-    max_sequence_length: Length of the learned position embedding (the
-      longest sequence, prompt plus generation).
+  Args (keras-hub's names; docs/names.md):
+    vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
+      dropout (also on the attention probabilities), max_sequence_length
+      (prompt plus generation), layer_norm_epsilon, dtype: as `GPT2Backbone`.
     residual_attention: "sum" (RealFormer), "mean" or "none" (GPT-2).
     normalize_first: Pre-LN (GPT-2, default) or Post-LN (the paper's BERT).
-    layer_norm_epsilon: Epsilon of every LayerNorm.
     activation: Feed-forward activation; default GPT-2's tanh GELU,
       "gelu_approximate".
     score_dtype: "auto" (default), "float32" or "compute"; see
       `ResidualMultiHeadAttention`.
     attention_implementation: "auto", "reference" or "pallas"; see
       `ResidualMultiHeadAttention`.
-    dtype: dtype policy of the layers (e.g. "mixed_bfloat16").
-    **kwargs: `keras_hub.models.Backbone` arguments (name, trainable). The
-      names of the encoder backbone (and the tf_keras face's, with a
-      DeprecationWarning); docs/names.md.
+    **kwargs: `keras_hub.models.Backbone` arguments (name, trainable).
 
   Example:
 
@@ -56,28 +46,29 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneConfig,
   (1, 8, 16)
   """
 
-  ARGUMENTS = backbone_lib.backbone_spec(
-      "vocab_size", "num_layers", "num_attention_heads", "hidden_size",
-      "inner_dim", "output_dropout", "max_sequence_length",
-      "residual_attention", "norm_first", "norm_epsilon", "inner_activation",
-      "score_dtype", "attention_implementation",
-      # GPT2Backbone's defaults.
-      output_dropout=0.1, max_sequence_length=1024, norm_first=True,
-      norm_epsilon=1e-5, inner_activation=backbone_lib.GELU_APPROXIMATE)
-
-  def __init__(self, *args, dtype=None, **kwargs):
-    self._config, kwargs = self._bind(args, kwargs)
-    c = self._config
-    vocabulary_size, hidden_dim, dropout, layer_norm_epsilon = (
-        c[k] for k in ("vocab_size", "hidden_size", "output_dropout",
-                       "norm_epsilon"))
+  def __init__(self, vocabulary_size, num_layers, num_heads, hidden_dim,
+               intermediate_dim, dropout=0.1, max_sequence_length=1024,
+               residual_attention="sum", normalize_first=True,
+               layer_norm_epsilon=1e-5,
+               activation=backbone_lib.GELU_APPROXIMATE, score_dtype="auto",
+               attention_implementation="auto", dtype=None, **kwargs):
+    ra.refuse_unknown(self, kwargs, backbone_lib.BASE_KEYWORDS)
+    ra.check_arguments(
+        self, vocabulary_size=vocabulary_size, num_layers=num_layers,
+        num_heads=num_heads, hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim, dropout=dropout,
+        max_sequence_length=max_sequence_length,
+        residual_attention=residual_attention,
+        layer_norm_epsilon=layer_norm_epsilon, score_dtype=score_dtype,
+        attention_implementation=attention_implementation)
+    backbone_lib.get_activation(activation)  # Names an unknown one.
     # === Layers ===
     self.token_embedding = embeddings.ReversibleEmbedding(
         input_dim=vocabulary_size, output_dim=hidden_dim,
         embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
         dtype=dtype, name="token_embedding")
     self.position_embedding = keras_hub.layers.PositionEmbedding(
-        sequence_length=c["max_sequence_length"],
+        sequence_length=max_sequence_length,
         initializer=keras.initializers.RandomNormal(stddev=0.02),
         dtype=dtype, name="position_embedding")
     self.embeddings_add = keras.layers.Add(dtype=dtype,
@@ -86,12 +77,18 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneConfig,
         dropout, dtype=dtype, name="embeddings_dropout")
     self.transformer_layers = [
         decoder_block.RealFormerDecoderBlock(
-            **arguments.DECODER_BLOCK.named(arguments.KERAS3, dict(
-                self._block_arguments(i), cross_attention=False,
-                kernel_initializer=keras.initializers.RandomNormal(
-                    stddev=0.02))),
-            dtype=dtype, name=f"transformer_layer_{i}")
-        for i in range(c["num_layers"])]
+            num_heads=num_heads, intermediate_dim=intermediate_dim,
+            activation=backbone_lib.get_activation(activation),
+            dropout=dropout, attention_dropout=dropout,
+            normalize_first=normalize_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
+            residual_attention=residual_attention, layer_index=i,
+            score_dtype=score_dtype,
+            attention_implementation=attention_implementation,
+            cross_attention=False, dtype=dtype,
+            name=f"transformer_layer_{i}")
+        for i in range(num_layers)]
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm")
 
@@ -111,4 +108,17 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneConfig,
         inputs={"token_ids": token_ids, "padding_mask": padding_mask},
         outputs=sequence_output, dtype=dtype, **kwargs)
 
-    self._set_attributes()
+    # === Config ===
+    self.vocabulary_size = vocabulary_size
+    self.num_layers = num_layers
+    self.num_heads = num_heads
+    self.hidden_dim = hidden_dim
+    self.intermediate_dim = intermediate_dim
+    self.dropout = dropout
+    self.max_sequence_length = max_sequence_length
+    self.residual_attention = residual_attention
+    self.normalize_first = normalize_first
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.activation = activation
+    self.score_dtype = score_dtype
+    self.attention_implementation = attention_implementation

@@ -9,7 +9,6 @@ these blocks runs keras-hub's `generate()` unchanged.
 import keras
 from keras import ops
 
-from realformer_tf.core import arguments
 from realformer_tf.core import block as core_block
 from realformer_tf.core import options
 from realformer_tf.keras3 import encoder_block
@@ -18,8 +17,7 @@ from realformer_tf.keras3 import residual_attention as ra
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerDecoderBlock(encoder_block.SpecConfig,
-                             ra.KeepsArgumentDtypes, keras.layers.Layer):
+class RealFormerDecoderBlock(encoder_block.BlockBase):
   """RealFormer decoder block: `(hidden, self_scores, cross_scores)` in and out.
 
   Causal self-attention on one residual path, encoder-decoder attention on
@@ -59,11 +57,45 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
   >>> tuple(s.shape), tuple(c.shape)
   ((2, 2, 4, 4), (2, 2, 4, 6))
   """
-  ARGUMENTS = arguments.DECODER_BLOCK
 
-  def __init__(self, *args, **kwargs):
-    self._config, kwargs = self._bind(args, kwargs)
-    super().__init__(**kwargs)
+  def __init__(self, num_heads, intermediate_dim, activation="relu",
+               dropout=0.0, attention_dropout=0.0, normalize_first=False,
+               layer_norm_epsilon=1e-12, kernel_initializer="glorot_uniform",
+               residual_attention="sum", layer_index=0, score_dtype="auto",
+               attention_implementation="auto", use_bias=True,
+               intermediate_dropout=0.0, attention_initializer=None,
+               self_residual=True, cross_residual=True, cross_attention=True,
+               **kwargs):
+    super().__init__(
+        num_heads=num_heads, intermediate_dim=intermediate_dim,
+        activation=activation, dropout=dropout,
+        attention_dropout=attention_dropout, normalize_first=normalize_first,
+        layer_norm_epsilon=layer_norm_epsilon,
+        kernel_initializer=kernel_initializer,
+        residual_attention=residual_attention, layer_index=layer_index,
+        score_dtype=score_dtype,
+        attention_implementation=attention_implementation, **kwargs)
+    ra.check_arguments(self, intermediate_dropout=intermediate_dropout)
+
+    # === Config ===
+    self.use_bias = use_bias
+    self.intermediate_dropout = intermediate_dropout
+    self.attention_initializer = keras.initializers.get(attention_initializer)
+    self.self_residual = self_residual
+    self.cross_residual = cross_residual
+    self.cross_attention = cross_attention
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "use_bias": self.use_bias,
+        "intermediate_dropout": self.intermediate_dropout,
+        "attention_initializer": self.attention_initializer and (
+            keras.initializers.serialize(self.attention_initializer)),
+        "self_residual": self.self_residual,
+        "cross_residual": self.cross_residual,
+        "cross_attention": self.cross_attention,
+    }
 
   def build(self, hidden_shape, memory_shape=None, **unused_shapes):
     """Creates the sub-layers for `hidden` (and `memory`) of these shapes.
@@ -72,40 +104,38 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
     Keras 3 passes all together when it rebuilds a loaded layer
     (`Layer.build_from_config`).
     """
-    c = self._config
     hidden_shape = tuple(hidden_shape)
-    width = options.block_width(self.name, hidden_shape,
-                                c["num_attention_heads"])
-    if c["cross_attention"] and memory_shape is None:
+    width = options.block_width(self.name, hidden_shape, self.num_heads)
+    if self.cross_attention and memory_shape is None:
       memory_shape = hidden_shape  # Rebuilt without memory's shape: as wide.
     dropout = lambda rate: hashed_dropout.HashedDropout(
         rate, dtype=self.dtype_policy)
     self.self_attention = encoder_block.attention_layer(
         self, "self_attention", hidden_shape, hidden_shape,
-        c["self_residual"])
-    self.self_attention_dropout = dropout(c["output_dropout"])
+        self.self_residual)
+    self.self_attention_dropout = dropout(self.dropout)
     self.self_attention_layer_norm = encoder_block.layer_norm(
         self, "self_attention_layer_norm", hidden_shape)
-    if c["cross_attention"]:
+    if self.cross_attention:
       self.encdec_attention = encoder_block.attention_layer(
           self, "encdec_attention", hidden_shape, memory_shape,
-          c["cross_residual"])
-      self.encdec_attention_dropout = dropout(c["output_dropout"])
+          self.cross_residual)
+      self.encdec_attention_dropout = dropout(self.dropout)
       self.encdec_attention_layer_norm = encoder_block.layer_norm(
           self, "encdec_attention_layer_norm", hidden_shape)
     self.intermediate_dense = keras.layers.Dense(
-        c["inner_dim"], activation=c["inner_activation"],
+        self.intermediate_dim, activation=self.activation,
         kernel_initializer=encoder_block.clone_initializer(
-            c["kernel_initializer"]),
+            self.kernel_initializer),
         dtype=self.dtype_policy, name="intermediate")
     self.intermediate_dense.build(hidden_shape)
-    self._intermediate_dropout_layer = dropout(c["intermediate_dropout"])
+    self._intermediate_dropout_layer = dropout(self.intermediate_dropout)
     self.output_dense = keras.layers.Dense(
         width, kernel_initializer=encoder_block.clone_initializer(
-            c["kernel_initializer"]),
+            self.kernel_initializer),
         dtype=self.dtype_policy, name="output")
-    self.output_dense.build(hidden_shape[:-1] + (c["inner_dim"],))
-    self.output_dropout = dropout(c["output_dropout"])
+    self.output_dense.build(hidden_shape[:-1] + (self.intermediate_dim,))
+    self.output_dropout = dropout(self.dropout)
     self.output_layer_norm = encoder_block.layer_norm(
         self, "output_layer_norm", hidden_shape)
 
@@ -113,7 +143,7 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
            self_attention_mask=None, cross_attention_mask=None, cache=None,
            cache_update_index=None, training=None,
            return_attention_probs=False):
-    cross_attention = self._config["cross_attention"]
+    cross_attention = self.cross_attention
     if cross_attention and memory is None:
       raise ValueError(f"{self.name}: memory (the encoder output) is "
                        "required with cross_attention=True.")
@@ -154,7 +184,7 @@ class RealFormerDecoderBlock(encoder_block.SpecConfig,
         self, self_attention, cross_attention_ if cross_attention else None,
         training)
     hidden = core_block.residual_sublayers(ops, hidden, sublayers,
-                                           self._config["norm_first"])
+                                           self.normalize_first)
     self_out, cross_out = results["self"], results.get("cross", [])
     # [scores, probs?, cache?] of each attention, in the order documented.
     outputs = [hidden, self_out[0]] + cross_out[:1]

@@ -10,7 +10,6 @@ import keras
 from keras import ops
 from keras_hub.src.utils import keras_utils
 
-from realformer_tf.core import arguments
 from realformer_tf.core import block as core_block
 from realformer_tf.core import options
 from realformer_tf.keras3 import hashed_dropout
@@ -41,50 +40,18 @@ def clone_initializer(initializer):
   return initializer.__class__.from_config(initializer.get_config())
 
 
-class SpecConfig:
-  """Layer mixin: the Keras 3 side of `core.arguments`.
-
-  `_bind(args, kwargs)` binds `ARGUMENTS` in keras-hub's names and refuses
-  any other keyword, naming the closest; `get_config` writes them back. The
-  class' signature is its arguments' (`Spec.signature`). List it before the
-  Keras base.
-  """
-  ARGUMENTS = arguments.Spec()
-  _BASE_KEYWORDS = ra.LAYER_KEYWORDS
-  _KEYWORD_ONLY = ()
-  _deserialize = {"initializer": keras.initializers.get,
-                  "activation": get_activation}
-  _serialize = {"initializer": keras.initializers.serialize,
-                "activation": keras.activations.serialize}
-
-  def __init_subclass__(cls, **kwargs):
-    super().__init_subclass__(**kwargs)
-    cls.__signature__ = cls.ARGUMENTS.signature(arguments.KERAS3,
-                                                cls._KEYWORD_ONLY)
-
-  def _bind(self, args, kwargs):
-    return self.ARGUMENTS.bind(arguments.KERAS3, type(self).__name__, args,
-                               kwargs, self._deserialize,
-                               base=self._BASE_KEYWORDS)
-
-  def get_config(self):
-    return {**super().get_config(),
-            **self.ARGUMENTS.config(arguments.KERAS3, self._config,
-                                    self._serialize)}
-
-
 def attention_layer(block, name, query_shape, value_shape, residual=True):
   """A built `ResidualMultiHeadAttention` of `block`'s arguments."""
-  c = block._config  # pylint: disable=protected-access
-  heads = c["num_attention_heads"]
   layer = ra.ResidualMultiHeadAttention(
-      num_heads=heads, key_dim=query_shape[-1] // heads,
-      dropout=c["attention_dropout"], use_bias=c.get("use_bias", True),
+      num_heads=block.num_heads, key_dim=query_shape[-1] // block.num_heads,
+      dropout=block.attention_dropout,
+      use_bias=getattr(block, "use_bias", True),
       kernel_initializer=clone_initializer(
-          c.get("attention_initializer") or c["kernel_initializer"]),
-      residual_attention=c["residual_attention"] if residual else "none",
-      layer_index=c["layer_index"], score_dtype=c["score_dtype"],
-      attention_implementation=c["attention_implementation"],
+          getattr(block, "attention_initializer", None) or
+          block.kernel_initializer),
+      residual_attention=block.residual_attention if residual else "none",
+      layer_index=block.layer_index, score_dtype=block.score_dtype,
+      attention_implementation=block.attention_implementation,
       dtype=block.dtype_policy, name=name)
   layer.build(query_shape, value_shape)
   return layer
@@ -93,15 +60,67 @@ def attention_layer(block, name, query_shape, value_shape, residual=True):
 def layer_norm(block, name, shape):
   # In the policy's compute dtype, as keras-hub's blocks.
   layer = keras.layers.LayerNormalization(
-      axis=-1, epsilon=block._config["norm_epsilon"],  # pylint: disable=protected-access
-      dtype=block.dtype_policy, name=name)
+      axis=-1, epsilon=block.layer_norm_epsilon, dtype=block.dtype_policy,
+      name=name)
   layer.build(shape)
   return layer
 
 
+class BlockBase(ra.KeepsArgumentDtypes, keras.layers.Layer):
+  """The arguments both blocks take (keras-hub's names; documented on
+  `RealFormerEncoderBlock`): checked, attributes of their names, and in the
+  config."""
+
+  def __init__(self, num_heads, intermediate_dim, activation="gelu",
+               dropout=0.0, attention_dropout=0.0, normalize_first=False,
+               layer_norm_epsilon=1e-12, kernel_initializer="glorot_uniform",
+               residual_attention="sum", layer_index=0, score_dtype="auto",
+               attention_implementation="auto", **kwargs):
+    ra.refuse_unknown(self, kwargs)
+    ra.check_arguments(
+        self, num_heads=num_heads, intermediate_dim=intermediate_dim,
+        dropout=dropout, attention_dropout=attention_dropout,
+        layer_norm_epsilon=layer_norm_epsilon,
+        residual_attention=residual_attention, layer_index=layer_index,
+        score_dtype=score_dtype,
+        attention_implementation=attention_implementation)
+    super().__init__(**kwargs)
+
+    # === Config ===
+    self.num_heads = num_heads
+    self.intermediate_dim = intermediate_dim
+    self.activation = get_activation(activation)
+    self.dropout = dropout
+    self.attention_dropout = attention_dropout
+    self.normalize_first = normalize_first
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.residual_attention = residual_attention
+    self.layer_index = layer_index
+    self.score_dtype = score_dtype
+    self.attention_implementation = attention_implementation
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "num_heads": self.num_heads,
+        "intermediate_dim": self.intermediate_dim,
+        "activation": keras.activations.serialize(self.activation),
+        "dropout": self.dropout,
+        "attention_dropout": self.attention_dropout,
+        "normalize_first": self.normalize_first,
+        "layer_norm_epsilon": self.layer_norm_epsilon,
+        "kernel_initializer": keras.initializers.serialize(
+            self.kernel_initializer),
+        "residual_attention": self.residual_attention,
+        "layer_index": self.layer_index,
+        "score_dtype": self.score_dtype,
+        "attention_implementation": self.attention_implementation,
+    }
+
+
 @keras.saving.register_keras_serializable(package="realformer_tf")
-class RealFormerEncoderBlock(SpecConfig, ra.KeepsArgumentDtypes,
-                             keras.layers.Layer):
+class RealFormerEncoderBlock(BlockBase):
   """Transformer encoder block with residual attention, for Keras 3.
 
   Post-LN (BERT, the paper's backbone) by default, Pre-LN with
@@ -129,35 +148,31 @@ class RealFormerEncoderBlock(SpecConfig, ra.KeepsArgumentDtypes,
   Returns:
     `(hidden, scores)` or `(hidden, scores, probs)`.
   """
-  ARGUMENTS = arguments.BLOCK
 
-  def __init__(self, *args, **kwargs):
-    self._config, kwargs = self._bind(args, kwargs)
-    super().__init__(**kwargs)
-    self.supports_masking = True
+  def compute_mask(self, inputs, previous_mask=None):
+    return previous_mask  # `hidden`'s Keras mask passes on.
 
   def build(self, input_shape):
-    c = self._config
     input_shape = tuple(input_shape)
-    options.block_width(self.name, input_shape, c["num_attention_heads"])
+    options.block_width(self.name, input_shape, self.num_heads)
     self._attention_layer = attention_layer(self, "self_attention",
                                             input_shape, input_shape)
     dropout = lambda name: hashed_dropout.HashedDropout(
-        c["output_dropout"], dtype=self.dtype_policy, name=name)
+        self.dropout, dtype=self.dtype_policy, name=name)
     self._attention_dropout = dropout("self_attention_dropout")
     self._attention_layer_norm = layer_norm(self, "self_attention_layer_norm",
                                             input_shape)
     dense = lambda size, name: keras.layers.EinsumDense(
         "abc,cd->abd", output_shape=(None, size), bias_axes="d",
-        kernel_initializer=clone_initializer(c["kernel_initializer"]),
+        kernel_initializer=clone_initializer(self.kernel_initializer),
         dtype=self.dtype_policy, name=name)
-    self._intermediate_dense = dense(c["inner_dim"], "intermediate")
+    self._intermediate_dense = dense(self.intermediate_dim, "intermediate")
     self._intermediate_dense.build(input_shape)
     self._intermediate_activation_layer = keras.layers.Activation(
-        c["inner_activation"], dtype=self.dtype_policy,
+        self.activation, dtype=self.dtype_policy,
         name="intermediate_activation")
     self._output_dense = dense(input_shape[-1], "output")
-    self._output_dense.build(input_shape[:-1] + (c["inner_dim"],))
+    self._output_dense.build(input_shape[:-1] + (self.intermediate_dim,))
     self._output_dropout = dropout("output_dropout")
     self._output_layer_norm = layer_norm(self, "output_layer_norm",
                                          input_shape)
@@ -180,5 +195,5 @@ class RealFormerEncoderBlock(SpecConfig, ra.KeepsArgumentDtypes,
 
     hidden = core_block.residual_sublayers(
         ops, hidden, core_block.encoder_sublayers(self, attention, training),
-        self._config["norm_first"])
+        self.normalize_first)
     return (hidden, *results["attention"])

@@ -62,11 +62,24 @@ def _array_to_tensor(x):
 
 
 # The keywords `keras.layers.Layer.__init__` takes (with the two it pops
-# from `**kwargs`, keras/src/layers/layer.py), and `MultiHeadAttention`'s.
+# from `**kwargs`), and `MultiHeadAttention`'s.
 LAYER_KEYWORDS = arguments.keyword_names(keras.layers.Layer) + (
     "input_dim", "input_shape")
 _MHA_KEYWORDS = arguments.keyword_names(
     keras.layers.MultiHeadAttention) + LAYER_KEYWORDS
+
+def check_arguments(layer, **values):
+  """`arguments.check_keras_hub` naming `layer`'s class."""
+  arguments.check_keras_hub(type(layer).__name__, **values)
+
+
+def refuse_unknown(layer, kwargs, base=LAYER_KEYWORDS):
+  """`arguments.refuse_unknown` for `layer`'s constructor: a TypeError for a
+  keyword it does not take, naming the closest (Model Garden's names: the
+  keras-hub one)."""
+  arguments.refuse_unknown(type(layer).__name__, kwargs, base,
+                           arguments.keyword_names(type(layer)),
+                           arguments.MODEL_GARDEN_NAMES)
 
 
 class KeepsArgumentDtypes:
@@ -150,7 +163,9 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     from_len, to_len]`.
   """
 
-  def __init__(self, num_heads, key_dim, **kwargs):
+  def __init__(self, num_heads, key_dim, residual_attention="sum",
+               layer_index=0, score_dtype="auto",
+               attention_implementation="auto", **kwargs):
     axes = kwargs.get("attention_axes")
     if isinstance(axes, int):
       axes = (axes,)
@@ -169,23 +184,29 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     # (`keras.config.enable_flash_attention()`) and then refuses dropout;
     # this layer never uses it, so dropout is set after the base __init__.
     dropout = kwargs.pop("dropout", 0.0)
-    self._options, kwargs = arguments.ATTENTION.bind(
-        arguments.KERAS3, type(self).__name__, (), kwargs, {},
-        base=_MHA_KEYWORDS)
+    refuse_unknown(self, kwargs, _MHA_KEYWORDS)
+    check_arguments(self, residual_attention=residual_attention,
+                    layer_index=layer_index, score_dtype=score_dtype,
+                    attention_implementation=attention_implementation)
     super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
     self._flash_attention = False
     self._dropout = dropout
-    check_attention_implementation(self._options["attention_implementation"])
+    check_attention_implementation(attention_implementation)
 
-  residual_attention = property(lambda self: self._options["residual_attention"])
-  layer_index = property(lambda self: self._options["layer_index"])
-  score_dtype = property(lambda self: self._options["score_dtype"])
-  attention_implementation = property(
-      lambda self: self._options["attention_implementation"])
+    # === Config ===
+    self.residual_attention = residual_attention
+    self.layer_index = layer_index
+    self.score_dtype = score_dtype
+    self.attention_implementation = attention_implementation
 
   def get_config(self):
-    return {**super().get_config(),
-            **arguments.ATTENTION.config(arguments.KERAS3, self._options, {})}
+    return {
+        **super().get_config(),
+        "residual_attention": self.residual_attention,
+        "layer_index": self.layer_index,
+        "score_dtype": self.score_dtype,
+        "attention_implementation": self.attention_implementation,
+    }
 
   def build(self, query_shape, value_shape=None, key_shape=None):
     if len(query_shape) != 3:

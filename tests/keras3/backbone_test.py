@@ -79,19 +79,18 @@ def test_config_and_keras_file_round_trip(tmp_path):
     np.testing.assert_array_equal(actual[key], expected[key])
 
 
-def test_old_config_loads_with_a_warning():
-  """A config saved before the keras-hub names (and "auto") still loads."""
+@pytest.mark.parametrize("old, new", [
+    ("norm_first", "normalize_first"), ("norm_epsilon", "layer_norm_epsilon"),
+    ("intermediate_activation", "activation"),
+    ("type_vocab_size", "num_segments"), ("attention_dropout_rate", "dropout")])
+def test_a_model_garden_name_is_refused_naming_the_keras_hub_one(old, new):
+  """The tf_keras face's names (docs/names.md) are not taken here."""
   config = backbone_lib.RealFormerBackbone(**utils.TINY).get_config()
-  for new, old, value in (("normalize_first", "norm_first", False),
-                          ("layer_norm_epsilon", "norm_epsilon", 1e-6),
-                          ("activation", "intermediate_activation", "relu"),
-                          ("score_dtype", "score_dtype", "float32")):
-    del config[new]
-    config[old] = value
-  with pytest.warns(DeprecationWarning, match="'norm_epsilon' is deprecated"):
-    model = backbone_lib.RealFormerBackbone.from_config(config)
-  assert (model.layer_norm_epsilon, model.activation, model.score_dtype) == (
-      1e-6, "relu", "float32")
+  config[old] = config.pop(new)
+  with pytest.raises(TypeError, match=(
+      f"RealFormerBackbone got an unexpected keyword argument '{old}': "
+      f"did you mean '{new}'")):
+    backbone_lib.RealFormerBackbone.from_config(config)
 
 
 @pytest.mark.parametrize("changes,message", [

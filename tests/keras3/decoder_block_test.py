@@ -180,17 +180,15 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
         value = value.replace("_", "")
       self.assertEqual(value, got, key)
     layer_checks.assert_serialization_round_trip(block)
-    # The tf_keras names (Model Garden's) still give this config, warned.
-    aliases = dict(arguments, intermediate_size=12,
-                   intermediate_activation="gelu", dropout_rate=0.1,
-                   attention_dropout_rate=0.2, num_attention_heads=2)
-    for name in ("intermediate_dim", "activation", "dropout",
-                 "attention_dropout", "num_heads"):
-      del aliases[name]
-    with self.assertWarnsRegex(DeprecationWarning,
-                               "'intermediate_size' is deprecated"):
-      old = decoder_block.RealFormerDecoderBlock(**aliases, name=block.name)
-    self.assertEqual(config, old.get_config())
+    # The tf_keras names (Model Garden's) are refused, naming keras-hub's.
+    for old, new in (("intermediate_activation", "activation"),
+                     ("dropout_rate", "dropout"),
+                     ("attention_dropout_rate", "attention_dropout")):
+      with self.assertRaisesRegex(TypeError, (
+          f"RealFormerDecoderBlock got an unexpected keyword argument "
+          f"'{old}': did you mean '{new}'")):
+        decoder_block.RealFormerDecoderBlock(num_heads=2, intermediate_dim=12,
+                                             **{old: 0.1})
     block(self.x)   # built: weights the config describes
     self.assertFalse(block.self_attention.use_bias)
     self.assertEqual("none", block.self_attention.residual_attention)
@@ -209,7 +207,8 @@ class RealFormerDecoderBlockTest(parameterized.TestCase):
       _block(score_dtype="float16")
     with self.assertRaisesRegex(ValueError, "layer_index"):
       _block(layer_index=-1)
-    with self.assertRaisesRegex(TypeError, "needs intermediate_dim"):
+    with self.assertRaisesRegex(TypeError, "missing 1 required positional "
+                                "argument: 'intermediate_dim'"):
       decoder_block.RealFormerDecoderBlock(num_heads=N)
     with self.assertRaisesRegex(ValueError,
                                 "intermediate_dim must be a positive"):

@@ -145,13 +145,19 @@ def test_config_round_trip():
                                                                 0.02)
 
 
-def test_old_names_warn_and_still_work():
-  with pytest.warns(DeprecationWarning, match="'inner_dim' is deprecated, "
-                    "use 'intermediate_dim'"):
-    old = encoder_block.RealFormerEncoderBlock(num_heads=4, inner_dim=32,
-                                               norm_epsilon=1e-6)
-  assert old.get_config()["intermediate_dim"] == 32
-  assert old.get_config()["layer_norm_epsilon"] == 1e-6
+@pytest.mark.parametrize("old, new", [
+    ("norm_epsilon", "layer_norm_epsilon"),
+    ("intermediate_activation", "activation"), ("dropout_rate", "dropout"),
+    ("attention_dropout_rate", "attention_dropout")])
+def test_a_model_garden_name_is_refused_naming_the_keras_hub_one(old, new):
+  with pytest.raises(TypeError, match=(
+      f"RealFormerEncoderBlock got an unexpected keyword argument '{old}': "
+      f"did you mean '{new}'")):
+    encoder_block.RealFormerEncoderBlock(num_heads=4, intermediate_dim=32,
+                                         **{old: 0.1})
+  with pytest.raises(TypeError, match="required positional argument: "
+                     "'intermediate_dim'"):
+    encoder_block.RealFormerEncoderBlock(num_heads=4, inner_dim=32)
 
 
 @pytest.mark.parametrize("kwargs, shape, message", [
