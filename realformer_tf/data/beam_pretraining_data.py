@@ -187,9 +187,9 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
     raise ValueError("Learning a vocabulary needs vocab_size >= 16 and "
                      f"vocab_sample_documents >= 1, got {vocab_size} and "
                      f"{vocab_sample_documents}.")
-  directory, stem = os.path.split(os.path.abspath(output_prefix))
+  directory, stem = os.path.split(writes.absolute(output_prefix))
   learned_path = os.path.join(directory, create_pretraining_data.VOCAB_NAME)
-  if not vocab_file and learned_path in map(os.path.abspath, input_files):
+  if not vocab_file and learned_path in map(writes.absolute, input_files):
     raise ValueError(f"The learned vocabulary would overwrite input file "
                      f"{learned_path!r}.")
   if not vocab_file and not overwrite:

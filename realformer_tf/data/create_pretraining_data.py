@@ -15,6 +15,7 @@ from realformer_tf import cli
 from realformer_tf.data import record_facts
 from realformer_tf import utils
 from realformer_tf.core import ownership
+from realformer_tf.core import writes
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
@@ -75,7 +76,7 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
   if vocab_size < 16:
     raise ValueError(f"--vocab_size must be at least 16, got {vocab_size}.")
   vocab_file = os.path.join(os.path.dirname(output_file), VOCAB_NAME)
-  if os.path.abspath(vocab_file) in map(os.path.abspath, input_files):
+  if writes.absolute(vocab_file) in map(writes.absolute, input_files):
     raise ValueError(
         f"The learned vocabulary would overwrite input file {vocab_file!r}.")
   if not overwrite:
@@ -95,7 +96,7 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
     outputs.commit(dict(
         pretraining_data.meta_data(input_files, learned, count,
                                    do_lower_case=do_lower_case, **options),
-        vocab_file=os.path.abspath(vocab_file),
+        vocab_file=writes.absolute(vocab_file),
         records=record_facts.listing(outputs.staged)))
   return count
 

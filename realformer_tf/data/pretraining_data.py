@@ -18,6 +18,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from realformer_tf import utils
 from realformer_tf.core import writes
 from realformer_tf.data import corpus_text
 from realformer_tf.data import output_sets
@@ -98,7 +99,9 @@ def validate_arguments(input_files: Sequence[str], output_file: str,
   input_files = check_input_files(input_files)
   if not output_file:
     raise ValueError("No output file given (empty path).")
-  if os.path.abspath(output_file) in map(os.path.abspath, input_files):
+  utils.check_directory_path(os.path.dirname(writes.absolute(output_file)),
+                             "Output folder", "pass another output path")
+  if writes.absolute(output_file) in map(writes.absolute, input_files):
     raise ValueError(f"Output file {output_file!r} is also an input file; "
                      "refusing to overwrite it.")
   if tf.io.gfile.isdir(output_file):
@@ -293,7 +296,7 @@ def meta_data(input_files: Sequence[str], vocab_file: str, num_examples: int,
               **options) -> dict:
   """What `meta_data_path` records: inputs, vocabulary, options, count."""
   return dict(task="pretraining",
-              input_files=[os.path.abspath(f) for f in input_files],
+              input_files=[writes.absolute(f) for f in input_files],
               **tokenization.vocab_meta(vocab_file), **options,
               num_examples=num_examples)
 

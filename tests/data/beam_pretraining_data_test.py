@@ -161,3 +161,39 @@ def test_bad_inputs_are_errors_and_write_nothing(corpus, tmp_path, change,
   with pytest.raises(ValueError, match=message):
     _run(tmp_path / "out" / "train", corpus, **change)
   assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+
+
+def test_a_ram_output_prefix_writes_nothing_locally_and_reads_back(
+    corpus, tmp_path, monkeypatch):
+  """TensorFlow's in-memory file system stands for gs:// (no network): the
+  shards, the learned vocabulary and the manifest all land there."""
+  monkeypatch.chdir(tmp_path)
+  prefix = "ram://beam_test/pretrain/train"
+  count = _run(prefix, corpus, vocab_file=None, num_shards=2)
+  assert os.listdir(tmp_path) == []
+  meta_path = prefix + "_pretraining_meta_data.json"
+  meta = output_sets.read_manifest(meta_path)
+  output_sets.check_set(meta_path, meta)
+  assert sorted(meta["files"]) == [
+      "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord",
+      "vocab.txt"]
+  assert meta["vocab_file"] == "ram://beam_test/pretrain/vocab.txt"
+  assert meta["input_files"] == corpus["files"]
+  assert count == meta["num_examples"] == len(_parsed(
+      tf.io.gfile.glob(prefix + "-*.tfrecord"))) > 0
+
+
+def test_an_unreachable_cloud_prefix_is_one_refusal_writing_nothing(
+    corpus, tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  prefix = "gs://realformer-tf-no-such-bucket/pretrain/train"
+  try:
+    tf.io.gfile.exists(prefix)
+  except tf.errors.OpError:
+    pass
+  else:
+    pytest.skip("gs:// is reachable here.")
+  with pytest.raises(ValueError, match=r"^Output folder='gs://realformer-tf-"
+                     r"no-such-bucket/pretrain' cannot be reached: [^\n]+$"):
+    _run(prefix, corpus, vocab_file=None)
+  assert os.listdir(tmp_path) == []

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from official.nlp.data import pretrain_dataloader
 from realformer_tf.data import create_pretraining_data as cli
+from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 from tests.helpers import file_trees
@@ -406,3 +407,44 @@ def test_cli_refuses_a_users_vocab_txt(files, tmp_path):
   cli.run(**dict(args, random_seed=2))  # Ours now: replaced, same bytes.
   assert file_trees.files_under(out)["vocab.txt"][0] == (
       learned["vocab.txt"][0])
+
+
+def _cli_args(files, output_file, **change):
+  return dict(dict(input_files=files["inputs"], output_file=output_file,
+                   vocab_file=None, vocab_size=100, do_lower_case=True,
+                   max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PRED,
+                   masked_lm_prob=0.15, dupe_factor=1, short_seq_prob=0.1,
+                   random_seed=1), **change)
+
+
+def test_a_ram_output_writes_nothing_locally_and_its_set_reads_back(
+    files, tmp_path, monkeypatch):
+  """TensorFlow's in-memory file system stands for gs:// (no network)."""
+  monkeypatch.chdir(tmp_path)
+  output = "ram://pretraining_test/out/train.tfrecord"
+  count = cli.run(**_cli_args(files, output))
+  assert os.listdir(tmp_path) == []
+  meta_path = "ram://pretraining_test/out/train_pretraining_meta_data.json"
+  meta = output_sets.read_manifest(meta_path)
+  output_sets.check_set(meta_path, meta)
+  assert sorted(meta["files"]) == ["train.tfrecord", "vocab.txt"]
+  assert meta["vocab_file"] == "ram://pretraining_test/out/vocab.txt"
+  assert meta["input_files"] == files["inputs"]
+  assert count == meta["num_examples"] == sum(
+      1 for _ in tf.data.TFRecordDataset(output)) > 0
+
+
+def test_an_unreachable_cloud_output_is_one_refusal_writing_nothing(
+    files, tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  output = "gs://realformer-tf-no-such-bucket/pretrain/train.tfrecord"
+  try:
+    tf.io.gfile.exists(output)
+  except tf.errors.OpError:
+    pass
+  else:
+    pytest.skip("gs:// is reachable here.")
+  with pytest.raises(ValueError, match=r"^Output folder='gs://realformer-tf-"
+                     r"no-such-bucket/pretrain' cannot be reached: [^\n]+$"):
+    cli.run(**_cli_args(files, output))
+  assert os.listdir(tmp_path) == []
