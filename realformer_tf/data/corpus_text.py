@@ -3,11 +3,12 @@ quickstart corpus and its held-out split (for the Keras 3 reproduction),
 and where the real data sets are (`default_data_dir`).
 """
 
+import bz2
 import gzip
 import itertools
 import os
 import random
-from typing import List, Sequence, Tuple
+from typing import BinaryIO, List, Sequence, Tuple
 
 # The shipped corpus (BERT's text format, `utils.gzip_bytes`: the same text
 # gives the same bytes on every Python) and the CPython whose docstrings it
@@ -17,9 +18,32 @@ STDLIB_CORPUS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 STDLIB_CORPUS_PYTHON = "3.11.7"
 
 
+# Compressed files by their first bytes: (magic, what, suffix we read).
+_COMPRESSED = ((b"\x1f\x8b", "gzip", ".gz"), (b"BZh", "bzip2", ".bz2"),
+               (b"\xfd7zXZ\x00", "xz", None), (b"(\xb5/\xfd", "zstd", None),
+               (b"PK\x03\x04", "zip", None))
+# Corpus files whose name says they are compressed, read decompressed.
+_DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open}
+
+
+def decompressed(path: str, f: BinaryIO) -> BinaryIO:
+  """`f`, the open binary file `path`, decompressed if `path` ends with .gz
+  or .bz2 (the suffixes Beam's `CompressionTypes.AUTO` reads)."""
+  opener = _DECOMPRESS.get(os.path.splitext(path)[1])
+  return opener(f, "rb") if opener else f
+
+
 def not_utf8(path: str, data: bytes, error: UnicodeDecodeError,
              line: int, offset: int = 0) -> ValueError:
-  """The error for bytes `data` (line `line`, at byte `offset` of `path`)."""
+  """The error for bytes `data` (line `line`, at byte `offset` of `path`);
+  a compressed file (by its magic bytes at the start) is named as one."""
+  for magic, what, suffix in _COMPRESSED if line == 1 and not offset else ():
+    if data.startswith(magic):
+      return ValueError(
+          f"{path}: a {what}-compressed file, not text: " +
+          (f"name it *{suffix} to have it read decompressed, or decompress it."
+           if suffix else "decompress it first (.gz and .bz2 files are read "
+           "as they are)."))
   return ValueError(
       f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x} at offset "
       f"{offset + error.start}): a binary file, or text in another encoding "
@@ -46,9 +70,10 @@ def documents_of_lines(lines: Sequence[str]) -> List[List[str]]:
 
 
 def text_documents(path: str) -> List[List[str]]:
-  """A local BERT-format file's documents (`decode_lines`' errors)."""
+  """A local BERT-format file's documents, .gz and .bz2 decompressed
+  (`decode_lines`' errors)."""
   with open(path, "rb") as f:
-    return documents_of_lines(decode_lines(f.read(), path))
+    return documents_of_lines(decode_lines(decompressed(path, f).read(), path))
 
 
 def stdlib_documents(path: str = STDLIB_CORPUS_FILE) -> List[List[str]]:

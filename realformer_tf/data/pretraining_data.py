@@ -13,6 +13,7 @@ import importlib
 import os
 import random
 from typing import Dict, Iterator, List, Optional, Sequence
+import zlib
 
 from absl import flags
 from absl import logging
@@ -68,9 +69,11 @@ def check_input_files(input_files: Sequence[str]) -> List[str]:
       raise ValueError(f"Input file {path!r} does not exist.")
     if tf.io.gfile.isdir(path):
       raise ValueError(f"Input file {path!r} is a directory, not a file.")
-    with tf.io.gfile.GFile(path, "rb") as f:
-      if not any(line.strip() for line in f):
+    try:
+      if not any(line.strip() for line in _raw_lines(path)):
         raise ValueError(f"Input file {path!r} is empty (no non-blank line).")
+    except (OSError, EOFError, zlib.error) as e:  # A corrupt .gz or .bz2.
+      raise ValueError(f"Input file {path!r}: {e}") from None
   return input_files
 
 
@@ -114,19 +117,21 @@ def validate_arguments(input_files: Sequence[str], output_file: str,
 
 
 def read_lines(path: str) -> List[str]:
-  """Reads a UTF-8 text file as stripped lines (`corpus_text.decode_lines`'
-  errors)."""
+  """Reads a UTF-8 text file (.gz and .bz2 decompressed) as stripped lines
+  (`corpus_text.decode_lines`' errors)."""
   with tf.io.gfile.GFile(path, "rb") as f:
-    return corpus_text.decode_lines(f.read(), path)
+    return corpus_text.decode_lines(
+        corpus_text.decompressed(path, f).read(), path)
 
 
 def _raw_lines(path: str, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
-  """The lines of `path` as bytes, each with its b"\\n", read in chunks.
+  """The lines of `path` (.gz and .bz2 decompressed) as bytes, each with its
+  b"\\n", read in chunks.
 
   Not `GFile` iteration: its `readline` drops b"\\r" inside lines.
   """
-  with tf.io.gfile.GFile(path, "rb") as f:
-    rest = b""
+  with tf.io.gfile.GFile(path, "rb") as raw:
+    f, rest = corpus_text.decompressed(path, raw), b""
     while chunk := f.read(chunk_bytes):
       lines = (rest + chunk).split(b"\n")
       rest = lines.pop()

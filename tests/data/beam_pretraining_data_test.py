@@ -7,7 +7,9 @@ The pipeline runs on Beam's FnApiRunner (the DirectRunner's portable runner):
 in this process (`in_memory`) except for one 2-process run, whose workers
 import this checkout (PYTHONPATH)."""
 
+import bz2
 import glob
+import gzip
 import os
 import random
 
@@ -197,3 +199,19 @@ def test_an_unreachable_cloud_prefix_is_one_refusal_writing_nothing(
                      r"no-such-bucket/pretrain' cannot be reached: [^\n]+$"):
     _run(prefix, corpus, vocab_file=None)
   assert os.listdir(tmp_path) == []
+
+
+def test_gz_and_bz2_inputs_give_the_plain_texts_shards(corpus, tmp_path):
+  packed = [tmp_path / "part0.txt.gz", tmp_path / "part1.txt.bz2"]
+  for source, target, compress in zip(corpus["files"], packed,
+                                      (gzip.compress, bz2.compress)):
+    target.write_bytes(compress(open(source, "rb").read()))
+  counts = [_run(tmp_path / name / "train", corpus, input_files=files,
+                 num_shards=2)
+            for name, files in (("plain", corpus["files"]),
+                                ("packed", list(map(str, packed))))]
+  assert counts[0] == counts[1] > 0
+  for index in range(2):
+    name = f"train-{index:05d}-of-00002.tfrecord"
+    assert (tmp_path / "packed" / name).read_bytes() == (
+        tmp_path / "plain" / name).read_bytes()

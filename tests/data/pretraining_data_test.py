@@ -1,5 +1,8 @@
 """Tests for the BERT MLM/NSP record writer, read back with Model Garden."""
+import bz2
+import gzip
 import logging
+import lzma
 import os
 import random
 import re
@@ -448,3 +451,38 @@ def test_an_unreachable_cloud_output_is_one_refusal_writing_nothing(
                      r"no-such-bucket/pretrain' cannot be reached: [^\n]+$"):
     cli.run(**_cli_args(files, output))
   assert os.listdir(tmp_path) == []
+
+
+def test_gz_and_bz2_inputs_give_the_plain_texts_records(files, tmp_path):
+  plain = str(tmp_path / "plain" / "train.tfrecord")
+  packed = str(tmp_path / "packed" / "train.tfrecord")
+  inputs = [tmp_path / "a.txt.gz", tmp_path / "b.txt.bz2"]
+  for source, target, compress in zip(files["inputs"], inputs,
+                                      (gzip.compress, bz2.compress)):
+    target.write_bytes(compress(open(source, "rb").read()))
+  for input_files, output in ((files["inputs"], plain),
+                              (list(map(str, inputs)), packed)):
+    cli.run(**_cli_args(files, output, input_files=input_files))
+  assert open(packed, "rb").read() == open(plain, "rb").read()
+  assert open(os.path.join(os.path.dirname(packed), "vocab.txt")).read() == (
+      open(os.path.join(os.path.dirname(plain), "vocab.txt")).read())
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("gz_as.txt", gzip.compress(b"the dog.\n"), r"gz_as\.txt: a "
+     r"gzip-compressed file, not text: name it \*\.gz to have it read "
+     "decompressed, or decompress it."),
+    ("bz2_as.txt", bz2.compress(b"the dog.\n"), r"bz2_as\.txt: a "
+     r"bzip2-compressed file, not text: name it \*\.bz2"),
+    ("x.txt.xz", lzma.compress(b"the dog.\n"), r"x\.txt\.xz: a xz-compressed "
+     r"file, not text: decompress it first \(\.gz and \.bz2 files are read"),
+    ("bad.txt.gz", b"\x1f\x8b\x08" + bytes(20), r"bad\.txt\.gz'"),
+])
+def test_a_compressed_file_read_as_text_is_named_as_one(files, tmp_path, name,
+                                                        data, message):
+  (tmp_path / name).write_bytes(data)
+  output = tmp_path / "out" / "train.tfrecord"
+  with pytest.raises(ValueError, match=message):
+    cli.run(**_cli_args(files, str(output),
+                        input_files=[str(tmp_path / name)]))
+  assert not output.parent.exists()
