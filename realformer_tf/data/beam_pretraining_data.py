@@ -22,6 +22,7 @@ import tensorflow as tf
 from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.core import writes
+from realformer_tf.data import corpus_text
 from realformer_tf.data import create_pretraining_data
 from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
@@ -121,11 +122,16 @@ class WriteShard(beam.DoFn):
                                      self._options["max_seq_length"])
     documents = [[[self._vocab[i] for i in sentence] for sentence in document]
                  for document in pretraining_data.split_documents(texts, ids)]
+    path = shards.shard_path(os.path.join(self._staging_dir, self._stem),
+                             shard, self._num_shards, SUFFIX)
+    if len(documents) < 2:  # Refused by `run`: no random next sentence.
+      with tf.io.gfile.GFile(path + _COUNT_SUFFIX, "w") as f:
+        json.dump(dict(examples=0, documents=len(documents)), f)
+      yield shard, 0
+      return
     examples = pretraining_data.shuffled_examples(
         documents, self._vocab, shard_seed(self._random_seed, shard),
         **self._options)
-    path = shards.shard_path(os.path.join(self._staging_dir, self._stem),
-                             shard, self._num_shards, SUFFIX)
     # Deterministic bytes: a retried bundle rewrites the same file.
     pretraining_data.write_records(path, examples)
     # Plain writes: the staging folder is discarded whole if anything fails.
@@ -222,17 +228,30 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
               staging, stem, num_shards, vocab_file, do_lower_case,
               random_seed, options))))
       count, records = 0, {}
-      for final in final_paths:
-        written = os.path.join(staging, os.path.basename(final))
-        counts = output_sets.read_manifest(written + _COUNT_SUFFIX)
+      shard_counts = {final: output_sets.read_manifest(os.path.join(
+          staging, os.path.basename(final)) + _COUNT_SUFFIX)
+                      for final in final_paths}
+      documents = sum(c["documents"] for c in shard_counts.values() if c)
+      # Shards without documents first (their message names the cause).
+      for final, counts in sorted(shard_counts.items(), key=lambda i: bool(
+          i[1])):
+        name = os.path.basename(final)
+        if counts:
+          corpus_text.check_documents(
+              counts["documents"], f"Shard {name}",
+              pretraining_data.NSP_PURPOSE,
+              "separate documents with a blank line" if num_shards == 1 else
+              f"the corpus has {documents} documents for {num_shards} "
+              "shards: pass fewer --num_shards")
         if not counts or not counts["examples"]:
           raise ValueError(
-              f"Shard {os.path.basename(final)} got no "
-              f"{'example' if counts else 'document'}: the corpus has too "
-              f"few documents for {num_shards} shards; use fewer.")
+              f"Shard {name} got no {'example' if counts else 'document'}: "
+              f"the corpus has too few documents for {num_shards} shards; "
+              "use fewer.")
         count += counts["examples"]
-        records[os.path.basename(final)] = counts["records"]
-        utils.GFILE_OPS.rename(written, outputs.stage(final))
+        records[name] = counts["records"]
+        utils.GFILE_OPS.rename(os.path.join(staging, name),
+                               outputs.stage(final))
       meta = pretraining_data.meta_data(
           input_files, vocab_file, count, do_lower_case=do_lower_case,
           random_seed=random_seed, num_shards=num_shards,

@@ -93,6 +93,20 @@ def stdlib_documents(path: str = STDLIB_CORPUS_FILE) -> List[List[str]]:
     return documents_of_lines(f.read().split("\n"))
 
 
+def check_documents(count: int, what: str, purpose: str, instead: str
+                   ) -> None:
+  """Refuses fewer than 2 documents: a held-out one needs another, and so
+  does a random next sentence (Model Garden's `create_instances_from_document`
+  takes it from the same document otherwise, still labelled random).
+
+  Raises:
+    ValueError: "`what` has `count` document(s)", `purpose` and `instead`.
+  """
+  if count < 2:
+    raise ValueError(f"{what} has {count} document(s); at least 2 are needed "
+                     f"for {purpose} ({instead}).")
+
+
 def split_documents(documents: Sequence[List[str]], eval_fraction: float,
                     seed: int) -> Tuple[List[List[str]], List[List[str]]]:
   """(train, eval) documents: `eval_fraction` of them (at least one, never
@@ -103,10 +117,8 @@ def split_documents(documents: Sequence[List[str]], eval_fraction: float,
   """
   if not 0.0 < float(eval_fraction) < 1.0:
     raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}.")
-  if len(documents) < 2:
-    raise ValueError(
-        f"The corpus has {len(documents)} document(s); at least 2 are needed "
-        "for a train/eval split (separate documents with a blank line).")
+  check_documents(len(documents), "The corpus", "a train/eval split",
+                  "separate documents with a blank line")
   num_eval = min(len(documents) - 1,
                  max(1, int(round(len(documents) * eval_fraction))))
   order = list(range(len(documents)))

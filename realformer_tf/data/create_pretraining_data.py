@@ -72,7 +72,7 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
   if vocab_file:
     return pretraining_data.create_pretraining_data(
         input_files, vocab_file, output_file, do_lower_case=do_lower_case,
-        **options)
+        check_documents=True, **options)
   if vocab_size < 16:
     raise ValueError(f"--vocab_size must be at least 16, got {vocab_size}.")
   vocab_file = os.path.join(os.path.dirname(output_file), VOCAB_NAME)
@@ -93,7 +93,7 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
                              lower_case=do_lower_case)
     count = pretraining_data.create_pretraining_data(
         input_files, learned, output_file, do_lower_case=do_lower_case,
-        output_set=outputs, **options)
+        output_set=outputs, check_documents=True, **options)
     outputs.commit(dict(
         pretraining_data.meta_data(input_files, learned, count,
                                    do_lower_case=do_lower_case, **options),

@@ -28,6 +28,8 @@ from realformer_tf.data import tokenization
 
 # Lines handed to the tokenizer per call.
 _TOKENIZE_BATCH_SIZE = 2048
+# Why a corpus (a shard) needs 2 documents (`corpus_text.check_documents`).
+NSP_PURPOSE = "random next sentences from another document"
 # Run again to rewrite a set (`output_sets` names it in its errors).
 WRITER = "realformer_tf.data.create_pretraining_data"
 
@@ -312,7 +314,8 @@ def create_pretraining_data(
     masked_lm_prob: float = 0.15, dupe_factor: int = 1,
     short_seq_prob: float = 0.1, random_seed: int = 12345,
     do_lower_case: bool = True,
-    output_set: Optional[writes.OutputSet] = None) -> int:
+    output_set: Optional[writes.OutputSet] = None,
+    check_documents: bool = False) -> int:
   """Writes BERT MLM/NSP pre-training TFRecords from raw text files.
 
   Every argument (and the vocabulary) is checked before anything is written,
@@ -334,6 +337,7 @@ def create_pretraining_data(
     do_lower_case: Lower-case and strip accents (uncased vocabularies).
     output_set: The set the records join (staged in it; its owner commits
       it); by default a set of their own with `meta_data_path(output_file)`.
+    check_documents: Refuse fewer than 2 documents (`NSP_PURPOSE`).
 
   Returns:
     The number of examples written.
@@ -357,6 +361,10 @@ def create_pretraining_data(
                sum(map(len, documents)),
                sum(len(s) for d in documents for s in d))
 
+  if check_documents:
+    corpus_text.check_documents(
+        len(documents), f"The input ({', '.join(input_files)})", NSP_PURPOSE,
+        "separate documents with a blank line")
   examples = shuffled_examples(documents, vocab, random_seed, max_seq_length,
                                max_predictions_per_seq, masked_lm_prob,
                                dupe_factor, short_seq_prob)

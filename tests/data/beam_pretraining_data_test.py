@@ -215,3 +215,23 @@ def test_gz_and_bz2_inputs_give_the_plain_texts_shards(corpus, tmp_path):
     name = f"train-{index:05d}-of-00002.tfrecord"
     assert (tmp_path / "packed" / name).read_bytes() == (
         tmp_path / "plain" / name).read_bytes()
+
+
+@pytest.mark.parametrize("documents, num_shards, message", [
+    (1, 1, r"^Shard train-00000-of-00001\.tfrecord has 1 document\(s\); at "
+     r"least 2 are needed for random next sentences from another document "
+     r"\(separate documents with a blank line\)\.$"),
+    (3, 2, r"^Shard train-0000[01]-of-00002\.tfrecord has 1 document\(s\); "
+     r"at least 2 are needed for random next sentences from another document "
+     r"\(the corpus has 3 documents for 2 shards: pass fewer --num_shards\)"),
+])
+def test_a_one_document_shard_is_refused_before_anything_is_written(
+    corpus, tmp_path, documents, num_shards, message):
+  """Model Garden would take its "random" next sentences from the document
+  itself, still labelled random."""
+  text = train_runs.write_corpus(tmp_path / "few.txt", documents=documents,
+                                 sentences=8, sentence=_sentence)
+  with pytest.raises(ValueError, match=message):
+    _run(tmp_path / "out" / "train", corpus, input_files=[text],
+         vocab_file=None, num_shards=num_shards)
+  assert os.listdir(tmp_path / "out") == []

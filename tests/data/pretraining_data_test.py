@@ -486,3 +486,19 @@ def test_a_compressed_file_read_as_text_is_named_as_one(files, tmp_path, name,
     cli.run(**_cli_args(files, str(output),
                         input_files=[str(tmp_path / name)]))
   assert not output.parent.exists()
+
+
+def test_one_document_is_refused_before_records_are_written(files, tmp_path):
+  """Model Garden would take its "random" next sentences from the document
+  itself, still labelled random."""
+  text = tmp_path / "one.txt"
+  text.write_text("\n".join(LINES[:LINES.index("")]) + "\n")
+  output = tmp_path / "out" / "train.tfrecord"
+  for vocab_file in (files["vocab"], None):
+    with pytest.raises(ValueError, match=re.escape(
+        f"The input ({text}) has 1 document(s); at least 2 are needed for "
+        "random next sentences from another document (separate documents "
+        "with a blank line).")):
+      cli.run(**_cli_args(files, str(output), input_files=[str(text)],
+                          vocab_file=vocab_file))
+    assert not output.exists() and not (output.parent / "vocab.txt").exists()
