@@ -122,22 +122,19 @@ class WriteShard(beam.DoFn):
                                      self._options["max_seq_length"])
     documents = [[[self._vocab[i] for i in sentence] for sentence in document]
                  for document in pretraining_data.split_documents(texts, ids)]
-    path = shards.shard_path(os.path.join(self._staging_dir, self._stem),
-                             shard, self._num_shards, SUFFIX)
-    if len(documents) < 2:  # Refused by `run`: no random next sentence.
-      with tf.io.gfile.GFile(path + _COUNT_SUFFIX, "w") as f:
-        json.dump(dict(examples=0, documents=len(documents)), f)
-      yield shard, 0
-      return
     examples = pretraining_data.shuffled_examples(
         documents, self._vocab, shard_seed(self._random_seed, shard),
         **self._options)
-    # Deterministic bytes: a retried bundle rewrites the same file.
-    pretraining_data.write_records(path, examples)
+    path = shards.shard_path(os.path.join(self._staging_dir, self._stem),
+                             shard, self._num_shards, SUFFIX)
+    counts = dict(examples=len(examples), documents=len(documents))
+    if examples and len(documents) > 1:  # Else `run` refuses the shard.
+      # Deterministic bytes: a retried bundle rewrites the same file.
+      pretraining_data.write_records(path, examples)
+      counts["records"] = record_facts.scan(path).as_dict()
     # Plain writes: the staging folder is discarded whole if anything fails.
     with tf.io.gfile.GFile(path + _COUNT_SUFFIX, "w") as f:
-      json.dump(dict(examples=len(examples), documents=len(documents),
-                     records=record_facts.scan(path).as_dict()), f)
+      json.dump(counts, f)
     yield shard, len(examples)
 
 
@@ -232,7 +229,8 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
           staging, os.path.basename(final)) + _COUNT_SUFFIX)
                       for final in final_paths}
       documents = sum(c["documents"] for c in shard_counts.values() if c)
-      # Shards without documents first (their message names the cause).
+      # Shards without documents first; one of one document gives wrong
+      # random next sentences.
       for final, counts in sorted(shard_counts.items(), key=lambda i: bool(
           i[1])):
         name = os.path.basename(final)

@@ -95,13 +95,9 @@ def stdlib_documents(path: str = STDLIB_CORPUS_FILE) -> List[List[str]]:
 
 def check_documents(count: int, what: str, purpose: str, instead: str
                    ) -> None:
-  """Refuses fewer than 2 documents: a held-out one needs another, and so
-  does a random next sentence (Model Garden's `create_instances_from_document`
-  takes it from the same document otherwise, still labelled random).
-
-  Raises:
-    ValueError: "`what` has `count` document(s)", `purpose` and `instead`.
-  """
+  """Refuses fewer than 2 documents (ValueError naming `what`, `purpose` and
+  `instead`): a held-out one needs another, and so does a random next
+  sentence (Model Garden's takes it from the same one, labelled random)."""
   if count < 2:
     raise ValueError(f"{what} has {count} document(s); at least 2 are needed "
                      f"for {purpose} ({instead}).")

@@ -22,6 +22,7 @@ from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import shards
 from realformer_tf.data import tokenization
+from tests.helpers import file_trees
 from tests.helpers import train_runs
 
 SEQ, PRED = 32, 5
@@ -188,17 +189,8 @@ def test_a_ram_output_prefix_writes_nothing_locally_and_reads_back(
 def test_an_unreachable_cloud_prefix_is_one_refusal_writing_nothing(
     corpus, tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
-  prefix = "gs://realformer-tf-no-such-bucket/pretrain/train"
-  try:
-    tf.io.gfile.exists(prefix)
-  except tf.errors.OpError:
-    pass
-  else:
-    pytest.skip("gs:// is reachable here.")
-  with pytest.raises(ValueError, match=r"^Output folder='gs://realformer-tf-"
-                     r"no-such-bucket/pretrain' cannot be reached: [^\n]+$"):
-    _run(prefix, corpus, vocab_file=None)
-  assert os.listdir(tmp_path) == []
+  file_trees.assert_unreachable_refused(
+      lambda prefix: _run(prefix, corpus, vocab_file=None), "train", tmp_path)
 
 
 def test_gz_and_bz2_inputs_give_the_plain_texts_shards(corpus, tmp_path):
