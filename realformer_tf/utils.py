@@ -31,10 +31,13 @@ def _write_text(path: str, text: str) -> None:
 
 def remove(path: str) -> None:
   """Deletes a file or a folder tree; nothing if `path` does not exist."""
-  if tf.io.gfile.isdir(path):
-    tf.io.gfile.rmtree(path)
-  elif tf.io.gfile.exists(path):
-    tf.io.gfile.remove(path)
+  try:
+    if tf.io.gfile.isdir(path):
+      tf.io.gfile.rmtree(path)
+    elif tf.io.gfile.exists(path):
+      tf.io.gfile.remove(path)
+  except tf.errors.NotFoundError:  # ram:// calls a name's prefix a folder.
+    pass
 
 
 # The tf_keras face's files for `core.writes`: the only renames besides it.
@@ -84,7 +87,11 @@ def check_directory_path(path: str, what: str, instead: str) -> None:
   `makedirs` would raise a bare FailedPreconditionError at the first write.
   `instead`: what to pass, the end of the message."""
   path = path.rstrip("/") or "/"
-  found = existing_ancestor(path)
+  try:
+    found = existing_ancestor(path)
+  except tf.errors.OpError as e:  # An unreachable gs:// (no credentials).
+    raise ValueError(f"{what}={path!r} cannot be reached: "
+                     f"{e.message.splitlines()[0]}") from None
   if found is None or tf.io.gfile.isdir(found):
     return
   where = ("is a file" if found == path else

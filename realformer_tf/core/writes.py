@@ -70,6 +70,11 @@ OS_OPS = FileOps(read=_read_text, write=_write_text,
                  makedirs=lambda path: os.makedirs(path, exist_ok=True))
 
 
+def absolute(path: str) -> str:
+  """A local path made absolute; a `scheme://` one (gs://, ram://) as is."""
+  return path if "://" in path else os.path.abspath(path)
+
+
 def target_of(name: str) -> str:
   """The output a leftover `<name><infix>PID[.owner]` is of (else `name`)."""
   for infix in (TMP_INFIX, BACKUP_INFIX, JOURNAL_INFIX):

@@ -22,6 +22,7 @@ import tensorflow as tf
 from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.core import writes
+from realformer_tf.data import corpus_text
 from realformer_tf.data import create_pretraining_data
 from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
@@ -126,12 +127,14 @@ class WriteShard(beam.DoFn):
         **self._options)
     path = shards.shard_path(os.path.join(self._staging_dir, self._stem),
                              shard, self._num_shards, SUFFIX)
-    # Deterministic bytes: a retried bundle rewrites the same file.
-    pretraining_data.write_records(path, examples)
+    counts = dict(examples=len(examples), documents=len(documents))
+    if examples and len(documents) > 1:  # Else `run` refuses the shard.
+      # Deterministic bytes: a retried bundle rewrites the same file.
+      pretraining_data.write_records(path, examples)
+      counts["records"] = record_facts.scan(path).as_dict()
     # Plain writes: the staging folder is discarded whole if anything fails.
     with tf.io.gfile.GFile(path + _COUNT_SUFFIX, "w") as f:
-      json.dump(dict(examples=len(examples), documents=len(documents),
-                     records=record_facts.scan(path).as_dict()), f)
+      json.dump(counts, f)
     yield shard, len(examples)
 
 
@@ -187,9 +190,9 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
     raise ValueError("Learning a vocabulary needs vocab_size >= 16 and "
                      f"vocab_sample_documents >= 1, got {vocab_size} and "
                      f"{vocab_sample_documents}.")
-  directory, stem = os.path.split(os.path.abspath(output_prefix))
+  directory, stem = os.path.split(writes.absolute(output_prefix))
   learned_path = os.path.join(directory, create_pretraining_data.VOCAB_NAME)
-  if not vocab_file and learned_path in map(os.path.abspath, input_files):
+  if not vocab_file and learned_path in map(writes.absolute, input_files):
     raise ValueError(f"The learned vocabulary would overwrite input file "
                      f"{learned_path!r}.")
   if not vocab_file and not overwrite:
@@ -222,17 +225,31 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
               staging, stem, num_shards, vocab_file, do_lower_case,
               random_seed, options))))
       count, records = 0, {}
-      for final in final_paths:
-        written = os.path.join(staging, os.path.basename(final))
-        counts = output_sets.read_manifest(written + _COUNT_SUFFIX)
+      shard_counts = {final: output_sets.read_manifest(os.path.join(
+          staging, os.path.basename(final)) + _COUNT_SUFFIX)
+                      for final in final_paths}
+      documents = sum(c["documents"] for c in shard_counts.values() if c)
+      # Shards without documents first; one of one document gives wrong
+      # random next sentences.
+      for final, counts in sorted(shard_counts.items(), key=lambda i: bool(
+          i[1])):
+        name = os.path.basename(final)
+        if counts:
+          corpus_text.check_documents(
+              counts["documents"], f"Shard {name}",
+              pretraining_data.NSP_PURPOSE,
+              "separate documents with a blank line" if num_shards == 1 else
+              f"the corpus has {documents} documents for {num_shards} "
+              "shards: pass fewer --num_shards")
         if not counts or not counts["examples"]:
           raise ValueError(
-              f"Shard {os.path.basename(final)} got no "
-              f"{'example' if counts else 'document'}: the corpus has too "
-              f"few documents for {num_shards} shards; use fewer.")
+              f"Shard {name} got no {'example' if counts else 'document'}: "
+              f"the corpus has too few documents for {num_shards} shards; "
+              "use fewer.")
         count += counts["examples"]
-        records[os.path.basename(final)] = counts["records"]
-        utils.GFILE_OPS.rename(written, outputs.stage(final))
+        records[name] = counts["records"]
+        utils.GFILE_OPS.rename(os.path.join(staging, name),
+                               outputs.stage(final))
       meta = pretraining_data.meta_data(
           input_files, vocab_file, count, do_lower_case=do_lower_case,
           random_seed=random_seed, num_shards=num_shards,

@@ -3,11 +3,12 @@ quickstart corpus and its held-out split (for the Keras 3 reproduction),
 and where the real data sets are (`default_data_dir`).
 """
 
+import bz2
 import gzip
 import itertools
 import os
 import random
-from typing import List, Sequence, Tuple
+from typing import BinaryIO, List, Sequence, Tuple
 
 # The shipped corpus (BERT's text format, `utils.gzip_bytes`: the same text
 # gives the same bytes on every Python) and the CPython whose docstrings it
@@ -17,9 +18,32 @@ STDLIB_CORPUS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 STDLIB_CORPUS_PYTHON = "3.11.7"
 
 
+# Compressed files by their first bytes: (magic, what, suffix we read).
+_COMPRESSED = ((b"\x1f\x8b", "gzip", ".gz"), (b"BZh", "bzip2", ".bz2"),
+               (b"\xfd7zXZ\x00", "xz", None), (b"(\xb5/\xfd", "zstd", None),
+               (b"PK\x03\x04", "zip", None))
+# Corpus files whose name says they are compressed, read decompressed.
+_DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open}
+
+
+def decompressed(path: str, f: BinaryIO) -> BinaryIO:
+  """`f`, the open binary file `path`, decompressed if `path` ends with .gz
+  or .bz2 (the suffixes Beam's `CompressionTypes.AUTO` reads)."""
+  opener = _DECOMPRESS.get(os.path.splitext(path)[1])
+  return opener(f, "rb") if opener else f
+
+
 def not_utf8(path: str, data: bytes, error: UnicodeDecodeError,
              line: int, offset: int = 0) -> ValueError:
-  """The error for bytes `data` (line `line`, at byte `offset` of `path`)."""
+  """The error for bytes `data` (line `line`, at byte `offset` of `path`);
+  a compressed file (by its magic bytes at the start) is named as one."""
+  for magic, what, suffix in _COMPRESSED if line == 1 and not offset else ():
+    if data.startswith(magic):
+      return ValueError(
+          f"{path}: a {what}-compressed file, not text: " +
+          (f"name it *{suffix} to have it read decompressed, or decompress it."
+           if suffix else "decompress it first (.gz and .bz2 files are read "
+           "as they are)."))
   return ValueError(
       f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x} at offset "
       f"{offset + error.start}): a binary file, or text in another encoding "
@@ -46,9 +70,10 @@ def documents_of_lines(lines: Sequence[str]) -> List[List[str]]:
 
 
 def text_documents(path: str) -> List[List[str]]:
-  """A local BERT-format file's documents (`decode_lines`' errors)."""
+  """A local BERT-format file's documents, .gz and .bz2 decompressed
+  (`decode_lines`' errors)."""
   with open(path, "rb") as f:
-    return documents_of_lines(decode_lines(f.read(), path))
+    return documents_of_lines(decode_lines(decompressed(path, f).read(), path))
 
 
 def stdlib_documents(path: str = STDLIB_CORPUS_FILE) -> List[List[str]]:
@@ -68,6 +93,16 @@ def stdlib_documents(path: str = STDLIB_CORPUS_FILE) -> List[List[str]]:
     return documents_of_lines(f.read().split("\n"))
 
 
+def check_documents(count: int, what: str, purpose: str, instead: str
+                   ) -> None:
+  """Refuses fewer than 2 documents (ValueError naming `what`, `purpose` and
+  `instead`): a held-out one needs another, and so does a random next
+  sentence (Model Garden's takes it from the same one, labelled random)."""
+  if count < 2:
+    raise ValueError(f"{what} has {count} document(s); at least 2 are needed "
+                     f"for {purpose} ({instead}).")
+
+
 def split_documents(documents: Sequence[List[str]], eval_fraction: float,
                     seed: int) -> Tuple[List[List[str]], List[List[str]]]:
   """(train, eval) documents: `eval_fraction` of them (at least one, never
@@ -78,10 +113,8 @@ def split_documents(documents: Sequence[List[str]], eval_fraction: float,
   """
   if not 0.0 < float(eval_fraction) < 1.0:
     raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}.")
-  if len(documents) < 2:
-    raise ValueError(
-        f"The corpus has {len(documents)} document(s); at least 2 are needed "
-        "for a train/eval split (separate documents with a blank line).")
+  check_documents(len(documents), "The corpus", "a train/eval split",
+                  "separate documents with a blank line")
   num_eval = min(len(documents) - 1,
                  max(1, int(round(len(documents) * eval_fraction))))
   order = list(range(len(documents)))

@@ -15,6 +15,7 @@ from realformer_tf import cli
 from realformer_tf.data import record_facts
 from realformer_tf import utils
 from realformer_tf.core import ownership
+from realformer_tf.core import writes
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
@@ -71,31 +72,32 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
   if vocab_file:
     return pretraining_data.create_pretraining_data(
         input_files, vocab_file, output_file, do_lower_case=do_lower_case,
-        **options)
+        check_documents=True, **options)
   if vocab_size < 16:
     raise ValueError(f"--vocab_size must be at least 16, got {vocab_size}.")
   vocab_file = os.path.join(os.path.dirname(output_file), VOCAB_NAME)
-  if os.path.abspath(vocab_file) in map(os.path.abspath, input_files):
+  if writes.absolute(vocab_file) in map(writes.absolute, input_files):
     raise ValueError(
         f"The learned vocabulary would overwrite input file {vocab_file!r}.")
   if not overwrite:
     check_vocab_target(vocab_file, output_file)
+  # Read first: a file that is not text is refused before anything is made.
+  lines = [line for path in input_files
+           for line in pretraining_data.read_lines(path)]
   # The vocabulary is part of the records' set: both change together.
   with output_sets.output_set(pretraining_data.meta_data_path(output_file),
                               pretraining_data.WRITER, [output_file],
                               "--overwrite", overwrite) as outputs:
     learned = outputs.stage(vocab_file)
-    tokenization.learn_vocab(
-        [line for path in input_files
-         for line in pretraining_data.read_lines(path)],
-        vocab_size, learned, lower_case=do_lower_case)
+    tokenization.learn_vocab(lines, vocab_size, learned,
+                             lower_case=do_lower_case)
     count = pretraining_data.create_pretraining_data(
         input_files, learned, output_file, do_lower_case=do_lower_case,
-        output_set=outputs, **options)
+        output_set=outputs, check_documents=True, **options)
     outputs.commit(dict(
         pretraining_data.meta_data(input_files, learned, count,
                                    do_lower_case=do_lower_case, **options),
-        vocab_file=os.path.abspath(vocab_file),
+        vocab_file=writes.absolute(vocab_file),
         records=record_facts.listing(outputs.staged)))
   return count
 

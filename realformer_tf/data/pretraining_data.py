@@ -13,11 +13,13 @@ import importlib
 import os
 import random
 from typing import Dict, Iterator, List, Optional, Sequence
+import zlib
 
 from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from realformer_tf import utils
 from realformer_tf.core import writes
 from realformer_tf.data import corpus_text
 from realformer_tf.data import output_sets
@@ -26,6 +28,8 @@ from realformer_tf.data import tokenization
 
 # Lines handed to the tokenizer per call.
 _TOKENIZE_BATCH_SIZE = 2048
+# Why a corpus (a shard) needs 2 documents (`corpus_text.check_documents`).
+NSP_PURPOSE = "random next sentences from another document"
 # Run again to rewrite a set (`output_sets` names it in its errors).
 WRITER = "realformer_tf.data.create_pretraining_data"
 
@@ -67,9 +71,11 @@ def check_input_files(input_files: Sequence[str]) -> List[str]:
       raise ValueError(f"Input file {path!r} does not exist.")
     if tf.io.gfile.isdir(path):
       raise ValueError(f"Input file {path!r} is a directory, not a file.")
-    with tf.io.gfile.GFile(path, "rb") as f:
-      if not any(line.strip() for line in f):
+    try:
+      if not any(line.strip() for line in _raw_lines(path)):
         raise ValueError(f"Input file {path!r} is empty (no non-blank line).")
+    except (OSError, EOFError, zlib.error) as e:  # A corrupt .gz or .bz2.
+      raise ValueError(f"Input file {path!r}: {e}") from None
   return input_files
 
 
@@ -98,7 +104,9 @@ def validate_arguments(input_files: Sequence[str], output_file: str,
   input_files = check_input_files(input_files)
   if not output_file:
     raise ValueError("No output file given (empty path).")
-  if os.path.abspath(output_file) in map(os.path.abspath, input_files):
+  utils.check_directory_path(os.path.dirname(writes.absolute(output_file)),
+                             "Output folder", "pass another output path")
+  if writes.absolute(output_file) in map(writes.absolute, input_files):
     raise ValueError(f"Output file {output_file!r} is also an input file; "
                      "refusing to overwrite it.")
   if tf.io.gfile.isdir(output_file):
@@ -111,19 +119,21 @@ def validate_arguments(input_files: Sequence[str], output_file: str,
 
 
 def read_lines(path: str) -> List[str]:
-  """Reads a UTF-8 text file as stripped lines (`corpus_text.decode_lines`'
-  errors)."""
+  """Reads a UTF-8 text file (.gz and .bz2 decompressed) as stripped lines
+  (`corpus_text.decode_lines`' errors)."""
   with tf.io.gfile.GFile(path, "rb") as f:
-    return corpus_text.decode_lines(f.read(), path)
+    return corpus_text.decode_lines(
+        corpus_text.decompressed(path, f).read(), path)
 
 
 def _raw_lines(path: str, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
-  """The lines of `path` as bytes, each with its b"\\n", read in chunks.
+  """The lines of `path` (.gz and .bz2 decompressed) as bytes, each with its
+  b"\\n", read in chunks.
 
   Not `GFile` iteration: its `readline` drops b"\\r" inside lines.
   """
-  with tf.io.gfile.GFile(path, "rb") as f:
-    rest = b""
+  with tf.io.gfile.GFile(path, "rb") as raw:
+    f, rest = corpus_text.decompressed(path, raw), b""
     while chunk := f.read(chunk_bytes):
       lines = (rest + chunk).split(b"\n")
       rest = lines.pop()
@@ -293,7 +303,7 @@ def meta_data(input_files: Sequence[str], vocab_file: str, num_examples: int,
               **options) -> dict:
   """What `meta_data_path` records: inputs, vocabulary, options, count."""
   return dict(task="pretraining",
-              input_files=[os.path.abspath(f) for f in input_files],
+              input_files=[writes.absolute(f) for f in input_files],
               **tokenization.vocab_meta(vocab_file), **options,
               num_examples=num_examples)
 
@@ -304,7 +314,8 @@ def create_pretraining_data(
     masked_lm_prob: float = 0.15, dupe_factor: int = 1,
     short_seq_prob: float = 0.1, random_seed: int = 12345,
     do_lower_case: bool = True,
-    output_set: Optional[writes.OutputSet] = None) -> int:
+    output_set: Optional[writes.OutputSet] = None,
+    check_documents: bool = False) -> int:
   """Writes BERT MLM/NSP pre-training TFRecords from raw text files.
 
   Every argument (and the vocabulary) is checked before anything is written,
@@ -326,6 +337,7 @@ def create_pretraining_data(
     do_lower_case: Lower-case and strip accents (uncased vocabularies).
     output_set: The set the records join (staged in it; its owner commits
       it); by default a set of their own with `meta_data_path(output_file)`.
+    check_documents: Refuse fewer than 2 documents (`NSP_PURPOSE`).
 
   Returns:
     The number of examples written.
@@ -349,6 +361,10 @@ def create_pretraining_data(
                sum(map(len, documents)),
                sum(len(s) for d in documents for s in d))
 
+  if check_documents:
+    corpus_text.check_documents(
+        len(documents), f"The input ({', '.join(input_files)})", NSP_PURPOSE,
+        "separate documents with a blank line")
   examples = shuffled_examples(documents, vocab, random_seed, max_seq_length,
                                max_predictions_per_seq, masked_lm_prob,
                                dupe_factor, short_seq_prob)

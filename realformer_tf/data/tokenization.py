@@ -225,7 +225,7 @@ def vocab_meta(vocab_file: str) -> Dict[str, Any]:
   the file), so that records made with one vocabulary are recognised when a
   model trained with another is fine-tuned on them.
   """
-  return {"vocab_file": os.path.abspath(vocab_file),
+  return {"vocab_file": writes.absolute(vocab_file),
           "vocab_size": len(load_vocab(vocab_file)),
           "vocab_sha256": output_sets.file_sha256(vocab_file)}
 

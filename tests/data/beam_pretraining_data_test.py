@@ -7,7 +7,9 @@ The pipeline runs on Beam's FnApiRunner (the DirectRunner's portable runner):
 in this process (`in_memory`) except for one 2-process run, whose workers
 import this checkout (PYTHONPATH)."""
 
+import bz2
 import glob
+import gzip
 import os
 import random
 
@@ -20,6 +22,7 @@ from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import shards
 from realformer_tf.data import tokenization
+from tests.helpers import file_trees
 from tests.helpers import train_runs
 
 SEQ, PRED = 32, 5
@@ -161,3 +164,66 @@ def test_bad_inputs_are_errors_and_write_nothing(corpus, tmp_path, change,
   with pytest.raises(ValueError, match=message):
     _run(tmp_path / "out" / "train", corpus, **change)
   assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+
+
+def test_a_ram_output_prefix_writes_nothing_locally_and_reads_back(
+    corpus, tmp_path, monkeypatch):
+  """TensorFlow's in-memory file system stands for gs:// (no network): the
+  shards, the learned vocabulary and the manifest all land there."""
+  monkeypatch.chdir(tmp_path)
+  prefix = "ram://beam_test/pretrain/train"
+  count = _run(prefix, corpus, vocab_file=None, num_shards=2)
+  assert os.listdir(tmp_path) == []
+  meta_path = prefix + "_pretraining_meta_data.json"
+  meta = output_sets.read_manifest(meta_path)
+  output_sets.check_set(meta_path, meta)
+  assert sorted(meta["files"]) == [
+      "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord",
+      "vocab.txt"]
+  assert meta["vocab_file"] == "ram://beam_test/pretrain/vocab.txt"
+  assert meta["input_files"] == corpus["files"]
+  assert count == meta["num_examples"] == len(_parsed(
+      tf.io.gfile.glob(prefix + "-*.tfrecord"))) > 0
+
+
+def test_an_unreachable_cloud_prefix_is_one_refusal_writing_nothing(
+    corpus, tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  file_trees.assert_unreachable_refused(
+      lambda prefix: _run(prefix, corpus, vocab_file=None), "train", tmp_path)
+
+
+def test_gz_and_bz2_inputs_give_the_plain_texts_shards(corpus, tmp_path):
+  packed = [tmp_path / "part0.txt.gz", tmp_path / "part1.txt.bz2"]
+  for source, target, compress in zip(corpus["files"], packed,
+                                      (gzip.compress, bz2.compress)):
+    target.write_bytes(compress(open(source, "rb").read()))
+  counts = [_run(tmp_path / name / "train", corpus, input_files=files,
+                 num_shards=2)
+            for name, files in (("plain", corpus["files"]),
+                                ("packed", list(map(str, packed))))]
+  assert counts[0] == counts[1] > 0
+  for index in range(2):
+    name = f"train-{index:05d}-of-00002.tfrecord"
+    assert (tmp_path / "packed" / name).read_bytes() == (
+        tmp_path / "plain" / name).read_bytes()
+
+
+@pytest.mark.parametrize("documents, num_shards, message", [
+    (1, 1, r"^Shard train-00000-of-00001\.tfrecord has 1 document\(s\); at "
+     r"least 2 are needed for random next sentences from another document "
+     r"\(separate documents with a blank line\)\.$"),
+    (3, 2, r"^Shard train-0000[01]-of-00002\.tfrecord has 1 document\(s\); "
+     r"at least 2 are needed for random next sentences from another document "
+     r"\(the corpus has 3 documents for 2 shards: pass fewer --num_shards\)"),
+])
+def test_a_one_document_shard_is_refused_before_anything_is_written(
+    corpus, tmp_path, documents, num_shards, message):
+  """Model Garden would take its "random" next sentences from the document
+  itself, still labelled random."""
+  text = train_runs.write_corpus(tmp_path / "few.txt", documents=documents,
+                                 sentences=8, sentence=_sentence)
+  with pytest.raises(ValueError, match=message):
+    _run(tmp_path / "out" / "train", corpus, input_files=[text],
+         vocab_file=None, num_shards=num_shards)
+  assert os.listdir(tmp_path / "out") == []

@@ -1,4 +1,5 @@
 """Plain-Python corpus reading and the quickstart's held-out split."""
+import bz2
 import gzip
 
 import pytest
@@ -15,6 +16,19 @@ def test_documents_are_runs_of_lines_between_blanks(tmp_path):
   with pytest.raises(ValueError, match=r"c.txt:2: not UTF-8 text \(byte "
                      r"0xff at offset 9\)"):
     corpus_text.text_documents(str(path))
+
+
+def test_gz_and_bz2_files_read_decompressed_and_named_when_misnamed(tmp_path):
+  text = b"one.\ntwo.\n\nthree.\n"
+  for name, compress in (("c.txt.gz", gzip.compress),
+                         ("c.txt.bz2", bz2.compress)):
+    (tmp_path / name).write_bytes(compress(text))
+    assert corpus_text.text_documents(str(tmp_path / name)) == [
+        ["one.", "two."], ["three."]]
+  (tmp_path / "c.txt").write_bytes(gzip.compress(text))
+  with pytest.raises(ValueError, match=r"^.*c\.txt: a gzip-compressed file, "
+                     r"not text: name it \*\.gz to have it read decompressed"):
+    corpus_text.text_documents(str(tmp_path / "c.txt"))
 
 
 def test_the_shipped_corpus_and_a_missing_one(tmp_path):

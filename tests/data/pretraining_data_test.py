@@ -1,5 +1,8 @@
 """Tests for the BERT MLM/NSP record writer, read back with Model Garden."""
+import bz2
+import gzip
 import logging
+import lzma
 import os
 import random
 import re
@@ -12,6 +15,7 @@ import tensorflow as tf
 
 from official.nlp.data import pretrain_dataloader
 from realformer_tf.data import create_pretraining_data as cli
+from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 from tests.helpers import file_trees
@@ -406,3 +410,87 @@ def test_cli_refuses_a_users_vocab_txt(files, tmp_path):
   cli.run(**dict(args, random_seed=2))  # Ours now: replaced, same bytes.
   assert file_trees.files_under(out)["vocab.txt"][0] == (
       learned["vocab.txt"][0])
+
+
+def _cli_args(files, output_file, **change):
+  return dict(dict(input_files=files["inputs"], output_file=output_file,
+                   vocab_file=None, vocab_size=100, do_lower_case=True,
+                   max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PRED,
+                   masked_lm_prob=0.15, dupe_factor=1, short_seq_prob=0.1,
+                   random_seed=1), **change)
+
+
+def test_a_ram_output_writes_nothing_locally_and_its_set_reads_back(
+    files, tmp_path, monkeypatch):
+  """TensorFlow's in-memory file system stands for gs:// (no network)."""
+  monkeypatch.chdir(tmp_path)
+  output = "ram://pretraining_test/out/train.tfrecord"
+  count = cli.run(**_cli_args(files, output))
+  assert os.listdir(tmp_path) == []
+  meta_path = "ram://pretraining_test/out/train_pretraining_meta_data.json"
+  meta = output_sets.read_manifest(meta_path)
+  output_sets.check_set(meta_path, meta)
+  assert sorted(meta["files"]) == ["train.tfrecord", "vocab.txt"]
+  assert meta["vocab_file"] == "ram://pretraining_test/out/vocab.txt"
+  assert meta["input_files"] == files["inputs"]
+  assert count == meta["num_examples"] == sum(
+      1 for _ in tf.data.TFRecordDataset(output)) > 0
+
+
+def test_an_unreachable_cloud_output_is_one_refusal_writing_nothing(
+    files, tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  file_trees.assert_unreachable_refused(
+      lambda output: cli.run(**_cli_args(files, output)), "train.tfrecord",
+      tmp_path)
+
+
+def test_gz_and_bz2_inputs_give_the_plain_texts_records(files, tmp_path):
+  plain = str(tmp_path / "plain" / "train.tfrecord")
+  packed = str(tmp_path / "packed" / "train.tfrecord")
+  inputs = [tmp_path / "a.txt.gz", tmp_path / "b.txt.bz2"]
+  for source, target, compress in zip(files["inputs"], inputs,
+                                      (gzip.compress, bz2.compress)):
+    target.write_bytes(compress(open(source, "rb").read()))
+  for input_files, output in ((files["inputs"], plain),
+                              (list(map(str, inputs)), packed)):
+    cli.run(**_cli_args(files, output, input_files=input_files))
+  assert open(packed, "rb").read() == open(plain, "rb").read()
+  assert open(os.path.join(os.path.dirname(packed), "vocab.txt")).read() == (
+      open(os.path.join(os.path.dirname(plain), "vocab.txt")).read())
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("gz_as.txt", gzip.compress(b"the dog.\n"), r"gz_as\.txt: a "
+     r"gzip-compressed file, not text: name it \*\.gz to have it read "
+     "decompressed, or decompress it."),
+    ("bz2_as.txt", bz2.compress(b"the dog.\n"), r"bz2_as\.txt: a "
+     r"bzip2-compressed file, not text: name it \*\.bz2"),
+    ("x.txt.xz", lzma.compress(b"the dog.\n"), r"x\.txt\.xz: a xz-compressed "
+     r"file, not text: decompress it first \(\.gz and \.bz2 files are read"),
+    ("bad.txt.gz", b"\x1f\x8b\x08" + bytes(20), r"bad\.txt\.gz'"),
+])
+def test_a_compressed_file_read_as_text_is_named_as_one(files, tmp_path, name,
+                                                        data, message):
+  (tmp_path / name).write_bytes(data)
+  output = tmp_path / "out" / "train.tfrecord"
+  with pytest.raises(ValueError, match=message):
+    cli.run(**_cli_args(files, str(output),
+                        input_files=[str(tmp_path / name)]))
+  assert not output.parent.exists()
+
+
+def test_one_document_is_refused_before_records_are_written(files, tmp_path):
+  """Model Garden would take its "random" next sentences from the document
+  itself, still labelled random."""
+  text = tmp_path / "one.txt"
+  text.write_text("\n".join(LINES[:LINES.index("")]) + "\n")
+  output = tmp_path / "out" / "train.tfrecord"
+  for vocab_file in (files["vocab"], None):
+    with pytest.raises(ValueError, match=re.escape(
+        f"The input ({text}) has 1 document(s); at least 2 are needed for "
+        "random next sentences from another document (separate documents "
+        "with a blank line).")):
+      cli.run(**_cli_args(files, str(output), input_files=[str(text)],
+                          vocab_file=vocab_file))
+    assert not output.exists() and not (output.parent / "vocab.txt").exists()

@@ -2,6 +2,10 @@
 it as it was; a killed writer's leftovers, faked."""
 
 import os
+import re
+
+import pytest
+import tensorflow as tf
 
 from realformer_tf.core import ownership
 
@@ -25,3 +29,24 @@ def claim_as_ours(leftover, pid):
   killed writer leaves. A leftover without one is a user's, never removed."""
   with open(ownership.owner_path(os.fspath(leftover)), "w") as f:
     f.write(ownership.owner_record(os.fspath(leftover), pid))
+
+
+# A bucket this machine cannot reach (no credentials, no network).
+UNREACHABLE_FOLDER = "gs://realformer-tf-no-such-bucket/pretrain"
+
+
+def assert_unreachable_refused(write, name, cwd):
+  """`write(path)` of `UNREACHABLE_FOLDER/name` is one refusal naming the
+  folder, and nothing appears in `cwd` (the current directory); skipped
+  where gs:// answers."""
+  try:
+    tf.io.gfile.exists(UNREACHABLE_FOLDER)
+  except tf.errors.OpError:
+    pass
+  else:
+    pytest.skip("gs:// is reachable here.")
+  with pytest.raises(ValueError, match=re.escape(
+      f"Output folder='{UNREACHABLE_FOLDER}' cannot be reached: ") +
+                     r"[^\n]+$"):
+    write(f"{UNREACHABLE_FOLDER}/{name}")
+  assert os.listdir(cwd) == []
