@@ -334,11 +334,10 @@ def prepare_quickstart_data(
                  "library modules) from %s.", len(STDLIB_MODULES),
                  STDLIB_CORPUS_FILE)
     documents = stdlib_documents()
-  if len(documents) < 2:
-    raise ValueError(
-        f"The quickstart corpus ({', '.join(input_files or ['stdlib'])}) has "
-        f"{len(documents)} document(s); at least 2 are needed for a "
-        "train/eval split (separate documents with a blank line).")
+  corpus_text.check_documents(
+      len(documents),
+      f"The quickstart corpus ({', '.join(input_files or ['stdlib'])})",
+      "a train/eval split", "separate documents with a blank line")
   train_docs, eval_docs = corpus_text.split_documents(documents,
                                                       eval_fraction, seed)
   num_eval = len(eval_docs)
