@@ -197,12 +197,9 @@ def main(argv=None):
   print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}),"
         f" jax {jax.__version__}, interpret={interpret}")
   bf16, f32 = jnp.bfloat16, jnp.float32
-  if args.smoke:
-    small, bert, long_ = (1, 24, 2, 16), (1, 24, 2, 16), None
-    iters = 2
-  else:
-    small, bert, long_ = (2, 200, 4, 64), (32, 512, 12, 64), (2, 4096, 12, 64)
-    iters = 20
+  small, bert, long_, iters = (
+      ((1, 24, 2, 16), (1, 24, 2, 16), None, 2) if args.smoke else
+      ((2, 200, 4, 64), (32, 512, 12, 64), (2, 4096, 12, 64), 20))
 
   rows = []
   print("\nparity on the device (max |kernel - jnp reference|), "
@@ -218,8 +215,7 @@ def main(argv=None):
       rows.append({"case": "parity " + label, **errs})
     except Exception as e:  # pylint: disable=broad-except
       traceback.print_exc(limit=4)
-      rows.append({"case": "parity " + label,
-                   "error": timing.error(e)})
+      rows.append({"case": "parity " + label, "error": timing.error(e)})
 
   cases = [("BERT-Base bf16, f32 scores", bert, bf16, f32, 0.0, None),
            ("BERT-Base bf16, bf16 scores", bert, bf16, bf16, 0.0, None),
@@ -235,13 +231,10 @@ def main(argv=None):
   if long_:
     cases.append(("long B=2 T=S=4096 bf16, bf16 scores", long_, bf16, bf16,
                   0.0, None))
-  timed = []
-  for label, shape, dtype, sdtype, rate, tuning in cases:
-    impls = ("kernel",) if tuning else ("kernel", "reference")
-    row = timing_row(label, shape, dtype, sdtype, interpret, iters, rate,
-                     impls=impls, tuning=tuning)
-    timed.append(row)
-    print(f"  done: {row}", flush=True)
+  timed = [timing_row(label, shape, dtype, sdtype, interpret, iters, rate,
+                      impls=("kernel",) if tuning else ("kernel", "reference"),
+                      tuning=tuning)
+           for label, shape, dtype, sdtype, rate, tuning in cases]
   rows.extend(timed)
 
   print("\nforward + backward (outputs and dq, dk, dv, dprev), median of "
