@@ -64,8 +64,8 @@ class _TfKerasStep:
 
   def __init__(self, size, seq, dtype, batch):
     import encoder_step  # pylint: disable=g-import-not-at-top  (TensorFlow)
-    step = encoder_step.make_step(
-        *encoder_step.build("realformer", size, seq, dtype, batch), True)
+    step = encoder_step.make_step(*encoder_step.build(
+        "realformer", size, seq, dtype, batch, score_dtype="default"), True)
     self.run = lambda steps: timing.waited(lambda: float(step()), steps)
 
 
