@@ -1,267 +1,239 @@
 r"""Training-step time and peak memory: RealFormerEncoder vs BertEncoderV2.
 
-Residual attention adds one elementwise add per layer and no multiplication,
-so a RealFormer step should cost what a Post-LN BERT step costs. This times a
-full training step (forward + backward + AdamW update) of both encoders at the
-same shape, interleaved in one process (A, B, B, A, ... so drift and noise hit
-both alike), and reports medians and the RealFormer/BERT ratio.
+A full training step (forward, backward, AdamW; an MLM loss on every 8th
+position through the tied embedding) of both tf_keras encoders at one shape,
+interleaved in one process; medians and the RealFormer / BERT ratio. Peak
+memory is what a step adds to the weights (the GPU allocator's peak, or on a
+CPU a subprocess per model's peak RSS less its RSS before the first step).
 
-Peak memory: on a GPU, TF's allocator peak (`get_memory_info`) around each
-model's steps. On a CPU TF keeps no allocator statistics, so each model runs
-in its own subprocess and reports its peak RSS (VmHWM) during its training
-steps minus the RSS before the first step. Either way the models are built on
-a tiny batch, so the figure is what a step adds to the weights: activations,
-gradients, optimizer slots and the step's workspace.
-
-Usage:
+usage:
   python benchmarks/encoder_step.py                       # the full table
   python benchmarks/encoder_step.py --sizes=small --seq_lengths=128 \
       --dtypes=float32 --xla=false --steps=3              # one quick row
-  python benchmarks/encoder_step.py --sizes=small --seq_lengths=4096 \
-      --tokens_per_batch=4096 --dtypes=float32 --xla=false --recompute \
-      --steps=1 --warmup=1                                # long sequences
-  python benchmarks/encoder_step.py --dump_hlo=/tmp/hlo --sizes=base \
-      --seq_lengths=512 --dtypes=mixed_bfloat16 --tokens_per_batch=16384 \
-      --score_dtype=compute   # XLA HLO of each step, for xla_gpu_step
-
-`--dump_hlo DIR` times nothing: per row and model it writes the XLA HLO of
-the jit-compiled step to `DIR/<model>_<size>_s<seq>_b<batch>_<dtype>.hlo.pb`
-(the input of ../shared/tools/xla_gpu_step) and prints the op counts of the
-optimized HLO that XLA compiles for this machine (`.opcounts.json` beside it).
-
-`--dropout=library` runs RealFormerEncoder with tf_keras' `Dropout` where
-its `HashedDropout` would hash (inside XLA), as BertEncoderV2 does: the
-dropout's own share of a step (dump names get "-librarydropout").
+  python benchmarks/encoder_step.py --dump_hlo=.gpu_hlo/hlo --sizes=base \
+      --seq_lengths=512 --dtypes=mixed_bfloat16 --tokens_per_batch=16384
+      # each step's XLA HLO for gpu_suite.py (benchmarks/gpu_prepare.sh)
 """
 
-import collections
+import argparse
+import contextlib
 import gc
 import itertools
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
+from unittest import mock
 
-from absl import app
-from absl import flags
-import numpy as np
 import tensorflow as tf
+# TF's XLA ops; `optimization_barrier` has no public alias in TF 2.20.
+from tensorflow.compiler.tf2xla.python import xla
 import tf_keras
 
 from official.nlp.modeling import networks
 from realformer_tf.layers import hashed_dropout
+from realformer_tf.layers import residual_attention
+from realformer_tf.layers import xla_kernels
 from realformer_tf.networks import encoder as encoder_lib
 
-SIZES = {  # layers, hidden, heads, intermediate (paper Table 1)
-    "small": (4, 512, 8, 2048),
-    "base": (12, 768, 12, 3072),
-    "large": (24, 1024, 16, 4096),
-}
+import keras3_fit  # pylint: disable=g-bad-import-order  (benchmarks/)
+import timing  # pylint: disable=g-bad-import-order
 
-FLAGS = flags.FLAGS
-flags.DEFINE_list("sizes", ["small", "base"], "Model sizes.")
-flags.DEFINE_list("seq_lengths", ["128", "512"], "Sequence lengths.")
-flags.DEFINE_list("dtypes", ["float32", "mixed_bfloat16"], "Keras policies.")
-flags.DEFINE_list("xla", ["false", "true"], "jit_compile settings.")
-flags.DEFINE_integer("tokens_per_batch", 1024,
-                     "Batch size = tokens_per_batch // seq_length (>= 1).")
-flags.DEFINE_integer("steps", 8, "Timed steps per model.")
-flags.DEFINE_integer("warmup", 2, "Untimed steps per model (tracing, XLA).")
-flags.DEFINE_bool("memory", True, "Also measure peak memory.")
-flags.DEFINE_string("json_output", None, "Also write the rows as JSON here.")
-flags.DEFINE_enum("score_dtype", "float32",
-                  ["float32", "compute", "auto", "default"],
-                  "RealFormerEncoder(score_dtype=...); 'default' passes none, "
-                  "so the encoder's own default applies.")
-flags.DEFINE_bool("recompute", False, "RealFormerEncoder(recompute=...).")
-flags.DEFINE_enum("dropout", "hashed", ["hashed", "library"],
-                  "RealFormerEncoder's dropout under XLA: 'hashed' (its "
-                  "HashedDropout) or 'library' (tf_keras' Dropout, as "
-                  "BertEncoderV2 and this encoder before HashedDropout).")
-flags.DEFINE_string("dump_hlo", None,
-                    "Write each model's jit-compiled step as HLO here "
-                    "instead of timing.")
-flags.DEFINE_list("dump_models", ["bert", "realformer"],
-                  "Models --dump_hlo writes: one per process keeps a "
-                  "BERT-Base dump's memory to one model.")
-# Internal: run one model in this process and print its peak memory.
-flags.DEFINE_string("_memory_child", None, "model:size:seq:dtype:xla")
+SIZES = keras3_fit.SIZES
 
 
-def _library_dropout():
-  """--dropout=library: HashedDropout calls as tf_keras' Dropout everywhere."""
-  hashed_dropout.HashedDropout.call = tf_keras.layers.Dropout.call
+def _parser():
+  p = timing.parser(__doc__)
+  p.add_argument("--sizes", type=timing.str_list, default="small,base")
+  p.add_argument("--seq_lengths", type=timing.str_list, default="128,512")
+  p.add_argument("--dtypes", type=timing.str_list,
+                 default="float32,mixed_bfloat16", help="Keras policies.")
+  p.add_argument("--xla", type=timing.str_list, default="false,true",
+                 help="jit_compile settings.")
+  p.add_argument("--tokens_per_batch", type=int, default=1024,
+                 help="Batch size = tokens_per_batch // seq_length (>= 1).")
+  p.add_argument("--steps", type=int, default=8, help="Timed steps a model.")
+  p.add_argument("--warmup", type=int, default=2, help="Untimed steps.")
+  p.add_argument("--memory", default="true", choices=["true", "false"])
+  p.add_argument("--json_output", default=None)
+  p.add_argument("--score_dtype", default="float32",
+                 choices=["float32", "compute", "auto", "default"],
+                 help="RealFormerEncoder(score_dtype=...); 'default' passes "
+                 "none.")
+  p.add_argument("--recompute", action="store_true",
+                 help="RealFormerEncoder(recompute=True).")
+  p.add_argument("--dropout", default="hashed", choices=["hashed", "library"],
+                 help="RealFormerEncoder's dropout: its HashedDropout or "
+                 "tf_keras' Dropout (as BertEncoderV2).")
+  p.add_argument("--softmax", default="tf", choices=["tf", "kept"],
+                 help="'kept': under XLA the attention probabilities are "
+                 "kept for the backward pass (kept_probs_softmax), not "
+                 "recomputed; dump names get '-keptprobs'.")
+  p.add_argument("--dump_hlo", default=None,
+                 help="Write each model's jit-compiled step as HLO to "
+                 "DIR/<model>_<size>_s<seq>_b<batch>_<dtype>.hlo.pb instead "
+                 "of timing.")
+  p.add_argument("--dump_models", type=timing.str_list,
+                 default="bert,realformer")
+  p.add_argument("--_memory_child", default=None, help=argparse.SUPPRESS)
+  return p
 
 
-def _build(model, size, seq, dtype):
+@tf.custom_gradient
+def _kept(logits):
+  probs, = xla.optimization_barrier(tf.nn.softmax(logits, axis=-1))
+
+  def grad(d_probs):
+    return (d_probs - tf.reduce_sum(d_probs * probs, -1, keepdims=True)) * probs
+
+  return probs, grad
+
+
+def kept_probs_softmax(logits, axis=-1):
+  """`softmax(logits)` over the last axis; under XLA its probabilities sit
+  behind an optimization barrier and the gradient is taken from them."""
+  if axis not in (-1, len(logits.shape) - 1):
+    raise ValueError(f"kept_probs_softmax: axis={axis}; only the last axis")
+  if xla_kernels.in_xla_context():
+    return _kept(logits)
+  return tf.nn.softmax(logits, axis=axis)
+
+
+def kept_probs_in_encoder():
+  """Within: the tf_keras face's attention softmax is `kept_probs_softmax`."""
+  return mock.patch.object(residual_attention.TF_OPS, "softmax",
+                           kept_probs_softmax)
+
+
+def build(model, size, seq, dtype, batch, score_dtype="float32",
+          recompute=False, residual_attention_mode="sum"):
+  """(encoder, inputs, labels): `model` ("bert" or "realformer") built on a
+  tiny batch (so a memory baseline is the weights alone)."""
   tf_keras.mixed_precision.set_global_policy(dtype)
   layers, hidden, heads, inner = SIZES[size]
-  kwargs = dict(vocab_size=30522, hidden_size=hidden, num_layers=layers,
-                num_attention_heads=heads, inner_dim=inner,
-                max_sequence_length=512, type_vocab_size=2)
+  kwargs = dict(vocab_size=keras3_fit.VOCAB, hidden_size=hidden,
+                num_layers=layers, num_attention_heads=heads, inner_dim=inner,
+                max_sequence_length=max(512, seq), type_vocab_size=2)
   if model == "bert":
-    encoder = networks.BertEncoderV2(
-        max_sequence_length=max(512, seq),
-        **{k: v for k, v in kwargs.items() if k != "max_sequence_length"})
+    encoder = networks.BertEncoderV2(**kwargs)
   else:
-    if FLAGS.score_dtype != "default":
-      kwargs["score_dtype"] = FLAGS.score_dtype
+    if score_dtype != "default":
+      kwargs["score_dtype"] = score_dtype
     encoder = encoder_lib.RealFormerEncoder(
-        residual_attention="sum", recompute=FLAGS.recompute, max_sequence_length=max(512, seq),
-        **{k: v for k, v in kwargs.items() if k != "max_sequence_length"})
-  batch = max(1, FLAGS.tokens_per_batch // seq)
-  rng = np.random.default_rng(0)
-  ids = rng.integers(1000, 30000, size=(batch, seq)).astype(np.int32)
-  mask = np.ones_like(ids)
-  mask[:, seq - seq // 8:] = 0  # some padding, as in real batches
-  inputs = dict(input_word_ids=tf.constant(ids * mask),
-                input_mask=tf.constant(mask),
+        residual_attention=residual_attention_mode, recompute=recompute,
+        **kwargs)
+  ids, mask, labels = keras3_fit.mlm_inputs(seq, batch)
+  inputs = dict(input_word_ids=tf.constant(ids), input_mask=tf.constant(mask),
                 input_type_ids=tf.zeros_like(tf.constant(ids)))
-  # Build with a tiny batch, so the memory baseline is the weights alone.
   encoder({k: v[:1, :8] for k, v in inputs.items()})
-  optimizer = tf_keras.optimizers.AdamW(learning_rate=1e-4,
-                                        weight_decay=0.01)
-  if dtype == "mixed_float16":
+  tf_keras.mixed_precision.set_global_policy("float32")
+  return encoder, inputs, tf.constant(labels)
+
+
+def make_step(encoder, inputs, labels, xla_compile, loss_scale=False):
+  """A `tf.function` training step (AdamW) returning its loss."""
+  optimizer = tf_keras.optimizers.AdamW(1e-4, weight_decay=0.01)
+  if loss_scale:
     optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
-  return encoder, optimizer, inputs, batch
-
-
-def _make_step(encoder, optimizer, inputs, xla):
   table = encoder.get_embedding_table()
 
   def step():
     with tf.GradientTape() as tape:
       out = encoder(inputs, training=True)
-      # An MLM-like loss: logits against the tied embedding table.
-      seq = tf.cast(out["sequence_output"][:, ::8], table.dtype)
-      logits = tf.cast(tf.einsum("bsh,vh->bsv", seq, table), tf.float32)
-      loss = tf.reduce_mean(tf.reduce_logsumexp(logits, -1)) + tf.reduce_mean(
-          tf.cast(out["pooled_output"], tf.float32))
+      every_8th = tf.cast(out["sequence_output"][:, ::8], table.dtype)
+      logits = tf.cast(tf.einsum("bsh,vh->bsv", every_8th, table), tf.float32)
+      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels, logits)) + tf.reduce_mean(
+              tf.cast(out["pooled_output"], tf.float32))
     variables = encoder.trainable_variables
-    grads = tape.gradient(loss, variables)
-    optimizer.apply_gradients(zip(grads, variables))
+    optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
     return loss
 
-  return tf.function(step, jit_compile=xla)
+  return tf.function(step, jit_compile=xla_compile)
 
 
-def _time(step):
-  start = time.perf_counter()
-  step().numpy()  # .numpy() waits for the device
-  return time.perf_counter() - start
+def _step(args, name, size, seq, dtype, xla_compile):
+  batch = max(1, args.tokens_per_batch // seq)
+  encoder, inputs, labels = build(name, size, seq, dtype, batch,
+                                  args.score_dtype, args.recompute)
+  return make_step(encoder, inputs, labels, xla_compile,
+                   dtype == "mixed_float16"), batch
 
 
 def _gpu():
   return bool(tf.config.list_physical_devices("GPU"))
 
 
-def _run_row(size, seq, dtype, xla):
+def _run_row(args, size, seq, dtype, xla_compile):
   models = {}
-  for name in FLAGS.dump_models:
-    encoder, optimizer, inputs, batch = _build(name, size, seq, dtype)
-    models[name] = _make_step(encoder, optimizer, inputs, xla)
-  tf_keras.mixed_precision.set_global_policy("float32")
-  for _ in range(FLAGS.warmup):
-    for step in models.values():
-      step().numpy()
-  times = {"bert": [], "realformer": []}
-  peaks = {"bert": 0, "realformer": 0}
-  for i in range(FLAGS.steps):
-    order = ("bert", "realformer") if i % 2 == 0 else ("realformer", "bert")
-    for name in order:
+  for name in args.dump_models:
+    models[name], batch = _step(args, name, size, seq, dtype, xla_compile)
+  for step in models.values():
+    timing.waited(lambda s=step: s().numpy(), args.warmup)
+  times = {name: [] for name in models}
+  peaks = dict.fromkeys(models, 0)
+  for i in range(args.steps):
+    for name in timing.alternate(models, i):
       if _gpu():
         tf.config.experimental.reset_memory_stats("GPU:0")
-      times[name].append(_time(models[name]))
+      times[name] += timing.waited(lambda n=name: models[n]().numpy(), 1)
       if _gpu():
         peaks[name] = max(peaks[name], tf.config.experimental.get_memory_info(
             "GPU:0")["peak"])
-  row = dict(size=size, seq=seq, dtype=dtype, xla=xla, batch=batch,
-             device="GPU" if _gpu() else "CPU",
-             score_dtype=FLAGS.score_dtype, recompute=FLAGS.recompute,
-             dropout=FLAGS.dropout)
+  row = dict(size=size, seq=seq, dtype=dtype, xla=xla_compile, batch=batch,
+             device="GPU" if _gpu() else "CPU", score_dtype=args.score_dtype,
+             recompute=args.recompute, dropout=args.dropout,
+             softmax=args.softmax)
   for name in times:
-    row[f"{name}_ms"] = 1000 * statistics.median(times[name])
+    row[f"{name}_ms"] = timing.median_ms(times[name])
   row["time_ratio"] = row["realformer_ms"] / row["bert_ms"]
-  if FLAGS.memory:
+  if args.memory == "true":
     if not _gpu():
       for name in peaks:
-        peaks[name] = _memory_in_subprocess(name, size, seq, dtype, xla)
+        peaks[name] = _memory_in_subprocess(args, name, size, seq, dtype,
+                                            xla_compile)
     row["bert_peak_mb"] = peaks["bert"] / 2**20
     row["realformer_peak_mb"] = peaks["realformer"] / 2**20
     row["memory_ratio"] = peaks["realformer"] / max(peaks["bert"], 1)
   return row
 
 
-def _memory_in_subprocess(name, size, seq, dtype, xla):
-  spec = f"{name}:{size}:{seq}:{dtype}:{str(xla).lower()}"
-  out = subprocess.run(
-      [sys.executable, os.path.abspath(__file__), f"--_memory_child={spec}",
-       f"--tokens_per_batch={FLAGS.tokens_per_batch}",
-       f"--warmup={FLAGS.warmup}", f"--score_dtype={FLAGS.score_dtype}",
-       f"--recompute={str(FLAGS.recompute).lower()}",
-       f"--dropout={FLAGS.dropout}"],
-      capture_output=True, text=True, check=True,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+def _memory_in_subprocess(args, name, size, seq, dtype, xla_compile):
+  argv = [sys.executable, os.path.abspath(__file__),
+          f"--_memory_child={name}:{size}:{seq}:{dtype}:{xla_compile}"] + [
+              f"--{k}={getattr(args, k)}" for k in (
+                  "tokens_per_batch", "warmup", "score_dtype", "dropout",
+                  "softmax")] + (["--recompute"] if args.recompute else [])
+  out = subprocess.run(argv, capture_output=True, text=True, check=True,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   return int(out.stdout.strip().splitlines()[-1])
 
 
-def _memory_child(spec):
-  name, size, seq, dtype, xla = spec.split(":")
-  encoder, optimizer, inputs, _ = _build(name, size, int(seq), dtype)
-  step = _make_step(encoder, optimizer, inputs, xla == "true")
-  step.get_concrete_function()  # trace first: tracing memory is not the step's
-  before = _proc_status_bytes("VmRSS")
-  for _ in range(FLAGS.warmup + 1):
-    step().numpy()
-  print(_proc_status_bytes("VmHWM") - before)
+def _memory_child(args):
+  name, size, seq, dtype, xla_compile = args._memory_child.split(":")  # pylint: disable=protected-access
+  step, _ = _step(args, name, size, int(seq), dtype, xla_compile == "True")
+  step.get_concrete_function()  # tracing memory is not the step's
+  before = timing.rss_bytes("VmRSS")
+  timing.waited(lambda: step().numpy(), args.warmup + 1)
+  print(timing.rss_bytes("VmHWM") - before)
 
 
-def _dump_hlo(size, seq, dtype):
-  """Writes each model's jit-compiled step as HLO; returns optimized-HLO op counts."""
-  os.makedirs(FLAGS.dump_hlo, exist_ok=True)
-  counts = {}
-  for name in FLAGS.dump_models:
-    encoder, optimizer, inputs, batch = _build(name, size, seq, dtype)
-    step = _make_step(encoder, optimizer, inputs, True)
+def _dump_hlo(args, size, seq, dtype):
+  """Writes each model's jit-compiled step as serialized HLO."""
+  os.makedirs(args.dump_hlo, exist_ok=True)
+  for name in args.dump_models:
+    step, batch = _step(args, name, size, seq, dtype, True)
     if name == "realformer":
-      name += (f"-{FLAGS.score_dtype}" + ("-recompute" if FLAGS.recompute else "")
-               + ("-librarydropout" if FLAGS.dropout == "library" else ""))
-    stem = os.path.join(FLAGS.dump_hlo, f"{name}_{size}_s{seq}_b{batch}_{dtype}")
-    with open(stem + ".hlo.pb", "wb") as f:
+      name += (f"-{args.score_dtype}" + ("-recompute" if args.recompute else "")
+               + ("-librarydropout" if args.dropout == "library" else "")
+               + ("-keptprobs" if args.softmax == "kept" else ""))
+    path = os.path.join(args.dump_hlo,
+                        f"{name}_{size}_s{seq}_b{batch}_{dtype}.hlo.pb")
+    with open(path, "wb") as f:
       f.write(step.experimental_get_compiler_ir()(stage="hlo_serialized"))
-    optimized = step.experimental_get_compiler_ir()(stage="optimized_hlo")
-    ops = collections.Counter()
-    for line in optimized.splitlines():
-      # Instructions of the entry and fused computations: "%x = type op(".
-      parts = line.split(" = ", 1)
-      words = parts[1].split("(", 1)[0].split() if len(parts) == 2 else []
-      if len(words) >= 2 and line.lstrip().startswith(("%", "ROOT %")):
-        ops[words[-1]] += 1
-    counts[name] = dict(ops.most_common())
-    with open(stem + ".opcounts.json", "w") as f:
-      json.dump(counts[name], f, indent=1)
-    print(stem, {k: ops[k] for k in ("fusion", "dot", "convolution",
-                                     "custom-call", "convert", "transpose",
-                                     "copy") if k in ops}, flush=True)
-    tf_keras.mixed_precision.set_global_policy("float32")
+    print(path, flush=True)
     tf_keras.backend.clear_session()
     gc.collect()
-  return counts
-
-
-def _proc_status_bytes(key):
-  """Current (VmRSS) or peak (VmHWM) resident memory of this process.
-
-  VmHWM, unlike `getrusage`'s ru_maxrss, is not inherited from the parent
-  across fork + exec, so a child measures only itself.
-  """
-  with open("/proc/self/status") as f:
-    for line in f:
-      if line.startswith(key + ":"):
-        return int(line.split()[1]) * 1024  # kB
-  raise RuntimeError(f"{key} not in /proc/self/status")
 
 
 def _print_table(rows):
@@ -277,39 +249,42 @@ def _print_table(rows):
           f"{r['time_ratio']:.3f} | {mem} |", flush=True)
 
 
-def main(_):
-  if FLAGS.dropout == "library":  # once, for every model this process builds
-    _library_dropout()
-  if FLAGS._memory_child:  # pylint: disable=protected-access
-    _memory_child(FLAGS._memory_child)  # pylint: disable=protected-access
-    return
-  for size in FLAGS.sizes:
-    if size not in SIZES:
-      raise app.UsageError(f"--sizes: unknown size {size!r}; "
-                           f"known: {sorted(SIZES)}")
-  if FLAGS.dump_hlo:
-    for size, seq, dtype in itertools.product(
-        FLAGS.sizes, FLAGS.seq_lengths, FLAGS.dtypes):
-      _dump_hlo(size, int(seq), dtype)
-    return
-  rows = []
-  for size, seq, dtype, xla in itertools.product(
-      FLAGS.sizes, FLAGS.seq_lengths, FLAGS.dtypes, FLAGS.xla):
-    row = _run_row(size, int(seq), dtype, xla.lower() == "true")
-    # Free the row's models, traced steps and XLA executables before the next.
-    tf_keras.backend.clear_session()
-    gc.collect()
-    rows.append(row)
-    print(json.dumps(row), file=sys.stderr, flush=True)
-  print(f"\ndevice: {rows[0]['device']}; median of {FLAGS.steps} interleaved "
-        f"steps after {FLAGS.warmup} warm-up steps; ratio = RealFormer / BERT; "
-        f"RealFormer score_dtype={FLAGS.score_dtype}, "
-        f"recompute={FLAGS.recompute}, dropout={FLAGS.dropout}")
+def main(argv=None):
+  args = _parser().parse_args(argv)
+  with contextlib.ExitStack() as stack:
+    if args.dropout == "library":  # tf_keras' Dropout where HashedDropout is
+      stack.enter_context(mock.patch.object(
+          hashed_dropout.HashedDropout, "call", tf_keras.layers.Dropout.call))
+    if args.softmax == "kept":
+      stack.enter_context(kept_probs_in_encoder())
+    if args._memory_child:  # pylint: disable=protected-access
+      return _memory_child(args)
+    for size in args.sizes:
+      if size not in SIZES:
+        sys.exit(f"--sizes: unknown size {size!r}; known: {sorted(SIZES)}")
+    if args.dump_hlo:
+      for size, seq, dtype in itertools.product(args.sizes, args.seq_lengths,
+                                                args.dtypes):
+        _dump_hlo(args, size, int(seq), dtype)
+      return
+    rows = []
+    for size, seq, dtype, xla_compile in itertools.product(
+        args.sizes, args.seq_lengths, args.dtypes, args.xla):
+      rows.append(_run_row(args, size, int(seq), dtype,
+                           xla_compile.lower() == "true"))
+      tf_keras.backend.clear_session()  # the row's models and executables
+      gc.collect()
+      print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+  print(f"\ndevice: {rows[0]['device']}; median of {args.steps} interleaved "
+        f"steps after {args.warmup} warm-up steps; ratio = RealFormer / BERT; "
+        f"RealFormer score_dtype={args.score_dtype}, "
+        f"recompute={args.recompute}, dropout={args.dropout}, "
+        f"softmax={args.softmax}")
   _print_table(rows)
-  if FLAGS.json_output:
-    with open(FLAGS.json_output, "w") as f:
+  if args.json_output:
+    with open(args.json_output, "w") as f:
       json.dump(rows, f, indent=2)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  main()

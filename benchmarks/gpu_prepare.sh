@@ -28,15 +28,14 @@ if [[ $WHAT == hlo || $WHAT == all ]]; then
   mkdir -p .gpu_hlo/hlo
   # model:score_dtype:dropout[:softmax]; "default" is whatever RealFormerEncoder defaults to
   # when this runs; "library" dropout is tf_keras' (BertEncoderV2's) instead of HashedDropout;
-  # "keptprobs": kept_probs.py, the softmax candidate issue 49 measures.
+  # "kept": the attention probabilities kept for the backward pass (encoder_step.py --softmax).
   for spec in bert:float32:hashed realformer:default:hashed realformer:float32:hashed \
-      realformer:default:library realformer:default:hashed:keptprobs; do
+      realformer:default:library realformer:default:hashed:kept; do
     IFS=: read -r model score_dtype dropout softmax <<< "$spec"
     start=$(date +%s)
-    script=benchmarks/encoder_step.py
-    [[ ${softmax:-} == keptprobs ]] && script=benchmarks/kept_probs.py
-    TF_CPP_MIN_LOG_LEVEL=2 "$PYTHON" "$script" --dump_hlo=.gpu_hlo/hlo \
-      --dump_models="$model" --score_dtype="$score_dtype" --dropout="$dropout" --sizes=base \
+    TF_CPP_MIN_LOG_LEVEL=2 "$PYTHON" benchmarks/encoder_step.py --dump_hlo=.gpu_hlo/hlo \
+      --dump_models="$model" --score_dtype="$score_dtype" --dropout="$dropout" \
+      --softmax="${softmax:-tf}" --sizes=base \
       --seq_lengths=512 --dtypes=mixed_bfloat16 --tokens_per_batch=16384
     echo "$spec: $(( $(date +%s) - start )) s"
   done

@@ -1,27 +1,11 @@
 r"""Where a step's device time goes: kernels by category, from one trace.
 
-`gpu_suite.py --profile=ROWS` traces a few pipelined steps of each named row
-and keeps, per row, what the GPU ran: device time per step (the union of
-kernel intervals, so overlapping streams count once), how busy the device
-was over the steps' wall time (a low figure means the host, not the GPU,
-sets the pace: Keras' `fit` loop, dispatch), kernels per step, the time per
-category (GEMM, the attention kernel, elementwise and reduction fusions,
-copies and transposes, random bits, gathers and scatters) and the top
-kernels with their HLO op and source op name. Both sides of a comparison
-(the Keras 3 / JAX step against the TF-XLA graph of the same model) come
-from one process and one profiler, so their categories compare directly.
-
-JAX rows are traced with `jax.profiler` and read back with
-`jax.profiler.ProfileData` (no TensorBoard or xprof needed: the GPU
-machine has neither); the torch rows with `torch.profiler`. On a CPU (the
-suite's `--smoke`) there is no device plane: the XLA CPU runtime's thunk
-events (they carry `hlo_op`) stand in, so the parsing is tested here.
-
-Why categories by name: the trace names each kernel (cuBLAS `sm90_xmma_*`
-/ `nvjet_*`, XLA fusions `loop_*_fusion`, `input_reduce_fusion`, Triton
-`gemm_fusion_*`, Pallas calls by their `name=`), and XLA adds the HLO op
-and, where it has one, the op's source name (`tf_op` / `name`: the JAX
-name stack or the TF op), which is what says "dropout" or "threefry".
+`gpu_suite.py --profile=ROWS` traces a few pipelined steps of each row and
+keeps the device time per step (the union of kernel intervals), how busy the
+device was over the wall time (low: the host sets the pace), the time per
+kernel category (by kernel name, HLO op and source op), the idle gaps and the
+top kernels. JAX rows are read back with `jax.profiler.ProfileData`, torch
+rows with `torch.profiler`; on a CPU the XLA runtime's thunk events stand in.
 """
 
 import collections
@@ -97,12 +81,8 @@ def jax_trace():
 
 
 def _kernel_events(path):
-  """[(start_ns, end_ns, kernel, hlo_op, op_name)] of the device(s).
-
-  GPU: every stream line of every `/device:GPU:*` plane, XLA's derived
-  lines left out. No device plane (a CPU run): the host events that carry
-  an `hlo_op` stat (the XLA CPU runtime's thunks).
-  """
+  """[(start_ns, end_ns, kernel, hlo_op, op_name)] of the device's stream
+  lines or, without a device plane, of the host events with an `hlo_op`."""
   import jax  # pylint: disable=g-import-not-at-top
   data = jax.profiler.ProfileData.from_file(path)
   planes = list(data.planes)
@@ -135,22 +115,12 @@ def _union_ns(intervals):
   return total
 
 
-# Idle stretches of the device between its first and last kernel, by
-# length: many short ones are launch latency inside a step; one long one
-# per step (or per N steps) is the host's turn (a sync, `fit`'s loop).
+# Idle stretches between kernels, by length: short ones are launch latency,
+# a long one a step is the host's turn (a sync, `fit`'s loop).
 GAP_BUCKETS_US = ((0, 10), (10, 100), (100, 1000), (1000, float("inf")))
 
 
-def _gap_label(low, high):
-  unit = lambda us: f"{us / 1000:g} ms" if us >= 1000 else f"{us:g} us"
-  if high == float("inf"):
-    return f">= {unit(low)}"
-  if low == 0:
-    return f"< {unit(high)}"
-  return f"{unit(low)}-{unit(high)}"
-
-
-GAP_LABELS = tuple(_gap_label(*b) for b in GAP_BUCKETS_US)
+GAP_LABELS = ("< 10 us", "10 us-100 us", "100 us-1 ms", ">= 1 ms")
 
 
 def idle_gaps(intervals):
@@ -171,22 +141,13 @@ def idle_gaps(intervals):
 
 
 def summarize(events, steps, wall_s, on_device=True, top=15):
-  """The per-step figures of one traced row.
+  """The per-step figures of one traced row, as a JSON-able dict.
 
-  Args:
-    events: [(start_ns, end_ns, kernel, hlo_op, op_name)].
-    steps: How many steps the trace holds.
-    wall_s: Their wall time (first dispatch to last result).
-    on_device: False when the events are a CPU stand-in.
-    top: How many kernels to list.
-
-  Returns:
-    A JSON-able dict: `wall_ms`, `device_ms` (per step), `busy` (device
-    time over wall time), `kernels` (per step), `categories` (ms per step,
-    every name of `CATEGORY_NAMES`), `gaps` (per step, for each of
-    `GAP_LABELS`: [how many idle stretches between kernels, their ms]),
-    `top` ([name, category, ms per step, calls per step, hlo op, source
-    op]) and `source` ("device" or "cpu").
+  `events` are (start_ns, end_ns, kernel, hlo_op, op_name) of `steps` steps
+  that took `wall_s`. Per step: `wall_ms`, `device_ms`, `busy` (device over
+  wall), `kernels`, `categories` (ms of each of `CATEGORY_NAMES`), `gaps`
+  ([idle stretches, ms] of each of `GAP_LABELS`), `top` (the `top` kernels:
+  name, category, ms, calls, hlo op, source op); `source` "device" or "cpu".
   """
   if not events:
     raise ValueError("the trace holds no kernel events")
@@ -212,7 +173,6 @@ def summarize(events, steps, wall_s, on_device=True, top=15):
       busy=round(device_ns / 1e9 / wall_s, 3),
       kernels=round(len(events) / steps, 1),
       categories={c: ms(v) for c, v in per_category.items()},
-      # Per step: [idle stretches, their ms], by length.
       gaps={label: [round(n / steps, 1), ms(ns)]
             for label, (n, ns) in gaps.items()},
       top=[[name, category(name, h, o), ms(t), round(n / steps, 1), h,
@@ -236,10 +196,9 @@ def profile_jax(run_steps, steps, save_to=None):
   """Traces `run_steps(steps)` (which waits for its last step) and
   summarizes it; the trace's folder is removed.
 
-  `run_steps` may return its own seconds per step (Keras' `fit` does: its
-  pipelined steps, without `fit`'s setup and teardown); otherwise the wall
-  time of the call is the steps' wall time. `save_to`: a JSON path for the
-  summary with every kernel listed (`gpu_suite.py --profile_dir`).
+  `run_steps` may return its own seconds per step (Keras' `fit` does,
+  without its setup and teardown); else the call's wall time counts.
+  `save_to`: a JSON path for the summary with every kernel listed.
   """
   with jax_trace() as trace:
     start = time.perf_counter()

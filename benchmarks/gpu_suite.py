@@ -1,47 +1,20 @@
-r"""One GPU call: every training step of issue 29 at BERT-Base shape, one table.
+r"""One GPU call: every training step at BERT-Base shape, one table.
 
-The same work in every row: BERT-Base shape (12 x 768, 12 heads, FFN 3072),
-seq 512, batch 32, mixed bfloat16, dropout 0.1, AdamW, an MLM loss on every
-8th position through the tied embedding, the last 1/8 of each row padded;
-the steps of the models of a group interleaved (alternating order;
-`keras3_fit.FitSteps`: Keras' own `fit`). Two times per row: the median of
-steps each waited for (host and device in series: comparable with earlier
-tables), and the pipelined time, steps run back to back with one wait at
-the end (the host dispatching ahead, as in training; the median over
-rounds). Groups, each its own process, run one after another:
+Every row does the same work: BERT-Base (12 x 768, FFN 3072), seq 512,
+batch 32, mixed bfloat16, dropout 0.1, AdamW, an MLM loss on every 8th
+position through the tied embedding, the last 1/8 padded. Two times per
+row: the median of steps each waited for, and pipelined (steps back to back,
+one wait at the end, as in training). Groups, each its own process with a
+time budget: `keras` (Keras 3 on JAX, `suite_keras`), `long` (seq 4096,
+with the allocator's peak), `xla` (TF-XLA steps dumped by `gpu_prepare.sh`,
+`suite_xla`), `torch` (x-transformers, `suite_torch`). A row that fails or
+does not fit says so and the others go on; `--profile` traces rows
+(`gpu_profile`).
 
-  keras   Keras 3 on JAX: keras-hub `BertBackbone`; `RealFormerBackbone`
-          "none", "sum" with float32 and "auto" scores, "sum" with the Pallas
-          kernel; `fit`'s host time (issue 36): the Pallas step's
-          `train_step` in a bare `jax.jit` loop, 8 of them under
-          `lax.scan` in one `jax.jit` (one dispatch per 8 steps), and `fit`
-          with `steps_per_execution`; rows isolating the leads (dropout 0;
-          float32 / bfloat16 tied logits).
-  long    seq 4096, batch 2: the reference attention vs the Pallas kernel,
-          with the allocator's peak (one process per row, so each peak is
-          its own).
-  xla     TF-XLA steps of Model Garden's `BertEncoderV2` and our
-          `RealFormerEncoder`, dumped and converted here beforehand
-          (`benchmarks/gpu_prepare.sh` -> `.gpu_hlo/*.mlir`), compiled and run
-          with this machine's jaxlib (absent folder: skipped).
-  torch   the PyTorch peer, x-transformers `residual_attn=True` and plain,
-          `torch.compile`, bf16 autocast (absent package or no CUDA: skipped).
-
-A row that fails prints `error: ...` and the others go on; each group has a
-time budget (`--budget_s` over all), and rows that would not fit print
-`skipped: time budget` (not in `--smoke`: it runs its fixed steps however
-long they take). The first rows of each group are the ones that
-matter most. `--profile=ROWS` (or `all`) then traces a few pipelined steps
-of those rows and prints where their device time goes (`gpu_profile.py`:
-kernels by category, device busy over wall, the top kernels).
-
-Usage (GPU machine: wheels of benchmarks/gpu_wheels.txt on PYTHONPATH):
+usage (GPU machine: wheels of benchmarks/gpu_wheels.txt on PYTHONPATH):
   python3 benchmarks/gpu_suite.py                 # the full table, <= 7 min
-  python3 benchmarks/gpu_suite.py --rows=keras    # one group (or row names)
   python3 benchmarks/gpu_suite.py --rows=bert,xla_bert --profile=all
   KERAS_BACKEND=jax python benchmarks/gpu_suite.py --smoke   # CPU, tiny
-Here, once (TF 2.20 + jax 0.10.2): benchmarks/gpu_prepare.sh, which calls
-  python benchmarks/gpu_suite.py --to_stablehlo HLO_DIR .gpu_hlo
 """
 
 import argparse
@@ -55,6 +28,7 @@ import gpu_profile
 import suite_keras
 import suite_torch
 import suite_xla
+import timing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -69,11 +43,8 @@ SMOKE = dict(layers=1, hidden=32, heads=2, inner=64, seq=32, batch=2,
 KERAS_ROWS = suite_keras.KERAS_ROWS
 TORCH_ROWS = suite_torch.TORCH_ROWS
 # Seconds each group may take at most in a 400 s run (scaled with --budget_s;
-# a group with none after it takes all that is left), and what a group needs
-# at least to be worth starting. Compile times are guesses for BERT-Base on
-# an H100 (~25 s per Keras model): the keras group's cap fits about six
-# rows, the first six; run --rows=keras alone for all of them. The xla cap is
-# per module: on the 2026-11-27 H200 call 45 s fitted two of three.
+# the last group takes all that is left; the xla cap is per module), and
+# what a group needs at least to be worth starting.
 GROUP_CAPS = {"keras": 190, "long": 55, "xla": 50, "torch": 60}
 CAP_PER_ROW = {"xla"}
 GROUP_MIN = {"keras": 60, "long": 40, "xla": 30, "torch": 45}
@@ -89,7 +60,6 @@ def group_budget(group, rows, remaining, later, budget_s):
   return budget
 
 
-# ------------------------------------------------------------------ driver
 def _plan(args):
   """[(group, [row names])] in run order, after --rows."""
   wanted = set(args.rows.split(",")) if args.rows else None
@@ -127,8 +97,7 @@ def _run_child(group, names, args, budget):
   if args.profile_dir:
     env["GPU_PROFILE_DIR"] = os.path.abspath(args.profile_dir)
   if args.smoke:
-    # Tiny shapes: LLVM's optimizations cost more than they save (as
-    # tests/keras3/backends_test.py).
+    # Tiny shapes: LLVM's optimizations cost more than they save.
     env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""),
                                  "--xla_backend_optimization_level=0"]).strip()
   env["PYTHONPATH"] = os.pathsep.join(
@@ -157,7 +126,7 @@ def _ratio(r, base, key="ms"):
   return ""
 
 
-def _print_table(results, devices, shape, args):
+def _print_table(results, devices, shape):
   print(f"\ndevice: {', '.join(sorted(devices)) or '?'}; shape "
         f"{shape['layers']} x {shape['hidden']}, {shape['heads']} heads, FFN "
         f"{shape['inner']}, seq {shape['seq']}, batch {shape['batch']} (long:"
@@ -174,7 +143,7 @@ def _print_table(results, devices, shape, args):
   bases = {"keras": results.get("bert"),
            "long": results.get("long_ref"),
            "xla": results.get("xla_bert"), "torch": results.get("xt_plain")}
-  names = _row_names(args)
+  names = _row_names()
   for name in results:
     names.setdefault(name, (name.split("_")[0], name))
   for name, (group, what) in names.items():
@@ -204,11 +173,9 @@ def _print_table(results, devices, shape, args):
           f"| {r.get('compile_s', '-')} | {note} |", flush=True)
 
 
-# The headline: each RealFormer row against its peers (keras-hub's BERT,
-# Model Garden's BertEncoderV2, x-transformers' residual attention), all rows
-# of one call on one device; a row run another way (steps_per_execution, a
-# bare jax.jit loop, steps under lax.scan) is compared with the same way's
-# BERT where there is one and with the default sum_pallas (what the way buys).
+# The headline: each RealFormer row against its peers; a row run another way
+# (steps_per_execution, jax.jit, lax.scan) also against the same way's BERT
+# and the default sum_pallas.
 HEADLINE = (
     ("sum_pallas", ("bert", "xla_bert", "xt_residual")),
     ("sum_pallas_fused", ("bert_fused", "sum_pallas", "xt_residual")),
@@ -219,7 +186,7 @@ HEADLINE = (
     ("bert_spe", ("bert",)),
     ("bert_scan", ("bert",)),
     ("xla_realformer-default", ("bert", "xla_bert", "xt_residual")),
-    # The TF-XLA softmax candidate (benchmarks/kept_probs.py, issue 49).
+    # The TF-XLA softmax candidate (encoder_step.py --softmax=kept).
     ("xla_realformer-default-keptprobs", ("xla_realformer-default",
                                           "xla_bert")),
 )
@@ -247,20 +214,18 @@ def _print_headline(results):
     print(f"  {name} / {base}: {piped:.3f}{waited}")
 
 
-def _row_names(args):
+def _row_names():
   names = {n: (r[0], r[4]) for n, r in KERAS_ROWS.items()}
   for m in suite_xla.xla_rows():
     names[suite_xla.row_name(m)] = ("xla", f"TF-XLA {m}")
   names.update({n: ("torch", w) for n, w in TORCH_ROWS.items()})
-  del args
   return names
 
 
 def main():
-  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  p = timing.parser(__doc__)
   p.add_argument("--smoke", action="store_true",
-                 help="Every row at a tiny size on the CPU (Pallas in "
-                 "interpret mode).")
+                 help="Every row at a tiny size on the CPU.")
   p.add_argument("--rows", default="",
                  help="Comma-separated groups (keras, long, xla, torch) "
                  "and/or row names; default: all.")
@@ -268,10 +233,8 @@ def main():
                  help="Seconds for all groups (compile included).")
   p.add_argument("--json_output", default=None)
   p.add_argument("--profile", default="",
-                 help="Comma-separated row names (or 'all'): after timing, "
-                 "trace a few steps of each and print where the device "
-                 "time goes (gpu_profile.py); the JSON keeps each row's "
-                 "categories and top kernels.")
+                 help="Row names (or 'all'): trace a few steps of each and "
+                 "print where the device time goes (gpu_profile.py).")
   p.add_argument("--profile_dir", default="",
                  help="With --profile: write each profiled row's every "
                  "kernel to DIR/<row>.json.")
@@ -316,8 +279,7 @@ def main():
       continue
     remaining = args.budget_s - (time.time() - start)
     later = [g for g, n in plan[i + 1:] if n]
-    # The smoke runs its fixed steps (SMOKE) with no time budget: a slow,
-    # shared machine makes it slower, never shorter (issue 39).
+    # The smoke runs its fixed steps (SMOKE) with no time budget.
     budget = float("inf") if args.smoke else group_budget(
         group, len(names), remaining, later, args.budget_s)
     if budget < GROUP_MIN[group]:
@@ -332,7 +294,7 @@ def main():
     results.update(out["rows"])
     if out.get("device"):
       devices.add(out["device"])
-  _print_table(results, devices, shape, args)
+  _print_table(results, devices, shape)
   _print_headline(results)
   gpu_profile.print_tables(results, sys.stdout)
   print(f"\ntotal {time.time() - start:.0f} s", flush=True)

@@ -1,15 +1,18 @@
-r"""The benchmarks' Keras 3 MLM model and Keras' own `fit`, timed.
+r"""The benchmarks' MLM training step on Keras 3, timed in Keras' own `fit`.
 
-`build_mlm_model` builds the training step every Keras 3 benchmark times
-(keras-hub's `BertBackbone` or our `RealFormerBackbone`, an MLM loss on
-every 8th position through the tied token embedding, AdamW); `FitSteps`
-runs it in `model.fit` as a user does and `make_step_timer` times the steps.
-`keras3_step.py` (per backend) and `gpu_suite.py` (`suite_keras`) use them.
+`build_mlm_model` (keras-hub's `BertBackbone` or our `RealFormerBackbone`,
+an MLM loss on every 8th position through the tied token embedding, AdamW);
+`FitSteps` runs it in `model.fit` as a user does; `make_step_timer` times it.
 """
 
 import time
 
 VOCAB = 30522
+SIZES = {  # layers, hidden, heads, intermediate (the paper's Table 1)
+    "small": (4, 512, 8, 2048),
+    "base": (12, 768, 12, 3072),
+    "large": (24, 1024, 16, 4096),
+}
 
 
 def mlm_inputs(seq, batch):
@@ -27,33 +30,15 @@ def mlm_inputs(seq, batch):
 def make_step_timer(every_step=True):
   """A Keras callback that times `fit` steps until their results are ready.
 
-  It waits for an execution by converting its logs to NumPy: they are
-  outputs of the executable that just ran, so they are ready when it is.
-  It never reads `Callback.model`: on JAX that property syncs the training
-  state into the model's variables (keras/src/callbacks/callback.py:92-99,
-  `jax_state_sync`, a Python loop over every variable) and the next step
-  gathers it back (keras/src/backend/jax/trainer.py:451-460): host work a
-  user's `fit` does not do once per step. The timer did that each waited
-  step before: the waited `fit` figures of the H200 calls of 2026-11-27 and
-  -28 (benchmarks/README.md) include it.
-  Pipelined, the read would also run in Keras' thread pool and hand `fit`'s
-  next step buffers its last step donated.
+  It waits for an execution by converting its logs to NumPy (outputs of the
+  executable that just ran) and never reads `Callback.model`, which on JAX
+  syncs the whole training state into the model's variables. Keras calls
+  batch callbacks once per execution of `steps_per_execution` steps, with
+  its first and last step indices, so every figure is seconds per step.
 
-  With `compile(steps_per_execution=N)` Keras calls the batch callbacks once
-  per execution of N steps, `on_train_batch_begin` with its first step's
-  index and `on_train_batch_end` with its last
-  (keras/src/backend/jax/trainer.py:448 and :479, the indices from
-  keras/src/trainers/epoch_iterator.py:113-122), so the timer counts steps
-  by those indices, never by calls: every figure is seconds per step.
-
-  Args:
-    every_step: True: wait at the end of every execution (a step, or N); its
-      `times` hold one entry per execution, its seconds over its steps
-      (dispatch included, none overlapping the next). False: wait only after
-      the first and the last execution, so the ones between run as `fit`
-      runs them, the host dispatching ahead of the device; its `pipelined`
-      is their seconds per step (whole executions: steps N+1 to the last;
-      what a user's epoch takes).
+  `every_step=True`: wait after every execution; `times` holds each one's
+  seconds per step. False: wait after the first and the last only, so the
+  ones between run as `fit` runs them; `pipelined` is their seconds per step.
   """
   import keras  # pylint: disable=g-import-not-at-top
 
@@ -65,15 +50,8 @@ def make_step_timer(every_step=True):
     def __init__(self):
       super().__init__()
       self.times, self.pipelined = [], None
-      # Pipelined: let Keras run the batch-end callbacks in its thread pool,
-      # as it does for a user's `fit` without batch-end callbacks of their
-      # own (keras/src/callbacks/callback_list.py:59-84: any callback that
-      # overrides `on_train_batch_end` without `async_safe` turns that off,
-      # and then every execution's logs become Python floats on the main
-      # thread, a wait for the device before the next dispatch:
-      # :194-198 and `_on_train_batch_end`'s `pythonify_logs`). With that
-      # wait in, the fused `fit` ran 1.3 ms a step above the same steps
-      # without `fit` on an H200 (2026-11-28).
+      # Pipelined, Keras may run batch-end callbacks in its thread pool, as
+      # for a user's `fit`; otherwise it waits for each execution's logs.
       self.async_safe = not every_step
       self._start = self._begin = self._first = None
 
@@ -106,31 +84,14 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
                     steps_per_execution=1, fused_steps=False):
   """The benchmark's MLM model on a Keras 3 backbone, compiled for `fit`.
 
-  Args:
-    arch: "bert" (keras-hub's `BertBackbone`) or "realformer"
-      (`RealFormerBackbone`; `backbone_kwargs` picks its mode etc.).
-    layers, hidden, heads, inner: The encoder's shape.
-    seq: Sequence length (the position table is at least 512).
-    dropout: The backbone's dropout rate.
-    policy: Keras dtype policy the model is built under.
-    logits_dtype: dtype of the tied-embedding logits' GEMM: None keeps the
-      backbone's `sequence_output` dtype (what `token_embedding(x,
-      reverse=True)` gives a user), else the hidden states are cast to it
-      ("bfloat16", "float32") before the reverse embedding.
-    backbone_kwargs: More arguments of the backbone.
-    jit_compile: `compile(jit_compile=...)`.
-    steps_per_execution: `compile(steps_per_execution=...)`: `fit` runs
-      this many steps per execution, its callbacks once per execution
-      (`FitSteps`).
-    fused_steps: With `steps_per_execution` > 1 on JAX, `fit` runs each
-      execution's steps in one dispatch
-      (`realformer_tf.keras3.fused_steps`, what our tasks do), not Keras'
-      dispatch a step.
-
-  Returns:
-    A compiled `keras.Model` from the backbone's inputs to float32 logits of
-    every 8th position against the tied token embedding (sparse
-    cross-entropy, AdamW), as keras-hub's masked LM heads tie them.
+  `arch` is "bert" (keras-hub's `BertBackbone`) or "realformer"
+  (`RealFormerBackbone`, with `backbone_kwargs`), built under `policy`; the
+  model maps the backbone's inputs to float32 logits of every 8th position
+  against the tied token embedding (sparse cross-entropy, AdamW), in
+  `logits_dtype` if given (else the backbone's output dtype).
+  `steps_per_execution` and `jit_compile` go to `compile`; `fused_steps`
+  runs each execution's steps in one dispatch on JAX
+  (`realformer_tf.keras3.fused_steps`, what our tasks do).
   """
   import keras  # pylint: disable=g-import-not-at-top
   keras.config.set_dtype_policy(policy)
@@ -164,11 +125,8 @@ def build_mlm_model(arch, *, layers, hidden, heads, inner, seq, dropout=0.1,
 
 
 def check_steps(steps, per_execution, every_step):
-  """Refuses a step count the timers cannot time as whole executions of
-  `per_execution` steps: not a multiple of it (a partial last execution
-  would be timed as a whole one), or, pipelined (`every_step=False`),
-  fewer than two executions and 3 steps (the time runs from the end of the
-  first execution to the end of the last)."""
+  """Refuses a step count that is not whole executions of `per_execution`
+  steps or, pipelined, fewer than two executions and 3 steps."""
   n = per_execution
   if steps % n:
     raise ValueError(f"steps={steps}: not a multiple of the model's "
@@ -186,14 +144,9 @@ class FitSteps:
   the same batch tiled `steps` times, as a user's in-memory arrays; the
   first call compiles. Returns the per-step seconds of that call.
 
-  A model compiled with `steps_per_execution=N` runs `steps` (a multiple
-  of N) as `steps / N` executions: Keras 3.15's JAX trainer calls the same
-  jitted one-step program N times in a Python loop per execution
-  (`_make_function`, keras/src/backend/jax/trainer.py:210-258; the `jit`
-  of `train_step` at :275-279), and runs the callbacks and its own
-  bookkeeping (the `_jax_state` dict, the epoch iterator) once per
-  execution instead of once per step. So N changes the host's work between
-  steps, not the compiled program.
+  With `compile(steps_per_execution=N)`, `steps` (a multiple of N) run as
+  `steps / N` executions: Keras runs its callbacks and bookkeeping once per
+  execution; the compiled step is the same.
   """
 
   def __init__(self, model, seq, batch):

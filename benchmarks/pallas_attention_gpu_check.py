@@ -1,30 +1,18 @@
 """GPU check of the fused residual-attention kernel: parity, speed, memory.
 
-Standalone (jax, numpy and `realformer_tf.core.pallas_attention` only):
+Parity on the device of the Pallas kernel's outputs, passed-on scores and
+gradients (and its dropout mask) against a float32 jnp reference; then the
+speed and memory of forward + backward against the reference (XLA) at
+BERT-Base's attention and at seq 4096 (median of 20 calls, XLA's memory
+analysis). Needs jax, numpy and `realformer_tf.core.pallas_attention` only.
 
-    python benchmarks/pallas_attention_gpu_check.py            # on a GPU
-    python benchmarks/pallas_attention_gpu_check.py --smoke    # tiny, CPU
-
-1. Parity on the device: forward outputs, passed-on scores and the gradients
-   into query, key, value and the previous scores, kernel against a plain
-   jnp reference (float32 math), at a small shape whose lengths are not whole
-   tiles, in float32 and bfloat16, plus the dropout mask against
-   `dropout_keep_mask` (so the Triton hash equals the jnp one).
-2. Speed and memory of forward + backward (one `jax.jit`: outputs and all
-   gradients), kernel against the jnp reference (XLA), at BERT-Base's
-   attention (B=32, N=12, T=S=512, H=64, bfloat16, padding bias) with
-   float32 and bfloat16 scores, and at a long sequence (B=2, T=S=4096).
-   Median of 20 timed calls after warm-up; memory from XLA's compiled
-   memory analysis (temporaries + outputs) and the device's peak.
-
-`main(argv)` returns the rows (dicts) so another script can import it.
+usage:
+  python benchmarks/pallas_attention_gpu_check.py            # on a GPU
+  python benchmarks/pallas_attention_gpu_check.py --smoke    # tiny, CPU
 """
-import argparse
 import functools
 import os
-import statistics
 import sys
-import time
 import traceback
 
 import numpy as np
@@ -35,6 +23,8 @@ import jax  # pylint: disable=g-import-not-at-top
 import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
 
 from realformer_tf.core import pallas_attention  # pylint: disable=g-import-not-at-top
+
+import timing  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
 
 # --sweep: one change at a time from GPU_DEFAULTS, BERT-Base bf16 f32 scores.
@@ -153,12 +143,8 @@ def parity(shape, dtype, interpret, dropout_rate=0.0):
 
 def _median_ms(compiled, args, iters):
   jax.block_until_ready(compiled(*args))  # Warm-up.
-  times = []
-  for _ in range(iters):
-    start = time.perf_counter()
-    jax.block_until_ready(compiled(*args))
-    times.append((time.perf_counter() - start) * 1e3)
-  return statistics.median(times)
+  return timing.median_ms(timing.waited(
+      lambda: jax.block_until_ready(compiled(*args)), iters))
 
 
 def _memory_mb(compiled):
@@ -192,7 +178,7 @@ def timing_row(label, shape, dtype, score_dtype, interpret, iters,
       row[impl + "_mb"] = _memory_mb(compiled)
     except Exception as e:  # pylint: disable=broad-except
       row[impl + "_ms"] = row[impl + "_mb"] = float("nan")
-      row[impl + "_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+      row[impl + "_error"] = timing.error(e)
       traceback.print_exc(limit=3)
     finally:
       pallas_attention.GPU_DEFAULTS.clear()
@@ -201,7 +187,7 @@ def timing_row(label, shape, dtype, score_dtype, interpret, iters,
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser = timing.parser(__doc__)
   parser.add_argument("--smoke", action="store_true",
                       help="tiny shapes, interpret mode (CPU)")
   parser.add_argument("--sweep", action="store_true",
@@ -211,12 +197,9 @@ def main(argv=None):
   print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}),"
         f" jax {jax.__version__}, interpret={interpret}")
   bf16, f32 = jnp.bfloat16, jnp.float32
-  if args.smoke:
-    small, bert, long_ = (1, 24, 2, 16), (1, 24, 2, 16), None
-    iters = 2
-  else:
-    small, bert, long_ = (2, 200, 4, 64), (32, 512, 12, 64), (2, 4096, 12, 64)
-    iters = 20
+  small, bert, long_, iters = (
+      ((1, 24, 2, 16), (1, 24, 2, 16), None, 2) if args.smoke else
+      ((2, 200, 4, 64), (32, 512, 12, 64), (2, 4096, 12, 64), 20))
 
   rows = []
   print("\nparity on the device (max |kernel - jnp reference|), "
@@ -232,8 +215,7 @@ def main(argv=None):
       rows.append({"case": "parity " + label, **errs})
     except Exception as e:  # pylint: disable=broad-except
       traceback.print_exc(limit=4)
-      rows.append({"case": "parity " + label,
-                   "error": f"{type(e).__name__}: {str(e)[:300]}"})
+      rows.append({"case": "parity " + label, "error": timing.error(e)})
 
   cases = [("BERT-Base bf16, f32 scores", bert, bf16, f32, 0.0, None),
            ("BERT-Base bf16, bf16 scores", bert, bf16, bf16, 0.0, None),
@@ -249,13 +231,10 @@ def main(argv=None):
   if long_:
     cases.append(("long B=2 T=S=4096 bf16, bf16 scores", long_, bf16, bf16,
                   0.0, None))
-  timed = []
-  for label, shape, dtype, sdtype, rate, tuning in cases:
-    impls = ("kernel",) if tuning else ("kernel", "reference")
-    row = timing_row(label, shape, dtype, sdtype, interpret, iters, rate,
-                     impls=impls, tuning=tuning)
-    timed.append(row)
-    print(f"  done: {row}", flush=True)
+  timed = [timing_row(label, shape, dtype, sdtype, interpret, iters, rate,
+                      impls=("kernel",) if tuning else ("kernel", "reference"),
+                      tuning=tuning)
+           for label, shape, dtype, sdtype, rate, tuning in cases]
   rows.extend(timed)
 
   print("\nforward + backward (outputs and dq, dk, dv, dprev), median of "

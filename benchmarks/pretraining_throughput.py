@@ -1,16 +1,14 @@
-r"""Pre-training data throughput: MB of text per second, and the input
-pipeline's examples per second (issue 37, item 3).
+r"""Pre-training data throughput: MB of text per second, examples per second.
 
+Writes BERT-Base records (seq 128, 20 predictions) from `--copies` copies of
+the quickstart's ~1 MB stdlib corpus with the single-process command and
+with the Beam pipeline at each worker count (1: `in_memory`, more:
+`multi_processing`), each a fresh process (wall and CPU seconds); then times
+Model Garden's `BertPretrainDataLoader` reading the Beam shards (batch 32).
+Prints one JSON object.
+
+usage:
   python benchmarks/pretraining_throughput.py --copies=5 --workers=1,2,4
-
-Builds a corpus of `--copies` files, each the quickstart's stdlib corpus
-(~1 MB), learns one WordPiece vocabulary from it (timed apart), then writes
-BERT-Base records (seq 128, 20 predictions) with the single-process command
-and with the Beam pipeline at each worker count (1: `in_memory`, more:
-`multi_processing`), each a fresh process; wall and CPU seconds (of the
-process and its children) per run. Last, Model Garden's
-`BertPretrainDataLoader` reads the Beam shards as training does (batch 32)
-and its examples per second are timed. Prints one JSON object.
 """
 
 import gzip
@@ -23,22 +21,29 @@ import sys
 import tempfile
 import time
 
-from absl import app
-from absl import flags
-
 from official.nlp.data import pretrain_dataloader
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import quickstart_corpus
 from realformer_tf.data import tokenization
 
+import timing  # pylint: disable=g-bad-import-order  (benchmarks/)
+
 # The commands timed run this checkout's modules.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-flags.DEFINE_integer("copies", 5, "Corpus files, each the stdlib corpus.")
-flags.DEFINE_list("workers", ["1", "2", "4"], "Beam worker counts.")
-flags.DEFINE_integer("num_shards", 8, "Beam output shards.")
-flags.DEFINE_integer("batches", 300, "Input-pipeline batches timed.")
-flags.DEFINE_string("work_dir", "", "Scratch folder (default: a temp one).")
+
+def _parser():
+  p = timing.parser(__doc__)
+  p.add_argument("--copies", type=int, default=5,
+                 help="Corpus files, each the stdlib corpus.")
+  p.add_argument("--workers", type=timing.str_list, default="1,2,4",
+                 help="Beam worker counts.")
+  p.add_argument("--num_shards", type=int, default=8)
+  p.add_argument("--batches", type=int, default=300,
+                 help="Input-pipeline batches timed.")
+  p.add_argument("--work_dir", default="",
+                 help="Scratch folder (default: a temp one).")
+  return p
 
 SEQ, PRED, BATCH = 128, 20, 32
 GB16 = 16e9
@@ -64,13 +69,14 @@ def _row(name, megabytes, wall, cpu):
               hours_for_16gb=round(GB16 / 1e6 / (megabytes / wall) / 3600, 1))
 
 
-def main(_):
-  work = flags.FLAGS.work_dir or tempfile.mkdtemp(prefix="throughput_")
+def main():
+  args = _parser().parse_args()
+  work = args.work_dir or tempfile.mkdtemp(prefix="throughput_")
   os.makedirs(work, exist_ok=True)
   with gzip.open(quickstart_corpus.STDLIB_CORPUS_FILE, "rb") as f:
     text = f.read()
   files = []
-  for i in range(flags.FLAGS.copies):
+  for i in range(args.copies):
     files.append(os.path.join(work, f"corpus{i}.txt"))
     with open(files[-1], "wb") as f:
       f.write(text)
@@ -90,7 +96,7 @@ def main(_):
        "--input_files=" + ",".join(files), f"--output_file={single}"] +
       options)))
   prefix = ""
-  for workers in map(int, flags.FLAGS.workers):
+  for workers in map(int, args.workers):
     prefix = os.path.join(work, f"beam{workers}", "train")
     mode = "in_memory" if workers == 1 else "multi_processing"
     rows.append(_row(f"beam, {workers} worker(s) ({mode})", megabytes,
@@ -99,7 +105,7 @@ def main(_):
                          "realformer_tf.data.beam_pretraining_data",
                          "--input_files=" + ",".join(files),
                          f"--output_prefix={prefix}",
-                         f"--num_shards={flags.FLAGS.num_shards}",
+                         f"--num_shards={args.num_shards}",
                          f"--direct_num_workers={workers}",
                          f"--direct_running_mode={mode}"] + options)))
   config = pretrain_dataloader.BertPretrainDataConfig(
@@ -109,17 +115,17 @@ def main(_):
   for _ in range(20):  # Warm-up: fill the shuffle buffer and prefetch.
     next(iterator)
   start = time.perf_counter()
-  for _ in range(flags.FLAGS.batches):
+  for _ in range(args.batches):
     next(iterator)
   elapsed = time.perf_counter() - start
   rows.append(dict(name=f"input pipeline (BertPretrainDataLoader, seq {SEQ},"
                    f" batch {BATCH})", examples_per_s=round(
-                       flags.FLAGS.batches * BATCH / elapsed)))
+                       args.batches * BATCH / elapsed)))
   print(json.dumps(dict(corpus_mb=round(megabytes, 2), cpus=os.cpu_count(),
                         load_average=os.getloadavg(), rows=rows), indent=1))
-  if not flags.FLAGS.work_dir:
+  if not args.work_dir:
     shutil.rmtree(work)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  main()

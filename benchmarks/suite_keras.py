@@ -1,74 +1,55 @@
-r"""gpu_suite's Keras groups: Keras 3 `fit` on JAX, one process per group.
+r"""gpu_suite's Keras groups: Keras 3 on JAX, every row in one process.
 
-`KERAS_ROWS` names every Keras row (keras-hub's `BertBackbone`, our
-`RealFormerBackbone` variants, the leads of issue 29, the long-sequence
-rows); `keras_child` builds, compiles and times them, interleaved, with
-`keras3_fit.FitSteps` (Keras' own `fit`), and traces the rows asked for
-with `gpu_profile`.
+`KERAS_ROWS` names the rows (keras-hub's `BertBackbone`, our
+`RealFormerBackbone` variants, the long-sequence rows); `keras_child`
+builds, compiles and times them interleaved, in `fit`
+(`keras3_fit.FitSteps`) or in a bare `jax.jit` loop (`JitSteps`).
 """
 
 import json
-import statistics
 import sys
 import time
 
 import gpu_profile
 import keras3_fit
+import timing
 
 # "auto" picks the Pallas kernel on a JAX GPU, so rows meant to measure the
 # keras.ops reference say "reference".
 _SUM = dict(residual_attention="sum", attention_implementation="reference")
 _AUTO = dict(_SUM, score_dtype="auto")
 _PALLAS = dict(_AUTO, attention_implementation="pallas")
-# The `*_spe` rows' `compile(steps_per_execution=...)`: Keras' `fit` runs
-# the callbacks and its loop's bookkeeping once per 8 steps (the compiled
-# step is the same: `keras3_fit.FitSteps`); the `*_fused` rows run `fit`'s
-# 8 steps in one dispatch (`realformer_tf.keras3.fused_steps`, our tasks'
-# way), the `*_scan` rows 8 steps in one dispatch without `fit`
-# (`JitSteps(steps_per_call=8)`). All time `steps` x 8
-# steps a call, so they hold as many calls as the others hold steps, and
-# trace whole calls (`profile_steps`).
+# `*_spe`: `fit` with `compile(steps_per_execution=8)`; `*_fused`: the same
+# in one dispatch (`realformer_tf.keras3.fused_steps`, our tasks' way);
+# `*_scan`: 8 `train_step`s under `lax.scan` in one `jax.jit`, no `fit`.
+# Each times `steps` calls of 8 steps and traces whole calls.
 STEPS_PER_EXECUTION = 8
 _SPE = dict(steps_per_execution=STEPS_PER_EXECUTION)
+_BERT, _PAL = "keras-hub BertBackbone", '"sum", Pallas'
+_FIT_SPE = f"fit with steps_per_execution={STEPS_PER_EXECUTION}"
+_FUSED = f"{_FIT_SPE}, fused (one dispatch)"
+_JIT = "its train_step in a bare jax.jit loop (no fit)"
+_SCAN = (f"{STEPS_PER_EXECUTION} train_steps under lax.scan in one jax.jit "
+         "(no fit)")
 # name: (group, arch, backbone kwargs, build_mlm_model kwargs, what).
 # Within a group the order is the priority when the budget runs short.
 KERAS_ROWS = {
-    "bert": ("keras", "bert", {}, {}, "keras-hub BertBackbone"),
+    "bert": ("keras", "bert", {}, {}, _BERT),
     "sum_pallas": ("keras", "realformer", _PALLAS, {},
                    '"sum", defaults on a JAX GPU (auto: bf16 scores, Pallas)'),
-    # The product's way to one dispatch per 8 steps: our tasks' `fit` with
-    # steps_per_execution=8 on JAX (`realformer_tf.keras3.fused_steps`),
-    # Keras' data adapter and callbacks included.
     "sum_pallas_fused": ("keras", "realformer", _PALLAS,
-                         dict(_SPE, fused_steps=True),
-                         '"sum", Pallas, fit with steps_per_execution='
-                         f"{STEPS_PER_EXECUTION}, fused (one dispatch)"),
+                         dict(_SPE, fused_steps=True), f"{_PAL}, {_FUSED}"),
     "bert_fused": ("keras", "bert", {}, dict(_SPE, fused_steps=True),
-                   "keras-hub BertBackbone, fit with steps_per_execution="
-                   f"{STEPS_PER_EXECUTION}, fused (one dispatch)"),
-    # Issue 36: the GPU idles 30-38% of sum_pallas' pipelined step; these
-    # split the host's share between `fit` and JAX's dispatch.
+                   f"{_BERT}, {_FUSED}"),
     "sum_pallas_jit": ("keras", "realformer", _PALLAS, dict(loop="jit"),
-                       '"sum", Pallas, its train_step in a bare jax.jit '
-                       "loop (no fit)"),
-    # One dispatch per 8 steps (train_step under lax.scan in one jax.jit)
-    # before steps_per_execution, which still dispatches each step: when
-    # the budget runs short, the spe rows go first.
+                       f"{_PAL}, {_JIT}"),
     "sum_pallas_scan": ("keras", "realformer", _PALLAS, dict(loop="scan"),
-                        f'"sum", Pallas, {STEPS_PER_EXECUTION} train_steps '
-                        "under lax.scan in one jax.jit (no fit)"),
-    "bert_scan": ("keras", "bert", {}, dict(loop="scan"),
-                  f"keras-hub BertBackbone, {STEPS_PER_EXECUTION} train_steps "
-                  "under lax.scan in one jax.jit (no fit)"),
+                        f"{_PAL}, {_SCAN}"),
+    "bert_scan": ("keras", "bert", {}, dict(loop="scan"), f"{_BERT}, {_SCAN}"),
     "sum_pallas_spe": ("keras", "realformer", _PALLAS, _SPE,
-                       '"sum", Pallas, fit with steps_per_execution='
-                       f"{STEPS_PER_EXECUTION}"),
-    "bert_spe": ("keras", "bert", {}, _SPE,
-                 "keras-hub BertBackbone, fit with steps_per_execution="
-                 f"{STEPS_PER_EXECUTION}"),
-    "bert_jit": ("keras", "bert", {}, dict(loop="jit"),
-                 "keras-hub BertBackbone, its train_step in a bare jax.jit "
-                 "loop (no fit)"),
+                       f"{_PAL}, {_FIT_SPE}"),
+    "bert_spe": ("keras", "bert", {}, _SPE, f"{_BERT}, {_FIT_SPE}"),
+    "bert_jit": ("keras", "bert", {}, dict(loop="jit"), f"{_BERT}, {_JIT}"),
     "sum_auto": ("keras", "realformer", _AUTO, {},
                  '"sum", score_dtype="auto", keras.ops reference'),
     "sum_f32": ("keras", "realformer", dict(_SUM, score_dtype="float32"), {},
@@ -82,8 +63,7 @@ KERAS_ROWS = {
                        '"sum", "auto", reference, float32 tied logits'),
     "sum_p0": ("keras", "realformer", _AUTO, dict(dropout=0.0),
                '"sum", "auto", reference, dropout 0'),
-    "bert_p0": ("keras", "bert", {}, dict(dropout=0.0),
-                "keras-hub BertBackbone, dropout 0"),
+    "bert_p0": ("keras", "bert", {}, dict(dropout=0.0), f"{_BERT}, dropout 0"),
     "sum_logits_bf16": ("keras", "realformer", _AUTO,
                         dict(logits_dtype="bfloat16"),
                         '"sum", "auto", reference, bfloat16 tied logits'),
@@ -92,73 +72,42 @@ KERAS_ROWS = {
     "long_pallas": ("long", "realformer", _PALLAS, {},
                     '"sum", "auto", Pallas kernel, seq 4096 x 2'),
 }
-def train_steps(model, data, n):
-  """(step, its data): `model.train_step` and `data` (n = 1), or a step of
-  n `train_step`s under `jax.lax.scan`, `(state, batches) -> (logs,
-  state)`, and `data` stacked n deep (n copies; each log gets a leading
-  axis of n)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from realformer_tf.keras3 import fused_steps  # pylint: disable=g-import-not-at-top
-  if n == 1:
-    return model.train_step, data
-  # The scan our tasks' fused `fit` runs, on batches stacked here.
-  return (fused_steps.scan_steps(model.train_step),
-          jax.tree.map(lambda a: np.stack([a] * n), data))
-
-
-def train_step_args(model, seq, batch):
-  """(state, data): what `fit` hands `model.train_step` for the benchmark's
-  batch (the model built on it first)."""
-  ids, mask, labels = keras3_fit.mlm_inputs(seq, batch)
-  x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask}
-  model._symbolic_build(data_batch=(x, labels))  # pylint: disable=protected-access
-  state = model._get_jax_state(  # pylint: disable=protected-access
-      trainable_variables=True, non_trainable_variables=True,
-      optimizer_variables=True, metrics_variables=True)
-  return state, (x, labels)
-
-
 class JitSteps:
   """`model.train_step` under `jax.jit` in a plain Python loop: `fit` less
-  its loop; with `steps_per_call=N`, N steps in one dispatch.
-
-  The same compiled program as `fit` runs (`train_step_args`: the
-  state and batch `fit` hands `train_step`; donated state, as `fit`'s
-  `jax.jit`), on one batch already on the device. Against the same model's
-  `fit` row it splits a step's time between Keras' loop (data adapter,
-  callbacks, state bookkeeping) and the program with JAX's dispatch.
-
-  `steps_per_call=N > 1` runs `train_step` N times inside one `jax.jit`
-  under `jax.lax.scan` over N copies of the batch, as
-  `realformer_tf.reproduce.keras3.train.Steps` does: one dispatch per N
-  steps, which Keras 3.15's `steps_per_execution` does not give
-  (`keras3_fit.FitSteps`). The state tuple `train_step` threads holds the
-  dropout seed generators' states (non-trainable variables), so the scan
-  runs the same steps as N calls of the one-step program
-  (tests/benchmarks/suite_keras_test.py). Same call as
-  `keras3_fit.FitSteps` with `steps_per_execution=N`: `steps` a multiple
-  of N, per-step seconds (a call's over N).
+  its loop, on the state and batch `fit` hands `train_step` (donated, as in
+  `fit`). `steps_per_call=N > 1` runs N steps in one dispatch under
+  `jax.lax.scan` (`realformer_tf.keras3.fused_steps.scan_steps`); the state
+  carries the dropout seeds, so these are the steps of N one-step calls.
+  Called as `keras3_fit.FitSteps`: per-step seconds.
   """
 
   def __init__(self, model, seq, batch, steps_per_call=1):
     import jax  # pylint: disable=g-import-not-at-top
-    state, data = train_step_args(model, seq, batch)
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    from realformer_tf.keras3 import fused_steps  # pylint: disable=g-import-not-at-top
+    ids, mask, labels = keras3_fit.mlm_inputs(seq, batch)
+    data = ({"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": mask},
+            labels)
+    model._symbolic_build(data_batch=data)  # pylint: disable=protected-access
+    self._state = model._get_jax_state(  # pylint: disable=protected-access
+        trainable_variables=True, non_trainable_variables=True,
+        optimizer_variables=True, metrics_variables=True)
     n = self.steps_per_execution = steps_per_call
-    step, data = train_steps(model, data, n)
+    step = model.train_step
+    if n > 1:
+      step = fused_steps.scan_steps(model.train_step)
+      data = jax.tree.map(lambda a: np.stack([a] * n), data)
     self._step = jax.jit(step, donate_argnums=0)
-    self.model = model
-    self._state, self._data = state, jax.device_put(data)
+    self.model, self._data = model, jax.device_put(data)
     self.dispatches, self.last_loss, self.last_losses = 0, None, None
 
   def _run(self):
-    logs, self._state = self._step(self._state, self._data)
+    self._logs, self._state = self._step(self._state, self._data)
     self.dispatches += 1
-    return logs
 
-  def lower(self):
-    """The jitted call lowered for this state and data (not run)."""
-    return self._step.lower(self._state, self._data)
+  def _wait(self):
+    import jax  # pylint: disable=g-import-not-at-top
+    jax.block_until_ready(self._state)
 
   def programs(self):
     """Executables the jitted call compiled so far."""
@@ -166,27 +115,16 @@ class JitSteps:
 
   def __call__(self, steps, every_step=True):
     """Per-step seconds, one entry per call, or (`every_step=False`) the
-    pipelined seconds per step after the first call, as `FitSteps`;
-    `last_losses` holds the last call's `loss` log of each step."""
+    pipelined seconds per step after the first call; `last_losses` holds
+    the last call's `loss` log of each step (Keras' running mean)."""
     import jax  # pylint: disable=g-import-not-at-top
     n = self.steps_per_execution
     keras3_fit.check_steps(steps, n, every_step)
-    times = []
-    for _ in range(steps // n if every_step else 1):
-      start = time.perf_counter()
-      logs = self._run()
-      jax.block_until_ready(self._state)
-      times.append((time.perf_counter() - start) / n)
+    times = [t / n for t in timing.waited(
+        lambda: (self._run(), self._wait()), steps // n if every_step else 1)]
     if not every_step:
-      start = time.perf_counter()
-      for _ in range(steps // n - 1):
-        logs = self._run()
-      jax.block_until_ready(self._state)
-      times = (time.perf_counter() - start) / (steps - n)
-    # Keras' loss log is its loss tracker's running mean (the state's
-    # metrics variables), so a step's entry averages it with the steps
-    # before since the last `reset_metrics`.
-    self.last_losses = [float(v) for v in jax.numpy.ravel(logs["loss"])]
+      times = timing.pipelined(self._run, self._wait, steps // n - 1) / n
+    self.last_losses = [float(v) for v in jax.numpy.ravel(self._logs["loss"])]
     self.last_loss = self.last_losses[-1]
     return times
 
@@ -201,23 +139,17 @@ def steps_per_call(name):
 
 
 def profile_steps(steps, per_execution):
-  """Steps to trace: whole executions, at least `steps` and two executions
-  (the pipelined time needs a second one), since the profile's figures are
-  its kernels and wall time divided by the steps it traced."""
+  """Steps to trace: whole executions, at least `steps` and two."""
   return per_execution * max(2, -(-steps // per_execution))
 
 
 def keras_child(names, shape, deadline, profile=()):
   """Builds, compiles and times Keras rows in this process; prints JSON.
 
-  Per row: `ms`, the median of `fit` steps each waited for; `pipelined_ms`,
-  the median over rounds of one `fit`'s steps run as `fit` runs them;
-  with the row in `profile`, its `gpu_profile` summary. A row compiled with
-  `steps_per_execution=N`, or a scan row of N steps a call
-  (`steps_per_call`), runs N times the steps (`shape["steps"]` calls), its
-  `ms` the median over calls of each one's seconds per step, traces whole
-  calls (`profile_steps`) and says `steps_per_execution` or
-  `steps_per_call`; `steps` counts steps either way.
+  Per row: `ms` (median of steps each waited for), `pipelined_ms` (median
+  over rounds of steps run as `fit` runs them), with the row in `profile` its
+  `gpu_profile` summary. A row of N steps a call runs N times the steps and
+  says `steps_per_execution` or `steps_per_call`; `steps` counts steps.
   """
   import jax  # pylint: disable=g-import-not-at-top
   device = jax.devices()[0]
@@ -249,33 +181,32 @@ def keras_child(names, shape, deadline, profile=()):
       fits[name], times[name], pipelined[name] = fit, [], []
       results[name] = dict(compile_s=round(compile_s, 1))
     except Exception as e:  # pylint: disable=broad-except
-      results[name] = dict(error=f"{type(e).__name__}: {e}"[:300])
+      results[name] = dict(error=timing.error(e))
     print(f"[{name}] {json.dumps(results[name])}", file=sys.stderr,
           flush=True)
   # What a timeout of this process still leaves the parent: the compiles.
   print(json.dumps(dict(device=device.device_kind, rows=results)), flush=True)
   step_estimate = None
   for r in range(shape["rounds"]):
-    order = list(fits) if r % 2 == 0 else list(reversed(list(fits)))
     round_start = time.time()
     if r and step_estimate and time.time() + step_estimate > deadline:
       break
-    for name in order:
+    for name in timing.alternate(fits, r):
       steps = shape["steps"] * fits[name].steps_per_execution
       try:
         times[name] += fits[name](steps)
         pipelined[name].append(fits[name](steps, every_step=False))
       except Exception as e:  # pylint: disable=broad-except
-        results[name] = dict(error=f"{type(e).__name__}: {e}"[:300])
+        results[name] = dict(error=timing.error(e))
         fits.pop(name)
     step_estimate = time.time() - round_start
   for name, fit in fits.items():
     per_execution = fit.steps_per_execution
     if times[name]:
       results[name].update(
-          ms=1000 * statistics.median(times[name]),
+          ms=timing.median_ms(times[name]),
           steps=len(times[name]) * per_execution,
-          pipelined_ms=1000 * statistics.median(pipelined[name]),
+          pipelined_ms=timing.median_ms(pipelined[name]),
           loss=fit.last_loss)
       if per_execution > 1:
         results[name]["steps_per_call" if isinstance(fit, JitSteps) else
@@ -293,7 +224,7 @@ def keras_child(names, shape, deadline, profile=()):
             profile_steps(shape["profile_steps"], per_execution),
             gpu_profile.save_path(name))
       except Exception as e:  # pylint: disable=broad-except
-        results[name]["profile_error"] = f"{type(e).__name__}: {e}"[:300]
+        results[name]["profile_error"] = timing.error(e)
   stats = device.memory_stats() if hasattr(device, "memory_stats") else None
   if long_rows and stats:
     for name in fits:

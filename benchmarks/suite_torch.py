@@ -1,15 +1,14 @@
 r"""gpu_suite's torch group: the PyTorch peer, x-transformers with torch.compile.
 
-The step of ../shared/tools/peer_xtransformers/xt_bench.py at the suite's
-shape: `residual_attn=True` (RealFormer's residual attention) and a plain
-post-norm encoder, bf16 autocast, fused AdamW, the loss on every 8th
-position through the tied embedding.
+At the suite's shape: `residual_attn=True` (RealFormer's residual
+attention) and a plain post-norm encoder, bf16 autocast, fused AdamW, the
+loss on every 8th position through the tied embedding.
 """
 
-import statistics
 import time
 
 import gpu_profile
+import timing
 
 TORCH_ROWS = {"xt_residual": "x-transformers residual_attn=True",
               "xt_plain": "x-transformers plain post-norm"}
@@ -90,17 +89,11 @@ def torch_child(names, shape, deadline, profile=()):
         step()
       compile_s = time.time() - start
       torch.cuda.reset_peak_memory_stats()
-      times = []
-      for _ in range(shape["torch_steps"]):
-        t = time.perf_counter()
-        loss = step()
-        times.append(time.perf_counter() - t)
-      t = time.perf_counter()
-      for _ in range(shape["torch_steps"]):
-        loss = step(sync=False)
-      torch.cuda.synchronize()
-      pipelined = (time.perf_counter() - t) / shape["torch_steps"]
-      results[name] = dict(ms=1000 * statistics.median(times),
+      times = timing.waited(step, shape["torch_steps"])
+      pipelined = timing.pipelined(lambda: step(sync=False),
+                                   torch.cuda.synchronize, shape["torch_steps"])
+      loss = step()
+      results[name] = dict(ms=timing.median_ms(times),
                            pipelined_ms=1000 * pipelined,
                            steps=len(times), compile_s=round(compile_s, 1),
                            peak_mb=torch.cuda.max_memory_allocated() / 2**20,
@@ -112,8 +105,8 @@ def torch_child(names, shape, deadline, profile=()):
               shape["profile_steps"],
               gpu_profile.save_path(name))
         except Exception as e:  # pylint: disable=broad-except
-          results[name]["profile_error"] = f"{type(e).__name__}: {e}"[:300]
+          results[name]["profile_error"] = timing.error(e)
     except Exception as e:  # pylint: disable=broad-except
-      results[name] = dict(error=f"{type(e).__name__}: {e}"[:300])
+      results[name] = dict(error=timing.error(e))
     torch.cuda.empty_cache()
   return dict(device=torch.cuda.get_device_name(), rows=results)

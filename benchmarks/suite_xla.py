@@ -1,20 +1,17 @@
 r"""gpu_suite's TF-XLA group: Model Garden / RealFormer steps dumped by TF here.
 
-`encoder_step.py --dump_hlo` writes each TF-XLA training step (forward,
-backward, AdamW) as HLO; `to_stablehlo` turns it into StableHLO text that
-the GPU machine's jaxlib compiles (it has no TensorFlow); `xla_child`
-compiles and times those modules there, feeding donated outputs back as the
-next step's inputs, as TF would (the code of
-../shared/tools/xla_gpu_step/run_on_gpu.py). `write_tiny_step` is `--smoke`'s
-stand-in: a tiny jitted step, so the loader and runner run on a CPU.
+`encoder_step.py --dump_hlo` writes each TF-XLA training step as HLO;
+`to_stablehlo` turns it into StableHLO text that the GPU machine's jaxlib
+compiles (it has no TensorFlow); `xla_child` compiles and times the modules
+there, feeding donated outputs back as the next step's inputs, as TF does.
 """
 
 import glob
 import os
-import statistics
 import time
 
 import gpu_profile
+import timing
 
 HLO_DIR = os.environ.get(
     "GPU_SUITE_HLO_DIR",
@@ -23,11 +20,8 @@ HLO_DIR = os.environ.get(
 
 
 def write_tiny_step(folder):
-  """A tiny jitted SGD step as StableHLO text: --smoke's TF-XLA stand-in.
-
-  The BERT-Base steps of .gpu_hlo are for the GPU; this exercises the same
-  loader and runner (donated inputs fed back) in a second on a CPU.
-  """
+  """A tiny jitted SGD step as StableHLO text: --smoke's TF-XLA stand-in
+  (the same loader and runner, in a second on a CPU)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
 
@@ -53,14 +47,13 @@ def row_name(module):
   return "xla_" + module.split("_")[0]
 
 
-# Seconds a profiled row's two traces take on a GPU (4 pipelined and 4
-# waited steps of a BERT-Base module, each trace's read-back included),
+# Seconds a profiled row's two traces (pipelined and waited) take on a GPU,
 # kept free of the timing rounds.
 PROFILE_RESERVE_S = 12
 
 
 def xla_child(names, shape, deadline, profile=()):
-  """Compiles and times the TF-XLA steps of .gpu_hlo (see run_on_gpu.py).
+  """Compiles and times the TF-XLA steps of .gpu_hlo.
 
   Per row: `ms`, the median of steps each waited for; `pipelined_ms`, the
   median over rounds of `xla_steps` steps dispatched back to back (one wait
@@ -86,44 +79,38 @@ def xla_child(names, shape, deadline, profile=()):
       results[name] = dict(compile_s=round(time.time() - start, 1),
                            **loaded[name][3])
     except Exception as e:  # pylint: disable=broad-except
-      results[name] = dict(error=f"{type(e).__name__}: {e}"[:300])
+      results[name] = dict(error=timing.error(e))
   times = {name: [] for name in loaded}
   pipelined = {name: [] for name in loaded}
-  # The profiles' time comes off the timing rounds' (on 2026-11-27 the
-  # rounds ran to the deadline and no TF-XLA row printed a profile).
   reserve = PROFILE_RESERVE_S * sum(name in profile for name in loaded)
   for r in range(shape["rounds"]):
     if r and time.time() > deadline - reserve:
       break
-    order = list(loaded) if r % 2 == 0 else list(reversed(list(loaded)))
-    for name in order:
-      for _ in range(shape["xla_steps"]):
-        start = time.perf_counter()
-        _xla_steps(*loaded[name][:3], 1)
-        times[name].append(time.perf_counter() - start)
-      start = time.perf_counter()
-      _xla_steps(*loaded[name][:3], shape["xla_steps"])
-      pipelined[name].append(
-          (time.perf_counter() - start) / shape["xla_steps"])
+    for name in timing.alternate(loaded, r):
+      step = loaded[name][:3]
+      times[name] += timing.waited(lambda s=step: _xla_steps(*s, 1),
+                                   shape["xla_steps"])
+      last = []
+      pipelined[name].append(timing.pipelined(
+          lambda s=step, last=last: last.append(_xla_steps(*s, 1, False)),
+          lambda last=last: _wait(last[-1]), shape["xla_steps"]))
   for name in loaded:
     results[name].update(
-        ms=1000 * statistics.median(times[name]), steps=len(times[name]),
-        pipelined_ms=1000 * statistics.median(pipelined[name]))
+        ms=timing.median_ms(times[name]), steps=len(times[name]),
+        pipelined_ms=timing.median_ms(pipelined[name]))
     if name in profile and time.time() < deadline - 5:
       try:
         results[name]["profile"] = gpu_profile.profile_jax(
             lambda n, name=name: _xla_steps(*loaded[name][:3], n),
             shape["profile_steps"],
             gpu_profile.save_path(name))
-        # Issue 36 item 4: what the waited time adds. The same steps each
-        # waited for, as `ms` times them: the wall time the device spends
-        # idle per step (wall - device) is the host's part of a waited step.
+        # The same steps each waited for, as `ms` times them.
         results[name]["profile_waited"] = gpu_profile.profile_jax(
             lambda n, name=name: _waited_steps(loaded[name][:3], n),
             shape["profile_steps"],
             gpu_profile.save_path(name + "_waited"))
       except Exception as e:  # pylint: disable=broad-except
-        results[name]["profile_error"] = f"{type(e).__name__}: {e}"[:300]
+        results[name]["profile_error"] = timing.error(e)
   return dict(device=device.device_kind, rows=results)
 
 
@@ -196,9 +183,9 @@ def _xla_load(path, backend, device):
   return exe, args, aliases, info
 
 
-def _xla_steps(exe, args, aliases, steps):
+def _xla_steps(exe, args, aliases, steps, wait=True):
   """Runs `steps` steps back to back, each fed the donated outputs of the
-  one before; waits for the last one only."""
+  one before; waits for the last one (`wait`); returns its outputs."""
   for _ in range(steps):
     try:
       outs = exe.execute(args)
@@ -207,8 +194,14 @@ def _xla_steps(exe, args, aliases, steps):
           args).disassemble_into_single_device_arrays()]
     for param, out in aliases:  # donated inputs: feed the updated values back
       args[param] = outs[out]
-  for o in outs:
-    o.block_until_ready()
+  if wait:
+    _wait(outs)
+  return outs
+
+
+def _wait(arrays):
+  for a in arrays:
+    a.block_until_ready()
 
 
 def _waited_steps(step, steps):
@@ -220,9 +213,8 @@ def _waited_steps(step, steps):
 def to_stablehlo(src, dst):
   """TF-dumped HLO (*.hlo.pb) -> StableHLO text that jaxlib 0.11 compiles.
 
-  Needs jax 0.10.2 (the project's venv). Newer jaxlibs reject `mhlo.copy`;
-  a copy is an identity, so it becomes a same-shape `stablehlo.reshape`
-  (as ../shared/tools/xla_gpu_step/to_stablehlo.py).
+  Runs in the project's environment (jax 0.10.2). Newer jaxlibs reject
+  `mhlo.copy`, an identity, so it becomes a same-shape `stablehlo.reshape`.
   """
   import collections  # pylint: disable=g-import-not-at-top
   import re  # pylint: disable=g-import-not-at-top

@@ -201,7 +201,7 @@ def test_the_prepared_gpu_call_names_rows_the_suite_has():
   rows = re.search(r"gpu_suite\.py --budget_s=380 --rows=([\w,.-]+) ",
                    section).group(1).split(",")
   known = {n: group for n, (group, _) in
-           gpu_suite._row_names(None).items()}  # pylint: disable=protected-access
+           gpu_suite._row_names().items()}  # pylint: disable=protected-access
   # TF-XLA rows exist once gpu_prepare.sh has dumped their modules into the
   # ignored .gpu_hlo/ (a clean clone has none): named from its specs
   # (model:score_dtype:dropout[:softmax] -> `xla_bert`,
@@ -215,7 +215,7 @@ def test_the_prepared_gpu_call_names_rows_the_suite_has():
     name = "xla_bert" if model == "bert" else (
         f"xla_realformer-{score_dtype}"
         + ("-librarydropout" if dropout == "library" else "")
-        + ("-keptprobs" if softmax == ["keptprobs"] else ""))
+        + ("-keptprobs" if softmax == ["kept"] else ""))
     known.setdefault(name, "xla")
   assert not [r for r in rows if r not in known], rows
   assert [known[r] for r in rows].count("keras") == 4, rows

@@ -1,4 +1,4 @@
-"""`benchmarks/kept_probs.py`: the candidate softmax equals TF's, value and gradient.
+"""`benchmarks/encoder_step.py --softmax=kept`: the candidate softmax equals TF's.
 
 Under XLA its probabilities sit behind an optimization barrier and its
 gradient is computed from them; outside XLA it is `tf.nn.softmax`. Both are
@@ -18,7 +18,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
 
-import kept_probs  # pylint: disable=g-import-not-at-top,wrong-import-position
+import encoder_step  # pylint: disable=g-import-not-at-top,wrong-import-position
 from realformer_tf.layers import residual_attention  # pylint: disable=g-import-not-at-top,wrong-import-position
 from realformer_tf.networks import encoder as encoder_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -41,7 +41,7 @@ def test_value_and_gradient_match_numpy(jit):
   def value_and_grad(x):
     with tf.GradientTape() as tape:
       tape.watch(x)
-      probs = kept_probs.kept_probs_softmax(x)
+      probs = encoder_step.kept_probs_softmax(x)
       loss = tf.reduce_sum(probs * weights)
     return probs, tape.gradient(loss, x)
 
@@ -53,7 +53,7 @@ def test_value_and_gradient_match_numpy(jit):
 
 
 def test_the_barrier_is_in_the_xla_step_only_with_it():
-  f = tf.function(lambda x: kept_probs.kept_probs_softmax(x) * 2.0,
+  f = tf.function(lambda x: encoder_step.kept_probs_softmax(x) * 2.0,
                   jit_compile=True)
   hlo = f.experimental_get_compiler_ir(tf.ones([2, 4]))(stage="hlo")
   assert "opt-barrier" in hlo
@@ -64,7 +64,7 @@ def test_the_barrier_is_in_the_xla_step_only_with_it():
 
 def test_rejects_another_axis():
   with pytest.raises(ValueError, match="axis=0"):
-    kept_probs.kept_probs_softmax(tf.ones([2, 3]), axis=0)
+    encoder_step.kept_probs_softmax(tf.ones([2, 3]), axis=0)
 
 
 def test_encoder_patched_trains_as_the_encoder_does():
@@ -89,7 +89,7 @@ def test_encoder_patched_trains_as_the_encoder_does():
 
   loss, grads = step()
   original = residual_attention.TF_OPS.softmax
-  with kept_probs.in_encoder():
+  with encoder_step.kept_probs_in_encoder():
     step_kept = tf.function(step.python_function, jit_compile=True)
     kept_loss, kept_grads = step_kept()
     assert "opt-barrier" in step_kept.experimental_get_compiler_ir()(
