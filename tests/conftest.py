@@ -5,11 +5,6 @@ import os
 from absl.testing import flagsaver
 import pytest
 
-from tests.helpers import no_tensorflow
-
-if no_tensorflow.active():  # Before anything imports TensorFlow.
-  no_tensorflow.block()
-
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 

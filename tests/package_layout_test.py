@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+from tests.helpers import no_tensorflow
 from tests.helpers import watchdog
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -153,8 +154,6 @@ def test_no_module_is_past_the_size_limit(module):
 # preprocessed arrays directly (`__call__`, `train_on_batch`, `generate`).
 _WITHOUT_TENSORFLOW = textwrap.dedent("""
     import sys
-    for name in ("tensorflow", "tf_keras", "official", "tensorflow_text"):
-      sys.modules[name] = None
     import keras
     import keras_hub
     import numpy as np
@@ -219,8 +218,8 @@ _WITHOUT_TENSORFLOW = textwrap.dedent("""
 
 
 def test_keras3_face_runs_on_jax_without_tensorflow():
-  env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=REPO_ROOT,
-             JAX_PLATFORMS="cpu")
+  env = no_tensorflow.env(dict(os.environ, KERAS_BACKEND="jax",
+                              JAX_PLATFORMS="cpu"))
   env["XLA_FLAGS"] = " ".join(
       [env.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0"]).strip()
   result = watchdog.run([sys.executable, "-c", _WITHOUT_TENSORFLOW],

@@ -5,7 +5,6 @@ import os
 import re
 
 import pytest
-import tensorflow as tf
 
 from realformer_tf.core import ownership
 
@@ -38,7 +37,8 @@ UNREACHABLE_FOLDER = "gs://realformer-tf-no-such-bucket/pretrain"
 def assert_unreachable_refused(write, name, cwd):
   """`write(path)` of `UNREACHABLE_FOLDER/name` is one refusal naming the
   folder, and nothing appears in `cwd` (the current directory); skipped
-  where gs:// answers."""
+  where gs:// answers. TensorFlow imported here: the module is TF-free."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
     tf.io.gfile.exists(UNREACHABLE_FOLDER)
   except tf.errors.OpError:

@@ -5,12 +5,10 @@ import os
 import subprocess
 import sys
 
+from tests.helpers import no_tensorflow
 from tests.helpers import reproduce_inputs
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-WITHOUT_TENSORFLOW = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                  "without_tensorflow")
+REPO_ROOT = no_tensorflow.REPO_ROOT
 # Small enough for seconds a run, big enough for one batch of 8 (tiny).
 CORPUS_DOCUMENTS = 60
 TRAIN_STEPS = 12
@@ -35,8 +33,7 @@ def run_command(output_dir: str, corpus: str, *flags: str
                 ) -> subprocess.CompletedProcess:
   """`python -m realformer_tf.reproduce.keras3 --size=tiny` on `corpus`
   (a later flag overrides an earlier one)."""
-  env = dict(jax_env(),
-             PYTHONPATH=os.pathsep.join([WITHOUT_TENSORFLOW, REPO_ROOT]))
+  env = no_tensorflow.env(jax_env())
   return subprocess.run(
       [sys.executable, "-m", "realformer_tf.reproduce.keras3",
        f"--output_dir={output_dir}", "--size=tiny", f"--corpus={corpus}",
