@@ -202,7 +202,8 @@ def learn_vocab(text_lines: Iterable[str],
         f"No text to learn a vocabulary from (for {output_file!r}).")
   # A vocabulary has no proof of its writer: a new file only (our writers
   # pass a path staged in their output set).
-  if utils.GFILE_OPS.exists(output_file):
+  ops = utils.GFILE_OPS  # ram:// calls a prefix of a file a folder.
+  if ops.exists(output_file) and not ops.isdir(output_file):
     ownership.refuse_foreign([output_file])
   logging.info("Learning a WordPiece vocabulary of up to %d tokens from %d "
                "lines.", vocab_size, len(lines))

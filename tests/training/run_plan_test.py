@@ -208,7 +208,11 @@ def test_a_users_files_at_train_pys_paths_are_refused_ours_are_not(tmp_path):
       "away, or write elsewhere.") + "$"):
     plan_rules.check(plan)
   assert run_plan.foreign_outputs(params, "eval", model_dir) == ()
-  train_lib.write_params_yaml(params, model_dir)
+  with pytest.raises(FileExistsError, match="params.yaml exists and no "):
+    train_lib.write_params_yaml(params, model_dir)  # The writer refuses too.
+  os.remove(tmp_path / "params.yaml")
+  for _ in range(2):  # Ours, replaced.
+    train_lib.write_params_yaml(params, model_dir)
   for name in names[1:]:
     os.remove(tmp_path / name)
     writes.publish_json(str(tmp_path / name), {"step": 1}, train_lib.WRITER,
