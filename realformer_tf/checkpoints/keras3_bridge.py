@@ -266,7 +266,7 @@ def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
   architecture and weights; `overrides`: other backbone arguments."""
   c = encoder.get_config()
   activation = keras3_configs.keras3_activation(
-      encoder._config["inner_activation"])  # pylint: disable=protected-access
+      encoder._inner_activation)  # pylint: disable=protected-access
   config = tf2_checkpoint.realformer_config_from(dict(
       vocab_size=c["vocab_size"], hidden_size=c["hidden_size"],
       num_layers=c["num_layers"], num_attention_heads=c["num_attention_heads"],

@@ -1,21 +1,15 @@
-"""Constructor arguments: the checks both faces share; the tf_keras specs.
+"""Constructor arguments: the checks both faces share, and their names.
 
-An `Argument` has a name per face (Model Garden's, keras-hub's:
-docs/names.md), a default, a check and Model Garden's other names; a `Spec`
-binds a tf_keras layer's call and writes its config back (values under the
-Model Garden name, `key`). The Keras 3 face writes its signatures out and
-uses the checks by keras-hub name, `refuse_unknown` and `MODEL_GARDEN_NAMES`.
+Each face writes its signatures out in its host library's names
+(docs/names.md); `check` holds a value of either face's names to one rule,
+`refuse_unknown` names the closest valid keyword of a typo.
 """
 
-import dataclasses
 import difflib
 import inspect
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from realformer_tf.core import options
-
-TF_KERAS = "tf_keras"  # The one face these specs bind.
-REQUIRED = inspect.Parameter.empty
 
 
 def positive_int(name, value):
@@ -30,136 +24,6 @@ def positive_float(name, value):
   if not options.float_or_nan(value) > 0:
     raise ValueError(f"{name} must be a positive number, got {value!r}.")
   return float(value)
-
-
-def flag(name, value):
-  del name  # Any truthy value.
-  return bool(value)
-
-
-@dataclasses.dataclass(frozen=True)
-class Argument:
-  """One constructor argument.
-
-  Attributes:
-    key: Its name inside (Model Garden's block's).
-    keras3: Its Keras 3 name (docs/names.md), not bound here; None = `key`.
-    default: `REQUIRED` or the default value.
-    check: `(name, value) -> value`, normalizing; raises ValueError naming
-      the argument and the value.
-    kind: "initializer" or "activation": (de)serialized by the face.
-    aliases: Model Garden's other names (BertEncoderV2's, the decoder's),
-      taken as they are on the tf_keras face.
-    tf_keras: Its tf_keras name where a Model Garden class names it
-      otherwise (seq2seq's `intermediate_size`); None = `key`.
-  """
-  key: str
-  keras3: Optional[str] = None
-  default: Any = REQUIRED
-  check: Optional[Callable[[str, Any], Any]] = None
-  kind: str = ""
-  aliases: Tuple[str, ...] = ()
-  tf_keras: Optional[str] = None
-
-  def name(self, face: str) -> str:
-    del face  # TF_KERAS.
-    return self.tf_keras or self.key
-
-
-class Spec:
-  """Arguments of a layer, in order (positional binding follows it)."""
-
-  def __init__(self, *arguments: Argument):
-    self.arguments = arguments
-
-  def __add__(self, other: "Spec") -> "Spec":
-    return Spec(*self.arguments, *other.arguments)
-
-  def replace(self, **defaults) -> "Spec":
-    """This spec with other defaults, by key."""
-    return Spec(*(dataclasses.replace(a, default=defaults[a.key])
-                  if a.key in defaults else a for a in self.arguments))
-
-  def only(self, *keys: str) -> "Spec":
-    """These arguments, in this order."""
-    by_key = {a.key: a for a in self.arguments}
-    return Spec(*(by_key[key] for key in keys))
-
-  def renamed(self, **tf_keras_names) -> "Spec":
-    """This spec with other tf_keras names, by key."""
-    return Spec(*(dataclasses.replace(a, tf_keras=tf_keras_names[a.key])
-                  if a.key in tf_keras_names else a for a in self.arguments))
-
-  def keys(self, face: str):
-    return [a.key for a in self.on(face)]
-
-  def on(self, face: str):
-    del face  # TF_KERAS.
-    return list(self.arguments)
-
-  def signature(self, face: str) -> inspect.Signature:
-    """The constructor's signature in `face`'s names, for `help()`."""
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    return inspect.Signature(
-        [inspect.Parameter(a.name(face), kind, default=a.default)
-         for a in self.on(face)] +
-        [inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
-
-  def bind(self, face: str, owner: str, args: tuple, kwargs: Dict[str, Any],
-           deserialize: Dict[str, Callable[[Any], Any]]):
-    """`(values by key, the other kwargs)` of a constructor call.
-
-    Model Garden's aliases are taken too. An argument whose default is not
-    None is checked even when None is given (`score_dtype=None` is refused
-    here, not deep inside Keras later).
-
-    Args:
-      face, owner, args, kwargs, deserialize: The face, the class name (for
-        messages), the call's arguments, the (de)serializers of `kind`s.
-
-    Raises:
-      TypeError: A missing required argument, one given twice or too many
-        positional ones.
-      ValueError: A value its check refuses, naming argument and value.
-    """
-    arguments = self.on(face)
-    if len(args) > len(arguments):
-      raise TypeError(f"{owner} takes {len(arguments)} positional arguments, "
-                      f"got {len(args)}.")
-    kwargs = dict(kwargs)
-    given = {a.key: value for a, value in zip(arguments, args)}
-    for a in arguments:
-      name = a.name(face)
-      old = [n for n in dict.fromkeys((a.key, a.tf_keras or a.key) + a.aliases)
-             if n != name and n in kwargs]
-      for n in [name] + old:
-        if n in kwargs:
-          if a.key in given:
-            raise TypeError(f"{owner} got {name!r} twice (as {n!r}).")
-          given[a.key] = kwargs.pop(n)
-    values = {}
-    for a in arguments:
-      value = given.get(a.key, a.default)
-      if value is REQUIRED:
-        raise TypeError(f"{owner} needs {a.name(face)}.")
-      if a.kind and value is not None:
-        value = deserialize[a.kind](value)
-      if a.check is not None and (value is not None or
-                                  a.default is not None):
-        value = a.check(f"{owner}: {a.name(face)}", value)
-      values[a.key] = value
-    return values, kwargs
-
-  def config(self, face: str, values: Dict[str, Any],
-             serialize: Dict[str, Callable[[Any], Any]]) -> Dict[str, Any]:
-    """`values` (by key) as a config in the face's names."""
-    config = {}
-    for a in self.on(face):
-      value = values[a.key]
-      if a.kind and value is not None:
-        value = serialize[a.kind](value)
-      config[a.name(face)] = value
-    return config
 
 
 def keyword_names(*classes) -> Tuple[str, ...]:
@@ -243,54 +107,12 @@ KERAS_HUB_CHECKS = dict(
     layer_index=lambda name, value: options.check_layer_index(value))
 
 
-def check_keras_hub(owner: str, **values):
+def check(owner: str, **values):
   """Raises a ValueError naming `owner`, the argument and its value for a
-  value (None too) its `KERAS_HUB_CHECKS` entry refuses."""
+  value (None too) its `KERAS_HUB_CHECKS` entry refuses; a Model Garden name
+  is checked as its keras-hub name."""
   for name, value in values.items():
-    KERAS_HUB_CHECKS[name](f"{owner}: {name}", value)
+    hub_name = MODEL_GARDEN_NAMES.get(name, name)
+    hub_name = hub_name if isinstance(hub_name, str) else hub_name[0]
+    KERAS_HUB_CHECKS[hub_name](f"{owner}: {name}", value)
 
-
-# The blocks' arguments, both faces (the networks and backbones pass them).
-BLOCK = Spec(
-    Argument("num_attention_heads", "num_heads", check=positive_int),
-    Argument("inner_dim", "intermediate_dim", check=positive_int,
-             aliases=("intermediate_size",)),
-    Argument("inner_activation", "activation", "gelu", kind="activation",
-             aliases=("intermediate_activation", "activation")),
-    Argument("output_dropout", "dropout", 0.0, rate,
-             aliases=("dropout_rate",)),
-    Argument("attention_dropout", None, 0.0, rate,
-             aliases=("attention_dropout_rate",)),
-    Argument("norm_first", "normalize_first", False, flag),
-    Argument("norm_epsilon", "layer_norm_epsilon", 1e-12, positive_float),
-    Argument("kernel_initializer", None, "glorot_uniform",
-             kind="initializer"),
-    Argument("residual_attention", None, "sum",
-             option(options.validate_residual_attention)),
-    Argument("layer_index", None, 0,
-             lambda name, value: options.check_layer_index(value)),
-    Argument("score_dtype", None, "auto",
-             option(options.validate_score_dtype)),
-    # Model Garden's recompute_grad is TensorFlow's; the kernel is JAX's.
-    Argument("recompute", None, False, flag))
-
-DECODER_BLOCK = BLOCK.replace(inner_activation="relu") + Spec(
-    Argument("use_bias", None, True, flag),
-    Argument("intermediate_dropout", None, 0.0, rate),
-    Argument("attention_initializer", None, None, kind="initializer"),
-    Argument("self_residual", None, True, flag),
-    Argument("cross_residual", None, True, flag),
-    Argument("cross_attention", None, True, flag))
-
-# A stack's: Model Garden's (BertEncoderV2) and keras-hub's (BertBackbone).
-STACK = Spec(
-    Argument("vocab_size", "vocabulary_size", check=positive_int),
-    Argument("hidden_size", "hidden_dim", check=positive_int),
-    Argument("num_layers", None, check=positive_int),
-    Argument("max_sequence_length", None, 512, positive_int),
-    Argument("type_vocab_size", "num_segments", 16, positive_int),
-    Argument("final_layer_norm", None, None))
-
-# The attention layers' own arguments (the rest are Keras').
-ATTENTION = BLOCK.only("residual_attention", "layer_index", "score_dtype",
-                       "recompute")

@@ -69,8 +69,8 @@ _MHA_KEYWORDS = arguments.keyword_names(
     keras.layers.MultiHeadAttention) + LAYER_KEYWORDS
 
 def check_arguments(layer, **values):
-  """`arguments.check_keras_hub` naming `layer`'s class."""
-  arguments.check_keras_hub(type(layer).__name__, **values)
+  """`arguments.check` naming `layer`'s class."""
+  arguments.check(type(layer).__name__, **values)
 
 
 def refuse_unknown(layer, kwargs, base=LAYER_KEYWORDS):

@@ -5,6 +5,8 @@ decoder's layers and never mixed (He et al., 2020, Section 3): along each
 path the mask is the same in every layer, which makes the sum meaningful.
 """
 
+from typing import Optional
+
 import tensorflow as tf
 import tf_keras
 
@@ -12,11 +14,13 @@ from realformer_tf.core import arguments
 from realformer_tf.core import block as core_block
 from realformer_tf.layers import encoder_block
 from realformer_tf.layers import hashed_dropout
+from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import residual_attention as ra
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerDecoderBlock(encoder_block.SpecLayer):
+class RealFormerDecoderBlock(keras3_seam.RejectsKeras3,
+                             tf_keras.layers.Layer):
   """`(hidden, self_scores, cross_scores) -> (hidden, self_scores, cross_scores)`.
 
   Causal self-attention on one residual path, encoder-decoder attention on
@@ -79,50 +83,118 @@ class RealFormerDecoderBlock(encoder_block.SpecLayer):
   (TensorShape([2, 2, 4, 4]), TensorShape([2, 2, 4, 6]))
   """
 
-  ARGUMENTS = arguments.DECODER_BLOCK
+  def __init__(self,
+               num_attention_heads: int,
+               inner_dim: Optional[int] = None,
+               inner_activation="relu",
+               output_dropout: float = 0.0,
+               attention_dropout: float = 0.0,
+               norm_first: bool = False,
+               norm_epsilon: float = 1e-12,
+               kernel_initializer="glorot_uniform",
+               residual_attention: str = "sum",
+               layer_index: int = 0,
+               score_dtype: str = "auto",
+               recompute: bool = False,
+               use_bias: bool = True,
+               intermediate_dropout: float = 0.0,
+               attention_initializer=None,
+               self_residual: bool = True,
+               cross_residual: bool = True,
+               cross_attention: bool = True,
+               **kwargs):
+    (inner_dim, inner_activation, output_dropout,
+     attention_dropout) = encoder_block.take_aliases(
+         type(self).__name__, kwargs, inner_dim, inner_activation,
+         output_dropout, attention_dropout)
+    arguments.check(
+        type(self).__name__, num_attention_heads=num_attention_heads,
+        inner_dim=inner_dim, output_dropout=output_dropout,
+        attention_dropout=attention_dropout, norm_epsilon=norm_epsilon,
+        residual_attention=residual_attention, layer_index=layer_index,
+        score_dtype=score_dtype, intermediate_dropout=intermediate_dropout)
+    super().__init__(**kwargs)
+    # Model Garden's `TransformerDecoderBlock` attribute names first.
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = inner_dim
+    self.intermediate_activation = inner_activation
+    self.dropout_rate = output_dropout
+    self.attention_dropout_rate = attention_dropout
+    self._norm_first = bool(norm_first)
+    self._norm_epsilon = norm_epsilon
+    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
+    self._residual_attention = residual_attention
+    self._layer_index = layer_index
+    self._score_dtype = score_dtype
+    self._recompute = bool(recompute)
+    self._use_bias = bool(use_bias)
+    self._intermediate_dropout = intermediate_dropout
+    self._attention_initializer = (
+        None if attention_initializer is None
+        else tf_keras.initializers.get(attention_initializer))
+    self._self_residual = bool(self_residual)
+    self._cross_residual = bool(cross_residual)
+    self._cross_attention = bool(cross_attention)
 
-  def __init__(self, *args, **kwargs):
-    super().__init__(*args, **kwargs)
-    # Model Garden's `TransformerDecoderBlock` attribute names.
-    self.num_attention_heads = self._config["num_attention_heads"]
-    self.intermediate_size = self._config["inner_dim"]
-    self.dropout_rate = self._config["output_dropout"]
-    self.attention_dropout_rate = self._config["attention_dropout"]
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "num_attention_heads": self.num_attention_heads,
+        "inner_dim": self.intermediate_size,
+        "inner_activation": encoder_block.serialize_activation(
+            self.intermediate_activation),
+        "output_dropout": self.dropout_rate,
+        "attention_dropout": self.attention_dropout_rate,
+        "norm_first": self._norm_first,
+        "norm_epsilon": self._norm_epsilon,
+        "kernel_initializer": encoder_block.serialize_initializer(
+            self._kernel_initializer),
+        "residual_attention": self._residual_attention,
+        "layer_index": self._layer_index,
+        "score_dtype": self._score_dtype,
+        "recompute": self._recompute,
+        "use_bias": self._use_bias,
+        "intermediate_dropout": self._intermediate_dropout,
+        "attention_initializer": encoder_block.serialize_initializer(
+            self._attention_initializer),
+        "self_residual": self._self_residual,
+        "cross_residual": self._cross_residual,
+        "cross_attention": self._cross_attention,
+    }
 
   def build(self, input_shape):
-    c = self._config
     width = encoder_block.block_width(self.name, input_shape,
-                                         self.num_attention_heads)
+                                      self.num_attention_heads)
 
     def attention(name, residual):
       return encoder_block.attention_layer(
           name, input_shape, self.num_attention_heads,
-          c["attention_initializer"] or c["kernel_initializer"],
-          dropout=self.attention_dropout_rate, use_bias=c["use_bias"],
-          residual_attention=c["residual_attention"] if residual else "none",
-          layer_index=c["layer_index"], score_dtype=c["score_dtype"],
-          recompute=c["recompute"])
+          self._attention_initializer or self._kernel_initializer,
+          dropout=self.attention_dropout_rate, use_bias=self._use_bias,
+          residual_attention=self._residual_attention if residual else "none",
+          layer_index=self._layer_index, score_dtype=self._score_dtype,
+          recompute=self._recompute)
 
     def layer_norm(name):
-      return encoder_block.layer_norm(name, c["norm_epsilon"])
+      return encoder_block.layer_norm(name, self._norm_epsilon)
 
     # Stateless under recompute_grad: the recomputation draws the same masks.
-    dropout = lambda rate: hashed_dropout.dropout_layer(rate, c["recompute"])
-    self.self_attention = attention("self_attention", c["self_residual"])
+    dropout = lambda rate: hashed_dropout.dropout_layer(rate, self._recompute)
+    self.self_attention = attention("self_attention", self._self_residual)
     self.self_attention_dropout = dropout(self.dropout_rate)
     self.self_attention_layer_norm = layer_norm("self_attention_layer_norm")
-    if c["cross_attention"]:
+    if self._cross_attention:
       # Memory has the block's width, so it builds like self-attention.
       self.encdec_attention = attention("attention/encdec",
-                                        c["cross_residual"])
+                                        self._cross_residual)
       self.encdec_attention_dropout = dropout(self.dropout_rate)
       self.encdec_attention_layer_norm = layer_norm(
           "attention/encdec_output_layer_norm")
     (self.intermediate_dense, self.intermediate_activation_layer,
      self.output_dense) = encoder_block.feed_forward(
-         width, self.intermediate_size, c["inner_activation"],
-         c["kernel_initializer"])
-    self._intermediate_dropout_layer = dropout(c["intermediate_dropout"])
+         width, self.intermediate_size, self.intermediate_activation,
+         self._kernel_initializer)
+    self._intermediate_dropout_layer = dropout(self._intermediate_dropout)
     self.output_dropout = dropout(self.dropout_rate)
     self.output_layer_norm = layer_norm("output_layer_norm")
     super().build(input_shape)
@@ -131,7 +203,7 @@ class RealFormerDecoderBlock(encoder_block.SpecLayer):
            self_attention_mask=None, cross_attention_mask=None, cache=None,
            decode_loop_step=None, training=None,
            return_attention_probs: bool = False):
-    cross_attention = self._config["cross_attention"]
+    cross_attention = self._cross_attention
     if cross_attention and memory is None:
       raise ValueError(f"{self.name}: memory (the encoder output) is required "
                        "with cross_attention=True.")
@@ -142,7 +214,7 @@ class RealFormerDecoderBlock(encoder_block.SpecLayer):
                    cross_scores=cross_scores,
                    self_attention_mask=self_attention_mask,
                    cross_attention_mask=cross_attention_mask)
-    if self._config["recompute"] and training and cache is None:
+    if self._recompute and training and cache is None:
       # The absent cross outputs come back None.
       outputs = tuple(encoder_block.recomputed(
           lambda hidden, **tensors: self._forward(hidden, **tensors,
@@ -179,9 +251,9 @@ class RealFormerDecoderBlock(encoder_block.SpecLayer):
 
     sublayers = core_block.decoder_sublayers(
         self, self_attention,
-        cross_attention if self._config["cross_attention"] else None,
+        cross_attention if self._cross_attention else None,
         training)
     hidden = core_block.residual_sublayers(ra.TF_OPS, hidden, sublayers,
-                                           self._config["norm_first"])
+                                           self._norm_first)
     return (hidden, out["self_scores"], out["cross_scores"],
             out["self_probs"], out.get("cross_probs"))

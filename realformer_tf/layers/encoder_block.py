@@ -1,7 +1,7 @@
 """The RealFormer encoder block, and what every tf_keras block and network shares.
 
-`SpecLayer` is the tf_keras face's side of `core.arguments`: a layer whose
-constructor arguments, config and checks are a `core.arguments.Spec`.
+Arguments in Model Garden's names (docs/names.md), checked by
+`core.arguments.check`, the same rule as the Keras 3 face's.
 """
 
 from typing import Any, Optional, Tuple
@@ -25,13 +25,26 @@ def serialize_activation(activation) -> Any:
                                        use_legacy_format=True)
 
 
-_SERIALIZE = {
-    "initializer": lambda value: tf_utils.serialize_initializer(
-        value, use_legacy_format=True),
-    "activation": serialize_activation}
-# Activations stay as given (a name or a function) until `get_config`.
-_DESERIALIZE = {"initializer": tf_keras.initializers.get,
-                "activation": lambda value: value}
+def serialize_initializer(initializer) -> Any:
+  """An initializer (or None) as Model Garden's layers write it."""
+  return tf_utils.serialize_initializer(initializer, use_legacy_format=True)
+
+
+def take_aliases(owner: str, kwargs, inner_dim, inner_activation,
+                 output_dropout, attention_dropout) -> Tuple[Any, ...]:
+  """The four arguments, each replaced by Model Garden's other name for it
+  in `kwargs` (popped), as `BertEncoderV2` takes them; docs/names.md.
+
+  Raises:
+    TypeError: If `inner_dim` is given by neither name.
+  """
+  inner_dim = kwargs.pop("intermediate_size", inner_dim)
+  if inner_dim is None:
+    raise TypeError(f"{owner} needs inner_dim.")
+  inner_activation = kwargs.pop("intermediate_activation", inner_activation)
+  return (inner_dim, kwargs.pop("activation", inner_activation),
+          kwargs.pop("dropout_rate", output_dropout),
+          kwargs.pop("attention_dropout_rate", attention_dropout))
 
 
 def recomputed(forward, hidden, tensors):
@@ -49,35 +62,6 @@ def recomputed(forward, hidden, tensors):
   return recompute_grad.recompute_grad(positional)(
       tf.convert_to_tensor(hidden),
       *[tf.convert_to_tensor(tensors[name]) for name in names])
-
-
-class SpecLayer(tf_keras.layers.Layer):
-  """A tf_keras layer whose arguments are `ARGUMENTS`, a `core.arguments.Spec`.
-
-  `__init__` binds them (positionally or by Model Garden's names, checked,
-  defaults filled) into `self._config`, by key; `get_config` writes them
-  back after the base layer's config, initializers and activations as
-  Model Garden's layers write them.
-  """
-  ARGUMENTS = arguments.Spec()
-
-  def __init_subclass__(cls, **kwargs):
-    super().__init_subclass__(**kwargs)
-    cls.__signature__ = cls.ARGUMENTS.signature(arguments.TF_KERAS)
-
-  def __init__(self, *args, **kwargs):
-    self._config, kwargs = self.ARGUMENTS.bind(
-        arguments.TF_KERAS, type(self).__name__, args, kwargs, _DESERIALIZE)
-    super().__init__(**kwargs)
-
-  def __call__(self, *args, **kwargs):
-    keras3_seam.reject_keras3_arguments(self, args, kwargs)
-    return super().__call__(*args, **kwargs)
-
-  def get_config(self):
-    return {**super().get_config(),
-            **self.ARGUMENTS.config(arguments.TF_KERAS, self._config,
-                                    _SERIALIZE)}
 
 
 def block_width(name: str, input_shape, num_heads: int) -> int:
@@ -129,7 +113,8 @@ def feed_forward(width: int, inner_dim: int, activation, initializer
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerEncoderBlock(SpecLayer):
+class RealFormerEncoderBlock(keras3_seam.RejectsKeras3,
+                             tf_keras.layers.Layer):
   """Transformer encoder block: `(hidden, scores) -> (hidden, scores)`.
 
   Post-LN (BERT, the paper's backbone) by default, Pre-LN with
@@ -162,24 +147,61 @@ class RealFormerEncoderBlock(SpecLayer):
   TensorShape([2, 2, 6, 6])
   """
 
-  ARGUMENTS = arguments.BLOCK
-
-  def __init__(self, *args, **kwargs):
-    super().__init__(*args, **kwargs)
-    c = self._config
+  def __init__(self,
+               num_attention_heads: int,
+               inner_dim: Optional[int] = None,
+               inner_activation="gelu",
+               output_dropout: float = 0.0,
+               attention_dropout: float = 0.0,
+               norm_first: bool = False,
+               norm_epsilon: float = 1e-12,
+               kernel_initializer="glorot_uniform",
+               residual_attention: str = "sum",
+               layer_index: int = 0,
+               score_dtype: str = "auto",
+               recompute: bool = False,
+               **kwargs):
+    (inner_dim, inner_activation, output_dropout,
+     attention_dropout) = take_aliases(type(self).__name__, kwargs, inner_dim,
+                                       inner_activation, output_dropout,
+                                       attention_dropout)
+    arguments.check(
+        type(self).__name__, num_attention_heads=num_attention_heads,
+        inner_dim=inner_dim, output_dropout=output_dropout,
+        attention_dropout=attention_dropout, norm_epsilon=norm_epsilon,
+        residual_attention=residual_attention, layer_index=layer_index,
+        score_dtype=score_dtype)
+    super().__init__(**kwargs)
     # Model Garden's TransformerEncoderBlock attribute names.
-    self._num_heads = c["num_attention_heads"]
-    self._inner_dim = c["inner_dim"]
-    self._inner_activation = c["inner_activation"]
-    self._output_dropout_rate = c["output_dropout"]
-    self._attention_dropout_rate = c["attention_dropout"]
-    self._norm_first = c["norm_first"]
-    self._norm_epsilon = c["norm_epsilon"]
-    self._kernel_initializer = c["kernel_initializer"]
-    self._residual_attention = c["residual_attention"]
-    self._layer_index = c["layer_index"]
-    self._score_dtype = c["score_dtype"]
-    self._recompute = c["recompute"]
+    self._num_heads = num_attention_heads
+    self._inner_dim = inner_dim
+    self._inner_activation = inner_activation
+    self._output_dropout_rate = output_dropout
+    self._attention_dropout_rate = attention_dropout
+    self._norm_first = bool(norm_first)
+    self._norm_epsilon = norm_epsilon
+    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
+    self._residual_attention = residual_attention
+    self._layer_index = layer_index
+    self._score_dtype = score_dtype
+    self._recompute = bool(recompute)
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "num_attention_heads": self._num_heads,
+        "inner_dim": self._inner_dim,
+        "inner_activation": serialize_activation(self._inner_activation),
+        "output_dropout": self._output_dropout_rate,
+        "attention_dropout": self._attention_dropout_rate,
+        "norm_first": self._norm_first,
+        "norm_epsilon": self._norm_epsilon,
+        "kernel_initializer": serialize_initializer(self._kernel_initializer),
+        "residual_attention": self._residual_attention,
+        "layer_index": self._layer_index,
+        "score_dtype": self._score_dtype,
+        "recompute": self._recompute,
+    }
 
   def build(self, input_shape):
     width = block_width(self.name, input_shape, self._num_heads)

@@ -55,3 +55,12 @@ def reject_keras3_arguments(layer, args, kwargs) -> None:
           f"tf.keras / keras) as {path}: {leaf!r}. This is the tf_keras layer "
           f"(realformer_tf.layers / realformer_tf.networks, Keras 2); "
           f"{instead}, or build the inputs with tf_keras.Input.")
+
+
+class RejectsKeras3:
+  """Layer mixin: `reject_keras3_arguments` before every call. List it
+  before the tf_keras base class."""
+
+  def __call__(self, *args, **kwargs):
+    reject_keras3_arguments(self, args, kwargs)
+    return super().__call__(*args, **kwargs)

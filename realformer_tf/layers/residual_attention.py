@@ -67,7 +67,8 @@ def residual_dot_product_attention(
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class ResidualMultiHeadAttention(mg_attention.CachedAttention):
+class ResidualMultiHeadAttention(keras3_seam.RejectsKeras3,
+                                 mg_attention.CachedAttention):
   """`MultiHeadAttention` that takes and returns pre-softmax attention scores.
 
   Model Garden's `CachedAttention` with `residual_dot_product_attention`;
@@ -115,7 +116,14 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
   (TensorShape([3, 5, 16]), TensorShape([3, 2, 5, 5]))
   """
 
-  def __init__(self, num_heads: int, key_dim: int, **kwargs):
+  def __init__(self,
+               num_heads: int,
+               key_dim: int,
+               residual_attention: str = "sum",
+               layer_index: int = 0,
+               score_dtype: str = "auto",
+               recompute: bool = False,
+               **kwargs):
     axes = kwargs.get("attention_axes")
     if axes is not None and tuple(tf.nest.flatten(axes)) != (1,):
       # The running sum is [batch, heads, from_len, to_len]: one attention
@@ -124,24 +132,24 @@ class ResidualMultiHeadAttention(mg_attention.CachedAttention):
       raise ValueError(
           f"ResidualMultiHeadAttention attends over the sequence axis only; "
           f"attention_axes must be None, got {kwargs['attention_axes']!r}.")
-    self._options, kwargs = arguments.ATTENTION.bind(
-        arguments.TF_KERAS, type(self).__name__, (), kwargs, {})
+    arguments.check(type(self).__name__, residual_attention=residual_attention,
+                    layer_index=layer_index, score_dtype=score_dtype)
     super().__init__(num_heads=num_heads, key_dim=key_dim, **kwargs)
+    self.residual_attention = residual_attention
+    self.layer_index = layer_index
+    self.score_dtype = score_dtype
+    self.recompute = bool(recompute)
     self._probs_dropout = hashed_dropout.dropout_layer(
-        self._dropout, self._options["recompute"], dtype=self.dtype_policy)
-
-  def __call__(self, *args, **kwargs):
-    keras3_seam.reject_keras3_arguments(self, args, kwargs)
-    return super().__call__(*args, **kwargs)
-
-  residual_attention = property(lambda self: self._options["residual_attention"])
-  layer_index = property(lambda self: self._options["layer_index"])
-  score_dtype = property(lambda self: self._options["score_dtype"])
+        self._dropout, self.recompute, dtype=self.dtype_policy)
 
   def get_config(self):
-    return {**super().get_config(),
-            **arguments.ATTENTION.config(arguments.TF_KERAS, self._options,
-                                         {})}
+    return {
+        **super().get_config(),
+        "residual_attention": self.residual_attention,
+        "layer_index": self.layer_index,
+        "score_dtype": self.score_dtype,
+        "recompute": self.recompute,
+    }
 
   def call(self, query, value=None, key=None, attention_mask=None,
            prev_scores=None, training=None, return_attention_probs=False,

@@ -18,17 +18,17 @@ class RealFormerDecoder(score_stack.BlockStack):
   """A stack of `RealFormerDecoderBlock`s and a final LayerNorm.
 
   Args:
-    *args: `score_stack.BlockStack`'s arguments, in Model Garden's `TransformerDecoder`
-      order (`num_layers`, `num_attention_heads`, `intermediate_size`,
-      `activation`, `dropout_rate`, `attention_dropout_rate`); the others by
-      keyword.
+    num_layers, num_attention_heads, intermediate_size, activation,
+      dropout_rate, attention_dropout_rate, norm_first, norm_epsilon,
+      residual_attention, final_layer_norm: As `score_stack.BlockStack`, in
+      Model Garden's `TransformerDecoder` order (the final LayerNorm's
+      epsilon is Model Garden's 1e-6 whatever `norm_epsilon`).
     use_bias: Bias in the attention projections.
     intermediate_dropout: Dropout after the feed-forward activation.
     self_residual: Residual path for decoder self-attention.
     cross_residual: Residual path for encoder-decoder attention.
     cross_attention: False for a decoder-only stack.
-    **kwargs: `BlockStack`'s arguments (the final LayerNorm's epsilon is
-      Model Garden's 1e-6 whatever `norm_epsilon`) and base `Layer` ones.
+    **kwargs: Base `Layer` arguments.
 
   Call arguments:
     target: `[batch, target_len, width]` embedded target.
@@ -51,28 +51,65 @@ class RealFormerDecoder(score_stack.BlockStack):
 
   _blocks_attribute = "decoder_layers"
 
-  ARGUMENTS = score_stack.BlockStack.ARGUMENTS + (
-      arguments.DECODER_BLOCK.only(
-          "use_bias", "intermediate_dropout", "self_residual",
-          "cross_residual", "cross_attention").replace(use_bias=False))
+  def __init__(self,
+               num_layers: int = 6,
+               num_attention_heads: int = 8,
+               intermediate_size: int = 2048,
+               activation="relu",
+               dropout_rate: float = 0.0,
+               attention_dropout_rate: float = 0.0,
+               norm_first: bool = True,
+               norm_epsilon: float = 1e-6,
+               residual_attention: str = "sum",
+               final_layer_norm: bool = True,
+               use_bias: bool = False,
+               intermediate_dropout: float = 0.0,
+               self_residual: bool = True,
+               cross_residual: bool = True,
+               cross_attention: bool = True,
+               **kwargs):
+    arguments.check(type(self).__name__,
+                    intermediate_dropout=intermediate_dropout)
+    super().__init__(
+        num_layers=num_layers, num_attention_heads=num_attention_heads,
+        intermediate_size=intermediate_size, activation=activation,
+        dropout_rate=dropout_rate,
+        attention_dropout_rate=attention_dropout_rate, norm_first=norm_first,
+        norm_epsilon=norm_epsilon, residual_attention=residual_attention,
+        final_layer_norm=final_layer_norm, **kwargs)
+    self._use_bias = bool(use_bias)
+    self._intermediate_dropout = intermediate_dropout
+    self._self_residual = bool(self_residual)
+    self._cross_residual = bool(cross_residual)
+    self._cross_attention = bool(cross_attention)
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "use_bias": self._use_bias,
+        "intermediate_dropout": self._intermediate_dropout,
+        "self_residual": self._self_residual,
+        "cross_residual": self._cross_residual,
+        "cross_attention": self._cross_attention,
+    }
 
   def _block(self, index, width):
-    c = self._config
     return decoder_block.RealFormerDecoderBlock(
-        **self._block_arguments(index), use_bias=c["use_bias"],
-        intermediate_dropout=c["intermediate_dropout"],
+        **self._block_arguments(index), use_bias=self._use_bias,
+        intermediate_dropout=self._intermediate_dropout,
         # Model Garden's seq2seq attention initializer.
         attention_initializer=seq2seq_transformer.attention_initializer(
             width),
-        self_residual=c["self_residual"], cross_residual=c["cross_residual"],
-        cross_attention=c["cross_attention"])
+        self_residual=self._self_residual,
+        cross_residual=self._cross_residual,
+        cross_attention=self._cross_attention)
 
   def _final_norm_epsilon(self):
     return 1e-6  # Model Garden's TransformerDecoder's, whatever norm_epsilon.
 
   @property
   def cross_attention(self) -> bool:
-    return self._config["cross_attention"]
+    return self._cross_attention
 
   def call(self,
            target,

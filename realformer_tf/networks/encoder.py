@@ -1,5 +1,7 @@
 """RealFormer encoder: Model Garden's `BertEncoderV2` contract + residual attention."""
 
+from typing import Optional
+
 import tensorflow as tf
 import tf_keras
 
@@ -9,6 +11,7 @@ from realformer_tf import utils
 from realformer_tf.core import arguments
 from realformer_tf.layers import encoder_block
 from realformer_tf.layers import hashed_dropout
+from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import score_stack
 
@@ -19,7 +22,8 @@ def approx_gelu(x):
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerEncoder(encoder_block.SpecLayer):
+class RealFormerEncoder(keras3_seam.RejectsKeras3,
+                        tf_keras.layers.Layer):
   """Bi-directional Transformer encoder with residual attention (RealFormer).
 
   Same constructor arguments (its aliases `intermediate_size`, `activation`,
@@ -64,51 +68,70 @@ class RealFormerEncoder(encoder_block.SpecLayer):
   (TensorShape([1, 4, 32]), TensorShape([1, 32]))
   """
 
-  ARGUMENTS = arguments.Spec(*(
-      arguments.STACK.only("vocab_size", "hidden_size", "num_layers").replace(
-          hidden_size=768, num_layers=12) +
-      arguments.BLOCK.only("num_attention_heads").replace(
-          num_attention_heads=12) +
-      arguments.STACK.only("max_sequence_length", "type_vocab_size") +
-      arguments.BLOCK.only(
-          "inner_dim", "inner_activation", "output_dropout",
-          "attention_dropout").replace(
-              inner_dim=3072, inner_activation=approx_gelu,
-              output_dropout=0.1, attention_dropout=0.1) +
-      arguments.Spec(
-          arguments.Argument(
-              "initializer", None,
-              tf_keras.initializers.TruncatedNormal(stddev=0.02),
-              kind="initializer"),
-          arguments.Argument("output_range", None, None),
-          arguments.Argument("embedding_width", None, None),
-          arguments.Argument("embedding_layer", None, None)) +
-      arguments.BLOCK.only("norm_first") +
-      arguments.Spec(*(arguments.Argument(name, None, False, arguments.flag)
-                       for name in ("with_dense_inputs",
-                                    "return_attention_scores",
-                                    "return_word_embeddings"))) +
-      arguments.BLOCK.only("residual_attention") +
-      arguments.STACK.only("final_layer_norm") +
-      arguments.BLOCK.only("norm_epsilon", "score_dtype", "recompute")
-  ).arguments)
-
-  def __init__(self, *args, **kwargs):
-    super().__init__(*args, **kwargs)
-    c = self._config
-    utils.check_heads_divide(c["hidden_size"], c["num_attention_heads"],
-                             "hidden_size")
-    if c["final_layer_norm"] is None:
-      c["final_layer_norm"] = c["norm_first"]
-    if c["embedding_width"] is None:
-      c["embedding_width"] = c["hidden_size"]
-    (vocab_size, hidden_size, num_layers, max_sequence_length,
-     type_vocab_size, initializer, embedding_width, embedding_layer,
-     norm_epsilon, with_dense_inputs) = (
-         c[k] for k in ("vocab_size", "hidden_size", "num_layers",
-                        "max_sequence_length", "type_vocab_size",
-                        "initializer", "embedding_width", "embedding_layer",
-                        "norm_epsilon", "with_dense_inputs"))
+  def __init__(
+      self,
+      vocab_size: int,
+      hidden_size: int = 768,
+      num_layers: int = 12,
+      num_attention_heads: int = 12,
+      max_sequence_length: int = 512,
+      type_vocab_size: int = 16,
+      inner_dim: int = 3072,
+      inner_activation=approx_gelu,
+      output_dropout: float = 0.1,
+      attention_dropout: float = 0.1,
+      initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02),
+      output_range: Optional[int] = None,
+      embedding_width: Optional[int] = None,
+      embedding_layer: Optional[tf_keras.layers.Layer] = None,
+      norm_first: bool = False,
+      with_dense_inputs: bool = False,
+      return_attention_scores: bool = False,
+      return_word_embeddings: bool = False,
+      residual_attention: str = "sum",
+      final_layer_norm: Optional[bool] = None,
+      norm_epsilon: float = 1e-12,
+      score_dtype: str = "auto",
+      recompute: bool = False,
+      **kwargs):
+    (inner_dim, inner_activation, output_dropout,
+     attention_dropout) = encoder_block.take_aliases(
+         type(self).__name__, kwargs, inner_dim, inner_activation,
+         output_dropout, attention_dropout)
+    arguments.check(
+        type(self).__name__, vocab_size=vocab_size, hidden_size=hidden_size,
+        num_layers=num_layers, num_attention_heads=num_attention_heads,
+        max_sequence_length=max_sequence_length,
+        type_vocab_size=type_vocab_size, inner_dim=inner_dim,
+        output_dropout=output_dropout, attention_dropout=attention_dropout,
+        residual_attention=residual_attention, norm_epsilon=norm_epsilon,
+        score_dtype=score_dtype)
+    utils.check_heads_divide(hidden_size, num_attention_heads, "hidden_size")
+    super().__init__(**kwargs)
+    # === Config ===
+    self._vocab_size = vocab_size
+    self._hidden_size = hidden_size
+    self._num_layers = num_layers
+    self._num_attention_heads = num_attention_heads
+    self._max_sequence_length = max_sequence_length
+    self._type_vocab_size = type_vocab_size
+    self._inner_dim = inner_dim
+    self._inner_activation = inner_activation
+    self._output_dropout = output_dropout
+    self._attention_dropout = attention_dropout
+    self._initializer = tf_keras.initializers.get(initializer)
+    self._output_range = output_range
+    self._embedding_width = embedding_width or hidden_size
+    self._embedding_layer_argument = embedding_layer
+    self._norm_first = bool(norm_first)
+    self._with_dense_inputs = bool(with_dense_inputs)
+    self._return_attention_scores = bool(return_attention_scores)
+    self._return_word_embeddings = bool(return_word_embeddings)
+    self._residual_attention = residual_attention
+    self._norm_epsilon = norm_epsilon
+    self._score_dtype = score_dtype
+    self._recompute = bool(recompute)
+    initializer, embedding_width = self._initializer, self._embedding_width
 
     def init():
       return tf_utils.clone_initializer(initializer)
@@ -127,7 +150,7 @@ class RealFormerEncoder(encoder_block.SpecLayer):
     self._embedding_norm_layer = tf_keras.layers.LayerNormalization(
         name="embeddings/layer_norm", axis=-1, epsilon=1e-12, dtype=tf.float32)
     self._embedding_dropout = hashed_dropout.HashedDropout(
-        rate=c["output_dropout"], name="embedding_dropout")
+        rate=output_dropout, name="embedding_dropout")
     self._embedding_projection = None
     if embedding_width != hidden_size:
       self._embedding_projection = tf_keras.layers.EinsumDense(
@@ -140,12 +163,15 @@ class RealFormerEncoder(encoder_block.SpecLayer):
         name="self_attention_mask")
     self._transformer_layers = [
         encoder_block.RealFormerEncoderBlock(
-            **{k: c[k] for k in arguments.BLOCK.keys(arguments.TF_KERAS)
-               if k in c},
-            kernel_initializer=init(), layer_index=i,
+            num_attention_heads=num_attention_heads, inner_dim=inner_dim,
+            inner_activation=inner_activation, output_dropout=output_dropout,
+            attention_dropout=attention_dropout, norm_first=norm_first,
+            norm_epsilon=norm_epsilon, kernel_initializer=init(),
+            residual_attention=residual_attention, layer_index=i,
+            score_dtype=score_dtype, recompute=recompute,
             name=f"transformer/layer_{i}") for i in range(num_layers)]
-    self._final_layer_norm = None
-    if self._config["final_layer_norm"]:
+    self._final_layer_norm = None  # Its config value: this layer or None.
+    if norm_first if final_layer_norm is None else final_layer_norm:
       self._final_layer_norm = tf_keras.layers.LayerNormalization(
           name="final_layer_norm", axis=-1, epsilon=norm_epsilon,
           dtype=tf.float32)
@@ -202,14 +228,14 @@ class RealFormerEncoder(encoder_block.SpecLayer):
     # (not a [batch, seq, seq] mask each layer turns into a bias).
     attention_bias = ra.attention_bias_from_mask(
         mask[:, tf.newaxis, tf.newaxis, :],
-        ra.resolve_score_dtype(self._config["score_dtype"],
+        ra.resolve_score_dtype(self._score_dtype,
                                self.compute_dtype))
 
     last = len(self._transformer_layers) - 1
     encoder_outputs, (residual_scores,), (attention_scores,) = (
         score_stack.chain_blocks(
             self._transformer_layers, embeddings, ("scores",),
-            {last: dict(output_range=self._config["output_range"])},
+            {last: dict(output_range=self._output_range)},
             attention_bias=attention_bias, training=training))
     if self._final_layer_norm is not None:
       encoder_outputs[-1] = self._final_layer_norm(encoder_outputs[-1])
@@ -219,12 +245,41 @@ class RealFormerEncoder(encoder_block.SpecLayer):
         sequence_output=sequence_output,
         pooled_output=self._pooler_layer(sequence_output[:, 0, :]),
         encoder_outputs=encoder_outputs)
-    if self._config["return_attention_scores"]:
+    if self._return_attention_scores:
       outputs["attention_scores"] = attention_scores
       outputs["residual_scores"] = residual_scores
-    if self._config["return_word_embeddings"]:
+    if self._return_word_embeddings:
       outputs["word_embeddings"] = embeddings
     return outputs
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "vocab_size": self._vocab_size,
+        "hidden_size": self._hidden_size,
+        "num_layers": self._num_layers,
+        "num_attention_heads": self._num_attention_heads,
+        "max_sequence_length": self._max_sequence_length,
+        "type_vocab_size": self._type_vocab_size,
+        "inner_dim": self._inner_dim,
+        "inner_activation": encoder_block.serialize_activation(
+            self._inner_activation),
+        "output_dropout": self._output_dropout,
+        "attention_dropout": self._attention_dropout,
+        "initializer": encoder_block.serialize_initializer(self._initializer),
+        "output_range": self._output_range,
+        "embedding_width": self._embedding_width,
+        "embedding_layer": self._embedding_layer_argument,
+        "norm_first": self._norm_first,
+        "with_dense_inputs": self._with_dense_inputs,
+        "return_attention_scores": self._return_attention_scores,
+        "return_word_embeddings": self._return_word_embeddings,
+        "residual_attention": self._residual_attention,
+        "final_layer_norm": self._final_layer_norm is not None,
+        "norm_epsilon": self._norm_epsilon,
+        "score_dtype": self._score_dtype,
+        "recompute": self._recompute,
+    }
 
   @property
   def inputs(self):

@@ -12,6 +12,7 @@ import tf_keras
 
 from realformer_tf.core import arguments
 from realformer_tf.layers import encoder_block
+from realformer_tf.layers import keras3_seam
 
 
 def chain_blocks(blocks: Sequence[tf_keras.layers.Layer],
@@ -49,7 +50,7 @@ def chain_blocks(blocks: Sequence[tf_keras.layers.Layer],
   return columns[0], columns[1:1 + paths], columns[1 + paths:]
 
 
-class BlockStack(encoder_block.SpecLayer,
+class BlockStack(keras3_seam.RejectsKeras3, tf_keras.layers.Layer,
                  metaclass=abc.ABCMeta):
   """`num_layers` blocks and a final LayerNorm: what both seq2seq stacks share.
 
@@ -73,25 +74,50 @@ class BlockStack(encoder_block.SpecLayer,
   """
   _blocks_attribute = ""
 
-  # Model Garden's seq2seq names and defaults for the blocks' arguments.
-  ARGUMENTS = arguments.Spec(
-      arguments.Argument("num_layers", None, 6, arguments.positive_int)
-  ) + arguments.BLOCK.only(
-      "num_attention_heads", "inner_dim", "inner_activation",
-      "output_dropout", "attention_dropout", "norm_first", "norm_epsilon",
-      "residual_attention").replace(
-          num_attention_heads=8, inner_dim=2048, inner_activation="relu",
-          norm_first=True, norm_epsilon=1e-6).renamed(
-              inner_dim="intermediate_size", inner_activation="activation",
-              output_dropout="dropout_rate",
-              attention_dropout="attention_dropout_rate") + arguments.Spec(
-                  arguments.Argument("final_layer_norm", None, True,
-                                     arguments.flag))
+  def __init__(self,
+               num_layers: int = 6,
+               num_attention_heads: int = 8,
+               intermediate_size: int = 2048,
+               activation="relu",
+               dropout_rate: float = 0.0,
+               attention_dropout_rate: float = 0.0,
+               norm_first: bool = True,
+               norm_epsilon: float = 1e-6,
+               residual_attention: str = "sum",
+               final_layer_norm: bool = True,
+               **kwargs):
+    arguments.check(
+        type(self).__name__, num_layers=num_layers,
+        num_attention_heads=num_attention_heads,
+        intermediate_size=intermediate_size, dropout_rate=dropout_rate,
+        attention_dropout_rate=attention_dropout_rate,
+        norm_epsilon=norm_epsilon, residual_attention=residual_attention)
+    super().__init__(**kwargs)
+    self.num_layers = num_layers
+    self.num_attention_heads = num_attention_heads
+    self._intermediate_size = intermediate_size
+    self._activation = activation
+    self._dropout_rate = dropout_rate
+    self._attention_dropout_rate = attention_dropout_rate
+    self._norm_first = bool(norm_first)
+    self._norm_epsilon = norm_epsilon
+    self._residual_attention = residual_attention
+    self._final_layer_norm = bool(final_layer_norm)
 
-  def __init__(self, *args, **kwargs):
-    super().__init__(*args, **kwargs)
-    self.num_layers = self._config["num_layers"]
-    self.num_attention_heads = self._config["num_attention_heads"]
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "num_layers": self.num_layers,
+        "num_attention_heads": self.num_attention_heads,
+        "intermediate_size": self._intermediate_size,
+        "activation": encoder_block.serialize_activation(self._activation),
+        "dropout_rate": self._dropout_rate,
+        "attention_dropout_rate": self._attention_dropout_rate,
+        "norm_first": self._norm_first,
+        "norm_epsilon": self._norm_epsilon,
+        "residual_attention": self._residual_attention,
+        "final_layer_norm": self._final_layer_norm,
+    }
 
   @abc.abstractmethod
   def _block(self, index: int, width: int) -> tf_keras.layers.Layer:
@@ -99,23 +125,28 @@ class BlockStack(encoder_block.SpecLayer,
 
   def _block_arguments(self, index: int) -> Dict[str, Any]:
     """The block arguments both stacks pass, by the blocks' names."""
-    block_keys = arguments.BLOCK.keys(arguments.TF_KERAS)
-    return dict({k: v for k, v in self._config.items() if k in block_keys},
-                layer_index=index, name=f"layer_{index}")
+    return dict(
+        num_attention_heads=self.num_attention_heads,
+        inner_dim=self._intermediate_size, inner_activation=self._activation,
+        output_dropout=self._dropout_rate,
+        attention_dropout=self._attention_dropout_rate,
+        norm_first=self._norm_first, norm_epsilon=self._norm_epsilon,
+        residual_attention=self._residual_attention, layer_index=index,
+        name=f"layer_{index}")
 
   def _final_norm_epsilon(self) -> float:
-    return self._config["norm_epsilon"]
+    return self._norm_epsilon
 
   def build(self, input_shape):
     width = tf.TensorShape(input_shape)[-1]
     setattr(self, self._blocks_attribute,
             [self._block(i, width) for i in range(self.num_layers)])
-    if self._config["final_layer_norm"]:
+    if self._final_layer_norm:
       self.output_normalization = tf_keras.layers.LayerNormalization(
           epsilon=self._final_norm_epsilon(), dtype="float32")
     super().build(input_shape)
 
   def _normalize(self, x):
-    if self._config["final_layer_norm"]:
+    if self._final_layer_norm:
       return self.output_normalization(x)
     return x

@@ -1,69 +1,35 @@
-"""core.arguments: tf_keras binding and configs, checks, unknown names."""
+"""core.arguments: the checks by either face's names, unknown names."""
 
 import pytest
 
 from realformer_tf.core import arguments
 
-_IDENTITY = {"initializer": lambda v: v, "activation": lambda v: v}
 
-
-def _bind(*args, **kwargs):
-  return arguments.BLOCK.bind(arguments.TF_KERAS, "Blk", args, kwargs,
-                              _IDENTITY)
-
-
-def test_positional_and_keyword_arguments_bind_to_keys():
-  values, rest = _bind(4, 32, norm_first=True, name="b")
-  assert rest == {"name": "b"}
-  assert (values["num_attention_heads"], values["inner_dim"],
-          values["norm_first"], values["score_dtype"]) == (4, 32, True, "auto")
-  assert "attention_implementation" not in values  # Keras 3 only.
-
-
-def test_model_garden_aliases_are_taken():
-  values, _ = _bind(2, intermediate_size=8, dropout_rate=0.1,
-                    attention_dropout_rate=0.2)
-  assert (values["inner_dim"], values["output_dropout"],
-          values["attention_dropout"]) == (8, 0.1, 0.2)
-
-
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(num_attention_heads=2), TypeError, "Blk needs inner_dim"),
-    (dict(num_attention_heads=0, inner_dim=8), ValueError,
+@pytest.mark.parametrize("values, message", [
+    (dict(num_attention_heads=0),
      "Blk: num_attention_heads must be a positive int, got 0"),
-    (dict(num_attention_heads=2, inner_dim=8, output_dropout=1.5), ValueError,
+    (dict(num_heads=0), "Blk: num_heads must be a positive int, got 0"),
+    (dict(output_dropout=1.5),
      r"Blk: output_dropout must be a rate in \[0, 1\), got 1.5"),
-    (dict(num_attention_heads=2, inner_dim=8, score_dtype="half"), ValueError,
-     "score_dtype must be one of"),
-    (dict(num_attention_heads=2, inner_dim=8, intermediate_size=8), TypeError,
-     "got 'inner_dim' twice"),
-    # None is taken only where it is the default (issue 39 item 4: it
-    # passed, and failed later inside Keras' output-shape code).
-    (dict(num_attention_heads=2, inner_dim=8, score_dtype=None), ValueError,
-     r"Blk: score_dtype must be one of .*got None"),
-    (dict(num_attention_heads=2, inner_dim=8, output_dropout=None),
-     ValueError, "Blk: output_dropout must be a rate"),
+    (dict(attention_dropout_rate=1.0),
+     r"Blk: attention_dropout_rate must be a rate in \[0, 1\), got 1.0"),
+    (dict(norm_epsilon=0), "Blk: norm_epsilon must be a positive number"),
+    (dict(type_vocab_size=0), "Blk: type_vocab_size must be a positive int"),
+    (dict(score_dtype="half"), "Blk: score_dtype must be one of"),
+    # None is refused too (issue 39 item 4: it passed, and failed later
+    # inside Keras' output-shape code).
+    (dict(score_dtype=None), r"Blk: score_dtype must be one of .*got None"),
+    (dict(output_dropout=None), "Blk: output_dropout must be a rate"),
 ])
-def test_bad_arguments_are_named(kwargs, error, message):
-  with pytest.raises(error, match=message):
-    _bind(**kwargs)
+def test_bad_values_are_named_by_either_face_s_name(values, message):
+  with pytest.raises(ValueError, match=message):
+    arguments.check("Blk", **values)
 
 
-def test_config_round_trips():
-  values, _ = _bind(4, 32)
-  config = arguments.BLOCK.config(arguments.TF_KERAS, values, _IDENTITY)
-  assert _bind(**config)[0] == values
-  assert "norm_epsilon" in config and "layer_norm_epsilon" not in config
-
-
-def test_renamed_and_replaced_specs_keep_keys():
-  spec = arguments.BLOCK.only("inner_dim", "norm_first").replace(
-      norm_first=True).renamed(inner_dim="intermediate_size")
-  values, _ = spec.bind(arguments.TF_KERAS, "S", (), dict(intermediate_size=8),
-                        _IDENTITY)
-  assert values == {"inner_dim": 8, "norm_first": True}
-  assert list(spec.signature(arguments.TF_KERAS).parameters) == [
-      "intermediate_size", "norm_first", "kwargs"]
+def test_good_values_pass():
+  arguments.check("Blk", num_attention_heads=2, inner_dim=8, dropout=0.1,
+                  layer_norm_epsilon=1e-6, residual_attention="mean",
+                  layer_index=3, score_dtype="auto")
 
 
 @pytest.mark.parametrize("typo, closest", [

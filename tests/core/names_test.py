@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from official.nlp.modeling import networks as mg_networks
 from realformer_tf.core import arguments
 from realformer_tf.keras3 import backbone as k3_backbone
 from realformer_tf.keras3 import decoder_backbone as k3_decoder_backbone
@@ -84,8 +85,16 @@ def test_the_stack_table_is_the_backbones_signatures():
   assert _parameters(k3_backbone.RealFormerBackbone) == k3_names
   assert _parameters(k3_decoder_backbone.RealFormerDecoderBackbone) == (
       k3_names - {n for row in rows if row[4] for n in row[2]})
-  assert {n for row in rows for n in row[0]} <= _parameters(
-      tf_network.RealFormerEncoder)
+  # The tf_keras encoder: BertEncoderV2's arguments, in its order and with
+  # its defaults, then the table's others.
+  ours = inspect.signature(tf_network.RealFormerEncoder).parameters
+  theirs = inspect.signature(mg_networks.BertEncoderV2).parameters
+  assert _parameters(tf_network.RealFormerEncoder) == _parameters(
+      mg_networks.BertEncoderV2) | {n for row in rows for n in row[0]}
+  assert list(ours)[:len(theirs) - 1] == list(theirs)[:-1]
+  assert [n for n, p in theirs.items()
+          if isinstance(p.default, (bool, int, float, str, type(None))) and
+          ours[n].default != p.default] == []
 
 
 @pytest.mark.parametrize("title", ["Blocks", "Encoder and backbones"])
