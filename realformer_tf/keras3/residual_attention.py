@@ -92,11 +92,9 @@ class KeepsArgumentDtypes:
   Keras base class.
   """
 
-  def __init__(self, *args, **kwargs):
-    super().__init__(*args, **kwargs)
-    self._convert_input_args = False
-
   def __call__(self, *args, **kwargs):
+    # Keras' `Layer.__init__` sets it True; its `__call__` reads it.
+    object.__setattr__(self, "_convert_input_args", False)
     args, kwargs = keras.tree.map_structure(_array_to_tensor, (args, kwargs))
     return super().__call__(*args, **kwargs)
 

@@ -171,13 +171,13 @@ def _refuse_unknown_keywords(cls):
   own = arguments.keyword_names(cls)
 
   @functools.wraps(init)
-  def __init__(self, *args, **kwargs):
+  def checked_init(self, *args, **kwargs):
     arguments.refuse_unknown(
         cls.__name__, {k: v for k, v in kwargs.items() if k not in own},
         _TASK_KEYWORDS, own)
     init(self, *args, **kwargs)
 
-  cls.__init__ = __init__
+  cls.__init__ = checked_init
 
 
 class RealFormerTask:

@@ -59,11 +59,10 @@ def _cause(error: Optional[BaseException]) -> str:
 class Controller(orbit.Controller):
   """See the module docstring."""
 
-  def __init__(self, *args, **kwargs):
-    # Set before Orbit's constructor, which may restore a checkpoint.
-    self._unconfirmed_save = None  # An async save not yet known complete.
-    self._last_written = None  # Set by `_written` (a background thread).
-    super().__init__(*args, **kwargs)
+  # Class defaults, so set before Orbit's constructor, which may restore a
+  # checkpoint.
+  _unconfirmed_save = None  # An async save not yet known complete.
+  _last_written = None  # Set by `_written` (a background thread).
 
   def restore_checkpoint(self, checkpoint_path: Optional[str] = None):
     """Orbit's; a damaged byte: `run_directory.damaged_checkpoint_error`."""

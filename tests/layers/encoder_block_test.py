@@ -98,6 +98,21 @@ class RealFormerEncoderBlockTest(tf.test.TestCase, parameterized.TestCase):
     clone.set_weights(block.get_weights())
     self.assertAllClose(block(self.x)[0], clone(self.x)[0], atol=1e-6)
 
+  def test_arguments_bind_in_order_and_are_checked_by_name(self):
+    config = encoder_block.RealFormerEncoderBlock(4, 32, "relu").get_config()
+    self.assertEqual((4, 32, "relu"), tuple(config[k] for k in (
+        "num_attention_heads", "inner_dim", "inner_activation")))
+    for kwargs, error, message in (
+        (dict(score_dtype=None), ValueError,
+         r"RealFormerEncoderBlock: score_dtype must be one of .*got None"),
+        (dict(output_dropout=1.5), ValueError,
+         r"RealFormerEncoderBlock: output_dropout must be a rate"),
+        (dict(layer_index=-1), ValueError, "layer_index"),
+        (dict(inner_dim=None), TypeError,
+         "RealFormerEncoderBlock needs inner_dim")):
+      with self.assertRaisesRegex(error, message):
+        _block(**kwargs)
+
   def test_saved_float32_score_dtype_stays_float32(self):
     config = _block().get_config()
     config["score_dtype"] = "float32"   # as configs saved before "auto"
