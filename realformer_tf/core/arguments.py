@@ -12,14 +12,6 @@ from typing import Any, Dict, Iterable, Optional, Tuple
 from realformer_tf.core import options
 
 
-def positive_int(name, value):
-  return options.check_positive_int(name, value)
-
-
-def rate(name, value):
-  return options.check_rate(name, value)
-
-
 def positive_float(name, value):
   if not options.float_or_nan(value) > 0:
     raise ValueError(f"{name} must be a positive number, got {value!r}.")
@@ -98,8 +90,9 @@ _POSITIVE = ("num_heads", "intermediate_dim", "vocabulary_size", "num_layers",
              "hidden_dim", "max_sequence_length", "num_segments")
 # The checks of the Keras 3 face's arguments, by their (keras-hub's) names.
 KERAS_HUB_CHECKS = dict(
-    {name: positive_int for name in _POSITIVE},
-    dropout=rate, attention_dropout=rate, intermediate_dropout=rate,
+    {name: options.check_positive_int for name in _POSITIVE},
+    dropout=options.check_rate, attention_dropout=options.check_rate,
+    intermediate_dropout=options.check_rate,
     layer_norm_epsilon=positive_float,
     residual_attention=option(options.validate_residual_attention),
     score_dtype=option(options.validate_score_dtype),

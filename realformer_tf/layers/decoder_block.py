@@ -14,13 +14,11 @@ from realformer_tf.core import arguments
 from realformer_tf.core import block as core_block
 from realformer_tf.layers import encoder_block
 from realformer_tf.layers import hashed_dropout
-from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import residual_attention as ra
 
 
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerDecoderBlock(keras3_seam.RejectsKeras3,
-                             tf_keras.layers.Layer):
+class RealFormerDecoderBlock(encoder_block.BlockBase):
   """`(hidden, self_scores, cross_scores) -> (hidden, self_scores, cross_scores)`.
 
   Causal self-attention on one residual path, encoder-decoder attention on
@@ -103,30 +101,13 @@ class RealFormerDecoderBlock(keras3_seam.RejectsKeras3,
                cross_residual: bool = True,
                cross_attention: bool = True,
                **kwargs):
-    (inner_dim, inner_activation, output_dropout,
-     attention_dropout) = encoder_block.take_aliases(
-         type(self).__name__, kwargs, inner_dim, inner_activation,
-         output_dropout, attention_dropout)
-    arguments.check(
-        type(self).__name__, num_attention_heads=num_attention_heads,
-        inner_dim=inner_dim, output_dropout=output_dropout,
-        attention_dropout=attention_dropout, norm_epsilon=norm_epsilon,
-        residual_attention=residual_attention, layer_index=layer_index,
-        score_dtype=score_dtype, intermediate_dropout=intermediate_dropout)
-    super().__init__(**kwargs)
-    # Model Garden's `TransformerDecoderBlock` attribute names first.
-    self.num_attention_heads = num_attention_heads
-    self.intermediate_size = inner_dim
-    self.intermediate_activation = inner_activation
-    self.dropout_rate = output_dropout
-    self.attention_dropout_rate = attention_dropout
-    self._norm_first = bool(norm_first)
-    self._norm_epsilon = norm_epsilon
-    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
-    self._residual_attention = residual_attention
-    self._layer_index = layer_index
-    self._score_dtype = score_dtype
-    self._recompute = bool(recompute)
+    super().__init__(  # BlockBase's arguments, in its order.
+        num_attention_heads, inner_dim, inner_activation, output_dropout,
+        attention_dropout, norm_first, norm_epsilon, kernel_initializer,
+        residual_attention, layer_index, score_dtype, recompute, **kwargs)
+    arguments.check(type(self).__name__,
+                    intermediate_dropout=intermediate_dropout)
+    # === Config ===
     self._use_bias = bool(use_bias)
     self._intermediate_dropout = intermediate_dropout
     self._attention_initializer = (
@@ -139,20 +120,6 @@ class RealFormerDecoderBlock(keras3_seam.RejectsKeras3,
   def get_config(self):
     return {
         **super().get_config(),
-        "num_attention_heads": self.num_attention_heads,
-        "inner_dim": self.intermediate_size,
-        "inner_activation": encoder_block.serialize_activation(
-            self.intermediate_activation),
-        "output_dropout": self.dropout_rate,
-        "attention_dropout": self.attention_dropout_rate,
-        "norm_first": self._norm_first,
-        "norm_epsilon": self._norm_epsilon,
-        "kernel_initializer": encoder_block.serialize_initializer(
-            self._kernel_initializer),
-        "residual_attention": self._residual_attention,
-        "layer_index": self._layer_index,
-        "score_dtype": self._score_dtype,
-        "recompute": self._recompute,
         "use_bias": self._use_bias,
         "intermediate_dropout": self._intermediate_dropout,
         "attention_initializer": encoder_block.serialize_initializer(
@@ -164,13 +131,13 @@ class RealFormerDecoderBlock(keras3_seam.RejectsKeras3,
 
   def build(self, input_shape):
     width = encoder_block.block_width(self.name, input_shape,
-                                      self.num_attention_heads)
+                                      self._num_heads)
 
     def attention(name, residual):
       return encoder_block.attention_layer(
-          name, input_shape, self.num_attention_heads,
+          name, input_shape, self._num_heads,
           self._attention_initializer or self._kernel_initializer,
-          dropout=self.attention_dropout_rate, use_bias=self._use_bias,
+          dropout=self._attention_dropout_rate, use_bias=self._use_bias,
           residual_attention=self._residual_attention if residual else "none",
           layer_index=self._layer_index, score_dtype=self._score_dtype,
           recompute=self._recompute)
@@ -181,21 +148,21 @@ class RealFormerDecoderBlock(keras3_seam.RejectsKeras3,
     # Stateless under recompute_grad: the recomputation draws the same masks.
     dropout = lambda rate: hashed_dropout.dropout_layer(rate, self._recompute)
     self.self_attention = attention("self_attention", self._self_residual)
-    self.self_attention_dropout = dropout(self.dropout_rate)
+    self.self_attention_dropout = dropout(self._output_dropout_rate)
     self.self_attention_layer_norm = layer_norm("self_attention_layer_norm")
     if self._cross_attention:
       # Memory has the block's width, so it builds like self-attention.
       self.encdec_attention = attention("attention/encdec",
                                         self._cross_residual)
-      self.encdec_attention_dropout = dropout(self.dropout_rate)
+      self.encdec_attention_dropout = dropout(self._output_dropout_rate)
       self.encdec_attention_layer_norm = layer_norm(
           "attention/encdec_output_layer_norm")
     (self.intermediate_dense, self.intermediate_activation_layer,
      self.output_dense) = encoder_block.feed_forward(
-         width, self.intermediate_size, self.intermediate_activation,
+         width, self._inner_dim, self._inner_activation,
          self._kernel_initializer)
     self._intermediate_dropout_layer = dropout(self._intermediate_dropout)
-    self.output_dropout = dropout(self.dropout_rate)
+    self.output_dropout = dropout(self._output_dropout_rate)
     self.output_layer_norm = layer_norm("output_layer_norm")
     super().build(input_shape)
 

@@ -32,12 +32,8 @@ def serialize_initializer(initializer) -> Any:
 
 def take_aliases(owner: str, kwargs, inner_dim, inner_activation,
                  output_dropout, attention_dropout) -> Tuple[Any, ...]:
-  """The four arguments, each replaced by Model Garden's other name for it
-  in `kwargs` (popped), as `BertEncoderV2` takes them; docs/names.md.
-
-  Raises:
-    TypeError: If `inner_dim` is given by neither name.
-  """
+  """The four arguments, each replaced by its Model Garden other name in
+  `kwargs` (popped), as `BertEncoderV2` does; a TypeError without inner_dim."""
   inner_dim = kwargs.pop("intermediate_size", inner_dim)
   if inner_dim is None:
     raise TypeError(f"{owner} needs inner_dim.")
@@ -69,10 +65,6 @@ def block_width(name: str, input_shape, num_heads: int) -> int:
   input_shape = tf.TensorShape(input_shape)
   return options.block_width(
       name, input_shape.as_list() if input_shape.rank else (), num_heads)
-
-
-TF_ADD = lambda source, output: core_block.residual_add(ra.TF_OPS, source,
-                                                        output)
 
 
 def layer_norm(name: str, epsilon: float) -> tf_keras.layers.Layer:
@@ -112,9 +104,69 @@ def feed_forward(width: int, inner_dim: int, activation, initializer
           dense(width, "output"))
 
 
+class BlockBase(keras3_seam.RejectsKeras3, tf_keras.layers.Layer):
+  """The arguments both blocks take (Model Garden's names; documented on
+  `RealFormerEncoderBlock`): checked, attributes, and in the config."""
+
+  def __init__(self,
+               num_attention_heads: int,
+               inner_dim: Optional[int] = None,
+               inner_activation="gelu",
+               output_dropout: float = 0.0,
+               attention_dropout: float = 0.0,
+               norm_first: bool = False,
+               norm_epsilon: float = 1e-12,
+               kernel_initializer="glorot_uniform",
+               residual_attention: str = "sum",
+               layer_index: int = 0,
+               score_dtype: str = "auto",
+               recompute: bool = False,
+               **kwargs):
+    (inner_dim, inner_activation, output_dropout,
+     attention_dropout) = take_aliases(type(self).__name__, kwargs, inner_dim,
+                                       inner_activation, output_dropout,
+                                       attention_dropout)
+    arguments.check(
+        type(self).__name__, num_attention_heads=num_attention_heads,
+        inner_dim=inner_dim, output_dropout=output_dropout,
+        attention_dropout=attention_dropout, norm_epsilon=norm_epsilon,
+        residual_attention=residual_attention, layer_index=layer_index,
+        score_dtype=score_dtype)
+    super().__init__(**kwargs)
+    # === Config === (Model Garden's TransformerEncoderBlock's names)
+    self._num_heads = num_attention_heads
+    self._inner_dim = inner_dim
+    self._inner_activation = inner_activation
+    self._output_dropout_rate = output_dropout
+    self._attention_dropout_rate = attention_dropout
+    self._norm_first = bool(norm_first)
+    self._norm_epsilon = norm_epsilon
+    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
+    self._residual_attention = residual_attention
+    self._layer_index = layer_index
+    self._score_dtype = score_dtype
+    self._recompute = bool(recompute)
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "num_attention_heads": self._num_heads,
+        "inner_dim": self._inner_dim,
+        "inner_activation": serialize_activation(self._inner_activation),
+        "output_dropout": self._output_dropout_rate,
+        "attention_dropout": self._attention_dropout_rate,
+        "norm_first": self._norm_first,
+        "norm_epsilon": self._norm_epsilon,
+        "kernel_initializer": serialize_initializer(self._kernel_initializer),
+        "residual_attention": self._residual_attention,
+        "layer_index": self._layer_index,
+        "score_dtype": self._score_dtype,
+        "recompute": self._recompute,
+    }
+
+
 @tf_keras.utils.register_keras_serializable(package="RealFormer")
-class RealFormerEncoderBlock(keras3_seam.RejectsKeras3,
-                             tf_keras.layers.Layer):
+class RealFormerEncoderBlock(BlockBase):
   """Transformer encoder block: `(hidden, scores) -> (hidden, scores)`.
 
   Post-LN (BERT, the paper's backbone) by default, Pre-LN with
@@ -146,62 +198,6 @@ class RealFormerEncoderBlock(keras3_seam.RejectsKeras3,
   >>> scores.shape
   TensorShape([2, 2, 6, 6])
   """
-
-  def __init__(self,
-               num_attention_heads: int,
-               inner_dim: Optional[int] = None,
-               inner_activation="gelu",
-               output_dropout: float = 0.0,
-               attention_dropout: float = 0.0,
-               norm_first: bool = False,
-               norm_epsilon: float = 1e-12,
-               kernel_initializer="glorot_uniform",
-               residual_attention: str = "sum",
-               layer_index: int = 0,
-               score_dtype: str = "auto",
-               recompute: bool = False,
-               **kwargs):
-    (inner_dim, inner_activation, output_dropout,
-     attention_dropout) = take_aliases(type(self).__name__, kwargs, inner_dim,
-                                       inner_activation, output_dropout,
-                                       attention_dropout)
-    arguments.check(
-        type(self).__name__, num_attention_heads=num_attention_heads,
-        inner_dim=inner_dim, output_dropout=output_dropout,
-        attention_dropout=attention_dropout, norm_epsilon=norm_epsilon,
-        residual_attention=residual_attention, layer_index=layer_index,
-        score_dtype=score_dtype)
-    super().__init__(**kwargs)
-    # Model Garden's TransformerEncoderBlock attribute names.
-    self._num_heads = num_attention_heads
-    self._inner_dim = inner_dim
-    self._inner_activation = inner_activation
-    self._output_dropout_rate = output_dropout
-    self._attention_dropout_rate = attention_dropout
-    self._norm_first = bool(norm_first)
-    self._norm_epsilon = norm_epsilon
-    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
-    self._residual_attention = residual_attention
-    self._layer_index = layer_index
-    self._score_dtype = score_dtype
-    self._recompute = bool(recompute)
-
-  def get_config(self):
-    return {
-        **super().get_config(),
-        "num_attention_heads": self._num_heads,
-        "inner_dim": self._inner_dim,
-        "inner_activation": serialize_activation(self._inner_activation),
-        "output_dropout": self._output_dropout_rate,
-        "attention_dropout": self._attention_dropout_rate,
-        "norm_first": self._norm_first,
-        "norm_epsilon": self._norm_epsilon,
-        "kernel_initializer": serialize_initializer(self._kernel_initializer),
-        "residual_attention": self._residual_attention,
-        "layer_index": self._layer_index,
-        "score_dtype": self._score_dtype,
-        "recompute": self._recompute,
-    }
 
   def build(self, input_shape):
     width = block_width(self.name, input_shape, self._num_heads)

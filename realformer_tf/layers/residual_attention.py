@@ -19,9 +19,7 @@ from realformer_tf.layers import keras3_seam
 from realformer_tf.layers import xla_kernels
 
 RESIDUAL_MODES = options.RESIDUAL_MODES
-SCORE_DTYPES = options.SCORE_DTYPES
 validate_residual_attention = options.validate_residual_attention
-validate_score_dtype = options.validate_score_dtype
 
 # The core's ops namespace (`keras.ops` names) in TensorFlow ops.
 TF_OPS = types.SimpleNamespace(

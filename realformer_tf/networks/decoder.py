@@ -70,13 +70,10 @@ class RealFormerDecoder(score_stack.BlockStack):
                **kwargs):
     arguments.check(type(self).__name__,
                     intermediate_dropout=intermediate_dropout)
-    super().__init__(
-        num_layers=num_layers, num_attention_heads=num_attention_heads,
-        intermediate_size=intermediate_size, activation=activation,
-        dropout_rate=dropout_rate,
-        attention_dropout_rate=attention_dropout_rate, norm_first=norm_first,
-        norm_epsilon=norm_epsilon, residual_attention=residual_attention,
-        final_layer_norm=final_layer_norm, **kwargs)
+    super().__init__(  # BlockStack's arguments, in its order.
+        num_layers, num_attention_heads, intermediate_size, activation,
+        dropout_rate, attention_dropout_rate, norm_first, norm_epsilon,
+        residual_attention, final_layer_norm, **kwargs)
     self._use_bias = bool(use_bias)
     self._intermediate_dropout = intermediate_dropout
     self._self_residual = bool(self_residual)

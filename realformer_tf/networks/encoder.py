@@ -119,9 +119,9 @@ class RealFormerEncoder(keras3_seam.RejectsKeras3,
     self._inner_activation = inner_activation
     self._output_dropout = output_dropout
     self._attention_dropout = attention_dropout
-    self._initializer = tf_keras.initializers.get(initializer)
+    self._initializer = initializer = tf_keras.initializers.get(initializer)
     self._output_range = output_range
-    self._embedding_width = embedding_width or hidden_size
+    self._embedding_width = embedding_width = embedding_width or hidden_size
     self._embedding_layer_argument = embedding_layer
     self._norm_first = bool(norm_first)
     self._with_dense_inputs = bool(with_dense_inputs)
@@ -131,7 +131,6 @@ class RealFormerEncoder(keras3_seam.RejectsKeras3,
     self._norm_epsilon = norm_epsilon
     self._score_dtype = score_dtype
     self._recompute = bool(recompute)
-    initializer, embedding_width = self._initializer, self._embedding_width
 
     def init():
       return tf_utils.clone_initializer(initializer)
