@@ -108,20 +108,12 @@ class BlockBase(keras3_seam.RejectsKeras3, tf_keras.layers.Layer):
   """The arguments both blocks take (Model Garden's names; documented on
   `RealFormerEncoderBlock`): checked, attributes, and in the config."""
 
-  def __init__(self,
-               num_attention_heads: int,
-               inner_dim: Optional[int] = None,
-               inner_activation="gelu",
-               output_dropout: float = 0.0,
-               attention_dropout: float = 0.0,
-               norm_first: bool = False,
-               norm_epsilon: float = 1e-12,
-               kernel_initializer="glorot_uniform",
-               residual_attention: str = "sum",
-               layer_index: int = 0,
-               score_dtype: str = "auto",
-               recompute: bool = False,
-               **kwargs):
+  def __init__(self, num_attention_heads: int, inner_dim: Optional[int] = None,
+               inner_activation="gelu", output_dropout: float = 0.0,
+               attention_dropout: float = 0.0, norm_first: bool = False,
+               norm_epsilon: float = 1e-12, kernel_initializer="glorot_uniform",
+               residual_attention: str = "sum", layer_index: int = 0,
+               score_dtype: str = "auto", recompute: bool = False, **kwargs):
     (inner_dim, inner_activation, output_dropout,
      attention_dropout) = take_aliases(type(self).__name__, kwargs, inner_dim,
                                        inner_activation, output_dropout,

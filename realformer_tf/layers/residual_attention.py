@@ -114,14 +114,9 @@ class ResidualMultiHeadAttention(keras3_seam.RejectsKeras3,
   (TensorShape([3, 5, 16]), TensorShape([3, 2, 5, 5]))
   """
 
-  def __init__(self,
-               num_heads: int,
-               key_dim: int,
-               residual_attention: str = "sum",
-               layer_index: int = 0,
-               score_dtype: str = "auto",
-               recompute: bool = False,
-               **kwargs):
+  def __init__(self, num_heads: int, key_dim: int,
+               residual_attention: str = "sum", layer_index: int = 0,
+               score_dtype: str = "auto", recompute: bool = False, **kwargs):
     axes = kwargs.get("attention_axes")
     if axes is not None and tuple(tf.nest.flatten(axes)) != (1,):
       # The running sum is [batch, heads, from_len, to_len]: one attention

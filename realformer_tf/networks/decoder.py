@@ -51,23 +51,14 @@ class RealFormerDecoder(score_stack.BlockStack):
 
   _blocks_attribute = "decoder_layers"
 
-  def __init__(self,
-               num_layers: int = 6,
-               num_attention_heads: int = 8,
-               intermediate_size: int = 2048,
-               activation="relu",
-               dropout_rate: float = 0.0,
-               attention_dropout_rate: float = 0.0,
-               norm_first: bool = True,
-               norm_epsilon: float = 1e-6,
-               residual_attention: str = "sum",
-               final_layer_norm: bool = True,
-               use_bias: bool = False,
-               intermediate_dropout: float = 0.0,
-               self_residual: bool = True,
-               cross_residual: bool = True,
-               cross_attention: bool = True,
-               **kwargs):
+  def __init__(self, num_layers: int = 6, num_attention_heads: int = 8,
+               intermediate_size: int = 2048, activation="relu",
+               dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+               norm_first: bool = True, norm_epsilon: float = 1e-6,
+               residual_attention: str = "sum", final_layer_norm: bool = True,
+               use_bias: bool = False, intermediate_dropout: float = 0.0,
+               self_residual: bool = True, cross_residual: bool = True,
+               cross_attention: bool = True, **kwargs):
     arguments.check(type(self).__name__,
                     intermediate_dropout=intermediate_dropout)
     super().__init__(  # BlockStack's arguments, in its order.

@@ -74,17 +74,11 @@ class BlockStack(keras3_seam.RejectsKeras3, tf_keras.layers.Layer,
   """
   _blocks_attribute = ""
 
-  def __init__(self,
-               num_layers: int = 6,
-               num_attention_heads: int = 8,
-               intermediate_size: int = 2048,
-               activation="relu",
-               dropout_rate: float = 0.0,
-               attention_dropout_rate: float = 0.0,
-               norm_first: bool = True,
-               norm_epsilon: float = 1e-6,
-               residual_attention: str = "sum",
-               final_layer_norm: bool = True,
+  def __init__(self, num_layers: int = 6, num_attention_heads: int = 8,
+               intermediate_size: int = 2048, activation="relu",
+               dropout_rate: float = 0.0, attention_dropout_rate: float = 0.0,
+               norm_first: bool = True, norm_epsilon: float = 1e-6,
+               residual_attention: str = "sum", final_layer_norm: bool = True,
                **kwargs):
     arguments.check(
         type(self).__name__, num_layers=num_layers,
