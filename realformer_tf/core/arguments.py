@@ -32,8 +32,8 @@ def refuse_unknown(owner: str, kwargs: Dict[str, Any], base: Iterable[str],
                    renamed: Optional[Dict[str, Any]] = None):
   """Raises TypeError for a keyword in `kwargs` that is not in `base`.
 
-  Keras' functional models (`Functional.__init__`) drop unknown keywords
-  silently: `droput=0.3` trained with the default dropout.
+  Keras' functional models take unknown keywords silently (`droput=0.3`
+  trained with the default dropout: tests/compat/keras_test.py).
 
   Args:
     owner: The class name, for the message.

@@ -118,13 +118,9 @@ def lookup(table, ids):
 
 
 class TableInVariableDtype:
-  """Mixin: the `embeddings` table is never autocast.
-
-  `keras.layers.Embedding`'s `self.autocast = False` does not do it: a layer
-  called outside another layer's autocast scope (each layer of a functional
-  model under `fit`) enters `AutocastScope(compute_dtype)` anyway, and the
-  table's bfloat16 gradient is a slow, nondeterministic scatter-add.
-  """
+  """Mixin: the `embeddings` table is never autocast (its bfloat16 gradient
+  is a slow, nondeterministic scatter-add); Keras' `autocast = False` does
+  not do it (tests/compat/keras_test.py)."""
 
   def add_weight(self, *args, **kwargs):
     if kwargs.get("name") == "embeddings":

@@ -176,9 +176,8 @@ class RealFormerEncoder(keras3_seam.RejectsKeras3,
           dense_inputs=tf_keras.Input(shape=(None, embedding_width),
                                       dtype=tf.float32, name="dense_inputs"),
           dense_mask=ids("dense_mask"), dense_type_ids=ids("dense_type_ids"))
-    # A plain dict, not Keras-tracked: a tracked `_DictWrapper` of Inputs
-    # breaks `tf_keras.Model(encoder.inputs, ...).save()` (BertEncoderV2's
-    # too).
+    # Untracked: tf_keras cannot save a model around a layer that tracks a
+    # dict of Inputs, as BertEncoderV2 does (tests/compat/tf_keras_test.py).
     object.__setattr__(self, "_plain_inputs", inputs)
 
   def call(self, inputs, training=None):
