@@ -20,6 +20,7 @@ from realformer_tf.layers import xla_kernels
 
 RESIDUAL_MODES = options.RESIDUAL_MODES
 validate_residual_attention = options.validate_residual_attention
+validate_score_dtype = options.validate_score_dtype
 
 # The core's ops namespace (`keras.ops` names) in TensorFlow ops.
 TF_OPS = types.SimpleNamespace(
