@@ -3,6 +3,7 @@
 
 import dataclasses
 import importlib.util
+import os
 import sys
 from typing import Tuple
 
@@ -88,6 +89,8 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   name, why = (FLAGS.face, "--face") if FLAGS.face else default_face()
   print(f"Face: {name} ({why}).", flush=True)
+  if name == "keras3":  # It trains on JAX: Keras' backend unless the caller
+    os.environ.setdefault("KERAS_BACKEND", "jax")  # named another (refused).
   face = plan_lib.load_face(name)
   try:
     plan = plan_lib.make_plan(options_from_flags(name), face)

@@ -14,23 +14,17 @@ import os
 import time
 from typing import Dict, List, Tuple
 
-# Keras' backend unless the caller named another (`check_backend` then
-# refuses it), set before Keras is imported.
-os.environ.setdefault("KERAS_BACKEND", "jax")
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
 import jax
 import keras
 import numpy as np
 
+from realformer_tf import cli
 from realformer_tf import keras3 as realformer_keras3
 from realformer_tf.core import ownership
 from realformer_tf.core import run_lock
 from realformer_tf.core import writes
-from realformer_tf import cli
 from realformer_tf.reproduce import keras3_data as data_lib
 from realformer_tf.reproduce import plan as plan_lib
-# pylint: enable=g-import-not-at-top,wrong-import-position
 
 OPS = writes.OS_OPS
 fingerprint = writes.size_of

@@ -5,6 +5,7 @@ face draws attention.png when it ran the analysis.
 """
 
 import os
+import re
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -85,7 +86,7 @@ def pretraining_table(labels: Dict[str, str], pretraining: Dict,
       p = pretraining[arch]
       lines.append(f"| {label} | {plus_minus(p['masked_lm_accuracy'])} | "
                    f"{plus_minus(p['lm_example_loss'], 1.0)} | "
-                   f"{numbers.get(arch, '-')} |")
+                   f"{f'{numbers[arch]:.2f}' if arch in numbers else '-'} |")
   return lines + ["", ordering(labels, pretraining, paper)]
 
 
@@ -111,8 +112,7 @@ def ordering(labels: Dict[str, str], pretraining: Dict,
           f"{paper[0]} after 1M steps: {_ranked(labels, paper[1])}).")
 
 
-def majority_class_lines(plan: plan_lib.Plan,
-                         glue_results: Dict[str, Dict[str, List[Dict]]]
+def majority_class_lines(glue_results: Dict[str, Dict[str, List[Dict]]]
                          ) -> List[str]:
   """A line per architecture and task whose every run scored exactly what
   always predicting the most frequent label scores (`majority_class_*`):
@@ -133,12 +133,13 @@ def majority_class_lines(plan: plan_lib.Plan,
   return found
 
 
-def glue_table(plan: plan_lib.Plan, glue: Dict) -> List[str]:
-  """Table 3's shape: per architecture each task's best grid point."""
+def glue_table(plan: plan_lib.Plan, glue: Dict, glue_runs: Dict
+               ) -> List[str]:
+  """Table 3's shape: per architecture each task's best grid point (the
+  metrics in the order the runs report them)."""
   tasks = sorted({t for summary in glue.values() for t in summary["tasks"]})
-  metrics = {t: list(next(s["tasks"][t] for s in glue.values()
-                          if t in s["tasks"])["best"]["metrics"])
-             for t in tasks}
+  metrics = {t: list(next(by_task[t] for by_task in glue_runs.values()
+                          if t in by_task)[0]["metrics"]) for t in tasks}
   header = ["Architecture"] + [f"{t} ({'/'.join(metrics[t])})" for t in tasks]
   s = plan.size
   lines = ["## Fine-tuning (paper Table 3): GLUE dev, x100", "",
@@ -179,14 +180,25 @@ def seconds_lines(plan: plan_lib.Plan, results: Dict[str, Dict]) -> List[str]:
   return lines + [""]
 
 
-def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
-                   pretraining: Dict, glue: Dict, majority=()) -> str:
-  """`results.md` from the runs' `results` ({run_dir: result})."""
-  o, s = plan.options, plan.size
-  note = scale_note(plan)
-  pretrain_runs = {}
+def by_arch(plan: plan_lib.Plan, results: Dict[str, Dict]):
+  """({arch: [pre-training result per seed]}, {arch: {task: [fine-tuning
+  results]}}) from the runs' `results` ({run_dir: result})."""
+  pretrain_runs, glue_runs = {}, {}
   for run in plan.pretrain:
     pretrain_runs.setdefault(run.arch, []).append(results[run.run_dir])
+    for spec in plan.finetune[run.run_dir]:
+      glue_runs.setdefault(run.arch, {}).setdefault(spec.task, []).append(
+          results[spec.run_dir])
+  return pretrain_runs, glue_runs
+
+
+def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
+                   pretraining: Dict, glue: Dict) -> str:
+  """`results.md` from the runs' `results` ({run_dir: result}) and their
+  summaries."""
+  o, s = plan.options, plan.size
+  note = scale_note(plan)
+  pretrain_runs, glue_runs = by_arch(plan, results)
   lines = [
       f"# Post-LN vs Pre-LN vs RealFormer, size `{o.size}`, face `{o.face}`",
       "", *([f"**{note}**", ""] if note else []),
@@ -205,9 +217,10 @@ def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
   if not plan.face.supports_finetune:
     lines.append(no_glue_line(plan))
   elif glue:
-    lines += glue_table(plan, glue)
-  lines += list(majority) + [f"- {task} not fine-tuned: {why}."
-                             for task, why in plan.skipped_tasks.items()]
+    lines += glue_table(plan, glue, glue_runs)
+  lines += majority_class_lines(glue_runs) + [
+      f"- {task} not fine-tuned: {why}."
+      for task, why in plan.skipped_tasks.items()]
   lines += ["", *seconds_lines(plan, results),
             f"Curves: `{plan_lib.CURVES_PNG}` (training accuracy at each "
             "logged step, held-out accuracy at each evaluation)." + (
@@ -217,7 +230,7 @@ def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
             "The paper's numbers are BERT-sized models pre-trained for 1M "
             "steps on Wikipedia + BooksCorpus; at a smaller scale the "
             "ordering of the architectures need not be the paper's."]
-  return "\n".join(lines) + "\n"
+  return re.sub("\n\n\n+", "\n\n", "\n".join(lines) + "\n")
 
 
 def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
@@ -227,12 +240,7 @@ def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
   those paths is refused. Prints results.md; returns results.json's
   content."""
   o, face = plan.options, plan.face
-  pretrain_runs, glue_runs = {}, {}
-  for run in plan.pretrain:
-    pretrain_runs.setdefault(run.arch, []).append(results[run.run_dir])
-    for spec in plan.finetune[run.run_dir]:
-      glue_runs.setdefault(run.arch, {}).setdefault(spec.task, []).append(
-          results[spec.run_dir])
+  pretrain_runs, glue_runs = by_arch(plan, results)
   pretraining = summarize_pretraining(pretrain_runs)
   glue = {arch: face.summarize_glue(by_task)
           for arch, by_task in glue_runs.items()}
@@ -244,8 +252,7 @@ def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
                       if isinstance(v, (str, int, float))},
              "pretraining": pretraining, "pretraining_runs": pretrain_runs,
              "glue": glue, "curves": curves, "analysis": analyses}
-  text = format_results(plan, results, pretraining, glue,
-                        majority_class_lines(plan, glue_runs))
+  text = format_results(plan, results, pretraining, glue)
   out = {name: os.path.join(o.output_dir, name) for name in plan_lib.REPORT}
   note = " ".join(filter(None, [scale_note(plan),
                                 *face.figure_notes(plan)])) or None

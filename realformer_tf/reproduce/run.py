@@ -111,3 +111,10 @@ def execute(plan: plan_lib.Plan) -> Dict:
   print(f"This invocation: {time.time() - start:.0f} s, of which the data "
         f"{data_seconds:.0f} s.", flush=True)
   return summary
+
+
+def reproduce(**options) -> Dict:
+  """The command as a function (`Options`' fields as keyword arguments)."""
+  options = plan_lib.Options(**{k: tuple(v) if isinstance(v, list) else v
+                                for k, v in options.items()})
+  return execute(plan_lib.make_plan(options, plan_lib.load_face(options.face)))
