@@ -20,43 +20,36 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
-  """The flags of `plan.Options`, and --dry_run."""
-  flags.DEFINE_string("output_dir", None, "Where the data, every run and "
-                      "the results go.")
-  flags.DEFINE_enum("face", None, list(plan_lib.FACES), "Default: keras3 "
-                    "where TensorFlow is not importable or JAX sees an "
-                    "accelerator, else tf_keras.")
-  flags.DEFINE_enum("size", "tiny", list(plan_lib.SIZES),
-                    "tiny: a CPU test; mini: an hour on a CPU; small: "
-                    "BERT-Small on one GPU; base, large: the paper's recipe.")
-  flags.DEFINE_list("archs", list(plan_lib.DEFAULT_ARCHS),
-                    f"Architectures, some of {', '.join(plan_lib.ARCHS)}.")
-  flags.DEFINE_integer("seeds", 3, "Pre-training seeds per architecture.")
-  flags.DEFINE_list("corpus", [], "BERT-format text files to pre-train on; "
-                    "default (tf_keras: WikiText-2 from the data dir, else) "
-                    "the quickstart's stdlib corpus.")
-  flags.DEFINE_list("glue_tasks", list(plan_lib.DEFAULT_GLUE_TASKS),
-                    "GLUE tasks to fine-tune on (those in --glue_dir).")
-  flags.DEFINE_string("glue_dir", None, "GLUE TSVs, one directory per task; "
-                      "default: <data dir>/glue.")
-  flags.DEFINE_integer("train_steps", None, "Pre-training steps (default: "
-                       "the size's).")
-  flags.DEFINE_string("train_data", "", "tf_keras: pre-training TFRecords.")
-  flags.DEFINE_string("validation_data", "", "tf_keras: held-out TFRecords.")
-  flags.DEFINE_string("vocab_file", "", "tf_keras: --train_data's vocabulary.")
-  flags.DEFINE_multi_string("config_file", None, "tf_keras: more YAML for "
-                            "every pre-training run (e.g. a runtime file).")
-  flags.DEFINE_string("params_override", "", "tf_keras: pre-training "
-                      "overrides.")
-  flags.DEFINE_integer("checkpoint_steps", None, "keras3: steps between "
-                       "checkpoints.")
-  flags.DEFINE_integer("steps_per_execution", None, "keras3: steps per "
-                       "device call.")
-  flags.DEFINE_enum("dtype_policy", "auto", list(plan_lib.DTYPE_POLICIES),
-                    "keras3: auto is mixed_bfloat16 on a GPU or TPU, else "
-                    "float32.")
-  flags.DEFINE_bool("dry_run", False, "Print the plan; build, train and "
-                    "write nothing.")
+  """The flags of `plan.Options` (`config_file`: its `config_files`), and
+  --dry_run. A face's own flag is refused by the other face."""
+  f = flags
+  f.DEFINE_string("output_dir", None, "Where the data, runs and results go.")
+  f.DEFINE_enum("face", None, list(plan_lib.FACES), "Default: keras3 where "
+                "TensorFlow is not importable or JAX sees an accelerator.")
+  f.DEFINE_enum("size", "tiny", list(plan_lib.SIZES), "tiny: a CPU test; "
+                "mini: an hour on a CPU; small: BERT-Small on one GPU.")
+  f.DEFINE_list("archs", list(plan_lib.DEFAULT_ARCHS),
+                f"Some of {', '.join(plan_lib.ARCHS)}.")
+  f.DEFINE_integer("seeds", 3, "Pre-training seeds per architecture.")
+  f.DEFINE_list("corpus", [], "BERT-format text files; default: WikiText-2 "
+                "(tf_keras, if there), else the quickstart's stdlib corpus.")
+  f.DEFINE_list("glue_tasks", list(plan_lib.DEFAULT_GLUE_TASKS),
+                "GLUE tasks to fine-tune on (those in --glue_dir).")
+  f.DEFINE_string("glue_dir", None, "GLUE TSVs; default: <data dir>/glue.")
+  f.DEFINE_integer("train_steps", None, "Pre-training steps.")
+  for name, what in (("train_data", "pre-training TFRecords"),
+                     ("validation_data", "held-out TFRecords"),
+                     ("vocab_file", "--train_data's vocabulary"),
+                     ("params_override", "pre-training overrides")):
+    f.DEFINE_string(name, "", f"tf_keras: {what}.")
+  f.DEFINE_multi_string("config_file", None, "tf_keras: more YAML for every "
+                        "pre-training run (e.g. a runtime file).")
+  for name, what in (("checkpoint_steps", "steps between checkpoints"),
+                     ("steps_per_execution", "steps per device call")):
+    f.DEFINE_integer(name, None, f"keras3: {what}.")
+  f.DEFINE_enum("dtype_policy", "auto", list(plan_lib.DTYPE_POLICIES),
+                "keras3: auto is mixed_bfloat16 on a GPU, else float32.")
+  f.DEFINE_bool("dry_run", False, "Print the plan; write nothing.")
 
 
 def default_face() -> Tuple[str, str]:

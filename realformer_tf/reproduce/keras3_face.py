@@ -8,7 +8,6 @@ loop is Keras' stateless API under `jax.jit`; a checkpoint holds every model,
 optimizer and RNG value, so a resumed run continues exactly.
 """
 
-import contextlib
 import json
 import os
 import time
@@ -40,17 +39,6 @@ REFERENCE_ARCH = "post_ln"
 NO_WEIGHT_DECAY = ("gamma", "beta", "bias")
 
 
-@contextlib.contextmanager
-def dtype_policy(name: str):
-  """Keras' global dtype policy `name` while models are built."""
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy(name)
-  try:
-    yield
-  finally:
-    keras.config.set_dtype_policy(previous)
-
-
 def check_backend() -> None:
   """Raises a ValueError unless Keras runs on JAX (the loop is JAX's)."""
   if keras.config.backend() != "jax":
@@ -71,14 +59,13 @@ def build_model(size: plan_lib.Size, arch: str, vocab_size: int,
                 ) -> realformer_keras3.RealFormerMaskedLM:
   """The masked LM of `arch` (no preprocessor: it takes the batches)."""
   keras.utils.set_random_seed(seed)
-  with dtype_policy(policy):
-    backbone = realformer_keras3.RealFormerBackbone(
-        vocabulary_size=vocab_size, num_layers=size.num_layers,
-        num_heads=size.num_heads, hidden_dim=size.hidden_dim,
-        intermediate_dim=size.intermediate_dim, dropout=size.dropout,
-        max_sequence_length=size.max_positions,
-        **plan_lib.ARCHS[arch].backbone)
-    return realformer_keras3.RealFormerMaskedLM(backbone)
+  return realformer_keras3.RealFormerMaskedLM(
+      realformer_keras3.RealFormerBackbone(
+          vocabulary_size=vocab_size, num_layers=size.num_layers,
+          num_heads=size.num_heads, hidden_dim=size.hidden_dim,
+          intermediate_dim=size.intermediate_dim, dropout=size.dropout,
+          max_sequence_length=size.max_positions, dtype=policy,
+          **plan_lib.ARCHS[arch].backbone))
 
 
 def build_models(size: plan_lib.Size, arch: str, vocab_size: int, policy: str,

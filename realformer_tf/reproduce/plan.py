@@ -62,29 +62,13 @@ OUTPUT_ENTRIES = (LOCK_FILE, *REPORT, "data", "glue_data", "pretrain",
 
 
 @dataclasses.dataclass(frozen=True)
-class CpuCost:
-  """Measured seconds of the tf_keras face's parts on 2 loaded CPU cores
-  (`--size=mini`): the data, each run's start and steps, each
-  architecture's attention analysis; `FREE_MACHINE_SPEEDUP`: the low end."""
-  data: float = 110.0
-  pretrain_start: float = 55.0
-  pretrain_step: float = 0.32
-  finetune_start: float = 90.0
-  finetune_step: float = 0.18
-  analysis: float = 75.0
-
-
-FREE_MACHINE_SPEEDUP = 3.5
-
-
-@dataclasses.dataclass(frozen=True)
 class Size:
   """Model, data shape and budget of one `--size`, for both faces.
 
   Warm-up: 10% of the steps, at most `max_warmup`; `evals`: held-out
-  evaluations (the curve's points); `checkpoint_steps`,
-  `steps_per_execution`: the Keras 3 face's defaults; `size_yaml`,
-  `recipe_yaml`: the tf_keras face's model and recipe files (paper sizes).
+  evaluations; `checkpoint_steps`, `steps_per_execution`: the keras3 face's
+  defaults; `size_yaml`, `recipe_yaml`: the tf_keras face's model and recipe
+  files; `cpu`: sized for a CPU (its numbers are no findings).
   """
   num_layers: int
   hidden_dim: int
@@ -111,7 +95,7 @@ class Size:
   paper: Optional[str] = None  # The paper's size these numbers compare to.
   size_yaml: Optional[str] = None
   recipe_yaml: Optional[str] = None
-  cpu_cost: Optional[CpuCost] = None
+  cpu: bool = False
 
 
 _PAPER_RECIPE = Size(
@@ -130,7 +114,7 @@ SIZES = {
                  checkpoint_steps=12, steps_per_execution=3, max_positions=64,
                  glue_seq_length=32, glue_epochs=(3,),
                  glue_learning_rates=(1e-4,), eval_sequences=64,
-                 analysis_examples=16, cpu_cost=CpuCost()),
+                 analysis_examples=16, cpu=True),
     # Minutes a run on 2 CPU cores, deep enough (4 layers) for the running
     # score sum to matter: 3 archs x 3 seeds in about an hour.
     "mini": Size(num_layers=4, hidden_dim=64, num_heads=2, intermediate_dim=256,
@@ -138,8 +122,7 @@ SIZES = {
                  train_steps=1000, learning_rate=1e-3, vocab_size=8000,
                  evals=5, checkpoint_steps=200, max_positions=128,
                  max_warmup=100, glue_seq_length=64, glue_epochs=(3,),
-                 glue_learning_rates=(1e-4,), analysis_examples=512,
-                 cpu_cost=CpuCost()),
+                 glue_learning_rates=(1e-4,), analysis_examples=512, cpu=True),
     # BERT-Small (the paper's Table 1) at seq 128, batch 128: one GPU.
     "small": Size(num_layers=4, hidden_dim=512, num_heads=8,
                   intermediate_dim=2048, seq_length=128, batch_size=128,
@@ -249,9 +232,6 @@ class Plan:
     return sorted({*self.eval_steps(), *range(
         self.checkpoint_steps, self.train_steps + 1, self.checkpoint_steps)})
 
-  def warmup_steps(self) -> int:
-    return warmup_steps(self.size, self.train_steps)
-
   def config_of(self, run) -> Dict:
     """What a run's result and checkpoint must have been made with to be
     reused: face, size, the run's spec and the face's own settings."""
@@ -268,7 +248,7 @@ def warmup_steps(size: Size, train_steps: int) -> int:
 
 def load_face(name: str):
   check_choice("face", name, FACES)
-  return importlib.import_module(FACES[name])
+  return importlib.import_module(FACES[name])  # See FACES.
 
 
 def check_choice(flag: str, value, choices) -> None:

@@ -43,7 +43,7 @@ def encoder_line(size: plan_lib.Size) -> str:
 def scale_note(plan: plan_lib.Plan) -> Optional[str]:
   """What a CPU-sized run's report and figures must say: its numbers show
   the pipeline runs, they are not findings (None at the other sizes)."""
-  if plan.options.size not in ("tiny", "mini"):
+  if not plan.size.cpu:
     return None
   return (f"{plan.options.size.capitalize()} size ({encoder_line(plan.size)}"
           f"; {plan.train_steps} pre-training steps on a CPU): a check that "

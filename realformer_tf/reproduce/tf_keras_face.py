@@ -42,6 +42,11 @@ open_file = tf.io.gfile.GFile
 supports_finetune = True
 analyses = True  # attention.png
 REFUSALS = train_lib.REFUSALS
+# Measured seconds of this face's parts on 2 loaded CPU cores (`--size=mini`,
+# its 490 s run predicted as 488 s); / 3.5 on 2 free cores.
+CPU_COST = dict(data=110.0, pretrain_start=55.0, pretrain_step=0.32,
+                finetune_start=90.0, finetune_step=0.18, analysis=75.0)
+FREE_MACHINE_SPEEDUP = 3.5
 # official_configs/experiments and official_configs/models.
 _EXPERIMENTS_DIR = os.path.dirname(finetuning.GLUE_YAML_DIR)
 _MODELS_DIR = os.path.join(os.path.dirname(_EXPERIMENTS_DIR), "models")
@@ -49,10 +54,11 @@ _MODELS_DIR = os.path.join(os.path.dirname(_EXPERIMENTS_DIR), "models")
 
 def check_options(options: plan_lib.Options) -> None:
   """Raises a ValueError naming the flag of a bad option of this face."""
-  for flag in ("checkpoint_steps", "steps_per_execution"):
-    if getattr(options, flag) is not None:
-      raise ValueError(f"--{flag} is the keras3 face's (tf_keras: "
-                       "--params_override=trainer....).")
+  keras3 = [f for f in ("checkpoint_steps", "steps_per_execution")
+            if getattr(options, f) is not None]
+  if keras3 or options.dtype_policy != "auto":
+    raise ValueError(f"--{(keras3 or ['dtype_policy'])[0]} is the keras3 "
+                     "face's (tf_keras: --params_override, --config_file).")
   for task in options.glue_tasks:
     glue_data.get_task(task)  # Names the unknown task.
   records = [options.train_data, options.validation_data]
@@ -214,11 +220,12 @@ def pretraining_config(plan: plan_lib.Plan, arch: str, seed: int
                   "initial_learning_rate": (
                       s.learning_rate * plan_lib.ARCHS[arch].lr_multiplier),
                   "decay_steps": steps}},
-              "warmup": {"polynomial": {"warmup_steps": plan.warmup_steps()}},
+              "warmup": {"polynomial": {"warmup_steps": plan_lib.warmup_steps(
+                  s, steps)}},
           },
       },
   }, is_strict=True)
-  if s.cpu_cost:  # Sized for a CPU.
+  if s.cpu:
     config.runtime.distribution_strategy = "one_device"
   for path in o.config_files:
     config = hyperparams.override_params_dict(config, path, is_strict=True)
@@ -316,35 +323,31 @@ def draw_attention(plan: plan_lib.Plan, found: Dict[str, str], path,
 
 
 def estimate_seconds(plan: plan_lib.Plan) -> float:
-  """The whole reproduction's seconds on 2 shared CPU cores from the
-  measured `plan_lib.CpuCost` (CPU sizes only; else nan)."""
-  cost = plan.size.cpu_cost
-  if cost is None:
-    return float("nan")
-  seconds = cost.data + cost.analysis * len(plan.options.archs)
-  for r in plan.all_runs:
-    if isinstance(r, plan_lib.PretrainRun):
-      seconds += cost.pretrain_start + cost.pretrain_step * r.train_steps
-    else:
-      seconds += cost.finetune_start + cost.finetune_step * r.train_steps
-  return seconds
+  """The whole reproduction's seconds on 2 shared CPU cores (`CPU_COST`):
+  the data, each run's start and steps, each architecture's analysis."""
+  c = CPU_COST
+  return c["data"] + c["analysis"] * len(plan.options.archs) + sum(
+      c["pretrain_start"] + c["pretrain_step"] * r.train_steps
+      if isinstance(r, plan_lib.PretrainRun) else
+      c["finetune_start"] + c["finetune_step"] * r.train_steps
+      for r in plan.all_runs)
 
 
 def describe_lines(plan: plan_lib.Plan) -> List[str]:
   """The analysis and the estimated time, for `--dry_run`."""
   lines = [f"Attention analysis: seed 0 of {', '.join(plan.options.archs)}, "
            f"{plan.size.analysis_examples} examples."]
-  estimate = estimate_seconds(plan)
-  if estimate != estimate:  # nan
+  if not plan.size.cpu:
     return lines + ["Estimated time: no estimate at this size "
                     "(accelerator-sized)."]
+  estimate = estimate_seconds(plan)
   low, high = (tqdm.tqdm.format_interval(round(t))  # tqdm's [h:]mm:ss.
-               for t in (estimate / plan_lib.FREE_MACHINE_SPEEDUP, estimate))
+               for t in (estimate / FREE_MACHINE_SPEEDUP, estimate))
   return lines + [
       f"Estimated time: {low} to {high} "
       f"({'h:min:s' if estimate >= 3600 else 'min:s'}) on 2 CPU cores, free "
       "to heavily shared (data, runs and analysis, runs already done "
-      "included; measured rates, reproduce/plan.py CpuCost)."]
+      "included; measured rates, reproduce/tf_keras_face.py CPU_COST)."]
 
 
 def report_lines(plan: plan_lib.Plan, pretrain_runs) -> List[str]:

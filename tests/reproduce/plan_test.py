@@ -105,11 +105,11 @@ class TfKerasPlanTest(tf.test.TestCase, parameterized.TestCase):
                   "steps", lines[5])
     # Data 110 s, analysis 2 x 75 s; 2 pre-training runs of 4 steps
     # (55 s + 4 x 0.32 s), 2 fine-tuning runs of 4 (90 s + 4 x 0.18 s):
-    # 554 s on shared cores, / 3.5 on free ones (plan.CpuCost).
+    # 554 s on shared cores, / 3.5 on free ones (tf_keras_face.CPU_COST).
     self.assertEqual(lines[-1], "Estimated time: 02:38 to 09:14 (min:s) on 2 "
                      "CPU cores, free to heavily shared (data, runs and "
                      "analysis, runs already done included; measured rates, "
-                     "reproduce/plan.py CpuCost).")
+                     "reproduce/tf_keras_face.py CPU_COST).")
 
   @parameterized.named_parameters(("base", "base", 12, 768),
                                   ("large", "large", 24, 1024))
@@ -155,7 +155,8 @@ def test_the_small_size_is_the_papers_bert_small_on_one_gpu():
   s = plan.size
   assert (s.num_layers, s.hidden_dim, s.num_heads, s.intermediate_dim,
           s.seq_length, s.batch_size) == (4, 512, 8, 2048, 128, 128)
-  assert plan.train_steps == 2000 and plan.warmup_steps() == 200
+  assert plan.train_steps == 2000
+  assert plan_lib.warmup_steps(plan.size, plan.train_steps) == 200
   assert [r.arch for r in plan.pretrain] == ["post_ln", "pre_ln", "realformer"]
   assert plan.eval_steps() == list(range(200, 2001, 200))
   assert plan.boundaries() == sorted(set(range(200, 2001, 200)) |
