@@ -1,8 +1,10 @@
-r"""The paper's comparison in one command: Post-LN vs Pre-LN vs RealFormer.
+r"""The paper's comparison in one command, on either face: Post-LN vs Pre-LN
+vs RealFormer, pre-training then GLUE fine-tuning, then the report.
 
-  python -m realformer_tf.reproduce --output_dir=OUT [--scale=tiny|small|...]
+  python -m realformer_tf.reproduce --output_dir=OUT [--face=tf_keras|keras3]
+    [--size=tiny|mini|small|base|large] [--seeds=3] [--dry_run]
 
-Data, pre-training per seed and architecture, the GLUE grid, the attention
-analysis and `results.md` (paper Tables 2-3), each step skipped when its
-output is there; `--dry_run` prints the plan. Modules: `plan`, `run`, `report`.
+One plan (`plan`), one executor (`run`: lock, skip-if-done, resume), one
+report (`report`); a face (`tf_keras_face`, `keras3_face`) supplies its data
+and its pre-training and fine-tuning steps. `--dry_run` prints the plan.
 """

@@ -1,27 +1,33 @@
-"""The reproduction's outputs: the plan as text, results.md/.json, figures."""
+"""The reproduction's report, for both faces, without TensorFlow: results.md
+(the paper's Table 2 with its numbers at that size and the ordering, the GLUE
+dev table, seconds per run), results.json and curves.png, one output set; the
+face draws attention.png when it ran the analysis.
+"""
 
-import json
 import os
-from typing import Dict, List, Optional, Sequence
+import re
+from typing import Dict, List, Optional
 
 import numpy as np
-import tensorflow as tf
-from tqdm import auto as tqdm
 
-from tensorboard.backend.event_processing import event_accumulator
-from realformer_tf import utils
 from realformer_tf.analysis import plots
-from realformer_tf.data import output_sets
-from realformer_tf.data import glue as glue_data
+from realformer_tf.core import writes
 from realformer_tf.reproduce import plan as plan_lib
-from realformer_tf.reproduce import tables
-from realformer_tf.training import runs
-from realformer_tf.training import sweep
+from realformer_tf.training import seed_stats
 
-WRITER = "realformer_tf.reproduce"
-
-# The paper's own GLUE dev numbers for RealFormer (BERT-Large, Table 3), for
-# `--scale=large`; per task, the metrics the sweep reports (as fractions).
+PRETRAIN_METRICS = ("masked_lm_accuracy", "lm_example_loss")
+# The paper's Table 2, held-out MLM accuracy (%) after 1M steps; a size with
+# no row of its own compares to BERT-Small's.
+PAPER_TABLE2 = {
+    "small": ("BERT-Small", {"post_ln": 61.88, "pre_ln": 61.67,
+                             "realformer": 62.02}),
+    "base": ("BERT-Base", {"post_ln": 70.20, "pre_ln": 69.74,
+                           "realformer": 70.42}),
+    "large": ("BERT-Large", {"post_ln": 73.64, "pre_ln": 73.21,
+                             "realformer": 73.94}),
+}
+# The paper's GLUE dev numbers for RealFormer (BERT-Large, Table 3), for
+# `--size=large`; per task, the metrics the sweep reports (as fractions).
 PAPER_GLUE_LARGE_REALFORMER = {
     "cola": {"matthews_corrcoef": 0.5983}, "sst2": {"accuracy": 0.9404},
     "mrpc": {"accuracy": 0.8701, "f1": 0.9091}, "rte": {"accuracy": 0.7370},
@@ -29,107 +35,81 @@ PAPER_GLUE_LARGE_REALFORMER = {
     "qnli": {"accuracy": 0.9189}, "qqp": {"accuracy": 0.9134, "f1": 0.8828}}
 
 
-def _encoder_line(plan: plan_lib.Plan) -> str:
-  encoder = plan.pretrain[0].config.task.model.encoder.get()
-  return (f"{encoder.num_layers} layers, hidden {encoder.hidden_size}, "
-          f"{encoder.num_attention_heads} heads, feed-forward "
-          f"{encoder.intermediate_size}")
-
-
-def estimate_seconds(plan: plan_lib.Plan) -> float:
-  """The whole reproduction's seconds on 2 shared CPU cores, from the
-  measured `plan_lib.CpuCost` (tiny scale only; else nan): the data, each
-  run's start and steps, each architecture's attention analysis."""
-  cost = plan.scale.cpu_cost
-  if cost is None:
-    return float("nan")
-  seconds = cost.data + cost.analysis * len(plan.options.archs)
-  for r in plan.all_runs:
-    if isinstance(r, plan_lib.PretrainRun):
-      seconds += cost.pretrain_start + cost.pretrain_step * r.train_steps
-    else:
-      seconds += cost.finetune_start + cost.finetune_step * r.train_steps
-  return seconds
-
-
-def describe(plan: plan_lib.Plan) -> str:
-  """The plan as text (what `--dry_run` prints): every run and its status."""
-  o, s = plan.options, plan.scale
-  lines = [f"Scale {o.scale}: {_encoder_line(plan)}.",
-           f"Data: {plan.data['source']} (vocabulary {plan.data['vocab_size']}"
-           f" tokens); seq {s.seq_length}, batch {s.batch_size}.",
-           f"Pre-training: {len(plan.pretrain)} runs ({', '.join(o.archs)} x "
-           f"{o.seeds} seeds), {plan.pretrain[0].train_steps} steps each; "
-           f"fine-tuning: epochs {list(s.glue_epochs)} x lr "
-           f"{list(s.glue_learning_rates)} per task and pre-training run."]
-  lines += runs.plan_lines(plan.all_runs)
-  for task, why in plan.skipped_tasks.items():
-    lines.append(f"Fine-tuning {task}: skipped ({why}).")
-  lines.append(f"Attention analysis: seed 0 of {', '.join(o.archs)}, "
-               f"{s.analysis_examples} examples.")
-  estimate = estimate_seconds(plan)
-  if np.isnan(estimate):
-    lines.append("Estimated time: no estimate at this scale "
-                 "(accelerator-sized).")
-  else:
-    low = estimate / plan_lib.FREE_MACHINE_SPEEDUP
-    unit = "h:min:s" if estimate >= 3600 else "min:s"
-    # tqdm's [h:]mm:ss.
-    low_s, high_s = (tqdm.tqdm.format_interval(round(t))
-                     for t in (low, estimate))
-    lines.append(
-        f"Estimated time: {low_s} to {high_s} ({unit}) on 2 CPU cores, free "
-        "to heavily shared (data, runs and analysis, runs already done "
-        "included; measured rates, reproduce/plan.py CpuCost).")
-  return "\n".join(lines)
-
-
-summarize_pretraining = tables.summarize_pretraining
-
-
-def read_curves(model_dir: str, tag: str = "masked_lm_accuracy"
-                ) -> Dict[str, List[List[float]]]:
-  """{"train": [[step, value], ...], "validation": [...]} from TensorBoard.
-
-  One point per step, the last written (by wall time) wins: a resumed run
-  may log a step again.
-  """
-  curves = {}
-  for split in ("train", "validation"):
-    path, by_step = os.path.join(model_dir, split), {}
-    if tf.io.gfile.isdir(path):
-      events = event_accumulator.EventAccumulator(
-          path, size_guidance=event_accumulator.STORE_EVERYTHING_SIZE_GUIDANCE,
-          purge_orphaned_data=False).Reload()
-      # TF2 summaries (Orbit's) are tensors.
-      for e in sorted(events.Tensors(tag) if tag in events.Tags()["tensors"]
-                      else [], key=lambda e: e.wall_time):
-        by_step[e.step] = float(tf.make_ndarray(e.tensor_proto))
-    curves[split] = [[step, value] for step, value in sorted(by_step.items())]
-  return curves
+def encoder_line(size: plan_lib.Size) -> str:
+  return (f"{size.num_layers} layers, hidden {size.hidden_dim}, "
+          f"{size.num_heads} heads, feed-forward {size.intermediate_dim}")
 
 
 def scale_note(plan: plan_lib.Plan) -> Optional[str]:
-  """What a tiny-scale run's figures and report must say: its numbers show
-  the pipeline runs, they are not findings (None at the other scales)."""
-  if plan.options.scale != "tiny":
+  """What a CPU-sized run's report and figures must say: its numbers show
+  the pipeline runs, they are not findings (None at the other sizes)."""
+  if not plan.size.cpu:
     return None
-  return (f"Tiny scale ({_encoder_line(plan)}; "
-          f"{plan.pretrain[0].train_steps} pre-training steps on a CPU): a "
-          "check that the pipeline runs, not the paper's findings.")
+  return (f"{plan.options.size.capitalize()} size ({encoder_line(plan.size)}"
+          f"; {plan.train_steps} pre-training steps on a CPU): a check that "
+          "the pipeline runs, not the paper's findings.")
 
 
-def plot_attention(analyses: Dict[str, str], path: str,
-                   plan: Optional[plan_lib.Plan] = None):
-  """Per-head attention entropy and JSD of each architecture, side by side;
-  with `plan`, its scale note and the entropy of uniform attention."""
-  summaries = {}
-  for arch, out_dir in analyses.items():
-    with tf.io.gfile.GFile(os.path.join(out_dir, "summary.json")) as f:
-      summaries[plan_lib.ARCHS[arch][0]] = json.load(f)["models"][0]
-  return plots.summary_figure(
-      summaries, path, note=scale_note(plan) if plan else None,
-      seq_length=plan.scale.seq_length if plan else None)
+def no_glue_line(plan: plan_lib.Plan) -> str:
+  return (f"Fine-tuning: GLUE was not run (the {plan.options.face} face "
+          "does not fine-tune yet).")
+
+
+def paper_row(plan: plan_lib.Plan):
+  """(paper size name, {arch: MLM accuracy %}) this size compares to."""
+  return PAPER_TABLE2[plan.size.paper or "small"]
+
+
+def summarize_pretraining(results: Dict[str, List[Dict]]) -> Dict:
+  """{arch: {metric: {median, std, values}}} over seeds (numpy std, ddof=0);
+  `results`: {arch: [{"eval_logs": {metric: value}}, ...]}."""
+  return {arch: {m: seed_stats.median_std([r["eval_logs"][m] for r in runs])
+                 for m in PRETRAIN_METRICS}
+          for arch, runs in results.items()}
+
+
+def plus_minus(stat: Dict, scale: float = 100.0) -> str:
+  """Median ± std over seeds; one seed has no spread to show."""
+  if len(stat["values"]) < 2:
+    return f"{scale * stat['median']:.2f} (1 seed)"
+  return f"{scale * stat['median']:.2f} ± {scale * stat['std']:.2f}"
+
+
+def pretraining_table(labels: Dict[str, str], pretraining: Dict,
+                      paper=PAPER_TABLE2["small"]) -> List[str]:
+  """Table 2's rows in `labels`' order beside the paper's, then `ordering`."""
+  name, numbers = paper
+  lines = [f"| Architecture | MLM accuracy (%) | MLM loss | Paper, {name} "
+           "(%) |", "|---|---|---|---|"]
+  for arch, label in labels.items():
+    if arch in pretraining:
+      p = pretraining[arch]
+      lines.append(f"| {label} | {plus_minus(p['masked_lm_accuracy'])} | "
+                   f"{plus_minus(p['lm_example_loss'], 1.0)} | "
+                   f"{f'{numbers[arch]:.2f}' if arch in numbers else '-'} |")
+  return lines + ["", ordering(labels, pretraining, paper)]
+
+
+def _ranked(labels: Dict[str, str], values: Dict[str, float]) -> str:
+  """"A 1.00 > B 0.50": best first, ties (at the shown precision) as `=` in
+  `labels`' order."""
+  archs = sorted((a for a in labels if a in values), key=lambda a: -values[a])
+  shown = [f"{values[a]:.2f}" for a in archs]
+  ranked = f"{labels[archs[0]]} {shown[0]}" if archs else "none"
+  for i in range(1, len(archs)):
+    ranked += (f" {'=' if shown[i] == shown[i - 1] else '>'} "
+               f"{labels[archs[i]]} {shown[i]}")
+  return ranked
+
+
+def ordering(labels: Dict[str, str], pretraining: Dict,
+             paper=PAPER_TABLE2["small"]) -> str:
+  """The architectures by median held-out MLM accuracy beside the paper's
+  ordering at `paper`'s size."""
+  ours = _ranked(labels, {a: 100 * p["masked_lm_accuracy"]["median"]
+                          for a, p in pretraining.items()})
+  return (f"Ordering by held-out MLM accuracy: {ours} (the paper's, "
+          f"{paper[0]} after 1M steps: {_ranked(labels, paper[1])}).")
 
 
 def majority_class_lines(glue_results: Dict[str, Dict[str, List[Dict]]]
@@ -140,107 +120,154 @@ def majority_class_lines(glue_results: Dict[str, Dict[str, List[Dict]]]
   found = []
   for arch, by_task in glue_results.items():
     for task, results in sorted(by_task.items()):
-      metrics = glue_data.get_task(task).metrics
+      metrics = list(results[0]["metrics"])
       logs = [r.get("eval_logs", {}) for r in results]
-      if logs and all(
-          f"majority_class_{m}" in log and
-          abs(log[m] - log[f"majority_class_{m}"]) < 1e-6
-          for log in logs for m in metrics):
+      if all(f"majority_class_{m}" in log and
+             abs(log[m] - log[f"majority_class_{m}"]) < 1e-6
+             for log in logs for m in metrics):
         values = ", ".join(f"{m} {100 * logs[0][m]:.2f}" for m in metrics)
         found.append(
-            f"- {plan_lib.ARCHS[arch][0]}, {task}: every run scored exactly "
-            f"the majority class ({values}: one label for every example); "
-            "the classifier learned nothing at this scale.")
+            f"- {plan_lib.ARCHS[arch].label}, {task}: every run scored "
+            f"exactly the majority class ({values}: one label for every "
+            "example); the classifier learned nothing at this scale.")
   return found
 
 
-def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict,
-                   majority: Sequence[str] = ()) -> str:
-  """`results.md`: the paper's Table 2 and Table 3 shapes; `majority`:
-  `majority_class_lines`, under the GLUE table."""
-  o, s = plan.options, plan.scale
-  label = {arch: plan_lib.ARCHS[arch][0] for arch in o.archs}
+def glue_table(plan: plan_lib.Plan, glue: Dict, glue_runs: Dict
+               ) -> List[str]:
+  """Table 3's shape: per architecture each task's best grid point (the
+  metrics in the order the runs report them)."""
+  tasks = sorted({t for summary in glue.values() for t in summary["tasks"]})
+  metrics = {t: list(next(by_task[t] for by_task in glue_runs.values()
+                          if t in by_task)[0]["metrics"]) for t in tasks}
+  header = ["Architecture"] + [f"{t} ({'/'.join(metrics[t])})" for t in tasks]
+  s = plan.size
+  lines = ["## Fine-tuning (paper Table 3): GLUE dev, x100", "",
+           f"Grid: epochs {list(s.glue_epochs)} x learning rates "
+           f"{list(s.glue_learning_rates)}; best point by the median of the "
+           "task's main metric over the pre-training seeds.", "",
+           "| " + " | ".join(header + ["Overall"]) + " |",
+           "|" + "---|" * (len(header) + 1)]
+  for arch in (a for a in plan.options.archs if a in glue):
+    by_task = glue[arch]["tasks"]
+    cells = [" / ".join(plus_minus(by_task[t]["best"]["metrics"][m])
+                        for m in metrics[t]) if t in by_task else ""
+             for t in tasks]
+    lines.append(f"| {plan_lib.ARCHS[arch].label} | " + " | ".join(cells) +
+                 f" | {100 * glue[arch]['overall']:.2f} |")
+  if plan.options.size == "large":
+    cells = [" / ".join(f"{100 * PAPER_GLUE_LARGE_REALFORMER[t][m]:.2f}"
+                        for m in metrics[t])
+             if t in PAPER_GLUE_LARGE_REALFORMER else "" for t in tasks]
+    lines.append("| RealFormer, paper (BERT-Large) | " + " | ".join(cells) +
+                 " | |")
+  return lines + [""]
+
+
+def seconds_lines(plan: plan_lib.Plan, results: Dict[str, Dict]) -> List[str]:
+  """Each architecture's seconds per pre-training run (seed order) and per
+  fine-tuning run (mean), training and evaluation, compilation included."""
+  lines = ["## Seconds per run", ""]
+  for arch in plan.options.archs:
+    pre = [results[r.run_dir]["seconds"] for r in plan.pretrain
+           if r.arch == arch]
+    fine = [results[f.run_dir]["seconds"] for r in plan.pretrain
+            if r.arch == arch for f in plan.finetune[r.run_dir]]
+    lines.append(f"- {plan_lib.ARCHS[arch].label}: pre-training "
+                 f"{', '.join(f'{s:.0f}' for s in pre)} s" + (
+                     f"; fine-tuning {len(fine)} runs, "
+                     f"{np.mean(fine):.0f} s each on average" if fine else ""))
+  return lines + [""]
+
+
+def by_arch(plan: plan_lib.Plan, results: Dict[str, Dict]):
+  """({arch: [pre-training result per seed]}, {arch: {task: [fine-tuning
+  results]}}) from the runs' `results` ({run_dir: result})."""
+  pretrain_runs, glue_runs = {}, {}
+  for run in plan.pretrain:
+    pretrain_runs.setdefault(run.arch, []).append(results[run.run_dir])
+    for spec in plan.finetune[run.run_dir]:
+      glue_runs.setdefault(run.arch, {}).setdefault(spec.task, []).append(
+          results[spec.run_dir])
+  return pretrain_runs, glue_runs
+
+
+def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
+                   pretraining: Dict, glue: Dict) -> str:
+  """`results.md` from the runs' `results` ({run_dir: result}) and their
+  summaries."""
+  o, s = plan.options, plan.size
   note = scale_note(plan)
+  pretrain_runs, glue_runs = by_arch(plan, results)
   lines = [
-      f"# Post-LN vs Pre-LN vs RealFormer, scale `{o.scale}`", "",
-      *([f"**{note}**", ""] if note else []),
-      f"Encoder: {_encoder_line(plan)}; vocabulary {plan.data['vocab_size']} "
-      f"({plan.data['source']}).",
-      f"Pre-training: {plan.pretrain[0].train_steps} steps, batch "
-      f"{s.batch_size}, seq {s.seq_length}, {o.seeds} seed(s) per "
-      "architecture with identical data order and steps. Numbers: " + (
+      f"# Post-LN vs Pre-LN vs RealFormer, size `{o.size}`, face `{o.face}`",
+      "", *([f"**{note}**", ""] if note else []),
+      f"Encoder: {encoder_line(s)}; vocabulary {plan.data['vocab_size']} "
+      f"WordPiece tokens ({plan.data['source']}).",
+      f"Pre-training: {plan.train_steps} steps, batch {s.batch_size}, seq "
+      f"{s.seq_length}, at most {s.max_predictions} masked positions a "
+      f"sequence, {o.seeds} seed(s) per architecture with identical data "
+      "order and steps. Numbers: " + (
           "median ± std over seeds." if o.seeds > 1 else
           "one seed per architecture, so no spread (\"1 seed\"); "
-          "`--seeds=3` or more gives median and std."), "",
+          "`--seeds=3` or more gives median and std."),
+      *plan.face.report_lines(plan, pretrain_runs), "",
       "## Pre-training (paper Table 2): held-out masked LM", ""]
-  lines += tables.pretraining_table(label, pretraining) + [""]
-  if glue:
-    tasks = sorted({t for summary in glue.values() for t in summary["tasks"]})
-    metrics = {t: glue_data.get_task(t).metrics for t in tasks}
-    header = ["Architecture"] + [f"{t} ({'/'.join(metrics[t])})"
-                                 for t in tasks]
-    lines += ["## Fine-tuning (paper Table 3): GLUE dev, x100", "",
-              f"Grid: epochs {list(s.glue_epochs)} x learning rates "
-              f"{list(s.glue_learning_rates)}; best point by the median of "
-              "the task's main metric over the pre-training seeds.", "",
-              "| " + " | ".join(header + ["Overall"]) + " |",
-              "|" + "---|" * (len(header) + 1)]
-    for arch in (a for a in o.archs if a in glue):
-      cells = [" / ".join(tables.plus_minus(glue[arch]["tasks"][t]["best"]["metrics"][m])
-                          for m in metrics[t]) for t in tasks]
-      lines.append(f"| {label[arch]} | " + " | ".join(cells) +
-                   f" | {100 * glue[arch]['overall']:.2f} |")
-    if o.scale == "large":
-      cells = [" / ".join(f"{100 * PAPER_GLUE_LARGE_REALFORMER[t][m]:.2f}"
-                          for m in metrics[t])
-               if t in PAPER_GLUE_LARGE_REALFORMER else "" for t in tasks]
-      lines.append("| RealFormer, paper (BERT-Large) | " + " | ".join(cells)
-                   + " | |")
-    lines.append("")
-  lines += list(majority)
-  for task, why in plan.skipped_tasks.items():
-    lines.append(f"- {task} not fine-tuned: {why}.")
-  lines += [
-      "", f"Curves: `{plan_lib.CURVES_PNG}`; attention entropy and JSD of "
-      f"seed 0: `{plan_lib.ATTENTION_PNG}` (per architecture: "
-      "`analysis/<arch>/`).",
-      "", "The paper's numbers are BERT-sized models pre-trained for 1M steps "
-      "on Wikipedia + BooksCorpus; at a smaller scale the ordering of the "
-      "architectures need not be the paper's."]
-  return "\n".join(lines) + "\n"
+  lines += pretraining_table(plan.labels, pretraining, paper_row(plan)) + [""]
+  if not plan.face.supports_finetune:
+    lines.append(no_glue_line(plan))
+  elif glue:
+    lines += glue_table(plan, glue, glue_runs)
+  lines += majority_class_lines(glue_runs) + [
+      f"- {task} not fine-tuned: {why}."
+      for task, why in plan.skipped_tasks.items()]
+  lines += ["", *seconds_lines(plan, results),
+            f"Curves: `{plan_lib.CURVES_PNG}` (training accuracy at each "
+            "logged step, held-out accuracy at each evaluation)." + (
+                f" Attention entropy and JSD of seed 0: "
+                f"`{plan_lib.ATTENTION_PNG}` (per architecture: "
+                "`analysis/<arch>/`)." if plan.face.analyses else ""), "",
+            "The paper's numbers are BERT-sized models pre-trained for 1M "
+            "steps on Wikipedia + BooksCorpus; at a smaller scale the "
+            "ordering of the architectures need not be the paper's."]
+  return re.sub("\n\n\n+", "\n\n", "\n".join(lines) + "\n")
 
 
-def write_results(plan: plan_lib.Plan, pretrain_results: Dict[str, List[Dict]],
-                  glue_results: Dict[str, Dict[str, List[Dict]]],
+def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
                   analyses: Dict[str, str]) -> Dict:
   """Publishes results.json, the manifest of results.md, curves.png and
-  attention.png (one output set: a user's file at one of those paths is
-  refused, `tables.check_output_dir`); returns results.json's content."""
-  o = plan.options
-  pretraining = summarize_pretraining(pretrain_results)
-  glue = {arch: sweep.summarize(by_task)
-          for arch, by_task in glue_results.items()}
-  curves = {arch: {r["seed"]: read_curves(plan_lib.pretrain_dir(
-      o.output_dir, arch, r["seed"])) for r in arch_runs}
-            for arch, arch_runs in pretrain_results.items()}
-  results = {"scale": o.scale, "archs": list(o.archs), "seeds": o.seeds,
-             "data": {k: str(v) for k, v in plan.data.items()},
-             "pretraining": pretraining,
-             "pretraining_runs": pretrain_results,
+  (with `analyses`) attention.png, one output set: a user's file at one of
+  those paths is refused. Prints results.md; returns results.json's
+  content."""
+  o, face = plan.options, plan.face
+  pretrain_runs, glue_runs = by_arch(plan, results)
+  pretraining = summarize_pretraining(pretrain_runs)
+  glue = {arch: face.summarize_glue(by_task)
+          for arch, by_task in glue_runs.items()}
+  curves = {arch: {r["seed"]: r["curves"] for r in runs}
+            for arch, runs in pretrain_runs.items()}
+  summary = {"face": o.face, "size": o.size, "archs": list(o.archs),
+             "seeds": o.seeds, "train_steps": plan.train_steps,
+             "data": {k: v for k, v in plan.data.items()
+                      if isinstance(v, (str, int, float))},
+             "pretraining": pretraining, "pretraining_runs": pretrain_runs,
              "glue": glue, "curves": curves, "analysis": analyses}
-  text = format_results(plan, pretraining, glue,
-                        majority_class_lines(glue_results))
+  text = format_results(plan, results, pretraining, glue)
   out = {name: os.path.join(o.output_dir, name) for name in plan_lib.REPORT}
-  with output_sets.output_set(out[plan_lib.RESULTS_JSON], WRITER,
-                              list(out.values())) as outputs:
-    with tf.io.gfile.GFile(outputs.stage(out[plan_lib.RESULTS_MD]), "w") as f:
+  note = " ".join(filter(None, [scale_note(plan),
+                                *face.figure_notes(plan)])) or None
+  with writes.output_set(out[plan_lib.RESULTS_JSON], plan_lib.WRITER, face.OPS,
+                         face.fingerprint, list(out.values())) as outputs:
+    with face.open_file(outputs.stage(out[plan_lib.RESULTS_MD]), "w") as f:
       f.write(text)
-    with tf.io.gfile.GFile(outputs.stage(out[plan_lib.CURVES_PNG]), "wb") as f:
-      tables.curves_figure(curves, {a: plan_lib.ARCHS[a][0] for a in curves},
-                           f, note=scale_note(plan))
-    with tf.io.gfile.GFile(outputs.stage(out[plan_lib.ATTENTION_PNG]),
-                           "wb") as f:
-      plot_attention(analyses, f, plan)
-    results = outputs.commit(results)
+    with face.open_file(outputs.stage(out[plan_lib.CURVES_PNG]), "wb") as f:
+      plots.curves_figure({plan_lib.ARCHS[a].label: by_seed
+                           for a, by_seed in curves.items()}, f,
+                          metric="MLM accuracy", percent=True, note=note)
+    if analyses:
+      with face.open_file(outputs.stage(out[plan_lib.ATTENTION_PNG]),
+                          "wb") as f:
+        face.draw_attention(plan, analyses, f, scale_note(plan))
+    summary = outputs.commit(summary)
   print(text, flush=True)
-  return results
+  return summary

@@ -1,84 +1,120 @@
-"""The reproduction's execution: data once, every run, the report; each step
-skipped when its output is there (data manifest, result file, summary.json).
+"""The reproduction's executor, for both faces, without TensorFlow: one
+writer per output dir (`core.run_lock`), the face's data once, then every run
+in the plan's order. A run is done when its result.json is ours and was made
+with this plan's config (`Plan.config_of`); else the face trains it, resuming
+from its checkpoint. Each result records its seconds; then the report.
 """
 
+import dataclasses
 import os
-from typing import Callable, Dict
+import time
+from typing import Dict
 
-from absl import logging
-import tensorflow as tf
-
-from realformer_tf.analysis import runner as analysis_runner
-from realformer_tf.data import glue as glue_data
-from realformer_tf.data import quickstart_corpus
-from realformer_tf.data import wikitext
+from realformer_tf.core import ownership
+from realformer_tf.core import run_lock
+from realformer_tf.core import writes
 from realformer_tf.reproduce import plan as plan_lib
 from realformer_tf.reproduce import report
-from realformer_tf.training import runs
+from realformer_tf.training import stop_signals
 
 
-def prepare_data(options: plan_lib.Options,
-                 scale: plan_lib.Scale) -> Dict[str, object]:
-  """Builds (or reuses) the records and vocabulary every run shares."""
-  if options.train_data:
-    return plan_lib.expected_data(options, scale)
-  data_dir = os.path.join(options.output_dir, "data")
-  corpus = plan_lib.corpus_files(options)
-  source = plan_lib.corpus_source(corpus)
-  if corpus and not options.corpus:
-    # WikiText is not in BERT's one-sentence-per-line format: rewrite it.
-    corpus = [wikitext.write_bert_corpus(corpus, data_dir)]
-  data = quickstart_corpus.prepare_quickstart_data(
-      data_dir, input_files=corpus or None, vocab_size=scale.vocab_size,
-      max_seq_length=scale.seq_length,
-      max_predictions_per_seq=scale.max_predictions)
-  return dict(data, source=source)
+def result_path(run) -> str:
+  return os.path.join(run.run_dir, plan_lib.RESULT_FILE)
 
 
-def convert_glue(options: plan_lib.Options, scale: plan_lib.Scale,
-                 vocab_file: str) -> None:
-  """GLUE TSVs -> records with the pre-training vocabulary (once per task)."""
-  out_dir = plan_lib.glue_records_dir(options.output_dir)
-  present = plan_lib.glue_tasks_present(options.glue_dir, options.glue_tasks)
-  for task, why in present.items():
-    if why is None and not tf.io.gfile.exists(
-        glue_data.meta_data_path(out_dir, task)):
-      glue_data.convert(task, vocab_file, out_dir,
-                        max_seq_length=scale.glue_seq_length,
-                        glue_dir=options.glue_dir)
+def status(plan: plan_lib.Plan, run) -> str:
+  """"done", "resume" (a checkpoint of it) or "new"."""
+  result = ownership.read_json(result_path(run), plan.face.OPS)
+  if result is not None and result.get("config") == plan.config_of(run):
+    return "done"
+  return "resume" if plan.face.has_checkpoint(run) else "new"
 
 
-def prepare(options: plan_lib.Options) -> plan_lib.Plan:
-  """Checks the options, builds the data and GLUE records, plans the runs."""
-  scale = plan_lib.check_options(options)  # Before anything is written.
-  data = prepare_data(options, scale)
-  convert_glue(options, scale, data["vocab_file"])
-  return plan_lib.make_plan(options, data)
+def describe(plan: plan_lib.Plan) -> str:
+  """The plan as text (what `--dry_run` prints): every run and its status."""
+  o, s = plan.options, plan.size
+  lines = [
+      f"Size {o.size}: {report.encoder_line(s)}; seq {s.seq_length}, batch "
+      f"{s.batch_size}, at most {s.max_predictions} masked positions.",
+      f"Data: {plan.data['source']} (vocabulary {plan.data['vocab_size']} "
+      f"tokens) in {os.path.join(o.output_dir, 'data')}.",
+      f"Pre-training: {len(plan.pretrain)} runs ({', '.join(o.archs)} x "
+      f"{o.seeds} seed(s)), {plan.train_steps} steps each, peak lr "
+      f"{s.learning_rate:g}, held-out evaluation after steps "
+      f"{plan.eval_steps()}.",
+      (f"Fine-tuning: epochs {list(s.glue_epochs)} x lr "
+       f"{list(s.glue_learning_rates)} per task and pre-training run, batch "
+       f"{s.glue_batch_size}, seq {s.glue_seq_length}."
+       if plan.face.supports_finetune else report.no_glue_line(plan))]
+  lines += [f"{status(plan, r):>6s}  {r.run_dir}  {r.details()}"
+            for r in plan.all_runs]
+  lines += [f"Fine-tuning {task}: skipped ({why})."
+            for task, why in plan.skipped_tasks.items()]
+  return "\n".join(lines + plan.face.describe_lines(plan))
 
 
-def execute(plan: plan_lib.Plan, runner: runs.Runner = runs.train_run,
-            analyse: Callable[..., Dict] = analysis_runner.run_analysis
-            ) -> Dict:
-  """Runs every run of `prepare`'s plan not done yet; writes the outputs."""
-  results = dict(zip((r.model_dir for r in plan.all_runs),
-                     runs.execute(plan.all_runs, runner)))
-  pretrain_results, glue_results = {}, {}
-  for run in plan.pretrain:
-    pretrain_results.setdefault(run.arch, []).append(results[run.model_dir])
-    for spec in plan.finetune[run.model_dir]:
-      glue_results.setdefault(run.arch, {}).setdefault(spec.task, []).append(
-          results[spec.model_dir])
-  analyses = {}
-  for arch in plan.options.archs:
-    out_dir = os.path.join(plan.options.output_dir, "analysis", arch)
-    # summary.json is renamed in last: if it is there, the set is whole.
-    finished = tf.io.gfile.exists(os.path.join(out_dir, "summary.json"))
-    line = f"attention analysis of {arch} seed 0: " + (
-        "done" if finished else f"{plan.scale.analysis_examples} examples")
-    logging.info(line)
-    print(line, flush=True)
-    if not finished:
-      analyse(model_dir=plan_lib.pretrain_dir(plan.options.output_dir, arch, 0),
-              output_dir=out_dir, num_examples=plan.scale.analysis_examples)
-    analyses[arch] = out_dir
-  return report.write_results(plan, pretrain_results, glue_results, analyses)
+def check(plan: plan_lib.Plan) -> None:
+  """Refuses, before anything is written, a user's file at a result path
+  and an output dir a reproduction of the other face wrote."""
+  ops = plan.face.OPS
+  for run in plan.all_runs:
+    ownership.check_ours((), result_path(run), ops)
+  results = ownership.read_json(
+      os.path.join(plan.options.output_dir, plan_lib.RESULTS_JSON), ops)
+  if results and results.get("face", plan.options.face) != plan.options.face:
+    raise ValueError(
+        f"--output_dir={plan.options.output_dir} holds a reproduction of "
+        f"the {results['face']} face: pass --face={results['face']} or "
+        "another --output_dir.")
+
+
+def execute(plan: plan_lib.Plan) -> Dict:
+  """Runs every run of `plan` not done yet, then writes the report; returns
+  results.json's content. A stop signal ends the current run at its next
+  step (`stop_signals.Stopped`); the same command goes on from there."""
+  face, o = plan.face, plan.options
+  check(plan)
+  face.check_writes(plan)
+  start = time.time()
+  with run_lock.hold(o.output_dir, name=plan_lib.LOCK_FILE,
+                     flag="--output_dir"):
+    plan = dataclasses.replace(plan, data=face.prepare_data(plan))
+    data_seconds = time.time() - start
+    results = {}
+    runs = plan.all_runs
+    with stop_signals.raised_on_signals():
+      for i, run in enumerate(runs):
+        state = status(plan, run)
+        print(f"[{i + 1}/{len(runs)}] {run.run_dir}: {state} "
+              f"({run.details()})", flush=True)
+        if state == "done":
+          results[run.run_dir] = ownership.read_json(result_path(run),
+                                                     face.OPS)
+          continue
+        began = time.time()
+        step = (face.pretrain if isinstance(run, plan_lib.PretrainRun)
+                else face.finetune)
+        try:
+          result = step(plan, run)
+          result.setdefault("seconds", time.time() - began)
+          result["config"] = plan.config_of(run)
+          results[run.run_dir] = writes.publish_json(
+              result_path(run), result, plan_lib.WRITER, face.OPS)
+          stop_signals.raise_if_stopped()  # One held back to the run's end.
+        except stop_signals.Stopped as stop:
+          print(f"stopped by {stop.name} during run {i + 1}/{len(runs)} "
+                f"({run.run_dir}); rerun the same command to go on: finished "
+                "runs are kept, this one resumes from its latest checkpoint.",
+                flush=True)
+          raise
+    summary = report.write_results(plan, results, face.analyse(plan))
+  print(f"This invocation: {time.time() - start:.0f} s, of which the data "
+        f"{data_seconds:.0f} s.", flush=True)
+  return summary
+
+
+def reproduce(**options) -> Dict:
+  """The command as a function (`Options`' fields as keyword arguments)."""
+  options = plan_lib.Options(**{k: tuple(v) if isinstance(v, list) else v
+                                for k, v in options.items()})
+  return execute(plan_lib.make_plan(options, plan_lib.load_face(options.face)))

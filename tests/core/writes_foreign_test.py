@@ -1,7 +1,7 @@
 """Writers that prove ownership by a manifest of ours (issue 46, item 3)
 outside the kill suite's table (tests/core/writer_suite_test.py): the
-tf_keras reproduction's report, the Keras 3 runs' result.json, data and
-checkpoints. A user's file at each target path is kept and the refusal
+reproduction's report (tf_keras face), its runs' result.json, the keras3
+face's data and checkpoints. A user's file at each target path is kept and the refusal
 names it.
 """
 
@@ -11,11 +11,11 @@ import re
 import numpy as np
 import pytest
 
-from realformer_tf.reproduce import plan as tf_keras_plan
-from realformer_tf.reproduce.keras3 import data
-from realformer_tf.reproduce.keras3 import plan as plan_lib
-from realformer_tf.reproduce.keras3 import run
-from realformer_tf.reproduce.keras3 import train
+from realformer_tf.reproduce import keras3_data as data
+from realformer_tf.reproduce import keras3_face as train
+from realformer_tf.reproduce import plan as plan_lib
+from realformer_tf.reproduce import run
+from realformer_tf.reproduce import tf_keras_face
 from tests.helpers import file_trees
 from tests.helpers import keras3_reproduction
 
@@ -31,18 +31,20 @@ def _named(path, call):
 
 
 def test_the_tf_keras_reports_keep_a_users_file(tmp_path):
-  for name in tf_keras_plan.REPORT:
+  for name in plan_lib.REPORT:
     (tmp_path / name).write_text("mine")
-    _named(str(tmp_path / name), lambda: tf_keras_plan.check_options(
-        tf_keras_plan.Options(output_dir=str(tmp_path))))
+    _named(str(tmp_path / name), lambda: plan_lib.make_plan(
+        plan_lib.Options(output_dir=str(tmp_path), face="tf_keras"),
+        tf_keras_face))
     (tmp_path / name).unlink()
 
 
 def test_a_keras3_run_keeps_a_users_result_file(tmp_path):
   out = str(tmp_path)
   plan = plan_lib.make_plan(plan_lib.Options(output_dir=out, size="tiny",
-                                             seeds=1, archs=["post_ln"]))
-  result = os.path.join(plan.runs[0].run_dir, plan_lib.RESULT_FILE)
+                                             seeds=1, archs=["post_ln"]),
+                            train)
+  result = os.path.join(plan.pretrain[0].run_dir, plan_lib.RESULT_FILE)
   os.makedirs(os.path.dirname(result))
   open(result, "w").write("{}")
   _named(result, lambda: run.execute(plan))
@@ -54,9 +56,10 @@ def test_the_keras3_data_and_checkpoint_keep_a_users_file(tmp_path):
   before anything is written; ours are replaced."""
   out = str(tmp_path / "out")
   plan = plan_lib.make_plan(plan_lib.Options(output_dir=out, size="tiny",
-                                             seeds=1, archs=["post_ln"]))
+                                             seeds=1, archs=["post_ln"]),
+                            train)
   data_dir = os.path.join(out, "data")
-  checkpoint = os.path.join(plan.runs[0].run_dir, plan_lib.CHECKPOINT_FILE)
+  checkpoint = os.path.join(plan.pretrain[0].run_dir, train.CHECKPOINT_FILE)
   for path in (os.path.join(data_dir, data.VOCAB_FILE),
                os.path.join(data_dir, data.SEQUENCES_FILE), checkpoint):
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -1,4 +1,4 @@
-"""The Keras 3 reproduction's command line, run as on a GPU machine: a fresh
+"""The reproduction's command line on the keras3 face, run as on a GPU machine: a fresh
 Python on JAX (CPU here) with TensorFlow unimportable
 (`without_tensorflow/sitecustomize.py`)."""
 import os
@@ -29,14 +29,16 @@ def write_corpus(folder: str) -> str:
   return path
 
 
-def run_command(output_dir: str, corpus: str, *flags: str
-                ) -> subprocess.CompletedProcess:
-  """`python -m realformer_tf.reproduce.keras3 --size=tiny` on `corpus`
-  (a later flag overrides an earlier one)."""
+def run_command(output_dir: str, corpus: str, *flags: str,
+                face: str = "--face=keras3") -> subprocess.CompletedProcess:
+  """`python -m realformer_tf.reproduce --face=keras3 --size=tiny
+  --seeds=1` on `corpus` (a later flag overrides an earlier one; `face=""`:
+  the default face)."""
   env = no_tensorflow.env(jax_env())
   return subprocess.run(
-      [sys.executable, "-m", "realformer_tf.reproduce.keras3",
-       f"--output_dir={output_dir}", "--size=tiny", f"--corpus={corpus}",
+      [sys.executable, "-m", "realformer_tf.reproduce", *filter(None, [face]),
+       f"--output_dir={output_dir}", "--size=tiny", "--seeds=1",
+       f"--corpus={corpus}",
        f"--train_steps={TRAIN_STEPS}", *flags],
       cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900,
       check=False)

@@ -33,11 +33,13 @@ def write_mrpc(glue_dir, rows=40, seed=0):
 
 
 def options(tmp, **kwargs) -> plan_lib.Options:
-  """Options on a corpus written under `tmp`, 4 steps, MRPC from tmp/glue."""
+  """tf_keras face options on a corpus written under `tmp`, 4 steps, MRPC
+  from tmp/glue."""
   corpus = os.path.join(tmp, "corpus.txt")
   if not os.path.exists(corpus):
     write_corpus(corpus)
-  defaults = dict(output_dir=os.path.join(tmp, "out"), corpus=(corpus,),
+  defaults = dict(output_dir=os.path.join(tmp, "out"), face="tf_keras",
+                  corpus=(corpus,),
                   glue_dir=os.path.join(tmp, "glue"), glue_tasks=("mrpc",),
                   train_steps=4)
   defaults.update(kwargs)

@@ -39,9 +39,10 @@ try:
   from realformer_tf.data import beam_pretraining_data
 except ImportError:  # apache_beam is an extra: its row is skipped.
   beam_pretraining_data = None
-from realformer_tf.reproduce.keras3 import data as keras3_data
-from realformer_tf.reproduce.keras3 import plan as keras3_plan
-from realformer_tf.reproduce.keras3 import report as keras3_report
+from realformer_tf.reproduce import keras3_data
+from realformer_tf.reproduce import keras3_face
+from realformer_tf.reproduce import plan as keras3_plan
+from realformer_tf.reproduce import report as keras3_report
 from realformer_tf.training import train_lib
 from tests.helpers import keras3_encoders
 from tests.helpers import shared_data
@@ -257,19 +258,23 @@ def _read_keras3_data(tmp):
 
 def _keras3_report(tmp, version):
   plan = keras3_plan.make_plan(keras3_plan.Options(
-      output_dir=out_dir(tmp), size="tiny", seeds=1))
-  sequences = keras3_data.Sequences(
-      train=np.zeros((20, 8), np.int32), eval=np.zeros((4, 8), np.int32),
-      vocab=["x"] * 30, source="handmade")
-  results = {arch: [{"arch": arch, "seed": 0, "seconds": 1.0,
-                     "batch_digest": "0" * 64, "device": "cpu",
-                     "dtype_policy": "float32",
-                     "eval_logs": {"masked_lm_accuracy": version / 10,
-                                   "lm_example_loss": 1.0},
-                     "curves": {"train": [[1, 0.1]],
-                                "validation": [[2, version / 10]]}}]
-             for arch in keras3_plan.ARCHS}
-  keras3_report.write_results(plan, sequences, results)
+      output_dir=os.path.join(tmp, "planned"), size="tiny", seeds=1),
+                               keras3_face)
+  plan.options.output_dir = out_dir(tmp)  # Planned elsewhere: written here.
+  plan.data.update(source="handmade", vocab_size=30,
+                   sequences=keras3_data.Sequences(
+                       train=np.zeros((20, 8), np.int32),
+                       eval=np.zeros((4, 8), np.int32), vocab=["x"] * 30,
+                       source="handmade"))
+  results = {run.run_dir: {"arch": run.arch, "seed": 0, "seconds": 1.0,
+                           "batch_digest": "0" * 64, "device": "cpu",
+                           "dtype_policy": "float32",
+                           "eval_logs": {"masked_lm_accuracy": version / 10,
+                                         "lm_example_loss": 1.0},
+                           "curves": {"train": [[1, 0.1]],
+                                      "validation": [[2, version / 10]]}}
+             for run in plan.pretrain}
+  keras3_report.write_results(plan, results, {})
 
 
 def _read_keras3_report(tmp):
@@ -420,7 +425,7 @@ ROWS = [
     Row("keras3_data", _keras3_data, _read_keras3_data,
         [keras3_data.VOCAB_FILE, keras3_data.SEQUENCES_FILE]),
     Row("keras3_report", _keras3_report, _read_keras3_report,
-        list(keras3_plan.REPORT)),
+        list(keras3_plan.REPORT[:3])),  # attention.png: the tf_keras face's.
     Row("analysis", _analysis, _read_analysis, list(output_files.OUTPUT_FILES)),
     Row("decoder_paths", _decoder_paths, _read_decoder_paths,
         ["self_entropy.png"],

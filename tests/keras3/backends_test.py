@@ -65,7 +65,8 @@ def test_rerun_uses_the_requested_backend():
 @pytest.mark.skipif(not no_tensorflow.active(),
                     reason="checks the re-run without TensorFlow")
 def test_the_face_and_the_keras3_reproduction_import_without_tensorflow():
-  modules = ["realformer_tf.keras3", "realformer_tf.reproduce.keras3.run",
+  modules = ["realformer_tf.keras3", "realformer_tf.reproduce.run",
+             "realformer_tf.reproduce.keras3_face",
              "realformer_tf.checkpoints.keras3_weight_map"]
   for module in modules:
     importlib.import_module(module)

@@ -1,4 +1,5 @@
-"""`python -m realformer_tf.reproduce --dry_run`: the plan, nothing written."""
+"""`python -m realformer_tf.reproduce` on the tf_keras face: --dry_run's
+plan, nothing written; the default face; a refusal."""
 import os
 import sys
 
@@ -14,7 +15,7 @@ def test_cli_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
   reproduce_inputs.write_corpus(str(tmp_path / "corpus.txt"))
   before = reproduce_inputs.tree(str(tmp_path))
   out = watchdog.run(
-      [sys.executable, "-m", "realformer_tf.reproduce",
+      [sys.executable, "-m", "realformer_tf.reproduce", "--face=tf_keras",
        f"--output_dir={tmp_path / 'out'}", f"--corpus={tmp_path}/corpus.txt",
        f"--glue_dir={tmp_path / 'glue'}", "--glue_tasks=mrpc,cola",
        "--archs=post_ln,realformer", "--seeds=2", "--train_steps=10",
@@ -22,7 +23,8 @@ def test_cli_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
       cwd=_REPO)
   assert out.returncode == 0, out.stderr[-3000:]
   lines = out.stdout.strip().split("\n")
-  assert lines[0].startswith("Scale tiny: 4 layers, hidden 64"), lines
+  assert lines[0] == "Face: tf_keras (--face).", lines
+  assert lines[1].startswith("Size tiny: 2 layers, hidden 32"), lines
   runs = [l.split() for l in lines if l.split()[0] == "new"]
   assert len(runs) == 8  # (pre-train + MRPC) x 2 architectures x 2 seeds.
   assert runs[0][1] == str(tmp_path / "out" / "pretrain" / "post_ln" / "seed0")
@@ -37,12 +39,16 @@ def test_cli_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
 
 def test_cli_refusal_is_its_message_alone(tmp_path):
   """A bad flag value: its message, the last line, exit status 1, nothing
-  written (before: absl's usage text above it, `app.UsageError`)."""
+  written (before: absl's usage text above it, `app.UsageError`). No
+  --face: TensorFlow is importable and JAX sees no GPU here, so tf_keras."""
   out = watchdog.run(
       [sys.executable, "-m", "realformer_tf.reproduce",
        f"--output_dir={tmp_path / 'out'}", "--archs=post_ln,bert"],
       cwd=_REPO)
   assert out.returncode == 1, out.stderr[-3000:]
+  assert out.stdout.splitlines()[0] == (
+      "Face: tf_keras (TensorFlow is importable and JAX sees no "
+      "accelerator).")
   assert out.stderr.rstrip("\n").splitlines()[-1] == (
       "--archs: unknown ['bert']; use some of post_ln, pre_ln, realformer, "
       "realformer_2xlr."), out.stderr[-3000:]

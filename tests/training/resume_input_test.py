@@ -13,14 +13,15 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from realformer_tf.reproduce import report
+from realformer_tf.reproduce import tf_keras_face
 from tests.helpers import train_runs
 
 STEPS = 8
 
 
 def _losses(model_dir):
-  return dict(report.read_curves(str(model_dir), "training_loss")["train"])
+  return dict(tf_keras_face.read_curves(str(model_dir),
+                                       "training_loss")["train"])
 
 
 def _config(tmp_path):

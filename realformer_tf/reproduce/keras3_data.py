@@ -1,4 +1,4 @@
-"""The Keras 3 reproduction's data, in pure Python and NumPy: sequences once,
+"""The Keras 3 face's data, in pure Python and NumPy: sequences once,
 then each step's masked batch as a function of (seed, step).
 
 `prepare` splits and tokenizes the corpus as the quickstart does and keeps the
@@ -19,7 +19,7 @@ from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.data import corpus_text
 from realformer_tf.data import wordpiece
-from realformer_tf.reproduce.keras3 import plan as plan_lib
+from realformer_tf.reproduce import plan as plan_lib
 
 SEQUENCES_FILE = "sequences.npz"
 VOCAB_FILE = "vocab.txt"

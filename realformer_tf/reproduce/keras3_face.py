@@ -1,12 +1,13 @@
-"""One architecture's pre-training on JAX: the model, a jitted multi-step
-device loop, held-out evaluation, checkpoints and resume.
+"""The reproduction's Keras 3 face, on JAX, without TensorFlow: pre-training
+in a jitted multi-step device loop, held-out evaluation, checkpoints and exact
+resume; every architecture on the same batches (`keras3_data`) from the same
+initial weights where shapes allow.
 
 Not `fit`: keras-hub's `Task.fit` needs TensorFlow or grain for its data. The
 loop is Keras' stateless API under `jax.jit`; a checkpoint holds every model,
 optimizer and RNG value, so a resumed run continues exactly.
 """
 
-import contextlib
 import json
 import os
 import time
@@ -16,32 +17,33 @@ import jax
 import keras
 import numpy as np
 
+from realformer_tf import cli
 from realformer_tf import keras3 as realformer_keras3
 from realformer_tf.core import ownership
+from realformer_tf.core import run_lock
 from realformer_tf.core import writes
-from realformer_tf.reproduce.keras3 import data as data_lib
-from realformer_tf.reproduce.keras3 import plan as plan_lib
+from realformer_tf.reproduce import keras3_data as data_lib
+from realformer_tf.reproduce import plan as plan_lib
 
+OPS = writes.OS_OPS
+fingerprint = writes.size_of
+open_file = open
+# GLUE on this face comes with `finetune`; until then the plan lists none.
+supports_finetune = False
+analyses = False  # No attention analysis on this face: no attention.png.
+REFUSALS = cli.REFUSALS + (run_lock.ModelDirBusyError,)
+CHECKPOINT_FILE = "checkpoint.npz"
+# The reference initialisation every architecture copies where shapes allow.
+REFERENCE_ARCH = "post_ln"
 # Not decayed by AdamW (BERT's exclusions: LayerNorm and biases).
 NO_WEIGHT_DECAY = ("gamma", "beta", "bias")
-
-
-@contextlib.contextmanager
-def dtype_policy(name: str):
-  """Keras' global dtype policy `name` while models are built."""
-  previous = keras.config.dtype_policy()
-  keras.config.set_dtype_policy(name)
-  try:
-    yield
-  finally:
-    keras.config.set_dtype_policy(previous)
 
 
 def check_backend() -> None:
   """Raises a ValueError unless Keras runs on JAX (the loop is JAX's)."""
   if keras.config.backend() != "jax":
     raise ValueError(
-        f"The Keras 3 reproduction trains on JAX; Keras' backend is "
+        f"The keras3 face trains on JAX; Keras' backend is "
         f"{keras.config.backend()!r}: set KERAS_BACKEND=jax.")
 
 
@@ -57,13 +59,13 @@ def build_model(size: plan_lib.Size, arch: str, vocab_size: int,
                 ) -> realformer_keras3.RealFormerMaskedLM:
   """The masked LM of `arch` (no preprocessor: it takes the batches)."""
   keras.utils.set_random_seed(seed)
-  with dtype_policy(policy):
-    backbone = realformer_keras3.RealFormerBackbone(
-        vocabulary_size=vocab_size, num_layers=size.num_layers,
-        num_heads=size.num_heads, hidden_dim=size.hidden_dim,
-        intermediate_dim=size.intermediate_dim, dropout=size.dropout,
-        max_sequence_length=size.seq_length, **plan_lib.ARCHS[arch])
-    return realformer_keras3.RealFormerMaskedLM(backbone)
+  return realformer_keras3.RealFormerMaskedLM(
+      realformer_keras3.RealFormerBackbone(
+          vocabulary_size=vocab_size, num_layers=size.num_layers,
+          num_heads=size.num_heads, hidden_dim=size.hidden_dim,
+          intermediate_dim=size.intermediate_dim, dropout=size.dropout,
+          max_sequence_length=size.max_positions, dtype=policy,
+          **plan_lib.ARCHS[arch].backbone))
 
 
 def build_models(size: plan_lib.Size, arch: str, vocab_size: int, policy: str,
@@ -80,7 +82,7 @@ def build_models(size: plan_lib.Size, arch: str, vocab_size: int, policy: str,
   # Not the dropout RNG states (their paths are numbered per process).
   weights = lambda m: [v for v in m.weights if "seed_generator" not in v.path]
   reference = {v.path: v for v in weights(build_model(
-      size, plan_lib.REFERENCE_ARCH, vocab_size, policy, seed))}
+      size, REFERENCE_ARCH, vocab_size, policy, seed))}
   copied = {"shared": [], "own": []}
   for v in weights(model):
     source = reference.get(v.path)
@@ -92,21 +94,23 @@ def build_models(size: plan_lib.Size, arch: str, vocab_size: int, policy: str,
   return model, copied
 
 
-def learning_rate(size: plan_lib.Size, train_steps: int
+def learning_rate(size: plan_lib.Size, train_steps: int, multiplier=1.0
                   ) -> keras.optimizers.schedules.LearningRateSchedule:
-  """Linear warm-up to the peak, then Keras' cosine decay to 0."""
-  warmup = max(1, int(size.warmup_fraction * train_steps))
+  """Linear warm-up to the peak (`plan.warmup_steps`), then Keras' cosine
+  decay to 0."""
+  warmup = plan_lib.warmup_steps(size, train_steps)
   return keras.optimizers.schedules.CosineDecay(
       initial_learning_rate=0.0, decay_steps=max(train_steps - warmup, 1),
-      warmup_target=size.learning_rate, warmup_steps=warmup)
+      warmup_target=size.learning_rate * multiplier, warmup_steps=warmup)
 
 
-def make_optimizer(size: plan_lib.Size, train_steps: int
+def make_optimizer(size: plan_lib.Size, train_steps: int, multiplier=1.0
                    ) -> keras.optimizers.Optimizer:
   """AdamW (BERT's: weight decay 0.01 but not on LayerNorm or biases,
   epsilon 1e-6, global norm clipped at 1) on `learning_rate`."""
   optimizer = keras.optimizers.AdamW(
-      learning_rate=learning_rate(size, train_steps), weight_decay=0.01,
+      learning_rate=learning_rate(size, train_steps, multiplier),
+      weight_decay=0.01,
       epsilon=1e-6, global_clipnorm=1.0)
   optimizer.exclude_from_weight_decay(var_names=list(NO_WEIGHT_DECAY))
   return optimizer
@@ -221,26 +225,70 @@ def load_checkpoint(path: str, state) -> Tuple[list, Dict]:
   return tuple(values), meta
 
 
-def run_config(plan: plan_lib.Plan, policy: str) -> Dict:
-  """What a checkpoint or result must have been made with to be reused."""
-  return dict(size=plan.options.size, train_steps=plan.train_steps,
-              dtype_policy=policy)
+def run_config(plan: plan_lib.Plan) -> Dict:
+  return dict(dtype_policy=resolve_policy(plan.options.dtype_policy))
 
 
-def train_run(plan: plan_lib.Plan, run: plan_lib.Run,
-              sequences: data_lib.Sequences) -> Dict:
+def check_options(options: plan_lib.Options) -> None:
+  """Raises a ValueError naming a tf_keras face's flag, or a bad corpus."""
+  for flag in ("train_data", "validation_data", "vocab_file", "config_files",
+               "params_override"):
+    if getattr(options, flag):
+      raise ValueError(f"--{flag.rstrip('s')} is the tf_keras face's; the "
+                       "keras3 face learns its vocabulary from --corpus.")
+  for path in options.corpus:
+    if not os.path.isfile(path):
+      raise ValueError(f"--corpus: {path} is not a file.")
+
+
+def glue_sizes(options: plan_lib.Options, size: plan_lib.Size):
+  del options, size  # No GLUE on this face yet (`supports_finetune`).
+  return {}, {}
+
+
+def expected_data(options: plan_lib.Options, size: plan_lib.Size) -> Dict:
+  return dict(source=", ".join(options.corpus) or
+              "the quickstart's stdlib corpus",
+              vocab_size=f"up to {size.vocab_size}")
+
+
+def check_writes(plan: plan_lib.Plan) -> None:
+  """Refuses, before a write, a user's file at our data and checkpoint
+  paths, and a Keras backend that is not JAX."""
+  data_lib.check(os.path.join(plan.options.output_dir, "data"))
+  for run in plan.pretrain:
+    check_checkpoint(os.path.join(run.run_dir, CHECKPOINT_FILE))
+  check_backend()
+
+
+def prepare_data(plan: plan_lib.Plan) -> Dict:
+  s = plan.size
+  sequences = data_lib.prepare(os.path.join(plan.options.output_dir, "data"),
+                               plan.options.corpus, s.vocab_size, s.seq_length)
+  return dict(source=sequences.source, vocab_size=sequences.vocab_size,
+              train_sequences=len(sequences.train),
+              eval_sequences=len(sequences.eval), sequences=sequences)
+
+
+def has_checkpoint(run) -> bool:
+  return os.path.exists(os.path.join(run.run_dir, CHECKPOINT_FILE))
+
+
+def pretrain(plan: plan_lib.Plan, run: plan_lib.PretrainRun) -> Dict:
   """Pre-trains `run` (resuming from its checkpoint), returns its result."""
   size, policy = plan.size, resolve_policy(plan.options.dtype_policy)
+  sequences = plan.data["sequences"]
   model, init = build_models(size, run.arch, sequences.vocab_size, policy,
                              run.seed)
-  steps = Steps(model, make_optimizer(size, plan.train_steps))
+  steps = Steps(model, make_optimizer(
+      size, plan.train_steps, plan_lib.ARCHS[run.arch].lr_multiplier))
   batches = data_lib.Batches(sequences, size.batch_size,
                              size.max_predictions, run.seed)
   eval_batches = batches.eval_batches(size.eval_sequences)
-  checkpoint = os.path.join(run.run_dir, plan_lib.CHECKPOINT_FILE)
+  checkpoint = os.path.join(run.run_dir, CHECKPOINT_FILE)
   os.makedirs(run.run_dir, exist_ok=True)
   state = steps.state()
-  config = run_config(plan, policy)
+  config = plan.config_of(run)
   meta = dict(step=0, digest="", train=[], validation=[], seconds=0.0,
               config=config)
   if os.path.exists(checkpoint):
@@ -281,10 +329,94 @@ def train_run(plan: plan_lib.Plan, run: plan_lib.Run,
       start = time.time()
       save_checkpoint(checkpoint, state, meta)
   return {"arch": run.arch, "seed": run.seed, "train_steps": plan.train_steps,
-          "config": config,
           "global_step": meta["step"], "seconds": meta["seconds"],
           "eval_logs": meta["eval_logs"], "batch_digest": meta["digest"],
           "dtype_policy": policy, "device": jax.devices()[0].device_kind,
           "initialization": init,
           "curves": {"train": meta["train"],
                      "validation": meta["validation"]}}
+
+
+def finetune(plan: plan_lib.Plan, run: plan_lib.FinetuneRun) -> Dict:
+  """Fine-tunes the backbone of `run.pretrained` on `run.task` (JAX, no
+  TensorFlow); returns {"task", "epochs", "learning_rate", "seed",
+  "train_steps", "metrics": {name: dev value}, "eval_logs"} as the report
+  reads it (with `summarize_glue`). Not wired yet: this face plans no
+  fine-tuning runs (`supports_finetune`), so nothing calls it."""
+  raise ValueError(f"{run.run_dir}: the keras3 face does not fine-tune yet "
+                   f"(plan of {plan.options.output_dir} lists no such run).")
+
+
+summarize_glue = None  # {task: [finetune results]} -> GLUE summary, with it.
+
+
+def analyse(plan: plan_lib.Plan) -> Dict[str, str]:
+  del plan
+  return {}
+
+
+def describe_lines(plan: plan_lib.Plan) -> List[str]:
+  return [f"Training: AdamW, a checkpoint every {plan.checkpoint_steps} "
+          f"steps, {plan.steps_per_execution} steps per device call, dtype "
+          f"policy {plan.options.dtype_policy}."]
+
+
+def passes(plan: plan_lib.Plan, sequences: data_lib.Sequences) -> float:
+  """How many times each training sequence was seen, on average."""
+  return plan.train_steps * plan.size.batch_size / max(len(sequences.train), 1)
+
+
+def passes_line(plan: plan_lib.Plan, sequences: data_lib.Sequences) -> str:
+  """What the number of passes over the corpus makes of the numbers."""
+  n = passes(plan, sequences)
+  if n < 0.95:  # "seen about 0.0 times" says nothing
+    return (f"Data passes: {plan.train_steps * plan.size.batch_size} "
+            f"sequences of the {len(sequences.train)} training sequences, "
+            f"{100 * n:.1f}% of one pass.")
+  line = (f"Data passes: each of the {len(sequences.train)} training "
+          f"sequences was seen about {n:.1f} times (new masks each time).")
+  if n > 2:
+    line += (" A corpus this small is memorized: training accuracy climbs "
+             "past held-out accuracy, so the held-out numbers compare how "
+             "each architecture generalizes from a small corpus, not the "
+             "paper's one-pass pre-training regime.")
+  return line
+
+
+def batches_line(results: Dict[str, List[Dict]]) -> str:
+  """Whether every architecture of a seed saw the same batches (their
+  running SHA-256, `keras3_data.digest`)."""
+  by_seed = {}
+  for runs in results.values():
+    for r in runs:
+      by_seed.setdefault(r["seed"], set()).add(r["batch_digest"])
+  if all(len(d) == 1 for d in by_seed.values()):
+    return ("Batches: the same for every architecture (SHA-256 of the "
+            "masked batches, " + ", ".join(
+                f"seed {seed}: `{next(iter(d))[:12]}`"
+                for seed, d in sorted(by_seed.items())) + ").")
+  return ("Batches: NOT the same for every architecture (seeds " + ", ".join(
+      str(seed) for seed, d in sorted(by_seed.items()) if len(d) > 1) +
+          "): the comparison is not like for like.")
+
+
+def report_lines(plan: plan_lib.Plan, results: Dict[str, List[Dict]]
+                 ) -> List[str]:
+  """How this face trained: model, batches, passes, held-out set, device."""
+  s, sequences = plan.size, plan.data["sequences"]
+  first = next(iter(results.values()))[0]
+  return [
+      "Model: `RealFormerBackbone` + keras-hub's masked LM head, masked LM "
+      "only, on Keras 3 (JAX); initial weights the same for every "
+      "architecture where shapes allow.", batches_line(results),
+      passes_line(plan, sequences),
+      f"Held-out: {len(sequences.eval)} sequences of held-out documents "
+      f"(at most {s.eval_sequences} evaluated), masked once.",
+      f"Ran on {first['device']} ({first['dtype_policy']})."]
+
+
+def figure_notes(plan: plan_lib.Plan) -> List[str]:
+  sequences = plan.data["sequences"]
+  n = passes(plan, sequences)
+  return [f"{n:.0f} passes over {len(sequences.train)} training sequences: "
+          "a small corpus, memorized"] if n > 2 else []

@@ -1,4 +1,4 @@
-"""The Keras 3 reproduction's data: packing, BERT's masking in numbers, the
+"""The keras3 face's data: packing, BERT's masking in numbers, the
 same batch for a step in any process, the cached sequences file."""
 import logging
 import os
@@ -9,7 +9,7 @@ import pytest
 from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.data import wordpiece
-from realformer_tf.reproduce.keras3 import data
+from realformer_tf.reproduce import keras3_data as data
 from tests.helpers import keras3_reproduction
 from tests.helpers import kill_writer
 

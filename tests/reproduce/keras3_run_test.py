@@ -1,4 +1,4 @@
-"""A killed Keras 3 reproduction resumes at its checkpoint's exact step and
+"""A killed reproduction on the keras3 face resumes at its checkpoint's exact step and
 ends where an uninterrupted one does; one writer per output dir."""
 import json
 import os
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from realformer_tf.core import run_lock
-from realformer_tf.reproduce.keras3 import plan as plan_lib
-from realformer_tf.reproduce.keras3 import run
+from realformer_tf.reproduce import keras3_face
+from realformer_tf.reproduce import plan as plan_lib
 from tests.helpers import keras3_reproduction
 from tests.helpers import kill_writer
 
@@ -23,11 +23,12 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
   # the checkpoints of steps 6 and 12: killed before the 5th, with step 12
   # trained, not saved.
   kill_writer.run_killed(
-      5, "realformer_tf.reproduce.keras3.run", "reproduce", output_dir=out,
-      size="tiny", archs=["realformer"], corpus=[corpus],
+      5, "realformer_tf.reproduce.run", "reproduce", output_dir=out,
+      face="keras3", size="tiny", seeds=1, archs=["realformer"],
+      corpus=[corpus],
       train_steps=keras3_reproduction.TRAIN_STEPS, checkpoint_steps=6)
   run_dir = plan_lib.run_dir(out, "realformer", 0)
-  with np.load(os.path.join(run_dir, plan_lib.CHECKPOINT_FILE)) as npz:
+  with np.load(os.path.join(run_dir, keras3_face.CHECKPOINT_FILE)) as npz:
     assert json.loads(bytes(npz["meta"]))["step"] == 6
   assert not os.path.exists(os.path.join(run_dir, plan_lib.RESULT_FILE))
   assert [n for n in os.listdir(run_dir) if ".tmp-" in n]  # The killed write.
@@ -41,10 +42,11 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
   with open(os.path.join(run_dir, plan_lib.RESULT_FILE)) as f:
     result = json.load(f)
   # The same corpus, uninterrupted, in the shared tiny run: bit-identical.
-  with open(plan_lib.run_dir(tiny_reproduction[0], "realformer", 0) + "/" +
-            plan_lib.RESULT_FILE) as f:
+  with open(os.path.join(plan_lib.run_dir(tiny_reproduction[0], "realformer",
+                                         0), plan_lib.RESULT_FILE)) as f:
     uninterrupted = json.load(f)
   assert result["global_step"] == 12
+  assert "[1/1] " + run_dir + ": resume (pre-train" in resumed.stdout
   for key in ("eval_logs", "curves", "batch_digest", "initialization"):
     assert result[key] == uninterrupted[key], key
   # Its checkpoint continues no run of another length.
@@ -57,7 +59,7 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
 def test_a_second_writer_is_refused(tmp_path):
   """The one lock (`core.run_lock`): the holder named, released after."""
   def hold():
-    return run_lock.hold(str(tmp_path), name=run.LOCK_FILE,
+    return run_lock.hold(str(tmp_path), name=plan_lib.LOCK_FILE,
                          flag="--output_dir")
   with hold():
     with pytest.raises(run_lock.ModelDirBusyError,
@@ -65,7 +67,7 @@ def test_a_second_writer_is_refused(tmp_path):
                        rf"run: pid {os.getpid()} on host"):
       with hold():
         pass
-    assert os.listdir(tmp_path) == [run.LOCK_FILE]
+    assert os.listdir(tmp_path) == [plan_lib.LOCK_FILE]
   assert os.listdir(tmp_path) == []
   with hold():  # Released.
     pass

@@ -1,14 +1,15 @@
-"""`python -m realformer_tf.reproduce.keras3` at tiny size on JAX (CPU) with
-TensorFlow unimportable: exact steps, identical batches and initial weights,
-the report as a reader gets it, --dry_run, a bad flag."""
+"""`python -m realformer_tf.reproduce --face=keras3` at tiny size on JAX
+(CPU) with TensorFlow unimportable: exact steps, identical batches and
+initial weights, the report as a reader gets it, --dry_run, the default
+face, a bad flag."""
 import json
 import os
 
 from matplotlib import image
 
-from realformer_tf.reproduce import tables
-from realformer_tf.reproduce.keras3 import data
-from realformer_tf.reproduce.keras3 import plan as plan_lib
+from realformer_tf.reproduce import keras3_data as data
+from realformer_tf.reproduce import plan as plan_lib
+from realformer_tf.reproduce import report
 from tests.helpers import keras3_reproduction
 
 STEPS = keras3_reproduction.TRAIN_STEPS
@@ -33,6 +34,8 @@ def test_every_architecture_trains_the_exact_steps(tiny_reproduction):
     assert [s for s, _ in run["curves"]["validation"]] == [3, 6, 9, 12]
     assert run["dtype_policy"] == "float32" and run["device"] == "cpu"
     assert f"{arch} seed 0: step {STEPS}/{STEPS}" in result.stdout
+    assert run["seconds"] > 0 and run["config"]["dtype_policy"] == "float32"
+  assert result.stdout.startswith("Face: keras3 (--face).\n")
   assert "This invocation: " in result.stdout.split("\n")[-2]
 
 
@@ -68,9 +71,10 @@ def test_the_report_reads_as_table_2(tiny_reproduction):
   with open(os.path.join(output_dir, plan_lib.RESULTS_MD)) as f:
     text = f.read()
   assert text in result.stdout  # Printed as written.
-  assert text.startswith("# Post-LN vs Pre-LN vs RealFormer on Keras 3 (JAX)"
-                         ", size `tiny`\n")
-  assert f"learned from {corpus}." in text
+  assert text.startswith("# Post-LN vs Pre-LN vs RealFormer, size `tiny`, "
+                         "face `keras3`\n")
+  assert f"WordPiece tokens ({corpus})." in text
+  assert "Fine-tuning: GLUE was not run (the keras3 face does not " in text
   assert f"Pre-training: {STEPS} steps, batch 8, seq 32" in text
   digest = results["pretraining_runs"]["realformer"][0]["batch_digest"]
   assert (f"Batches: the same for every architecture (SHA-256 of the masked "
@@ -82,13 +86,18 @@ def test_the_report_reads_as_table_2(tiny_reproduction):
     # The last evaluation is the table's number and the curve's last point.
     assert results["pretraining_runs"][arch][0]["curves"]["validation"][
         -1][1] == accuracy[arch]
-    assert (f"| {tables.ARCH_LABELS[arch]} | "
-            f"{100 * logs['masked_lm_accuracy']:.2f} (1 seed) | "
-            f"{logs['lm_example_loss']:.2f} (1 seed) |") in text
+    label = plan_lib.ARCHS[arch].label
+    assert (f"| {label} | {100 * logs['masked_lm_accuracy']:.2f} (1 seed) | "
+            f"{logs['lm_example_loss']:.2f} (1 seed) | "
+            f"{report.PAPER_TABLE2['small'][1][arch]} |") in text
+    seconds = results["pretraining_runs"][arch][0]["seconds"]
+    assert f"- {label}: pre-training {seconds:.0f} s\n" in text
     assert 0.0 < accuracy[arch] < 1.0 and logs["lm_example_loss"] > 0
   best = max(ARCHS, key=lambda a: (accuracy[a], -ARCHS.index(a)))
-  assert (f"Ordering by held-out MLM accuracy: {tables.ARCH_LABELS[best]} "
+  assert (f"Ordering by held-out MLM accuracy: {plan_lib.ARCHS[best].label} "
           f"{100 * accuracy[best]:.2f} ") in text
+  assert ("(the paper's, BERT-Small after 1M steps: RealFormer 62.02 > "
+          "Post-LN 61.88 > Pre-LN 61.67).") in text
   png = image.imread(os.path.join(output_dir, plan_lib.CURVES_PNG))
   assert png.shape[:2] == (450, 1100)  # plots.curves_figure: 11 x 4.5 in.
   assert not [n for n in os.listdir(output_dir) if ".tmp-" in n]
@@ -96,24 +105,28 @@ def test_the_report_reads_as_table_2(tiny_reproduction):
 
 def test_a_rerun_and_a_dry_run_see_every_run_done(tiny_reproduction):
   output_dir, corpus, _ = tiny_reproduction
-  before = {n: os.path.getmtime(os.path.join(output_dir, a, "seed0", n))
-            for a in ARCHS for n in (plan_lib.RESULT_FILE,)}
+  result = lambda a: os.path.join(plan_lib.run_dir(output_dir, a, 0),
+                                  plan_lib.RESULT_FILE)
+  before = {a: os.path.getmtime(result(a)) for a in ARCHS}
   dry = keras3_reproduction.run_command(output_dir, corpus, "--dry_run")
   assert dry.returncode == 0, dry.stderr[-3000:]
   for arch in ARCHS:
-    assert f"{arch} seed 0: done" in dry.stdout
+    assert (f"  done  {plan_lib.run_dir(output_dir, arch, 0)}  pre-train "
+            f"{arch} seed 0, {STEPS} steps") in dry.stdout
   assert "Data:" in dry.stdout and "step 1/" not in dry.stdout
-  assert before == {n: os.path.getmtime(
-      os.path.join(output_dir, a, "seed0", n))
-                    for a in ARCHS for n in (plan_lib.RESULT_FILE,)}
+  assert before == {a: os.path.getmtime(result(a)) for a in ARCHS}
 
 
 def test_a_dry_run_writes_nothing_and_a_bad_flag_is_named(tmp_path):
   corpus = keras3_reproduction.write_corpus(str(tmp_path))
   out = tmp_path / "out"
-  dry = keras3_reproduction.run_command(str(out), corpus, "--dry_run")
+  # No --face: TensorFlow is not importable here, so the keras3 face.
+  dry = keras3_reproduction.run_command(str(out), corpus, "--dry_run", face="")
   assert dry.returncode == 0, dry.stderr[-3000:]
-  assert "realformer seed 0: to run" in dry.stdout
+  assert dry.stdout.startswith(
+      "Face: keras3 (TensorFlow is not importable).\n"), dry.stdout
+  assert (f"   new  {plan_lib.run_dir(str(out), 'realformer', 0)}  pre-train "
+          "realformer seed 0") in dry.stdout
   assert "Size tiny: 2 layers, hidden 32" in dry.stdout
   assert not out.exists()
   bad = keras3_reproduction.run_command(str(out), corpus,
@@ -122,7 +135,7 @@ def test_a_dry_run_writes_nothing_and_a_bad_flag_is_named(tmp_path):
   assert bad.returncode == 1
   assert bad.stderr.rstrip("\n").splitlines()[-1] == (
       "--archs: unknown ['bert']; use some of post_ln, pre_ln, "
-      "realformer."), bad.stderr[-3000:]
+      "realformer, realformer_2xlr."), bad.stderr[-3000:]
   assert "Traceback" not in bad.stderr and "Try --helpfull" not in bad.stderr
   assert not out.exists()
 
@@ -132,5 +145,7 @@ def test_the_output_dir_holds_only_what_the_plan_lists(tiny_reproduction):
   name the reproduction writes but does not list would refuse its reruns.
   Its lock is there only while a run holds it (`core.run_lock`)."""
   output_dir, _, _ = tiny_reproduction
-  assert set(os.listdir(output_dir)) == set(plan_lib.OUTPUT_ENTRIES) - {
-      plan_lib.LOCK_FILE}
+  assert set(os.listdir(output_dir)) == {
+      "data", "pretrain", plan_lib.RESULTS_JSON, plan_lib.RESULTS_MD,
+      plan_lib.CURVES_PNG}
+  assert set(os.listdir(output_dir)) <= set(plan_lib.OUTPUT_ENTRIES)
