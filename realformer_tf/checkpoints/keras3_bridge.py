@@ -59,7 +59,7 @@ def tf_keras_encoder_slots(encoder: encoder_lib.RealFormerEncoder
 
 def tf_keras_masked_lm_slots(head: mg_layers.MaskedLM) -> Dict[str, Any]:
   """Model Garden's MLM head's transform and output bias, by `weight_map`
-  name (`weight_map.masked_lm_head_slots` is keras-hub's side)."""
+  name."""
   return {**weight_map.dense_slots(weight_map.MASKED_LM_DENSE, head.dense),
           **weight_map.norm_slots(weight_map.MASKED_LM_NORM, head.layer_norm),
           weight_map.MASKED_LM_BIAS: head.bias}
@@ -84,20 +84,14 @@ def _run_config(checkpoint_path, encoder_config_or_kwargs, residual_attention
 
 
 def _head_path(encoder_path: str) -> str:
-  """Where Model Garden keeps the MLM head beside an encoder at
-  `encoder_path`: `BertPretrainerV2.checkpoint_items` puts `encoder` and
-  `masked_lm` side by side (train.py runs, `convert --with_pretraining_heads`);
-  a pretrainer saved whole has `model/encoder_network` and `model/masked_lm`.
-  """
+  """The MLM head's path beside the encoder's (as `BertPretrainerV2` saves)."""
   parent = encoder_path.rpartition("/")[0]
   return f"{parent}/masked_lm" if parent else "masked_lm"
 
 
 def _read_run(checkpoint_path, config, encoder_path, with_head):
-  """`(prefix, (encoder values, head values))` of the newest readable
-  checkpoint, by `weight_map` name: every encoder weight and, with
-  `with_head`, the MLM head's transform and output bias (else `{}`), all
-  from the same checkpoint."""
+  """`(prefix, (encoder values, head values or {}))` by `weight_map` name,
+  from the newest readable checkpoint."""
   # Shapes only; nothing is assigned here.
   with tf2_checkpoint.shapes_only_graph() as built:
     shadow = encoders.build_realformer_encoder(config)
@@ -116,8 +110,7 @@ def _read_run(checkpoint_path, config, encoder_path, with_head):
     slots = tf_keras_encoder_slots(shadow)
 
     def read(prefix):
-      """Every weight wanted from `prefix`, read now: a damaged file fails
-      here, and `read_latest` falls back to the previous checkpoint."""
+      """Reads every weight now, so `read_latest` skips a damaged file."""
       reader, pairs, found = tf2_checkpoint.check_encoder_checkpoint(
           prefix, shadow, encoder_path)
       key_of = {id(variable): key for variable, key in pairs}
@@ -262,8 +255,7 @@ def load_masked_lm(checkpoint_path: str,
 
 def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
                           **overrides) -> backbone_lib.RealFormerBackbone:
-  """A `RealFormerBackbone` with a built tf_keras `RealFormerEncoder`'s
-  architecture and weights; `overrides`: other backbone arguments."""
+  """A `RealFormerBackbone` with a built tf_keras encoder's config, weights."""
   c = encoder.get_config()
   activation = keras3_configs.keras3_activation(
       encoder._config["inner_activation"])  # pylint: disable=protected-access
@@ -291,8 +283,7 @@ def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
 
 def to_tf_keras_encoder(backbone: backbone_lib.RealFormerBackbone
                        ) -> encoder_lib.RealFormerEncoder:
-  """A built tf_keras `RealFormerEncoder` with the backbone's weights (for
-  Model Garden's trainer, tasks and export)."""
+  """A built tf_keras `RealFormerEncoder` with the backbone's weights."""
   encoder = encoders.build_realformer_encoder(
       keras3_configs.encoder_config(backbone))
   encoder(utils.dummy_inputs())
@@ -308,19 +299,16 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
              overwrite: bool = False) -> str:
   """Writes the backbone as `convert` writes a converted checkpoint.
 
-  `output_dir` gets `ckpt-1` (`encoder` and the pooler at
-  `next_sentence.pooler_dense`, where GLUE's `init_cls_pooler` finds it),
-  its `checkpoint` state file and `encoder.yaml`, swapped in whole. An
-  existing directory is replaced only with `overwrite` and only if `save_run`
-  or convert wrote it. Returns the prefix.
+  `output_dir` gets `ckpt-1` (pooler at `next_sentence.pooler_dense` for
+  GLUE's `init_cls_pooler`), its state file and `encoder.yaml`, swapped in
+  whole; an existing one is replaced only with `overwrite` and only if
+  `save_run` or convert wrote it. Returns the prefix.
   """
   output_dir = (output_dir or "").rstrip("/")
   if not output_dir:
     raise ValueError("output_dir is empty.")
   writes.recover(output_dir, utils.GFILE_OPS)
-  # Only a directory save_run / convert wrote is replaced: never a train.py
-  # run (`save_run(load_run(D), D, overwrite=True)` would drop its heads,
-  # optimizer and vocabulary) or anything else.
+  # Never a train.py run: save_run(load_run(D), D) would drop its heads.
   converted_output.check_converted_output_dir(output_dir, overwrite)
   encoder = to_tf_keras_encoder(backbone)  # Checks before writing.
   config = encoders.encoder_config(
