@@ -59,17 +59,10 @@ def is_converted_output(name: str) -> bool:
 
 def check_converted_output_dir(output_dir: str, overwrite: bool,
                                keep_others: bool = False) -> List[str]:
-  """Checks, before anything is written, that convert / `save_run` may write
-  `output_dir`; returns its entries.
-
-  A file, or a non-empty directory without `overwrite`, is refused. With
-  `overwrite`, a train.py run directory (`params.yaml`, `train.lock`,
-  `ckpt-N` other than `ckpt-1`) or a folder holding one is refused whatever
-  else it holds; other entries are refused too unless `keep_others` (convert
-  keeps them, linked into the new directory).
-
-  Raises:
-    FileExistsError: Naming `output_dir` and what it found.
+  """Checks that convert / `save_run` may write `output_dir`; returns its
+  entries. A FileExistsError, naming what it found, refuses a file, a
+  non-empty directory without `overwrite`, and even with it a train.py run
+  directory (or a folder of them) or, unless `keep_others`, other entries.
   """
   try:
     utils.check_directory_path(output_dir, "output_dir",

@@ -146,22 +146,17 @@ def load_run(checkpoint_path: str,
              residual_attention: Optional[str] = None,
              encoder_path: Optional[str] = None,
              **overrides) -> backbone_lib.RealFormerBackbone:
-  """A `RealFormerBackbone` holding a run's (or converted) encoder weights.
-
-  The encoder only: for the run's pre-trained MLM head too, use
-  `load_masked_lm`.
+  """A `RealFormerBackbone` holding a run's (or converted) encoder weights
+  (the encoder only: `load_masked_lm` adds the MLM head).
 
   Args:
-    checkpoint_path: A model dir (its newest checkpoint whose encoder
-      reads: a damaged newer one is skipped with a warning naming it) or a
-      `ckpt-N` prefix.
-    encoder_config_or_kwargs: The encoder's config (see
-      `tf2_checkpoint.realformer_config_from`); None reads it from the
+    checkpoint_path: A `ckpt-N` prefix or a model dir (its newest checkpoint
+      that reads; a damaged newer one is skipped with a warning).
+    encoder_config_or_kwargs: The encoder's config; None reads it from the
       `params.yaml` or `encoder.yaml` beside the checkpoint.
-    residual_attention: Overrides the config's (e.g. "none" on a BERT
-      checkpoint gives BERT exactly).
+    residual_attention: Overrides the config's ("none": BERT exactly).
     encoder_path: Where the encoder is in the checkpoint; None tries
-      `tf2_checkpoint.ENCODER_PATHS` ("encoder", "model/encoder_network", ...).
+      `tf2_checkpoint.ENCODER_PATHS`.
     **overrides: Other `RealFormerBackbone` arguments (`dropout`, `dtype`).
 
   Raises:
@@ -203,8 +198,8 @@ def load_masked_lm(checkpoint_path: str,
                    **overrides) -> masked_lm_lib.RealFormerMaskedLM:
   """A `RealFormerMaskedLM` with a run's encoder and pre-trained MLM head.
 
-  The head's activation and epsilon are the run's, so the logits are the
-  tf_keras pre-trainer's; its output projection is the tied embedding.
+  The head's activation and epsilon are the run's: the logits are the
+  tf_keras pre-trainer's.
 
   Example (after the README's command 1):
 
@@ -219,20 +214,13 @@ def load_masked_lm(checkpoint_path: str,
   lm = keras3_bridge.load_masked_lm(run, preprocessor=preprocessor)
   ```
 
-  Args:
-    checkpoint_path: As `load_run`'s.
-    encoder_config_or_kwargs: As `load_run`'s.
-    residual_attention: As `load_run`'s.
-    encoder_path: As `load_run`'s; the head is looked for beside it
-      (`masked_lm` next to `encoder`, `model/masked_lm` next to
-      `model/encoder_network`).
-    preprocessor: The task's preprocessor, or None.
-    **overrides: Other `RealFormerBackbone` arguments (`dropout`, `dtype`).
+  Arguments as `load_run`'s (the head is looked for beside the encoder),
+  plus the task's `preprocessor` or None.
 
   Raises:
     CheckpointMismatchError: The checkpoint has no MLM head (an encoder
-      only: `save_run`, `convert` without --with_pretraining_heads), or a
-      missing, unused or mis-shaped variable; nothing is assigned.
+      only), or a missing, unused or mis-shaped variable; nothing is
+      assigned.
     ValueError: As `load_run`.
   """
   config = _run_config(checkpoint_path, encoder_config_or_kwargs,
@@ -255,7 +243,7 @@ def load_masked_lm(checkpoint_path: str,
 
 def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
                           **overrides) -> backbone_lib.RealFormerBackbone:
-  """A `RealFormerBackbone` with a built tf_keras encoder's config, weights."""
+  """A `RealFormerBackbone` of a built tf_keras encoder's config and weights."""
   c = encoder.get_config()
   activation = keras3_configs.keras3_activation(
       encoder._config["inner_activation"])  # pylint: disable=protected-access

@@ -73,7 +73,7 @@ def encoder_config(backbone: backbone_lib.RealFormerBackbone
 
 def run_encoder_config(checkpoint_path: str
                       ) -> encoders.RealFormerEncoderConfig:
-  """The encoder config `run_directory.encoder_config` finds, ours."""
+  """The encoder config recorded beside a checkpoint (or in a directory)."""
   where, config = run_directory.encoder_config(checkpoint_path)
   try:
     return tf2_checkpoint.realformer_config_from(config)

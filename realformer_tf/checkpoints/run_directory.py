@@ -139,7 +139,8 @@ class Run:
 
 
 def find_run(path: str) -> Optional[Run]:
-  """The train.py run `path` (a model dir or a checkpoint in one) is in."""
+  """The train.py run that `path` (a model dir or a checkpoint in one) is or
+  lies in; None if neither holds a params.yaml."""
   path = (path or "").rstrip("/")
   candidates = ([path] if tf.io.gfile.isdir(path) else []) + [
       os.path.dirname(path)]
@@ -151,12 +152,8 @@ def find_run(path: str) -> Optional[Run]:
 
 def encoder_config(path: str) -> Tuple[str, Any]:
   """(where, config) of the encoder recorded beside a checkpoint (or in a
-  directory): `params.yaml`'s task encoder, else `encoder.yaml`.
-
-  Raises:
-    ValueError: Naming the file, a killed swap's backup, or both files when
-      neither exists.
-  """
+  directory): `params.yaml`'s task encoder, else `encoder.yaml`; a
+  ValueError names the file, a killed swap's backup, or both files."""
   check_not_set_aside(path, "checkpoint")
   run_dir = directory_of(path)
   params_yaml = os.path.join(run_dir, PARAMS_YAML)
@@ -182,11 +179,8 @@ def encoder_config(path: str) -> Tuple[str, Any]:
 
 
 def check_files(prefix: str) -> Optional[str]:
-  """None if `prefix`'s index reads and its data files are whole; else why.
-
-  Only the index is read: each data shard must reach the end of its last
-  tensor, so a truncated checkpoint is caught here, not inside a restore.
-  """
+  """None if `prefix`'s index reads and each data shard reaches the end of
+  its last tensor (read from the index only); else why."""
   if not tf.io.gfile.exists(prefix + ".index"):
     return f"{prefix}.index does not exist"
   try:
@@ -246,10 +240,9 @@ def read_latest(path: str, what: str,
                 read: Callable[[str], T]) -> Tuple[str, T]:
   """(prefix, read(prefix)) of the newest checkpoint `read` gets through.
 
-  A prefix is only itself (`read`'s errors pass unchanged). A directory's
-  checkpoints are those its `checkpoint` state file lists, else (with a
-  warning) its `ckpt-N` files, tried newest first, a damaged or unreadable
-  one skipped with a warning; a `CheckpointMismatchError` is raised at once.
+  A prefix is only itself; a directory's state file's checkpoints (else its
+  `ckpt-N` files) are tried newest first, an unreadable one skipped with a
+  warning; a `CheckpointMismatchError` is raised at once.
 
   Raises:
     ValueError: Naming `what`, the path and why nothing there is readable.

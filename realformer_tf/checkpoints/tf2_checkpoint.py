@@ -149,8 +149,7 @@ def check_encoder_checkpoint(checkpoint_path: str,
     `(reader, [(variable, checkpoint key)], encoder path used)`.
 
   Raises:
-    CheckpointMismatchError: Missing, unused or mis-shaped variables (each
-      named, with both shapes).
+    CheckpointMismatchError: Naming every missing, unused or mis-shaped one.
   """
   if tf.executing_eagerly():
     raise ValueError("check_encoder_checkpoint reads into the encoder: build "
