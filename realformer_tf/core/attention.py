@@ -50,8 +50,8 @@ def residual_dot_product_attention(ops, query, key, value, prev_scores=None,
     dropout: Applied to the probabilities before they weigh `value`.
 
   Returns:
-    `context` `[B, T, N, H]`, `scores` (the unmasked `S_l` to hand on) and
-    `probs` (before dropout), both `[B, N, T, S]`.
+    `context` `[B, T, N, H]`; `scores` (the unmasked `S_l` to hand on) and
+    `probs` (before dropout), `[B, N, T, S]`.
   """
   compute_dtype = ops.dtype(query)
   # Scaling Q scales Q K^T; under XLA it fuses into the query projection.

@@ -28,7 +28,7 @@ JOURNAL_INFIX = ".pending-"
 _ACTIVE: Set[str] = set()  # The leftovers this process is writing now.
 
 
-def _live(pid: int, _: str) -> bool:  # `scan`'s test: the writer may be at it.
+def _live(pid: int, _: str) -> bool:  # Whether a leftover's writer may run.
   return ownership.process_alive(pid)
 
 
@@ -393,7 +393,7 @@ def output_set(manifest_path: str, writer: str, ops: FileOps,
 
 def publish_json(path: str, data: Dict[str, Any], writer: str,
                  ops: FileOps) -> Dict[str, Any]:
-  """Writes `data` (and `writer`) to `path` whole, refusing a file of not
-  ours there; returns it."""
+  """Writes `data` (and `writer`) to `path` whole, refusing a file there that
+  is not ours; returns it."""
   with output_set(path, writer, ops, size_of) as outputs:
     return outputs.commit(data)
