@@ -148,14 +148,9 @@ def build_dataset(model: LoadedModel,
 
 
 class AttentionStats:
-  """Streaming per-(layer, head) statistics of one model.
-
-  Attributes:
-    entropy: `StreamStats` `[layers, heads]` of per-token entropies.
-    jsd: `StreamStats` `[layers - 1, heads]`: stream `(l - 1, h)` holds the
-      per-token JSD between head h of layers l-1 and l.
-    num_examples, num_tokens: examples and unpadded tokens seen.
-  """
+  """Streaming per-(layer, head) statistics of one model: `entropy`
+  `[layers, heads]` and `jsd` `[layers - 1, heads]` (`(l - 1, h)`: head h of
+  layers l-1 and l) `StreamStats`, `num_examples` and `num_tokens`."""
 
   def __init__(self, num_layers: int, num_heads: int,
                capacity: int = stats.DEFAULT_CAPACITY, seed: int = 0):
@@ -344,10 +339,8 @@ def run_analysis(model_dir: str,
                  lower_case: bool = True,
                  reservoir_size: int = stats.DEFAULT_CAPACITY,
                  seed: int = 0) -> Dict[str, Any]:
-  """The whole analysis (what `python -m realformer_tf.analysis` runs).
-
-  Returns:
-    The summary dict also written to `output_dir/summary.json`.
+  """The whole analysis (`python -m realformer_tf.analysis`); returns the
+  summary written to `output_dir/summary.json`.
 
   Raises:
     ValueError: Before the analysis, for a bad argument or an `output_dir`
