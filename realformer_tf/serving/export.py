@@ -3,9 +3,8 @@ r"""Exports a trained RealFormer run (any head) as a SavedModel for serving.
   python -m realformer_tf.serving.export --model_dir=/runs/mrpc \
       --export_dir=/serving/mrpc/1 [--checkpoint_path=/runs/mrpc/ckpt-345]
 
-The config comes from the run's `params.yaml` through its registered
-experiment; everything is checked before anything is written, and the export
-is staged and swapped into place, so a previous export stays whole.
+The config is the run's `params.yaml`; everything is checked before any
+write, and the export is swapped into place whole.
 """
 
 import dataclasses
