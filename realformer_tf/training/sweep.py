@@ -3,9 +3,9 @@ r"""The paper's GLUE protocol: a learning-rate x epochs grid, N seeds, best medi
   python -m realformer_tf.training.sweep --task=mrpc --model_dir_root=/runs/glue \
     --data_dir=/data/glue_tfrecords --seeds=5 [--dry_run]
 
-Each grid point and seed is one run under `<model_dir_root>/<task>/`, skipped
-when finished; the summary (`glue_summary.json`) keeps per task the grid point
-of the highest median over seeds, and GLUE's overall score.
+Each grid point and seed is one run under `<model_dir_root>/<task>/` (skipped
+when finished); `glue_summary.json` keeps each task's best median grid point
+and GLUE's overall score.
 """
 
 import dataclasses
