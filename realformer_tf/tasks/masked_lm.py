@@ -72,7 +72,10 @@ def report_untrained(names: Iterable[str]) -> None:
 
 @task_factory.register_task_cls(RealFormerMaskedLMConfig)
 class MaskedLMTask(masked_lm.MaskedLMTask):
-  """`masked_lm.MaskedLMTask`, as the module docstring says."""
+  """`masked_lm.MaskedLMTask` whose train step honours a loss scale (Model
+  Garden's does not: tests/compat/model_garden_test.py), whose workers share
+  a file-shuffle seed and whose training input resumes where a stopped run
+  was (`resume_input_at`)."""
 
   # The records a stopped run trained on, which the training input skips.
   _input_resume_records = 0
