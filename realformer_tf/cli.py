@@ -16,18 +16,16 @@ _TRACEBACK = flags.DEFINE_bool(
     "Print a refusal's Python traceback too (a bad value, file or "
     "directory); by default only its message, the last line printed.")
 
-# What our checks raise, and what the OS raises naming a path (a file where
-# a directory must be, or the reverse); --traceback shows where it came from.
+# What our checks raise, and what the OS raises naming a path.
 REFUSALS: Tuple[Type[BaseException], ...] = (
     ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
     IsADirectoryError)
 
 
 def print_refusal(error: BaseException) -> None:
-  """Prints `error` as a refusal: its message alone on stderr (its type's
-  name when it has none), after its traceback when --traceback is set."""
-  # The flag's value, its default if the flags were never parsed (a
-  # refusal can come before that in a test); `_TRACEBACK.value` would raise.
+  """Prints `error`'s message (or type) alone on stderr, after its traceback
+  with --traceback."""
+  # Not `_TRACEBACK.value`: it raises if the flags were never parsed.
   if flags.FLAGS[_TRACEBACK.name].value:
     traceback.print_exception(error)
   print(str(error) or type(error).__name__, file=sys.stderr)
@@ -37,9 +35,8 @@ def run(main: Callable[[Any], Any],
         refusals: Tuple[Type[BaseException], ...] = REFUSALS,
         **run_kwargs) -> None:
   """`app.run(main, **run_kwargs)`; an exception of a `refusals` type ends
-  the program with `print_refusal` and exit status 1 (`SystemExit(1)`), any
-  other as `app.run` ends it (a crash keeps its traceback; `app.UsageError`
-  and `sys.exit` end the program as absl and Python make them)."""
+  the program with `print_refusal` and exit status 1, any other as `app.run`
+  ends it."""
   try:
     app.run(main, **run_kwargs)
   except refusals as e:  # pylint: disable=catching-non-exception

@@ -51,9 +51,8 @@ GFILE_OPS = writes.FileOps(
 
 
 def link_or_copy(source: str, target: str) -> None:
-  """Makes `target` a hard link to the file `source`, or a copy where links
-  are not possible (another file system, an object store); a folder is
-  recreated with its contents linked or copied the same way."""
+  """Makes `target` a hard link to `source` (a copy where links are not
+  possible); a folder is recreated with its contents linked the same way."""
   if tf.io.gfile.isdir(source):
     tf.io.gfile.makedirs(target)
     for entry in tf.io.gfile.listdir(source):
@@ -67,9 +66,8 @@ def link_or_copy(source: str, target: str) -> None:
 
 
 def existing_ancestor(path: str) -> Optional[str]:
-  """`path` if it exists, else its nearest ancestor that does ("." for a
-  relative path none of whose folders exists); None on an object store
-  (gs://) where none of it exists yet."""
+  """`path` or its nearest existing ancestor ("." for a relative path); None
+  on an object store where none of it exists yet."""
   path = path.rstrip("/") or "/"
   while not tf.io.gfile.exists(path):
     parent = os.path.dirname(path)
@@ -82,10 +80,8 @@ def existing_ancestor(path: str) -> Optional[str]:
 
 
 def check_directory_path(path: str, what: str, instead: str) -> None:
-  """Raises a ValueError naming `what` (e.g. "--model_dir") when `path`
-  cannot be made a directory: it is a file, or under one. TensorFlow's
-  `makedirs` would raise a bare FailedPreconditionError at the first write.
-  `instead`: what to pass, the end of the message."""
+  """Raises a ValueError naming `what` (e.g. "--model_dir") when `path` is a
+  file or under one; `instead` ends the message."""
   path = path.rstrip("/") or "/"
   try:
     found = existing_ancestor(path)
@@ -99,15 +95,13 @@ def check_directory_path(path: str, what: str, instead: str) -> None:
   raise ValueError(f"{what}={path!r} {where}, not a directory: {instead}.")
 
 
-# The gzip header (RFC 1952): magic, deflate, no flags, mtime 0, XFL 2, OS 3
-# (Unix). Python 3.13's `gzip.compress` writes OS 255, so it is written here:
-# the same bytes give the same file on every Python.
+# The gzip header (RFC 1952) with mtime 0 and OS 3 (Python 3.13 writes 255):
+# the same bytes on every Python.
 _GZIP_HEADER = bytes([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 3])
 
 
 def gzip_bytes(data: bytes) -> bytes:
-  """`data` gzipped at level 9 with `_GZIP_HEADER`: a raw deflate stream
-  between that header and the CRC-32 and length trailer."""
+  """`data` gzipped at level 9 with `_GZIP_HEADER`."""
   deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
   body = deflate.compress(data) + deflate.flush()
   return (_GZIP_HEADER + body +
@@ -125,8 +119,7 @@ def dummy_inputs(masked_positions: int = 0) -> Dict[str, tf.Tensor]:
 
 
 def check_heads_divide(width: int, num_heads: int, what: str) -> None:
-  """Raises ValueError when `num_heads` does not divide the hidden `width`;
-  `what` names the values in the error, e.g. "encoder.hidden_size"."""
+  """Raises ValueError, naming `what`, unless `num_heads` divides `width`."""
   if num_heads < 1 or width % num_heads:
     raise ValueError(f"{what}: width {width} is not divisible by "
                      f"num_attention_heads={num_heads}.")
@@ -134,10 +127,8 @@ def check_heads_divide(width: int, num_heads: int, what: str) -> None:
 
 def flags_main(fn: Callable[..., Any],
                to_json: Callable[[Any], Any] = lambda result: result):
-  """An absl `main` for our CLIs: `fn(**flags)`, its result printed as JSON.
-
-  Each parameter of `fn` takes the value of the flag of the same name.
-  """
+  """An absl `main` for our CLIs: `fn(**flags of its parameters' names)`,
+  its result printed as JSON."""
   def main(argv):
     if len(argv) > 1:
       raise app.UsageError(f"Unexpected arguments: {argv[1:]}")

@@ -51,18 +51,9 @@ def _attention(model, inputs, targets):
 
 def path_statistics(model, inputs, targets
                     ) -> Dict[str, Dict[str, List[List[np.ndarray]]]]:
-  """Entropy and adjacent-layer JSD samples per path, layer and head.
-
-  Args:
-    model: A `Seq2SeqTransformer` with `RealFormerSeq2SeqEncoder` and
-      `RealFormerDecoder` (`realformer_tf.tasks.translation`).
-    inputs: `[batch, source_len]` source ids, 0 = padding.
-    targets: `[batch, target_len]` target ids, 0 = padding.
-
-  Returns:
-    `{path: {"entropy": [layer][head] -> values over unpadded queries,
-    "jsd": [layer - 1][head] -> values}}` for `PATHS`.
-  """
+  """`{path: {"entropy": [layer][head] values, "jsd": [layer - 1][head]}}`
+  over unpadded queries, of a translation `model` on source `inputs` and
+  `targets` (0: padding)."""
   out = {}
   for path, (probs, queries, keys) in _attention(model, inputs,
                                                  targets).items():
@@ -80,8 +71,8 @@ def _per_layer_and_head(values) -> List[List[np.ndarray]]:
 
 
 def write_path_figures(statistics, output_dir: str) -> List[str]:
-  """`<path>_entropy.png` and `<path>_jsd.png` per path, one output set
-  with `MANIFEST` (matplotlib writes in place); returns the figures."""
+  """Writes `<path>_{entropy,jsd}.png` per path as one output set; returns
+  the figures."""
   panels = {}
   for path, per_metric in statistics.items():
     for metric, layers in per_metric.items():

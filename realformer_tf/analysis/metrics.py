@@ -29,27 +29,19 @@ def _masked_distribution(probs, mask) -> tf.Tensor:
 
 
 def attention_entropy(probs, mask) -> tf.Tensor:
-  """`[batch, heads, query]` entropies (nats) over the unpadded keys.
-
-  `scipy.stats.entropy(p)` of each renormalised row (0 ln 0 = 0); a head that
-  attends uniformly to n unpadded tokens has entropy ln(n).
-  """
+  """`[batch, heads, query]` entropies (nats, `scipy.stats.entropy`) over the
+  unpadded keys: ln(n) for uniform attention to n tokens."""
   p = _masked_distribution(probs, mask)
   return -tf.reduce_sum(tf.math.xlogy(p, p), axis=-1)
 
 
 def adjacent_head_jsd(probs_prev, probs, mask) -> tf.Tensor:
-  """`[batch, heads, query]` JSD (bits) of head h in layers L-1 and L.
-
-  JSD(P, Q) = 1/2 KL(P || M) + 1/2 KL(Q || M), M = (P + Q) / 2, over the
-  unpadded keys: the *square* of `scipy.spatial.distance.jensenshannon(p, q,
-  base=2)`, in [0, 1].
-  """
+  """`[batch, heads, query]` JSD (bits, in [0, 1]) of head h in layers L-1 and
+  L over the unpadded keys: the *square* of scipy's `jensenshannon(base=2)`."""
   p = _masked_distribution(probs_prev, mask)
   q = tf.cast(_masked_distribution(probs, mask), p.dtype)
   m = 0.5 * (p + q)
-  # xlogy(p, p) - xlogy(p, m) = p ln(p / m) with 0 ln 0 = 0; m > 0 wherever
-  # p > 0 or q > 0.
+  # p ln(p / m) with 0 ln 0 = 0; m > 0 wherever p > 0 or q > 0.
   kl_pm = tf.reduce_sum(tf.math.xlogy(p, p) - tf.math.xlogy(p, m), axis=-1)
   kl_qm = tf.reduce_sum(tf.math.xlogy(q, q) - tf.math.xlogy(q, m), axis=-1)
   # Rounding can give tiny negatives for identical rows.
@@ -59,14 +51,9 @@ def adjacent_head_jsd(probs_prev, probs, mask) -> tf.Tensor:
 def per_token_entropy_and_jsd(probs, queries, keys):
   """Entropy and adjacent-layer JSD of every unpadded query, per layer and head.
 
-  Args:
-    probs: Per-layer list of `[batch, heads, query, key]` probabilities.
-    queries: `[batch, query]` 0/1 mask of the query rows to keep.
-    keys: `[batch, key]` 0/1 mask, 1 = real token.
-
-  Returns:
-    `(entropy [tokens, layers, heads], jsd [tokens, layers - 1, heads])`,
-    tokens in (example, position) order.
+  `probs`: per-layer `[batch, heads, query, key]`; `queries`, `keys`: 0/1
+  masks. Returns `(entropy [tokens, layers, heads], jsd [tokens, layers - 1,
+  heads])`, tokens in (example, position) order.
   """
   valid = query_mask(queries)
 
@@ -82,12 +69,8 @@ def per_token_entropy_and_jsd(probs, queries, keys):
 
 
 def score_magnitude(scores, mask):
-  """Float64 `(sum |S|, count, max |S|)` over heads and unpadded pairs.
-
-  Pairs are the (query, key) positions both unpadded (`max_abs` is 0 when
-  there are none), so a stream's mean is `sum(sum_abs) / sum(count)`.
-  `scores` is `[batch, heads, query, key]`, `mask` `[batch, seq]` 0/1.
-  """
+  """Float64 `(sum |S|, count, max |S|)` over heads and (query, key) pairs
+  both unpadded, of `[batch, heads, query, key]` `scores`."""
   valid = tf.cast(query_mask(mask), tf.float32)
   pair = valid[:, tf.newaxis, :, tf.newaxis] * valid[:, tf.newaxis, tf.newaxis]
   magnitude = tf.abs(tf.cast(scores, tf.float32)) * pair

@@ -20,14 +20,8 @@ OUTPUT_FILES = FIGURE_FILES + (SUMMARY_FILE,)
 
 
 def check_output_dir(output_dir: str) -> None:
-  """Raises before anything is written if `output_dir` holds one of
-  `OUTPUT_FILES` that no analysis of ours wrote (after finishing what a
-  killed one left: `core.writes.sweep`).
-
-  Raises:
-    ValueError: Naming those files, --output_dir and what to do; or if
-      `output_dir` is a file.
-  """
+  """Raises ValueError, naming them, if `output_dir` is a file or holds one of
+  `OUTPUT_FILES` that no analysis of ours wrote (after the sweep)."""
   utils.check_directory_path(output_dir, "--output_dir",
                              "pass a directory for "
                              f"{', '.join(OUTPUT_FILES)}")
@@ -49,13 +43,8 @@ def check_output_dir(output_dir: str) -> None:
 
 def write_set(output_dir: str, summary: Dict[str, Any],
               figures: Dict[str, Callable[[str], Any]]) -> Dict[str, Any]:
-  """Writes `figures` (`{name in FIGURE_FILES: draw(path)}`) and `summary`
-  as `summary.json` into `output_dir`, as one set; returns the summary
-  written (with the set's `files` and `writer`).
-
-  Raises:
-    ValueError: As `check_output_dir`, before anything is written.
-  """
+  """Writes `figures` ({name: draw(path)}) and `summary` into `output_dir` as
+  one set (refused as `check_output_dir`); returns the summary written."""
   check_output_dir(output_dir)
   with output_sets.output_set(os.path.join(output_dir, SUMMARY_FILE),
                               WRITER) as outputs:

@@ -52,8 +52,7 @@ class Panel:
 
 def architecture_name(residual_attention: str, norm_first: bool) -> str:
   """The paper's name of an encoder: Post-LN, Pre-LN or RealFormer (with its
-  residual mode when not the paper's usual `sum`). `residual_attention`
-  alone cannot tell Post-LN from Pre-LN: both are "none"."""
+  residual mode unless `sum`)."""
   if residual_attention and residual_attention != "none":
     return "RealFormer" + ("" if residual_attention == "sum" else
                            f" ({residual_attention})") + (
@@ -90,19 +89,9 @@ def _violin(ax, position: float, values: np.ndarray, color: str) -> None:
 
 def violin_figure(panels: Sequence[Panel], path: str, metric: str
                   ) -> figure.Figure:
-  """Writes a grid of violin plots (rows: layers, columns: models) to `path`.
-
-  Rows stack like the model: a panel's first row (layer 0) is drawn at the
-  bottom, its last at the top; panels of fewer rows align at the bottom.
-
-  Args:
-    panels: One `Panel` per model (drawn side by side).
-    path: Output PNG path.
-    metric: "entropy" or "jsd" (selects thresholds and labels).
-
-  Returns:
-    The (closed) figure, for inspection.
-  """
+  """Writes a grid of violin plots (rows: layers, layer 0 at the bottom;
+  columns: `panels`) of `metric` ("entropy" or "jsd") to the PNG `path`;
+  returns the (closed) figure."""
   spec = _METRICS[metric]
   thresholds = spec["thresholds"]
   num_rows = max([len(p.rows) for p in panels] + [1])
@@ -155,8 +144,7 @@ def violin_figure(panels: Sequence[Panel], path: str, metric: str
   fig.subplots_adjust(left=left / width, right=1.0 - 0.15 / width,
                       bottom=footer / height, top=1.0 - header / height,
                       hspace=0.6, wspace=0.12)
-  # PNG by name: `path` may be a staged `entropy.png.tmp-PID`, whose suffix
-  # matplotlib would take for the format.
+  # PNG by name: a staged `entropy.png.tmp-PID` has another suffix.
   fig.savefig(path, dpi=100, format="png")
   plt.close(fig)
   return fig
@@ -183,21 +171,10 @@ def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str,
                    seq_length: Optional[int] = None) -> figure.Figure:
   """Entropy and JSD of several models, drawn from their `summary.json`.
 
-  A column per model, a row per metric; along x the layers (JSD: the upper
-  layer of each adjacent pair), in each layer one mark per head, heads
-  sorted by median: the median (coloured by the paper's thresholds) and the
-  quartiles.
-
-  Args:
-    summaries: {model title: one model of `summary.json["models"]`}.
-    path: Output PNG path.
-    note: A line under the title (what scale the models are, say).
-    seq_length: The inputs' length: the entropy of uniform attention,
-      ln(seq_length), is drawn and named (a head at it attends to every
-      token alike).
-
-  Returns:
-    The (closed) figure, for inspection.
+  A column per model (`summaries`: {title: a model of `summary.json`}), a row
+  per metric, per layer each head's median and quartiles; `note` goes under
+  the title; with `seq_length`, uniform attention's entropy is drawn. Writes
+  the PNG `path`; returns the (closed) figure.
   """
   fig, axes = plt.subplots(
       2, len(summaries), squeeze=False, sharey="row", layout="constrained",
@@ -266,8 +243,7 @@ def summary_figure(summaries: Dict[str, Dict[str, Any]], path: str,
   return fig
 
 
-# One style per model (in order), so coinciding curves stay visible: a thin
-# dashed line over a thick solid one, hollow markers of different shapes.
+# One style per model, so coinciding curves stay visible.
 CURVE_STYLES = (
     dict(linestyle="-", marker="o", linewidth=2.6, markersize=8),
     dict(linestyle="--", marker="s", linewidth=1.8, markersize=6),
@@ -278,14 +254,11 @@ CURVE_STYLES = (
 def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str,
                   metric: str = "MLM accuracy", percent: bool = True,
                   note: Optional[str] = None) -> figure.Figure:
-  """Train and eval curves of every run (MLM accuracy), one style per model.
+  """Train and eval curves of every run, one style per model.
 
-  `curves`: {model label: {seed: {"train": [[step, value], ...],
-  "validation": [...]}}}, values as fractions; drawn as % when `percent` (as
-  `results.md` reports them), under the human name `metric`; `note`, a
-  title line (what scale the runs are, say). Returns the (closed) figure
-  written to `path` (a path or a binary file: PNG either way, so a writer
-  can draw into its temporary file).
+  `curves`: {label: {seed: {"train": [[step, value], ...], "validation":
+  [...]}}}, fractions (drawn as % with `percent`). Writes a PNG to `path` (a
+  path or a binary file); returns the (closed) figure.
   """
   scale = 100.0 if percent else 1.0
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True,

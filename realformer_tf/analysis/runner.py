@@ -44,14 +44,8 @@ class LoadedModel:
 
 
 def load_model(model_dir: str) -> LoadedModel:
-  """Restores a model dir's encoder with attention outputs switched on.
-
-  Args:
-    model_dir: Directory written by train.py: `params.yaml` plus checkpoints.
-
-  Returns:
-    A `LoadedModel` named after the directory, whose `encoder` outputs
-    `attention_scores` (probabilities) and `residual_scores`.
+  """Restores a train.py run's encoder with attention outputs switched on
+  (`attention_scores`, the probabilities, and `residual_scores`).
 
   Raises:
     FileNotFoundError: No such dir, or no params.yaml.
@@ -67,8 +61,6 @@ def load_model(model_dir: str) -> LoadedModel:
   model = task.build_model()
   checkpoint = run_directory.resolve_checkpoint(model_dir, "--model_dir")
   run_directory.restore_model(model, checkpoint)
-  # BertPretrainerV2, BertClassifier and BertSpanLabeler all checkpoint their
-  # encoder as `encoder`.
   encoder = model.checkpoint_items.get("encoder")
   if not isinstance(encoder, encoder_lib.RealFormerEncoder):
     raise ValueError(
@@ -88,11 +80,8 @@ def load_model(model_dir: str) -> LoadedModel:
 
 def text_dataset(input_text: str, vocab_file: str, seq_length: int,
                  batch_size: int, lower_case: bool = True) -> tf.data.Dataset:
-  """Batches of encoder inputs from a plain-text file, one example per line.
-
-  Each non-empty line is one segment, `[CLS] ... [SEP]` cut to `seq_length`,
-  packed as the GLUE records and serving are (`tokenization.pack_inputs`).
-  """
+  """Batches of encoder inputs from a plain-text file: each non-empty line is
+  one `[CLS] ... [SEP]` segment cut to `seq_length`, packed as serving does."""
   if seq_length < 3:
     raise ValueError(f"--seq_length must be >= 3, got {seq_length}.")
   vocab = tokenization.load_vocab(vocab_file)
@@ -125,19 +114,10 @@ def build_dataset(model: LoadedModel,
                   lower_case: bool = True) -> tf.data.Dataset:
   """Held-out batches of `input_word_ids`, `input_mask`, `input_type_ids`.
 
-  Args:
-    model: The primary model; its params.yaml supplies the validation data.
-    batch_size: Examples per batch (the last batch may be smaller).
-    input_data: Optional TFRecord glob replacing `task.validation_data`'s
-      `input_path` (same record format).
-    input_text: Optional plain-text file (one example per line) instead.
-    vocab_file: WordPiece vocab for `input_text`.
-    seq_length: Sequence length for `input_text`; defaults to the validation
-      data's `seq_length` or the encoder's maximum.
-    lower_case: Lower-case `input_text` before tokenizing.
-
-  Returns:
-    A finite `tf.data.Dataset` of dicts of int32 `[batch, seq]` tensors.
+  `model`'s validation data, or `input_data` (a TFRecord glob of the same
+  format) or `input_text` (one example per line, with `vocab_file`; default
+  `seq_length`: the validation data's, at most the encoder's). A finite
+  dataset of int32 `[batch, seq]` dicts.
   """
   data_config = model.config.task.validation_data
   max_length = model.max_sequence_length
@@ -168,14 +148,9 @@ def build_dataset(model: LoadedModel,
 
 
 class AttentionStats:
-  """Streaming per-(layer, head) statistics of one model.
-
-  Attributes:
-    entropy: `StreamStats` `[layers, heads]` of per-token entropies.
-    jsd: `StreamStats` `[layers - 1, heads]`: stream `(l - 1, h)` holds the
-      per-token JSD between head h of layers l-1 and l.
-    num_examples, num_tokens: examples and unpadded tokens seen.
-  """
+  """Streaming per-(layer, head) statistics of one model: `entropy`
+  `[layers, heads]` and `jsd` `[layers - 1, heads]` (`(l - 1, h)`: head h of
+  layers l-1 and l) `StreamStats`, `num_examples` and `num_tokens`."""
 
   def __init__(self, num_layers: int, num_heads: int,
                capacity: int = stats.DEFAULT_CAPACITY, seed: int = 0):
@@ -220,12 +195,8 @@ class AttentionStats:
 
 
 def make_batch_fn(encoder: encoder_lib.RealFormerEncoder):
-  """A `tf.function` mapping a batch to per-token entropy, JSD, |S| stats.
-
-  Returns a function of a dict of int32 `[batch, seq]` tensors giving
-  `(entropy [tokens, L, H], jsd [tokens, L-1, H], magnitude [L, 3])`, where
-  `tokens` runs over the unpadded tokens of the batch.
-  """
+  """A `tf.function` of a batch giving `(entropy [tokens, L, H], jsd [tokens,
+  L-1, H], magnitude [L, 3])` over its unpadded tokens."""
   spec = tf.TensorSpec([None, None], tf.int32)
 
   @tf.function(input_signature=[dict(input_word_ids=spec, input_mask=spec,
@@ -249,8 +220,7 @@ def stream(models: Sequence[LoadedModel], dataset: tf.data.Dataset,
   results = [AttentionStats(m.num_layers, m.num_heads, reservoir_size, seed)
              for m in models]
   batch_fns = [make_batch_fn(m.encoder) for m in models]
-  # tqdm draws nothing when stderr is not a terminal (a log file, CI): plain
-  # lines on stdout instead.
+  # Without a terminal tqdm draws nothing: plain lines on stdout instead.
   progress = tqdm.tqdm(total=num_examples, unit="ex", disable=None,
                        desc="attention analysis")
   seen = 0
@@ -313,10 +283,8 @@ def format_table(summary: Dict[str, Any]) -> str:
 def write_outputs(models: Sequence[LoadedModel],
                   results: Sequence[AttentionStats], output_dir: str,
                   settings: Dict[str, Any]) -> Dict[str, Any]:
-  """Writes entropy.png, jsd.png and summary.json as one set
-  (`output_files.write_set`: the three change together, and a folder
-  holding one of them that no analysis of ours wrote is refused); prints the
-  tables. Returns the summary written."""
+  """Writes entropy.png, jsd.png and summary.json as one set and prints the
+  tables; returns the summary written."""
   summary = dict(
       settings=dict(
           settings,
@@ -343,8 +311,6 @@ def write_outputs(models: Sequence[LoadedModel],
       rows = [(f"layer {l}" + (f" vs {l - 1}" if first else ""),
                [streams.sample((l - first, h)) for h in range(m.num_heads)])
               for l in range(first, m.num_layers)]
-      # The architecture, not residual_attention alone (Post-LN and Pre-LN
-      # are both "none"); short enough for a 4-head panel.
       panels.append(plots.Panel(
           f"{m.name}: " + plots.architecture_name(m.residual_attention,
                                                   m.norm_first), rows))
@@ -373,15 +339,12 @@ def run_analysis(model_dir: str,
                  lower_case: bool = True,
                  reservoir_size: int = stats.DEFAULT_CAPACITY,
                  seed: int = 0) -> Dict[str, Any]:
-  """The whole analysis (what `python -m realformer_tf.analysis` runs).
-
-  Returns:
-    The summary dict also written to `output_dir/summary.json`.
+  """The whole analysis (`python -m realformer_tf.analysis`); returns the
+  summary written to `output_dir/summary.json`.
 
   Raises:
     ValueError: Before the analysis, for a bad argument or an `output_dir`
-      holding an `entropy.png`, `jsd.png` or `summary.json` that no analysis
-      of ours wrote (`output_files.check_output_dir`).
+      holding one of its files that no analysis of ours wrote.
   """
   for flag, value in (("num_examples", num_examples),
                       ("batch_size", batch_size),
@@ -398,7 +361,6 @@ def run_analysis(model_dir: str,
         raise FileNotFoundError(f"--{flag}={path} does not exist.")
   elif vocab_file:
     raise ValueError("--vocab_file is only used with --input_text.")
-  # Before the analysis, not only before its writes: minutes, then refused.
   output_files.check_output_dir(output_dir)
 
   models = [load_model(model_dir)]

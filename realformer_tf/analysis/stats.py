@@ -14,21 +14,8 @@ DEFAULT_CAPACITY = 20000
 class StreamStats:
   """Exact count/mean/min/max plus a fixed-size reservoir sample per stream.
 
-  Args:
-    capacity: Reservoir size (values kept per stream).
-    seed: Seed (an int or a sequence of ints) of the reservoir's generator.
-    shape: Shape of the array of streams; `()` for a single stream.
-
-  Example:
-
-  >>> s = StreamStats(capacity=100, seed=0)
-  >>> s.update([1.0, 2.0, 3.0]); s.update([4.0])
-  >>> s.count, s.mean(), float(s.quantile(0.5))
-  (4, 2.5, 2.5)
-  >>> heads = StreamStats(capacity=100, shape=(2, 3))
-  >>> heads.update(np.zeros([10, 2, 3]))  # 10 tokens, 2 layers x 3 heads
-  >>> heads.summary((1, 2))["count"]
-  10
+  `capacity`: values kept per stream; `seed`: the reservoir's (int or ints);
+  `shape`: of the array of streams (`()`: one).
   """
 
   def __init__(self, capacity: int = DEFAULT_CAPACITY,
@@ -84,14 +71,12 @@ class StreamStats:
     # Fill phase: the first `capacity` values go in as they are.
     fill = max(0, min(n, self._capacity - start))
     self._sample[start:start + fill] = values[:fill]
-    # Algorithm R: the value with 0-based stream index j replaces slot
-    # r ~ U{0..j} when r < capacity.
+    # Algorithm R: value j replaces slot r ~ U{0..j} when r < capacity.
     j = np.arange(start + fill, start + n, dtype=np.int64)
     r = self._rng.integers(0, j + 1)
     kept = np.nonzero(r < self._capacity)[0]
     slots = r[kept]
-    # Later values must win when several hit the same slot: keep each slot's
-    # last occurrence.
+    # Later values win a slot several hit.
     last = slots.size - 1 - np.unique(slots[::-1], return_index=True)[1]
     self._sample[slots[last]] = values[fill + kept[last]]
     self.count += n

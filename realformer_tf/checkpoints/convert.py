@@ -49,13 +49,10 @@ def convert_tf1_checkpoint(tf1_checkpoint_path: str,
                            residual_attention: Optional[str] = None,
                            with_pretraining_heads: bool = False,
                            overwrite: bool = False) -> str:
-  """Converts a TF1 checkpoint (see the module docstring); returns its prefix.
+  """Converts a TF1 checkpoint, checked before any write; returns its prefix.
 
-  Everything is checked before anything is written; the new directory is
-  swapped in whole (`core.writes.staged`). `residual_attention`: None (from
-  `use_running_mean`), "sum", "mean" or "none". `overwrite`: replace this
-  tool's earlier outputs in `output_dir`, keeping other files; a train.py
-  run directory is refused.
+  `overwrite` replaces this tool's earlier outputs in `output_dir`, keeping
+  other files; a train.py run directory is refused.
   """
   output_dir = (output_dir or "").rstrip("/")
   if output_dir:

@@ -23,9 +23,8 @@ PRETRAINER_YAML = run_directory.PRETRAINER_YAML
 
 
 def encoder_items(encoder) -> Dict[str, Any]:
-  """The checkpoint items of a converted encoder: itself, and a copy of its
-  pooler where GLUE's `init_cls_pooler` finds it (Model Garden checkpoints
-  carry the NSP head's; a Dense layer's children are `kernel` and `bias`)."""
+  """A converted encoder's checkpoint items: itself, and its pooler where
+  GLUE's `init_cls_pooler` finds it."""
   pooler = encoder.pooler_layer
   return {"encoder": encoder,
           f"{tf1_checkpoint.NSP_HEAD_NAME}.pooler_dense": tf.train.Checkpoint(
@@ -35,13 +34,11 @@ def encoder_items(encoder) -> Dict[str, Any]:
 
 def write(output_dir: str, items: Mapping[str, Any],
           yaml_files: Mapping[str, Any], kept: Sequence[str] = ()) -> str:
-  """Writes `items` as `ckpt-1` and each `{file name: task.model values}` of
-  `yaml_files` into a fresh `output_dir`, with the `kept` entries of the old
-  one linked in, swapped in whole (`core.writes.staged`); returns the
+  """Writes `items` as `ckpt-1`, `yaml_files` ({name: task.model values}) and
+  the old `kept` entries into `output_dir`, swapped in whole; returns the
   prefix."""
   with writes.staged(output_dir, utils.GFILE_OPS, folder=True) as staging:
-    # Checkpoint.save records the prefix relative to its directory, so the
-    # state file stays right after the rename.
+    # The state file records the prefix relatively: right after the rename.
     name = os.path.basename(tf.train.Checkpoint(**items).save(
         os.path.join(staging, CHECKPOINT_PREFIX)))
     for yaml_name, model_params in yaml_files.items():
@@ -55,26 +52,17 @@ def write(output_dir: str, items: Mapping[str, Any],
 
 
 def is_converted_output(name: str) -> bool:
-  """Whether `name` (an entry of a directory) is one convert / `save_run`
-  write: their YAML, the state file and `ckpt-1` (the first save in a fresh
-  directory); a train.py run's `ckpt-100` is not."""
+  """Whether directory entry `name` is one convert / `save_run` write."""
   return name in ("checkpoint", ENCODER_YAML, PRETRAINER_YAML) or (
       name.startswith(f"{CHECKPOINT_PREFIX}-1."))
 
 
 def check_converted_output_dir(output_dir: str, overwrite: bool,
                                keep_others: bool = False) -> List[str]:
-  """Checks, before anything is written, that convert / `save_run` may write
-  `output_dir`; returns its entries.
-
-  A file, or a non-empty directory without `overwrite`, is refused. With
-  `overwrite`, a train.py run directory (`params.yaml`, `train.lock`,
-  `ckpt-N` other than `ckpt-1`) or a folder holding one is refused whatever
-  else it holds; other entries are refused too unless `keep_others` (convert
-  keeps them, linked into the new directory).
-
-  Raises:
-    FileExistsError: Naming `output_dir` and what it found.
+  """Checks that convert / `save_run` may write `output_dir`; returns its
+  entries. A FileExistsError, naming what it found, refuses a file, a
+  non-empty directory without `overwrite`, and even with it a train.py run
+  directory (or a folder of them) or, unless `keep_others`, other entries.
   """
   try:
     utils.check_directory_path(output_dir, "output_dir",

@@ -6,9 +6,7 @@ from typing import Sequence
 class CheckpointMismatchError(ValueError):
   """A checkpoint lacks, adds or reshapes variables relative to the model.
 
-  The message lists every problem, one per line, each naming the variable
-  (and, for shape mismatches, both shapes), so one run shows all of them.
-  Nothing has been assigned when this is raised.
+  The message lists every problem, one per line; nothing has been assigned.
   """
 
 

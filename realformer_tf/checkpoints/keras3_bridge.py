@@ -59,7 +59,7 @@ def tf_keras_encoder_slots(encoder: encoder_lib.RealFormerEncoder
 
 def tf_keras_masked_lm_slots(head: mg_layers.MaskedLM) -> Dict[str, Any]:
   """Model Garden's MLM head's transform and output bias, by `weight_map`
-  name (`weight_map.masked_lm_head_slots` is keras-hub's side)."""
+  name."""
   return {**weight_map.dense_slots(weight_map.MASKED_LM_DENSE, head.dense),
           **weight_map.norm_slots(weight_map.MASKED_LM_NORM, head.layer_norm),
           weight_map.MASKED_LM_BIAS: head.bias}
@@ -84,20 +84,14 @@ def _run_config(checkpoint_path, encoder_config_or_kwargs, residual_attention
 
 
 def _head_path(encoder_path: str) -> str:
-  """Where Model Garden keeps the MLM head beside an encoder at
-  `encoder_path`: `BertPretrainerV2.checkpoint_items` puts `encoder` and
-  `masked_lm` side by side (train.py runs, `convert --with_pretraining_heads`);
-  a pretrainer saved whole has `model/encoder_network` and `model/masked_lm`.
-  """
+  """The MLM head's path beside the encoder's (as `BertPretrainerV2` saves)."""
   parent = encoder_path.rpartition("/")[0]
   return f"{parent}/masked_lm" if parent else "masked_lm"
 
 
 def _read_run(checkpoint_path, config, encoder_path, with_head):
-  """`(prefix, (encoder values, head values))` of the newest readable
-  checkpoint, by `weight_map` name: every encoder weight and, with
-  `with_head`, the MLM head's transform and output bias (else `{}`), all
-  from the same checkpoint."""
+  """`(prefix, (encoder values, head values or {}))` by `weight_map` name,
+  from the newest readable checkpoint."""
   # Shapes only; nothing is assigned here.
   with tf2_checkpoint.shapes_only_graph() as built:
     shadow = encoders.build_realformer_encoder(config)
@@ -116,8 +110,7 @@ def _read_run(checkpoint_path, config, encoder_path, with_head):
     slots = tf_keras_encoder_slots(shadow)
 
     def read(prefix):
-      """Every weight wanted from `prefix`, read now: a damaged file fails
-      here, and `read_latest` falls back to the previous checkpoint."""
+      """Reads every weight now, so `read_latest` skips a damaged file."""
       reader, pairs, found = tf2_checkpoint.check_encoder_checkpoint(
           prefix, shadow, encoder_path)
       key_of = {id(variable): key for variable, key in pairs}
@@ -153,22 +146,17 @@ def load_run(checkpoint_path: str,
              residual_attention: Optional[str] = None,
              encoder_path: Optional[str] = None,
              **overrides) -> backbone_lib.RealFormerBackbone:
-  """A `RealFormerBackbone` holding a run's (or converted) encoder weights.
-
-  The encoder only: for the run's pre-trained MLM head too, use
-  `load_masked_lm`.
+  """A `RealFormerBackbone` holding a run's (or converted) encoder weights
+  (the encoder only: `load_masked_lm` adds the MLM head).
 
   Args:
-    checkpoint_path: A model dir (its newest checkpoint whose encoder
-      reads: a damaged newer one is skipped with a warning naming it) or a
-      `ckpt-N` prefix.
-    encoder_config_or_kwargs: The encoder's config (see
-      `tf2_checkpoint.realformer_config_from`); None reads it from the
+    checkpoint_path: A `ckpt-N` prefix or a model dir (its newest checkpoint
+      that reads; a damaged newer one is skipped with a warning).
+    encoder_config_or_kwargs: The encoder's config; None reads it from the
       `params.yaml` or `encoder.yaml` beside the checkpoint.
-    residual_attention: Overrides the config's (e.g. "none" on a BERT
-      checkpoint gives BERT exactly).
+    residual_attention: Overrides the config's ("none": BERT exactly).
     encoder_path: Where the encoder is in the checkpoint; None tries
-      `tf2_checkpoint.ENCODER_PATHS` ("encoder", "model/encoder_network", ...).
+      `tf2_checkpoint.ENCODER_PATHS`.
     **overrides: Other `RealFormerBackbone` arguments (`dropout`, `dtype`).
 
   Raises:
@@ -210,8 +198,8 @@ def load_masked_lm(checkpoint_path: str,
                    **overrides) -> masked_lm_lib.RealFormerMaskedLM:
   """A `RealFormerMaskedLM` with a run's encoder and pre-trained MLM head.
 
-  The head's activation and epsilon are the run's, so the logits are the
-  tf_keras pre-trainer's; its output projection is the tied embedding.
+  The head's activation and epsilon are the run's: the logits are the
+  tf_keras pre-trainer's.
 
   Example (after the README's command 1):
 
@@ -226,20 +214,13 @@ def load_masked_lm(checkpoint_path: str,
   lm = keras3_bridge.load_masked_lm(run, preprocessor=preprocessor)
   ```
 
-  Args:
-    checkpoint_path: As `load_run`'s.
-    encoder_config_or_kwargs: As `load_run`'s.
-    residual_attention: As `load_run`'s.
-    encoder_path: As `load_run`'s; the head is looked for beside it
-      (`masked_lm` next to `encoder`, `model/masked_lm` next to
-      `model/encoder_network`).
-    preprocessor: The task's preprocessor, or None.
-    **overrides: Other `RealFormerBackbone` arguments (`dropout`, `dtype`).
+  Arguments as `load_run`'s (the head is looked for beside the encoder),
+  plus the task's `preprocessor` or None.
 
   Raises:
     CheckpointMismatchError: The checkpoint has no MLM head (an encoder
-      only: `save_run`, `convert` without --with_pretraining_heads), or a
-      missing, unused or mis-shaped variable; nothing is assigned.
+      only), or a missing, unused or mis-shaped variable; nothing is
+      assigned.
     ValueError: As `load_run`.
   """
   config = _run_config(checkpoint_path, encoder_config_or_kwargs,
@@ -262,8 +243,7 @@ def load_masked_lm(checkpoint_path: str,
 
 def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
                           **overrides) -> backbone_lib.RealFormerBackbone:
-  """A `RealFormerBackbone` with a built tf_keras `RealFormerEncoder`'s
-  architecture and weights; `overrides`: other backbone arguments."""
+  """A `RealFormerBackbone` of a built tf_keras encoder's config and weights."""
   c = encoder.get_config()
   activation = keras3_configs.keras3_activation(
       encoder._inner_activation)  # pylint: disable=protected-access
@@ -291,8 +271,7 @@ def from_tf_keras_encoder(encoder: encoder_lib.RealFormerEncoder,
 
 def to_tf_keras_encoder(backbone: backbone_lib.RealFormerBackbone
                        ) -> encoder_lib.RealFormerEncoder:
-  """A built tf_keras `RealFormerEncoder` with the backbone's weights (for
-  Model Garden's trainer, tasks and export)."""
+  """A built tf_keras `RealFormerEncoder` with the backbone's weights."""
   encoder = encoders.build_realformer_encoder(
       keras3_configs.encoder_config(backbone))
   encoder(utils.dummy_inputs())
@@ -308,19 +287,16 @@ def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
              overwrite: bool = False) -> str:
   """Writes the backbone as `convert` writes a converted checkpoint.
 
-  `output_dir` gets `ckpt-1` (`encoder` and the pooler at
-  `next_sentence.pooler_dense`, where GLUE's `init_cls_pooler` finds it),
-  its `checkpoint` state file and `encoder.yaml`, swapped in whole. An
-  existing directory is replaced only with `overwrite` and only if `save_run`
-  or convert wrote it. Returns the prefix.
+  `output_dir` gets `ckpt-1` (pooler at `next_sentence.pooler_dense` for
+  GLUE's `init_cls_pooler`), its state file and `encoder.yaml`, swapped in
+  whole; an existing one is replaced only with `overwrite` and only if
+  `save_run` or convert wrote it. Returns the prefix.
   """
   output_dir = (output_dir or "").rstrip("/")
   if not output_dir:
     raise ValueError("output_dir is empty.")
   writes.recover(output_dir, utils.GFILE_OPS)
-  # Only a directory save_run / convert wrote is replaced: never a train.py
-  # run (`save_run(load_run(D), D, overwrite=True)` would drop its heads,
-  # optimizer and vocabulary) or anything else.
+  # Never a train.py run: save_run(load_run(D), D) would drop its heads.
   converted_output.check_converted_output_dir(output_dir, overwrite)
   encoder = to_tf_keras_encoder(backbone)  # Checks before writing.
   config = encoders.encoder_config(

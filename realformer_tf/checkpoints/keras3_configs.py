@@ -16,16 +16,11 @@ from realformer_tf.configs import encoders
 from realformer_tf.keras3 import backbone as backbone_lib
 from realformer_tf.networks import encoder as encoder_lib
 
-# tf_keras `hidden_activation` "gelu" is Model Garden's tanh form
-# (official/modeling/tf_utils.py `get_activation`), Keras 3's
-# "gelu_approximate" here; Keras 3's "gelu" (exact) has no tf_keras name.
+# Model Garden's "gelu" is the tanh form, Keras 3's "gelu_approximate".
 TF_KERAS_GELU = "gelu"
-# Model Garden's `layers.MaskedLM` transform LayerNorm epsilon
-# (official/nlp/modeling/layers/masked_lm.py, `build`); keras-hub's
-# `MaskedLMHead` defaults to 1e-5.
+# Model Garden's `layers.MaskedLM` LayerNorm epsilon (keras-hub's is 1e-5).
 MODEL_GARDEN_MLM_EPSILON = 1e-12
-# tf_keras encoder config field -> `RealFormerBackbone` argument (and
-# attribute) of the same value; the others are mapped by hand below.
+# tf_keras encoder config field -> `RealFormerBackbone` argument of that value.
 _SAME_VALUE = (
     ("vocab_size", "vocabulary_size"), ("num_layers", "num_layers"),
     ("num_attention_heads", "num_heads"), ("hidden_size", "hidden_dim"),
@@ -39,12 +34,8 @@ _SAME_VALUE = (
 
 def backbone_kwargs(config: encoders.RealFormerEncoderConfig
                    ) -> Dict[str, Any]:
-  """`RealFormerBackbone` arguments for a tf_keras encoder config.
-
-  Dropout is `dropout_rate` (the backbone has one rate, as `BertBackbone`);
-  `output_range`, `return_attention_scores` and `recompute` do not change
-  the weights or the full outputs and have no backbone counterpart.
-  """
+  """`RealFormerBackbone` arguments for a tf_keras encoder config (its one
+  dropout is `dropout_rate`)."""
   if config.embedding_size not in (None, config.hidden_size):
     raise ValueError(
         f"encoder embedding_size={config.embedding_size} differs from "
@@ -82,9 +73,7 @@ def encoder_config(backbone: backbone_lib.RealFormerBackbone
 
 def run_encoder_config(checkpoint_path: str
                       ) -> encoders.RealFormerEncoderConfig:
-  """The encoder config recorded beside a checkpoint (or in a directory):
-  train.py's `params.yaml`, else `convert`'s / `save_run`'s `encoder.yaml`
-  (`run_directory.encoder_config`)."""
+  """The encoder config recorded beside a checkpoint (or in a directory)."""
   where, config = run_directory.encoder_config(checkpoint_path)
   try:
     return tf2_checkpoint.realformer_config_from(config)
@@ -94,14 +83,8 @@ def run_encoder_config(checkpoint_path: str
 
 def run_mlm_activation(checkpoint_path: str,
                        config: encoders.RealFormerEncoderConfig) -> str:
-  """The Keras 3 name of a run's pre-trained MLM head activation.
-
-  train.py's `params.yaml` or convert's `pretrainer.yaml`
-  (`task.model.mlm_activation`, Model Garden's default "gelu"), else the
-  encoder's hidden activation (what `convert` gives the head of a TF1
-  checkpoint). Model Garden's "gelu" is the tanh form: Keras 3's
-  "gelu_approximate".
-  """
+  """The Keras 3 name of a run's MLM head activation: `mlm_activation` of its
+  `params.yaml` or `pretrainer.yaml`, else the encoder's."""
   run_dir = run_directory.directory_of(checkpoint_path)
   name = None
   if tf.io.gfile.exists(run_directory.params_path(run_dir)):
@@ -118,9 +101,7 @@ def run_mlm_activation(checkpoint_path: str,
 
 
 def keras3_activation(activation) -> str:
-  """The Keras 3 name of a tf_keras encoder's activation (a name or function):
-  Model Garden's "gelu" and `approx_gelu` are the tanh form, tf_keras' own
-  "gelu" the exact one (as Keras 3's)."""
+  """The Keras 3 name of a tf_keras encoder's activation (name or function)."""
   if activation in (encoder_lib.approx_gelu,
                     tf_utils.get_activation(TF_KERAS_GELU)):
     return backbone_lib.GELU_APPROXIMATE

@@ -46,9 +46,7 @@ def attention_slots(prefix: str, attention) -> Dict[str, Any]:
 
 
 def block_slots(prefix: str, block) -> Dict[str, Any]:
-  """A `RealFormerEncoderBlock`'s weights, tf_keras or Keras 3 (same
-  attribute names, which are also Model Garden's `TransformerEncoderBlock`'s).
-  """
+  """A `RealFormerEncoderBlock`'s weights (tf_keras or Keras 3: same names)."""
   # pylint: disable=protected-access
   return {**attention_slots(f"{prefix}/self_attention", block._attention_layer),
           **norm_slots(f"{prefix}/self_attention_layer_norm",
@@ -75,8 +73,7 @@ def backbone_slots(model: backbone_lib.RealFormerBackbone) -> Dict[str, Any]:
 
 
 def bert_backbone_slots(bert) -> Dict[str, Any]:
-  """Every weight of a keras-hub `BertBackbone`, by name (its blocks are
-  keras-hub `TransformerEncoder`s: other attribute names, same weights)."""
+  """Every weight of a keras-hub `BertBackbone`, by name."""
   slots = {"word_embeddings/embeddings": bert.token_embedding.embeddings,
            "position_embedding/embeddings":
                bert.position_embedding.position_embeddings,
@@ -100,16 +97,14 @@ def bert_backbone_slots(bert) -> Dict[str, Any]:
   return slots
 
 
-# The pre-trained masked LM head's weights besides the tied embedding, named
-# as Model Garden's `layers.MaskedLM` keeps them in a run's checkpoint
-# (`masked_lm/{dense,layer_norm}/...`, `masked_lm/output_bias.Sbias`).
+# The MLM head's weights besides the tied embedding, as a run's checkpoint
+# names them.
 MASKED_LM_DENSE, MASKED_LM_NORM, MASKED_LM_BIAS = (
     "masked_lm/dense", "masked_lm/layer_norm", "masked_lm/output_bias")
 
 
 def masked_lm_head_slots(head) -> Dict[str, Any]:
-  """A keras-hub `MaskedLMHead`'s transform and output bias (its logits use
-  the backbone's token embedding, `backbone_slots`' word embeddings)."""
+  """A keras-hub `MaskedLMHead`'s transform and output bias (tied logits)."""
   # pylint: disable=protected-access
   if getattr(head, "_kernel", None) is not None:
     raise ValueError(f"MaskedLMHead {head.name!r} has its own output kernel "
@@ -163,8 +158,8 @@ def copy_slots(source: Source, target: Mapping[str, Any], header: str,
 
 
 def copy_weights(source_model, target_model) -> None:
-  """Copies all weights between `RealFormerBackbone`s and keras-hub
-  `BertBackbone`s, either way (both built, same sizes)."""
+  """Copies all weights between built `RealFormerBackbone`s and keras-hub
+  `BertBackbone`s, either way."""
   copy_slots(variable_source(slots_of(source_model)), slots_of(target_model),
              header=f"{type(source_model).__name__} {source_model.name!r} "
              f"does not fit {type(target_model).__name__} "
@@ -176,12 +171,8 @@ def load_bert_backbone(bert, residual_attention: str = "none",
                        **overrides) -> backbone_lib.RealFormerBackbone:
   """A `RealFormerBackbone` with the weights of a keras-hub `BertBackbone`.
 
-  Args:
-    bert: A `keras_hub.models.BertBackbone` (e.g. `from_preset(...)`).
-    residual_attention: "none" (default) computes `bert`'s outputs exactly;
-      "sum" or "mean" warm-start a RealFormer from BERT.
-    **overrides: Other `RealFormerBackbone` arguments (e.g. `dropout`,
-      `dtype`); the architecture is `bert`'s.
+  `residual_attention`: "none" computes `bert`'s outputs exactly; "sum" or
+  "mean" warm-start a RealFormer. `overrides`: e.g. `dropout`, `dtype`.
   """
   config = {k: v for k, v in bert.get_config().items()
             if k not in ("name", "trainable")}

@@ -49,11 +49,9 @@ def directory_of(path: str) -> str:
 
 
 def relocated_path(recorded: str, run_dir: str) -> Optional[str]:
-  """Where a file that params.yaml records by absolute path is now, when
-  that path is gone because the run directory was moved or copied (the
-  quickstart records `<model_dir>/data/vocab.txt`): the longest tail of
-  `recorded` that exists under `run_dir`. None if `recorded` exists or no
-  tail of it does."""
+  """Where a file params.yaml records by absolute path is after the run moved:
+  the longest tail of `recorded` under `run_dir`; None if `recorded` exists
+  or no tail does."""
   if not recorded or tf.io.gfile.exists(recorded):
     return None
   parts = [part for part in recorded.replace("\\", "/").split("/") if part]
@@ -77,9 +75,7 @@ def check_not_set_aside(path: str, what: str) -> None:
 
 
 def not_valid_yaml(path: str, error: yaml.YAMLError) -> ValueError:
-  """The error for a run's YAML file that does not parse: the file, line and
-  column, and what is wrong there (not PyYAML's ParserError and its
-  traceback)."""
+  """A ValueError naming the file, line, column and problem of bad YAML."""
   mark = getattr(error, "problem_mark", None)
   where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
   problem = getattr(error, "problem", None) or str(error)
@@ -91,8 +87,7 @@ def not_valid_yaml(path: str, error: yaml.YAMLError) -> ValueError:
 
 
 def read_yaml(path: str) -> Any:
-  """The parsed YAML file at `path`; a ValueError naming its bad line
-  (`not_valid_yaml`) if it does not parse."""
+  """The parsed YAML at `path`; a ValueError naming its bad line."""
   with tf.io.gfile.GFile(path) as f:
     try:
       return yaml.safe_load(f)
@@ -102,8 +97,6 @@ def read_yaml(path: str) -> Any:
 
 def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
   """Rebuilds the experiment config a run recorded in `model_dir/params.yaml`.
-
-  The factory registered as `task.name` supplies the config classes.
 
   Raises:
     FileNotFoundError: Without params.yaml.
@@ -145,10 +138,9 @@ class Run:
     return getattr(self.config.task, "vocab_file", "") or ""
 
 
-
 def find_run(path: str) -> Optional[Run]:
-  """The train.py run `path` (a model dir or a checkpoint in one) is or lies
-  in; None if neither holds a params.yaml."""
+  """The train.py run that `path` (a model dir or a checkpoint in one) is or
+  lies in; None if neither holds a params.yaml."""
   path = (path or "").rstrip("/")
   candidates = ([path] if tf.io.gfile.isdir(path) else []) + [
       os.path.dirname(path)]
@@ -160,12 +152,8 @@ def find_run(path: str) -> Optional[Run]:
 
 def encoder_config(path: str) -> Tuple[str, Any]:
   """(where, config) of the encoder recorded beside a checkpoint (or in a
-  directory): `params.yaml`'s task encoder, else `encoder.yaml`.
-
-  Raises:
-    ValueError: Naming the file, a killed swap's backup, or both files when
-      neither exists.
-  """
+  directory): `params.yaml`'s task encoder, else `encoder.yaml`; a
+  ValueError names the file, a killed swap's backup, or both files."""
   check_not_set_aside(path, "checkpoint")
   run_dir = directory_of(path)
   params_yaml = os.path.join(run_dir, PARAMS_YAML)
@@ -191,11 +179,8 @@ def encoder_config(path: str) -> Tuple[str, Any]:
 
 
 def check_files(prefix: str) -> Optional[str]:
-  """None if `prefix`'s index reads and its data files are whole; else why.
-
-  Only the index is read: each data shard must reach the end of its last
-  tensor, so a truncated checkpoint is caught here, not inside a restore.
-  """
+  """None if `prefix`'s index reads and each data shard reaches the end of
+  its last tensor (read from the index only); else why."""
   if not tf.io.gfile.exists(prefix + ".index"):
     return f"{prefix}.index does not exist"
   try:
@@ -255,10 +240,9 @@ def read_latest(path: str, what: str,
                 read: Callable[[str], T]) -> Tuple[str, T]:
   """(prefix, read(prefix)) of the newest checkpoint `read` gets through.
 
-  A prefix is only itself (`read`'s errors pass unchanged). A directory's
-  checkpoints are those its `checkpoint` state file lists, else (with a
-  warning) its `ckpt-N` files, tried newest first, a damaged or unreadable
-  one skipped with a warning; a `CheckpointMismatchError` is raised at once.
+  A prefix is only itself; a directory's state file's checkpoints (else its
+  `ckpt-N` files) are tried newest first, an unreadable one skipped with a
+  warning; a `CheckpointMismatchError` is raised at once.
 
   Raises:
     ValueError: Naming `what`, the path and why nothing there is readable.
@@ -307,16 +291,11 @@ def read_latest(path: str, what: str,
 
 
 def newest_checkpoint(model_dir: str) -> Optional[str]:
-  """The newest checkpoint prefix `model_dir`'s state file names, or None.
-
-  Not read (as `tf.train.latest_checkpoint`): the checkpoint a run resumes;
-  readers wanting one that reads call `resolve_checkpoint`.
-  """
+  """The checkpoint a run resumes (its state file's newest), unread; or None."""
   return tf.train.latest_checkpoint(model_dir) if model_dir else None
 
 
-# Model Garden's trainer checkpoints its step as `global_step`
-# (official/core/base_trainer.py, `Trainer.checkpoint`).
+# Model Garden's `Trainer.checkpoint` saves its step as `global_step`.
 _GLOBAL_STEP_KEY = "global_step/.ATTRIBUTES/VARIABLE_VALUE"
 
 
@@ -328,10 +307,8 @@ def checkpoint_step(prefix: Optional[str]) -> int:
 
 
 def checkpoint_prefixes(model_dir: str) -> List[str]:
-  """The `ckpt-N` prefixes any of whose files (`.index`, `.data-*`) are in
-  `model_dir`, newest (highest N) first; not a killed save's `ckpt-N_temp*`
-  leftovers. Read from the files, not the state file: a copy without it
-  (or with a stale one) still lists them."""
+  """The `ckpt-N` prefixes with files in `model_dir`, newest first (from the
+  files, not the state file; not a killed save's `ckpt-N_temp*`)."""
   prefixes = set()
   for path in tf.io.gfile.glob(os.path.join(model_dir,
                                             f"{CHECKPOINT_PREFIX}-*")):
@@ -353,14 +330,6 @@ def older_whole_checkpoint(model_dir: str,
 
 
 def resolve_checkpoint(path: str, what: str) -> str:
-  """The newest readable checkpoint prefix of a prefix or a directory.
-
-  Args:
-    path: A checkpoint prefix (`.../ckpt-100`) or a directory of them.
-    what: How the error names the argument, e.g. "task.init_checkpoint".
-
-  Raises:
-    ValueError: Naming `what`, the path and why nothing there is readable
-      (or the backup a killed swap left, see `check_not_set_aside`).
-  """
+  """The newest readable checkpoint of a prefix or directory `path`; else a
+  ValueError naming `what` (e.g. "task.init_checkpoint") and why."""
   return read_latest(path, what, lambda prefix: None)[0]

@@ -23,11 +23,8 @@ def _state_file_fix(model_dir: str, prefix: Optional[str]) -> str:
 
 
 def resume_checkpoint(model_dir: str) -> Optional[str]:
-  """The checkpoint a run in `model_dir` resumes from, checked; None if the
-  directory holds no `ckpt-*` file (a new run).
-
-  No fall-back to an older checkpoint: which one is whole is for the user
-  to say.
+  """The checkpoint a run in `model_dir` resumes from, checked (no fall-back:
+  the user picks an older one); None for a new run.
 
   Raises:
     ValueError: Naming the directory, its checkpoints, what is wrong and how

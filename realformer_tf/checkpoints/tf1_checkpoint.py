@@ -34,8 +34,7 @@ HEAD_VARIABLES = (
     "cls/seq_relationship/output_bias",
 )
 
-# The name Model Garden's pre-training configs give the NSP head; the
-# SentencePrediction task's `init_cls_pooler` reads `next_sentence.pooler_dense`.
+# Model Garden's NSP head name (`init_cls_pooler` reads its pooler_dense).
 NSP_HEAD_NAME = "next_sentence"
 
 # bert_config.json key (as TF1 `modeling.py` reads it) -> our encoder field.
@@ -53,19 +52,16 @@ _KNOWN_KEYS = tuple(_ENCODER_FIELDS) + ("use_running_mean",)
 # of another size into the wrong model; the others get its (TF1's) defaults.
 _REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers",
                   "num_attention_heads", "intermediate_size")
-# Metadata some released BERT configs carry (e.g. Chinese / multilingual) that
-# TF1 `modeling.py` never reads.
+# Metadata of some released BERT configs that TF1 `modeling.py` never reads.
 _IGNORED_BERT_CONFIG_KEYS = ("directionality", "pooler_fc_size",
                              "pooler_num_attention_heads",
                              "pooler_num_fc_layers", "pooler_size_per_head",
                              "pooler_type")
-# TF1 `modeling.get_activation` names, spelled the same by
-# RealFormerEncoderConfig; "gelu" is the tanh approximation on both sides.
+# TF1 `get_activation` names, ours too ("gelu": tanh approximation on both).
 _ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
 _FLOAT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob",
                "initializer_range")
-# (keys, test of the value, what the error says it must be); bool is not a
-# number here.
+# (keys, test of the value, what it must be); bool is not a number here.
 _VALUE_CHECKS = (
     (_REQUIRED_KEYS + ("max_position_embeddings", "type_vocab_size"),
      lambda v: type(v) is int and v > 0, "a positive integer"),
@@ -80,18 +76,12 @@ _VALUE_CHECKS = (
 
 
 def read_bert_config(bert_config_file: str) -> Dict[str, Any]:
-  """Reads and validates a TF1 `bert_config.json`.
-
-  Parsed as `BertConfig.from_json_file` does, with errors naming the file
-  and the key.
-
-  Returns:
-    The config with TF1 `BertConfig` defaults filled in for optional keys.
+  """A TF1 `bert_config.json`, validated, with TF1's defaults filled in.
 
   Raises:
     FileNotFoundError: The file does not exist.
-    ValueError: Not a JSON object, a required key missing, an unknown key or
-      a value of the wrong type/range.
+    ValueError: Naming the file and key: not a JSON object, a required key
+      missing, an unknown key or a value of the wrong type/range.
   """
   where = f"bert_config_file {bert_config_file!r}"
   if not tf.io.gfile.exists(bert_config_file):
@@ -132,15 +122,9 @@ def encoder_config_from_bert_config(
     bert_config: Mapping[str, Any],
     residual_attention: Optional[str] = None
 ) -> encoders.RealFormerEncoderConfig:
-  """The `RealFormerEncoderConfig` of a validated TF1 bert config.
-
-  Post-LN, LayerNorm epsilon 1e-12 and tanh-approximated GELU, as TF1 BERT.
-
-  Args:
-    bert_config: Output of `read_bert_config`.
-    residual_attention: None to follow `use_running_mean` ("mean" if true,
-      else "sum"), or "sum"/"mean"/"none" to override.
-  """
+  """The `RealFormerEncoderConfig` (Post-LN, epsilon 1e-12, as TF1 BERT) of
+  `read_bert_config`'s output; `residual_attention` None follows
+  `use_running_mean` ("mean" if true, else "sum")."""
   from_config = "mean" if bert_config["use_running_mean"] else "sum"
   if residual_attention not in (None, from_config):
     ra.validate_residual_attention(residual_attention)
@@ -203,12 +187,8 @@ def encoder_variable_map(encoder: encoder_lib.RealFormerEncoder
                         ) -> VariableTable:
   """TF1 variable name -> (TF1 shape, TF2 targets) for a built encoder.
 
-  The encoder is TF1 BERT's shape (`encoder_config_from_bert_config`):
-  Post-LN, no embedding projection.
-
-  Raises:
-    ValueError: A Pre-LN encoder: its variables have TF1's names and shapes,
-      so nothing else would notice the wrong model.
+  Raises ValueError for a Pre-LN encoder (its variables have TF1's names and
+  shapes, so nothing else would notice the wrong model).
   """
   config = encoder.get_config()
   if config["norm_first"]:
@@ -245,11 +225,7 @@ def encoder_variable_map(encoder: encoder_lib.RealFormerEncoder
 
 def pretrainer_variable_map(pretrainer: mg_models.BertPretrainerV2
                            ) -> VariableTable:
-  """TF1 variable name -> (TF1 shape, TF2 targets) for a built pretrainer.
-
-  Its one classification head is the NSP head that
-  `pretrainer_config_from_bert_config` makes.
-  """
+  """As `encoder_variable_map`, plus the MLM and the one (NSP) head."""
   table = encoder_variable_map(pretrainer.encoder_network)
   mlm = pretrainer.masked_lm
   _add_layer(table, "cls/predictions/transform/dense", mlm.dense)
@@ -270,12 +246,11 @@ def load_tf1_weights(checkpoint_path: str,
                      skippable: Sequence[str] = ()) -> Dict[str, List[str]]:
   """Checks a TF1 checkpoint against `table`, then assigns every variable.
 
-  `table` comes from `encoder_variable_map` / `pretrainer_variable_map`;
-  `skippable` lists TF1 names that may be present without being loaded.
+  `skippable`: TF1 names that may be present without being loaded.
 
   Returns:
-    {"loaded": [...], "ignored": [optimizer state], "skipped": [...]}, TF1
-    names, sorted.
+    Sorted TF1 names: {"loaded": [...], "ignored": [optimizer state],
+    "skipped": [...]}.
 
   Raises:
     CheckpointMismatchError: A variable of `table` missing, one of the
@@ -327,13 +302,8 @@ def encoder_from_tf1_checkpoint(
     bert_config_file: str,
     residual_attention: Optional[str] = None
 ) -> encoder_lib.RealFormerEncoder:
-  """A `RealFormerEncoder` with every weight of a TF1 RealFormer/BERT checkpoint.
-
-  `checkpoint_path`: a prefix (`.../model.ckpt-1000000`) or its directory.
-  `residual_attention`: None for "mean" if the config has
-  `"use_running_mean": true`, else "sum"; "none" loads a Google BERT
-  checkpoint as plain BERT.
-  """
+  """A `RealFormerEncoder` with every weight of a TF1 RealFormer/BERT checkpoint
+  (a prefix or its directory); `residual_attention="none"` loads plain BERT."""
   config = encoder_config_from_bert_config(read_bert_config(bert_config_file),
                                            residual_attention)
   encoder = encoders.build_realformer_encoder(config)
@@ -347,11 +317,8 @@ def pretrainer_from_tf1_checkpoint(
     checkpoint_path: str,
     bert_config_file: str,
     residual_attention: Optional[str] = None) -> mg_models.BertPretrainerV2:
-  """A `BertPretrainerV2` (RealFormer encoder, MLM, NSP) from a TF1 checkpoint.
-
-  The checkpoint must hold both heads; `classification_heads[0]` is the
-  "next_sentence" head. `residual_attention`: as `encoder_from_tf1_checkpoint`.
-  """
+  """A `BertPretrainerV2` (encoder, MLM, NSP) from a TF1 checkpoint holding
+  both heads; `classification_heads[0]` is "next_sentence"."""
   config = pretrainer_config_from_bert_config(
       read_bert_config(bert_config_file), residual_attention)
   pretrainer = masked_lm.MaskedLMTask(

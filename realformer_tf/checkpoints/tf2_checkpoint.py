@@ -42,9 +42,8 @@ EncoderConfigLike = Union[encoders.RealFormerEncoderConfig,
 def shapes_only_graph() -> Iterator[List[Any]]:
   """A throwaway `tf.Graph` for tf_keras models built for their shapes.
 
-  Yields a list: append each model built inside. On exit their classes get
-  their eager (v2) bases back, which tf_keras' `version_utils.swap_class`
-  left as v1 (eager instances would then fail their next call).
+  Yields a list to append each model built inside; on exit their classes get
+  back the eager bases `version_utils.swap_class` swapped to v1.
   """
   built = []
   try:
@@ -64,12 +63,9 @@ def realformer_config_from(config: EncoderConfigLike,
                           ) -> encoders.RealFormerEncoderConfig:
   """A new `RealFormerEncoderConfig` from a RealFormer/BERT config or a dict.
 
-  Args:
-    config: A `RealFormerEncoderConfig`; a Model Garden `BertEncoderConfig`;
-      an `EncoderConfig` of type "any" (holding a `RealFormerEncoderConfig`),
-      "bert" or "bert_v2"; or a dict of `RealFormerEncoderConfig` fields.
-    residual_attention: Overrides the config's value if not None. A BERT
-      config has none, so it then gets "sum".
+  `config`: ours, a `BertEncoderConfig`, an `EncoderConfig` of type "any",
+  "bert" or "bert_v2", or a dict of our fields; `residual_attention`
+  overrides its value (a BERT config's is "sum").
   """
   if isinstance(config, mg_encoders.EncoderConfig):
     if config.type not in ("any", "bert", "bert_v2"):
@@ -104,10 +100,9 @@ def realformer_config_from(config: EncoderConfigLike,
 
 def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str],
           what: str = "encoder"):
-  """`tf.train.Checkpoint.read` of `encoder` at `encoder_path`, or at the first
-  of `ENCODER_PATHS` where any of its variables matches: `(load status,
-  {id(object): checkpoint node id}, encoder path used)`. ValueError for a TF1
-  or unreadable (e.g. truncated) checkpoint, or no encoder at those paths."""
+  """`(status, {id(object): node id}, path used)` of reading `encoder` at
+  `encoder_path` or the first of `ENCODER_PATHS` that matches; ValueError for
+  a TF1 or unreadable checkpoint, or no encoder there."""
   if not reader.has_tensor(_OBJECT_GRAPH_KEY):
     raise ValueError(
         f"{path!r} is a name-based (TF1) checkpoint, not an object-based TF2 "
@@ -121,8 +116,7 @@ def _read(path: str, reader, encoder: tf.Module, encoder_path: Optional[str],
     except (tf.errors.OpError, IndexError) as e:  # E.g. a truncated file.
       raise ValueError(f"TF2 checkpoint {path!r} is not readable "
                        f"({type(e).__name__}: {e}).") from None
-    # TF has no public accessor for which checkpoint node each object matched
-    # (the restore coordinator's `object_by_proto_id`).
+    # No public accessor says which checkpoint node each object matched.
     coordinator = status._checkpoint  # pylint: disable=protected-access
     matched = {id(obj): node_id for node_id, obj in
                coordinator.object_by_proto_id.items()}
@@ -146,21 +140,16 @@ def check_encoder_checkpoint(checkpoint_path: str,
 
   Args:
     checkpoint_path: Checkpoint prefix or a directory of them.
-    encoder: A built encoder (`BertEncoderV2` attribute layout) in a
-      throwaway `tf.Graph`: only its variables' shapes are used. (Keras swaps
-      the v1/v2 bases of the classes it builds there: build the eager model
-      afterwards, as `encoder_from_tf2_checkpoint` does.)
-    encoder_path: Where the encoder is in the checkpoint, e.g. "encoder" or
-      "model/encoder_network"; None tries `ENCODER_PATHS` in order.
-    what: What `encoder` is, for the messages (any `tf.Module` with
-      `weights` is matched the same way, e.g. "masked LM head").
+    encoder: Built in a `shapes_only_graph` (`BertEncoderV2` attribute
+      layout); only its variables' shapes are used.
+    encoder_path: E.g. "encoder"; None tries `ENCODER_PATHS` in order.
+    what: What `encoder` is, for the messages (e.g. "masked LM head").
 
   Returns:
     `(reader, [(variable, checkpoint key)], encoder path used)`.
 
   Raises:
-    CheckpointMismatchError: Missing, unused or mis-shaped variables (each
-      named, with both shapes).
+    CheckpointMismatchError: Naming every missing, unused or mis-shaped one.
   """
   if tf.executing_eagerly():
     raise ValueError("check_encoder_checkpoint reads into the encoder: build "
@@ -203,9 +192,7 @@ def load_encoder_weights(checkpoint_path: str,
                          encoder: tf.Module,
                          encoder_path: Optional[str] = None) -> str:
   """Loads a checkpoint's encoder into a built eager `encoder`; returns the
-  encoder path used. Arguments as `check_encoder_checkpoint`; TF's errors (a
-  shape mismatch stops part way: `encoder_from_tf2_checkpoint` checks first).
-  """
+  path used. Unchecked: a mismatch stops part way, with TF's error."""
   path = run_directory.resolve_checkpoint(checkpoint_path, "TF2 checkpoint")
   status, _, found = _read(path, tf.train.load_checkpoint(path), encoder,
                            encoder_path)
@@ -221,15 +208,11 @@ def encoder_from_tf2_checkpoint(
 ) -> encoder_lib.RealFormerEncoder:
   """A `RealFormerEncoder` from a Model Garden `BertEncoder(V2)` checkpoint.
 
-  `encoder_config_or_kwargs`: the checkpoint's, see `realformer_config_from`.
-  `residual_attention`: None keeps the config's value ("sum" for BERT configs
-  and dicts without it); "none" reproduces the BERT checkpoint's outputs
-  exactly, "sum"/"mean" warm-start a RealFormer from it. `encoder_path`: see
-  `check_encoder_checkpoint`.
+  `residual_attention`: None keeps the config's; "none" reproduces a BERT
+  checkpoint exactly, "sum"/"mean" warm-start a RealFormer from it.
   """
   config = realformer_config_from(encoder_config_or_kwargs, residual_attention)
-  # In a graph `read` only builds restore ops: every problem is reported and
-  # nothing assigned (an eager `read` assigns and stops at the first error).
+  # In a graph `read` assigns nothing, so every problem is reported first.
   with shapes_only_graph() as built:
     shadow = encoders.build_realformer_encoder(config)
     built.append(shadow)

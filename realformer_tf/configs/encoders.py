@@ -19,11 +19,8 @@ from realformer_tf.networks import encoder as encoder_lib
 
 @dataclasses.dataclass
 class RealFormerEncoderConfig(encoders.BertEncoderConfig):
-  """Model Garden's `BertEncoderConfig` plus RealFormer's fields.
-
-  As `BertEncoderV2`, the encoder's `encoder_outputs` always holds every
-  layer's output, whatever `return_all_encoder_outputs` says.
-  """
+  """Model Garden's `BertEncoderConfig` plus RealFormer's fields (as
+  `BertEncoderV2`, `encoder_outputs` always holds every layer's output)."""
   # "sum" (RealFormer), "mean" (running mean, > 24 layers), "none" (BERT).
   residual_attention: str = "sum"
   # None: a final LayerNorm iff norm_first (False: Post-LN, True: Pre-LN).
@@ -59,8 +56,7 @@ def build_realformer_encoder(
   return encoder_lib.RealFormerEncoder(
       max_sequence_length=config.max_position_embeddings,
       inner_dim=config.intermediate_size,
-      # "gelu" is the tanh approximation, as BERT's TF1 code
-      # (official.modeling.activations.gelu).
+      # "gelu" is the tanh approximation, as BERT's TF1 code.
       inner_activation=tf_utils.get_activation(config.hidden_activation),
       output_dropout=config.dropout_rate,
       attention_dropout=config.attention_dropout_rate,

@@ -1,10 +1,8 @@
 """The pre-training experiments: `realformer/pretraining`, `.../quickstart`.
 
-Each factory records its own name in `task.name`: Model Garden writes the
-whole config to `model_dir/params.yaml`, and
-`checkpoints.run_directory.load_experiment_config(model_dir)` rebuilds it
-through the factory (plain YAML loading would lose the `any` encoder's
-builder).
+Each factory records its own name in `task.name`, so that
+`run_directory.load_experiment_config` rebuilds a run's `params.yaml` through
+it (plain YAML would lose the `any` encoder's builder).
 """
 
 from official.core import config_definitions as cfg
@@ -18,9 +16,8 @@ from realformer_tf.tasks import masked_lm as rf_masked_lm
 PRETRAINING = "realformer/pretraining"
 QUICKSTART = "realformer/quickstart"
 
-# train.py builds the quickstart corpus in this subfolder
-# of model_dir (`run_plan.quickstart_data_dir`), with this many
-# differently masked copies of it.
+# train.py builds the quickstart corpus in this subfolder of model_dir, with
+# this many differently masked copies.
 QUICKSTART_DATA_SUBDIR = "data"
 QUICKSTART_DUPE_FACTOR = 10
 QUICKSTART_SEED = 0
@@ -54,15 +51,9 @@ def realformer_pretraining() -> cfg.ExperimentConfig:
       restrictions=list(recipe.DATA_RESTRICTIONS))
 
 
-# Quickstart size and schedule, chosen by held-out MLM accuracy at a fixed
-# CPU budget (2 shared cores, 2026-11-23; one run each; times in README):
-# hidden 64 / seq 32 / batch 64 leaves the early plateau by step ~1200 and
-# reaches 0.30 at 2250 steps (0.32 at 3000; NSP 0.72), where hidden 128 /
-# seq 64 / batch 32 stays at 0.14 (NSP off, Pre-LN or lr 1e-3 change
-# nothing): short sequences make the local context the model learns first a
-# larger part of each input. 2500 steps are ~1.4 passes over the ~110k
-# records (`QUICKSTART_DUPE_FACTOR` copies, each masked anew). Dropout 0:
-# the model underfits.
+# Quickstart size and schedule: the best held-out MLM accuracy at a fixed CPU
+# budget (short sequences leave the early plateau sooner); ~1.4 passes over
+# the records. Dropout 0: the model underfits.
 _QUICKSTART_STEPS = 2500
 
 
@@ -70,27 +61,22 @@ _QUICKSTART_STEPS = 2500
 def realformer_quickstart() -> cfg.ExperimentConfig:
   """A tiny RealFormer pre-trained (MLM + NSP) on a corpus built on the fly.
 
-  The input paths are left empty: train.py (`prepare_quickstart_data`) builds
-  the stdlib-docstring corpus (or `--quickstart_input_files`) in
-  `model_dir/data`, then fills in the paths, `task.vocab_file` and the real
-  vocabulary size. Sequence length and predictions per sequence are read
-  from this config, so overriding them builds matching data.
+  The input paths are left empty: train.py builds the corpus in
+  `model_dir/data` to this config's lengths, then fills in the paths,
+  `task.vocab_file` and the real vocabulary size.
   """
   task = _pretraining_task(
       QUICKSTART, hidden_size=64, num_layers=2, num_attention_heads=2,
       intermediate_size=256, max_position_embeddings=64, dropout_rate=0.0,
       attention_dropout_rate=0.0,
-      # The learned vocabulary's target size; the real one is set from the
-      # data (~1k on the stdlib corpus, which has ~250k WordPieces).
+      # The learned vocabulary's target size; the real one is the data's.
       vocab_size=1000)
   for data in (task.train_data, task.validation_data):
     data.seq_length, data.max_predictions_per_seq = 32, 5
     data.global_batch_size = 64
   # The eval split is small: keep its last partial batch.
   task.validation_data.drop_remainder = False
-  # Seeded (data order, initialisation, masks are fixed in the records): the
-  # escape from the early MLM plateau, and so the final accuracy, depends on
-  # the initialisation (held-out 0.22-0.30 over unseeded runs).
+  # Seeded: the escape from the early MLM plateau depends on initialisation.
   task.train_data.seed = QUICKSTART_SEED
   return cfg.ExperimentConfig(
       task=task,
@@ -107,4 +93,3 @@ def realformer_quickstart() -> cfg.ExperimentConfig:
               learning_rate=4e-3, warmup_steps=100,
               decay_steps=_QUICKSTART_STEPS)),
       restrictions=list(recipe.DATA_RESTRICTIONS))
-

@@ -14,6 +14,7 @@ from official.modeling import hyperparams
 from official.nlp.tasks import sentence_prediction
 from realformer_tf.configs import encoders
 from realformer_tf.configs import recipe
+from realformer_tf.data import schedule
 from realformer_tf.data import glue as glue_data
 from realformer_tf.tasks import sentence_prediction as rf_sentence_prediction
 
@@ -51,16 +52,14 @@ def realformer_glue() -> cfg.ExperimentConfig:
               use_encoder_pooler=False,
               encoder=encoders.encoder_config(dropout_rate=PAPER_DROPOUT)),
           train_data=rf_sentence_prediction.GlueDataConfig(
-              is_training=True, global_batch_size=recipe.PAPER_BATCH_SIZE,
+              is_training=True, global_batch_size=schedule.PAPER_BATCH_SIZE,
               seq_length=128),
           validation_data=rf_sentence_prediction.GlueDataConfig(
               is_training=False, drop_remainder=False,
-              global_batch_size=recipe.PAPER_BATCH_SIZE, seq_length=128)),
+              global_batch_size=schedule.PAPER_BATCH_SIZE, seq_length=128)),
       trainer=cfg.TrainerConfig(
           validation_steps=-1,
-          # Progress every 100 steps: Model Garden's default 1000 is longer
-          # than small tasks' runs (MRPC: 344 steps), which then print
-          # nothing until the end.
+          # Model Garden's 1000 is longer than small tasks' runs.
           steps_per_loop=100,
           summary_interval=100,
           # The YAMLs' grid point; they set the steps.

@@ -4,7 +4,6 @@ Import it wherever an experiment is looked up by name. `EXPERIMENTS` lists
 the names (Model Garden has no public listing of its registry).
 """
 
-
 from official.core import config_definitions as cfg
 from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning

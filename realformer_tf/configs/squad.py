@@ -11,14 +11,13 @@ from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.tasks import question_answering
 from realformer_tf.configs import encoders
 from realformer_tf.configs import recipe
+from realformer_tf.data import schedule
 from realformer_tf.tasks import question_answering as rf_question_answering
 
 SQUAD = "realformer/squad"
 
-# Questions in the official training files; `train_steps` in the defaults
-# assumes one feature per question. `python -m realformer_tf.data.squad
-# --is_training --epochs=E --train_batch_size=B` writes train_schedule.yaml
-# with the exact count (long contexts give a few more features).
+# Questions in the official training files (the defaults' one feature per
+# question); `python -m realformer_tf.data.squad` writes the exact schedule.
 SQUAD_V1_TRAIN_QUESTIONS = 87599
 SQUAD_V2_TRAIN_QUESTIONS = 130319
 
@@ -27,7 +26,7 @@ SQUAD_V2_TRAIN_QUESTIONS = 130319
 def realformer_squad() -> cfg.ExperimentConfig:
   """SQuAD fine-tuning of a pre-trained RealFormer (v1.1 defaults)."""
   batch_size, epochs, learning_rate = 32, 3, 5e-5
-  train_steps = recipe.train_steps(SQUAD_V1_TRAIN_QUESTIONS, epochs,
+  train_steps = schedule.train_steps(SQUAD_V1_TRAIN_QUESTIONS, epochs,
                                    batch_size)
   return cfg.ExperimentConfig(
       task=rf_question_answering.RealFormerQAConfig(
@@ -47,7 +46,7 @@ def realformer_squad() -> cfg.ExperimentConfig:
           summary_interval=100,
           checkpoint_interval=1000,
           optimizer_config=recipe.paper_optimizer(
-              learning_rate, recipe.warmup_steps(train_steps), train_steps)),
+              learning_rate, schedule.warmup_steps(train_steps), train_steps)),
       restrictions=[
           *recipe.DATA_RESTRICTIONS,
           "task.train_data.version_2_with_negative == "

@@ -18,8 +18,8 @@ TRANSLATION = "realformer/translation"
 
 def transformer_optimizer(hidden_size: int, warmup_steps: int = 16000
                           ) -> optimization.OptimizationConfig:
-  """Model Garden's WMT schedule (wmt_transformer_experiments.py): Adam,
-  linear warm-up, then 2.0 * hidden^-0.5 * step^-0.5."""
+  """Model Garden's WMT schedule: Adam, linear warm-up, then 2.0 *
+  hidden^-0.5 * step^-0.5."""
   return optimization.OptimizationConfig({
       "optimizer": {"type": "adam",
                     "adam": {"beta_2": 0.997, "epsilon": 1e-9}},

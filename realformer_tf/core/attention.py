@@ -9,9 +9,7 @@ or `layers.residual_attention.TF_OPS`: `keras.ops`' names plus `dtype(x)`.
 
 import math
 
-# [B, S, N, H] keys, [B, T, N, H] queries -> [B, N, T, S] scores, and
-# [B, N, T, S] probabilities, [B, S, N, H] values -> [B, T, N, H] context
-# (Keras' MultiHeadAttention equations for one attention axis).
+# Keras' MultiHeadAttention equations for one attention axis.
 SCORES_EQUATION = "bsnh,btnh->bnts"
 CONTEXT_EQUATION = "bnts,bsnh->btnh"
 
@@ -43,19 +41,17 @@ def residual_dot_product_attention(ops, query, key, value, prev_scores=None,
 
   Args:
     ops: The ops namespace (see the module docstring).
-    query: `[B, T, N, H]`, projected, not yet scaled; key, value: `[B, S, N,
-      H]`.
+    query: `[B, T, N, H]`, not yet scaled; key, value: `[B, S, N, H]`.
     prev_scores: `S_{l-1}`, `[B, N, T, S]`, or None for the first layer.
-    bias: Additive mask (0 or very negative) of `score_dtype`, broadcastable
-      to the scores.
-    mode: "sum", "mean" or "none" (plain attention: `prev_scores` unused).
+    bias: Additive mask of `score_dtype`, broadcastable to the scores.
+    mode: "sum", "mean" or "none" (plain attention).
     layer_index: `l`, the 0-based depth; used by "mean".
     score_dtype: dtype name of `scores`; the softmax runs in `query`'s dtype.
     dropout: Applied to the probabilities before they weigh `value`.
 
   Returns:
-    `context` `[B, T, N, H]`, `scores` (the unmasked `S_l` to hand on) and
-    `probs` (before dropout), both `[B, N, T, S]`.
+    `context` `[B, T, N, H]`; `scores` (the unmasked `S_l` to hand on) and
+    `probs` (before dropout), `[B, N, T, S]`.
   """
   compute_dtype = ops.dtype(query)
   # Scaling Q scales Q K^T; under XLA it fuses into the query projection.
@@ -72,8 +68,7 @@ def residual_dot_product_attention(ops, query, key, value, prev_scores=None,
     # float32 logits can exceed float16's range; softmax is shift-invariant.
     logits = ops.subtract(logits, ops.stop_gradient(
         ops.max(logits, axis=-1, keepdims=True)))
-  # Softmax in the compute dtype, as plain attention's: float32
-  # probabilities would double the memory backprop keeps.
+  # Compute dtype, as plain attention's: float32 would double backprop memory.
   probs = ops.softmax(ops.cast(logits, compute_dtype), axis=-1)
   dropped = probs if dropout is None else dropout(probs)  # BERT's token drop
   context = ops.einsum(CONTEXT_EQUATION, dropped, value)
@@ -81,11 +76,8 @@ def residual_dot_product_attention(ops, query, key, value, prev_scores=None,
 
 
 def causal_mask(ops, query_len, key_len, offset):
-  """Boolean `[1, T, S]`: query row `i`, at position `offset + i`, sees keys `j <= offset + i`.
-
-  `offset` is the number of keys before the first query (a decoding step's
-  cache position); Keras' own causal masks assume 0.
-  """
+  """Boolean `[1, T, S]`: query row `i`, at position `offset + i` (a decoding
+  step's cache position), sees keys `j <= offset + i`."""
   rows = ops.expand_dims(
       ops.add(ops.arange(query_len, dtype="int32"), ops.cast(offset, "int32")),
       -1)

@@ -8,8 +8,7 @@ Every block of both faces is a chain of sub-layers, each wrapped the same way:
 
 
 def residual_add(ops, source, output):
-  """`source + output`, in float32 if either is (Model Garden adds a float32
-  LayerNorm output and a low-precision sub-layer output in float32)."""
+  """`source + output`, in float32 if either is (as Model Garden adds)."""
   source_dtype, output_dtype = ops.dtype(source), ops.dtype(output)
   if source_dtype != output_dtype:
     dtype = "float32" if "float32" in (source_dtype, output_dtype) else (
@@ -68,17 +67,9 @@ def decoder_sublayers(block, self_attention, cross_attention, training):
 def residual_sublayers(ops, hidden, sublayers, norm_first: bool, crop=None):
   """`hidden` through `(norm, sublayer)` pairs, Post-LN or Pre-LN.
 
-  Args:
-    ops: An ops namespace (see `core.attention`).
-    hidden: `[batch, seq, width]`.
-    sublayers: `(norm, sublayer)` pairs: the LayerNorm around the sub-layer
-      and the sub-layer, `inputs -> output` (its dropout included).
-    norm_first: Pre-LN (True) or Post-LN.
-    crop: Applied to the first residual source when the first sub-layer
-      returns fewer rows (the encoder's `output_range`).
-
-  Returns:
-    The block's output.
+  `sublayers`: (LayerNorm, `inputs -> output` with its dropout) pairs;
+  `crop`: applied to the first residual source when the first sub-layer
+  returns fewer rows (the encoder's `output_range`).
   """
   for i, (norm, sublayer) in enumerate(sublayers):
     output = sublayer(norm(hidden) if norm_first else hidden)

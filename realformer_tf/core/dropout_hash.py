@@ -5,14 +5,12 @@ the mask) and XLA fuses it. The Pallas kernels and both faces share it, so
 one seed drops the same elements. `ops` gives `word`, `srl`, `iota`, `reshape`.
 """
 
-# Murmur3's fmix32 constants and the golden ratio (and a second odd constant)
-# as uint32 values.
+# The golden ratio, a second odd constant and Murmur3's fmix32 constants.
 GOLDEN = 0x9E3779B9
 GOLDEN2 = 0x7F4A7C15
 FMIX_C1 = 0x85EBCA6B
 FMIX_C2 = 0xC2B2AE35
-# Dropout compares the top 24 bits of the hash with a threshold: the drop
-# rate is exact to 2**-24.
+# The hash bits compared with the threshold: the rate is exact to 2**-24.
 KEEP_BITS = 24
 
 
@@ -41,11 +39,7 @@ def seed_key(ops, words):
 
 
 def row_keys(ops, words, batch, heads, rows):
-  """Per-(batch, head, row) keys, `[batch, heads, rows]`.
-
-  Small (a few KB at BERT's shapes): the Pallas kernels load a vector of them
-  per query tile; under XLA they are a tiny separate op.
-  """
+  """Per-(batch, head, row) keys, `[batch, heads, rows]` (a few KB)."""
   key = seed_key(ops, words)
   bh = ops.reshape(ops.iota(batch * heads), (batch, heads, 1))
   k_bh = fmix32(ops, key + bh * ops.word(GOLDEN2))
@@ -54,13 +48,7 @@ def row_keys(ops, words, batch, heads, rows):
 
 
 def keep_mask(ops, keys, cols, threshold):
-  """The keep mask `[..., rows, cols]`: True where an element is kept.
-
-  Args:
-    ops: The ops namespace (module docstring).
-    keys: `[..., rows]` row keys (`row_keys`).
-    cols: `[cols]` column indices (global ones, for a kernel's tile).
-    threshold: `keep_threshold(rate)`.
-  """
+  """The keep mask `[..., rows, cols]` (True: kept) of `row_keys` `keys`,
+  global column indices `cols` and `keep_threshold(rate)`."""
   hashes = fmix32(ops, keys[..., None] + cols * ops.word(GOLDEN))
   return ops.srl(hashes, 32 - KEEP_BITS) >= threshold

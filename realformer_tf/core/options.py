@@ -8,9 +8,8 @@ RESIDUAL_MODES = ("sum", "mean", "none")
 SCORE_DTYPES = ("auto", "float32", "compute")
 ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "pallas")
 
-# Keras' additive mask value for float32 (so "none" matches
-# MultiHeadAttention bit for bit). float16 cannot hold it; there half its
-# lowest value keeps `score + bias` finite for scores of either sign.
+# Keras' additive mask value (so "none" matches MultiHeadAttention bit for
+# bit); under float16, half its lowest value keeps `score + bias` finite.
 MASK_ADDER = -1e9
 MASK_ADDER_FLOAT16 = -32752.0
 
@@ -37,10 +36,8 @@ def validate_attention_implementation(value: str) -> str:
 def resolve_score_dtype(score_dtype: str, compute_dtype: str) -> str:
   """The dtype name of the running score sum of a layer computing in `compute_dtype`.
 
-  "float32" and "compute" say it; "auto" (the default) is the compute dtype
-  under bfloat16 (float32's range, half the bytes; the accuracy table in
-  benchmarks/README.md measures no loss) and float32 under float16 (a
-  float16 sum over layers overflows) and float32.
+  "auto" is the compute dtype under bfloat16 (float32's range, half the
+  bytes) and float32 otherwise (a float16 sum over layers overflows).
   """
   if validate_score_dtype(score_dtype) == "float32":
     return "float32"
@@ -67,8 +64,7 @@ def check_layer_index(value) -> int:
 
 
 def float_or_nan(value) -> float:
-  """`float(value)`; NaN (which every range check refuses) for a bool, None
-  or anything else that is not a number."""
+  """`float(value)`, or NaN (refused by every range check) for a non-number."""
   try:
     return float("nan") if isinstance(value, bool) else float(value)
   except (TypeError, ValueError):

@@ -1,9 +1,8 @@
 """What proves a file ours, and what a writer may replace.
 
-A name is no proof (a user's `vocab.txt` has one of our names): every
-writer refuses the foreign files at its target paths before it writes
-anything (`check_ours`, `check_replaceable`), naming them and the flag that
-allows replacing them. `ops` is a `writes.FileOps`.
+A name is no proof (a user's `vocab.txt` has one of our names): every writer
+refuses the foreign files at its target paths before it writes, naming them
+and the flag that allows replacing them. `ops` is a `writes.FileOps`.
 """
 
 import json
@@ -17,16 +16,14 @@ WRITER_KEY = "writer"
 PACKAGE = "realformer_tf"
 # `<leftover>.owner`: the writer's record that `leftover` is its own.
 OWNER_SUFFIX = ".owner"
-# Linux's PID_MAX_LIMIT on 64-bit systems (include/linux/threads.h): the
-# largest pid anywhere, where /proc/sys/kernel/pid_max cannot be read.
+# Linux's 64-bit PID_MAX_LIMIT, where pid_max cannot be read.
 PID_MAX_LIMIT = 1 << 22
 PID_MAX_FILE = "/proc/sys/kernel/pid_max"
 
 
 def process_alive(pid: int) -> bool:
-  """Whether process `pid` may still run on this host (True when it cannot
-  be told: another user's process, not a pid, or Windows, where
-  `os.kill(pid, 0)` would end it)."""
+  """Whether process `pid` may still run on this host (True when it cannot be
+  told, e.g. on Windows, where `os.kill(pid, 0)` would end it)."""
   if os.name == "nt":
     return True
   try:
@@ -70,12 +67,8 @@ def is_owned(leftover: str, pid: int, record: Optional[str]) -> bool:
 
 
 def claim(leftover: str, ops) -> None:
-  """Records `leftover` (about to be created by this process) as ours.
-
-  Raises:
-    FileExistsError: If something we cannot prove ours is at `leftover`
-      (removed instead when it is ours: this pid's earlier, dead writer).
-  """
+  """Records `leftover` (about to be created by this process) as ours; an
+  earlier one of ours there is removed, anything else a FileExistsError."""
   pid = os.getpid()
   if ops.exists(leftover):
     if not is_owned(leftover, pid, ops.read(owner_path(leftover))):
@@ -117,9 +110,8 @@ def listed_by_ours(manifest: Optional[Dict[str, Any]],
 
 def foreign(targets: Iterable[str], manifest_path: str, ops,
             writer: Optional[str] = None) -> List[str]:
-  """The `targets` that exist and that the manifest of ours at
-  `manifest_path` does not list (the manifest itself counts as listed when
-  it is ours): what a writer must not replace."""
+  """The existing `targets` that our manifest at `manifest_path` (itself
+  included, when ours) does not list: what a writer must not replace."""
   manifest = read_json(manifest_path, ops)
   own = {os.path.join(os.path.dirname(manifest_path), name)
          for name in listed_by_ours(manifest, writer)}
@@ -138,11 +130,7 @@ def check_ours(targets: Iterable[str], manifest_path: str, ops,
 
 def refuse_foreign(paths: Sequence[str], flag: Optional[str] = None) -> None:
   """Raises FileExistsError naming `paths` (files we did not write at our
-  target paths) and `flag`, the option that allows replacing them.
-
-  Raises:
-    FileExistsError: Unless `paths` is empty.
-  """
+  target paths) and `flag`, the option that allows replacing them, if any."""
   if not paths:
     return
   one = len(paths) == 1
@@ -155,11 +143,9 @@ def refuse_foreign(paths: Sequence[str], flag: Optional[str] = None) -> None:
           f"move {'it' if one else 'them'} away, or write elsewhere."))
 
 
-# What train.py writes in its --model_dir besides checkpoints
-# (checkpoints/run_directory.py PARAMS_YAML, core/run_lock.py's lock).
+# What train.py writes in its --model_dir besides checkpoints.
 RUN_FILES = ("params.yaml", "train.lock")
-# A SavedModel directory (tf.saved_model.save, Model Garden's export, Keras'
-# `export`): nothing else is written there.
+# The entries of a SavedModel directory.
 SAVED_MODEL_ENTRIES = frozenset((
     "saved_model.pb", "saved_model.pbtxt", "variables", "assets",
     "assets.extra", "fingerprint.pb", "keras_metadata.pb"))
@@ -174,13 +160,11 @@ def check_replaceable(path: str, entries: Optional[Iterable[str]],
                       instead: str = "write to a new or empty directory"
                       ) -> None:
   """Refuses to replace (or write into) the directory `path`, whose names
-  are `entries` (None: `path` is a file), unless each is one a writer of
-  `kind` writes (`is_own`).
+  are `entries` (None: a file), unless each is `kind`'s (`is_own`).
 
   Raises:
-    FileExistsError: Naming `path`, what it holds that is not `kind`'s (a
-      train.py run directory by its `params.yaml` / `train.lock`), and what
-      to do (`instead`).
+    FileExistsError: Naming `path`, what it holds that is not `kind`'s, and
+      what to do (`instead`).
   """
   if entries is None:
     raise FileExistsError(f"{path} is a file, not a {kind} directory; not "

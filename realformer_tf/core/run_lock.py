@@ -20,8 +20,7 @@ import psutil
 from realformer_tf.core import ownership
 from realformer_tf.core import writes
 
-# A lock's process must have started within this many seconds of the
-# recorded start time to be the one that wrote it (not a reused pid).
+# A lock's process started within this of its recorded start (not a reused pid).
 _START_TIME_SLACK_S = 1.0
 LOCK_FILE = "train.lock"  # train.py's, in its --model_dir.
 
@@ -53,11 +52,8 @@ def _not_a_lock(path: str, what: str) -> ModelDirBusyError:
 
 
 def _read(path: str) -> Optional[dict]:
-  """The lock's content; None if there is no lock.
-
-  A lock train.py did not write is an error naming the file, not a stale
-  lock: taking it over could let two runs write one directory.
-  """
+  """The lock's content, or None; a lock we did not write is an error naming
+  the file (taking it over could let two runs write one directory)."""
   try:
     with open(path, "rb") as f:
       raw = f.read()
@@ -95,8 +91,7 @@ def _is_gone(holder: dict) -> bool:
 
 
 def _take_over(path: str, stale: dict) -> None:
-  """Removes the stale lock `stale` at `path`, unless it changed meanwhile
-  (another run took it over first): then that new lock is put back."""
+  """Removes the stale lock at `path`, unless another run took it over first."""
   aside = f"{path}.stale-{os.getpid()}"
   try:
     writes.OS_OPS.rename(path, aside)  # The layer's one rename.
@@ -121,12 +116,8 @@ def _take_over(path: str, stale: dict) -> None:
 
 
 def _try_create(path: str, holder: dict, flag: str) -> bool:
-  """Creates the lock with `holder`'s content; False if one exists.
-
-  Raises:
-    ValueError: naming the directory when the lock cannot be written (a
-      read-only file system, a full disk); nothing of it is left behind.
-  """
+  """Creates the lock with `holder`'s content; False if one exists; a
+  ValueError naming the directory if it cannot be written."""
   tmp = f"{path}.new-{os.getpid()}-{holder['token']}"
   created = False
   try:
@@ -136,8 +127,7 @@ def _try_create(path: str, holder: dict, flag: str) -> bool:
       f.write("\n")
       f.flush()
       os.fsync(f.fileno())
-    # Fails if the name exists, atomically (also over NFS), and a reader
-    # never sees a half-written lock.
+    # Atomic, also over NFS; a reader never sees a half-written lock.
     os.link(tmp, path)
     return True
   except FileExistsError:
@@ -160,9 +150,8 @@ def _try_create(path: str, holder: dict, flag: str) -> bool:
 
 def acquire(model_dir: str, name: str = LOCK_FILE,
             flag: str = "--model_dir") -> Optional[dict]:
-  """Takes the lock `model_dir/name` (creating the directory); returns what
-  it wrote, or None for a remote directory (not locked). `flag` names the
-  folder in messages.
+  """Takes the lock `model_dir/name`; returns what it wrote, or None for a
+  remote directory (not locked). `flag` names the folder in messages.
 
   Raises:
     ModelDirBusyError: naming the live run that holds it.
@@ -222,13 +211,8 @@ def release(model_dir: str, holder: Optional[dict],
 @contextlib.contextmanager
 def hold(model_dir: str, enabled: bool = True, name: str = LOCK_FILE,
          flag: str = "--model_dir") -> Iterator[Optional[dict]]:
-  """Holds the lock `model_dir/name` for the block (see the module
-  docstring; `flag` names the folder in messages).
-
-  A `model_dir` that did not exist before and is left empty (the block
-  failed before writing anything) is removed again. `enabled=False`: no
-  lock (a non-chief worker, or a mode that writes no run output).
-  """
+  """Holds the lock `model_dir/name` for the block, unless not `enabled`; a
+  `model_dir` it created and the block left empty is removed again."""
   if not enabled:
     yield None
     return

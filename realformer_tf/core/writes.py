@@ -28,6 +28,10 @@ JOURNAL_INFIX = ".pending-"
 _ACTIVE: Set[str] = set()  # The leftovers this process is writing now.
 
 
+def _live(pid: int, _: str) -> bool:  # Whether a leftover's writer may run.
+  return ownership.process_alive(pid)
+
+
 @dataclasses.dataclass(frozen=True)
 class FileOps:
   """How one face reads, writes, lists, renames and deletes (os or gfile)."""
@@ -82,12 +86,6 @@ def target_of(name: str) -> str:
   return name
 
 
-def _live(pid: int, unused_leftover: str) -> bool:
-  """Whether a leftover's writer may still be at it (this process's own are
-  removed by `claim` when it writes them again)."""
-  return ownership.process_alive(pid)
-
-
 def is_writing(path: str) -> bool:
   """Whether this process is writing `path` now (a temp of `staged`)."""
   return path in _ACTIVE
@@ -107,11 +105,9 @@ def scan(folder: str, infix: str, entries: Iterable[str],
          live: Callable[[int, str], bool],
          read: Callable[[str], Optional[str]],
          name: Optional[str] = None) -> Found:
-  """The leftovers `<stem><infix>PID` among `entries` (the names in
-  `folder`; a trailing "/" is ignored), of `<name><infix>PID` only if
-  `name` is given. `live(pid, leftover_path)`: whether that writer may
-  still be at work (its leftover is then in none of the lists); `read`
-  reads an owner file (a journal is its own record)."""
+  """The leftovers `<stem><infix>PID` among `entries` (of `<name>` only, if
+  given); `live(pid, path)`: whether that writer may still be at work (its
+  leftover is then in no list); `read` reads an owner file."""
   names = {entry.rstrip("/") for entry in entries}
   stale, orphans, unclaimed = [], [], []
   for entry in sorted(names):
@@ -141,9 +137,8 @@ def scan(folder: str, infix: str, entries: Iterable[str],
 
 
 def interrupted_swap(path: str, ops: FileOps) -> Optional[str]:
-  """The `<path>.old-PID` backup of ours holding the folder `path`, when
-  `path` is missing because its writer was killed between the two renames
-  of a swap; else None. Readers name it (`sweep` restores it)."""
+  """Our `<path>.old-PID` backup of the folder `path` when a writer killed
+  mid-swap left `path` missing; else None."""
   path = path.rstrip("/")
   parent = os.path.dirname(path) or "."
   if not path or ops.exists(path) or not ops.isdir(parent):
@@ -175,8 +170,7 @@ def _roll_forward(journal: str, pid: int, ops: FileOps) -> List[str]:
 def sweep(folder: str, ops: FileOps, name: Optional[str] = None
           ) -> List[str]:
   """Undoes or finishes what killed writers of ours left in `folder` (of
-  `name` only, if given), saying what it did; returns those leftovers.
-  Leftovers of live writers and look-alikes not recorded ours are kept.
+  `name` only, if given), logging what it did; returns those leftovers.
   """
   folder = folder or "."
   if not ops.isdir(folder):
@@ -211,8 +205,7 @@ def sweep(folder: str, ops: FileOps, name: Optional[str] = None
 
 
 def recover(path: str, ops: FileOps) -> List[str]:
-  """`sweep` of `path`'s own leftovers: what every writer of `path` runs
-  before its checks (a folder set aside by a killed swap is restored)."""
+  """`sweep` of `path`'s own leftovers (every writer runs it first)."""
   path = path.rstrip("/")
   return sweep(os.path.dirname(path), ops, os.path.basename(path))
 
@@ -239,10 +232,9 @@ def _install(tmp: str, path: str, ops: FileOps) -> None:
 @contextlib.contextmanager
 def staged(path: str, ops: FileOps, inner: bool = False,
            folder: bool = False) -> Iterator[str]:
-  """Yields the claimed temp for `path` (a folder: `folder`, made empty):
-  on success it replaces `path` whole, on an exception it is removed.
-  `inner`: the file is written as `path`'s name in a temp folder (a suffix
-  Keras needs). Sweeps `path`'s leftovers first."""
+  """Yields the claimed temp for `path` (an empty folder with `folder`): on
+  success it replaces `path` whole, on an exception it is removed. `inner`:
+  written as `path`'s name in a temp folder (a suffix Keras needs)."""
   path = path.rstrip("/")
   if os.path.dirname(path):
     ops.makedirs(os.path.dirname(path))
@@ -267,8 +259,7 @@ def staged(path: str, ops: FileOps, inner: bool = False,
 
 @contextlib.contextmanager
 def scratch(path: str, ops: FileOps) -> Iterator[str]:
-  """A claimed empty folder `<path>.tmp-PID` for the block, removed after
-  it (a killed block's is swept as any temp of ours)."""
+  """A claimed empty folder `<path>.tmp-PID` for the block, removed after."""
   tmp = f"{path.rstrip('/')}{TMP_INFIX}{os.getpid()}"
   ownership.claim(tmp, ops)
   try:
@@ -292,9 +283,8 @@ def replace_lines(path: str, lines: Iterable[str], ops: FileOps) -> None:
 
 def replace_folder(path: str, write: Callable[[str], Any], ops: FileOps,
                    check: Optional[Callable[[str], None]] = None) -> str:
-  """`write(temp)` fills a fresh folder, then swapped in for `path` whole.
-  `check(path)` runs after the sweep, before anything is written (it raises
-  to refuse what is at `path`). Returns `path`."""
+  """`write(temp)` fills a fresh folder swapped in for `path` whole; `check`
+  (which raises to refuse `path`) runs first. Returns `path`."""
   path = path.rstrip("/")
   recover(path, ops)
   if check:
@@ -306,7 +296,7 @@ def replace_folder(path: str, write: Callable[[str], Any], ops: FileOps,
 
 class OutputSet:
   """The files of one conversion, staged beside their final paths and
-  published whole (see the module docstring). Made by `output_set`."""
+  published whole; made by `output_set`."""
 
   def __init__(self, manifest_path: str, writer: str, ops: FileOps,
                fingerprint: Callable[[str], Dict[str, Any]],
@@ -319,8 +309,7 @@ class OutputSet:
     self.committed = False
 
   def check(self, paths: Iterable[str]) -> None:
-    """Refuses (before anything is written) target `paths` holding files
-    that no manifest of ours lists (`refuse_foreign`)."""
+    """Refuses target `paths` holding files no manifest of ours lists."""
     for path in paths:
       if os.path.dirname(path) != self.directory:
         raise ValueError(f"{path} is not in {self.directory}, the folder of "
@@ -361,8 +350,7 @@ class OutputSet:
       self.ops.write(tmp, ownership.owner_record(
           journal, pid, manifest=name(self.manifest_path), renames=renames,
           remove=sorted(set(old) - set(files) - {name(self.manifest_path)})))
-    # From here the journal owns the staged files: a failure leaves them
-    # for the next writer to roll forward, never discarded.
+    # The journal owns the staged files now: the next writer rolls forward.
     self.staged.clear()
     _roll_forward(journal, pid, self.ops)
     self.committed = True
@@ -384,9 +372,9 @@ def output_set(manifest_path: str, writer: str, ops: FileOps,
                targets: Sequence[str] = (),
                overwrite_flag: Optional[str] = None,
                overwrite: bool = False) -> Iterator[OutputSet]:
-  """Yields an `OutputSet` of `manifest_path`, after sweeping its folder and
-  refusing foreign files at `targets` (and each staged path); the block
-  ends with `commit`, or on an exception the staged files are removed."""
+  """Yields an `OutputSet` of `manifest_path` after sweeping its folder and
+  refusing foreign files at `targets`; the block must `commit` (an exception
+  removes the staged files)."""
   directory = os.path.dirname(manifest_path) or "."
   ops.makedirs(directory)
   sweep(directory, ops)
@@ -405,7 +393,7 @@ def output_set(manifest_path: str, writer: str, ops: FileOps,
 
 def publish_json(path: str, data: Dict[str, Any], writer: str,
                  ops: FileOps) -> Dict[str, Any]:
-  """Writes `data` (and `writer`) to `path` whole, as a set of no other file
-  (a file at `path` that we did not write is refused); returns it."""
+  """Writes `data` (and `writer`) to `path` whole, refusing a file there that
+  is not ours; returns it."""
   with output_set(path, writer, ops, size_of) as outputs:
     return outputs.commit(data)

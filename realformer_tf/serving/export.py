@@ -3,9 +3,8 @@ r"""Exports a trained RealFormer run (any head) as a SavedModel for serving.
   python -m realformer_tf.serving.export --model_dir=/runs/mrpc \
       --export_dir=/serving/mrpc/1 [--checkpoint_path=/runs/mrpc/ckpt-345]
 
-The config comes from the run's `params.yaml` through its registered
-experiment; everything is checked before anything is written, and the export
-is staged and swapped into place, so a previous export stays whole.
+The config is the run's `params.yaml`; everything is checked before any
+write, and the export is swapped into place whole.
 """
 
 import dataclasses
@@ -37,8 +36,7 @@ HEADS = (heads.MaskedLMServing,
          heads.QuestionAnsweringServing)
 Head = Type[heads.MaskedLMServing]  # Any of `HEADS`.
 
-# Model Garden function key -> signature key (the text functions of each
-# module are exported under their own names).
+# Model Garden function key -> signature key (text ones keep their names).
 _ID_FUNCTIONS = {"serve": "serving_default", "serve_examples": "serve_examples"}
 # The vocabulary's file name inside `export_dir/assets/`.
 VOCAB_ASSET_NAME = "vocab.txt"
@@ -46,14 +44,9 @@ VOCAB_ASSET_NAME = "vocab.txt"
 
 @dataclasses.dataclass
 class ExportResult:
-  """What `export_model` wrote.
-
-  `head` is "pretraining", "glue" or "squad"; `experiment` the run's
-  `task.name`; `vocab_file` and `lower_case` those of the text signatures
-  (None without them), `max_seq_length` the length they pack to; `custom_ops`
-  the ops core TensorFlow does not define (tensorflow-text's): a server
-  needs them.
-  """
+  """What `export_model` wrote: `head` ("pretraining", "glue" or "squad"),
+  the text signatures' `vocab_file`, `lower_case` (None without them) and
+  length, and `custom_ops` (tensorflow-text's) a server needs."""
   export_dir: str
   head: str
   experiment: str
@@ -81,11 +74,9 @@ def text_vocab(task: cfg.TaskConfig, head: Head, model_dir: str,
                vocab_file: Optional[str] = None,
                lower_case: Optional[bool] = None
               ) -> Tuple[plan_facts.Vocab, bool]:
-  """The vocabulary of the text signatures (`plan_facts.Reader.vocab`) and
-  their lower-casing: `vocab_file`, else what the run records
-  (`head.recorded_vocab`), found again under `model_dir` when the recorded
-  absolute path is gone (a moved run directory: logged). `lower_case`
-  overrides; default: recorded, else True.
+  """The text signatures' vocabulary and lower-casing: `vocab_file`, else
+  what the run records (found under a moved `model_dir`); `lower_case`
+  overrides (default: recorded, else True).
 
   Raises:
     ValueError: If no vocabulary is given or found, it is not valid, or it
@@ -125,9 +116,8 @@ def run_to_export(model_dir: str, export_dir: str,
                   checkpoint_path: Optional[str], overwrite: bool,
                   reader: Optional[plan_facts.Reader] = None
                  ) -> Tuple[cfg.ExperimentConfig, str]:
-  """A run's config and checkpoint (its params.yaml, read as a run plan
-  reads it, `plan_facts.Reader`; the newest readable checkpoint), once
-  `export_dir` is known to be usable."""
+  """A run's config and newest readable checkpoint, once `export_dir` is
+  known to be usable."""
   if not tf.io.gfile.exists(run_directory.params_path(model_dir)):
     run_directory.load_experiment_config(model_dir)  # Names what is missing.
   config = (reader or plan_facts.Reader()).previous(model_dir)
@@ -138,16 +128,13 @@ def run_to_export(model_dir: str, export_dir: str,
     raise ValueError("No --export_dir given.")
   utils.check_directory_path(export_dir, "--export_dir",
                              "name a directory for the SavedModel")
-  # What a killed export left: the previous SavedModel set aside (restored)
-  # and `<export_dir>.tmp-PID` of dead processes (removed).
   writes.recover(export_dir, utils.GFILE_OPS)
   if tf.io.gfile.exists(export_dir):
     entries = tf.io.gfile.listdir(export_dir)
     if entries and not overwrite:
       raise ValueError(f"--export_dir={export_dir!r} exists and is not "
                        "empty; pass --overwrite to replace it.")
-    # --overwrite replaces a SavedModel, never a run (or a folder of runs)
-    # that a mistyped --export_dir names.
+    # --overwrite replaces a SavedModel, never a mistyped run directory.
     try:
       ownership.check_replaceable(export_dir, entries,
                                ownership.is_saved_model_entry, "SavedModel",
@@ -167,8 +154,7 @@ def build_model(task_config: cfg.TaskConfig, checkpoint: str, dummy_inputs):
 
 def write_saved_model(module: export_base.ExportModule, function_keys,
                       export_dir: str) -> None:
-  """Model Garden's export, into a temporary directory swapped into place
-  (the previous export, if any, stays whole until then)."""
+  """Model Garden's export, staged and swapped into place whole."""
   with writes.staged(export_dir, utils.GFILE_OPS) as tmp_dir:
     # Restored already: no checkpoint_path here.
     export_savedmodel_util.export(
@@ -194,10 +180,8 @@ def export_model(model_dir: str,
                  top_k: int = 5,
                  serve_text: bool = True,
                  overwrite: bool = False) -> ExportResult:
-  """Builds, restores and exports the model of a training run.
-
-  Arguments are the flags of the same names (`define_flags`); `model_dir`
-  holds params.yaml and the checkpoints.
+  """Builds, restores and exports the model of a training run (arguments:
+  the flags of the same names).
 
   Raises:
     FileNotFoundError: If `model_dir/params.yaml` is missing.
@@ -228,8 +212,7 @@ def export_model(model_dir: str,
     used, lower_case = text_vocab(task, head, model_dir, options.vocab_size,
                                   reader, vocab_file, lower_case)
     vocab = used.tokens
-    # One token per word-embedding row, or fewer for the run's own
-    # vocabulary (a padded embedding): training's rule.
+    # Training's rule: one token per word-embedding row.
     problem = plan_rules.vocab_fit_problem(
         used, checkpoint,
         "--checkpoint_path" if checkpoint_path else "--model_dir",
@@ -239,8 +222,7 @@ def export_model(model_dir: str,
 
   if return_attention != "none":
     encoder.return_attention_scores = True
-  # Model Garden's QA task rebuilds the eval features from the dev JSON as
-  # soon as it is created (and needs somewhere to write them).
+  # Else Model Garden's QA task rebuilds the eval features when created.
   task.validation_data.input_path = ""
   heads.progress(f"building the {head.HEAD} model and restoring {checkpoint}")
   model = build_model(task, checkpoint, utils.dummy_inputs(
@@ -250,7 +232,6 @@ def export_model(model_dir: str,
   with tempfile.TemporaryDirectory(prefix="realformer_export_") as staging:
     asset_path = None
     if vocab:
-      # The validated tokens, one per line (no "\r"), become the asset.
       asset_path = os.path.join(staging, VOCAB_ASSET_NAME)
       writes.replace_lines(asset_path, vocab, utils.GFILE_OPS)
     module = head(model, options, asset_path, lower_case)

@@ -35,9 +35,8 @@ def progress(message: str) -> None:
 class _RealFormerServingMixin:
   """One head: its config, options, input checks, model call and signatures.
 
-  Subclasses set the class constants below and define `recorded_vocab(task)`
-  ((vocabulary or None, lower_case or None, where a run records it)) and
-  `_head_outputs(outputs)` (the head's named outputs from the model's).
+  Subclasses set the constants below, `recorded_vocab(task)` ((vocabulary,
+  lower_case, where a run records it)) and `_head_outputs(outputs)`.
   """
 
   HEAD = ""  # The head's name in `ExportResult.head`.
@@ -63,20 +62,15 @@ class _RealFormerServingMixin:
 
   def _unknown_word_counts(self, text, text_a, text_b,
                            split_masks: bool = False) -> Dict[str, tf.Tensor]:
-    """`BertTextPacker.unknown_word_counts`, summed over a pair's texts: what
-    of the text the model saw as [UNK] (beside `num_truncated_tokens`)."""
+    """`BertTextPacker.unknown_word_counts`, summed over a pair's texts."""
     counts = [self.packer.unknown_word_counts(t, split_masks)
               for t in ((text,) if text_b is None else (text_a, text_b))]
     return {k: tf.add_n([c[k] for c in counts]) for k in counts[0]}
 
   def _build_serving_model(self) -> tf_keras.Model:
-    """The model, plus the encoder's attention output when requested.
-
-    `BertClassifier` and `BertSpanLabeler` are functional models whose
-    outputs drop the encoder's extra outputs, so a second functional model
-    over the same graph (same layers and weights, one encoder call) adds the
-    attention tensors. `BertPretrainerV2` already returns all encoder outputs.
-    """
+    """The model, plus the encoder's attention output when requested (a
+    second functional model over the same graph: `BertClassifier` and
+    `BertSpanLabeler` drop it)."""
     if self.attention_key is None or isinstance(self.model,
                                                 models.BertPretrainerV2):
       return self.model
@@ -116,9 +110,8 @@ class _RealFormerServingMixin:
 
   @tf.function(autograph=False)
   def serve_examples(self, inputs) -> Dict[str, tf.Tensor]:
-    """`serve` on serialized `tf.Example`s of this project's records, of any
-    length (`inputs.parse_examples`); `segment_ids` are the type ids (Model
-    Garden's `MaskedLM.serve_examples` feeds the word ids)."""
+    """`serve` on serialized `tf.Example`s of our records, of any length
+    (`segment_ids` are the type ids)."""
     names = {"input_word_ids": self.input_word_ids_field,
              "input_mask": "input_mask",
              "input_type_ids": self.input_type_ids_field,
@@ -127,10 +120,8 @@ class _RealFormerServingMixin:
                          "serve_examples")
 
   def get_inference_signatures(self, function_keys: Dict[Text, Text]):
-    """Model Garden's `serve` / `serve_examples` signatures plus text ones.
-
-    Tracing them is most of an export's time (and `tf.saved_model.save`
-    traces each again), so each step is announced on stderr."""
+    """Model Garden's `serve` / `serve_examples` signatures plus text ones,
+    each traced with a progress line (most of an export's time)."""
     start = time.monotonic()
     plain = {k: v for k, v in function_keys.items()
              if k not in self.TEXT_SIGNATURES}  # Model Garden rejects bad keys.
@@ -207,12 +198,11 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
   @tf.function(autograph=False)
   def serve_text(self, text=None, text_a=None, text_b=None
                  ) -> Dict[str, tf.Tensor]:
-    """Fill-mask: each "[MASK]" in `text` gets its top-k predictions.
+    """Fill-mask: each "[MASK]" in `text` (or the pair) gets its top-k.
 
     Outputs are per masked position (`masked_lm_positions`, ascending,
-    zero-padded to the most masks in the batch; `masked_lm_weights` is 0 on
-    padding). A [MASK] cut off by truncation is an error. `text_a` and
-    `text_b` (`serve_text_pair`) are packed as `[CLS] a [SEP] b [SEP]`.
+    zero-padded; `masked_lm_weights` 0 on padding); a [MASK] cut off by
+    truncation is an error.
     """
     features, num_truncated = self._pack_masked(text, text_a, text_b)
     weights = features.pop("masked_lm_weights")
@@ -279,9 +269,8 @@ class SentencePredictionServing(_RealFormerServingMixin,
   @tf.function(autograph=False)
   def serve_text(self, text=None, text_a=None, text_b=None
                  ) -> Dict[str, tf.Tensor]:
-    """`serve` on `text`, or on the pair `text_a`, `text_b`, packed to
-    `max_seq_length` as the training records were (the longer text loses its
-    last tokens first); `num_truncated_tokens` counts what was cut."""
+    """`serve` on `text` or the pair, packed as the training records were;
+    `num_truncated_tokens` counts what was cut."""
     features, tokens, _ = serving_inputs.pack_texts(
         self.packer, self.packer.tokenize, text, text_a, text_b)
     result = self._outputs(features, "serve_text")

@@ -20,9 +20,8 @@ def with_checks(tensors: Mapping[str, tf.Tensor],
 def check_ids(features: Mapping[str, tf.Tensor],
               options: options_lib.ServingOptions,
               where: str) -> Dict[str, tf.Tensor]:
-  """Token-id `features` (`input_word_ids`, `input_mask`, `input_type_ids`,
-  optionally `masked_lm_positions`) once their shapes, lengths and ids are
-  valid for the model of `options`; `where` names the signature."""
+  """Token-id `features` once their shapes, lengths and ids are valid for
+  the model of `options`; `where` names the signature."""
   o = options
   word_ids = features["input_word_ids"]
   prefix = f"Invalid input to {where}: "
@@ -31,10 +30,8 @@ def check_ids(features: Mapping[str, tf.Tensor],
       message=prefix + f"{name} and input_word_ids must have the same "
       "shape [batch, seq_length]") for name in ("input_mask",
                                                 "input_type_ids")]
-  # Every other check reads the shape (or reduces over it): they run after
-  # the shape checks, so a wrong rank gets the shape message, not whichever
-  # op the executor happened to run first. (`control_dependencies` copies
-  # the list, so the checks appended below do not depend on themselves.)
+  # The other checks read the shape: after the shape checks, a wrong rank
+  # gets the shape message (`control_dependencies` copies the list).
   with tf.control_dependencies(checks):
     seq_length = tf.shape(word_ids)[1]
     mask = features["input_mask"]
@@ -71,12 +68,7 @@ def check_ids(features: Mapping[str, tf.Tensor],
 def parse_examples(serialized: tf.Tensor,
                    names: Mapping[str, str]) -> Dict[str, tf.Tensor]:
   """int32 `{key: feature names[key]}` of serialized `tf.Example`s, zero-padded
-  to the longest (`input_mask` and `input_type_ids` as long as the word ids).
-
-  Each record is parsed in a `tf.data` pipeline that drops failures and
-  reports their batch positions (`tf.io.parse_example`'s error quotes raw
-  bytes the Python client cannot decode).
-  """
+  to the longest; a failure is reported by batch position, not raw bytes."""
   spec = {f: tf.io.RaggedFeature(tf.int64) for f in names.values()}
 
   def parse(index, record):
@@ -117,9 +109,8 @@ def pack_texts(packer: text_processing.BertTextPacker,
                text=None, text_a=None, text_b=None
                ) -> Tuple[Dict[str, tf.Tensor], Sequence[tf.RaggedTensor],
                           Sequence[str]]:
-  """`tokenize`d and `packer`-packed `text`, or pair `text_a`, `text_b`,
-  once valid UTF-8 in equal batches: (features, tokens of each text, input
-  name of each text)."""
+  """(features, tokens, input names) of `text` or the pair, packed once valid
+  UTF-8 in equal batches."""
   if text_b is None:
     texts, names, checks = [text], ["text"], []
   else:

@@ -1,6 +1,6 @@
 """What each head's signatures need besides the Keras model: one dataclass per
 head, checked on construction; `from_task` reads the run's task config and the
-head's own export flags only (`top_k`, `null_score_diff_threshold`)."""
+head's own export flags."""
 
 import dataclasses
 from typing import Any, Dict, Optional, Tuple
@@ -16,9 +16,8 @@ ATTENTION_CHOICES = ("none", *ATTENTION_KEYS)
 
 @dataclasses.dataclass
 class ServingOptions:
-  """Every head's: the encoder's sizes, the length the text signatures pack
-  to (the training length) and the attention to return ("none", "scores" or
-  "probs")."""
+  """Every head's: the encoder's sizes, the text signatures' length and the
+  attention to return ("none", "scores" or "probs")."""
   max_seq_length: int
   max_position_embeddings: int
   vocab_size: int
@@ -75,7 +74,7 @@ class SentencePredictionOptions(ServingOptions):
 
 @dataclasses.dataclass
 class QuestionAnsweringOptions(ServingOptions):
-  """squad_lib's settings; v2.0: answer "" iff null score - best span score >
+  """squad_lib's settings; v2.0 answers "" iff null score - best span score >
   `null_score_diff_threshold`."""
   max_query_length: int = 64
   doc_stride: int = 128

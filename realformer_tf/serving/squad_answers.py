@@ -14,26 +14,15 @@ def best_answers(options: options_lib.QuestionAnsweringOptions,
                  windows: Mapping[str, tf.Tensor],
                  context_tokens: Mapping[str, tf.RaggedTensor],
                  logits: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-  """squad_lib's answer selection over all doc-stride windows.
-
-  The `n_best_size` best starts and ends of each window, spans inside the
-  context, starting in their max-context window, at most `max_answer_length`
-  tokens; the best start + end logit sum wins (ties as squad_lib). v2.0: ""
-  when the null score (min over windows of the [CLS] start + end logits)
-  minus the best span score exceeds `null_score_diff_threshold`. `windows`
-  and `context_tokens` are `BertTextPacker.squad_windows` and
-  `.tokenize_context`; `logits` their
-  `start_logits`, `end_logits` `[windows, max_seq_length]`.
+  """squad_lib's answer selection over all doc-stride windows (`windows`,
+  `context_tokens`: `BertTextPacker`'s; `logits` `[windows, seq_length]`).
 
   Returns:
-    Per question: `answer_text` (the original words, single-spaced, cut to
-    the span's characters, as squad_lib's `get_final_text`; "" for no
-    answer), `answer_start_token` / `answer_end_token` (inclusive indices into
-    the context's WordPieces, -1 for no answer), `answer_start_byte` /
-    `answer_end_byte` (UTF-8 byte span in the context, end exclusive, -1 for
-    no answer), `has_answer`, `span_score` (best start + end logit; -inf if no
-    span is valid), `num_windows`; v2.0 also `null_score` and
-    `null_score_diff` (what squad_lib writes to null_odds.json).
+    Per question: `answer_text` ("" for no answer), `answer_start_token` /
+    `answer_end_token` (inclusive WordPiece indices, -1 for no answer),
+    `answer_start_byte` / `answer_end_byte` (UTF-8 span, end exclusive, -1),
+    `has_answer`, `span_score` (-inf if no span is valid), `num_windows`;
+    v2.0 also `null_score` and `null_score_diff` (squad_lib's null odds).
   """
   o = options
   seq_length = o.max_seq_length
@@ -73,9 +62,7 @@ def best_answers(options: options_lib.QuestionAnsweringOptions,
                          axis=1)
 
   num_windows = windows["num_windows"]
-  # Dense, padded with -inf: a ragged reduce_max would give the float64
-  # minimum, not -inf, for a question whose windows hold no valid span
-  # (a short context), which passed for a span at position 0.
+  # Dense, padded with -inf: a ragged reduce_max gives the float64 minimum.
   by_example = tf.RaggedTensor.from_row_lengths(
       window_best, num_windows).to_tensor(minus_inf)
   best_score = tf.reduce_max(by_example, axis=1)
@@ -123,11 +110,8 @@ def best_answers(options: options_lib.QuestionAnsweringOptions,
 
 
 def _answer_text(context_tokens, token_start, token_end):
-  """Answer text as squad_lib's `get_final_text`, and its byte span.
-
-  The original words the span touches, joined by single spaces (squad_lib
-  joins `doc_tokens`), cut to the first and last WordPiece's characters.
-  """
+  """Answer text as squad_lib's `get_final_text` (the words the span touches,
+  single-spaced, cut to its WordPieces' characters), and its byte span."""
 
   def at(key, index):  # context_tokens[key][i, index[i]]
     values = context_tokens[key]

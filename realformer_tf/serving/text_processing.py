@@ -16,12 +16,9 @@ from tensorflow_text.python.ops import bert_tokenizer as tf_text_bert
 from official.nlp.modeling.layers import text_layers
 from realformer_tf.data import tokenization
 
-# squad_lib's `_is_whitespace`: the only characters that separate context
-# words there (other Unicode spaces stay inside words and are split again by
-# the BERT basic tokenizer).
+# squad_lib's `_is_whitespace`: the only characters that separate its words.
 SQUAD_WHITESPACE_REGEX = "[ \t\r\n\u202f]"
-# tensorflow-text's WordPiece limit (`BertTokenizer(max_bytes_per_word=100)`,
-# the default Model Garden's layer keeps): a longer word is one [UNK].
+# tensorflow-text's WordPiece limit: a longer word is one [UNK].
 MAX_BYTES_PER_WORD = 100
 
 
@@ -38,12 +35,8 @@ def assert_has_tokens(tokens: tf.RaggedTensor, name: str) -> tf.Operation:
 
 
 def assert_valid_utf8(texts: tf.Tensor, name: str) -> tf.Operation:
-  """Asserts that every string of `texts` is valid UTF-8, naming the bad rows.
-
-  The tokenizers turn invalid bytes into [UNK] or pieces, answering about
-  other text. Valid iff a UTF-8 -> UTF-8 transcode with replacement changes
-  nothing; the message names positions only, never the undecodable bytes.
-  """
+  """Asserts that every string of `texts` is valid UTF-8, naming the bad rows
+  (not their bytes); the tokenizers would answer about other text."""
   valid = tf.equal(tf.strings.unicode_transcode(
       texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD),
                    texts)
@@ -67,22 +60,13 @@ def assert_same_batch(first: tf.Tensor, second: tf.Tensor, first_name: str,
 class BertTextPacker(tf.Module):
   """WordPiece tokenization and BERT input packing from a vocabulary asset.
 
-  Tokens, offsets and special ids come from Model Garden's
-  `text_layers.BertTokenizer` (its table a SavedModel asset). Ours: the
-  [MASK] literal, ids back to tokens, SQuAD windows.
+  Model Garden's `text_layers.BertTokenizer`, plus the [MASK] literal, ids
+  back to tokens and SQuAD windows.
   """
 
   def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int):
-    """Builds the lookup tables and the tokenizer.
-
-    Args:
-      vocab_file: A vocabulary file whose lines are exactly the tokens (no
-        carriage returns; `load_vocab` validates it). Exported as an asset;
-        use a path unique to this vocabulary (tables are shared by path, see
-        `tokenization.make_tokenizer`).
-      lower_case: The tokenizer's `lower_case`, as used for the training data.
-      max_seq_length: Packed sequence length, at least 3.
-    """
+    """`vocab_file`: exported as an asset, at a path unique to this
+    vocabulary (tables are shared by path); `max_seq_length`: at least 3."""
     super().__init__(name="text_packer")
     if max_seq_length < 3:
       raise ValueError(f"max_seq_length={max_seq_length} leaves no room for "
@@ -99,8 +83,7 @@ class BertTextPacker(tf.Module):
     # -1 (never an id) for a vocabulary without [UNK].
     self.unk_id = (vocab.index(tokenization.UNK) if tokenization.UNK in vocab
                    else -1)
-    # The words the layer's WordPiece step sees: tensorflow-text's
-    # BertTokenizer builds this BasicTokenizer from the same arguments.
+    # The words the layer's WordPiece step sees (the same BasicTokenizer).
     self._basic_tokenizer = tf_text_bert.BasicTokenizer(
         lower_case=self.lower_case)
     self._id_to_token = tf.lookup.StaticHashTable(
@@ -115,19 +98,14 @@ class BertTextPacker(tf.Module):
     return tf.cast(self._tokenizer(texts)[0].merge_dims(-2, -1), tf.int64)
 
   def tokenize_with_masks(self, texts: tf.Tensor) -> tf.RaggedTensor:
-    """Like `tokenize`, but each literal "[MASK]" becomes the [MASK] id.
-
-    The basic tokenizer would split "[MASK]" into "[", "mask", "]", so the
-    text is split on the literal first (which never changes the tokens
-    around it).
-    """
+    """Like `tokenize`, but each literal "[MASK]" becomes the [MASK] id (the
+    text is split on it first: the basic tokenizer would split it)."""
     pieces = tf.strings.split(texts, sep=tokenization.MASK)  # [batch, pieces]
     piece_ids = self.tokenize(pieces.flat_values)  # [pieces, tokens]
     num_pieces = tf.shape(pieces.flat_values)[0]
     mask_column = tf.RaggedTensor.from_tensor(
         tf.fill([num_pieces, 1], tf.constant(self.mask_id, tf.int64)))
-    # Each piece followed by a [MASK]; the one after a text's last piece is
-    # then dropped.
+    # Each piece followed by a [MASK], but for a text's last.
     with_masks = tf.concat([piece_ids, mask_column], axis=1)
     per_text = tf.RaggedTensor.from_row_splits(
         with_masks, pieces.row_splits).merge_dims(1, 2)
@@ -149,9 +127,7 @@ class BertTextPacker(tf.Module):
   @staticmethod
   def num_truncated_tokens(segments: Sequence[tf.RaggedTensor],
                            features: Dict[str, tf.Tensor]) -> tf.Tensor:
-    """int32 `[batch]`: tokens of `segments` that `pack` cut off (the packed
-    sequence holds `input_mask`'s ones minus one [CLS] and a [SEP] per
-    segment)."""
+    """int32 `[batch]`: tokens of `segments` that `pack` cut off."""
     total = tf.add_n([tf.cast(s.row_lengths(), tf.int32) for s in segments])
     kept = tf.reduce_sum(features["input_mask"], axis=1) - (len(segments) + 1)
     return total - kept
@@ -161,12 +137,9 @@ class BertTextPacker(tf.Module):
     """What of `[batch]` texts became [UNK], as int32 `[batch]` counters.
 
     Returns:
-      `num_unknown_words`: words that became [UNK] (tensorflow-text maps a
-      word it cannot spell with the vocabulary's pieces, or one longer than
-      `MAX_BYTES_PER_WORD`, to one [UNK]); `num_unknown_chars`: their
-      characters (after lower-casing and accent stripping), which the model
-      never sees; `num_overlong_words`: those of the words over the byte
-      limit. With `split_masks`, each literal "[MASK]" is left out.
+      `num_unknown_words`: words that became [UNK]; `num_unknown_chars`:
+      their characters (normalized); `num_overlong_words`: those over
+      `MAX_BYTES_PER_WORD`. With `split_masks`, literal "[MASK]"s are left out.
     """
     if split_masks:
       pieces = tf.strings.split(texts, sep=tokenization.MASK)
@@ -189,8 +162,7 @@ class BertTextPacker(tf.Module):
   # ----------------------------------------------------------------- SQuAD --
 
   def _normalize_like_tokenizer(self, texts: tf.Tensor) -> tf.Tensor:
-    """The text the basic tokenizer's offsets refer to (see tensorflow-text's
-    BertTokenizer)."""
+    """The text the basic tokenizer's offsets refer to."""
     if self.lower_case:
       texts = tf_text.case_fold_utf8(texts)
       texts = tf_text.normalize_utf8(texts, "NFD")
@@ -198,19 +170,14 @@ class BertTextPacker(tf.Module):
     return tf.strings.regex_replace(texts, r"\p{Cc}|\p{Cf}", " ")
 
   def tokenize_context(self, contexts: tf.Tensor) -> Dict[str, tf.RaggedTensor]:
-    """squad_lib's tokenization of `[batch]` strings, with offsets into them.
-
-    squad_lib splits the context on its whitespace into words and tokenizes
-    each word on its own; so does this.
+    """squad_lib's tokenization of `[batch]` strings (each whitespace-split
+    word on its own), with offsets into them.
 
     Returns:
-      Ragged `[batch, tokens]`: `ids` (int64), `word_index` (index of the
-      token's word in `words`), `word_begin` / `word_end` (byte offsets of the
-      token inside its original word, end exclusive; the whole word when
-      lower-casing or accent stripping changed the word's byte length, as
-      squad_lib's `get_final_text` falls back to whole words when it cannot
-      align characters); ragged `[batch, words]`: `words`, `words_begin`
-      (byte offset of each word in its context).
+      Ragged `[batch, tokens]`: `ids` (int64), `word_index` (into `words`),
+      `word_begin` / `word_end` (byte offsets in its word, end exclusive; the
+      whole word when normalizing changed its length, as squad_lib's
+      `get_final_text`); ragged `[batch, words]`: `words`, `words_begin`.
     """
     words, words_begin, words_end = tf_text.regex_split_with_offsets(
         contexts, SQUAD_WHITESPACE_REGEX, "")
@@ -250,20 +217,12 @@ class BertTextPacker(tf.Module):
                     doc_stride: int) -> Dict[str, tf.Tensor]:
     """squad_lib's features (doc-stride windows) for each question/context.
 
-    Args:
-      question_ids: int64 ragged `[batch, tokens]`.
-      context_ids: int64 ragged `[batch, tokens]` (`tokenize_context`).
-      max_query_length: Question tokens kept.
-      doc_stride: Stride between windows.
-
     Returns:
-      Per window (`[windows]` or `[windows, max_seq_length]`):
-      `input_word_ids`, `input_mask`, `input_type_ids` (int32), `example_index`,
-      `window_start` (first context token), `window_length`,
-      `context_offset` (position of the first context token in the sequence),
-      `max_context` (bool `[windows, max_seq_length]`: whether this window is
-      the token's max-context window, squad_lib's `token_is_max_context`);
-      per example: `num_windows` `[batch]`. Indices are int64.
+      Per window (`[windows]` or `[windows, max_seq_length]`): the int32
+      model inputs, `example_index`, `window_start` (first context token),
+      `window_length`, `context_offset` (its position in the sequence),
+      `max_context` (squad_lib's `token_is_max_context`); per example:
+      `num_windows`. Indices are int64.
     """
     seq_length = self.max_seq_length
     question = question_ids[:, :max_query_length]

@@ -22,25 +22,21 @@ class RealFormerMaskedLMConfig(masked_lm.MaskedLMConfig):
   """Model Garden's `MaskedLMConfig` plus the vocabulary the data was made with.
 
   Attributes:
-    vocab_file: The WordPiece vocabulary the pre-training records were
-      tokenized with. Not read by training (the records hold token ids), but
-      checked before training starts (a valid vocabulary whose size equals
-      `model.encoder.*.vocab_size`) and recorded in `params.yaml` for
+    vocab_file: The records' WordPiece vocabulary: not read by training, but
+      checked against the encoder's `vocab_size` and recorded for
       fine-tuning. Empty: not checked.
   """
   vocab_file: str = ""
 
 
-# The file-shuffle seed every worker uses when `train_data.seed` is unset:
-# Model Garden's `InputReader` then shuffles the file list with a seed each
-# worker draws for itself, so the workers' shards overlap and files go unread.
+# The file-shuffle seed of every worker when `train_data.seed` is unset (else
+# each draws its own, so their shards overlap and files go unread).
 SHARED_FILE_SEED = 20201228  # RealFormer's arXiv date.
 
 
 def with_shared_seed(params, input_context=None):
-  """`params` (a data config) with `SHARED_FILE_SEED` as its seed when it
-  reads several files for several input pipelines and sets none; else
-  `params` unchanged."""
+  """`params` with `SHARED_FILE_SEED` when several training pipelines read it
+  and it sets no seed; else unchanged."""
   pipelines = input_context.num_input_pipelines if input_context else 1
   if (pipelines > 1 and params.is_training and params.seed is None and
       params.input_path != "dummy"):
@@ -55,14 +51,13 @@ _REPORTED: Set[str] = set()  # Variables already said to get no gradient.
 
 
 def report_untrained(names: Iterable[str]) -> None:
-  """Says once per process which variables get no gradient: an info line
-  for the encoder's pooler (expected), a warning for anything else."""
+  """Says once per process which variables get no gradient (a warning unless
+  the encoder's pooler)."""
   new = sorted(set(names) - _REPORTED)
   if not new:
     return
   _REPORTED.update(new)
-  # `pooler_transform`: the encoder's pooler (BertEncoderV2's name, ours
-  # too); the NSP head's own is `pooler_dense`, and must be trained.
+  # The encoder's pooler; the NSP head's own (`pooler_dense`) must train.
   if all("/pooler_transform/" in name for name in new):
     logging.info(
         "Not trained by masked-LM pre-training (no gradient reaches them): "
@@ -86,9 +81,8 @@ class MaskedLMTask(masked_lm.MaskedLMTask):
   _input_resume_records = 0
 
   def resume_input_at(self, records: int) -> None:
-    """Makes `build_inputs` start the training records `records` in
-    (`resumable_pretraining`): the trainer calls it with the count the
-    checkpoint it restores holds, before it builds the datasets."""
+    """Makes `build_inputs` skip the first `records` training records (the
+    trainer calls it before building the datasets)."""
     self._input_resume_records = records
 
   def build_inputs(self, params, input_context=None):
@@ -130,8 +124,7 @@ class MaskedLMTask(masked_lm.MaskedLMTask):
     grads = tape.gradient(scaled_loss, tvars)
     if scales:
       grads = optimizer.get_unscaled_gradients(grads)
-    # Left out of the update: tf_keras warns at every trace otherwise
-    # ("Gradients do not exist ...").
+    # Left out of the update: tf_keras warns at every trace otherwise.
     report_untrained(v.name for g, v in zip(grads, tvars) if g is None)
     optimizer.apply_gradients(
         [(g, v) for g, v in zip(grads, tvars) if g is not None])

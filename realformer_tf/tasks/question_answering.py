@@ -1,10 +1,9 @@
 """SQuAD v1.1 / v2.0 fine-tuning: Model Garden's `QuestionAnsweringTask` with
 tensorflow-text features and the official scripts' metrics.
 
-Evaluation features come from the training records' tokenizer
-(`squad_data.SquadTokenizer`), padded to whole batches; predictions are
-scored on the official scripts' 0-100 scale and key names (Model Garden's
-`QuestionAnsweringTask.reduce_aggregated_logs` rescales and renames them).
+Evaluation features come from the training records' tokenizer, padded to
+whole batches; predictions are scored on the official scripts' 0-100 scale
+and key names (Model Garden rescales and renames them).
 """
 
 import dataclasses
@@ -24,9 +23,7 @@ from realformer_tf.data import output_sets
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import squad_json
 
-
-# The official scripts' files take no key of ours: this manifest beside them
-# (the step, the metrics and the files) proves them ours.
+# The manifest beside the official scripts' files that proves them ours.
 EVAL_MANIFEST = "squad_eval.json"
 WRITER = "realformer_tf.tasks.question_answering"
 
@@ -49,20 +46,14 @@ def squad_metrics(dataset: List[Mapping[str, Any]],
                   predictions: Mapping[str, str],
                   null_odds: Optional[Mapping[str, float]] = None,
                   version_2_with_negative: bool = False) -> Dict[str, float]:
-  """The official SQuAD metrics (0-100), via Model Garden's evaluators.
-
-  Args:
-    dataset: The `data` list of a SQuAD JSON file (gold answers).
-    predictions: {question id: answer text}; "" means no answer (v2.0).
-    null_odds: v2.0 only: {question id: null score - best non-null score}; the
-      best-threshold search predicts "" iff odds > threshold.
-    version_2_with_negative: Use the v2.0 evaluator.
+  """The official SQuAD metrics (0-100) of `predictions` ({id: text}, ""
+  for no answer) against a SQuAD JSON's `data` list; `null_odds` (v2.0):
+  {id: null score - best non-null score}.
 
   Returns:
-    v1.1: `exact_match`, `f1`. v2.0: `exact`, `f1`, `total` (questions
-    scored), `HasAns_exact`, `HasAns_f1`, `HasAns_total` and the same for
-    `NoAns_` (each when there are such questions) and, with `null_odds`,
-    `best_*`: the keys and numbers `evaluate-v2.0.py` prints (totals as ints).
+    v1.1: `exact_match`, `f1`; v2.0: the keys and numbers `evaluate-v2.0.py`
+    prints (`exact`, `f1`, `total`, `HasAns_*`, `NoAns_*`, with `null_odds`
+    `best_*`; totals as ints).
   """
   if not version_2_with_negative:
     result = squad_evaluate_v1_1.evaluate(dataset, predictions)

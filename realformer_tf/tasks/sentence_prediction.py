@@ -51,8 +51,8 @@ METRIC_FNS = dict(accuracy=accuracy, f1=f1, pearson=pearson, spearman=spearman,
 
 
 def glue_metrics(task: str, outputs, labels) -> Dict[str, float]:
-  """The paper's metrics (fractions) of GLUE `task` for `labels` (`[n]`) from
-  `outputs`: logits `[n, num_classes]` or STS-B scores `[n]` / `[n, 1]`."""
+  """The paper's metrics (fractions) of GLUE `task` from `outputs` (logits
+  `[n, num_classes]` or STS-B scores) for `labels` `[n]`."""
   spec = glue_data.get_task(task)
   outputs = np.asarray(outputs)
   if not spec.is_regression and (outputs.ndim != 2 or
@@ -69,12 +69,8 @@ MAJORITY_PREFIX = "majority_class_"
 
 
 def majority_class_metrics(task: str, labels) -> Dict[str, float]:
-  """The metrics of predicting the most frequent label for every example.
-
-  What a model that learned nothing scores (e.g. MRPC dev: accuracy 0.684,
-  F1 0.812, all positive); keys are `MAJORITY_PREFIX + metric`. Empty for
-  regression (STS-B: a constant has no correlation).
-  """
+  """The metrics (`MAJORITY_PREFIX + metric`) of predicting the most frequent
+  label everywhere: what a model that learned nothing scores; {} for STS-B."""
   spec = glue_data.get_task(task)
   labels = np.asarray(labels).reshape(-1)
   if spec.is_regression or not len(labels):
@@ -91,8 +87,7 @@ class GlueDataConfig(sp_dataloader.SentencePredictionDataConfig):
 
   Attributes:
     split_names: Empty, or one name per comma-separated file in `input_path`
-      (evaluation only). Each example then carries the index of its file as
-      `split_id`, and metrics are reported per file as `<metric>_<name>`.
+      (evaluation only): metrics are reported per file as `<metric>_<name>`.
   """
   split_names: Optional[List[str]] = None
 
@@ -225,11 +220,7 @@ class RealFormerSentencePredictionTask(
     return results
 
   def initialize(self, model):
-    """Restores the encoder (and NSP pooler) from `task.init_checkpoint`.
-
-    Training's run plan has already resolved it to a readable prefix; a
-    directory given otherwise is read as Model Garden reads it.
-    """
+    """Restores the encoder (and NSP pooler) from `task.init_checkpoint`."""
     path = self.task_config.init_checkpoint
     if not path:
       return

@@ -58,30 +58,12 @@ class RealFormerTranslationConfig(translation.TranslationConfig):
       default_factory=RealFormerTranslationModelConfig)
 
 
-def build_translation_model(model_config: RealFormerTranslationModelConfig,
-                            vocab_size: int, eos_id: int) -> tf_keras.Model:
-  """`Seq2SeqTransformer` with the RealFormer encoder and decoder stacks."""
-  encoder = seq2seq_lib.RealFormerSeq2SeqEncoder(
-      **model_config.encoder.as_dict())
-  decoder = decoder_lib.RealFormerDecoder(
-      **model_config.decoder.as_dict())
-  return seq2seq_lib.build_seq2seq_transformer(
-      vocab_size=int(vocab_size), embedding_width=model_config.embedding_width,
-      encoder=encoder, decoder=decoder, eos_id=int(eos_id),
-      dropout_rate=model_config.dropout_rate,
-      padded_decode=model_config.padded_decode,
-      decode_max_length=model_config.decode_max_length,
-      beam_size=model_config.beam_size, alpha=model_config.alpha)
-
-
 @task_factory.register_task_cls(RealFormerTranslationConfig)
 class RealFormerTranslationTask(translation.TranslationTask):
   """Model Garden's `TranslationTask` building the RealFormer seq2seq model.
 
-  The SentencePiece model must have pad id 0 and eos id 1: Model Garden's
-  task takes any model and trains on the wrong ids without a word
-  (`translation_data.check_sentencepiece_model`, also run by train.py's
-  input checks before anything is written).
+  The SentencePiece model must have pad id 0 and eos id 1 (Model Garden's
+  task would train on the wrong ids without a word).
   """
 
   def __init__(self, params, logging_dir=None, name=None):
@@ -98,5 +80,15 @@ class RealFormerTranslationTask(translation.TranslationTask):
     return int(self._vocab_size)
 
   def build_model(self) -> tf_keras.Model:
-    return build_translation_model(self.task_config.model, self._vocab_size,
-                                   self._eos_id)
+    """`Seq2SeqTransformer` with the RealFormer encoder and decoder stacks."""
+    config = self.task_config.model
+    return seq2seq_lib.build_seq2seq_transformer(
+        vocab_size=int(self._vocab_size),
+        embedding_width=config.embedding_width,
+        encoder=seq2seq_lib.RealFormerSeq2SeqEncoder(
+            **config.encoder.as_dict()),
+        decoder=decoder_lib.RealFormerDecoder(**config.decoder.as_dict()),
+        eos_id=int(self._eos_id), dropout_rate=config.dropout_rate,
+        padded_decode=config.padded_decode,
+        decode_max_length=config.decode_max_length,
+        beam_size=config.beam_size, alpha=config.alpha)

@@ -28,11 +28,7 @@ class CheckpointSaveError(RuntimeError):
 
 
 def _async_error(checkpoint: tf.train.Checkpoint) -> Optional[Exception]:
-  """Takes the error of `checkpoint`'s failed async write, if any.
-
-  TensorFlow's `AsyncCheckpointHelper` keeps it privately until the next save
-  or exit; cleared here so that the exit hook does not raise it again.
-  """
+  """Takes (and clears, for the exit hook) a failed async write's error."""
   helper = getattr(checkpoint, "_async_checkpointer_impl", None)
   error = getattr(helper, "_async_error", None)
   if error is not None:
@@ -100,8 +96,8 @@ class Controller(orbit.Controller):
     return None if path == self._last_written else path
 
   def _check_saves(self, synced: bool) -> None:
-    """Raises `CheckpointSaveError` if the unconfirmed async save failed;
-    `synced`: it has ended (so it must have been confirmed)."""
+    """Raises `CheckpointSaveError` if the unconfirmed async save failed (or
+    has ended, `synced`, unconfirmed)."""
     path = self._pending_save()
     if path is None:
       return
@@ -110,8 +106,7 @@ class Controller(orbit.Controller):
       self._fail(path, error)
 
   def _maybe_save_checkpoint(self, check_interval: bool = True) -> bool:
-    """Orbit's, with the "saved" line and the errors of the module docstring.
-    """
+    """Orbit's, with the "saved" line and the errors of the module docstring."""
     manager = self.checkpoint_manager
     if not (manager and manager.checkpoint_interval):
       return False
@@ -121,15 +116,13 @@ class Controller(orbit.Controller):
     path = os.path.join(manager.directory, f"ckpt-{step}")
     options = copy.copy(self._checkpoint_options)
     options.experimental_write_callbacks = [self._written]
-    # A stop signal waits for the save to be handed over (`stop_signals`:
-    # its `Stopped` broke TensorFlow's trace of the async copy function).
+    # A stop signal must not break TensorFlow's trace of the async copy.
     with stop_signals.held():
       try:
         saved = manager.save(checkpoint_number=step,
                              check_interval=check_interval, options=options)
       except (tf.errors.OpError, OSError, ValueError, RuntimeError) as e:
-        # A synchronous write failed, or an async one surfaced the previous
-        # save's failure before starting.
+        # A sync write failed, or an async one raised the previous failure.
         self._fail(self._pending_save() or path, e)
       if saved is not None and self._enable_async_checkpoint_saving:
         self._unconfirmed_save = saved
@@ -140,11 +133,8 @@ class Controller(orbit.Controller):
     self._check_saves(synced=True)
 
   def save_at_stop(self) -> None:
-    """At a stop signal: the current step saved, unless a checkpoint holds it.
-
-    Model Garden saves on preemption only under a cluster resolver
-    (`SaveCheckpointIfPreempted`). A failed write raises `CheckpointSaveError`.
-    """
+    """At a stop signal: saves the current step unless a checkpoint holds it;
+    a failed write raises `CheckpointSaveError`."""
     manager = self.checkpoint_manager
     if manager is None:
       return
@@ -153,8 +143,7 @@ class Controller(orbit.Controller):
     latest = manager.latest_checkpoint
     if step == 0 or (latest and latest.endswith(f"-{step}")):
       return
-    # A cut-short save has marked the step saved before writing
-    # (`CheckpointManager.save`) and would skip it as done.
+    # A cut-short save marked the step saved before writing.
     manager._last_checkpoint_step = None  # pylint: disable=protected-access
     if self._maybe_save_checkpoint(check_interval=False):
       self._sync_on_async_checkpointing()

@@ -11,10 +11,8 @@ NVIDIA_DRIVER = "/proc/driver/nvidia/version"
 
 def quiet(environ: MutableMapping[str, str] = os.environ,
           driver: str = NVIDIA_DRIVER) -> bool:
-  """Sets TF_CPP_MIN_LOG_LEVEL=1 when there is no NVIDIA driver (`driver`
-  absent) and it is unset; returns whether it set it."""
-  # Level 1, not 3: TF's "failed call to cuInit" is an ERROR line, and
-  # hiding it would hide real errors too.
+  """Sets TF_CPP_MIN_LOG_LEVEL=1 (not 3: real errors stay) without an NVIDIA
+  `driver` if unset; returns whether it set it."""
   if os.path.exists(driver) or "TF_CPP_MIN_LOG_LEVEL" in environ:
     return False
   environ["TF_CPP_MIN_LOG_LEVEL"] = "1"

@@ -20,8 +20,7 @@ PINNED = {
 
 
 def experiment_of(argv: Sequence[str]) -> Optional[str]:
-  """The value of `--experiment` in `argv` (`--experiment=X` or
-  `--experiment X`; the last one wins, as absl's flags), or None."""
+  """The (last) value of `--experiment` in `argv`, or None."""
   experiment = None
   for i, arg in enumerate(argv):
     if arg.startswith("--experiment="):
@@ -33,9 +32,8 @@ def experiment_of(argv: Sequence[str]) -> Optional[str]:
 
 def pin(argv: Sequence[str],
         environ: MutableMapping[str, str] = os.environ) -> Dict[str, str]:
-  """For a quickstart command line, sets each `PINNED` variable that
-  `environ` lacks; returns those it set (nothing for other experiments).
-  Must run before TensorFlow is imported."""
+  """For a quickstart command line, sets each `PINNED` variable `environ`
+  lacks (before TensorFlow is imported); returns those it set."""
   if experiment_of(argv) != QUICKSTART:
     return {}
   set_now = {}
@@ -47,8 +45,7 @@ def pin(argv: Sequence[str],
 
 
 def summary_line(environ: MutableMapping[str, str] = os.environ) -> str:
-  """The closing summary's line on the numerics in effect: the pinned ones,
-  or which variables differ and that the README's numbers may not hold."""
+  """The closing summary's line on the numerics in effect."""
   differ: List[str] = [
       f"{name}={environ.get(name, '(unset)')} (pinned: {value})"
       for name, (value, _) in PINNED.items() if environ.get(name) != value]

@@ -1,8 +1,7 @@
 """The data-set checks of a run plan's facts (`plan_facts.Reader`).
 
-Model Garden finds a bad input only once the pipeline or the model runs; here
-each is an error naming the config key, the value and the file, before
-anything is written.
+Model Garden finds a bad input only once the pipeline runs; here each is an
+error naming the config key, the value and the file, before any write.
 """
 
 from typing import Dict, List, Optional, Sequence
@@ -20,10 +19,8 @@ from realformer_tf.data import shards
 
 
 def match_input_files(key: str, input_path) -> List[str]:
-  """The files `input_reader.match_files` makes of `input_path` (each of a
-  mixture config's paths), each an existing non-empty file, shard sets
-  (`-SSSSS-of-NNNNN` names) whole (`shards.check_whole`); errors name `key`.
-  """
+  """The files `input_reader.match_files` makes of `input_path`, each an
+  existing non-empty file, shard sets whole; errors name `key`."""
   paths = (list(input_path.as_dict().values())
            if isinstance(input_path, hyperparams.Config) else [input_path])
   if not any(str(p).replace(",", "").strip() for p in paths):
@@ -48,10 +45,9 @@ def match_input_files(key: str, input_path) -> List[str]:
 
 
 def record_spec(data):
-  """None, or what the first record of `data` must hold as Model Garden's
-  `BertPretrainDataLoader`, `SentencePredictionDataLoader` and (training)
-  `QuestionAnsweringDataLoader` parse it: ({feature: (config field giving its
-  length, the length)}, token-id features, what the records are)."""
+  """None, or what the first record of `data` must hold for Model Garden's
+  loaders: ({feature: (config field, length)}, token-id features, what the
+  records are)."""
   if getattr(data, "file_type", "tfrecord") != "tfrecord":
     return None
   seq = ("seq_length", getattr(data, "seq_length", None))
@@ -80,8 +76,8 @@ def record_spec(data):
 
 def check_first_record(key: str, path: str, expected, record_format: str,
                        lengths: Optional[Dict[str, int]] = None) -> None:
-  """The first record of `path` has each expected feature, of its length.
-  `lengths`: its features' lengths, when known (`record_facts`): not read."""
+  """The first record of `path` (unread if `lengths` are known) has each
+  expected feature, of its length."""
   if lengths is None:
     try:
       lengths = record_facts.lengths_of(record_facts.first_example(path))
@@ -91,8 +87,7 @@ def check_first_record(key: str, path: str, expected, record_format: str,
           f"({e.reason})." if isinstance(e.error, tf.errors.OpError) else
           f"{key}.input_path: the first record of {path!r} is not a "
           f"tf.train.Example ({e.error}).") from None
-  # Missing features first: records of another kind are named as such
-  # rather than as records of another length.
+  # Missing features first: records of another kind are named as such.
   for feature in expected:
     if feature not in lengths:
       hint = (f" (records made without NSP? set {key}.use_next_sentence_label"
@@ -112,10 +107,8 @@ def check_token_ids(key: str, files: Sequence[str],
                     id_features: Sequence[str], vocab_size: int,
                     vocab_key: str, *, manifest_of,
                     cache_path: Optional[str] = None) -> None:
-  """Every token id in every record of `files` is in [0, vocab_size), as
-  their manifest records it, or one read of each file (`record_facts`;
-  kept in `cache_path`), which also names a truncated or corrupt file.
-  """
+  """Every token id in `files` is in [0, vocab_size), by their manifest or
+  one read of each file (kept in `cache_path`)."""
   try:
     found_facts = record_facts.facts(files, manifest_of, cache_path)
   except record_facts.UnreadableRecords as e:
@@ -141,11 +134,8 @@ def check_unlisted_records(key: str, files: Sequence[str], data,
                            run_vocab: str, run_size: int,
                            init_checkpoint: str, *, manifest_of,
                            cache_path: Optional[str] = None) -> None:
-  """Records no converter meta data lists (copied without it): their
-  vocabulary cannot be compared with the run's. What can be checked is:
-  the largest id of each file must be below the run's vocabulary size (its
-  embedding rows), else a ValueError; otherwise a warning says the
-  vocabulary could not be verified."""
+  """Records no meta data lists: a ValueError if an id is past the run's
+  vocabulary, else a warning that their vocabulary is unverified."""
   spec = record_spec(data)
   if not files or not spec:
     return

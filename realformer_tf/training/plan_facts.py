@@ -1,10 +1,8 @@
 """The facts of a run plan, each read once by a `Reader`, which keeps them.
 
-A data split's files (globbed once, shard sets checked whole), first record,
-token-id scan, converter meta data and manifest check; each vocabulary's
-tokens and SHA-256; a run's params.yaml; a checkpoint's embedding shape and
-whether the configured encoder restores from it. A problem found is a fact
-(its message) for `plan_rules`; a sweep's runs share one `Reader`.
+A split's files, first record, token ids and manifest; each vocabulary; a
+run's params.yaml; a checkpoint's embedding and whether the encoder restores
+from it. A problem found is a fact for `plan_rules`; a sweep shares a `Reader`.
 """
 
 import dataclasses
@@ -29,8 +27,8 @@ from realformer_tf.data import tokenization
 from realformer_tf.training import input_checks
 
 INIT_KEY = "task.init_checkpoint"
-# Checkpoint keys of a word-embedding table, best first: Model Garden's
-# encoders, the masked-LM head's tied table, TF1 BERT.
+# Checkpoint keys of a word-embedding table, best first: Model Garden, the
+# MLM head's tied table, TF1 BERT.
 _WORD_EMBEDDING_KEYS = (
     re.compile(r"(^|/)_embedding_layer/embeddings/\.ATTRIBUTES/"
                r"VARIABLE_VALUE$"),
@@ -40,8 +38,7 @@ _WORD_EMBEDDING_KEYS = (
 
 
 def check_model_dir_path(model_dir: str) -> None:
-  """`model_dir` is, or can be made, a directory: not a file, nor under one
-  (else TensorFlow's raw FailedPreconditionError at the first write)."""
+  """Raises unless `model_dir` is, or can be made, a directory."""
   if not model_dir:
     raise ValueError("--model_dir is required.")
   utils.check_directory_path(model_dir, "--model_dir",
@@ -62,8 +59,7 @@ Meta = Optional[Tuple[str, Dict[str, Any]]]
 @dataclasses.dataclass(frozen=True)
 class Split:
   """A data split a run reads (`key`: e.g. "task.train_data"): its files,
-  their meta data and the problems its checks found (files, first record,
-  token ids, the manifest: `output_sets.check_set`); `unlisted`: that of its
+  their meta data and the problems found; `unlisted`: the problem of its
   records no meta data lists, against the init run's vocabulary."""
   key: str
   data: Any
@@ -76,8 +72,7 @@ class Split:
 
 @dataclasses.dataclass(frozen=True)
 class Vocab:
-  """A vocabulary the run uses, set by `key`: its tokens and SHA-256 (None
-  when unreadable: `problem` says why)."""
+  """A vocabulary set by `key`: tokens and SHA-256, or `problem`."""
   key: str
   path: str
   tokens: Optional[Tuple[str, ...]] = None
@@ -87,10 +82,9 @@ class Vocab:
 
 @dataclasses.dataclass(frozen=True)
 class InitRun:
-  """`task.init_checkpoint` (`value`): the run of ours it lies in (or None),
-  its vocabulary and the SHA-256 its records were converted with; for a
-  training run that starts, the prefix the encoder restores from (or
-  `problem`) and its word embedding (prefix, rows, variable; or None)."""
+  """`task.init_checkpoint` (`value`): its run, vocabulary and records'
+  vocabulary SHA-256; for a fresh training run, the prefix the encoder
+  restores from (or `problem`) and its word embedding (prefix, rows, key)."""
   value: str
   run: Optional[run_directory.Run]
   vocab: Optional[Vocab]
@@ -101,9 +95,8 @@ class InitRun:
 
 
 class Reader:
-  """Reads each fact once, keeping what it read (or the ValueError);
-  `cache_path`: where what a read of every record proves is kept
-  (`record_facts`; None: in this process only, e.g. for a dry run)."""
+  """Reads each fact once, keeping it (or its ValueError); `cache_path`:
+  where record scans are kept (None: in this process only)."""
 
   def __init__(self, cache_path: Optional[str] = None):
     self._memo = {}
@@ -135,10 +128,8 @@ class Reader:
     return self._value(("run", path), lambda: run_directory.find_run(path))
 
   def meta_data(self, record_path: str) -> Meta:
-    """The converter meta data listing `record_path`: GLUE's
-    `<task>_meta_data.json` under `splits`, SQuAD's next to its records,
-    any set manifest's under `files` (`output_sets`; the quickstart's
-    `manifest.json` when ours). Each directory's are read once."""
+    """(path, contents) of the converter meta data or manifest of ours
+    listing `record_path`; each directory's are read once."""
     directory, name = os.path.split(record_path)
     if directory not in self._metas:
       found = []
@@ -164,8 +155,7 @@ class Reader:
 
   def vocab(self, key: str, path: str, vocab_key: Optional[str] = None,
             vocab_size: Optional[int] = None) -> Vocab:
-    """The vocabulary at `path` (set by `key`), checked against the model's
-    `vocab_size` (set by `vocab_key`) when given."""
+    """The vocabulary at `path`, checked against `vocab_size` if given."""
     tokens, error = self._once(
         ("vocab", path), lambda: tuple(tokenization.load_vocab(path)))
     error = error or self._once(("size", path, vocab_size), lambda: (
@@ -177,18 +167,16 @@ class Reader:
     return Vocab(key, path, tokens, sha)
 
   def embedding(self, checkpoint: str) -> Optional[Tuple[str, int, str]]:
-    """(checkpoint prefix, rows, key) of the word embedding in `checkpoint`
-    (a prefix, or a directory's newest readable one); None if it has none
-    that `_WORD_EMBEDDING_KEYS` knows. Reads the shape map only."""
+    """(prefix, rows, key) of `checkpoint`'s word embedding, or None; reads
+    the shape map only."""
     return self._value(("embedding", checkpoint),
                        lambda: _embedding_rows(checkpoint))
 
   def split(self, key: str, data, vocab_key: Optional[str],
             vocab_size: Optional[int], init: Optional[InitRun],
             manifests: Set[str]) -> Split:
-    """The facts of the data split `key` (a DataConfig `data`); a manifest
-    already in `manifests` (another split's) is not checked again, and the
-    ones checked here are added."""
+    """The facts of the data split `key`; a manifest in `manifests` is not
+    checked again, and the ones checked here are added."""
     input_path = getattr(data, "input_path", None)
     text = str(input_path)
     if input_path == "dummy" or (
@@ -249,8 +237,7 @@ class Reader:
 
   def trained_vocab_sha256(self, config: cfg.ExperimentConfig
                           ) -> Optional[str]:
-    """The SHA-256 of the vocabulary a run's training records were
-    converted with (`tokenization.vocab_meta`); None if unrecorded."""
+    """The SHA-256 of the vocabulary a run's training records used, or None."""
     data = getattr(config.task, "train_data", None)
     input_path = getattr(data, "input_path", "") if data else ""
     if not input_path or input_path == "dummy":
@@ -261,9 +248,8 @@ class Reader:
 
   def init_run(self, value: str, run: Optional[run_directory.Run],
                params: cfg.ExperimentConfig, restores: bool) -> InitRun:
-    """The facts of `task.init_checkpoint=value`; with `restores` (a
-    training run that starts), whether the encoder of `params` restores
-    from it, and its embedding."""
+    """The facts of `task.init_checkpoint=value`; with `restores` (a fresh
+    training run), whether `params`' encoder restores from it."""
     vocab = (self.vocab(f"{INIT_KEY}'s vocabulary", run.vocab_file)
              if run and run.vocab_file and tf.io.gfile.exists(run.vocab_file)
              else None)
@@ -281,8 +267,7 @@ class Reader:
 
 
 def _warn_padded(meta_path: str, meta, vocab_size: Optional[int]) -> None:
-  """Records of a smaller vocabulary than the encoder's are allowed, with a
-  warning (`tokenization.warn_padded_vocabulary`)."""
+  """Warns of records of a smaller vocabulary than the encoder's."""
   tokens = meta.get("vocab_size")
   if (isinstance(tokens, int) and isinstance(vocab_size, int) and
       tokens < vocab_size):
@@ -305,22 +290,19 @@ def _embedding_rows(checkpoint: str) -> Optional[Tuple[str, int, str]]:
 
 
 def _check_init_checkpoint(init_checkpoint: str, encoder_config) -> str:
-  """The newest checkpoint prefix of `init_checkpoint` from which an encoder
-  of `encoder_config` restores (without a RealFormer encoder, the newest
-  readable one)."""
+  """The newest prefix of `init_checkpoint` an `encoder_config` encoder
+  restores from (none given: the newest readable one)."""
   key = INIT_KEY
   if encoder_config is None:
     return run_directory.resolve_checkpoint(init_checkpoint, key)
-  # A throwaway graph: only the variables' shapes are needed, and the real
-  # model's layer names stay unsuffixed.
+  # A throwaway graph: the real model's layer names stay unsuffixed.
   with tf2_checkpoint.shapes_only_graph() as built:
     encoder = encoders.build_realformer_encoder(encoder_config)
     built.append(encoder)
     encoder(utils.dummy_inputs())
 
     def read_encoder(prefix: str) -> None:
-      # Read once here, so a truncated file fails before params.yaml is
-      # written.
+      # Read now: a truncated file fails before params.yaml is written.
       reader, pairs, _ = tf2_checkpoint.check_encoder_checkpoint(
           prefix, encoder, "encoder")
       for _, name in pairs:

@@ -1,9 +1,8 @@
 """The rules a run plan must pass: functions of the plan yielding problems.
 
 Every rule runs; `check` raises one refusal listing every problem (a lone
-one as it is: its message and type, e.g. `errors.CheckpointMismatchError`).
-Rules read no file (the facts are the plan's), so train.py, the sweep and
-export judge the same facts the same way.
+one as it is). Rules read no file, so train.py, the sweep and export judge
+the same facts the same way.
 """
 
 import os
@@ -24,8 +23,7 @@ INIT_KEY = plan_facts.INIT_KEY
 
 
 def values(plan: run_plan.RunPlan) -> Iterator[Problem]:
-  """Config values (`value_checks`: ranges, lengths, GPUs, the encoder
-  config's own `validate`, the batches' split over the replicas)."""
+  """Config values (`value_checks`)."""
   params, mode = plan.params, plan.mode
   for check in (lambda: value_checks.validate_config(params, mode),
                 lambda: value_checks.validate_model(params),
@@ -38,8 +36,7 @@ def values(plan: run_plan.RunPlan) -> Iterator[Problem]:
 
 
 def derivation(plan: run_plan.RunPlan) -> Iterator[Problem]:
-  """What `derive` could not derive (the resumed checkpoint, the encoder of
-  the init run, the quickstart's data options)."""
+  """What `derive` could not derive."""
   yield from plan.problems
 
 
@@ -53,10 +50,8 @@ def _describe_key(key: Optional[dict]) -> str:
 
 
 def quickstart(plan: run_plan.RunPlan) -> Iterator[Problem]:
-  """A quickstart run's data belongs to it: a run of another experiment in
-  `model_dir` is named as such, and once the run has a checkpoint, only data
-  built from the same inputs (`quickstart_corpus.data_key`) is used (or
-  rebuilt, if damaged)."""
+  """A quickstart run's data belongs to it: not a run of another experiment,
+  and once it has a checkpoint, only data built from the same inputs."""
   data, model_dir = plan.quickstart, plan.model_dir
   name = experiments.QUICKSTART
   if data is None:
@@ -96,8 +91,7 @@ def quickstart(plan: run_plan.RunPlan) -> Iterator[Problem]:
 
 
 def data_sets(plan: run_plan.RunPlan) -> Iterator[Problem]:
-  """Files, first record, token ids and manifest of each split; each
-  vocabulary valid and within the encoder's."""
+  """Each split's files, records and manifest; each vocabulary."""
   for split in plan.splits:
     yield from split.problems
   yield from (vocab.problem for vocab in plan.vocabs if vocab.problem)
@@ -108,9 +102,7 @@ def _describe(path: str, size, sha: str) -> str:
 
 
 def records_vocabulary(plan: run_plan.RunPlan) -> Iterator[Problem]:
-  """Records (and vocabularies) of another vocabulary than the run
-  `task.init_checkpoint` names, named with both and the fix; records no
-  meta data lists: `input_checks.check_unlisted_records`."""
+  """Records and vocabularies of another vocabulary than the init run's."""
   run_vocab = plan.init.vocab if plan.init else None
   if not run_vocab or not run_vocab.tokens:
     return
@@ -145,10 +137,8 @@ def vocab_fit_problem(vocab: plan_facts.Vocab, checkpoint: str,
                       checkpoint_key: str,
                       embedding: Optional[Tuple[str, int, str]],
                       trained_sha256: Optional[str]) -> Optional[str]:
-  """Why the vocabulary `vocab` does not fit `checkpoint` (set by
-  `checkpoint_key`, its word embedding `embedding`), or None: one token per
-  embedding row, or fewer when `vocab` is the one it was trained with
-  (SHA-256 `trained_sha256`: a padded embedding)."""
+  """Why `vocab` does not fit `checkpoint`'s word `embedding`, or None: one
+  token per row, or fewer for the vocabulary it was trained with (padded)."""
   if embedding is None:
     logging.warning("%s=%s: no word embedding found among its variables; "
                     "its size is not compared with %s=%s.", checkpoint_key,
@@ -172,8 +162,8 @@ def vocab_fit_problem(vocab: plan_facts.Vocab, checkpoint: str,
 
 
 def init_checkpoint(plan: run_plan.RunPlan) -> Iterator[Problem]:
-  """The init checkpoint restores into the encoder, and each vocabulary and
-  record set the run reads has a token per row of its word embedding."""
+  """The init checkpoint restores, and every vocabulary and record set has a
+  token per row of its word embedding."""
   init = plan.init
   if init is None or not (init.prefix or init.problem):
     return
@@ -206,10 +196,8 @@ def init_checkpoint(plan: run_plan.RunPlan) -> Iterator[Problem]:
 
 
 def model_dir(plan: run_plan.RunPlan) -> Iterator[Problem]:
-  """`--mode=eval` needs a checkpoint (else: metrics of a random model); an
-  eval mode can write its summaries; a training run resuming checkpoints
-  has the same `task.name` and `task.model` as `params.yaml` (else it would
-  overwrite it, then fail restoring), each change listed."""
+  """`--mode=eval` needs a checkpoint; an eval mode can write its summaries;
+  a resumed run has `params.yaml`'s `task.name` and `task.model`."""
   mode, directory = plan.mode, plan.model_dir
   if mode == "eval" and not plan.resume and not plan.problems:
     yield (f"--mode=eval: no checkpoint in --model_dir={directory!r}, so "
@@ -235,11 +223,8 @@ def model_dir(plan: run_plan.RunPlan) -> Iterator[Problem]:
 
 
 def _eval_writes(plan: run_plan.RunPlan) -> Iterator[Problem]:
-  """An eval mode (no lock: it writes no checkpoint) can write its
-  summaries (Model Garden's `trainer.validation_summary_subdir` of
-  `model_dir`) and train.py's `operative_config.<mode>.gin` in `model_dir`;
-  on a read-only run TensorFlow's raw PermissionDeniedError ended it after
-  the evaluation. Local paths only: object stores have no `os.access`."""
+  """An eval mode can write its summaries and operative config (local paths
+  only: object stores have no `os.access`)."""
   mode, directory = plan.mode, plan.model_dir
   summaries = os.path.join(directory,
                            plan.params.trainer.validation_summary_subdir)
@@ -276,8 +261,7 @@ def problems(plan: run_plan.RunPlan, rules=RULES) -> list:
 
 
 def check(plan: run_plan.RunPlan, rules=RULES) -> None:
-  """Raises the lone problem `rules` find in `plan`, or one ValueError
-  listing them all."""
+  """Raises the lone problem in `plan`, or one ValueError listing them all."""
   found = problems(plan, rules)
   if len(found) == 1:
     raise (found[0] if isinstance(found[0], Exception) else

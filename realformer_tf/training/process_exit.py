@@ -14,17 +14,15 @@ from realformer_tf.training import stop_signals
 
 
 def end_process(exit_code: int) -> None:
-  """Runs the atexit callbacks as a normal exit does (TensorFlow's async
-  checkpoint thread join, absl's log flush), flushes stdout and stderr, then
-  ends the process with `exit_code`, skipping only the finalization."""
+  """Runs the atexit callbacks, flushes stdout and stderr, then ends the
+  process with `exit_code`, skipping only the finalization."""
   atexit._run_exitfuncs()  # pylint: disable=protected-access
   for stream in (sys.stdout, sys.stderr):
     try:
       stream.flush()
     except (OSError, ValueError):  # A closed pipe: nothing more to say.
       pass
-  # Safe: a run's files are complete by now (checkpoints synced and checked,
-  # summaries flushed after each write, JSON written atomically).
+  # Safe: a run's files are complete by now.
   os._exit(exit_code)  # pylint: disable=protected-access
 
 
@@ -40,10 +38,7 @@ def run_and_exit(main: Callable[..., None],
                  refusals: Tuple[Type[BaseException], ...] = cli.REFUSALS
                  ) -> None:
   """`cli.run(main, refusals)`, then `end_process` with the status Python
-  would give: 0, `sys.exit`'s, 128 + the signal for a run stopped by
-  SIGTERM/SIGINT (`stop_signals`: 143, 130, as the shell reports a signal),
-  or 1 after printing an uncaught exception as Python does (a `refusals`
-  exception: its message alone, as `cli.run` prints it).
+  would give (128 + the signal for a stopped run, as the shell reports it).
   """
   try:
     cli.run(main, refusals)

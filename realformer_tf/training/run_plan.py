@@ -40,13 +40,11 @@ ARCHITECTURE_FIELDS = (
     "hidden_activation", "intermediate_size", "max_position_embeddings",
     "type_vocab_size", "embedding_size", "residual_attention", "norm_first",
     "final_layer_norm", "norm_epsilon")
-# train.py's files in its --model_dir besides checkpoints and the lock: the
-# final evaluation's {"step", "metrics"}, and what a read of records without
-# our manifest proved (`record_facts`).
+# train.py's other files in --model_dir: the final evaluation's {"step",
+# "metrics"}, and what a scan of records without our manifest proved.
 FINAL_EVAL_FILE = "final_eval.json"
 DATA_SCAN_FILE = "data_scan.json"
-# params.yaml's first line: our proof of writing it (YAML has no writer key;
-# Model Garden's loader skips a comment).
+# params.yaml's first line (a comment): our proof of writing it.
 PARAMS_HEADER = "# realformer_tf train.py run configuration\n"
 
 
@@ -73,16 +71,14 @@ def explicit_keys(sources: Sequence[Tuple[str, Mapping[str, Any]]]
 
 
 def quickstart_data_dir(model_dir: str) -> str:
-  """Where the quickstart builds its own data for the run in `model_dir`
-  (training's only addition to a run directory's layout)."""
+  """Where the quickstart builds its own data for the run in `model_dir`."""
   return os.path.join(model_dir, experiments.QUICKSTART_DATA_SUBDIR)
 
 
 @dataclasses.dataclass(frozen=True)
 class Quickstart:
-  """The quickstart data a run needs: `key` (`quickstart_corpus.data_key`),
-  built into `data_dir` unless `cached`; `recorded`: the key the data there
-  was built for (None without a readable manifest)."""
+  """The quickstart data a run needs (`key`), built into `data_dir` unless
+  `cached`; `recorded`: the key of the data there, if readable."""
   data_dir: str
   key: dict
   input_files: Optional[Tuple[str, ...]]
@@ -120,9 +116,8 @@ class RunPlan:
 
 def _follow_train_steps(params: cfg.ExperimentConfig,
                         explicit: ExplicitKeys) -> Optional[str]:
-  """Fits decay length and warm-up to a `trainer.train_steps` that
-  `explicit` says was set, unless the same or a later source set them
-  (Model Garden's parser would keep the old length). Returns what changed."""
+  """Fits decay length and warm-up to an explicit `trainer.train_steps`
+  unless the same or a later source set them; returns what changed."""
   if TRAIN_STEPS_KEY not in explicit:
     return None
   index, source = explicit[TRAIN_STEPS_KEY]
@@ -155,10 +150,9 @@ def _follow_train_steps(params: cfg.ExperimentConfig,
 
 def _inherit_encoder(params: cfg.ExperimentConfig, explicit: ExplicitKeys,
                      run: Optional[run_directory.Run]) -> Tuple[str, ...]:
-  """Copies into `params` the encoder architecture (`ARCHITECTURE_FIELDS`) of
-  the run `task.init_checkpoint` names, when it is a run of ours (a value the
+  """Copies the init run's encoder architecture into `params` (a value the
   user set otherwise is an error naming both), and what follows from it (the
-  pooler, the eval vocabulary). Returns what changed."""
+  pooler, the eval vocabulary); returns what changed."""
   ours = plan_facts.encoder_of(params)
   theirs = run and plan_facts.encoder_of(run.config)
   if ours is None or theirs is None:
@@ -186,8 +180,7 @@ def _inherit_encoder(params: cfg.ExperimentConfig, explicit: ExplicitKeys,
   derived = [f"{INIT_KEY}={init_checkpoint} is a {run.config.task.name} run: "
              f"its encoder config ({run.params_path}) is used" +
              (f", changing {', '.join(taken)}" if taken else " (no change)")]
-  # GLUE's pooler is `hidden_size` wide: the run's NSP pooler restores into
-  # it only when that head was as wide.
+  # The run's NSP pooler restores into GLUE's only if as wide.
   heads = getattr(run.config.task.model, "cls_heads", [])
   nsp = {h.name: h.inner_dim for h in heads}.get("next_sentence")
   if getattr(params.task, "init_cls_pooler", False) and nsp != ours.hidden_size:
@@ -216,9 +209,8 @@ def _inherit_encoder(params: cfg.ExperimentConfig, explicit: ExplicitKeys,
 
 def _quickstart(params: cfg.ExperimentConfig, model_dir: str,
                 input_files: Sequence[str]) -> Optional[Quickstart]:
-  """The quickstart's data for `params` (None when the experiment builds
-  none); `params` points at it when it is built already. Raises ValueError
-  for options the quickstart cannot build from."""
+  """The quickstart's data for `params` (None if it builds none), pointing
+  `params` at it if built; ValueError for options it cannot build from."""
   task, name = params.task, experiments.QUICKSTART
   if task.name != name:
     if input_files:
@@ -269,8 +261,7 @@ def foreign_params(model_dir: str) -> List[str]:
 
 def foreign_outputs(params: cfg.ExperimentConfig, mode: str,
                     model_dir: str) -> Tuple[str, ...]:
-  """The files at paths a run of `mode` writes (in `model_dir`; a SQuAD
-  task's predictions) not proven ours (`PARAMS_HEADER`, our manifest)."""
+  """The files at paths a run of `mode` writes not proven ours."""
   ops, found = utils.GFILE_OPS, []
   if mode in TRAIN_MODES:
     found += foreign_params(model_dir)
@@ -287,8 +278,7 @@ def foreign_outputs(params: cfg.ExperimentConfig, mode: str,
 
 
 def point_at_quickstart_data(params: cfg.ExperimentConfig, data) -> None:
-  """`params` reads `data` (`prepare_quickstart_data`'s result); the
-  vocabulary size too: the closing summary's chance line reports it."""
+  """Points `params` at `prepare_quickstart_data`'s result, vocab size too."""
   task = params.task
   task.train_data.input_path = data["train_file"]
   task.validation_data.input_path = data["eval_file"]
@@ -298,15 +288,14 @@ def point_at_quickstart_data(params: cfg.ExperimentConfig, data) -> None:
 
 def _derive_config(params: cfg.ExperimentConfig, explicit: ExplicitKeys,
                    init_run: Optional[run_directory.Run]) -> list:
-  """The schedule and the init run's encoder, applied to `params`, then
-  Model Garden's restrictions checked; returns what changed."""
+  """Applies the schedule and init run's encoder, checks Model Garden's
+  restrictions; returns what changed."""
   derived = [_follow_train_steps(params, explicit),
              *_inherit_encoder(params, explicit, init_run)]
   try:
     params.validate()
   except KeyError as e:
-    # Model Garden's restriction check raises KeyError("Found inconsistency
-    # between key `a` and key `b`.").
+    # Model Garden's restriction check raises KeyError.
     raise ValueError(
         f"{e.args[0] if e.args else e} Set them to agree (setting only "
         "trainer.train_steps moves the schedule with it).") from None
@@ -317,14 +306,11 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
            explicit: Optional[ExplicitKeys] = None, num_replicas: int = 1,
            quickstart_input_files: Optional[Sequence[str]] = None,
            reader: Optional[plan_facts.Reader] = None) -> RunPlan:
-  """The plan of running `params` (parsed, not locked; left unchanged) as
-  `mode` in `model_dir`. `explicit`: the keys the user set
-  (`explicit_keys`); `reader`: a sweep's, to share its reads between runs.
+  """The plan of running `params` (unlocked, left unchanged) as `mode` in
+  `model_dir`; `reader`: a sweep's, to share its reads between runs.
 
-  Raises:
-    ValueError: Only for a `mode` train.py does not run, or a `model_dir`
-      no run can use (naming it); every other problem is in `problems` or
-      the facts, for `plan_rules.check`.
+  Raises ValueError only for an unknown `mode` or a `model_dir` no run can
+  use; every other problem is in the plan, for `plan_rules.check`.
   """
   if mode not in MODES:
     raise ValueError(f"--mode={mode!r} is not supported by train.py; use one "
@@ -353,8 +339,7 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
               caught(lambda: reader.previous(model_dir)))
   init_value = getattr(params.task, "init_checkpoint", "") or ""
   init_run = caught(lambda: reader.run(init_value) if init_value else None)
-  # Model Garden reads the init checkpoint only when a training run starts
-  # without a checkpoint of its own.
+  # Model Garden restores the init checkpoint only for a fresh training run.
   restores = mode in TRAIN_MODES and resume is None and not problems
   derived = caught(lambda: _derive_config(params, explicit, init_run))
   restores = restores and derived is not None
@@ -363,8 +348,7 @@ def derive(params: cfg.ExperimentConfig, mode: str, model_dir: str, *,
   init = (reader.init_run(init_value, init_run, params, restores)
           if init_value else None)
   if init and init.prefix:
-    # The prefix checked, not its directory: the task restores what was
-    # checked, and params.yaml records it.
+    # The prefix checked: what the task restores and params.yaml records.
     params.task.init_checkpoint = init.prefix
   splits, vocabs = (), ()
   if not (quickstart and not quickstart.cached):

@@ -21,8 +21,7 @@ from realformer_tf.training import cpu_numerics
 
 
 def console(message: str) -> None:
-  """Prints `message` to stdout, where Orbit prints its progress (debug-level
-  in the absl log, as Orbit's absl copies are dropped)."""
+  """Prints `message` to stdout beside Orbit's progress (absl: debug)."""
   logging.debug(message)
   print(message, flush=True)
 
@@ -42,10 +41,8 @@ def drop_duplicate_progress() -> None:
 
 
 def _read_eval_records(files: List[str]) -> tuple:
-  """(masked ids, their weights, next-sentence labels) of at most 10,000
-  records of `files`: a stable frequency, cheap for any eval set (the feature
-  names are the same in v1 and v2 records; a file without NSP labels gives
-  none)."""
+  """(masked ids, their weights, next-sentence labels) of the first 10,000
+  records of `files` (v1 and v2 records name them alike)."""
   spec = {"masked_lm_ids": tf.io.VarLenFeature(tf.int64),
           "masked_lm_weights": tf.io.VarLenFeature(tf.float32),
           "next_sentence_labels": tf.io.VarLenFeature(tf.int64)}
@@ -74,8 +71,7 @@ def most_frequent_masked_token(files: List[str]) -> Optional[tuple]:
 
 def majority_next_sentence_label(files: List[str]) -> Optional[tuple]:
   """(label, fraction, pairs) of the most frequent next-sentence label in the
-  first 10,000 MLM/NSP records; None without labels.
-  """
+  first 10,000 records; None without labels."""
   _, _, labels = _read_eval_records(files)
   if not labels.size:
     return None
@@ -131,12 +127,11 @@ def _mlm_lines(params: cfg.ExperimentConfig,
     majority = _baseline(majority_next_sentence_label, files)
     if majority:
       label, fraction, pairs = majority
-      line += (f". Always answering the majority label (" +
+      line += (". Always answering the majority label (" +
                ("random next sentence" if label else "true next sentence") +
                f", {round(fraction * pairs)} of the {pairs} eval pairs): "
                f"{fraction:.4f}" + ("; the model does not beat it"
-                                    # Within half an example: the float32
-                                    # metric of a tie can read a hair above.
+                                    # A float32 tie can read a hair above.
                                     if nsp < fraction + 0.5 / pairs else ""))
     else:
       line += " (no labels read from the eval records; balanced ones: 0.5)"
@@ -147,9 +142,8 @@ def _mlm_lines(params: cfg.ExperimentConfig,
 def summary_lines(params: cfg.ExperimentConfig, model_dir: str,
                   metrics: Mapping[str, Any], step: int,
                   steps_run: int, seconds: float) -> List[str]:
-  """The closing lines of a train.py run (see the module docstring), from the
-  final `metrics` (may be empty) and this invocation's `steps_run` in
-  `seconds` (training and evaluation)."""
+  """The closing lines of a train.py run from the final `metrics` (may be
+  empty) and this invocation's `steps_run` in `seconds`."""
   lines = list(_mlm_lines(params, metrics))
   if any(k.startswith("majority_class_") for k in metrics):
     lines.append("GLUE metrics are fractions; majority_class_* is what "

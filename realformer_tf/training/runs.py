@@ -28,7 +28,6 @@ from realformer_tf.training import run_plan
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 from realformer_tf.training import train_lib
-from realformer_tf.training import seed_stats
 
 
 @dataclasses.dataclass
@@ -37,8 +36,7 @@ class RunSpec(abc.ABC):
   model_dir: str
   config: cfg.ExperimentConfig
   seed: int
-  # The keys the user set (`run_plan.explicit_keys`): the run's plan refuses
-  # what contradicts its init run among them, as train.py's does.
+  # The keys the user set (`run_plan.explicit_keys`), as train.py's.
   explicit: run_plan.ExplicitKeys = dataclasses.field(
       default_factory=dict, kw_only=True)
 
@@ -68,12 +66,8 @@ def train_and_evaluate(config: cfg.ExperimentConfig, model_dir: str,
                        seed: int, mode: str = "train_and_post_eval",
                        explicit: Optional[run_plan.ExplicitKeys] = None
                       ) -> Dict:
-  """Trains (or resumes) one run in this process, then evaluates it once
-  (`train_and_eval`: also every `trainer.validation_interval` steps).
-
-  Returns:
-    {"eval_logs": the final evaluation's logs (floats), "global_step": int}.
-  """
+  """Trains (or resumes) one run in this process and evaluates it; returns
+  {"eval_logs": the final evaluation's logs, "global_step": int}."""
   tf_keras.backend.clear_session()
   # One place seeds a run: `run_experiment`, from this key.
   config.task.train_data.seed = seed
@@ -123,12 +117,8 @@ def plan_lines(runs: Sequence[RunSpec]) -> List[str]:
 
 def progress_bar(runs: Sequence[RunSpec], statuses: Sequence[str]
                  ) -> tqdm.tqdm:
-  """A bar over the runs' training steps, the finished ones as `initial`.
-
-  With `smoothing=0` the rate (so the ETA) is this invocation's steps over
-  its time: runs finished earlier do not speed it up. (tqdm draws nothing
-  when stderr is no terminal: `execute` also prints a line per run.)
-  """
+  """A bar over the runs' training steps, the finished ones as `initial`
+  (`smoothing=0`: the ETA is this invocation's rate)."""
   done = sum(r.train_steps for r, s in zip(runs, statuses) if s == "done")
   return tqdm.tqdm(total=sum(r.train_steps for r in runs), initial=done,
                    unit="step", smoothing=0, disable=None, desc="training")
@@ -149,8 +139,8 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
             ) -> List[Dict]:
   """Runs every run without a result; returns all results in `runs` order.
 
-  SIGTERM or SIGINT stops the current run as train.py does, skips the rest
-  (`stopped_line`) and raises `Stopped`; a second one ends the process.
+  A stop signal stops the current run as train.py does, skips the rest and
+  raises `Stopped`.
   """
   statuses = [status(run) for run in runs]
   results = []
@@ -176,5 +166,3 @@ def execute(runs: Sequence[RunSpec], runner: Runner = train_run
       bar.update(run.train_steps)
   return results
 
-
-median_std = seed_stats.median_std  # TensorFlow-free; kept here too.

@@ -3,9 +3,9 @@ r"""The paper's GLUE protocol: a learning-rate x epochs grid, N seeds, best medi
   python -m realformer_tf.training.sweep --task=mrpc --model_dir_root=/runs/glue \
     --data_dir=/data/glue_tfrecords --seeds=5 [--dry_run]
 
-Each grid point and seed is one run under `<model_dir_root>/<task>/`, skipped
-when finished; the summary (`glue_summary.json`) keeps per task the grid point
-of the highest median over seeds, and GLUE's overall score.
+Each grid point and seed is one run under `<model_dir_root>/<task>/` (skipped
+when finished); `glue_summary.json` keeps each task's best median grid point
+and GLUE's overall score.
 """
 
 import dataclasses
@@ -33,6 +33,7 @@ from realformer_tf.training import plan_rules
 from realformer_tf.training import process_exit
 from realformer_tf.training import run_plan
 from realformer_tf.training import runs
+from realformer_tf.training import seed_stats
 from realformer_tf.training import train_lib
 
 RESULT_FILE = "glue_result.json"
@@ -86,9 +87,8 @@ def replace_data_dir(config: cfg.ExperimentConfig, data_dir: str) -> None:
 def base_config(task: str, config_files: Sequence[str] = (),
                 params_override: str = "", data_dir: Optional[str] = None
                ) -> Tuple[cfg.ExperimentConfig, run_plan.ExplicitKeys]:
-  """The task's config, parsed as train.py parses `--experiment=realformer/glue
-  --config_file=<the task's YAML> --config_file=... --params_override=...`,
-  and the keys those set (`run_plan.explicit_keys`)."""
+  """The task's config parsed as train.py parses `--experiment=realformer/glue`
+  with the task's YAML first, and the keys the sources set."""
   config, explicit = train_lib.parse_configuration_and_sources(
       train_utils.ParseConfigOptions(
           experiment=finetuning.GLUE, tpu=None,
@@ -135,9 +135,8 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
               config: cfg.ExperimentConfig, train_size: int,
               explicit: Optional[run_plan.ExplicitKeys] = None
              ) -> List[GlueRun]:
-  """Every (epochs, learning rate, seed) run with its own config; `explicit`
-  (`base_config`'s keys) must leave the grid's keys to the grid, but for the
-  task's YAML (source 0), whose one grid point the grid replaces."""
+  """Every (epochs, learning rate, seed) run with its own config; only the
+  task's YAML (source 0 of `explicit`) may set the grid's keys."""
   explicit = dict(explicit or {})
   set_by_user = [f"{key} (set by {explicit[key][1]})" for key in GRID_KEYS
                  if explicit.get(key, (0,))[0] > 0]
@@ -166,10 +165,8 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
 
 
 def check_runs(planned: Sequence[GlueRun]) -> None:
-  """Each run's plan (`run_plan.derive`) passes every rule (`plan_rules`),
-  as the run will check itself: the sweep accepts what train.py accepts.
-  One `plan_facts.Reader` for all runs: their data, vocabulary and init
-  checkpoint are read once in all. Writes nothing."""
+  """Checks each run's plan as train.py will (one `Reader`: each file read
+  once in all); writes nothing."""
   reader = plan_facts.Reader()
   for run in planned:
     plan_rules.check(run_plan.derive(run.config, run.MODE, run.model_dir,
@@ -177,8 +174,7 @@ def check_runs(planned: Sequence[GlueRun]) -> None:
 
 
 def init_warning(config: cfg.ExperimentConfig) -> Optional[str]:
-  """A warning when the runs start from a random encoder (no
-  `task.init_checkpoint`): the paper's grid fine-tunes a pre-trained one."""
+  """A warning when the runs fine-tune a random encoder, else None."""
   if config.task.init_checkpoint:
     return None
   encoder = config.task.model.encoder.get()
@@ -201,13 +197,8 @@ def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
 
 
 def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
-  """Per grid point median/std over seeds of the result dicts; the best point.
-
-  Returns {"task", "main_metric", "grid": [point, ...], "best": point, "score":
-  mean of the best point's metric medians}, where a point is {"epochs",
-  "learning_rate", "num_seeds", "seeds", "metrics": {name: {"median", "std",
-  "values"}}}.
-  """
+  """{"task", "main_metric", "grid": [point], "best": point, "score"}: each
+  point's median/std over seeds, the best by median, its mean of medians."""
   spec = glue_data.get_task(task)
   groups = {}
   for result in sorted(results, key=lambda r: r["seed"]):
@@ -220,7 +211,7 @@ def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
               for name in sorted(set().union(*(r["metrics"] for r in group)))}
     grid.append({"epochs": epochs, "learning_rate": lr,
                  "num_seeds": len(group), "seeds": [r["seed"] for r in group],
-                 "metrics": {name: runs.median_std(v)
+                 "metrics": {name: seed_stats.median_std(v)
                              for name, v in values.items()}})
   main = spec.main_metric
   if spec.name == "mnli" and not any(main in p["metrics"] for p in grid):
@@ -327,7 +318,6 @@ def main(argv):
   planned = plan_runs(FLAGS.task, FLAGS.model_dir_root, _floats("epochs"),
                       _floats("learning_rates"), range(FLAGS.seeds), config,
                       train_size, explicit)
-  # The runs' own checks, before a plan is printed or a run starts.
   check_runs(planned)
   # A user's glue_summary.json is refused before a run starts.
   ownership.check_ours((), os.path.join(FLAGS.model_dir_root, SUMMARY_FILE),

@@ -60,18 +60,16 @@ def _unknown_key(config, overrides: Mapping[str, Any]) -> Optional[str]:
 
 
 class ExperimentParser(train_utils.ExperimentParser):
-  """Model Garden's flag parser (same order) with errors naming the flag, file
-  and key; `sources` lists each config file's and the override's nested dict,
-  in order, for `run_plan.explicit_keys`."""
+  """Model Garden's flag parser with errors naming the flag, file and key;
+  `sources`: each config file's and the override's nested dict, in order."""
 
   def __init__(self, flags_obj):
     super().__init__(flags_obj)
     self.sources = []
 
   def _override(self, params, source: str, value: str):
-    """`params.override` with `value` read as Model Garden reads config files
-    and --params_override (a YAML file, a YAML/JSON string or "a.b=1,c=2"),
-    errors naming `source`."""
+    """`params.override` with `value` as Model Garden reads it; errors name
+    `source`."""
     try:
       # Into an empty non-strict ParamsDict first: the nested dict.
       overrides = hyperparams.override_params_dict(
@@ -116,9 +114,8 @@ def parse_configuration(flags_obj) -> cfg.ExperimentConfig:
 
 
 def parse_configuration_and_sources(flags_obj):
-  """(`parse_configuration`, the keys the user set: `run_plan.explicit_keys`),
-  every value of its field's type; the config's derivations (the schedule,
-  the init run's encoder) are `run_plan.derive`'s."""
+  """(`parse_configuration`, the keys the user set), every value of its
+  field's type."""
   parser = ExperimentParser(flags_obj)
   params = parser.parse()
   value_checks.validate_field_types(params)
@@ -134,11 +131,8 @@ WRITER = "realformer_tf.training.train_lib"
 
 
 def clean_stale_temps(model_dir: str) -> List[str]:
-  """Removes what a killed train.py left behind in `model_dir`; returns
-  the paths of TensorFlow's leftovers and what the sweep said of ours.
-
-  Only a chief holding `model_dir`'s lock calls this: no live save is touched.
-  """
+  """Removes what a killed train.py left in `model_dir` (call with its lock
+  held); returns the paths removed."""
   removed = []
   for path in tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*_temp*")):
     if tf.io.gfile.isdir(path):
@@ -153,12 +147,8 @@ def clean_stale_temps(model_dir: str) -> List[str]:
 
 
 def write_params_yaml(params: cfg.ExperimentConfig, model_dir: str) -> None:
-  """Model Garden's `train_utils.serialize_config`, whole or old, headed by
-  `run_plan.PARAMS_HEADER` (our proof of writing it).
-
-  It writes `params.yaml` in place (`hyperparams.save_params_dict_to_yaml`),
-  so a kill left it truncated; staged and renamed over it here.
-  """
+  """Model Garden's `train_utils.serialize_config`, staged (a kill leaves
+  the old file) and headed by `run_plan.PARAMS_HEADER`, our proof of writing."""
   ops = utils.GFILE_OPS
   ownership.refuse_foreign(run_plan.foreign_params(model_dir))
   with writes.staged(run_directory.params_path(model_dir), ops) as tmp:
@@ -172,9 +162,8 @@ _log = run_summary.console
 
 
 def make_strategy(params: cfg.ExperimentConfig) -> tf.distribute.Strategy:
-  """Model Garden's strategy for `params.runtime`, with its precision policy
-  set first, as official/nlp/train.py ('mixed_float16'/'mixed_bfloat16'; the
-  loss scale applies with float16 only)."""
+  """Model Garden's strategy for `params.runtime`, its precision policy set
+  first (as official/nlp/train.py)."""
   if params.runtime.mixed_precision_dtype:
     performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
   return distribute_utils.get_distribution_strategy(
@@ -187,9 +176,8 @@ def make_strategy(params: cfg.ExperimentConfig) -> tf.distribute.Strategy:
 
 @dataclasses.dataclass
 class Checked:
-  """A checked run: its `plan` (the locked config is `plan.params`), its
-  `strategy`, and whether this worker is the chief (Model Garden's
-  `should_checkpoint`: it writes `model_dir`)."""
+  """A checked run's plan, strategy and whether this worker writes
+  `model_dir` (the chief)."""
   plan: run_plan.RunPlan
   strategy: tf.distribute.Strategy
   chief: bool
@@ -199,12 +187,9 @@ class Checked:
 def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                 quickstart_input_files: Optional[Sequence[str]] = None,
                 explicit: Optional[run_plan.ExplicitKeys] = None):
-  """Derives the run's plan and checks every rule over it (one refusal
-  lists every problem, before anything is written), then holds
-  `model_dir`'s lock for the block; yields `Checked`.
-
-  Eval modes take no lock (they write only `validation/` event files). The
-  quickstart's data is built under the lock, then the plan derived again.
+  """Derives and checks the run's plan (one refusal lists every problem,
+  before any write), then holds `model_dir`'s lock (train modes) for the
+  block, building the quickstart's data under it; yields `Checked`.
   """
   # The strategy first: a multi-worker one must precede TensorFlow's first op.
   try:
@@ -245,8 +230,7 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
 
 
 def dry_run(flags_obj) -> run_plan.RunPlan:
-  """train.py --dry_run: derives and prints the plan, then checks it (a
-  refusal as a run's); writes nothing."""
+  """train.py --dry_run: derives, prints and checks the plan; writes nothing."""
   params, explicit = parse_configuration_and_sources(flags_obj)
   plan = run_plan.derive(
       params, flags_obj.mode, flags_obj.model_dir, explicit=explicit,
@@ -272,12 +256,8 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                    explicit: Optional[run_plan.ExplicitKeys] = None
                   ) -> Mapping[str, Any]:
   """Checks, then trains and/or evaluates a parsed (unlocked) config as `mode`
-  says; train.py, the GLUE sweep and the reproduction all run through here.
-  Returns the last evaluation's metrics (empty if the mode does not
-  evaluate). `explicit`: the keys the user set (`run_plan.explicit_keys`).
-
-  Every check runs first, once (`checked_run`, which also holds `model_dir`'s
-  lock; only the chief, `strategy.extended.should_checkpoint`, takes it).
+  says (train.py, the sweep and the reproduction all run here); returns the
+  last evaluation's metrics, or {}. `explicit`: the keys the user set.
   """
   clustered = multi_worker.configure_coordination(
       params.runtime.distribution_strategy)
@@ -304,11 +284,8 @@ def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
 
 def _save_at_stop(controllers, strategy: tf.distribute.Strategy,
                   trains_here: bool) -> None:
-  """A stopped training run keeps its steps: `Controller.save_at_stop`.
-
-  One worker only (on a cluster Model Garden's preemption action saves); a
-  save that failed is said, and the stop goes on.
-  """
+  """Saves a stopped single-worker run's steps (a cluster's preemption
+  action saves there); a failed save is said, and the stop goes on."""
   if not (trains_here and controllers) or strategy.cluster_resolver:
     return
   try:
@@ -339,15 +316,13 @@ def _run_checked(plan: run_plan.RunPlan, strategy: tf.distribute.Strategy,
          "evaluation never finished: running it now.")
 
   trains = mode in run_plan.TRAIN_MODES and not completed
-  # Written by the chief only; pure eval modes do not write it, so that a
-  # continuous eval job does not race the train job (as official/nlp/train.py).
+  # The chief of a train mode only: an eval job must not race the train job.
   writer = chief and mode in run_plan.TRAIN_MODES
   if writer:
     clean_stale_temps(model_dir)
     write_params_yaml(params, model_dir)
 
-  # Model Garden seeds only the input pipeline; initialisation and dropout
-  # take the seed too, so that a seeded run repeats.
+  # Model Garden seeds only the input pipeline; a seeded run must repeat.
   if params.task.train_data.seed is not None:
     tf_keras.utils.set_random_seed(params.task.train_data.seed)
   with strategy.scope():
@@ -363,9 +338,7 @@ def _run_checked(plan: run_plan.RunPlan, strategy: tf.distribute.Strategy,
   eval_outputs = []  # Orbit eval action: run_experiment returns only post-eval.
   run_summary.drop_duplicate_progress()
   start_time = time.time()
-  # No preemption retry (official/nlp/train.py's is disabled open-source):
-  # a rerun resumes from the latest checkpoint.
-  controllers = []
+  controllers = []  # No preemption retry: a rerun resumes.
 
   def make_controller(*args, **kwargs):
     multi_worker.stop_after_preemption_checkpoint(kwargs.get("train_actions"))

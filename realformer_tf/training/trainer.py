@@ -31,15 +31,13 @@ class NonFiniteLossError(RuntimeError):
 class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
   """The `training_loss` `Mean` that also finds the loop's first bad step.
 
-  `first_nonfinite_step()`: the 1-based step in the loop whose replica-summed
-  loss was not finite, or whose replica mean exceeded `upper_bound` (0: none);
-  `first_nonfinite_loss()`: that mean.
+  `first_nonfinite_step()`: the loop's 1-based step whose loss was not finite
+  or above `upper_bound` (0: none); `first_nonfinite_loss()`: its mean loss.
   """
 
   def __init__(self, upper_bound: float = float("inf")):
     super().__init__(name="training_loss", dtype=tf.float32)
-    # ONLY_FIRST_REPLICA: every replica holds the same values (the check uses
-    # all-reduced losses), so reading replica 0's is exact.
+    # Every replica holds the same (all-reduced) values.
     only_first = tf.VariableAggregation.ONLY_FIRST_REPLICA
     self._steps = self.add_weight(
         "loop_steps", initializer="zeros", aggregation=only_first)
@@ -47,8 +45,7 @@ class LossMeanWithNonFiniteTracking(tf_keras.metrics.Mean):
         "first_nonfinite_step", initializer="zeros", aggregation=only_first)
     self._first_bad_loss = self.add_weight(
         "first_nonfinite_loss", initializer="zeros", aggregation=only_first)
-    # A setting, not a statistic: `reset_state` zeroes every metric variable,
-    # so the trainer sets it again after each reset (`train_loop_begin`).
+    # `reset_state` zeroes it too: `train_loop_begin` sets it again.
     self._upper_bound = tf.Variable(
         upper_bound, dtype=self.dtype, trainable=False, name="upper_bound",
         aggregation=only_first)
@@ -90,8 +87,7 @@ class _EvalOnlyCheckpoint(tf.train.Checkpoint):
   """A checkpoint restored for evaluation: the optimizer's values go unused."""
 
   def restore(self, save_path, options=None):
-    # Without it TensorFlow warns once per optimizer value left in the file
-    # ("Value in checkpoint could not be found in the restored object").
+    # Else TensorFlow warns once per optimizer value left in the file.
     return super().restore(save_path, options=options).expect_partial()
 
 
@@ -102,8 +98,7 @@ _INPUT_RECORDS_KEY = "input_records/.ATTRIBUTES/VARIABLE_VALUE"
 def _input_position(checkpoint: Optional[str], batch_size: int
                    ) -> Tuple[int, int]:
   """(step, records trained on) of the checkpoint a run resumes ((0, 0):
-  none). A checkpoint without the count (written before it was kept) is
-  taken to have trained at `batch_size`, as said in the log."""
+  none); without a recorded count, as if trained at `batch_size` (logged)."""
   step = run_directory.checkpoint_step(checkpoint)
   if not checkpoint:
     return step, 0
@@ -119,15 +114,12 @@ def _input_position(checkpoint: Optional[str], batch_size: int
 
 
 class Trainer(base_trainer.Trainer):
-  """See the module docstring. Built with `train=False`, it restores the
-  model without the optimizer; `model_dir`: where the non-finite loss error
-  finds the latest checkpoint; `resume`: the checkpoint the run restores (its
-  plan's, `run_plan.RunPlan.resume`; None for a new run)."""
+  """See the module docstring; with `train=False` it restores the model
+  without the optimizer. `resume`: the plan's checkpoint (None: a new run)."""
 
   def __init__(self, config, task, *args, model_dir: Optional[str] = None,
                resume: Optional[str] = None, **kwargs):
-    # A resumed pre-training run skips the records its checkpoint counts
-    # (`MaskedLMTask.resume_input_at`), set before the datasets are built.
+    # A resumed pre-training run skips the records its checkpoint counts.
     resume_step = records = None
     if kwargs.get("train", True) and isinstance(task,
                                                 masked_lm_task.MaskedLMTask):
@@ -146,13 +138,12 @@ class Trainer(base_trainer.Trainer):
       self._checkpoint = _EvalOnlyCheckpoint(
           global_step=self.global_step, model=self.model,
           **getattr(self.model, "checkpoint_items", {}))
-    # Replaces the base class's `Mean` (same name and value), in its scope.
-    # Parameter-server training has no per-step all-reduce to check.
+    # Replaces the base class's `Mean`; parameter servers have no all-reduce.
     self._check_steps = not self._is_async
     if self._check_steps:
       self._train_loss = LossMeanWithNonFiniteTracking()
-    # A stop signal ends the train loop at its next step; not on a cluster,
-    # where Model Garden's preemption handling saves.
+    # A stop signal ends the loop at its next step (a cluster's preemption
+    # handling saves there).
     self._stop_requested = None
     if not (self._is_async or self.strategy.cluster_resolver):
       self._stop_requested = tf.Variable(
@@ -165,9 +156,8 @@ class Trainer(base_trainer.Trainer):
     self._stop_requested.assign(True)
 
   def create_train_loop_fn(self):
-    """Orbit's `create_tf_while_loop_fn` with a stop check (one scalar read)
-    before each step: the loop is one TensorFlow call, during which Python's
-    signal handler cannot run. The other loop kinds are Orbit's."""
+    """Orbit's `create_tf_while_loop_fn` with a stop check before each step
+    (Python's signal handler cannot run inside the loop's one call)."""
     options = self._train_options
     if (self._stop_requested is None or not options.use_tf_while_loop or
         options.use_tpu_summary_optimization):
@@ -184,12 +174,8 @@ class Trainer(base_trainer.Trainer):
     return tf.function(loop_fn)
 
   def initialize(self):
-    """The checkpoint manager's `init_fn` (no checkpoint of its own).
-
-    A non-chief worker restores the chief's latest checkpoint here: Model
-    Garden's `run_experiment` gives it a manager over a temporary directory,
-    and workers that initialized disagreed with a restored chief.
-    """
+    """The checkpoint manager's `init_fn`; a non-chief worker restores the
+    chief's latest checkpoint (its own manager's directory is temporary)."""
     latest = (None if self.strategy.extended.should_checkpoint else
               run_directory.newest_checkpoint(self._model_dir))
     if latest:
@@ -211,8 +197,7 @@ class Trainer(base_trainer.Trainer):
             self._input_resume_step, self._model_dir, self._loop_start_step)
       self._input_resume_step = None  # Checked once: at the first loop.
     if self._check_steps:
-      # As Model Garden's `RecoveryCondition`: the bound applies from
-      # global step trainer.recovery_begin_steps on.
+      # As `RecoveryCondition`: from trainer.recovery_begin_steps on.
       trainer = self.config.trainer
       self._train_loss.set_upper_bound(
           trainer.loss_upper_bound,
@@ -220,9 +205,8 @@ class Trainer(base_trainer.Trainer):
     self._loop_start_time = time.time()
 
   def train_loop_end(self):
-    """Raises on a non-finite loss, else the base logs + examples_per_second;
-    `Stopped` if the loop ended for a stop signal. Counts the loop's records
-    in `input_records` (saved with the step)."""
+    """The base logs + examples_per_second; raises on a non-finite loss or
+    a stop signal. Counts the loop's records in `input_records`."""
     if self._input_records is not None:
       self._input_records.assign_add(
           (int(self.global_step.numpy()) - self._loop_start_step) *

@@ -1,8 +1,7 @@
 """Config values no run can mean, refused before anything is read or written.
 
-Model Garden's configs are typed, not ranged (a negative learning rate trains
-to rc 0). `check_values` checks every number against `_RULES` and the rules
-between keys, in one error naming every bad key.
+Model Garden's configs are typed, not ranged: `check_values` checks every
+number against `_RULES` and the rules between keys, naming every bad key.
 """
 
 import dataclasses
@@ -26,8 +25,8 @@ MIXED_PRECISION_DTYPES = ("float32", "float16", "bfloat16")
 
 def _leaves(config: hyperparams.Config, prefix: str
            ) -> Iterator[Tuple[str, object, Optional[type]]]:
-  """(dotted key, value, declared type) of each leaf: a one-of's chosen
-  branch only, list items as `key[i]`, a mapping given to a scalar field."""
+  """(dotted key, value, declared type) of each leaf (a one-of's chosen
+  branch only, list items as `key[i]`)."""
   for field in dataclasses.fields(config):
     value, key = getattr(config, field.name, None), prefix + field.name
     expected = field.type
@@ -88,8 +87,7 @@ _RULES = tuple((re.compile(pattern), rule, note) for pattern, rule, note in (
 
 
 def _value_error(key: str, value, ranged: bool) -> Optional[str]:
-  """A float must be one the graph holds (YAML's `.nan` and `.inf` pass every
-  comparison, 1e300 is inf in float32); a `ranged` number, `_RULES`."""
+  """A float must be finite in float32; a `ranged` number obeys `_RULES`."""
   if isinstance(value, float) and not abs(value) <= _FLOAT32_MAX:  # NaN too.
     return f"{key}={value!r} must be a finite number" + (
         f" in float32 (at most {_FLOAT32_MAX:.3g})" if math.isfinite(value)
@@ -146,8 +144,7 @@ def _other_errors(params: cfg.ExperimentConfig,
 
 def _value_errors(params: cfg.ExperimentConfig, trains: bool,
                   evaluates: bool, data_keys: List[str]) -> Iterator[str]:
-  """`check_values`' problems: every number, `_RULES`, the rules between
-  keys."""
+  """`check_values`' problems."""
   unread = tuple(f"task.{name}." for name in params.task.as_dict()
                  if isinstance(getattr(params.task, name), cfg.DataConfig) and
                  f"task.{name}" not in data_keys)
@@ -162,8 +159,7 @@ def _value_errors(params: cfg.ExperimentConfig, trains: bool,
 
 
 def runtime_errors(params: cfg.ExperimentConfig) -> List[str]:
-  """The problems of `params.runtime`'s values (a strategy is built from
-  them before the plan is derived)."""
+  """The problems of `params.runtime`'s values (checked before the plan)."""
   return [error for error in _value_errors(params, False, False, [])
           if error.startswith("runtime.")]
 
@@ -175,9 +171,9 @@ def _refusal(what: str, errors: List[str]) -> ValueError:
 
 def check_values(params: cfg.ExperimentConfig, trains: bool,
                  evaluates: bool, data_keys: List[str]) -> None:
-  """Raises ValueError naming every out-of-range key and value of `params`
-  (type-checked): the trainer's keys if the mode `trains`, its
-  `validation_steps` if it `evaluates`, the data configs of `data_keys`."""
+  """Raises ValueError naming every out-of-range key of `params`: the
+  trainer's if the mode `trains`, its `validation_steps` if it `evaluates`,
+  the data configs of `data_keys`."""
   errors = list(_value_errors(params, trains, evaluates, data_keys))
   if errors:
     raise _refusal("out of range", errors)
@@ -198,12 +194,8 @@ def _type_error(key: str, value, expected: Optional[type]) -> Optional[str]:
 
 
 def validate_field_types(params: cfg.ExperimentConfig) -> None:
-  """Every int, float and bool field of `params` holds a value of that type.
-
-  Model Garden's `Config.override` stores what YAML or `--params_override`
-  gives unconverted: `train_steps=1.5` makes Orbit loop at step 1 forever,
-  `train_steps=abc` a `TypeError` deep in the trainer.
-  """
+  """Every int, float and bool field of `params` holds a value of that type
+  (`Config.override` stores values unconverted)."""
   errors = [e for e in (_type_error(*leaf) for leaf in _leaves(params, ""))
             if e]
   if errors:
@@ -211,8 +203,7 @@ def validate_field_types(params: cfg.ExperimentConfig) -> None:
 
 
 def validate_model(params: cfg.ExperimentConfig) -> None:
-  """Runs the encoder config's own `validate` now, not at build time (Model
-  Garden's parse checks only `restrictions`); errors name its key."""
+  """Runs the encoder config's own `validate` now; errors name its key."""
   encoder_key, encoder = registry.task_encoder(params)
   if encoder is None:
     return
@@ -239,8 +230,8 @@ def _length_errors(key: str, data, encoder_key: Optional[str],
 
 
 def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
-  """The checks of `params` for `mode` that read no input file: its values
-  and sequence lengths in one error (`check_values`), then the GPUs."""
+  """The checks of `params` for `mode` that read no file: values and
+  sequence lengths in one error, then the GPUs."""
   data_configs = run_plan.data_configs(params, mode)
   errors = list(_value_errors(params, mode in run_plan.TRAIN_MODES,
                               mode in run_plan.EVAL_MODES,
@@ -255,8 +246,7 @@ def validate_config(params: cfg.ExperimentConfig, mode: str) -> None:
 
 def validate_batch_sizes(params: cfg.ExperimentConfig, mode: str,
                          num_replicas: int) -> None:
-  """Each global batch must split evenly over the replicas (positive:
-  `check_values`)."""
+  """Each global batch must split evenly over the replicas."""
   for key, data in run_plan.data_configs(params, mode):
     batch = data.global_batch_size
     if batch % num_replicas:

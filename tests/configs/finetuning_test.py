@@ -9,8 +9,8 @@ from official.core import train_utils
 from official.modeling import hyperparams
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import finetuning
-from realformer_tf.configs import recipe
 from realformer_tf.data import glue
+from realformer_tf.data import schedule
 
 EXPECTED = {
     # task: (num_classes, label_type, published train size, metric keys)
@@ -82,7 +82,7 @@ def test_yaml_loads_like_train_py(task):
 
   # 3 epochs at batch 32 with 10% warm-up, decaying to 0 at the last step.
   steps = math.ceil(3 * size / 32)
-  assert recipe.train_steps(size, 3, 32) == steps
+  assert schedule.train_steps(size, 3, 32) == steps
   assert params.trainer.train_steps == steps
   opt = params.trainer.optimizer_config
   assert opt.optimizer.type == "adamw"

@@ -12,7 +12,6 @@ import pytest
 
 from official.core import config_definitions as cfg
 from realformer_tf.training import runs
-from realformer_tf.training import seed_stats
 from realformer_tf.training import stop_signals
 
 
@@ -105,10 +104,6 @@ def test_a_corrupt_result_is_named(tmp_path):
   bad.write_text("{\n  \"task\": ")
   with pytest.raises(ValueError, match=r"bad\.json:2: not valid JSON"):
     runs.read_result(str(bad))
-
-
-def test_median_std_is_seed_stats():
-  assert runs.median_std is seed_stats.median_std
 
 
 def test_a_stop_signal_stops_the_current_run_and_skips_the_rest(tmp_path):
