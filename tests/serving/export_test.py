@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from official.nlp.configs import encoders as mg_encoders
 from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
 from realformer_tf.serving import export
@@ -271,7 +272,7 @@ def build_pretraining(run: Run) -> None:
 
 
 def build_glue(run: Run) -> None:
-  spec = glue_data.get_task(run.head)
+  spec = glue_tasks.get_task(run.head)
   rng = np.random.RandomState(2)
 
   def reference(features):
@@ -295,10 +296,10 @@ def build_glue(run: Run) -> None:
     run.expected[name] = reference(features)
 
   if spec.text_b is None:
-    examples = [glue_data.GlueExample(t, None, 0, "test") for t in SST2_TEXTS]
+    examples = [glue_tasks.GlueExample(t, None, 0, "test") for t in SST2_TEXTS]
     text_inputs = {"text": np.array(SST2_TEXTS, dtype=object)}
   else:
-    examples = [glue_data.GlueExample(a, b, 0.0, "test")
+    examples = [glue_tasks.GlueExample(a, b, 0.0, "test")
                 for a, b in STSB_PAIRS]
     text_inputs = {
         "text_a": np.array([a for a, _ in STSB_PAIRS], dtype=object),

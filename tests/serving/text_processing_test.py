@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import squad_json
 from realformer_tf.data import tokenization
@@ -99,8 +100,8 @@ def test_glue_text_ids_equal_training_records():
   for seq_length in (16, 64):
     packer = text_processing.BertTextPacker(vocab_file, True, seq_length)
     for texts, pair in ((singles, False), (pairs, True)):
-      examples = [glue_data.GlueExample(t[0], t[1], 0, "x") if pair else
-                  glue_data.GlueExample(t, None, 0, "x") for t in texts]
+      examples = [glue_tasks.GlueExample(t[0], t[1], 0, "x") if pair else
+                  glue_tasks.GlueExample(t, None, 0, "x") for t in texts]
       ids, mask, types, _ = glue_data.encode_examples(
           examples, tokenizer, cls_id, sep_id, seq_length)
       segments = ([packer.tokenize(tf.constant([t[0] for t in texts])),
