@@ -19,6 +19,7 @@ from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import wikitext
 from realformer_tf.reproduce import tables
@@ -197,7 +198,7 @@ def check_options(options: Options) -> Scale:
   tables.check_positive("seeds", options.seeds)
   tables.check_positive("train_steps", options.train_steps)
   for task in options.glue_tasks:
-    glue_data.get_task(task)  # Names the unknown task.
+    glue_tasks.get_task(task)  # Names the unknown task.
   records = [options.train_data, options.validation_data]
   if any(records) and not all(records):
     raise ValueError("--train_data and --validation_data go together.")
@@ -226,7 +227,7 @@ def glue_tasks_present(glue_dir: str, tasks: Sequence[str]
   """{task: None if its train and dev files are in `glue_dir`, else why not}."""
   status = {}
   for task in tasks:
-    spec = glue_data.get_task(task)
+    spec = glue_tasks.get_task(task)
     missing = [name for _, name in spec.split_files
                if not tf.io.gfile.exists(
                    os.path.join(glue_dir or "", spec.dir_name, name))]
@@ -282,9 +283,9 @@ def glue_train_size(options: Options, task: str) -> int:
   meta = glue_data.meta_data_path(glue_records_dir(options.output_dir), task)
   if tf.io.gfile.exists(meta):
     return glue_data.read_meta_data(meta)["train_data_size"]
-  spec = glue_data.get_task(task)
+  spec = glue_tasks.get_task(task)
   train_tsv = dict((split, name) for split, name in spec.split_files)["train"]
-  return len(glue_data.read_tsv_examples(
+  return len(glue_tasks.read_tsv_examples(
       spec, os.path.join(options.glue_dir, spec.dir_name, train_tsv)))
 
 

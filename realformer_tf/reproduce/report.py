@@ -11,8 +11,8 @@ from tqdm import auto as tqdm
 from tensorboard.backend.event_processing import event_accumulator
 from realformer_tf import utils
 from realformer_tf.analysis import plots
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import output_sets
-from realformer_tf.data import glue as glue_data
 from realformer_tf.reproduce import plan as plan_lib
 from realformer_tf.reproduce import tables
 from realformer_tf.training import runs
@@ -140,7 +140,7 @@ def majority_class_lines(glue_results: Dict[str, Dict[str, List[Dict]]]
   found = []
   for arch, by_task in glue_results.items():
     for task, results in sorted(by_task.items()):
-      metrics = glue_data.get_task(task).metrics
+      metrics = glue_tasks.get_task(task).metrics
       logs = [r.get("eval_logs", {}) for r in results]
       if logs and all(
           f"majority_class_{m}" in log and
@@ -176,7 +176,7 @@ def format_results(plan: plan_lib.Plan, pretraining: Dict, glue: Dict,
   lines += tables.pretraining_table(label, pretraining) + [""]
   if glue:
     tasks = sorted({t for summary in glue.values() for t in summary["tasks"]})
-    metrics = {t: glue_data.get_task(t).metrics for t in tasks}
+    metrics = {t: glue_tasks.get_task(t).metrics for t in tasks}
     header = ["Architecture"] + [f"{t} ({'/'.join(metrics[t])})"
                                  for t in tasks]
     lines += ["## Fine-tuning (paper Table 3): GLUE dev, x100", "",
