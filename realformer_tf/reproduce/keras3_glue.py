@@ -44,10 +44,6 @@ class PaperSchedule(keras.optimizers.schedules.LearningRateSchedule):
       return decayed
     return decayed * keras.ops.minimum(step / self.warmup_steps, 1.0)
 
-  def get_config(self):
-    return dict(peak=self.peak, train_steps=self.train_steps,
-                warmup_steps=self.warmup_steps)
-
 
 def _metric_suffix(split: str) -> str:
   """"dev" -> "", "dev_matched" -> "_matched" (the tf_keras face's names)."""
