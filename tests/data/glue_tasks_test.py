@@ -23,10 +23,12 @@ PREDS = np.array([1, 1, 1, 0, 1, 1, 0, 0, 0, 0])
 
 def test_binary_metrics_against_sklearn_and_by_hand():
   assert glue_tasks.accuracy(LABELS, PREDS) == pytest.approx(0.7)
-  assert glue_tasks.f1(LABELS, PREDS) == pytest.approx(6 / 9)  # 2tp/(2tp+fp+fn)
+  # 2tp / (2tp + fp + fn)
+  assert glue_tasks.f1(LABELS, PREDS) == pytest.approx(6 / 9)
   mcc = (3 * 4 - 2 * 1) / np.sqrt(5 * 4 * 6 * 5)
   assert glue_tasks.matthews_corrcoef(LABELS, PREDS) == pytest.approx(mcc)
-  assert glue_tasks.f1(LABELS, PREDS) == pytest.approx(sk.f1_score(LABELS, PREDS))
+  assert glue_tasks.f1(LABELS, PREDS) == pytest.approx(
+      sk.f1_score(LABELS, PREDS))
   assert glue_tasks.matthews_corrcoef(LABELS, PREDS) == pytest.approx(
       sk.matthews_corrcoef(LABELS, PREDS))
   assert glue_tasks.accuracy(LABELS, PREDS) == sk.accuracy_score(LABELS, PREDS)
@@ -37,7 +39,8 @@ def test_metrics_on_random_inputs_against_sklearn_and_scipy():
   for _ in range(20):
     labels = rng.integers(0, 2, 50)
     preds = rng.integers(0, 2, 50)
-    assert glue_tasks.f1(labels, preds) == pytest.approx(sk.f1_score(labels, preds))
+    assert glue_tasks.f1(labels, preds) == pytest.approx(
+        sk.f1_score(labels, preds))
     assert glue_tasks.matthews_corrcoef(labels, preds) == pytest.approx(
         sk.matthews_corrcoef(labels, preds))
     three_l, three_p = rng.integers(0, 3, 50), rng.integers(0, 3, 50)
@@ -47,8 +50,8 @@ def test_metrics_on_random_inputs_against_sklearn_and_scipy():
     gold = np.round(rng.uniform(0, 5, 40) * 4) / 4
     pred = gold + rng.normal(0, 1, 40)
     pred[:5] = pred[5]
-    assert glue_tasks.pearson(gold, pred) == pytest.approx(stats.pearsonr(gold,
-                                                                  pred)[0])
+    assert glue_tasks.pearson(gold, pred) == pytest.approx(
+        stats.pearsonr(gold, pred)[0])
     assert glue_tasks.spearman(gold, pred) == pytest.approx(
         stats.spearmanr(gold, pred)[0])
 
@@ -66,7 +69,8 @@ def test_glue_metrics_per_task():
       {"f1": 6 / 9, "accuracy": 0.7})
   assert glue_tasks.glue_metrics("qqp", logits, LABELS) == pytest.approx(
       {"f1": 6 / 9, "accuracy": 0.7})
-  assert set(glue_tasks.glue_metrics("cola", logits, LABELS)) == {"matthews_corrcoef"}
+  assert set(glue_tasks.glue_metrics("cola", logits, LABELS)) == {
+      "matthews_corrcoef"}
   assert glue_tasks.glue_metrics("sst2", logits, LABELS) == {"accuracy": 0.7}
   scores = np.array([[0.5], [1.0], [3.0], [2.0]])
   gold = np.array([0.0, 1.0, 4.0, 5.0])
