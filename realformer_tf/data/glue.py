@@ -9,7 +9,7 @@ output set. Model Garden's GLUE processors read only through `tfds.load`.
 
 import json
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional
 
 from absl import flags
 from absl import logging
@@ -24,8 +24,8 @@ from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
 from realformer_tf import utils
 from realformer_tf.data import tokenization
+from realformer_tf.data import wordpiece
 
-_TOKENIZE_BATCH_SIZE = 2048
 # Run again to rewrite a set (`output_sets` names it in its errors).
 WRITER = "realformer_tf.data.glue"
 
@@ -74,32 +74,6 @@ def read_tfds(spec: glue_tasks.GlueTaskSpec,
   return splits
 
 
-def encode_examples(examples: Sequence[glue_tasks.GlueExample], tokenizer,
-                    cls_id: int, sep_id: int, max_seq_length: int
-                    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-  """Tokenizes examples and packs them with `tokenization.pack_inputs`.
-
-  Returns:
-    (input_ids, input_mask, segment_ids) int64 arrays of shape
-    [num_examples, max_seq_length] and the number of truncated examples.
-  """
-  columns = [[e.text_a for e in examples]]
-  if examples[0].text_b is not None:
-    columns.append([e.text_b for e in examples])
-  packed, truncated = [], 0
-  for start in range(0, len(examples), _TOKENIZE_BATCH_SIZE):
-    segments = [tokenizer.tokenize(tf.constant(
-        texts[start:start + _TOKENIZE_BATCH_SIZE])).merge_dims(-2, -1)
-                for texts in columns]
-    lengths = tf.add_n([s.row_lengths() for s in segments]) + len(columns) + 1
-    truncated += int(tf.math.count_nonzero(lengths > max_seq_length))
-    packed.append(tokenization.pack_inputs(segments, max_seq_length, cls_id,
-                                           sep_id))
-  return tuple(np.concatenate([p[k] for p in packed]).astype(np.int64)
-               for k in ("input_word_ids", "input_mask", "input_type_ids")
-               ) + (truncated,)
-
-
 def record_path(output_dir: str, task: str, split: str) -> str:
   return os.path.join(output_dir, f"{task}_{split}.tf_record")
 
@@ -138,20 +112,21 @@ def convert(task: str,
   if not output_dir:
     raise ValueError("No --output_dir given.")
   vocab = tokenization.load_vocab(vocab_file)
-  cls_id, sep_id = map(vocab.index, (tokenization.CLS, tokenization.SEP))
   if glue_dir:
     splits = glue_tasks.read_splits(spec, glue_dir)
   else:
     splits = read_tfds(spec, tfds_data_dir)
-  tokenizer = tokenization.make_tokenizer(vocab_file, lower_case=lower_case)
+  tokenizer = wordpiece.WordPieceTokenizer(vocab, lower_case=lower_case)
   split_meta = {}
   with output_sets.output_set(
       meta_data_path(output_dir, spec.name), WRITER,
       [record_path(output_dir, spec.name, split) for split in splits]
   ) as outputs:
     for split, examples in splits.items():
-      *packed, truncated = encode_examples(examples, tokenizer, cls_id,
-                                           sep_id, max_seq_length)
+      arrays = glue_tasks.pack(examples, tokenizer, max_seq_length)
+      truncated = arrays["num_truncated"]
+      packed = [arrays[k].astype(np.int64)
+                for k in ("token_ids", "padding_mask", "segment_ids")]
       path = record_path(output_dir, spec.name, split)
       classifier_data_lib.file_based_convert_examples_to_features(
           examples, None, max_seq_length, None, outputs.stage(path),

@@ -1,6 +1,7 @@
 """The GLUE tasks without TensorFlow (realformer_tf.data.glue_tasks): the
 paper's metrics equal scikit-learn's and SciPy's, and the pure-Python
-packing equals tensorflow-text's (`glue.encode_examples`) on real GLUE text."""
+packing equals tensorflow-text's `BertTokenizer` and `tokenization.pack_inputs`
+on real GLUE text."""
 import os
 import random
 
@@ -8,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 from sklearn import metrics as sk
+import tensorflow as tf
 
-from realformer_tf.data import glue
 from realformer_tf.data import glue_tasks
 from realformer_tf.data import tokenization
 from realformer_tf.data import wordpiece
@@ -134,16 +135,23 @@ def test_pack_equals_tensorflow_texts_on_glue_text(task, file_name):
   vocab_file = shared_data.vocab_file()
   vocab = tokenization.load_vocab(vocab_file)
   tokenizer = tokenization.make_tokenizer(vocab_file)
-  cls_id, sep_id = vocab.index(wordpiece.CLS), vocab.index(wordpiece.SEP)
+  segments = [tokenizer.tokenize(tf.constant(texts)).merge_dims(-2, -1)
+              for texts in ([e.text_a for e in examples],
+                            [e.text_b for e in examples]) if texts[0]]
+  lengths = sum(s.row_lengths().numpy() for s in segments) + len(segments) + 1
   for seq_length in (24, 128):  # 24 cuts most pairs, 128 few.
-    ids, mask, types, truncated = glue.encode_examples(
-        examples, tokenizer, cls_id, sep_id, seq_length)
+    reference = tokenization.pack_inputs(
+        segments, seq_length, vocab.index(wordpiece.CLS),
+        vocab.index(wordpiece.SEP))
     packed = glue_tasks.pack(examples, wordpiece.WordPieceTokenizer(vocab),
                              seq_length)
-    np.testing.assert_array_equal(packed["token_ids"], ids)
-    np.testing.assert_array_equal(packed["segment_ids"], types)
-    np.testing.assert_array_equal(packed["padding_mask"], mask.astype(bool))
-    assert packed["num_truncated"] == truncated
+    np.testing.assert_array_equal(packed["token_ids"],
+                                  reference["input_word_ids"])
+    np.testing.assert_array_equal(packed["segment_ids"],
+                                  reference["input_type_ids"])
+    np.testing.assert_array_equal(packed["padding_mask"],
+                                  reference["input_mask"].numpy() == 1)
+    assert packed["num_truncated"] == np.sum(lengths > seq_length)
     np.testing.assert_allclose(packed["labels"], [e.label for e in examples],
                                rtol=1e-6)
   assert packed["labels"].dtype == (np.float32 if task == "stsb" else

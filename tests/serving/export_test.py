@@ -25,10 +25,10 @@ import pytest
 import tensorflow as tf
 
 from official.nlp.configs import encoders as mg_encoders
-from realformer_tf.data import glue as glue_data
 from realformer_tf.data import glue_tasks
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
+from realformer_tf.data import wordpiece
 from realformer_tf.serving import export
 from tests.helpers import numpy_reference
 from tests.helpers import serving as common
@@ -305,12 +305,12 @@ def build_glue(run: Run) -> None:
         "text_a": np.array([a for a, _ in STSB_PAIRS], dtype=object),
         "text_b": np.array([b for _, b in STSB_PAIRS], dtype=object)}
   # The training pipeline's features (what the GLUE TFRecords hold).
-  input_ids, input_mask, segment_ids, truncated = glue_data.encode_examples(
-      examples, run.tokenizer, CLS, SEP, common.SEQ_LENGTH)
-  assert truncated >= 1
-  features = dict(input_word_ids=input_ids.astype(np.int32),
-                  input_mask=input_mask.astype(np.int32),
-                  input_type_ids=segment_ids.astype(np.int32))
+  packed = glue_tasks.pack(examples, wordpiece.WordPieceTokenizer(
+      tokenization.load_vocab(run.vocab_file)), common.SEQ_LENGTH)
+  assert packed["num_truncated"] >= 1
+  features = dict(input_word_ids=packed["token_ids"],
+                  input_mask=packed["padding_mask"].astype(np.int32),
+                  input_type_ids=packed["segment_ids"])
   run.requests["preprocess"] = ("preprocess_text", text_inputs)
   run.expected["preprocess"] = features
   if spec.text_b is None:
