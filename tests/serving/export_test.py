@@ -323,7 +323,7 @@ def build_glue(run: Run) -> None:
             for a, b in lengths]
   num_truncated = np.array([sum(n) - sum(k) for n, k in zip(lengths, kept)],
                            np.int32)
-  assert np.count_nonzero(num_truncated) == truncated
+  assert np.count_nonzero(num_truncated) == packed["num_truncated"]
   run.requests["text"] = ("serve_text", text_inputs)
   run.expected["text"] = dict(reference(features),
                               num_truncated_tokens=num_truncated)
