@@ -12,8 +12,8 @@ INSTALL_REQUIRES = [
     "absl-py",
     "matplotlib",  # attention analysis figures
     "tqdm",        # analysis progress bar
-    "scikit-learn",  # GLUE metrics (as Model Garden's sentence_prediction)
-    "scipy",         # GLUE correlations
+    "scikit-learn",  # Model Garden's sentence_prediction imports it
+    "scipy",         # GLUE correlations (data/glue_tasks.py)
     "psutil",        # stale temp files of dead processes
     "sentencepiece",  # translation: SentencePiece training and id checks
     # The Keras 3 face (realformer_tf.keras3). TensorFlow 2.20 pulls Keras 3

@@ -15,7 +15,7 @@ from official.nlp.tasks import sentence_prediction
 from realformer_tf.configs import encoders
 from realformer_tf.configs import recipe
 from realformer_tf.data import schedule
-from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.tasks import sentence_prediction as rf_sentence_prediction
 
 GLUE = "realformer/glue"
@@ -31,7 +31,7 @@ GLUE_YAML_DIR = os.path.abspath(os.path.join(
 
 def glue_yaml_path(task: str) -> str:
   """`official_configs/experiments/glue/<task>.yaml` of the source tree."""
-  spec = glue_data.get_task(task)
+  spec = glue_tasks.get_task(task)
   path = os.path.join(GLUE_YAML_DIR, f"{spec.name}.yaml")
   if not os.path.exists(path):
     raise ValueError(f"{path} not found: the GLUE YAMLs ship with the source "
@@ -81,7 +81,7 @@ def load_glue_config(task: str, *config_files: str,
 def check_glue_task(config: cfg.ExperimentConfig,
                     task: str) -> cfg.ExperimentConfig:
   """Refuses a config whose `task.glue_task` is not `task`; validates it."""
-  spec = glue_data.get_task(task)
+  spec = glue_tasks.get_task(task)
   if config.task.glue_task != spec.name:
     raise ValueError(f"task.glue_task={config.task.glue_task!r} after the "
                      f"overrides, but the task is {spec.name!r}.")

@@ -47,8 +47,8 @@ def _word_pattern() -> "re.Pattern":
       ranges.append(re.escape(chr(start)) + (
           "-" + re.escape(chr(code - 1)) if code - 1 > start else ""))
       start = None
-  delimiter = f"[{_ASCII_PUNCTUATION}{_CJK}{''.join(ranges)}]"
-  return re.compile(f"{delimiter}|(?:(?!{delimiter})[^{_RE2_SPACE}])+")
+  delimiters = f"{_ASCII_PUNCTUATION}{_CJK}{''.join(ranges)}"
+  return re.compile(f"[{delimiters}]|[^{_RE2_SPACE}{delimiters}]+")
 
 
 def basic_words(text: str, lower_case: bool = True) -> List[str]:

@@ -27,6 +27,7 @@ from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import quickstart_corpus
@@ -60,7 +61,7 @@ def check_options(options: plan_lib.Options) -> None:
     raise ValueError(f"--{(keras3 or ['dtype_policy'])[0]} is the keras3 "
                      "face's (tf_keras: --params_override, --config_file).")
   for task in options.glue_tasks:
-    glue_data.get_task(task)  # Names the unknown task.
+    glue_tasks.get_task(task)  # Names the unknown task.
   records = [options.train_data, options.validation_data]
   if any(records) and not all(records):
     raise ValueError("--train_data and --validation_data go together.")
@@ -91,7 +92,7 @@ def glue_sizes(options: plan_lib.Options, size: plan_lib.Size):
   {task: why it is skipped})."""
   sizes, skipped = {}, {}
   for task in options.glue_tasks:
-    spec = glue_data.get_task(task)
+    spec = glue_tasks.get_task(task)
     folder = os.path.join(options.glue_dir or "", spec.dir_name)
     files = dict(spec.split_files)
     missing = [n for n in files.values()
@@ -104,7 +105,7 @@ def glue_sizes(options: plan_lib.Options, size: plan_lib.Size):
     meta = glue_data.meta_data_path(glue_records_dir(options.output_dir), task)
     sizes[spec.name] = (
         glue_data.read_meta_data(meta)["train_data_size"]
-        if tf.io.gfile.exists(meta) else len(glue_data.read_tsv_examples(
+        if tf.io.gfile.exists(meta) else len(glue_tasks.read_tsv_examples(
             spec, os.path.join(folder, files["train"]))))
   del size
   return sizes, skipped

@@ -21,6 +21,7 @@ from official.nlp.tasks import masked_lm
 from official.nlp.tasks import question_answering
 from official.nlp.tasks import sentence_prediction
 from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.serving import inputs as serving_inputs
 from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import squad_answers
@@ -242,7 +243,7 @@ class SentencePredictionServing(_RealFormerServingMixin,
       paths = str(data.input_path or "").split(",") if data else []
       for path in filter(None, map(str.strip, paths)):
         meta_path = glue_data.meta_data_path(
-            os.path.dirname(path), glue_data.get_task(task.glue_task).name)
+            os.path.dirname(path), glue_tasks.get_task(task.glue_task).name)
         if tf.io.gfile.exists(meta_path):
           meta = glue_data.read_meta_data(meta_path)
           return meta.get("vocab_file"), meta.get("lower_case"), meta_path

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
 from official.core import config_definitions as cfg
-from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import squad as squad_data
 
 # `return_attention` choice -> the encoder output it returns.
@@ -65,7 +65,7 @@ class SentencePredictionOptions(ServingOptions):
     if not getattr(task, "glue_task", ""):
       raise ValueError("The run's config has no task.glue_task, so whether it "
                        "takes one text or a pair is unknown.")
-    spec = glue_data.get_task(task.glue_task)
+    spec = glue_tasks.get_task(task.glue_task)
     if task.model.num_classes != spec.num_classes:
       raise ValueError(f"task.model.num_classes={task.model.num_classes}, but "
                        f"{spec.name} has {spec.num_classes}.")

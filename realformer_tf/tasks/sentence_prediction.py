@@ -8,12 +8,10 @@ silent fresh start.
 
 import dataclasses
 import functools
-from typing import Any, Callable, Dict, List, Optional
+from typing import List, Optional
 
 from absl import logging
 import numpy as np
-from scipy import stats
-from sklearn import metrics as sk_metrics
 import tensorflow as tf
 import tf_keras
 
@@ -23,62 +21,12 @@ from official.core import task_factory
 from official.nlp.data import data_loader_factory
 from official.nlp.data import sentence_prediction_dataloader as sp_dataloader
 from official.nlp.tasks import sentence_prediction
-from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 
 # Token that the per-task YAMLs put in front of their data paths.
 DATA_DIR_PLACEHOLDER = "GLUE_DATA_DIR"
 
 SPLIT_ID = "split_id"
-
-
-def _flat(metric: Callable[..., Any]) -> Callable[[Any, Any], float]:
-  """`metric(labels, predictions)` on flattened arrays, as a Python float."""
-  return lambda labels, predictions: float(metric(
-      np.asarray(labels).reshape(-1), np.asarray(predictions).reshape(-1)))
-
-
-accuracy = _flat(sk_metrics.accuracy_score)
-# Binary F1 of class 1; 0 when class 1 is never predicted nor true.
-f1 = _flat(functools.partial(sk_metrics.f1_score, zero_division=0.0))
-# Multi-class form; 0 when undefined (a constant side).
-matthews_corrcoef = _flat(sk_metrics.matthews_corrcoef)
-# NaN when either side is constant.
-pearson = _flat(lambda x, y: stats.pearsonr(x, y)[0])
-spearman = _flat(lambda x, y: stats.spearmanr(x, y)[0])
-
-METRIC_FNS = dict(accuracy=accuracy, f1=f1, pearson=pearson, spearman=spearman,
-                  matthews_corrcoef=matthews_corrcoef)
-
-
-def glue_metrics(task: str, outputs, labels) -> Dict[str, float]:
-  """The paper's metrics (fractions) of GLUE `task` from `outputs` (logits
-  `[n, num_classes]` or STS-B scores) for `labels` `[n]`."""
-  spec = glue_data.get_task(task)
-  outputs = np.asarray(outputs)
-  if not spec.is_regression and (outputs.ndim != 2 or
-                                 outputs.shape[1] != spec.num_classes):
-    raise ValueError(
-        f"{task} outputs must be [n, {spec.num_classes}] logits, got shape "
-        f"{outputs.shape}.")
-  predictions = (outputs.reshape(-1) if spec.is_regression
-                 else np.argmax(outputs, axis=1))
-  return {name: METRIC_FNS[name](labels, predictions) for name in spec.metrics}
-
-
-MAJORITY_PREFIX = "majority_class_"
-
-
-def majority_class_metrics(task: str, labels) -> Dict[str, float]:
-  """The metrics (`MAJORITY_PREFIX + metric`) of predicting the most frequent
-  label everywhere: what a model that learned nothing scores; {} for STS-B."""
-  spec = glue_data.get_task(task)
-  labels = np.asarray(labels).reshape(-1)
-  if spec.is_regression or not len(labels):
-    return {}
-  values, counts = np.unique(labels, return_counts=True)
-  constant = np.full_like(labels, values[np.argmax(counts)])
-  return {MAJORITY_PREFIX + name: METRIC_FNS[name](labels, constant)
-          for name in spec.metrics}
 
 
 @dataclasses.dataclass
@@ -166,7 +114,7 @@ class RealFormerSentencePredictionTask(
   def __init__(self, params: RealFormerSentencePredictionConfig,
                logging_dir=None, name=None):
     super().__init__(params, logging_dir, name=name)
-    self._spec = spec = glue_data.get_task(params.glue_task)
+    self._spec = spec = glue_tasks.get_task(params.glue_task)
     if params.model.num_classes != spec.num_classes:
       raise ValueError(
           f"task.model.num_classes={params.model.num_classes}, but "
@@ -210,8 +158,10 @@ class RealFormerSentencePredictionTask(
       chosen = split_ids == split_id
       if name and not np.any(chosen):
         raise ValueError(f"No evaluation examples from split {name!r}.")
-      metrics = glue_metrics(self._spec.name, outputs[chosen], labels[chosen])
-      metrics.update(majority_class_metrics(self._spec.name, labels[chosen]))
+      metrics = glue_tasks.glue_metrics(self._spec.name, outputs[chosen],
+                                        labels[chosen])
+      metrics.update(glue_tasks.majority_class_metrics(self._spec.name,
+                                                       labels[chosen]))
       results.update({split_metric_name(key, name): value
                       for key, value in metrics.items()})
     logging.info("%s metrics at step %s: %s", self._spec.name,

@@ -27,6 +27,7 @@ from realformer_tf.configs import recipe
 from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.tasks import sentence_prediction as rf_sp
 from realformer_tf.training import plan_facts
 from realformer_tf.training import plan_rules
@@ -62,7 +63,7 @@ class GlueRun(runs.RunSpec):
     task = self.config.task
     spec_metrics = [rf_sp.split_metric_name(m, s)
                     for s in task.validation_data.split_names or [""]
-                    for m in glue_data.get_task(task.glue_task).metrics]
+                    for m in glue_tasks.get_task(task.glue_task).metrics]
     missing = [m for m in spec_metrics if m not in eval_logs]
     if missing:
       raise ValueError(f"{self.model_dir}: the evaluation reported no "
@@ -156,7 +157,7 @@ def plan_runs(task: str, model_dir_root: str, epochs: Sequence[float],
     run_config = config.replace()
     recipe.apply_paper_schedule(run_config, train_size, e, lr)
     run_config.task.train_data.seed = seed
-    model_dir = os.path.join(model_dir_root, glue_data.get_task(task).name,
+    model_dir = os.path.join(model_dir_root, glue_tasks.get_task(task).name,
                              f"ep{e:g}_lr{lr:g}", f"seed{seed}")
     planned.append(GlueRun(task=task, epochs=e, learning_rate=lr, seed=seed,
                            model_dir=model_dir, config=run_config,
@@ -199,7 +200,7 @@ def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
 def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
   """{"task", "main_metric", "grid": [point], "best": point, "score"}: each
   point's median/std over seeds, the best by median, its mean of medians."""
-  spec = glue_data.get_task(task)
+  spec = glue_tasks.get_task(task)
   groups = {}
   for result in sorted(results, key=lambda r: r["seed"]):
     key = (float(result["epochs"]), float(result["learning_rate"]))
@@ -234,7 +235,7 @@ def summarize(by_task: Dict[str, Sequence[Dict]]) -> Dict:
              if tasks else float("nan"))
   return {"tasks": tasks, "overall": overall,
           "overall_tasks": sorted(tasks),
-          "complete": sorted(tasks) == sorted(glue_data.GLUE_TASKS)}
+          "complete": sorted(tasks) == sorted(glue_tasks.GLUE_TASKS)}
 
 
 def format_summary(summary: Dict) -> str:
@@ -272,7 +273,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
-  flags.DEFINE_enum("task", None, list(glue_data.GLUE_TASKS), "GLUE task.")
+  flags.DEFINE_enum("task", None, list(glue_tasks.GLUE_TASKS), "GLUE task.")
   flags.DEFINE_string("model_dir_root", None,
                       "Root of the run directories (<root>/<task>/...).")
   flags.DEFINE_integer("seeds", finetuning.PAPER_NUM_SEEDS,

@@ -9,7 +9,7 @@ from official.core import train_utils
 from official.modeling import hyperparams
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import finetuning
-from realformer_tf.data import glue
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import schedule
 
 EXPECTED = {
@@ -33,7 +33,7 @@ class _Flags(dict):
 def test_one_yaml_per_paper_task():
   names = sorted(f[:-5] for f in os.listdir(finetuning.GLUE_YAML_DIR)
                  if f.endswith(".yaml"))
-  assert names == sorted(EXPECTED) == sorted(glue.GLUE_TASKS)
+  assert names == sorted(EXPECTED) == sorted(glue_tasks.GLUE_TASKS)
   assert "wnli" not in names
 
 
@@ -78,7 +78,7 @@ def test_yaml_loads_like_train_py(task):
   else:
     assert not t.validation_data.split_names
     assert t.validation_data.input_path == f"GLUE_DATA_DIR/{task}_dev.tf_record"
-  assert list(glue.get_task(task).metrics) == metrics
+  assert list(glue_tasks.get_task(task).metrics) == metrics
 
   # 3 epochs at batch 32 with 10% warm-up, decaying to 0 at the last step.
   steps = math.ceil(3 * size / 32)

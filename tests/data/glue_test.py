@@ -11,6 +11,7 @@ import tensorflow as tf
 from official.nlp.data import sentence_prediction_dataloader as sp_loader
 from realformer_tf.data import output_sets
 from realformer_tf.data import glue
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import record_facts
 from realformer_tf.data import tokenization
 from tests.helpers import numpy_reference
@@ -80,23 +81,23 @@ def test_pair_truncation_matches_bert_loop():
     ("sst2", {"dev": 872}, None),
 ])
 def test_reads_the_shared_glue_files(task, counts, labels):
-  spec = glue.get_task(task)
+  spec = glue_tasks.get_task(task)
   files = dict(spec.split_files)
   for split, count in counts.items():
     path = _real_glue(spec.dir_name, files[split])
-    examples = glue.read_tsv_examples(spec, path)
+    examples = glue_tasks.read_tsv_examples(spec, path)
     assert len(examples) == count
     if labels:
       found = {name: sum(e.label == spec.labels.index(name) for e in examples)
                for name in labels}
       assert found == labels
   if task == "mrpc":  # The BOM is not part of the first header name.
-    first = glue.read_tsv_examples(
+    first = glue_tasks.read_tsv_examples(
         spec, _real_glue("MRPC", "train.tsv"))[0]
     assert first.label == 1 and first.text_a.startswith("Amrozi accused")
     assert first.source.endswith("train.tsv:2")
   if task == "stsb":
-    first = glue.read_tsv_examples(
+    first = glue_tasks.read_tsv_examples(
         spec, _real_glue("STS-B", "dev.tsv"))[0]
     assert first.label == 5.0 and first.text_b == (
         "A man wearing a hard hat is dancing.")
@@ -225,29 +226,29 @@ def test_headerless_cola_row_with_a_tab_in_the_sentence(tmp_path):
                "gj04\t0\t*\tThe sailors\trode breeze the.\n")
   with pytest.raises(ValueError, match=r"dev\.tsv:2: 5 columns, but the "
                      r"cola format has 4"):
-    glue.read_tsv_examples(glue.get_task("cola"), path)
+    glue_tasks.read_tsv_examples(glue_tasks.get_task("cola"), path)
 
 
 def test_bad_header_and_scores(tmp_path):
-  spec = glue.get_task("rte")
+  spec = glue_tasks.get_task("rte")
   path = str(tmp_path / "x.tsv")
   _write(path, "index\tsentence1\tlabel\n0\tA.\tentailment\n")
   with pytest.raises(ValueError, match=r"x\.tsv:1: the header lacks column"
                      r"\(s\) \['sentence2'\]"):
-    glue.read_tsv_examples(spec, path)
-  stsb = glue.get_task("stsb")
+    glue_tasks.read_tsv_examples(spec, path)
+  stsb = glue_tasks.get_task("stsb")
   header = ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\t"
             "sentence1\tsentence2\tscore\n")
   _write(path, header + "0\tg\tf\ty\t0\tn\tn\tA.\tB.\t5.5\n")
   with pytest.raises(ValueError, match=r"x\.tsv:2: stsb label '5.5' is not "
                      r"a number in \[0, 5\]"):
-    glue.read_tsv_examples(stsb, path)
-  cola = glue.get_task("cola")
+    glue_tasks.read_tsv_examples(stsb, path)
+  cola = glue_tasks.get_task("cola")
   _write(path, "src\t1\t\tFine.\nsrc\t2\t\tBad label.\n")
   with pytest.raises(ValueError, match=r"x\.tsv:2: label '2'"):
-    glue.read_tsv_examples(cola, path)
+    glue_tasks.read_tsv_examples(cola, path)
   with pytest.raises(ValueError, match="Unknown GLUE task 'wnli'"):
-    glue.get_task("wnli")
+    glue_tasks.get_task("wnli")
   with pytest.raises(ValueError, match="exactly one of --glue_dir"):
     glue.convert("rte", shared_data.vocab_file(), str(tmp_path / "o"),
                  glue_dir=str(tmp_path),
@@ -256,7 +257,7 @@ def test_bad_header_and_scores(tmp_path):
 
 def test_tfds_not_prepared(tmp_path):
   with pytest.raises(ValueError, match=r"glue/mrpc is not prepared under"):
-    glue.read_tfds(glue.get_task("mrpc"), str(tmp_path))
+    glue.read_tfds(glue_tasks.get_task("mrpc"), str(tmp_path))
 
 
 def test_tfds_labels_are_mapped_by_name(tmp_path):
@@ -279,7 +280,7 @@ def test_tfds_labels_are_mapped_by_name(tmp_path):
   assert meta["source"].startswith("tfds:glue/mnli@")
   assert set(meta["splits"]) == {"train", "dev_matched", "dev_mismatched"}
   data = _load(os.path.join(out, "mnli_dev_mismatched.tf_record"), 16)
-  labels = glue.get_task("mnli").labels
+  labels = glue_tasks.get_task("mnli").labels
   assert [labels[i] for i in data["label_ids"]] == [
       "entailment", "contradiction"]
   vocab = _vocab_ids(vocab_file)  # Each word is one piece in either vocab.
@@ -295,7 +296,7 @@ def test_row_the_tsv_reader_cannot_split(tmp_path):
                "gj04\t0\t*\tThe sailors\rrode breeze the.\n")
   with pytest.raises(ValueError, match=r"x\.tsv:2: not a tab-separated row "
                      r"\(new-line character seen"):
-    glue.read_tsv_examples(glue.get_task("cola"), path)
+    glue_tasks.read_tsv_examples(glue_tasks.get_task("cola"), path)
 
 
 def test_users_look_alike_files_are_kept_and_a_file_output_dir_named(

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from realformer_tf.analysis import runner
 from realformer_tf.data import glue
+from realformer_tf.data import glue_tasks
 from realformer_tf.serving import text_processing
 
 SEQ_LENGTH = 12
@@ -99,7 +100,7 @@ def _read_records(path):
 @pytest.mark.parametrize("task, examples", [("sst2", SINGLES),
                                             ("rte", PAIRS)])
 def test_glue_records(tmp_path, vocab_file, task, examples):
-  task_dir = tmp_path / "glue" / glue.get_task(task).dir_name
+  task_dir = tmp_path / "glue" / glue_tasks.get_task(task).dir_name
   task_dir.mkdir(parents=True)
   if task == "sst2":
     rows = ["sentence\tlabel"] + [f"{t}\t1" for t in examples]

@@ -21,6 +21,7 @@ from realformer_tf.configs import experiments  # pylint: disable=unused-import
 from realformer_tf.configs import finetuning  # pylint: disable=unused-import
 from realformer_tf.configs import squad  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import squad_json
 from tests.helpers import watchdog
@@ -107,7 +108,7 @@ def make_config(head: str, root: str, vocab_file: str):
       data.max_predictions_per_seq = MAX_PREDICTIONS
   elif head in ("sst2", "stsb"):
     config = exp_factory.get_exp_config(finetuning.GLUE)
-    spec = glue_data.get_task(head)
+    spec = glue_tasks.get_task(head)
     config.task.glue_task = spec.name
     config.task.model.num_classes = spec.num_classes
     data_dir = os.path.join(root, "data")

@@ -25,9 +25,10 @@ import pytest
 import tensorflow as tf
 
 from official.nlp.configs import encoders as mg_encoders
-from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import tokenization
+from realformer_tf.data import wordpiece
 from realformer_tf.serving import export
 from tests.helpers import numpy_reference
 from tests.helpers import serving as common
@@ -271,7 +272,7 @@ def build_pretraining(run: Run) -> None:
 
 
 def build_glue(run: Run) -> None:
-  spec = glue_data.get_task(run.head)
+  spec = glue_tasks.get_task(run.head)
   rng = np.random.RandomState(2)
 
   def reference(features):
@@ -295,21 +296,21 @@ def build_glue(run: Run) -> None:
     run.expected[name] = reference(features)
 
   if spec.text_b is None:
-    examples = [glue_data.GlueExample(t, None, 0, "test") for t in SST2_TEXTS]
+    examples = [glue_tasks.GlueExample(t, None, 0, "test") for t in SST2_TEXTS]
     text_inputs = {"text": np.array(SST2_TEXTS, dtype=object)}
   else:
-    examples = [glue_data.GlueExample(a, b, 0.0, "test")
+    examples = [glue_tasks.GlueExample(a, b, 0.0, "test")
                 for a, b in STSB_PAIRS]
     text_inputs = {
         "text_a": np.array([a for a, _ in STSB_PAIRS], dtype=object),
         "text_b": np.array([b for _, b in STSB_PAIRS], dtype=object)}
   # The training pipeline's features (what the GLUE TFRecords hold).
-  input_ids, input_mask, segment_ids, truncated = glue_data.encode_examples(
-      examples, run.tokenizer, CLS, SEP, common.SEQ_LENGTH)
-  assert truncated >= 1
-  features = dict(input_word_ids=input_ids.astype(np.int32),
-                  input_mask=input_mask.astype(np.int32),
-                  input_type_ids=segment_ids.astype(np.int32))
+  packed = glue_tasks.pack(examples, wordpiece.WordPieceTokenizer(
+      tokenization.load_vocab(run.vocab_file)), common.SEQ_LENGTH)
+  assert packed["num_truncated"] >= 1
+  features = dict(input_word_ids=packed["token_ids"],
+                  input_mask=packed["padding_mask"].astype(np.int32),
+                  input_type_ids=packed["segment_ids"])
   run.requests["preprocess"] = ("preprocess_text", text_inputs)
   run.expected["preprocess"] = features
   if spec.text_b is None:
@@ -322,7 +323,7 @@ def build_glue(run: Run) -> None:
             for a, b in lengths]
   num_truncated = np.array([sum(n) - sum(k) for n, k in zip(lengths, kept)],
                            np.int32)
-  assert np.count_nonzero(num_truncated) == truncated
+  assert np.count_nonzero(num_truncated) == packed["num_truncated"]
   run.requests["text"] = ("serve_text", text_inputs)
   run.expected["text"] = dict(reference(features),
                               num_truncated_tokens=num_truncated)

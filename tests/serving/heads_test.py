@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from official.core import task_factory
 from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.serving import options as options_lib
 from realformer_tf.serving import heads
 from tests.helpers import serving as common
@@ -55,7 +56,7 @@ def test_serve_equals_the_keras_model(sst2):
   np.testing.assert_allclose(out["probabilities"],
                              tf.nn.softmax(logits).numpy(), atol=1e-5)
   np.testing.assert_array_equal(out["class_ids"], logits.argmax(-1))
-  labels = glue_data.get_task("sst2").labels
+  labels = glue_tasks.get_task("sst2").labels
   assert [t.decode() for t in out["labels"].numpy()] == [
       labels[i] for i in logits.argmax(-1)]
   with pytest.raises(tf.errors.InvalidArgumentError,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.serving import options as options_lib
 from tests.helpers import serving as common
 
@@ -50,7 +50,7 @@ def test_sentence_prediction_options_from_the_glue_task(tmp_path, head,
                                                         text_pair):
   options = options_lib.SentencePredictionOptions.from_task(
       task_of(head, tmp_path), COMMON)
-  assert options.labels == glue_data.get_task(head).labels
+  assert options.labels == glue_tasks.get_task(head).labels
   assert (options.labels is None) == (head == "stsb")
   assert options.text_pair == text_pair
   with pytest.raises(TypeError, match="top_k"):

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from realformer_tf.data import glue as glue_data
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import squad as squad_data
 from realformer_tf.data import squad_json
 from realformer_tf.data import tokenization
+from realformer_tf.data import wordpiece
 from realformer_tf.serving import text_processing
 from tests.helpers import numpy_reference
 from tests.helpers import shared_data
@@ -87,9 +88,8 @@ def test_glue_text_ids_equal_training_records():
   it has no "—" or emoji, so both sides must also agree on [UNK].
   """
   vocab_file = shared_data.vocab_file()
-  tokenizer = tokenization.make_tokenizer(vocab_file)
-  cls_id, sep_id = map(tokenization.load_vocab(vocab_file).index,
-                       (tokenization.CLS, tokenization.SEP))
+  tokenizer = wordpiece.WordPieceTokenizer(
+      tokenization.load_vocab(vocab_file))
   long_text = ("The quick brown fox jumps over the lazy dog; "
                "Ünïcödé café, naïve straße — 😀 and [MASK] tokens! ") * 3
   singles = ["Hello, World!", "it's a GREAT movie...", long_text,
@@ -99,17 +99,19 @@ def test_glue_text_ids_equal_training_records():
   for seq_length in (16, 64):
     packer = text_processing.BertTextPacker(vocab_file, True, seq_length)
     for texts, pair in ((singles, False), (pairs, True)):
-      examples = [glue_data.GlueExample(t[0], t[1], 0, "x") if pair else
-                  glue_data.GlueExample(t, None, 0, "x") for t in texts]
-      ids, mask, types, _ = glue_data.encode_examples(
-          examples, tokenizer, cls_id, sep_id, seq_length)
+      examples = [glue_tasks.GlueExample(t[0], t[1], 0, "x") if pair else
+                  glue_tasks.GlueExample(t, None, 0, "x") for t in texts]
+      packed = glue_tasks.pack(examples, tokenizer, seq_length)
       segments = ([packer.tokenize(tf.constant([t[0] for t in texts])),
                    packer.tokenize(tf.constant([t[1] for t in texts]))]
                   if pair else [packer.tokenize(tf.constant(texts))])
       features, _ = packer.pack(segments, ["a", "b"][:len(segments)])
-      np.testing.assert_array_equal(features["input_word_ids"], ids)
-      np.testing.assert_array_equal(features["input_mask"], mask)
-      np.testing.assert_array_equal(features["input_type_ids"], types)
+      np.testing.assert_array_equal(features["input_word_ids"],
+                                    packed["token_ids"])
+      np.testing.assert_array_equal(features["input_mask"],
+                                    packed["padding_mask"])
+      np.testing.assert_array_equal(features["input_type_ids"],
+                                    packed["segment_ids"])
 
 
 def test_mask_literal_becomes_one_mask_token(tiny_vocab):

@@ -6,68 +6,11 @@ from sklearn import metrics as sk
 import tensorflow as tf
 
 from realformer_tf.configs import finetuning
+from realformer_tf.data import glue_tasks
 from realformer_tf.tasks import sentence_prediction as sp
 
-# Fixed binary labels / predictions: tp=3, fp=2, fn=1, tn=4.
 LABELS = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
 PREDS = np.array([1, 1, 1, 0, 1, 1, 0, 0, 0, 0])
-
-
-def test_binary_metrics_against_sklearn_and_by_hand():
-  assert sp.accuracy(LABELS, PREDS) == pytest.approx(0.7)
-  assert sp.f1(LABELS, PREDS) == pytest.approx(6 / 9)  # 2tp/(2tp+fp+fn)
-  mcc = (3 * 4 - 2 * 1) / np.sqrt(5 * 4 * 6 * 5)
-  assert sp.matthews_corrcoef(LABELS, PREDS) == pytest.approx(mcc)
-  assert sp.f1(LABELS, PREDS) == pytest.approx(sk.f1_score(LABELS, PREDS))
-  assert sp.matthews_corrcoef(LABELS, PREDS) == pytest.approx(
-      sk.matthews_corrcoef(LABELS, PREDS))
-  assert sp.accuracy(LABELS, PREDS) == sk.accuracy_score(LABELS, PREDS)
-
-
-def test_metrics_on_random_inputs_against_sklearn_and_scipy():
-  rng = np.random.default_rng(0)
-  for _ in range(20):
-    labels = rng.integers(0, 2, 50)
-    preds = rng.integers(0, 2, 50)
-    assert sp.f1(labels, preds) == pytest.approx(sk.f1_score(labels, preds))
-    assert sp.matthews_corrcoef(labels, preds) == pytest.approx(
-        sk.matthews_corrcoef(labels, preds))
-    three_l, three_p = rng.integers(0, 3, 50), rng.integers(0, 3, 50)
-    assert sp.matthews_corrcoef(three_l, three_p) == pytest.approx(
-        sk.matthews_corrcoef(three_l, three_p))
-    # STS-B-like scores with ties (rounded to 0.25) for Spearman's ranks.
-    gold = np.round(rng.uniform(0, 5, 40) * 4) / 4
-    pred = gold + rng.normal(0, 1, 40)
-    pred[:5] = pred[5]
-    assert sp.pearson(gold, pred) == pytest.approx(stats.pearsonr(gold,
-                                                                  pred)[0])
-    assert sp.spearman(gold, pred) == pytest.approx(
-        stats.spearmanr(gold, pred)[0])
-
-
-def test_degenerate_inputs():
-  assert sp.f1([0, 0], [0, 0]) == 0.0
-  assert sp.matthews_corrcoef([1, 1, 0], [1, 1, 1]) == 0.0
-  assert sk.matthews_corrcoef([1, 1, 0], [1, 1, 1]) == 0.0
-  assert np.isnan(sp.pearson([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]))
-
-
-def test_glue_metrics_per_task():
-  logits = np.stack([1 - PREDS, PREDS], axis=1).astype(np.float32)
-  assert sp.glue_metrics("mrpc", logits, LABELS) == pytest.approx(
-      {"f1": 6 / 9, "accuracy": 0.7})
-  assert sp.glue_metrics("qqp", logits, LABELS) == pytest.approx(
-      {"f1": 6 / 9, "accuracy": 0.7})
-  assert set(sp.glue_metrics("cola", logits, LABELS)) == {"matthews_corrcoef"}
-  assert sp.glue_metrics("sst2", logits, LABELS) == {"accuracy": 0.7}
-  scores = np.array([[0.5], [1.0], [3.0], [2.0]])
-  gold = np.array([0.0, 1.0, 4.0, 5.0])
-  result = sp.glue_metrics("stsb", scores, gold)
-  assert result == pytest.approx({
-      "pearson": stats.pearsonr(scores[:, 0], gold)[0],
-      "spearman": 0.8})
-  with pytest.raises(ValueError, match=r"mnli outputs must be \[n, 3\]"):
-    sp.glue_metrics("mnli", logits, LABELS)
 
 
 def _task(task, **override):
@@ -78,18 +21,12 @@ def _task(task, **override):
 
 def _model_metrics(result):
   return {k: v for k, v in result.items()
-          if not k.startswith(sp.MAJORITY_PREFIX)}
+          if not k.startswith(glue_tasks.MAJORITY_PREFIX)}
 
 
 def test_majority_class_baseline_next_to_the_metrics():
-  # MRPC dev: 279 of 408 positive; all-positive scores 0.684 / F1 0.812.
-  labels = np.array([1] * 279 + [0] * 129)
-  assert sp.majority_class_metrics("mrpc", labels) == pytest.approx({
-      "majority_class_accuracy": 279 / 408,
-      "majority_class_f1": 2 * 279 / (2 * 279 + 129)})
-  assert sp.majority_class_metrics("cola", labels) == {
-      "majority_class_matthews_corrcoef": 0.0}
-  assert not sp.majority_class_metrics("stsb", [0.5, 1.0])
+  """The task reports `glue_tasks.majority_class_metrics` beside the
+  metrics."""
   task = _task("mrpc")
   step = {"sentence_prediction": (tf.constant([[1., 0], [0, 1], [0, 1]]),),
           "labels": (tf.constant([0, 0, 1]),)}
