@@ -113,7 +113,8 @@ def convert(task: str,
     raise ValueError("No --output_dir given.")
   vocab = tokenization.load_vocab(vocab_file)
   if glue_dir:
-    splits = glue_tasks.read_splits(spec, glue_dir)
+    splits = glue_tasks.read_splits(spec, glue_dir, tf.io.gfile.exists,
+                                    tf.io.gfile.GFile)
   else:
     splits = read_tfds(spec, tfds_data_dir)
   tokenizer = wordpiece.WordPieceTokenizer(vocab, lower_case=lower_case)

@@ -138,10 +138,10 @@ def parse_label(spec: GlueTaskSpec, value: str, where: str):
   return spec.labels.index(value)
 
 
-def _tsv_rows(path: str) -> Iterator[Tuple[int, List[str]]]:
+def _tsv_rows(path: str, open_file) -> Iterator[Tuple[int, List[str]]]:
   """(line number, fields) of each line of a UTF-8 TSV file (a BOM skipped):
   GLUE's own split, `csv.reader` with tabs and `QUOTE_NONE`."""
-  with open(path, "rb") as f:
+  with open_file(path, "rb") as f:
     raw = f.read()
   try:
     lines = raw.decode("utf-8-sig").split("\n")
@@ -157,9 +157,11 @@ def _tsv_rows(path: str) -> Iterator[Tuple[int, List[str]]]:
                      f"({e}).") from e
 
 
-def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
+def read_tsv_examples(spec: GlueTaskSpec, path: str, exists=os.path.exists,
+                      open_file=open) -> List[GlueExample]:
   """The examples of one GLUE TSV file of `spec`'s task, in file order
-  (`_tsv_rows`; blank lines are ignored).
+  (`_tsv_rows`; blank lines are ignored); `exists`, `open_file`: the file
+  system's (`tf.io.gfile`'s for `gs://`).
 
   Raises:
     ValueError: naming `path` and the line, if the file is missing, is not
@@ -167,10 +169,10 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
       the format (a tab inside a sentence), a sentence is empty, or a label
       is outside the task's label set.
   """
-  if not os.path.exists(path):
+  if not exists(path):
     raise ValueError(f"{path}: file not found (expected the GLUE "
                      f"{spec.dir_name} layout).")
-  rows = _tsv_rows(path)
+  rows = _tsv_rows(path, open_file)
   has_header = isinstance(spec.label, str)
   text_columns = [c for c in (spec.text_a, spec.text_b) if c is not None]
   index = {c: c for c in text_columns + [spec.label]}
@@ -210,12 +212,13 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str) -> List[GlueExample]:
   return examples
 
 
-def read_splits(spec: GlueTaskSpec, glue_dir: str
-                ) -> Dict[str, List[GlueExample]]:
+def read_splits(spec: GlueTaskSpec, glue_dir: str, exists=os.path.exists,
+                open_file=open) -> Dict[str, List[GlueExample]]:
   """{split: examples} of every file of `spec.split_files` under `glue_dir`
   (`read_tsv_examples`)."""
   task_dir = os.path.join(glue_dir, spec.dir_name)
-  return {split: read_tsv_examples(spec, os.path.join(task_dir, name))
+  return {split: read_tsv_examples(spec, os.path.join(task_dir, name), exists,
+                                   open_file)
           for split, name in spec.split_files}
 
 

@@ -8,6 +8,7 @@ loop is Keras' stateless API under `jax.jit`; a checkpoint holds every model,
 optimizer and RNG value, so a resumed run continues exactly.
 """
 
+import functools
 import json
 import os
 import time
@@ -22,29 +23,21 @@ from realformer_tf import keras3 as realformer_keras3
 from realformer_tf.core import ownership
 from realformer_tf.core import run_lock
 from realformer_tf.core import writes
+from realformer_tf.data import glue_tasks
+from realformer_tf.data import wordpiece
 from realformer_tf.reproduce import keras3_data as data_lib
+from realformer_tf.reproduce import keras3_glue
 from realformer_tf.reproduce import plan as plan_lib
+from realformer_tf.training import seed_stats
 
 OPS = writes.OS_OPS
 fingerprint = writes.size_of
 open_file = open
-# GLUE on this face comes with `finetune`; until then the plan lists none.
-supports_finetune = False
 analyses = False  # No attention analysis on this face: no attention.png.
 REFUSALS = cli.REFUSALS + (run_lock.ModelDirBusyError,)
 CHECKPOINT_FILE = "checkpoint.npz"
 # The reference initialisation every architecture copies where shapes allow.
 REFERENCE_ARCH = "post_ln"
-# Not decayed by AdamW (BERT's exclusions: LayerNorm and biases).
-NO_WEIGHT_DECAY = ("gamma", "beta", "bias")
-
-
-def check_backend() -> None:
-  """Raises a ValueError unless Keras runs on JAX (the loop is JAX's)."""
-  if keras.config.backend() != "jax":
-    raise ValueError(
-        f"The keras3 face trains on JAX; Keras' backend is "
-        f"{keras.config.backend()!r}: set KERAS_BACKEND=jax.")
 
 
 def resolve_policy(name: str) -> str:
@@ -112,7 +105,8 @@ def make_optimizer(size: plan_lib.Size, train_steps: int, multiplier=1.0
       learning_rate=learning_rate(size, train_steps, multiplier),
       weight_decay=0.01,
       epsilon=1e-6, global_clipnorm=1.0)
-  optimizer.exclude_from_weight_decay(var_names=list(NO_WEIGHT_DECAY))
+  optimizer.exclude_from_weight_decay(
+      var_names=list(keras3_glue.NO_WEIGHT_DECAY))
   return optimizer
 
 
@@ -242,8 +236,8 @@ def check_options(options: plan_lib.Options) -> None:
 
 
 def glue_sizes(options: plan_lib.Options, size: plan_lib.Size):
-  del options, size  # No GLUE on this face yet (`supports_finetune`).
-  return {}, {}
+  del size
+  return plan_lib.glue_sizes(options)
 
 
 def expected_data(options: plan_lib.Options, size: plan_lib.Size) -> Dict:
@@ -258,7 +252,7 @@ def check_writes(plan: plan_lib.Plan) -> None:
   data_lib.check(os.path.join(plan.options.output_dir, "data"))
   for run in plan.pretrain:
     check_checkpoint(os.path.join(run.run_dir, CHECKPOINT_FILE))
-  check_backend()
+  keras3_glue.check_backend()
 
 
 def prepare_data(plan: plan_lib.Plan) -> Dict:
@@ -337,17 +331,52 @@ def pretrain(plan: plan_lib.Plan, run: plan_lib.PretrainRun) -> Dict:
                      "validation": meta["validation"]}}
 
 
+@functools.lru_cache(maxsize=4)
+def _packed(glue_dir: str, task: str, max_seq_length: int,
+            vocab: Tuple[str, ...]) -> Dict[str, Dict[str, np.ndarray]]:
+  """A task's packed splits, once per process (tokenizing is pure Python)."""
+  return glue_tasks.packed_splits(glue_dir, task,
+                                  wordpiece.WordPieceTokenizer(vocab),
+                                  max_seq_length)
+
+
+def pretrained_backbone(plan: plan_lib.Plan, run: plan_lib.FinetuneRun):
+  """The backbone of `run.pretrained`'s masked LM, with its checkpoint's
+  values (the model is built as `pretrain` built it, so values line up)."""
+  model = build_model(plan.size, run.arch, plan.data["vocab_size"],
+                      resolve_policy(plan.options.dtype_policy), run.seed)
+  path = os.path.join(run.pretrained, CHECKPOINT_FILE)
+  state, _ = load_checkpoint(path, (
+      [np.asarray(v.value) for v in model.trainable_variables],
+      [np.asarray(v.value) for v in model.non_trainable_variables], []))
+  for variables, values in zip((model.trainable_variables,
+                                model.non_trainable_variables), state):
+    for variable, value in zip(variables, values):
+      variable.assign(value)
+  return model.backbone
+
+
 def finetune(plan: plan_lib.Plan, run: plan_lib.FinetuneRun) -> Dict:
-  """Fine-tunes the backbone of `run.pretrained` on `run.task` (JAX, no
-  TensorFlow); returns {"task", "epochs", "learning_rate", "seed",
-  "train_steps", "metrics": {name: dev value}, "eval_logs"} as the report
-  reads it (with `summarize_glue`). Not wired yet: this face plans no
-  fine-tuning runs (`supports_finetune`), so nothing calls it."""
-  raise ValueError(f"{run.run_dir}: the keras3 face does not fine-tune yet "
-                   f"(plan of {plan.options.output_dir} lists no such run).")
+  """Fine-tunes `run.pretrained`'s backbone on `run.task` (`keras3_glue`);
+  the result as `summarize_glue` reads it: the paper's dev metrics in
+  "metrics", everything `keras3_glue.finetune` measured in "eval_logs"."""
+  splits = _packed(plan.options.glue_dir, run.task, run.max_seq_length,
+                   tuple(plan.data["sequences"].vocab))
+  dev = {split: arrays for split, arrays in splits.items() if split != "train"}
+  output = keras3_glue.finetune(
+      pretrained_backbone(plan, run), splits["train"], dev, task=run.task,
+      learning_rate=run.learning_rate, train_steps=run.train_steps,
+      batch_size=run.batch_size, seed=run.seed)
+  names = [m + keras3_glue.metric_suffix(split) for split in dev
+           for m in glue_tasks.get_task(run.task).metrics]
+  return dict(task=run.task, epochs=run.epochs,
+              learning_rate=run.learning_rate, seed=run.seed,
+              train_steps=run.train_steps,
+              metrics={name: output[name] for name in names},
+              eval_logs=output)
 
 
-summarize_glue = None  # {task: [finetune results]} -> GLUE summary, with it.
+summarize_glue = seed_stats.summarize
 
 
 def analyse(plan: plan_lib.Plan) -> Dict[str, str]:

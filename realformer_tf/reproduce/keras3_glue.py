@@ -45,7 +45,15 @@ class PaperSchedule(keras.optimizers.schedules.LearningRateSchedule):
     return decayed * keras.ops.minimum(step / self.warmup_steps, 1.0)
 
 
-def _metric_suffix(split: str) -> str:
+def check_backend() -> None:
+  """Raises a ValueError unless Keras runs on JAX (the loops are JAX's)."""
+  if keras.config.backend() != "jax":
+    raise ValueError(
+        f"The keras3 face trains on JAX; Keras' backend is "
+        f"{keras.config.backend()!r}: set KERAS_BACKEND=jax.")
+
+
+def metric_suffix(split: str) -> str:
   """"dev" -> "", "dev_matched" -> "_matched" (the tf_keras face's names)."""
   return split[len("dev"):]
 
@@ -87,9 +95,7 @@ def finetune(backbone: realformer_keras3.RealFormerBackbone,
     `train_loss_first` / `train_loss_last`: the mean loss of the first and
     last tenth of the steps.
   """
-  if keras.config.backend() != "jax":
-    raise ValueError(f"GLUE fine-tuning runs on JAX; Keras' backend is "
-                     f"{keras.config.backend()!r}: set KERAS_BACKEND=jax.")
+  check_backend()
   spec = glue_tasks.get_task(task)
   start = time.time()
   num_examples = len(train["labels"])
@@ -158,7 +164,7 @@ def finetune(backbone: realformer_keras3.RealFormerBackbone,
                       count - 1).reshape(-1, batch_size)
     outputs = np.concatenate([np.asarray(predict(
         state, {k: arrays[k][r] for k in INPUTS})) for r in rows])[:count]
-    suffix = _metric_suffix(split)
+    suffix = metric_suffix(split)
     for name, value in {
         **glue_tasks.glue_metrics(spec.name, outputs, arrays["labels"]),
         **glue_tasks.majority_class_metrics(spec.name, arrays["labels"]),

@@ -10,10 +10,11 @@ the data, the steps and the checks that are its own.
 import dataclasses
 import importlib
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from realformer_tf.core import ownership
 from realformer_tf.core import writes
+from realformer_tf.data import glue_tasks
 from realformer_tf.data import schedule
 
 # Face name -> its module. The only dynamic import: `--face=keras3` must never
@@ -282,6 +283,8 @@ def check_options(options: Options, face) -> Size:
                "steps_per_execution"):
     check_positive(name, getattr(options, name))
   check_choice("dtype_policy", options.dtype_policy, DTYPE_POLICIES)
+  for task in options.glue_tasks:
+    glue_tasks.get_task(task)  # Names the unknown task.
   check_output_dir(options.output_dir, face.OPS)
   face.check_options(options)
   return SIZES[options.size]
@@ -312,6 +315,27 @@ def check_output_dir(output_dir: str, ops: writes.FileOps) -> None:
       f"; a reproduction writes {', '.join(sorted(OUTPUT_ENTRIES))} there, "
       "so nothing was written. Pass a new or empty --output_dir, or one a "
       "reproduction wrote.")
+
+
+def glue_sizes(options: Options, exists=os.path.exists, open_file=open
+               ) -> Tuple[Dict[str, int], Dict[str, str]]:
+  """({task: train examples} of the tasks whose TSVs are all in --glue_dir,
+  {task: why it is skipped}); `exists`, `open_file`: the face's files."""
+  sizes, skipped = {}, {}
+  for task in options.glue_tasks:
+    spec = glue_tasks.get_task(task)
+    folder = os.path.join(options.glue_dir or "", spec.dir_name)
+    missing = [n for _, n in spec.split_files
+               if not exists(os.path.join(folder, n))]
+    if not options.glue_dir or missing:
+      skipped[spec.name] = (
+          f"{os.path.join(options.glue_dir or '<no --glue_dir>', spec.dir_name)}"
+          f" lacks {', '.join(missing) or 'the task'}")
+      continue
+    sizes[spec.name] = len(glue_tasks.read_tsv_examples(
+        spec, os.path.join(folder, dict(spec.split_files)["train"]), exists,
+        open_file))
+  return sizes, skipped
 
 
 def run_dir(output_dir: str, arch: str, seed: int) -> str:

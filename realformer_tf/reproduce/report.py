@@ -50,11 +50,6 @@ def scale_note(plan: plan_lib.Plan) -> Optional[str]:
           "the pipeline runs, not the paper's findings.")
 
 
-def no_glue_line(plan: plan_lib.Plan) -> str:
-  return (f"Fine-tuning: GLUE was not run (the {plan.options.face} face "
-          "does not fine-tune yet).")
-
-
 def paper_row(plan: plan_lib.Plan):
   """(paper size name, {arch: MLM accuracy %}) this size compares to."""
   return PAPER_TABLE2[plan.size.paper or "small"]
@@ -214,9 +209,7 @@ def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
       *plan.face.report_lines(plan, pretrain_runs), "",
       "## Pre-training (paper Table 2): held-out masked LM", ""]
   lines += pretraining_table(plan.labels, pretraining, paper_row(plan)) + [""]
-  if not plan.face.supports_finetune:
-    lines.append(no_glue_line(plan))
-  elif glue:
+  if glue:
     lines += glue_table(plan, glue, glue_runs)
   lines += majority_class_lines(glue_runs) + [
       f"- {task} not fine-tuned: {why}."

@@ -44,8 +44,7 @@ def describe(plan: plan_lib.Plan) -> str:
       f"{plan.eval_steps()}.",
       (f"Fine-tuning: epochs {list(s.glue_epochs)} x lr "
        f"{list(s.glue_learning_rates)} per task and pre-training run, batch "
-       f"{s.glue_batch_size}, seq {s.glue_seq_length}."
-       if plan.face.supports_finetune else report.no_glue_line(plan))]
+       f"{s.glue_batch_size}, seq {s.glue_seq_length}.")]
   lines += [f"{status(plan, r):>6s}  {r.run_dir}  {r.details()}"
             for r in plan.all_runs]
   lines += [f"Fine-tuning {task}: skipped ({why})."

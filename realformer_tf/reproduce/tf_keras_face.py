@@ -27,20 +27,19 @@ from realformer_tf.configs import experiments
 from realformer_tf.configs import finetuning
 from realformer_tf.configs import registry  # pylint: disable=unused-import
 from realformer_tf.data import glue as glue_data
-from realformer_tf.data import glue_tasks
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import quickstart_corpus
 from realformer_tf.data import wikitext
 from realformer_tf.reproduce import plan as plan_lib
 from realformer_tf.training import runs
+from realformer_tf.training import seed_stats
 from realformer_tf.training import sweep
 from realformer_tf.training import train_lib
 
 OPS = utils.GFILE_OPS
 fingerprint = output_sets.fingerprint
 open_file = tf.io.gfile.GFile
-supports_finetune = True
 analyses = True  # attention.png
 REFUSALS = train_lib.REFUSALS
 # Measured seconds of this face's parts on 2 loaded CPU cores (`--size=mini`,
@@ -60,8 +59,6 @@ def check_options(options: plan_lib.Options) -> None:
   if keras3 or options.dtype_policy != "auto":
     raise ValueError(f"--{(keras3 or ['dtype_policy'])[0]} is the keras3 "
                      "face's (tf_keras: --params_override, --config_file).")
-  for task in options.glue_tasks:
-    glue_tasks.get_task(task)  # Names the unknown task.
   records = [options.train_data, options.validation_data]
   if any(records) and not all(records):
     raise ValueError("--train_data and --validation_data go together.")
@@ -87,28 +84,8 @@ def glue_records_dir(output_dir: str) -> str:
 
 
 def glue_sizes(options: plan_lib.Options, size: plan_lib.Size):
-  """({task: train examples} of the tasks whose train and dev TSVs are in
-  --glue_dir (the converted records' meta data, else the TSV rows),
-  {task: why it is skipped})."""
-  sizes, skipped = {}, {}
-  for task in options.glue_tasks:
-    spec = glue_tasks.get_task(task)
-    folder = os.path.join(options.glue_dir or "", spec.dir_name)
-    files = dict(spec.split_files)
-    missing = [n for n in files.values()
-               if not tf.io.gfile.exists(os.path.join(folder, n))]
-    if not options.glue_dir or missing:
-      skipped[spec.name] = (
-          f"{os.path.join(options.glue_dir or '<no --glue_dir>', spec.dir_name)}"
-          f" lacks {', '.join(missing) or 'the task'}")
-      continue
-    meta = glue_data.meta_data_path(glue_records_dir(options.output_dir), task)
-    sizes[spec.name] = (
-        glue_data.read_meta_data(meta)["train_data_size"]
-        if tf.io.gfile.exists(meta) else len(glue_tasks.read_tsv_examples(
-            spec, os.path.join(folder, files["train"]))))
   del size
-  return sizes, skipped
+  return plan_lib.glue_sizes(options, tf.io.gfile.exists, tf.io.gfile.GFile)
 
 
 def _vocab_size(vocab_file: str) -> int:
@@ -289,7 +266,7 @@ def finetune(plan: plan_lib.Plan, run: plan_lib.FinetuneRun) -> Dict:
   return glue_run.make_result(runs.train_run(glue_run), 0.0)
 
 
-summarize_glue = sweep.summarize
+summarize_glue = seed_stats.summarize
 
 
 def analyse(plan: plan_lib.Plan) -> Dict[str, str]:

@@ -10,13 +10,11 @@ and GLUE's overall score.
 
 import dataclasses
 import itertools
-import math
 import os
 from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
-import numpy as np
 import tensorflow as tf
 
 from official.core import config_definitions as cfg
@@ -197,47 +195,6 @@ def load_results(model_dir_root: str) -> Dict[str, List[Dict]]:
   return by_task
 
 
-def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
-  """{"task", "main_metric", "grid": [point], "best": point, "score"}: each
-  point's median/std over seeds, the best by median, its mean of medians."""
-  spec = glue_tasks.get_task(task)
-  groups = {}
-  for result in sorted(results, key=lambda r: r["seed"]):
-    key = (float(result["epochs"]), float(result["learning_rate"]))
-    groups.setdefault(key, []).append(result)
-  grid = []
-  for (epochs, lr), group in sorted(groups.items()):
-    values = {name: [float(r["metrics"][name]) for r in group
-                     if name in r["metrics"]]
-              for name in sorted(set().union(*(r["metrics"] for r in group)))}
-    grid.append({"epochs": epochs, "learning_rate": lr,
-                 "num_seeds": len(group), "seeds": [r["seed"] for r in group],
-                 "metrics": {name: seed_stats.median_std(v)
-                             for name, v in values.items()}})
-  main = spec.main_metric
-  if spec.name == "mnli" and not any(main in p["metrics"] for p in grid):
-    main = "accuracy"  # Evaluated on one dev file (no split_names).
-  ranked = [p for p in grid if main in p["metrics"]
-            and not math.isnan(p["metrics"][main]["median"])]
-  if not ranked:
-    raise ValueError(f"No {task} result has the main metric {main!r}.")
-  # Highest median; ties go to the first point in (epochs, lr) order.
-  best = max(ranked, key=lambda p: p["metrics"][main]["median"])
-  score = float(np.mean([m["median"] for m in best["metrics"].values()]))
-  return {"task": spec.name, "main_metric": main, "grid": grid, "best": best,
-          "score": score}
-
-
-def summarize(by_task: Dict[str, Sequence[Dict]]) -> Dict:
-  """Task summaries plus GLUE Overall (mean of the task scores present)."""
-  tasks = {t: summarize_task(t, r) for t, r in sorted(by_task.items()) if r}
-  overall = (float(np.mean([s["score"] for s in tasks.values()]))
-             if tasks else float("nan"))
-  return {"tasks": tasks, "overall": overall,
-          "overall_tasks": sorted(tasks),
-          "complete": sorted(tasks) == sorted(glue_tasks.GLUE_TASKS)}
-
-
 def format_summary(summary: Dict) -> str:
   """The summary as text, numbers x100."""
   lines = []
@@ -262,7 +219,7 @@ def format_summary(summary: Dict) -> str:
 
 
 def write_summary(model_dir_root: str) -> Dict:
-  summary = summarize(load_results(model_dir_root))
+  summary = seed_stats.summarize(load_results(model_dir_root))
   if summary["tasks"]:
     writes.publish_json(os.path.join(model_dir_root, SUMMARY_FILE), summary,
                         __name__, utils.GFILE_OPS)

@@ -1,11 +1,14 @@
 """The keras3 face's models (one initialisation for all), its optimizer
 schedule, its checkpoint file and its lines of the report."""
+import types
+
 import keras
 import numpy as np
 import pytest
 
 from realformer_tf.reproduce import keras3_data as data
 from realformer_tf.reproduce import keras3_face as train
+from realformer_tf.reproduce import keras3_glue
 from realformer_tf.reproduce import plan as plan_lib
 
 TINY = plan_lib.SIZES["tiny"]
@@ -69,6 +72,23 @@ def test_a_checkpoint_round_trips_and_refuses_another_model(tmp_path):
   assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.npz"]
 
 
+def test_fine_tuning_starts_from_the_pretrained_checkpoint(tmp_path):
+  # A "pre-trained" model: seed 1's draw; fine-tuning builds seed 0's first.
+  pretrained = train.build_model(TINY, "realformer", 40, "float32", seed=1)
+  state = ([v.value for v in pretrained.trainable_variables],
+           [v.value for v in pretrained.non_trainable_variables], [])
+  train.save_checkpoint(str(tmp_path / train.CHECKPOINT_FILE), state, {})
+  plan = types.SimpleNamespace(size=TINY, data={"vocab_size": 40},
+                               options=plan_lib.Options(output_dir="unused"))
+  run = types.SimpleNamespace(arch="realformer", seed=0,
+                              pretrained=str(tmp_path))
+  backbone = train.pretrained_backbone(plan, run)
+  expected = _values(pretrained.backbone)
+  assert sorted(_values(backbone)) == sorted(expected)
+  for path, value in _values(backbone).items():
+    np.testing.assert_array_equal(value, expected[path], path)
+
+
 def test_auto_policy_is_float32_on_a_cpu():
   assert train.resolve_policy("auto") == "float32"
   assert train.resolve_policy("mixed_bfloat16") == "mixed_bfloat16"
@@ -78,7 +98,7 @@ def test_auto_policy_is_float32_on_a_cpu():
 def test_another_backend_is_refused_by_name():
   with pytest.raises(ValueError, match="backend is 'tensorflow': set "
                      "KERAS_BACKEND=jax"):
-    train.check_backend()
+    keras3_glue.check_backend()
 
 
 def _plan(size="small", seeds=1):

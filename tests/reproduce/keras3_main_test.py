@@ -65,6 +65,26 @@ def test_initial_weights_are_shared_where_shapes_allow(tiny_reproduction):
     assert "transformer_layer_0/self_attention/query/kernel" in init["shared"]
 
 
+def test_every_architecture_fine_tunes_mrpc_from_its_checkpoint(
+    tiny_reproduction):
+  output_dir, _, result = tiny_reproduction
+  results = _results(output_dir)
+  for arch in ARCHS:
+    run_dir = os.path.join(output_dir, "finetune", arch, "seed0", "mrpc",
+                           "ep3_lr0.0001", "seed0")
+    with open(os.path.join(run_dir, plan_lib.RESULT_FILE)) as f:
+      run = json.load(f)
+    # ceil(3 epochs * 40 examples / batch 32); 40 dev rows, half positive.
+    assert run["train_steps"] == 4 and run["eval_logs"]["train_steps"] == 4
+    assert set(run["metrics"]) == {"f1", "accuracy"}
+    assert run["eval_logs"]["majority_class_accuracy"] == 0.5
+    assert 0.0 <= run["metrics"]["accuracy"] <= 1.0
+    assert run["eval_logs"]["train_loss_first"] > 0
+    assert (results["glue"][arch]["tasks"]["mrpc"]["best"]["metrics"][
+        "accuracy"]["values"] == [run["metrics"]["accuracy"]])
+    assert f"{run_dir}: new (fine-tune {arch} seed 0 on mrpc" in result.stdout
+
+
 def test_the_report_reads_as_table_2(tiny_reproduction):
   output_dir, corpus, result = tiny_reproduction
   results = _results(output_dir)
@@ -74,7 +94,11 @@ def test_the_report_reads_as_table_2(tiny_reproduction):
   assert text.startswith("# Post-LN vs Pre-LN vs RealFormer, size `tiny`, "
                          "face `keras3`\n")
   assert f"WordPiece tokens ({corpus})." in text
-  assert "Fine-tuning: GLUE was not run (the keras3 face does not " in text
+  for arch in ARCHS:
+    mrpc = results["glue"][arch]["tasks"]["mrpc"]["best"]["metrics"]
+    row = " / ".join(f"{100 * mrpc[m]['median']:.2f} (1 seed)"
+                     for m in ("f1", "accuracy"))
+    assert f"| {plan_lib.ARCHS[arch].label} | {row} |" in text
   assert f"Pre-training: {STEPS} steps, batch 8, seq 32" in text
   digest = results["pretraining_runs"]["realformer"][0]["batch_digest"]
   assert (f"Batches: the same for every architecture (SHA-256 of the masked "

@@ -166,7 +166,9 @@ def test_the_small_size_is_the_papers_bert_small_on_one_gpu():
   assert "Size small: 4 layers, hidden 512, 8 heads, feed-forward 2048" in text
   assert "the quickstart's stdlib corpus" in text
   assert "   new  /tmp/unused/pretrain/realformer/seed0  pre-train " in text
-  assert "Fine-tuning: GLUE was not run (the keras3 face" in text
+  assert ("Fine-tuning: epochs [3] x lr [2e-05, 5e-05] per task and "
+          "pre-training run, batch 32, seq 128.") in text
+  assert "Fine-tuning mrpc: skipped (<no --glue_dir>/MRPC lacks " in text
 
 
 def test_three_seeds_by_default_in_seed_then_arch_order():

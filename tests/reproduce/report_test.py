@@ -9,7 +9,7 @@ import tensorflow as tf
 from realformer_tf.reproduce import plan as plan_lib
 from realformer_tf.reproduce import report
 from realformer_tf.reproduce import tf_keras_face
-from realformer_tf.training import sweep
+from realformer_tf.training import seed_stats
 
 LABELS = {"post_ln": "Post-LN", "pre_ln": "Pre-LN", "realformer": "RealFormer"}
 
@@ -52,7 +52,7 @@ class ReportTest(tf.test.TestCase):
           metrics=dict(f1=accuracies[run.seed],
                        accuracy=accuracies[run.seed] / 2))
     runs, glue_runs = report.by_arch(plan, results)
-    glue = {arch: sweep.summarize(by_task)
+    glue = {arch: seed_stats.summarize(by_task)
             for arch, by_task in glue_runs.items()}
     return report.format_results(plan, results,
                                  report.summarize_pretraining(runs), glue)

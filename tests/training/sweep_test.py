@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from realformer_tf.data import glue as glue_data
 from realformer_tf.training import runs as runs_lib
+from realformer_tf.training import seed_stats
 from realformer_tf.training import sweep
 from tests.helpers import reproduce_inputs
 from tests.helpers import serving
@@ -47,7 +48,7 @@ def _fake_results():
 
 
 def test_best_median_std_and_overall():
-  summary = sweep.summarize(_fake_results())
+  summary = seed_stats.summarize(_fake_results())
   mrpc = summary["tasks"]["mrpc"]
   assert mrpc["main_metric"] == "f1"
   best = mrpc["best"]
@@ -83,7 +84,7 @@ def test_best_median_std_and_overall():
 
 def test_one_seed_says_so_instead_of_a_zero_std():
   results = {"rte": [_result("rte", 3, 2e-5, 0, accuracy=0.625)]}
-  text = sweep.format_summary(sweep.summarize(results))
+  text = sweep.format_summary(seed_stats.summarize(results))
   assert "accuracy:  62.50 (1 seed)" in text, text
   assert "std" not in text, text
 
