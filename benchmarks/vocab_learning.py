@@ -3,10 +3,14 @@ r"""WordPiece vocabulary learning on a large corpus: the seconds of each learner
 `--write_corpus` first writes a corpus (one sentence per line, a blank line
 between documents) of the docstrings of a site-packages tree (read with `ast`,
 nothing imported) and the WikiText-2 files of ../shared/data, up to `--mb` MB
-in `--files` files. Then, each in this process: counting words
-(`wordpiece.count_words`), the project's learner (`wordpiece.learn_vocab`) and
-Hugging Face `tokenizers`' `WordPieceTrainer` on the same counts; prints one
-JSON object.
+in `--files` files. Then, each in this process, on all files but the last:
+counting words (`wordpiece.count_words`), the project's learner
+(`wordpiece.learn_vocab`) and Hugging Face `tokenizers`' `WordPieceTrainer`
+on the same counts, and that trainer from the text (its own Rust counting,
+BertNormalizer + BertPreTokenizer). Each vocabulary tokenizes the last
+file's first `--held_out` lines with its own face's tokenizer and with
+tensorflow-text's `BertTokenizer` (serving): the share of lines with equal
+ids. Prints one JSON object.
 
 usage:
   python benchmarks/vocab_learning.py --write_corpus --corpus_dir=/tmp/c60
@@ -21,11 +25,14 @@ import sys
 import sysconfig
 import time
 
+import tensorflow as tf
 import tokenizers
 from tokenizers import models
+from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 from tokenizers import trainers
 
+from realformer_tf.data import tokenization
 from realformer_tf.data import wordpiece
 
 import timing  # pylint: disable=g-bad-import-order  (benchmarks/)
@@ -44,8 +51,7 @@ def _parser():
   p.add_argument("--wikitext", default=os.path.join(
       REPO_ROOT, "..", "shared", "data", "corpus", "wikitext-2"))
   p.add_argument("--vocab_size", type=int, default=8000)
-  p.add_argument("--learners", type=timing.str_list,
-                 default="wordpiece,tokenizers")
+  p.add_argument("--held_out", type=int, default=20000)
   return p
 
 
@@ -77,7 +83,7 @@ def _documents(site_packages, wikitext):
 def write_corpus(corpus_dir, mb, files, site_packages, wikitext):
   """Writes `files` files of about `mb` MB in all; returns their paths."""
   os.makedirs(corpus_dir, exist_ok=True)
-  per_file, paths, out, written = mb * 1e6 / files, [], None, 0
+  per_file, paths, out = mb * 1e6 / files, [], None
   for document in _documents(site_packages, wikitext):
     if out is None or out.tell() >= per_file:
       if out:
@@ -100,17 +106,46 @@ def _lines(paths):
           yield line.strip()
 
 
+def _bert_tokenizer(vocab=None):
+  """A `tokenizers` BERT tokenizer (over `vocab`, a token list, if given)."""
+  tokenizer = tokenizers.Tokenizer(models.WordPiece(
+      {t: i for i, t in enumerate(vocab or ())}, unk_token=wordpiece.UNK))
+  tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+  tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+  return tokenizer
+
+
+def _trained(tokenizer, texts, vocab_size):
+  trainer = trainers.WordPieceTrainer(
+      vocab_size=vocab_size, special_tokens=list(wordpiece.RESERVED_TOKENS),
+      show_progress=False)
+  tokenizer.train_from_iterator(texts, trainer)
+  vocab = tokenizer.get_vocab()
+  return sorted(vocab, key=vocab.get)
+
+
 def learn_with_tokenizers(counts, vocab_size):
   """`WordPieceTrainer` on words already split: each word, count times."""
   tokenizer = tokenizers.Tokenizer(models.WordPiece(unk_token=wordpiece.UNK))
   tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-  trainer = trainers.WordPieceTrainer(
-      vocab_size=vocab_size, special_tokens=list(wordpiece.RESERVED_TOKENS),
-      show_progress=False)
-  tokenizer.train_from_iterator(
-      (" ".join([word] * count) for word, count in counts.items()), trainer)
-  vocab = tokenizer.get_vocab()
-  return sorted(vocab, key=vocab.get)
+  return _trained(tokenizer, (" ".join([word] * count)
+                              for word, count in counts.items()), vocab_size)
+
+
+def serving_equal(vocab, lines, work_dir, name):
+  """Share of `lines` whose ids from the face's tokenizer (ours for our
+  learner, `tokenizers`' for its) equal tensorflow-text's `BertTokenizer`."""
+  path = os.path.join(work_dir, f"{name}.vocab")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("".join(t + "\n" for t in vocab))
+  served = tokenization.make_tokenizer(path).tokenize(
+      tf.constant(lines)).merge_dims(-2, -1).to_list()
+  if name == "wordpiece":
+    face = wordpiece.WordPieceTokenizer(vocab)
+    ids = [face(line) for line in lines]
+  else:
+    ids = [e.ids for e in _bert_tokenizer(vocab).encode_batch(lines)]
+  return round(sum(a == b for a, b in zip(ids, served)) / len(lines), 4)
 
 
 def main():
@@ -119,21 +154,29 @@ def main():
     write_corpus(args.corpus_dir, args.mb, args.files, args.site_packages,
                  args.wikitext)
   paths = sorted(glob.glob(os.path.join(args.corpus_dir, "*.txt")))
+  *paths, held_out = paths
+  held_out = list(_lines([held_out]))[:args.held_out]
   mb = sum(os.path.getsize(p) for p in paths) / 1e6
-  start = time.perf_counter()
+  start, cpu = time.perf_counter(), time.process_time()
   counts = wordpiece.count_words(_lines(paths))
   rows = dict(corpus=dict(files=len(paths), mb=round(mb, 1),
                           words=sum(counts.values()), unique=len(counts)),
-              count_s=round(time.perf_counter() - start, 1),
-              python=sys.version.split()[0],
-              tokenizers=tokenizers.__version__)
-  for name in args.learners:
-    start = time.perf_counter()
-    vocab = (wordpiece.learn_vocab(counts, args.vocab_size)
-             if name == "wordpiece" else
-             learn_with_tokenizers(counts, args.vocab_size))
-    rows[name] = dict(learn_s=round(time.perf_counter() - start, 1),
-                      tokens=len(vocab))
+              count=dict(wall_s=round(time.perf_counter() - start, 1),
+                         cpu_s=round(time.process_time() - cpu, 1)),
+              versions=dict(python=sys.version.split()[0],
+                            tokenizers=tokenizers.__version__,
+                            tensorflow=tf.__version__))
+  for name, learn in (
+      ("wordpiece", lambda: wordpiece.learn_vocab(counts, args.vocab_size)),
+      ("tokenizers", lambda: learn_with_tokenizers(counts, args.vocab_size)),
+      ("tokenizers_from_text", lambda: _trained(
+          _bert_tokenizer(), _lines(paths), args.vocab_size))):
+    start, cpu = time.perf_counter(), time.process_time()
+    vocab = learn()
+    rows[name] = dict(wall_s=round(time.perf_counter() - start, 1),
+                      cpu_s=round(time.process_time() - cpu, 1),
+                      tokens=len(vocab), serving_equal=serving_equal(
+                          vocab, held_out, args.corpus_dir, name))
   print(json.dumps(rows))
 
 

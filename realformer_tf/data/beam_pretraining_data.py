@@ -7,7 +7,6 @@ The records of `data.pretraining_data`, whatever the number of workers: a
 document's SHA-256 key picks its shard and its order there.
 """
 
-import collections
 import hashlib
 import json
 import os
@@ -81,38 +80,24 @@ def keyed_documents(indexed_file: Tuple[int, str], random_seed: int
     yield document_key(random_seed, file_index, document_index, lines), lines
 
 
-class CountWords(beam.CombineFn):
-  """Word counts of (key, lines) documents (`wordpiece.count_words`), as a
-  combine: each worker counts its documents, the counts are summed."""
-
-  def __init__(self, lower_case: bool):
-    super().__init__()
-    self._lower_case = lower_case
-
-  def create_accumulator(self) -> collections.Counter:
-    return collections.Counter()
-
-  def add_input(self, counts, keyed):
-    counts.update(wordpiece.count_words(keyed[1], self._lower_case))
-    return counts
-
-  def merge_accumulators(self, accumulators) -> collections.Counter:
-    merged = collections.Counter()
-    for counts in accumulators:
-      merged.update(counts)
-    return merged
-
-  def extract_output(self, counts) -> collections.Counter:
-    return counts
+@beam.ptransform_fn
+def CountWords(documents, lower_case: bool):  # pylint: disable=invalid-name
+  """Word counts of (key, lines) documents, as one dict: per document, then
+  summed per word over the workers (a combine)."""
+  return (documents
+          | "Count" >> beam.FlatMap(lambda keyed: wordpiece.count_words(
+              keyed[1], lower_case).items())
+          | "Sum" >> beam.CombinePerKey(sum)
+          | "Gather" >> beam.combiners.ToDict())
 
 
 @beam.ptransform_fn
 def _learn_vocab(root, input_files: Sequence[str], random_seed: int,
                  sample_documents: int, do_lower_case: bool, path: str,
                  vocab_size: int):
-  """Counts the words of the `sample_documents` documents of smallest key
-  (their keys first, then the documents read again, so none is held) and
-  learns a vocabulary from the counts once, into `path`."""
+  """The words of the `sample_documents` documents of smallest key (their
+  keys first, then the texts read again: none is held), counted, learned
+  from once into `path`."""
   documents = beam.ptransform_fn(_read)
   last = (root | "Keys" >> documents(input_files, random_seed)
           | "Key" >> beam.Map(lambda keyed: keyed[0])
@@ -121,7 +106,7 @@ def _learn_vocab(root, input_files: Sequence[str], random_seed: int,
   return (root | "Texts" >> documents(input_files, random_seed)
           | "InSample" >> beam.Filter(lambda keyed, last: keyed[0] <= last,
                                       beam.pvalue.AsSingleton(last))
-          | "CountWords" >> beam.CombineGlobally(CountWords(do_lower_case))
+          | "CountWords" >> CountWords(do_lower_case)
           | "Learn" >> beam.Map(lambda counts: len(tokenization.learn_vocab(
               counts, vocab_size, path))))
 
@@ -248,10 +233,9 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
                         utils.GFILE_OPS) as staging:
       if not vocab_file:
         vocab_file = outputs.stage(learned_path)
-        _run_pipeline(pipeline_args, lambda root: (
-            root | "Vocabulary" >> _learn_vocab(
-                input_files, random_seed, vocab_sample_documents,
-                do_lower_case, vocab_file, vocab_size)))
+        _run_pipeline(pipeline_args, lambda root: root | _learn_vocab(
+            input_files, random_seed, vocab_sample_documents, do_lower_case,
+            vocab_file, vocab_size))
       _run_pipeline(pipeline_args, lambda root: (
           _read(root, input_files, random_seed)
           | "ByShard" >> beam.Map(

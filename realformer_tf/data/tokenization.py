@@ -7,7 +7,6 @@ one token per line (id = line number) holding the five `RESERVED_TOKENS`,
 `[PAD]` at id 0.
 """
 
-import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from absl import logging
@@ -164,42 +163,25 @@ def pack_inputs(segments: Sequence[tf.RaggedTensor], seq_length: int,
 
 def learn_vocab(word_counts: Mapping[str, int], vocab_size: int,
                 output_file: str, **learn_params: Any) -> List[str]:
-  """Learns a WordPiece vocabulary from word counts and writes it.
-
-  The reserved tokens come first ([PAD] = 0), then the characters, then the
-  learned sub-words. The real size can differ from `vocab_size` (the
-  learner's search of a minimum count); use `len()` of the result.
-
-  Args:
-    word_counts: Words (BERT's basic tokenization of the text) and their
-      counts: `wordpiece.count_words` with the `lower_case` of the tokenizer
-      that will use the vocabulary.
-    vocab_size: Target vocabulary size, at least 16.
-    output_file: Where to write the vocabulary, one token per line.
-    **learn_params: Keyword arguments of `wordpiece.learn_vocab` (e.g.
-      `upper_thresh`).
-
-  Returns:
-    The vocabulary, in id order.
+  """Writes `wordpiece.learn_vocab(word_counts, vocab_size, **learn_params)`
+  (reserved tokens first, then the characters, then sub-words; its size can
+  be under `vocab_size`) to `output_file`, a new file, and returns it.
+  `word_counts`: `wordpiece.count_words` of the text, with the `lower_case`
+  of the tokenizer that will use the vocabulary.
 
   Raises:
     ValueError: If `vocab_size` < 16 or there are no words.
     FileExistsError: If `output_file` exists.
   """
-  if not isinstance(word_counts, Mapping):
-    raise ValueError("word_counts must be a mapping of words to counts "
-                     f"(wordpiece.count_words), not {type(word_counts)}.")
   # A vocabulary has no proof of its writer: a new file only (our writers
   # pass a path staged in their output set).
   ops = utils.GFILE_OPS  # ram:// calls a prefix of a file a folder.
   if ops.exists(output_file) and not ops.isdir(output_file):
     ownership.refuse_foreign([output_file])
-  logging.info("Learning a WordPiece vocabulary of up to %s tokens from %d "
-               "words.", vocab_size, len(word_counts))
-  vocab = wordpiece.learn_vocab(word_counts, vocab_size, RESERVED_TOKENS,
-                                **learn_params)
+  vocab = wordpiece.learn_vocab(word_counts, vocab_size, **learn_params)
   writes.replace_lines(output_file, vocab, utils.GFILE_OPS)
-  logging.info("Wrote %d WordPiece tokens to %s", len(vocab), output_file)
+  logging.info("Wrote %d WordPiece tokens (target %s, from %d words) to %s",
+               len(vocab), vocab_size, len(word_counts), output_file)
   return vocab
 
 

@@ -13,7 +13,6 @@ import gzip
 import os
 import random
 
-import apache_beam as beam
 from apache_beam.testing import util as beam_util
 import numpy as np
 import pytest
@@ -167,7 +166,7 @@ def test_the_word_count_combine_is_the_single_process_count(
   assert len(expected) > 20 and sum(expected.values()) > 3000
   beam_data._run_pipeline(pipeline_args, lambda root: beam_util.assert_that(
       beam_data._read(root, corpus["files"], 5)
-      | beam.CombineGlobally(beam_data.CountWords(True)),
+      | beam_data.CountWords(True),
       beam_util.equal_to([expected])))
 
 
