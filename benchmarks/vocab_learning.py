@@ -1,4 +1,4 @@
-r"""WordPiece vocabulary learning on a large corpus: the seconds of each learner.
+r"""WordPiece vocabulary learning on a large corpus: each learner's seconds.
 
 `--write_corpus` first writes a corpus (one sentence per line, a blank line
 between documents) of the docstrings of a site-packages tree (read with `ast`,
