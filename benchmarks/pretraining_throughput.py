@@ -25,6 +25,7 @@ from official.nlp.data import pretrain_dataloader
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import quickstart_corpus
 from realformer_tf.data import tokenization
+from realformer_tf.data import wordpiece
 
 import timing  # pylint: disable=g-bad-import-order  (benchmarks/)
 
@@ -83,8 +84,8 @@ def main():
   megabytes = len(text) * len(files) / 1e6
   vocab = os.path.join(work, "vocab.txt")
   start = time.perf_counter()
-  tokenization.learn_vocab(
-      [line for path in files for line in pretraining_data.read_lines(path)],
+  tokenization.learn_vocab(wordpiece.count_words(
+      line for path in files for line in pretraining_data.read_lines(path)),
       8000, vocab)
   rows = [dict(name="vocabulary learning (not in the rows below)",
                wall_s=round(time.perf_counter() - start, 1))]

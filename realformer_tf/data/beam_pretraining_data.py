@@ -29,6 +29,7 @@ from realformer_tf.data import record_facts
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import shards
 from realformer_tf.data import tokenization
+from realformer_tf.data import wordpiece
 
 WRITER = "realformer_tf.data.beam_pretraining_data"
 SUFFIX = ".tfrecord"
@@ -79,13 +80,35 @@ def keyed_documents(indexed_file: Tuple[int, str], random_seed: int
     yield document_key(random_seed, file_index, document_index, lines), lines
 
 
-def learn_sampled_vocab(sample: List[Tuple[bytes, List[str]]], path: str,
-                        vocab_size: int, do_lower_case: bool) -> int:
-  """Learns a vocabulary from sampled documents (sorted by key) into
-  `path`; returns its size."""
-  lines = [line for _, document in sorted(sample) for line in document]
-  return len(tokenization.learn_vocab(lines, vocab_size, path,
-                                      lower_case=do_lower_case))
+@beam.ptransform_fn
+def CountWords(documents, lower_case: bool):  # pylint: disable=invalid-name
+  """Word counts of (key, lines) documents, as one dict: per document, then
+  summed per word over the workers (a combine)."""
+  return (documents
+          | "Count" >> beam.FlatMap(lambda keyed: wordpiece.count_words(
+              keyed[1], lower_case).items())
+          | "Sum" >> beam.CombinePerKey(sum)
+          | "Gather" >> beam.combiners.ToDict())
+
+
+@beam.ptransform_fn
+def _learn_vocab(root, input_files: Sequence[str], random_seed: int,
+                 sample_documents: int, do_lower_case: bool, path: str,
+                 vocab_size: int):
+  """The words of the `sample_documents` documents of smallest key (their
+  keys first, then the texts read again: none is held), counted, learned
+  from once into `path`."""
+  documents = beam.ptransform_fn(_read)
+  last = (root | "Keys" >> documents(input_files, random_seed)
+          | "Key" >> beam.Map(lambda keyed: keyed[0])
+          | "Smallest" >> beam.combiners.Top.Smallest(sample_documents)
+          | "Last" >> beam.Map(lambda keys: keys[-1]))
+  return (root | "Texts" >> documents(input_files, random_seed)
+          | "InSample" >> beam.Filter(lambda keyed, last: keyed[0] <= last,
+                                      beam.pvalue.AsSingleton(last))
+          | "CountWords" >> CountWords(do_lower_case)
+          | "Learn" >> beam.Map(lambda counts: len(tokenization.learn_vocab(
+              counts, vocab_size, path))))
 
 
 class WriteShard(beam.DoFn):
@@ -210,12 +233,9 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
                         utils.GFILE_OPS) as staging:
       if not vocab_file:
         vocab_file = outputs.stage(learned_path)
-        _run_pipeline(pipeline_args, lambda root: (
-            _read(root, input_files, random_seed)
-            | "Sample" >> beam.combiners.Top.Smallest(
-                vocab_sample_documents, key=lambda keyed: keyed[0])
-            | "Learn" >> beam.Map(learn_sampled_vocab, vocab_file,
-                                  vocab_size, do_lower_case)))
+        _run_pipeline(pipeline_args, lambda root: root | _learn_vocab(
+            input_files, random_seed, vocab_sample_documents, do_lower_case,
+            vocab_file, vocab_size))
       _run_pipeline(pipeline_args, lambda root: (
           _read(root, input_files, random_seed)
           | "ByShard" >> beam.Map(

@@ -19,6 +19,7 @@ from realformer_tf.core import writes
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
+from realformer_tf.data import wordpiece
 
 VOCAB_NAME = "vocab.txt"
 
@@ -81,16 +82,16 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
         f"The learned vocabulary would overwrite input file {vocab_file!r}.")
   if not overwrite:
     check_vocab_target(vocab_file, output_file)
-  # Read first: a file that is not text is refused before anything is made.
-  lines = [line for path in input_files
-           for line in pretraining_data.read_lines(path)]
+  # Counted first: a file that is not text is refused before anything is made.
+  counts = wordpiece.count_words((
+      line for path in input_files
+      for line in pretraining_data.read_lines(path)), do_lower_case)
   # The vocabulary is part of the records' set: both change together.
   with output_sets.output_set(pretraining_data.meta_data_path(output_file),
                               pretraining_data.WRITER, [output_file],
                               "--overwrite", overwrite) as outputs:
     learned = outputs.stage(vocab_file)
-    tokenization.learn_vocab(lines, vocab_size, learned,
-                             lower_case=do_lower_case)
+    tokenization.learn_vocab(counts, vocab_size, learned)
     count = pretraining_data.create_pretraining_data(
         input_files, learned, output_file, do_lower_case=do_lower_case,
         output_set=outputs, check_documents=True, **options)

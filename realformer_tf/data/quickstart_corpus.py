@@ -355,9 +355,8 @@ def prepare_quickstart_data(
         outputs.stage(os.path.join(data_dir, name)) for name in names)
     write_documents(train_text, train_docs)
     write_documents(eval_text, eval_docs)
-    vocab = tokenization.learn_vocab(
-        [s for d in train_docs for s in d], vocab_size, vocab_file,
-        learn_params={"upper_thresh": wordpiece.QUICKSTART_UPPER_THRESH})
+    vocab = tokenization.learn_vocab(wordpiece.count_words(
+        s for d in train_docs for s in d), vocab_size, vocab_file)
     counts = dict(vocab_size=len(vocab), num_train_documents=len(train_docs),
                   num_eval_documents=len(eval_docs))
     for split, text, records, split_seed, split_dupes in (

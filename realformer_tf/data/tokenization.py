@@ -1,31 +1,28 @@
 """WordPiece vocabularies, BERT tokenizers and the one BERT input packer.
 
 Nothing here tokenizes or packs by hand: `make_tokenizer` is tensorflow-text's
-`BertTokenizer`, `pack_inputs` Model Garden's `BertPackInputs`, `learn_vocab`
-tensorflow-text's `bert_vocab_from_dataset`. A vocabulary is one token per
-line (id = line number) holding the five `RESERVED_TOKENS`, `[PAD]` at id 0.
+`BertTokenizer`, `pack_inputs` Model Garden's `BertPackInputs`; `learn_vocab`
+writes what `wordpiece.learn_vocab` learns from word counts. A vocabulary is
+one token per line (id = line number) holding the five `RESERVED_TOKENS`,
+`[PAD]` at id 0.
 """
 
-import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
 import tensorflow_text as tf_text
-from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from official.nlp.modeling.layers import text_layers
 from realformer_tf import utils
 from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.data import output_sets
+from realformer_tf.data import wordpiece
 
-PAD = "[PAD]"
-UNK = "[UNK]"
-CLS = "[CLS]"
-SEP = "[SEP]"
-MASK = "[MASK]"
-RESERVED_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+PAD, UNK, CLS, SEP, MASK = (wordpiece.PAD, wordpiece.UNK, wordpiece.CLS,
+                            wordpiece.SEP, wordpiece.MASK)
+RESERVED_TOKENS = wordpiece.RESERVED_TOKENS
 
 
 def load_vocab(path: str, vocab_size: Optional[int] = None) -> List[str]:
@@ -164,59 +161,28 @@ def pack_inputs(segments: Sequence[tf.RaggedTensor], seq_length: int,
   return {name: tf.cast(ids, tf.int32) for name, ids in features.items()}
 
 
-def learn_vocab(text_lines: Iterable[str],
-                vocab_size: int,
-                output_file: str,
-                lower_case: bool = True,
-                learn_params: Optional[Dict[str, Any]] = None) -> List[str]:
-  """Learns a WordPiece vocabulary with tensorflow-text and writes it.
-
-  The reserved tokens come first ([PAD] = 0), then the characters, then the
-  learned sub-words. The real size can differ from `vocab_size` (the
-  learner's search of a minimum count); use `len()` of the result.
-
-  Args:
-    text_lines: Lines of raw text (blank lines are ignored).
-    vocab_size: Target vocabulary size, at least 16.
-    output_file: Where to write the vocabulary, one token per line.
-    lower_case: Must match the `lower_case` of the tokenizer that will use it.
-    learn_params: Extra keyword arguments of tensorflow-text's
-      `wordpiece_tokenizer_learner_lib.learn` (e.g. `upper_thresh`).
-
-  Returns:
-    The vocabulary, in id order.
+def learn_vocab(word_counts: Mapping[str, int], vocab_size: int,
+                output_file: str, **learn_params: Any) -> List[str]:
+  """Writes `wordpiece.learn_vocab(word_counts, vocab_size, **learn_params)`
+  (reserved tokens first, then the characters, then sub-words; its size can
+  be under `vocab_size`) to `output_file`, a new file, and returns it.
+  `word_counts`: `wordpiece.count_words` of the text, with the `lower_case`
+  of the tokenizer that will use the vocabulary.
 
   Raises:
-    ValueError: If `vocab_size` < 16 or `text_lines` holds no text.
+    ValueError: If `vocab_size` < 16 or there are no words.
     FileExistsError: If `output_file` exists.
   """
-  if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
-    raise ValueError(f"vocab_size must be an int, got {vocab_size!r}.")
-  if vocab_size < 16:
-    raise ValueError(f"vocab_size must be at least 16, got {vocab_size}.")
-  if isinstance(text_lines, str):
-    raise ValueError("text_lines must be an iterable of lines, not one str.")
-  lines = [line.strip() for line in text_lines if line.strip()]
-  if not lines:
-    raise ValueError(
-        f"No text to learn a vocabulary from (for {output_file!r}).")
   # A vocabulary has no proof of its writer: a new file only (our writers
   # pass a path staged in their output set).
   ops = utils.GFILE_OPS  # ram:// calls a prefix of a file a folder.
   if ops.exists(output_file) and not ops.isdir(output_file):
     ownership.refuse_foreign([output_file])
-  logging.info("Learning a WordPiece vocabulary of up to %d tokens from %d "
-               "lines.", vocab_size, len(lines))
-  # Batches of lines go to the basic tokenizer while counting words.
-  vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
-      tf.data.Dataset.from_tensor_slices(lines).batch(1024),
-      vocab_size=vocab_size,
-      reserved_tokens=list(RESERVED_TOKENS),
-      bert_tokenizer_params={"lower_case": lower_case},
-      learn_params=learn_params)
+  vocab = wordpiece.learn_vocab(word_counts, vocab_size, **learn_params)
   writes.replace_lines(output_file, vocab, utils.GFILE_OPS)
-  logging.info("Wrote %d WordPiece tokens to %s", len(vocab), output_file)
-  return list(vocab)
+  logging.info("Wrote %d WordPiece tokens (target %s, from %d words) to %s",
+               len(vocab), vocab_size, len(word_counts), output_file)
+  return vocab
 
 
 def vocab_meta(vocab_file: str) -> Dict[str, Any]:

@@ -13,6 +13,7 @@ import gzip
 import os
 import random
 
+from apache_beam.testing import util as beam_util
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -22,6 +23,7 @@ from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import shards
 from realformer_tf.data import tokenization
+from realformer_tf.data import wordpiece
 from tests.helpers import file_trees
 from tests.helpers import train_runs
 
@@ -48,8 +50,9 @@ def corpus(tmp_path_factory):
       root / f"part{i}.txt", documents=30, sentences=8,
       sentence=lambda d, s, i=i: _sentence(30 * i + d, s)) for i in (0, 1)]
   vocab = str(root / "vocab.txt")
-  tokenization.learn_vocab([line for f in files for line in
-                            pretraining_data.read_lines(f)], 64, vocab)
+  tokenization.learn_vocab(wordpiece.count_words(
+      line for f in files for line in pretraining_data.read_lines(f)), 64,
+                           vocab)
   return dict(root=root, files=files, vocab=vocab)
 
 
@@ -147,8 +150,24 @@ def test_same_seed_same_bytes_with_one_and_two_worker_processes(
   sample = sorted(key_lines for indexed in enumerate(corpus["files"])
                   for key_lines in beam_data.keyed_documents(indexed, 5))[:20]
   expected = tmp_path / "expected_vocab.txt"
-  beam_data.learn_sampled_vocab(sample, str(expected), 48, True)
+  tokenization.learn_vocab(wordpiece.count_words(
+      line for _, lines in sample for line in lines), 48, str(expected))
   assert written["one"]["vocab.txt"] == expected.read_bytes()
+
+
+@pytest.mark.parametrize("pipeline_args", [IN_PROCESS, TWO_PROCESSES])
+def test_the_word_count_combine_is_the_single_process_count(
+    corpus, pipeline_args, monkeypatch):
+  """Counting is a combine over the workers; learning runs once on its sum."""
+  monkeypatch.setenv("PYTHONPATH", train_runs.REPO_ROOT + os.pathsep +
+                     os.environ.get("PYTHONPATH", ""))
+  expected = wordpiece.count_words(
+      line for f in corpus["files"] for line in pretraining_data.read_lines(f))
+  assert len(expected) > 20 and sum(expected.values()) > 3000
+  beam_data._run_pipeline(pipeline_args, lambda root: beam_util.assert_that(
+      beam_data._read(root, corpus["files"], 5)
+      | beam_data.CountWords(True),
+      beam_util.equal_to([expected])))
 
 
 @pytest.mark.parametrize("change,message", [
