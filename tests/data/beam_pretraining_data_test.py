@@ -20,6 +20,7 @@ import tensorflow as tf
 from realformer_tf.data import beam_pretraining_data as beam_data
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
+from realformer_tf.data import pretraining_shards
 from realformer_tf.data import shards
 from realformer_tf.data import tokenization
 from tests.helpers import file_trees
@@ -78,7 +79,7 @@ def test_one_shard_is_the_single_process_function_on_its_documents(
   shard's documents in key order, seeded per shard, byte for byte."""
   count = _run(tmp_path / "train", corpus, num_shards=1)
   keyed = sorted(key_lines for indexed in enumerate(corpus["files"])
-                 for key_lines in beam_data.keyed_documents(indexed, 5))
+                 for key_lines in pretraining_shards.keyed_documents(indexed, 5))
   vocab = tokenization.load_vocab(corpus["vocab"])
   tokenizer = tokenization.make_tokenizer(corpus["vocab"])
   texts = [lines for _, lines in keyed]
@@ -87,7 +88,7 @@ def test_one_shard_is_the_single_process_function_on_its_documents(
   documents = [[[vocab[i] for i in s] for s in d]
                for d in pretraining_data.split_documents(texts, ids)]
   expected = pretraining_data.shuffled_examples(
-      documents, vocab, beam_data.shard_seed(5, 0), **OPTIONS)
+      documents, vocab, pretraining_shards.shard_seed(5, 0), **OPTIONS)
   written = [r.numpy() for r in tf.data.TFRecordDataset(
       str(tmp_path / "train-00000-of-00001.tfrecord"))]
   assert count == len(expected) == len(written) and written == expected
@@ -145,7 +146,7 @@ def test_same_seed_same_bytes_with_one_and_two_worker_processes(
   assert written["one"] == written["two"]
   # The vocabulary is learned from the 20 documents of smallest key only.
   sample = sorted(key_lines for indexed in enumerate(corpus["files"])
-                  for key_lines in beam_data.keyed_documents(indexed, 5))[:20]
+                  for key_lines in pretraining_shards.keyed_documents(indexed, 5))[:20]
   expected = tmp_path / "expected_vocab.txt"
   beam_data.learn_sampled_vocab(sample, str(expected), 48, True)
   assert written["one"]["vocab.txt"] == expected.read_bytes()
