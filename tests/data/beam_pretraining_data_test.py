@@ -334,13 +334,18 @@ def test_the_documented_dataflow_job_is_built_offline_up_to_submission(
   facts = _run(tmp_path / "out" / "train", corpus, dry_run=True,
                pipeline_args=[
                    "--runner=DataflowRunner", "--project=my-project",
-                   "--region=us-central1", "--temp_location=gs://B/tmp",
+                   "--region=us-central1", "--temp_location=gs://my-bucket/tmp",
                    "--num_workers=2", "--machine_type=n2-highmem-4",
                    f"--setup_file={train_runs.REPO_ROOT}/setup.py",
                    "--sdk_location=container", "--no_auth"])
-  job = facts["dataflow_job"].json()
-  assert '"setup_file"' in job and "setup.py" in job
-  assert "workflow.tar.gz" in str(facts["dataflow_job"].proto_pipeline)
-  for step in ("Files", "Documents", "GroupShards", "WriteShards"):
-    assert step in str(facts["dataflow_job"].proto_pipeline), step
+  job = facts["dataflow_job"]
+  components = job.proto_pipeline.components
+  assert {t.unique_name for t in components.transforms.values()} >= {
+      "Files", "SpreadFiles", "Documents", "ByShard", "GroupShards",
+      "WriteShards"}
+  # The workers' install: this package's sdist, built from --setup_file.
+  staged = [d.role_payload for env in components.environments.values()
+            for d in env.dependencies]
+  assert any(b"workflow.tar.gz" in payload for payload in staged), staged
+  assert facts["examples"] > 0 and facts["documents"] == 60
   assert not (tmp_path / "out").exists()
