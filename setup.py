@@ -46,12 +46,17 @@ INSTALL_REQUIRES = [
     "httplib2<1",
     "proto-plus<2",
     "requests<3",
+    # apache-beam[gcp]'s (the dataflow extra), likewise: google-api-python-
+    # client (Model Garden's) takes 0.4 otherwise.
+    "google-auth-httplib2<0.3",
 ]
 
 # Apache Beam 2.77 (2026-10, the newest) installs beside the TF family:
 # protobuf<7 (TF 2.20: >=5.28; google-api-core, a Model Garden dependency:
 # >=6.33.5) leaves protobuf 6.33.x; its other caps are in INSTALL_REQUIRES.
 BEAM = ["apache-beam~=2.77.0"]
+# DataflowRunner's client and Beam's GCS file system beside the TF family.
+DATAFLOW = ["apache-beam[gcp]~=2.77.0"]
 
 setuptools.setup(
     name="realformer_tf",
@@ -85,6 +90,9 @@ setuptools.setup(
                  *BEAM],
         # Corpus-scale pre-training data (data/beam_pretraining_data.py).
         "beam": BEAM,
+        # The Beam pipeline on Dataflow (docs/pretraining_at_scale.md); its
+        # workers install this package from --setup_file=./setup.py.
+        "dataflow": DATAFLOW,
         # Keras 3 on JAX (CPU; on an accelerator install JAX's own wheel).
         "jax": ["jax[cpu]~=0.10.2"],
     },

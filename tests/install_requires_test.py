@@ -1,6 +1,6 @@
 """Command 2 (`pip install -e ".[test]"`) keeps what command 1 installed.
 
-Apache Beam (the test and beam extras) caps packages that the base install
+Apache Beam (the test, beam and dataflow extras) caps packages that the base install
 pulls in; where setup.py's `install_requires` does not cap them as tightly,
 command 1 takes a newer release and command 2 silently downgrades it. Read
 from the installed Beam's own requirements and the installed dependency tree.
@@ -28,8 +28,9 @@ def _install_requires(monkeypatch):
   return [requirements.Requirement(r) for r in captured["install_requires"]]
 
 
-def _requires(name):
-  """A distribution's requirements outside extras, for this platform."""
+def _requires(name, extra=None):
+  """A distribution's requirements outside extras (and in `extra`), for
+  this platform."""
   try:
     listed = importlib.metadata.requires(name) or []
   except importlib.metadata.PackageNotFoundError:
@@ -37,8 +38,8 @@ def _requires(name):
   out = []
   for line in listed:
     req = requirements.Requirement(line)
-    if req.marker and ("extra" in str(req.marker) or
-                       not req.marker.evaluate()):
+    if req.marker and not (req.marker.evaluate({"extra": extra or ""}) and (
+        extra or "extra" not in str(req.marker))):
       continue
     out.append(req)
   return out
@@ -51,23 +52,29 @@ def _uppers(specifier):
 
 def test_beams_caps_on_command_1s_packages_are_in_install_requires(
     monkeypatch):
-  beam = _requires("apache-beam")
+  # The dataflow extra's apache-beam[gcp] included.
+  beam = _requires("apache-beam", extra="gcp")
   if not beam:
     pytest.skip("apache-beam is not installed")
   ours = _install_requires(monkeypatch)
-  installed, todo = set(), [r.name for r in ours]
+  installed, todo, tree_caps = set(), list(ours), {}
   while todo:  # what command 1 installs: install_requires' closure
-    name = utils.canonicalize_name(todo.pop())
+    req = todo.pop()
+    name = utils.canonicalize_name(req.name)
+    tree_caps.setdefault(name, []).extend(_uppers(req.specifier))
     if name not in installed:
       installed.add(name)
-      todo += [r.name for r in _requires(name)]
+      todo += _requires(name)
   caps = {utils.canonicalize_name(r.name): _uppers(r.specifier) for r in ours}
+  # Command 1 resolves under every cap of its tree (google-auth<3 of
+  # google-api-python-client, say): only a tighter one of Beam's downgrades.
   loose = [str(r) for r in beam
            if utils.canonicalize_name(r.name) in installed and _uppers(
                r.specifier) and not any(
-                   ours_cap <= min(_uppers(r.specifier)) for ours_cap in
-                   caps.get(utils.canonicalize_name(r.name), []))]
+                   cap <= min(_uppers(r.specifier)) for cap in
+                   tree_caps.get(utils.canonicalize_name(r.name), []))]
   assert not loose, loose
   # The caps that held the downgrades the two commands made before.
-  for name in ("protobuf", "numpy", "pillow", "pyarrow", "python-dateutil"):
+  for name in ("protobuf", "numpy", "pillow", "pyarrow", "python-dateutil",
+               "google-auth-httplib2"):
     assert caps.get(name), name

@@ -7,9 +7,10 @@ The records of `data.pretraining_data`, whatever the number of workers: a
 document's SHA-256 key picks its shard and its order there.
 """
 
-import hashlib
 import json
 import os
+import sys
+import time
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from absl import flags
@@ -22,62 +23,18 @@ import tensorflow as tf
 from realformer_tf import cli
 from realformer_tf import utils
 from realformer_tf.core import writes
-from realformer_tf.data import corpus_text
 from realformer_tf.data import create_pretraining_data
 from realformer_tf.data import output_sets
-from realformer_tf.data import record_facts
 from realformer_tf.data import pretraining_data
+from realformer_tf.data import pretraining_shards
+from realformer_tf.data import record_facts
 from realformer_tf.data import shards
 from realformer_tf.data import tokenization
 from realformer_tf.data import wordpiece
 
 WRITER = "realformer_tf.data.beam_pretraining_data"
-SUFFIX = ".tfrecord"
+SUFFIX = pretraining_shards.SUFFIX
 _COUNT_SUFFIX = ".count.json"
-
-
-def expand_input_files(input_files) -> List[str]:
-  """Input paths and glob patterns (a list, or one comma-separated string)
-  as files, each pattern's matches sorted; checked as the single-process
-  command checks them (`pretraining_data.check_input_files`)."""
-  if isinstance(input_files, str):
-    input_files = input_files.split(",")
-  files = []
-  for pattern in (p.strip() for p in input_files or () if p.strip()):
-    matched = (sorted(tf.io.gfile.glob(pattern))
-               if any(c in pattern for c in "*?[") else [pattern])
-    if not matched:
-      raise ValueError(f"Input pattern {pattern!r} matches no file.")
-    files += [f for f in matched if f not in files]
-  return pretraining_data.check_input_files(files)
-
-
-def document_key(random_seed: int, file_index: int, document_index: int,
-                 lines: Sequence[str]) -> bytes:
-  """SHA-256 of the seed, a document's position and its text."""
-  digest = hashlib.sha256(
-      f"{random_seed}\0{file_index}\0{document_index}\0".encode())
-  digest.update("\n".join(lines).encode("utf-8"))
-  return digest.digest()
-
-
-def shard_of(key: bytes, num_shards: int) -> int:
-  return int.from_bytes(key[:8], "big") % num_shards
-
-
-def shard_seed(random_seed: int, shard: int) -> int:
-  """The `random.Random` seed of shard `shard`'s examples."""
-  return int.from_bytes(hashlib.sha256(
-      f"{random_seed}\0shard\0{shard}".encode()).digest()[:8], "big")
-
-
-def keyed_documents(indexed_file: Tuple[int, str], random_seed: int
-                   ) -> Iterator[Tuple[bytes, List[str]]]:
-  """(key, lines) of each document of one input file, streamed."""
-  file_index, path = indexed_file
-  for document_index, lines in enumerate(
-      pretraining_data.stream_documents(path)):
-    yield document_key(random_seed, file_index, document_index, lines), lines
 
 
 @beam.ptransform_fn
@@ -111,6 +68,24 @@ def _learn_vocab(root, input_files: Sequence[str], random_seed: int,
               counts, vocab_size, path))))
 
 
+# The pipeline's Beam metrics (`summary` prints them).
+METRICS = "realformer_tf"
+
+
+def _counted_documents(indexed_file: Tuple[int, str], random_seed: int
+                      ) -> Iterator[Tuple[bytes, List[str]]]:
+  """`pretraining_shards.keyed_documents`, counted in the metrics."""
+  documents = beam.metrics.Metrics.counter(METRICS, "documents")
+  text = beam.metrics.Metrics.counter(METRICS, "text_bytes")
+  count = 0
+  for keyed in pretraining_shards.keyed_documents(indexed_file, random_seed):
+    documents.inc()
+    text.inc(pretraining_shards.text_size(keyed[1]))
+    count += 1
+    yield keyed
+  logging.info("Read %s: %d documents.", indexed_file[1], count)
+
+
 class WriteShard(beam.DoFn):
   """Makes one shard's examples and writes them, with their count.
 
@@ -125,44 +100,42 @@ class WriteShard(beam.DoFn):
     self._staging_dir = staging_dir
     self._stem = stem
     self._num_shards = num_shards
-    self._vocab_file = vocab_file
-    self._do_lower_case = do_lower_case
-    self._random_seed = random_seed
-    self._options = options
-    self._tokenizer = self._vocab = None
+    self._maker_args = (vocab_file, do_lower_case, random_seed, options)
+    self._maker = None
+    self._examples = beam.metrics.Metrics.counter(METRICS, "examples")
+    self._shard_bytes = beam.metrics.Metrics.distribution(METRICS,
+                                                          "shard_bytes")
+    self._shard_examples = beam.metrics.Metrics.distribution(
+        METRICS, "shard_examples")
 
   def setup(self):
-    self._vocab = tokenization.load_vocab(self._vocab_file)
-    self._tokenizer = tokenization.make_tokenizer(
-        self._vocab_file, lower_case=self._do_lower_case)
+    self._maker = pretraining_shards.ShardMaker(*self._maker_args)
 
   def process(self, element):
     shard, keyed = element
-    texts = [lines for _, lines in sorted(keyed)]
-    ids = pretraining_data.tokenize_lines(
-        self._tokenizer, [line for lines in texts for line in lines])
-    pretraining_data.warn_long_lines(f"shard {shard}", ids,
-                                     self._options["max_seq_length"])
-    documents = [[[self._vocab[i] for i in sentence] for sentence in document]
-                 for document in pretraining_data.split_documents(texts, ids)]
-    examples = pretraining_data.shuffled_examples(
-        documents, self._vocab, shard_seed(self._random_seed, shard),
-        **self._options)
+    examples, documents = self._maker.examples(shard, keyed)
     path = shards.shard_path(os.path.join(self._staging_dir, self._stem),
                              shard, self._num_shards, SUFFIX)
-    counts = dict(examples=len(examples), documents=len(documents))
-    if examples and len(documents) > 1:  # Else `run` refuses the shard.
+    counts = dict(examples=len(examples), documents=documents)
+    if examples and documents > 1:  # Else `run` refuses the shard.
       # Deterministic bytes: a retried bundle rewrites the same file.
       pretraining_data.write_records(path, examples)
       counts["records"] = record_facts.scan(path).as_dict()
+      size = int(tf.io.gfile.stat(path).length)
+      self._examples.inc(len(examples))
+      self._shard_bytes.update(size)
+      self._shard_examples.update(len(examples))
+      logging.info("Wrote shard %d of %d: %d documents, %d examples, %.1f MB.",
+                   shard, self._num_shards, documents, len(examples),
+                   size / 1e6)
     # Plain writes: the staging folder is discarded whole if anything fails.
     with tf.io.gfile.GFile(path + _COUNT_SUFFIX, "w") as f:
       json.dump(counts, f)
     yield shard, len(examples)
 
 
-def _run_pipeline(pipeline_args: Sequence[str], build) -> None:
-  """Runs the pipeline `build(root)` adds to, to its end.
+def _run_pipeline(pipeline_args: Sequence[str], build):
+  """Runs the pipeline `build(root)` adds to, to its end; returns its result.
 
   Without `--runner`, on the `FnApiRunner`, where Beam's `DirectRunner`
   lands for these transforms (it honours `--direct_num_workers` and
@@ -174,15 +147,37 @@ def _run_pipeline(pipeline_args: Sequence[str], build) -> None:
   runner = None
   if options.view_as(pipeline_options.StandardOptions).runner is None:
     runner = fn_runner.FnApiRunner()
-  with beam.Pipeline(runner=runner, options=options) as root:
-    build(root)
+  root = beam.Pipeline(runner=runner, options=options)
+  build(root)
+  result = root.run()
+  result.wait_until_finish()
+  return result
+
+
+def summary(result, seconds: float) -> str:
+  """The pipeline's metrics (`METRICS`) as one line: documents and text
+  read, examples and shard sizes written, elapsed time and MB/s."""
+  found = result.metrics().query(
+      beam.metrics.MetricsFilter().with_namespace(METRICS))
+  values = {r.key.metric.name: r.committed for r in found["counters"]}
+  values.update({r.key.metric.name: r.committed
+                 for r in found["distributions"]})
+  text, size = values.get("text_bytes", 0), values.get("shard_bytes")
+  line = (f"Read {values.get('documents', 0):,} documents "
+          f"({text / 1e6:,.1f} MB of text); wrote "
+          f"{values.get('examples', 0):,} examples")
+  if size and size.count:
+    line += (f" ({size.sum / 1e6:,.1f} MB) in {size.count} shards of "
+             f"{size.min / 1e6:,.1f} to {size.max / 1e6:,.1f} MB")
+  return (f"{line}; {seconds:,.1f} s, {text / 1e6 / max(seconds, 1e-9):.3f} "
+          "MB of text/s.")
 
 
 def _read(root, input_files: Sequence[str], random_seed: int):
   return (root
           | "Files" >> beam.Create(list(enumerate(input_files)))
           | "SpreadFiles" >> beam.Reshuffle()
-          | "Documents" >> beam.FlatMap(keyed_documents, random_seed))
+          | "Documents" >> beam.FlatMap(_counted_documents, random_seed))
 
 
 def run(input_files, output_prefix: str, vocab_file: Optional[str],
@@ -190,20 +185,26 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
         do_lower_case: bool, max_seq_length: int,
         max_predictions_per_seq: int, masked_lm_prob: float, dupe_factor: int,
         short_seq_prob: float, random_seed: int,
-        pipeline_args: Sequence[str] = (), overwrite: bool = False) -> int:
+        pipeline_args: Sequence[str] = (), overwrite: bool = False,
+        dry_run: bool = False, dry_run_sample_mb: float = 4.0):
   """Checks every argument (ValueError naming it) and every output path (a
   file there that no manifest of ours lists is refused, unless `overwrite`:
   `core.writes`), runs the pipelines and publishes the shard set; returns
-  the number of examples. The arguments are the flags' values;
-  `pipeline_args`, Beam's (e.g. `--runner=...`)."""
+  the number of examples and prints `summary`. The arguments are the
+  flags' values; `pipeline_args`, Beam's (e.g. `--runner=...`).
+
+  `dry_run`: writes nothing and returns `pretraining_shards.plan`'s facts
+  (a sample of `dry_run_sample_mb`); on `DataflowRunner` with the job built
+  too, up to its submission (Beam's own dry run), as `dataflow_job`.
+  """
+  start = time.monotonic()
   options = dict(max_seq_length=max_seq_length,
                  max_predictions_per_seq=max_predictions_per_seq,
                  masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
                  short_seq_prob=short_seq_prob)
-  input_files = expand_input_files(input_files)
   output_file = f"{output_prefix}{SUFFIX}"  # Names the meta data.
-  pretraining_data.validate_arguments(input_files, output_file,
-                                      random_seed=random_seed, **options)
+  input_files = pretraining_data.validate_arguments(
+      input_files, output_file, random_seed=random_seed, **options)
   if isinstance(num_shards, bool) or not isinstance(num_shards, int) or (
       num_shards < 1):
     raise ValueError(f"num_shards must be an int >= 1, got {num_shards!r}.")
@@ -221,6 +222,18 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
   if not vocab_file and not overwrite:
     create_pretraining_data.check_vocab_target(
         learned_path, os.path.join(directory, stem + SUFFIX))
+  if dry_run:
+    facts = pretraining_shards.plan(
+        input_files, vocab_file, vocab_size, do_lower_case, random_seed,
+        num_shards, options, int(dry_run_sample_mb * 1e6))
+    if pipeline_options.PipelineOptions(list(pipeline_args)).view_as(
+        pipeline_options.StandardOptions).runner == "DataflowRunner":
+      facts["dataflow_job"] = _run_pipeline(
+          [*pipeline_args, "--dry_run=True"], lambda root: _write_shards(
+              root, input_files, os.path.join(directory, stem) + ".dry-run",
+              stem, num_shards, vocab_file or learned_path, do_lower_case,
+              random_seed, options)).job
+    return facts
   final_paths = shards.shard_paths(os.path.join(directory, stem), num_shards,
                                    SUFFIX)
   with output_sets.output_set(
@@ -236,46 +249,21 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
         _run_pipeline(pipeline_args, lambda root: root | _learn_vocab(
             input_files, random_seed, vocab_sample_documents, do_lower_case,
             vocab_file, vocab_size))
-      _run_pipeline(pipeline_args, lambda root: (
-          _read(root, input_files, random_seed)
-          | "ByShard" >> beam.Map(
-              lambda keyed: (shard_of(keyed[0], num_shards), keyed))
-          | "GroupShards" >> beam.GroupByKey()
-          | "WriteShards" >> beam.ParDo(WriteShard(
-              staging, stem, num_shards, vocab_file, do_lower_case,
-              random_seed, options))))
-      count, records = 0, {}
-      shard_counts = {final: output_sets.read_manifest(os.path.join(
-          staging, os.path.basename(final)) + _COUNT_SUFFIX)
+      result = _run_pipeline(pipeline_args, lambda root: _write_shards(
+          root, input_files, staging, stem, num_shards, vocab_file,
+          do_lower_case, random_seed, options))
+      shard_counts = {os.path.basename(final): output_sets.read_manifest(
+          os.path.join(staging, os.path.basename(final)) + _COUNT_SUFFIX)
                       for final in final_paths}
-      documents = sum(c["documents"] for c in shard_counts.values() if c)
-      # Shards without documents first; one of one document gives wrong
-      # random next sentences.
-      for final, counts in sorted(shard_counts.items(), key=lambda i: bool(
-          i[1])):
-        name = os.path.basename(final)
-        if counts:
-          corpus_text.check_documents(
-              counts["documents"], f"Shard {name}",
-              pretraining_data.NSP_PURPOSE,
-              "separate documents with a blank line" if num_shards == 1 else
-              f"the corpus has {documents} documents for {num_shards} "
-              "shards: pass fewer --num_shards")
-        if not counts or not counts["examples"]:
-          raise ValueError(
-              f"Shard {name} got no {'example' if counts else 'document'}: "
-              f"the corpus has too few documents for {num_shards} shards; "
-              "use fewer.")
-        count += counts["examples"]
-        records[name] = counts["records"]
-        utils.GFILE_OPS.rename(os.path.join(staging, name),
+      pretraining_shards.check_counts(shard_counts, num_shards)
+      for final in final_paths:
+        utils.GFILE_OPS.rename(os.path.join(staging, os.path.basename(final)),
                                outputs.stage(final))
-      meta = pretraining_data.meta_data(
-          input_files, vocab_file, count, do_lower_case=do_lower_case,
-          random_seed=random_seed, num_shards=num_shards,
-          shard_pattern=os.path.basename(shards.pattern(stem, num_shards,
-                                                        SUFFIX)),
-          records=records, **options)
+      records = {name: c["records"] for name, c in shard_counts.items()}
+      count = sum(r["count"] for r in records.values())
+      meta = pretraining_shards.set_meta(
+          input_files, vocab_file, stem, num_shards, records,
+          do_lower_case=do_lower_case, random_seed=random_seed, **options)
       if learned_path in outputs.staged:
         meta.update(vocab_file=learned_path,
                     vocab_sample_documents=vocab_sample_documents)
@@ -283,7 +271,22 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
   logging.info("Wrote %d examples in %d shards: %s", count, num_shards,
                shards.pattern(os.path.join(directory, stem), num_shards,
                               SUFFIX))
+  print(summary(result, time.monotonic() - start), file=sys.stderr)
   return count
+
+
+def _write_shards(root, input_files: Sequence[str], staging: str, stem: str,
+                  num_shards: int, vocab_file: str, do_lower_case: bool,
+                  random_seed: int, options: dict):
+  """The records pipeline: documents grouped by shard, each shard written
+  into `staging` (`WriteShard`)."""
+  return (_read(root, input_files, random_seed)
+          | "ByShard" >> beam.Map(lambda keyed: (
+              pretraining_shards.shard_of(keyed[0], num_shards), keyed))
+          | "GroupShards" >> beam.GroupByKey()
+          | "WriteShards" >> beam.ParDo(WriteShard(
+              staging, stem, num_shards, vocab_file, do_lower_case,
+              random_seed, options)))
 
 
 def define_flags():
@@ -295,8 +298,15 @@ def define_flags():
   flags.DEFINE_string("output_prefix", None, "Output path without suffix: "
                       "writes <prefix>-SSSSS-of-NNNNN.tfrecord and "
                       "<prefix>_pretraining_meta_data.json.")
-  flags.DEFINE_integer("num_shards", 16, "Output shards (a shard's text is "
-                       "held by one worker: some tens of MB each).")
+  flags.DEFINE_integer("num_shards", 16, "Output shards (a shard's text and "
+                       "examples are held by one worker; --dry_run "
+                       "recommends a count).")
+  flags.DEFINE_bool("dry_run", False, "Write nothing: count the input, "
+                    "estimate the examples and records from a sample and "
+                    "recommend --num_shards (on DataflowRunner: also build "
+                    "the job without submitting it).")
+  flags.DEFINE_float("dry_run_sample_mb", 4.0, "The dry run's sample of the "
+                     "input (MB of text) made into examples.")
   flags.DEFINE_integer("vocab_sample_documents", 100000, "Without "
                        "--vocab_file: the vocabulary is learned from this "
                        "many documents (those of smallest key).")
@@ -307,9 +317,18 @@ def main(argv):
            "vocab_sample_documents", "num_shards", "do_lower_case",
            "max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
            "dupe_factor", "short_seq_prob", "random_seed")
-  count = run(**{name: flags.FLAGS[name].value for name in names},
-              pipeline_args=argv[1:], overwrite=flags.FLAGS.overwrite)
-  print(json.dumps(count))
+  result = run(**{name: flags.FLAGS[name].value for name in names},
+               pipeline_args=argv[1:], overwrite=flags.FLAGS.overwrite,
+               dry_run=flags.FLAGS.dry_run,
+               dry_run_sample_mb=flags.FLAGS.dry_run_sample_mb)
+  if flags.FLAGS.dry_run:
+    job = result.pop("dataflow_job", None)
+    print(pretraining_shards.describe_plan(result), file=sys.stderr)
+    if job:
+      print(f"Built Dataflow job {job.proto.name} without submitting it "
+            "(the options and the workers' install are complete).",
+            file=sys.stderr)
+  print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -12,12 +12,14 @@ import os
 from absl import flags
 
 from realformer_tf import cli
-from realformer_tf.data import record_facts
 from realformer_tf import utils
 from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
+from realformer_tf.data import pretraining_shards
+from realformer_tf.data import record_facts
+from realformer_tf.data import shards
 from realformer_tf.data import tokenization
 from realformer_tf.data import wordpiece
 
@@ -26,9 +28,14 @@ VOCAB_NAME = "vocab.txt"
 
 def define_flags():
   """Defines the CLI flags (only when run as a program)."""
-  flags.DEFINE_list("input_files", None, "Comma-separated raw text files: one "
-                    "sentence per line, blank line between documents.")
-  flags.DEFINE_string("output_file", None, "Output TFRecord file.")
+  flags.DEFINE_list("input_files", None, "Comma-separated raw text files or "
+                    "glob patterns: one sentence per line, blank line "
+                    "between documents.")
+  flags.DEFINE_string("output_file", None, "Output TFRecord file (with "
+                      "--num_shards, names the shards' stem).")
+  flags.DEFINE_integer("num_shards", 0, "Write the Beam pipeline's shard set "
+                       "(the same bytes as its --num_shards): "
+                       "<stem>-SSSSS-of-NNNNN.tfrecord; 0: one file.")
   define_instance_flags()
 
 
@@ -59,48 +66,70 @@ def define_instance_flags():
 
 def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
         max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor,
-        short_seq_prob, random_seed, overwrite=False) -> int:
+        short_seq_prob, random_seed, overwrite=False, num_shards=0) -> int:
   """Checks every flag (ValueError), learns a vocabulary if none is given,
   writes the records and returns their count. The arguments are the flags'
   values (see `pretraining_data.create_pretraining_data`); `overwrite`:
-  replace a `vocab.txt` this command did not write (`check_vocab_target`)."""
-  options = dict(max_seq_length=max_seq_length,
-                 max_predictions_per_seq=max_predictions_per_seq,
-                 masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
-                 short_seq_prob=short_seq_prob, random_seed=random_seed)
+  replace a `vocab.txt` this command did not write (`check_vocab_target`);
+  `num_shards` >= 1: the Beam pipeline's shard set (`pretraining_shards`),
+  `<output_file stem>-SSSSS-of-NNNNN.tfrecord`, instead of one file."""
+  instance = dict(max_seq_length=max_seq_length,
+                  max_predictions_per_seq=max_predictions_per_seq,
+                  masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
+                  short_seq_prob=short_seq_prob)
+  options = dict(instance, random_seed=random_seed)
   input_files = pretraining_data.validate_arguments(input_files, output_file,
                                                     **options)
-  if vocab_file:
+  if isinstance(num_shards, bool) or not isinstance(num_shards, int) or (
+      num_shards < 0):
+    raise ValueError(f"num_shards must be an int >= 1 (0: one file), got "
+                     f"{num_shards!r}.")
+  if vocab_file and not num_shards:
     return pretraining_data.create_pretraining_data(
         input_files, vocab_file, output_file, do_lower_case=do_lower_case,
         check_documents=True, **options)
-  if vocab_size < 16:
+  learned_path = os.path.join(os.path.dirname(output_file), VOCAB_NAME)
+  if vocab_file:
+    tokenization.load_vocab(vocab_file)
+  elif vocab_size < 16:
     raise ValueError(f"--vocab_size must be at least 16, got {vocab_size}.")
-  vocab_file = os.path.join(os.path.dirname(output_file), VOCAB_NAME)
-  if writes.absolute(vocab_file) in map(writes.absolute, input_files):
+  elif writes.absolute(learned_path) in map(writes.absolute, input_files):
     raise ValueError(
-        f"The learned vocabulary would overwrite input file {vocab_file!r}.")
-  if not overwrite:
-    check_vocab_target(vocab_file, output_file)
+        f"The learned vocabulary would overwrite input file {learned_path!r}.")
+  elif not overwrite:
+    check_vocab_target(learned_path, output_file)
   # Counted first: a file that is not text is refused before anything is made.
-  counts = wordpiece.count_words((
+  counts = None if vocab_file else wordpiece.count_words((
       line for path in input_files
       for line in pretraining_data.read_lines(path)), do_lower_case)
+  stem = pretraining_shards.stem_of(output_file)
+  targets = (shards.shard_paths(stem, num_shards, pretraining_shards.SUFFIX)
+             if num_shards else [output_file])
   # The vocabulary is part of the records' set: both change together.
   with output_sets.output_set(pretraining_data.meta_data_path(output_file),
-                              pretraining_data.WRITER, [output_file],
+                              pretraining_data.WRITER, targets,
                               "--overwrite", overwrite) as outputs:
-    learned = outputs.stage(vocab_file)
-    tokenization.learn_vocab(counts, vocab_size, learned)
-    count = pretraining_data.create_pretraining_data(
-        input_files, learned, output_file, do_lower_case=do_lower_case,
-        output_set=outputs, check_documents=True, **options)
-    outputs.commit(dict(
-        pretraining_data.meta_data(input_files, learned, count,
-                                   do_lower_case=do_lower_case, **options),
-        vocab_file=writes.absolute(vocab_file),
-        records=record_facts.listing(outputs.staged)))
-  return count
+    vocab = vocab_file or outputs.stage(learned_path)
+    if not vocab_file:
+      tokenization.learn_vocab(counts, vocab_size, vocab)
+    if num_shards:
+      records = pretraining_shards.write_in_process(
+          input_files, vocab, stem, num_shards, outputs, do_lower_case,
+          random_seed, instance)
+      meta = pretraining_shards.set_meta(
+          input_files, vocab, stem, num_shards, records,
+          do_lower_case=do_lower_case, **options)
+    else:
+      meta = dict(pretraining_data.meta_data(
+          input_files, vocab, pretraining_data.create_pretraining_data(
+              input_files, vocab, output_file, do_lower_case=do_lower_case,
+              output_set=outputs, check_documents=True, **options),
+          do_lower_case=do_lower_case, **options),
+                  records=record_facts.listing(outputs.staged))
+    if not vocab_file:
+      meta.update(vocab_file=writes.absolute(learned_path))
+    outputs.commit(meta)
+  return meta["num_examples"]
 
 
 def check_vocab_target(vocab_file: str, output_file: str) -> None:

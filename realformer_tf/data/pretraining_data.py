@@ -56,14 +56,23 @@ mg_create_pretraining_data = import_without_global_flags(
 
 
 def check_input_files(input_files: Sequence[str]) -> List[str]:
-  """The input files (a list or one comma-separated string) as a list.
+  """The input files (a list or one comma-separated string of paths and glob
+  patterns, each pattern's matches sorted) as a list.
 
   Raises:
-    ValueError: For no file, or a missing, directory or blank file (named).
+    ValueError: For no file, a pattern matching none, or a missing,
+      directory or blank file (named).
   """
   if isinstance(input_files, str):
-    input_files = [f for f in input_files.split(",") if f]
-  input_files = list(input_files or [])
+    input_files = input_files.split(",")
+  files = []
+  for pattern in (p.strip() for p in input_files or () if p.strip()):
+    matched = (sorted(tf.io.gfile.glob(pattern))
+               if any(c in pattern for c in "*?[") else [pattern])
+    if not matched:
+      raise ValueError(f"Input pattern {pattern!r} matches no file.")
+    files += [f for f in matched if f not in files]
+  input_files = files
   if not input_files:
     raise ValueError("No input files given.")
   for path in input_files:

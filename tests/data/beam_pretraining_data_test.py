@@ -19,13 +19,20 @@ import pytest
 import tensorflow as tf
 
 from realformer_tf.data import beam_pretraining_data as beam_data
+from realformer_tf.data import create_pretraining_data
 from realformer_tf.data import output_sets
 from realformer_tf.data import pretraining_data
+from realformer_tf.data import pretraining_shards
 from realformer_tf.data import shards
 from realformer_tf.data import tokenization
 from realformer_tf.data import wordpiece
 from tests.helpers import file_trees
 from tests.helpers import train_runs
+
+try:  # The dataflow extra (apache-beam[gcp]).
+  from apache_beam.runners.dataflow.internal import apiclient
+except ImportError:
+  apiclient = None
 
 SEQ, PRED = 32, 5
 OPTIONS = dict(max_seq_length=SEQ, max_predictions_per_seq=PRED,
@@ -81,7 +88,8 @@ def test_one_shard_is_the_single_process_function_on_its_documents(
   shard's documents in key order, seeded per shard, byte for byte."""
   count = _run(tmp_path / "train", corpus, num_shards=1)
   keyed = sorted(key_lines for indexed in enumerate(corpus["files"])
-                 for key_lines in beam_data.keyed_documents(indexed, 5))
+                 for key_lines in pretraining_shards.keyed_documents(
+                     indexed, 5))
   vocab = tokenization.load_vocab(corpus["vocab"])
   tokenizer = tokenization.make_tokenizer(corpus["vocab"])
   texts = [lines for _, lines in keyed]
@@ -90,7 +98,7 @@ def test_one_shard_is_the_single_process_function_on_its_documents(
   documents = [[[vocab[i] for i in s] for s in d]
                for d in pretraining_data.split_documents(texts, ids)]
   expected = pretraining_data.shuffled_examples(
-      documents, vocab, beam_data.shard_seed(5, 0), **OPTIONS)
+      documents, vocab, pretraining_shards.shard_seed(5, 0), **OPTIONS)
   written = [r.numpy() for r in tf.data.TFRecordDataset(
       str(tmp_path / "train-00000-of-00001.tfrecord"))]
   assert count == len(expected) == len(written) and written == expected
@@ -148,7 +156,8 @@ def test_same_seed_same_bytes_with_one_and_two_worker_processes(
   assert written["one"] == written["two"]
   # The vocabulary is learned from the 20 documents of smallest key only.
   sample = sorted(key_lines for indexed in enumerate(corpus["files"])
-                  for key_lines in beam_data.keyed_documents(indexed, 5))[:20]
+                  for key_lines in pretraining_shards.keyed_documents(
+                      indexed, 5))[:20]
   expected = tmp_path / "expected_vocab.txt"
   tokenization.learn_vocab(wordpiece.count_words(
       line for _, lines in sample for line in lines), 48, str(expected))
@@ -246,3 +255,116 @@ def test_a_one_document_shard_is_refused_before_anything_is_written(
     _run(tmp_path / "out" / "train", corpus, input_files=[text],
          vocab_file=None, num_shards=num_shards)
   assert os.listdir(tmp_path / "out") == []
+
+
+def _hand_count(files):
+  """(documents, characters with a newline a line) of BERT-format files."""
+  documents = [d for f in files for d in pretraining_data.text_documents(f)]
+  return len(documents), sum(len(line) + 1 for d in documents for line in d)
+
+
+def test_the_summary_is_the_pipelines_metrics_against_a_hand_count(
+    corpus, tmp_path, capsys):
+  count = _run(tmp_path / "train", corpus)
+  sizes = sorted(p.stat().st_size for p in tmp_path.glob("train-*.tfrecord"))
+  documents, text = _hand_count(corpus["files"])
+  assert documents == 60
+  line = capsys.readouterr().err.strip().splitlines()[-1]
+  assert line.startswith(
+      f"Read 60 documents ({text / 1e6:,.1f} MB of text); wrote {count:,} "
+      f"examples ({sum(sizes) / 1e6:,.1f} MB) in 3 shards of "
+      f"{sizes[0] / 1e6:,.1f} to {sizes[-1] / 1e6:,.1f} MB; "), line
+  assert line.endswith(" MB of text/s."), line
+
+
+def test_a_dry_run_counts_the_input_and_estimates_the_real_run(corpus,
+                                                               tmp_path):
+  """The whole corpus as sample: documents and text exact, examples and
+  record bytes within 10% of the real run's (the shards' documents, not
+  one sample's, draw the lengths); a half sample: within 25%. Writes
+  nothing."""
+  count = _run(tmp_path / "real" / "train", corpus)
+  written = sum(p.stat().st_size
+                for p in (tmp_path / "real").glob("train-*.tfrecord"))
+  documents, text = _hand_count(corpus["files"])
+  for sample_mb, tolerance in ((1.0, 0.1), (text / 2e6, 0.25)):
+    facts = _run(tmp_path / "dry" / "train", corpus, dry_run=True,
+                 dry_run_sample_mb=sample_mb)
+    assert not (tmp_path / "dry").exists()
+    assert (facts["documents"], facts["text_bytes"]) == (documents, text)
+    if sample_mb == 1.0:
+      assert facts["sample_documents"] == documents
+    else:
+      assert 10 < facts["sample_documents"] < 50, facts
+    assert abs(facts["examples"] / count - 1) < tolerance, (facts, count)
+    assert abs(facts["record_bytes"] / written - 1) < tolerance, (
+        facts, written)
+    assert facts["recommended_num_shards"] == 1
+  text_of = pretraining_shards.describe_plan(dict(facts, num_shards=3))
+  assert text_of.startswith(f"Input: 2 file(s), 60 documents, "), text_of
+  assert "Recommended: --num_shards=1 (about 100.0 MB of records a shard)" in (
+      text_of)
+
+
+def test_the_recommended_shard_count_is_records_over_the_target(
+    corpus, tmp_path, monkeypatch):
+  """ceil(estimated record bytes / SHARD_TARGET_BYTES); a learned
+  vocabulary (no --vocab_file) is learned from the sample."""
+  monkeypatch.setattr(pretraining_shards, "SHARD_TARGET_BYTES", 10_000)
+  facts = _run(tmp_path / "dry" / "train", corpus, dry_run=True,
+               vocab_file=None, vocab_size=48)
+  assert facts["recommended_num_shards"] == -(-facts["record_bytes"] //
+                                              10_000) > 1
+  assert not (tmp_path / "dry").exists()
+
+
+def test_the_single_process_num_shards_writes_the_pipelines_bytes(
+    corpus, tmp_path):
+  """`create_pretraining_data --num_shards=3 --input_files=<glob>` is the
+  Beam pipeline's --num_shards=3, byte for byte, and its meta data."""
+  count = _run(tmp_path / "beam" / "train", corpus)
+  single = create_pretraining_data.run(
+      input_files=str(corpus["root"] / "part*.txt"),
+      output_file=str(tmp_path / "single" / "train.tfrecord"),
+      vocab_file=corpus["vocab"], vocab_size=64, do_lower_case=True,
+      random_seed=5, num_shards=3, **OPTIONS)
+  assert single == count
+  names = [f"train-0000{i}-of-00003.tfrecord" for i in range(3)]
+  assert sorted(p.name for p in (tmp_path / "single").iterdir()) == sorted(
+      names + ["train_pretraining_meta_data.json"])
+  for name in names:
+    assert (tmp_path / "single" / name).read_bytes() == (
+        tmp_path / "beam" / name).read_bytes()
+  metas = [output_sets.read_manifest(str(
+      tmp_path / side / "train_pretraining_meta_data.json"))
+           for side in ("beam", "single")]
+  for key in ("num_examples", "num_shards", "shard_pattern", "records",
+              "input_files"):
+    assert metas[0][key] == metas[1][key], key
+  assert metas[1]["writer"] == pretraining_data.WRITER
+
+
+@pytest.mark.skipif(apiclient is None, reason="needs the dataflow extra")
+def test_the_documented_dataflow_job_is_built_offline_up_to_submission(
+    corpus, tmp_path):
+  """Beam's own dry run of DataflowRunner (`--dry_run` passes it on): the
+  job is built, with this package staged for the workers from
+  --setup_file, and nothing is submitted or written."""
+  facts = _run(tmp_path / "out" / "train", corpus, dry_run=True,
+               pipeline_args=[
+                   "--runner=DataflowRunner", "--project=my-project",
+                   "--region=us-central1", "--temp_location=gs://my-bucket/tmp",
+                   "--num_workers=2", "--machine_type=n2-highmem-4",
+                   f"--setup_file={train_runs.REPO_ROOT}/setup.py",
+                   "--sdk_location=container", "--no_auth"])
+  job = facts["dataflow_job"]
+  components = job.proto_pipeline.components
+  assert {t.unique_name for t in components.transforms.values()} >= {
+      "Files", "SpreadFiles", "Documents", "ByShard", "GroupShards",
+      "WriteShards"}
+  # The workers' install: this package's sdist, built from --setup_file.
+  staged = [d.role_payload for env in components.environments.values()
+            for d in env.dependencies]
+  assert any(b"workflow.tar.gz" in payload for payload in staged), staged
+  assert facts["examples"] > 0 and facts["documents"] == 60
+  assert not (tmp_path / "out").exists()

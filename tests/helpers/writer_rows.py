@@ -11,6 +11,7 @@ replacing such a file, where there is one.
 """
 
 import dataclasses
+import functools
 import json
 import os
 import zipfile
@@ -187,13 +188,14 @@ def _read_translation(tmp):
     return {26: 1, 30: 2}[len(f.readlines())]
 
 
-def _pretraining(tmp, version):
+def _pretraining(tmp, version, num_shards=0):
   create_pretraining_data.run(
       input_files=[_corpus(tmp, version)],
       output_file=os.path.join(out_dir(tmp), "train.tfrecord"),
       vocab_file=None, vocab_size=100, do_lower_case=True,
       max_seq_length=32, max_predictions_per_seq=4, masked_lm_prob=0.15,
-      dupe_factor=1, short_seq_prob=0.1, random_seed=version)
+      dupe_factor=1, short_seq_prob=0.1, random_seed=version,
+      num_shards=num_shards)
 
 
 def _read_pretraining(tmp):
@@ -411,6 +413,11 @@ ROWS = [
         refusal=MOVE_IT),
     Row("create_pretraining_data", _pretraining, _read_pretraining,
         ["train.tfrecord", "train_pretraining_meta_data.json", "vocab.txt"],
+        flag="--overwrite"),
+    Row("create_pretraining_data_shards",
+        functools.partial(_pretraining, num_shards=2), _read_pretraining,
+        ["train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord",
+         "train_pretraining_meta_data.json", "vocab.txt"],
         flag="--overwrite"),
     Row("beam_pretraining_data", _beam, _read_beam,
         [f"{BEAM_PREFIX}-00000-of-00002.tfrecord",
