@@ -101,10 +101,6 @@ def to_dtype_if_float(x, dtype):
   return x
 
 
-def _rank(x):
-  return len(x.shape)
-
-
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class ResidualMultiHeadAttention(KeepsArgumentDtypes,
                                  keras.layers.MultiHeadAttention):
@@ -204,7 +200,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
                           ("key", key, 3), ("prev_scores", prev_scores, 4),
                           ("attention_mask", attention_mask, 3),
                           ("cache", cache, 5)):
-      if x is not None and _rank(x) != rank:
+      if x is not None and len(x.shape) != rank:
         raise ValueError(
             f"{self.name}: {name} must have rank {rank}, got shape "
             f"{tuple(x.shape)}.")

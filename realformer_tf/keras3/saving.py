@@ -195,10 +195,6 @@ def _write_directory(directory, write, check_target):
   return directory
 
 
-def _entries_shown(entries):
-  return ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
-
-
 def _check_preset_target(path):
   """Raises `FileExistsError` if `path` is something a preset must not
   replace (see `save_preset`)."""
@@ -209,10 +205,11 @@ def _check_preset_target(path):
   if not os.path.isdir(path):
     return
   entries = sorted(os.listdir(path))
+  shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
   if entries and not any(os.path.isfile(os.path.join(path, name))
                          for name in PRESET_FILES):
     raise FileExistsError(
-        f"{path} is a non-empty directory ({_entries_shown(entries)}) with "
+        f"{path} is a non-empty directory ({shown}) with "
         f"no {' or '.join(PRESET_FILES)}, so not a keras-hub preset; saving "
         "a preset replaces the whole directory, so it is not replaced. Save "
         "the preset to a new or empty directory.")
