@@ -1,7 +1,5 @@
-"""The layer-to-layer score loop of every RealFormer stack, and the seq2seq stacks' base.
-
-`chain_blocks` hands each block's pre-softmax scores to the next (Eq. 5), for
-the encoders (one path) and the decoder (self and cross paths, never mixed).
+"""The score loop of every RealFormer stack (Eq. 5: each block's pre-softmax
+scores to the next, one path per attention type) and the seq2seq stacks' base.
 """
 
 import abc
