@@ -30,23 +30,12 @@ def keyword_names(*classes) -> Tuple[str, ...]:
 def refuse_unknown(owner: str, kwargs: Dict[str, Any], base: Iterable[str],
                    own: Iterable[str] = (),
                    renamed: Optional[Dict[str, Any]] = None):
-  """Raises TypeError for a keyword in `kwargs` that is not in `base`.
+  """Raises TypeError for a keyword in `kwargs` that is not in `base`, as
+  Keras' functional models take unknown keywords silently.
 
-  Keras' functional models take unknown keywords silently (`droput=0.3`
-  trained with the default dropout: tests/compat/keras_test.py).
-
-  Args:
-    owner: The class name, for the message.
-    kwargs: The keywords left after the class' own arguments were taken.
-    base: The keywords the base class takes.
-    own: The class' own argument names, offered as the closest match too.
-    renamed: Other names (the other face's: docs/names.md), each pointed to
-      its valid name (of a tuple of names: the first valid one).
-
-  Raises:
-    TypeError: naming the unknown keyword and the closest valid name (its
-      `renamed` one, else as `difflib` finds it), or the valid names when
-      none is close.
+  The message names `owner`, the keyword and the closest valid name of
+  `own` and `base`: its `renamed` one (the other face's name -> a valid
+  name or a tuple, the first valid one counts), else `difflib`'s, else all.
   """
   base = list(base)
   unknown = [name for name in kwargs if name not in base]

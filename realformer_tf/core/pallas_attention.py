@@ -15,10 +15,8 @@ jax, lax, pl, jnp = common.jax, common.lax, common.pl, common.jnp
 dropout_keep_mask = common.dropout_keep_mask
 
 MODES = ("sum", "mean", "none")
-# Tiles and Triton parameters, tuned for head size 64 (Hopper): wide query
-# tiles forward, square tiles backward (the backward keeps more float32 tiles
-# live). Starting points from jax's reference flash attention; a benchmark
-# (benchmarks/pallas_attention_gpu_check.py --sweep) may override entries.
+# Tiles and Triton parameters for head size 64 on Hopper: wide query tiles
+# forward, square backward (it keeps more float32 tiles live).
 GPU_DEFAULTS = {"block_q": 128, "block_k": 64, "bwd_block_q": 64,
                 "bwd_block_k": 64, "num_warps": 4, "num_stages": 2,
                 "bwd_num_warps": 4, "bwd_num_stages": 2}
@@ -201,25 +199,18 @@ def fused_residual_attention(query, key, value, prev_scores=None, bias=None,
   """Residual multi-head attention in one fused Pallas kernel.
 
   Args:
-    query: `[B, T, N, H]` projected queries, not scaled (the kernel scales by
-      1/sqrt(H)); float32, bfloat16 or float16.
-    key, value: `[B, S, N, H]`, the query's dtype.
-    prev_scores: `[B, N, T, S]` running score sum of the previous layer, or
-      None (first layer). Ignored for mode "none".
-    bias: additive mask bias `[B or 1, 1, T or 1, S]` (0 or very negative),
-      or None. Not differentiated.
-    mode: "sum", "mean" or "none" (`core.attention`'s Eq. 5 modes).
-    layer_index: 0-based index of this layer ("mean" divides by it plus 1).
-    score_dtype: dtype of the returned scores; default the query's. The
-      softmax and accumulators run in float32 regardless.
-    dropout_rate: attention-probability dropout rate in [0, 1).
-    seed: integer scalar or small vector (array or Python int; e.g. the
-      uint32[2] data of a JAX PRNG key) seeding the dropout hash; needed
-      when `dropout_rate > 0`. The same seed gives the same mask.
-    interpret: run Pallas in interpret mode; default: unless jax's default
-      backend is a GPU.
-    block_q, block_k: tile sizes (powers of two) for the forward and the
-      backward; default tuned for head size 64 on a GPU.
+    query: `[B, T, N, H]` projected, unscaled queries (float32, bfloat16 or
+      float16); key, value: `[B, S, N, H]` of the same dtype.
+    prev_scores: `[B, N, T, S]` previous running sum, or None (ignored for
+      mode "none"). bias: additive mask `[B or 1, 1, T or 1, S]` or None,
+      not differentiated.
+    mode, layer_index: `core.attention`'s Eq. 5 modes.
+    score_dtype: of the returned scores (default the query's); the softmax
+      runs in float32 regardless.
+    dropout_rate, seed: rate in [0, 1); an integer scalar or small vector
+      (e.g. a JAX PRNG key's data), needed when the rate is > 0.
+    interpret: default: unless jax's default backend is a GPU.
+    block_q, block_k: power-of-two tiles; default tuned for a GPU.
 
   Returns:
     `(context [B, T, N, H] in the query's dtype, scores [B, N, T, S] in

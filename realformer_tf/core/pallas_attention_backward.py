@@ -101,15 +101,9 @@ def _dkv_kernel(*refs, cfg):
 
 
 def backward(cfg, q, k, v, bias, keys, out, scores, lse, g_out, g_scores):
-  """Gradients `(dq, dk, dv, dprev or None)` of the padded attention.
-
-  Args:
-    cfg: the forward's `Config`.
-    q, k, v, bias, keys: the forward's padded inputs (`keys`: dropout row
-      keys).
-    out, scores, lse: the forward's outputs (padded).
-    g_out, g_scores: cotangents of `out` and `scores`.
-  """
+  """Gradients `(dq, dk, dv, dprev or None)` of the padded attention, from
+  the forward's `cfg`, padded inputs and outputs, and the cotangents
+  `g_out`, `g_scores`."""
   batch, seq_q, heads, head = q.shape
   seq_k = k.shape[1]
   bq, bk = cfg.bwd_block_q, cfg.bwd_block_k

@@ -1,6 +1,5 @@
-"""What the fused residual-attention kernels share: configuration and tile math,
-once, so the forward and backward passes cannot drift apart. Imports
-without jax (`HAVE_PALLAS`).
+"""Configuration and tile math the fused residual-attention kernels share, so
+the forward and backward passes cannot drift apart. Imports without jax.
 """
 import dataclasses
 import math
@@ -21,15 +20,13 @@ except ImportError:  # jax absent, or a jax without Pallas.
 
 from realformer_tf.core import dropout_hash  # pylint: disable=g-import-not-at-top
 
-# A finite "minus infinity" for padded key columns: exp2 of it minus any
-# finite row maximum is exactly 0, and it cannot turn into NaN as -inf - -inf
-# would. Same value as jax's reference flash attention.
+# A finite "minus infinity" for padded key columns (exp2 gives exactly 0, and
+# no NaN as -inf - -inf would); jax's reference flash attention's value.
 MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
 LOG2_E = math.log2(math.e)
 
-# The dropout hash's jnp ops (core/dropout_hash.py): int32 bit patterns,
-# wrapping multiply, logical shifts, so the same code lowers to Triton, runs
-# in interpret mode and in plain XLA without unsigned types.
+# `dropout_hash`'s ops on int32 bit patterns, so the same code lowers to
+# Triton, interpret mode and plain XLA without unsigned types.
 JNP_HASH_OPS = types.SimpleNamespace(
     word=lambda value: np.int32(np.uint32(value).view(np.int32)),
     srl=lambda x, bits: lax.shift_right_logical(x, jnp.full_like(x, bits)),
@@ -49,22 +46,11 @@ def compiler_params(num_warps, num_stages):
 class Config:
   """Static description of one fused attention call (hashable: a jit key).
 
-  Attributes:
-    mode: "sum", "mean" or "none".
-    layer_index: 0-based layer index ("mean" divides by layer_index + 1).
-    scale: 1/sqrt(head size), the real (unpadded) head size.
-    seq_q: real query length (rows past it are padding).
-    seq_k: real key length (columns past it are masked out).
-    block_q, block_k: forward tiles.
-    bwd_block_q, bwd_block_k: backward tiles.
-    bias_kind: None, "row" (bias `[B or 1, S]`) or "full" (`[B or 1, T, S]`).
-    bias_batched: whether the bias has a batch dimension larger than 1.
-    has_prev: whether a previous score sum is added.
-    dropout_rate: probability of dropping an attention probability.
-    score_dtype: dtype name of the stored scores.
-    interpret: run Pallas in interpret mode.
-    num_warps, num_stages: forward Triton parameters.
-    bwd_num_warps, bwd_num_stages: backward Triton parameters.
+  `scale` is 1/sqrt of the real head size; `seq_q`/`seq_k` the real lengths
+  (rows and columns past them are padding); `bias_kind` None, "row" (`[B or
+  1, S]`) or "full" (`[B or 1, T, S]`); `bias_batched`: a batch dimension
+  larger than 1. The `bwd_` fields are the backward pass's tiles and
+  Triton parameters.
   """
   mode: str
   layer_index: int
@@ -108,17 +94,9 @@ def _seed_words(seed):
 
 
 def row_keys(seed, batch, heads, rows):
-  """Per-(batch, head, row) dropout keys, `[batch, heads, rows]` int32.
-
-  Computed by XLA outside the kernels (`dropout_hash.row_keys`).
-
-  Args:
-    seed: integer scalar or small vector (e.g. a JAX PRNG key's uint32[2]
-      data, as Keras' `SeedGenerator` holds): every word is folded in.
-    batch, heads, rows: sizes.
-
-  Returns:
-    int32 array of well-mixed keys.
+  """Per-(batch, head, row) dropout keys, `[batch, heads, rows]` int32,
+  computed by XLA outside the kernels. Every word of `seed` (an integer
+  scalar or small vector, e.g. a `SeedGenerator`'s uint32[2]) is folded in.
   """
   words = _seed_words(seed)
   return dropout_hash.row_keys(
@@ -126,26 +104,9 @@ def row_keys(seed, batch, heads, rows):
       rows)
 
 
-def keep_tile(keys, cols, threshold):
-  """Dropout keep mask `[rows, cols]` from row keys and global column indices.
-
-  Args:
-    keys: int32 `[rows]` row keys (`row_keys`).
-    cols: int32 `[cols]` column indices into the real key sequence.
-    threshold: `Config.keep_threshold`.
-
-  Returns:
-    Boolean keep mask.
-  """
-  return dropout_hash.keep_mask(JNP_HASH_OPS, keys, cols, threshold)
-
-
 def dropout_keep_mask(seed, batch, heads, seq_q, seq_k, rate):
-  """The kernels' dropout keep mask, `[batch, heads, seq_q, seq_k]` bool.
-
-  Same hash as inside the kernels, in plain jnp: tests and callers can
-  reproduce exactly which probabilities a given seed drops.
-  """
+  """The kernels' dropout keep mask, `[batch, heads, seq_q, seq_k]` bool, in
+  plain jnp: which probabilities a given seed drops."""
   keys = row_keys(seed, batch, heads, seq_q)
   cols = jnp.arange(seq_k, dtype=jnp.int32)
   return dropout_hash.keep_mask(JNP_HASH_OPS, keys, cols,
@@ -153,14 +114,8 @@ def dropout_keep_mask(seed, batch, heads, seq_q, seq_k, rate):
 
 
 def load_bias(cfg, bias_ref, q_index, k_index):
-  """Loads the bias tile (`[rows, cols]` or `[1, cols]`), float32, or None.
-
-  Args:
-    cfg: `Config`.
-    bias_ref: this program's bias block: `[cols_total]` ("row") or
-      `[rows_total, cols_total]` ("full"); None without a bias.
-    q_index, k_index: row and column indexers (`pl.ds` or `slice(None)`).
-  """
+  """The float32 bias tile (`[rows, cols]`, or `[1, cols]` for a "row" bias)
+  at indexers `q_index, k_index` of this program's block, or None."""
   if cfg.bias_kind == "row":
     return bias_ref[k_index].astype(jnp.float32)[None, :]
   if cfg.bias_kind == "full":
@@ -169,13 +124,8 @@ def load_bias(cfg, bias_ref, q_index, k_index):
 
 
 def bias_spec(cfg, rows, cols, tile):
-  """BlockSpec of the padded bias for a `(tile, batch, head)` grid.
-
-  Args:
-    cfg: `Config`.
-    rows, cols: block shape (rows unused for a "row" bias).
-    tile: maps the grid's first index to the (row, column) block indices.
-  """
+  """BlockSpec of the padded bias for a `(tile, batch, head)` grid; `tile`
+  maps the grid's first index to the (row, column) block indices."""
   def batch_index(b):
     return b if cfg.bias_batched else 0
 
@@ -202,11 +152,8 @@ def bias_and_keys(cfg, bias, keys, rows, cols, tile, keys_spec):
 
 
 def logits2(cfg, s, bias, start_k):
-  """Base-2 logits of a float32 score tile `s` (global key offset start_k).
-
-  The stored score sum, scaled for "mean", plus the bias, times log2(e)
-  (the kernels use exp2); padded key columns are masked out.
-  """
+  """Base-2 logits (the kernels use exp2) of score tile `s` at key offset
+  `start_k`: scaled for "mean", plus the bias; padded columns masked."""
   logits = s * cfg.logit_scale if cfg.logit_scale != 1.0 else s
   if bias is not None:
     logits = logits + bias
@@ -222,7 +169,7 @@ def dropout_keep(cfg, keys, start_k, cols):
   if cfg.dropout_rate == 0.0:
     return None
   col = start_k + lax.iota(jnp.int32, cols)
-  return keep_tile(keys, col, cfg.keep_threshold)
+  return dropout_hash.keep_mask(JNP_HASH_OPS, keys, col, cfg.keep_threshold)
 
 
 def apply_dropout(cfg, x, keep):

@@ -25,20 +25,14 @@ BASE_KEYWORDS = ("name", "trainable")
 
 
 class BackboneBase(saving.WritesWhole, input_checks.ChecksInputs):
-  """Our backbones' input checks (`input_checks.ChecksInputs`), their
-  `save` and `export` written whole or not at all (`saving.WritesWhole`) and
+  """Our backbones' input checks, whole-or-nothing `save` and `export`, and
   the config of the arguments both take. List it before the keras-hub base.
   """
 
   def save_to_preset(self, preset_dir, max_shard_size=10):
-    """keras-hub's `Backbone.save_to_preset`, written whole or not at all
-    (`saving.save_preset`); `metadata.json` then names our task classes
-    (keras-hub lists those of the class' `__base__`, BERT's or GPT-2's:
-    keras_hub/src/utils/preset_utils.py, `_save_metadata`).
-
-    Raises:
-      FileExistsError: As `saving.save_preset`, before anything is written.
-    """
+    """keras-hub's `Backbone.save_to_preset` through `saving.save_preset`
+    (which raises its FileExistsError first); `metadata.json` names our task
+    classes (keras-hub would list BERT's or GPT-2's)."""
     def write(directory):
       super(BackboneBase, self).save_to_preset(
           directory, max_shard_size=max_shard_size)
@@ -47,8 +41,8 @@ class BackboneBase(saving.WritesWhole, input_checks.ChecksInputs):
 
   @classmethod
   def from_preset(cls, preset, load_weights=True, **kwargs):
-    """keras-hub's `Backbone.from_preset`; a preset that a killed save left
-    set aside is named with its backup (`saving.check_not_set_aside`)."""
+    """keras-hub's `Backbone.from_preset`, naming the backup of a preset a
+    killed save left set aside."""
     saving.check_not_set_aside(preset)
     input_checks.check_preset(preset)
     return super().from_preset(preset, load_weights=load_weights, **kwargs)
@@ -81,24 +75,16 @@ class RealFormerBackbone(BackboneBase, keras_hub.models.Backbone):
   `RealFormerEncoder`'s):
     vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
       dropout, max_sequence_length, num_segments, dtype: as `BertBackbone`.
-    residual_attention: "sum" (RealFormer), "mean" (running mean, for models
-      deeper than ~24 layers) or "none": then, with the default activation,
-      this is `BertBackbone` exactly (`keras3_weight_map.load_bert_backbone`
-      copies one's weights in).
+    residual_attention: "sum" (RealFormer), "mean" (for models deeper than
+      ~24 layers) or "none": then, with the default activation, this is
+      `BertBackbone` exactly (`keras3_weight_map.load_bert_backbone`).
     normalize_first: False = Post-LN (BERT, RealFormer), True = Pre-LN.
     final_layer_norm: LayerNorm the last block's output; None =
-      `normalize_first` (as our tf_keras `RealFormerEncoder`).
-    layer_norm_epsilon: LayerNorm epsilon of the blocks (the embeddings' is
-      1e-12 as in BERT).
-    score_dtype: dtype of the running score sum under mixed precision:
-      "auto" (default), "float32" or "compute"; see docs/layers.md.
-    attention_implementation: "auto", "reference" or "pallas"; see
-      `ResidualMultiHeadAttention`.
-    activation: Activation name of the feed-forward layer.
-      "gelu_approximate" (default, the tanh form) is what both weight sources
-      were trained with: keras-hub's `BertBackbone` (which hard-codes it)
-      and our tf_keras `RealFormerEncoder` (`hidden_activation: gelu`).
-      Keras' "gelu" is the exact form, which neither uses.
+      `normalize_first`.
+    layer_norm_epsilon: Of the blocks (the embeddings' is BERT's 1e-12).
+    score_dtype, attention_implementation: As `ResidualMultiHeadAttention`.
+    activation: Of the feed-forward layer; "gelu_approximate" (default, the
+      tanh form) is what keras-hub's BERT and our tf_keras encoder use.
 
   Example:
 
@@ -177,8 +163,7 @@ class RealFormerBackbone(BackboneBase, keras_hub.models.Backbone):
     x = self.embeddings_add((tokens, self.position_embedding(tokens),
                              self.segment_embedding(inputs["segment_ids"])))
     x = self.embeddings_dropout(self.embeddings_layer_norm(x))
-    # [batch, 1, seq]: one padding mask row for every query, as keras-hub's
-    # `merge_padding_and_attention_mask`; it enters each softmax only.
+    # [batch, 1, seq]: one padding mask row for every query.
     attention_mask = ops.expand_dims(inputs["padding_mask"], axis=1)
     scores = None
     for block in self.transformer_layers:

@@ -18,14 +18,9 @@ from realformer_tf.keras3 import tasks
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class RealFormerCausalLMPreprocessor(tasks.PresetSequenceLength,
                                      keras_hub.models.CausalLMPreprocessor):
-  """keras-hub's `CausalLMPreprocessor` for `RealFormerCausalLM`.
-
-  The base class tokenizes, packs `[CLS] ... [SEP]`
-  (the `BertTokenizer`'s start and end tokens) and shifts the labels by one;
-  `generate()` stops at `[SEP]`. Construct it with `tokenizer=
-  keras_hub.models.BertTokenizer(vocabulary=...)` and `sequence_length`.
-  Built by keras-hub from a preset that holds none, its `sequence_length`
-  defaults to the backbone's positions where they are fewer than 1024.
+  """keras-hub's `CausalLMPreprocessor` with a `BertTokenizer` (`[CLS] ...
+  [SEP]`; `generate()` stops at `[SEP]`). From a preset without one,
+  `sequence_length` is the backbone's positions where fewer than 1024.
   """
 
   backbone_cls = decoder_backbone.RealFormerDecoderBackbone
@@ -37,10 +32,8 @@ class RealFormerCausalLMPreprocessor(tasks.PresetSequenceLength,
 class RealFormerCausalLM(keras_hub.models.CausalLM):
   """A decoder-only RealFormer language model with keras-hub's `generate()`.
 
-  Mirrors keras-hub's `GPT2CausalLM`, whose `generate_step` and
-  `_build_cache` it reuses; `call_with_cache` chains each block's scores
-  into the next (keras-hub's key/value cache; the scores need none).
-  `@tasks.realformer_task` checks the preprocessor against the backbone.
+  Reuses keras-hub's `GPT2CausalLM.generate_step` and `_build_cache`;
+  `call_with_cache` chains each block's scores into the next.
 
   Args:
     backbone: A `RealFormerDecoderBackbone`.
@@ -77,19 +70,9 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
   def call_with_cache(self, token_ids, cache, cache_update_index):
-    """Forward pass of the new positions `token_ids` with the cache.
-
-    Args:
-      token_ids: `[batch, new_len]` int tokens at positions
-        `cache_update_index ...`.
-      cache: `[batch, num_layers, 2, max_len, num_heads, head_dim]` keys and
-        values of every block.
-      cache_update_index: Position of `token_ids`' first column.
-
-    Returns:
-      `(logits [batch, new_len, vocab], hidden_states [batch, new_len,
-      hidden_dim], updated cache)`, as `GPT2CausalLM.call_with_cache`.
-    """
+    """`token_ids` `[batch, new_len]` at `cache_update_index` on `cache`
+    `[batch, num_layers, 2, max_len, num_heads, head_dim]`: `(logits,
+    hidden_states, updated cache)`, as `GPT2CausalLM.call_with_cache`."""
     backbone = self.backbone
     tokens = backbone.token_embedding(token_ids)
     positions = backbone.position_embedding(tokens,
@@ -109,32 +92,18 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
 
   def generate(self, inputs, max_length=None, stop_token_ids="auto",
                strip_prompt=False):
-    """keras-hub's `CausalLM.generate`, refusing lengths it would mishandle.
+    """keras-hub's `CausalLM.generate`, refusing lengths it would mishandle
+    (it cuts a prompt that fills `max_length` and generates nothing, and
+    fails inside `PositionEmbedding` past the model's positions).
 
-    keras-hub cuts a prompt of `max_length` tokens or more and generates
-    nothing, and fails inside `PositionEmbedding` for a `max_length` past
-    the model's positions; both are refused here first.
-
-    Args:
-      inputs: Prompts (strings, or a `tf.data.Dataset` of them) with a
-        preprocessor; `{"token_ids", "padding_mask"}` without one.
-      max_length: Length of prompt plus generated tokens, `[CLS]` included
-        (None, the default: the preprocessor's `sequence_length`); an int
-        from 2 to the backbone's `max_sequence_length`. Without a
-        preprocessor keras-hub ignores it: the inputs' width counts.
-      stop_token_ids: As keras-hub's.
-      strip_prompt: As keras-hub's.
-
-    Returns:
-      As keras-hub's `CausalLM.generate`.
+    `max_length` counts prompt, `[CLS]` and generated tokens (None: the
+    preprocessor's `sequence_length`); without a preprocessor keras-hub
+    ignores it and the width of `inputs["token_ids"]` counts.
 
     Raises:
       ValueError: naming both numbers, if `max_length` (or the width of
-        preprocessed `token_ids`) exceeds the backbone's positions, or a
-        prompt fills `max_length` already (it would be cut to it, and
-        nothing would be generated); if `max_length` is not an int >= 2
-        (0 is not read as "not given"); if there is no prompt (`[]`, or
-        preprocessed `token_ids` with no row).
+        `token_ids`) exceeds the backbone's positions or a prompt fills it;
+        if `max_length` is not an int >= 2; if there is no prompt.
     """
     if self.preprocessor is None:
       max_length = None  # keras-hub ignores it: the inputs' width counts.
@@ -170,9 +139,7 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
           f"Use a length <= {positions}.")
 
   def _normalize_generate_inputs(self, inputs):
-    # keras-hub's generate() turns its inputs into batches here
-    # (keras_hub/src/models/causal_lm.py), before it preprocesses any: the
-    # one place that sees every batch of prompts, a dataset's included.
+    # The one place that sees every batch of prompts, a dataset's included.
     batches, is_scalar = super()._normalize_generate_inputs(inputs)
     if self.preprocessor is None:
       return (self._check_width(batch) for batch in batches), is_scalar
@@ -198,8 +165,7 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
       return prompts  # Not plain prompts: the preprocessor's own structure.
     lengths = _token_counts(self.preprocessor.tokenizer(prompts))
     if not lengths:
-      # keras-hub's `_build_cache` failed on it: "IndexError: tuple index
-      # out of range" (keras_hub/src/models/gpt2/gpt2_causal_lm.py).
+      # keras-hub's `_build_cache` would raise a bare IndexError.
       raise ValueError(
           f"generate(): no prompts (got {prompts!r}); pass a string or a "
           "non-empty list of strings.")
@@ -222,11 +188,8 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
 
 
 def _token_counts(token_ids):
-  """Tokens per prompt of a keras-hub tokenizer's output.
-
-  Python lists (or a 1-D array for one prompt) in eager use, a
-  `tf.RaggedTensor` (or dense tensor) on tensor inputs.
-  """
+  """Tokens per prompt of a keras-hub tokenizer's output (lists, arrays or
+  a `tf.RaggedTensor`)."""
   if hasattr(token_ids, "row_lengths"):  # tf.RaggedTensor
     return [int(n) for n in token_ids.row_lengths()]
   if isinstance(token_ids, list):

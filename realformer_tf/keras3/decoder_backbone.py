@@ -16,24 +16,19 @@ class RealFormerDecoderBackbone(backbone_lib.BackboneBase,
                                 keras_hub.models.Backbone):
   """GPT-2's backbone with RealFormer's residual self-attention scores.
 
-  keras-hub's `GPT2Backbone` with its inputs, output, layer attribute names
-  and initializers; its blocks are `RealFormerDecoderBlock(cross_attention=
-  False)` chained through their self-attention scores (keras-hub's
-  `TransformerDecoder` takes no scores). The padding mask masks keys.
+  keras-hub's `GPT2Backbone` (inputs, output, attribute names,
+  initializers) with `RealFormerDecoderBlock(cross_attention=False)`s
+  chained through their self-attention scores.
 
   Args (keras-hub's names; docs/names.md):
     vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
-      dropout (also on the attention probabilities), max_sequence_length
-      (prompt plus generation), layer_norm_epsilon, dtype: as `GPT2Backbone`.
+      dropout (also on the attention probabilities), max_sequence_length,
+      layer_norm_epsilon, dtype: as `GPT2Backbone`.
     residual_attention: "sum" (RealFormer), "mean" or "none" (GPT-2).
-    normalize_first: Pre-LN (GPT-2, default) or Post-LN (the paper's BERT).
-    activation: Feed-forward activation; default GPT-2's tanh GELU,
-      "gelu_approximate".
-    score_dtype: "auto" (default), "float32" or "compute"; see
-      `ResidualMultiHeadAttention`.
-    attention_implementation: "auto", "reference" or "pallas"; see
-      `ResidualMultiHeadAttention`.
-    **kwargs: `keras_hub.models.Backbone` arguments (name, trainable).
+    normalize_first: Pre-LN (GPT-2, default) or Post-LN.
+    activation: Default GPT-2's "gelu_approximate".
+    score_dtype, attention_implementation: As `ResidualMultiHeadAttention`.
+    **kwargs: `name`, `trainable`.
 
   Example:
 

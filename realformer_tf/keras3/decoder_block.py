@@ -1,9 +1,7 @@
-"""RealFormer decoder block for Keras 3 (TensorFlow, JAX and PyTorch backends).
+"""RealFormer decoder block for Keras 3: one residual score path per attention.
 
-The Keras 3 face of `realformer_tf.layers.decoder_block`. Self and cross
-attention each carry their own residual score path. The key/value cache is
-keras-hub's (`[batch, 2, max_len, num_heads, key_dim]`), so a causal LM of
-these blocks runs keras-hub's `generate()` unchanged.
+Its key/value cache is keras-hub's, so a causal LM of these blocks runs
+keras-hub's `generate()` unchanged.
 """
 
 import keras
@@ -20,13 +18,9 @@ from realformer_tf.keras3 import residual_attention as ra
 class RealFormerDecoderBlock(encoder_block.BlockBase):
   """RealFormer decoder block: `(hidden, self_scores, cross_scores)` in and out.
 
-  Causal self-attention on one residual path, encoder-decoder attention on
-  another, then the feed-forward layer; Post-LN (default) or Pre-LN
-  (`normalize_first=True`), the body of `core.block`, with the tf_keras
-  block's sub-layer names and keras-hub's arguments and dtype rules (float32
-  running sums are not cast: `KeepsArgumentDtypes`). With
-  `cross_attention=False` (GPT-style) it returns `(hidden, self_scores)`: a
-  Keras 3 functional graph cannot carry a None output.
+  The tf_keras block's sub-layer names, keras-hub's arguments and dtype
+  rules. With `cross_attention=False` (GPT-style) it returns `(hidden,
+  self_scores)`: a Keras 3 functional graph cannot carry a None output.
 
   Args: the encoder block's (keras-hub's names; `activation` defaults to
     "relu"), and use_bias, intermediate_dropout, attention_initializer,
@@ -34,13 +28,10 @@ class RealFormerDecoderBlock(encoder_block.BlockBase):
 
   Call arguments: those of the tf_keras block (masks may also be
     `[batch, 1, keys]`; `memory` may be narrower than `hidden`), but:
-    cache: Incremental decoding: the self-attention's key/value cache
-      `[batch, 2, max_len, heads, key_dim]` (keras-hub's format); query `i`
-      sees positions `<= cache_update_index + i`. The score paths need no
-      cache: a step hands its `[batch, heads, new_len, max_len]` rows on.
-    cache_update_index: With `cache`: the position of `hidden`'s first row
-      (`hidden` then holds the new positions only), where its keys and
-      values are written into the cache.
+    cache: The self-attention's keras-hub cache `[batch, 2, max_len, heads,
+      key_dim]`; query `i` sees positions `<= cache_update_index + i`.
+    cache_update_index: With `cache`: the position of `hidden`'s first row,
+      where its keys and values are written.
 
   Returns:
     `(hidden, self_scores, cross_scores)` (`(hidden, self_scores)` without
@@ -98,12 +89,8 @@ class RealFormerDecoderBlock(encoder_block.BlockBase):
     }
 
   def build(self, hidden_shape, memory_shape=None, **unused_shapes):
-    """Creates the sub-layers for `hidden` (and `memory`) of these shapes.
-
-    `**unused_shapes` takes the shapes of the other tensor arguments, which
-    Keras 3 passes all together when it rebuilds a loaded layer
-    (`Layer.build_from_config`).
-    """
+    """Creates the sub-layers; `**unused_shapes` takes the other arguments'
+    shapes, which Keras passes when it rebuilds a loaded layer."""
     hidden_shape = tuple(hidden_shape)
     width = options.block_width(self.name, hidden_shape, self.num_heads)
     if self.cross_attention and memory_shape is None:
@@ -164,8 +151,6 @@ class RealFormerDecoderBlock(encoder_block.BlockBase):
     results = {}
 
     def self_attention(inputs):
-      # The causal mask (offset by cache_update_index with a cache) joins
-      # self_attention_mask, inside the softmax only.
       output, *results["self"] = self.self_attention(
           inputs, prev_scores=self_scores, attention_mask=self_attention_mask,
           use_causal_mask=True, cache=cache,

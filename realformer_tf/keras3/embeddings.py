@@ -32,10 +32,9 @@ def _segmented_sum(flags, values):
 def _last_position_at_most(sorted_ids, table_rows):
   """For each row r, the last index i with sorted_ids[i] <= r (-1 if none).
 
-  `searchsorted(sorted_ids, rows, side="right") - 1`, by two sorts instead:
-  JAX lowers `searchsorted` to a while loop (a kernel and a host round trip
-  per step on a GPU). Row r's key 2r+1 sorts after every id <= r (keys 2id)
-  and the r rows before it, so its rank less r counts the ids <= r.
+  `searchsorted(..., side="right") - 1` by two sorts (JAX lowers
+  `searchsorted` to a while loop): row r's key 2r+1 sorts after every id <=
+  r (keys 2id) and the r rows before it.
   """
   keys = ops.concatenate([2 * sorted_ids, 2 * table_rows + 1], axis=0)
   rank = ops.argsort(ops.argsort(keys))
@@ -46,23 +45,16 @@ def _last_position_at_most(sorted_ids, table_rows):
 def sorted_table_gradient(ids, row_gradients, rows):
   """The gradient of `take(table, ids, axis=0)` for a `rows`-row table.
 
-  Args:
-    ids: Integer ids, any shape, already wrapped (`_normalized_ids`); ids
-      outside [0, rows) contribute nothing, as in `ops.take`'s gradient.
-    row_gradients: float [*ids.shape, width], the gradient of the lookup.
-    rows: The table's number of rows.
-
-  Returns:
-    [rows, width] in `row_gradients`' dtype: row r is the sum of the
-    gradients of every position holding id r, summed in a fixed order.
+  `ids` already wrapped (`_normalized_ids`; ids outside [0, rows) add
+  nothing), `row_gradients` `[*ids.shape, width]`. Returns `[rows, width]`:
+  row r sums, in a fixed order, the gradients of the positions holding r.
   """
   width = row_gradients.shape[-1]
   ids = ops.reshape(ops.cast(ids, "int32"), (-1,))
   grads = ops.reshape(row_gradients, (-1, width))
   if not isinstance(ids.shape[0], int):
-    # A symbolic length: JAX's shape-polymorphic export (`jax2tf`, as Keras'
-    # `export` on JAX) traces this gradient into the SavedModel, and
-    # `associative_scan` needs a concrete length. Serving never runs it.
+    # A symbolic length (JAX's shape-polymorphic export, which serving never
+    # differentiates): `associative_scan` needs a concrete one.
     return ops.segment_sum(grads, ids, num_segments=rows)
   order = ops.argsort(ids)
   sorted_ids = ops.take(ids, order)
@@ -106,8 +98,7 @@ def lookup(table, ids):
   def take(table_value, ids_value):
     def gradient(*args, upstream=None):
       # JAX passes the upstream gradient alone, positionally; Keras' torch
-      # backend passes the forward's inputs, then `upstream=`
-      # (keras/src/backend/torch/core.py, `CustomGradientFunction.backward`).
+      # backend passes the forward's inputs, then `upstream=`.
       row_gradients = args[0] if upstream is None else upstream
       return sorted_table_gradient(ids_value, row_gradients, rows), None
     return ops.take(table_value, ids_value, axis=0), gradient

@@ -1,9 +1,7 @@
 """Keras 3 RealFormer encoder block: `(hidden, scores) -> (hidden, scores)`.
 
-The Keras 3 face of `layers.encoder_block.RealFormerEncoderBlock` (same
-sub-layers and weight names), in keras-hub's argument names and dtype rules:
-under a mixed policy LayerNorm and activation run in the compute dtype, as in
-keras-hub's `TransformerEncoder`.
+The tf_keras block's sub-layers and weight names in keras-hub's argument
+names and dtype rules (LayerNorm and activation in the compute dtype).
 """
 
 import keras
@@ -15,9 +13,8 @@ from realformer_tf.core import options
 from realformer_tf.keras3 import hashed_dropout
 from realformer_tf.keras3 import residual_attention as ra
 
-# keras-hub's BERT (bert_backbone.py, `activation=gelu_approximate`) and our
-# tf_keras encoder (`hidden_activation: gelu`, Model Garden's tanh form) both
-# use the tanh approximation; Keras' own "gelu" is the exact (erf) form.
+# GELU's tanh form, keras-hub's BERT's and our tf_keras encoder's; Keras'
+# "gelu" is the exact (erf) form.
 GELU_APPROXIMATE = "gelu_approximate"
 
 
@@ -36,7 +33,7 @@ def get_activation(name):
 
 def clone_initializer(initializer):
   """A fresh copy, so sub-layers don't share one (stateless, same draws)
-  initializer; as `keras.layers.MultiHeadAttention._get_common_kwargs_for_sublayer`."""
+  initializer, as `keras.layers.MultiHeadAttention` does."""
   return initializer.__class__.from_config(initializer.get_config())
 
 
@@ -67,9 +64,8 @@ def layer_norm(block, name, shape):
 
 
 class BlockBase(ra.KeepsArgumentDtypes, keras.layers.Layer):
-  """The arguments both blocks take (keras-hub's names; documented on
-  `RealFormerEncoderBlock`): checked, attributes of their names, and in the
-  config."""
+  """The arguments both blocks take (documented on `RealFormerEncoderBlock`):
+  checked, attributes of their names, and in the config."""
 
   def __init__(self, num_heads, intermediate_dim, activation="gelu",
                dropout=0.0, attention_dropout=0.0, normalize_first=False,
@@ -123,27 +119,17 @@ class BlockBase(ra.KeepsArgumentDtypes, keras.layers.Layer):
 class RealFormerEncoderBlock(BlockBase):
   """Transformer encoder block with residual attention, for Keras 3.
 
-  Post-LN (BERT, the paper's backbone) by default, Pre-LN with
-  `normalize_first=True`; `residual_attention` picks RealFormer
-  ("sum"/"mean") or plain attention ("none"). Sub-layers carry the tf_keras
-  block's names, so weights map one to one (keras-hub's
-  `TransformerEncoder` has no place for the scores).
+  Post-LN (BERT) by default, Pre-LN with `normalize_first=True`. Sub-layers
+  carry the tf_keras block's names, so weights map one to one.
 
-  Args (keras-hub's names; docs/names.md maps them to the tf_keras block's):
-    num_heads, intermediate_dim, activation, dropout (after the attention
-      and feed-forward outputs), attention_dropout (on the probabilities),
-      normalize_first, layer_norm_epsilon, kernel_initializer,
-      residual_attention, layer_index, score_dtype: as the tf_keras block.
-    attention_implementation: "auto", "reference" or "pallas"; see
-      `ResidualMultiHeadAttention`.
+  Args: the tf_keras block's in keras-hub's names (docs/names.md), and
+    attention_implementation: As `ResidualMultiHeadAttention`.
 
   Call arguments:
     hidden: `[batch, seq, width]`.
-    scores: Running score sum of the previous block, `[batch, heads, seq,
-      seq]`, or None for the first block.
+    scores: The previous block's running sum, or None for the first block.
     attention_mask: `[batch, seq, seq]`, 1 = attend.
-    training: Whether dropout is active.
-    return_attention_probs: Also return the attention probabilities.
+    training, return_attention_probs: As the attention layer's.
 
   Returns:
     `(hidden, scores)` or `(hidden, scores, probs)`.

@@ -2,16 +2,13 @@
 
 `keras.Model.export` signatures take the exported lengths only, and
 TensorFlow does not check a served tensor's static shape, so another length
-failed deep in the graph. `add_length_checks` rewrites the SavedModel with
-signatures that check each input's dimensions first, then call Keras' own.
+would fail deep in the graph.
 """
 
-# Keras' lazy TensorFlow module, as its exporter uses: no TensorFlow import
-# unless an export asks for it.
+# Keras' lazy TensorFlow module: no TensorFlow import unless an export runs.
 from keras.src.utils.module_utils import tensorflow as tf
 
-# Keras' endpoint, also an attribute of the loaded SavedModel
-# (keras/src/export/saved_model.py, `DEFAULT_ENDPOINT_NAME`).
+# Keras' endpoint (`DEFAULT_ENDPOINT_NAME`), an attribute of the SavedModel.
 _ENDPOINT = "serve"
 
 

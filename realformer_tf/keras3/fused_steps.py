@@ -13,9 +13,8 @@ import keras
 
 
 def applies(model) -> bool:
-  """Whether `model.fit` runs fused steps: Keras on JAX, compiled with
-  `jit_compile` (Keras' default on JAX), not `run_eagerly`, and
-  `steps_per_execution` above 1."""
+  """Whether `model.fit` runs fused steps: Keras on JAX, `jit_compile`, not
+  `run_eagerly`, `steps_per_execution` above 1."""
   return (keras.config.backend() == "jax" and model.steps_per_execution > 1
           and model.jit_compile and not model.run_eagerly)
 
@@ -34,9 +33,8 @@ def _step_function(model, step):
 
 
 def _state_shardings(model, step):
-  """Keras' `out_shardings` for a train or test function, None without a
-  distribution (trainer.py, `make_train_function`, `make_test_function`:
-  a test step's state has no optimizer variables)."""
+  """Keras' `out_shardings` for a train or test function (a test step's
+  state has no optimizer variables), None without a distribution."""
   if keras.distribution.distribution() is None:
     return None
   trainable, non_trainable, optimizer, metrics = (
@@ -47,10 +45,8 @@ def _state_shardings(model, step):
 
 
 def scan_steps(step_function):
-  """`step_function(state, batch) -> (logs, state)` over stacked batches
-  under `lax.scan`: `(state, stacked) -> (logs, state)`, each log with a
-  leading axis of one entry per step. (gpu_suite's `_scan` rows run it on
-  batches stacked on the host.)"""
+  """`step_function(state, batch) -> (logs, state)` under `lax.scan`:
+  `(state, stacked batches) -> (logs, state)`, logs stacked per step."""
 
   def body(state, batch):
     logs, state = step_function(state, batch)
@@ -112,12 +108,9 @@ class FusedSteps:
     self.dispatches = self.single_steps = 0
 
   def __call__(self, state, iterator):
-    # N read per call, as Keras' `_make_function` reads it: `fit`'s epoch
-    # iterator counts its steps by the model's current value. Another N is
-    # another scan length, compiled on first use.
+    # N read per call, as Keras reads it; another N compiles another scan.
     n = self._model.steps_per_execution
-    # As Keras': the first batch's StopIteration ends the epoch (`fit`
-    # catches it); a later one cuts the execution short.
+    # As Keras': the first batch's StopIteration ends the epoch.
     batches = [next(iterator)]
     try:
       while len(batches) < n:

@@ -13,23 +13,17 @@ from realformer_tf.core import pallas_attention
 
 
 def hashes_dropout():
-  """Whether dropout hashes its mask: on JAX (with the kernels' module
-  importable), which compiles every training step with XLA. TensorFlow runs
-  a `fit` without XLA op by op, where a full-size tensor per hash op (and
-  uint32 kernels TF lacks on GPUs) would cost more than its dropout; torch's
-  uint32 ops are incomplete."""
+  """Whether dropout hashes its mask: on JAX, which compiles every step with
+  XLA (TensorFlow's op-by-op `fit` would write a tensor per hash op; torch's
+  uint32 ops are incomplete)."""
   return keras.backend.backend() == "jax" and pallas_attention.available()
 
 
 def hashed_dropout(inputs, seed, rate):
   """`inputs` with the hashed keep mask of `seed` (an integer scalar or
-  vector, every word folded in: `core.pallas_attention.row_keys`) applied
-  and the kept values scaled by 1 / (1 - `rate`); positions as `[L, R, C]`
-  (`C` the last axis, `R` the one before, `L` the rest); JAX.
-
-  For attention probabilities `[B, N, T, S]` it is the fused kernel's mask
-  (`core.pallas_attention.dropout_keep_mask`), so both paths drop alike.
-  """
+  vector) applied and the kept values scaled by 1 / (1 - `rate`); on JAX.
+  On attention probabilities it is the fused kernel's mask, so both paths
+  drop alike."""
   shape = tuple(ops.shape(inputs))
   cols = shape[-1]
   rows = shape[-2] if len(shape) >= 2 else 1
@@ -57,14 +51,10 @@ class HashedDropout(keras.layers.Dropout):
   """
 
   def call(self, inputs, training=False):
-    # Shapes are concrete under `jax.jit`; a symbolic one (shape inference
-    # with a free batch dimension) takes Keras' path, which gives the same
-    # output spec.
+    # A symbolic shape (shape inference) takes Keras' path: same output spec.
     if not (training and self.rate > 0 and self.noise_shape is None
             and hashes_dropout()
             and all(isinstance(d, int) for d in ops.shape(inputs))):
       return super().call(inputs, training=training)
-    # The generator's state words themselves (Keras' seed and a counter it
-    # advances per draw), hashed into the keys: no random draw of a seed,
-    # whose scalar threefry XLA would launch as small kernels of its own.
+    # The generator's state words hashed into the keys: no threefry draw.
     return hashed_dropout(inputs, self.seed_generator.next(), self.rate)

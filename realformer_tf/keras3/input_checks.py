@@ -25,12 +25,8 @@ def id_limits(backbone):
 
 
 def concrete(value):
-  """`value` as a NumPy array if its values can be read now, else None.
-
-  A traced value (a JAX tracer under `jit`, a graph tensor under
-  `tf.function`) or a `KerasTensor` cannot: converting it raises, and
-  that is how it is told apart here, on every backend alike.
-  """
+  """`value` as a NumPy array if its values can be read now, else None (a
+  traced value or a `KerasTensor`, whose conversion raises)."""
   if isinstance(value, keras.KerasTensor):
     return None
   if isinstance(value, np.ndarray):
@@ -52,14 +48,8 @@ def _shape(value):
 
 
 def check_shapes(owner, inputs, max_sequence_length):
-  """Raises ValueError for inputs of a rank, shape or length the backbone
-  cannot take.
-
-  Args:
-    owner: The backbone's class name, for the message.
-    inputs: `{input name: array or tensor}`.
-    max_sequence_length: The backbone's positions.
-  """
+  """Raises ValueError naming `owner` for `{name: array or tensor}` inputs
+  of a rank, shape or length the backbone cannot take."""
   shapes = {name: _shape(value) for name, value in inputs.items()}
   for name, shape in shapes.items():
     if len(shape) != 2:
@@ -87,15 +77,9 @@ def check_shapes(owner, inputs, max_sequence_length):
 
 
 def check_ids(owner, inputs, limits):
-  """Raises ValueError for an id input of a float dtype (Keras would
-  truncate 3.7 to id 3), or a concrete id outside its table; traced values
-  are not read (that would copy device to host each step).
-
-  Args:
-    owner: The backbone's class name, for the message.
-    inputs: `{input name: array or tensor}`.
-    limits: `id_limits(backbone)`.
-  """
+  """Raises ValueError for an id input of a float dtype, or a concrete id
+  outside its `limits` (`id_limits`); traced values are not read (a device
+  to host copy each step)."""
   for name, limit in limits.items():
     dtype = getattr(inputs.get(name), "dtype", None)
     if dtype is not None and "float" in str(dtype):
@@ -165,13 +149,9 @@ def check_inputs(backbone, inputs):
 
 
 def keeping_variables(model, run):
-  """`run()`; if it raises, the model's variables keep their values.
-
-  Keras' JAX trainer detaches the variables during `predict`/`evaluate`
-  (`JAXTrainer._purge_model_variables`) and restores them only after the
-  loop, so an error while tracing broke every later call. JAX arrays are
-  immutable, so holding them costs no memory. Not for `fit`.
-  """
+  """`run()`; if it raises, the model's variables keep their values (Keras'
+  JAX trainer detaches them during `predict`/`evaluate` and restores them
+  only after the loop). Not for `fit`."""
   saved = [(v, v._value) for v in model.variables]  # pylint: disable=protected-access
   try:
     return run()
@@ -183,11 +163,9 @@ def keeping_variables(model, run):
 
 
 class ChecksInputs:
-  """Backbone mixin: `check_inputs` on every call and, on the host, on the
-  data of `fit`, `evaluate`, `predict` and the `*_on_batch` methods (a
-  dict of arrays; a `tf.data.Dataset` or generator is checked per traced
-  batch, shapes only, and `predict`/`evaluate` keep their variables if that
-  fails: `keeping_variables`). List it before the Keras base."""
+  """Backbone mixin: `check_inputs` on every call and on the host data of
+  `fit`, `evaluate`, `predict` and `*_on_batch` (a dataset is checked per
+  traced batch, shapes only). List it before the Keras base."""
 
   # `Functional.call`'s signature: Keras reads it to pass `training`.
   def call(self, inputs, training=None, mask=None, **kwargs):

@@ -1,9 +1,7 @@
 """`RealFormerMaskedLM`: keras-hub's `BertMaskedLM` on a `RealFormerBackbone`.
 
-`BertMaskedLM` builds its head from what the backbone has, so only the bound
-classes change (`backbone_cls` is what `from_preset` dispatches on).
-`head_activation` and `head_layer_norm_epsilon` let the head match Model
-Garden's `layers.MaskedLM` (a train.py run's head).
+Only the bound classes change, and the head's activation and epsilon can
+match Model Garden's `layers.MaskedLM` (a train.py run's head).
 """
 
 import keras
@@ -19,19 +17,14 @@ from realformer_tf.keras3 import tasks
 class RealFormerMaskedLM(keras_hub.models.BertMaskedLM):
   """Masked language model on a `RealFormerBackbone`.
 
-  `@tasks.realformer_task` checks the preprocessor against the backbone.
-
   Args:
     backbone: A `RealFormerBackbone`.
-    preprocessor: A `RealFormerMaskedLMPreprocessor` or keras-hub's
-      `BertMaskedLMPreprocessor` (same thing), or None (inputs preprocessed:
-      `token_ids`, `segment_ids`, `padding_mask`, `mask_positions`).
-    head_activation: The head transform's activation: "gelu" (Keras' exact
-      form, keras-hub's `BertMaskedLM`) or "gelu_approximate" (the tanh
-      form, Model Garden's and train.py's), or any Keras activation name.
-    head_layer_norm_epsilon: The head transform's LayerNorm epsilon: 1e-5
-      (keras-hub's) or 1e-12 (Model Garden's and train.py's).
-    **kwargs: `keras_hub.models.Task`'s (`name`, ...).
+    preprocessor: A `RealFormerMaskedLMPreprocessor` (or keras-hub's BERT
+      one), or None (inputs preprocessed, `mask_positions` included).
+    head_activation: "gelu" (keras-hub's) or "gelu_approximate" (Model
+      Garden's and train.py's), or any Keras activation name.
+    head_layer_norm_epsilon: 1e-5 (keras-hub's) or 1e-12 (Model Garden's).
+    **kwargs: `keras_hub.models.Task`'s.
 
   Example:
 
@@ -55,8 +48,7 @@ class RealFormerMaskedLM(keras_hub.models.BertMaskedLM):
 
   def __init__(self, backbone, preprocessor=None, head_activation="gelu",
                head_layer_norm_epsilon=1e-5, **kwargs):
-    # As `BertMaskedLM.__init__` (which hard-codes the head's "gelu"), but
-    # the head's transform as asked.
+    # As `BertMaskedLM.__init__`, with the head's transform as asked.
     self.backbone = backbone
     self.preprocessor = preprocessor
     self.masked_lm_head = keras_hub.layers.MaskedLMHead(

@@ -1,8 +1,7 @@
 """keras-hub's BERT tokenizer and preprocessors, bound to `RealFormerBackbone`.
 
-keras-hub's own feed it unchanged; these subclasses exist for `backbone_cls`,
-by which `from_preset` picks a tokenizer or preprocessor class, so a saved
-RealFormer preset loads back.
+keras-hub's own feed it unchanged; these exist for `backbone_cls`, by which
+`from_preset` picks the classes, so a saved RealFormer preset loads back.
 """
 
 import keras

@@ -32,13 +32,9 @@ def attention_bias_from_mask(mask, dtype):
 
 
 def uses_pallas(implementation, wants_probs_or_cache=False):
-  """Whether `attention_implementation` runs the fused kernel in this call.
-
-  "pallas" always (Pallas' interpret mode off a GPU), "auto" on a JAX GPU;
-  neither when the call asks for the probabilities or runs on a cache,
-  which the kernel does not produce or take: the `keras.ops` reference
-  serves those calls.
-  """
+  """Whether `attention_implementation` runs the fused kernel in this call:
+  "pallas" always, "auto" on a JAX GPU; neither for probabilities or a
+  cache, which the kernel does not produce or take."""
   if implementation == "reference" or wants_probs_or_cache:
     return False
   if implementation == "pallas":
@@ -61,8 +57,7 @@ def _array_to_tensor(x):
   return ops.convert_to_tensor(x) if isinstance(x, np.ndarray) else x
 
 
-# The keywords `keras.layers.Layer.__init__` takes (with the two it pops
-# from `**kwargs`), and `MultiHeadAttention`'s.
+# The keywords `keras.layers.Layer.__init__` takes (with two it pops).
 LAYER_KEYWORDS = arguments.keyword_names(keras.layers.Layer) + (
     "input_dim", "input_shape")
 _MHA_KEYWORDS = arguments.keyword_names(
@@ -74,9 +69,8 @@ def check_arguments(layer, **values):
 
 
 def refuse_unknown(layer, kwargs, base=LAYER_KEYWORDS):
-  """`arguments.refuse_unknown` for `layer`'s constructor: a TypeError for a
-  keyword it does not take, naming the closest (Model Garden's names: the
-  keras-hub one)."""
+  """`arguments.refuse_unknown` for `layer`'s constructor, pointing Model
+  Garden's names to keras-hub's."""
   arguments.refuse_unknown(type(layer).__name__, kwargs, base,
                            arguments.keyword_names(type(layer)),
                            arguments.MODEL_GARDEN_NAMES)
@@ -85,15 +79,12 @@ def refuse_unknown(layer, kwargs, base=LAYER_KEYWORDS):
 class KeepsArgumentDtypes:
   """Layer mixin: Keras 3 does not cast this layer's arguments on call.
 
-  Keras 3's `Layer.__call__` casts every floating argument to the compute
-  dtype under a mixed policy, rounding the float32 running score sum. The
-  flag is the one Keras' `Hashing` layer uses; NumPy arrays still become
-  tensors here, and `call` casts its arguments itself. List it before the
-  Keras base class.
+  Under a mixed policy Keras would round the float32 running score sum to
+  the compute dtype; `call` casts its arguments itself (the flag is the
+  one Keras' `Hashing` layer uses). List it before the Keras base class.
   """
 
   def __call__(self, *args, **kwargs):
-    # Keras' `Layer.__init__` sets it True; its `__call__` reads it.
     object.__setattr__(self, "_convert_input_args", False)
     args, kwargs = keras.tree.map_structure(_array_to_tensor, (args, kwargs))
     return super().__call__(*args, **kwargs)
@@ -110,29 +101,21 @@ def to_dtype_if_float(x, dtype):
   return x
 
 
-def _rank(x):
-  return len(x.shape)
-
-
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class ResidualMultiHeadAttention(KeepsArgumentDtypes,
                                  keras.layers.MultiHeadAttention):
   """`keras.layers.MultiHeadAttention` that takes and returns pre-softmax scores.
 
   Weights keep Keras' names, so a `MultiHeadAttention`'s weights load as
-  they are; only `_compute_attention` (no place for the previous scores) is
-  replaced. The cache follows keras-hub's `CachedMultiHeadAttention.call`.
+  they are. The cache is keras-hub's `CachedMultiHeadAttention`'s.
 
   Args:
     num_heads, key_dim, residual_attention, layer_index, score_dtype: as
       `realformer_tf.layers.ResidualMultiHeadAttention`.
-    attention_implementation: "auto" (default: the fused Pallas kernel on a
-      JAX GPU, the `keras.ops` reference elsewhere), "reference" or "pallas"
-      (JAX backend only; Pallas' interpret mode off a GPU). Calls that ask
-      for the probabilities or run on a cache take the reference.
-    **kwargs: Any other `keras.layers.MultiHeadAttention` argument, except
-      `attention_axes` (only the sequence axis) and `flash_attention` (its
-      kernels return no scores).
+    attention_implementation: "auto" (the fused Pallas kernel on a JAX GPU,
+      else the `keras.ops` reference), "reference" or "pallas" (JAX only).
+    **kwargs: `keras.layers.MultiHeadAttention`'s, but not `attention_axes`
+      (the sequence axis only) nor `flash_attention` (it returns no scores).
 
   Call arguments:
     query: `[batch, from_len, dim]`.
@@ -143,16 +126,13 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     attention_mask: Optional `[batch, from_len, to_len]`, 1 = attend.
     use_causal_mask: Also mask keys after each query. With a cache, query row
       `i` is position `cache_update_index + i`.
-    cache: Optional keras-hub cache `[batch, 2, max_len, num_heads, key_dim]`
-      (keys, values). With `cache_update_index`, this call's keys and values
-      are written at that index and the new cache is returned; without it,
-      the cache is used as is. Scores then span the whole cache:
-      `[batch, num_heads, from_len, max_len]`.
+    cache: Optional keras-hub cache `[batch, 2, max_len, num_heads, key_dim]`;
+      with `cache_update_index` this call's keys and values are written
+      there. Scores then span the whole cache.
     cache_update_index: int or int tensor, see `cache`.
     training: Whether dropout is active.
     return_attention_probs: Also return the softmax probabilities.
-    query_mask, value_mask, key_mask: Keras' implicit masks, `[batch, len]`;
-      Keras fills them in as for `MultiHeadAttention`.
+    query_mask, value_mask, key_mask: Keras' implicit masks, `[batch, len]`.
 
   Returns:
     `(output, scores)`, then `probs` with `return_attention_probs`, then the
@@ -168,9 +148,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     if isinstance(axes, int):
       axes = (axes,)
     if axes is not None and tuple(axes) != (1,):
-      # The running sum is [batch, heads, from_len, to_len]: one attention
-      # axis, the sequence (what the base class resolves None to for rank-3
-      # inputs and writes into its config).
+      # The running sum has one attention axis, the sequence.
       raise ValueError(
           f"ResidualMultiHeadAttention attends over the sequence axis only; "
           f"attention_axes must be None, got {kwargs['attention_axes']!r}.")
@@ -178,9 +156,8 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
       raise ValueError(
           "ResidualMultiHeadAttention: flash_attention is not supported: "
           "flash kernels return no attention scores to pass on.")
-    # The base class turns flash attention on when it is enabled globally
-    # (`keras.config.enable_flash_attention()`) and then refuses dropout;
-    # this layer never uses it, so dropout is set after the base __init__.
+    # Set after the base __init__, which refuses dropout under a global
+    # `enable_flash_attention()` this layer never uses.
     dropout = kwargs.pop("dropout", 0.0)
     refuse_unknown(self, kwargs, _MHA_KEYWORDS)
     check_arguments(self, residual_attention=residual_attention,
@@ -223,7 +200,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
                           ("key", key, 3), ("prev_scores", prev_scores, 4),
                           ("attention_mask", attention_mask, 3),
                           ("cache", cache, 5)):
-      if x is not None and _rank(x) != rank:
+      if x is not None and len(x.shape) != rank:
         raise ValueError(
             f"{self.name}: {name} must have rank {rank}, got shape "
             f"{tuple(x.shape)}.")
@@ -302,9 +279,8 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     self._check_arguments(query, value, key, prev_scores, attention_mask,
                           cache, cache_update_index, use_causal_mask,
                           value_mask, key_mask)
-    # The base class' merge of the explicit, implicit, causal and sliding
-    # window masks (all of shape [B or 1, T, S]); with a cache the causal
-    # mask is offset by the cache position, below.
+    # The base class' merge of all masks; with a cache the causal mask is
+    # offset by the cache position, below.
     attention_mask = self._compute_attention_mask(
         query, value, query_mask=query_mask, value_mask=value_mask,
         key_mask=key_mask, attention_mask=attention_mask,
@@ -339,9 +315,7 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
       # [B, T, S] -> [B, 1, T, S]; the mask never enters `scores`.
       bias = attention_bias_from_mask(ops.expand_dims(attention_mask, 1),
                                       score_dtype)
-    # Shape inference (Keras' symbolic build, jax2tf export) traces with
-    # symbolic dimensions the kernel's tiling cannot take; the reference
-    # gives the same output spec there.
+    # Symbolic dimensions (shape inference, export) take the reference.
     concrete = all(isinstance(d, int) for d in
                    tuple(projected_query.shape) + tuple(projected_key.shape))
     if concrete and uses_pallas(self.attention_implementation,
@@ -372,19 +346,14 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     return outputs
 
   def _draw_seed(self):
-    """A dropout seed from the dropout layer's `SeedGenerator`, one per call,
-    for the kernel's and the reference's hashed masks alike."""
+    """One dropout seed per call, for the kernel's and the reference's masks."""
     return keras.random.randint((), 0, 2**31 - 1, dtype="int32",
                                 seed=self._dropout_layer.seed_generator)
 
   def _fused_attention(self, query, key, value, prev_scores, bias,
                        score_dtype, training):
-    """`core.pallas_attention.fused_residual_attention`, Eq. 5 in one kernel.
-
-    Its dropout mask is a hash of a seed drawn from the dropout layer's
-    `SeedGenerator`: on JAX the reference path draws the same seed and drops
-    the same probabilities (`hashed_dropout.hashed_dropout`).
-    """
+    """`core.pallas_attention.fused_residual_attention`; on JAX the reference
+    path draws the same seed and drops the same probabilities."""
     rate = self._dropout if training else 0.0
     seed = self._draw_seed() if rate else None
     return pallas_attention.fused_residual_attention(

@@ -1,10 +1,6 @@
 """`.keras` files and keras-hub presets of our models: written whole or not
-at all, and a damaged `.keras` file named for what it is.
-
-`keras.Model.save` writes its zip in place, and `keras.saving.load_model`
-calls a half-written one "File not found". `save_model`, `save_preset` and
-`export_model` write through `core.writes`; `WritesWhole` makes them our
-models' `save` and `export`.
+at all (through `core.writes`), and a damaged `.keras` file named for what it
+is (Keras calls a half-written one "File not found").
 """
 
 import json
@@ -65,8 +61,7 @@ def load_model(path: str, **kwargs) -> keras.Model:
 def save_model(model: keras.Model, path: str, overwrite: bool = True,
                **kwargs) -> str:
   """`keras.Model.save(model, path)`, written beside `path` and renamed over
-  it once complete; returns `path`. Without `overwrite` an existing `path`
-  is refused (Keras would ask on stdin).
+  it once complete; returns `path`.
 
   Raises:
     ValueError: If `path` does not end in `.keras`.
@@ -108,14 +103,8 @@ SAVED_MODEL_FORMAT = "tf_saved_model"
 
 
 def check_saved_model_backend(model: keras.Model) -> None:
-  """Refuses a SavedModel export on the PyTorch backend, naming the way out.
-
-  Keras' PyTorch exporter (`TorchExportArchive.track`) takes no named
-  inputs and needs `torch_xla`.
-
-  Raises:
-    ValueError: On the PyTorch backend.
-  """
+  """Raises ValueError on the PyTorch backend, whose Keras exporter takes no
+  named inputs and needs `torch_xla`, naming the way out."""
   if keras.config.backend() == "torch":
     raise ValueError(
         "KERAS_BACKEND='torch': "
@@ -130,15 +119,9 @@ def export_model(model: keras.Model, path: str,
                  format: str = SAVED_MODEL_FORMAT,  # pylint: disable=redefined-builtin
                  **kwargs) -> str:
   """`keras.Model.export(model, path, format, **kwargs)`, a SavedModel
-  written whole or not at all.
-
-  Keras' `ExportArchive.write_out` writes in place; here the SavedModel is
-  written beside `path` and swapped in, replacing only a SavedModel or an
-  empty directory, with its inputs' lengths checked (`export_checks`).
-  Other formats go to Keras unchanged.
-
-  Returns:
-    `path`.
+  written beside `path` and swapped in (replacing only a SavedModel or an
+  empty directory) with its inputs' lengths checked; returns `path`. Other
+  formats go to Keras unchanged.
 
   Raises:
     FileExistsError: Before anything is written, if `path` is a file or a
@@ -151,8 +134,7 @@ def export_model(model: keras.Model, path: str,
     return path
   check_saved_model_backend(model)
   def write(directory):
-    # Keras' SavedModel, then ours: the same with its input lengths checked
-    # (`export_checks`), both inside the directory being written.
+    # Keras' SavedModel, then ours with its input lengths checked.
     unchecked = os.path.join(directory, "keras_export")
     keras.Model.export(model, unchecked, format=format, **kwargs)
     export_checks.add_length_checks(unchecked, directory)
@@ -188,18 +170,10 @@ _LOCK = threading.RLock()
 
 
 def save_preset(preset_dir, write):
-  """`write(directory)` into a fresh sibling of `preset_dir`, then swapped in.
-
-  keras-hub's `KerasPresetSaver` writes in place. A `save_preset` nested in
-  `write` for the directory being written (`KerasPresetSaver.save_task`
-  saves the backbone there) writes there directly.
-
-  Args:
-    preset_dir: The preset directory; created with its parents if missing.
-    write: `write(directory)` writes the whole preset into `directory`.
-
-  Returns:
-    `preset_dir`, once the new preset is in place.
+  """`write(directory)` (the whole preset) into a fresh sibling of
+  `preset_dir`, then swapped in; returns `preset_dir`. A `save_preset`
+  nested in `write` for the same directory (keras-hub's task saves its
+  backbone there) writes there directly.
 
   Raises:
     FileExistsError: Before anything is written, if `preset_dir` is a file,
@@ -221,10 +195,6 @@ def _write_directory(directory, write, check_target):
   return directory
 
 
-def _entries_shown(entries):
-  return ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
-
-
 def _check_preset_target(path):
   """Raises `FileExistsError` if `path` is something a preset must not
   replace (see `save_preset`)."""
@@ -235,10 +205,11 @@ def _check_preset_target(path):
   if not os.path.isdir(path):
     return
   entries = sorted(os.listdir(path))
+  shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
   if entries and not any(os.path.isfile(os.path.join(path, name))
                          for name in PRESET_FILES):
     raise FileExistsError(
-        f"{path} is a non-empty directory ({_entries_shown(entries)}) with "
+        f"{path} is a non-empty directory ({shown}) with "
         f"no {' or '.join(PRESET_FILES)}, so not a keras-hub preset; saving "
         "a preset replaces the whole directory, so it is not replaced. Save "
         "the preset to a new or empty directory.")

@@ -22,31 +22,21 @@ class RealFormerDecoderBlock(encoder_block.BlockBase):
   """`(hidden, self_scores, cross_scores) -> (hidden, self_scores, cross_scores)`.
 
   Causal self-attention on one residual path, encoder-decoder attention on
-  another, then the feed-forward layer; Post-LN (default) or Pre-LN
-  (`norm_first=True`) as Model Garden's `TransformerDecoderBlock`, whose
-  sub-layer and weight names it keeps, so a checkpoint of one restores into
-  the other (that block's attention slots pass no scores in or out).
-  Constructor names are the encoder block's. With `cross_attention=False`: a
-  causal (GPT-style) block for decoder-only language models.
+  another, then the feed-forward layer, with the sub-layer and weight names
+  of Model Garden's `TransformerDecoderBlock`, so a checkpoint of one
+  restores into the other. With `cross_attention=False`: a causal
+  (GPT-style) block for decoder-only language models.
 
   Args:
-    num_attention_heads, inner_dim, inner_activation, norm_first,
-      norm_epsilon, kernel_initializer, residual_attention (for both paths),
-      layer_index, score_dtype (of both running sums): as
-      `encoder_block.RealFormerEncoderBlock`.
-    output_dropout: Dropout after each attention projection and the
-      feed-forward output.
-    attention_dropout: Dropout on attention probabilities (of both).
-    use_bias: Bias in the attention projections (Model Garden's
-      `Seq2SeqTransformer` uses False).
+    The encoder block's (`residual_attention` and `score_dtype` for both
+      paths; `recompute` in training without `cache`), and:
+    use_bias: Bias in the attention projections (False in Model Garden's
+      `Seq2SeqTransformer`).
     intermediate_dropout: Dropout after the feed-forward activation.
-    attention_initializer: Initializer of the attention kernels; default
+    attention_initializer: Of the attention kernels; default
       `kernel_initializer`.
-    self_residual: Whether the self-attention path is residual.
-    cross_residual: Whether the encoder-decoder attention path is residual.
+    self_residual, cross_residual: Whether each path is residual.
     cross_attention: Whether the block has encoder-decoder attention.
-    recompute: As the encoder block's, in training without `cache`.
-    **kwargs: Base `Layer` arguments.
 
   Call arguments:
     hidden: `[batch, target_len, width]`.
@@ -60,9 +50,8 @@ class RealFormerDecoderBlock(encoder_block.BlockBase):
       (e.g. target padding); the causal mask is always added.
     cross_attention_mask: Optional `[batch, target_len, source_len]` (source
       padding).
-    cache: Incremental decoding: `{"key", "value"}` of the self-attention,
-      updated in place (see `ResidualMultiHeadAttention`). Scores need no
-      cache: a step passes its `[batch, heads, 1, keys]` rows on.
+    cache: `{"key", "value"}` of the self-attention for incremental
+      decoding, updated in place (`ResidualMultiHeadAttention`).
     decode_loop_step: Step index for padded decoding (with `cache`).
     training: Whether dropout is active.
     return_attention_probs: Also return `(self_probs, cross_probs)`.

@@ -44,11 +44,8 @@ def take_aliases(owner: str, kwargs, inner_dim, inner_activation,
 
 
 def recomputed(forward, hidden, tensors):
-  """`forward(hidden, **tensors)` under Model Garden's `recompute_grad`.
-
-  It differentiates positional tensors only and returns tensors only: the
-  present `tensors` go in positionally; None outputs are left out.
-  """
+  """`forward(hidden, **tensors)` under Model Garden's `recompute_grad`, which
+  takes and returns tensors only: None inputs and outputs are left out."""
   names = [name for name, value in tensors.items() if value is not None]
 
   def positional(hidden, *values):
@@ -75,11 +72,8 @@ def layer_norm(name: str, epsilon: float) -> tf_keras.layers.Layer:
 
 def attention_layer(name: str, input_shape, num_heads: int, initializer,
                     **kwargs) -> ra.ResidualMultiHeadAttention:
-  """A `ResidualMultiHeadAttention` for `[batch, seq, width]` inputs.
-
-  Its weights are created now rather than on first call, so that Keras'
-  SavedModel loader restores them like every other weight.
-  """
+  """A `ResidualMultiHeadAttention` for `[batch, seq, width]` inputs, its
+  weights created now so Keras' SavedModel loader restores them."""
   width = tf.TensorShape(input_shape)[-1]
   layer = ra.ResidualMultiHeadAttention(
       num_heads=num_heads, key_dim=width // num_heads,
@@ -161,24 +155,18 @@ class BlockBase(keras3_seam.RejectsKeras3, tf_keras.layers.Layer):
 class RealFormerEncoderBlock(BlockBase):
   """Transformer encoder block: `(hidden, scores) -> (hidden, scores)`.
 
-  Post-LN (BERT, the paper's backbone) by default, Pre-LN with
-  `norm_first=True`; `residual_attention` picks RealFormer ("sum"/"mean") or
-  plain attention ("none"). Sub-layers carry the same attribute and weight
-  names as Model Garden's `TransformerEncoderBlock`, so checkpoints of one
-  restore into the other.
+  Post-LN (BERT) by default, Pre-LN with `norm_first=True`. Sub-layers keep
+  the attribute and weight names of Model Garden's `TransformerEncoderBlock`,
+  so checkpoints of one restore into the other.
 
   Args:
-    num_attention_heads, inner_dim, inner_activation, output_dropout (BERT's
-      `hidden_dropout_prob`), attention_dropout, norm_first, norm_epsilon,
-      kernel_initializer, **kwargs: As Model Garden's `TransformerEncoderBlock`.
-    residual_attention: "sum", "mean" or "none"; see
+    num_attention_heads, inner_dim, inner_activation, output_dropout,
+      attention_dropout, norm_first, norm_epsilon, kernel_initializer,
+      **kwargs: As Model Garden's `TransformerEncoderBlock`.
+    residual_attention, layer_index, score_dtype: As
       `ResidualMultiHeadAttention`.
-    layer_index: 0-based depth of the block; used by "mean".
-    score_dtype: "auto" (default), "float32" or "compute"; see
-      `ResidualMultiHeadAttention`.
-    recompute: Recompute the block's forward pass during backprop, keeping
-      only its inputs (Model Garden's bigbird `recompute_grad`, with the
-      stateless `RecomputingDropout`).
+    recompute: Recompute the forward pass during backprop, keeping only the
+      inputs (bigbird's `recompute_grad`, stateless dropout).
 
   Example:
 
@@ -222,14 +210,10 @@ class RealFormerEncoderBlock(BlockBase):
            output_range: Optional[int] = None,
            return_attention_probs: bool = False,
            attention_bias=None):
-    """`(hidden, scores)`, or `(hidden, scores, probs)`.
-
-    `hidden` `[batch, seq, width]`; `scores` the previous block's running sum
-    `[batch, heads, seq, seq]` (None in the first block); `attention_mask`
-    `[batch, seq, seq]` (1 = attend) and/or `attention_bias` `[batch, 1, 1 or
-    seq, seq]` (`ra.attention_bias_from_mask`); `output_range`: outputs for
-    the first positions only (e.g. [CLS] in the last layer).
-    """
+    """`(hidden, scores)`, or `(hidden, scores, probs)`; `scores` in is the
+    previous block's running sum (None in the first), `attention_mask`
+    `[batch, seq, seq]` and/or `attention_bias` `[batch, 1, 1 or seq, seq]`;
+    `output_range`: outputs for the first positions only."""
     forward = lambda hidden, **tensors: self._forward(
         hidden, **tensors, training=training, output_range=output_range,
         return_attention_probs=return_attention_probs)

@@ -23,16 +23,8 @@ TF_HASH_OPS = types.SimpleNamespace(
 
 
 def keep_mask(seed, shape, rate: float) -> tf.Tensor:
-  """The boolean keep mask of `shape` for a 2-word int32 `seed`.
-
-  Args:
-    seed: `[2]` int32 (or uint32) tensor, e.g. drawn per call.
-    shape: The input's dynamic shape (`tf.shape(x)`), rank >= 1.
-    rate: Drop probability in [0, 1).
-
-  Returns:
-    bool tensor of `shape`, True where kept.
-  """
+  """The boolean keep mask (True where kept) of dynamic `shape` (rank >= 1)
+  for a `[2]` int32 or uint32 `seed`."""
   threshold = dropout_hash.keep_threshold(rate)
   words = tf.bitcast(tf.cast(seed, tf.int32), tf.uint32)
   rank = shape.shape[0]
@@ -59,11 +51,8 @@ _TPU_STRATEGIES = (tf.distribute.TPUStrategy,
 
 
 def hashes_here() -> bool:
-  """Whether `HashedDropout` hashes in the graph being built now.
-
-  Not outside XLA (each hash op would be a kernel writing a full tensor) nor
-  on TPUs (unmeasured there; their random bits may be cheaper).
-  """
+  """Whether `HashedDropout` hashes in the graph being built now: inside XLA
+  (outside, each hash op would write a full tensor), not on TPUs."""
   return (xla_kernels.in_xla_context() and
           not isinstance(tf.distribute.get_strategy(), _TPU_STRATEGIES))
 
@@ -72,10 +61,9 @@ def hashes_here() -> bool:
 class HashedDropout(tf_keras.layers.Dropout):
   """tf_keras' `Dropout`, with a hashed mask where `hashes_here()`.
 
-  Same arguments and config as `tf_keras.layers.Dropout`. With a
-  `noise_shape` or a tensor `rate` it is that layer everywhere. Each call
-  draws a new seed (as `Dropout` draws new bits), so two calls drop
-  different elements; the backward pass reuses the forward's mask.
+  Same arguments and config as `tf_keras.layers.Dropout` (which it is
+  everywhere with a `noise_shape` or a tensor `rate`). Each call draws a new
+  seed; the backward pass reuses the forward's mask.
 
   Example:
 
@@ -107,12 +95,9 @@ class HashedDropout(tf_keras.layers.Dropout):
 
 
 def dropout_layer(rate, recompute: bool = False, **kwargs):
-  """The dropout layer of our blocks: weightless, so checkpoints ignore it.
-
-  `recompute`: Model Garden's `RecomputingDropout`, whose stateless masks
-  repeat in `recompute_grad`'s second forward pass (a per-call seed drawn
-  here would not); otherwise `HashedDropout`.
-  """
+  """The dropout layer of our blocks (weightless): `HashedDropout`, or with
+  `recompute` Model Garden's `RecomputingDropout`, whose stateless masks
+  repeat in `recompute_grad`'s second forward pass."""
   if recompute:
     return recomputing_dropout.RecomputingDropout(rate, **kwargs)
   return HashedDropout(rate, **kwargs)

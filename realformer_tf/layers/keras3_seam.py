@@ -13,12 +13,6 @@ KERAS3_COUNTERPARTS = {
 }
 
 
-def _is_keras3_object(value) -> bool:
-  # By the type's module (Keras 3 lives in `keras.src`, tf_keras in
-  # `tf_keras.src`): no need to import Keras 3 to tell.
-  return type(value).__module__.split(".", 1)[0] == "keras"
-
-
 def _leaves(value, path):
   """(path, leaf) pairs of nested lists, tuples and dicts."""
   if isinstance(value, (list, tuple)):
@@ -32,18 +26,14 @@ def _leaves(value, path):
 
 
 def reject_keras3_arguments(layer, args, kwargs) -> None:
-  """Raises TypeError when a Keras 3 tensor or variable reaches `layer`.
-
-  Args:
-    layer: The tf_keras layer being called.
-    args: Its positional call arguments.
-    kwargs: Its keyword call arguments.
-  """
+  """Raises TypeError when a Keras 3 tensor or variable reaches `layer`'s
+  call (`args`, `kwargs`)."""
   named = [(f"argument {i}", arg) for i, arg in enumerate(args)]
   named += list(kwargs.items())
   for name, value in named:
     for path, leaf in _leaves(value, name):
-      if not _is_keras3_object(leaf):
+      # By the type's module: no need to import Keras 3 to tell.
+      if type(leaf).__module__.split(".", 1)[0] != "keras":
         continue
       cls = type(layer).__name__
       counterpart = KERAS3_COUNTERPARTS.get(cls)

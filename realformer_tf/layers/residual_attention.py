@@ -41,13 +41,9 @@ def resolve_score_dtype(score_dtype: str, compute_dtype) -> str:
 
 
 def attention_bias_from_mask(mask, dtype) -> tf.Tensor:
-  """0/1 attention mask (1 = attend) -> additive bias of `dtype` (0 or very negative).
-
-  The encoder builds it once per call at `[batch, 1, 1, to_len]` from the
-  padding mask, instead of each layer turning a `[batch, from_len, to_len]`
-  mask into a bias: under XLA the add then lands in the softmax fusion and
-  reads `to_len` values per row instead of a full mask.
-  """
+  """0/1 attention mask (1 = attend) -> additive bias of `dtype` (0 or very
+  negative). Built once per stack at `[batch, 1, 1, to_len]`, it fuses into
+  the softmax under XLA."""
   dtype = tf.as_dtype(dtype).name
   return core_attention.mask_bias(TF_OPS, mask, dtype,
                                   options.mask_adder(dtype))
@@ -70,20 +66,18 @@ class ResidualMultiHeadAttention(keras3_seam.RejectsKeras3,
                                  mg_attention.CachedAttention):
   """`MultiHeadAttention` that takes and returns pre-softmax attention scores.
 
-  Model Garden's `CachedAttention` with `residual_dot_product_attention`;
-  same weight names, so checkpoints of either load as is.
+  Model Garden's `CachedAttention` with its weight names, so checkpoints of
+  either load as is.
 
   Args:
     num_heads, key_dim, **kwargs: As `tf_keras.layers.MultiHeadAttention`,
       but `attention_axes` must be None (the sequence axis).
-    residual_attention: "sum" (RealFormer), "mean" (softmax of the running
-      mean `S_l / (layer_index + 1)`) or "none" (plain attention); the
-      running sum (or the layer's own scores) is returned in every mode.
+    residual_attention: "sum" (RealFormer), "mean" (softmax of `S_l /
+      (layer_index + 1)`) or "none" (plain attention).
     layer_index: 0-based depth of this layer in its stack; used by "mean".
-    score_dtype: "auto" (default), "float32" or "compute" (the policy's
-      compute dtype); see `core.options.resolve_score_dtype`.
-    recompute: Drop probabilities with Model Garden's `RecomputingDropout`,
-      whose stateless masks repeat in `recompute_grad`'s second forward pass.
+    score_dtype: "auto", "float32" or "compute" (`core.options`).
+    recompute: Model Garden's `RecomputingDropout`, whose masks repeat in
+      `recompute_grad`'s second forward pass.
 
   Call arguments: Keras' (`query`, `value`, `key`, `attention_mask` `[batch,
   from_len, to_len]`, `training`, `use_causal_mask`), not
@@ -93,12 +87,10 @@ class ResidualMultiHeadAttention(keras3_seam.RejectsKeras3,
     return_attention_probs: Also return the softmax probabilities.
     attention_bias: Additive bias broadcastable to `[batch, num_heads,
       from_len, to_len]` (`attention_bias_from_mask`, built once per stack).
-    cache, decode_loop_step: As `CachedAttention` (updated in place). The
-      scores need no cache: row `t` of `S_l` depends only on row `t` of
-      `S_{l-1}`, so a step passes its score row on.
-  Masks (padding, causal, bias) enter the softmax only. Self-attention
-  (`value` None) under XLA projects Q, K, V in one matmul
-  (`xla_kernels.fused_projection`).
+    cache, decode_loop_step: As `CachedAttention` (updated in place); the
+      scores need none (row `t` of `S_l` depends only on row `t` of
+      `S_{l-1}`).
+  Masks enter the softmax only.
 
   Returns:
     `(output [batch, from_len, dim], scores)` or `(output, scores, probs)`;
@@ -120,9 +112,7 @@ class ResidualMultiHeadAttention(keras3_seam.RejectsKeras3,
                score_dtype: str = "auto", recompute: bool = False, **kwargs):
     axes = kwargs.get("attention_axes")
     if axes is not None and tuple(tf.nest.flatten(axes)) != (1,):
-      # The running sum is [batch, heads, from_len, to_len]: one attention
-      # axis, the sequence (what None means for rank-3 inputs). The base
-      # class would silently build equations for others.
+      # The running sum has one attention axis, the sequence.
       raise ValueError(
           f"ResidualMultiHeadAttention attends over the sequence axis only; "
           f"attention_axes must be None, got {kwargs['attention_axes']!r}.")
@@ -232,12 +222,8 @@ class ResidualMultiHeadAttention(keras3_seam.RejectsKeras3,
 
 
 def _offset_causal_mask(query, key, attention_mask, decode_loop_step):
-  """Boolean `[B or 1, T, S]` causal mask for queries after the cached keys.
-
-  The first query (of `[B, T, N, H]`) is at position `decode_loop_step`
-  (padded decoding) or the number of cached keys (of `[B, S, N, H]`); see
-  `core.attention.causal_mask`. AND-ed with the `attention_mask` if any.
-  """
+  """Boolean `[B or 1, T, S]` causal mask AND `attention_mask`, the first
+  query at `decode_loop_step` (padded decoding) or after the cached keys."""
   query_len, key_len = tf.shape(query)[1], tf.shape(key)[1]
   offset = (key_len - query_len if decode_loop_step is None
             else decode_loop_step)

@@ -15,20 +15,15 @@ SCORES_EQUATION = "bsnh,btnh->bnts"
 
 
 def in_xla_context() -> bool:
-  """Whether ops built now run inside an XLA cluster.
-
-  Asked as tf_keras' BatchNormalization asks it: TensorFlow's exported form
-  of the private `control_flow_util.GraphOrParentsInXlaContext`."""
+  """Whether ops built now run inside an XLA cluster (as tf_keras'
+  BatchNormalization asks it)."""
   return tf.__internal__.get_enclosing_xla_context() is not None
 
 
 def query_key_scores(query, key, score_dtype) -> tf.Tensor:
-  """`query @ key^T` `[B, N, T, S]` in `score_dtype`, of `[B, *, N, H]` heads.
-
-  The reference form is `cast(einsum(...))`. Under XLA with low-precision
-  operands and float32 scores, one dot with a float32 result instead, so
-  XLA folds the running sum's add into the GEMM (no separate convert).
-  """
+  """`query @ key^T` `[B, N, T, S]` in `score_dtype`, of `[B, *, N, H]` heads:
+  `cast(einsum(...))`, or under XLA one dot with a float32 result, so XLA
+  folds the running sum's add into the GEMM."""
   if score_dtype == query.dtype:
     return tf.einsum(SCORES_EQUATION, key, query)
   if in_xla_context():
@@ -39,13 +34,9 @@ def query_key_scores(query, key, score_dtype) -> tf.Tensor:
 
 @tf.custom_gradient
 def _dot_with_float32_output(query, key):
-  """`query @ key^T` of two low-precision `[B, N, *, H]` tensors, as float32.
-
-  HLO `dot(bf16, bf16) -> f32`. Only XLA has a kernel for this op (TF's
-  CPU/GPU kernels reject a float32 `Tout` for bfloat16 inputs). The gradient
-  casts the float32 score gradient to the operands' dtype first, exactly what
-  `cast(einsum(...))`'s gradient does.
-  """
+  """`query @ key^T` of two low-precision `[B, N, *, H]` tensors, as float32
+  (XLA only: TF's kernels reject a float32 `Tout` for bfloat16). The
+  gradient is `cast(einsum(...))`'s."""
   scores = tf.raw_ops.BatchMatMulV3(x=query, y=key, Tout=tf.float32,
                                     adj_y=True)
 
@@ -59,13 +50,9 @@ def _dot_with_float32_output(query, key):
 
 def fused_projection(inputs, dense_layers: Sequence[tf_keras.layers.Layer],
                      use_bias: bool) -> Sequence[tf.Tensor]:
-  """The outputs of `EinsumDense` layers of one equation, from one einsum.
-
-  For self-attention's Q, K and V: the `[dim, N, H]` kernels (and biases) are
-  concatenated along the head size at call time, so one GEMM runs instead
-  of three while checkpoints keep the three layers' weight names. Under XLA
-  only: without it the concat and split are weight-sized copies.
-  """
+  """The outputs of `EinsumDense` layers of one equation (self-attention's Q,
+  K, V) from one einsum of their concatenated kernels: one GEMM, the weight
+  names kept. Under XLA only (outside, the concat is a weight-sized copy)."""
   outputs = tf.einsum(dense_layers[0].equation, inputs,
                       tf.concat([layer.kernel for layer in dense_layers], -1))
   if use_bias:

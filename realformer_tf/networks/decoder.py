@@ -18,27 +18,17 @@ class RealFormerDecoder(score_stack.BlockStack):
   """A stack of `RealFormerDecoderBlock`s and a final LayerNorm.
 
   Args:
-    num_layers, num_attention_heads, intermediate_size, activation,
-      dropout_rate, attention_dropout_rate, norm_first, norm_epsilon,
-      residual_attention, final_layer_norm: As `score_stack.BlockStack`, in
-      Model Garden's `TransformerDecoder` order (the final LayerNorm's
-      epsilon is Model Garden's 1e-6 whatever `norm_epsilon`).
-    use_bias: Bias in the attention projections.
-    intermediate_dropout: Dropout after the feed-forward activation.
-    self_residual: Residual path for decoder self-attention.
-    cross_residual: Residual path for encoder-decoder attention.
-    cross_attention: False for a decoder-only stack.
-    **kwargs: Base `Layer` arguments.
+    `score_stack.BlockStack`'s, in Model Garden's `TransformerDecoder` order
+      (the final LayerNorm's epsilon is 1e-6 whatever `norm_epsilon`), then
+    use_bias, intermediate_dropout, self_residual, cross_residual,
+      cross_attention: As `RealFormerDecoderBlock`'s (False: decoder-only).
 
   Call arguments:
     target: `[batch, target_len, width]` embedded target.
     memory: Encoder output `[batch, source_len, width]`, or None.
-    self_attention_mask: Optional `[batch, target_len, keys]`; the causal
-      mask is always applied.
-    cross_attention_mask: `[batch, target_len, source_len]` source padding.
-    cache: `{str(layer): {"key", "value"}}` for incremental decoding, updated
-      in place.
-    decode_loop_step: Step index for padded decoding.
+    self_attention_mask, cross_attention_mask, decode_loop_step: As
+      `RealFormerDecoderBlock`'s.
+    cache: `{str(layer): {"key", "value"}}`, updated in place.
     return_all_decoder_outputs: Return each block's output, normalized.
     return_attention_scores: Also return a dict of per-layer lists
       "self_scores", "cross_scores", "self_probs", "cross_probs".

@@ -26,31 +26,23 @@ class RealFormerEncoder(keras3_seam.RejectsKeras3,
                         tf_keras.layers.Layer):
   """Bi-directional Transformer encoder with residual attention (RealFormer).
 
-  Same constructor arguments (its aliases `intermediate_size`, `activation`,
-  `dropout_rate`, `attention_dropout_rate` included), inputs, outputs and
-  checkpoint layout as Model Garden's `networks.BertEncoderV2`, plus the
-  arguments below. Not built on `EncoderScaffold`: only its last layer's
-  output leaves the model (no per-layer scores) and its attribute names are
-  not BertEncoderV2's, whose checkpoints must restore here.
+  Same constructor arguments (aliases included), inputs, outputs and
+  checkpoint layout as Model Garden's `networks.BertEncoderV2`, plus those
+  below. Not an `EncoderScaffold`: its attribute names are not
+  BertEncoderV2's, whose checkpoints must restore here.
 
   Args:
-    residual_attention: "sum" (RealFormer), "mean" (running mean, for models
-      deeper than ~24 layers) or "none" (plain BERT).
+    residual_attention: "sum" (RealFormer), "mean" (for models deeper than
+      ~24 layers) or "none" (plain BERT).
     norm_first: False = Post-LN (BERT, RealFormer), True = Pre-LN.
-    final_layer_norm: LayerNorm the last layer's output. Defaults to
-      `norm_first` (a Pre-LN stack needs it; Post-LN output is already
-      normalized). `BertEncoderV2(norm_first=True)` has none, so pass False to
-      match it.
+    final_layer_norm: LayerNorm the last layer's output; default
+      `norm_first` (pass False to match `BertEncoderV2(norm_first=True)`).
     norm_epsilon: LayerNorm epsilon of the Transformer blocks.
     return_attention_scores: Also output `attention_scores` (each layer's
-      softmax probabilities `[batch, heads, seq, seq]`, as `BertEncoderV2`)
-      and `residual_scores` (each layer's pre-softmax running score sum,
-      unmasked, of `score_dtype`).
-    score_dtype: dtype of the running score sum under mixed precision:
-      "auto" (default: the compute dtype under mixed_bfloat16, else
-      float32), "float32" or "compute"; docs/layers.md says why.
-    recompute: Recompute each block's forward pass during backprop
-      (`RealFormerEncoderBlock(recompute=True)`), for long sequences.
+      softmax probabilities, as `BertEncoderV2`) and `residual_scores` (each
+      layer's unmasked running score sum).
+    score_dtype: "auto", "float32" or "compute" (docs/layers.md).
+    recompute: Recompute each block's forward pass during backprop.
 
   The three architectures of the paper from one class:
     Post-LN BERT: `residual_attention="none"`
@@ -145,9 +137,7 @@ class RealFormerEncoder(keras3_seam.RejectsKeras3,
       self._embedding_projection = tf_keras.layers.EinsumDense(
           "...x,xy->...y", output_shape=hidden_size, bias_axes="y",
           kernel_initializer=init(), name="embedding_projection")
-    # Unused since the mask became one additive bias per call (see `call`);
-    # kept because BertEncoderV2 has it, and object-based checkpoints of
-    # BertEncoderV2 list it.
+    # Unused; object-based checkpoints of BertEncoderV2 list it.
     self._attention_mask_layer = mg_layers.SelfAttentionMask(
         name="self_attention_mask")
     self._transformer_layers = [
@@ -212,8 +202,7 @@ class RealFormerEncoder(keras3_seam.RejectsKeras3,
     embeddings = self._embedding_dropout(embeddings, training=training)
     if self._embedding_projection is not None:
       embeddings = self._embedding_projection(embeddings)
-    # The padding mask as one additive bias [batch, 1, 1, seq] for all layers
-    # (not a [batch, seq, seq] mask each layer turns into a bias).
+    # The padding mask as one additive bias [batch, 1, 1, seq] for all layers.
     attention_bias = ra.attention_bias_from_mask(
         mask[:, tf.newaxis, tf.newaxis, :],
         ra.resolve_score_dtype(self._score_dtype,

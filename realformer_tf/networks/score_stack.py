@@ -1,7 +1,5 @@
-"""The layer-to-layer score loop of every RealFormer stack, and the seq2seq stacks' base.
-
-`chain_blocks` hands each block's pre-softmax scores to the next (Eq. 5), for
-the encoders (one path) and the decoder (self and cross paths, never mixed).
+"""The score loop of every RealFormer stack (Eq. 5: each block's pre-softmax
+scores to the next, one path per attention type) and the seq2seq stacks' base.
 """
 
 import abc
@@ -22,20 +20,14 @@ def chain_blocks(blocks: Sequence[tf_keras.layers.Layer],
                  **arguments) -> Tuple[List, List[List], List[List]]:
   """Runs `blocks` in order, each on the last one's output and running scores.
 
-  Args:
-    blocks: Blocks called as `block(hidden, **{name: S_{l-1}}, **arguments,
-      **per_block[l], return_attention_probs=True)` that return `(hidden,
-      *scores, *probs)`, one score and one probs per path.
-    hidden: The first block's input.
-    score_names: Each path's running-sum argument of the blocks, e.g.
-      `("scores",)`; None goes to the first block.
-    per_block: Arguments for some blocks only, by index.
-    **arguments: Arguments for every block.
+  Each block is called as `block(hidden, **{name: S_{l-1}}, **arguments,
+  **per_block[l], return_attention_probs=True)` and returns `(hidden,
+  *scores, *probs)`, one of each per path in `score_names` (e.g.
+  `("scores",)`; None goes to the first block).
 
   Returns:
     `(hiddens, scores, probs)`: each block's output; per path, each block's
-    running sum and probabilities (empty for a path whose blocks return
-    None).
+    running sum and probabilities (empty where the blocks return None).
   """
   scores = dict.fromkeys(score_names)
   per_block = per_block or {}
@@ -57,20 +49,10 @@ class BlockStack(keras3_seam.RejectsKeras3, tf_keras.layers.Layer,
   Model Garden's seq2seq constructor and attribute names; the subclass'
   `_block(index, width)` builds the blocks into `self.<_blocks_attribute>`.
 
-  Args:
-    num_layers: Number of blocks.
-    num_attention_heads: Number of attention heads.
-    intermediate_size: Feed-forward width.
-    activation: Feed-forward activation.
-    dropout_rate: Dropout after attention projections and feed-forward.
-    attention_dropout_rate: Dropout on attention probabilities.
-    norm_first: Pre-LN (default, as Model Garden's seq2seq) or Post-LN.
-    norm_epsilon: LayerNorm epsilon of the blocks.
+  Args: Model Garden's seq2seq stacks' (Pre-LN by default), and
     residual_attention: "sum", "mean" or "none".
-    final_layer_norm: Whether a LayerNorm follows the last block. Model
-      Garden's seq2seq stacks always have one, so True (the default) keeps
-      their checkpoints loadable.
-    **kwargs: Base `Layer` arguments.
+    final_layer_norm: Whether a LayerNorm follows the last block (True, as
+      Model Garden's stacks, keeps their checkpoints loadable).
   """
   _blocks_attribute = ""
 

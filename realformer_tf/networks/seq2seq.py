@@ -21,12 +21,8 @@ class RealFormerSeq2SeqEncoder(score_stack.BlockStack):
   """Encoder stack for `Seq2SeqTransformer`'s `encoder_layer` slot.
 
   Same call and attribute names as Model Garden's seq2seq
-  `TransformerEncoder` (`encoder_layers`, `output_normalization`), built from
-  `RealFormerEncoderBlock`s, so it returns the normalized output given
-  `(encoder_inputs, attention_mask)`. The blocks always have attention
-  biases (Model Garden's seq2seq encoder defaults to none).
-
-  Args: those of `score_stack.BlockStack`.
+  `TransformerEncoder`, built from `RealFormerEncoderBlock`s (always with
+  attention biases). Args: those of `score_stack.BlockStack`.
   """
 
   _blocks_attribute = "encoder_layers"
