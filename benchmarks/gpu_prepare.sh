@@ -4,9 +4,10 @@
 # Run here, from the repository root, in the project's environment (`pip install -e ".[test]"`:
 # TF 2.20, tf_keras, Model Garden, jax 0.10.2 for the HLO -> StableHLO conversion); $PYTHON, if
 # set, names another interpreter:
-#   bash benchmarks/gpu_prepare.sh [wheels|hlo|all]
+#   bash benchmarks/gpu_prepare.sh [wheels|data|hlo|all]
 # Writes (both ignored by git, both carried to the GPU machine):
 #   .whl/      the wheels of benchmarks/gpu_wheels.txt (Python 3.12, manylinux x86-64), ~5 MB
+#   .gpu_data/ GLUE's TSVs and WikiText-2 from $REALFORMER_DATA_DIR (~7 MB), for the reproduction
 #   .gpu_hlo/  the TF-XLA training steps of BertEncoderV2 and RealFormerEncoder at the suite's
 #              shape (BERT-Base, seq 512, batch 32, mixed_bfloat16) as StableHLO text, ~2 MB each
 # One process per model: a BERT-Base dump takes about a minute of CPU and a few GB.
@@ -22,6 +23,13 @@ if [[ $WHAT == wheels || $WHAT == all ]]; then
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform manylinux1_x86_64 -d .whl $(grep -v '^#' benchmarks/gpu_wheels.txt)
   du -sh .whl
+fi
+
+if [[ $WHAT == data || $WHAT == all ]]; then
+  DATA=${REALFORMER_DATA_DIR:-../shared/data}
+  rm -rf .gpu_data && mkdir -p .gpu_data/corpus
+  cp -r "$DATA/glue" .gpu_data/ && cp -r "$DATA/corpus/wikitext-2" .gpu_data/corpus/
+  du -sh .gpu_data
 fi
 
 if [[ $WHAT == hlo || $WHAT == all ]]; then
