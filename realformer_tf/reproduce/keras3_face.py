@@ -334,15 +334,14 @@ def pretrain(plan: plan_lib.Plan, run: plan_lib.PretrainRun) -> Dict:
 @functools.lru_cache(maxsize=4)
 def _packed(glue_dir: str, task: str, max_seq_length: int,
             vocab: Tuple[str, ...]) -> Dict[str, Dict[str, np.ndarray]]:
-  """A task's packed splits, once per process (tokenizing is pure Python)."""
-  return glue_tasks.packed_splits(glue_dir, task,
-                                  wordpiece.WordPieceTokenizer(vocab),
-                                  max_seq_length)
+  """A task's packed splits, once a process (tokenizing is pure Python)."""
+  tokenizer = wordpiece.WordPieceTokenizer(vocab)
+  return glue_tasks.packed_splits(glue_dir, task, tokenizer, max_seq_length)
 
 
 def pretrained_backbone(plan: plan_lib.Plan, run: plan_lib.FinetuneRun):
-  """The backbone of `run.pretrained`'s masked LM, with its checkpoint's
-  values (the model is built as `pretrain` built it, so values line up)."""
+  """`run.pretrained`'s backbone, its checkpoint's values (built as `pretrain`
+  built it, so the values line up)."""
   model = build_model(plan.size, run.arch, plan.data["vocab_size"],
                       resolve_policy(plan.options.dtype_policy), run.seed)
   path = os.path.join(run.pretrained, CHECKPOINT_FILE)
@@ -357,9 +356,9 @@ def pretrained_backbone(plan: plan_lib.Plan, run: plan_lib.FinetuneRun):
 
 
 def finetune(plan: plan_lib.Plan, run: plan_lib.FinetuneRun) -> Dict:
-  """Fine-tunes `run.pretrained`'s backbone on `run.task` (`keras3_glue`);
-  the result as `summarize_glue` reads it: the paper's dev metrics in
-  "metrics", everything `keras3_glue.finetune` measured in "eval_logs"."""
+  """Fine-tunes `run.pretrained`'s backbone on `run.task` (`keras3_glue`): the
+  paper's dev metrics in "metrics", all `keras3_glue.finetune` measured in
+  "eval_logs" (as `summarize_glue` reads them)."""
   splits = _packed(plan.options.glue_dir, run.task, run.max_seq_length,
                    tuple(plan.data["sequences"].vocab))
   dev = {split: arrays for split, arrays in splits.items() if split != "train"}

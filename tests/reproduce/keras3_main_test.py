@@ -115,7 +115,8 @@ def test_the_report_reads_as_table_2(tiny_reproduction):
             f"{logs['lm_example_loss']:.2f} (1 seed) | "
             f"{report.PAPER_TABLE2['small'][1][arch]} |") in text
     seconds = results["pretraining_runs"][arch][0]["seconds"]
-    assert f"- {label}: pre-training {seconds:.0f} s\n" in text
+    assert (f"- {label}: pre-training {seconds:.0f} s; fine-tuning 1 runs, "
+            in text)
     assert 0.0 < accuracy[arch] < 1.0 and logs["lm_example_loss"] > 0
   best = max(ARCHS, key=lambda a: (accuracy[a], -ARCHS.index(a)))
   assert (f"Ordering by held-out MLM accuracy: {plan_lib.ARCHS[best].label} "
@@ -170,6 +171,6 @@ def test_the_output_dir_holds_only_what_the_plan_lists(tiny_reproduction):
   Its lock is there only while a run holds it (`core.run_lock`)."""
   output_dir, _, _ = tiny_reproduction
   assert set(os.listdir(output_dir)) == {
-      "data", "pretrain", plan_lib.RESULTS_JSON, plan_lib.RESULTS_MD,
+      "data", "pretrain", "finetune", plan_lib.RESULTS_JSON, plan_lib.RESULTS_MD,
       plan_lib.CURVES_PNG}
   assert set(os.listdir(output_dir)) <= set(plan_lib.OUTPUT_ENTRIES)

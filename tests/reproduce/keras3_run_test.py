@@ -46,7 +46,8 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
                                          0), plan_lib.RESULT_FILE)) as f:
     uninterrupted = json.load(f)
   assert result["global_step"] == 12
-  assert "[1/1] " + run_dir + ": resume (pre-train" in resumed.stdout
+  # The pre-training run, then its MRPC fine-tuning run.
+  assert "[1/2] " + run_dir + ": resume (pre-train" in resumed.stdout
   for key in ("eval_logs", "curves", "batch_digest", "initialization"):
     assert result[key] == uninterrupted[key], key
   # Its checkpoint continues no run of another length.
