@@ -355,8 +355,9 @@ def prepare_quickstart_data(
         outputs.stage(os.path.join(data_dir, name)) for name in names)
     write_documents(train_text, train_docs)
     write_documents(eval_text, eval_docs)
-    vocab = tokenization.learn_vocab(wordpiece.count_words(
-        s for d in train_docs for s in d), vocab_size, vocab_file)
+    vocab = tokenization.learn_vocab(
+        wordpiece.count_words(s for d in train_docs for s in d), vocab_size,
+        vocab_file, upper_thresh=wordpiece.QUICKSTART_UPPER_THRESH)
     counts = dict(vocab_size=len(vocab), num_train_documents=len(train_docs),
                   num_eval_documents=len(eval_docs))
     for split, text, records, split_seed, split_dupes in (

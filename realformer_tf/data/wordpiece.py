@@ -20,6 +20,9 @@ PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 RESERVED_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 JOINER = "##"
 MAX_BYTES_PER_WORD = 100  # BertTokenizer's max_bytes_per_word.
+# The quickstart's top of the search over the minimum count: its vocabulary
+# (956 tokens at 1,000) and so every number it prints; the default gives 977.
+QUICKSTART_UPPER_THRESH = 500
 
 # bert_tokenizer.py `_DELIM_REGEX`, less `\p{P}` (see `_word_pattern`).
 _ASCII_PUNCTUATION = r"!-/:-@\[-`{-~"

@@ -144,7 +144,8 @@ def prepare(data_dir: str, corpus: Sequence[str], vocab_size: int,
         f"out); learning a WordPiece vocabulary of up to {vocab_size} "
         "tokens.", flush=True)
   vocab = wordpiece.learn_vocab(
-      wordpiece.count_words(s for d in train_docs for s in d), vocab_size)
+      wordpiece.count_words(s for d in train_docs for s in d), vocab_size,
+      upper_thresh=wordpiece.QUICKSTART_UPPER_THRESH)
   tokenizer = wordpiece.WordPieceTokenizer(vocab)
   sequences = Sequences(train=pack(train_docs, tokenizer, seq_length),
                         eval=pack(eval_docs, tokenizer, seq_length),

@@ -87,6 +87,11 @@ def test_the_quickstart_vocabulary_is_tensorflow_texts_as_before():
   vocab = wordpiece.learn_vocab(
       wordpiece.count_words(s for d in train for s in d), 4000)
   assert len(vocab) == 2334
+  # At the quickstart's own size and search bound: the 956 tokens its
+  # printed numbers (README, command 1) were measured with.
+  assert len(wordpiece.learn_vocab(
+      wordpiece.count_words(s for d in train for s in d), 1000,
+      upper_thresh=wordpiece.QUICKSTART_UPPER_THRESH)) == 956
   assert hashlib.sha256("".join(t + "\n" for t in vocab).encode(
   )).hexdigest() == (
       "5edc2d0bee339b9f684a770aa97bb3bf8471cfb26debf2478b8d2a367849baf2")
