@@ -345,9 +345,8 @@ def pretrained_backbone(plan: plan_lib.Plan, run: plan_lib.FinetuneRun):
   model = build_model(plan.size, run.arch, plan.data["vocab_size"],
                       resolve_policy(plan.options.dtype_policy), run.seed)
   path = os.path.join(run.pretrained, CHECKPOINT_FILE)
-  state, _ = load_checkpoint(path, (
-      [np.asarray(v.value) for v in model.trainable_variables],
-      [np.asarray(v.value) for v in model.non_trainable_variables], []))
+  state, _ = load_checkpoint(path, (model.trainable_variables,
+                                    model.non_trainable_variables, []))
   for variables, values in zip((model.trainable_variables,
                                 model.non_trainable_variables), state):
     for variable, value in zip(variables, values):
