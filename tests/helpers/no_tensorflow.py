@@ -3,6 +3,7 @@ Keras only: `env` puts `without_tensorflow/` (its `sitecustomize.py`, the one
 definition of what is blocked) first on PYTHONPATH; `active` tells a test it
 runs so, and `needs_tensorflow` skips what needs TensorFlow itself."""
 
+import importlib.util
 import os
 import sys
 
@@ -21,12 +22,15 @@ def env(environ) -> dict:
 
 
 def active() -> bool:
-  """Whether this Python has TensorFlow blocked (`sys.modules` holds None)."""
-  return "tensorflow" in sys.modules and sys.modules["tensorflow"] is None
+  """Whether this Python has no TensorFlow: blocked (`sys.modules` holds
+  None) or not installed (a TF-free environment, docs/keras3.md)."""
+  if "tensorflow" in sys.modules:
+    return sys.modules["tensorflow"] is None
+  return importlib.util.find_spec("tensorflow") is None
 
 
 def tensorflow_or_none():
-  """The `tensorflow` module, or None where it is blocked."""
+  """The `tensorflow` module, or None where there is none."""
   return None if active() else __import__("tensorflow")
 
 
