@@ -98,8 +98,10 @@ def open_split(name: str, split: str = "train", feature: str = "text",
   info = splits[split]
   if not info.num_examples:
     raise ValueError(f"{name}'s split {split!r} is empty (0 examples).")
-  return Corpus(name, split, feature, data_dir, 0, info.num_examples,
-                tuple(info.shard_lengths), int(info.num_bytes))
+  # name/config:version: the workers read the version checked.
+  return Corpus(":".join(builder.info.full_name.rsplit("/", 1)), split, feature, data_dir, 0,
+                info.num_examples, tuple(info.shard_lengths),
+                int(info.num_bytes))
 
 
 def input_of(input_files: Optional[Sequence[str]], tfds_name: Optional[str],

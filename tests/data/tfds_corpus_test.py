@@ -93,6 +93,7 @@ def _files(folder):
 def test_examples_are_the_text_files_documents_by_file_shard(wiki):
   corpus, = tfds_corpus.input_of(None, WIKI, tfds_data_dir=wiki["data_dir"])
   assert [(p.start, p.end) for p in corpus.parts()] == [(0, 5), (5, 8)]
+  assert str(corpus) == "tfds:wikipedia/20230601.en:1.0.0:train[0:8]:text"
   documents = pretraining_data.text_documents(wiki["file"])
   assert list(corpus.documents()) == list(enumerate(documents))
   assert [d for p in corpus.parts() for d in p.documents()] == list(
@@ -117,12 +118,17 @@ def test_records_and_vocabulary_are_the_text_files(wiki, tmp_path,
 
 
 def test_beam_writes_the_single_process_shards(wiki, tmp_path):
+  """Both learn the vocabulary from all 8 documents; the pipeline reads the
+  two file shards as two elements."""
   count = _create(tmp_path / "single" / "train.tfrecord", 2, **_tfds(wiki))
-  assert count == beam_data.run(
-      input_files=None, output_prefix=str(tmp_path / "beam" / "train"),
-      vocab_file=None, vocab_size=64, vocab_sample_documents=100,
-      num_shards=2, pipeline_args=["--direct_running_mode=in_memory"],
-      **OPTIONS, **_tfds(wiki))
+  args = dict(input_files=None, output_prefix=str(tmp_path / "beam" / "train"),
+              vocab_file=None, vocab_size=64, vocab_sample_documents=100,
+              num_shards=2, pipeline_args=["--direct_running_mode=in_memory"],
+              **OPTIONS, **_tfds(wiki))
+  facts = beam_data.run(**args, dry_run=True)
+  assert facts["documents"] == facts["sample_documents"] == 8
+  assert not os.path.exists(tmp_path / "beam")
+  assert count == beam_data.run(**args)
   written = _files(tmp_path / "beam")
   assert written == _files(tmp_path / "single") and len(written) == 3
 
