@@ -22,13 +22,11 @@ def define_flags():
                     "glob patterns: one sentence per line, blank line "
                     "between documents.")
   flags.DEFINE_string("tfds_name", None, "Instead of --input_files: a "
-                      "prepared TFDS text data set, e.g. "
-                      "wikipedia/20230601.en (one example a document).")
+                      "prepared TFDS data set, e.g. wikipedia/20230601.en.")
   flags.DEFINE_string("tfds_split", "train", "The --tfds_name split.")
-  flags.DEFINE_string("tfds_feature", "text", "The --tfds_name text feature "
-                      "(one sentence a line).")
-  flags.DEFINE_string("tfds_data_dir", None, "The --tfds_name data dir "
-                      "(default: TFDS's, ~/tensorflow_datasets).")
+  flags.DEFINE_string("tfds_feature", "text", "Its text feature (a sentence "
+                      "a line).")
+  flags.DEFINE_string("tfds_data_dir", None, "Its data dir (else TFDS's).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,8 +103,7 @@ def open_split(name: str, split: str = "train", feature: str = "text",
 
 
 def input_of(input_files: Optional[Sequence[str]], tfds_name: Optional[str],
-             tfds_split: str = "train", tfds_feature: str = "text",
-             tfds_data_dir: Optional[str] = None
+             tfds_split="train", tfds_feature="text", tfds_data_dir=None
             ) -> Sequence[Union[str, Corpus]]:
   """The commands' input: `input_files`, or [`tfds_name`'s `open_split`]
   (ValueError for both or neither)."""
