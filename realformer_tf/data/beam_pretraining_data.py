@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 from absl import flags
 from absl import logging
@@ -29,6 +29,7 @@ from realformer_tf.data import pretraining_data
 from realformer_tf.data import pretraining_shards
 from realformer_tf.data import record_facts
 from realformer_tf.data import shards
+from realformer_tf.data import tfds_corpus
 from realformer_tf.data import tokenization
 from realformer_tf.data import wordpiece
 
@@ -72,7 +73,7 @@ def _learn_vocab(root, input_files: Sequence[str], random_seed: int,
 METRICS = "realformer_tf"
 
 
-def _counted_documents(indexed_file: Tuple[int, str], random_seed: int
+def _counted_documents(indexed_file: Tuple[int, Any], random_seed: int
                       ) -> Iterator[Tuple[bytes, List[str]]]:
   """`pretraining_shards.keyed_documents`, counted in the metrics."""
   documents = beam.metrics.Metrics.counter(METRICS, "documents")
@@ -174,8 +175,12 @@ def summary(result, seconds: float) -> str:
 
 
 def _read(root, input_files: Sequence[str], random_seed: int):
+  # A TFDS split is read a file shard an element (`tfds.beam.ReadFromTFDS`
+  # would drop the example indices the keys need).
   return (root
-          | "Files" >> beam.Create(list(enumerate(input_files)))
+          | "Files" >> beam.Create([
+              (i, part) for i, f in enumerate(input_files) for part in (
+                  f.parts() if isinstance(f, tfds_corpus.Corpus) else [f])])
           | "SpreadFiles" >> beam.Reshuffle()
           | "Documents" >> beam.FlatMap(_counted_documents, random_seed))
 
@@ -186,7 +191,9 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
         max_predictions_per_seq: int, masked_lm_prob: float, dupe_factor: int,
         short_seq_prob: float, random_seed: int,
         pipeline_args: Sequence[str] = (), overwrite: bool = False,
-        dry_run: bool = False, dry_run_sample_mb: float = 4.0):
+        dry_run: bool = False, dry_run_sample_mb: float = 4.0,
+        tfds_name: Optional[str] = None, tfds_split: str = "train",
+        tfds_feature: str = "text", tfds_data_dir: Optional[str] = None):
   """Checks every argument (ValueError naming it) and every output path (a
   file there that no manifest of ours lists is refused, unless `overwrite`:
   `core.writes`), runs the pipelines and publishes the shard set; returns
@@ -196,7 +203,10 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
   `dry_run`: writes nothing and returns `pretraining_shards.plan`'s facts
   (a sample of `dry_run_sample_mb`); on `DataflowRunner` with the job built
   too, up to its submission (Beam's own dry run), as `dataflow_job`.
+  `tfds_name`: a TFDS split instead of `input_files` (`tfds_corpus`).
   """
+  input_files = tfds_corpus.input_of(input_files, tfds_name, tfds_split,
+                                     tfds_feature, tfds_data_dir)
   start = time.monotonic()
   options = dict(max_seq_length=max_seq_length,
                  max_predictions_per_seq=max_predictions_per_seq,
@@ -216,7 +226,8 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
                      f"{vocab_sample_documents}.")
   directory, stem = os.path.split(writes.absolute(output_prefix))
   learned_path = os.path.join(directory, create_pretraining_data.VOCAB_NAME)
-  if not vocab_file and learned_path in map(writes.absolute, input_files):
+  if not vocab_file and learned_path in pretraining_data.input_names(
+      input_files):
     raise ValueError(f"The learned vocabulary would overwrite input file "
                      f"{learned_path!r}.")
   if not vocab_file and not overwrite:
@@ -292,9 +303,7 @@ def _write_shards(root, input_files: Sequence[str], staging: str, stem: str,
 def define_flags():
   """Defines the CLI flags (only when run as a program)."""
   create_pretraining_data.define_instance_flags()
-  flags.DEFINE_list("input_files", None, "Comma-separated raw text files or "
-                    "glob patterns: one sentence per line, blank line "
-                    "between documents.")
+  tfds_corpus.define_flags()
   flags.DEFINE_string("output_prefix", None, "Output path without suffix: "
                       "writes <prefix>-SSSSS-of-NNNNN.tfrecord and "
                       "<prefix>_pretraining_meta_data.json.")
@@ -316,7 +325,8 @@ def main(argv):
   names = ("input_files", "output_prefix", "vocab_file", "vocab_size",
            "vocab_sample_documents", "num_shards", "do_lower_case",
            "max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
-           "dupe_factor", "short_seq_prob", "random_seed")
+           "dupe_factor", "short_seq_prob", "random_seed", "tfds_name",
+           "tfds_split", "tfds_feature", "tfds_data_dir")
   result = run(**{name: flags.FLAGS[name].value for name in names},
                pipeline_args=argv[1:], overwrite=flags.FLAGS.overwrite,
                dry_run=flags.FLAGS.dry_run,
@@ -333,6 +343,6 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  flags.mark_flags_as_required(["input_files", "output_prefix"])
+  flags.mark_flags_as_required(["output_prefix"])
   # Unknown flags are Beam's pipeline options (as TFDS's beam scripts).
   cli.run(main, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))

@@ -3,7 +3,8 @@ r"""Writes BERT MLM/NSP pre-training TFRecords from raw text (CLI).
   python -m realformer_tf.data.create_pretraining_data --input_files=a.txt \
       --vocab_file=vocab.txt --output_file=out/train.tfrecord
 
-One sentence per line, a blank line between documents; without
+One sentence per line, a blank line between documents (or
+`--tfds_name=wikipedia/20230601.en`: `data.tfds_corpus`); without
 `--vocab_file` a WordPiece vocabulary is learned.
 """
 
@@ -20,6 +21,7 @@ from realformer_tf.data import pretraining_data
 from realformer_tf.data import pretraining_shards
 from realformer_tf.data import record_facts
 from realformer_tf.data import shards
+from realformer_tf.data import tfds_corpus
 from realformer_tf.data import tokenization
 from realformer_tf.data import wordpiece
 
@@ -28,9 +30,7 @@ VOCAB_NAME = "vocab.txt"
 
 def define_flags():
   """Defines the CLI flags (only when run as a program)."""
-  flags.DEFINE_list("input_files", None, "Comma-separated raw text files or "
-                    "glob patterns: one sentence per line, blank line "
-                    "between documents.")
+  tfds_corpus.define_flags()
   flags.DEFINE_string("output_file", None, "Output TFRecord file (with "
                       "--num_shards, names the shards' stem).")
   flags.DEFINE_integer("num_shards", 0, "Write the Beam pipeline's shard set "
@@ -66,13 +66,18 @@ def define_instance_flags():
 
 def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
         max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor,
-        short_seq_prob, random_seed, overwrite=False, num_shards=0) -> int:
+        short_seq_prob, random_seed, overwrite=False, num_shards=0,
+        tfds_name=None, tfds_split="train", tfds_feature="text",
+        tfds_data_dir=None) -> int:
   """Checks every flag (ValueError), learns a vocabulary if none is given,
   writes the records and returns their count. The arguments are the flags'
   values (see `pretraining_data.create_pretraining_data`); `overwrite`:
   replace a `vocab.txt` this command did not write (`check_vocab_target`);
   `num_shards` >= 1: the Beam pipeline's shard set (`pretraining_shards`),
-  `<output_file stem>-SSSSS-of-NNNNN.tfrecord`, instead of one file."""
+  `<output_file stem>-SSSSS-of-NNNNN.tfrecord`, instead of one file;
+  `tfds_name`: a TFDS split instead of `input_files` (`tfds_corpus`)."""
+  input_files = tfds_corpus.input_of(input_files, tfds_name, tfds_split,
+                                     tfds_feature, tfds_data_dir)
   instance = dict(max_seq_length=max_seq_length,
                   max_predictions_per_seq=max_predictions_per_seq,
                   masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
@@ -93,7 +98,8 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
     tokenization.load_vocab(vocab_file)
   elif vocab_size < 16:
     raise ValueError(f"--vocab_size must be at least 16, got {vocab_size}.")
-  elif writes.absolute(learned_path) in map(writes.absolute, input_files):
+  elif writes.absolute(learned_path) in pretraining_data.input_names(
+      input_files):
     raise ValueError(
         f"The learned vocabulary would overwrite input file {learned_path!r}.")
   elif not overwrite:

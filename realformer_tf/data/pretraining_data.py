@@ -12,7 +12,7 @@ import functools
 import importlib
 import os
 import random
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import zlib
 
 from absl import flags
@@ -24,6 +24,7 @@ from realformer_tf.core import writes
 from realformer_tf.data import corpus_text
 from realformer_tf.data import output_sets
 from realformer_tf.data import record_facts
+from realformer_tf.data import tfds_corpus
 from realformer_tf.data import tokenization
 
 # Lines handed to the tokenizer per call.
@@ -63,6 +64,8 @@ def check_input_files(input_files: Sequence[str]) -> List[str]:
     ValueError: For no file, a pattern matching none, or a missing,
       directory or blank file (named).
   """
+  if any(isinstance(f, tfds_corpus.Corpus) for f in input_files or ()):
+    return list(input_files)  # Checked by `tfds_corpus.open_split`.
   if isinstance(input_files, str):
     input_files = input_files.split(",")
   files = []
@@ -115,7 +118,7 @@ def validate_arguments(input_files: Sequence[str], output_file: str,
     raise ValueError("No output file given (empty path).")
   utils.check_directory_path(os.path.dirname(writes.absolute(output_file)),
                              "Output folder", "pass another output path")
-  if writes.absolute(output_file) in map(writes.absolute, input_files):
+  if writes.absolute(output_file) in input_names(input_files):
     raise ValueError(f"Output file {output_file!r} is also an input file; "
                      "refusing to overwrite it.")
   if tf.io.gfile.isdir(output_file):
@@ -127,9 +130,17 @@ def validate_arguments(input_files: Sequence[str], output_file: str,
   return input_files
 
 
-def read_lines(path: str) -> List[str]:
+def input_names(input_files: Sequence) -> List[str]:
+  """Input files as absolute paths, a `tfds_corpus.Corpus` as its name."""
+  return [str(f) if isinstance(f, tfds_corpus.Corpus) else writes.absolute(f)
+          for f in input_files]
+
+
+def read_lines(path) -> Iterable[str]:
   """Reads a UTF-8 text file (.gz and .bz2 decompressed) as stripped lines
-  (`corpus_text.decode_lines`' errors)."""
+  (`corpus_text.decode_lines`' errors); a `tfds_corpus.Corpus`'s lines."""
+  if isinstance(path, tfds_corpus.Corpus):
+    return (line for _, lines in path.documents() for line in lines)
   with tf.io.gfile.GFile(path, "rb") as f:
     return corpus_text.decode_lines(
         corpus_text.decompressed(path, f).read(), path)
@@ -175,9 +186,17 @@ def stream_documents(path: str) -> Iterator[List[str]]:
     yield document
 
 
-def text_documents(path: str) -> List[List[str]]:
-  """A BERT-format file's documents: runs of non-blank lines between blanks."""
-  return list(stream_documents(path))
+def indexed_documents(source) -> Iterator[Tuple[int, List[str]]]:
+  """(index, lines) of a BERT-format file's documents (`stream_documents`),
+  or of a `tfds_corpus.Corpus`'s (their example indices)."""
+  if isinstance(source, tfds_corpus.Corpus):
+    return source.documents()
+  return enumerate(stream_documents(source))
+
+
+def text_documents(path) -> List[List[str]]:
+  """A BERT-format file's (or `tfds_corpus.Corpus`'s) documents."""
+  return [lines for _, lines in indexed_documents(path)]
 
 
 def tokenize_lines(tokenizer, lines: Sequence[str]) -> List[List[int]]:
@@ -312,7 +331,7 @@ def meta_data(input_files: Sequence[str], vocab_file: str, num_examples: int,
               **options) -> dict:
   """What `meta_data_path` records: inputs, vocabulary, options, count."""
   return dict(task="pretraining",
-              input_files=[writes.absolute(f) for f in input_files],
+              input_files=input_names(input_files),
               **tokenization.vocab_meta(vocab_file), **options,
               num_examples=num_examples)
 
@@ -362,7 +381,7 @@ def create_pretraining_data(
   vocab = tokenization.load_vocab(vocab_file)
   tokenizer = tokenization.make_tokenizer(vocab_file, lower_case=do_lower_case)
   logging.info("Tokenizing %d input file(s): %s", len(input_files),
-               ", ".join(input_files))
+               ", ".join(map(str, input_files)))
   documents = [[[vocab[i] for i in sentence] for sentence in document]
                for document in read_documents(input_files, tokenizer,
                                               max_seq_length)]
@@ -372,14 +391,15 @@ def create_pretraining_data(
 
   if check_documents:
     corpus_text.check_documents(
-        len(documents), f"The input ({', '.join(input_files)})", NSP_PURPOSE,
+        len(documents), f"The input ({', '.join(map(str, input_files))})",
+        NSP_PURPOSE,
         "separate documents with a blank line")
   examples = shuffled_examples(documents, vocab, random_seed, max_seq_length,
                                max_predictions_per_seq, masked_lm_prob,
                                dupe_factor, short_seq_prob)
   if not examples:
-    raise ValueError(f"Input files {', '.join(input_files)} yield no training "
-                     f"instance with vocabulary {vocab_file!r}.")
+    raise ValueError(f"Input {', '.join(map(str, input_files))} yields no "
+                     f"training instance with vocabulary {vocab_file!r}.")
 
   with contextlib.ExitStack() as stack:
     outputs = output_set or stack.enter_context(output_sets.output_set(

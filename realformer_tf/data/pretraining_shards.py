@@ -21,6 +21,7 @@ from realformer_tf.data import corpus_text
 from realformer_tf.data import pretraining_data
 from realformer_tf.data import record_facts
 from realformer_tf.data import shards
+from realformer_tf.data import tfds_corpus
 from realformer_tf.data import tokenization
 from realformer_tf.data import wordpiece
 
@@ -52,12 +53,12 @@ def shard_seed(random_seed: int, shard: int) -> int:
       f"{random_seed}\0shard\0{shard}".encode()).digest()[:8], "big")
 
 
-def keyed_documents(indexed_file: Tuple[int, str], random_seed: int
+def keyed_documents(indexed_file: Tuple[int, Any], random_seed: int
                    ) -> Iterator[Keyed]:
-  """(key, lines) of each document of one input file, streamed."""
+  """(key, lines) of each document of one input file (or part of a
+  `tfds_corpus.Corpus`, its index the whole split's), streamed."""
   file_index, path = indexed_file
-  for document_index, lines in enumerate(
-      pretraining_data.stream_documents(path)):
+  for document_index, lines in pretraining_data.indexed_documents(path):
     yield document_key(random_seed, file_index, document_index, lines), lines
 
 
@@ -175,7 +176,8 @@ def plan(input_files: Sequence[str], vocab_file: Optional[str],
   without `vocab_file` with a vocabulary learned from it) and scales its
   examples and record bytes to the whole input. The recommended
   `--num_shards`: about `SHARD_TARGET_BYTES` of records each."""
-  total = sum(int(tf.io.gfile.stat(path).length) for path in input_files)
+  total = sum(f.num_bytes if isinstance(f, tfds_corpus.Corpus) else
+              int(tf.io.gfile.stat(f).length) for f in input_files)
   cut = min(1.0, sample_bytes / max(total, 1)) * 2.0**64
   documents = text = sample_text = 0
   sample = []
