@@ -1,11 +1,9 @@
-"""Output sets: the files of one conversion change together, and a reader
-tells a whole set from a mixed one.
+"""Output sets: the files of one conversion change together.
 
-`output_set` publishes a converter's files through `core.writes.OutputSet`, its
-manifest (the meta data JSON, plus `files`, `writer`, `records`) last;
-`check_set` refuses a set that does not match its manifest, naming the file and
-the command to run again. A file is checked by its recorded size, mtime and
-inode, so a restart reads no byte of its records.
+`output_set` publishes a converter's files through `core.writes.OutputSet`,
+its manifest (the meta data JSON) last; `check_set` refuses a set that does
+not match its manifest (by each file's size, mtime and inode), naming the file
+and the command to run again.
 """
 
 import hashlib
