@@ -178,9 +178,8 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str, exists=os.path.exists,
           f"{path}:1: the header lacks column(s) {missing} of the "
           f"{spec.name} format (header: {header}).")
     index = {name: header.index(name) for name in index}
-  # Rows have exactly the header's columns: a tab inside a sentence would
-  # shift the columns and silently pair a fragment with the label.
-  # Headerless files (CoLA) end with their last text column.
+  # Exactly the header's columns (a tab in a sentence would shift them);
+  # headerless files (CoLA) end with their last text column.
   width = len(header) if has_header else max(index.values()) + 1
   examples = []
   for line_number, fields in rows:

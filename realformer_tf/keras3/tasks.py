@@ -20,9 +20,8 @@ from realformer_tf.keras3 import fused_steps
 from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import saving
 
-# What keras-hub's `Task.__init__` takes besides a task's own arguments
-# (keras_hub/src/models/task.py), and the keywords its functional base uses;
-# `Functional.__init__` drops any other without a word.
+# keras-hub's `Task.__init__` keywords besides a task's own (any other is
+# dropped silently by `Functional.__init__`).
 _TASK_KEYWORDS = ("compile", "name", "trainable")
 
 # Inputs whose second dimension is the preprocessor's `mask_selection_length`
@@ -108,10 +107,8 @@ def write_preset_task_names(preset_dir, backbone):
     f.write(json.dumps(metadata, indent=4))
 
 
-# A decorator, not a base class: a mixin listed first becomes the class's
-# `__base__` (keras-hub's preset saver's task name); listed after the task it
-# must subclass `Task`, a diamond that breaks Keras' functional-class
-# injection ("a __bases__ item causes an inheritance cycle").
+# Not a base class: listed first it is the preset's task name (`__base__`),
+# listed last a `Task` diamond ("a __bases__ item causes an inheritance cycle").
 def realformer_task(cls):
   """Class decorator: puts `RealFormerTask`'s members on `cls`, a keras-hub
   `Task` subclass; a TypeError if a class between them defines one (it
@@ -160,16 +157,14 @@ class RealFormerTask:
     self._preprocessor = value
 
   def preprocess_samples(self, x, y=None, sample_weight=None):
-    # Checked again here: keras-hub's preset loader and `load_model` set a
-    # tokenizer's vocabulary only after the task is built. Runs once per
-    # traced batch function (keras-hub's `PipelineModel`): no cost per step.
+    # Again: presets and `load_model` set the vocabulary after the task is
+    # built. Once per traced batch function, not per step.
     check_preprocessor(self.backbone, self.preprocessor)
     return keras_hub.models.Task.preprocess_samples(self, x, y=y,
                                             sample_weight=sample_weight)
 
-  # Without a preprocessor the data is the backbone's inputs: checked on the
-  # host before Keras traces (`input_checks`), and `predict`/`evaluate`
-  # keep the variables if a traced batch fails (`keeping_variables`).
+  # The backbone's inputs are checked on the host before Keras traces;
+  # `predict`/`evaluate` keep the variables if a traced batch fails.
   def fit(self, x=None, *args, **kwargs):
     self._check_data(x, args[0] if args else kwargs.get("y"))
     return keras_hub.models.Task.fit(self, x, *args, **kwargs)
