@@ -137,10 +137,7 @@ def check_set(manifest_path: str, manifest: Dict[str, Any],
               verified: Optional[Dict[str, Any]] = None) -> None:
   """Raises ValueError when the files `manifest` (read from `manifest_path`)
   lists do not match it, naming the file, what differs and what to do
-  (`file_mismatch`, with `verified`).
-
-  A manifest without `files` (written before manifests were) is accepted with
-  a warning: it cannot be checked.
+  (`file_mismatch`); one without `files` cannot be checked (a warning).
   """
   if FILES_KEY not in manifest:
     logging.warning(
