@@ -160,9 +160,9 @@ def load_run(checkpoint_path: str,
 
   Raises:
     CheckpointMismatchError: Naming every missing, unused or mis-shaped
-      variable, with both shapes; nothing is assigned.
-    ValueError: For a `.keras` file (what it is), a directory a killed
-      `save_run` set aside (naming the backup), or no readable checkpoint.
+      variable; nothing is assigned.
+    ValueError: For a `.keras` file, a set-aside directory or no readable
+      checkpoint.
   """
   config = _run_config(checkpoint_path, encoder_config_or_kwargs,
                        residual_attention)

@@ -105,21 +105,13 @@ def warn_padded_vocabulary(vocabulary: str, tokens: int,
 
 def make_tokenizer(vocab_file: str,
                    lower_case: bool = True) -> tf_text.BertTokenizer:
-  """Builds a `tensorflow_text.BertTokenizer` over a validated vocabulary.
+  """A `tensorflow_text.BertTokenizer` over a validated vocabulary (a
+  ValueError for an invalid one); `tokenize(strings)` gives int64 ids, ragged
+  `[batch, words, wordpieces]`, uncovered words `[UNK]`. `lower_case`: also
+  strip accents (uncased models).
 
   Not Model Garden's `text_layers.BertTokenizer`: its file table is shared
   per path (`TextFileInitializer`), so a rewritten vocabulary would be stale.
-
-  Args:
-    vocab_file: WordPiece vocabulary file (see `load_vocab`).
-    lower_case: Lower-case and strip accents first (uncased models).
-
-  Returns:
-    A `BertTokenizer` whose `tokenize(strings)` gives int64 ids, ragged
-    `[batch, words, wordpieces]`; uncovered words become `[UNK]`.
-
-  Raises:
-    ValueError: If `vocab_file` is not a valid vocabulary.
   """
   vocab = load_vocab(vocab_file)
   # `WordpieceTokenizer`'s table for a path; its OOV bucket is never looked up.
