@@ -1,9 +1,8 @@
 """Weights both ways between our tf_keras runs and `RealFormerBackbone`.
 
 In: `load_run`, `load_masked_lm`, `from_tf_keras_encoder`; out:
-`to_tf_keras_encoder`, `save_run` (what `convert` writes, so Model Garden
-fine-tuning continues from it). It imports TensorFlow (beside Keras 3, any
-backend), so it lives here, above the TF-free Keras 3 face; every mismatch
+`to_tf_keras_encoder`, `save_run` (what `convert` writes). It imports
+TensorFlow, so it lives here, not in the TF-free Keras 3 face; every mismatch
 is named before any weight is assigned.
 """
 
@@ -161,9 +160,9 @@ def load_run(checkpoint_path: str,
 
   Raises:
     CheckpointMismatchError: Naming every missing, unused or mis-shaped
-      variable, with both shapes; nothing is assigned.
-    ValueError: For a `.keras` file (what it is), a directory a killed
-      `save_run` set aside (naming the backup), or no readable checkpoint.
+      variable; nothing is assigned.
+    ValueError: For a `.keras` file, a set-aside directory or no readable
+      checkpoint.
   """
   config = _run_config(checkpoint_path, encoder_config_or_kwargs,
                        residual_attention)
@@ -199,28 +198,12 @@ def load_masked_lm(checkpoint_path: str,
   """A `RealFormerMaskedLM` with a run's encoder and pre-trained MLM head.
 
   The head's activation and epsilon are the run's: the logits are the
-  tf_keras pre-trainer's.
-
-  Example (after the README's command 1):
-
-  ```python
-  import keras_hub
-  from realformer_tf.checkpoints import keras3_bridge
-
-  run = "/tmp/realformer_quickstart"
-  tokenizer = keras_hub.models.BertTokenizer(vocabulary=f"{run}/data/vocab.txt")
-  preprocessor = keras_hub.models.BertMaskedLMPreprocessor(
-      tokenizer, sequence_length=64)
-  lm = keras3_bridge.load_masked_lm(run, preprocessor=preprocessor)
-  ```
-
-  Arguments as `load_run`'s (the head is looked for beside the encoder),
-  plus the task's `preprocessor` or None.
+  tf_keras pre-trainer's (docs/keras3.md). Arguments as `load_run`'s (the
+  head is looked for beside the encoder), plus the task's `preprocessor`.
 
   Raises:
-    CheckpointMismatchError: The checkpoint has no MLM head (an encoder
-      only), or a missing, unused or mis-shaped variable; nothing is
-      assigned.
+    CheckpointMismatchError: The checkpoint has no MLM head, or a missing,
+      unused or mis-shaped variable; nothing is assigned.
     ValueError: As `load_run`.
   """
   config = _run_config(checkpoint_path, encoder_config_or_kwargs,
@@ -285,13 +268,10 @@ def to_tf_keras_encoder(backbone: backbone_lib.RealFormerBackbone
 
 def save_run(backbone: backbone_lib.RealFormerBackbone, output_dir: str,
              overwrite: bool = False) -> str:
-  """Writes the backbone as `convert` writes a converted checkpoint.
-
-  `output_dir` gets `ckpt-1` (pooler at `next_sentence.pooler_dense` for
-  GLUE's `init_cls_pooler`), its state file and `encoder.yaml`, swapped in
-  whole; an existing one is replaced only with `overwrite` and only if
-  `save_run` or convert wrote it. Returns the prefix.
-  """
+  """Writes the backbone as `convert` writes a converted checkpoint
+  (`ckpt-1`, its state file, `encoder.yaml`), swapped in whole; an existing
+  one is replaced only with `overwrite` and only if we wrote it. Returns the
+  prefix."""
   output_dir = (output_dir or "").rstrip("/")
   if not output_dir:
     raise ValueError("output_dir is empty.")

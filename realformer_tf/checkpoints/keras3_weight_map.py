@@ -138,12 +138,8 @@ def variable_source(slots: Mapping[str, Any]) -> Source:
 
 def copy_slots(source: Source, target: Mapping[str, Any], header: str,
                footer: str = "") -> None:
-  """Assigns every `target` variable the `source` value of its name.
-
-  Raises:
-    CheckpointMismatchError: Before any assignment, if a name is missing on
-      either side or shapes differ; lists all of them, with both shapes.
-  """
+  """Assigns every `target` variable the `source` value of its name; before
+  any, a `CheckpointMismatchError` lists every missing name or shape."""
   fmt = errors.format_shape
   missing = [f"{name} (shape {fmt(_shape(v))})"
              for name, v in target.items() if name not in source]

@@ -96,13 +96,8 @@ def read_yaml(path: str) -> Any:
 
 
 def load_experiment_config(model_dir: str) -> cfg.ExperimentConfig:
-  """Rebuilds the experiment config a run recorded in `model_dir/params.yaml`.
-
-  Raises:
-    FileNotFoundError: Without params.yaml.
-    ValueError: If params.yaml is not valid YAML (naming its line), names no
-      experiment, or `model_dir` was set aside by a killed swap.
-  """
+  """Rebuilds the experiment config a run recorded in `model_dir/params.yaml`
+  (FileNotFoundError without it; ValueError naming what is wrong)."""
   check_not_set_aside(model_dir, "model_dir")
   path = os.path.join(model_dir, PARAMS_YAML)
   if not tf.io.gfile.exists(path):
@@ -242,10 +237,8 @@ def read_latest(path: str, what: str,
 
   A prefix is only itself; a directory's state file's checkpoints (else its
   `ckpt-N` files) are tried newest first, an unreadable one skipped with a
-  warning; a `CheckpointMismatchError` is raised at once.
-
-  Raises:
-    ValueError: Naming `what`, the path and why nothing there is readable.
+  warning; a `CheckpointMismatchError` is raised at once, a ValueError naming
+  `what` when nothing is readable.
   """
   key = f"{what}={path!r}"
   if not path:

@@ -24,12 +24,8 @@ def _state_file_fix(model_dir: str, prefix: Optional[str]) -> str:
 
 def resume_checkpoint(model_dir: str) -> Optional[str]:
   """The checkpoint a run in `model_dir` resumes from, checked (no fall-back:
-  the user picks an older one); None for a new run.
-
-  Raises:
-    ValueError: Naming the directory, its checkpoints, what is wrong and how
-      to go on, before anything is written.
-  """
+  the user picks an older one; a ValueError says how to go on); None for a
+  new run."""
   prefixes = run_directory.checkpoint_prefixes(model_dir) if model_dir else []
   if not prefixes:
     return None

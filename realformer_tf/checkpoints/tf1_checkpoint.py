@@ -76,13 +76,8 @@ _VALUE_CHECKS = (
 
 
 def read_bert_config(bert_config_file: str) -> Dict[str, Any]:
-  """A TF1 `bert_config.json`, validated, with TF1's defaults filled in.
-
-  Raises:
-    FileNotFoundError: The file does not exist.
-    ValueError: Naming the file and key: not a JSON object, a required key
-      missing, an unknown key or a value of the wrong type/range.
-  """
+  """A TF1 `bert_config.json`, validated (errors name the file and key),
+  with TF1's defaults filled in."""
   where = f"bert_config_file {bert_config_file!r}"
   if not tf.io.gfile.exists(bert_config_file):
     raise FileNotFoundError(f"{where} does not exist.")
@@ -244,19 +239,10 @@ def pretrainer_variable_map(pretrainer: mg_models.BertPretrainerV2
 def load_tf1_weights(checkpoint_path: str,
                      table: VariableTable,
                      skippable: Sequence[str] = ()) -> Dict[str, List[str]]:
-  """Checks a TF1 checkpoint against `table`, then assigns every variable.
-
-  `skippable`: TF1 names that may be present without being loaded.
-
-  Returns:
-    Sorted TF1 names: {"loaded": [...], "ignored": [optimizer state],
-    "skipped": [...]}.
-
-  Raises:
-    CheckpointMismatchError: A variable of `table` missing, one of the
-      checkpoint's neither in `table`, optimizer state nor `skippable`, or a
-      shape differs; nothing is assigned.
-    ValueError: An unreadable (e.g. truncated) checkpoint, named.
+  """Checks a TF1 checkpoint against `table` (a `CheckpointMismatchError`
+  lists every problem), then assigns every variable; `skippable`: TF1 names
+  that may be present without being loaded. Returns the sorted TF1 names:
+  {"loaded": [...], "ignored": [optimizer state], "skipped": [...]}.
   """
   path = run_directory.resolve_checkpoint(checkpoint_path, "TF1 checkpoint")
   reader = tf.train.load_checkpoint(path)

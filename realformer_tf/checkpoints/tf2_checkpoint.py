@@ -136,20 +136,11 @@ def check_encoder_checkpoint(checkpoint_path: str,
                              encoder: tf.Module,
                              encoder_path: Optional[str] = None,
                              what: str = "encoder"):
-  """Matches an encoder built in a `tf.Graph` against a checkpoint.
-
-  Args:
-    checkpoint_path: Checkpoint prefix or a directory of them.
-    encoder: Built in a `shapes_only_graph` (`BertEncoderV2` attribute
-      layout); only its variables' shapes are used.
-    encoder_path: E.g. "encoder"; None tries `ENCODER_PATHS` in order.
-    what: What `encoder` is, for the messages (e.g. "masked LM head").
-
-  Returns:
-    `(reader, [(variable, checkpoint key)], encoder path used)`.
-
-  Raises:
-    CheckpointMismatchError: Naming every missing, unused or mis-shaped one.
+  """`(reader, [(variable, checkpoint key)], encoder path used)` of an
+  encoder built in a `shapes_only_graph` (only its variables' shapes are used)
+  against a checkpoint prefix or directory; `encoder_path` None tries
+  `ENCODER_PATHS`; `what` names the encoder in the messages. Raises a
+  `CheckpointMismatchError` naming every missing, unused or mis-shaped one.
   """
   if tf.executing_eagerly():
     raise ValueError("check_encoder_checkpoint reads into the encoder: build "

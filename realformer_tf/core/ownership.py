@@ -160,12 +160,8 @@ def check_replaceable(path: str, entries: Optional[Iterable[str]],
                       instead: str = "write to a new or empty directory"
                       ) -> None:
   """Refuses to replace (or write into) the directory `path`, whose names
-  are `entries` (None: a file), unless each is `kind`'s (`is_own`).
-
-  Raises:
-    FileExistsError: Naming `path`, what it holds that is not `kind`'s, and
-      what to do (`instead`).
-  """
+  are `entries` (None: a file), unless each is `kind`'s (`is_own`): a
+  FileExistsError names what is not, and what to do (`instead`)."""
   if entries is None:
     raise FileExistsError(f"{path} is a file, not a {kind} directory; not "
                           f"replaced: {instead}.")

@@ -150,12 +150,9 @@ def _try_create(path: str, holder: dict, flag: str) -> bool:
 
 def acquire(model_dir: str, name: str = LOCK_FILE,
             flag: str = "--model_dir") -> Optional[dict]:
-  """Takes the lock `model_dir/name`; returns what it wrote, or None for a
-  remote directory (not locked). `flag` names the folder in messages.
-
-  Raises:
-    ModelDirBusyError: naming the live run that holds it.
-  """
+  """Takes the lock `model_dir/name` (else `ModelDirBusyError` naming the
+  live run that holds it); returns what it wrote, or None for a remote
+  directory (not locked). `flag` names the folder in messages."""
   if _is_remote(model_dir):
     logging.warning(
         "%s=%s is not on a local filesystem: it is not locked "

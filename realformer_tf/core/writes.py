@@ -1,10 +1,9 @@
-"""The one writer layer of both faces: outputs replaced whole, sets published
-whole, only our own files replaced, and what killed writers left swept.
+"""The one writer layer of both faces: outputs and sets replaced whole.
 
 A writer fills a claimed `<path>.tmp-PID` and renames it over `path`
 (`staged`); a set goes in through a journal the next writer rolls forward
-after a kill (`OutputSet.commit`); only leftovers a `.owner` file proves
-ours are removed (`sweep`). `OS_OPS` here, `utils.GFILE_OPS` for gs://.
+after a kill (`OutputSet.commit`); `sweep` removes only leftovers a `.owner`
+file proves ours. `OS_OPS` here, `utils.GFILE_OPS` for gs://.
 """
 
 import contextlib

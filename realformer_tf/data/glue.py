@@ -89,14 +89,9 @@ def convert(task: str,
             glue_dir: Optional[str] = None,
             tfds_data_dir: Optional[str] = None,
             lower_case: bool = True) -> Dict:
-  """Converts one GLUE task to TFRecords plus a meta-data JSON.
-
-  Exactly one of `glue_dir` and `tfds_data_dir` is given. All input is read
-  and checked before anything is written; the outputs replace the previous
-  ones as one set (see the module docstring).
-
-  Returns:
-    The meta data written to `<output_dir>/<task>_meta_data.json`.
+  """Converts one GLUE task (from exactly one of `glue_dir` and
+  `tfds_data_dir`) to TFRecords plus a meta-data JSON, all input checked
+  before anything is written, as one set; returns the meta data written.
   """
   spec = glue_tasks.get_task(task)
   if bool(glue_dir) == bool(tfds_data_dir):

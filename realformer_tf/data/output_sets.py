@@ -1,11 +1,9 @@
-"""Output sets: the files of one conversion change together, and a reader
-tells a whole set from a mixed one.
+"""Output sets: the files of one conversion change together.
 
-`output_set` publishes a converter's files through `core.writes.OutputSet`, its
-manifest (the meta data JSON, plus `files`, `writer`, `records`) last;
-`check_set` refuses a set that does not match its manifest, naming the file and
-the command to run again. A file is checked by its recorded size, mtime and
-inode, so a restart reads no byte of its records.
+`output_set` publishes a converter's files through `core.writes.OutputSet`,
+its manifest (the meta data JSON) last; `check_set` refuses a set that does
+not match its manifest (by each file's size, mtime and inode), naming the file
+and the command to run again.
 """
 
 import hashlib
@@ -139,10 +137,7 @@ def check_set(manifest_path: str, manifest: Dict[str, Any],
               verified: Optional[Dict[str, Any]] = None) -> None:
   """Raises ValueError when the files `manifest` (read from `manifest_path`)
   lists do not match it, naming the file, what differs and what to do
-  (`file_mismatch`, with `verified`).
-
-  A manifest without `files` (written before manifests were) is accepted with
-  a warning: it cannot be checked.
+  (`file_mismatch`); one without `files` cannot be checked (a warning).
   """
   if FILES_KEY not in manifest:
     logging.warning(

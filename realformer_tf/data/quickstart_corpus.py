@@ -1,10 +1,9 @@
 r"""A small, self-contained pre-training set for the quickstart experiment.
 
 `prepare_quickstart_data(data_dir)` writes the corpus, a learned WordPiece
-vocabulary (use the returned `vocab_size`: it can be under target), MLM/NSP
-records and a manifest, as one cached output set. The default text is the
-shipped docstrings of standard library modules (`STDLIB_CORPUS_FILE`, built
-once: each Python build has other docstrings), so nothing is downloaded.
+vocabulary, MLM/NSP records and a manifest, as one cached output set. The
+default text is the shipped docstrings of standard library modules
+(`STDLIB_CORPUS_FILE`), so nothing is downloaded.
 """
 
 import importlib
@@ -30,11 +29,8 @@ from realformer_tf.data import pretraining_data
 from realformer_tf.data import tokenization
 from realformer_tf.data import wordpiece
 
-# Standard library modules whose docstrings make the default corpus: pure
-# Python or always-built C modules, importable on every platform and build,
-# without GUI (tkinter, turtle, idlelib), test suites, optional C extensions
-# (ssl, sqlite3, zlib, bz2, lzma, curses, readline, dbm, ctypes), side effects
-# on import (this, antigravity) or modules deprecated for removal.
+# The default corpus' modules: importable on every platform and build (no
+# GUI, test suites, optional C extensions, import side effects, deprecations).
 STDLIB_MODULES = (
     "abc", "argparse", "ast", "asyncio", "asyncio.base_events",
     "asyncio.events", "asyncio.exceptions", "asyncio.locks",
@@ -150,10 +146,7 @@ def module_document(module) -> List[str]:
 
 def build_stdlib_documents() -> List[List[str]]:
   """One document of sentences per `STDLIB_MODULES` entry, from the running
-  Python's docstrings (what `STDLIB_CORPUS_FILE` was built with).
-
-  A module that does not import on this Python is skipped (and logged).
-  """
+  Python's docstrings; a module that does not import is skipped (logged)."""
   documents, skipped = [], []
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -169,12 +162,8 @@ def build_stdlib_documents() -> List[List[str]]:
 
 
 def stdlib_documents() -> List[List[str]]:
-  """The default corpus, as shipped: the same on every Python
-  (`corpus_text.stdlib_documents` of `STDLIB_CORPUS_FILE`).
-
-  Raises:
-    FileNotFoundError: The package was installed without its data file.
-  """
+  """The default corpus as shipped (`STDLIB_CORPUS_FILE`), the same on every
+  Python; FileNotFoundError if the package lacks it."""
   return corpus_text.stdlib_documents(STDLIB_CORPUS_FILE)
 
 
@@ -185,11 +174,8 @@ def write_documents(path: str, documents: List[List[str]]) -> None:
 
 
 def write_stdlib_corpus(path: str) -> int:
-  """Writes `build_stdlib_documents()` gzipped to `path`; returns its bytes.
-
-  `utils.gzip_bytes`: no timestamp, a fixed header; the same docstrings give the
-  same file on every Python.
-  """
+  """Writes `build_stdlib_documents()` gzipped (`utils.gzip_bytes`: the same
+  bytes on every Python) to `path`; returns its size."""
   documents = build_stdlib_documents()
   text = "".join(line + "\n" for document in documents
                  for line in document + [""])
@@ -232,13 +218,8 @@ def data_key(data_dir: str, input_files: Optional[Sequence[str]] = None,
              vocab_size: int = 4000, max_seq_length: int = 64,
              max_predictions_per_seq: int = 10, dupe_factor: int = 1,
              eval_fraction: float = 0.05, seed: int = 0) -> dict:
-  """What `prepare_quickstart_data` with these arguments records in its
-  manifest's "key" (the cache key: arguments, the shipped corpus' or the
-  inputs' SHA-256), after checking the arguments; reads the inputs, writes nothing.
-
-  Raises:
-    ValueError: As `prepare_quickstart_data`, for a bad argument or input.
-  """
+  """The cache key `prepare_quickstart_data` records in its manifest (the
+  arguments, the corpus' SHA-256), after checking them; writes nothing."""
   if not data_dir:
     raise ValueError("data_dir is required.")
   if input_files is not None:
@@ -299,22 +280,19 @@ def prepare_quickstart_data(
       be smaller, see the returned `vocab_size`.
     max_seq_length: Fixed sequence length (>= 8).
     max_predictions_per_seq: Masked positions per sequence (>= 1).
-    dupe_factor: Copies of the train split, each with its own masks (>= 1),
-      so that a run of several passes sees fresh masks each pass instead of
-      memorising one set; the eval split is written once.
+    dupe_factor: Copies of the train split, each with its own masks (>= 1);
+      the eval split is written once.
     eval_fraction: Fraction of documents held out (at least one), in (0, 1).
     seed: Seed for the split and for building the records.
 
   Returns:
     dict(train_file, eval_file, vocab_file, vocab_size (the real size),
-    num_train_examples, num_eval_examples, python: for the shipped stdlib
-    corpus the Python that built it ("3.11"; the manifest's key has the full
-    version), whatever Python runs this; None for `input_files`).
+    num_train_examples, num_eval_examples, python: the Python that built the
+    shipped corpus ("3.11"), None for `input_files`).
 
   Raises:
-    ValueError: For a bad argument, a missing or empty input file, or a
-      corpus with fewer than two documents; raised before writing anything.
-    FileNotFoundError: The shipped corpus is missing (a broken install).
+    ValueError: Before writing anything, for a bad argument, a missing or
+      empty input file, or fewer than two documents.
   """
   key = data_key(data_dir, input_files, vocab_size, max_seq_length,
                  max_predictions_per_seq, dupe_factor, eval_fraction, seed)
@@ -373,7 +351,6 @@ def prepare_quickstart_data(
                         records=record_facts.listing(outputs.staged)))
   logging.info("Quickstart data written to %s: %s", data_dir, counts)
   return _result(data_dir, key, counts)
-
 
 
 def define_flags():

@@ -5,16 +5,16 @@
 
 import math
 
+from realformer_tf.core import options
+
 PAPER_BATCH_SIZE = 32
 
 
 def train_steps(num_examples: int, epochs: float,
                 batch_size: int = PAPER_BATCH_SIZE) -> int:
   """ceil(epochs * num_examples / batch_size)."""
-  for name, value in (("num_examples", num_examples),
-                      ("batch_size", batch_size)):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-      raise ValueError(f"{name} must be a positive int, got {value!r}.")
+  options.check_positive_int("num_examples", num_examples)
+  options.check_positive_int("batch_size", batch_size)
   if not epochs > 0:
     raise ValueError(f"epochs must be positive, got {epochs!r}.")
   return math.ceil(epochs * num_examples / batch_size)

@@ -42,12 +42,9 @@ _TOKENIZE_BATCH = 4096
 
 
 class SquadTokenizer:
-  """tensorflow-text WordPiece behind the interface `squad_lib` calls.
-
-  `tokenize` and `convert_tokens_to_ids`, as `FullTokenizer`'s, answered by
-  `tokenization.make_tokenizer`. squad_lib re-tokenizes a paragraph for
-  every question, so results are cached per string; `prime` fills the cache
-  in batches.
+  """tensorflow-text WordPiece behind `FullTokenizer`'s `tokenize` and
+  `convert_tokens_to_ids`, which `squad_lib` calls; cached per string (squad_lib
+  re-tokenizes a paragraph per question), `prime` fills the cache in batches.
   """
 
   def __init__(self, vocab_file: str, do_lower_case: bool = True):
@@ -127,16 +124,9 @@ def convert_examples_to_features(
 def pad_to_batch(writer: squad_lib.FeatureWriter,
                  features: Sequence[squad_lib.InputFeatures],
                  batch_size: int) -> int:
-  """Writes copies of the last feature (new unique ids) up to whole batches.
-
-  Replaces squad_lib's padding, which tests the unique id (base 10**9), not
-  the feature count, so it can leave a partial batch that
-  `drop_remainder` then drops.
-  Padding features are not in `features`, so post-processing ignores them.
-
-  Returns:
-    The number of padding features written.
-  """
+  """Writes copies of the last feature (new unique ids) up to whole batches;
+  returns their number. Not squad_lib's padding: it tests the unique id, not
+  the feature count, and can leave a partial batch."""
   num_padding = -len(features) % batch_size
   for i in range(num_padding):
     padding = copy.deepcopy(features[-1])
@@ -148,15 +138,9 @@ def pad_to_batch(writer: squad_lib.FeatureWriter,
 def drop_answers_without_tokens(
     examples: Sequence[squad_lib.SquadExample], tokenizer: SquadTokenizer,
     input_file: str) -> Tuple[List[squad_lib.SquadExample], int]:
-  """Training examples minus those whose answer has no WordPiece.
-
-  An answer of zero-width characters only (U+200B, a soft hyphen) is a word
-  to squad_lib's whitespace split but no WordPiece, and squad_lib labels it
-  end = start - 1 (`squad_lib.convert_examples_to_features`).
-
-  Returns:
-    The kept examples and how many were dropped (a logged warning names them).
-  """
+  """(Training examples minus those whose answer has no WordPiece, how many
+  were dropped, logged): squad_lib labels an answer of zero-width characters
+  only (U+200B) end = start - 1."""
   _prime_for(tokenizer, examples)
   dropped = [e.qas_id for e in examples if not e.is_impossible and not any(
       tokenizer.tokenize(word)
@@ -234,7 +218,7 @@ def write_features(
 def train_schedule_yaml(train_record: str, train_data_size: int,
                         epochs: float, global_batch_size: int) -> str:
   """A `--config_file` setting data path, batch and the paper's schedule
-  (`schedule.train_steps`, as `configs.recipe.apply_paper_schedule`'s steps) for `epochs` passes."""
+  (`schedule.train_steps`) for `epochs` passes."""
   steps = schedule.train_steps(train_data_size, epochs, global_batch_size)
   return (f"# {epochs:g} epochs over {train_data_size} features at batch "
           f"{global_batch_size}; written by realformer_tf.data.squad.\n" +
@@ -258,20 +242,9 @@ def postprocess_output(
            Dict[str, float]]:
   """`squad_lib.postprocess_output` (BERT format) for `tokenizer`'s features.
 
-  squad_lib projects answers onto the context with Model Garden's
-  `BasicTokenizer` (`squad_lib.get_final_text`), not the tensorflow-text
-  one that made the WordPieces; they differ on rare characters (ß, ²).
-
-  Args:
-    examples: The eval examples.
-    features: Their features (no padding).
-    results: Objects with `unique_id`, `start_logits`, `end_logits` (a
-      feature without one is skipped: squad_lib logs it).
-    tokenizer: The `SquadTokenizer` that built the features.
-    n_best_size: Candidates kept per question.
-    max_answer_length: Longest answer, in WordPieces.
-    version_2_with_negative: Whether "" (no answer) may be predicted.
-    null_score_diff_threshold: "" iff null - best non-null score exceeds it.
+  `features` without padding; `results` have `unique_id`, `start_logits`,
+  `end_logits`; `null_score_diff_threshold`: "" iff null - best non-null
+  score exceeds it.
 
   Returns:
     predictions {question id: text}, n-best lists {id: [...]} and, for v2.0,
@@ -297,12 +270,8 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
             train_batch_size: Optional[int] = None) -> Dict[str, Any]:
   """What the command line does; returns the meta data it wrote.
 
-  Every argument is checked before any file is opened. The record, its meta
-  data and the schedule are one set (`data.output_sets`): written
-  under temporary names, then renamed into place with the meta data last,
-  which lists each file's size, mtime and SHA-256. A failure or a kill
-  leaves the previous set whole, or (killed during the renames) a record
-  that training refuses as not matching its meta data.
+  Every argument is checked before any file is opened; the record, its meta
+  data and the schedule are published as one set (`data.output_sets`).
   """
   if not output_dir:
     raise ValueError("No output directory given (--output_dir).")

@@ -129,19 +129,9 @@ def read_squad_examples(
     is_training: bool,
     version_2_with_negative: bool) -> Tuple[List[squad_lib.SquadExample],
                                             ReadStats]:
-  """`squad_lib.read_squad_examples` behind the checks of the module docstring.
-
-  Args:
-    input_file: SQuAD v1.1 or v2.0 JSON file.
-    is_training: Whether answer positions are needed (training features).
-    version_2_with_negative: Whether questions may be unanswerable (v2.0).
-
-  Returns:
-    The examples and `ReadStats`.
-
-  Raises:
-    ValueError: On malformed input; the message names the file and question.
-  """
+  """(examples, `ReadStats`) of `squad_lib.read_squad_examples` behind the
+  checks of the module docstring (a ValueError names the file and question);
+  `is_training`: answer positions are needed."""
   stats = ReadStats()
   data = _check_squad_data(input_file, is_training, version_2_with_negative,
                            stats)

@@ -1,10 +1,8 @@
 """WordPiece vocabularies, BERT tokenizers and the one BERT input packer.
 
-Nothing here tokenizes or packs by hand: `make_tokenizer` is tensorflow-text's
-`BertTokenizer`, `pack_inputs` Model Garden's `BertPackInputs`; `learn_vocab`
-writes what `wordpiece.learn_vocab` learns from word counts. A vocabulary is
-one token per line (id = line number) holding the five `RESERVED_TOKENS`,
-`[PAD]` at id 0.
+`make_tokenizer` is tensorflow-text's `BertTokenizer`, `pack_inputs` Model
+Garden's `BertPackInputs`. A vocabulary is one token per line (id = line
+number) holding the five `RESERVED_TOKENS`, `[PAD]` at id 0.
 """
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -38,10 +36,8 @@ def load_vocab(path: str, vocab_size: Optional[int] = None) -> List[str]:
     The tokens, in id order.
 
   Raises:
-    ValueError: If the file does not exist, is empty, is not UTF-8, has a blank
-      line, a token with whitespace inside or a repeated token, or lacks any of
-      [PAD] [UNK] [CLS] [SEP] [MASK], or is larger than `vocab_size`. The
-      message names the file.
+    ValueError: Naming the file, if it is missing, empty, not UTF-8, not one
+      distinct token per line, lacks a reserved token or exceeds `vocab_size`.
   """
   if not path or not tf.io.gfile.exists(path):
     raise ValueError(f"Vocabulary file {path!r} does not exist.")
@@ -97,10 +93,8 @@ def check_vocab_size(path: str, tokens: int,
 
 def warn_padded_vocabulary(vocabulary: str, tokens: int,
                            vocab_size: int) -> None:
-  """Warns that a model's word embedding has more rows (`vocab_size`) than
-  its vocabulary has tokens: allowed (a padded embedding), but rows past
-  the vocabulary are never looked up, nor trained. Fine-tuning and export
-  accept the run with this vocabulary (`plan_rules.vocab_fit_problem`)."""
+  """Warns that the word embedding has more rows than the vocabulary tokens
+  (allowed: rows past the vocabulary are never looked up)."""
   logging.warning(
       "Vocabulary %s has %d tokens, but the model's vocab_size is %d: word "
       "embedding rows %d-%d are never looked up (a padded vocabulary). If "
@@ -111,22 +105,13 @@ def warn_padded_vocabulary(vocabulary: str, tokens: int,
 
 def make_tokenizer(vocab_file: str,
                    lower_case: bool = True) -> tf_text.BertTokenizer:
-  """Builds a `tensorflow_text.BertTokenizer` over a validated vocabulary.
+  """A `tensorflow_text.BertTokenizer` over a validated vocabulary (a
+  ValueError for an invalid one); `tokenize(strings)` gives int64 ids, ragged
+  `[batch, words, wordpieces]`, uncovered words `[UNK]`. `lower_case`: also
+  strip accents (uncased models).
 
   Not Model Garden's `text_layers.BertTokenizer`: its file table is shared
   per path (`TextFileInitializer`), so a rewritten vocabulary would be stale.
-
-  Args:
-    vocab_file: WordPiece vocabulary file (see `load_vocab`).
-    lower_case: Lower-case and strip accents first (uncased models).
-
-  Returns:
-    A `BertTokenizer` whose `tokenize(strings)` gives int64 ids as a
-    `RaggedTensor` of shape [batch, words, wordpieces]; words not covered by
-    the vocabulary become `[UNK]`. Ids are line numbers, as in a file table.
-
-  Raises:
-    ValueError: If `vocab_file` is not a valid vocabulary.
   """
   vocab = load_vocab(vocab_file)
   # `WordpieceTokenizer`'s table for a path; its OOV bucket is never looked up.
@@ -144,15 +129,8 @@ def pack_inputs(segments: Sequence[tf.RaggedTensor], seq_length: int,
   Model Garden's `BertPackInputs.bert_pack_inputs`: `[CLS] a [SEP] b [SEP]`,
   type ids 0 then 1, padded with id 0; a pair is cut by `RoundRobinTrimmer`.
 
-  Args:
-    segments: One or two int ragged `[batch, tokens]`.
-    seq_length: Length of the packed sequences.
-    cls_id: Id of [CLS].
-    sep_id: Id of [SEP].
-
-  Returns:
-    {input_word_ids, input_mask, input_type_ids}: int32 `[batch,
-    seq_length]`.
+  `segments`: one or two int ragged `[batch, tokens]`. Returns
+  {input_word_ids, input_mask, input_type_ids}: int32 `[batch, seq_length]`.
   """
   # Padded with 0 whatever [PAD]'s id, as the records always were.
   features = text_layers.BertPackInputs.bert_pack_inputs(
@@ -164,10 +142,8 @@ def pack_inputs(segments: Sequence[tf.RaggedTensor], seq_length: int,
 def learn_vocab(word_counts: Mapping[str, int], vocab_size: int,
                 output_file: str, **learn_params: Any) -> List[str]:
   """Writes `wordpiece.learn_vocab(word_counts, vocab_size, **learn_params)`
-  (reserved tokens first, then the characters, then sub-words; its size can
-  be under `vocab_size`) to `output_file`, a new file, and returns it.
-  `word_counts`: `wordpiece.count_words` of the text, with the `lower_case`
-  of the tokenizer that will use the vocabulary.
+  (its size can be under `vocab_size`) to `output_file`, a new file, and
+  returns it.
 
   Raises:
     ValueError: If `vocab_size` < 16 or there are no words.
@@ -186,12 +162,8 @@ def learn_vocab(word_counts: Mapping[str, int], vocab_size: int,
 
 
 def vocab_meta(vocab_file: str) -> Dict[str, Any]:
-  """What the data converters record about their vocabulary in the meta data.
-
-  `vocab_file` (absolute path), `vocab_size` (tokens) and `vocab_sha256` (of
-  the file), so that records made with one vocabulary are recognised when a
-  model trained with another is fine-tuned on them.
-  """
+  """The vocabulary's path, size and SHA-256, for the converters' meta data
+  (records of one vocabulary are recognised under a model of another)."""
   return {"vocab_file": writes.absolute(vocab_file),
           "vocab_size": len(load_vocab(vocab_file)),
           "vocab_sha256": output_sets.file_sha256(vocab_file)}

@@ -93,11 +93,8 @@ def _check_side(text: str, where: str, side: str) -> str:
 
 
 def read_pairs(files: Sequence[str]) -> List[Pair]:
-  """(source, target) pairs of a TSV file or of two parallel text files.
-
-  Raises:
-    ValueError: Naming `file:line` for the first bad line.
-  """
+  """(source, target) pairs of a TSV file or of two parallel text files; a
+  ValueError names `file:line` of the first bad line."""
   files = [f for f in files if f]
   if len(files) == 1:
     pairs = []

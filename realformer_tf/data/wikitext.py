@@ -65,12 +65,8 @@ def write_bert_corpus(paths: Sequence[str], output_dir: str) -> str:
 
 def convert(paths: Sequence[str], output_file: str) -> List[List[str]]:
   """Writes `paths`' articles to `output_file` (BERT's text format, replaced
-  whole) and returns them.
-
-  Raises:
-    ValueError: An input is missing, or holds no ` = Title = ` heading (not
-      WikiText: BERT-format text needs no conversion); before writing.
-  """
+  whole) and returns them; before writing, a ValueError for an input that is
+  missing or holds no ` = Title = ` heading (not WikiText)."""
   paths = pretraining_data.check_input_files(paths)
   documents = []
   for path in paths:

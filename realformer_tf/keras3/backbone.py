@@ -47,24 +47,17 @@ class BackboneBase(saving.WritesWhole, input_checks.ChecksInputs):
     input_checks.check_preset(preset)
     return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
+  # The arguments both backbones take, kept as attributes of their names;
+  # each backbone adds its own to the config.
+  _CONFIG_NAMES = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim",
+                  "intermediate_dim", "dropout", "max_sequence_length",
+                  "residual_attention", "normalize_first",
+                  "layer_norm_epsilon", "score_dtype", "activation",
+                  "attention_implementation")
+
   def get_config(self):
-    # The arguments both backbones take (and attributes); each adds its own.
-    return {
-        **super().get_config(),
-        "vocabulary_size": self.vocabulary_size,
-        "num_layers": self.num_layers,
-        "num_heads": self.num_heads,
-        "hidden_dim": self.hidden_dim,
-        "intermediate_dim": self.intermediate_dim,
-        "dropout": self.dropout,
-        "max_sequence_length": self.max_sequence_length,
-        "residual_attention": self.residual_attention,
-        "normalize_first": self.normalize_first,
-        "layer_norm_epsilon": self.layer_norm_epsilon,
-        "score_dtype": self.score_dtype,
-        "activation": self.activation,
-        "attention_implementation": self.attention_implementation,
-    }
+    return {**super().get_config(),
+            **{name: getattr(self, name) for name in self._CONFIG_NAMES}}
 
 
 @keras.saving.register_keras_serializable(package="realformer_tf")

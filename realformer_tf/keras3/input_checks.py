@@ -1,7 +1,5 @@
-"""What our Keras 3 models check of their inputs, and where.
+"""What our Keras 3 models check of their inputs (keras-hub's check nothing).
 
-keras-hub's check nothing (on JAX an id past a table gives NaN, a float id
-is truncated, a label past `num_classes` trains with a finite loss).
 `check_shapes` checks static shapes and dtypes always; `check_ids` and
 `check_labels` values where they are concrete, never inside a traced
 function; `check_preset` that a preset is local (nothing downloads here).

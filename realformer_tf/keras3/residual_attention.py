@@ -117,22 +117,16 @@ class ResidualMultiHeadAttention(KeepsArgumentDtypes,
     **kwargs: `keras.layers.MultiHeadAttention`'s, but not `attention_axes`
       (the sequence axis only) nor `flash_attention` (it returns no scores).
 
-  Call arguments:
-    query: `[batch, from_len, dim]`.
-    value: Optional `[batch, to_len, dim]`; None means self-attention.
-    key: Optional `[batch, to_len, dim]`; defaults to `value`.
+  Call arguments: Keras' (`query`, `value` (None: self-attention), `key`,
+  `attention_mask` `[batch, from_len, to_len]` 1 = attend, `use_causal_mask`,
+  `training`, `query_mask`, `value_mask`, `key_mask`), and:
     prev_scores: Optional `[batch, num_heads, from_len, to_len]` running sum
-      of the previous layer (None for the first layer).
-    attention_mask: Optional `[batch, from_len, to_len]`, 1 = attend.
-    use_causal_mask: Also mask keys after each query. With a cache, query row
-      `i` is position `cache_update_index + i`.
-    cache: Optional keras-hub cache `[batch, 2, max_len, num_heads, key_dim]`;
-      with `cache_update_index` this call's keys and values are written
-      there. Scores then span the whole cache.
-    cache_update_index: int or int tensor, see `cache`.
-    training: Whether dropout is active.
+      of the previous layer.
+    cache: Optional keras-hub cache `[batch, 2, max_len, num_heads, key_dim]`,
+      which the scores span; this call's keys and values are written at
+      `cache_update_index` (int or int tensor), query row `i` being position
+      `cache_update_index + i` for `use_causal_mask`.
     return_attention_probs: Also return the softmax probabilities.
-    query_mask, value_mask, key_mask: Keras' implicit masks, `[batch, len]`.
 
   Returns:
     `(output, scores)`, then `probs` with `return_attention_probs`, then the

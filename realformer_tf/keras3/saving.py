@@ -19,13 +19,8 @@ KERAS_SUFFIX = ".keras"
 
 
 def check_keras_file(path: str) -> None:
-  """Raises unless `path` is a complete `.keras` zip archive.
-
-  Raises:
-    FileNotFoundError: If nothing is at `path`.
-    ValueError: Naming `path`, its size and what it is instead (a
-      directory, an empty or a half-written file).
-  """
+  """Raises unless `path` is a complete `.keras` zip archive: a
+  FileNotFoundError, or a ValueError naming what it is instead."""
   path = os.fspath(path)
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path} does not exist.")
@@ -61,13 +56,8 @@ def load_model(path: str, **kwargs) -> keras.Model:
 def save_model(model: keras.Model, path: str, overwrite: bool = True,
                **kwargs) -> str:
   """`keras.Model.save(model, path)`, written beside `path` and renamed over
-  it once complete; returns `path`.
-
-  Raises:
-    ValueError: If `path` does not end in `.keras`.
-    FileExistsError: If `path` exists and not `overwrite`, is a folder, or
-      is not a model of ours (Keras would replace any file there).
-  """
+  it once complete; returns `path`. Refuses a folder or a file there that is
+  not a model of ours (Keras would replace any file)."""
   path = os.fspath(path)
   if not path.endswith(KERAS_SUFFIX):
     raise ValueError(f"{path!r} does not end in {KERAS_SUFFIX}.")
@@ -122,12 +112,6 @@ def export_model(model: keras.Model, path: str,
   written beside `path` and swapped in (replacing only a SavedModel or an
   empty directory) with its inputs' lengths checked; returns `path`. Other
   formats go to Keras unchanged.
-
-  Raises:
-    FileExistsError: Before anything is written, if `path` is a file or a
-      directory that is not a SavedModel (naming what it holds).
-    ValueError: Before anything is written, for a SavedModel on the
-      PyTorch backend (`check_saved_model_backend`).
   """
   if format != SAVED_MODEL_FORMAT:
     keras.Model.export(model, path, format=format, **kwargs)
@@ -172,14 +156,8 @@ _LOCK = threading.RLock()
 def save_preset(preset_dir, write):
   """`write(directory)` (the whole preset) into a fresh sibling of
   `preset_dir`, then swapped in; returns `preset_dir`. A `save_preset`
-  nested in `write` for the same directory (keras-hub's task saves its
-  backbone there) writes there directly.
-
-  Raises:
-    FileExistsError: Before anything is written, if `preset_dir` is a file,
-      or a non-empty directory without `config.json` or `metadata.json` (not
-      a preset: never replaced).
-  """
+  nested in `write` for the same directory writes there directly; a file or
+  a non-empty non-preset directory is refused first."""
   return _write_directory(preset_dir, write, _check_preset_target)
 
 
@@ -196,8 +174,7 @@ def _write_directory(directory, write, check_target):
 
 
 def _check_preset_target(path):
-  """Raises `FileExistsError` if `path` is something a preset must not
-  replace (see `save_preset`)."""
+  """Raises `FileExistsError` if a preset must not replace `path`."""
   if os.path.lexists(path) and not os.path.isdir(path):
     raise FileExistsError(
         f"{path} is a file, not a preset directory; not replaced. Move it "

@@ -20,9 +20,8 @@ from realformer_tf.keras3 import fused_steps
 from realformer_tf.keras3 import input_checks
 from realformer_tf.keras3 import saving
 
-# What keras-hub's `Task.__init__` takes besides a task's own arguments
-# (keras_hub/src/models/task.py), and the keywords its functional base uses;
-# `Functional.__init__` drops any other without a word.
+# keras-hub's `Task.__init__` keywords besides a task's own (any other is
+# dropped silently by `Functional.__init__`).
 _TASK_KEYWORDS = ("compile", "name", "trainable")
 
 # Inputs whose second dimension is the preprocessor's `mask_selection_length`
@@ -31,31 +30,16 @@ _MASK_INPUTS = ("mask_positions",)
 
 
 def _vocabulary_size(tokenizer):
-  """The tokenizer's number of ids, or None while it has no vocabulary.
-
-  keras-hub's tokenizers raise from `vocabulary_size()` until their
-  vocabulary is set (`WordPieceTokenizer._check_vocabulary`).
-  """
-  # WordPiece keeps `vocabulary` (None until set); a tokenizer without the
-  # attribute is asked directly.
+  """The tokenizer's number of ids, or None while it has no vocabulary (then
+  keras-hub's `vocabulary_size()` raises)."""
   if tokenizer is None or getattr(tokenizer, "vocabulary", True) is None:
     return None
   return tokenizer.vocabulary_size()
 
 
 def check_preprocessor(backbone, preprocessor):
-  """Raises if `preprocessor` makes ids or lengths `backbone` cannot take.
-
-  Args:
-    backbone: The task's backbone (`vocabulary_size`,
-      `max_sequence_length`).
-    preprocessor: A keras-hub preprocessor, or None (nothing to check).
-
-  Raises:
-    ValueError: naming both sizes, if the tokenizer has more ids than the
-      backbone's token embedding has rows, or the preprocessor's sequence
-      length is longer than the backbone's position embedding.
-  """
+  """Raises a ValueError naming both sizes if `preprocessor` (None: nothing
+  to check) makes more ids or a longer sequence than `backbone` takes."""
   if preprocessor is None or backbone is None:
     return
   vocabulary = _vocabulary_size(getattr(preprocessor, "tokenizer", None))
@@ -78,18 +62,10 @@ def check_preprocessor(backbone, preprocessor):
 
 
 def add_preset_sequence_length(preprocessor_cls, loader, kwargs):
-  """Defaults `sequence_length` to the preset backbone's positions if fewer.
-
-  For a preprocessor keras-hub builds from a preset that holds none of its
-  class: keras-hub passes only the tokenizer
-  (`Preprocessor._add_missing_kwargs`), and the class default (512) would
-  exceed a small model's positions.
-
-  Args:
-    preprocessor_cls: The preprocessor class being built.
-    loader: keras-hub's preset loader (`config`: the backbone's config).
-    kwargs: The constructor's arguments so far; updated in place.
-  """
+  """Defaults `sequence_length` (in `kwargs`, in place) to the preset
+  backbone's positions if fewer: keras-hub builds a preprocessor a preset
+  lacks from its tokenizer only, and the class default (512) would exceed a
+  small model's positions. `loader`: keras-hub's preset loader."""
   if "sequence_length" in kwargs:
     return
   config = getattr(loader, "config", None) or {}
@@ -119,11 +95,8 @@ def preset_task_names(backbone):
 
 
 def write_preset_task_names(preset_dir, backbone):
-  """Rewrites `metadata.json`'s `tasks` in `preset_dir` as our classes.
-
-  In place: our `save_to_preset`s call it on the temp directory of
-  `saving.save_preset`, before the preset is swapped in.
-  """
+  """Rewrites `metadata.json`'s `tasks` in `preset_dir` as our classes (on
+  `saving.save_preset`'s temp directory, before it is swapped in)."""
   path = os.path.join(preset_dir, preset_utils.METADATA_FILE)
   with open(path, encoding="utf-8") as f:
     metadata = json.load(f)
@@ -134,23 +107,12 @@ def write_preset_task_names(preset_dir, backbone):
     f.write(json.dumps(metadata, indent=4))
 
 
-# A decorator, not a base class: a mixin listed first becomes the class's
-# `__base__` (keras-hub's preset saver's task name); listed after the task it
-# must subclass `Task`, a diamond that breaks Keras' functional-class
-# injection ("a __bases__ item causes an inheritance cycle").
+# Not a base class: listed first it is the preset's task name (`__base__`),
+# listed last a `Task` diamond ("a __bases__ item causes an inheritance cycle").
 def realformer_task(cls):
-  """Class decorator: puts `RealFormerTask`'s members on task class `cls`.
-
-  Args:
-    cls: A `keras_hub.models.Task` subclass.
-
-  Returns:
-    `cls`.
-
-  Raises:
-    TypeError: if a class between `cls` and `Task` defines one of them
-      (theirs would be skipped: the members call `Task`'s by name).
-  """
+  """Class decorator: puts `RealFormerTask`'s members on `cls`, a keras-hub
+  `Task` subclass; a TypeError if a class between them defines one (it
+  would be skipped: the members call `Task`'s by name)."""
   members = [name for name in vars(RealFormerTask)
              if not name.startswith("__")]
   for klass in cls.__mro__[1:cls.__mro__.index(keras_hub.models.Task)]:
@@ -195,16 +157,14 @@ class RealFormerTask:
     self._preprocessor = value
 
   def preprocess_samples(self, x, y=None, sample_weight=None):
-    # Checked again here: keras-hub's preset loader and `load_model` set a
-    # tokenizer's vocabulary only after the task is built. Runs once per
-    # traced batch function (keras-hub's `PipelineModel`): no cost per step.
+    # Again: presets and `load_model` set the vocabulary after the task is
+    # built. Once per traced batch function, not per step.
     check_preprocessor(self.backbone, self.preprocessor)
     return keras_hub.models.Task.preprocess_samples(self, x, y=y,
                                             sample_weight=sample_weight)
 
-  # Without a preprocessor the data is the backbone's inputs: checked on the
-  # host before Keras traces (`input_checks`), and `predict`/`evaluate`
-  # keep the variables if a traced batch fails (`keeping_variables`).
+  # The backbone's inputs are checked on the host before Keras traces;
+  # `predict`/`evaluate` keep the variables if a traced batch fails.
   def fit(self, x=None, *args, **kwargs):
     self._check_data(x, args[0] if args else kwargs.get("y"))
     return keras_hub.models.Task.fit(self, x, *args, **kwargs)
@@ -219,15 +179,12 @@ class RealFormerTask:
     return input_checks.keeping_variables(
         self, lambda: keras_hub.models.Task.predict(self, x, *args, **kwargs))
 
+  # On JAX with `steps_per_execution=N > 1`, N steps in one dispatch
+  # (`fused_steps`: Keras' own loop dispatches each step).
   def make_train_function(self, force=False):
-    """Keras' train function; on JAX with `steps_per_execution=N > 1`,
-    N steps in one dispatch (`fused_steps`: Keras' own loop dispatches
-    each step)."""
     self._make_fused_or_keras_function("train", force)
 
   def make_test_function(self, force=False):
-    """Keras' test function; on JAX with `steps_per_execution=N > 1`, N
-    steps in one dispatch, as `make_train_function`."""
     self._make_fused_or_keras_function("test", force)
 
   def _make_fused_or_keras_function(self, step, force):
@@ -250,14 +207,9 @@ class RealFormerTask:
       input_checks.check_labels(type(self).__name__, y, self.num_classes)
 
   def serving_input_signature(self):
-    """The named `keras.InputSpec`s `export()` uses by default.
-
-    Returns:
-      `{input name: keras.InputSpec([None, length], int32)}`, length the
-      preprocessor's `sequence_length` (`mask_selection_length` for
-      `mask_positions`); without a preprocessor, the backbone's
-      `max_sequence_length` (and any number of mask positions).
-    """
+    """`export()`'s default `{input name: keras.InputSpec([None, length])}`:
+    the preprocessor's lengths, else the backbone's `max_sequence_length`
+    (and any number of mask positions)."""
     preprocessor = self.preprocessor
     length = getattr(preprocessor, "sequence_length", None)
     if length is None:
@@ -271,17 +223,8 @@ class RealFormerTask:
 
   def export(self, filepath, format="tf_saved_model",  # pylint: disable=redefined-builtin
              verbose=None, input_signature=None, **kwargs):
-    """`keras.Model.export` with our named default `input_signature`, a
-    SavedModel written whole or not at all (`saving.WritesWhole.export`).
-
-    Args:
-      filepath: Where to write the artifact.
-      format: `keras.Model.export`'s format.
-      verbose: Whether to print the signature.
-      input_signature: None (default): `[self.serving_input_signature()]`,
-        named inputs of the preprocessor's length, on every backend.
-      **kwargs: `keras.Model.export`'s other arguments.
-    """
+    """`keras.Model.export`, by default with `serving_input_signature()`
+    (named inputs on every backend), written whole or not at all."""
     if input_signature is None:
       # Functional models take one positional argument, the dict of inputs
       # (keras/src/export/export_utils.py, `get_input_signature`).
@@ -307,15 +250,7 @@ class RealFormerTask:
 
   def save_to_preset(self, preset_dir, max_shard_size=10):
     """keras-hub's `Task.save_to_preset`, `metadata.json` naming our tasks,
-    written whole or not at all (`saving.save_preset`).
-
-    Args:
-      preset_dir: The preset directory.
-      max_shard_size: As keras-hub's.
-
-    Raises:
-      FileExistsError: As `saving.save_preset`, before anything is written.
-    """
+    written whole or not at all (`saving.save_preset`)."""
     def write(directory):
       keras_hub.models.Task.save_to_preset(self, directory,
                                            max_shard_size=max_shard_size)

@@ -7,7 +7,6 @@ path the mask is the same in every layer, which makes the sum meaningful.
 
 from typing import Optional
 
-import tensorflow as tf
 import tf_keras
 
 from realformer_tf.core import arguments
@@ -42,17 +41,12 @@ class RealFormerDecoderBlock(encoder_block.BlockBase):
     hidden: `[batch, target_len, width]`.
     memory: Encoder output `[batch, source_len, width]` (not with
       `cross_attention=False`).
-    self_scores: The self-attention path's running sum `[batch, heads,
-      target_len, keys]`, None in the first block.
-    cross_scores: The cross-attention path's running sum `[batch, heads,
-      target_len, source_len]`, None in the first block.
-    self_attention_mask: Optional `[batch, target_len, keys]`, 1 = attend
-      (e.g. target padding); the causal mask is always added.
-    cross_attention_mask: Optional `[batch, target_len, source_len]` (source
-      padding).
-    cache: `{"key", "value"}` of the self-attention for incremental
-      decoding, updated in place (`ResidualMultiHeadAttention`).
-    decode_loop_step: Step index for padded decoding (with `cache`).
+    self_scores, cross_scores: Each path's running sum `[batch, heads,
+      target_len, keys or source_len]`, None in the first block.
+    self_attention_mask, cross_attention_mask: Optional `[batch, target_len,
+      keys or source_len]`, 1 = attend; the causal mask is always added.
+    cache, decode_loop_step: The self-attention's, for incremental decoding
+      (`ResidualMultiHeadAttention`).
     training: Whether dropout is active.
     return_attention_probs: Also return `(self_probs, cross_probs)`.
 

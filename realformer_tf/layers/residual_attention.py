@@ -85,17 +85,14 @@ class ResidualMultiHeadAttention(keras3_seam.RejectsKeras3,
     prev_scores: `[batch, num_heads, from_len, to_len]` running sum of the
       previous layer, or None.
     return_attention_probs: Also return the softmax probabilities.
-    attention_bias: Additive bias broadcastable to `[batch, num_heads,
-      from_len, to_len]` (`attention_bias_from_mask`, built once per stack).
-    cache, decode_loop_step: As `CachedAttention` (updated in place); the
-      scores need none (row `t` of `S_l` depends only on row `t` of
-      `S_{l-1}`).
+    attention_bias: Additive bias broadcastable to the scores
+      (`attention_bias_from_mask`, built once per stack).
+    cache, decode_loop_step: As `CachedAttention` (updated in place).
   Masks enter the softmax only.
 
   Returns:
     `(output [batch, from_len, dim], scores)` or `(output, scores, probs)`;
-    `scores` is the unmasked running sum (of `score_dtype`) for the next
-    layer.
+    `scores`: the unmasked running sum (of `score_dtype`).
 
   Example:
 

@@ -9,9 +9,9 @@ from typing import Sequence
 import tensorflow as tf
 import tf_keras
 
-# [B, S, N, H] keys, [B, T, N, H] queries -> [B, N, T, S] scores (Keras'
-# MultiHeadAttention equation for one attention axis).
-SCORES_EQUATION = "bsnh,btnh->bnts"
+from realformer_tf.core import attention as core_attention
+
+SCORES_EQUATION = core_attention.SCORES_EQUATION
 
 
 def in_xla_context() -> bool:

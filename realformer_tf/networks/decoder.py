@@ -23,16 +23,11 @@ class RealFormerDecoder(score_stack.BlockStack):
     use_bias, intermediate_dropout, self_residual, cross_residual,
       cross_attention: As `RealFormerDecoderBlock`'s (False: decoder-only).
 
-  Call arguments:
-    target: `[batch, target_len, width]` embedded target.
-    memory: Encoder output `[batch, source_len, width]`, or None.
-    self_attention_mask, cross_attention_mask, decode_loop_step: As
-      `RealFormerDecoderBlock`'s.
-    cache: `{str(layer): {"key", "value"}}`, updated in place.
+  Call arguments: `target` (embedded) and those of `RealFormerDecoderBlock`,
+  `cache` per layer (`{str(layer): {"key", "value"}}`), and:
     return_all_decoder_outputs: Return each block's output, normalized.
     return_attention_scores: Also return a dict of per-layer lists
       "self_scores", "cross_scores", "self_probs", "cross_probs".
-    training: Whether dropout is active.
 
   Returns:
     The normalized output `[batch, target_len, width]` (a list with

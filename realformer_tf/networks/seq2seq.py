@@ -55,12 +55,8 @@ def build_seq2seq_transformer(vocab_size: int,
                               beam_size: int = 4,
                               alpha: float = 0.6
                               ) -> seq2seq_transformer.Seq2SeqTransformer:
-  """Model Garden's `Seq2SeqTransformer` with the RealFormer stacks.
-
-  Raises:
-    ValueError: If the decoder has no cross-attention or the head counts
-      do not divide `embedding_width`.
-  """
+  """Model Garden's `Seq2SeqTransformer` with the RealFormer stacks (each
+  checked against `embedding_width`)."""
   if not decoder.cross_attention:
     raise ValueError("The seq2seq decoder needs cross_attention=True.")
   for name, stack in (("encoder", encoder), ("decoder", decoder)):

@@ -35,10 +35,8 @@ def progress(message: str) -> None:
 
 class _RealFormerServingMixin:
   """One head: its config, options, input checks, model call and signatures.
-
   Subclasses set the constants below, `recorded_vocab(task)` ((vocabulary,
-  lower_case, where a run records it)) and `_head_outputs(outputs)`.
-  """
+  lower_case, where a run records it)) and `_head_outputs(outputs)`."""
 
   HEAD = ""  # The head's name in `ExportResult.head`.
   TASK_CONFIG = cfg.TaskConfig  # The Model Garden task config it serves.
@@ -199,12 +197,9 @@ class MaskedLMServing(_RealFormerServingMixin, serving_modules.MaskedLM):
   @tf.function(autograph=False)
   def serve_text(self, text=None, text_a=None, text_b=None
                  ) -> Dict[str, tf.Tensor]:
-    """Fill-mask: each "[MASK]" in `text` (or the pair) gets its top-k.
-
-    Outputs are per masked position (`masked_lm_positions`, ascending,
-    zero-padded; `masked_lm_weights` 0 on padding); a [MASK] cut off by
-    truncation is an error.
-    """
+    """Fill-mask: each "[MASK]" in `text` (or the pair) gets its top-k, per
+    masked position (`masked_lm_positions`, zero-padded: `masked_lm_weights`
+    0); a [MASK] cut off by truncation is an error."""
     features, num_truncated = self._pack_masked(text, text_a, text_b)
     weights = features.pop("masked_lm_weights")
     result = self._outputs(features, "serve_text")

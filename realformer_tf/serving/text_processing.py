@@ -58,11 +58,8 @@ def assert_same_batch(first: tf.Tensor, second: tf.Tensor, first_name: str,
 
 
 class BertTextPacker(tf.Module):
-  """WordPiece tokenization and BERT input packing from a vocabulary asset.
-
-  Model Garden's `text_layers.BertTokenizer`, plus the [MASK] literal, ids
-  back to tokens and SQuAD windows.
-  """
+  """Model Garden's `text_layers.BertTokenizer` and BERT packing, plus the
+  [MASK] literal, ids back to tokens and SQuAD windows."""
 
   def __init__(self, vocab_file: str, lower_case: bool, max_seq_length: int):
     """`vocab_file`: exported as an asset, at a path unique to this
@@ -134,13 +131,9 @@ class BertTextPacker(tf.Module):
 
   def unknown_word_counts(self, texts: tf.Tensor,
                           split_masks: bool = False) -> Dict[str, tf.Tensor]:
-    """What of `[batch]` texts became [UNK], as int32 `[batch]` counters.
-
-    Returns:
-      `num_unknown_words`: words that became [UNK]; `num_unknown_chars`:
-      their characters (normalized); `num_overlong_words`: those over
-      `MAX_BYTES_PER_WORD`. With `split_masks`, literal "[MASK]"s are left out.
-    """
+    """int32 `[batch]` counts of words that became [UNK] (`num_unknown_words`),
+    their characters and those over `MAX_BYTES_PER_WORD`; with `split_masks`
+    literal "[MASK]"s are left out."""
     if split_masks:
       pieces = tf.strings.split(texts, sep=tokenization.MASK)
       flat = self.unknown_word_counts(pieces.flat_values)
@@ -158,8 +151,6 @@ class BertTextPacker(tf.Module):
         num_unknown_words=tf.reduce_sum(unknown, axis=1),
         num_unknown_chars=tf.reduce_sum(unknown * chars, axis=1),
         num_overlong_words=tf.reduce_sum(unknown * overlong, axis=1))
-
-  # ----------------------------------------------------------------- SQuAD --
 
   def _normalize_like_tokenizer(self, texts: tf.Tensor) -> tf.Tensor:
     """The text the basic tokenizer's offsets refer to."""

@@ -61,12 +61,9 @@ def export_translation(model_dir: str,
                        checkpoint_path: Optional[str] = None,
                        max_source_length: Optional[int] = None,
                        overwrite: bool = False) -> str:
-  """Builds, restores and exports a translation run; returns `export_dir`.
-
-  Raises:
-    ValueError: If the run is not a translation run, or on a missing
-      checkpoint or an unusable `export_dir`, before anything is written.
-  """
+  """Builds, restores and exports a translation run (before anything is
+  written, a ValueError for another run, no checkpoint or an unusable
+  `export_dir`); returns `export_dir`."""
   config, checkpoint = export.run_to_export(model_dir, export_dir,
                                             checkpoint_path, overwrite)
   if not isinstance(config.task, rf_translation.RealFormerTranslationConfig):

@@ -31,11 +31,8 @@ SPLIT_ID = "split_id"
 
 @dataclasses.dataclass
 class GlueDataConfig(sp_dataloader.SentencePredictionDataConfig):
-  """`SentencePredictionDataConfig` plus named evaluation files.
-
-  Attributes:
-    split_names: Empty, or one name per comma-separated file in `input_path`
-      (evaluation only): metrics are reported per file as `<metric>_<name>`.
+  """`SentencePredictionDataConfig` plus `split_names`: empty, or one name per
+  comma-separated evaluation file in `input_path` (metrics `<metric>_<name>`).
   """
   split_names: Optional[List[str]] = None
 
@@ -80,12 +77,8 @@ def split_input_paths(input_path) -> List[str]:
 @dataclasses.dataclass
 class RealFormerSentencePredictionConfig(
     sentence_prediction.SentencePredictionConfig):
-  """`SentencePredictionConfig` for a GLUE task.
-
-  Attributes:
-    glue_task: GLUE task name (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte);
-      selects the reported metrics.
-  """
+  """`SentencePredictionConfig` for the GLUE task `glue_task` (cola, sst2,
+  mrpc, stsb, qqp, mnli, qnli, rte), which selects the reported metrics."""
   glue_task: str = ""
   train_data: GlueDataConfig = dataclasses.field(
       default_factory=GlueDataConfig)

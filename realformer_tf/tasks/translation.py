@@ -75,10 +75,6 @@ class RealFormerTranslationTask(translation.TranslationTask):
   def eos_id(self) -> int:
     return int(self._eos_id)
 
-  @property
-  def vocab_size(self) -> int:
-    return int(self._vocab_size)
-
   def build_model(self) -> tf_keras.Model:
     """`Seq2SeqTransformer` with the RealFormer encoder and decoder stacks."""
     config = self.task_config.model
