@@ -13,7 +13,6 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from scipy import stats
-from sklearn import metrics as sklearn_metrics
 
 from realformer_tf.data import wordpiece
 
@@ -25,17 +24,23 @@ class GlueTaskSpec:
   """How one GLUE task is stored, labelled and scored.
 
   Attributes:
-    name, dir_name: The task's name (`--task`) and GLUE directory.
-    text_a, text_b, label: Columns (header names; indices in headerless
-      CoLA); `text_b` None for single-sentence tasks.
+    name: Lower-case task name (`--task`).
+    dir_name: Directory of the task in the GLUE layout.
+    text_a: Column of the first sentence (a header name; an index in the
+      headerless CoLA files).
+    text_b: Column of the second sentence, None for single-sentence tasks.
+    label: Column of the label.
     labels: The label strings in class-id order; None for regression (STS-B).
-    metrics: The paper's metrics (per validation file when there are several).
-    main_metric: The metric key that picks a sweep's best grid point; None:
-      the first metric.
+    metrics: The metrics the paper reports for the task (per validation
+      file when there are several: MNLI reports `accuracy_matched` and
+      `accuracy_mismatched`).
+    main_metric: The reported metric key that picks the best grid point in a
+      sweep; the first metric when None.
     dev_splits: Output split name -> TSV file name, for the dev sets.
     tfds_text: TFDS features of the two sentences; the TSV columns when None.
-    tfds_label_names: TFDS's `ClassLabel` names in TFDS id order; a name in
-      `labels` is that label, otherwise TFDS id i is `labels[i]`.
+    tfds_label_names: TFDS's `ClassLabel` names, in TFDS id order. A name
+      that is one of `labels` is that label (MNLI's TFDS order differs from
+      ours); otherwise TFDS id i is `labels[i]`.
   """
   name: str
   dir_name: str
@@ -96,7 +101,6 @@ GLUE_TASKS: Dict[str, GlueTaskSpec] = {spec.name: spec for spec in (
     GlueTaskSpec("rte", "RTE", "sentence1", "sentence2", "label", _NLI2,
                  ("accuracy",), tfds_label_names=_NLI2),
 )}
-
 
 def get_task(name: str) -> GlueTaskSpec:
   """The spec of a GLUE task by (case-insensitive) name; WNLI is excluded."""
@@ -160,8 +164,10 @@ def read_tsv_examples(spec: GlueTaskSpec, path: str, exists=os.path.exists,
   system's (`tf.io.gfile`'s for `gs://`).
 
   Raises:
-    ValueError: naming `path` and the line, for a missing file, bad text,
-      header, column count, empty sentence or label.
+    ValueError: naming `path` and the line, if the file is missing, is not
+      UTF-8, lacks a header column, a row lacks a column or has more than
+      the format (a tab inside a sentence), a sentence is empty, or a label
+      is outside the task's label set.
   """
   if not exists(path):
     raise ValueError(f"{path}: file not found (expected the GLUE "
@@ -270,7 +276,6 @@ def packed_splits(glue_dir: str, task: str,
   return {split: pack(examples, tokenizer, max_seq_length)
           for split, examples in read_splits(get_task(task), glue_dir).items()}
 
-
 def _flat(labels, predictions) -> Tuple[np.ndarray, np.ndarray]:
   return np.asarray(labels).reshape(-1), np.asarray(predictions).reshape(-1)
 
@@ -282,13 +287,26 @@ def accuracy(labels, predictions) -> float:
 
 def f1(labels, predictions) -> float:
   """Binary F1 of class 1; 0 when class 1 is never predicted nor true."""
-  return float(sklearn_metrics.f1_score(*_flat(labels, predictions),
-                                        zero_division=0.0))
+  labels, predictions = _flat(labels, predictions)
+  true_positives = np.sum((labels == 1) & (predictions == 1))
+  errors = np.sum(labels != predictions)
+  return float(2 * true_positives / max(2 * true_positives + errors, 1))
 
 
 def matthews_corrcoef(labels, predictions) -> float:
-  """Matthews' correlation, multi-class; 0 when undefined (a constant side)."""
-  return float(sklearn_metrics.matthews_corrcoef(*_flat(labels, predictions)))
+  """Matthews' correlation, multi-class (Gorodkin's); 0 when undefined (a
+  constant side)."""
+  labels, predictions = _flat(labels, predictions)
+  classes, ids = np.unique(np.concatenate([labels, predictions]),
+                           return_inverse=True)
+  confusion = np.zeros((len(classes),) * 2, np.float64)
+  np.add.at(confusion, (ids[:len(labels)], ids[len(labels):]), 1)
+  true_sums, predicted_sums = confusion.sum(1), confusion.sum(0)
+  n = confusion.sum()
+  covariance = np.trace(confusion) * n - true_sums @ predicted_sums
+  variances = (n * n - true_sums @ true_sums) * (
+      n * n - predicted_sums @ predicted_sums)
+  return float(covariance / np.sqrt(variances)) if variances else 0.0
 
 
 def pearson(labels, predictions) -> float:
@@ -324,9 +342,12 @@ MAJORITY_PREFIX = "majority_class_"
 
 
 def majority_class_metrics(task: str, labels) -> Dict[str, float]:
-  """The metrics (`MAJORITY_PREFIX + metric`) of predicting the most frequent
-  label for every example, what a model that learned nothing scores; empty
-  for regression."""
+  """The metrics of predicting the most frequent label for every example.
+
+  What a model that learned nothing scores (e.g. MRPC dev: accuracy 0.684,
+  F1 0.812, all positive); keys are `MAJORITY_PREFIX + metric`. Empty for
+  regression (STS-B: a constant has no correlation).
+  """
   spec = get_task(task)
   labels = np.asarray(labels).reshape(-1)
   if spec.is_regression or not len(labels):
