@@ -36,7 +36,19 @@ def hashed_dropout(inputs, seed, rate):
 
 @keras.saving.register_keras_serializable(package="realformer_tf")
 class HashedDropout(keras.layers.Dropout):
-  """`keras.layers.Dropout` with a hashed mask on JAX (`hashes_dropout`)."""
+  """`keras.layers.Dropout` with a hashed mask on JAX (`hashes_dropout`).
+
+  Example:
+
+  ```python
+  import numpy as np
+  from realformer_tf.keras3 import hashed_dropout
+
+  layer = hashed_dropout.HashedDropout(0.1, seed=0)
+  y = layer(np.ones((2, 8, 16), "float32"), training=True)
+  # About 10% zeros, the rest 1 / 0.9; the identity when not training.
+  ```
+  """
 
   def call(self, inputs, training=False):
     # A symbolic shape (shape inference) takes Keras' path: same output spec.

@@ -25,6 +25,23 @@ class RealFormerMaskedLM(keras_hub.models.BertMaskedLM):
       Garden's and train.py's), or any Keras activation name.
     head_layer_norm_epsilon: 1e-5 (keras-hub's) or 1e-12 (Model Garden's).
     **kwargs: `keras_hub.models.Task`'s.
+
+  Example:
+
+  ```python
+  import numpy as np
+  from realformer_tf.keras3 import RealFormerBackbone, RealFormerMaskedLM
+
+  backbone = RealFormerBackbone(vocabulary_size=100, num_layers=2,
+                                num_heads=2, hidden_dim=16,
+                                intermediate_dim=32, max_sequence_length=8)
+  lm = RealFormerMaskedLM(backbone)
+  logits = lm.predict({"token_ids": np.ones((1, 8), "int32"),
+                       "segment_ids": np.zeros((1, 8), "int32"),
+                       "padding_mask": np.ones((1, 8), "int32"),
+                       "mask_positions": np.array([[1, 3]], "int32")})
+  print(logits.shape)  # (1, 2, 100)
+  ```
   """
   backbone_cls = backbone_lib.RealFormerBackbone
   preprocessor_cls = preprocessing.RealFormerMaskedLMPreprocessor
