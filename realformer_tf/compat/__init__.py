@@ -1,0 +1,2 @@
+"""Workarounds of upstream defects, one module per library (below every layer:
+they import upstream libraries only), each pinned by tests/compat/."""
