@@ -1,2 +1,1 @@
-"""Workarounds of upstream defects, one module per library (below every layer:
-they import upstream libraries only), each pinned by tests/compat/."""
+"""Upstream defects' workarounds, one module per library (tests/compat/)."""

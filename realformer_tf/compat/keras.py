@@ -1,12 +1,8 @@
-"""Keras 3 workarounds; tests/compat/keras_test.py fails once each defect goes.
-
-No TensorFlow here: the Keras 3 face imports this module.
-"""
+"""Keras 3 workarounds (tests/compat/keras_test.py); imports no TensorFlow."""
 
 
 class EmbeddingsNotAutocast:
-  """Mixin: the `embeddings` variable is read in its own dtype; Keras'
-  `autocast = False` on the layer does not do it."""
+  """Mixin: `embeddings` never autocast (Keras' `autocast = False` is not)."""
 
   def add_weight(self, *args, **kwargs):
     if kwargs.get("name") == "embeddings":
@@ -15,9 +11,7 @@ class EmbeddingsNotAutocast:
 
 
 def keeping_variables(model, run):
-  """`run()`; if it raises, the model's variables keep their values: Keras'
-  JAX trainer detaches them during `predict`/`evaluate` and restores them
-  only after the loop. Not for `fit`."""
+  """`run()`, whose failure Keras' JAX trainer leaves variables detached of."""
   saved = [(v, v._value) for v in model.variables]  # pylint: disable=protected-access
   try:
     return run()

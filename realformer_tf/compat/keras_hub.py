@@ -1,13 +1,10 @@
-"""keras-hub workarounds; tests/compat/keras_hub_test.py fails once each
-defect goes. No TensorFlow here: the Keras 3 face imports this module."""
+"""keras-hub workarounds (tests/compat/keras_hub_test.py); no TensorFlow."""
 
 from keras import ops
 
 
 def check_prompts(task, prompts, max_length: int):
-  """`prompts`, refused if one leaves no position of `max_length` to
-  generate: keras-hub's `CausalLM.generate` cuts it to `max_length` and
-  generates nothing (no prompts at all: a bare IndexError)."""
+  """`generate` cuts a prompt filling `max_length` (none: an IndexError)."""
   if isinstance(prompts, dict):
     return prompts  # Not plain prompts: the preprocessor's own structure.
   lengths = token_counts(task.preprocessor.tokenizer(prompts))
@@ -30,8 +27,7 @@ def check_prompts(task, prompts, max_length: int):
 
 
 def token_counts(token_ids):
-  """Tokens per prompt of a keras-hub tokenizer's output (lists, arrays or
-  a `tf.RaggedTensor`)."""
+  """Tokens per prompt of a tokenizer's lists, arrays or `tf.RaggedTensor`."""
   if hasattr(token_ids, "row_lengths"):  # tf.RaggedTensor
     return [int(n) for n in token_ids.row_lengths()]
   if isinstance(token_ids, list):
