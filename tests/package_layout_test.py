@@ -1,10 +1,10 @@
 """The package's shape: imports go down the layer order, modules stay small,
 and the Keras 3 face stands without TensorFlow.
 
-The layer order is the README's Layout block, bottom first. A module may
-import its own package and any package below it, never one above; imports of
-our own modules sit at module level (no function-level imports), so the
-order can be read off the top of each file.
+The layer order is `LAYER_ORDER`, bottom first. A module may import its own
+package and any package below it, never one above; imports of our own modules
+sit at module level (no function-level imports), so the order can be read off
+the top of each file.
 """
 import ast
 import os
@@ -19,17 +19,21 @@ from tests.helpers import watchdog
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE_ROOT = os.path.join(REPO_ROOT, "realformer_tf")
 
-# Bottom first. The package's own `__init__` is below everything. `core`
+# Bottom first. The package's own `__init__` is below everything, then
+# `compat` (upstream defects' workarounds, one module per library). `core`
 # (the math both faces call) and `keras3` (the portable face: keras, keras-hub
 # and core only) sit below `utils`, which imports TensorFlow; `cli` (how
 # every command ends; absl only) below every package with a command.
-LAYER_ORDER = ("core", "keras3", "cli", "utils", "layers", "networks",
+LAYER_ORDER = ("compat", "core", "keras3", "cli", "utils", "layers", "networks",
                "data", "tasks", "configs", "checkpoints", "training",
                "serving", "analysis", "reproduce")
 # Layers that import no TensorFlow, tf_keras, Model Garden or a layer of
 # ours outside this tuple.
 PORTABLE_LAYERS = ("core", "keras3")
 NON_PORTABLE_PACKAGES = ("tensorflow", "tf_keras", "official")
+# The `compat` modules the portable layers may import (and that import no
+# NON_PORTABLE_PACKAGES themselves).
+PORTABLE_COMPAT = ("compat/keras.py", "compat/keras_hub.py")
 # Private modules the portable face still imports, each because its library
 # exposes no public name for what is used (keras-hub's public API is
 # `keras_hub.models`, `.layers`, `.tokenizers`).
@@ -71,9 +75,9 @@ def _imported_names(tree: ast.Module):
   with a constant (or f-string) name included."""
   for node in ast.walk(tree):
     if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-      if node.module == "realformer_tf":  # from realformer_tf import X
+      if node.module.split(".")[0] == "realformer_tf":  # from ... import X
         for alias in node.names:
-          yield node, f"realformer_tf.{alias.name}"
+          yield node, f"{node.module}.{alias.name}"
       else:
         yield node, node.module
     elif isinstance(node, ast.Import):
@@ -127,15 +131,32 @@ def test_the_portable_layers_import_no_tensorflow(module):
         f"{module}:{node.lineno} imports {name}: {PORTABLE_LAYERS} run "
         "without TensorFlow, tf_keras and Model Garden")
     if top == "realformer_tf":
-      assert name.split(".")[1] in PORTABLE_LAYERS, (
-          f"{module}:{node.lineno} imports {name}: {PORTABLE_LAYERS} import "
-          f"only each other")
+      assert name.split(".")[1] in PORTABLE_LAYERS or (
+          "/".join(name.split(".")[1:3]) + ".py" in PORTABLE_COMPAT), (
+              f"{module}:{node.lineno} imports {name}: {PORTABLE_LAYERS} "
+              f"import only each other and {PORTABLE_COMPAT}")
     if (".src" in name and
         (module.replace(os.sep, "/"), name) not in PRIVATE_IMPORTS):
       raise AssertionError(
           f"{module}:{node.lineno} imports {name}, a private module: use "
           "keras' / keras_hub's public name, or list it in PRIVATE_IMPORTS "
           "with why there is none")
+
+
+@pytest.mark.parametrize("module", sorted(
+    m for m in _modules() if _layer(m) == "compat"))
+def test_compat_imports_upstream_libraries_only(module):
+  """Below every layer; the portable ones import no TensorFlow either, and
+  the package's `__init__` imports nothing."""
+  tree = _tree(module)
+  rel = module.replace(os.sep, "/")
+  for node, name in _imported_names(tree):
+    top = name.split(".")[0]
+    assert top != "realformer_tf", f"{module}:{node.lineno} imports {name}"
+    assert rel not in PORTABLE_COMPAT or top not in NON_PORTABLE_PACKAGES, (
+        f"{module}:{node.lineno} imports {name}: the Keras 3 face imports "
+        f"{rel}, which runs without TensorFlow")
+    assert rel != "compat/__init__.py", f"{module} imports {name}"
 
 
 @pytest.mark.parametrize("module", sorted(_modules()))
@@ -158,6 +179,8 @@ _WITHOUT_TENSORFLOW = textwrap.dedent("""
     import keras_hub
     import numpy as np
     import realformer_tf.keras3 as k3
+    import realformer_tf.compat.keras
+    import realformer_tf.compat.keras_hub
     from realformer_tf.checkpoints import keras3_weight_map
     assert keras.config.backend() == "jax", keras.config.backend()
     rng = np.random.default_rng(0)

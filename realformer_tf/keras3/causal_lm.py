@@ -11,6 +11,7 @@ import keras
 from keras import ops
 import keras_hub
 
+from realformer_tf.compat import keras_hub as compat_keras_hub
 from realformer_tf.keras3 import decoder_backbone
 from realformer_tf.keras3 import tasks
 
@@ -106,7 +107,8 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
         if `max_length` is not an int >= 2; if there is no prompt.
     """
     if self.preprocessor is None:
-      max_length = None  # keras-hub ignores it: the inputs' width counts.
+      # keras-hub ignores it: the inputs' width counts (keras-hub#989).
+      max_length = None
     else:
       # As `preprocess_samples` (tasks.py): a vocabulary loaded after the
       # task was built (from a preset or `.keras` file) is checked here.
@@ -159,42 +161,9 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
     return batch
 
   def _check_prompts(self, prompts):
-    """Raises if a prompt leaves no position of `max_length` to generate."""
-    max_length = self._generate_max_length
-    if isinstance(prompts, dict):
-      return prompts  # Not plain prompts: the preprocessor's own structure.
-    lengths = _token_counts(self.preprocessor.tokenizer(prompts))
-    if not lengths:
-      # keras-hub's `_build_cache` would raise a bare IndexError.
-      raise ValueError(
-          f"generate(): no prompts (got {prompts!r}); pass a string or a "
-          "non-empty list of strings.")
-    start = int(getattr(self.preprocessor, "add_start_token", True))
-    for i, count in enumerate(lengths):
-      if count + start >= max_length:
-        raise ValueError(
-            f"generate(): prompt {i} is {count + start} tokens long "
-            f"({'[CLS] included' if start else 'no start token'}) and "
-            f"max_length is {max_length}: nothing would be generated (a "
-            "prompt longer than max_length is cut to it). Pass a max_length "
-            f"above {count + start} (at most the model's "
-            f"{self.backbone.max_sequence_length} positions) or shorten the "
-            "prompt.")
-    return prompts
+    return compat_keras_hub.check_prompts(self, prompts,
+                                          self._generate_max_length)
 
   # GPT2CausalLM's own functions: see the class docstring.
   _build_cache = keras_hub.models.GPT2CausalLM._build_cache  # pylint: disable=protected-access
   generate_step = keras_hub.models.GPT2CausalLM.generate_step
-
-
-def _token_counts(token_ids):
-  """Tokens per prompt of a keras-hub tokenizer's output (lists, arrays or
-  a `tf.RaggedTensor`)."""
-  if hasattr(token_ids, "row_lengths"):  # tf.RaggedTensor
-    return [int(n) for n in token_ids.row_lengths()]
-  if isinstance(token_ids, list):
-    if token_ids and not isinstance(token_ids[0], (list, tuple)):
-      return [len(token_ids)]
-    return [len(row) for row in token_ids]
-  array = ops.convert_to_numpy(token_ids)
-  return [array.shape[-1]] * (array.shape[0] if array.ndim > 1 else 1)

@@ -8,6 +8,8 @@ larger ones (JAX, PyTorch) a sort and segmented scan. Weights are Keras'.
 import keras
 from keras import ops
 
+from realformer_tf.compat import keras as compat_keras
+
 # Tables with fewer rows (segment/type tables) are looked up by a one-hot
 # GEMM, faster than the sort there and slower for a vocabulary.
 ONE_HOT_BELOW_ROWS = 64
@@ -108,15 +110,9 @@ def lookup(table, ids):
   return take(ops.convert_to_tensor(table), ids)
 
 
-class TableInVariableDtype:
+class TableInVariableDtype(compat_keras.EmbeddingsNotAutocast):
   """Mixin: the `embeddings` table is never autocast (its bfloat16 gradient
-  is a slow, nondeterministic scatter-add); Keras' `autocast = False` does
-  not do it (tests/compat/keras_test.py)."""
-
-  def add_weight(self, *args, **kwargs):
-    if kwargs.get("name") == "embeddings":
-      kwargs["autocast"] = False
-    return super().add_weight(*args, **kwargs)
+  is a slow, nondeterministic scatter-add)."""
 
   def _scatter_free(self):
     # Keras' own paths for quantized (int8/int4) tables, LoRA and

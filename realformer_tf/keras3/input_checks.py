@@ -11,6 +11,8 @@ import keras
 from keras import ops
 import numpy as np
 
+from realformer_tf.compat import keras as compat_keras
+
 # The inputs holding ids, and the backbone attribute that bounds each.
 _ID_LIMITS = (("token_ids", "vocabulary_size"), ("segment_ids", "num_segments"))
 
@@ -146,20 +148,6 @@ def check_inputs(backbone, inputs):
   check_ids(owner, inputs, id_limits(backbone))
 
 
-def keeping_variables(model, run):
-  """`run()`; if it raises, the model's variables keep their values (Keras'
-  JAX trainer detaches them during `predict`/`evaluate` and restores them
-  only after the loop). Not for `fit`."""
-  saved = [(v, v._value) for v in model.variables]  # pylint: disable=protected-access
-  try:
-    return run()
-  except Exception:
-    for v, value in saved:
-      if getattr(v, "_value", value) is None:
-        v._value = value  # pylint: disable=protected-access
-    raise
-
-
 class ChecksInputs:
   """Backbone mixin: `check_inputs` on every call and on the host data of
   `fit`, `evaluate`, `predict` and `*_on_batch` (a dataset is checked per
@@ -176,12 +164,12 @@ class ChecksInputs:
 
   def evaluate(self, x=None, *args, **kwargs):
     check_inputs(self, x)
-    return keeping_variables(
+    return compat_keras.keeping_variables(
         self, lambda: super(ChecksInputs, self).evaluate(x, *args, **kwargs))
 
   def predict(self, x, *args, **kwargs):
     check_inputs(self, x)
-    return keeping_variables(
+    return compat_keras.keeping_variables(
         self, lambda: super(ChecksInputs, self).predict(x, *args, **kwargs))
 
   def train_on_batch(self, x, *args, **kwargs):

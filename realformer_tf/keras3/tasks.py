@@ -15,6 +15,7 @@ import keras
 import keras_hub
 from keras_hub.src.utils import preset_utils
 
+from realformer_tf.compat import keras as compat_keras
 from realformer_tf.core import arguments
 from realformer_tf.keras3 import fused_steps
 from realformer_tf.keras3 import input_checks
@@ -164,19 +165,20 @@ class RealFormerTask:
                                             sample_weight=sample_weight)
 
   # The backbone's inputs are checked on the host before Keras traces;
-  # `predict`/`evaluate` keep the variables if a traced batch fails.
+  # `predict`/`evaluate` keep the variables if a traced batch fails
+  # (`compat.keras`).
   def fit(self, x=None, *args, **kwargs):
     self._check_data(x, args[0] if args else kwargs.get("y"))
     return keras_hub.models.Task.fit(self, x, *args, **kwargs)
 
   def evaluate(self, x=None, *args, **kwargs):
     self._check_data(x, args[0] if args else kwargs.get("y"))
-    return input_checks.keeping_variables(
+    return compat_keras.keeping_variables(
         self, lambda: keras_hub.models.Task.evaluate(self, x, *args, **kwargs))
 
   def predict(self, x, *args, **kwargs):
     self._check_data(x)
-    return input_checks.keeping_variables(
+    return compat_keras.keeping_variables(
         self, lambda: keras_hub.models.Task.predict(self, x, *args, **kwargs))
 
   # On JAX with `steps_per_execution=N > 1`, N steps in one dispatch

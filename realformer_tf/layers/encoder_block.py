@@ -11,6 +11,7 @@ import tf_keras
 
 from official.modeling import tf_utils
 from official.projects.bigbird import recompute_grad
+from realformer_tf.compat import tf_keras as compat_tf_keras
 from realformer_tf.core import arguments
 from realformer_tf.core import block as core_block
 from realformer_tf.core import options
@@ -73,14 +74,13 @@ def layer_norm(name: str, epsilon: float) -> tf_keras.layers.Layer:
 def attention_layer(name: str, input_shape, num_heads: int, initializer,
                     **kwargs) -> ra.ResidualMultiHeadAttention:
   """A `ResidualMultiHeadAttention` for `[batch, seq, width]` inputs, its
-  weights created now so Keras' SavedModel loader restores them."""
+  weights created now (`compat.tf_keras.build_attention`)."""
   width = tf.TensorShape(input_shape)[-1]
   layer = ra.ResidualMultiHeadAttention(
       num_heads=num_heads, key_dim=width // num_heads,
       kernel_initializer=tf_utils.clone_initializer(initializer), name=name,
       **kwargs)
-  layer._build_from_signature(  # pylint: disable=protected-access
-      query=input_shape, value=input_shape)
+  compat_tf_keras.build_attention(layer, input_shape)
   return layer
 
 

@@ -8,6 +8,7 @@ import tf_keras
 from official.modeling import tf_utils
 from official.nlp.modeling import layers as mg_layers
 from realformer_tf import utils
+from realformer_tf.compat import tf_keras as compat_tf_keras
 from realformer_tf.core import arguments
 from realformer_tf.layers import encoder_block
 from realformer_tf.layers import hashed_dropout
@@ -166,9 +167,7 @@ class RealFormerEncoder(keras3_seam.RejectsKeras3,
           dense_inputs=tf_keras.Input(shape=(None, embedding_width),
                                       dtype=tf.float32, name="dense_inputs"),
           dense_mask=ids("dense_mask"), dense_type_ids=ids("dense_type_ids"))
-    # Untracked: tf_keras cannot save a model around a layer that tracks a
-    # dict of Inputs, as BertEncoderV2 does (tests/compat/tf_keras_test.py).
-    object.__setattr__(self, "_plain_inputs", inputs)
+    compat_tf_keras.set_untracked(self, "_plain_inputs", inputs)
 
   def call(self, inputs, training=None):
     if not isinstance(inputs, dict):

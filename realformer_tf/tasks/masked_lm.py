@@ -14,6 +14,7 @@ import tf_keras
 from official.core import task_factory
 from official.nlp.data import pretrain_dataloader
 from official.nlp.tasks import masked_lm
+from realformer_tf.compat import model_garden as compat_model_garden
 from realformer_tf.data import resumable_pretraining
 
 
@@ -27,24 +28,6 @@ class RealFormerMaskedLMConfig(masked_lm.MaskedLMConfig):
       fine-tuning. Empty: not checked.
   """
   vocab_file: str = ""
-
-
-# The file-shuffle seed of every worker when `train_data.seed` is unset (else
-# each draws its own, so their shards overlap and files go unread).
-SHARED_FILE_SEED = 20201228  # RealFormer's arXiv date.
-
-
-def with_shared_seed(params, input_context=None):
-  """`params` with `SHARED_FILE_SEED` when several training pipelines read it
-  and it sets no seed; else unchanged."""
-  pipelines = input_context.num_input_pipelines if input_context else 1
-  if (pipelines > 1 and params.is_training and params.seed is None and
-      params.input_path != "dummy"):
-    logging.info("%s.seed is unset: the %d input pipelines shuffle the file "
-                 "list with seed %d, so that each reads its own files.",
-                 "task.train_data", pipelines, SHARED_FILE_SEED)
-    return params.replace(seed=SHARED_FILE_SEED)
-  return params
 
 
 _REPORTED: Set[str] = set()  # Variables already said to get no gradient.
@@ -86,7 +69,7 @@ class MaskedLMTask(masked_lm.MaskedLMTask):
     self._input_resume_records = records
 
   def build_inputs(self, params, input_context=None):
-    params = with_shared_seed(params, input_context)
+    params = compat_model_garden.with_shared_seed(params, input_context)
     if (params.input_path == "dummy" or
         type(params) is not pretrain_dataloader.BertPretrainDataConfig):  # pylint: disable=unidiomatic-typecheck
       return super().build_inputs(params, input_context)

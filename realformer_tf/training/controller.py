@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from realformer_tf import utils
 from realformer_tf.checkpoints import run_directory
+from realformer_tf.compat import tensorflow as compat_tf
 from realformer_tf.training import run_summary
 from realformer_tf.training import stop_signals
 
@@ -25,15 +26,6 @@ class CheckpointSaveError(RuntimeError):
   def __init__(self, message: str, path: str):
     super().__init__(message)
     self.path = path
-
-
-def _async_error(checkpoint: tf.train.Checkpoint) -> Optional[Exception]:
-  """Takes (and clears, for the exit hook) a failed async write's error."""
-  helper = getattr(checkpoint, "_async_checkpointer_impl", None)
-  error = getattr(helper, "_async_error", None)
-  if error is not None:
-    helper._async_error = None  # pylint: disable=protected-access
-  return error
 
 
 def _cause(error: Optional[BaseException]) -> str:
@@ -101,7 +93,7 @@ class Controller(orbit.Controller):
     path = self._pending_save()
     if path is None:
       return
-    error = _async_error(self.checkpoint_manager.checkpoint)
+    error = compat_tf.take_async_error(self.checkpoint_manager.checkpoint)
     if error is not None or synced:
       self._fail(path, error)
 
@@ -143,7 +135,6 @@ class Controller(orbit.Controller):
     latest = manager.latest_checkpoint
     if step == 0 or (latest and latest.endswith(f"-{step}")):
       return
-    # A cut-short save marked the step saved before writing.
-    manager._last_checkpoint_step = None  # pylint: disable=protected-access
+    compat_tf.set_last_checkpoint_step(manager, None)
     if self._maybe_save_checkpoint(check_interval=False):
       self._sync_on_async_checkpointing()

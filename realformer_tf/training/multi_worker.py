@@ -21,6 +21,8 @@ from tensorflow.python.eager import context
 # pylint: enable=g-direct-tensorflow-import
 
 from realformer_tf import utils
+from realformer_tf.compat import model_garden as compat_model_garden
+from realformer_tf.compat import tensorflow as compat_tf
 from realformer_tf.training import stop_signals
 
 # The errors a collective or the coordination service raises when a peer
@@ -99,7 +101,7 @@ def align_checkpoint_interval(manager: Optional[tf.train.CheckpointManager],
   if (manager is None or latest_step is None or
       strategy.extended.should_checkpoint):
     return
-  manager._last_checkpoint_step = latest_step  # pylint: disable=protected-access
+  compat_tf.set_last_checkpoint_step(manager, latest_step)
 
 
 def remove_worker_checkpoints(controllers: Iterable,
@@ -137,9 +139,7 @@ def stop_after_preemption_checkpoint(train_actions: Optional[Iterable]
   training on (Model Garden's `keep_running_after_save=True` lost it)."""
   for action in train_actions or ():
     if isinstance(action, orbit.actions.SaveCheckpointIfPreempted):
-      # The handler's only hook for it: TerminationConfig's exit_fn, which
-      # Model Garden fixed at construction.
-      action._preemption_handler._exit_fn = _raise_preempted  # pylint: disable=protected-access
+      compat_model_garden.set_preemption_exit(action, _raise_preempted)
 
 
 def lost_worker_exit(error: Exception, strategy: tf.distribute.Strategy,

@@ -1,0 +1,1 @@
+"""Upstream defects' workarounds, one module per library (tests/compat/)."""
