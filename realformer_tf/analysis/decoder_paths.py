@@ -58,8 +58,8 @@ def path_statistics(model, inputs, targets
   out = {}
   for path, (probs, queries, keys) in _attention(model, inputs,
                                                  targets).items():
-    entropy, jsd = metrics.per_token_entropy_and_jsd(ra.TF_OPS, probs, queries,
-                                                     keys)
+    entropy, jsd = (metrics.unpadded(v, queries) for v in
+                    metrics.per_query_entropy_and_jsd(ra.TF_OPS, probs, keys))
     out[path] = {"entropy": _per_layer_and_head(entropy),
                  "jsd": _per_layer_and_head(jsd)}
   return out

@@ -22,7 +22,6 @@ DEFINITIONS = dict(
 
 
 def _as_float(ops, x):
-  x = ops.convert_to_tensor(x)
   return x if ops.dtype(x) == "float64" else ops.cast(x, "float32")
 
 
@@ -33,7 +32,7 @@ def _xlogy(ops, x, y):
 
 def _masked_distribution(ops, probs, mask):
   """Rows over unpadded keys only, renormalised (all-zero if none is left)."""
-  keys = ops.not_equal(ops.convert_to_tensor(mask), 0)[:, None, None, :]
+  keys = ops.not_equal(mask, 0)[:, None, None, :]
   masked = ops.where(keys, _as_float(ops, probs), 0.0)
   total = ops.sum(masked, axis=-1, keepdims=True)
   return masked / ops.where(total > 0, total, 1.0)
@@ -52,7 +51,6 @@ def adjacent_head_jsd(ops, probs_prev, probs, mask):
   p = _masked_distribution(ops, probs_prev, mask)
   q = ops.cast(_masked_distribution(ops, probs, mask), ops.dtype(p))
   m = 0.5 * (p + q)
-  # m > 0 wherever p > 0 or q > 0.
   kl_pm = ops.sum(_xlogy(ops, p, p) - _xlogy(ops, p, m), axis=-1)
   kl_qm = ops.sum(_xlogy(ops, q, q) - _xlogy(ops, q, m), axis=-1)
   # Rounding can give tiny negatives for identical rows.
@@ -60,9 +58,8 @@ def adjacent_head_jsd(ops, probs_prev, probs, mask):
 
 
 def per_query_entropy_and_jsd(ops, probs, keys):
-  """`probs`: per-layer `[batch, heads, query, key]`; `keys`: 0/1 mask.
-  Returns `(entropy [batch, query, layers, heads], jsd [batch, query,
-  layers - 1, heads])`, padded queries included (`unpadded` drops them)."""
+  """`(entropy [batch, query, layers, heads], jsd [batch, query, layers - 1,
+  heads])` of per-layer `[batch, heads, query, key]` `probs`, 0/1 `keys`."""
   stack = lambda values: ops.transpose(ops.stack(values, axis=1), [0, 3, 1, 2])
   entropy = stack([attention_entropy(ops, p, keys) for p in probs])
   if len(probs) < 2:
@@ -72,22 +69,15 @@ def per_query_entropy_and_jsd(ops, probs, keys):
 
 
 def unpadded(values, queries) -> np.ndarray:
-  """`[batch, query, ...]` -> `[tokens, ...]`: the unpadded queries (0/1
-  mask `queries`), in (example, position) order."""
+  """`[batch, query, ...]` -> numpy `[tokens, ...]`: the unpadded queries (0/1
+  `queries`), in (example, position) order."""
   return np.asarray(values)[np.asarray(queries) != 0]
 
 
-def per_token_entropy_and_jsd(ops, probs, queries, keys):
-  """`per_query_entropy_and_jsd` of the unpadded queries, as numpy: `(entropy
-  [tokens, layers, heads], jsd [tokens, layers - 1, heads])`."""
-  return tuple(unpadded(v, queries)
-               for v in per_query_entropy_and_jsd(ops, probs, keys))
-
-
 def score_magnitude(ops, scores, mask):
-  """`(sum, max)` of |S| per row, `[batch, heads, query]` float32, over
-  (query, key) pairs both unpadded of `[batch, heads, query, key]` `scores`."""
-  valid = ops.cast(ops.not_equal(ops.convert_to_tensor(mask), 0), "float32")
+  """Float32 `(sum, max)` of |S| per row `[batch, heads, query]` over (query,
+  key) pairs both unpadded (rows summed in float32, the rest in float64)."""
+  valid = ops.cast(ops.not_equal(mask, 0), "float32")
   pair = valid[:, None, :, None] * valid[:, None, None, :]
   magnitude = ops.abs(ops.cast(scores, "float32")) * pair
   return ops.sum(magnitude, axis=-1), ops.max(magnitude, axis=-1,
@@ -95,8 +85,7 @@ def score_magnitude(ops, scores, mask):
 
 
 def batch_statistics(ops, probs, scores, mask):
-  """A batch's metrics on the device, from per-layer `probs` and `scores`:
-  `per_query_entropy_and_jsd` and the stacked `score_magnitude` rows."""
+  """`per_query_entropy_and_jsd` and the stacked `score_magnitude`s."""
   entropy, jsd = per_query_entropy_and_jsd(ops, probs, mask)
   sums, maxima = zip(*(score_magnitude(ops, s, mask) for s in scores))
   return entropy, jsd, ops.stack(sums), ops.stack(maxima)
@@ -104,8 +93,7 @@ def batch_statistics(ops, probs, scores, mask):
 
 def per_token(statistics, mask):
   """`batch_statistics` on the host: `(entropy [tokens, L, H], jsd [tokens,
-  L-1, H], magnitude [L, 3])`, magnitude float64 (sum |S_l|, count, max
-  |S_l|): rows summed in float32, the rest in float64."""
+  L-1, H], float64 [L, 3] (sum |S_l|, count, max |S_l|))`."""
   entropy, jsd, sums, maxima = (np.asarray(x) for x in statistics)
   lengths = (np.asarray(mask) != 0).sum(-1).astype(np.float64)
   count = np.full(len(sums), sums.shape[2] * np.sum(lengths**2))

@@ -33,9 +33,8 @@ TF_OPS = types.SimpleNamespace(
     dtype=lambda x: x.dtype.name,
     query_key_scores=xla_kernels.query_key_scores,
     # And `analysis.metrics`' names.
-    convert_to_tensor=tf.convert_to_tensor, where=tf.where, log=tf.math.log,
-    not_equal=tf.not_equal, maximum=tf.maximum, abs=tf.abs, stack=tf.stack,
-    transpose=tf.transpose,
+    where=tf.where, log=tf.math.log, not_equal=tf.not_equal,
+    maximum=tf.maximum, abs=tf.abs, stack=tf.stack, transpose=tf.transpose,
     sum=lambda x, axis=None, keepdims=False: tf.reduce_sum(x, axis, keepdims))
 
 

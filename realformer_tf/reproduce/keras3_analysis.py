@@ -1,9 +1,6 @@
-"""The keras3 face's attention analysis (paper Figures 4-5), on JAX without
-TensorFlow: seed 0 of each architecture over the held-out sequences (masked
-as for evaluation), `analysis.metrics` on the device, `stats.AttentionStats`
-on the host; `analysis/<arch>/summary.json` in the tf_keras face's format,
-which `report.draw_attention` reads.
-"""
+"""The keras3 face's attention analysis (paper Figures 4-5) on JAX, without
+TensorFlow: `analysis.metrics` on the device, `stats.AttentionStats` on the
+host; `analysis/<arch>/summary.json` in the tf_keras face's format."""
 
 import os
 from typing import Callable, Dict, List
@@ -17,10 +14,11 @@ from realformer_tf.analysis import stats
 from realformer_tf.core import ownership
 from realformer_tf.core import writes
 from realformer_tf.reproduce import keras3_data as data_lib
+from realformer_tf.reproduce import keras3_glue
 from realformer_tf.reproduce import plan as plan_lib
 
 BATCH_SIZE = 32  # The tf_keras face's (`analysis.runner.run_analysis`').
-INPUTS = ("token_ids", "segment_ids", "padding_mask")
+INPUTS = keras3_glue.INPUTS
 
 
 def attention_stats(backbone, batches, seed: int = 0) -> stats.AttentionStats:
@@ -56,8 +54,8 @@ def attention_stats(backbone, batches, seed: int = 0) -> stats.AttentionStats:
 
 
 def held_out_batches(plan: plan_lib.Plan) -> List[Dict[str, np.ndarray]]:
-  """At most `analysis_examples` held-out sequences, masked as the
-  evaluation masks them, `BATCH_SIZE` (at most the training batch) a batch."""
+  """Up to `analysis_examples` held-out sequences, masked as evaluated,
+  `BATCH_SIZE` (at most the training batch's) a batch."""
   sequences, size = plan.data["sequences"], plan.size
   count = min(size.analysis_examples, len(sequences.eval))
   rows = min(BATCH_SIZE, size.batch_size)
@@ -73,12 +71,6 @@ def summary_path(plan: plan_lib.Plan, arch: str) -> str:
                       "summary.json")
 
 
-def check(plan: plan_lib.Plan) -> None:
-  """Refuses, before a write, a user's file at a summary's path."""
-  for arch in plan.options.archs:
-    ownership.check_ours((), summary_path(plan, arch), writes.OS_OPS)
-
-
 def analyse(plan: plan_lib.Plan, backbone_of: Callable) -> Dict[str, str]:
   """Seed 0 of each architecture, once (a summary of this run's config is
   kept); {arch: its dir}. `backbone_of(plan, arch, seed, run_dir)`: the
@@ -86,11 +78,9 @@ def analyse(plan: plan_lib.Plan, backbone_of: Callable) -> Dict[str, str]:
   found = {}
   for run in (r for r in plan.pretrain if r.seed == 0):
     path = summary_path(plan, run.arch)
-    settings = dict(
-        config=plan.config_of(run), **metrics.DEFINITIONS,
-        num_examples_requested=plan.size.analysis_examples,
-        batch_size=BATCH_SIZE, data="the held-out sequences",
-        reservoir_size=stats.DEFAULT_CAPACITY, seed=0)
+    settings = dict(config=plan.config_of(run), **metrics.DEFINITIONS,
+                    num_examples_requested=plan.size.analysis_examples,
+                    data="held-out sequences", reservoir_size=stats.DEFAULT_CAPACITY, seed=0)
     done = (ownership.read_json(path, writes.OS_OPS) or {}).get(
         "settings", {}).get("config") == settings["config"]
     print(f"attention analysis of {run.arch} seed 0: " + (
@@ -98,9 +88,11 @@ def analyse(plan: plan_lib.Plan, backbone_of: Callable) -> Dict[str, str]:
         "examples"), flush=True)
     if not done:
       backbone = backbone_of(plan, run.arch, run.seed, run.run_dir)
-      result = attention_stats(backbone, held_out_batches(plan))
+      batches = held_out_batches(plan)
+      result = attention_stats(backbone, batches)
       writes.publish_json(path, dict(
-          settings=dict(settings, num_examples=result.num_examples),
+          settings=dict(settings, num_examples=result.num_examples,
+                        batch_size=len(batches[0]["token_ids"])),
           models=[dict(name=run.arch, model_dir=run.run_dir,
                        residual_attention=backbone.residual_attention,
                        norm_first=backbone.normalize_first,

@@ -253,7 +253,8 @@ def check_writes(plan: plan_lib.Plan) -> None:
   data_lib.check(os.path.join(plan.options.output_dir, "data"))
   for run in plan.pretrain:
     check_checkpoint(os.path.join(run.run_dir, CHECKPOINT_FILE))
-  keras3_analysis.check(plan)
+  for arch in plan.options.archs:
+    ownership.check_ours((), keras3_analysis.summary_path(plan, arch), OPS)
   keras3_glue.check_backend()
 
 
@@ -347,12 +348,11 @@ def pretrained_backbone(plan: plan_lib.Plan, arch: str, seed: int,
     _LOADED.clear()
     model = build_model(plan.size, arch, plan.data["vocab_size"],
                         resolve_policy(plan.options.dtype_policy), seed)
-    state, _ = load_checkpoint(path, (model.trainable_variables,
-                                      model.non_trainable_variables, []))
-    for variables, values in zip((model.trainable_variables,
-                                  model.non_trainable_variables), state):
-      for variable, value in zip(variables, values):
-        variable.assign(value)
+    variables = model.trainable_variables + model.non_trainable_variables
+    (trained, other, _), _ = load_checkpoint(path, (
+        model.trainable_variables, model.non_trainable_variables, []))
+    for variable, value in zip(variables, trained + other):
+      variable.assign(value)
     _LOADED[key] = model.backbone
   return _LOADED[key]
 
