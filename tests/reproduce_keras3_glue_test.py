@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 
 from realformer_tf import keras3 as realformer_keras3
-from realformer_tf.data import glue_tasks
-from realformer_tf.data import wordpiece
 from realformer_tf.reproduce import keras3_glue
 from tests.helpers import keras3_encoders
 from tests.helpers import no_tensorflow
@@ -47,9 +45,8 @@ def _mrpc():
   with open(os.path.join(shared_data.FIXTURE_DIR, "vocab.txt"),
             encoding="utf-8") as f:
     vocab = f.read().split()
-  splits = glue_tasks.packed_splits(
-      os.path.join(shared_data.FIXTURE_DIR, "glue"), "mrpc",
-      wordpiece.WordPieceTokenizer(vocab), SEQ_LENGTH)
+  splits = keras3_glue.packed(os.path.join(shared_data.FIXTURE_DIR, "glue"),
+                              "mrpc", SEQ_LENGTH, tuple(vocab))
   return splits, len(vocab)
 
 

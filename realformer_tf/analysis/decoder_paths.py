@@ -14,6 +14,7 @@ import tensorflow as tf
 from realformer_tf.analysis import metrics
 from realformer_tf.analysis import plots
 from realformer_tf.data import output_sets
+from realformer_tf.layers import residual_attention as ra
 
 PATHS = ("encoder_self", "decoder_self", "cross")
 MANIFEST = "decoder_paths.json"
@@ -57,7 +58,8 @@ def path_statistics(model, inputs, targets
   out = {}
   for path, (probs, queries, keys) in _attention(model, inputs,
                                                  targets).items():
-    entropy, jsd = metrics.per_token_entropy_and_jsd(probs, queries, keys)
+    entropy, jsd = (metrics.unpadded(v, queries) for v in
+                    metrics.per_query_entropy_and_jsd(ra.TF_OPS, probs, keys))
     out[path] = {"entropy": _per_layer_and_head(entropy),
                  "jsd": _per_layer_and_head(jsd)}
   return out
@@ -65,7 +67,6 @@ def path_statistics(model, inputs, targets
 
 def _per_layer_and_head(values) -> List[List[np.ndarray]]:
   """`[tokens, layers, heads]` -> `[layer][head]` arrays over the tokens."""
-  values = values.numpy()
   return [[values[:, layer, head] for head in range(values.shape[2])]
           for layer in range(values.shape[1])]
 

@@ -2,8 +2,8 @@
 
 `run_analysis`: `load_model` (the run's config, attention scores returned,
 latest checkpoint), `build_dataset` (held-out batches, one pass for all
-models), `make_batch_fn` (per-token entropy, JSD to the layer below, |S_l|),
-`AttentionStats` (bounded memory) and `write_outputs` (one output set).
+models), `make_batch_fn` (per-token entropy, JSD to the layer below, |S_l|:
+`metrics`), `stats.AttentionStats` (bounded memory) and `write_outputs`.
 """
 
 import dataclasses
@@ -21,6 +21,7 @@ from realformer_tf.analysis import plots
 from realformer_tf.analysis import stats
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.data import tokenization
+from realformer_tf.layers import residual_attention as ra
 from realformer_tf.networks import encoder as encoder_lib
 
 _LOG_EVERY_BATCHES = 50
@@ -147,77 +148,26 @@ def build_dataset(model: LoadedModel,
   return model.task.build_inputs(data_config).map(_only_features)
 
 
-class AttentionStats:
-  """Streaming per-(layer, head) statistics of one model: `entropy`
-  `[layers, heads]` and `jsd` `[layers - 1, heads]` (`(l - 1, h)`: head h of
-  layers l-1 and l) `StreamStats`, `num_examples` and `num_tokens`."""
-
-  def __init__(self, num_layers: int, num_heads: int,
-               capacity: int = stats.DEFAULT_CAPACITY, seed: int = 0):
-    self.num_layers, self.num_heads = num_layers, num_heads
-    self.entropy = stats.StreamStats(capacity, seed=[seed, 0],
-                                     shape=(num_layers, num_heads))
-    self.jsd = stats.StreamStats(capacity, seed=[seed, 1],
-                                 shape=(num_layers - 1, num_heads))
-    # Per layer: sum |S_l|, count, max |S_l| (`metrics.score_magnitude`).
-    self._magnitude = np.zeros([num_layers, 3], np.float64)
-    self.num_examples = 0
-    self.num_tokens = 0
-
-  def update(self, entropy: np.ndarray, jsd: np.ndarray,
-             score_magnitude: np.ndarray, num_examples: int) -> None:
-    """Adds one batch: `make_batch_fn`'s outputs and its example count."""
-    self.entropy.update(entropy)
-    self.jsd.update(jsd)
-    self._magnitude[:, :2] += score_magnitude[:, :2]
-    self._magnitude[:, 2] = np.maximum(self._magnitude[:, 2],
-                                       score_magnitude[:, 2])
-    self.num_examples += int(num_examples)
-    self.num_tokens += int(entropy.shape[0])
-
-  def to_json(self) -> Dict[str, Any]:
-    def heads(streams, row):
-      return [dict(head=h, **streams.summary((row, h)))
-              for h in range(self.num_heads)]
-    return dict(
-        num_examples=self.num_examples,
-        num_tokens=self.num_tokens,
-        entropy=[dict(layer=l, heads=heads(self.entropy, l))
-                 for l in range(self.num_layers)],
-        jsd=[dict(layer=l, previous_layer=l - 1, heads=heads(self.jsd, l - 1))
-             for l in range(1, self.num_layers)],
-        # Per layer: mean and max |S_l| over unpadded positions and heads.
-        score_magnitude=[
-            dict(layer=l, mean_abs=total / count if count else None,
-                 max_abs=largest, count=int(count))
-            for l, (total, count, largest) in enumerate(
-                self._magnitude.tolist())])
-
-
 def make_batch_fn(encoder: encoder_lib.RealFormerEncoder):
-  """A `tf.function` of a batch giving `(entropy [tokens, L, H], jsd [tokens,
-  L-1, H], magnitude [L, 3])` over its unpadded tokens."""
+  """A `tf.function` of a batch giving its `metrics.batch_statistics`."""
   spec = tf.TensorSpec([None, None], tf.int32)
 
   @tf.function(input_signature=[dict(input_word_ids=spec, input_mask=spec,
                                      input_type_ids=spec)])
   def batch_fn(inputs):
     outputs = encoder(inputs, training=False)
-    mask = inputs["input_mask"]
-    probs, scores = outputs["attention_scores"], outputs["residual_scores"]
-    entropy, jsd = metrics.per_token_entropy_and_jsd(probs, mask, mask)
-    magnitude = tf.stack([tf.stack(metrics.score_magnitude(s, mask))
-                          for s in scores])
-    return entropy, jsd, magnitude
+    return metrics.batch_statistics(
+        ra.TF_OPS, outputs["attention_scores"], outputs["residual_scores"],
+        inputs["input_mask"])
 
   return batch_fn
 
 
 def stream(models: Sequence[LoadedModel], dataset: tf.data.Dataset,
            num_examples: int, reservoir_size: int = stats.DEFAULT_CAPACITY,
-           seed: int = 0) -> List[AttentionStats]:
+           seed: int = 0) -> List[stats.AttentionStats]:
   """Runs every model over the first `num_examples` examples of `dataset`."""
-  results = [AttentionStats(m.num_layers, m.num_heads, reservoir_size, seed)
+  results = [stats.AttentionStats(m.num_layers, m.num_heads, reservoir_size, seed)
              for m in models]
   batch_fns = [make_batch_fn(m.encoder) for m in models]
   # Without a terminal tqdm draws nothing: plain lines on stdout instead.
@@ -233,8 +183,7 @@ def stream(models: Sequence[LoadedModel], dataset: tf.data.Dataset,
         raise ValueError(
             f"the data has sequence length {seq} but the encoder of "
             f"{model.model_dir} allows at most {model.max_sequence_length}.")
-      entropy, jsd, magnitude = fn(batch)
-      result.update(entropy.numpy(), jsd.numpy(), magnitude.numpy(), n)
+      result.update(*metrics.per_token(fn(batch), batch["input_mask"]), n)
     seen += n
     progress.update(n)
     if progress.disable and (step + 1) % _LOG_EVERY_BATCHES == 0:
@@ -281,23 +230,15 @@ def format_table(summary: Dict[str, Any]) -> str:
 
 
 def write_outputs(models: Sequence[LoadedModel],
-                  results: Sequence[AttentionStats], output_dir: str,
+                  results: Sequence[stats.AttentionStats], output_dir: str,
                   settings: Dict[str, Any]) -> Dict[str, Any]:
   """Writes entropy.png, jsd.png and summary.json as one set and prints the
   tables; returns the summary written."""
   summary = dict(
       settings=dict(
-          settings,
-          units="entropy: nats; jsd: bits",
+          settings, **metrics.DEFINITIONS,
           entropy_thresholds=list(plots.ENTROPY_THRESHOLDS),
-          jsd_thresholds=list(plots.JSD_THRESHOLDS),
-          jsd_definition=("0.5 KL(P||M) + 0.5 KL(Q||M), M=(P+Q)/2, log "
-                          "base 2 = scipy jensenshannon(p, q, base=2)**2; "
-                          "max 1"),
-          layers="0-based: layer l is transformer/layer_l; jsd[layer=l] "
-                 "compares head h of layer l-1 and layer l",
-          quantiles="from a seeded reservoir sample of reservoir_size values "
-                    "per (layer, head); exact when count <= reservoir_size"),
+          jsd_thresholds=list(plots.JSD_THRESHOLDS)),
       models=[dict(name=m.name, model_dir=m.model_dir,
                    checkpoint=m.checkpoint,
                    residual_attention=m.residual_attention,

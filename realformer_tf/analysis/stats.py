@@ -1,10 +1,11 @@
 """Bounded-memory streaming statistics per (layer, head) attention stream.
 
 Exact count, mean, min and max, and a seeded reservoir sample (Vitter's
-Algorithm R) for quantiles, the kept tokens shared by all streams.
+Algorithm R) for quantiles, the kept tokens shared by all streams;
+`AttentionStats`: one model's, for both faces.
 """
 
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -95,3 +96,50 @@ class StreamStats:
     return dict(count=self.count, mean=self.mean(index),
                 min=float(self._min[index]), max=float(self._max[index]),
                 q1=q1, median=median, q3=q3, exact_quantiles=self.exact)
+
+
+class AttentionStats:
+  """Streaming per-(layer, head) statistics of one model: `entropy`
+  `[layers, heads]` and `jsd` `[layers - 1, heads]` (`(l - 1, h)`: head h of
+  layers l-1 and l) `StreamStats`, `num_examples` and `num_tokens`."""
+
+  def __init__(self, num_layers: int, num_heads: int,
+               capacity: int = DEFAULT_CAPACITY, seed: int = 0):
+    self.num_layers, self.num_heads = num_layers, num_heads
+    self.entropy = StreamStats(capacity, seed=[seed, 0],
+                               shape=(num_layers, num_heads))
+    self.jsd = StreamStats(capacity, seed=[seed, 1],
+                           shape=(num_layers - 1, num_heads))
+    # Per layer: sum |S_l|, count, max |S_l| (`metrics.per_token`).
+    self._magnitude = np.zeros([num_layers, 3], np.float64)
+    self.num_examples = 0
+    self.num_tokens = 0
+
+  def update(self, entropy: np.ndarray, jsd: np.ndarray,
+             score_magnitude: np.ndarray, num_examples: int) -> None:
+    """Adds one batch: `metrics.per_token`'s outputs, its example count."""
+    self.entropy.update(entropy)
+    self.jsd.update(jsd)
+    self._magnitude[:, :2] += score_magnitude[:, :2]
+    self._magnitude[:, 2] = np.maximum(self._magnitude[:, 2],
+                                       score_magnitude[:, 2])
+    self.num_examples += int(num_examples)
+    self.num_tokens += int(entropy.shape[0])
+
+  def to_json(self) -> Dict[str, Any]:
+    def heads(streams, row):
+      return [dict(head=h, **streams.summary((row, h)))
+              for h in range(self.num_heads)]
+    return dict(
+        num_examples=self.num_examples,
+        num_tokens=self.num_tokens,
+        entropy=[dict(layer=l, heads=heads(self.entropy, l))
+                 for l in range(self.num_layers)],
+        jsd=[dict(layer=l, previous_layer=l - 1, heads=heads(self.jsd, l - 1))
+             for l in range(1, self.num_layers)],
+        # Per layer: mean and max |S_l| over unpadded positions and heads.
+        score_magnitude=[
+            dict(layer=l, mean_abs=total / count if count else None,
+                 max_abs=largest, count=int(count))
+            for l, (total, count, largest) in enumerate(
+                self._magnitude.tolist())])

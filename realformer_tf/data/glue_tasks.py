@@ -269,12 +269,6 @@ def pack(examples: Sequence[GlueExample],
                                    else np.int32))
 
 
-def packed_splits(glue_dir: str, task: str,
-                  tokenizer: wordpiece.WordPieceTokenizer,
-                  max_seq_length: int) -> Dict[str, Dict[str, np.ndarray]]:
-  """{split: `pack` arrays} of every file of GLUE `task` under `glue_dir`."""
-  return {split: pack(examples, tokenizer, max_seq_length)
-          for split, examples in read_splits(get_task(task), glue_dir).items()}
 
 def _flat(labels, predictions) -> Tuple[np.ndarray, np.ndarray]:
   return np.asarray(labels).reshape(-1), np.asarray(predictions).reshape(-1)

@@ -31,7 +31,11 @@ TF_OPS = types.SimpleNamespace(
     max=lambda x, axis, keepdims: tf.reduce_max(x, axis, keepdims),
     softmax=lambda x, axis: tf.nn.softmax(x, axis=axis),
     dtype=lambda x: x.dtype.name,
-    query_key_scores=xla_kernels.query_key_scores)
+    query_key_scores=xla_kernels.query_key_scores,
+    # And `analysis.metrics`' names.
+    where=tf.where, log=tf.math.log, not_equal=tf.not_equal,
+    maximum=tf.maximum, abs=tf.abs, stack=tf.stack, transpose=tf.transpose,
+    sum=lambda x, axis=None, keepdims=False: tf.reduce_sum(x, axis, keepdims))
 
 
 def resolve_score_dtype(score_dtype: str, compute_dtype) -> str:

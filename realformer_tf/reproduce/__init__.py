@@ -5,6 +5,6 @@ vs RealFormer, pre-training then GLUE fine-tuning, then the report.
     [--size=tiny|mini|small|base|large] [--seeds=3] [--dry_run]
 
 One plan (`plan`), one executor (`run`: lock, skip-if-done, resume), one
-report (`report`); a face (`tf_keras_face`, `keras3_face`) supplies its data
-and its pre-training and fine-tuning steps. `--dry_run` prints the plan.
+report (`report`); a face (`tf_keras_face`, `keras3_face`) supplies its data,
+its pre-training and fine-tuning steps and its attention analysis.
 """

@@ -8,7 +8,6 @@ loop is Keras' stateless API under `jax.jit`; a checkpoint holds every model,
 optimizer and RNG value, so a resumed run continues exactly.
 """
 
-import functools
 import json
 import os
 import time
@@ -24,7 +23,7 @@ from realformer_tf.core import ownership
 from realformer_tf.core import run_lock
 from realformer_tf.core import writes
 from realformer_tf.data import glue_tasks
-from realformer_tf.data import wordpiece
+from realformer_tf.reproduce import keras3_analysis
 from realformer_tf.reproduce import keras3_data as data_lib
 from realformer_tf.reproduce import keras3_glue
 from realformer_tf.reproduce import plan as plan_lib
@@ -33,7 +32,7 @@ from realformer_tf.training import seed_stats
 OPS = writes.OS_OPS
 fingerprint = writes.size_of
 open_file = open
-analyses = False  # No attention analysis on this face: no attention.png.
+analyses = True  # attention.png
 REFUSALS = cli.REFUSALS + (run_lock.ModelDirBusyError,)
 CHECKPOINT_FILE = "checkpoint.npz"
 # The reference initialisation every architecture copies where shapes allow.
@@ -237,7 +236,9 @@ def check_options(options: plan_lib.Options) -> None:
 
 def glue_sizes(options: plan_lib.Options, size: plan_lib.Size):
   del size
-  return plan_lib.glue_sizes(options)
+  return plan_lib.glue_sizes(options, read_train=lambda spec: keras3_glue.
+                             read_task(options.glue_dir, spec.name,
+                                       open_file)["train"])
 
 
 def expected_data(options: plan_lib.Options, size: plan_lib.Size) -> Dict:
@@ -252,6 +253,8 @@ def check_writes(plan: plan_lib.Plan) -> None:
   data_lib.check(os.path.join(plan.options.output_dir, "data"))
   for run in plan.pretrain:
     check_checkpoint(os.path.join(run.run_dir, CHECKPOINT_FILE))
+  for arch in plan.options.archs:
+    ownership.check_ours((), keras3_analysis.summary_path(plan, arch), OPS)
   keras3_glue.check_backend()
 
 
@@ -331,38 +334,40 @@ def pretrain(plan: plan_lib.Plan, run: plan_lib.PretrainRun) -> Dict:
                      "validation": meta["validation"]}}
 
 
-@functools.lru_cache(maxsize=4)
-def _packed(glue_dir: str, task: str, max_seq_length: int,
-            vocab: Tuple[str, ...]) -> Dict[str, Dict[str, np.ndarray]]:
-  """A task's packed splits, once a process (tokenizing is pure Python)."""
-  tokenizer = wordpiece.WordPieceTokenizer(vocab)
-  return glue_tasks.packed_splits(glue_dir, task, tokenizer, max_seq_length)
+_LOADED = {}  # {(checkpoint, mtime, arch, seed): backbone}: the latest only.
 
 
-def pretrained_backbone(plan: plan_lib.Plan, run: plan_lib.FinetuneRun):
-  """`run.pretrained`'s backbone, its checkpoint's values (built as `pretrain`
-  built it, so the values line up)."""
-  model = build_model(plan.size, run.arch, plan.data["vocab_size"],
-                      resolve_policy(plan.options.dtype_policy), run.seed)
-  path = os.path.join(run.pretrained, CHECKPOINT_FILE)
-  state, _ = load_checkpoint(path, (model.trainable_variables,
-                                    model.non_trainable_variables, []))
-  for variables, values in zip((model.trainable_variables,
-                                model.non_trainable_variables), state):
-    for variable, value in zip(variables, values):
+def pretrained_backbone(plan: plan_lib.Plan, arch: str, seed: int,
+                        run_dir: str):
+  """The pre-training run's backbone, its checkpoint's values (built as
+  `pretrain` built it, so the values line up); read once for all its
+  fine-tuning runs, which copy its values, never write them."""
+  path = os.path.join(run_dir, CHECKPOINT_FILE)
+  key = (path, os.path.getmtime(path), arch, seed)
+  if key not in _LOADED:
+    _LOADED.clear()
+    model = build_model(plan.size, arch, plan.data["vocab_size"],
+                        resolve_policy(plan.options.dtype_policy), seed)
+    variables = model.trainable_variables + model.non_trainable_variables
+    (trained, other, _), _ = load_checkpoint(path, (
+        model.trainable_variables, model.non_trainable_variables, []))
+    for variable, value in zip(variables, trained + other):
       variable.assign(value)
-  return model.backbone
+    _LOADED[key] = model.backbone
+  return _LOADED[key]
 
 
 def finetune(plan: plan_lib.Plan, run: plan_lib.FinetuneRun) -> Dict:
   """Fine-tunes `run.pretrained`'s backbone on `run.task` (`keras3_glue`): the
   paper's dev metrics in "metrics", all `keras3_glue.finetune` measured in
   "eval_logs" (as `summarize_glue` reads them)."""
-  splits = _packed(plan.options.glue_dir, run.task, run.max_seq_length,
-                   tuple(plan.data["sequences"].vocab))
+  splits = keras3_glue.packed(plan.options.glue_dir, run.task,
+                              run.max_seq_length,
+                              tuple(plan.data["sequences"].vocab), open_file)
   dev = {split: arrays for split, arrays in splits.items() if split != "train"}
   output = keras3_glue.finetune(
-      pretrained_backbone(plan, run), splits["train"], dev, task=run.task,
+      pretrained_backbone(plan, run.arch, run.seed, run.pretrained),
+      splits["train"], dev, task=run.task,
       learning_rate=run.learning_rate, train_steps=run.train_steps,
       batch_size=run.batch_size, seed=run.seed)
   names = [m + keras3_glue.metric_suffix(split) for split in dev
@@ -378,36 +383,13 @@ summarize_glue = seed_stats.summarize
 
 
 def analyse(plan: plan_lib.Plan) -> Dict[str, str]:
-  del plan
-  return {}
+  return keras3_analysis.analyse(plan, pretrained_backbone)
 
 
 def describe_lines(plan: plan_lib.Plan) -> List[str]:
   return [f"Training: AdamW, a checkpoint every {plan.checkpoint_steps} "
           f"steps, {plan.steps_per_execution} steps per device call, dtype "
           f"policy {plan.options.dtype_policy}."]
-
-
-def passes(plan: plan_lib.Plan, sequences: data_lib.Sequences) -> float:
-  """How many times each training sequence was seen, on average."""
-  return plan.train_steps * plan.size.batch_size / max(len(sequences.train), 1)
-
-
-def passes_line(plan: plan_lib.Plan, sequences: data_lib.Sequences) -> str:
-  """What the number of passes over the corpus makes of the numbers."""
-  n = passes(plan, sequences)
-  if n < 0.95:  # "seen about 0.0 times" says nothing
-    return (f"Data passes: {plan.train_steps * plan.size.batch_size} "
-            f"sequences of the {len(sequences.train)} training sequences, "
-            f"{100 * n:.1f}% of one pass.")
-  line = (f"Data passes: each of the {len(sequences.train)} training "
-          f"sequences was seen about {n:.1f} times (new masks each time).")
-  if n > 2:
-    line += (" A corpus this small is memorized: training accuracy climbs "
-             "past held-out accuracy, so the held-out numbers compare how "
-             "each architecture generalizes from a small corpus, not the "
-             "paper's one-pass pre-training regime.")
-  return line
 
 
 def batches_line(results: Dict[str, List[Dict]]) -> str:
@@ -436,7 +418,7 @@ def report_lines(plan: plan_lib.Plan, results: Dict[str, List[Dict]]
       "Model: `RealFormerBackbone` + keras-hub's masked LM head, masked LM "
       "only, on Keras 3 (JAX); initial weights the same for every "
       "architecture where shapes allow.", batches_line(results),
-      passes_line(plan, sequences),
+      data_lib.passes_line(plan, sequences),
       f"Held-out: {len(sequences.eval)} sequences of held-out documents "
       f"(at most {s.eval_sequences} evaluated), masked once.",
       f"Ran on {first['device']} ({first['dtype_policy']})."]
@@ -444,6 +426,6 @@ def report_lines(plan: plan_lib.Plan, results: Dict[str, List[Dict]]
 
 def figure_notes(plan: plan_lib.Plan) -> List[str]:
   sequences = plan.data["sequences"]
-  n = passes(plan, sequences)
+  n = data_lib.passes(plan, sequences)
   return [f"{n:.0f} passes over {len(sequences.train)} training sequences: "
           "a small corpus, memorized"] if n > 2 else []

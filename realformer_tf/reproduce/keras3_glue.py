@@ -9,8 +9,9 @@ its data. The backbone's variables are read, never written, so every grid
 point starts from the same pre-trained weights.
 """
 
+import functools
 import time
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 import jax
 import keras
@@ -19,6 +20,7 @@ import numpy as np
 from realformer_tf import keras3 as realformer_keras3
 from realformer_tf.data import glue_tasks
 from realformer_tf.data import schedule
+from realformer_tf.data import wordpiece
 
 # Not decayed (Model Garden's LayerNorm and bias exclusions, by Keras 3 names).
 NO_WEIGHT_DECAY = ("gamma", "beta", "bias")
@@ -56,6 +58,23 @@ def check_backend() -> None:
 def metric_suffix(split: str) -> str:
   """"dev" -> "", "dev_matched" -> "_matched" (the tf_keras face's names)."""
   return split[len("dev"):]
+
+
+@functools.lru_cache(maxsize=None)
+def read_task(glue_dir: str, task: str, open_file=open):
+  """A task's {split: examples}, read once a process: counted, then packed."""
+  return glue_tasks.read_splits(glue_tasks.get_task(task), glue_dir,
+                                open_file=open_file)
+
+
+@functools.lru_cache(maxsize=4)
+def packed(glue_dir: str, task: str, max_seq_length: int,
+           vocab: Tuple[str, ...], open_file=open
+           ) -> Dict[str, Dict[str, np.ndarray]]:
+  """A task's packed splits, once a process (tokenizing is pure Python)."""
+  tokenizer = wordpiece.WordPieceTokenizer(vocab)
+  return {split: glue_tasks.pack(examples, tokenizer, max_seq_length)
+          for split, examples in read_task(glue_dir, task, open_file).items()}
 
 
 def _seeded(values, variables, seed: int):

@@ -317,10 +317,11 @@ def check_output_dir(output_dir: str, ops: writes.FileOps) -> None:
       "reproduction wrote.")
 
 
-def glue_sizes(options: Options, exists=os.path.exists, open_file=open
-               ) -> Tuple[Dict[str, int], Dict[str, str]]:
+def glue_sizes(options: Options, exists=os.path.exists, open_file=open,
+               read_train=None) -> Tuple[Dict[str, int], Dict[str, str]]:
   """({task: train examples} of the tasks whose TSVs are all in --glue_dir,
-  {task: why it is skipped}); `exists`, `open_file`: the face's files."""
+  {task: why it is skipped}); `exists`, `open_file`: the face's files;
+  `read_train(spec)`: the face's train examples of a task, if it keeps them."""
   sizes, skipped = {}, {}
   for task in options.glue_tasks:
     spec = glue_tasks.get_task(task)
@@ -332,9 +333,10 @@ def glue_sizes(options: Options, exists=os.path.exists, open_file=open
           f"{os.path.join(options.glue_dir or '<no --glue_dir>', spec.dir_name)}"
           f" lacks {', '.join(missing) or 'the task'}")
       continue
-    sizes[spec.name] = len(glue_tasks.read_tsv_examples(
-        spec, os.path.join(folder, dict(spec.split_files)["train"]), exists,
-        open_file))
+    train = os.path.join(folder, dict(spec.split_files)["train"])
+    sizes[spec.name] = len(read_train(spec) if read_train else
+                           glue_tasks.read_tsv_examples(spec, train, exists,
+                                                        open_file))
   return sizes, skipped
 
 

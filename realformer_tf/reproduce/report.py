@@ -1,9 +1,10 @@
 """The reproduction's report, for both faces, without TensorFlow: results.md
 (the paper's Table 2 with its numbers at that size and the ordering, the GLUE
-dev table, seconds per run), results.json and curves.png, one output set; the
-face draws attention.png when it ran the analysis.
+dev table, seconds per run), results.json, curves.png and, from the face's
+attention analysis (`analysis/<arch>/summary.json`), attention.png.
 """
 
+import json
 import os
 import re
 from typing import Dict, List, Optional
@@ -226,6 +227,18 @@ def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
   return re.sub("\n\n\n+", "\n\n", "\n".join(lines) + "\n")
 
 
+def draw_attention(plan: plan_lib.Plan, found: Dict[str, str], path,
+                   note=None):
+  """Per-head attention entropy and JSD of each architecture (`found`: {arch:
+  its analysis dir}), side by side, with the entropy of uniform attention."""
+  summaries = {}
+  for arch, out_dir in found.items():
+    with plan.face.open_file(os.path.join(out_dir, "summary.json")) as f:
+      summaries[plan_lib.ARCHS[arch].label] = json.load(f)["models"][0]
+  return plots.summary_figure(summaries, path, note=note,
+                              seq_length=plan.size.seq_length)
+
+
 def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
                   analyses: Dict[str, str]) -> Dict:
   """Publishes results.json, the manifest of results.md, curves.png and
@@ -260,7 +273,7 @@ def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
     if analyses:
       with face.open_file(outputs.stage(out[plan_lib.ATTENTION_PNG]),
                           "wb") as f:
-        face.draw_attention(plan, analyses, f, scale_note(plan))
+        draw_attention(plan, analyses, f, scale_note(plan))
     summary = outputs.commit(summary)
   print(text, flush=True)
   return summary

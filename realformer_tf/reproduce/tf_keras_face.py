@@ -7,7 +7,6 @@ vocabulary), its pre-training and GLUE fine-tuning runs (`training.runs`,
 remote.
 """
 
-import json
 import os
 from typing import Dict, List
 
@@ -20,7 +19,6 @@ from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.modeling import hyperparams
 from realformer_tf import utils
-from realformer_tf.analysis import plots
 from realformer_tf.analysis import runner as analysis_runner
 from realformer_tf.checkpoints import run_directory
 from realformer_tf.configs import experiments
@@ -286,18 +284,6 @@ def analyse(plan: plan_lib.Plan) -> Dict[str, str]:
           output_dir=out_dir, num_examples=plan.size.analysis_examples)
     found[arch] = out_dir
   return found
-
-
-def draw_attention(plan: plan_lib.Plan, found: Dict[str, str], path,
-                   note=None):
-  """Per-head attention entropy and JSD of each architecture, side by side,
-  with the entropy of uniform attention."""
-  summaries = {}
-  for arch, out_dir in found.items():
-    with tf.io.gfile.GFile(os.path.join(out_dir, "summary.json")) as f:
-      summaries[plan_lib.ARCHS[arch].label] = json.load(f)["models"][0]
-  return plots.summary_figure(summaries, path, note=note,
-                              seq_length=plan.size.seq_length)
 
 
 def estimate_seconds(plan: plan_lib.Plan) -> float:

@@ -1,15 +1,20 @@
 """The keras3 face's models (one initialisation for all), its optimizer
-schedule, its checkpoint file and its lines of the report."""
+schedule, its checkpoint file (read once per pre-training run), its GLUE
+files (read once), and its lines of the report."""
+import collections
+import os
 import types
 
 import keras
 import numpy as np
 import pytest
 
+from realformer_tf.data import wordpiece
 from realformer_tf.reproduce import keras3_data as data
 from realformer_tf.reproduce import keras3_face as train
 from realformer_tf.reproduce import keras3_glue
 from realformer_tf.reproduce import plan as plan_lib
+from tests.helpers import reproduce_inputs
 
 TINY = plan_lib.SIZES["tiny"]
 ARCHS = ("post_ln", "pre_ln", "realformer")
@@ -72,21 +77,53 @@ def test_a_checkpoint_round_trips_and_refuses_another_model(tmp_path):
   assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.npz"]
 
 
-def test_fine_tuning_starts_from_the_pretrained_checkpoint(tmp_path):
+def test_fine_tuning_starts_from_the_pretrained_checkpoint_read_once(
+    tmp_path, monkeypatch):
   # A "pre-trained" model: seed 1's draw; fine-tuning builds seed 0's first.
   pretrained = train.build_model(TINY, "realformer", 40, "float32", seed=1)
   state = ([v.value for v in pretrained.trainable_variables],
            [v.value for v in pretrained.non_trainable_variables], [])
-  train.save_checkpoint(str(tmp_path / train.CHECKPOINT_FILE), state, {})
+  path = str(tmp_path / train.CHECKPOINT_FILE)
+  train.save_checkpoint(path, state, {})
   plan = types.SimpleNamespace(size=TINY, data={"vocab_size": 40},
                                options=plan_lib.Options(output_dir="unused"))
-  run = types.SimpleNamespace(arch="realformer", seed=0,
-                              pretrained=str(tmp_path))
-  backbone = train.pretrained_backbone(plan, run)
+  reads = []
+  load = train.load_checkpoint
+  monkeypatch.setattr(train, "load_checkpoint",
+                      lambda *a: reads.append(a[0]) or load(*a))
+  backbone = train.pretrained_backbone(plan, "realformer", 0, str(tmp_path))
   expected = _values(pretrained.backbone)
   assert sorted(_values(backbone)) == sorted(expected)
-  for path, value in _values(backbone).items():
-    np.testing.assert_array_equal(value, expected[path], path)
+  for name, value in _values(backbone).items():
+    np.testing.assert_array_equal(value, expected[name], name)
+  # Every grid point of this run: the same loaded backbone, read once
+  # (`keras3_glue.finetune` copies its values and never writes them).
+  for _ in range(3):
+    assert train.pretrained_backbone(plan, "realformer", 0,
+                                     str(tmp_path)) is backbone
+  assert reads == [path]
+  # A rewritten checkpoint (a newer pre-training) is read again.
+  train.save_checkpoint(path, state, {})
+  os.utime(path, (1, 1))
+  assert train.pretrained_backbone(plan, "realformer", 0,
+                                   str(tmp_path)) is not backbone
+  assert reads == [path, path]
+
+
+def test_a_glue_tsv_is_read_once_to_count_and_pack(tmp_path, monkeypatch):
+  glue_dir = str(tmp_path / "glue")
+  reproduce_inputs.write_mrpc(glue_dir, rows=12)
+  opened = collections.Counter()
+  monkeypatch.setattr(train, "open_file", lambda path, *a: opened.update(
+      [os.path.basename(path)]) or open(path, *a))
+  keras3_glue.read_task.cache_clear()
+  options = plan_lib.Options(output_dir="o", glue_dir=glue_dir,
+                             glue_tasks=("mrpc",))
+  assert train.glue_sizes(options, TINY) == ({"mrpc": 12}, {})
+  splits = keras3_glue.packed(glue_dir, "mrpc", 16, wordpiece.RESERVED_TOKENS,
+                              train.open_file)
+  assert [len(splits[s]["labels"]) for s in ("train", "dev")] == [12, 12]
+  assert opened == {"train.tsv": 1, "dev.tsv": 1}
 
 
 def test_auto_policy_is_float32_on_a_cpu():
@@ -139,17 +176,17 @@ def test_the_report_says_how_often_the_corpus_was_seen():
   # training accuracy 65%, held-out 40%): a memorized corpus, said so.
   plan = _plan()
   sequences = _sequences(2044)
-  assert train.passes(plan, sequences) == 2000 * 128 / 2044
-  assert train.passes_line(plan, sequences).startswith(
+  assert data.passes(plan, sequences) == 2000 * 128 / 2044
+  assert data.passes_line(plan, sequences).startswith(
       "Data passes: each of the 2044 training sequences was seen about "
       "125.2 times (new masks each time). A corpus this small is memorized")
   plan.data["sequences"] = sequences
   assert train.figure_notes(plan) == [
       "125 passes over 2044 training sequences: a small corpus, memorized"]
-  assert train.passes_line(plan, _sequences(256000)) == (
+  assert data.passes_line(plan, _sequences(256000)) == (
       "Data passes: each of the 256000 training sequences was seen about "
       "1.0 times (new masks each time).")
   # Under one pass, the share of a pass (the tiny size: 24 x 8 of 10348).
-  assert train.passes_line(_plan("tiny"), _sequences(10348, 32)) == (
+  assert data.passes_line(_plan("tiny"), _sequences(10348, 32)) == (
       "Data passes: 192 sequences of the 10348 training sequences, 1.9% of "
       "one pass.")

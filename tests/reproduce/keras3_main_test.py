@@ -1,11 +1,13 @@
 """`python -m realformer_tf.reproduce --face=keras3` at tiny size on JAX
 (CPU) with TensorFlow unimportable: exact steps, identical batches and
-initial weights, the report as a reader gets it, --dry_run, the default
-face, a bad flag."""
+initial weights, the report as a reader gets it, the attention analysis,
+--dry_run, the default face, a bad flag."""
 import json
+import math
 import os
 
 from matplotlib import image
+import numpy as np
 
 from realformer_tf.reproduce import keras3_data as data
 from realformer_tf.reproduce import plan as plan_lib
@@ -128,6 +130,43 @@ def test_the_report_reads_as_table_2(tiny_reproduction):
   assert not [n for n in os.listdir(output_dir) if ".tmp-" in n]
 
 
+def test_the_attention_analysis_of_every_architecture(tiny_reproduction):
+  """Seed 0 of each architecture over the held-out sequences (tiny: up to
+  16): per-token entropy and JSD of every unpadded token, and the figure."""
+  output_dir, corpus, result = tiny_reproduction
+  size = plan_lib.SIZES["tiny"]
+  held_out = data.prepare(os.path.join(output_dir, "data"), [corpus],
+                          size.vocab_size, size.seq_length).eval[
+                              :size.analysis_examples]
+  tokens = int(np.count_nonzero(held_out))
+  results = _results(output_dir)
+  assert results["analysis"] == {
+      a: os.path.join(output_dir, "analysis", a) for a in ARCHS}
+  for arch in ARCHS:
+    with open(os.path.join(output_dir, "analysis", arch,
+                           "summary.json")) as f:
+      summary = json.load(f)
+    (model,) = summary["models"]
+    assert summary["settings"]["units"] == "entropy: nats; jsd: bits"
+    assert summary["settings"]["num_examples"] == model["num_examples"] == (
+        len(held_out))
+    assert model["num_tokens"] == tokens and model["num_heads"] == 2
+    assert [l["layer"] for l in model["entropy"]] == [0, 1]
+    assert [l["layer"] for l in model["jsd"]] == [1]
+    for layer in model["entropy"]:
+      for head in layer["heads"]:
+        assert head["count"] == tokens and head["exact_quantiles"]
+        assert 0.0 <= head["min"] <= head["median"] <= head["max"] <= (
+            math.log(size.seq_length) + 1e-5)
+    for head in model["jsd"][0]["heads"]:
+      assert 0.0 <= head["min"] <= head["max"] <= 1.0
+    assert (f"attention analysis of {arch} seed 0: {size.analysis_examples} "
+            "examples") in result.stdout
+  # plots.summary_figure: 1.5 + 4.5 in per architecture x 8.5 in, 100 dpi.
+  png = image.imread(os.path.join(output_dir, plan_lib.ATTENTION_PNG))
+  assert png.shape[:2] == (850, 1500)
+
+
 def test_a_rerun_and_a_dry_run_see_every_run_done(tiny_reproduction):
   output_dir, corpus, _ = tiny_reproduction
   result = lambda a: os.path.join(plan_lib.run_dir(output_dir, a, 0),
@@ -171,6 +210,5 @@ def test_the_output_dir_holds_only_what_the_plan_lists(tiny_reproduction):
   Its lock is there only while a run holds it (`core.run_lock`)."""
   output_dir, _, _ = tiny_reproduction
   assert set(os.listdir(output_dir)) == {
-      "data", "pretrain", "finetune", plan_lib.RESULTS_JSON, plan_lib.RESULTS_MD,
-      plan_lib.CURVES_PNG}
+      "data", "pretrain", "finetune", "analysis", *plan_lib.REPORT}
   assert set(os.listdir(output_dir)) <= set(plan_lib.OUTPUT_ENTRIES)

@@ -1,5 +1,6 @@
 """A killed reproduction on the keras3 face resumes at its checkpoint's exact step and
-ends where an uninterrupted one does; one writer per output dir."""
+ends where an uninterrupted one does (its attention analysis too, kept by a
+rerun); one writer per output dir."""
 import json
 import os
 
@@ -50,6 +51,18 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
   assert "[1/2] " + run_dir + ": resume (pre-train" in resumed.stdout
   for key in ("eval_logs", "curves", "batch_digest", "initialization"):
     assert result[key] == uninterrupted[key], key
+  # Its attention analysis too; a rerun keeps it (this run's config).
+  summaries = []
+  for root in (out, tiny_reproduction[0]):
+    with open(os.path.join(root, "analysis", "realformer",
+                           "summary.json")) as f:
+      summaries.append(json.load(f)["models"][0])
+  for key in ("num_tokens", "entropy", "jsd", "score_magnitude"):
+    assert summaries[0][key] == summaries[1][key], key
+  again = keras3_reproduction.run_command(out, corpus, "--archs=realformer",
+                                          "--checkpoint_steps=6")
+  assert again.returncode == 0, (again.stdout + again.stderr)[-5000:]
+  assert "attention analysis of realformer seed 0: done" in again.stdout
   # Its checkpoint continues no run of another length.
   longer = keras3_reproduction.run_command(out, corpus, "--archs=realformer",
                                            "--train_steps=13")
