@@ -55,6 +55,7 @@ import gin
 from official.common import flags as tfm_flags
 from official.core import train_utils
 from realformer_tf.configs import registry  # pylint: disable=unused-import
+from realformer_tf.training import multi_worker
 from realformer_tf.training import process_exit
 from realformer_tf.training import train_lib
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -70,6 +71,11 @@ flags.DEFINE_bool(
     "dry_run", False,
     "Print the run's plan (mode, files per split, vocabularies, init and "
     "resumed checkpoints, derived settings), check it, and write nothing.")
+flags.DEFINE_integer(
+    "cluster_start_timeout_s", multi_worker.START_TIMEOUT_S,
+    "A multi-worker run whose peers (TF_CONFIG) have not all joined within "
+    "this many seconds ends on one line naming them; 0: wait for ever.",
+    lower_bound=0)
 flags.DEFINE_bool(
     "enable_async_checkpointing", True,
     "Save checkpoints in a background thread (as official/nlp/train.py).")

@@ -36,8 +36,12 @@ def test_exit_status_and_output_as_python(monkeypatch, capsys, body, code,
                                           stderr):
   calls = []
   monkeypatch.setattr(sys, "argv", ["train.py"])
-  monkeypatch.setattr(process_exit.atexit, "_run_exitfuncs",
-                      lambda: calls.append("atexit callbacks"))
+
+  def teardown():  # As TensorFlow's async checkpointer's, which logs.
+    calls.append("atexit callbacks")
+    print("I Joining the async save thread.", file=sys.stderr)
+
+  monkeypatch.setattr(process_exit.atexit, "_run_exitfuncs", teardown)
   monkeypatch.setattr(process_exit.os, "_exit", calls.append)
 
   def main(argv):
@@ -49,8 +53,10 @@ def test_exit_status_and_output_as_python(monkeypatch, capsys, body, code,
   assert calls == ["atexit callbacks", code]
   out, err = capsys.readouterr()
   assert out == "main ran"
-  assert err.endswith(stderr)
-  assert err.startswith("Traceback") == stderr.startswith("KeyError"), err
+  # The message or traceback is the last thing printed, after the callbacks'.
+  before, last = err.split("I Joining the async save thread.\n")
+  assert before == "" and last.endswith(stderr)
+  assert last.startswith("Traceback") == stderr.startswith("KeyError"), err
 
 
 @pytest.mark.parametrize("show_traceback", [False, True])
