@@ -18,7 +18,8 @@ Flags are Model Garden's (`official.common.flags`): --experiment, --mode
 (train, eval, train_and_eval, continuous_eval, train_and_post_eval),
 --model_dir, --config_file (repeatable; later files override earlier ones),
 --params_override (applied last), --tpu, --gin_file, --gin_params; plus
---quickstart_input_files, --enable_async_checkpointing and --dry_run (print
+--quickstart_input_files, --enable_async_checkpointing,
+--cluster_start_timeout_s and --dry_run (print
 the run's plan, `training/run_plan.py`, check it, and write nothing).
 
 A rerun of the same command resumes from the latest checkpoint in

@@ -39,7 +39,8 @@ LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
 HEARTBEAT_TIMEOUT_S = 60
 _COORDINATED_JOBS = ("chief", "worker")
 # The bound on the strategy's wait for every peer (TensorFlow's never ends):
-# workers started together join within a minute on a loaded machine.
+# workers started together join once the slowest has imported TensorFlow
+# (24 s to over 120 s on 2 cores at a load of 8-10).
 START_TIMEOUT_S = 300
 
 # The start-up watchdog, a child process: TensorFlow's wait holds the GIL, so
