@@ -38,15 +38,16 @@ LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
 # starved workers of loaded machines dead.
 HEARTBEAT_TIMEOUT_S = 60
 _COORDINATED_JOBS = ("chief", "worker")
-# The bound on the strategy's wait for every peer (TensorFlow's never ends):
-# workers started together join once the slowest has imported TensorFlow
-# (24 s to over 120 s on 2 cores at a load of 8-10).
+# The bound on the strategy's wait for every peer (TensorFlow's never ends,
+# tensorflow/tensorflow#46931): workers started together join once the
+# slowest has imported TensorFlow (24 s to over 120 s on 2 cores at load 8-10).
 START_TIMEOUT_S = 300
 
-# The start-up watchdog, a child process: TensorFlow's wait holds the GIL, so
-# no thread of ours runs. It prints its line at the bound; the parent's
-# faulthandler (no GIL needed) ends the parent, exit 1, 5 s later, writing to
-# its stdin: "d" (disarmed) or EOF (the parent ended first) keep it quiet.
+# The start-up watchdog, a child process (the wait holds the GIL: no thread of
+# ours would run) prints its line at the bound; 5 s later the parent's
+# faulthandler (no GIL needed) ends it, exit 1. On the child's stdin, "d"
+# (disarmed) or EOF (the parent ended otherwise) keep it quiet; faulthandler's
+# traceback (the parent ends) does not.
 _WATCHDOG = """
 import select, socket, sys
 timeout, line, peers = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
@@ -71,7 +72,8 @@ def _arm_start_watchdog(resolver, timeout_s: int) -> None:
   cluster has not started (`cluster_started`) within `timeout_s`."""
   global _watchdog
   spec = resolver.cluster_spec()
-  peers = [f"{job} {i} at {spec.task_address(job, i)}" for job in spec.jobs
+  peers = [f"{job} {i} at {spec.task_address(job, i)}"
+           for job in _COORDINATED_JOBS if job in spec.jobs
            for i in spec.task_indices(job)
            if (job, i) != (resolver.task_type, resolver.task_id)]
   line = (f"the {len(peers) + 1}-worker cluster did not start within "
