@@ -175,6 +175,10 @@ def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
   stops = [re.findall(r"stopped at step (\d+) by SIGTERM", log.read_text())
            for log in logs]
   assert stops[0] and stops[0] == stops[1], stops
+  # Their last line (the async checkpointer's teardown logs no longer after).
+  for log in logs:
+    assert log.read_text().strip().splitlines()[-1].startswith(
+        "stopped at step"), log.read_text()[-3000:]
   stopped = int(stops[0][0])
   assert os.path.exists(tmp_path / "run" / f"ckpt-{stopped}.index")
 
