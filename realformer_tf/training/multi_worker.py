@@ -68,7 +68,7 @@ _watchdog: Optional[subprocess.Popen] = None
 
 
 def _arm_start_watchdog(resolver, timeout_s: int) -> None:
-  """Ends this worker on one line naming its peers (from TF_CONFIG) if the
+  """Ends this worker on one line naming its peers (TF_CONFIG) if the
   cluster has not started (`cluster_started`) within `timeout_s`."""
   global _watchdog
   spec = resolver.cluster_spec()
@@ -93,18 +93,16 @@ def cluster_started() -> None:
   """Disarms the start-up watchdog (the strategy is built: every peer
   joined); ends the process, exit 1, if it fired already (its line said)."""
   global _watchdog
-  if _watchdog is None:
-    return
-  faulthandler.cancel_dump_traceback_later()
-  watchdog, _watchdog = _watchdog, None
-  try:
-    watchdog.stdin.write(b"d")
-    watchdog.stdin.close()
-  except OSError:  # It ended: its line is said.
-    pass
-  if watchdog.wait():
-    sys.stderr.flush()
-    os._exit(1)  # pylint: disable=protected-access
+  if _watchdog:
+    faulthandler.cancel_dump_traceback_later()
+    try:
+      _watchdog.stdin.write(b"d")
+      _watchdog.stdin.close()
+    except OSError:  # It ended: its line is said.
+      pass
+    if _watchdog.wait():
+      os._exit(1)  # pylint: disable=protected-access
+    _watchdog = None
 
 
 def configure_coordination(distribution_strategy: str,
