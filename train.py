@@ -18,7 +18,8 @@ Flags are Model Garden's (`official.common.flags`): --experiment, --mode
 (train, eval, train_and_eval, continuous_eval, train_and_post_eval),
 --model_dir, --config_file (repeatable; later files override earlier ones),
 --params_override (applied last), --tpu, --gin_file, --gin_params; plus
---quickstart_input_files, --enable_async_checkpointing and --dry_run (print
+--quickstart_input_files, --enable_async_checkpointing,
+--cluster_start_timeout_s and --dry_run (print
 the run's plan, `training/run_plan.py`, check it, and write nothing).
 
 A rerun of the same command resumes from the latest checkpoint in
@@ -55,6 +56,7 @@ import gin
 from official.common import flags as tfm_flags
 from official.core import train_utils
 from realformer_tf.configs import registry  # pylint: disable=unused-import
+from realformer_tf.training import multi_worker
 from realformer_tf.training import process_exit
 from realformer_tf.training import train_lib
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -70,6 +72,11 @@ flags.DEFINE_bool(
     "dry_run", False,
     "Print the run's plan (mode, files per split, vocabularies, init and "
     "resumed checkpoints, derived settings), check it, and write nothing.")
+flags.DEFINE_integer(
+    "cluster_start_timeout_s", multi_worker.START_TIMEOUT_S,
+    "A multi-worker run whose peers (TF_CONFIG) have not all joined within "
+    "this many seconds ends on one line naming them; 0: wait for ever.",
+    lower_bound=0)
 flags.DEFINE_bool(
     "enable_async_checkpointing", True,
     "Save checkpoints in a background thread (as official/nlp/train.py).")

@@ -1,11 +1,15 @@
 """A multi-worker run that loses a worker ends in words, on every worker.
 
 A lost peer's collective error becomes one line; every worker stops after
-Orbit's preemption checkpoint; a restarted cluster saves at the same steps.
+Orbit's preemption checkpoint; a restarted cluster saves at the same steps;
+a cluster that does not start within a bound ends on one line.
 """
 
+import faulthandler
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 from typing import Iterable, Optional
@@ -36,14 +40,80 @@ LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
 # starved workers of loaded machines dead.
 HEARTBEAT_TIMEOUT_S = 60
 _COORDINATED_JOBS = ("chief", "worker")
+# The bound on the strategy's wait for every peer (TensorFlow's never ends,
+# tensorflow/tensorflow#46931): workers started together join once the
+# slowest has imported TensorFlow (24 s to over 120 s on 2 cores at load 8-10).
+START_TIMEOUT_S = 300
+
+# The start-up watchdog, a child process (the wait holds the GIL: no thread of
+# ours would run) prints its line at the bound; 5 s later the parent's
+# faulthandler (no GIL needed) ends it, exit 1. On the child's stdin, "d"
+# (disarmed) or EOF (the parent ended otherwise) keep it quiet; faulthandler's
+# traceback (the parent ends) does not.
+_WATCHDOG = """
+import select, socket, sys
+timeout, line, peers = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
+if select.select([sys.stdin], [], [], timeout)[0]:
+  if sys.stdin.buffer.read(1) in (b"d", b""):
+    sys.exit(0)
+def state(peer):
+  host, port = peer.rsplit(" at ", 1)[1].rsplit(":", 1)
+  try:
+    socket.create_connection((host.strip("[]"), int(port)), 1).close()
+    return "listening, not joined"
+  except OSError:
+    return "nothing listens there"
+print(line % ", ".join(f"{p} ({state(p)})" for p in peers), file=sys.stderr)
+sys.exit(1)
+"""
+_watchdog: Optional[subprocess.Popen] = None
+
+
+def _arm_start_watchdog(resolver, timeout_s: int) -> None:
+  """Ends this worker on one line naming its peers (TF_CONFIG) if the
+  cluster has not started (`cluster_started`) within `timeout_s`."""
+  global _watchdog
+  spec = resolver.cluster_spec()
+  peers = [f"{job} {i} at {spec.task_address(job, i)}"
+           for job in _COORDINATED_JOBS if job in spec.jobs
+           for i in spec.task_indices(job)
+           if (job, i) != (resolver.task_type, resolver.task_id)]
+  line = (f"the {len(peers) + 1}-worker cluster did not start within "
+          f"{timeout_s} s (--cluster_start_timeout_s): not joined: %s; this "
+          "worker stops. Restart every worker with the same command, all "
+          f"within {timeout_s} s.")
+  _watchdog = subprocess.Popen(
+      [sys.executable, "-I", "-c", _WATCHDOG, str(timeout_s), line] + peers,
+      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+  faulthandler.dump_traceback_later(timeout_s + 5, exit=True,
+                                    file=_watchdog.stdin)
+  logging.info("Waiting up to %d s for the %d-worker cluster to start "
+               "(--cluster_start_timeout_s).", timeout_s, len(peers) + 1)
+
+
+def cluster_started() -> None:
+  """Disarms the start-up watchdog (the strategy is built: every peer
+  joined); ends the process, exit 1, if it fired already (its line said)."""
+  global _watchdog
+  if _watchdog:
+    faulthandler.cancel_dump_traceback_later()
+    try:
+      _watchdog.stdin.write(b"d")
+      _watchdog.stdin.close()
+    except OSError:  # It ended: its line is said.
+      pass
+    if _watchdog.wait():
+      os._exit(1)  # pylint: disable=protected-access
+    _watchdog = None
 
 
 def configure_coordination(distribution_strategy: str,
-                           heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S
-                          ) -> bool:
+                           heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S,
+                           start_timeout_s: int = START_TIMEOUT_S) -> bool:
   """For a `multi_worker_mirrored` run with a TF_CONFIG cluster, configures
   the coordination service with `heartbeat_timeout_s` (before the strategy
-  is built); returns whether it did."""
+  is built) and arms the start-up watchdog (`start_timeout_s`, 0: none);
+  returns whether it did."""
   if distribution_strategy != "multi_worker_mirrored":
     return False
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -59,6 +129,8 @@ def configure_coordination(distribution_strategy: str,
           name=job, num_tasks=spec.num_tasks(job))
                         for job in _COORDINATED_JOBS if job in spec.jobs])
   quiet_lost_peer_watchers()
+  if start_timeout_s:
+    _arm_start_watchdog(resolver, start_timeout_s)
   return True
 
 

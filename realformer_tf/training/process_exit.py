@@ -9,6 +9,8 @@ import sys
 import traceback
 from typing import Callable, Tuple, Type
 
+from absl import logging
+
 from realformer_tf import cli
 from realformer_tf.training import stop_signals
 
@@ -16,6 +18,10 @@ from realformer_tf.training import stop_signals
 def end_process(exit_code: int) -> None:
   """Runs the atexit callbacks, flushes stdout and stderr, then ends the
   process with `exit_code`, skipping only the finalization."""
+  # The run's last line stays last: the callbacks' INFO logs (TensorFlow's
+  # "Joining the async save thread.") go unsaid, their warnings do not.
+  if not logging.level_debug():
+    logging.set_verbosity(logging.WARNING)
   atexit._run_exitfuncs()  # pylint: disable=protected-access
   for stream in (sys.stdout, sys.stderr):
     try:

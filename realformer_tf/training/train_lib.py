@@ -198,6 +198,7 @@ def checked_run(params: cfg.ExperimentConfig, mode: str, model_dir: str,
   except ValueError:
     sound = False
   strategy = make_strategy(params) if sound else None
+  multi_worker.cluster_started()  # The strategy waited for every peer.
   # What a read of the records proves, kept beside the run for a restart.
   scans = os.path.join(model_dir, run_plan.DATA_SCAN_FILE)
   derive = functools.partial(
@@ -247,20 +248,24 @@ def run(flags_obj) -> Mapping[str, Any]:
   return run_experiment(
       params, flags_obj.mode, flags_obj.model_dir,
       getattr(flags_obj, "quickstart_input_files", None),
-      getattr(flags_obj, "enable_async_checkpointing", False), explicit)
+      getattr(flags_obj, "enable_async_checkpointing", False), explicit,
+      getattr(flags_obj, "cluster_start_timeout_s",
+              multi_worker.START_TIMEOUT_S))
 
 
 def run_experiment(params: cfg.ExperimentConfig, mode: str, model_dir: str,
                    quickstart_input_files: Optional[Sequence[str]] = None,
                    enable_async_checkpointing: bool = False,
-                   explicit: Optional[run_plan.ExplicitKeys] = None
+                   explicit: Optional[run_plan.ExplicitKeys] = None,
+                   cluster_start_timeout_s: int = multi_worker.START_TIMEOUT_S
                   ) -> Mapping[str, Any]:
   """Checks, then trains and/or evaluates a parsed (unlocked) config as `mode`
   says (train.py, the sweep and the reproduction all run here); returns the
   last evaluation's metrics, or {}. `explicit`: the keys the user set.
   """
   clustered = multi_worker.configure_coordination(
-      params.runtime.distribution_strategy)
+      params.runtime.distribution_strategy,
+      start_timeout_s=cluster_start_timeout_s)
   # On a cluster SIGTERM belongs to Model Garden's preemption handler, so
   # that every worker saves at one step.
   signals = (contextlib.nullcontext() if clustered else

@@ -11,6 +11,7 @@ at `train_steps`.
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -174,6 +175,10 @@ def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
   stops = [re.findall(r"stopped at step (\d+) by SIGTERM", log.read_text())
            for log in logs]
   assert stops[0] and stops[0] == stops[1], stops
+  # Their last line (the async checkpointer's teardown logs no longer after).
+  for log in logs:
+    assert log.read_text().strip().splitlines()[-1].startswith(
+        "stopped at step"), log.read_text()[-3000:]
   stopped = int(stops[0][0])
   assert os.path.exists(tmp_path / "run" / f"ckpt-{stopped}.index")
 
@@ -235,6 +240,45 @@ def test_two_workers_survive_sigterm_and_sigkill_of_one(tmp_path):
           (tmp_path / f"attempt{a}_worker1.log").read_text()
           for a in range(3))))
   assert worker_dirs and not any(os.path.exists(d) for d in worker_dirs)
+
+
+def test_a_worker_whose_peers_never_join_ends_on_one_line_within_the_bound(
+    tmp_path):
+  """Worker 1 of 3: worker 0's address is a socket that never answers, no
+  worker 2. TensorFlow's wait for them never ended (SIGTERM ignored)."""
+  workers, bound = utils.local_cluster(3), 20
+  host, port = workers[0].rsplit(":", 1)
+  silent = socket.create_server((host, int(port)))  # Listens, never accepts.
+  config = utils.write_yaml(str(tmp_path / "cluster.yaml"), {
+      "runtime": {"distribution_strategy": "multi_worker_mirrored"}})
+  log = tmp_path / "worker1.log"
+  with silent, open(log, "w") as out:
+    proc = subprocess.Popen(
+        utils.train_command(str(tmp_path / "run"), [config],
+                            extra=[f"--cluster_start_timeout_s={bound}"]),
+        cwd=utils.REPO_ROOT, env=utils.subprocess_env(
+            {"TF_CONFIG": utils.tf_config(workers, 1)}),
+        stdout=out, stderr=subprocess.STDOUT)
+    start = time.time()
+    while "Waiting up to 20 s for the 3-worker cluster" not in (
+        log.read_text()):
+      assert proc.poll() is None and time.time() - start < 600, (
+          log.read_text()[-3000:])
+      time.sleep(0.2)
+    armed = time.time()
+    code = proc.wait(timeout=bound + 60)
+  took = time.time() - armed
+  lines = log.read_text().strip().splitlines()
+  assert code == 1, lines[-20:]
+  # The line at the bound, the exit 5 s later (the parent's faulthandler).
+  assert bound + 4 < took < bound + 30, took
+  assert lines[-1] == (
+      "the 3-worker cluster did not start within 20 s "
+      f"(--cluster_start_timeout_s): not joined: worker 0 at {workers[0]} "
+      f"(listening, not joined), worker 2 at {workers[2]} (nothing listens "
+      "there); this worker stops. Restart every worker with the same "
+      "command, all within 20 s."), lines[-20:]
+  assert not os.path.exists(tmp_path / "run")
 
 
 def test_configure_coordination_sets_the_heartbeat_timeout():

@@ -7,6 +7,7 @@ train.py ends with its summary is `tests/train_test.py`'s quickstart test.
 import signal
 import sys
 
+from absl import logging
 import pytest
 
 from realformer_tf.training import process_exit
@@ -88,3 +89,30 @@ def test_a_refusal_is_its_message_alone_unless_asked(monkeypatch, capsys,
   process_exit.run_and_exit(crashed, (Busy,))
   assert calls == [1, 1]
   assert capsys.readouterr().err.startswith("Traceback")
+
+
+@pytest.mark.parametrize("verbosity, said", [
+    (logging.INFO, ["main ran", "could not join the save thread"]),
+    # --v=1: every log, as asked.
+    (logging.DEBUG, ["main ran", "Joining the async save thread.",
+                     "could not join the save thread"]),
+])
+def test_the_atexit_callbacks_info_logs_do_not_follow_the_last_line(
+    monkeypatch, caplog, verbosity, said):
+  """TensorFlow's async checkpointer logged "Joining the async save thread."
+  after a worker's one-line "lost a worker ..."; a warning still prints."""
+  monkeypatch.setattr(sys, "argv", ["train.py"])
+  monkeypatch.setattr(process_exit.os, "_exit", lambda code: None)
+
+  def teardown():
+    logging.info("Joining the async save thread.")
+    logging.warning("could not join the save thread")
+
+  monkeypatch.setattr(process_exit.atexit, "_run_exitfuncs", teardown)
+  before = logging.get_verbosity()
+  try:
+    logging.set_verbosity(verbosity)
+    process_exit.run_and_exit(lambda argv: logging.info("main ran"))
+  finally:
+    logging.set_verbosity(before)
+  assert [r.getMessage() for r in caplog.records] == said
