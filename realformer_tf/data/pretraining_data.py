@@ -200,18 +200,6 @@ def tokenize_lines(tokenizer, lines: Sequence[str]) -> List[List[int]]:
   return ids
 
 
-def warn_long_lines(path: str, ids: Sequence[Sequence[int]],
-                    max_tokens: Optional[int]) -> None:
-  """Counts in a warning the lines of `path` longer than `max_tokens`."""
-  long_lines = [len(i) for i in ids if max_tokens and len(i) > max_tokens]
-  if long_lines:
-    logging.warning(
-        "%s: %d line(s) have more than %d tokens (longest: %d); each yields "
-        "at most a few truncated examples and the rest is lost. Is the text "
-        "one sentence per line?", path, len(long_lines), max_tokens,
-        max(long_lines))
-
-
 def split_documents(file_documents: Sequence[Sequence[str]],
                     ids: Sequence[List[int]]) -> List[List[List[int]]]:
   """`ids` (one list per line of `file_documents`, in order) regrouped into
@@ -225,19 +213,29 @@ def split_documents(file_documents: Sequence[Sequence[str]],
   return documents
 
 
+def tokenized_documents(tokenizer, texts: Sequence[Sequence[str]], name: str,
+                        max_tokens: Optional[int]) -> List[List[List[int]]]:
+  """`split_documents` of `texts`' `tokenize_lines`; lines of more than
+  `max_tokens` tokens are counted in a warning naming `name`."""
+  ids = tokenize_lines(tokenizer, [line for lines in texts for line in lines])
+  long_lines = [len(i) for i in ids if max_tokens and len(i) > max_tokens]
+  if long_lines:
+    logging.warning(
+        "%s: %d line(s) have more than %d tokens (longest: %d); each yields "
+        "at most a few truncated examples and the rest is lost. Is the text "
+        "one sentence per line?", name, len(long_lines), max_tokens,
+        max(long_lines))
+  return split_documents(texts, ids)
+
+
 def read_documents(input_files: Sequence[str], tokenizer,
                    max_tokens: Optional[int] = None) -> List[List[List[int]]]:
   """BERT-format files (no document continues into the next) as documents of
   sentences of `tokenizer`'s WordPiece ids, in file order, empty ones
   dropped; lines of more than `max_tokens` tokens counted in a warning."""
-  documents = []
-  for path in input_files:
-    file_documents = text_documents(path)
-    ids = tokenize_lines(
-        tokenizer, [line for document in file_documents for line in document])
-    warn_long_lines(path, ids, max_tokens)
-    documents.extend(split_documents(file_documents, ids))
-  return documents
+  return [document for path in input_files for document in
+          tokenized_documents(tokenizer, text_documents(path), path,
+                              max_tokens)]
 
 
 def _example(instance, token_ids: dict, max_seq_length: int,
