@@ -138,11 +138,9 @@ class WriteShard(beam.DoFn):
 def _run_pipeline(pipeline_args: Sequence[str], build):
   """Runs the pipeline `build(root)` adds to, to its end; returns its result.
 
-  Without `--runner`, on the `FnApiRunner`, where Beam's `DirectRunner`
-  lands for these transforms (it honours `--direct_num_workers` and
-  `--direct_running_mode`) after first trying to download the Prism runner
-  from GitHub (`DirectRunner.run_pipeline`): a network call a cluster
-  without internet access waits on.
+  Without `--runner`, on the `FnApiRunner`, where Beam's `DirectRunner` lands
+  for these transforms after first trying to download the Prism runner from
+  GitHub (`DirectRunner.run_pipeline`): a cluster without internet waits.
   """
   options = pipeline_options.PipelineOptions(list(pipeline_args))
   runner = None
@@ -194,17 +192,11 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
         dry_run: bool = False, dry_run_sample_mb: float = 4.0,
         tfds_name: Optional[str] = None, tfds_split: str = "train",
         tfds_feature: str = "text", tfds_data_dir: Optional[str] = None):
-  """Checks every argument (ValueError naming it) and every output path (a
-  file there that no manifest of ours lists is refused, unless `overwrite`:
-  `core.writes`), runs the pipelines and publishes the shard set; returns
-  the number of examples and prints `summary`. The arguments are the
-  flags' values; `pipeline_args`, Beam's (e.g. `--runner=...`).
-
-  `dry_run`: writes nothing and returns `pretraining_shards.plan`'s facts
-  (a sample of `dry_run_sample_mb`); on `DataflowRunner` with the job built
-  too, up to its submission (Beam's own dry run), as `dataflow_job`.
-  `tfds_name`: a TFDS split instead of `input_files` (`tfds_corpus`).
-  """
+  """Checks every argument (ValueError naming it) and output path, runs the
+  pipelines, publishes the shard set, prints `summary` and returns the
+  number of examples. The arguments are the flags' values; `pipeline_args`,
+  Beam's. `dry_run`: writes nothing and returns `pretraining_shards.plan`'s
+  facts, on `DataflowRunner` with the job built too (`dataflow_job`)."""
   input_files = tfds_corpus.input_of(input_files, tfds_name, tfds_split,
                                      tfds_feature, tfds_data_dir)
   start = time.monotonic()
@@ -226,13 +218,10 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
                      f"{vocab_sample_documents}.")
   directory, stem = os.path.split(writes.absolute(output_prefix))
   learned_path = os.path.join(directory, create_pretraining_data.VOCAB_NAME)
-  if not vocab_file and learned_path in pretraining_data.input_names(
-      input_files):
-    raise ValueError(f"The learned vocabulary would overwrite input file "
-                     f"{learned_path!r}.")
-  if not vocab_file and not overwrite:
+  if not vocab_file:
     create_pretraining_data.check_vocab_target(
-        learned_path, os.path.join(directory, stem + SUFFIX))
+        learned_path, os.path.join(directory, stem + SUFFIX), input_files,
+        overwrite)
   if dry_run:
     facts = pretraining_shards.plan(
         input_files, vocab_file, vocab_size, do_lower_case, random_seed,
@@ -271,7 +260,6 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
         utils.GFILE_OPS.rename(os.path.join(staging, os.path.basename(final)),
                                outputs.stage(final))
       records = {name: c["records"] for name, c in shard_counts.items()}
-      count = sum(r["count"] for r in records.values())
       meta = pretraining_shards.set_meta(
           input_files, vocab_file, stem, num_shards, records,
           do_lower_case=do_lower_case, random_seed=random_seed, **options)
@@ -279,6 +267,7 @@ def run(input_files, output_prefix: str, vocab_file: Optional[str],
         meta.update(vocab_file=learned_path,
                     vocab_sample_documents=vocab_sample_documents)
       outputs.commit(meta)
+  count = meta["num_examples"]
   logging.info("Wrote %d examples in %d shards: %s", count, num_shards,
                shards.pattern(os.path.join(directory, stem), num_shards,
                               SUFFIX))

@@ -51,11 +51,7 @@ def not_utf8(path: str, data: bytes, error: UnicodeDecodeError,
 
 
 def decode_lines(data: bytes, path: str) -> List[str]:
-  """UTF-8 bytes of `path` as stripped lines.
-
-  Raises:
-    ValueError: `path:line` and the byte, if `data` is not UTF-8 text.
-  """
+  """UTF-8 bytes of `path` as stripped lines (else ValueError: `not_utf8`)."""
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
@@ -77,11 +73,7 @@ def text_documents(path: str) -> List[List[str]]:
 
 
 def stdlib_documents(path: str = STDLIB_CORPUS_FILE) -> List[List[str]]:
-  """The quickstart's default corpus, as shipped: the same on every Python.
-
-  Raises:
-    FileNotFoundError: The package was installed without its data file.
-  """
+  """The quickstart's default corpus, as shipped: the same on every Python."""
   if not os.path.exists(path):
     raise FileNotFoundError(
         f"The quickstart corpus {path} is missing: reinstall "
@@ -89,7 +81,6 @@ def stdlib_documents(path: str = STDLIB_CORPUS_FILE) -> List[List[str]]:
         "`python -m realformer_tf.data.quickstart_corpus "
         f"--write_stdlib_corpus={path}`.")
   with gzip.open(path, "rt", encoding="utf-8") as f:
-    # Lines are stripped sentences, a blank one after each document.
     return documents_of_lines(f.read().split("\n"))
 
 
@@ -106,11 +97,7 @@ def check_documents(count: int, what: str, purpose: str, instead: str
 def split_documents(documents: Sequence[List[str]], eval_fraction: float,
                     seed: int) -> Tuple[List[List[str]], List[List[str]]]:
   """(train, eval) documents: `eval_fraction` of them (at least one, never
-  all) held out by a seeded shuffle, each part in corpus order.
-
-  Raises:
-    ValueError: Fewer than two documents, or `eval_fraction` not in (0, 1).
-  """
+  all) held out by a seeded shuffle, each part in corpus order."""
   if not 0.0 < float(eval_fraction) < 1.0:
     raise ValueError(f"eval_fraction must be in (0, 1), got {eval_fraction}.")
   check_documents(len(documents), "The corpus", "a train/eval split",

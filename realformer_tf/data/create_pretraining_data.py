@@ -40,8 +40,7 @@ def define_flags():
 
 
 def define_instance_flags():
-  """The flags this command shares with `data.beam_pretraining_data`: the
-  vocabulary and the instances' options."""
+  """The flags this command shares with `data.beam_pretraining_data`."""
   flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (one token per "
                       "line); without it, one is learned from the input and "
                       "written as vocab.txt next to the output.")
@@ -70,12 +69,8 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
         tfds_name=None, tfds_split="train", tfds_feature="text",
         tfds_data_dir=None) -> int:
   """Checks every flag (ValueError), learns a vocabulary if none is given,
-  writes the records and returns their count. The arguments are the flags'
-  values (see `pretraining_data.create_pretraining_data`); `overwrite`:
-  replace a `vocab.txt` this command did not write (`check_vocab_target`);
-  `num_shards` >= 1: the Beam pipeline's shard set (`pretraining_shards`),
-  `<output_file stem>-SSSSS-of-NNNNN.tfrecord`, instead of one file;
-  `tfds_name`: a TFDS split instead of `input_files` (`tfds_corpus`)."""
+  writes the records (one file, or `num_shards` of `pretraining_shards`)
+  and returns their count. The arguments are the flags' values."""
   input_files = tfds_corpus.input_of(input_files, tfds_name, tfds_split,
                                      tfds_feature, tfds_data_dir)
   instance = dict(max_seq_length=max_seq_length,
@@ -98,12 +93,8 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
     tokenization.load_vocab(vocab_file)
   elif vocab_size < 16:
     raise ValueError(f"--vocab_size must be at least 16, got {vocab_size}.")
-  elif writes.absolute(learned_path) in pretraining_data.input_names(
-      input_files):
-    raise ValueError(
-        f"The learned vocabulary would overwrite input file {learned_path!r}.")
-  elif not overwrite:
-    check_vocab_target(learned_path, output_file)
+  else:
+    check_vocab_target(learned_path, output_file, input_files, overwrite)
   # Counted first: a file that is not text is refused before anything is made.
   counts = None if vocab_file else wordpiece.count_words((
       line for path in input_files
@@ -138,17 +129,17 @@ def run(input_files, output_file, vocab_file, vocab_size, do_lower_case,
   return meta["num_examples"]
 
 
-def check_vocab_target(vocab_file: str, output_file: str) -> None:
-  """Refuses to learn a vocabulary over a `vocab.txt` we did not write: one
-  is ours when the meta data of `output_file`'s records (their set's
-  manifest, written by this command or the Beam pipeline) lists it
-  (`core.ownership.foreign`, the rule of every writer).
-
-  Raises:
-    ValueError: Naming the file, --vocab_file (to use it) and --overwrite.
-  """
+def check_vocab_target(vocab_file: str, output_file: str, input_files,
+                       overwrite: bool) -> None:
+  """Refuses to learn a vocabulary over an input file, or (unless
+  `overwrite`) over a `vocab.txt` that the meta data of `output_file`'s
+  records does not list (`core.ownership.foreign`, every writer's rule)."""
+  if writes.absolute(vocab_file) in pretraining_data.input_names(input_files):
+    raise ValueError(
+        f"The learned vocabulary would overwrite input file {vocab_file!r}.")
   meta_path = pretraining_data.meta_data_path(output_file)
-  if not ownership.foreign([vocab_file], meta_path, utils.GFILE_OPS):
+  if overwrite or not ownership.foreign([vocab_file], meta_path,
+                                        utils.GFILE_OPS):
     return
   raise ValueError(
       f"{vocab_file} exists and was not written by this command for "

@@ -12,7 +12,7 @@ import functools
 import importlib
 import os
 import random
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 import zlib
 
 from absl import flags
@@ -36,11 +36,8 @@ WRITER = "realformer_tf.data.create_pretraining_data"
 
 
 def import_without_global_flags(module_name: str):
-  """Imports `module_name` with the absl flags it defines kept off FLAGS.
-
-  For Model Garden scripts that define flags at import (see the module
-  docstring). Already imported, it is returned as it is.
-  """
+  """Imports `module_name` (Model Garden's script defines flags at import)
+  with its absl flags kept off FLAGS; already imported, it is returned."""
   private_flags = flags.FlagValues()
   with contextlib.ExitStack() as stack:
     for name in ("DEFINE_string", "DEFINE_enum", "DEFINE_bool",
@@ -58,12 +55,8 @@ mg_create_pretraining_data = import_without_global_flags(
 
 def check_input_files(input_files: Sequence[str]) -> List[str]:
   """The input files (a list or one comma-separated string of paths and glob
-  patterns, each pattern's matches sorted) as a list.
-
-  Raises:
-    ValueError: For no file, a pattern matching none, or a missing,
-      directory or blank file (named).
-  """
+  patterns, each pattern's matches sorted) as a list; ValueError for no
+  file, a pattern matching none, or a missing, directory or blank file."""
   if any(isinstance(f, tfds_corpus.Corpus) for f in input_files or ()):
     return list(input_files)  # Checked by `tfds_corpus.open_split`.
   if isinstance(input_files, str):
@@ -108,9 +101,8 @@ def check_instance_options(max_seq_length: int, max_predictions_per_seq: int,
 
 
 def validate_arguments(input_files: Sequence[str], output_file: str,
-                       max_seq_length=128, max_predictions_per_seq=20,
-                       masked_lm_prob=0.15, dupe_factor=1, short_seq_prob=0.1,
-                       random_seed=12345) -> List[str]:
+                       max_seq_length, max_predictions_per_seq, masked_lm_prob,
+                       dupe_factor, short_seq_prob, random_seed) -> List[str]:
   """`create_pretraining_data`'s input files as a list, once its arguments
   but the vocabulary are checked (ValueError naming the first bad one)."""
   input_files = check_input_files(input_files)
@@ -146,7 +138,7 @@ def read_lines(path) -> Iterable[str]:
         corpus_text.decompressed(path, f).read(), path)
 
 
-def _raw_lines(path: str, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+def _raw_lines(path: str) -> Iterator[bytes]:
   """The lines of `path` (.gz and .bz2 decompressed) as bytes, each with its
   b"\\n", read in chunks.
 
@@ -154,7 +146,7 @@ def _raw_lines(path: str, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
   """
   with tf.io.gfile.GFile(path, "rb") as raw:
     f, rest = corpus_text.decompressed(path, raw), b""
-    while chunk := f.read(chunk_bytes):
+    while chunk := f.read(1 << 20):
       lines = (rest + chunk).split(b"\n")
       rest = lines.pop()
       for line in lines:
@@ -165,11 +157,8 @@ def _raw_lines(path: str, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
 
 def stream_documents(path: str) -> Iterator[List[str]]:
   """A BERT-format file's documents (runs of non-blank stripped lines between
-  blank ones), read a line at a time: memory holds one document.
-
-  Raises:
-    ValueError: As `read_lines`, when a line is not UTF-8 text.
-  """
+  blank ones), read a line at a time: memory holds one document
+  (`read_lines`' errors)."""
   document, offset = [], 0
   for number, data in enumerate(_raw_lines(path), 1):
     try:
@@ -211,18 +200,6 @@ def tokenize_lines(tokenizer, lines: Sequence[str]) -> List[List[int]]:
   return ids
 
 
-def warn_long_lines(path: str, ids: Sequence[Sequence[int]],
-                    max_tokens: Optional[int]) -> None:
-  """Counts in a warning the lines of `path` longer than `max_tokens`."""
-  long_lines = [len(i) for i in ids if max_tokens and len(i) > max_tokens]
-  if long_lines:
-    logging.warning(
-        "%s: %d line(s) have more than %d tokens (longest: %d); each yields "
-        "at most a few truncated examples and the rest is lost. Is the text "
-        "one sentence per line?", path, len(long_lines), max_tokens,
-        max(long_lines))
-
-
 def split_documents(file_documents: Sequence[Sequence[str]],
                     ids: Sequence[List[int]]) -> List[List[List[int]]]:
   """`ids` (one list per line of `file_documents`, in order) regrouped into
@@ -236,21 +213,29 @@ def split_documents(file_documents: Sequence[Sequence[str]],
   return documents
 
 
+def tokenized_documents(tokenizer, texts: Sequence[Sequence[str]], name: str,
+                        max_tokens: Optional[int]) -> List[List[List[int]]]:
+  """`split_documents` of `texts`' `tokenize_lines`; lines of more than
+  `max_tokens` tokens are counted in a warning naming `name`."""
+  ids = tokenize_lines(tokenizer, [line for lines in texts for line in lines])
+  long_lines = [len(i) for i in ids if max_tokens and len(i) > max_tokens]
+  if long_lines:
+    logging.warning(
+        "%s: %d line(s) have more than %d tokens (longest: %d); each yields "
+        "at most a few truncated examples and the rest is lost. Is the text "
+        "one sentence per line?", name, len(long_lines), max_tokens,
+        max(long_lines))
+  return split_documents(texts, ids)
+
+
 def read_documents(input_files: Sequence[str], tokenizer,
                    max_tokens: Optional[int] = None) -> List[List[List[int]]]:
-  """BERT-format text files (a sentence a line, a blank line between
-  documents, none continuing into the next file) as documents of sentences of
-  WordPiece ids from `tokenizer` (a `tensorflow_text.BertTokenizer`), in file
-  order; empty ones are dropped. Lines of more than `max_tokens` tokens are
-  counted in a warning."""
-  documents = []
-  for path in input_files:
-    file_documents = text_documents(path)
-    ids = tokenize_lines(
-        tokenizer, [line for document in file_documents for line in document])
-    warn_long_lines(path, ids, max_tokens)
-    documents.extend(split_documents(file_documents, ids))
-  return documents
+  """BERT-format files (no document continues into the next) as documents of
+  sentences of `tokenizer`'s WordPiece ids, in file order, empty ones
+  dropped; lines of more than `max_tokens` tokens counted in a warning."""
+  return [document for path in input_files for document in
+          tokenized_documents(tokenizer, text_documents(path), path,
+                              max_tokens)]
 
 
 def _example(instance, token_ids: dict, max_seq_length: int,
@@ -276,25 +261,6 @@ def _example(instance, token_ids: dict, max_seq_length: int,
   return tf.train.Example(features=tf.train.Features(feature=features))
 
 
-def document_examples(documents: Sequence[Sequence[Sequence[str]]],
-                      document_index: int, vocab: Sequence[str],
-                      token_ids: Dict[str, int], rng: random.Random,
-                      max_seq_length: int, max_predictions_per_seq: int,
-                      masked_lm_prob: float, short_seq_prob: float
-                     ) -> List[bytes]:
-  """The serialized examples of one document (`documents[document_index]`,
-  sentences of WordPiece tokens): Model Garden's
-  `create_instances_from_document` (random next sentences drawn from
-  `documents`, every choice from `rng`), each record's bytes deterministic."""
-  return [_example(instance, token_ids, max_seq_length,
-                   max_predictions_per_seq).SerializeToString(
-                       deterministic=True)
-          for instance in mg_create_pretraining_data.
-          create_instances_from_document(
-              documents, document_index, max_seq_length, short_seq_prob,
-              masked_lm_prob, max_predictions_per_seq, vocab, rng)]
-
-
 def shuffled_examples(documents: List[List[List[str]]], vocab: Sequence[str],
                       random_seed: int, max_seq_length: int,
                       max_predictions_per_seq: int, masked_lm_prob: float,
@@ -308,9 +274,14 @@ def shuffled_examples(documents: List[List[List[str]]], vocab: Sequence[str],
   token_ids = {token: i for i, token in enumerate(vocab)}
   examples = []
   for document_index in list(range(len(documents))) * dupe_factor:
-    examples.extend(document_examples(
-        documents, document_index, vocab, token_ids, rng, max_seq_length,
-        max_predictions_per_seq, masked_lm_prob, short_seq_prob))
+    examples.extend(_example(instance, token_ids, max_seq_length,
+                             max_predictions_per_seq).SerializeToString(
+                                 deterministic=True)
+                    for instance in mg_create_pretraining_data.
+                    create_instances_from_document(
+                        documents, document_index, max_seq_length,
+                        short_seq_prob, masked_lm_prob,
+                        max_predictions_per_seq, vocab, rng))
   rng.shuffle(examples)
   return examples
 
@@ -344,40 +315,20 @@ def create_pretraining_data(
     do_lower_case: bool = True,
     output_set: Optional[writes.OutputSet] = None,
     check_documents: bool = False) -> int:
-  """Writes BERT MLM/NSP pre-training TFRecords from raw text files.
-
-  Every argument (and the vocabulary) is checked before anything is written,
-  and an interrupted run leaves the previous `output_file` and its meta data
-  whole (or, killed between their renames, refused by training).
-
-  Args:
-    input_files: Text files, one sentence per line, blank line between
-      documents (a list, or one comma-separated string).
-    vocab_file: WordPiece vocabulary (see `tokenization.load_vocab`).
-    output_file: The TFRecord file to write (its directory is created).
-    max_seq_length: Fixed sequence length, >= 8.
-    max_predictions_per_seq: Masked positions per sequence, >= 1.
-    masked_lm_prob: Fraction of tokens to mask, in (0, 1).
-    dupe_factor: Passes over the data, each with different masks, >= 1.
-    short_seq_prob: Probability of a shorter target sequence, in [0, 1].
-    random_seed: Seeds every random choice: the same seed and inputs give
-      byte-identical records, in any process.
-    do_lower_case: Lower-case and strip accents (uncased vocabularies).
-    output_set: The set the records join (staged in it; its owner commits
-      it); by default a set of their own with `meta_data_path(output_file)`.
-    check_documents: Refuse fewer than 2 documents (`NSP_PURPOSE`).
-
-  Returns:
-    The number of examples written.
-
-  Raises:
-    ValueError: Naming the file, argument or value: a missing or empty input
-      file, a file that is not a vocabulary, a bad number, or input that
-      yields no example.
-  """
-  input_files = validate_arguments(input_files, output_file, max_seq_length,
-                                   max_predictions_per_seq, masked_lm_prob,
-                                   dupe_factor, short_seq_prob, random_seed)
+  """Writes the records of `input_files` (BERT-format text files, or one
+  comma-separated string) to `output_file` and returns their count; the same
+  seed and inputs give byte-identical records. Every argument (the options'
+  ranges: `check_instance_options`) is checked before anything is written
+  (ValueError naming it); an interrupted run leaves the previous records and
+  meta data whole. `output_set`: the set the records join (its owner
+  commits it), else one of their own; `check_documents`: refuse fewer than
+  2 documents (`NSP_PURPOSE`)."""
+  options = dict(max_seq_length=max_seq_length,
+                 max_predictions_per_seq=max_predictions_per_seq,
+                 masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
+                 short_seq_prob=short_seq_prob)
+  input_files = validate_arguments(input_files, output_file,
+                                   random_seed=random_seed, **options)
   vocab = tokenization.load_vocab(vocab_file)
   tokenizer = tokenization.make_tokenizer(vocab_file, lower_case=do_lower_case)
   logging.info("Tokenizing %d input file(s): %s", len(input_files),
@@ -392,11 +343,8 @@ def create_pretraining_data(
   if check_documents:
     corpus_text.check_documents(
         len(documents), f"The input ({', '.join(map(str, input_files))})",
-        NSP_PURPOSE,
-        "separate documents with a blank line")
-  examples = shuffled_examples(documents, vocab, random_seed, max_seq_length,
-                               max_predictions_per_seq, masked_lm_prob,
-                               dupe_factor, short_seq_prob)
+        NSP_PURPOSE, "separate documents with a blank line")
+  examples = shuffled_examples(documents, vocab, random_seed, **options)
   if not examples:
     raise ValueError(f"Input {', '.join(map(str, input_files))} yields no "
                      f"training instance with vocabulary {vocab_file!r}.")
@@ -407,11 +355,8 @@ def create_pretraining_data(
     write_records(outputs.stage(output_file), examples)
     if output_set is None:
       outputs.commit(meta_data(
-          input_files, vocab_file, len(examples),
-          do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-          max_predictions_per_seq=max_predictions_per_seq,
-          masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor,
-          short_seq_prob=short_seq_prob, random_seed=random_seed,
+          input_files, vocab_file, len(examples), do_lower_case=do_lower_case,
+          **options, random_seed=random_seed,
           records=record_facts.listing(outputs.staged)))
   logging.info("Wrote %d examples to %s", len(examples), output_file)
   return len(examples)

@@ -89,13 +89,10 @@ class ShardMaker:
   def examples(self, shard: int, keyed: Sequence[Keyed]
               ) -> Tuple[List[bytes], int]:
     """(examples, documents) of shard `shard`: its documents in key order."""
-    texts = [lines for _, lines in sorted(keyed)]
-    ids = pretraining_data.tokenize_lines(
-        self._tokenizer, [line for lines in texts for line in lines])
-    pretraining_data.warn_long_lines(f"shard {shard}", ids,
-                                     self._options["max_seq_length"])
     documents = [[[self._vocab[i] for i in sentence] for sentence in document]
-                 for document in pretraining_data.split_documents(texts, ids)]
+                 for document in pretraining_data.tokenized_documents(
+                     self._tokenizer, [lines for _, lines in sorted(keyed)],
+                     f"shard {shard}", self._options["max_seq_length"])]
     return pretraining_data.shuffled_examples(
         documents, self._vocab, shard_seed(self._random_seed, shard),
         **self._options), len(documents)

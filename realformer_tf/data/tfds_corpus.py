@@ -69,10 +69,8 @@ class Corpus:
 
 def open_split(name: str, split: str = "train", feature: str = "text",
                data_dir: Optional[str] = None) -> Corpus:
-  """The prepared split `split` of `name`, checked: ValueError naming an
-  unknown data set or config, one not prepared in `data_dir`, an unknown
-  split (with the splits), an unknown or non-text feature (with the text
-  features) or an empty split."""
+  """The prepared split `split` of `name`, checked (ValueError naming the
+  data set, split or feature)."""
   try:
     builder = tfds.builder(name, data_dir=data_dir)
   except ValueError as e:  # DatasetNotFoundError, or an unknown config.
