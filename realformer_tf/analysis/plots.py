@@ -252,15 +252,11 @@ CURVE_STYLES = (
 
 
 def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str,
-                  metric: str = "MLM accuracy", percent: bool = True,
                   note: Optional[str] = None) -> figure.Figure:
-  """Train and eval curves of every run, one style per model.
-
-  `curves`: {label: {seed: {"train": [[step, value], ...], "validation":
-  [...]}}}, fractions (drawn as % with `percent`). Writes a PNG to `path` (a
-  path or a binary file); returns the (closed) figure.
-  """
-  scale = 100.0 if percent else 1.0
+  """Train and eval MLM accuracy (fractions, drawn as %) of every run, one
+  style per model; `curves`: {label: {seed: {"train": [[step, value], ...],
+  "validation": [...]}}}. Writes a PNG to `path` (a path or a binary file);
+  returns the (closed) figure."""
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True,
                            layout="constrained")
   colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -269,19 +265,20 @@ def curves_figure(curves: Dict[str, Dict[int, Dict]], path: str,
       for ax, split in zip(axes, ("train", "validation")):
         if run[split]:
           steps, values = zip(*run[split])
-          ax.plot(steps, scale * np.asarray(values),
+          ax.plot(steps, 100 * np.asarray(values),
                   color=colours[i % len(colours)],
                   markerfacecolor="none", alpha=0.85,
                   markevery=max(1, len(steps) // 12),
                   label=label if seed == min(by_seed) else None,
                   **CURVE_STYLES[i % len(CURVE_STYLES)])
-  for ax, title in zip(axes, (f"training {metric}", f"held-out {metric}")):
+  for ax, title in zip(axes, ("training MLM accuracy",
+                             "held-out MLM accuracy")):
     ax.set_title(title, fontsize=12)
     ax.set_xlabel("step", fontsize=11)
     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.tick_params(labelsize=10)
     ax.grid(alpha=0.3)
-  axes[0].set_ylabel(f"{metric} (%)" if percent else metric, fontsize=11)
+  axes[0].set_ylabel("MLM accuracy (%)", fontsize=11)
   # Above the panels, where it hides no curve; one entry per model.
   by_label = {}
   for ax in axes:

@@ -46,13 +46,8 @@ class LoadedModel:
 
 def load_model(model_dir: str) -> LoadedModel:
   """Restores a train.py run's encoder with attention outputs switched on
-  (`attention_scores`, the probabilities, and `residual_scores`).
-
-  Raises:
-    FileNotFoundError: No such dir, or no params.yaml.
-    ValueError: No readable checkpoint, the checkpoint does not match the
-      model, or the encoder is not a RealFormerEncoder.
-  """
+  (`attention_scores`, the probabilities, and `residual_scores`); an error
+  names a missing dir or checkpoint, or an encoder of another class."""
   if not model_dir or not tf.io.gfile.isdir(model_dir):
     raise FileNotFoundError(f"model dir {model_dir!r} does not exist.")
   config = run_directory.load_experiment_config(model_dir)
@@ -280,13 +275,8 @@ def run_analysis(model_dir: str,
                  lower_case: bool = True,
                  reservoir_size: int = stats.DEFAULT_CAPACITY,
                  seed: int = 0) -> Dict[str, Any]:
-  """The whole analysis (`python -m realformer_tf.analysis`); returns the
-  summary written to `output_dir/summary.json`.
-
-  Raises:
-    ValueError: Before the analysis, for a bad argument or an `output_dir`
-      holding one of its files that no analysis of ours wrote.
-  """
+  """The whole analysis (`python -m realformer_tf.analysis`), its arguments
+  and `output_dir` checked first; the summary written to its summary.json."""
   for flag, value in (("num_examples", num_examples),
                       ("batch_size", batch_size),
                       ("reservoir_size", reservoir_size)):

@@ -34,14 +34,9 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
   """A decoder-only RealFormer language model with keras-hub's `generate()`.
 
   Reuses keras-hub's `GPT2CausalLM.generate_step` and `_build_cache`;
-  `call_with_cache` chains each block's scores into the next.
-
-  Args:
-    backbone: A `RealFormerDecoderBackbone`.
-    preprocessor: A `RealFormerCausalLMPreprocessor`, or None (then inputs
-      are `{"token_ids", "padding_mask"}` and `generate()` needs
-      `stop_token_ids`).
-    **kwargs: `keras_hub.models.Task` arguments.
+  `call_with_cache` chains each block's scores into the next. Without a
+  preprocessor, inputs are `{"token_ids", "padding_mask"}` and `generate()`
+  needs `stop_token_ids`.
 
   Example:
 
@@ -60,11 +55,8 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
   preprocessor_cls = RealFormerCausalLMPreprocessor
 
   def __init__(self, backbone, preprocessor=None, **kwargs):
-    # === Layers ===
     self.backbone = backbone
     self.preprocessor = preprocessor
-
-    # === Functional Model ===
     inputs = backbone.input
     hidden_states = backbone(inputs)
     outputs = backbone.token_embedding(hidden_states, reverse=True)
@@ -99,13 +91,8 @@ class RealFormerCausalLM(keras_hub.models.CausalLM):
 
     `max_length` counts prompt, `[CLS]` and generated tokens (None: the
     preprocessor's `sequence_length`); without a preprocessor keras-hub
-    ignores it and the width of `inputs["token_ids"]` counts.
-
-    Raises:
-      ValueError: naming both numbers, if `max_length` (or the width of
-        `token_ids`) exceeds the backbone's positions or a prompt fills it;
-        if `max_length` is not an int >= 2; if there is no prompt.
-    """
+    ignores it and the width of `inputs["token_ids"]` counts. A ValueError
+    for a bad `max_length` or prompt."""
     if self.preprocessor is None:
       # keras-hub ignores it: the inputs' width counts (keras-hub#989).
       max_length = None

@@ -45,11 +45,6 @@ class RealFormerEncoder(keras3_seam.RejectsKeras3,
     score_dtype: "auto", "float32" or "compute" (docs/layers.md).
     recompute: Recompute each block's forward pass during backprop.
 
-  The three architectures of the paper from one class:
-    Post-LN BERT: `residual_attention="none"`
-    Pre-LN BERT:  `residual_attention="none", norm_first=True`
-    RealFormer:   `residual_attention="sum"` (or "mean")
-
   Example:
 
   >>> encoder = RealFormerEncoder(vocab_size=100, hidden_size=32, num_layers=2,

@@ -72,32 +72,27 @@ def summary_path(plan: plan_lib.Plan, arch: str) -> str:
 
 
 def analyse(plan: plan_lib.Plan, backbone_of: Callable) -> Dict[str, str]:
-  """Seed 0 of each architecture, once (a summary of this run's config is
-  kept); {arch: its dir}. `backbone_of(plan, arch, seed, run_dir)`: the
-  pre-trained backbone."""
-  found = {}
-  for run in (r for r in plan.pretrain if r.seed == 0):
-    path = summary_path(plan, run.arch)
-    settings = dict(config=plan.config_of(run), **metrics.DEFINITIONS,
-                    num_examples_requested=plan.size.analysis_examples,
-                    data="held-out sequences", reservoir_size=stats.DEFAULT_CAPACITY, seed=0)
-    done = (ownership.read_json(path, writes.OS_OPS) or {}).get(
-        "settings", {}).get("config") == settings["config"]
-    print(f"attention analysis of {run.arch} seed 0: " + (
-        "done" if done else f"{settings['num_examples_requested']} "
-        "examples"), flush=True)
-    if not done:
-      backbone = backbone_of(plan, run.arch, run.seed, run.run_dir)
-      batches = held_out_batches(plan)
-      result = attention_stats(backbone, batches)
-      writes.publish_json(path, dict(
-          settings=dict(settings, num_examples=result.num_examples,
-                        batch_size=len(batches[0]["token_ids"])),
-          models=[dict(name=run.arch, model_dir=run.run_dir,
-                       residual_attention=backbone.residual_attention,
-                       norm_first=backbone.normalize_first,
-                       num_layers=backbone.num_layers,
-                       num_heads=backbone.num_heads, **result.to_json())]),
-                          plan_lib.WRITER, writes.OS_OPS)
-    found[run.arch] = os.path.dirname(path)
-  return found
+  """`plan_lib.analyse_seed0`, a summary of this run's config kept;
+  `backbone_of(plan, arch, seed, run_dir)`: the pre-trained backbone."""
+  def done(run, out_dir):
+    return (ownership.read_json(summary_path(plan, run.arch), writes.OS_OPS)
+            or {}).get("settings", {}).get("config") == plan.config_of(run)
+
+  def analyse_one(run, out_dir):
+    backbone = backbone_of(plan, run.arch, run.seed, run.run_dir)
+    batches = held_out_batches(plan)
+    result = attention_stats(backbone, batches)
+    writes.publish_json(summary_path(plan, run.arch), dict(
+        settings=dict(config=plan.config_of(run), **metrics.DEFINITIONS,
+                      num_examples_requested=plan.size.analysis_examples,
+                      data="held-out sequences",
+                      reservoir_size=stats.DEFAULT_CAPACITY, seed=0,
+                      num_examples=result.num_examples,
+                      batch_size=len(batches[0]["token_ids"])),
+        models=[dict(name=run.arch, model_dir=run.run_dir,
+                     residual_attention=backbone.residual_attention,
+                     norm_first=backbone.normalize_first,
+                     num_layers=backbone.num_layers,
+                     num_heads=backbone.num_heads, **result.to_json())]),
+                        plan_lib.WRITER, writes.OS_OPS)
+  return plan_lib.analyse_seed0(plan, done, analyse_one)

@@ -1,11 +1,7 @@
-"""The Keras 3 face's data, in pure Python and NumPy: sequences once,
-then each step's masked batch as a function of (seed, step).
-
-`prepare` splits and tokenizes the corpus as the quickstart does and keeps the
-packed sequences in one file written whole; `train_batch(step)` is the same for
-every architecture and process, so a resumed run sees the batches an
-uninterrupted one would have.
-"""
+"""The Keras 3 face's data, in pure Python and NumPy: the corpus split and
+tokenized as the quickstart does, packed once into one file written whole;
+then each step's masked batch as a function of (seed, step), the same in every
+architecture and process, so a resumed run sees an uninterrupted one's."""
 
 import dataclasses
 import hashlib
@@ -76,11 +72,8 @@ def pack(documents: Sequence[List[str]], tokenizer: wordpiece.WordPieceTokenizer
 
 
 def _load(path: str, key: Dict) -> Optional[Sequences]:
-  """The sequences in `path` if they were built for `key`, else None.
-
-  Raises:
-    ValueError: `path` exists and is not a sequences file of ours.
-  """
+  """The sequences in `path` if built for `key`, else None; a ValueError if
+  `path` is no sequences file of ours."""
   if not os.path.exists(path):
     return None
   try:
@@ -114,20 +107,9 @@ def check(data_dir: str) -> None:
 
 def prepare(data_dir: str, corpus: Sequence[str], vocab_size: int,
             seq_length: int, seed: int = 0) -> Sequences:
-  """Builds (or reuses) the vocabulary and packed sequences in `data_dir`.
-
-  Args:
-    data_dir: Where `sequences.npz` and `vocab.txt` go.
-    corpus: BERT-format text files (a sentence a line, a blank line between
-      documents); empty: the quickstart's shipped stdlib corpus.
-    vocab_size: Target vocabulary size (the learned one can be smaller).
-    seq_length: Sequence length, [CLS] and [SEP] included.
-    seed: Seed of the train/eval split of the documents.
-
-  Raises:
-    ValueError: A file that is not UTF-8 text, fewer than two documents, or
-      too little text for one sequence in either split.
-  """
+  """Builds (or reuses) the vocabulary and packed sequences in `data_dir`
+  from `corpus`, BERT-format files (empty: the stdlib corpus), its documents
+  split by `seed`; `seq_length` counts [CLS] and [SEP]."""
   key = _key(corpus, vocab_size, seq_length, seed)
   vocab_path, path = _paths(data_dir)
   writes.sweep(data_dir, writes.OS_OPS)  # Before the cache: a killed run.
@@ -174,13 +156,8 @@ def mask(ids: np.ndarray, rng: np.random.Generator, vocab_size: int,
   `create_masked_lm_predictions`, vectorised): per row, round(15%) of its
   tokens ([CLS] and [SEP] counted, at least 1, at most `max_predictions`),
   drawn among those that are not [PAD], [CLS] or [SEP]; each becomes [MASK]
-  (80%), a random non-special token (10%) or stays (10%).
-
-  Returns:
-    The masked LM's inputs and targets: token_ids, segment_ids (0),
-    padding_mask, mask_positions (ascending, 0-padded), mask_ids,
-    mask_weights (1.0 at a real position).
-  """
+  (80%), a random non-special token (10%) or stays (10%). Mask positions
+  ascend, 0-padded; mask_weights is 1.0 at a real one."""
   batch, seq = ids.shape
   lengths = (ids != _PAD).sum(axis=1)
   candidate = (ids != _PAD) & (ids != _CLS) & (ids != _SEP)
@@ -210,13 +187,8 @@ def mask(ids: np.ndarray, rng: np.random.Generator, vocab_size: int,
 
 
 class Batches:
-  """Every step's masked batch, the same in every process.
-
-  Args:
-    sequences: The packed sequences.
-    batch_size, max_predictions: The batch's shape.
-    seed: The data seed: epoch orders and masks.
-  """
+  """Every step's masked batch, the same in every process; `seed` seeds the
+  epoch orders and masks."""
 
   def __init__(self, sequences: Sequences, batch_size: int,
                max_predictions: int, seed: int):

@@ -1,12 +1,9 @@
 """The reproduction's Keras 3 face, on JAX, without TensorFlow: pre-training
-in a jitted multi-step device loop, held-out evaluation, checkpoints and exact
-resume; every architecture on the same batches (`keras3_data`) from the same
-initial weights where shapes allow.
-
-Not `fit`: keras-hub's `Task.fit` needs TensorFlow or grain for its data. The
-loop is Keras' stateless API under `jax.jit`; a checkpoint holds every model,
-optimizer and RNG value, so a resumed run continues exactly.
-"""
+in a jitted multi-step loop of Keras' stateless API (not `fit`: keras-hub's
+`Task.fit` needs TensorFlow or grain for its data), held-out evaluation, and
+checkpoints of every model, optimizer and RNG value for an exact resume;
+every architecture on the same batches from the same initial weights where
+shapes allow."""
 
 import json
 import os
@@ -32,7 +29,6 @@ from realformer_tf.training import seed_stats
 OPS = writes.OS_OPS
 fingerprint = writes.size_of
 open_file = open
-analyses = True  # attention.png
 REFUSALS = cli.REFUSALS + (run_lock.ModelDirBusyError,)
 CHECKPOINT_FILE = "checkpoint.npz"
 # The reference initialisation every architecture copies where shapes allow.
@@ -62,14 +58,9 @@ def build_model(size: plan_lib.Size, arch: str, vocab_size: int,
 
 def build_models(size: plan_lib.Size, arch: str, vocab_size: int, policy: str,
                  seed: int) -> Tuple[keras.Model, Dict[str, List[str]]]:
-  """`arch`'s model with the reference initialisation where shapes allow.
-
-  Values of a fresh `REFERENCE_ARCH` model of this seed, copied by variable
-  path; a variable the reference lacks keeps its own initialisation.
-
-  Returns:
-    (model, {"shared": paths copied, "own": paths not}).
-  """
+  """(`arch`'s model, {"shared": paths copied, "own": paths not}): values of
+  a fresh `REFERENCE_ARCH` model of this seed copied by variable path where
+  shapes allow; the rest keep their own initialisation."""
   model = build_model(size, arch, vocab_size, policy, seed)
   # Not the dropout RNG states (their paths are numbered per process).
   weights = lambda m: [v for v in m.weights if "seed_generator" not in v.path]
@@ -146,8 +137,9 @@ class Steps:
       trainable, opt = optimizer.stateless_apply(opt, grads, trainable)
       return (trainable, non_trainable, opt), (loss, accuracy)
 
-    # The state is donated: a step updates the model in place on the device.
-    self._train = jax.jit(lambda state, batches: jax.lax.scan(
+    # `train(state, batches)`: (state, (losses, accuracies)), dispatched, not
+    # waited for; the state is donated, so updated in place on the device.
+    self.train = jax.jit(lambda state, batches: jax.lax.scan(
         step, state, batches), donate_argnums=0)
     self._eval = jax.jit(lambda state, batch: _masked_lm(
         model, state[0], state[1], batch, training=False)[0])
@@ -156,11 +148,6 @@ class Steps:
     return ([v.value for v in self.model.trainable_variables],
             [v.value for v in self.model.non_trainable_variables],
             [v.value for v in self.optimizer.variables])
-
-  def train(self, state, batches):
-    """`len(batches)` steps from `state`: (state, (losses, accuracies)),
-    dispatched, not waited for."""
-    return self._train(state, batches)
 
   def evaluate(self, state, batches) -> Dict[str, float]:
     sums = np.zeros(3)
@@ -194,12 +181,8 @@ def check_checkpoint(path: str) -> None:
 
 
 def load_checkpoint(path: str, state) -> Tuple[list, Dict]:
-  """`state`'s structure filled from the checkpoint at `path`, and its meta.
-
-  Raises:
-    ValueError: The checkpoint's values do not fit this model (another
-      size, vocabulary or architecture), naming the first that differs.
-  """
+  """`state`'s structure filled from the checkpoint at `path`, and its meta;
+  a ValueError naming the first value that does not fit this model."""
   with np.load(path) as npz:
     meta = json.loads(bytes(npz["meta"]).decode("utf-8"))
     values = []

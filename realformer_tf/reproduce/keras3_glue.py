@@ -1,17 +1,13 @@
-"""GLUE fine-tuning of a Keras 3 `RealFormerBackbone` on JAX, no TensorFlow.
-
-The paper's (BERT's) protocol, as the tf_keras face's `realformer/glue`
-config: AdamW (weight decay 0.01, not on LayerNorm or biases, epsilon 1e-7,
-global norm 1), linear warm-up over 10% of the steps to the linear decay to 0.
-Batches of packed arrays (`data.glue_tasks.pack`) run through a jitted
-stateless loop, not `fit`: keras-hub's `Task.fit` needs TensorFlow or grain for
-its data. The backbone's variables are read, never written, so every grid
-point starts from the same pre-trained weights.
+"""GLUE fine-tuning of a Keras 3 `RealFormerBackbone` on JAX, no TensorFlow:
+the paper's protocol as the tf_keras face's `realformer/glue` config, in a
+jitted stateless loop (not `fit`: keras-hub's `Task.fit` needs TensorFlow or
+grain for its data). The backbone's variables are read, never written, so
+every grid point starts from the same pre-trained weights.
 """
 
 import functools
 import time
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Tuple
 
 import jax
 import keras
@@ -88,40 +84,23 @@ def _seeded(values, variables, seed: int):
 def finetune(backbone: realformer_keras3.RealFormerBackbone,
              train: Mapping[str, np.ndarray],
              dev: Mapping[str, Mapping[str, np.ndarray]], *, task: str,
-             learning_rate: float, epochs: float = 3,
-             train_steps: Optional[int] = None,
-             batch_size: int = schedule.PAPER_BATCH_SIZE, seed: int = 0,
-             dropout: float = 0.1) -> Dict[str, float]:
-  """Fine-tunes `backbone` on GLUE `task`; the dev metrics.
-
-  Args:
-    backbone: A (pre-trained) `RealFormerBackbone`; left unchanged.
-    train: `glue_tasks.pack`'s arrays of the train split.
-    dev: {dev split name (`spec.dev_splits`): its `pack` arrays}.
-    task: The GLUE task (`glue_tasks.get_task`).
-    learning_rate: Peak learning rate.
-    epochs: Passes over `train` (ceil(epochs * n / batch_size) steps).
-    train_steps: Steps instead of `epochs`.
-    batch_size: Train and evaluation batch size.
-    seed: Head initialisation, dropout and shuffling; the same seed gives
-      the same numbers.
-    dropout: Dropout on the pooled output (the backbone keeps its own).
-
-  Returns:
-    The paper's metrics of each dev split (`accuracy`, `f1`, `accuracy_matched`
-    ...), their `majority_class_*` baselines, `seconds` (training and
-    evaluation, compilation included), `train_steps`, and
-    `train_loss_first` / `train_loss_last`: the mean loss of the first and
-    last tenth of the steps.
+             learning_rate: float, train_steps: int,
+             batch_size: int = schedule.PAPER_BATCH_SIZE, seed: int = 0
+             ) -> Dict[str, float]:
+  """Fine-tunes `backbone` (left unchanged) on GLUE `task` from `pack`'s
+  arrays, `dev` by split name; `seed` fixes head, dropout and order. The
+  paper's metrics of each dev split (`accuracy_matched`...), their
+  `majority_class_*` baselines, `seconds` (compiling included),
+  `train_steps` and the mean loss of the first and last tenth of the steps.
   """
   check_backend()
   spec = glue_tasks.get_task(task)
   start = time.time()
   num_examples = len(train["labels"])
-  steps = train_steps or schedule.train_steps(num_examples, epochs, batch_size)
+  steps = train_steps
   keras.utils.set_random_seed(seed)
   model = realformer_keras3.RealFormerTextClassifier(
-      backbone, num_classes=spec.num_classes, dropout=dropout)
+      backbone, num_classes=spec.num_classes, dropout=0.1)
   optimizer = keras.optimizers.AdamW(
       learning_rate=PaperSchedule(learning_rate, steps,
                                   schedule.warmup_steps(steps)),

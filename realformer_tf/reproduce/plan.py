@@ -1,16 +1,14 @@
 """The reproduction's plan, for both faces and without TensorFlow: options,
 sizes, and every run in execution order (each architecture and seed's
-pre-training, then its fine-tuning runs: task x learning rate).
-
-`make_plan` reads the inputs' existence only and writes nothing: it is the
-plan that runs and the one `--dry_run` prints. A face (`load_face`) supplies
-the data, the steps and the checks that are its own.
+pre-training, then its fine-tuning runs: task x learning rate). `make_plan`
+reads the inputs' existence only and writes nothing: the plan that runs is the
+one `--dry_run` prints. A face (`load_face`) supplies its data, steps, checks.
 """
 
 import dataclasses
 import importlib
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from realformer_tf.core import ownership
 from realformer_tf.core import writes
@@ -360,15 +358,26 @@ def finetune_runs(options: Options, size: Size, run: PretrainRun, task: str,
           for e in size.glue_epochs for lr in size.glue_learning_rates]
 
 
-def make_plan(options: Options, face, data: Optional[Dict] = None) -> Plan:
-  """Checks the options and lists every run; writes nothing.
+def analyse_seed0(plan: Plan, done: Callable, analyse_one: Callable
+                  ) -> Dict[str, str]:
+  """Seed 0 of each architecture, once: {arch: its analysis dir}; the face's
+  `done(run, out_dir)` and `analyse_one(run, out_dir)`."""
+  found = {}
+  for run in (r for r in plan.pretrain if r.seed == 0):
+    out_dir = os.path.join(plan.options.output_dir, "analysis", run.arch)
+    finished = done(run, out_dir)
+    print(f"attention analysis of {run.arch} seed 0: " + (
+        "done" if finished else f"{plan.size.analysis_examples} examples"),
+          flush=True)
+    if not finished:
+      analyse_one(run, out_dir)
+    found[run.arch] = out_dir
+  return found
 
-  Args:
-    options: The command line's options.
-    face: The face module (`load_face`).
-    data: The face's built data (`face.prepare_data`); None: what it will be
-      (`face.expected_data`).
-  """
+
+def make_plan(options: Options, face, data: Optional[Dict] = None) -> Plan:
+  """Checks the options and lists every run; writes nothing. `data`: the
+  face's built data (`face.prepare_data`); None: `face.expected_data`."""
   size = check_options(options, face)
   steps = options.train_steps or size.train_steps
   glue_sizes, skipped = face.glue_sizes(options, size)

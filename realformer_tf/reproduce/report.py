@@ -1,7 +1,6 @@
 """The reproduction's report, for both faces, without TensorFlow: results.md
-(the paper's Table 2 with its numbers at that size and the ordering, the GLUE
-dev table, seconds per run), results.json, curves.png and, from the face's
-attention analysis (`analysis/<arch>/summary.json`), attention.png.
+(the paper's Tables 2 and 3 at that size, seconds per run), results.json,
+curves.png and, from the faces' `analysis/<arch>/summary.json`, attention.png.
 """
 
 import json
@@ -217,10 +216,9 @@ def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
       for task, why in plan.skipped_tasks.items()]
   lines += ["", *seconds_lines(plan, results),
             f"Curves: `{plan_lib.CURVES_PNG}` (training accuracy at each "
-            "logged step, held-out accuracy at each evaluation)." + (
-                f" Attention entropy and JSD of seed 0: "
-                f"`{plan_lib.ATTENTION_PNG}` (per architecture: "
-                "`analysis/<arch>/`)." if plan.face.analyses else ""), "",
+            "logged step, held-out accuracy at each evaluation). Attention "
+            f"entropy and JSD of seed 0: `{plan_lib.ATTENTION_PNG}` (per "
+            "architecture: `analysis/<arch>/`).", "",
             "The paper's numbers are BERT-sized models pre-trained for 1M "
             "steps on Wikipedia + BooksCorpus; at a smaller scale the "
             "ordering of the architectures need not be the paper's."]
@@ -268,8 +266,7 @@ def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
       f.write(text)
     with face.open_file(outputs.stage(out[plan_lib.CURVES_PNG]), "wb") as f:
       plots.curves_figure({plan_lib.ARCHS[a].label: by_seed
-                           for a, by_seed in curves.items()}, f,
-                          metric="MLM accuracy", percent=True, note=note)
+                           for a, by_seed in curves.items()}, f, note=note)
     if analyses:
       with face.open_file(outputs.stage(out[plan_lib.ATTENTION_PNG]),
                           "wb") as f:

@@ -1,16 +1,12 @@
-"""The reproduction's tf_keras face: Model Garden's train.py machinery.
-
-Its data (MLM + NSP records of the corpus, GLUE records with that
-vocabulary), its pre-training and GLUE fine-tuning runs (`training.runs`,
-`training.sweep`), the curves from TensorBoard and the attention analysis
-(paper Figures 4-5). Files through `tf.io.gfile`: the output dir may be
-remote.
+"""The reproduction's tf_keras face: Model Garden's train.py machinery for
+its data (MLM + NSP records, GLUE records with that vocabulary), pre-training
+and GLUE runs (`training.runs`, `training.sweep`), TensorBoard curves and the
+attention analysis. Files through `tf.io.gfile`: the output dir may be remote.
 """
 
 import os
 from typing import Dict, List
 
-from absl import logging
 import tensorflow as tf
 from tqdm import auto as tqdm
 
@@ -38,7 +34,6 @@ from realformer_tf.training import train_lib
 OPS = utils.GFILE_OPS
 fingerprint = output_sets.fingerprint
 open_file = tf.io.gfile.GFile
-analyses = True  # attention.png
 REFUSALS = train_lib.REFUSALS
 # Measured seconds of this face's parts on 2 loaded CPU cores (`--size=mini`,
 # its 490 s run predicted as 488 s); / 3.5 on 2 free cores.
@@ -268,22 +263,13 @@ summarize_glue = seed_stats.summarize
 
 
 def analyse(plan: plan_lib.Plan) -> Dict[str, str]:
-  """The attention analysis of seed 0 of each architecture (once)."""
-  found = {}
-  for arch in plan.options.archs:
-    out_dir = os.path.join(plan.options.output_dir, "analysis", arch)
-    # summary.json is renamed in last: if it is there, the set is whole.
-    finished = tf.io.gfile.exists(os.path.join(out_dir, "summary.json"))
-    line = f"attention analysis of {arch} seed 0: " + (
-        "done" if finished else f"{plan.size.analysis_examples} examples")
-    logging.info(line)
-    print(line, flush=True)
-    if not finished:
-      analysis_runner.run_analysis(
-          model_dir=plan_lib.run_dir(plan.options.output_dir, arch, 0),
-          output_dir=out_dir, num_examples=plan.size.analysis_examples)
-    found[arch] = out_dir
-  return found
+  # summary.json is renamed in last: if it is there, the set is whole.
+  return plan_lib.analyse_seed0(
+      plan, lambda run, out_dir: tf.io.gfile.exists(
+          os.path.join(out_dir, "summary.json")),
+      lambda run, out_dir: analysis_runner.run_analysis(
+          model_dir=run.run_dir, output_dir=out_dir,
+          num_examples=plan.size.analysis_examples))
 
 
 def estimate_seconds(plan: plan_lib.Plan) -> float:

@@ -76,12 +76,8 @@ def text_vocab(task: cfg.TaskConfig, head: Head, model_dir: str,
               ) -> Tuple[plan_facts.Vocab, bool]:
   """The text signatures' vocabulary and lower-casing: `vocab_file`, else
   what the run records (found under a moved `model_dir`); `lower_case`
-  overrides (default: recorded, else True).
-
-  Raises:
-    ValueError: If no vocabulary is given or found, it is not valid, or it
-      is larger than the model's `vocab_size`, naming --vocab_file.
-  """
+  overrides (default: recorded, else True). A ValueError for a vocabulary
+  missing, invalid or larger than `vocab_size`."""
   recorded, recorded_lower, source = head.recorded_vocab(task)
   if vocab_file:
     recorded, source = vocab_file, "--vocab_file"
@@ -181,13 +177,7 @@ def export_model(model_dir: str,
                  serve_text: bool = True,
                  overwrite: bool = False) -> ExportResult:
   """Builds, restores and exports the model of a training run (arguments:
-  the flags of the same names).
-
-  Raises:
-    FileNotFoundError: If `model_dir/params.yaml` is missing.
-    ValueError: On a missing or mismatched checkpoint, vocabulary or length,
-      before anything is written.
-  """
+  the flags of the same names), every input checked before a write."""
   reader = plan_facts.Reader()
   config, checkpoint = run_to_export(model_dir, export_dir, checkpoint_path,
                                      overwrite, reader)

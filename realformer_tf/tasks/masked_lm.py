@@ -20,13 +20,9 @@ from realformer_tf.data import resumable_pretraining
 
 @dataclasses.dataclass
 class RealFormerMaskedLMConfig(masked_lm.MaskedLMConfig):
-  """Model Garden's `MaskedLMConfig` plus the vocabulary the data was made with.
-
-  Attributes:
-    vocab_file: The records' WordPiece vocabulary: not read by training, but
-      checked against the encoder's `vocab_size` and recorded for
-      fine-tuning. Empty: not checked.
-  """
+  """Model Garden's `MaskedLMConfig` plus `vocab_file`, the records'
+  vocabulary: checked against the encoder's `vocab_size` (unless empty) and
+  recorded for fine-tuning, not read by training."""
   vocab_file: str = ""
 
 
@@ -90,7 +86,6 @@ class MaskedLMTask(masked_lm.MaskedLMTask):
     scales = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
     with tf.GradientTape() as tape:
       outputs = model(inputs, training=True)
-      # Computes per-replica loss.
       loss = self.build_losses(
           labels=inputs,
           model_outputs=outputs,
