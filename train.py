@@ -33,8 +33,8 @@ written) prints its message alone and exits with status 1; --traceback adds
 the Python traceback.
 
 A quickstart run pins its CPU numerics (oneDNN, threads) before TensorFlow
-loads, so it prints the same numbers on every x86-64 CPU
-(realformer_tf/training/cpu_numerics.py).
+loads, so it prints the same numbers on every x86-64 CPU with the same L1
+data cache (realformer_tf/training/cpu_numerics.py).
 """
 
 import sys
@@ -43,7 +43,7 @@ from realformer_tf.training import cpu_noise
 from realformer_tf.training import cpu_numerics
 
 # Before TensorFlow loads (oneDNN reads its settings once, at import): the
-# quickstart's numbers are the same on every x86-64 CPU; a machine without
+# quickstart's numbers are the same on every CPU of one L1 size; a machine without
 # a GPU driver is spared TensorFlow's start-up notices.
 cpu_numerics.pin(sys.argv[1:])
 cpu_noise.quiet()

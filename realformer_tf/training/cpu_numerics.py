@@ -1,5 +1,6 @@
 """The quickstart's CPU numerics, pinned so command 1 prints the same numbers
-on every x86-64 CPU (oneDNN rewrites off, ISA capped, 2 threads).
+on every x86-64 CPU of the same L1 data cache (oneDNN rewrites off, ISA
+capped, 2 threads; Eigen's blocks follow the L1: docs/training.md).
 
 No TensorFlow import: train.py calls `pin` first.
 """
@@ -52,7 +53,7 @@ def summary_line(environ: MutableMapping[str, str] = os.environ) -> str:
   if not differ:
     return ("CPU numerics pinned (training/cpu_numerics.py): " +
             ", ".join(what for _, what in PINNED.values()) +
-            ": the README's numbers on every x86-64 CPU.")
+            ": the README's numbers for this L1 data cache size.")
   return ("CPU numerics not as pinned: " + ", ".join(differ) +
           ": the numbers can differ from the README's in the last digits "
           "or by a few points (training/cpu_numerics.py).")
