@@ -25,6 +25,7 @@ from realformer_tf.data import record_facts
 from realformer_tf import utils
 from realformer_tf.data import schedule
 from realformer_tf.data import squad_json
+from realformer_tf.data import squad_spans
 from realformer_tf.data import tokenization
 
 TRAIN_RECORD = "train.tf_record"
@@ -76,19 +77,6 @@ class SquadTokenizer:
     return [self._token_to_id.get(t, self._unk_id) for t in tokens]
 
 
-def validate_lengths(max_seq_length: int, doc_stride: int,
-                     max_query_length: int) -> None:
-  """Rejects lengths under which squad_lib's doc-span loop cannot progress."""
-  if max_query_length < 1 or doc_stride < 1:
-    raise ValueError(f"max_query_length={max_query_length} and doc_stride="
-                     f"{doc_stride} must be >= 1.")
-  if max_seq_length < max_query_length + 4:
-    raise ValueError(
-        f"max_seq_length={max_seq_length} leaves no room for the context: "
-        f"it needs [CLS] + up to max_query_length={max_query_length} question "
-        "tokens + 2 [SEP] + at least 1 context token.")
-
-
 def _prime_for(tokenizer: SquadTokenizer,
                examples: Sequence[squad_lib.SquadExample]) -> None:
   # squad_lib gives the questions of a paragraph one shared doc_tokens list.
@@ -104,7 +92,7 @@ def convert_examples_to_features(
     output_fn: Callable[[squad_lib.InputFeatures], None]) -> int:
   """squad_lib's features of `examples` with a `SquadTokenizer`, each
   passed to `output_fn` (no padding: `pad_to_batch`); returns their number."""
-  validate_lengths(max_seq_length, doc_stride, max_query_length)
+  squad_spans.validate_lengths(max_seq_length, doc_stride, max_query_length)
   _prime_for(tokenizer, examples)
   # squad_lib's `convert_examples_to_features` logs every field of its
   # first 20 examples at INFO: quiet it for this call.
@@ -163,8 +151,8 @@ def write_features(
   Evaluation features are padded to whole batches of `batch_size`; training
   features are streamed to the file and not returned (millions of lists).
   """
-  examples, stats = squad_json.read_squad_examples(input_file, is_training,
-                                        version_2_with_negative)
+  examples, stats = squad_json.read_squad_examples(
+      input_file, is_training, version_2_with_negative, utils.GFILE_OPS)
   num_without_tokens = 0
   if is_training:
     examples, num_without_tokens = drop_answers_without_tokens(
@@ -275,7 +263,7 @@ def convert(input_json: str, vocab_file: str, output_dir: str,
   """
   if not output_dir:
     raise ValueError("No output directory given (--output_dir).")
-  validate_lengths(max_seq_length, doc_stride, max_query_length)
+  squad_spans.validate_lengths(max_seq_length, doc_stride, max_query_length)
   if is_training and (epochs is None) != (train_batch_size is None):
     raise ValueError("Give both --epochs and --train_batch_size (or "
                      "neither) to write train_schedule.yaml.")

@@ -1,4 +1,6 @@
-"""Reading and checking SQuAD v1.1 / v2.0 JSON into `squad_lib` examples.
+"""Reading and checking SQuAD v1.1 / v2.0 JSON into examples, for both faces
+and without TensorFlow: `squad_lib.read_squad_examples`' examples (the same
+fields, whitespace words and positions), which `squad_lib` reads as its own.
 
 Malformed input raises `ValueError` naming the file and question id; an
 answer not at its `answer_start` is a counted, logged training skip.
@@ -6,13 +8,28 @@ answer not at its `answer_start` is a counted, logged training skip.
 
 import dataclasses
 import json
-import tempfile
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
-import tensorflow as tf
 
-from official.nlp.data import squad_lib
+from realformer_tf.core import writes
+
+# squad_lib's `is_whitespace`.
+_WHITESPACE = frozenset(" \t\r\n\u202f")
+
+
+@dataclasses.dataclass
+class SquadExample:
+  """One question: squad_lib's `SquadExample` fields; `doc_tokens` is shared
+  by a paragraph's questions; `answers`: every gold answer text."""
+  qas_id: str
+  question_text: str
+  doc_tokens: List[str]
+  orig_answer_text: Optional[str] = None
+  start_position: Optional[int] = None
+  end_position: Optional[int] = None
+  is_impossible: bool = False
+  answers: Sequence[str] = ()
 
 
 @dataclasses.dataclass
@@ -25,15 +42,18 @@ class ReadStats:
   num_multiple_answers: int = 0
 
 
-def load_squad_json(input_file: str) -> List[Dict[str, Any]]:
-  """The `data` list of a SQuAD JSON file, with a clear error if malformed."""
-  if not input_file or not tf.io.gfile.exists(input_file):
-    raise ValueError(f"SQuAD file {input_file!r} does not exist.")
-  with tf.io.gfile.GFile(input_file, "r") as f:
-    try:
-      dataset = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"SQuAD file {input_file!r} is not JSON: {e}.") from e
+def load_squad_json(input_file: str, ops: writes.FileOps = writes.OS_OPS
+                    ) -> List[Dict[str, Any]]:
+  """The `data` list of a SQuAD JSON file, with a clear error if malformed;
+  `ops`: the face's files (gfile reads gs://)."""
+  text = ops.read(input_file) if input_file and ops.exists(input_file) else None
+  if text is None:
+    raise ValueError(f"SQuAD file {input_file!r} does not exist (or is not "
+                     "UTF-8 text).")
+  try:
+    dataset = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"SQuAD file {input_file!r} is not JSON: {e}.") from e
   if not isinstance(dataset, dict) or not isinstance(dataset.get("data"),
                                                      list):
     raise ValueError(f"SQuAD file {input_file!r} has no top-level 'data' "
@@ -88,27 +108,66 @@ def _checked_question(qa: Dict[str, Any], context: str, is_training: bool,
                     text, len(context))
     stats.num_answer_not_found += 1
     return None
-  return dict(qa, answers=answers[:1])
+  return qa
 
 
-def _check_squad_data(input_file: str, is_training: bool,
-                      version_2_with_negative: bool,
-                      stats: ReadStats) -> List[Dict[str, Any]]:
-  """The `data` list of `input_file`, its `qas` reduced to what squad_lib
-  may read."""
+def whitespace_words(context: str) -> Tuple[List[str], List[int]]:
+  """squad_lib's words of `context` and each character's word index."""
+  words, char_to_word, after_space = [], [], True
+  for c in context:
+    if c in _WHITESPACE:
+      after_space = True
+    else:
+      if after_space:
+        words.append(c)
+      else:
+        words[-1] += c
+      after_space = False
+    char_to_word.append(len(words) - 1)
+  return words, char_to_word
+
+
+def _example(qa: Dict[str, Any], words: List[str], char_to_word: List[int],
+             is_training: bool, version_2_with_negative: bool
+             ) -> Optional[SquadExample]:
+  """squad_lib's example of a checked `qa`; None where squad_lib skips it
+  (its first answer's words do not contain the answer text)."""
+  example = SquadExample(qa["id"], qa["question"], words, answers=[
+      a["text"] for a in qa["answers"]])
+  if not is_training:
+    return example
+  if version_2_with_negative and qa["is_impossible"]:
+    example.is_impossible, example.orig_answer_text = True, ""
+    example.start_position = example.end_position = -1
+    return example
+  text, start = qa["answers"][0]["text"], qa["answers"][0]["answer_start"]
+  first, last = char_to_word[start], char_to_word[start + len(text) - 1]
+  if " ".join(words[first:last + 1]).find(" ".join(text.split())) == -1:
+    return None
+  example.orig_answer_text = text
+  example.start_position, example.end_position = first, last
+  return example
+
+
+def read_squad_examples(
+    input_file: str, is_training: bool, version_2_with_negative: bool,
+    ops: writes.FileOps = writes.OS_OPS
+) -> Tuple[List[SquadExample], ReadStats]:
+  """(examples, `ReadStats`) as `squad_lib.read_squad_examples` reads them,
+  behind the checks of the module docstring (a ValueError names the file and
+  question); `is_training`: answer positions are needed."""
   def failing(where: str) -> Callable[[str], None]:
     def fail(message: str):
       raise ValueError(f"SQuAD file {input_file!r}, {where}: {message}")
     return fail
 
-  seen_ids = {}
-  data = load_squad_json(input_file)
-  for a, article in enumerate(data):
+  stats, seen_ids, examples, not_found = ReadStats(), {}, [], []
+  for a, article in enumerate(load_squad_json(input_file, ops)):
     for p, paragraph in enumerate(
         _get(article, "paragraphs", list, failing(f"article {a}"))):
       where = f"article {a} paragraph {p}"
       context = _get(paragraph, "context", str, failing(where))
-      kept = []
+      words, char_to_word = whitespace_words(context)
       for q, qa in enumerate(_get(paragraph, "qas", list, failing(where))):
         qas_id = _get(qa, "id", str, failing(f"{where} question {q}"))
         fail = failing(f"question id {qas_id!r}")
@@ -119,33 +178,12 @@ def _check_squad_data(input_file: str, is_training: bool,
         qa = _checked_question(qa, context, is_training,
                                version_2_with_negative, stats, fail)
         if qa is not None:
-          kept.append(qa)
-      paragraph["qas"] = kept
-  return data
-
-
-def read_squad_examples(
-    input_file: str,
-    is_training: bool,
-    version_2_with_negative: bool) -> Tuple[List[squad_lib.SquadExample],
-                                            ReadStats]:
-  """(examples, `ReadStats`) of `squad_lib.read_squad_examples` behind the
-  checks of the module docstring (a ValueError names the file and question);
-  `is_training`: answer positions are needed."""
-  stats = ReadStats()
-  data = _check_squad_data(input_file, is_training, version_2_with_negative,
-                           stats)
-  # squad_lib reads a file only.
-  with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
-    json.dump({"data": data}, f)
-    f.flush()
-    examples = squad_lib.read_squad_examples(
-        f.name, is_training, version_2_with_negative)
-  kept_ids = {example.qas_id for example in examples}
-  # squad_lib's own skips (answer text not at answer_start) name no question.
-  not_found = [qa["id"] for article in data for paragraph in
-               article["paragraphs"] for qa in paragraph["qas"]
-               if qa["id"] not in kept_ids]
+          example = _example(qa, words, char_to_word, is_training,
+                             version_2_with_negative)
+          if example is None:
+            not_found.append(qas_id)
+          else:
+            examples.append(example)
   if not_found:
     logging.warning("Skipped %d training questions of %s whose answer text is "
                     "not at its answer_start: %s", len(not_found), input_file,

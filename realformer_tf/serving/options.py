@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from official.core import config_definitions as cfg
 from realformer_tf.data import glue_tasks
-from realformer_tf.data import squad as squad_data
+from realformer_tf.data import squad_spans
 
 # `return_attention` choice -> the encoder output it returns.
 ATTENTION_KEYS = {"scores": "residual_scores", "probs": "attention_scores"}
@@ -85,8 +85,8 @@ class QuestionAnsweringOptions(ServingOptions):
 
   def __post_init__(self):
     super().__post_init__()
-    squad_data.validate_lengths(self.max_seq_length, self.doc_stride,
-                                self.max_query_length)
+    squad_spans.validate_lengths(self.max_seq_length, self.doc_stride,
+                                 self.max_query_length)
 
   @classmethod
   def from_task(cls, task: cfg.TaskConfig, common: Dict[str, Any],

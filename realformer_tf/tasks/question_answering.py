@@ -110,7 +110,8 @@ class RealFormerQATask(question_answering.QuestionAnsweringTask):
         params.doc_stride, params.query_length,
         params.version_2_with_negative, is_training=False,
         batch_size=params.global_batch_size)
-    self._eval_dataset = squad_json.load_squad_json(params.input_path)
+    self._eval_dataset = squad_json.load_squad_json(params.input_path,
+                                                   utils.GFILE_OPS)
     return path, examples, features
 
   def reduce_aggregated_logs(self, aggregated_logs, global_step=None):

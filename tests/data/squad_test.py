@@ -14,6 +14,7 @@ from official.nlp.data import question_answering_dataloader as qa_dataloader
 from official.nlp.tools import tokenization as mg_tokenization
 from realformer_tf.data import output_sets
 from realformer_tf.data import squad
+from realformer_tf.data import squad_spans
 from tests.helpers import shared_data
 from tests.helpers import squad as common
 
@@ -87,7 +88,7 @@ def test_training_skips_answers_without_wordpieces(tmp_path, caplog):
 
 def test_bad_lengths():
   with pytest.raises(ValueError, match="leaves no room for the context"):
-    squad.validate_lengths(max_seq_length=67, doc_stride=128,
+    squad_spans.validate_lengths(max_seq_length=67, doc_stride=128,
                            max_query_length=64)
 
 
