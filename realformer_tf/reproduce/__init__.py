@@ -1,5 +1,6 @@
 r"""The paper's comparison in one command, on either face: Post-LN vs Pre-LN
-vs RealFormer, pre-training then GLUE fine-tuning, then the report.
+vs RealFormer, pre-training then GLUE (and SQuAD v1.1) fine-tuning, then the
+report.
 
   python -m realformer_tf.reproduce --output_dir=OUT [--face=tf_keras|keras3]
     [--size=tiny|mini|small|base|large] [--seeds=3] [--dry_run]

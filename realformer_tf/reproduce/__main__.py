@@ -36,6 +36,8 @@ def define_flags():
   f.DEFINE_list("glue_tasks", list(plan_lib.DEFAULT_GLUE_TASKS),
                 "GLUE tasks to fine-tune on (those in --glue_dir).")
   f.DEFINE_string("glue_dir", None, "GLUE TSVs; default: <data dir>/glue.")
+  f.DEFINE_string("squad_dir", None, "SQuAD v1.1's train-v1.1.json and "
+                  "dev-v1.1.json (keras3); default: <data dir>/squad.")
   f.DEFINE_integer("train_steps", None, "Pre-training steps.")
   for name, what in (("train_data", "pre-training TFRecords"),
                      ("validation_data", "held-out TFRecords"),
@@ -71,8 +73,9 @@ def options_from_flags(face: str) -> plan_lib.Options:
   values = {n: FLAGS[n].value for n in names - {"face"} if n in FLAGS}
   values = {k: tuple(v) if isinstance(v, list) else v
             for k, v in values.items()}
-  if values["glue_dir"] is None:
-    values["glue_dir"] = corpus_text.default_data_dir() + "/glue"
+  for name in ("glue", "squad"):
+    if values[f"{name}_dir"] is None:
+      values[f"{name}_dir"] = f"{corpus_text.default_data_dir()}/{name}"
   return plan_lib.Options(face=face, config_files=tuple(FLAGS.config_file or
                                                         ()), **values)
 

@@ -23,8 +23,8 @@ from realformer_tf.data import glue_tasks
 from realformer_tf.reproduce import keras3_analysis
 from realformer_tf.reproduce import keras3_data as data_lib
 from realformer_tf.reproduce import keras3_glue
+from realformer_tf.reproduce import keras3_squad
 from realformer_tf.reproduce import plan as plan_lib
-from realformer_tf.training import seed_stats
 
 OPS = writes.OS_OPS
 fingerprint = writes.size_of
@@ -224,6 +224,19 @@ def glue_sizes(options: plan_lib.Options, size: plan_lib.Size):
                                        open_file)["train"])
 
 
+def squad_size(options: plan_lib.Options, size: plan_lib.Size
+               ) -> Tuple[int, str]:
+  """(training questions of --squad_dir's SQuAD v1.1, ""), or (0, why not);
+  a malformed file is refused (ValueError)."""
+  del size
+  files, why = plan_lib.squad_files(options)
+  if why:
+    return 0, why
+  questions = len(keras3_squad.read(files["train"], True))
+  return questions, "" if questions else f"{files['train']} has no usable " \
+      "training question"
+
+
 def expected_data(options: plan_lib.Options, size: plan_lib.Size) -> Dict:
   return dict(source=", ".join(options.corpus) or
               "the quickstart's stdlib corpus",
@@ -341,20 +354,19 @@ def pretrained_backbone(plan: plan_lib.Plan, arch: str, seed: int,
 
 
 def finetune(plan: plan_lib.Plan, run: plan_lib.FinetuneRun) -> Dict:
-  """Fine-tunes `run.pretrained`'s backbone on `run.task` (`keras3_glue`): the
-  paper's dev metrics in "metrics", all `keras3_glue.finetune` measured in
-  "eval_logs" (as `summarize_glue` reads them)."""
-  splits = keras3_glue.packed(plan.options.glue_dir, run.task,
-                              run.max_seq_length,
-                              tuple(plan.data["sequences"].vocab), open_file)
-  dev = {split: arrays for split, arrays in splits.items() if split != "train"}
-  output = keras3_glue.finetune(
-      pretrained_backbone(plan, run.arch, run.seed, run.pretrained),
-      splits["train"], dev, task=run.task,
-      learning_rate=run.learning_rate, train_steps=run.train_steps,
-      batch_size=run.batch_size, seed=run.seed)
-  names = [m + keras3_glue.metric_suffix(split) for split in dev
-           for m in glue_tasks.get_task(run.task).metrics]
+  """Fine-tunes `run.pretrained`'s backbone on `run.task` (`keras3_glue`,
+  `keras3_squad`): the paper's dev metrics in "metrics", all the fine-tune
+  measured in "eval_logs" (as `seed_stats.summarize` reads them)."""
+  backbone = pretrained_backbone(plan, run.arch, run.seed, run.pretrained)
+  vocab = tuple(plan.data["sequences"].vocab)
+  if run.task == plan_lib.SQUAD:
+    output = keras3_squad.finetune(
+        backbone, plan_lib.squad_files(plan.options)[0], vocab,
+        plan_lib.squad_lengths(plan.size), learning_rate=run.learning_rate,
+        train_steps=run.train_steps, batch_size=run.batch_size, seed=run.seed)
+    names = ["exact_match", "f1"]
+  else:
+    output, names = _finetune_glue(plan, run, backbone, vocab)
   return dict(task=run.task, epochs=run.epochs,
               learning_rate=run.learning_rate, seed=run.seed,
               train_steps=run.train_steps,
@@ -362,7 +374,18 @@ def finetune(plan: plan_lib.Plan, run: plan_lib.FinetuneRun) -> Dict:
               eval_logs=output)
 
 
-summarize_glue = seed_stats.summarize
+def _finetune_glue(plan, run, backbone, vocab):
+  """(`keras3_glue.finetune`'s output, its paper metrics' names)."""
+  splits = keras3_glue.packed(plan.options.glue_dir, run.task,
+                              run.max_seq_length, vocab, open_file)
+  dev = {split: arrays for split, arrays in splits.items() if split != "train"}
+  output = keras3_glue.finetune(
+      backbone, splits["train"], dev, task=run.task,
+      learning_rate=run.learning_rate, train_steps=run.train_steps,
+      batch_size=run.batch_size, seed=run.seed)
+  return output, [m + keras3_glue.metric_suffix(split) for split in dev
+                  for m in glue_tasks.get_task(run.task).metrics]
+
 
 
 def analyse(plan: plan_lib.Plan) -> Dict[str, str]:

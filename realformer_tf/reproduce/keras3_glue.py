@@ -1,8 +1,8 @@
 """GLUE fine-tuning of a Keras 3 `RealFormerBackbone` on JAX, no TensorFlow:
 the paper's protocol as the tf_keras face's `realformer/glue` config, in a
-jitted stateless loop (not `fit`: keras-hub's `Task.fit` needs TensorFlow or
-grain for its data). The backbone's variables are read, never written, so
-every grid point starts from the same pre-trained weights.
+jitted stateless loop, SQuAD's too (`fit_predict`; not `fit`: keras-hub's
+`Task.fit` needs TensorFlow or grain for its data). The backbone's variables
+are read, never written, so every grid point starts from the same weights.
 """
 
 import functools
@@ -81,26 +81,17 @@ def _seeded(values, variables, seed: int):
           for value, variable in zip(values, variables)]
 
 
-def finetune(backbone: realformer_keras3.RealFormerBackbone,
-             train: Mapping[str, np.ndarray],
-             dev: Mapping[str, Mapping[str, np.ndarray]], *, task: str,
-             learning_rate: float, train_steps: int,
-             batch_size: int = schedule.PAPER_BATCH_SIZE, seed: int = 0
-             ) -> Dict[str, float]:
-  """Fine-tunes `backbone` (left unchanged) on GLUE `task` from `pack`'s
-  arrays, `dev` by split name; `seed` fixes head, dropout and order. The
-  paper's metrics of each dev split (`accuracy_matched`...), their
-  `majority_class_*` baselines, `seconds` (compiling included),
-  `train_steps` and the mean loss of the first and last tenth of the steps.
-  """
-  check_backend()
-  spec = glue_tasks.get_task(task)
-  start = time.time()
-  num_examples = len(train["labels"])
-  steps = train_steps
-  keras.utils.set_random_seed(seed)
-  model = realformer_keras3.RealFormerTextClassifier(
-      backbone, num_classes=spec.num_classes, dropout=0.1)
+def fit_predict(model: keras.Model, loss, train: Mapping[str, np.ndarray],
+                dev: Mapping[str, Mapping[str, np.ndarray]], *,
+                targets: Tuple[str, ...], learning_rate: float,
+                train_steps: int, batch_size: int, seed: int
+                ) -> Tuple[Dict[str, np.ndarray], Dict[str, float]]:
+  """Trains `model` (built after `keras.utils.set_random_seed(seed)`) for
+  `train_steps` on `train`'s rows in a seeded order with the paper's AdamW
+  and schedule, `loss(logits, batch)` over `INPUTS + targets`; then
+  ({split: its float32 outputs}, {"train_steps", "train_loss_first"/"_last":
+  the mean loss of the first and last tenth of the steps})."""
+  steps, num_examples = train_steps, len(train[INPUTS[0]])
   optimizer = keras.optimizers.AdamW(
       learning_rate=PaperSchedule(learning_rate, steps,
                                   schedule.warmup_steps(steps)),
@@ -119,17 +110,12 @@ def finetune(backbone: realformer_keras3.RealFormerBackbone,
 
     def loss_fn(trainable, non_trainable):
       logits, non_trainable = forward(trainable, non_trainable, batch, True)
-      if spec.is_regression:
-        loss = keras.ops.mean((logits[:, 0] - batch["labels"]) ** 2)
-      else:
-        loss = keras.ops.mean(keras.losses.sparse_categorical_crossentropy(
-            batch["labels"], logits, from_logits=True))
-      return loss, non_trainable
+      return loss(logits, batch), non_trainable
 
-    (loss, non_trainable), grads = jax.value_and_grad(
+    (value, non_trainable), grads = jax.value_and_grad(
         loss_fn, has_aux=True)(trainable, non_trainable)
     trainable, opt = optimizer.stateless_apply(opt, grads, trainable)
-    return (trainable, non_trainable, opt), loss
+    return (trainable, non_trainable, opt), value
 
   run = jax.jit(lambda state, batches: jax.lax.scan(step, state, batches),
                 donate_argnums=0)
@@ -147,24 +133,56 @@ def finetune(backbone: realformer_keras3.RealFormerBackbone,
   losses = []
   for first in range(0, steps, STEPS_PER_EXECUTION):
     index = order[first:first + STEPS_PER_EXECUTION]
-    state, chunk = run(state, {k: train[k][index]
-                               for k in INPUTS + ("labels",)})
+    state, chunk = run(state, {k: train[k][index] for k in INPUTS + targets})
     losses.append(chunk)
   losses = np.concatenate([np.asarray(chunk) for chunk in losses])
   tenth = max(1, steps // 10)
-  results = {"train_steps": float(steps),
-             "train_loss_first": float(losses[:tenth].mean()),
-             "train_loss_last": float(losses[-tenth:].mean())}
+  outputs = {}
   for split, arrays in dev.items():
-    count = len(arrays["labels"])
+    count = len(arrays[INPUTS[0]])
     # The last batch filled with its last row: one compiled shape.
     rows = np.minimum(np.arange(-(-count // batch_size) * batch_size),
                       count - 1).reshape(-1, batch_size)
-    outputs = np.concatenate([np.asarray(predict(
+    outputs[split] = np.concatenate([np.asarray(predict(
         state, {k: arrays[k][r] for k in INPUTS})) for r in rows])[:count]
+  return outputs, {"train_steps": float(steps),
+                   "train_loss_first": float(losses[:tenth].mean()),
+                   "train_loss_last": float(losses[-tenth:].mean())}
+
+
+def finetune(backbone: realformer_keras3.RealFormerBackbone,
+             train: Mapping[str, np.ndarray],
+             dev: Mapping[str, Mapping[str, np.ndarray]], *, task: str,
+             learning_rate: float, train_steps: int,
+             batch_size: int = schedule.PAPER_BATCH_SIZE, seed: int = 0
+             ) -> Dict[str, float]:
+  """Fine-tunes `backbone` (left unchanged) on GLUE `task` from `pack`'s
+  arrays, `dev` by split name; `seed` fixes head, dropout and order. The
+  paper's metrics of each dev split (`accuracy_matched`...), their
+  `majority_class_*` baselines, `seconds` (compiling included) and
+  `fit_predict`'s training numbers.
+  """
+  check_backend()
+  spec = glue_tasks.get_task(task)
+  start = time.time()
+  keras.utils.set_random_seed(seed)
+  model = realformer_keras3.RealFormerTextClassifier(
+      backbone, num_classes=spec.num_classes, dropout=0.1)
+
+  def loss(logits, batch):
+    if spec.is_regression:
+      return keras.ops.mean((logits[:, 0] - batch["labels"]) ** 2)
+    return keras.ops.mean(keras.losses.sparse_categorical_crossentropy(
+        batch["labels"], logits, from_logits=True))
+
+  outputs, results = fit_predict(
+      model, loss, train, dev, targets=("labels",),
+      learning_rate=learning_rate, train_steps=train_steps,
+      batch_size=batch_size, seed=seed)
+  for split, arrays in dev.items():
     suffix = metric_suffix(split)
     for name, value in {
-        **glue_tasks.glue_metrics(spec.name, outputs, arrays["labels"]),
+        **glue_tasks.glue_metrics(spec.name, outputs[split], arrays["labels"]),
         **glue_tasks.majority_class_metrics(spec.name, arrays["labels"]),
     }.items():
       results[name + suffix] = value

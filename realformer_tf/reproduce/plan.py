@@ -44,6 +44,9 @@ ARCHS = {
 }
 DEFAULT_ARCHS = ("post_ln", "pre_ln", "realformer")
 DEFAULT_GLUE_TASKS = ("mrpc", "stsb", "cola")
+# SQuAD v1.1, fine-tuned where --squad_dir holds both files.
+SQUAD = "squad"
+SQUAD_FILES = (("train", "train-v1.1.json"), ("dev", "dev-v1.1.json"))
 DTYPE_POLICIES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
 WRITER = "realformer_tf.reproduce"  # The module to run again.
@@ -87,6 +90,7 @@ class Size:
   max_positions: int = 512
   max_warmup: int = 10000
   glue_seq_length: int = 128
+  squad_seq_length: int = 384  # BERT's; stride a third, question a sixth.
   glue_batch_size: int = schedule.PAPER_BATCH_SIZE
   dropout: float = 0.1
   eval_sequences: int = 8192
@@ -111,7 +115,7 @@ SIZES = {
                  seq_length=32, batch_size=8, max_predictions=5, train_steps=24,
                  learning_rate=1e-3, vocab_size=1000, evals=4,
                  checkpoint_steps=12, steps_per_execution=3, max_positions=64,
-                 glue_seq_length=32, glue_epochs=(3,),
+                 glue_seq_length=32, squad_seq_length=48, glue_epochs=(3,),
                  glue_learning_rates=(1e-4,), eval_sequences=64,
                  analysis_examples=16, cpu=True),
     # Minutes a run on 2 CPU cores, deep enough (4 layers) for the running
@@ -120,7 +124,8 @@ SIZES = {
                  seq_length=64, batch_size=32, max_predictions=10,
                  train_steps=1000, learning_rate=1e-3, vocab_size=8000,
                  evals=5, checkpoint_steps=200, max_positions=128,
-                 max_warmup=100, glue_seq_length=64, glue_epochs=(3,),
+                 max_warmup=100, glue_seq_length=64, squad_seq_length=128,
+                 glue_epochs=(3,),
                  glue_learning_rates=(1e-4,), analysis_examples=512, cpu=True),
     # BERT-Small (the paper's Table 1) at seq 128, batch 128: one GPU.
     "small": Size(num_layers=4, hidden_dim=512, num_heads=8,
@@ -148,6 +153,7 @@ class Options:
   corpus: Sequence[str] = ()
   glue_tasks: Sequence[str] = DEFAULT_GLUE_TASKS
   glue_dir: str = ""
+  squad_dir: str = ""
   train_steps: Optional[int] = None
   # The tf_keras face's.
   train_data: str = ""
@@ -197,6 +203,7 @@ class FinetuneRun:
 @dataclasses.dataclass
 class Plan:
   """Every run of a reproduction. `glue_sizes`: {task: train examples};
+  `squad_size`: SQuAD's training questions (0: not fine-tuned);
   `finetune`: {pre-training run_dir: its fine-tuning runs}; `data`: what the
   face's data is or will be (dict: source, vocab_size, its own keys)."""
   options: Options
@@ -207,6 +214,7 @@ class Plan:
   checkpoint_steps: int
   steps_per_execution: int
   glue_sizes: Dict[str, int]
+  squad_size: int
   skipped_tasks: Dict[str, str]
   pretrain: List[PretrainRun]
   finetune: Dict[str, List[FinetuneRun]]
@@ -338,6 +346,26 @@ def glue_sizes(options: Options, exists=os.path.exists, open_file=open,
   return sizes, skipped
 
 
+def squad_files(options: Options, exists=os.path.exists
+                ) -> Tuple[Dict[str, str], str]:
+  """({split: path} of the SQuAD v1.1 files in --squad_dir, ""), or ({},
+  why not)."""
+  paths = {split: os.path.join(options.squad_dir or "", name)
+           for split, name in SQUAD_FILES}
+  missing = [n for (_, n), p in zip(SQUAD_FILES, paths.values())
+             if not exists(p)]
+  if options.squad_dir and not missing:
+    return paths, ""
+  return {}, (f"{options.squad_dir or '<no --squad_dir>'} lacks "
+              f"{', '.join(missing)}")
+
+
+def squad_lengths(size: Size) -> Tuple[int, int, int]:
+  """(sequence, doc stride, question) lengths: BERT's 384 / 128 / 64."""
+  return size.squad_seq_length, size.squad_seq_length // 3, (
+      size.squad_seq_length // 6)
+
+
 def run_dir(output_dir: str, arch: str, seed: int) -> str:
   return os.path.join(output_dir, "pretrain", arch, f"seed{seed}")
 
@@ -346,13 +374,15 @@ def finetune_runs(options: Options, size: Size, run: PretrainRun, task: str,
                   train_size: int) -> List[FinetuneRun]:
   """The grid of one task from one pre-training run: epochs x learning
   rates, the pre-training seed (so a median over seeds is one over
-  pre-training runs)."""
+  pre-training runs). SQuAD's epochs count questions (BERT's run_squad)."""
   root = os.path.join(options.output_dir, "finetune", run.arch,
                       f"seed{run.seed}", task)
   return [FinetuneRun(
       task=task, arch=run.arch, seed=run.seed, learning_rate=lr, epochs=e,
       train_steps=schedule.train_steps(train_size, e, size.glue_batch_size),
-      batch_size=size.glue_batch_size, max_seq_length=size.glue_seq_length,
+      batch_size=size.glue_batch_size,
+      max_seq_length=(squad_lengths(size)[0] if task == SQUAD else
+                      size.glue_seq_length),
       pretrained=run.run_dir,
       run_dir=os.path.join(root, f"ep{e:g}_lr{lr:g}", f"seed{run.seed}"))
           for e in size.glue_epochs for lr in size.glue_learning_rates]
@@ -381,6 +411,9 @@ def make_plan(options: Options, face, data: Optional[Dict] = None) -> Plan:
   size = check_options(options, face)
   steps = options.train_steps or size.train_steps
   glue_sizes, skipped = face.glue_sizes(options, size)
+  squad_size, why = face.squad_size(options, size)
+  if why:
+    skipped[SQUAD] = why
   pretrain = [PretrainRun(arch, seed, run_dir(options.output_dir, arch, seed),
                           steps)
               for seed in range(options.seeds) for arch in options.archs]
@@ -391,8 +424,9 @@ def make_plan(options: Options, face, data: Optional[Dict] = None) -> Plan:
                            steps),
       steps_per_execution=(options.steps_per_execution or
                            size.steps_per_execution),
-      glue_sizes=glue_sizes, skipped_tasks=skipped, pretrain=pretrain,
-      finetune={run.run_dir: [r for task, n in glue_sizes.items()
-                              for r in finetune_runs(options, size, run, task,
-                                                     n)]
+      glue_sizes=glue_sizes, squad_size=squad_size, skipped_tasks=skipped,
+      pretrain=pretrain,
+      finetune={run.run_dir: [
+          r for task, n in {**glue_sizes, SQUAD: squad_size}.items() if n
+          for r in finetune_runs(options, size, run, task, n)]
                 for run in pretrain})

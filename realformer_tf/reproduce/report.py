@@ -159,6 +159,24 @@ def glue_table(plan: plan_lib.Plan, glue: Dict, glue_runs: Dict
   return lines + [""]
 
 
+def squad_table(plan: plan_lib.Plan, squad: Dict) -> List[str]:
+  """Table 4's shape: per architecture SQuAD v1.1's best grid point."""
+  if not squad:
+    return []
+  lines = ["## Fine-tuning (paper Table 4): SQuAD v1.1 dev, x100", "",
+           "Exact match and F1 by the official script's rules; best point "
+           "by the median F1 over the pre-training seeds. Sequence "
+           f"{plan_lib.squad_lengths(plan.size)[0]}, stride "
+           f"{plan_lib.squad_lengths(plan.size)[1]}.", "",
+           "| Architecture | EM | F1 |", "|---|---|---|"]
+  for arch in (a for a in plan.options.archs if a in squad):
+    best = squad[arch]["best"]
+    lines.append(f"| {plan_lib.ARCHS[arch].label} | " + " | ".join(
+        plus_minus(best["metrics"][m]) for m in ("exact_match", "f1")) +
+                 " |")
+  return lines + [""]
+
+
 def seconds_lines(plan: plan_lib.Plan, results: Dict[str, Dict]) -> List[str]:
   """Each architecture's seconds per pre-training run (seed order) and per
   fine-tuning run (mean), training and evaluation, compilation included."""
@@ -188,7 +206,8 @@ def by_arch(plan: plan_lib.Plan, results: Dict[str, Dict]):
 
 
 def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
-                   pretraining: Dict, glue: Dict) -> str:
+                   pretraining: Dict, glue: Dict,
+                   squad: Optional[Dict] = None) -> str:
   """`results.md` from the runs' `results` ({run_dir: result}) and their
   summaries."""
   o, s = plan.options, plan.size
@@ -211,7 +230,7 @@ def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
   lines += pretraining_table(plan.labels, pretraining, paper_row(plan)) + [""]
   if glue:
     lines += glue_table(plan, glue, glue_runs)
-  lines += majority_class_lines(glue_runs) + [
+  lines += squad_table(plan, squad or {}) + majority_class_lines(glue_runs) + [
       f"- {task} not fine-tuned: {why}."
       for task, why in plan.skipped_tasks.items()]
   lines += ["", *seconds_lines(plan, results),
@@ -246,8 +265,11 @@ def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
   o, face = plan.options, plan.face
   pretrain_runs, glue_runs = by_arch(plan, results)
   pretraining = summarize_pretraining(pretrain_runs)
-  glue = {arch: face.summarize_glue(by_task)
-          for arch, by_task in glue_runs.items()}
+  squad = {arch: seed_stats.summarize_task(plan_lib.SQUAD, by_task.pop(
+      plan_lib.SQUAD), main="f1") for arch, by_task in glue_runs.items()
+           if plan_lib.SQUAD in by_task}
+  glue = {arch: seed_stats.summarize(by_task)
+          for arch, by_task in glue_runs.items() if by_task}
   curves = {arch: {r["seed"]: r["curves"] for r in runs}
             for arch, runs in pretrain_runs.items()}
   summary = {"face": o.face, "size": o.size, "archs": list(o.archs),
@@ -255,8 +277,8 @@ def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
              "data": {k: v for k, v in plan.data.items()
                       if isinstance(v, (str, int, float))},
              "pretraining": pretraining, "pretraining_runs": pretrain_runs,
-             "glue": glue, "curves": curves, "analysis": analyses}
-  text = format_results(plan, results, pretraining, glue)
+             "glue": glue, "squad": squad, "curves": curves, "analysis": analyses}
+  text = format_results(plan, results, pretraining, glue, squad)
   out = {name: os.path.join(o.output_dir, name) for name in plan_lib.REPORT}
   note = " ".join(filter(None, [scale_note(plan),
                                 *face.figure_notes(plan)])) or None

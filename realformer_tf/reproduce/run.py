@@ -44,7 +44,11 @@ def describe(plan: plan_lib.Plan) -> str:
       f"{plan.eval_steps()}.",
       (f"Fine-tuning: epochs {list(s.glue_epochs)} x lr "
        f"{list(s.glue_learning_rates)} per task and pre-training run, batch "
-       f"{s.glue_batch_size}, seq {s.glue_seq_length}.")]
+       f"{s.glue_batch_size}, seq {s.glue_seq_length}" + (
+           "; SQuAD v1.1 (epochs over its {} training questions) seq {}, "
+           "doc stride {}, question {}".format(
+               plan.squad_size, *plan_lib.squad_lengths(s))
+           if plan.squad_size else "") + ".")]
   lines += [f"{status(plan, r):>6s}  {r.run_dir}  {r.details()}"
             for r in plan.all_runs]
   lines += [f"Fine-tuning {task}: skipped ({why})."

@@ -5,7 +5,7 @@ attention analysis. Files through `tf.io.gfile`: the output dir may be remote.
 """
 
 import os
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import tensorflow as tf
 from tqdm import auto as tqdm
@@ -27,7 +27,6 @@ from realformer_tf.data import quickstart_corpus
 from realformer_tf.data import wikitext
 from realformer_tf.reproduce import plan as plan_lib
 from realformer_tf.training import runs
-from realformer_tf.training import seed_stats
 from realformer_tf.training import sweep
 from realformer_tf.training import train_lib
 
@@ -79,6 +78,17 @@ def glue_records_dir(output_dir: str) -> str:
 def glue_sizes(options: plan_lib.Options, size: plan_lib.Size):
   del size
   return plan_lib.glue_sizes(options, tf.io.gfile.exists, tf.io.gfile.GFile)
+
+
+def squad_size(options: plan_lib.Options, size: plan_lib.Size
+               ) -> Tuple[int, str]:
+  """(0, why): this face fine-tunes SQuAD with train.py, not here."""
+  del size
+  files, why = plan_lib.squad_files(options, tf.io.gfile.exists)
+  return 0, why or (
+      "the tf_keras face does not fine-tune SQuAD in the reproduction: "
+      "--face=keras3 does, or train.py --experiment=realformer/squad on a "
+      "pre-training run's checkpoint (docs/finetuning.md)")
 
 
 def _vocab_size(vocab_file: str) -> int:
@@ -258,8 +268,6 @@ def finetune(plan: plan_lib.Plan, run: plan_lib.FinetuneRun) -> Dict:
   assert glue_run.model_dir == run.run_dir, (glue_run.model_dir, run.run_dir)
   return glue_run.make_result(runs.train_run(glue_run), 0.0)
 
-
-summarize_glue = seed_stats.summarize
 
 
 def analyse(plan: plan_lib.Plan) -> Dict[str, str]:

@@ -2,7 +2,7 @@
 Keras 3 reproduction uses them where TensorFlow is not installed)."""
 
 import math
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 
@@ -16,10 +16,11 @@ def median_std(values: Sequence[float]) -> Dict[str, object]:
           "values": values}
 
 
-def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
+def summarize_task(task: str, results: Sequence[Dict],
+                   main: Optional[str] = None) -> Dict:
   """{"task", "main_metric", "grid": [point], "best": point, "score"}: each
-  point's median/std over seeds, the best by median, its mean of medians."""
-  spec = glue_tasks.get_task(task)
+  point's median/std over seeds, the best by the median of `main` (default:
+  the GLUE task's), its mean of medians."""
   groups = {}
   for result in sorted(results, key=lambda r: r["seed"]):
     key = (float(result["epochs"]), float(result["learning_rate"]))
@@ -33,9 +34,11 @@ def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
                  "num_seeds": len(group), "seeds": [r["seed"] for r in group],
                  "metrics": {name: median_std(v)
                              for name, v in values.items()}})
-  main = spec.main_metric
-  if spec.name == "mnli" and not any(main in p["metrics"] for p in grid):
-    main = "accuracy"  # Evaluated on one dev file (no split_names).
+  if main is None:
+    spec = glue_tasks.get_task(task)
+    task, main = spec.name, spec.main_metric
+    if task == "mnli" and not any(main in p["metrics"] for p in grid):
+      main = "accuracy"  # Evaluated on one dev file (no split_names).
   ranked = [p for p in grid if main in p["metrics"]
             and not math.isnan(p["metrics"][main]["median"])]
   if not ranked:
@@ -43,7 +46,7 @@ def summarize_task(task: str, results: Sequence[Dict]) -> Dict:
   # Highest median; ties go to the first point in (epochs, lr) order.
   best = max(ranked, key=lambda p: p["metrics"][main]["median"])
   score = float(np.mean([m["median"] for m in best["metrics"].values()]))
-  return {"task": spec.name, "main_metric": main, "grid": grid, "best": best,
+  return {"task": task, "main_metric": main, "grid": grid, "best": best,
           "score": score}
 
 

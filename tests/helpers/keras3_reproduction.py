@@ -32,16 +32,20 @@ def write_corpus(folder: str) -> str:
 def run_command(output_dir: str, corpus: str, *flags: str,
                 face: str = "--face=keras3") -> subprocess.CompletedProcess:
   """`python -m realformer_tf.reproduce --face=keras3 --size=tiny
-  --seeds=1` on `corpus`, fine-tuning on a tiny MRPC beside it (a later flag
+  --seeds=1` on `corpus`, fine-tuning on a tiny MRPC and SQuAD beside it (a later flag
   overrides an earlier one; `face=""`: the default face)."""
   env = no_tensorflow.env(jax_env())
   glue_dir = os.path.join(os.path.dirname(corpus), "glue")
   if not os.path.exists(glue_dir):
     reproduce_inputs.write_mrpc(glue_dir)
+  squad_dir = os.path.join(os.path.dirname(corpus), "squad")
+  if not os.path.exists(squad_dir):
+    reproduce_inputs.write_squad(squad_dir)
   return subprocess.run(
       [sys.executable, "-m", "realformer_tf.reproduce", *filter(None, [face]),
        f"--output_dir={output_dir}", "--size=tiny", "--seeds=1",
        f"--corpus={corpus}", f"--glue_dir={glue_dir}", "--glue_tasks=mrpc",
+       f"--squad_dir={squad_dir}",
        f"--train_steps={TRAIN_STEPS}", *flags],
       cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900,
       check=False)

@@ -1,4 +1,6 @@
-"""A small corpus, GLUE MRPC TSVs and options for the reproduction's tests."""
+"""A small corpus, GLUE MRPC TSVs, SQuAD v1.1 files and options for the
+reproduction's tests."""
+import json
 import os
 import random
 
@@ -30,6 +32,27 @@ def write_mrpc(glue_dir, rows=40, seed=0):
       lines.append(f"{i % 2}\t{i}\t{i}\t{a}\t{a if i % 2 else a[::-1]}")
     with open(os.path.join(glue_dir, "MRPC", f"{split}.tsv"), "w") as f:
       f.write("\n".join(lines) + "\n")
+
+
+def write_squad(squad_dir, questions=24, seed=0):
+  """train-v1.1.json and dev-v1.1.json: a question a paragraph over the
+  corpus' words, the answer one to three words of it; every third context
+  long enough for several windows at tiny size."""
+  rng = random.Random(seed)
+  os.makedirs(squad_dir)
+  for split, name in plan_lib.SQUAD_FILES:
+    paragraphs = []
+    for i in range(questions):
+      words = [rng.choice(_WORDS) for _ in range(60 if i % 3 == 0 else 20)]
+      start = rng.randrange(len(words) - 3)
+      answer = " ".join(words[start:start + rng.randint(1, 3)])
+      paragraphs.append({"context": " ".join(words) + " .", "qas": [{
+          "id": f"{split}{i}", "question": f"where is the {words[start]} ?",
+          "answers": [{"text": answer,
+                       "answer_start": len(" ".join(words[:start] + [""]))}]}]})
+    with open(os.path.join(squad_dir, name), "w") as f:
+      json.dump({"version": "1.1", "data": [{"title": split,
+                                             "paragraphs": paragraphs}]}, f)
 
 
 def options(tmp, **kwargs) -> plan_lib.Options:

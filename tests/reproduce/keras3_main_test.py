@@ -87,6 +87,38 @@ def test_every_architecture_fine_tunes_mrpc_from_its_checkpoint(
     assert f"{run_dir}: new (fine-tune {arch} seed 0 on mrpc" in result.stdout
 
 
+def test_every_architecture_fine_tunes_squad_from_its_checkpoint(
+    tiny_reproduction):
+  output_dir, _, result = tiny_reproduction
+  results = _results(output_dir)
+  with open(os.path.join(output_dir, plan_lib.RESULTS_MD)) as f:
+    text = f.read()
+  assert ("SQuAD v1.1 (epochs over its 24 training questions) seq 48, doc "
+          "stride 16, question 8.") in result.stdout
+  for arch in ARCHS:
+    run_dir = os.path.join(output_dir, "finetune", arch, "seed0", "squad",
+                           "ep3_lr0.0001", "seed0")
+    with open(os.path.join(run_dir, plan_lib.RESULT_FILE)) as f:
+      run = json.load(f)
+    logs = run["eval_logs"]
+    # ceil(3 epochs * 24 questions / batch 32); every third of the 24
+    # contexts (60 words) needs 3 windows of 48: 8 * 3 + 16 features.
+    assert run["train_steps"] == 3 and logs["train_steps"] == 3
+    assert logs["train_features"] == logs["dev_features"] == 40
+    assert set(run["metrics"]) == {"exact_match", "f1"}
+    assert 0.0 <= run["metrics"]["exact_match"] <= run["metrics"]["f1"] <= 1
+    # Two cross-entropies over 48 positions start near ln 48 = 3.87.
+    assert abs(logs["train_loss_first"] - math.log(48)) < 0.3
+    best = results["squad"][arch]["best"]["metrics"]
+    assert best["f1"]["values"] == [run["metrics"]["f1"]]
+    assert (f"| {plan_lib.ARCHS[arch].label} | "
+            f"{100 * best['exact_match']['median']:.2f} (1 seed) | "
+            f"{100 * best['f1']['median']:.2f} (1 seed) |") in text
+    assert f"{run_dir}: new (fine-tune {arch} seed 0 on squad" in result.stdout
+  assert "## Fine-tuning (paper Table 4): SQuAD v1.1 dev, x100" in text
+  assert "squad" not in results["glue"]["realformer"]["tasks"]
+
+
 def test_the_report_reads_as_table_2(tiny_reproduction):
   output_dir, corpus, result = tiny_reproduction
   results = _results(output_dir)
@@ -117,7 +149,7 @@ def test_the_report_reads_as_table_2(tiny_reproduction):
             f"{logs['lm_example_loss']:.2f} (1 seed) | "
             f"{report.PAPER_TABLE2['small'][1][arch]} |") in text
     seconds = results["pretraining_runs"][arch][0]["seconds"]
-    assert (f"- {label}: pre-training {seconds:.0f} s; fine-tuning 1 runs, "
+    assert (f"- {label}: pre-training {seconds:.0f} s; fine-tuning 2 runs, "
             in text)
     assert 0.0 < accuracy[arch] < 1.0 and logs["lm_example_loss"] > 0
   best = max(ARCHS, key=lambda a: (accuracy[a], -ARCHS.index(a)))

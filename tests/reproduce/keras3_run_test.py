@@ -47,8 +47,8 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_ends_the_same(
                                          0), plan_lib.RESULT_FILE)) as f:
     uninterrupted = json.load(f)
   assert result["global_step"] == 12
-  # The pre-training run, then its MRPC fine-tuning run.
-  assert "[1/2] " + run_dir + ": resume (pre-train" in resumed.stdout
+  # The pre-training run, then its MRPC and SQuAD fine-tuning runs.
+  assert "[1/3] " + run_dir + ": resume (pre-train" in resumed.stdout
   for key in ("eval_logs", "curves", "batch_digest", "initialization"):
     assert result[key] == uninterrupted[key], key
   # Its attention analysis too; a rerun keeps it (this run's config).
