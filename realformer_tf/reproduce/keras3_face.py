@@ -233,8 +233,8 @@ def squad_size(options: plan_lib.Options, size: plan_lib.Size
   if why:
     return 0, why
   questions = len(keras3_squad.read(files["train"], True))
-  return questions, "" if questions else f"{files['train']} has no usable " \
-      "training question"
+  return questions, ("" if questions else
+                     f"{files['train']} has no usable training question")
 
 
 def expected_data(options: plan_lib.Options, size: plan_lib.Size) -> Dict:
@@ -385,7 +385,6 @@ def _finetune_glue(plan, run, backbone, vocab):
       batch_size=run.batch_size, seed=run.seed)
   return output, [m + keras3_glue.metric_suffix(split) for split in dev
                   for m in glue_tasks.get_task(run.task).metrics]
-
 
 
 def analyse(plan: plan_lib.Plan) -> Dict[str, str]:

@@ -163,11 +163,11 @@ def squad_table(plan: plan_lib.Plan, squad: Dict) -> List[str]:
   """Table 4's shape: per architecture SQuAD v1.1's best grid point."""
   if not squad:
     return []
+  seq_length, stride, _ = plan_lib.squad_lengths(plan.size)
   lines = ["## Fine-tuning (paper Table 4): SQuAD v1.1 dev, x100", "",
            "Exact match and F1 by the official script's rules; best point "
-           "by the median F1 over the pre-training seeds. Sequence "
-           f"{plan_lib.squad_lengths(plan.size)[0]}, stride "
-           f"{plan_lib.squad_lengths(plan.size)[1]}.", "",
+           f"by the median F1 over the pre-training seeds. Sequence "
+           f"{seq_length}, stride {stride}.", "",
            "| Architecture | EM | F1 |", "|---|---|---|"]
   for arch in (a for a in plan.options.archs if a in squad):
     best = squad[arch]["best"]
@@ -194,15 +194,18 @@ def seconds_lines(plan: plan_lib.Plan, results: Dict[str, Dict]) -> List[str]:
 
 
 def by_arch(plan: plan_lib.Plan, results: Dict[str, Dict]):
-  """({arch: [pre-training result per seed]}, {arch: {task: [fine-tuning
-  results]}}) from the runs' `results` ({run_dir: result})."""
-  pretrain_runs, glue_runs = {}, {}
+  """({arch: [pre-training result per seed]}, {arch: {GLUE task:
+  [fine-tuning results]}}, {arch: [SQuAD results]}) from the runs'
+  `results` ({run_dir: result})."""
+  pretrain_runs, glue_runs, squad_runs = {}, {}, {}
   for run in plan.pretrain:
     pretrain_runs.setdefault(run.arch, []).append(results[run.run_dir])
     for spec in plan.finetune[run.run_dir]:
-      glue_runs.setdefault(run.arch, {}).setdefault(spec.task, []).append(
-          results[spec.run_dir])
-  return pretrain_runs, glue_runs
+      runs = (squad_runs.setdefault(run.arch, []) if spec.task ==
+              plan_lib.SQUAD else glue_runs.setdefault(
+                  run.arch, {}).setdefault(spec.task, []))
+      runs.append(results[spec.run_dir])
+  return pretrain_runs, glue_runs, squad_runs
 
 
 def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
@@ -212,7 +215,7 @@ def format_results(plan: plan_lib.Plan, results: Dict[str, Dict],
   summaries."""
   o, s = plan.options, plan.size
   note = scale_note(plan)
-  pretrain_runs, glue_runs = by_arch(plan, results)
+  pretrain_runs, glue_runs, _ = by_arch(plan, results)
   lines = [
       f"# Post-LN vs Pre-LN vs RealFormer, size `{o.size}`, face `{o.face}`",
       "", *([f"**{note}**", ""] if note else []),
@@ -263,13 +266,12 @@ def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
   those paths is refused. Prints results.md; returns results.json's
   content."""
   o, face = plan.options, plan.face
-  pretrain_runs, glue_runs = by_arch(plan, results)
+  pretrain_runs, glue_runs, squad_runs = by_arch(plan, results)
   pretraining = summarize_pretraining(pretrain_runs)
-  squad = {arch: seed_stats.summarize_task(plan_lib.SQUAD, by_task.pop(
-      plan_lib.SQUAD), main="f1") for arch, by_task in glue_runs.items()
-           if plan_lib.SQUAD in by_task}
+  squad = {arch: seed_stats.summarize_task(plan_lib.SQUAD, runs, main="f1")
+           for arch, runs in squad_runs.items()}
   glue = {arch: seed_stats.summarize(by_task)
-          for arch, by_task in glue_runs.items() if by_task}
+          for arch, by_task in glue_runs.items()}
   curves = {arch: {r["seed"]: r["curves"] for r in runs}
             for arch, runs in pretrain_runs.items()}
   summary = {"face": o.face, "size": o.size, "archs": list(o.archs),
@@ -277,7 +279,8 @@ def write_results(plan: plan_lib.Plan, results: Dict[str, Dict],
              "data": {k: v for k, v in plan.data.items()
                       if isinstance(v, (str, int, float))},
              "pretraining": pretraining, "pretraining_runs": pretrain_runs,
-             "glue": glue, "squad": squad, "curves": curves, "analysis": analyses}
+             "glue": glue, "squad": squad, "curves": curves,
+             "analysis": analyses}
   text = format_results(plan, results, pretraining, glue, squad)
   out = {name: os.path.join(o.output_dir, name) for name in plan_lib.REPORT}
   note = " ".join(filter(None, [scale_note(plan),

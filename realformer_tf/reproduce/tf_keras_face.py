@@ -269,7 +269,6 @@ def finetune(plan: plan_lib.Plan, run: plan_lib.FinetuneRun) -> Dict:
   return glue_run.make_result(runs.train_run(glue_run), 0.0)
 
 
-
 def analyse(plan: plan_lib.Plan) -> Dict[str, str]:
   # summary.json is renamed in last: if it is there, the set is whole.
   return plan_lib.analyse_seed0(

@@ -257,3 +257,42 @@ def test_an_output_dir_holding_what_it_does_not_write_is_refused(tmp_path):
     _keras3_plan(output_dir=str(ours / plan_lib.RESULTS_JSON))
   assert json.loads((ours / plan_lib.RESULTS_JSON).read_text())["face"] == (
       "keras3")
+
+
+def test_squad_is_planned_where_both_files_are_and_skipped_saying_why(
+    tmp_path):
+  assert _keras3_plan(seeds=1).skipped_tasks["squad"] == (
+      "<no --squad_dir> lacks train-v1.1.json, dev-v1.1.json")
+  squad_dir = str(tmp_path / "squad")
+  reproduce_inputs.write_squad(squad_dir)
+  os.remove(os.path.join(squad_dir, "dev-v1.1.json"))
+  plan = _keras3_plan(seeds=1, squad_dir=squad_dir)
+  assert plan.skipped_tasks["squad"] == f"{squad_dir} lacks dev-v1.1.json"
+  assert plan.squad_size == 0 and not any(plan.finetune.values())
+  reproduce_inputs.write_squad(str(tmp_path / "both"))
+  plan = _keras3_plan(seeds=2, squad_dir=str(tmp_path / "both"))
+  assert plan.squad_size == 24 and "squad" not in plan.skipped_tasks
+  for run in plan.pretrain:
+    squad, = plan.finetune[run.run_dir]
+    # ceil(3 epochs * 24 questions / batch 32), tiny's 48 tokens.
+    assert (squad.task, squad.seed, squad.train_steps,
+            squad.max_seq_length) == ("squad", run.seed, 3, 48)
+  assert plan_lib.squad_lengths(plan.size) == (48, 16, 8)
+  assert plan_lib.squad_lengths(plan_lib.SIZES["base"]) == (384, 128, 64)
+  # The tf_keras face names where SQuAD is fine-tuned instead.
+  plan = _tf_keras_plan(str(tmp_path), squad_dir=str(tmp_path / "both"))
+  assert "--face=keras3 does" in plan.skipped_tasks["squad"]
+  assert not any(plan.finetune.values())
+
+
+def test_a_malformed_squad_file_is_refused_naming_it(tmp_path):
+  squad_dir = str(tmp_path / "squad")
+  reproduce_inputs.write_squad(squad_dir)
+  train = os.path.join(squad_dir, "train-v1.1.json")
+  with open(train, "w") as f:
+    f.write('{"data": [{"paragraphs": [{"context": "x", "qas": [{}]}]}]}')
+  with pytest.raises(ValueError, match=re.escape(
+      f"SQuAD file {train!r}, article 0 paragraph 0 question 0: has no 'id' "
+      "string.")):
+    _keras3_plan(output_dir=str(tmp_path / "out"), squad_dir=squad_dir)
+  assert not os.path.exists(tmp_path / "out")

@@ -51,7 +51,7 @@ class ReportTest(tf.test.TestCase):
           seed=run.seed, seconds=3.0, epochs=3, learning_rate=1e-4,
           metrics=dict(f1=accuracies[run.seed],
                        accuracy=accuracies[run.seed] / 2))
-    runs, glue_runs = report.by_arch(plan, results)
+    runs, glue_runs, _ = report.by_arch(plan, results)
     glue = {arch: seed_stats.summarize(by_task)
             for arch, by_task in glue_runs.items()}
     return report.format_results(plan, results,
