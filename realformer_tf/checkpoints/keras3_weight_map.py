@@ -20,16 +20,12 @@ _ATTENTION_DENSES = (("query", "_query_dense"), ("key", "_key_dense"),
                      ("attention_output", "_output_dense"))
 
 
-def _check_no_lora(layer):
+def dense_slots(prefix: str, layer) -> Dict[str, Any]:
+  """`{prefix/kernel, prefix/bias}` of a (Einsum)Dense layer (Keras 2 or 3)."""
   if getattr(layer, "lora_enabled", False):
     raise ValueError(f"Layer {layer.name!r} has LoRA enabled: its kernel is "
                      "the frozen kernel plus the LoRA update, not one weight. "
                      "Merge or drop the LoRA weights before copying weights.")
-
-
-def dense_slots(prefix: str, layer) -> Dict[str, Any]:
-  """`{prefix/kernel, prefix/bias}` of a (Einsum)Dense layer (Keras 2 or 3)."""
-  _check_no_lora(layer)
   return {f"{prefix}/kernel": layer.kernel, f"{prefix}/bias": layer.bias}
 
 
@@ -45,20 +41,34 @@ def attention_slots(prefix: str, attention) -> Dict[str, Any]:
   return slots
 
 
+# Block weight name -> (its slots, `RealFormerEncoderBlock`'s attribute,
+# keras-hub `TransformerEncoder`'s).
+_BLOCK_WEIGHTS = (
+    ("self_attention", attention_slots, "_attention_layer",
+     "_self_attention_layer"),
+    ("self_attention_layer_norm", norm_slots, "_attention_layer_norm",
+     "_self_attention_layer_norm"),
+    ("intermediate", dense_slots, "_intermediate_dense",
+     "_feedforward_intermediate_dense"),
+    ("output", dense_slots, "_output_dense", "_feedforward_output_dense"),
+    ("output_layer_norm", norm_slots, "_output_layer_norm",
+     "_feedforward_layer_norm"))
+
+
 def block_slots(prefix: str, block) -> Dict[str, Any]:
-  """A `RealFormerEncoderBlock`'s weights (tf_keras or Keras 3: same names)."""
-  # pylint: disable=protected-access
-  return {**attention_slots(f"{prefix}/self_attention", block._attention_layer),
-          **norm_slots(f"{prefix}/self_attention_layer_norm",
-                       block._attention_layer_norm),
-          **dense_slots(f"{prefix}/intermediate", block._intermediate_dense),
-          **dense_slots(f"{prefix}/output", block._output_dense),
-          **norm_slots(f"{prefix}/output_layer_norm", block._output_layer_norm)}
-  # pylint: enable=protected-access
+  """A `RealFormerEncoderBlock`'s weights (tf_keras or Keras 3: same names)
+  or a keras-hub `TransformerEncoder`'s."""
+  keras_hub = hasattr(block, "_self_attention_layer")
+  slots = {}
+  for name, slots_of_layer, ours, theirs in _BLOCK_WEIGHTS:
+    slots.update(slots_of_layer(f"{prefix}/{name}",
+                                getattr(block, theirs if keras_hub else ours)))
+  return slots
 
 
-def backbone_slots(model: backbone_lib.RealFormerBackbone) -> Dict[str, Any]:
-  """Every weight of a `RealFormerBackbone`, by name."""
+def backbone_slots(model) -> Dict[str, Any]:
+  """Every weight of a `RealFormerBackbone` or a keras-hub `BertBackbone`
+  (the same attribute names), by name."""
   slots = {"word_embeddings/embeddings": model.token_embedding.embeddings,
            "position_embedding/embeddings":
                model.position_embedding.position_embeddings,
@@ -67,38 +77,12 @@ def backbone_slots(model: backbone_lib.RealFormerBackbone) -> Dict[str, Any]:
            **dense_slots("pooler_transform", model.pooled_dense)}
   for i, block in enumerate(model.transformer_layers):
     slots.update(block_slots(f"transformer/layer_{i}", block))
-  if model.final_layer_norm is not None:
+  if getattr(model, "final_layer_norm", None) is not None:
     slots.update(norm_slots("final_layer_norm", model.final_layer_norm))
   return slots
 
 
-def bert_backbone_slots(bert) -> Dict[str, Any]:
-  """Every weight of a keras-hub `BertBackbone`, by name."""
-  slots = {"word_embeddings/embeddings": bert.token_embedding.embeddings,
-           "position_embedding/embeddings":
-               bert.position_embedding.position_embeddings,
-           "type_embeddings/embeddings": bert.segment_embedding.embeddings,
-           **norm_slots("embeddings/layer_norm", bert.embeddings_layer_norm),
-           **dense_slots("pooler_transform", bert.pooled_dense)}
-  # pylint: disable=protected-access
-  for i, layer in enumerate(bert.transformer_layers):
-    prefix = f"transformer/layer_{i}"
-    slots.update(
-        **attention_slots(f"{prefix}/self_attention",
-                          layer._self_attention_layer),
-        **norm_slots(f"{prefix}/self_attention_layer_norm",
-                     layer._self_attention_layer_norm),
-        **dense_slots(f"{prefix}/intermediate",
-                      layer._feedforward_intermediate_dense),
-        **dense_slots(f"{prefix}/output", layer._feedforward_output_dense),
-        **norm_slots(f"{prefix}/output_layer_norm",
-                     layer._feedforward_layer_norm))
-  # pylint: enable=protected-access
-  return slots
-
-
-# The MLM head's weights besides the tied embedding, as a run's checkpoint
-# names them.
+# The MLM head's weights besides the tied embedding (a run's names).
 MASKED_LM_DENSE, MASKED_LM_NORM, MASKED_LM_BIAS = (
     "masked_lm/dense", "masked_lm/layer_norm", "masked_lm/output_bias")
 
@@ -118,10 +102,9 @@ def masked_lm_head_slots(head) -> Dict[str, Any]:
 
 def slots_of(model) -> Dict[str, Any]:
   """The slots of a `RealFormerBackbone` or a keras-hub `BertBackbone`."""
-  if isinstance(model, backbone_lib.RealFormerBackbone):
+  if (isinstance(model, backbone_lib.RealFormerBackbone) or
+      type(model).__name__ == "BertBackbone"):  # keras_hub.models.BertBackbone
     return backbone_slots(model)
-  if type(model).__name__ == "BertBackbone":  # keras_hub.models.BertBackbone
-    return bert_backbone_slots(model)
   raise TypeError(f"Expected a RealFormerBackbone or a keras-hub BertBackbone, "
                   f"got {type(model).__name__}.")
 
@@ -165,11 +148,9 @@ def copy_weights(source_model, target_model) -> None:
 
 def load_bert_backbone(bert, residual_attention: str = "none",
                        **overrides) -> backbone_lib.RealFormerBackbone:
-  """A `RealFormerBackbone` with the weights of a keras-hub `BertBackbone`.
-
-  `residual_attention`: "none" computes `bert`'s outputs exactly; "sum" or
-  "mean" warm-start a RealFormer. `overrides`: e.g. `dropout`, `dtype`.
-  """
+  """A `RealFormerBackbone` with the weights of a keras-hub `BertBackbone`;
+  `residual_attention` "none" computes `bert`'s outputs exactly, "sum" or
+  "mean" warm-start a RealFormer. `overrides`: e.g. `dropout`, `dtype`."""
   config = {k: v for k, v in bert.get_config().items()
             if k not in ("name", "trainable")}
   model = backbone_lib.RealFormerBackbone(
